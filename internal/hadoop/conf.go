@@ -1,0 +1,218 @@
+package hadoop
+
+import (
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// MaxConfBytes bounds how much of a configuration file is read.
+const MaxConfBytes = 8 << 20
+
+// Conf is a Hadoop configuration (job.xml, mapred-site.xml): name -> value.
+type Conf map[string]string
+
+// ParseConf reads a Hadoop configuration XML document
+// (<configuration><property><name/><value/></property>...</configuration>).
+// Later definitions of a name win, as in Hadoop, unless an earlier one was final.
+func ParseConf(r io.Reader) (Conf, error) {
+	d := xml.NewDecoder(io.LimitReader(r, MaxConfBytes))
+	d.Strict = true
+	conf := Conf{}
+	final := map[string]bool{}
+	var (
+		inProp           bool
+		field            string
+		name, value, fin strings.Builder
+		sawConfiguration bool
+	)
+	for {
+		tok, err := d.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return conf, fmt.Errorf("cannot parse configuration: %w", err)
+		}
+		switch t := tok.(type) {
+		case xml.StartElement:
+			switch t.Name.Local {
+			case "configuration":
+				sawConfiguration = true
+			case "property":
+				inProp = true
+				name.Reset()
+				value.Reset()
+				fin.Reset()
+				// Hadoop also accepts attributes: <property name="x" value="y"/>
+				for _, a := range t.Attr {
+					switch a.Name.Local {
+					case "name":
+						name.WriteString(a.Value)
+					case "value":
+						value.WriteString(a.Value)
+					case "final":
+						fin.WriteString(a.Value)
+					}
+				}
+			default:
+				if inProp {
+					field = t.Name.Local
+				}
+			}
+		case xml.CharData:
+			if !inProp {
+				continue
+			}
+			switch field {
+			case "name":
+				name.Write(t)
+			case "value":
+				value.Write(t)
+			case "final":
+				fin.Write(t)
+			}
+		case xml.EndElement:
+			switch t.Name.Local {
+			case "property":
+				inProp = false
+				n := strings.TrimSpace(name.String())
+				if n != "" && !final[n] {
+					conf[n] = strings.TrimSpace(value.String())
+					if strings.TrimSpace(fin.String()) == "true" {
+						final[n] = true
+					}
+				}
+			default:
+				field = ""
+			}
+		}
+	}
+	if !sawConfiguration {
+		return conf, errors.New("cannot parse configuration: no <configuration> element")
+	}
+	return conf, nil
+}
+
+// First returns the value of the first of names that is set.
+func (c Conf) First(names ...string) string {
+	for _, n := range names {
+		if v, ok := c[n]; ok && v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// Int returns the first of names that is set and is an integer.
+func (c Conf) Int(names ...string) (int64, bool) {
+	for _, n := range names {
+		if v, ok := c[n]; ok {
+			if i, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
+				return i, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// JobConf is what taskscope takes from a job's configuration.
+type JobConf struct {
+	JobName   string `json:"job_name,omitempty"`
+	User      string `json:"user,omitempty"`
+	Queue     string `json:"queue,omitempty"`
+	MemoryMB  int64  `json:"memory_mb,omitempty"` // the container or slot size for this attempt's task type
+	JavaOpts  string `json:"java_opts,omitempty"`
+	XmxBytes  int64  `json:"xmx_bytes,omitempty"`
+	Streaming bool   `json:"streaming,omitempty"`
+	Reduces   int64  `json:"reduces,omitempty"`
+	Maps      int64  `json:"maps,omitempty"`
+}
+
+// JobConfFor extracts the settings for one task type ("map", "reduce", "am", ...)
+// under both Hadoop 1 and Hadoop 2/3 names.
+func (c Conf) JobConfFor(taskType string) JobConf {
+	j := JobConf{
+		JobName: c.First("mapreduce.job.name", "mapred.job.name"),
+		User:    c.First("mapreduce.job.user.name", "user.name"),
+		Queue:   c.First("mapreduce.job.queuename", "mapred.job.queue.name"),
+	}
+	if j.Queue == "" {
+		j.Queue = "default"
+	}
+	j.Streaming = c.First("stream.map.streamprocessor", "stream.reduce.streamprocessor") != ""
+	j.Maps, _ = c.Int("mapreduce.job.maps", "mapred.map.tasks")
+	j.Reduces, _ = c.Int("mapreduce.job.reduces", "mapred.reduce.tasks")
+	switch taskType {
+	case "map":
+		j.MemoryMB, _ = c.Int("mapreduce.map.memory.mb", "mapred.job.map.memory.mb")
+		j.JavaOpts = c.First("mapreduce.map.java.opts", "mapred.map.child.java.opts", "mapred.child.java.opts")
+	case "reduce":
+		j.MemoryMB, _ = c.Int("mapreduce.reduce.memory.mb", "mapred.job.reduce.memory.mb")
+		j.JavaOpts = c.First("mapreduce.reduce.java.opts", "mapred.reduce.child.java.opts", "mapred.child.java.opts")
+	case "am":
+		j.MemoryMB, _ = c.Int("yarn.app.mapreduce.am.resource.mb")
+		j.JavaOpts = c.First("yarn.app.mapreduce.am.command-opts")
+	default:
+		j.JavaOpts = c.First("mapred.child.java.opts")
+	}
+	j.XmxBytes = ParseXmx(j.JavaOpts)
+	return j
+}
+
+// ParseXmx returns the last -Xmx in a java options string or argv, in bytes, 0 if none.
+func ParseXmx(opts string) int64 {
+	var last int64
+	for _, w := range strings.Fields(opts) {
+		if v, ok := strings.CutPrefix(w, "-Xmx"); ok {
+			if n, ok := ParseJavaSize(v); ok {
+				last = n
+			}
+		}
+	}
+	return last
+}
+
+// ParseJavaSize parses a JVM size such as 512m, 2g, 1048576, 64k.
+func ParseJavaSize(v string) (int64, bool) {
+	if v == "" {
+		return 0, false
+	}
+	mult := int64(1)
+	switch v[len(v)-1] {
+	case 'k', 'K':
+		mult = 1 << 10
+	case 'm', 'M':
+		mult = 1 << 20
+	case 'g', 'G':
+		mult = 1 << 30
+	case 't', 'T':
+		mult = 1 << 40
+	}
+	if mult != 1 {
+		v = v[:len(v)-1]
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 || n > (1<<62)/mult {
+		return 0, false
+	}
+	return n * mult, true
+}
+
+// ParseLogIndex returns the LOG_DIR of a Hadoop 1 log.index file: its first
+// line is "LOG_DIR:<dir>" naming the JVM's first attempt's log directory.
+func ParseLogIndex(b []byte) (string, bool) {
+	line := b
+	if i := strings.IndexByte(string(b), '\n'); i >= 0 {
+		line = b[:i]
+	}
+	s := strings.TrimRight(string(line), "\r")
+	dir, ok := strings.CutPrefix(s, "LOG_DIR:")
+	if !ok || dir == "" {
+		return "", false
+	}
+	return dir, true
+}

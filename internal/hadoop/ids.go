@@ -1,0 +1,150 @@
+// Package hadoop knows the names Hadoop gives to jobs, applications, task
+// attempts and containers, and how Hadoop 1, YARN MapReduce, Streaming, Spark
+// and Tez launch their task processes. It parses; it reads no files itself.
+package hadoop
+
+import (
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// The regular expressions of Hadoop's own id classes (JobID, ApplicationId,
+// TaskAttemptID, ContainerId, Tez's TezTaskAttemptID).
+var (
+	reJob       = regexp.MustCompile(`job_(\w+?)_(\d{4,})`)
+	reApp       = regexp.MustCompile(`application_(\d+)_(\d{4,})`)
+	reAttempt   = regexp.MustCompile(`attempt_(\d+)_(\d{4,})_([mrsct])_(\d{6,})_(\d+)`)
+	reTez       = regexp.MustCompile(`attempt_(\d+)_(\d{4,})_(\d+)_(\d{2,})_(\d{6,})_(\d+)`)
+	reContainer = regexp.MustCompile(`container_(?:e(\d+)_)?(\d+)_(\d{4,})_(\d{2,})_(\d{6,})`)
+)
+
+// AttemptID is a parsed task attempt id: a MapReduce one
+// (attempt_<ts>_<job>_<type>_<task>_<n>) or a Tez one
+// (attempt_<ts>_<app>_<dag>_<vertex>_<task>_<n>).
+type AttemptID struct {
+	Raw       string
+	ClusterTS string // the cluster timestamp part
+	Seq       string // the job or application number, as written (4+ digits)
+	Type      string // map, reduce, setup, cleanup, task-cleanup; "tez" for Tez attempts
+	Task      string
+	Attempt   int
+	Tez       bool
+	DAG       string // Tez only
+	Vertex    string // Tez only
+}
+
+// JobID returns the MapReduce job id of the attempt (job_<ts>_<n>), or for Tez
+// attempts the application id, which is what names a Tez job.
+func (a AttemptID) JobID() string {
+	if a.Tez {
+		return "application_" + a.ClusterTS + "_" + a.Seq
+	}
+	return "job_" + a.ClusterTS + "_" + a.Seq
+}
+
+// TaskID is the attempt id without the attempt number: the task it belongs to.
+func (a AttemptID) TaskID() string {
+	i := strings.LastIndexByte(a.Raw, '_')
+	if i < 0 {
+		return a.Raw
+	}
+	return "task" + strings.TrimPrefix(a.Raw[:i], "attempt")
+}
+
+var mrTaskTypes = map[string]string{"m": "map", "r": "reduce", "s": "setup", "c": "cleanup", "t": "task-cleanup"}
+
+// FindAttempt returns the first task attempt id in s.
+func FindAttempt(s string) (AttemptID, bool) {
+	if !strings.Contains(s, "attempt_") {
+		return AttemptID{}, false
+	}
+	// A Tez id would also match the MapReduce pattern's prefix only if the
+	// third part were a type letter, which it never is (it is a number).
+	if m := reAttempt.FindStringSubmatch(s); m != nil {
+		n, _ := strconv.Atoi(m[5])
+		return AttemptID{Raw: m[0], ClusterTS: m[1], Seq: m[2], Type: mrTaskTypes[m[3]], Task: m[4], Attempt: n}, true
+	}
+	if m := reTez.FindStringSubmatch(s); m != nil {
+		n, _ := strconv.Atoi(m[6])
+		return AttemptID{Raw: m[0], ClusterTS: m[1], Seq: m[2], Type: "tez", DAG: m[3], Vertex: m[4], Task: m[5], Attempt: n, Tez: true}, true
+	}
+	return AttemptID{}, false
+}
+
+// ParseAttempt parses s, which must be exactly one attempt id.
+func ParseAttempt(s string) (AttemptID, bool) {
+	a, ok := FindAttempt(s)
+	if !ok || a.Raw != s {
+		return AttemptID{}, false
+	}
+	return a, true
+}
+
+// ContainerID is a parsed YARN container id.
+type ContainerID struct {
+	Raw        string
+	Epoch      int
+	ClusterTS  string
+	AppSeq     string
+	AppAttempt string
+	Seq        string
+}
+
+// AppID is the application the container belongs to.
+func (c ContainerID) AppID() string { return "application_" + c.ClusterTS + "_" + c.AppSeq }
+
+// JobID is the MapReduce job id of the container's application.
+func (c ContainerID) JobID() string { return "job_" + c.ClusterTS + "_" + c.AppSeq }
+
+// IsFirst reports whether this is container 1 of its application attempt: the
+// ApplicationMaster's container.
+func (c ContainerID) IsFirst() bool { n, _ := strconv.Atoi(c.Seq); return n == 1 }
+
+// FindContainer returns the first container id in s.
+func FindContainer(s string) (ContainerID, bool) {
+	if !strings.Contains(s, "container_") {
+		return ContainerID{}, false
+	}
+	m := reContainer.FindStringSubmatch(s)
+	if m == nil {
+		return ContainerID{}, false
+	}
+	e, _ := strconv.Atoi(m[1])
+	return ContainerID{Raw: m[0], Epoch: e, ClusterTS: m[2], AppSeq: m[3], AppAttempt: m[4], Seq: m[5]}, true
+}
+
+// FindApp returns the first application id in s.
+func FindApp(s string) (string, bool) {
+	if !strings.Contains(s, "application_") {
+		return "", false
+	}
+	m := reApp.FindString(s)
+	return m, m != ""
+}
+
+// FindJob returns the first job id in s.
+func FindJob(s string) (string, bool) {
+	if !strings.Contains(s, "job_") {
+		return "", false
+	}
+	m := reJob.FindString(s)
+	return m, m != ""
+}
+
+// JobForApp maps application_<ts>_<n> to job_<ts>_<n> (MapReduce on YARN names
+// the same job both ways).
+func JobForApp(app string) string {
+	if rest, ok := strings.CutPrefix(app, "application_"); ok {
+		return "job_" + rest
+	}
+	return app
+}
+
+// AppForJob maps job_<ts>_<n> to application_<ts>_<n>.
+func AppForJob(job string) string {
+	if rest, ok := strings.CutPrefix(job, "job_"); ok {
+		return "application_" + rest
+	}
+	return job
+}

@@ -1,0 +1,180 @@
+// Package procfs reads Linux /proc from a configurable root, cheaply: files
+// of a watched process are opened once and re-read with pread, buffers are
+// the caller's, and parsers work on bytes without allocating. Every file but
+// stat and cmdline is optional: a missing or unreadable one is reported as an
+// error the caller may count and ignore. A process that vanished gives an
+// error for which IsGone is true.
+package procfs
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// UserHZ is the unit of the clock-tick fields of /proc (USER_HZ), which is
+// 100 on every Linux architecture that Hadoop runs on.
+const UserHZ = 100
+
+// FS is a /proc mount, real or a fixture tree.
+type FS struct {
+	root string
+}
+
+// NewFS returns the /proc tree at root ("/proc" when empty).
+func NewFS(root string) FS {
+	if root == "" {
+		root = "/proc"
+	}
+	return FS{root: filepath.Clean(root)}
+}
+
+// Root is the directory the FS reads.
+func (f FS) Root() string { return f.root }
+
+// Path joins elements under the root.
+func (f FS) Path(elem ...string) string {
+	return filepath.Join(append([]string{f.root}, elem...)...)
+}
+
+// PidPath is <root>/<pid>/<file>.
+func (f FS) PidPath(pid int32, file string) string {
+	return f.root + "/" + strconv.Itoa(int(pid)) + "/" + file
+}
+
+// IsGone reports whether err means that the process no longer exists.
+func IsGone(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH)
+}
+
+// ReadFile reads a whole file into buf (grown as needed) and returns it.
+func ReadFile(path string, buf []byte) ([]byte, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return buf[:0], &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	return readAll(fd, path, buf)
+}
+
+func readAll(fd int, path string, buf []byte) ([]byte, error) {
+	buf = buf[:0]
+	if cap(buf) < 512 {
+		buf = make([]byte, 0, 4096)
+	}
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := unix.Pread(fd, buf[len(buf):cap(buf)], int64(len(buf)))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return buf, &fs.PathError{Op: "read", Path: path, Err: err}
+		}
+		if n == 0 {
+			return buf, nil
+		}
+		buf = buf[:len(buf)+n]
+	}
+}
+
+// File names a per-process file that a Proc can hold open.
+type File uint8
+
+// The per-process files read every tick.
+const (
+	FileStat File = iota
+	FileStatus
+	FileIO
+	FileSchedstat
+	FileStatm
+	fileCount
+)
+
+var fileNames = [fileCount]string{"stat", "status", "io", "schedstat", "statm"}
+
+func (f File) String() string { return fileNames[f] }
+
+// Proc is one process directory whose files are held open between reads: a
+// held file of a process that exited reads as ESRCH even if the pid was
+// reused, so a Proc never reads another process's data.
+type Proc struct {
+	PID int32
+	fs  *FS
+	fds [fileCount]int32 // 0: not opened; -1: cannot be opened (do not retry)
+}
+
+// OpenProc returns a handle on pid's directory. Nothing is opened yet.
+func (f *FS) OpenProc(pid int32) *Proc {
+	return &Proc{PID: pid, fs: f}
+}
+
+// Read returns the content of file, read into buf. Files are opened on the
+// first read and kept open; a file that cannot be opened (permissions, an
+// older kernel) is not tried again, and reads as ErrUnavailable.
+func (p *Proc) Read(file File, buf []byte) ([]byte, error) {
+	fd := p.fds[file]
+	path := ""
+	if fd == -1 {
+		return buf[:0], ErrUnavailable
+	}
+	if fd == 0 {
+		path = p.fs.PidPath(p.PID, fileNames[file])
+		nfd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			if err == unix.ENOENT || err == unix.ESRCH {
+				// The whole process may be gone: let the caller know.
+				if _, serr := os.Stat(p.fs.PidPath(p.PID, "")); serr != nil {
+					return buf[:0], &fs.PathError{Op: "open", Path: path, Err: err}
+				}
+			}
+			p.fds[file] = -1
+			return buf[:0], fmt.Errorf("%w: %s: %v", ErrUnavailable, path, err)
+		}
+		fd = int32(nfd)
+		p.fds[file] = fd
+	}
+	b, err := readAll(int(fd), "", buf)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			if path == "" {
+				path = p.fs.PidPath(p.PID, fileNames[file])
+			}
+			pe.Path = path
+		}
+	}
+	return b, err
+}
+
+// Close closes every held file.
+func (p *Proc) Close() {
+	for i, fd := range p.fds {
+		if fd > 0 {
+			unix.Close(int(fd))
+		}
+		p.fds[i] = 0
+	}
+}
+
+// ErrUnavailable says that an optional file cannot be read for this process
+// (it does not exist on this kernel, or permission is denied).
+var ErrUnavailable = errors.New("file unavailable")
+
+// ReadPidFile reads <root>/<pid>/<file> once, without holding it open.
+func (f *FS) ReadPidFile(pid int32, file string, buf []byte) ([]byte, error) {
+	return ReadFile(f.PidPath(pid, file), buf)
+}
+
+// Readlink reads the symbolic link <root>/<pid>/<name> (cwd, exe).
+func (f *FS) Readlink(pid int32, name string) (string, error) {
+	return os.Readlink(f.PidPath(pid, name))
+}

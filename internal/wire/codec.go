@@ -1,0 +1,664 @@
+package wire
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// Field numbers, as in docs/wire.proto.
+const (
+	fBatchVersion   = 1
+	fBatchAgent     = 2
+	fBatchSeq       = 3
+	fBatchHost      = 4
+	fBatchSent      = 5
+	fBatchMetrics   = 6
+	fBatchProcesses = 7
+	fBatchAttempts  = 8
+	fBatchMembers   = 9
+	fBatchProcSer   = 10
+	fBatchAttSer    = 11
+	fBatchEvents    = 12
+	fBatchStats     = 13
+)
+
+// ErrMalformed wraps every decoding error.
+var ErrMalformed = errors.New("malformed batch")
+
+// Marshal appends the encoding of b to dst and returns it.
+func Marshal(dst []byte, b *Batch) []byte {
+	e := enc{b: dst}
+	e.uint(fBatchVersion, uint64(b.Version))
+	e.str(fBatchAgent, b.AgentID)
+	e.uint(fBatchSeq, b.Seq)
+	e.str(fBatchHost, b.Host)
+	e.sint(fBatchSent, b.SentMs)
+	for _, m := range b.Metrics {
+		e.strAlways(fBatchMetrics, m)
+	}
+	for i := range b.Processes {
+		e.msg(fBatchProcesses, func(e *enc) { b.Processes[i].marshal(e) })
+	}
+	for i := range b.Attempts {
+		e.msg(fBatchAttempts, func(e *enc) { b.Attempts[i].marshal(e) })
+	}
+	for i := range b.Members {
+		e.msg(fBatchMembers, func(e *enc) { b.Members[i].marshal(e) })
+	}
+	for i := range b.ProcSeries {
+		e.msg(fBatchProcSer, func(e *enc) { b.ProcSeries[i].marshal(e) })
+	}
+	for i := range b.AttemptSeries {
+		e.msg(fBatchAttSer, func(e *enc) { b.AttemptSeries[i].marshal(e) })
+	}
+	for i := range b.Events {
+		e.msg(fBatchEvents, func(e *enc) { b.Events[i].marshal(e) })
+	}
+	if b.Stats != (AgentStats{}) {
+		e.msg(fBatchStats, func(e *enc) { b.Stats.marshal(e) })
+	}
+	return e.b
+}
+
+func (p *Process) marshal(e *enc) {
+	e.fixed(1, p.Key)
+	e.sint(2, int64(p.PID))
+	e.sint(3, int64(p.PPID))
+	e.sint(4, p.StartMs)
+	e.str(5, p.Cmdline)
+	e.str(6, p.Comm)
+	e.str(7, p.Role)
+	e.uint(8, uint64(p.UID))
+	e.str(9, p.User)
+	e.sint(10, p.EndMs)
+	e.sint(11, int64(p.SID))
+}
+
+func (a *Attempt) marshal(e *enc) {
+	e.str(1, a.AttemptID)
+	e.str(2, a.JobID)
+	e.str(3, a.ContainerID)
+	e.str(4, a.Type)
+	e.str(5, a.Framework)
+	e.sint(6, a.FirstMs)
+	e.sint(7, a.LastMs)
+	e.bool(8, a.Ended)
+	e.str(9, a.JobName)
+	e.str(10, a.User)
+	e.str(11, a.Queue)
+	e.sint(12, a.MemoryMB)
+	e.str(13, a.JavaOpts)
+	e.sint(14, a.XmxBytes)
+	e.bool(15, a.Streaming)
+	e.str(16, a.AppID)
+}
+
+func (m *Membership) marshal(e *enc) {
+	e.fixed(1, m.Process)
+	e.str(2, m.AttemptID)
+	e.sint(3, m.FromMs)
+	e.sint(4, m.ToMs)
+	e.sint(5, m.CPUBaseMs)
+	e.str(6, m.Role)
+}
+
+func (s *Series) marshal(e *enc) {
+	e.fixed(1, s.Key)
+	e.str(2, s.AttemptID)
+	e.deltas(3, s.Times)
+	for i := range s.Columns {
+		c := &s.Columns[i]
+		e.msg(4, func(e *enc) {
+			e.uint(1, uint64(c.Metric))
+			e.deltas(2, c.Values)
+			if c.Absent != nil {
+				e.bytes(3, c.Absent)
+			}
+		})
+	}
+}
+
+func (ev *Event) marshal(e *enc) {
+	e.sint(1, ev.Ms)
+	e.str(2, ev.Kind)
+	e.fixed(3, ev.Process)
+	e.str(4, ev.AttemptID)
+	e.str(5, ev.JobID)
+	e.str(6, ev.Message)
+	e.sint(7, ev.Value)
+	e.sint(8, int64(ev.PID))
+}
+
+func (s *AgentStats) marshal(e *enc) {
+	e.uint(1, s.DroppedSamples)
+	e.uint(2, s.DroppedBatches)
+	e.uint(3, s.SpoolBytes)
+	e.uint(4, s.Ticks)
+	e.uint(5, s.Overruns)
+	e.uint(6, s.ReadErrors)
+}
+
+type enc struct{ b []byte }
+
+func (e *enc) uint(n protowire.Number, v uint64) {
+	if v != 0 {
+		e.b = protowire.AppendTag(e.b, n, protowire.VarintType)
+		e.b = protowire.AppendVarint(e.b, v)
+	}
+}
+
+func (e *enc) sint(n protowire.Number, v int64) {
+	if v != 0 {
+		e.b = protowire.AppendTag(e.b, n, protowire.VarintType)
+		e.b = protowire.AppendVarint(e.b, protowire.EncodeZigZag(v))
+	}
+}
+
+func (e *enc) bool(n protowire.Number, v bool) {
+	if v {
+		e.uint(n, 1)
+	}
+}
+
+func (e *enc) fixed(n protowire.Number, v uint64) {
+	if v != 0 {
+		e.b = protowire.AppendTag(e.b, n, protowire.Fixed64Type)
+		e.b = protowire.AppendFixed64(e.b, v)
+	}
+}
+
+func (e *enc) str(n protowire.Number, s string) {
+	if s != "" {
+		e.strAlways(n, s)
+	}
+}
+
+func (e *enc) strAlways(n protowire.Number, s string) {
+	e.b = protowire.AppendTag(e.b, n, protowire.BytesType)
+	e.b = protowire.AppendString(e.b, s)
+}
+
+func (e *enc) bytes(n protowire.Number, v []byte) {
+	e.b = protowire.AppendTag(e.b, n, protowire.BytesType)
+	e.b = protowire.AppendBytes(e.b, v)
+}
+
+// msg writes a length-delimited sub-message: the body is written after a
+// placeholder one-byte length, then moved if its length needs more bytes.
+func (e *enc) msg(n protowire.Number, body func(*enc)) {
+	e.b = protowire.AppendTag(e.b, n, protowire.BytesType)
+	at := len(e.b)
+	e.b = append(e.b, 0)
+	body(e)
+	e.fixLen(at)
+}
+
+func (e *enc) fixLen(at int) {
+	l := len(e.b) - at - 1
+	sz := protowire.SizeVarint(uint64(l))
+	if sz > 1 {
+		e.b = append(e.b, make([]byte, sz-1)...)
+		copy(e.b[at+sz:], e.b[at+1:at+1+l])
+	}
+	protowire.AppendVarint(e.b[at:at], uint64(l))
+}
+
+// deltas writes values as a packed sint64 field: the first value, then each
+// value's difference from the one before.
+func (e *enc) deltas(n protowire.Number, vs []int64) {
+	if len(vs) == 0 {
+		return
+	}
+	e.b = protowire.AppendTag(e.b, n, protowire.BytesType)
+	at := len(e.b)
+	e.b = append(e.b, 0)
+	var prev int64
+	for _, v := range vs {
+		e.b = protowire.AppendVarint(e.b, protowire.EncodeZigZag(v-prev))
+		prev = v
+	}
+	e.fixLen(at)
+}
+
+// Limits bound what a decoded batch may hold, so that a hostile body cannot
+// make the server allocate without end.
+type Limits struct {
+	MaxStringBytes int // any one string
+	MaxMetrics     int
+	MaxRecords     int // processes + attempts + memberships + series + events
+	MaxPoints      int // all values of all columns of all series, and all times
+}
+
+// DefaultLimits fit a batch of several minutes from a busy node many times over.
+var DefaultLimits = Limits{MaxStringBytes: 64 << 10, MaxMetrics: 256, MaxRecords: 1 << 20, MaxPoints: 64 << 20}
+
+// Unmarshal decodes a batch strictly: a field of a known number with the
+// wrong wire type, a truncated field, or an exceeded limit is an error
+// wrapping ErrMalformed. Unknown fields are skipped (newer agents may add
+// some). It does not validate meaning; see Validate.
+func Unmarshal(data []byte, lim Limits) (*Batch, error) {
+	d := dec{lim: lim}
+	b := &Batch{}
+	if err := d.batch(data, b); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	return b, nil
+}
+
+type dec struct {
+	lim     Limits
+	records int
+	points  int
+}
+
+// fields calls f for each field of a message; f returns false if it did not
+// consume the field, which is then skipped.
+func (d *dec) fields(data []byte, f func(n protowire.Number, t protowire.Type, v []byte, u uint64) (bool, error)) error {
+	for len(data) > 0 {
+		n, t, l := protowire.ConsumeTag(data)
+		if l < 0 {
+			return protowire.ParseError(l)
+		}
+		data = data[l:]
+		var v []byte
+		var u uint64
+		switch t {
+		case protowire.VarintType:
+			u, l = protowire.ConsumeVarint(data)
+		case protowire.Fixed64Type:
+			u, l = protowire.ConsumeFixed64(data)
+		case protowire.Fixed32Type:
+			var u32 uint32
+			u32, l = protowire.ConsumeFixed32(data)
+			u = uint64(u32)
+		case protowire.BytesType:
+			v, l = protowire.ConsumeBytes(data)
+		default:
+			l = protowire.ConsumeFieldValue(n, t, data)
+		}
+		if l < 0 {
+			return fmt.Errorf("field %d: %v", n, protowire.ParseError(l))
+		}
+		data = data[l:]
+		if _, err := f(n, t, v, u); err != nil {
+			return fmt.Errorf("field %d: %w", n, err)
+		}
+	}
+	return nil
+}
+
+func want(t, w protowire.Type) error {
+	if t != w {
+		return fmt.Errorf("wire type %d, want %d", t, w)
+	}
+	return nil
+}
+
+func (d *dec) str(t protowire.Type, v []byte) (string, error) {
+	if err := want(t, protowire.BytesType); err != nil {
+		return "", err
+	}
+	if len(v) > d.lim.MaxStringBytes {
+		return "", fmt.Errorf("string of %d bytes exceeds the limit of %d", len(v), d.lim.MaxStringBytes)
+	}
+	return string(v), nil
+}
+
+func (d *dec) record() error {
+	d.records++
+	if d.records > d.lim.MaxRecords {
+		return fmt.Errorf("more than %d records", d.lim.MaxRecords)
+	}
+	return nil
+}
+
+func varint(t protowire.Type, u uint64) (uint64, error) { return u, want(t, protowire.VarintType) }
+
+func svarint(t protowire.Type, u uint64) (int64, error) {
+	return protowire.DecodeZigZag(u), want(t, protowire.VarintType)
+}
+
+func int32of(t protowire.Type, u uint64) (int32, error) {
+	v, err := svarint(t, u)
+	if err == nil && (v > math.MaxInt32 || v < math.MinInt32) {
+		err = fmt.Errorf("value %d does not fit 32 bits", v)
+	}
+	return int32(v), err
+}
+
+func fixed(t protowire.Type, u uint64) (uint64, error) { return u, want(t, protowire.Fixed64Type) }
+
+func (d *dec) batch(data []byte, b *Batch) error {
+	return d.fields(data, func(n protowire.Number, t protowire.Type, v []byte, u uint64) (bool, error) {
+		var err error
+		switch n {
+		case fBatchVersion:
+			var x uint64
+			x, err = varint(t, u)
+			if x > math.MaxUint32 {
+				err = fmt.Errorf("version %d out of range", x)
+			}
+			b.Version = uint32(x)
+		case fBatchAgent:
+			b.AgentID, err = d.str(t, v)
+		case fBatchSeq:
+			b.Seq, err = varint(t, u)
+		case fBatchHost:
+			b.Host, err = d.str(t, v)
+		case fBatchSent:
+			b.SentMs, err = svarint(t, u)
+		case fBatchMetrics:
+			var s string
+			if s, err = d.str(t, v); err == nil {
+				if len(b.Metrics) >= d.lim.MaxMetrics {
+					return true, fmt.Errorf("more than %d metrics", d.lim.MaxMetrics)
+				}
+				b.Metrics = append(b.Metrics, s)
+			}
+		case fBatchProcesses:
+			if err = d.sub(t); err == nil {
+				var p Process
+				err = d.process(v, &p)
+				b.Processes = append(b.Processes, p)
+			}
+		case fBatchAttempts:
+			if err = d.sub(t); err == nil {
+				var a Attempt
+				err = d.attempt(v, &a)
+				b.Attempts = append(b.Attempts, a)
+			}
+		case fBatchMembers:
+			if err = d.sub(t); err == nil {
+				var m Membership
+				err = d.member(v, &m)
+				b.Members = append(b.Members, m)
+			}
+		case fBatchProcSer, fBatchAttSer:
+			if err = d.sub(t); err == nil {
+				var s Series
+				err = d.series(v, &s)
+				if n == fBatchProcSer {
+					b.ProcSeries = append(b.ProcSeries, s)
+				} else {
+					b.AttemptSeries = append(b.AttemptSeries, s)
+				}
+			}
+		case fBatchEvents:
+			if err = d.sub(t); err == nil {
+				var e Event
+				err = d.event(v, &e)
+				b.Events = append(b.Events, e)
+			}
+		case fBatchStats:
+			if err = want(t, protowire.BytesType); err == nil {
+				err = d.stats(v, &b.Stats)
+			}
+		default:
+			return false, nil
+		}
+		return true, err
+	})
+}
+
+func (d *dec) sub(t protowire.Type) error {
+	if err := want(t, protowire.BytesType); err != nil {
+		return err
+	}
+	return d.record()
+}
+
+func (d *dec) process(data []byte, p *Process) error {
+	return d.fields(data, func(n protowire.Number, t protowire.Type, v []byte, u uint64) (bool, error) {
+		var err error
+		switch n {
+		case 1:
+			p.Key, err = fixed(t, u)
+		case 2:
+			p.PID, err = int32of(t, u)
+		case 3:
+			p.PPID, err = int32of(t, u)
+		case 4:
+			p.StartMs, err = svarint(t, u)
+		case 5:
+			p.Cmdline, err = d.str(t, v)
+		case 6:
+			p.Comm, err = d.str(t, v)
+		case 7:
+			p.Role, err = d.str(t, v)
+		case 8:
+			var x uint64
+			x, err = varint(t, u)
+			if x > math.MaxUint32 {
+				err = fmt.Errorf("uid %d out of range", x)
+			}
+			p.UID = uint32(x)
+		case 9:
+			p.User, err = d.str(t, v)
+		case 10:
+			p.EndMs, err = svarint(t, u)
+		case 11:
+			p.SID, err = int32of(t, u)
+		default:
+			return false, nil
+		}
+		return true, err
+	})
+}
+
+func (d *dec) attempt(data []byte, a *Attempt) error {
+	return d.fields(data, func(n protowire.Number, t protowire.Type, v []byte, u uint64) (bool, error) {
+		var err error
+		switch n {
+		case 1:
+			a.AttemptID, err = d.str(t, v)
+		case 2:
+			a.JobID, err = d.str(t, v)
+		case 3:
+			a.ContainerID, err = d.str(t, v)
+		case 4:
+			a.Type, err = d.str(t, v)
+		case 5:
+			a.Framework, err = d.str(t, v)
+		case 6:
+			a.FirstMs, err = svarint(t, u)
+		case 7:
+			a.LastMs, err = svarint(t, u)
+		case 8:
+			var x uint64
+			x, err = varint(t, u)
+			a.Ended = x != 0
+		case 9:
+			a.JobName, err = d.str(t, v)
+		case 10:
+			a.User, err = d.str(t, v)
+		case 11:
+			a.Queue, err = d.str(t, v)
+		case 12:
+			a.MemoryMB, err = svarint(t, u)
+		case 13:
+			a.JavaOpts, err = d.str(t, v)
+		case 14:
+			a.XmxBytes, err = svarint(t, u)
+		case 15:
+			var x uint64
+			x, err = varint(t, u)
+			a.Streaming = x != 0
+		case 16:
+			a.AppID, err = d.str(t, v)
+		default:
+			return false, nil
+		}
+		return true, err
+	})
+}
+
+func (d *dec) member(data []byte, m *Membership) error {
+	return d.fields(data, func(n protowire.Number, t protowire.Type, v []byte, u uint64) (bool, error) {
+		var err error
+		switch n {
+		case 1:
+			m.Process, err = fixed(t, u)
+		case 2:
+			m.AttemptID, err = d.str(t, v)
+		case 3:
+			m.FromMs, err = svarint(t, u)
+		case 4:
+			m.ToMs, err = svarint(t, u)
+		case 5:
+			m.CPUBaseMs, err = svarint(t, u)
+		case 6:
+			m.Role, err = d.str(t, v)
+		default:
+			return false, nil
+		}
+		return true, err
+	})
+}
+
+func (d *dec) series(data []byte, s *Series) error {
+	return d.fields(data, func(n protowire.Number, t protowire.Type, v []byte, u uint64) (bool, error) {
+		var err error
+		switch n {
+		case 1:
+			s.Key, err = fixed(t, u)
+		case 2:
+			s.AttemptID, err = d.str(t, v)
+		case 3:
+			s.Times, err = d.deltas(t, v, s.Times)
+		case 4:
+			if err = want(t, protowire.BytesType); err == nil {
+				var c Column
+				err = d.column(v, &c)
+				s.Columns = append(s.Columns, c)
+			}
+		default:
+			return false, nil
+		}
+		return true, err
+	})
+}
+
+func (d *dec) column(data []byte, c *Column) error {
+	return d.fields(data, func(n protowire.Number, t protowire.Type, v []byte, u uint64) (bool, error) {
+		var err error
+		switch n {
+		case 1:
+			var x uint64
+			x, err = varint(t, u)
+			if x > math.MaxUint32 {
+				err = fmt.Errorf("metric index %d out of range", x)
+			}
+			c.Metric = uint32(x)
+		case 2:
+			c.Values, err = d.deltas(t, v, c.Values)
+		case 3:
+			if err = want(t, protowire.BytesType); err == nil {
+				d.points += len(v)
+				if d.points > d.lim.MaxPoints {
+					return true, fmt.Errorf("more than %d points", d.lim.MaxPoints)
+				}
+				c.Absent = append([]byte{}, v...)
+			}
+		default:
+			return false, nil
+		}
+		return true, err
+	})
+}
+
+// deltas decodes a packed sint64 field of deltas (see enc.deltas). A
+// non-packed single varint is accepted too, as protobuf requires.
+func (d *dec) deltas(t protowire.Type, v []byte, dst []int64) ([]int64, error) {
+	var prev int64
+	if len(dst) > 0 {
+		prev = dst[len(dst)-1]
+	}
+	if t != protowire.BytesType {
+		return dst, fmt.Errorf("wire type %d, want packed", t)
+	}
+	// Every varint is at least one byte: the count is bounded by len(v).
+	if d.points+len(v) > d.lim.MaxPoints {
+		// Count exactly before refusing: a value of 0 is one byte.
+		n := 0
+		for _, c := range v {
+			if c < 0x80 {
+				n++
+			}
+		}
+		if d.points+n > d.lim.MaxPoints {
+			return dst, fmt.Errorf("more than %d points", d.lim.MaxPoints)
+		}
+	}
+	if cap(dst)-len(dst) < len(v)/2 {
+		nd := make([]int64, len(dst), len(dst)+len(v)/2+1)
+		copy(nd, dst)
+		dst = nd
+	}
+	for len(v) > 0 {
+		x, l := protowire.ConsumeVarint(v)
+		if l < 0 {
+			return dst, protowire.ParseError(l)
+		}
+		v = v[l:]
+		prev += protowire.DecodeZigZag(x)
+		dst = append(dst, prev)
+		d.points++
+	}
+	if d.points > d.lim.MaxPoints {
+		return dst, fmt.Errorf("more than %d points", d.lim.MaxPoints)
+	}
+	return dst, nil
+}
+
+func (d *dec) event(data []byte, e *Event) error {
+	return d.fields(data, func(n protowire.Number, t protowire.Type, v []byte, u uint64) (bool, error) {
+		var err error
+		switch n {
+		case 1:
+			e.Ms, err = svarint(t, u)
+		case 2:
+			e.Kind, err = d.str(t, v)
+		case 3:
+			e.Process, err = fixed(t, u)
+		case 4:
+			e.AttemptID, err = d.str(t, v)
+		case 5:
+			e.JobID, err = d.str(t, v)
+		case 6:
+			e.Message, err = d.str(t, v)
+		case 7:
+			e.Value, err = svarint(t, u)
+		case 8:
+			e.PID, err = int32of(t, u)
+		default:
+			return false, nil
+		}
+		return true, err
+	})
+}
+
+func (d *dec) stats(data []byte, s *AgentStats) error {
+	return d.fields(data, func(n protowire.Number, t protowire.Type, v []byte, u uint64) (bool, error) {
+		var err error
+		switch n {
+		case 1:
+			s.DroppedSamples, err = varint(t, u)
+		case 2:
+			s.DroppedBatches, err = varint(t, u)
+		case 3:
+			s.SpoolBytes, err = varint(t, u)
+		case 4:
+			s.Ticks, err = varint(t, u)
+		case 5:
+			s.Overruns, err = varint(t, u)
+		case 6:
+			s.ReadErrors, err = varint(t, u)
+		default:
+			return false, nil
+		}
+		return true, err
+	})
+}

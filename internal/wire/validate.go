@@ -1,0 +1,196 @@
+package wire
+
+import (
+	"errors"
+	"fmt"
+	"unicode/utf8"
+)
+
+// ErrInvalid wraps every validation error.
+var ErrInvalid = errors.New("invalid batch")
+
+// Validate checks what Unmarshal cannot: the version, required fields, UTF-8,
+// and that every series is well formed. The error names the first offending
+// record, so that whoever writes an agent can find it.
+func Validate(b *Batch) error {
+	if err := validate(b); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	return nil
+}
+
+func validate(b *Batch) error {
+	if b.Version != Version {
+		return fmt.Errorf("version %d is not supported (this server reads version %d)", b.Version, Version)
+	}
+	if b.AgentID == "" || len(b.AgentID) > 256 {
+		return fmt.Errorf("agent_id must be 1 to 256 bytes, is %d", len(b.AgentID))
+	}
+	if b.Seq == 0 {
+		return errors.New("seq must be at least 1")
+	}
+	if b.Host == "" || len(b.Host) > 255 {
+		return fmt.Errorf("host must be 1 to 255 bytes, is %d", len(b.Host))
+	}
+	if err := utf(b.AgentID, b.Host); err != nil {
+		return fmt.Errorf("agent_id or host: %v", err)
+	}
+	seen := make(map[string]bool, len(b.Metrics))
+	for i, m := range b.Metrics {
+		if !validName(m) {
+			return fmt.Errorf("metrics[%d] %q: a metric name is 1 to 64 of [a-z0-9_]", i, m)
+		}
+		if seen[m] {
+			return fmt.Errorf("metrics[%d] %q is listed twice", i, m)
+		}
+		seen[m] = true
+	}
+	for i := range b.Processes {
+		p := &b.Processes[i]
+		if p.Key == 0 || p.PID <= 0 {
+			return fmt.Errorf("processes[%d]: key and pid are required (key %d, pid %d)", i, p.Key, p.PID)
+		}
+		if err := utf(p.Cmdline, p.Comm, p.Role, p.User); err != nil {
+			return fmt.Errorf("processes[%d] (pid %d): %v", i, p.PID, err)
+		}
+	}
+	for i := range b.Attempts {
+		a := &b.Attempts[i]
+		if a.AttemptID == "" || len(a.AttemptID) > 256 || a.JobID == "" || len(a.JobID) > 256 {
+			return fmt.Errorf("attempts[%d]: attempt_id and job_id are required, at most 256 bytes", i)
+		}
+		if err := utf(a.AttemptID, a.JobID, a.AppID, a.ContainerID, a.Type, a.Framework, a.JobName, a.User, a.Queue, a.JavaOpts); err != nil {
+			return fmt.Errorf("attempts[%d] (%s): %v", i, a.AttemptID, err)
+		}
+	}
+	for i := range b.Members {
+		m := &b.Members[i]
+		if m.Process == 0 || m.AttemptID == "" {
+			return fmt.Errorf("memberships[%d]: process and attempt_id are required", i)
+		}
+		if err := utf(m.AttemptID, m.Role); err != nil {
+			return fmt.Errorf("memberships[%d]: %v", i, err)
+		}
+	}
+	for i := range b.ProcSeries {
+		s := &b.ProcSeries[i]
+		if s.Key == 0 {
+			return fmt.Errorf("process_series[%d]: key is required", i)
+		}
+		if err := validSeries(s, len(b.Metrics)); err != nil {
+			return fmt.Errorf("process_series[%d]: %v", i, err)
+		}
+	}
+	for i := range b.AttemptSeries {
+		s := &b.AttemptSeries[i]
+		if s.AttemptID == "" {
+			return fmt.Errorf("attempt_series[%d]: attempt_id is required", i)
+		}
+		if err := utf(s.AttemptID); err != nil {
+			return fmt.Errorf("attempt_series[%d]: %v", i, err)
+		}
+		if err := validSeries(s, len(b.Metrics)); err != nil {
+			return fmt.Errorf("attempt_series[%d] (%s): %v", i, s.AttemptID, err)
+		}
+	}
+	for i := range b.Events {
+		e := &b.Events[i]
+		if e.Kind == "" || e.Ms <= 0 {
+			return fmt.Errorf("events[%d]: kind and time are required", i)
+		}
+		if err := utf(e.Kind, e.AttemptID, e.JobID, e.Message); err != nil {
+			return fmt.Errorf("events[%d]: %v", i, err)
+		}
+	}
+	return nil
+}
+
+func validSeries(s *Series, metrics int) error {
+	if len(s.Times) == 0 {
+		return errors.New("no times")
+	}
+	for j := 1; j < len(s.Times); j++ {
+		if s.Times[j] <= s.Times[j-1] {
+			return fmt.Errorf("times must increase: times[%d]=%d after %d", j, s.Times[j], s.Times[j-1])
+		}
+	}
+	if s.Times[0] <= 0 {
+		return fmt.Errorf("times[0]=%d is not a unix time in milliseconds", s.Times[0])
+	}
+	seen := make(map[uint32]bool, len(s.Columns))
+	for k := range s.Columns {
+		c := &s.Columns[k]
+		if int(c.Metric) >= metrics {
+			return fmt.Errorf("columns[%d]: metric %d is not in the batch's %d metrics", k, c.Metric, metrics)
+		}
+		if seen[c.Metric] {
+			return fmt.Errorf("columns[%d]: metric %d appears twice", k, c.Metric)
+		}
+		seen[c.Metric] = true
+		if len(c.Values) != len(s.Times) {
+			return fmt.Errorf("columns[%d]: %d values for %d times", k, len(c.Values), len(s.Times))
+		}
+		if c.Absent != nil && len(c.Absent) != (len(s.Times)+7)/8 {
+			return fmt.Errorf("columns[%d]: absent bitmap of %d bytes for %d times", k, len(c.Absent), len(s.Times))
+		}
+	}
+	return nil
+}
+
+func validName(m string) bool {
+	if m == "" || len(m) > 64 {
+		return false
+	}
+	for i := 0; i < len(m); i++ {
+		c := m[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+func utf(ss ...string) error {
+	for _, s := range ss {
+		if !utf8.ValidString(s) {
+			return fmt.Errorf("%.40q is not valid UTF-8", s)
+		}
+		for i := 0; i < len(s); i++ {
+			if s[i] == 0 {
+				return fmt.Errorf("%.40q holds a NUL byte", s)
+			}
+		}
+	}
+	return nil
+}
+
+// SanitizeText makes a byte string from /proc safe to send: invalid UTF-8
+// bytes and NULs become \xNN escapes, so nothing is lost and the result is
+// valid UTF-8. Backslashes are left as they are.
+func SanitizeText(b []byte) string {
+	ok := utf8.Valid(b)
+	if ok {
+		for _, c := range b {
+			if c == 0 {
+				ok = false
+				break
+			}
+		}
+	}
+	if ok {
+		return string(b)
+	}
+	const hex = "0123456789abcdef"
+	out := make([]byte, 0, len(b)+16)
+	for len(b) > 0 {
+		r, size := utf8.DecodeRune(b)
+		if (r == utf8.RuneError && size <= 1) || b[0] == 0 {
+			out = append(out, '\\', 'x', hex[b[0]>>4], hex[b[0]&15])
+			b = b[1:]
+			continue
+		}
+		out = append(out, b[:size]...)
+		b = b[size:]
+	}
+	return string(out)
+}
