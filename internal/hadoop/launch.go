@@ -375,3 +375,26 @@ func splitCommand(s string) []string {
 	}
 	return words
 }
+
+// ClassifyScript reads a launch script Hadoop wrote (launch_container.sh,
+// taskjvm.sh) and classifies the command its last exec line runs, so that a
+// container's attempt is known before its JVM starts.
+func ClassifyScript(b []byte) (Launch, bool) {
+	lines := strings.Split(string(b), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		line := strings.TrimSpace(lines[i])
+		rest, ok := strings.CutPrefix(line, "exec ")
+		if !ok {
+			continue
+		}
+		l := Classify(splitCommand(rest))
+		if l.Kind == KindNone {
+			continue
+		}
+		if l.Inner != nil {
+			return *l.Inner, true
+		}
+		return l, true
+	}
+	return Launch{}, false
+}

@@ -1,0 +1,193 @@
+package agent
+
+import (
+	"github.com/taskscope/taskscope/internal/wire"
+)
+
+// builder is the tracker's Sink: it accumulates one batch, keeping each
+// process's and attempt's samples as columns.
+type builder struct {
+	procMetrics []string // tracker order
+	attMetrics  []string
+	procIdx     []uint32 // tracker metric i -> index in names
+	attIdx      []uint32
+	names       []string
+
+	processes    map[uint64]wire.Process // latest record per process
+	procOrder    []uint64
+	attempts     map[string]wire.Attempt
+	attOrder     []string
+	members      []wire.Membership
+	events       []wire.Event
+	procSer      map[uint64]*seriesBuf
+	procSerOrder []uint64
+	attSer       map[string]*seriesBuf
+	attSerOrder  []string
+	samples      int
+	firstMs      int64
+}
+
+type seriesBuf struct {
+	times  []int64
+	cols   [][]int64
+	absent [][]byte // nil until a value is missing
+}
+
+func newBuilder(procMetrics, attMetrics []string) *builder {
+	b := &builder{procMetrics: procMetrics, attMetrics: attMetrics}
+	pos := map[string]uint32{}
+	add := func(m string) uint32 {
+		if i, ok := pos[m]; ok {
+			return i
+		}
+		i := uint32(len(b.names))
+		pos[m] = i
+		b.names = append(b.names, m)
+		return i
+	}
+	for _, m := range procMetrics {
+		b.procIdx = append(b.procIdx, add(m))
+	}
+	for _, m := range attMetrics {
+		b.attIdx = append(b.attIdx, add(m))
+	}
+	b.reset()
+	return b
+}
+
+func (b *builder) reset() {
+	b.processes = map[uint64]wire.Process{}
+	b.procOrder = b.procOrder[:0]
+	b.attempts = map[string]wire.Attempt{}
+	b.attOrder = b.attOrder[:0]
+	b.members = nil
+	b.events = nil
+	b.procSer = map[uint64]*seriesBuf{}
+	b.procSerOrder = b.procSerOrder[:0]
+	b.attSer = map[string]*seriesBuf{}
+	b.attSerOrder = b.attSerOrder[:0]
+	b.samples = 0
+	b.firstMs = 0
+}
+
+func (b *builder) empty() bool {
+	return b.samples == 0 && len(b.processes) == 0 && len(b.attempts) == 0 && len(b.events) == 0 && len(b.members) == 0
+}
+
+func (b *builder) Process(p *wire.Process) {
+	if _, ok := b.processes[p.Key]; !ok {
+		b.procOrder = append(b.procOrder, p.Key)
+	}
+	b.processes[p.Key] = *p
+}
+
+func (b *builder) Attempt(a *wire.Attempt) {
+	if _, ok := b.attempts[a.AttemptID]; !ok {
+		b.attOrder = append(b.attOrder, a.AttemptID)
+	}
+	b.attempts[a.AttemptID] = *a
+}
+
+func (b *builder) Membership(m *wire.Membership) { b.members = append(b.members, *m) }
+
+func (b *builder) Event(e *wire.Event) { b.events = append(b.events, *e) }
+
+func (b *builder) ProcessSample(key uint64, ms int64, vals []int64, present uint64) {
+	s := b.procSer[key]
+	if s == nil {
+		s = &seriesBuf{cols: make([][]int64, len(vals)), absent: make([][]byte, len(vals))}
+		b.procSer[key] = s
+		b.procSerOrder = append(b.procSerOrder, key)
+	}
+	s.add(ms, vals, present)
+	b.samples++
+	if b.firstMs == 0 {
+		b.firstMs = ms
+	}
+}
+
+func (b *builder) AttemptSample(id string, ms int64, vals []int64, present uint64) {
+	s := b.attSer[id]
+	if s == nil {
+		s = &seriesBuf{cols: make([][]int64, len(vals)), absent: make([][]byte, len(vals))}
+		b.attSer[id] = s
+		b.attSerOrder = append(b.attSerOrder, id)
+	}
+	if n := len(s.times); n > 0 && s.times[n-1] >= ms {
+		// An attempt that switched and ended in one tick reports twice: keep the last.
+		s.times = s.times[:n-1]
+		for i := range s.cols {
+			s.cols[i] = s.cols[i][:n-1]
+		}
+	}
+	s.add(ms, vals, present)
+	if b.firstMs == 0 {
+		b.firstMs = ms
+	}
+}
+
+func (s *seriesBuf) add(ms int64, vals []int64, present uint64) {
+	n := len(s.times)
+	s.times = append(s.times, ms)
+	for i, v := range vals {
+		if present&(1<<uint(i)) == 0 {
+			v = 0
+			if s.absent[i] == nil {
+				s.absent[i] = make([]byte, 0, 8)
+			}
+			for len(s.absent[i]) <= n/8 {
+				s.absent[i] = append(s.absent[i], 0)
+			}
+			s.absent[i][n/8] |= 1 << (n % 8)
+		}
+		s.cols[i] = append(s.cols[i], v)
+	}
+}
+
+// take returns the batch built so far (without agent id and seq) and starts
+// a new one.
+func (b *builder) take(host string, stats wire.AgentStats) *wire.Batch {
+	out := &wire.Batch{Version: wire.Version, Host: host, Metrics: b.names, Stats: stats}
+	for _, k := range b.procOrder {
+		out.Processes = append(out.Processes, b.processes[k])
+	}
+	for _, k := range b.attOrder {
+		out.Attempts = append(out.Attempts, b.attempts[k])
+	}
+	out.Members = b.members
+	out.Events = b.events
+	for _, k := range b.procSerOrder {
+		out.ProcSeries = append(out.ProcSeries, b.procSer[k].series(b.procIdx, wire.Series{Key: k}))
+	}
+	for _, k := range b.attSerOrder {
+		out.AttemptSeries = append(out.AttemptSeries, b.attSer[k].series(b.attIdx, wire.Series{AttemptID: k}))
+	}
+	b.reset()
+	return out
+}
+
+func (s *seriesBuf) series(idx []uint32, out wire.Series) wire.Series {
+	out.Times = s.times
+	n := len(s.times)
+	for i, col := range s.cols {
+		c := wire.Column{Metric: idx[i], Values: col}
+		if a := s.absent[i]; a != nil {
+			for len(a) < (n+7)/8 {
+				a = append(a, 0)
+			}
+			allAbsent := true
+			for j := 0; j < n; j++ {
+				if a[j/8]&(1<<(j%8)) == 0 {
+					allAbsent = false
+					break
+				}
+			}
+			if allAbsent {
+				continue // the metric was never read for this series
+			}
+			c.Absent = a
+		}
+		out.Columns = append(out.Columns, c)
+	}
+	return out
+}

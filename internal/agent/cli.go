@@ -1,0 +1,128 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+)
+
+const usage = `taskscope-agent: samples every process of every Hadoop task attempt on this node.
+
+Commands:
+  run       sample every --interval and ship batches to the server
+  snapshot  print what the agent sees now
+  version   print the version
+
+Run 'taskscope-agent <command> -h' for the flags of a command.
+`
+
+// Version is set at build time (-ldflags "-X ...agent.Version=...").
+var Version = "dev"
+
+// Main is the agent's command line. It returns the exit code.
+func Main(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var err error
+	switch args[0] {
+	case "run":
+		err = runCmd(ctx, args[1:], stderr)
+	case "snapshot":
+		err = snapshotCmd(args[1:], stdout, stderr)
+	case "version":
+		fmt.Fprintln(stdout, "taskscope-agent", Version)
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, usage)
+	default:
+		fmt.Fprintf(stderr, "unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "taskscope-agent:", err)
+		return 1
+	}
+	return 0
+}
+
+func runCmd(ctx context.Context, args []string, stderr io.Writer) error {
+	fl := flag.NewFlagSet("run", flag.ContinueOnError)
+	fl.SetOutput(stderr)
+	servers := fl.String("server", "", "server URL(s), comma-separated; batches fail over in order")
+	tokenFile := fl.String("token-file", "", "file holding the ingest token")
+	interval := fl.Duration("interval", time.Second, "sampling interval")
+	flush := fl.Duration("flush", 0, "how often a batch is sent (default 5 intervals, at most 10s)")
+	procRoot := fl.String("procfs", "/proc", "procfs mount point")
+	host := fl.String("host", "", "node name reported to the server (default: hostname)")
+	spool := fl.String("spool-dir", "", "directory that keeps batches while no server answers")
+	spoolMax := fl.Int64("spool-max-bytes", 256<<20, "bound of the spool; the oldest batches beyond it are dropped and counted")
+	listen := fl.String("listen", "", "address to serve the agent's Prometheus metrics at /metrics")
+	maxTicks := fl.Int("max-ticks", -1, "sample this many times, ship everything and exit (0: start up and exit)")
+	pss := fl.Int("pss-every", 10, "read PSS (smaps_rollup) every N ticks; 0 disables")
+	fds := fl.Bool("fds", false, "count open file descriptors (one directory read per process per tick)")
+	exits := fl.String("exits", "auto", "exit accounting: auto (taskstats when permitted), taskstats, off")
+	cgroup := fl.String("cgroup-prefix", "hadoop-yarn", "YARN cgroup hierarchy name")
+	logLevel := fl.String("log-level", "info", "debug, info, warn or error")
+	if err := fl.Parse(args); err != nil {
+		return err
+	}
+	if *servers == "" {
+		return ErrNoServer
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	cfg := Config{
+		Servers: strings.Split(*servers, ","), Interval: *interval, FlushInterval: *flush, ProcFS: *procRoot,
+		Host: *host, SpoolDir: *spool, MaxSpoolBytes: *spoolMax, Listen: *listen, MaxTicks: *maxTicks,
+		PSSEvery: *pss, FDs: *fds, Exits: *exits, CgroupPrefix: *cgroup,
+		Log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl})),
+	}
+	if *tokenFile != "" {
+		b, err := os.ReadFile(*tokenFile)
+		if err != nil {
+			return fmt.Errorf("cannot read token: %w", err)
+		}
+		cfg.Token = strings.TrimSpace(string(b))
+	}
+	res, err := Run(ctx, cfg)
+	if *maxTicks >= 0 {
+		fmt.Fprintf(stderr, "ticks=%d tracked=%d\n", res.Ticks, res.Tracked)
+	}
+	return err
+}
+
+func snapshotCmd(args []string, stdout, stderr io.Writer) error {
+	fl := flag.NewFlagSet("snapshot", flag.ContinueOnError)
+	fl.SetOutput(stderr)
+	procRoot := fl.String("procfs", "/proc", "procfs mount point")
+	asJSON := fl.Bool("json", false, "print JSON (see CONTRACT.md) instead of a tree")
+	interval := fl.Duration("interval", time.Second, "time between the two samples (for CPU %)")
+	host := fl.String("host", "", "node name (default: hostname)")
+	if err := fl.Parse(args); err != nil {
+		return err
+	}
+	s, err := TakeSnapshot(*procRoot, *host, *interval)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return s.WriteJSON(stdout)
+	}
+	return s.WriteText(stdout)
+}

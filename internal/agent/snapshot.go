@@ -1,0 +1,171 @@
+package agent
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/taskscope/taskscope/internal/collect"
+	"github.com/taskscope/taskscope/internal/procfs"
+	"github.com/taskscope/taskscope/internal/tracker"
+	"github.com/taskscope/taskscope/internal/wire"
+)
+
+// Snapshot is the JSON of `taskscope-agent snapshot --json` (CONTRACT.md).
+type Snapshot struct {
+	Host    string            `json:"host"`
+	Time    string            `json:"time"`
+	Jobs    []SnapshotJob     `json:"jobs"`
+	Orphans []SnapshotProcess `json:"orphans"`
+}
+
+// SnapshotJob is one job.
+type SnapshotJob struct {
+	JobID     string            `json:"job_id"`
+	Framework string            `json:"framework"`
+	Attempts  []SnapshotAttempt `json:"attempts"`
+}
+
+// SnapshotAttempt is one attempt.
+type SnapshotAttempt struct {
+	AttemptID   string            `json:"attempt_id"`
+	ContainerID string            `json:"container_id"`
+	Type        string            `json:"type"`
+	CPUMs       int64             `json:"cpu_ms"`
+	MemoryMB    int64             `json:"memory_mb,omitempty"`
+	JobName     string            `json:"job_name,omitempty"`
+	User        string            `json:"user,omitempty"`
+	Queue       string            `json:"queue,omitempty"`
+	Orphaned    bool              `json:"orphaned,omitempty"`
+	Processes   []SnapshotProcess `json:"processes"`
+}
+
+// SnapshotProcess is one process.
+type SnapshotProcess struct {
+	PID        int32    `json:"pid"`
+	PPID       int32    `json:"ppid"`
+	StartTime  string   `json:"start_time"`
+	Cmdline    string   `json:"cmdline"`
+	Role       string   `json:"role"`
+	CPUUserMs  int64    `json:"cpu_user_ms"`
+	CPUSysMs   int64    `json:"cpu_sys_ms"`
+	RSSBytes   int64    `json:"rss_bytes"`
+	VMSBytes   int64    `json:"vms_bytes"`
+	Threads    int64    `json:"threads"`
+	CPUPercent *float64 `json:"cpu_percent,omitempty"`
+	PSSBytes   *int64   `json:"pss_bytes,omitempty"`
+	ReadBytes  *int64   `json:"read_bytes,omitempty"`
+	WriteBytes *int64   `json:"write_bytes,omitempty"`
+	AttemptID  string   `json:"attempt_id,omitempty"` // orphans only
+	User       string   `json:"user,omitempty"`
+}
+
+// TakeSnapshot samples twice, interval apart, and returns what it saw.
+func TakeSnapshot(procRoot, host string, interval time.Duration) (*Snapshot, error) {
+	fs := procfs.NewFS(procRoot)
+	if host == "" {
+		host, _ = os.Hostname()
+	}
+	tr, err := tracker.New(tracker.Config{FS: &fs, Host: host, Collect: collect.Config{FS: &fs, PSSEvery: 1, JVM: true}})
+	if err != nil {
+		return nil, err
+	}
+	defer tr.Close()
+	if err := tr.Tick(time.Now(), tracker.NopSink{}); err != nil {
+		return nil, err
+	}
+	if interval > 0 {
+		time.Sleep(interval)
+		if err := tr.Tick(time.Now(), tracker.NopSink{}); err != nil {
+			return nil, err
+		}
+	}
+	now := time.Now()
+	s := &Snapshot{Host: host, Time: now.UTC().Format(time.RFC3339), Jobs: []SnapshotJob{}, Orphans: []SnapshotProcess{}}
+	for _, j := range tr.View() {
+		sj := SnapshotJob{JobID: j.JobID, Framework: j.Framework}
+		for _, a := range j.Attempts {
+			sa := SnapshotAttempt{AttemptID: a.AttemptID, ContainerID: a.ContainerID, Type: a.Type, CPUMs: a.CPUMs,
+				MemoryMB: a.Info.MemoryMB, JobName: a.Info.JobName, User: a.Info.User, Queue: a.Info.Queue, Orphaned: a.Orphaned}
+			for _, p := range a.Processes {
+				sp := snapshotProcess(p)
+				sa.Processes = append(sa.Processes, sp)
+				if a.Orphaned {
+					sp.AttemptID = a.AttemptID
+					s.Orphans = append(s.Orphans, sp)
+				}
+			}
+			sj.Attempts = append(sj.Attempts, sa)
+		}
+		s.Jobs = append(s.Jobs, sj)
+	}
+	return s, nil
+}
+
+func snapshotProcess(p tracker.ProcessView) SnapshotProcess {
+	sp := SnapshotProcess{PID: p.PID, PPID: p.PPID, StartTime: time.UnixMilli(p.StartMs).UTC().Format(time.RFC3339Nano),
+		Cmdline: p.Cmdline, Role: p.Role, User: p.User,
+		CPUUserMs: p.Values[wire.CPUUserMs], CPUSysMs: p.Values[wire.CPUSysMs], RSSBytes: p.Values[wire.RSSBytes],
+		VMSBytes: p.Values[wire.VMSBytes], Threads: p.Values[wire.Threads]}
+	if p.CPUPercent >= 0 {
+		c := p.CPUPercent
+		sp.CPUPercent = &c
+	}
+	opt := func(name string) *int64 {
+		if v, ok := p.Values[name]; ok {
+			return &v
+		}
+		return nil
+	}
+	sp.PSSBytes, sp.ReadBytes, sp.WriteBytes = opt(wire.PSSBytes), opt(wire.ReadBytes), opt(wire.WriteBytes)
+	return sp
+}
+
+// WriteJSON writes the snapshot as indented JSON.
+func (s *Snapshot) WriteJSON(w io.Writer) error {
+	e := json.NewEncoder(w)
+	e.SetIndent("", "  ")
+	return e.Encode(s)
+}
+
+// WriteText writes the snapshot as a tree: job, attempt, processes.
+func (s *Snapshot) WriteText(w io.Writer) error {
+	fmt.Fprintf(w, "host %s at %s: %d jobs\n", s.Host, s.Time, len(s.Jobs))
+	for _, j := range s.Jobs {
+		fmt.Fprintf(w, "%s (%s)\n", j.JobID, j.Framework)
+		for _, a := range j.Attempts {
+			extra := ""
+			if a.MemoryMB > 0 {
+				extra = fmt.Sprintf(" limit %d MB", a.MemoryMB)
+			}
+			if a.Orphaned {
+				extra += " ORPHANED"
+			}
+			fmt.Fprintf(w, "  %s %s cpu %.1fs%s\n", a.AttemptID, a.Type, float64(a.CPUMs)/1000, extra)
+			for _, p := range a.Processes {
+				pct := "    -"
+				if p.CPUPercent != nil {
+					pct = fmt.Sprintf("%5.1f", *p.CPUPercent)
+				}
+				fmt.Fprintf(w, "    %7d %-15s cpu%% %s rss %7.1f MB thr %3d  %s\n", p.PID, p.Role, pct,
+					float64(p.RSSBytes)/(1<<20), p.Threads, shorten(p.Cmdline, 100))
+			}
+		}
+	}
+	if len(s.Orphans) > 0 {
+		fmt.Fprintf(w, "orphaned task processes: %d\n", len(s.Orphans))
+	}
+	return nil
+}
+
+// shorten cuts s to at most n runes, marking the cut.
+func shorten(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return strings.TrimSpace(string(r[:n-1])) + "…"
+}

@@ -1,0 +1,373 @@
+// Package ship takes the agent's batches to the server: a bounded queue,
+// an optional disk spool that keeps batches while no server answers and
+// replays them in order, and one sender that posts them one at a time with
+// retries, backoff with jitter, and fail-over across several server URLs.
+//
+// Exactly-once: every batch carries (agent id, seq). The agent id is new at
+// every start ("<host>-<random>"), so sequence numbers never need to be
+// persisted; spooled batches keep the id and seq they were made with. The
+// server stores a batch and advances the agent's sequence in one transaction
+// and answers a repeated seq with success, so a retry never duplicates.
+package ship
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	mrand "math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/taskscope/taskscope/internal/wire"
+)
+
+// Config configures a Shipper.
+type Config struct {
+	URLs     []string // server base URLs, tried in order, failing over on error
+	Token    string   // bearer token for /api/v1/ingest; empty: none
+	SpoolDir string   // empty: batches wait in memory only
+	// MaxSpoolBytes bounds the spool (default 256 MiB); beyond it the oldest
+	// batches are dropped and counted.
+	MaxSpoolBytes int64
+	// MaxMemoryBytes bounds the queue when there is no spool (default 16 MiB).
+	MaxMemoryBytes int64
+	Client         *http.Client
+	Log            *slog.Logger
+	MinBackoff     time.Duration
+	MaxBackoff     time.Duration
+	Host           string
+}
+
+// Stats are the shipper's counters, cumulative.
+type Stats struct {
+	Enqueued       uint64
+	Sent           uint64 // batches the server acknowledged
+	SentSamples    uint64
+	SentBytes      uint64 // compressed bytes acknowledged
+	Duplicates     uint64 // batches the server already had (a retry after a lost answer)
+	Retries        uint64
+	Rejected       uint64 // batches the server refused as invalid (kept in the spool's rejected/ dir)
+	DroppedBatches uint64 // dropped because the queue or spool was full
+	DroppedSamples uint64
+	QueuedBatches  int
+	QueuedBytes    int64
+	SpoolErrors    uint64
+}
+
+type item struct {
+	agentID string
+	seq     uint64
+	samples int
+	body    []byte // compressed; nil while it waits in the spool file
+	size    int64
+	file    string // spool file, if spooled
+}
+
+// Shipper delivers batches. Enqueue may be called from one goroutine while
+// Run runs in another.
+type Shipper struct {
+	cfg     Config
+	agentID string
+	enc     *zstd.Encoder
+	spool   *spool
+
+	mu     sync.Mutex
+	seq    uint64
+	queue  []*item
+	qbytes int64
+	stats  Stats
+	wake   chan struct{}
+	idle   chan struct{} // closed and replaced when the queue becomes empty
+	url    int
+	buf    []byte
+}
+
+// New makes a Shipper and, when there is a spool, loads what it holds.
+func New(cfg Config) (*Shipper, error) {
+	if len(cfg.URLs) == 0 {
+		return nil, errors.New("ship: no server URL")
+	}
+	for i, u := range cfg.URLs {
+		cfg.URLs[i] = strings.TrimRight(u, "/")
+	}
+	if cfg.Client == nil {
+		cfg.Client = &http.Client{Timeout: 30 * time.Second}
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.MinBackoff <= 0 {
+		cfg.MinBackoff = 200 * time.Millisecond
+	}
+	if cfg.MaxBackoff <= 0 {
+		cfg.MaxBackoff = 30 * time.Second
+	}
+	if cfg.MaxSpoolBytes <= 0 {
+		cfg.MaxSpoolBytes = 256 << 20
+	}
+	if cfg.MaxMemoryBytes <= 0 {
+		cfg.MaxMemoryBytes = 16 << 20
+	}
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(1))
+	if err != nil {
+		return nil, err
+	}
+	var rnd [6]byte
+	rand.Read(rnd[:])
+	s := &Shipper{cfg: cfg, enc: enc, wake: make(chan struct{}, 1), idle: make(chan struct{})}
+	s.agentID = cfg.Host + "-" + hex.EncodeToString(rnd[:])
+	if cfg.SpoolDir != "" {
+		sp, items, err := openSpool(cfg.SpoolDir)
+		if err != nil {
+			return nil, err
+		}
+		s.spool = sp
+		for _, it := range items {
+			s.queue = append(s.queue, it)
+			s.qbytes += it.size
+		}
+		if len(items) > 0 {
+			cfg.Log.Info("replaying spooled batches", "batches", len(items), "bytes", s.qbytes)
+		}
+	}
+	if len(s.queue) == 0 {
+		close(s.idle)
+	}
+	s.stats.QueuedBatches, s.stats.QueuedBytes = len(s.queue), s.qbytes
+	return s, nil
+}
+
+// AgentID is this incarnation's identity.
+func (s *Shipper) AgentID() string { return s.agentID }
+
+// Stats returns the counters.
+func (s *Shipper) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.stats
+	st.QueuedBatches, st.QueuedBytes = len(s.queue), s.qbytes
+	return st
+}
+
+// Enqueue stamps b with the agent id and the next seq, encodes and
+// compresses it, spools it when there is a spool, and queues it.
+func (s *Shipper) Enqueue(b *wire.Batch) error {
+	s.mu.Lock()
+	s.seq++
+	b.AgentID, b.Seq = s.agentID, s.seq
+	s.mu.Unlock()
+	b.SentMs = time.Now().UnixMilli()
+	s.buf = wire.Marshal(s.buf[:0], b)
+	body := s.enc.EncodeAll(s.buf, make([]byte, 0, len(s.buf)/4+64))
+	it := &item{agentID: b.AgentID, seq: b.Seq, samples: b.SampleCount(), body: body, size: int64(len(body))}
+	limit := s.cfg.MaxMemoryBytes
+	if s.spool != nil {
+		limit = s.cfg.MaxSpoolBytes
+		if err := s.spool.write(it); err == nil {
+			it.body = nil // read back from the file when it is sent
+		} else {
+			s.mu.Lock()
+			s.stats.SpoolErrors++
+			s.mu.Unlock()
+			s.cfg.Log.Warn("cannot spool batch; keeping it in memory", "seq", it.seq, "err", err)
+		}
+	}
+	s.mu.Lock()
+	if len(s.queue) == 0 {
+		s.idle = make(chan struct{})
+	}
+	s.queue = append(s.queue, it)
+	s.qbytes += it.size
+	s.stats.Enqueued++
+	// Over the bound: drop the oldest batches, but never the one being sent.
+	for s.qbytes > limit && len(s.queue) > 2 {
+		old := s.queue[1]
+		s.queue = append(s.queue[:1], s.queue[2:]...)
+		s.qbytes -= old.size
+		s.stats.DroppedBatches++
+		s.stats.DroppedSamples += uint64(old.samples)
+		if old.file != "" {
+			s.spool.remove(old)
+		}
+	}
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// Run sends queued batches until ctx is done.
+func (s *Shipper) Run(ctx context.Context) {
+	backoff := time.Duration(0)
+	for {
+		s.mu.Lock()
+		var it *item
+		if len(s.queue) > 0 {
+			it = s.queue[0]
+		}
+		s.mu.Unlock()
+		if it == nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-s.wake:
+				continue
+			}
+		}
+		retryAfter, err := s.send(ctx, it)
+		if err == nil {
+			backoff = 0
+			s.done(it)
+			continue
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		var rej *rejectedError
+		if errors.As(err, &rej) {
+			s.cfg.Log.Error("server rejected a batch; keeping it aside", "seq", it.seq, "status", rej.status, "err", rej.msg)
+			s.mu.Lock()
+			s.stats.Rejected++
+			s.mu.Unlock()
+			if s.spool != nil {
+				s.spool.reject(it)
+			}
+			it.file = ""
+			s.done(it)
+			continue
+		}
+		s.mu.Lock()
+		s.stats.Retries++
+		s.url = (s.url + 1) % len(s.cfg.URLs)
+		s.mu.Unlock()
+		backoff = nextBackoff(backoff, s.cfg.MinBackoff, s.cfg.MaxBackoff)
+		wait := time.Duration(mrand.Int64N(int64(backoff)) + 1) // full jitter
+		if retryAfter > wait {
+			wait = retryAfter
+		}
+		s.cfg.Log.Warn("cannot deliver batch; will retry", "seq", it.seq, "in", wait.Round(time.Millisecond), "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+func nextBackoff(cur, min, max time.Duration) time.Duration {
+	if cur < min {
+		return min
+	}
+	cur *= 2
+	if cur > max {
+		cur = max
+	}
+	return cur
+}
+
+func (s *Shipper) done(it *item) {
+	if it.file != "" {
+		s.spool.remove(it)
+	}
+	s.mu.Lock()
+	if len(s.queue) > 0 && s.queue[0] == it {
+		s.queue[0] = nil
+		s.queue = s.queue[1:]
+		s.qbytes -= it.size
+	}
+	if len(s.queue) == 0 {
+		select {
+		case <-s.idle:
+		default:
+			close(s.idle)
+		}
+	}
+	s.mu.Unlock()
+}
+
+type rejectedError struct {
+	status int
+	msg    string
+}
+
+func (e *rejectedError) Error() string { return fmt.Sprintf("rejected with %d: %s", e.status, e.msg) }
+
+// send posts one batch. A 4xx other than 408 and 429 is a rejection (the
+// batch will never be accepted); anything else that is not 2xx is retried.
+func (s *Shipper) send(ctx context.Context, it *item) (time.Duration, error) {
+	s.mu.Lock()
+	url := s.cfg.URLs[s.url] + "/api/v1/ingest"
+	s.mu.Unlock()
+	body := it.body
+	if body == nil && it.file != "" {
+		back, err := readSpoolFile(it.file)
+		if err != nil {
+			return 0, &rejectedError{status: 0, msg: "spool file unreadable: " + err.Error()}
+		}
+		body = back.body
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", wire.ContentType)
+	req.Header.Set("Content-Encoding", "zstd")
+	req.Header.Set("X-Taskscope-Agent", it.agentID)
+	req.Header.Set("X-Taskscope-Seq", strconv.FormatUint(it.seq, 10))
+	if s.cfg.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+s.cfg.Token)
+	}
+	resp, err := s.cfg.Client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	switch {
+	case resp.StatusCode/100 == 2:
+		s.mu.Lock()
+		s.stats.Sent++
+		s.stats.SentSamples += uint64(it.samples)
+		s.stats.SentBytes += uint64(it.size)
+		if resp.Header.Get("X-Taskscope-Duplicate") == "true" {
+			s.stats.Duplicates++
+		}
+		s.mu.Unlock()
+		return 0, nil
+	case resp.StatusCode == http.StatusRequestTimeout || resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode/100 == 5:
+		var ra time.Duration
+		if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs > 0 {
+			ra = time.Duration(secs) * time.Second
+		}
+		return ra, fmt.Errorf("%s: %s: %s", url, resp.Status, strings.TrimSpace(string(msg)))
+	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+		// A wrong token is an operator's mistake: keep the data and retry.
+		return 0, fmt.Errorf("%s: %s (check --token-file)", url, resp.Status)
+	default:
+		return 0, &rejectedError{status: resp.StatusCode, msg: strings.TrimSpace(string(msg))}
+	}
+}
+
+// Flush waits until the queue is empty or ctx is done.
+func (s *Shipper) Flush(ctx context.Context) error {
+	s.mu.Lock()
+	idle := s.idle
+	s.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("ship: %d batches not delivered: %w", s.Stats().QueuedBatches, ctx.Err())
+	}
+}

@@ -1,0 +1,126 @@
+package taskstats
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/mdlayher/genetlink"
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+)
+
+const (
+	cmdGet              = 1
+	attrRegisterCPUMask = 3
+)
+
+// Listener receives exit records for every CPU.
+type Listener struct {
+	c      *genetlink.Conn
+	family genetlink.Family
+	mask   string
+	lost   uint64
+}
+
+// Listen registers for the exit records of all CPUs.
+func Listen() (*Listener, error) {
+	c, err := genetlink.Dial(nil)
+	if err != nil {
+		return nil, fmt.Errorf("taskstats: cannot open a generic netlink socket: %w", err)
+	}
+	f, err := c.GetFamily("TASKSTATS")
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("taskstats: no TASKSTATS family: %w", err)
+	}
+	mask := "0-1023"
+	if b, err := os.ReadFile("/sys/devices/system/cpu/possible"); err == nil {
+		mask = strings.TrimSpace(string(b))
+	}
+	_ = c.SetReadBuffer(8 << 20)
+	ae := netlink.NewAttributeEncoder()
+	ae.String(attrRegisterCPUMask, mask)
+	body, err := ae.Encode()
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	msg := genetlink.Message{Header: genetlink.Header{Command: cmdGet, Version: f.Version}, Data: body}
+	if _, err := c.Send(msg, f.ID, netlink.Request); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("taskstats: cannot register for CPUs %s (needs CAP_NET_ADMIN): %w", mask, err)
+	}
+	l := &Listener{c: c, family: f, mask: mask}
+	// A first record proves the registration works: wait for our own child.
+	if err := l.probe(); err != nil {
+		l.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+func (l *Listener) probe() error {
+	p, err := os.StartProcess("/bin/true", []string{"true"}, &os.ProcAttr{})
+	if err != nil {
+		return nil // nothing to probe with: trust the registration
+	}
+	pid := p.Pid
+	p.Wait()
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) {
+		found := false
+		if err := l.receive(deadline, func(r *Record) {
+			if r.PID == int32(pid) {
+				found = true
+			}
+		}); err != nil {
+			return err
+		}
+		if found {
+			return nil
+		}
+	}
+	return errors.New("taskstats: registered, but no exit record arrived")
+}
+
+// Drain delivers every record that arrived, without blocking.
+func (l *Listener) Drain(fn func(*Record)) error {
+	return l.receive(time.Now(), fn)
+}
+
+// Lost is the number of times the socket overflowed (records lost).
+func (l *Listener) Lost() uint64 { return l.lost }
+
+func (l *Listener) receive(deadline time.Time, fn func(*Record)) error {
+	for {
+		if err := l.c.SetReadDeadline(deadline); err != nil {
+			return err
+		}
+		msgs, _, err := l.c.Receive()
+		if err != nil {
+			var ne interface{ Timeout() bool }
+			if errors.As(err, &ne) && ne.Timeout() {
+				return nil
+			}
+			if errors.Is(err, unix.ENOBUFS) {
+				l.lost++
+				continue
+			}
+			return fmt.Errorf("taskstats: receive: %w", err)
+		}
+		for _, m := range msgs {
+			if err := ParseMessage(m.Data, fn); err != nil {
+				return err
+			}
+		}
+		if !deadline.After(time.Now()) && len(msgs) == 0 {
+			return nil
+		}
+	}
+}
+
+// Close deregisters and closes the socket.
+func (l *Listener) Close() error { return l.c.Close() }

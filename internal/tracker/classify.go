@@ -1,0 +1,272 @@
+package tracker
+
+import (
+	"bytes"
+	"os/user"
+	"strconv"
+	"strings"
+
+	"github.com/taskscope/taskscope/internal/hadoop"
+	"github.com/taskscope/taskscope/internal/procfs"
+	"github.com/taskscope/taskscope/internal/wire"
+)
+
+const maxCmdline = 4096
+
+// classify decides whether a new process belongs to a task, and to which unit.
+func (t *Tracker) classify(p *proc, ms int64) {
+	if p.ppid == 2 || p.pid == 2 {
+		return // a kernel thread
+	}
+	parent := t.procs[p.ppid]
+	argv, cmdline, ok := t.readCmdline(p.pid)
+	if !ok {
+		return // vanished, or a kernel thread (empty command line)
+	}
+	l := hadoop.Classify(argv)
+	p.kind = l.Kind
+	if l.Kind.IsDaemon() {
+		p.state = stDaemon
+		return
+	}
+	// 1. Descendants of a tracked process.
+	if parent != nil && parent.t != nil {
+		t.join(p, parent.t.unit, argv, cmdline, &l, t.roleUnder(p, parent.t, &l), ms)
+		return
+	}
+	// 2. Task JVMs and their wrappers name their container or attempt.
+	if l.Kind.IsJVM() || l.Kind.IsWrapper() {
+		if u := t.unitFor(p, &l); u != nil {
+			t.join(p, u, argv, cmdline, &l, roleOf(&l), ms)
+			return
+		}
+	}
+	// 3. Reparented to init and not a session leader: the session leader's unit (YARN-4834).
+	if p.ppid == 1 && p.sid != p.pid {
+		if leader := t.procs[p.sid]; leader != nil && leader.t != nil {
+			t.join(p, leader.t.unit, argv, cmdline, &l, wire.RoleChild, ms)
+			return
+		}
+	}
+	// 4. Escaped with setsid and reparented (or its parent is gone): only the
+	// cgroup or the environment still tie it to a task.
+	if p.ppid == 1 || parent == nil {
+		if u := t.unitFromCgroupOrEnv(p); u != nil {
+			t.join(p, u, argv, cmdline, &l, wire.RoleChild, ms)
+			return
+		}
+	}
+}
+
+// readCmdline reads and splits /proc/PID/cmdline once.
+func (t *Tracker) readCmdline(pid int32) ([]string, string, bool) {
+	b, err := t.cfg.FS.ReadPidFile(pid, "cmdline", t.cmdBuf)
+	t.cmdBuf = b
+	if err != nil || len(b) == 0 {
+		return nil, "", false
+	}
+	argv := procfs.SplitCmdline(b, nil)
+	if len(argv) == 1 && strings.ContainsRune(argv[0], ' ') {
+		// setproctitle-style: argv rewritten as one string.
+		argv = strings.Fields(argv[0])
+	}
+	line := bytes.ReplaceAll(bytes.TrimRight(b, "\x00"), []byte{0}, []byte{' '})
+	if len(line) > maxCmdline {
+		line = line[:maxCmdline]
+	}
+	return argv, wire.SanitizeText(line), true
+}
+
+func roleOf(l *hadoop.Launch) string {
+	switch l.Kind {
+	case hadoop.KindYarnChild, hadoop.KindChild, hadoop.KindTezChild:
+		return wire.RoleTaskJVM
+	case hadoop.KindMRAppMaster:
+		return wire.RoleAppMaster
+	case hadoop.KindSparkExecutor:
+		return wire.RoleExecutor
+	}
+	if l.Kind.IsWrapper() {
+		return wire.RoleWrapper
+	}
+	return wire.RoleChild
+}
+
+// roleUnder gives the role of a process started by a tracked parent.
+func (t *Tracker) roleUnder(p *proc, parent *tracked, l *hadoop.Launch) string {
+	if l.Kind != hadoop.KindNone {
+		return roleOf(l)
+	}
+	switch parent.role {
+	case wire.RoleTaskJVM:
+		// Streaming's PipeMapRed puts the job conf into its child's environment.
+		env := t.readEnv(p.pid)
+		if env.Streaming {
+			if u := parent.unit; u.h1 != nil && env.AttemptID != "" {
+				u.h1.hint = env.AttemptID
+			}
+			return wire.RoleStreaming
+		}
+		return wire.RoleChild
+	case wire.RoleStreaming, wire.RoleStreamingChild:
+		return wire.RoleStreamingChild
+	}
+	return wire.RoleChild
+}
+
+func (t *Tracker) readEnv(pid int32) hadoop.TaskEnv {
+	b, err := t.cfg.FS.ReadPidFile(pid, "environ", t.buf)
+	t.buf = b
+	if err != nil {
+		if !procfs.IsGone(err) {
+			t.countErr("environ", err)
+		}
+		return hadoop.TaskEnv{}
+	}
+	return hadoop.ParseTaskEnv(b)
+}
+
+// unitFor finds or creates the unit a JVM or wrapper names.
+func (t *Tracker) unitFor(p *proc, l *hadoop.Launch) *unit {
+	var key, container string
+	switch {
+	case l.HasContainer:
+		key, container = l.Container.Raw, l.Container.Raw
+	case l.HasAttempt:
+		key = l.Attempt.Raw
+	default:
+		// A wrapper whose command line names nothing (launch_container.sh run
+		// by a relative path): its working directory does.
+		cwd, err := t.cfg.FS.Readlink(p.pid, "cwd")
+		if err != nil {
+			return nil
+		}
+		if c, ok := hadoop.FindContainer(cwd); ok {
+			key, container = c.Raw, c.Raw
+		} else if a, ok := hadoop.FindAttempt(cwd); ok {
+			key = a.Raw
+		} else {
+			return nil
+		}
+	}
+	u := t.units[key]
+	if u == nil {
+		u = t.newUnit(key, container, p)
+	}
+	u.learn(t, p, l)
+	return u
+}
+
+// unitFromCgroupOrEnv ties an escaped process to a unit by its cgroup
+// (<prefix>/container_...) or its environment.
+func (t *Tracker) unitFromCgroupOrEnv(p *proc) *unit {
+	b, err := t.cfg.FS.ReadPidFile(p.pid, "cgroup", t.buf)
+	t.buf = b
+	if err == nil {
+		for _, path := range procfs.CgroupPaths(b, nil) {
+			i := strings.Index(path, "/"+t.cfg.CgroupPrefix+"/")
+			if i < 0 {
+				continue
+			}
+			if c, ok := hadoop.FindContainer(path[i:]); ok {
+				if u := t.units[c.Raw]; u != nil {
+					return u
+				}
+				return t.newUnit(c.Raw, c.Raw, p)
+			}
+		}
+	}
+	env := t.readEnv(p.pid)
+	if env.ContainerID != "" {
+		if u := t.units[env.ContainerID]; u != nil {
+			return u
+		}
+		if env.AttemptID == "" {
+			return t.newUnit(env.ContainerID, env.ContainerID, p)
+		}
+	}
+	if env.AttemptID != "" {
+		// A Hadoop 1 unit is keyed by its JVM's first attempt: look for the
+		// unit running this attempt now.
+		for _, u := range t.units {
+			if u.attemptID == env.AttemptID {
+				return u
+			}
+		}
+		if env.ContainerID != "" {
+			u := t.newUnit(env.ContainerID, env.ContainerID, p)
+			u.attemptID = env.AttemptID
+			return u
+		}
+		u := t.newUnit(env.AttemptID, "", p)
+		u.attemptID = env.AttemptID
+		return u
+	}
+	return nil
+}
+
+// join makes p a tracked member of u.
+func (t *Tracker) join(p *proc, u *unit, argv []string, cmdline string, l *hadoop.Launch, role string, ms int64) {
+	p.state = stTracked
+	startMs := t.startMs(p.startTicks)
+	tr := &tracked{
+		key:       wire.ProcessKey(t.cfg.Host, p.pid, startMs),
+		startMs:   startMs,
+		cmdline:   cmdline,
+		launch:    *l,
+		role:      role,
+		unit:      u,
+		h:         t.cfg.FS.OpenProc(p.pid),
+		vals:      make([]int64, len(t.metrics)),
+		srcState:  make([]any, len(t.sources)),
+		firstTick: t.stats.Ticks == 1,
+	}
+	if len(argv) > 0 {
+		tr.commRaw = argv[0]
+	}
+	if t.readStat(p.pid, tr.h) == nil {
+		tr.comm = wire.SanitizeText(t.stat.Comm)
+	}
+	if role == wire.RoleWrapper {
+		tr.recheckAt = t.cycle + 5
+	}
+	t.readOwner(p.pid, tr)
+	p.t = tr
+	u.members = append(u.members, p)
+	t.stats.Attributed++
+	if u.launcherPID == 0 {
+		u.launcherPID = p.ppid
+	}
+	t.sink.Process(t.wireProcess(p))
+	t.sink.Event(&wire.Event{Ms: ms, Kind: wire.EventProcessStart, Process: tr.key, PID: p.pid, Message: role})
+}
+
+// readOwner finds the process's real uid (status) and its user name.
+func (t *Tracker) readOwner(pid int32, tr *tracked) {
+	b, err := t.cfg.FS.ReadPidFile(pid, "status", t.buf)
+	t.buf = b
+	if err != nil {
+		return
+	}
+	var st procfs.Status
+	if procfs.ParseStatus(b, &st) != nil {
+		return
+	}
+	tr.uid = st.UID
+	name, ok := t.users[st.UID]
+	if !ok {
+		if u, err := user.LookupId(strconv.Itoa(int(st.UID))); err == nil {
+			name = u.Username
+		}
+		t.users[st.UID] = name
+	}
+	tr.user = name
+}
+
+func (t *Tracker) wireProcess(p *proc) *wire.Process {
+	tr := p.t
+	return &wire.Process{
+		Key: tr.key, PID: p.pid, PPID: p.ppid, SID: p.sid, StartMs: tr.startMs,
+		Cmdline: tr.cmdline, Comm: tr.comm, Role: tr.role, UID: tr.uid, User: tr.user,
+	}
+}

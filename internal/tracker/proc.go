@@ -1,0 +1,71 @@
+package tracker
+
+import (
+	"github.com/taskscope/taskscope/internal/hadoop"
+	"github.com/taskscope/taskscope/internal/procfs"
+)
+
+type procState uint8
+
+const (
+	stIgnored procState = iota
+	stTracked
+	stDaemon // a Hadoop daemon: remembered so that orphaned task processes can be told
+)
+
+// proc is every pid the tracker knows. Untracked ones cost a few words.
+type proc struct {
+	pid        int32
+	ppid       int32
+	sid        int32
+	pgrp       int32
+	ino        uint64
+	seen       uint64 // cycle stamp
+	startTicks uint64
+	state      procState
+	kind       hadoop.Kind // daemons and tracked processes
+	t          *tracked
+}
+
+func (p *proc) setStat(s *procfs.Stat) {
+	p.ppid, p.sid, p.pgrp, p.startTicks = s.PPID, s.Session, s.PGRP, s.StartTime
+}
+
+// tracked is the state of a process that belongs to a unit.
+type tracked struct {
+	key      uint64
+	startMs  int64
+	comm     string
+	cmdline  string
+	uid      uint32
+	user     string
+	launch   hadoop.Launch
+	role     string
+	unit     *unit
+	mem      *member
+	h        *procfs.Proc
+	vals     []int64
+	present  uint64
+	age      uint64 // ticks sampled
+	srcState []any
+	// childBase is, in exact mode, the CPU of children reaped before the
+	// agent first saw this process (cutime+cstime then); exit records cover
+	// every later one.
+	childBase int64
+	vanished  bool
+	cpuPrevMs int64 // for the snapshot's CPU percentage
+	tPrevMs   int64
+	cpuMs     int64
+	tMs       int64
+	recheckAt uint64 // when to read the command line again (wrappers exec)
+	firstTick bool   // discovered at the tracker's first tick
+	commRaw   string
+}
+
+// member is one process's membership of one attempt.
+type member struct {
+	att                                   *attempt
+	fromMs                                int64
+	cpuBase                               int64
+	readBase, writeBase, gcBase, waitBase int64
+}

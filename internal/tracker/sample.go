@@ -1,0 +1,447 @@
+package tracker
+
+import (
+	"github.com/taskscope/taskscope/internal/collect"
+	"github.com/taskscope/taskscope/internal/hadoop"
+	"github.com/taskscope/taskscope/internal/procfs"
+	"github.com/taskscope/taskscope/internal/taskstats"
+	"github.com/taskscope/taskscope/internal/wire"
+)
+
+// sampleUnits samples every member of every unit, settles which attempt
+// each unit runs, and reports samples and attempt sums.
+func (t *Tracker) sampleUnits(ms int64) {
+	tracked := 0
+	for key, u := range t.units {
+		if len(u.members) == 0 {
+			t.endUnit(u, ms)
+			delete(t.units, key)
+			continue
+		}
+		for _, p := range u.members {
+			t.sampleProc(p)
+		}
+		u.poll(t)
+		if want := u.wantAttempt(); u.cur == nil || u.cur.info.AttemptID != want {
+			t.switchAttempt(u, want, ms)
+		}
+		if !u.orphaned && u.launcherPID > 1 && t.procs[u.launcherPID] == nil {
+			u.orphaned = true
+			t.sink.Event(&wire.Event{Ms: ms, Kind: wire.EventOrphan, AttemptID: u.cur.info.AttemptID,
+				JobID: u.cur.info.JobID, PID: u.launcherPID, Message: "the process that launched this task is gone"})
+		}
+		for _, p := range u.members {
+			tr := p.t
+			if tr.mem == nil {
+				t.startMembership(p, u.cur, false, ms)
+			}
+			if !tr.vanished {
+				t.sink.ProcessSample(tr.key, ms, tr.vals, tr.present)
+				tracked++
+			}
+		}
+		t.emitAttemptSample(u.cur, ms)
+		u.cur.info.LastMs = ms
+	}
+	t.stats.Tracked = tracked
+	t.stats.Units = len(t.units)
+}
+
+// sampleProc reads one tick of a tracked process through every source.
+func (t *Tracker) sampleProc(p *proc) {
+	tr := p.t
+	if tr.vanished {
+		return
+	}
+	if err := t.readStat(p.pid, tr.h); err != nil || t.stat.StartTime != p.startTicks {
+		tr.vanished = true
+		if err != nil && !procfs.IsGone(err) {
+			t.countErr("stat", err)
+		} else {
+			t.stats.Vanished++
+		}
+		return
+	}
+	p.ppid, p.sid, p.pgrp = t.stat.PPID, t.stat.Session, t.stat.PGRP
+	if string(t.stat.Comm) != tr.comm || (tr.recheckAt != 0 && t.cycle >= tr.recheckAt) {
+		t.recheck(p)
+	}
+	tr.present = 0
+	tg := &t.target
+	*tg = collect.Target{PID: p.pid, Tick: t.cycle, Age: tr.age, Proc: tr.h, Stat: &t.stat,
+		IsJVM: tr.launch.Kind.IsJVM(), User: tr.user, Buf: &t.buf, State: tr.srcState}
+	for i, s := range t.sources {
+		st := &t.setters[i]
+		st.p = tr
+		if err := s.Sample(&t.cfg.Collect, tg, i, st); err != nil {
+			t.countErr(s.Name(), err)
+		}
+	}
+	if t.exact && tr.age == 0 && tr.firstTick {
+		tr.childBase = collect.TicksToMs(t.stat.CUTime + t.stat.CSTime)
+	}
+	tr.age++
+	tr.cpuPrevMs, tr.tPrevMs = tr.cpuMs, tr.tMs
+	tr.cpuMs = collect.TicksToMs(t.stat.UTime + t.stat.STime)
+	tr.tMs = t.nowMs
+}
+
+// recheck reads the command line again: the process exec'd (taskjvm.sh
+// becomes the Child JVM; a container's session script becomes
+// launch_container.sh, then bash -c).
+func (t *Tracker) recheck(p *proc) {
+	tr := p.t
+	tr.comm = wire.SanitizeText(t.stat.Comm)
+	if tr.recheckAt != 0 {
+		tr.recheckAt = t.cycle + 10
+	}
+	argv, cmdline, ok := t.readCmdline(p.pid)
+	if !ok || cmdline == tr.cmdline {
+		return
+	}
+	// The read above reused t.buf's sibling; t.stat still holds this process.
+	l := hadoop.Classify(argv)
+	tr.cmdline, tr.launch = cmdline, l
+	if l.Kind != hadoop.KindNone {
+		tr.role = roleOf(&l)
+		tr.unit.learn(t, p, &l)
+	}
+	if tr.role != wire.RoleWrapper {
+		tr.recheckAt = 0
+	}
+	t.sink.Process(t.wireProcess(p))
+}
+
+// cpuAcct is the CPU charged to a process so far: its own, plus (without
+// exit records) that of the children it reaped.
+func (t *Tracker) cpuAcct(tr *tracked) int64 {
+	v := tr.vals[t.idx.cpuUser] + tr.vals[t.idx.cpuSys]
+	if t.exact {
+		return v + tr.childBase
+	}
+	return v + tr.vals[t.idx.cpuCUser] + tr.vals[t.idx.cpuCSys]
+}
+
+func val(tr *tracked, i int) int64 {
+	if i < 0 || tr.present&(1<<uint(i)) == 0 {
+		return 0
+	}
+	return tr.vals[i]
+}
+
+// startMembership makes p a member of a. A process that moves from an
+// earlier attempt of the same unit starts from what it has used so far.
+func (t *Tracker) startMembership(p *proc, a *attempt, carry bool, ms int64) {
+	tr := p.t
+	m := &member{att: a, fromMs: ms}
+	if carry {
+		m.cpuBase = t.cpuAcct(tr)
+		m.readBase, m.writeBase = val(tr, t.idx.read), val(tr, t.idx.write)
+		m.gcBase, m.waitBase = val(tr, t.idx.gc), val(tr, t.idx.wait)
+	} else {
+		m.fromMs = tr.startMs
+		if m.fromMs < a.info.FirstMs || m.fromMs == 0 {
+			m.fromMs = a.info.FirstMs
+		}
+	}
+	tr.mem = m
+	t.sink.Membership(&wire.Membership{Process: tr.key, AttemptID: a.info.AttemptID, FromMs: m.fromMs,
+		CPUBaseMs: m.cpuBase, Role: tr.role})
+}
+
+// endMembership folds what p used in its attempt into the attempt's totals
+// for exited processes (or, for a process that moves on, for the past).
+func (t *Tracker) endMembership(p *proc, final *taskstats.Record, ms int64) {
+	tr := p.t
+	m := tr.mem
+	if m == nil {
+		return
+	}
+	a := m.att
+	cpu := t.cpuAcct(tr)
+	read, write := val(tr, t.idx.read), val(tr, t.idx.write)
+	if final != nil {
+		// The threads' records add up to the whole process when the agent saw
+		// it born; for a process that predates the agent they miss the threads
+		// that exited before, and the last sample is the better figure.
+		cpu = max(cpu, final.CPUMs()+tr.childBase)
+		read, write = max(read, int64(final.ReadBytes)), max(write, int64(final.WriteBytes))
+	}
+	charge := true
+	if !t.exact && final == nil && p.seen != t.cycle {
+		// Exited: a live parent in the same attempt reaped it, and its CPU is
+		// in that parent's cutime/cstime now.
+		if parent := t.procs[p.ppid]; parent != nil && parent.seen == t.cycle && parent.t != nil &&
+			parent.t.mem != nil && parent.t.mem.att == a {
+			charge = false
+		}
+	}
+	if charge && cpu > m.cpuBase {
+		a.exitedCPU += cpu - m.cpuBase
+	}
+	if read > m.readBase {
+		a.exitedRead += read - m.readBase
+	}
+	if write > m.writeBase {
+		a.exitedWrite += write - m.writeBase
+	}
+	if gc := val(tr, t.idx.gc); gc > m.gcBase {
+		a.exitedGC += gc - m.gcBase
+	}
+	if w := val(tr, t.idx.wait); w > m.waitBase {
+		a.exitedWait += w - m.waitBase
+	}
+	tr.mem = nil
+	t.sink.Membership(&wire.Membership{Process: tr.key, AttemptID: a.info.AttemptID, FromMs: m.fromMs, ToMs: ms,
+		CPUBaseMs: m.cpuBase, Role: tr.role})
+}
+
+// switchAttempt ends the unit's current attempt, if any, and starts want.
+func (t *Tracker) switchAttempt(u *unit, want string, ms int64) {
+	old := u.cur
+	if old != nil {
+		t.emitAttemptSample(old, ms)
+		for _, p := range u.members {
+			if p.t.mem != nil && p.t.mem.att == old {
+				t.endMembership(p, nil, ms)
+			}
+		}
+		t.finishAttempt(old, ms, wire.EventAttemptSwitch)
+	}
+	a := &attempt{unit: u}
+	a.info = wire.Attempt{
+		AttemptID: want, JobID: u.jobID, AppID: u.appID, ContainerID: u.containerID,
+		Type: u.attemptType(want), Framework: u.framework, FirstMs: ms, LastMs: ms,
+	}
+	if at, ok := hadoop.ParseAttempt(want); ok {
+		a.info.JobID = at.JobID()
+		if at.Tez && u.appID == "" {
+			a.info.AppID = at.JobID()
+		}
+	}
+	if a.info.JobID == "" {
+		a.info.JobID = u.key
+	}
+	if old == nil {
+		// The unit's first attempt began when its first process did.
+		for _, p := range u.members {
+			if s := p.t.startMs; s > 0 && s < a.info.FirstMs {
+				a.info.FirstMs = s
+			}
+		}
+	}
+	t.readConf(u, &a.info)
+	u.cur = a
+	t.sink.Attempt(&a.info)
+	t.sink.Event(&wire.Event{Ms: ms, Kind: wire.EventAttemptStart, AttemptID: want, JobID: a.info.JobID})
+	if old != nil {
+		for _, p := range u.members {
+			t.startMembership(p, a, true, ms)
+		}
+	}
+}
+
+func (t *Tracker) finishAttempt(a *attempt, ms int64, kind string) {
+	a.info.Ended = true
+	a.info.LastMs = ms
+	t.sink.Attempt(&a.info)
+	t.sink.Event(&wire.Event{Ms: ms, Kind: kind, AttemptID: a.info.AttemptID, JobID: a.info.JobID, Value: a.exitedCPU})
+}
+
+// endUnit is called when the unit's last process has exited.
+func (t *Tracker) endUnit(u *unit, ms int64) {
+	if u.cur == nil {
+		return
+	}
+	t.emitAttemptSample(u.cur, ms)
+	t.finishAttempt(u.cur, ms, wire.EventAttemptEnd)
+}
+
+// emitAttemptSample sums the attempt's processes at this tick.
+func (t *Tracker) emitAttemptSample(a *attempt, ms int64) {
+	v := t.attVals
+	for i := range v {
+		v[i] = 0
+	}
+	v[0], v[5], v[6], v[8], v[9] = a.exitedCPU, a.exitedRead, a.exitedWrite, a.exitedGC, a.exitedWait
+	present := uint64(1<<0 | 1<<1 | 1<<3 | 1<<4 | 1<<5 | 1<<6 | 1<<9)
+	for _, p := range a.unit.members {
+		tr := p.t
+		m := tr.mem
+		if m == nil || m.att != a {
+			continue
+		}
+		if c := t.cpuAcct(tr) - m.cpuBase; c > 0 {
+			v[0] += c
+		}
+		if r := val(tr, t.idx.read) - m.readBase; r > 0 {
+			v[5] += r
+		}
+		if w := val(tr, t.idx.write) - m.writeBase; w > 0 {
+			v[6] += w
+		}
+		if w := val(tr, t.idx.wait) - m.waitBase; w > 0 {
+			v[9] += w
+		}
+		if tr.vanished {
+			continue
+		}
+		v[1] += val(tr, t.idx.rss)
+		v[3] += val(tr, t.idx.vms)
+		v[4]++
+		if t.idx.pss >= 0 && tr.present&(1<<uint(t.idx.pss)) != 0 {
+			v[2] += tr.vals[t.idx.pss]
+			present |= 1 << 2
+		}
+		if t.idx.heap >= 0 && tr.present&(1<<uint(t.idx.heap)) != 0 {
+			v[7] += tr.vals[t.idx.heap]
+			present |= 1 << 7
+		}
+		if t.idx.gc >= 0 && tr.present&(1<<uint(t.idx.gc)) != 0 {
+			v[8] += tr.vals[t.idx.gc] - m.gcBase
+			present |= 1 << 8
+		}
+	}
+	t.sink.AttemptSample(a.info.AttemptID, ms, v, present)
+}
+
+// gone handles a process that left /proc (or whose pid now names another).
+func (t *Tracker) gone(p *proc, ms int64) {
+	tr := p.t
+	if tr == nil {
+		return
+	}
+	var final *taskstats.Record
+	if h := t.recs[p.pid]; h != nil {
+		if h.leader {
+			final = &h.rec
+		}
+		delete(t.recs, p.pid)
+	}
+	t.endMembership(p, final, ms)
+	u := tr.unit
+	for i, m := range u.members {
+		if m == p {
+			u.members = append(u.members[:i], u.members[i+1:]...)
+			break
+		}
+	}
+	wp := t.wireProcess(p)
+	wp.EndMs = ms
+	t.sink.Process(wp)
+	ev := wire.Event{Ms: ms, Kind: wire.EventProcessExit, Process: tr.key, PID: p.pid, Message: tr.role}
+	if final != nil {
+		ev.Value = int64(final.ExitCode)
+	}
+	t.sink.Event(&ev)
+	for i, s := range t.sources {
+		if f, ok := s.(collect.Forgetter); ok && tr.srcState[i] != nil {
+			f.Forget(tr.srcState[i])
+		}
+	}
+	tr.h.Close()
+	t.stats.Exited++
+	p.t = nil
+}
+
+// drainExits takes the exit records that arrived. Records of a tracked
+// process's threads add up to its exact CPU, used when it leaves /proc.
+// Records of processes the tracker never saw (they lived less than one tick)
+// are charged to the attempt of their nearest tracked ancestor.
+func (t *Tracker) drainExits() {
+	if !t.exact {
+		return
+	}
+	err := t.cfg.Exits.Drain(func(r *taskstats.Record) {
+		t.stats.ExitRecords++
+		if p := t.procs[r.PID]; p != nil && r.BtimeSec >= t.startMs(p.startTicks)/1000-1 {
+			if p.t != nil {
+				h := t.recs[r.PID]
+				if h == nil {
+					h = &heldRecord{}
+					t.recs[r.PID] = h
+				}
+				h.add(r)
+			}
+			return // a thread of a process the tracker knows: tracked, or not a task's
+		}
+		t.orphanRecs = append(t.orphanRecs, &heldRecord{rec: *r, cycle: t.cycle, leader: r.TID == r.PID})
+	})
+	if err != nil {
+		t.countErr("taskstats", err)
+	}
+	kept := t.orphanRecs[:0]
+	for _, h := range t.orphanRecs {
+		if a := t.ancestorAttempt(h.rec.PPID, 0); a != nil {
+			a.exitedCPU += h.rec.CPUMs()
+			a.exitedRead += int64(h.rec.ReadBytes)
+			a.exitedWrite += int64(h.rec.WriteBytes)
+			if h.leader {
+				a.shortLived++
+				t.stats.ShortLived++
+			}
+			continue
+		}
+		kept = append(kept, h)
+	}
+	for i := len(kept); i < len(t.orphanRecs); i++ {
+		t.orphanRecs[i] = nil
+	}
+	t.orphanRecs = kept
+}
+
+// heldRecord sums the exit records of one process's threads.
+type heldRecord struct {
+	rec    taskstats.Record // sums; PPID, exit code and start from the leader
+	cycle  uint64
+	leader bool // the thread group leader's record is in
+}
+
+func (h *heldRecord) add(r *taskstats.Record) {
+	h.rec.PID = r.PID
+	h.rec.UTimeUs += r.UTimeUs
+	h.rec.STimeUs += r.STimeUs
+	h.rec.ReadBytes += r.ReadBytes
+	h.rec.WriteBytes += r.WriteBytes
+	if r.TID == r.PID {
+		h.leader = true
+		h.rec.TID, h.rec.PPID, h.rec.BtimeSec, h.rec.ExitCode, h.rec.Comm = r.TID, r.PPID, r.BtimeSec, r.ExitCode, r.Comm
+	}
+}
+
+// ancestorAttempt walks up from pid through tracked processes and through
+// unseen ones known only by their exit records.
+func (t *Tracker) ancestorAttempt(pid int32, depth int) *attempt {
+	if depth > 32 || pid <= 1 {
+		return nil
+	}
+	if p := t.procs[pid]; p != nil {
+		if p.t == nil {
+			return nil
+		}
+		if p.t.mem != nil {
+			return p.t.mem.att
+		}
+		return p.t.unit.cur
+	}
+	for _, h := range t.orphanRecs {
+		if h.rec.PID == pid {
+			return t.ancestorAttempt(h.rec.PPID, depth+1)
+		}
+	}
+	return nil
+}
+
+// expireRecords drops exit records nobody claimed within a few ticks.
+func (t *Tracker) expireRecords() {
+	kept := t.orphanRecs[:0]
+	for _, h := range t.orphanRecs {
+		if t.cycle-h.cycle < 3 {
+			kept = append(kept, h)
+		}
+	}
+	for i := len(kept); i < len(t.orphanRecs); i++ {
+		t.orphanRecs[i] = nil
+	}
+	t.orphanRecs = kept
+}

@@ -1,0 +1,313 @@
+// Package tracker finds every process of every task attempt on a node and
+// samples it: job -> attempt -> process. Each tick it lists /proc, classifies
+// only the pids it has not seen (command line and, when needed, cgroup and
+// environment are read once per process), samples the tracked ones through
+// the metric sources of package collect, and reports to a Sink.
+//
+// Attribution rules (from Hadoop's sources, see docs/architecture.md):
+// a process belongs to a unit (a YARN container, or a Hadoop 1 task JVM) when
+// its command line names one (task JVMs and their wrappers), when its parent
+// belongs to one, when it was reparented to init and its session leader
+// belongs to one, or when its cgroup or its environment (CONTAINER_ID,
+// mapreduce_task_attempt_id) names one. A unit runs one attempt at a time;
+// a reused JVM or container switches attempts, and its processes get a new
+// membership each time.
+package tracker
+
+import (
+	"errors"
+	"log/slog"
+	"os"
+	"sort"
+	"time"
+
+	"github.com/taskscope/taskscope/internal/collect"
+	"github.com/taskscope/taskscope/internal/procfs"
+	"github.com/taskscope/taskscope/internal/wire"
+)
+
+// Config configures a Tracker.
+type Config struct {
+	FS      *procfs.FS
+	Host    string
+	Collect collect.Config
+	// Exits, when set, gives the exact CPU of every exiting process
+	// (taskstats). Without it, the CPU of exited children is taken from
+	// their parents' cutime/cstime, and a process whose parent is not
+	// tracked is charged what it had used at its last sample.
+	Exits ExitSource
+	// CgroupPrefix is the YARN cgroup hierarchy name (yarn.nodemanager.
+	// linux-container-executor.cgroups.hierarchy), "hadoop-yarn" by default.
+	CgroupPrefix string
+	// SelfPID is ignored (the agent itself). 0: os.Getpid().
+	SelfPID int32
+	Log     *slog.Logger
+}
+
+// Stats are the tracker's counters.
+type Stats struct {
+	Ticks       uint64
+	Scanned     int // pids listed at the last tick
+	Tracked     int // processes tracked at the last tick
+	Units       int
+	New         uint64 // processes classified, cumulative
+	Attributed  uint64 // processes attributed to an attempt, cumulative
+	Exited      uint64 // tracked processes that exited, cumulative
+	ShortLived  uint64 // processes never sampled whose CPU was charged from exit records
+	ReadErrors  uint64 // reads of optional files that failed (not counting vanished processes)
+	Vanished    uint64 // reads that failed because the process had just exited
+	ExitRecords uint64 // taskstats records received
+}
+
+// Tracker keeps the state of one node. It is not safe for concurrent use.
+type Tracker struct {
+	cfg        Config
+	lister     *procfs.Lister
+	entries    []procfs.PidEntry
+	procs      map[int32]*proc
+	units      map[string]*unit
+	sources    []collect.Source
+	setters    []setter
+	metrics    []string
+	idx        metricIndex
+	cycle      uint64
+	bootMs     int64
+	buf        []byte
+	cmdBuf     []byte
+	stat       procfs.Stat
+	newProcs   []*proc
+	recs       map[int32]*heldRecord // exit records of tracked processes, until they vanish
+	orphanRecs []*heldRecord         // records not yet attributable
+	attVals    []int64
+	stats      Stats
+	sink       Sink
+	srcErrs    map[string]uint64
+	log        *slog.Logger
+	exact      bool
+	users      map[uint32]string
+	target     collect.Target
+	nowMs      int64
+	reused     []*proc
+}
+
+// metricIndex holds the positions of the metrics the tracker sums per attempt.
+type metricIndex struct {
+	cpuUser, cpuSys, cpuCUser, cpuCSys, rss, pss, vms, read, write, heap, gc, wait int
+}
+
+// New returns a Tracker. Nothing is read until the first Tick.
+func New(cfg Config) (*Tracker, error) {
+	if cfg.FS == nil {
+		fs := procfs.NewFS("")
+		cfg.FS = &fs
+	}
+	if cfg.Collect.FS == nil {
+		cfg.Collect.FS = cfg.FS
+	}
+	if cfg.CgroupPrefix == "" {
+		cfg.CgroupPrefix = "hadoop-yarn"
+	}
+	if cfg.SelfPID == 0 {
+		cfg.SelfPID = int32(os.Getpid())
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Host == "" {
+		cfg.Host, _ = os.Hostname()
+	}
+	btime, err := cfg.FS.BootTime()
+	if err != nil {
+		return nil, err
+	}
+	t := &Tracker{
+		cfg:     cfg,
+		lister:  cfg.FS.NewLister(),
+		procs:   make(map[int32]*proc, 1024),
+		units:   map[string]*unit{},
+		bootMs:  btime * 1000,
+		buf:     make([]byte, 0, 8192),
+		cmdBuf:  make([]byte, 0, 8192),
+		recs:    map[int32]*heldRecord{},
+		srcErrs: map[string]uint64{},
+		log:     cfg.Log,
+		exact:   cfg.Exits != nil,
+		users:   map[uint32]string{},
+	}
+	t.sources = collect.Enabled(&t.cfg.Collect)
+	for i, s := range t.sources {
+		t.setters = append(t.setters, setter{t: t, off: len(t.metrics)})
+		_ = i
+		t.metrics = append(t.metrics, s.Metrics()...)
+	}
+	if len(t.metrics) > 64 {
+		return nil, errors.New("tracker: more than 64 process metrics")
+	}
+	find := func(name string) int {
+		for i, m := range t.metrics {
+			if m == name {
+				return i
+			}
+		}
+		return -1
+	}
+	t.idx = metricIndex{
+		cpuUser: find(wire.CPUUserMs), cpuSys: find(wire.CPUSysMs),
+		cpuCUser: find(wire.CPUChildUserMs), cpuCSys: find(wire.CPUChildSysMs),
+		rss: find(wire.RSSBytes), pss: find(wire.PSSBytes), vms: find(wire.VMSBytes),
+		read: find(wire.ReadBytes), write: find(wire.WriteBytes), heap: find(wire.HeapUsedBytes),
+		gc: find(wire.GCTimeMs), wait: find(wire.SchedWaitNs),
+	}
+	t.attVals = make([]int64, len(wire.AttemptMetrics))
+	return t, nil
+}
+
+// ProcessMetrics are the names of the values of ProcessSample, in order.
+func (t *Tracker) ProcessMetrics() []string { return t.metrics }
+
+// AttemptMetrics are the names of the values of AttemptSample, in order.
+func (t *Tracker) AttemptMetrics() []string {
+	out := make([]string, len(wire.AttemptMetrics))
+	for i, m := range wire.AttemptMetrics {
+		out[i] = m.Name
+	}
+	return out
+}
+
+// Sources are the enabled metric sources.
+func (t *Tracker) Sources() []collect.Source { return t.sources }
+
+// Stats returns the counters.
+func (t *Tracker) Stats() Stats { return t.stats }
+
+// SourceErrors returns read errors per source, cumulative.
+func (t *Tracker) SourceErrors() map[string]uint64 { return t.srcErrs }
+
+// Exact reports whether exited processes' CPU comes from exit records.
+func (t *Tracker) Exact() bool { return t.exact }
+
+// Close releases every held file and the exit source.
+func (t *Tracker) Close() error {
+	for _, p := range t.procs {
+		if p.t != nil && p.t.h != nil {
+			p.t.h.Close()
+		}
+	}
+	if t.cfg.Exits != nil {
+		return t.cfg.Exits.Close()
+	}
+	return nil
+}
+
+type setter struct {
+	t   *Tracker
+	off int
+	p   *tracked
+}
+
+func (s *setter) Set(i int, v int64) {
+	j := s.off + i
+	s.p.vals[j] = v
+	s.p.present |= 1 << uint(j)
+}
+
+// Tick lists /proc, classifies new processes, samples the tracked ones and
+// reports everything to sink, stamped with now.
+func (t *Tracker) Tick(now time.Time, sink Sink) error {
+	t.cycle++
+	t.stats.Ticks++
+	t.sink = sink
+	ms := now.UnixMilli()
+	t.nowMs = ms
+	entries, err := t.lister.List(t.entries[:0])
+	t.entries = entries
+	if err != nil {
+		return err
+	}
+	t.stats.Scanned = len(entries)
+	t.newProcs = t.newProcs[:0]
+	for _, e := range entries {
+		p := t.procs[e.PID]
+		if p != nil {
+			if p.ino == e.Ino {
+				p.seen = t.cycle
+				continue
+			}
+			// A new inode: the pid may belong to a new process now.
+			if t.readStat(e.PID, nil) == nil && t.stat.StartTime == p.startTicks {
+				p.ino, p.seen = e.Ino, t.cycle
+				continue
+			}
+			// Handled after the exit records are in.
+			t.reused = append(t.reused, p)
+			delete(t.procs, e.PID)
+		}
+		if e.PID == t.cfg.SelfPID {
+			t.procs[e.PID] = &proc{pid: e.PID, ino: e.Ino, seen: t.cycle, state: stIgnored}
+			continue
+		}
+		np := &proc{pid: e.PID, ino: e.Ino, seen: t.cycle}
+		if err := t.readStat(e.PID, nil); err != nil {
+			continue // vanished already; unreadable stat is not a process we can use
+		}
+		np.setStat(&t.stat)
+		t.procs[e.PID] = np
+		t.newProcs = append(t.newProcs, np)
+	}
+	// Parents start before their children: classify in start order.
+	sort.Slice(t.newProcs, func(i, j int) bool {
+		a, b := t.newProcs[i], t.newProcs[j]
+		if a.startTicks != b.startTicks {
+			return a.startTicks < b.startTicks
+		}
+		return a.pid < b.pid
+	})
+	for _, p := range t.newProcs {
+		t.stats.New++
+		t.classify(p, ms)
+	}
+	// Every process that left /proc before the listing has sent its exit
+	// record by now: drain before sweeping.
+	t.drainExits()
+	for i, p := range t.reused {
+		t.gone(p, ms)
+		t.reused[i] = nil
+	}
+	t.reused = t.reused[:0]
+	for pid, p := range t.procs {
+		if p.seen != t.cycle {
+			t.gone(p, ms)
+			delete(t.procs, pid)
+		}
+	}
+	t.sampleUnits(ms)
+	t.expireRecords()
+	return nil
+}
+
+// readStat reads /proc/PID/stat into t.stat, through h when given.
+func (t *Tracker) readStat(pid int32, h *procfs.Proc) error {
+	var err error
+	if h != nil {
+		t.buf, err = h.Read(procfs.FileStat, t.buf)
+	} else {
+		t.buf, err = t.cfg.FS.ReadPidFile(pid, "stat", t.buf)
+	}
+	if err != nil {
+		return err
+	}
+	return procfs.ParseStat(t.buf, &t.stat)
+}
+
+func (t *Tracker) startMs(ticks uint64) int64 {
+	return t.bootMs + int64(ticks)*1000/procfs.UserHZ
+}
+
+func (t *Tracker) countErr(source string, err error) {
+	if procfs.IsGone(err) {
+		t.stats.Vanished++
+		return
+	}
+	t.stats.ReadErrors++
+	t.srcErrs[source]++
+}

@@ -1,0 +1,316 @@
+package tracker
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"path"
+	"strings"
+
+	"github.com/taskscope/taskscope/internal/hadoop"
+	"github.com/taskscope/taskscope/internal/procfs"
+	"github.com/taskscope/taskscope/internal/wire"
+)
+
+// unit is what processes belong to: a YARN container, or a Hadoop 1 task
+// JVM (keyed by its first attempt). It runs one attempt at a time.
+type unit struct {
+	key         string
+	containerID string
+	appID       string
+	jobID       string
+	framework   string
+	jvmKind     hadoop.Kind // the kind of task JVM the unit runs, once known
+	attemptID   string      // the attempt it runs now, once known
+	jvmPID      int32
+	jvmArgv     string // the JVM's command line, for -Xmx
+	logDir      string // the JVM's log directory, as the JVM sees it
+	members     []*proc
+	launcherPID int32 // the parent of the unit's first process: the NodeManager or TaskTracker
+	orphaned    bool
+	cur         *attempt
+	h1          *dirWatch // Hadoop 1 JVM reuse: userlogs/<job>/*/log.index
+	tez         *dirWatch // Tez container reuse: syslog_attempt_* in the log dir
+	scriptTried bool
+	createdMs   int64
+}
+
+// attempt is one task attempt (or the pseudo-attempt of a container that
+// runs none: an ApplicationMaster, a Spark executor, an idle Tez container).
+type attempt struct {
+	info        wire.Attempt
+	unit        *unit
+	exitedCPU   int64
+	exitedRead  int64
+	exitedWrite int64
+	exitedGC    int64
+	exitedWait  int64
+	shortLived  int64
+}
+
+func (t *Tracker) newUnit(key, container string, p *proc) *unit {
+	u := &unit{key: key, containerID: container, framework: hadoop.FrameworkUnknown}
+	if c, ok := hadoop.FindContainer(container); ok {
+		u.appID = c.AppID()
+		u.jobID = c.JobID()
+	} else if a, ok := hadoop.ParseAttempt(key); ok {
+		u.jobID = a.JobID()
+		u.framework = hadoop.FrameworkMapReduce
+	}
+	t.units[key] = u
+	return u
+}
+
+// learn takes what a member's command line says about the unit.
+func (u *unit) learn(t *Tracker, p *proc, l *hadoop.Launch) {
+	if l.HasContainer && u.containerID == "" {
+		u.containerID = l.Container.Raw
+		u.appID = l.Container.AppID()
+	}
+	if l.AppID != "" {
+		u.appID = l.AppID
+	}
+	if fw := l.Framework(); fw != hadoop.FrameworkUnknown {
+		u.framework = fw
+	}
+	if j := l.JobID(); j != "" {
+		u.jobID = j
+	}
+	jvm := l
+	if l.Inner != nil {
+		jvm = l.Inner
+	}
+	if jvm.Kind.IsJVM() {
+		u.jvmKind = jvm.Kind
+		if jvm.LogDir != "" {
+			u.logDir = jvm.LogDir
+		}
+	}
+	if l.Kind.IsJVM() && p != nil {
+		u.jvmPID = p.pid
+	}
+	switch {
+	case jvm.Kind == hadoop.KindChild:
+		if u.attemptID == "" && jvm.HasAttempt {
+			u.attemptID = jvm.Attempt.Raw
+		}
+		if u.h1 == nil && u.logDir != "" && p != nil && l.Kind.IsJVM() {
+			u.h1 = &dirWatch{dir: path.Dir(u.logDir), pid: p.pid, known: map[string]bool{}}
+		}
+	case jvm.Kind == hadoop.KindTezChild:
+		if u.tez == nil && u.logDir != "" && p != nil && l.Kind.IsJVM() {
+			u.tez = &dirWatch{dir: u.logDir, pid: p.pid, known: map[string]bool{}}
+		}
+	case jvm.HasAttempt && u.attemptID == "":
+		u.attemptID = jvm.Attempt.Raw
+	case l.HasAttempt && u.attemptID == "":
+		u.attemptID = l.Attempt.Raw
+	}
+	// A wrapper that names only its container: its launch script names the JVM.
+	if l.Kind.IsWrapper() && u.jvmKind == hadoop.KindNone && !u.scriptTried && p != nil {
+		u.scriptTried = true
+		for _, name := range []string{"launch_container.sh", "taskjvm.sh"} {
+			b, err := os.ReadFile(t.cfg.FS.PidPath(p.pid, "cwd") + "/" + name)
+			if err != nil {
+				continue
+			}
+			if sl, ok := hadoop.ClassifyScript(b); ok {
+				u.learn(t, nil, &sl)
+				break
+			}
+		}
+	}
+}
+
+// wantAttempt is the attempt the unit runs now: the one known, else the
+// container itself.
+func (u *unit) wantAttempt() string {
+	if u.attemptID != "" {
+		return u.attemptID
+	}
+	if u.containerID != "" {
+		return u.containerID
+	}
+	return u.key
+}
+
+func (u *unit) attemptType(id string) string {
+	if a, ok := hadoop.ParseAttempt(id); ok {
+		return a.Type
+	}
+	switch u.jvmKind {
+	case hadoop.KindMRAppMaster:
+		return "am"
+	case hadoop.KindSparkExecutor:
+		return "executor"
+	}
+	return "container"
+}
+
+// poll looks for the attempt a reused JVM or container runs now.
+func (u *unit) poll(t *Tracker) {
+	switch {
+	case u.h1 != nil:
+		if u.h1.hint != "" {
+			u.attemptID, u.h1.hint = u.h1.hint, ""
+		}
+		logDir := u.logDir
+		if id := u.h1.scan(t, func(name string, full string) bool {
+			if _, ok := hadoop.ParseAttempt(strings.TrimSuffix(name, ".cleanup")); !ok {
+				return false
+			}
+			b, err := procfs.ReadFile(full+"/log.index", nil)
+			if err != nil {
+				return false
+			}
+			dir, ok := hadoop.ParseLogIndex(b)
+			return ok && dir == logDir
+		}, "/log.index"); id != "" {
+			u.attemptID = strings.TrimSuffix(id, ".cleanup")
+		}
+	case u.tez != nil:
+		if id := u.tez.scan(t, func(name, _ string) bool {
+			return strings.HasPrefix(name, "syslog_attempt_")
+		}, ""); id != "" {
+			if a, ok := hadoop.FindAttempt(id); ok {
+				u.attemptID = a.Raw
+			}
+		}
+	}
+}
+
+// dirWatch notices new entries of a directory (as the watched process sees
+// it), and returns the newest that matches.
+type dirWatch struct {
+	dir     string
+	pid     int32
+	known   map[string]bool
+	scanned bool
+	hint    string
+}
+
+func (w *dirWatch) scan(t *Tracker, match func(name, full string) bool, stamp string) string {
+	root := t.cfg.FS.PidPath(w.pid, "root") + w.dir
+	d, err := os.Open(root)
+	if err != nil {
+		return ""
+	}
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	best, bestT := "", int64(-1)
+	for _, n := range names {
+		if w.known[n] {
+			continue
+		}
+		full := root + "/" + n
+		if !match(n, full) {
+			continue
+		}
+		w.known[n] = true
+		fi, err := os.Stat(full + stamp)
+		mt := int64(0)
+		if err == nil {
+			mt = fi.ModTime().UnixNano()
+		}
+		if mt > bestT {
+			best, bestT = n, mt
+		}
+	}
+	w.scanned = true
+	return best
+}
+
+// readConf reads what the attempt's configuration says: job.xml for
+// MapReduce, __spark_conf__ for Spark; the JVM's own -Xmx wins over the
+// configured one.
+func (t *Tracker) readConf(u *unit, a *wire.Attempt) {
+	pid := u.jvmPID
+	if pid == 0 && len(u.members) > 0 {
+		pid = u.members[0].pid
+	}
+	if pid == 0 {
+		return
+	}
+	cwd := t.cfg.FS.PidPath(pid, "cwd")
+	var candidates []string
+	if u.containerID != "" {
+		candidates = []string{cwd + "/job.xml"}
+	} else {
+		// Hadoop 1: <jobcache>/<job>/<attempt>/job.xml; the JVM's cwd is <first attempt>/work.
+		candidates = []string{cwd + "/../../" + a.AttemptID + "/job.xml", cwd + "/../job.xml"}
+	}
+	for _, c := range candidates {
+		f, err := os.Open(c)
+		if err != nil {
+			continue
+		}
+		conf, err := hadoop.ParseConf(f)
+		f.Close()
+		if err != nil {
+			t.countErr("job.xml", err)
+			continue
+		}
+		jc := conf.JobConfFor(a.Type)
+		a.JobName, a.User, a.Queue, a.MemoryMB = jc.JobName, jc.User, jc.Queue, jc.MemoryMB
+		a.JavaOpts, a.XmxBytes, a.Streaming = jc.JavaOpts, jc.XmxBytes, jc.Streaming
+		break
+	}
+	if u.jvmKind == hadoop.KindSparkExecutor {
+		t.readSparkConf(cwd, a)
+	}
+	if u.jvmPID != 0 {
+		for _, m := range u.members {
+			if m.pid == u.jvmPID && m.t != nil {
+				if x := hadoop.ParseXmx(m.t.cmdline); x > 0 {
+					a.XmxBytes = x
+				}
+			}
+		}
+	}
+	if a.User == "" && len(u.members) > 0 && u.members[0].t != nil {
+		a.User = u.members[0].t.user
+	}
+}
+
+func (t *Tracker) readSparkConf(cwd string, a *wire.Attempt) {
+	f, err := os.Open(cwd + "/__spark_conf__/__spark_conf__.properties")
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	props := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 || line[0] == '#' {
+			continue
+		}
+		k, v, ok := bytes.Cut(line, []byte("="))
+		if !ok {
+			continue
+		}
+		props[string(bytes.TrimSpace(k))] = string(bytes.TrimSpace(v))
+	}
+	a.JobName = props["spark.app.name"]
+	if q := props["spark.yarn.queue"]; q != "" {
+		a.Queue = q
+	}
+	if mem, ok := sparkSize(props["spark.executor.memory"]); ok {
+		over := mem / 10
+		if over < 384<<20 {
+			over = 384 << 20
+		}
+		if o, ok := sparkSize(props["spark.executor.memoryOverhead"]); ok {
+			over = o
+		}
+		a.MemoryMB = (mem + over) >> 20
+	}
+}
+
+// sparkSize parses a Spark memory setting: a JVM size, MiB when it has no unit.
+func sparkSize(v string) (int64, bool) {
+	if v != "" && v[len(v)-1] >= '0' && v[len(v)-1] <= '9' {
+		v += "m"
+	}
+	return hadoop.ParseJavaSize(v)
+}
