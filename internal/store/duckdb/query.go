@@ -1,0 +1,337 @@
+package duckdb
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/taskscope/taskscope/internal/store"
+)
+
+func isNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }
+
+func (s *Store) staleBefore() int64 {
+	return s.opt.Now().Add(-s.opt.StaleAfter).UnixMilli()
+}
+
+const jobCols = `job_id, coalesce(app_id, ''), coalesce(framework, 'unknown'), coalesce(name, ''), coalesce(user_name, ''),
+	coalesce(queue, ''), coalesce(first_ms, 0), coalesce(last_ms, 0), coalesce(attempts, 0), coalesce(running, 0),
+	coalesce(cpu_ms, 0), coalesce(peak_rss, 0), coalesce(mem_gb_hours, 0), coalesce(used_gb_hours, 0), coalesce(hosts, 0)`
+
+func (s *Store) scanJob(sc interface{ Scan(...any) error }, extra ...any) (store.Job, error) {
+	var j store.Job
+	var first, last int64
+	dst := []any{&j.JobID, &j.AppID, &j.Framework, &j.Name, &j.User, &j.Queue, &first, &last, &j.Attempts,
+		&j.Running, &j.CPUMs, &j.PeakRSS, &j.MemGBHours, &j.UsedGBHours, &j.Hosts}
+	if err := sc.Scan(append(dst, extra...)...); err != nil {
+		return j, err
+	}
+	j.Start, j.LastSeen = store.Time(first), store.Time(last)
+	j.State = store.StateFinished
+	if j.Running > 0 && last >= s.staleBefore() {
+		j.State = store.StateRunning
+	} else {
+		j.End = store.Time(last)
+	}
+	return j, nil
+}
+
+// Jobs lists jobs, newest first.
+func (s *Store) Jobs(ctx context.Context, f store.JobFilter) (store.JobPage, error) {
+	if f.Limit <= 0 {
+		f.Limit = 50
+	}
+	if f.Limit > 1000 {
+		f.Limit = 1000
+	}
+	var where []string
+	var args []any
+	if f.User != "" {
+		where, args = append(where, "user_name = ?"), append(args, f.User)
+	}
+	if f.Queue != "" {
+		where, args = append(where, "queue = ?"), append(args, f.Queue)
+	}
+	if f.Framework != "" {
+		where, args = append(where, "framework = ?"), append(args, f.Framework)
+	}
+	if f.Name != "" {
+		where, args = append(where, "(name ILIKE ? OR job_id ILIKE ?)"), append(args, "%"+likeEscape(f.Name)+"%", "%"+likeEscape(f.Name)+"%")
+	}
+	if f.From > 0 {
+		where, args = append(where, "last_ms >= ?"), append(args, f.From)
+	}
+	if f.To > 0 {
+		where, args = append(where, "first_ms < ?"), append(args, f.To)
+	}
+	switch f.State {
+	case "":
+	case store.StateRunning:
+		where, args = append(where, "running > 0 AND last_ms >= ?"), append(args, s.staleBefore())
+	case store.StateFinished:
+		where, args = append(where, "NOT (running > 0 AND last_ms >= ?)"), append(args, s.staleBefore())
+	default:
+		return store.JobPage{}, fmt.Errorf("state must be running or finished, not %q", f.State)
+	}
+	q := `SELECT ` + jobCols + `, count(*) OVER () FROM jobs WHERE attempts > 0`
+	if len(where) > 0 {
+		q += " AND " + strings.Join(where, " AND ")
+	}
+	q += ` ORDER BY first_ms DESC NULLS LAST, job_id DESC LIMIT ? OFFSET ?`
+	args = append(args, f.Limit, f.Offset)
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return store.JobPage{}, fmt.Errorf("cannot list jobs: %w", err)
+	}
+	defer rows.Close()
+	page := store.JobPage{Jobs: []store.Job{}}
+	idx := map[string]int{}
+	for rows.Next() {
+		j, err := s.scanJob(rows, &page.Total)
+		if err != nil {
+			return page, err
+		}
+		idx[j.JobID] = len(page.Jobs)
+		page.Jobs = append(page.Jobs, j)
+	}
+	if err := rows.Err(); err != nil {
+		return page, err
+	}
+	if len(page.Jobs) == 0 {
+		if f.Offset > 0 {
+			// Past the end: still report how many there are.
+			err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM jobs WHERE attempts > 0`).Scan(&page.Total)
+			return page, err
+		}
+		return page, nil
+	}
+	ids := make([]any, 0, len(page.Jobs))
+	for _, j := range page.Jobs {
+		ids = append(ids, j.JobID)
+	}
+	tr, err := s.db.QueryContext(ctx, `SELECT job_id, coalesce(type, 'unknown'), count(*) FROM attempts
+		WHERE job_id IN (`+placeholders(len(ids))+`) GROUP BY ALL`, ids...)
+	if err != nil {
+		return page, err
+	}
+	defer tr.Close()
+	for tr.Next() {
+		var id, typ string
+		var n int
+		if err := tr.Scan(&id, &typ, &n); err != nil {
+			return page, err
+		}
+		j := &page.Jobs[idx[id]]
+		if j.ByType == nil {
+			j.ByType = map[string]int{}
+		}
+		j.ByType[typ] = n
+	}
+	return page, tr.Err()
+}
+
+func likeEscape(s string) string {
+	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s)
+}
+
+const attemptCols = `attempt_id, job_id, coalesce(host, ''), coalesce(container_id, ''), coalesce(type, 'unknown'),
+	coalesce(framework, 'unknown'), coalesce(first_ms, 0), coalesce(last_ms, 0), coalesce(ended, false),
+	coalesce(cpu_ms, 0), coalesce(peak_rss, 0), coalesce(peak_pss, 0), coalesce(peak_vms, 0), coalesce(peak_heap, 0),
+	coalesce(processes, 0), coalesce(read_bytes, 0), coalesce(write_bytes, 0), coalesce(gc_time_ms, 0),
+	coalesce(sched_wait_us, 0), coalesce(rss_byte_ms, 0), coalesce(memory_mb, 0), coalesce(xmx_bytes, 0),
+	coalesce(java_opts, ''), coalesce(streaming, false), coalesce(job_name, ''), coalesce(user_name, ''), coalesce(queue, '')`
+
+func (s *Store) scanAttempt(sc interface{ Scan(...any) error }, stale int64) (store.Attempt, error) {
+	var a store.Attempt
+	var first, last, waitUs int64
+	var ended bool
+	err := sc.Scan(&a.AttemptID, &a.JobID, &a.Host, &a.ContainerID, &a.Type, &a.Framework, &first, &last, &ended,
+		&a.CPUMs, &a.PeakRSS, &a.PeakPSS, &a.PeakVMS, &a.PeakHeap, &a.Processes, &a.ReadBytes, &a.WriteBytes,
+		&a.GCTimeMs, &waitUs, &a.RSSByteMs, &a.MemoryMB, &a.XmxBytes, &a.JavaOpts, &a.Streaming, &a.JobName, &a.User, &a.Queue)
+	if err != nil {
+		return a, err
+	}
+	a.SchedWaitMs = waitUs / 1000
+	a.Start, a.LastSeen = store.Time(first), store.Time(last)
+	a.DurationMs = last - first
+	switch {
+	case ended:
+		a.State, a.End = store.StateFinished, store.Time(last)
+	case last < stale:
+		a.State, a.End = "lost", store.Time(last)
+	default:
+		a.State = store.StateRunning
+	}
+	return a, nil
+}
+
+// Job returns a job with all its attempts.
+func (s *Store) Job(ctx context.Context, id string) (*store.JobDetail, error) {
+	j, err := s.scanJob(s.db.QueryRowContext(ctx, `SELECT `+jobCols+` FROM jobs WHERE job_id = ?`, id))
+	if isNoRows(err) {
+		return nil, store.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cannot read job %s: %w", id, err)
+	}
+	d := &store.JobDetail{Job: j}
+	atts, err := s.attempts(ctx, `job_id = ?`, id)
+	if err != nil {
+		return nil, err
+	}
+	d.AttemptList = atts
+	d.ByType = map[string]int{}
+	for _, a := range atts {
+		d.ByType[a.Type]++
+	}
+	return d, nil
+}
+
+func (s *Store) attempts(ctx context.Context, where string, args ...any) ([]store.Attempt, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+attemptCols+` FROM attempts WHERE `+where+` ORDER BY first_ms, attempt_id`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("cannot list attempts: %w", err)
+	}
+	defer rows.Close()
+	stale := s.staleBefore()
+	out := []store.Attempt{}
+	for rows.Next() {
+		a, err := s.scanAttempt(rows, stale)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
+
+// HostAttempts lists the attempts that ran on host within [from, to).
+func (s *Store) HostAttempts(ctx context.Context, host string, from, to int64) ([]store.Attempt, error) {
+	if to <= 0 {
+		to = 1 << 62
+	}
+	return s.attempts(ctx, `host = ? AND last_ms >= ? AND first_ms < ?`, host, from, to)
+}
+
+// Attempt returns an attempt with its processes and events.
+func (s *Store) Attempt(ctx context.Context, id string) (*store.AttemptDetail, error) {
+	atts, err := s.attempts(ctx, `attempt_id = ?`, id)
+	if err != nil {
+		return nil, err
+	}
+	if len(atts) == 0 {
+		return nil, store.ErrNotFound
+	}
+	d := &store.AttemptDetail{Attempt: atts[0], ProcessList: []store.Process{}}
+	rows, err := s.db.QueryContext(ctx, `SELECT p.proc_key, coalesce(p.host, ''), coalesce(p.pid, 0), coalesce(p.ppid, 0),
+		coalesce(p.sid, 0), coalesce(p.start_ms, 0), coalesce(p.end_ms, 0), coalesce(p.last_ms, 0), coalesce(p.cmdline, ''),
+		coalesce(p.comm, ''), coalesce(m.role, p.role, ''), coalesce(p.user_name, ''), coalesce(p.cpu_ms, 0),
+		coalesce(p.child_cpu_ms, 0), coalesce(p.peak_rss, 0), coalesce(p.peak_pss, 0), coalesce(p.peak_vms, 0),
+		coalesce(p.max_threads, 0), coalesce(p.read_bytes, 0), coalesce(p.write_bytes, 0), coalesce(p.samples, 0),
+		coalesce(m.from_ms, 0), coalesce(m.to_ms, 0), coalesce(m.cpu_base_ms, 0)
+		FROM memberships m JOIN processes p USING (proc_key) WHERE m.attempt_id = ? ORDER BY p.start_ms, p.pid`, id)
+	if err != nil {
+		return nil, fmt.Errorf("cannot list processes: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var p store.Process
+		var key int64
+		var start, end, last, from, to int64
+		if err := rows.Scan(&key, &p.Host, &p.PID, &p.PPID, &p.SID, &start, &end, &last, &p.Cmdline, &p.Comm, &p.Role,
+			&p.User, &p.CPUMs, &p.ChildCPUMs, &p.PeakRSS, &p.PeakPSS, &p.PeakVMS, &p.MaxThreads, &p.ReadBytes,
+			&p.WriteBytes, &p.Samples, &from, &to, &p.CPUBaseMs); err != nil {
+			return nil, err
+		}
+		p.Key = store.Key(key)
+		p.Start, p.End, p.LastSeen, p.From, p.To = store.Time(start), store.Time(end), store.Time(last), store.Time(from), store.Time(to)
+		d.ProcessList = append(d.ProcessList, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	d.Events, err = s.Events(ctx, store.EventFilter{AttemptID: id, Limit: 5000})
+	return d, err
+}
+
+// Events lists events, oldest first. Filtering by attempt also finds the
+// events of the attempt's processes.
+func (s *Store) Events(ctx context.Context, f store.EventFilter) ([]store.Event, error) {
+	if f.Limit <= 0 || f.Limit > 100000 {
+		f.Limit = 1000
+	}
+	var where []string
+	var args []any
+	if f.Host != "" {
+		where, args = append(where, "host = ?"), append(args, f.Host)
+	}
+	if f.JobID != "" {
+		where, args = append(where, "job_id = ?"), append(args, f.JobID)
+	}
+	if f.AttemptID != "" {
+		where = append(where, "(attempt_id = ? OR proc_key IN (SELECT proc_key FROM memberships WHERE attempt_id = ?))")
+		args = append(args, f.AttemptID, f.AttemptID)
+	}
+	if f.Kind != "" {
+		where, args = append(where, "kind = ?"), append(args, f.Kind)
+	}
+	if f.From > 0 {
+		where, args = append(where, "ts >= ?"), append(args, f.From)
+	}
+	if f.To > 0 {
+		where, args = append(where, "ts < ?"), append(args, f.To)
+	}
+	q := `SELECT ts, coalesce(host, ''), kind, coalesce(job_id, ''), coalesce(attempt_id, ''), coalesce(proc_key, 0),
+		coalesce(pid, 0), coalesce(message, ''), coalesce(value, 0) FROM events`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY ts, kind LIMIT ?"
+	args = append(args, f.Limit)
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("cannot list events: %w", err)
+	}
+	defer rows.Close()
+	out := []store.Event{}
+	for rows.Next() {
+		var e store.Event
+		var ts int64
+		var key int64
+		if err := rows.Scan(&ts, &e.Host, &e.Kind, &e.JobID, &e.AttemptID, &key, &e.PID, &e.Message, &e.Value); err != nil {
+			return nil, err
+		}
+		e.Time, e.Process = store.Time(ts), store.Key(key)
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// Hosts lists the hosts with their agents and attempts.
+func (s *Store) Hosts(ctx context.Context) ([]store.Host, error) {
+	rows, err := s.db.QueryContext(ctx, `WITH ag AS (SELECT host, max(last_ms) AS last, count(*) AS agents,
+			sum(dropped_samples) AS dropped FROM agents GROUP BY host),
+		att AS (SELECT host, count(*) AS n, count(*) FILTER (WHERE NOT coalesce(ended, false) AND last_ms >= ?) AS running,
+			max(last_ms) AS last FROM attempts GROUP BY host),
+		ev AS (SELECT host, count(*) AS orphans FROM events WHERE kind IN ('orphan', 'lost_jvm', 'unknown_container', 'outlived_job') GROUP BY host)
+		SELECT ag.host, greatest(ag.last, coalesce(att.last, 0)), coalesce(att.running, 0), coalesce(att.n, 0), ag.agents,
+			coalesce(ag.dropped, 0), coalesce(ev.orphans, 0)
+		FROM ag LEFT JOIN att USING (host) LEFT JOIN ev USING (host) ORDER BY ag.host`, s.staleBefore())
+	if err != nil {
+		return nil, fmt.Errorf("cannot list hosts: %w", err)
+	}
+	defer rows.Close()
+	out := []store.Host{}
+	for rows.Next() {
+		var h store.Host
+		var last int64
+		if err := rows.Scan(&h.Host, &last, &h.Running, &h.Attempts, &h.Agents, &h.DroppedSamples, &h.Orphans); err != nil {
+			return nil, err
+		}
+		h.LastSeen = store.Time(last)
+		out = append(out, h)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,282 @@
+// Package store is where taskscope keeps what agents send: jobs, attempts,
+// processes, their time series and events. Store is the interface every
+// backend implements (embedded DuckDB, ClickHouse); storetest is the
+// conformance suite they all pass. The types here are also what the REST API
+// returns.
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/taskscope/taskscope/internal/wire"
+)
+
+// Store persists batches and answers queries. Methods are safe for
+// concurrent use, except that at most one Appender is open at a time (the
+// ingest pipeline serialises writers).
+type Store interface {
+	// Begin starts an ingest transaction.
+	Begin(ctx context.Context) (Appender, error)
+	// Jobs lists jobs, newest first.
+	Jobs(ctx context.Context, f JobFilter) (JobPage, error)
+	// Job returns one job with its attempts; ErrNotFound if unknown.
+	Job(ctx context.Context, jobID string) (*JobDetail, error)
+	// Attempt returns one attempt with its processes; ErrNotFound if unknown.
+	Attempt(ctx context.Context, attemptID string) (*AttemptDetail, error)
+	// Series returns time series bucketed by q.Step.
+	Series(ctx context.Context, q SeriesQuery) (*SeriesResult, error)
+	// Events lists events, oldest first.
+	Events(ctx context.Context, f EventFilter) ([]Event, error)
+	// Hosts lists the hosts that sent data, with what runs on them.
+	Hosts(ctx context.Context) ([]Host, error)
+	// HostAttempts lists the attempts that ran on host within [from, to).
+	HostAttempts(ctx context.Context, host string, from, to int64) ([]Attempt, error)
+	// Maintain compacts recent data, builds rollups and applies retention.
+	Maintain(ctx context.Context, now time.Time) error
+	// Usage reports rows and bytes.
+	Usage(ctx context.Context) (Usage, error)
+	Close() error
+}
+
+// Appender is one ingest transaction (prometheus storage.Appender style):
+// Append any number of validated batches, then Commit or Rollback.
+type Appender interface {
+	// Append adds a batch. dup reports that its (agent, seq) was stored
+	// before: then nothing is written. An error leaves the transaction
+	// unusable: Rollback it.
+	Append(b *wire.Batch) (dup bool, err error)
+	// Commit makes everything appended durable.
+	Commit() error
+	// Rollback discards everything appended.
+	Rollback() error
+}
+
+// ErrNotFound is returned for unknown jobs and attempts.
+var ErrNotFound = errors.New("not found")
+
+// Time is unix milliseconds; it marshals to JSON as an RFC 3339 string, and
+// 0 as null.
+type Time int64
+
+// MarshalJSON implements json.Marshaler.
+func (t Time) MarshalJSON() ([]byte, error) {
+	if t == 0 {
+		return []byte("null"), nil
+	}
+	return json.Marshal(time.UnixMilli(int64(t)).UTC().Format("2006-01-02T15:04:05.000Z07:00"))
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (t *Time) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*t = 0
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	v, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return err
+	}
+	*t = Time(v.UnixMilli())
+	return nil
+}
+
+// Key is a process key; it marshals as a 16-digit hex string (JSON numbers
+// cannot hold 64 bits).
+type Key uint64
+
+// MarshalJSON implements json.Marshaler.
+func (k Key) MarshalJSON() ([]byte, error) { return json.Marshal(k.String()) }
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (k *Key) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	v, err := ParseKey(s)
+	*k = v
+	return err
+}
+
+func (k Key) String() string {
+	s := strconv.FormatUint(uint64(k), 16)
+	for len(s) < 16 {
+		s = "0" + s
+	}
+	return s
+}
+
+// ParseKey parses the hex form of a process key.
+func ParseKey(s string) (Key, error) {
+	v, err := strconv.ParseUint(s, 16, 64)
+	if err != nil || len(s) != 16 {
+		return 0, errors.New("a process key is 16 hex digits")
+	}
+	return Key(v), nil
+}
+
+// Job states.
+const (
+	StateRunning  = "running"
+	StateFinished = "finished"
+)
+
+// JobFilter selects jobs. Empty fields match everything.
+type JobFilter struct {
+	User, Name, Queue, State, Framework string // Name matches a substring, case-insensitively
+	From, To                            int64  // jobs active within [From, To), ms
+	Limit                               int    // default 50, at most 1000
+	Offset                              int
+}
+
+// JobPage is one page of jobs.
+type JobPage struct {
+	Jobs  []Job `json:"jobs"`
+	Total int   `json:"total"`
+}
+
+// Job is a job with its key figures.
+type Job struct {
+	JobID       string         `json:"job_id"`
+	AppID       string         `json:"app_id,omitempty"`
+	Framework   string         `json:"framework"`
+	Name        string         `json:"name"`
+	User        string         `json:"user"`
+	Queue       string         `json:"queue"`
+	State       string         `json:"state"`
+	Start       Time           `json:"start"`
+	End         Time           `json:"end"` // null while running
+	LastSeen    Time           `json:"last_seen"`
+	Attempts    int            `json:"attempts"`
+	Running     int            `json:"running"`
+	ByType      map[string]int `json:"attempts_by_type"`
+	Hosts       int            `json:"hosts"`
+	CPUMs       int64          `json:"cpu_ms"`
+	PeakRSS     int64          `json:"peak_rss_bytes"`       // the largest attempt peak
+	MemGBHours  float64        `json:"memory_gb_hours"`      // allocated: memory.mb × duration, summed over attempts
+	UsedGBHours float64        `json:"used_memory_gb_hours"` // used: RSS integrated over time
+}
+
+// JobDetail is a job with its attempts.
+type JobDetail struct {
+	Job
+	AttemptList []Attempt `json:"attempt_list"`
+}
+
+// Attempt is a task attempt (or a container running none) with its summary.
+type Attempt struct {
+	AttemptID   string  `json:"attempt_id"`
+	JobID       string  `json:"job_id"`
+	Host        string  `json:"host"`
+	ContainerID string  `json:"container_id"`
+	Type        string  `json:"type"`
+	Framework   string  `json:"framework"`
+	State       string  `json:"state"`
+	Start       Time    `json:"start"`
+	End         Time    `json:"end"`
+	LastSeen    Time    `json:"last_seen"`
+	DurationMs  int64   `json:"duration_ms"`
+	CPUMs       int64   `json:"cpu_ms"`
+	PeakRSS     int64   `json:"peak_rss_bytes"`
+	PeakPSS     int64   `json:"peak_pss_bytes"`
+	PeakVMS     int64   `json:"peak_vms_bytes"`
+	PeakHeap    int64   `json:"peak_heap_bytes"`
+	Processes   int     `json:"processes"`
+	ReadBytes   int64   `json:"read_bytes"`
+	WriteBytes  int64   `json:"write_bytes"`
+	GCTimeMs    int64   `json:"gc_time_ms"`
+	SchedWaitMs int64   `json:"sched_wait_ms"`
+	RSSByteMs   float64 `json:"-"`
+	MemoryMB    int64   `json:"memory_mb"`
+	XmxBytes    int64   `json:"xmx_bytes"`
+	JavaOpts    string  `json:"java_opts,omitempty"`
+	Streaming   bool    `json:"streaming"`
+	JobName     string  `json:"job_name,omitempty"`
+	User        string  `json:"user,omitempty"`
+	Queue       string  `json:"queue,omitempty"`
+}
+
+// Process is one process (pid + start) with its summary.
+type Process struct {
+	Key        Key    `json:"key"`
+	Host       string `json:"host"`
+	PID        int32  `json:"pid"`
+	PPID       int32  `json:"ppid"`
+	SID        int32  `json:"sid"`
+	Start      Time   `json:"start"`
+	End        Time   `json:"end"`
+	LastSeen   Time   `json:"last_seen"`
+	Cmdline    string `json:"cmdline"`
+	Comm       string `json:"comm"`
+	Role       string `json:"role"`
+	User       string `json:"user"`
+	CPUMs      int64  `json:"cpu_ms"` // user + system, own (not children)
+	ChildCPUMs int64  `json:"children_cpu_ms"`
+	PeakRSS    int64  `json:"peak_rss_bytes"`
+	PeakPSS    int64  `json:"peak_pss_bytes"`
+	PeakVMS    int64  `json:"peak_vms_bytes"`
+	MaxThreads int64  `json:"max_threads"`
+	ReadBytes  int64  `json:"read_bytes"`
+	WriteBytes int64  `json:"write_bytes"`
+	Samples    int64  `json:"samples"`
+	// The membership of this process in the attempt asked for.
+	From      Time  `json:"member_from"`
+	To        Time  `json:"member_to"`
+	CPUBaseMs int64 `json:"member_cpu_base_ms"`
+}
+
+// AttemptDetail is an attempt with its processes and events.
+type AttemptDetail struct {
+	Attempt
+	ProcessList []Process `json:"process_list"`
+	Events      []Event   `json:"events"`
+}
+
+// Event is something that happened.
+type Event struct {
+	Time      Time   `json:"time"`
+	Host      string `json:"host"`
+	Kind      string `json:"kind"`
+	JobID     string `json:"job_id,omitempty"`
+	AttemptID string `json:"attempt_id,omitempty"`
+	Process   Key    `json:"process,omitempty"`
+	PID       int32  `json:"pid,omitempty"`
+	Message   string `json:"message,omitempty"`
+	Value     int64  `json:"value,omitempty"`
+}
+
+// EventFilter selects events.
+type EventFilter struct {
+	Host, JobID, AttemptID, Kind string
+	From, To                     int64
+	Limit                        int // default 1000
+}
+
+// Host is a node that sent data.
+type Host struct {
+	Host           string `json:"host"`
+	LastSeen       Time   `json:"last_seen"`
+	Running        int    `json:"running_attempts"`
+	Attempts       int    `json:"attempts"`
+	Agents         int    `json:"agents"`
+	DroppedSamples uint64 `json:"dropped_samples"`
+	Orphans        int    `json:"orphan_events"`
+}
+
+// Usage is the store's size.
+type Usage struct {
+	Samples        int64 `json:"samples"`
+	AttemptSamples int64 `json:"attempt_samples"`
+	Processes      int64 `json:"processes"`
+	Attempts       int64 `json:"attempts"`
+	Jobs           int64 `json:"jobs"`
+	Bytes          int64 `json:"bytes"` // on disk, everything included
+}
