@@ -90,7 +90,9 @@ func Open(opt Options) (*Store, error) {
 		path = filepath.Join(opt.Dir, "taskscope.duckdb")
 	}
 	c, err := duck.NewConnector(path, func(execer driver.ExecerContext) error {
-		var stmts []string
+		// Checkpoints run from Maintain (after compaction), not inside an
+		// ingest commit whenever the WAL passes 16 MB.
+		stmts := []string{"SET checkpoint_threshold = '1GB'"}
 		if opt.Threads > 0 {
 			stmts = append(stmts, fmt.Sprintf("SET threads = %d", opt.Threads))
 		}

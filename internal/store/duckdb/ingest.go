@@ -2,9 +2,12 @@ package duckdb
 
 import (
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"fmt"
+	"os"
 	"strings"
+	"time"
 
 	duck "github.com/duckdb/duckdb-go/v2"
 
@@ -19,6 +22,7 @@ type tx struct {
 	s   *Store
 	ctx context.Context
 
+	pending  []*wire.Batch
 	prepared []*store.Prepared
 	procs    map[uint64]*procRow
 	atts     map[string]*attRow
@@ -88,7 +92,8 @@ func (t *tx) Rollback() error {
 	return nil
 }
 
-// Append checks the batch's sequence and prepares its rows.
+// Append checks the batch's sequence; the batch is prepared at Commit, with
+// the states of all the transaction's series looked up at once.
 func (t *tx) Append(b *wire.Batch) (bool, error) {
 	if t.done {
 		return false, fmt.Errorf("append after commit or rollback")
@@ -100,9 +105,18 @@ func (t *tx) Append(b *wire.Batch) (bool, error) {
 	if b.Seq <= seq {
 		return true, nil
 	}
-	if err := t.loadStates(b); err != nil {
-		return false, err
+	ag := t.agents[b.AgentID]
+	if ag == nil {
+		ag = &agentRow{host: b.Host, firstMs: b.SentMs}
+		t.agents[b.AgentID] = ag
 	}
+	ag.seq, ag.lastMs, ag.stats = b.Seq, b.SentMs, b.Stats
+	t.pending = append(t.pending, b)
+	return false, nil
+}
+
+// absorb prepares a batch's rows and merges its summaries into the transaction's.
+func (t *tx) absorb(b *wire.Batch) {
 	for i := range b.Attempts {
 		a := &b.Attempts[i]
 		t.attJob[a.AttemptID] = a.JobID
@@ -110,11 +124,6 @@ func (t *tx) Append(b *wire.Batch) (bool, error) {
 	p := store.Prepare(b, t.procState, t.attState, t.jobOf)
 	t.prepared = append(t.prepared, p)
 	ag := t.agents[b.AgentID]
-	if ag == nil {
-		ag = &agentRow{host: b.Host, firstMs: b.SentMs}
-		t.agents[b.AgentID] = ag
-	}
-	ag.seq, ag.lastMs, ag.stats = b.Seq, b.SentMs, b.Stats
 	ag.batches++
 	ag.samples += uint64(p.Samples.Len())
 	for i := range b.Processes {
@@ -167,7 +176,6 @@ func (t *tx) Append(b *wire.Batch) (bool, error) {
 	for _, e := range b.Events {
 		t.events = append(t.events, eventRow{host: b.Host, e: e})
 	}
-	return false, nil
 }
 
 func (t *tx) proc(k uint64, host string) *procRow {
@@ -265,54 +273,32 @@ func (t *tx) jobOf(id string) string {
 
 // loadStates fetches, for the series of b that neither the transaction nor
 // the cache knows, their state from the database (after a restart).
-func (t *tx) loadStates(b *wire.Batch) error {
+func (t *tx) loadStates(batches []*wire.Batch) error {
 	c := t.s.cache
-	var keys []any
+	var keys, ids []any
+	seenK := map[uint64]bool{}
+	seenA := map[string]bool{}
 	c.mu.Lock()
-	for i := range b.ProcSeries {
-		k := b.ProcSeries[i].Key
-		if _, ok := t.procSt[k]; ok {
-			continue
+	for _, b := range batches {
+		for i := range b.ProcSeries {
+			k := b.ProcSeries[i].Key
+			if _, ok := c.procs[k]; !ok && !seenK[k] {
+				seenK[k] = true
+				keys = append(keys, int64(k))
+			}
 		}
-		if _, ok := c.procs[k]; !ok {
-			keys = append(keys, int64(k))
-		}
-	}
-	var ids []any
-	for i := range b.AttemptSeries {
-		id := b.AttemptSeries[i].AttemptID
-		if _, ok := t.attSt[id]; ok {
-			continue
-		}
-		if _, ok := c.atts[id]; !ok {
-			ids = append(ids, id)
+		for i := range b.AttemptSeries {
+			id := b.AttemptSeries[i].AttemptID
+			if _, ok := c.atts[id]; !ok && !seenA[id] {
+				seenA[id] = true
+				ids = append(ids, id)
+			}
 		}
 	}
 	c.mu.Unlock()
 	if len(keys) > 0 {
-		rows, err := t.s.db.QueryContext(t.ctx, `SELECT proc_key, state FROM processes WHERE state IS NOT NULL AND proc_key IN (`+placeholders(len(keys))+`)`, keys...)
-		if err != nil {
-			return fmt.Errorf("cannot load process states: %w", err)
-		}
-		for rows.Next() {
-			var k int64
-			var blob []byte
-			if err := rows.Scan(&k, &blob); err != nil {
-				rows.Close()
-				return err
-			}
-			if st, err := store.DecodeState(blob, len(store.SampleColumns)); err == nil {
-				t.procSt[uint64(k)] = st
-			}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+		if err := t.loadProcStates(keys); err != nil {
 			return err
-		}
-		for _, k := range keys {
-			if _, ok := t.procSt[uint64(k.(int64))]; !ok {
-				t.procSt[uint64(k.(int64))] = nil // new: no state
-			}
 		}
 	}
 	if len(ids) > 0 {
@@ -349,6 +335,69 @@ func (t *tx) loadStates(b *wire.Batch) error {
 	return nil
 }
 
+// loadProcStates rebuilds the increment state of processes from their
+// samples: counters are stored as increments from the process's start, so
+// their sums are the last cumulative values.
+func (t *tx) loadProcStates(keys []any) error {
+	// Most unknown keys are new processes: only those the database has
+	// described before (a restart of the server or of the agent) have
+	// samples to sum.
+	known, err := t.s.db.QueryContext(t.ctx, `SELECT proc_key FROM processes WHERE proc_key IN (`+placeholders(len(keys))+`)`, keys...)
+	if err != nil {
+		return fmt.Errorf("cannot look up processes: %w", err)
+	}
+	var old []any
+	for known.Next() {
+		var k int64
+		if err := known.Scan(&k); err != nil {
+			known.Close()
+			return err
+		}
+		old = append(old, k)
+	}
+	known.Close()
+	for _, k := range keys {
+		t.procSt[uint64(k.(int64))] = nil // new: no state
+	}
+	if len(old) == 0 {
+		return nil
+	}
+	keys = old
+	var sums []string
+	var cols []int
+	for j, c := range store.SampleColumns {
+		if c.Counter {
+			sums = append(sums, "sum("+c.Name+")")
+			cols = append(cols, j)
+		}
+	}
+	rows, err := t.s.db.QueryContext(t.ctx, `SELECT proc_key, max(ts), `+strings.Join(sums, ", ")+
+		` FROM samples_all WHERE proc_key IN (`+placeholders(len(keys))+`) GROUP BY proc_key`, keys...)
+	if err != nil {
+		return fmt.Errorf("cannot load process states: %w", err)
+	}
+	defer rows.Close()
+	vals := make([]sql.NullInt64, len(cols))
+	dst := make([]any, 2+len(cols))
+	var k, last int64
+	dst[0], dst[1] = &k, &last
+	for i := range vals {
+		dst[2+i] = &vals[i]
+	}
+	for rows.Next() {
+		if err := rows.Scan(dst...); err != nil {
+			return err
+		}
+		st := store.NewSeriesState(store.SampleColumns)
+		st.LastMs = last
+		for i, j := range cols {
+			st.Last[j], st.Have[j] = vals[i].Int64, vals[i].Valid
+		}
+		t.procSt[uint64(k)] = st
+	}
+	return rows.Err()
+}
+
 func placeholders(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
 }
@@ -359,13 +408,25 @@ func (t *tx) Commit() error {
 		return fmt.Errorf("commit after commit or rollback")
 	}
 	defer t.Rollback()
-	if len(t.prepared) == 0 {
+	if len(t.pending) == 0 {
 		return nil
+	}
+	if err := t.loadStates(t.pending); err != nil {
+		return err
+	}
+	for _, b := range t.pending {
+		t.absorb(b)
 	}
 	err := t.s.wconn.Raw(func(dc any) error {
 		conn := dc.(driver.Conn)
 		ex := conn.(driver.ExecerContext)
 		exec := func(q string) error {
+			t0 := time.Now()
+			defer func() {
+				if debugTiming {
+					fmt.Fprintf(os.Stderr, "%8.2fms %.70s\n", float64(time.Since(t0).Microseconds())/1000, strings.Join(strings.Fields(q), " "))
+				}
+			}()
 			_, err := ex.ExecContext(t.ctx, q, nil)
 			if err != nil {
 				return fmt.Errorf("%w (in %.60s)", err, strings.TrimSpace(q))
@@ -389,18 +450,29 @@ func (t *tx) Commit() error {
 }
 
 func (t *tx) write(conn driver.Conn, exec func(string) error) error {
-	for _, q := range []string{"DELETE FROM stage_procs", "DELETE FROM stage_attempts", "DELETE FROM stage_members"} {
+	for _, q := range []string{"DELETE FROM stage_procs", "DELETE FROM stage_attempts", "DELETE FROM stage_members", "DELETE FROM stage_agents"} {
 		if err := exec(q); err != nil {
 			return err
 		}
 	}
+	t0 := time.Now()
 	if err := t.appendSamples(conn); err != nil {
 		return err
 	}
+	if debugTiming {
+		fmt.Fprintf(os.Stderr, "%8.2fms appendSamples\n", float64(time.Since(t0).Microseconds())/1000)
+	}
+	t0 = time.Now()
 	if err := t.appendStage(conn); err != nil {
 		return err
 	}
-	for _, q := range []string{upsertProcs, upsertAttempts, upsertMembers,
+	if err := t.appendAgents(conn); err != nil {
+		return err
+	}
+	if debugTiming {
+		fmt.Fprintf(os.Stderr, "%8.2fms appendStage\n", float64(time.Since(t0).Microseconds())/1000)
+	}
+	for _, q := range []string{upsertAgents, upsertProcs, upsertAttempts, upsertMembers,
 		`UPDATE attempts SET processes = m.n FROM (SELECT attempt_id, count(*) AS n FROM memberships
 			WHERE attempt_id IN (SELECT DISTINCT attempt_id FROM stage_members) GROUP BY attempt_id) m
 			WHERE attempts.attempt_id = m.attempt_id`,
@@ -426,7 +498,7 @@ func (t *tx) write(conn driver.Conn, exec func(string) error) error {
 			return err
 		}
 	}
-	return t.appendAgents(exec)
+	return nil
 }
 
 func newAppender(conn driver.Conn, table string) (*duck.Appender, error) {
@@ -526,20 +598,12 @@ func (t *tx) appendStage(conn driver.Conn) error {
 		return err
 	}
 	for k, r := range t.procs {
-		v := make([]driver.Value, 23)
-		v[0], v[1] = int64(k), r.host
-		if m := r.meta; m != nil {
-			v[2], v[3], v[4], v[5] = m.PID, m.PPID, m.SID, nullMs(m.StartMs)
-			v[6], v[7], v[8], v[9] = nullMs(m.EndMs), m.Cmdline, m.Comm, nullStr(m.Role)
-			v[10], v[11] = m.UID, nullStr(m.User)
+		m := r.meta
+		if m == nil {
+			continue // only samples: nothing to describe
 		}
-		if r.has {
-			s := &r.sum
-			v[12], v[13], v[14], v[15], v[16] = s.LastMs, s.Samples, s.PeakRSS, s.PeakPSS, s.PeakVMS
-			v[17], v[18], v[19], v[20], v[21] = s.MaxThreads, s.CPUMs, s.ChildCPUMs, s.ReadBytes, s.WriteBytes
-			v[22] = store.EncodeState(s.State)
-		}
-		if err := pa.AppendRow(v...); err != nil {
+		if err := pa.AppendRow(int64(k), r.host, m.PID, m.PPID, m.SID, nullMs(m.StartMs), nullMs(m.EndMs), m.Cmdline,
+			m.Comm, nullStr(m.Role), m.UID, nullStr(m.User)); err != nil {
 			pa.Close()
 			return fmt.Errorf("cannot stage process: %w", err)
 		}
@@ -596,20 +660,19 @@ func (t *tx) appendStage(conn driver.Conn) error {
 	return ma.Close()
 }
 
-func (t *tx) appendAgents(exec func(string) error) error {
+func (t *tx) appendAgents(conn driver.Conn) error {
+	aa, err := newAppender(conn, "stage_agents")
+	if err != nil {
+		return err
+	}
 	for id, a := range t.agents {
-		q := fmt.Sprintf(`INSERT INTO agents VALUES (%s, %s, %d, %d, %d, %d, %d, %d, %d, %d, %d)
-			ON CONFLICT (agent_id) DO UPDATE SET seq = greatest(agents.seq, excluded.seq), last_ms = excluded.last_ms,
-			batches = agents.batches + excluded.batches, samples = agents.samples + excluded.samples,
-			dropped_samples = excluded.dropped_samples, dropped_batches = excluded.dropped_batches,
-			read_errors = excluded.read_errors, overruns = excluded.overruns`,
-			quote(id), quote(a.host), a.seq, a.firstMs, a.lastMs, a.batches, a.samples,
-			a.stats.DroppedSamples, a.stats.DroppedBatches, a.stats.ReadErrors, a.stats.Overruns)
-		if err := exec(q); err != nil {
+		if err := aa.AppendRow(id, a.host, a.seq, a.firstMs, a.lastMs, a.batches, a.samples, a.stats.DroppedSamples,
+			a.stats.DroppedBatches, a.stats.ReadErrors, a.stats.Overruns); err != nil {
+			aa.Close()
 			return err
 		}
 	}
-	return nil
+	return aa.Close()
 }
 
 // apply makes the committed transaction's states the cache's.
@@ -642,8 +705,6 @@ func (t *tx) apply() {
 		delete(c.attJob, id)
 	}
 }
-
-func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 func nullStr(s string) driver.Value {
 	if s == "" {
@@ -679,3 +740,5 @@ func nullPID(p int32) driver.Value {
 	}
 	return p
 }
+
+var debugTiming = os.Getenv("TASKSCOPE_DEBUG_TIMING") != ""

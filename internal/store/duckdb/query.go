@@ -225,13 +225,19 @@ func (s *Store) Attempt(ctx context.Context, id string) (*store.AttemptDetail, e
 		return nil, store.ErrNotFound
 	}
 	d := &store.AttemptDetail{Attempt: atts[0], ProcessList: []store.Process{}}
-	rows, err := s.db.QueryContext(ctx, `SELECT p.proc_key, coalesce(p.host, ''), coalesce(p.pid, 0), coalesce(p.ppid, 0),
-		coalesce(p.sid, 0), coalesce(p.start_ms, 0), coalesce(p.end_ms, 0), coalesce(p.last_ms, 0), coalesce(p.cmdline, ''),
-		coalesce(p.comm, ''), coalesce(m.role, p.role, ''), coalesce(p.user_name, ''), coalesce(p.cpu_ms, 0),
-		coalesce(p.child_cpu_ms, 0), coalesce(p.peak_rss, 0), coalesce(p.peak_pss, 0), coalesce(p.peak_vms, 0),
-		coalesce(p.max_threads, 0), coalesce(p.read_bytes, 0), coalesce(p.write_bytes, 0), coalesce(p.samples, 0),
+	rows, err := s.db.QueryContext(ctx, `WITH m AS (SELECT * FROM memberships WHERE attempt_id = ?),
+		agg AS (SELECT proc_key, max(ts) AS last, count(*) AS n,
+			sum(d_cpu_user_ms) + sum(d_cpu_sys_ms) AS cpu, sum(d_cpu_children_user_ms) + sum(d_cpu_children_sys_ms) AS ccpu,
+			max(rss_kb) * 1024 AS rss, max(pss_kb) * 1024 AS pss, max(vms_kb) * 1024 AS vms, max(threads) AS thr,
+			sum(d_read_bytes) AS rd, sum(d_write_bytes) AS wr
+			FROM samples_all WHERE proc_key IN (SELECT proc_key FROM m) GROUP BY proc_key)
+		SELECT p.proc_key, coalesce(p.host, ''), coalesce(p.pid, 0), coalesce(p.ppid, 0),
+		coalesce(p.sid, 0), coalesce(p.start_ms, 0), coalesce(p.end_ms, 0), coalesce(agg.last, 0), coalesce(p.cmdline, ''),
+		coalesce(p.comm, ''), coalesce(m.role, p.role, ''), coalesce(p.user_name, ''), coalesce(agg.cpu, 0),
+		coalesce(agg.ccpu, 0), coalesce(agg.rss, 0), coalesce(agg.pss, 0), coalesce(agg.vms, 0),
+		coalesce(agg.thr, 0), coalesce(agg.rd, 0), coalesce(agg.wr, 0), coalesce(agg.n, 0),
 		coalesce(m.from_ms, 0), coalesce(m.to_ms, 0), coalesce(m.cpu_base_ms, 0)
-		FROM memberships m JOIN processes p USING (proc_key) WHERE m.attempt_id = ? ORDER BY p.start_ms, p.pid`, id)
+		FROM m JOIN processes p USING (proc_key) LEFT JOIN agg USING (proc_key) ORDER BY p.start_ms, p.pid`, id)
 	if err != nil {
 		return nil, fmt.Errorf("cannot list processes: %w", err)
 	}

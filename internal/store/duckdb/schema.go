@@ -46,8 +46,7 @@ func schema() []string {
 		`CREATE INDEX IF NOT EXISTS attempts_job ON attempts (job_id)`,
 		`CREATE TABLE IF NOT EXISTS processes (proc_key BIGINT PRIMARY KEY, host VARCHAR, pid INTEGER, ppid INTEGER,
 			sid INTEGER, start_ms BIGINT, end_ms BIGINT, cmdline VARCHAR, comm VARCHAR, role VARCHAR, uid UINTEGER,
-			user_name VARCHAR, last_ms BIGINT, samples BIGINT, peak_rss BIGINT, peak_pss BIGINT, peak_vms BIGINT,
-			max_threads BIGINT, cpu_ms BIGINT, child_cpu_ms BIGINT, read_bytes BIGINT, write_bytes BIGINT, state BLOB)`,
+			user_name VARCHAR)`,
 		`CREATE TABLE IF NOT EXISTS memberships (proc_key BIGINT, attempt_id VARCHAR, from_ms BIGINT, to_ms BIGINT,
 			cpu_base_ms BIGINT, role VARCHAR, PRIMARY KEY (proc_key, attempt_id))`,
 		`CREATE INDEX IF NOT EXISTS memberships_attempt ON memberships (attempt_id)`,
@@ -73,14 +72,16 @@ func stagingSchema() []string {
 	return []string{
 		`CREATE TEMP TABLE IF NOT EXISTS stage_procs (proc_key BIGINT, host VARCHAR, pid INTEGER, ppid INTEGER,
 			sid INTEGER, start_ms BIGINT, end_ms BIGINT, cmdline VARCHAR, comm VARCHAR, role VARCHAR, uid UINTEGER,
-			user_name VARCHAR, last_ms BIGINT, samples BIGINT, peak_rss BIGINT, peak_pss BIGINT, peak_vms BIGINT,
-			max_threads BIGINT, cpu_ms BIGINT, child_cpu_ms BIGINT, read_bytes BIGINT, write_bytes BIGINT, state BLOB)`,
+			user_name VARCHAR)`,
 		`CREATE TEMP TABLE IF NOT EXISTS stage_attempts (attempt_id VARCHAR, job_id VARCHAR, host VARCHAR,
 			container_id VARCHAR, app_id VARCHAR, type VARCHAR, framework VARCHAR, first_ms BIGINT, last_ms BIGINT,
 			ended BOOLEAN, job_name VARCHAR, user_name VARCHAR, queue VARCHAR, memory_mb BIGINT, java_opts VARCHAR,
 			xmx_bytes BIGINT, streaming BOOLEAN, cpu_ms BIGINT, peak_rss BIGINT, peak_pss BIGINT, peak_vms BIGINT,
 			peak_heap BIGINT, read_bytes BIGINT, write_bytes BIGINT, gc_time_ms BIGINT, sched_wait_us BIGINT,
 			rss_byte_ms DOUBLE, sample_ms BIGINT, state BLOB)`,
+		`CREATE TEMP TABLE IF NOT EXISTS stage_agents (agent_id VARCHAR, host VARCHAR, seq UBIGINT, first_ms BIGINT,
+			last_ms BIGINT, batches UBIGINT, samples UBIGINT, dropped_samples UBIGINT, dropped_batches UBIGINT,
+			read_errors UBIGINT, overruns UBIGINT)`,
 		`CREATE TEMP TABLE IF NOT EXISTS stage_members (proc_key BIGINT, attempt_id VARCHAR, from_ms BIGINT,
 			to_ms BIGINT, cpu_base_ms BIGINT, role VARCHAR)`,
 	}
@@ -88,6 +89,10 @@ func stagingSchema() []string {
 
 // The upserts from the staging tables. A value that a batch did not carry is
 // NULL in the staging row and leaves the stored one as it was.
+// Processes hold their description only; their summaries (CPU, peaks) are
+// computed from their samples when asked for: an attempt has few processes,
+// and keeping per-process summaries current would cost an update per
+// process per commit.
 const upsertProcs = `INSERT INTO processes SELECT * FROM stage_procs WHERE true
 ON CONFLICT (proc_key) DO UPDATE SET
 	host = coalesce(excluded.host, processes.host), pid = coalesce(excluded.pid, processes.pid),
@@ -96,18 +101,7 @@ ON CONFLICT (proc_key) DO UPDATE SET
 	end_ms = coalesce(excluded.end_ms, processes.end_ms),
 	cmdline = coalesce(excluded.cmdline, processes.cmdline), comm = coalesce(excluded.comm, processes.comm),
 	role = coalesce(excluded.role, processes.role), uid = coalesce(excluded.uid, processes.uid),
-	user_name = coalesce(excluded.user_name, processes.user_name),
-	last_ms = greatest(excluded.last_ms, processes.last_ms),
-	samples = coalesce(processes.samples, 0) + coalesce(excluded.samples, 0),
-	peak_rss = greatest(excluded.peak_rss, processes.peak_rss),
-	peak_pss = greatest(excluded.peak_pss, processes.peak_pss),
-	peak_vms = greatest(excluded.peak_vms, processes.peak_vms),
-	max_threads = greatest(excluded.max_threads, processes.max_threads),
-	cpu_ms = coalesce(excluded.cpu_ms, processes.cpu_ms),
-	child_cpu_ms = coalesce(excluded.child_cpu_ms, processes.child_cpu_ms),
-	read_bytes = coalesce(excluded.read_bytes, processes.read_bytes),
-	write_bytes = coalesce(excluded.write_bytes, processes.write_bytes),
-	state = coalesce(excluded.state, processes.state)`
+	user_name = coalesce(excluded.user_name, processes.user_name)`
 
 const upsertAttempts = `INSERT INTO attempts SELECT attempt_id, job_id, host, container_id, app_id, type, framework,
 	first_ms, last_ms, ended, job_name, user_name, queue, memory_mb, java_opts, xmx_bytes, streaming, cpu_ms, peak_rss,
@@ -147,3 +141,9 @@ ON CONFLICT (proc_key, attempt_id) DO UPDATE SET
 	to_ms = coalesce(excluded.to_ms, memberships.to_ms),
 	cpu_base_ms = coalesce(memberships.cpu_base_ms, excluded.cpu_base_ms),
 	role = coalesce(excluded.role, memberships.role)`
+
+const upsertAgents = `INSERT INTO agents SELECT * FROM stage_agents WHERE true
+ON CONFLICT (agent_id) DO UPDATE SET seq = greatest(agents.seq, excluded.seq), last_ms = excluded.last_ms,
+	batches = agents.batches + excluded.batches, samples = agents.samples + excluded.samples,
+	dropped_samples = excluded.dropped_samples, dropped_batches = excluded.dropped_batches,
+	read_errors = excluded.read_errors, overruns = excluded.overruns`

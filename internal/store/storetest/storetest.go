@@ -284,7 +284,7 @@ func testIngestAndSummaries(t *testing.T, f Factory) {
 	// The CPU of the JVM over time: 80% of a core.
 	ser, err := s.Series(ctx, store.SeriesQuery{Scope: store.ScopeProcess, Process: jvm.Key,
 		Metrics: []string{"cpu_percent", "rss_bytes", "read_bytes_per_s"},
-		From: T0.UnixMilli(), To: T0.Add(10 * time.Second).UnixMilli(), Step: 2000})
+		From:    T0.UnixMilli(), To: T0.Add(10 * time.Second).UnixMilli(), Step: 2000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -552,7 +552,7 @@ func testJobSeries(t *testing.T, f Factory) {
 	Ingest(t, s, g.Batch([]*AttemptSpec{a, b}, 0, 10, false))
 	res, err := s.Series(context.Background(), store.SeriesQuery{Scope: store.ScopeJob, JobID: job1,
 		Metrics: []string{"cpu_percent", "rss_bytes", store.JobAttemptsMetric},
-		From: T0.Add(time.Second).UnixMilli(), To: T0.Add(11 * time.Second).UnixMilli(), Step: 5000})
+		From:    T0.Add(time.Second).UnixMilli(), To: T0.Add(11 * time.Second).UnixMilli(), Step: 5000})
 	if err != nil {
 		t.Fatal(err)
 	}

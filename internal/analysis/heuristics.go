@@ -1,0 +1,216 @@
+package analysis
+
+import (
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/taskscope/taskscope/internal/store"
+)
+
+// stragglers finds attempts that take far longer than the median of their
+// type, finished or still running.
+func stragglers(j *Job) []Finding {
+	var out []Finding
+	for typ, atts := range j.byType() {
+		if len(atts) < 3 {
+			continue
+		}
+		var d []float64
+		for _, a := range atts {
+			d = append(d, elapsed(a))
+		}
+		med := median(d)
+		if med <= 0 {
+			continue
+		}
+		var slow []store.Attempt
+		worst := 0.0
+		for _, a := range atts {
+			r := elapsed(a) / med
+			if r >= 2 {
+				slow = append(slow, a)
+			}
+			worst = math.Max(worst, r)
+		}
+		if len(slow) == 0 {
+			continue
+		}
+		sev := grade(worst, [4]float64{2, 3, 4, 6})
+		sort.Slice(slow, func(x, y int) bool { return slow[x].DurationMs > slow[y].DurationMs })
+		ids := []string{}
+		for _, a := range slow {
+			ids = append(ids, a.AttemptID)
+		}
+		f := Finding{Severity: sev, TaskType: typ, AttemptIDs: ids,
+			Message: fmt.Sprintf("%d of %d %s attempts take at least twice the median of %.0f s; the slowest %.1f× as long (%s on %s).",
+				len(slow), len(atts), typ, med, worst, slow[0].AttemptID, slow[0].Host),
+			Numbers: []Number{{"median_duration", med, "s"}, {"worst_ratio", worst, "x"}, {"slow_attempts", float64(len(slow)), "count"}},
+		}
+		// A straggler that also used much more CPU did more work (skew); one
+		// that did not was slowed by its node.
+		var cpus []float64
+		for _, a := range atts {
+			cpus = append(cpus, float64(a.CPUMs))
+		}
+		if mc := median(cpus); mc > 0 && float64(slow[0].CPUMs)/mc < 1.5 {
+			f.Recommendation = "The slow attempt did not do more work: look at its node (noisy neighbours, disk, network). " +
+				"Speculative execution re-runs such attempts elsewhere."
+			f.Parameter, f.Value = "mapreduce."+typ+".speculative", "true"
+		} else {
+			f.Recommendation = "The slow attempt also did more work: its input is larger. Split the input more evenly, or use a better partitioner for reduces."
+			if typ == "reduce" {
+				f.Parameter, f.Value = "mapreduce.job.reduces", fmt.Sprint(2*len(atts))
+			}
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// skew compares the CPU of the busiest attempts of a type with the rest.
+func skew(j *Job) []Finding {
+	var out []Finding
+	for typ, atts := range j.byType() {
+		if len(atts) < 4 {
+			continue
+		}
+		var cpu []float64
+		for _, a := range atts {
+			cpu = append(cpu, float64(a.CPUMs))
+		}
+		med := median(cpu)
+		if med <= 1000 {
+			continue
+		}
+		maxA := atts[0]
+		for _, a := range atts {
+			if a.CPUMs > maxA.CPUMs {
+				maxA = a
+			}
+		}
+		r := float64(maxA.CPUMs) / med
+		sev := grade(r, [4]float64{2, 4, 8, 16})
+		if sev == None {
+			continue
+		}
+		out = append(out, Finding{Severity: sev, TaskType: typ, AttemptIDs: []string{maxA.AttemptID},
+			Message: fmt.Sprintf("The busiest %s attempt used %.1f× the median CPU of its type (%.0f s against %.0f s).",
+				typ, r, float64(maxA.CPUMs)/1000, med/1000),
+			Recommendation: "Work is spread unevenly. For reduces, check the key distribution (a hot key) and the partitioner; for maps, the input split sizes.",
+			Numbers:        []Number{{"max_cpu", float64(maxA.CPUMs) / 1000, "s"}, {"median_cpu", med / 1000, "s"}, {"ratio", r, "x"}},
+		})
+	}
+	return out
+}
+
+// memoryHeadroom compares the peak memory of a type's attempts with the
+// container size: too little headroom risks kills, too much wastes the cluster.
+func memoryHeadroom(j *Job) []Finding {
+	var out []Finding
+	for typ, atts := range j.byType() {
+		var limit int64
+		var peak int64
+		var peakA store.Attempt
+		for _, a := range atts {
+			if a.MemoryMB > limit {
+				limit = a.MemoryMB
+			}
+			p := a.PeakRSS
+			if a.PeakPSS > 0 && a.PeakPSS < p {
+				p = a.PeakPSS
+			}
+			if p > peak {
+				peak, peakA = p, a
+			}
+		}
+		if limit <= 0 || peak <= 0 {
+			continue
+		}
+		limitB := float64(limit << 20)
+		used := float64(peak) / limitB
+		param := "mapreduce." + typ + ".memory.mb"
+		// Recommend the peak plus 25% headroom, rounded up to 256 MB.
+		rec := int64(math.Ceil(float64(peak)*1.25/float64(256<<20))) * 256
+		nums := []Number{{"peak_memory", float64(peak), "bytes"}, {"container_memory", limitB, "bytes"}, {"used_share", used * 100, "percent"}}
+		switch {
+		case used >= 0.9:
+			out = append(out, Finding{Severity: grade(used, [4]float64{0.9, 0.95, 1.0, 1.1}), TaskType: typ,
+				AttemptIDs: []string{peakA.AttemptID},
+				Message: fmt.Sprintf("%s attempts peak at %.0f%% of their %d MB container: close to being killed by the NodeManager.",
+					typ, used*100, limit),
+				Recommendation: "Give them more memory, or find what grows (the attempt's memory chart shows which process).",
+				Parameter:      param, Value: fmt.Sprint(rec), Numbers: nums})
+		case used < 0.5 && limit > 1024:
+			sev := gradeBelow(used, [4]float64{0.5, 0.4, 0.3, 0.2})
+			out = append(out, Finding{Severity: sev, TaskType: typ, AttemptIDs: []string{peakA.AttemptID},
+				Message: fmt.Sprintf("The largest %s attempt peaked at %.0f%% of its %d MB container: memory is reserved but unused.",
+					typ, used*100, limit),
+				Recommendation: "Smaller containers let more tasks run at once. Keep the JVM heap (-Xmx) at about 80% of the new size.",
+				Parameter:      param, Value: fmt.Sprint(max(rec, 512)), Numbers: nums})
+		}
+	}
+	return out
+}
+
+// cpuEfficiency is CPU time over wall time: tasks that mostly wait.
+func cpuEfficiency(j *Job) []Finding {
+	var out []Finding
+	for typ, atts := range j.byType() {
+		var cpu, wall float64
+		for _, a := range atts {
+			cpu += float64(a.CPUMs)
+			wall += float64(a.DurationMs)
+		}
+		if wall < 60_000 || len(atts) < 2 {
+			continue
+		}
+		eff := cpu / wall
+		sev := gradeBelow(eff, [4]float64{0.4, 0.25, 0.15, 0.05})
+		if sev == None {
+			continue
+		}
+		out = append(out, Finding{Severity: sev, TaskType: typ,
+			Message: fmt.Sprintf("%s attempts used a CPU %.0f%% of the time they ran: they mostly wait (IO, shuffle, a slow child process).",
+				typ, eff*100),
+			Recommendation: "Look at the IO and the per-process CPU of an attempt: a Streaming child or the shuffle may be the bottleneck.",
+			Numbers:        []Number{{"cpu_efficiency", eff * 100, "percent"}, {"cpu_time", cpu / 1000, "s"}, {"wall_time", wall / 1000, "s"}},
+		})
+	}
+	return out
+}
+
+// gcPressure is JVM GC time over CPU time.
+func gcPressure(j *Job) []Finding {
+	var out []Finding
+	for typ, atts := range j.byType() {
+		var gc, cpu float64
+		var worst store.Attempt
+		for _, a := range atts {
+			gc += float64(a.GCTimeMs)
+			cpu += float64(a.CPUMs)
+			if a.GCTimeMs > worst.GCTimeMs {
+				worst = a
+			}
+		}
+		if cpu < 10_000 || gc == 0 {
+			continue
+		}
+		r := gc / cpu
+		sev := grade(r, [4]float64{0.05, 0.1, 0.15, 0.25})
+		if sev == None {
+			continue
+		}
+		rec := ""
+		if worst.XmxBytes > 0 {
+			rec = fmt.Sprintf("-Xmx%dm", worst.XmxBytes>>20*3/2)
+		}
+		out = append(out, Finding{Severity: sev, TaskType: typ, AttemptIDs: []string{worst.AttemptID},
+			Message:        fmt.Sprintf("%s JVMs spent %.0f%% of their CPU time in garbage collection.", typ, r*100),
+			Recommendation: "Give the heap more room (and the container with it), or make the task allocate less.",
+			Parameter:      "mapreduce." + typ + ".java.opts", Value: rec,
+			Numbers: []Number{{"gc_share", r * 100, "percent"}, {"gc_time", gc / 1000, "s"}, {"cpu_time", cpu / 1000, "s"}},
+		})
+	}
+	return out
+}

@@ -1,0 +1,303 @@
+// Package api is taskscope's REST API (docs/api.md): jobs, attempts,
+// processes, their time series, hosts, events and findings, as JSON.
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/taskscope/taskscope/internal/store"
+)
+
+// Finding is one analysis result (see package analysis).
+type Finding = any
+
+// Analyzer produces the findings of a job.
+type Analyzer interface {
+	Findings(ctx context.Context, jobID string) (any, error)
+}
+
+// API serves the REST endpoints.
+type API struct {
+	st       store.Store
+	analyzer Analyzer
+	now      func() time.Time
+	live     *Live
+}
+
+// New returns the API over st. analyzer may be nil (no findings).
+func New(st store.Store, analyzer Analyzer, live *Live) *API {
+	return &API{st: st, analyzer: analyzer, now: time.Now, live: live}
+}
+
+// Register adds the routes to mux.
+func (a *API) Register(mux *http.ServeMux) {
+	mux.HandleFunc("GET /api/v1/jobs", a.jobs)
+	mux.HandleFunc("GET /api/v1/jobs/{job}", a.job)
+	mux.HandleFunc("GET /api/v1/jobs/{job}/series", a.jobSeries)
+	mux.HandleFunc("GET /api/v1/jobs/{job}/events", a.jobEvents)
+	mux.HandleFunc("GET /api/v1/jobs/{job}/findings", a.findings)
+	mux.HandleFunc("GET /api/v1/jobs/{job}/attempts/{attempt}", a.attempt)
+	mux.HandleFunc("GET /api/v1/jobs/{job}/attempts/{attempt}/series", a.attemptSeries)
+	mux.HandleFunc("GET /api/v1/processes/{key}/series", a.processSeries)
+	mux.HandleFunc("GET /api/v1/hosts", a.hosts)
+	mux.HandleFunc("GET /api/v1/hosts/{host}", a.host)
+	mux.HandleFunc("GET /api/v1/events", a.events)
+	mux.HandleFunc("GET /api/v1/metrics", a.metricCatalog)
+	if a.live != nil {
+		mux.Handle("GET /api/v1/live", a.live)
+	}
+}
+
+// Error is the body of every error answer.
+type Error struct {
+	Error string `json:"error"`
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(true)
+	enc.Encode(v)
+}
+
+func fail(w http.ResponseWriter, err error) {
+	var bad badRequest
+	switch {
+	case errors.As(err, &bad):
+		writeJSON(w, http.StatusBadRequest, Error{bad.msg})
+	case errors.Is(err, store.ErrNotFound):
+		writeJSON(w, http.StatusNotFound, Error{err.Error()})
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		writeJSON(w, http.StatusServiceUnavailable, Error{"the query took too long"})
+	default:
+		writeJSON(w, http.StatusInternalServerError, Error{err.Error()})
+	}
+}
+
+type badRequest struct{ msg string }
+
+func (b badRequest) Error() string { return b.msg }
+
+func bad(format string, args ...any) error { return badRequest{fmt.Sprintf(format, args...)} }
+
+// parseTime accepts unix milliseconds, RFC 3339, or a duration before now ("-1h").
+func (a *API) parseTime(name, v string) (int64, error) {
+	if v == "" {
+		return 0, nil
+	}
+	if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
+		return ms, nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return t.UnixMilli(), nil
+	}
+	if strings.HasPrefix(v, "-") {
+		if d, err := time.ParseDuration(v[1:]); err == nil {
+			return a.now().Add(-d).UnixMilli(), nil
+		}
+	}
+	return 0, bad("%s: %q is not unix milliseconds, RFC 3339 or -<duration>", name, v)
+}
+
+func intParam(r *http.Request, name string, def, lo, hi int) (int, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < lo || n > hi {
+		return 0, bad("%s must be an integer from %d to %d", name, lo, hi)
+	}
+	return n, nil
+}
+
+func (a *API) jobs(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f := store.JobFilter{User: q.Get("user"), Name: q.Get("name"), Queue: q.Get("queue"), State: q.Get("state"), Framework: q.Get("framework")}
+	var err error
+	if f.From, err = a.parseTime("from", q.Get("from")); err != nil {
+		fail(w, err)
+		return
+	}
+	if f.To, err = a.parseTime("to", q.Get("to")); err != nil {
+		fail(w, err)
+		return
+	}
+	if f.Limit, err = intParam(r, "limit", 50, 1, 1000); err != nil {
+		fail(w, err)
+		return
+	}
+	if f.Offset, err = intParam(r, "offset", 0, 0, math.MaxInt32); err != nil {
+		fail(w, err)
+		return
+	}
+	if f.State != "" && f.State != store.StateRunning && f.State != store.StateFinished {
+		fail(w, bad("state must be running or finished"))
+		return
+	}
+	page, err := a.st.Jobs(r.Context(), f)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, page)
+}
+
+func (a *API) job(w http.ResponseWriter, r *http.Request) {
+	j, err := a.st.Job(r.Context(), r.PathValue("job"))
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, j)
+}
+
+func (a *API) attemptOf(r *http.Request) (*store.AttemptDetail, error) {
+	d, err := a.st.Attempt(r.Context(), r.PathValue("attempt"))
+	if err != nil {
+		return nil, err
+	}
+	if d.JobID != r.PathValue("job") {
+		return nil, fmt.Errorf("attempt %s is not in job %s: %w", d.AttemptID, r.PathValue("job"), store.ErrNotFound)
+	}
+	return d, nil
+}
+
+func (a *API) attempt(w http.ResponseWriter, r *http.Request) {
+	d, err := a.attemptOf(r)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, d)
+}
+
+func (a *API) findings(w http.ResponseWriter, r *http.Request) {
+	if _, err := a.st.Job(r.Context(), r.PathValue("job")); err != nil {
+		fail(w, err)
+		return
+	}
+	if a.analyzer == nil {
+		writeJSON(w, http.StatusOK, map[string]any{"findings": []any{}})
+		return
+	}
+	f, err := a.analyzer.Findings(r.Context(), r.PathValue("job"))
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, f)
+}
+
+func (a *API) jobEvents(w http.ResponseWriter, r *http.Request) {
+	evs, err := a.st.Events(r.Context(), store.EventFilter{JobID: r.PathValue("job"), Limit: 10000})
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"events": evs})
+}
+
+func (a *API) events(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f := store.EventFilter{Host: q.Get("host"), JobID: q.Get("job"), AttemptID: q.Get("attempt"), Kind: q.Get("kind")}
+	var err error
+	if f.From, err = a.parseTime("from", q.Get("from")); err == nil {
+		f.To, err = a.parseTime("to", q.Get("to"))
+	}
+	if err == nil {
+		f.Limit, err = intParam(r, "limit", 1000, 1, 100000)
+	}
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	evs, err := a.st.Events(r.Context(), f)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"events": evs})
+}
+
+func (a *API) hosts(w http.ResponseWriter, r *http.Request) {
+	hs, err := a.st.Hosts(r.Context())
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"hosts": hs})
+}
+
+// HostDetail is a host's attempts over a window and its orphan events.
+type HostDetail struct {
+	Host     string          `json:"host"`
+	From     store.Time      `json:"from"`
+	To       store.Time      `json:"to"`
+	Attempts []store.Attempt `json:"attempts"`
+	Events   []store.Event   `json:"events"`
+}
+
+func (a *API) host(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	from, err := a.parseTime("from", q.Get("from"))
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	to, err := a.parseTime("to", q.Get("to"))
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	if to == 0 {
+		to = a.now().UnixMilli() + 1
+	}
+	if from == 0 {
+		from = to - int64(6*time.Hour/time.Millisecond)
+	}
+	host := r.PathValue("host")
+	atts, err := a.st.HostAttempts(r.Context(), host, from, to)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	d := HostDetail{Host: host, From: store.Time(from), To: store.Time(to), Attempts: atts, Events: []store.Event{}}
+	for _, kind := range []string{"orphan", "lost_jvm", "unknown_container", "outlived_job", "reap"} {
+		evs, err := a.st.Events(r.Context(), store.EventFilter{Host: host, Kind: kind, From: from, To: to, Limit: 1000})
+		if err != nil {
+			fail(w, err)
+			return
+		}
+		d.Events = append(d.Events, evs...)
+	}
+	writeJSON(w, http.StatusOK, d)
+}
+
+func (a *API) metricCatalog(w http.ResponseWriter, r *http.Request) {
+	type m struct {
+		Name string `json:"name"`
+		Unit string `json:"unit"`
+		Help string `json:"help"`
+	}
+	conv := func(ms []store.SeriesMetric) []m {
+		out := []m{}
+		for _, x := range ms {
+			out = append(out, m{x.Name, x.Unit, x.Help})
+		}
+		return out
+	}
+	job := append(conv(store.AttemptSeriesMetrics), m{store.JobAttemptsMetric, "count", "attempts with data"})
+	writeJSON(w, http.StatusOK, map[string]any{"process": conv(store.ProcessSeriesMetrics),
+		"attempt": conv(store.AttemptSeriesMetrics), "job": job})
+}

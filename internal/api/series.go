@@ -1,0 +1,142 @@
+package api
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/taskscope/taskscope/internal/store"
+)
+
+// The point budget of a series: the server picks the bucket width so that a
+// chart gets at most this many points.
+const (
+	defaultPoints = 300
+	maxPoints     = 5000
+)
+
+// niceSteps are the bucket widths, in ms, that series are cut into.
+var niceSteps = []int64{1000, 2000, 5000, 10000, 15000, 30000, 60000, 120000, 300000, 600000, 900000, 1800000, 3600000,
+	7200000, 21600000, 43200000, 86400000}
+
+// Step returns the smallest nice bucket width that keeps [from, to) within points.
+func Step(from, to int64, points int) int64 {
+	span := to - from
+	for _, s := range niceSteps {
+		if span/s <= int64(points) {
+			return s
+		}
+	}
+	s := niceSteps[len(niceSteps)-1]
+	for span/s > int64(points) {
+		s *= 2
+	}
+	return s
+}
+
+// seriesQuery reads from, to, metrics and points, with defaults from the
+// thing's own life (start .. end, or now while it runs).
+func (a *API) seriesQuery(r *http.Request, q *store.SeriesQuery, start, end int64) error {
+	v := r.URL.Query()
+	var err error
+	if q.From, err = a.parseTime("from", v.Get("from")); err != nil {
+		return err
+	}
+	if q.To, err = a.parseTime("to", v.Get("to")); err != nil {
+		return err
+	}
+	if q.From == 0 {
+		q.From = start
+	}
+	if q.To == 0 {
+		q.To = end
+		if q.To == 0 {
+			q.To = a.now().UnixMilli()
+		}
+		q.To++ // the last sample is in
+	}
+	if q.To <= q.From {
+		return bad("from must be before to")
+	}
+	points, err := intParam(r, "points", defaultPoints, 1, maxPoints)
+	if err != nil {
+		return err
+	}
+	q.Step = Step(q.From, q.To, points)
+	// Align buckets on the step so that charts of one page line up.
+	q.From -= q.From % q.Step
+	if m := v.Get("metrics"); m != "" {
+		q.Metrics = strings.Split(m, ",")
+	}
+	if _, err := store.LookupMetrics(q.Scope, q.Metrics); err != nil {
+		return bad("%v", err)
+	}
+	return nil
+}
+
+func (a *API) jobSeries(w http.ResponseWriter, r *http.Request) {
+	j, err := a.st.Job(r.Context(), r.PathValue("job"))
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	q := store.SeriesQuery{Scope: store.ScopeJob, JobID: j.JobID}
+	if err := a.seriesQuery(r, &q, int64(j.Start), int64(j.End)); err != nil {
+		fail(w, err)
+		return
+	}
+	a.serveSeries(w, r, q)
+}
+
+func (a *API) attemptSeries(w http.ResponseWriter, r *http.Request) {
+	d, err := a.attemptOf(r)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	q := store.SeriesQuery{Scope: store.ScopeAttempt, AttemptID: d.AttemptID}
+	if err := a.seriesQuery(r, &q, int64(d.Start), int64(d.End)); err != nil {
+		fail(w, err)
+		return
+	}
+	a.serveSeries(w, r, q)
+}
+
+func (a *API) processSeries(w http.ResponseWriter, r *http.Request) {
+	key, err := store.ParseKey(r.PathValue("key"))
+	if err != nil {
+		fail(w, bad("%v", err))
+		return
+	}
+	// The process's life bounds the default window; the attempt page passes
+	// its own from/to so that the charts line up.
+	q := store.SeriesQuery{Scope: store.ScopeProcess, Process: key}
+	v := r.URL.Query()
+	if v.Get("from") == "" || v.Get("to") == "" {
+		if v.Get("attempt") == "" {
+			fail(w, bad("give from and to, or attempt"))
+			return
+		}
+		d, err := a.st.Attempt(r.Context(), v.Get("attempt"))
+		if err != nil {
+			fail(w, err)
+			return
+		}
+		if err := a.seriesQuery(r, &q, int64(d.Start), int64(d.End)); err != nil {
+			fail(w, err)
+			return
+		}
+	} else if err := a.seriesQuery(r, &q, 0, 0); err != nil {
+		fail(w, err)
+		return
+	}
+	a.serveSeries(w, r, q)
+}
+
+func (a *API) serveSeries(w http.ResponseWriter, r *http.Request, q store.SeriesQuery) {
+	res, err := a.st.Series(r.Context(), q)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}

@@ -1,0 +1,234 @@
+// Package ingest receives agents' batches: the HTTP endpoint (auth, limits,
+// decoding, validation) and the pipeline that writes them to the store with
+// group commit, answering each request only once its batch is durable.
+package ingest
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/taskscope/taskscope/internal/store"
+	"github.com/taskscope/taskscope/internal/wire"
+)
+
+// ErrBusy means the pipeline's queue is full: the client should retry later.
+var ErrBusy = errors.New("ingest queue full")
+
+// ErrStopped means the pipeline is shutting down.
+var ErrStopped = errors.New("ingest stopped")
+
+// Result is what happened to a batch.
+type Result struct {
+	Duplicate bool
+	Err       error
+}
+
+type request struct {
+	b    *wire.Batch
+	n    int64 // samples
+	done chan Result
+}
+
+// Pipeline is the single writer: it takes queued batches, appends as many as
+// are waiting (up to a bound) in one store transaction, commits, and answers.
+type Pipeline struct {
+	st              store.Store
+	q               chan *request
+	maxGroup        int
+	maxGroupSamples int
+	queueSamples    int64
+	queued          atomic.Int64
+	log             *slog.Logger
+	onCommit        func()
+	stop            chan struct{}
+	wg              sync.WaitGroup
+	once            sync.Once
+
+	commitDur prometheus.Histogram
+	batches   *prometheus.CounterVec
+	samples   prometheus.Counter
+	groupSize prometheus.Histogram
+}
+
+// PipelineOptions configure a Pipeline.
+type PipelineOptions struct {
+	QueueLen int // batches waiting; beyond it Submit returns ErrBusy (default 4096)
+	// QueueSamples bounds the samples waiting (default 2 million): beyond it
+	// Submit returns ErrBusy, so that memory stays bounded.
+	QueueSamples int
+	MaxGroup     int // batches per transaction (default 2048)
+	// MaxGroupSamples ends a group early (default 400 000 samples).
+	MaxGroupSamples int
+	Log             *slog.Logger
+	Registry        prometheus.Registerer
+	OnCommit        func() // called after each commit that stored something
+}
+
+// NewPipeline starts the writer.
+func NewPipeline(st store.Store, o PipelineOptions) *Pipeline {
+	if o.QueueLen <= 0 {
+		o.QueueLen = 4096
+	}
+	if o.QueueSamples <= 0 {
+		o.QueueSamples = 2_000_000
+	}
+	if o.MaxGroup <= 0 {
+		o.MaxGroup = 2048
+	}
+	if o.MaxGroupSamples <= 0 {
+		o.MaxGroupSamples = 400_000
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	p := &Pipeline{st: st, q: make(chan *request, o.QueueLen), maxGroup: o.MaxGroup, maxGroupSamples: o.MaxGroupSamples, queueSamples: int64(o.QueueSamples), log: o.Log, onCommit: o.OnCommit, stop: make(chan struct{}),
+		commitDur: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "taskscope_ingest_commit_seconds",
+			Help: "Time to append and commit one group of batches.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
+		batches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "taskscope_ingest_batches_total",
+			Help: "Batches by outcome: stored, duplicate, failed."}, []string{"outcome"}),
+		samples: prometheus.NewCounter(prometheus.CounterOpts{Name: "taskscope_ingest_samples_total",
+			Help: "Process samples stored."}),
+		groupSize: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "taskscope_ingest_group_batches",
+			Help: "Batches per store transaction.", Buckets: prometheus.ExponentialBuckets(1, 2, 9)}),
+	}
+	if o.Registry != nil {
+		o.Registry.MustRegister(p.commitDur, p.batches, p.samples, p.groupSize,
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "taskscope_ingest_queue_batches",
+				Help: "Batches waiting for the writer."}, func() float64 { return float64(len(p.q)) }))
+	}
+	p.wg.Add(1)
+	go p.run()
+	return p
+}
+
+// Submit queues a batch and waits until it is durable (or failed). It never
+// blocks on a full queue: it returns ErrBusy.
+func (p *Pipeline) Submit(ctx context.Context, b *wire.Batch) Result {
+	r := &request{b: b, n: int64(b.SampleCount()), done: make(chan Result, 1)}
+	select {
+	case <-p.stop:
+		return Result{Err: ErrStopped}
+	default:
+	}
+	if p.queued.Add(r.n) > p.queueSamples && p.queued.Load() != r.n {
+		p.queued.Add(-r.n)
+		return Result{Err: ErrBusy}
+	}
+	select {
+	case p.q <- r:
+	default:
+		p.queued.Add(-r.n)
+		return Result{Err: ErrBusy}
+	}
+	select {
+	case res := <-r.done:
+		return res
+	case <-ctx.Done():
+		// The batch may still be stored; the client's retry is a duplicate.
+		return Result{Err: ctx.Err()}
+	}
+}
+
+// Close stops accepting batches, writes those queued, and returns.
+func (p *Pipeline) Close() {
+	p.once.Do(func() { close(p.stop) })
+	p.wg.Wait()
+}
+
+func (p *Pipeline) run() {
+	defer p.wg.Done()
+	for {
+		var first *request
+		select {
+		case first = <-p.q:
+		case <-p.stop:
+			// Drain what is queued, then stop.
+			for {
+				select {
+				case r := <-p.q:
+					p.write([]*request{r})
+					p.queued.Add(-r.n)
+				default:
+					return
+				}
+			}
+		}
+		group := []*request{first}
+		n := first.n
+	more:
+		for len(group) < p.maxGroup && n < int64(p.maxGroupSamples) {
+			select {
+			case r := <-p.q:
+				group = append(group, r)
+				n += r.n
+			default:
+				break more
+			}
+		}
+		p.write(group)
+		p.queued.Add(-n)
+	}
+}
+
+// write appends a group in one transaction. If any batch fails, the group is
+// rolled back and each batch is written alone, so that one bad batch cannot
+// fail the others.
+func (p *Pipeline) write(group []*request) {
+	start := time.Now()
+	res, err := p.commit(group)
+	if err != nil && len(group) > 1 {
+		for _, r := range group {
+			p.write([]*request{r})
+		}
+		return
+	}
+	p.commitDur.Observe(time.Since(start).Seconds())
+	p.groupSize.Observe(float64(len(group)))
+	if err == nil && p.onCommit != nil {
+		p.onCommit()
+	}
+	for i, r := range group {
+		out := Result{Err: err}
+		if err == nil {
+			out.Duplicate = res[i]
+		}
+		switch {
+		case err != nil:
+			p.batches.WithLabelValues("failed").Inc()
+			p.log.Error("cannot store batch", "agent", r.b.AgentID, "seq", r.b.Seq, "err", err)
+		case out.Duplicate:
+			p.batches.WithLabelValues("duplicate").Inc()
+		default:
+			p.batches.WithLabelValues("stored").Inc()
+			p.samples.Add(float64(r.b.SampleCount()))
+		}
+		r.done <- out
+	}
+}
+
+func (p *Pipeline) commit(group []*request) ([]bool, error) {
+	ctx := context.Background()
+	app, err := p.st.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	dups := make([]bool, len(group))
+	for i, r := range group {
+		d, err := app.Append(r.b)
+		if err != nil {
+			app.Rollback()
+			return nil, err
+		}
+		dups[i] = d
+	}
+	if err := app.Commit(); err != nil {
+		return nil, err
+	}
+	return dups, nil
+}

@@ -1,0 +1,174 @@
+// Package server is `taskscope server`: the store, the ingest endpoint, the
+// REST API, the web UI and the server's own metrics on one HTTP listener.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/taskscope/taskscope/internal/api"
+	"github.com/taskscope/taskscope/internal/ingest"
+	"github.com/taskscope/taskscope/internal/store"
+	"github.com/taskscope/taskscope/web"
+)
+
+// Config configures a server.
+type Config struct {
+	Listen        string // ":8080"
+	Store         store.Store
+	Tokens        []string // ingest bearer tokens; empty: ingest is open
+	TLSCert       string
+	TLSKey        string
+	Analyzer      api.Analyzer
+	MaintainEvery time.Duration // default 30 s
+	Log           *slog.Logger
+	Ingest        ingest.HandlerOptions
+	Pipeline      ingest.PipelineOptions
+}
+
+// Server is a running server.
+type Server struct {
+	cfg      Config
+	ln       net.Listener
+	http     *http.Server
+	pipeline *ingest.Pipeline
+	stopMnt  context.CancelFunc
+	mntDone  chan struct{}
+	serveErr chan error
+}
+
+// Start listens and serves in the background.
+func Start(cfg Config) (*Server, error) {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.MaintainEvery <= 0 {
+		cfg.MaintainEvery = 30 * time.Second
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector())
+	live := api.NewLive(time.Second)
+	po := cfg.Pipeline
+	po.Log, po.Registry, po.OnCommit = cfg.Log, reg, live.Changed
+	pl := ingest.NewPipeline(cfg.Store, po)
+	io := cfg.Ingest
+	io.Tokens, io.Registry = cfg.Tokens, reg
+	ih := ingest.NewHandler(pl, io)
+	reg.MustRegister(usageCollector{cfg.Store})
+
+	mux := http.NewServeMux()
+	mux.Handle("POST /api/v1/ingest", ih)
+	api.New(cfg.Store, cfg.Analyzer, live).Register(mux)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		w.Write([]byte("ok\n"))
+	})
+	mux.Handle("/", web.Handler())
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		web.SecurityHeaders(w.Header())
+		mux.ServeHTTP(w, r)
+	})
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		pl.Close()
+		return nil, fmt.Errorf("cannot listen on %s: %w", cfg.Listen, err)
+	}
+	s := &Server{cfg: cfg, ln: ln, pipeline: pl, mntDone: make(chan struct{}), serveErr: make(chan error, 1),
+		http: &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}}
+	go func() {
+		var err error
+		if cfg.TLSCert != "" {
+			err = s.http.ServeTLS(ln, cfg.TLSCert, cfg.TLSKey)
+		} else {
+			err = s.http.Serve(ln)
+		}
+		if !errors.Is(err, http.ErrServerClosed) {
+			s.serveErr <- err
+		}
+		close(s.serveErr)
+	}()
+	mctx, cancel := context.WithCancel(context.Background())
+	s.stopMnt = cancel
+	go s.maintain(mctx)
+	cfg.Log.Info("server listening", "addr", ln.Addr().String(), "tls", cfg.TLSCert != "", "ingest_auth", len(cfg.Tokens) > 0)
+	return s, nil
+}
+
+// Addr is the address the server listens on.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// URL is the server's base URL.
+func (s *Server) URL() string {
+	scheme := "http"
+	if s.cfg.TLSCert != "" {
+		scheme = "https"
+	}
+	return scheme + "://" + s.Addr()
+}
+
+// Err delivers a serving error, if serving stops on its own.
+func (s *Server) Err() <-chan error { return s.serveErr }
+
+func (s *Server) maintain(ctx context.Context) {
+	defer close(s.mntDone)
+	t := time.NewTicker(s.cfg.MaintainEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := s.cfg.Store.Maintain(ctx, time.Now()); err != nil && ctx.Err() == nil {
+				s.cfg.Log.Error("maintenance failed", "err", err)
+			}
+		}
+	}
+}
+
+// Shutdown stops in a fixed order: no new requests, the writer drains its
+// queue, maintenance stops. The caller closes the store.
+func (s *Server) Shutdown(ctx context.Context) error {
+	err := s.http.Shutdown(ctx)
+	s.pipeline.Close()
+	s.stopMnt()
+	<-s.mntDone
+	return err
+}
+
+// usageCollector exports the store's size.
+type usageCollector struct{ st store.Store }
+
+var (
+	usageSamples = prometheus.NewDesc("taskscope_store_samples", "Process samples stored.", nil, nil)
+	usageBytes   = prometheus.NewDesc("taskscope_store_bytes", "Bytes the store takes on disk.", nil, nil)
+	usageJobs    = prometheus.NewDesc("taskscope_store_jobs", "Jobs stored.", nil, nil)
+)
+
+func (u usageCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- usageSamples
+	ch <- usageBytes
+	ch <- usageJobs
+}
+
+func (u usageCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	us, err := u.st.Usage(ctx)
+	if err != nil {
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(usageSamples, prometheus.GaugeValue, float64(us.Samples))
+	ch <- prometheus.MustNewConstMetric(usageBytes, prometheus.GaugeValue, float64(us.Bytes))
+	ch <- prometheus.MustNewConstMetric(usageJobs, prometheus.GaugeValue, float64(us.Jobs))
+}
