@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -114,7 +115,7 @@ func (s *Series) marshal(e *enc) {
 		e.msg(4, func(e *enc) {
 			e.uint(1, uint64(c.Metric))
 			e.deltas(2, c.Values)
-			if c.Absent != nil {
+			if len(c.Absent) > 0 {
 				e.bytes(3, c.Absent)
 			}
 		})
@@ -254,9 +255,10 @@ type dec struct {
 	points  int
 }
 
-// fields calls f for each field of a message; f returns false if it did not
-// consume the field, which is then skipped.
-func (d *dec) fields(data []byte, f func(n protowire.Number, t protowire.Type, v []byte, u uint64) (bool, error)) error {
+// fields calls f for each field of a message, with the field's bytes (v) for
+// length-delimited fields and its value (u) for the others. Fields that f
+// does not know it leaves alone: they are skipped.
+func (d *dec) fields(data []byte, f func(n protowire.Number, t protowire.Type, v []byte, u uint64) error) error {
 	for len(data) > 0 {
 		n, t, l := protowire.ConsumeTag(data)
 		if l < 0 {
@@ -283,7 +285,7 @@ func (d *dec) fields(data []byte, f func(n protowire.Number, t protowire.Type, v
 			return fmt.Errorf("field %d: %v", n, protowire.ParseError(l))
 		}
 		data = data[l:]
-		if _, err := f(n, t, v, u); err != nil {
+		if err := f(n, t, v, u); err != nil {
 			return fmt.Errorf("field %d: %w", n, err)
 		}
 	}
@@ -332,7 +334,7 @@ func int32of(t protowire.Type, u uint64) (int32, error) {
 func fixed(t protowire.Type, u uint64) (uint64, error) { return u, want(t, protowire.Fixed64Type) }
 
 func (d *dec) batch(data []byte, b *Batch) error {
-	return d.fields(data, func(n protowire.Number, t protowire.Type, v []byte, u uint64) (bool, error) {
+	return d.fields(data, func(n protowire.Number, t protowire.Type, v []byte, u uint64) error {
 		var err error
 		switch n {
 		case fBatchVersion:
@@ -354,7 +356,7 @@ func (d *dec) batch(data []byte, b *Batch) error {
 			var s string
 			if s, err = d.str(t, v); err == nil {
 				if len(b.Metrics) >= d.lim.MaxMetrics {
-					return true, fmt.Errorf("more than %d metrics", d.lim.MaxMetrics)
+					return fmt.Errorf("more than %d metrics", d.lim.MaxMetrics)
 				}
 				b.Metrics = append(b.Metrics, s)
 			}
@@ -396,10 +398,8 @@ func (d *dec) batch(data []byte, b *Batch) error {
 			if err = want(t, protowire.BytesType); err == nil {
 				err = d.stats(v, &b.Stats)
 			}
-		default:
-			return false, nil
 		}
-		return true, err
+		return err
 	})
 }
 
@@ -411,7 +411,7 @@ func (d *dec) sub(t protowire.Type) error {
 }
 
 func (d *dec) process(data []byte, p *Process) error {
-	return d.fields(data, func(n protowire.Number, t protowire.Type, v []byte, u uint64) (bool, error) {
+	return d.fields(data, func(n protowire.Number, t protowire.Type, v []byte, u uint64) error {
 		var err error
 		switch n {
 		case 1:
@@ -441,15 +441,13 @@ func (d *dec) process(data []byte, p *Process) error {
 			p.EndMs, err = svarint(t, u)
 		case 11:
 			p.SID, err = int32of(t, u)
-		default:
-			return false, nil
 		}
-		return true, err
+		return err
 	})
 }
 
 func (d *dec) attempt(data []byte, a *Attempt) error {
-	return d.fields(data, func(n protowire.Number, t protowire.Type, v []byte, u uint64) (bool, error) {
+	return d.fields(data, func(n protowire.Number, t protowire.Type, v []byte, u uint64) error {
 		var err error
 		switch n {
 		case 1:
@@ -488,15 +486,13 @@ func (d *dec) attempt(data []byte, a *Attempt) error {
 			a.Streaming = x != 0
 		case 16:
 			a.AppID, err = d.str(t, v)
-		default:
-			return false, nil
 		}
-		return true, err
+		return err
 	})
 }
 
 func (d *dec) member(data []byte, m *Membership) error {
-	return d.fields(data, func(n protowire.Number, t protowire.Type, v []byte, u uint64) (bool, error) {
+	return d.fields(data, func(n protowire.Number, t protowire.Type, v []byte, u uint64) error {
 		var err error
 		switch n {
 		case 1:
@@ -511,15 +507,13 @@ func (d *dec) member(data []byte, m *Membership) error {
 			m.CPUBaseMs, err = svarint(t, u)
 		case 6:
 			m.Role, err = d.str(t, v)
-		default:
-			return false, nil
 		}
-		return true, err
+		return err
 	})
 }
 
 func (d *dec) series(data []byte, s *Series) error {
-	return d.fields(data, func(n protowire.Number, t protowire.Type, v []byte, u uint64) (bool, error) {
+	return d.fields(data, func(n protowire.Number, t protowire.Type, v []byte, u uint64) error {
 		var err error
 		switch n {
 		case 1:
@@ -527,22 +521,20 @@ func (d *dec) series(data []byte, s *Series) error {
 		case 2:
 			s.AttemptID, err = d.str(t, v)
 		case 3:
-			s.Times, err = d.deltas(t, v, s.Times)
+			s.Times, err = d.deltas(t, v, u, s.Times)
 		case 4:
 			if err = want(t, protowire.BytesType); err == nil {
 				var c Column
 				err = d.column(v, &c)
 				s.Columns = append(s.Columns, c)
 			}
-		default:
-			return false, nil
 		}
-		return true, err
+		return err
 	})
 }
 
 func (d *dec) column(data []byte, c *Column) error {
-	return d.fields(data, func(n protowire.Number, t protowire.Type, v []byte, u uint64) (bool, error) {
+	return d.fields(data, func(n protowire.Number, t protowire.Type, v []byte, u uint64) error {
 		var err error
 		switch n {
 		case 1:
@@ -553,50 +545,54 @@ func (d *dec) column(data []byte, c *Column) error {
 			}
 			c.Metric = uint32(x)
 		case 2:
-			c.Values, err = d.deltas(t, v, c.Values)
+			c.Values, err = d.deltas(t, v, u, c.Values)
 		case 3:
 			if err = want(t, protowire.BytesType); err == nil {
 				d.points += len(v)
 				if d.points > d.lim.MaxPoints {
-					return true, fmt.Errorf("more than %d points", d.lim.MaxPoints)
+					return fmt.Errorf("more than %d points", d.lim.MaxPoints)
 				}
-				c.Absent = append([]byte{}, v...)
+				c.Absent = nil // an empty bitmap is protobuf's default: none absent
+				if len(v) > 0 {
+					c.Absent = append([]byte(nil), v...)
+				}
 			}
-		default:
-			return false, nil
 		}
-		return true, err
+		return err
 	})
 }
 
-// deltas decodes a packed sint64 field of deltas (see enc.deltas). A
-// non-packed single varint is accepted too, as protobuf requires.
-func (d *dec) deltas(t protowire.Type, v []byte, dst []int64) ([]int64, error) {
+// deltas decodes a repeated sint64 field of deltas (see enc.deltas) and
+// appends the values to dst: packed, as Marshal writes it, or one element
+// per field, which protobuf decoders must accept too. Every occurrence of the
+// field continues the list, so deltas run on from the last value of dst.
+func (d *dec) deltas(t protowire.Type, v []byte, u uint64, dst []int64) ([]int64, error) {
 	var prev int64
 	if len(dst) > 0 {
 		prev = dst[len(dst)-1]
 	}
-	if t != protowire.BytesType {
-		return dst, fmt.Errorf("wire type %d, want packed", t)
-	}
-	// Every varint is at least one byte: the count is bounded by len(v).
-	if d.points+len(v) > d.lim.MaxPoints {
-		// Count exactly before refusing: a value of 0 is one byte.
-		n := 0
-		for _, c := range v {
-			if c < 0x80 {
-				n++
-			}
-		}
-		if d.points+n > d.lim.MaxPoints {
+	switch t {
+	case protowire.VarintType:
+		if d.points++; d.points > d.lim.MaxPoints {
 			return dst, fmt.Errorf("more than %d points", d.lim.MaxPoints)
 		}
+		return append(dst, prev+protowire.DecodeZigZag(u)), nil
+	case protowire.BytesType:
+	default:
+		return dst, fmt.Errorf("wire type %d, want packed sint64", t)
 	}
-	if cap(dst)-len(dst) < len(v)/2 {
-		nd := make([]int64, len(dst), len(dst)+len(v)/2+1)
-		copy(nd, dst)
-		dst = nd
+	// The last byte of every varint is below 0x80: count before allocating.
+	n := 0
+	for _, c := range v {
+		if c < 0x80 {
+			n++
+		}
 	}
+	if d.points+n > d.lim.MaxPoints {
+		return dst, fmt.Errorf("more than %d points", d.lim.MaxPoints)
+	}
+	d.points += n
+	dst = slices.Grow(dst, n)
 	for len(v) > 0 {
 		x, l := protowire.ConsumeVarint(v)
 		if l < 0 {
@@ -605,16 +601,12 @@ func (d *dec) deltas(t protowire.Type, v []byte, dst []int64) ([]int64, error) {
 		v = v[l:]
 		prev += protowire.DecodeZigZag(x)
 		dst = append(dst, prev)
-		d.points++
-	}
-	if d.points > d.lim.MaxPoints {
-		return dst, fmt.Errorf("more than %d points", d.lim.MaxPoints)
 	}
 	return dst, nil
 }
 
 func (d *dec) event(data []byte, e *Event) error {
-	return d.fields(data, func(n protowire.Number, t protowire.Type, v []byte, u uint64) (bool, error) {
+	return d.fields(data, func(n protowire.Number, t protowire.Type, v []byte, u uint64) error {
 		var err error
 		switch n {
 		case 1:
@@ -633,15 +625,13 @@ func (d *dec) event(data []byte, e *Event) error {
 			e.Value, err = svarint(t, u)
 		case 8:
 			e.PID, err = int32of(t, u)
-		default:
-			return false, nil
 		}
-		return true, err
+		return err
 	})
 }
 
 func (d *dec) stats(data []byte, s *AgentStats) error {
-	return d.fields(data, func(n protowire.Number, t protowire.Type, v []byte, u uint64) (bool, error) {
+	return d.fields(data, func(n protowire.Number, t protowire.Type, v []byte, u uint64) error {
 		var err error
 		switch n {
 		case 1:
@@ -656,9 +646,7 @@ func (d *dec) stats(data []byte, s *AgentStats) error {
 			s.Overruns, err = varint(t, u)
 		case 6:
 			s.ReadErrors, err = varint(t, u)
-		default:
-			return false, nil
 		}
-		return true, err
+		return err
 	})
 }
