@@ -41,25 +41,39 @@ func Marshal(dst []byte, b *Batch) []byte {
 		e.strAlways(fBatchMetrics, m)
 	}
 	for i := range b.Processes {
-		e.msg(fBatchProcesses, func(e *enc) { b.Processes[i].marshal(e) })
+		at := e.open(fBatchProcesses)
+		b.Processes[i].marshal(&e)
+		e.close(at)
 	}
 	for i := range b.Attempts {
-		e.msg(fBatchAttempts, func(e *enc) { b.Attempts[i].marshal(e) })
+		at := e.open(fBatchAttempts)
+		b.Attempts[i].marshal(&e)
+		e.close(at)
 	}
 	for i := range b.Members {
-		e.msg(fBatchMembers, func(e *enc) { b.Members[i].marshal(e) })
+		at := e.open(fBatchMembers)
+		b.Members[i].marshal(&e)
+		e.close(at)
 	}
 	for i := range b.ProcSeries {
-		e.msg(fBatchProcSer, func(e *enc) { b.ProcSeries[i].marshal(e) })
+		at := e.open(fBatchProcSer)
+		b.ProcSeries[i].marshal(&e)
+		e.close(at)
 	}
 	for i := range b.AttemptSeries {
-		e.msg(fBatchAttSer, func(e *enc) { b.AttemptSeries[i].marshal(e) })
+		at := e.open(fBatchAttSer)
+		b.AttemptSeries[i].marshal(&e)
+		e.close(at)
 	}
 	for i := range b.Events {
-		e.msg(fBatchEvents, func(e *enc) { b.Events[i].marshal(e) })
+		at := e.open(fBatchEvents)
+		b.Events[i].marshal(&e)
+		e.close(at)
 	}
 	if b.Stats != (AgentStats{}) {
-		e.msg(fBatchStats, func(e *enc) { b.Stats.marshal(e) })
+		at := e.open(fBatchStats)
+		b.Stats.marshal(&e)
+		e.close(at)
 	}
 	return e.b
 }
@@ -112,13 +126,13 @@ func (s *Series) marshal(e *enc) {
 	e.deltas(3, s.Times)
 	for i := range s.Columns {
 		c := &s.Columns[i]
-		e.msg(4, func(e *enc) {
-			e.uint(1, uint64(c.Metric))
-			e.deltas(2, c.Values)
-			if len(c.Absent) > 0 {
-				e.bytes(3, c.Absent)
-			}
-		})
+		at := e.open(4)
+		e.uint(1, uint64(c.Metric))
+		e.deltas(2, c.Values)
+		if len(c.Absent) > 0 {
+			e.bytes(3, c.Absent)
+		}
+		e.close(at)
 	}
 }
 
@@ -187,17 +201,16 @@ func (e *enc) bytes(n protowire.Number, v []byte) {
 	e.b = protowire.AppendBytes(e.b, v)
 }
 
-// msg writes a length-delimited sub-message: the body is written after a
-// placeholder one-byte length, then moved if its length needs more bytes.
-func (e *enc) msg(n protowire.Number, body func(*enc)) {
+// open starts a length-delimited field (a sub-message, a packed list) with
+// a placeholder one-byte length; close sets the length, moving the body if
+// the length needs more bytes. open returns where the placeholder is.
+func (e *enc) open(n protowire.Number) int {
 	e.b = protowire.AppendTag(e.b, n, protowire.BytesType)
-	at := len(e.b)
 	e.b = append(e.b, 0)
-	body(e)
-	e.fixLen(at)
+	return len(e.b) - 1
 }
 
-func (e *enc) fixLen(at int) {
+func (e *enc) close(at int) {
 	l := len(e.b) - at - 1
 	sz := protowire.SizeVarint(uint64(l))
 	if sz > 1 {
@@ -213,15 +226,13 @@ func (e *enc) deltas(n protowire.Number, vs []int64) {
 	if len(vs) == 0 {
 		return
 	}
-	e.b = protowire.AppendTag(e.b, n, protowire.BytesType)
-	at := len(e.b)
-	e.b = append(e.b, 0)
+	at := e.open(n)
 	var prev int64
 	for _, v := range vs {
 		e.b = protowire.AppendVarint(e.b, protowire.EncodeZigZag(v-prev))
 		prev = v
 	}
-	e.fixLen(at)
+	e.close(at)
 }
 
 // Limits bound what a decoded batch may hold, so that a hostile body cannot
@@ -262,7 +273,7 @@ func (d *dec) fields(data []byte, f func(n protowire.Number, t protowire.Type, v
 	for len(data) > 0 {
 		n, t, l := protowire.ConsumeTag(data)
 		if l < 0 {
-			return protowire.ParseError(l)
+			return parseError(l)
 		}
 		data = data[l:]
 		var v []byte
@@ -282,7 +293,7 @@ func (d *dec) fields(data []byte, f func(n protowire.Number, t protowire.Type, v
 			l = protowire.ConsumeFieldValue(n, t, data)
 		}
 		if l < 0 {
-			return fmt.Errorf("field %d: %v", n, protowire.ParseError(l))
+			return fmt.Errorf("field %d: %v", n, parseError(l))
 		}
 		data = data[l:]
 		if err := f(n, t, v, u); err != nil {
@@ -290,6 +301,26 @@ func (d *dec) fields(data []byte, f func(n protowire.Number, t protowire.Type, v
 		}
 	}
 	return nil
+}
+
+// parseError words protowire's negative lengths (its error codes) in stable
+// terms: protowire's own messages vary on purpose from build to build.
+func parseError(code int) error {
+	switch code {
+	case -1:
+		return errors.New("unexpected end of data")
+	case -2:
+		return errors.New("invalid field number")
+	case -3:
+		return errors.New("varint longer than 10 bytes")
+	case -4:
+		return errors.New("reserved wire type")
+	case -5:
+		return errors.New("end group without start group")
+	case -6:
+		return errors.New("groups nested too deep")
+	}
+	return protowire.ParseError(code)
 }
 
 func want(t, w protowire.Type) error {
@@ -596,7 +627,7 @@ func (d *dec) deltas(t protowire.Type, v []byte, u uint64, dst []int64) ([]int64
 	for len(v) > 0 {
 		x, l := protowire.ConsumeVarint(v)
 		if l < 0 {
-			return dst, protowire.ParseError(l)
+			return dst, parseError(l)
 		}
 		v = v[l:]
 		prev += protowire.DecodeZigZag(x)
