@@ -110,9 +110,14 @@ type Proc struct {
 	PID int32
 	fs  FS
 	// fds holds fd+1 for each open file (descriptor 0 is a valid one when
-	// standard input is closed); 0: not opened; -1: cannot be opened (do not retry).
+	// standard input is closed), or notOpened, or unavailable.
 	fds [fileCount]int32
 }
+
+const (
+	notOpened   = 0
+	unavailable = -1 // cannot be opened: do not retry
+)
 
 // OpenProc returns a handle on pid's directory. Nothing is opened yet.
 func (f FS) OpenProc(pid int32) *Proc {
@@ -125,10 +130,10 @@ func (f FS) OpenProc(pid int32) *Proc {
 func (p *Proc) Read(file File, buf []byte) ([]byte, error) {
 	fd := p.fds[file] - 1
 	path := ""
-	if fd == -2 {
+	switch p.fds[file] {
+	case unavailable:
 		return buf[:0], ErrUnavailable
-	}
-	if fd == -1 {
+	case notOpened:
 		path = p.fs.PidPath(p.PID, fileNames[file])
 		nfd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
@@ -138,7 +143,7 @@ func (p *Proc) Read(file File, buf []byte) ([]byte, error) {
 					return buf[:0], &fs.PathError{Op: "open", Path: path, Err: err}
 				}
 			}
-			p.fds[file] = -1
+			p.fds[file] = unavailable
 			return buf[:0], fmt.Errorf("%w: %s: %v", ErrUnavailable, path, err)
 		}
 		fd = int32(nfd)
@@ -163,7 +168,7 @@ func (p *Proc) Close() {
 		if fd > 0 {
 			unix.Close(int(fd - 1))
 		}
-		p.fds[i] = 0
+		p.fds[i] = notOpened
 	}
 }
 
