@@ -1,6 +1,7 @@
 package hadoop
 
 import (
+	"bytes"
 	"encoding/xml"
 	"errors"
 	"fmt"
@@ -206,13 +207,12 @@ func ParseJavaSize(v string) (int64, bool) {
 // line is "LOG_DIR:<dir>" naming the JVM's first attempt's log directory.
 func ParseLogIndex(b []byte) (string, bool) {
 	line := b
-	if i := strings.IndexByte(string(b), '\n'); i >= 0 {
+	if i := bytes.IndexByte(b, '\n'); i >= 0 {
 		line = b[:i]
 	}
-	s := strings.TrimRight(string(line), "\r")
-	dir, ok := strings.CutPrefix(s, "LOG_DIR:")
-	if !ok || dir == "" {
+	dir, ok := bytes.CutPrefix(bytes.TrimRight(line, "\r"), []byte("LOG_DIR:"))
+	if !ok || len(dir) == 0 {
 		return "", false
 	}
-	return dir, true
+	return string(dir), true
 }

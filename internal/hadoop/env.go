@@ -82,7 +82,7 @@ func ParseTaskEnv(environ []byte) TaskEnv {
 	if _, ok := ParseAttempt(e.AttemptID); !ok {
 		e.AttemptID = ""
 	}
-	if _, ok := FindContainer(e.ContainerID); !ok {
+	if c, ok := FindContainer(e.ContainerID); !ok || c.Raw != e.ContainerID {
 		e.ContainerID = ""
 	}
 	return e

@@ -12,10 +12,13 @@ import (
 // The regular expressions of Hadoop's own id classes (JobID, ApplicationId,
 // TaskAttemptID, ContainerId, Tez's TezTaskAttemptID).
 var (
-	reJob       = regexp.MustCompile(`job_(\w+?)_(\d{4,})`)
-	reApp       = regexp.MustCompile(`application_(\d+)_(\d{4,})`)
-	reAttempt   = regexp.MustCompile(`attempt_(\d+)_(\d{4,})_([mrsct])_(\d{6,})_(\d+)`)
-	reTez       = regexp.MustCompile(`attempt_(\d+)_(\d{4,})_(\d+)_(\d{2,})_(\d{6,})_(\d+)`)
+	reJob = regexp.MustCompile(`job_(\w+?)_(\d{4,})`)
+	reApp = regexp.MustCompile(`application_(\d+)_(\d{4,})`)
+	// One expression for both attempt forms, so that the leftmost attempt
+	// id of either kind is found: MapReduce's
+	// attempt_(\d+)_(\d{4,})_([mrsct])_(\d{6,})_(\d+) and Tez's
+	// attempt_(\d+)_(\d{4,})_(\d+)_(\d{2,})_(\d{6,})_(\d+).
+	reAttempt   = regexp.MustCompile(`attempt_(\d+)_(\d{4,})_(?:([mrsct])_(\d{6,})_(\d+)|(\d+)_(\d{2,})_(\d{6,})_(\d+))`)
 	reContainer = regexp.MustCompile(`container_(?:e(\d+)_)?(\d+)_(\d{4,})_(\d{2,})_(\d{6,})`)
 )
 
@@ -54,22 +57,21 @@ func (a AttemptID) TaskID() string {
 
 var mrTaskTypes = map[string]string{"m": "map", "r": "reduce", "s": "setup", "c": "cleanup", "t": "task-cleanup"}
 
-// FindAttempt returns the first task attempt id in s.
+// FindAttempt returns the first (leftmost) task attempt id in s, MapReduce or Tez.
 func FindAttempt(s string) (AttemptID, bool) {
 	if !strings.Contains(s, "attempt_") {
 		return AttemptID{}, false
 	}
-	// A Tez id would also match the MapReduce pattern's prefix only if the
-	// third part were a type letter, which it never is (it is a number).
-	if m := reAttempt.FindStringSubmatch(s); m != nil {
+	m := reAttempt.FindStringSubmatch(s)
+	if m == nil {
+		return AttemptID{}, false
+	}
+	if m[3] != "" {
 		n, _ := strconv.Atoi(m[5])
 		return AttemptID{Raw: m[0], ClusterTS: m[1], Seq: m[2], Type: mrTaskTypes[m[3]], Task: m[4], Attempt: n}, true
 	}
-	if m := reTez.FindStringSubmatch(s); m != nil {
-		n, _ := strconv.Atoi(m[6])
-		return AttemptID{Raw: m[0], ClusterTS: m[1], Seq: m[2], Type: "tez", DAG: m[3], Vertex: m[4], Task: m[5], Attempt: n, Tez: true}, true
-	}
-	return AttemptID{}, false
+	n, _ := strconv.Atoi(m[9])
+	return AttemptID{Raw: m[0], ClusterTS: m[1], Seq: m[2], Type: "tez", DAG: m[6], Vertex: m[7], Task: m[8], Attempt: n, Tez: true}, true
 }
 
 // ParseAttempt parses s, which must be exactly one attempt id.

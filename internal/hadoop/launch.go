@@ -185,18 +185,20 @@ func isShell(base string) bool {
 	return base == "bash" || base == "sh" || base == "dash"
 }
 
+// Shell options that take the next word as their argument (set -o, shopt -O).
+var shellArgOpts = map[string]bool{"-o": true, "+o": true, "-O": true, "+O": true}
+
 func classifyShell(argv []string) Launch {
 	// bash -c "<command>": the root of a YARN container, whose command is the JVM's.
 	for i := 1; i < len(argv); i++ {
 		a := argv[i]
 		if a == "-c" && i+1 < len(argv) {
-			inner := Classify(splitCommand(argv[i+1]))
+			words := splitCommand(argv[i+1])
+			inner := Classify(words)
 			if inner.Kind == KindNone {
 				// A shell that runs a script: bash -c "... launch_container.sh"
-				if l, ok := classifyScript(splitCommand(argv[i+1])); ok {
-					return l
-				}
-				return Launch{}
+				l, _ := classifyScript(words)
+				return l
 			}
 			if inner.Kind.IsDaemon() {
 				return Launch{}
@@ -207,7 +209,11 @@ func classifyShell(argv []string) Launch {
 			l.AppID, l.LogDir = inner.AppID, inner.LogDir
 			return l
 		}
-		if strings.HasPrefix(a, "-") {
+		if shellArgOpts[a] {
+			i++
+			continue
+		}
+		if strings.HasPrefix(a, "-") || strings.HasPrefix(a, "+") {
 			continue
 		}
 		l, _ := classifyScript(argv[i:])
@@ -269,7 +275,7 @@ func classifyJava(argv []string) Launch {
 		break
 	}
 	if main < 0 {
-		return l
+		return Launch{}
 	}
 	l.MainClass = argv[main]
 	kind, ok := mainClasses[l.MainClass]
@@ -369,11 +375,27 @@ func splitCommand(s string) []string {
 	if inWord {
 		words = append(words, cur.String())
 	}
-	// "exec" and "exec setsid" in front of the command are not the command.
-	for len(words) > 0 && (words[0] == "exec" || words[0] == "setsid" || words[0] == "nice" || words[0] == "nohup") {
+	// "exec", "exec setsid" and variable assignments in front of the command
+	// (Spark's LD_LIBRARY_PATH="..." prefix) are not the command.
+	for len(words) > 0 && (words[0] == "exec" || words[0] == "setsid" || words[0] == "nice" || words[0] == "nohup" || isAssignment(words[0])) {
 		words = words[1:]
 	}
 	return words
+}
+
+// isAssignment reports whether a shell word is NAME=value.
+func isAssignment(w string) bool {
+	eq := strings.IndexByte(w, '=')
+	if eq <= 0 {
+		return false
+	}
+	for i := 0; i < eq; i++ {
+		c := w[i]
+		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
 }
 
 // ClassifyScript reads a launch script Hadoop wrote (launch_container.sh,

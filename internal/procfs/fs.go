@@ -108,12 +108,19 @@ func (f File) String() string { return fileNames[f] }
 // reused, so a Proc never reads another process's data.
 type Proc struct {
 	PID int32
-	fs  *FS
-	fds [fileCount]int32 // 0: not opened; -1: cannot be opened (do not retry)
+	fs  FS
+	// fds holds fd+1 for each open file (descriptor 0 is a valid one when
+	// standard input is closed), or notOpened, or unavailable.
+	fds [fileCount]int32
 }
 
+const (
+	notOpened   = 0
+	unavailable = -1 // cannot be opened: do not retry
+)
+
 // OpenProc returns a handle on pid's directory. Nothing is opened yet.
-func (f *FS) OpenProc(pid int32) *Proc {
+func (f FS) OpenProc(pid int32) *Proc {
 	return &Proc{PID: pid, fs: f}
 }
 
@@ -121,12 +128,12 @@ func (f *FS) OpenProc(pid int32) *Proc {
 // first read and kept open; a file that cannot be opened (permissions, an
 // older kernel) is not tried again, and reads as ErrUnavailable.
 func (p *Proc) Read(file File, buf []byte) ([]byte, error) {
-	fd := p.fds[file]
+	fd := p.fds[file] - 1
 	path := ""
-	if fd == -1 {
+	switch p.fds[file] {
+	case unavailable:
 		return buf[:0], ErrUnavailable
-	}
-	if fd == 0 {
+	case notOpened:
 		path = p.fs.PidPath(p.PID, fileNames[file])
 		nfd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
@@ -136,11 +143,11 @@ func (p *Proc) Read(file File, buf []byte) ([]byte, error) {
 					return buf[:0], &fs.PathError{Op: "open", Path: path, Err: err}
 				}
 			}
-			p.fds[file] = -1
+			p.fds[file] = unavailable
 			return buf[:0], fmt.Errorf("%w: %s: %v", ErrUnavailable, path, err)
 		}
 		fd = int32(nfd)
-		p.fds[file] = fd
+		p.fds[file] = fd + 1
 	}
 	b, err := readAll(int(fd), "", buf)
 	if err != nil {
@@ -159,9 +166,9 @@ func (p *Proc) Read(file File, buf []byte) ([]byte, error) {
 func (p *Proc) Close() {
 	for i, fd := range p.fds {
 		if fd > 0 {
-			unix.Close(int(fd))
+			unix.Close(int(fd - 1))
 		}
-		p.fds[i] = 0
+		p.fds[i] = notOpened
 	}
 }
 
@@ -170,11 +177,11 @@ func (p *Proc) Close() {
 var ErrUnavailable = errors.New("file unavailable")
 
 // ReadPidFile reads <root>/<pid>/<file> once, without holding it open.
-func (f *FS) ReadPidFile(pid int32, file string, buf []byte) ([]byte, error) {
+func (f FS) ReadPidFile(pid int32, file string, buf []byte) ([]byte, error) {
 	return ReadFile(f.PidPath(pid, file), buf)
 }
 
 // Readlink reads the symbolic link <root>/<pid>/<name> (cwd, exe).
-func (f *FS) Readlink(pid int32, name string) (string, error) {
+func (f FS) Readlink(pid int32, name string) (string, error) {
 	return os.Readlink(f.PidPath(pid, name))
 }

@@ -28,3 +28,24 @@ func eachKV(b []byte, f func(key, val []byte) bool) {
 		}
 	}
 }
+
+// nextField returns the first blank-separated word of b and what follows it.
+func nextField(b []byte) (field, rest []byte) {
+	i := 0
+	for i < len(b) && isBlank(b[i]) {
+		i++
+	}
+	j := i
+	for j < len(b) && !isBlank(b[j]) {
+		j++
+	}
+	return b[i:j], b[j:]
+}
+
+func isBlank(c byte) bool { return c == ' ' || c == '\t' || c == '\n' }
+
+// kB converts a count of kibibytes to bytes, refusing what would overflow.
+func kB(v []byte) (uint64, bool) {
+	n, ok := parseUint(v)
+	return n << 10, ok && n <= 1<<54-1
+}

@@ -19,12 +19,12 @@ type PidEntry struct {
 // Lister lists the pids under /proc with one open directory and one reused
 // buffer.
 type Lister struct {
-	fs  *FS
+	fs  FS
 	buf []byte
 }
 
 // NewLister returns a Lister for f.
-func (f *FS) NewLister() *Lister { return &Lister{fs: f, buf: make([]byte, 32<<10)} }
+func (f FS) NewLister() *Lister { return &Lister{fs: f, buf: make([]byte, 32<<10)} }
 
 // List appends every pid entry to dst and returns it.
 func (l *Lister) List(dst []PidEntry) ([]PidEntry, error) {
@@ -63,11 +63,14 @@ func parseDirents(b []byte, dst []PidEntry) []PidEntry {
 			if c == 0 {
 				break
 			}
-			if c < '0' || c > '9' || pid > 1<<30 {
+			if c < '0' || c > '9' {
 				ok = false
 				break
 			}
-			pid = pid*10 + int(c-'0')
+			if pid = pid*10 + int(c-'0'); pid > 1<<31-1 {
+				ok = false
+				break
+			}
 		}
 		if ok {
 			dst = append(dst, PidEntry{PID: int32(pid), Ino: ino})

@@ -1,9 +1,6 @@
 package procfs
 
-import (
-	"bytes"
-	"fmt"
-)
+import "fmt"
 
 // Schedstat is /proc/PID/schedstat: time on a CPU, time runnable but waiting
 // for one (the sign of a noisy neighbour), and the number of timeslices run.
@@ -15,16 +12,17 @@ type Schedstat struct {
 
 // ParseSchedstat parses /proc/PID/schedstat ("<run ns> <wait ns> <slices>").
 func ParseSchedstat(b []byte, s *Schedstat) error {
-	f := bytes.Fields(b)
-	if len(f) < 3 {
-		return fmt.Errorf("cannot parse schedstat %.40q: want 3 fields", b)
+	var v [3]uint64
+	rest := b
+	for i := range v {
+		var tok []byte
+		tok, rest = nextField(rest)
+		n, ok := parseUint(tok)
+		if !ok {
+			return fmt.Errorf("cannot parse schedstat %.40q: want 3 numbers", b)
+		}
+		v[i] = n
 	}
-	var ok1, ok2, ok3 bool
-	s.RunNs, ok1 = parseUint(f[0])
-	s.WaitNs, ok2 = parseUint(f[1])
-	s.Timeslices, ok3 = parseUint(f[2])
-	if !ok1 || !ok2 || !ok3 {
-		return fmt.Errorf("cannot parse schedstat %.40q", b)
-	}
+	s.RunNs, s.WaitNs, s.Timeslices = v[0], v[1], v[2]
 	return nil
 }

@@ -35,12 +35,12 @@ func ParseSmapsRollup(b []byte, s *SmapsRollup) error {
 		default:
 			return true
 		}
-		x, ok := parseUint(v)
+		x, ok := kB(v)
 		if !ok {
 			bad = k
 			return false
 		}
-		*dst = x << 10
+		*dst = x
 		return true
 	})
 	if bad != nil {

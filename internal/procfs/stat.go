@@ -31,9 +31,11 @@ type Stat struct {
 
 var errShortStat = errors.New("stat has too few fields")
 
-// ParseStat parses the content of /proc/PID/stat. The command name may hold
-// spaces and parentheses: it ends at the LAST ')'.
+// ParseStat parses the content of /proc/PID/stat into s, which it resets
+// first. The command name may hold spaces and parentheses: it ends at the
+// LAST ')'. The fields kept as unsigned must not be negative.
 func ParseStat(b []byte, s *Stat) error {
+	*s = Stat{}
 	open := bytes.IndexByte(b, '(')
 	close := bytes.LastIndexByte(b, ')')
 	if open < 1 || close < open {
@@ -48,26 +50,26 @@ func ParseStat(b []byte, s *Stat) error {
 	rest := b[close+1:]
 	// Fields after comm, numbered as in proc(5) from 3 (state).
 	field := 3
-	for len(rest) > 0 && field <= 42 {
-		for len(rest) > 0 && rest[0] == ' ' {
-			rest = rest[1:]
-		}
-		end := bytes.IndexByte(rest, ' ')
+	for ; field <= 42; field++ {
 		var tok []byte
-		if end < 0 {
-			tok, rest = bytes.TrimRight(rest, "\n"), nil
-		} else {
-			tok, rest = rest[:end], rest[end+1:]
-		}
-		if len(tok) == 0 {
+		if tok, rest = nextField(rest); len(tok) == 0 {
 			break
 		}
 		if field == 3 {
 			s.State = tok[0]
-			field++
 			continue
 		}
-		v, ok := parseInt(tok)
+		var v int64
+		var u uint64
+		switch field {
+		case 4, 5, 6: // pids
+			v, ok = parseInt(tok)
+			ok = ok && v >= -1<<31 && v <= 1<<31-1
+		case 10, 11, 12, 13, 14, 15, 16, 17, 22, 23, 42: // kept as unsigned
+			u, ok = parseUint(tok)
+		default: // tpgid, nice, ... may be negative
+			v, ok = parseInt(tok)
+		}
 		if !ok {
 			return fmt.Errorf("cannot parse stat of pid %d: field %d is %.20q", pid, field, tok)
 		}
@@ -79,33 +81,32 @@ func ParseStat(b []byte, s *Stat) error {
 		case 6:
 			s.Session = int32(v)
 		case 10:
-			s.MinFlt = uint64(v)
+			s.MinFlt = u
 		case 11:
-			s.CMinFlt = uint64(v)
+			s.CMinFlt = u
 		case 12:
-			s.MajFlt = uint64(v)
+			s.MajFlt = u
 		case 13:
-			s.CMajFlt = uint64(v)
+			s.CMajFlt = u
 		case 14:
-			s.UTime = uint64(v)
+			s.UTime = u
 		case 15:
-			s.STime = uint64(v)
+			s.STime = u
 		case 16:
-			s.CUTime = uint64(v)
+			s.CUTime = u
 		case 17:
-			s.CSTime = uint64(v)
+			s.CSTime = u
 		case 20:
 			s.Threads = v
 		case 22:
-			s.StartTime = uint64(v)
+			s.StartTime = u
 		case 23:
-			s.VSize = uint64(v)
+			s.VSize = u
 		case 24:
 			s.RSS = v
 		case 42:
-			s.BlkioTicks = uint64(v)
+			s.BlkioTicks = u
 		}
-		field++
 	}
 	if field <= 24 {
 		return fmt.Errorf("cannot parse stat of pid %d: %w (%d)", pid, errShortStat, field-1)

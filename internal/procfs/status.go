@@ -26,12 +26,12 @@ func ParseStatus(b []byte, s *Status) error {
 			}
 			s.UID, s.HasUID = uint32(u), true
 		case "VmHWM":
-			n, ok := parseUint(v)
+			n, ok := kB(v)
 			if !ok {
 				bad = k
 				return false
 			}
-			s.VmHWMBytes = n << 10
+			s.VmHWMBytes = n
 		case "voluntary_ctxt_switches":
 			n, ok := parseUint(v)
 			if !ok {

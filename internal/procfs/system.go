@@ -9,7 +9,7 @@ import (
 )
 
 // BootTime returns the boot time in unix seconds (the btime line of /proc/stat).
-func (f *FS) BootTime() (int64, error) {
+func (f FS) BootTime() (int64, error) {
 	b, err := os.ReadFile(f.Path("stat"))
 	if err != nil {
 		return 0, fmt.Errorf("cannot read boot time: %w", err)
@@ -39,7 +39,7 @@ func ParseBootTime(b []byte) (int64, error) {
 
 // CountFDs counts the entries of /proc/PID/fd (needs ptrace access). It costs
 // one directory read per call: callers make it optional.
-func (f *FS) CountFDs(pid int32) (int, error) {
+func (f FS) CountFDs(pid int32) (int, error) {
 	d, err := os.Open(f.PidPath(pid, "fd"))
 	if err != nil {
 		return 0, err

@@ -69,36 +69,42 @@ func (l *Listener) probe() error {
 	}
 	pid := p.Pid
 	p.Wait()
-	deadline := time.Now().Add(2 * time.Second)
-	for time.Now().Before(deadline) {
-		found := false
-		if err := l.receive(deadline, func(r *Record) {
+	found := false
+	for deadline := time.Now().Add(2 * time.Second); !found && time.Now().Before(deadline); {
+		if err := l.receive(time.Now().Add(50*time.Millisecond), func(r *Record) {
 			if r.PID == int32(pid) {
 				found = true
 			}
 		}); err != nil {
 			return err
 		}
-		if found {
-			return nil
-		}
 	}
-	return errors.New("taskstats: registered, but no exit record arrived")
+	if !found {
+		return errors.New("taskstats: registered, but no exit record arrived")
+	}
+	return nil
 }
 
-// Drain delivers every record that arrived, without blocking.
+// drainWait is how long Drain waits for a record when none is queued. It
+// cannot be 0: a read whose deadline has already passed fails at once,
+// without looking at the socket, so nothing would ever be delivered.
+const drainWait = time.Millisecond
+
+// Drain delivers the records that arrived, waiting at most drainWait when
+// there are none.
 func (l *Listener) Drain(fn func(*Record)) error {
-	return l.receive(time.Now(), fn)
+	return l.receive(time.Now().Add(drainWait), fn)
 }
 
 // Lost is the number of times the socket overflowed (records lost).
 func (l *Listener) Lost() uint64 { return l.lost }
 
+// receive delivers records until a read finds none before deadline.
 func (l *Listener) receive(deadline time.Time, fn func(*Record)) error {
+	if err := l.c.SetReadDeadline(deadline); err != nil {
+		return err
+	}
 	for {
-		if err := l.c.SetReadDeadline(deadline); err != nil {
-			return err
-		}
 		msgs, _, err := l.c.Receive()
 		if err != nil {
 			var ne interface{ Timeout() bool }
@@ -116,7 +122,7 @@ func (l *Listener) receive(deadline time.Time, fn func(*Record)) error {
 				return err
 			}
 		}
-		if !deadline.After(time.Now()) && len(msgs) == 0 {
+		if len(msgs) == 0 && !deadline.After(time.Now()) {
 			return nil
 		}
 	}

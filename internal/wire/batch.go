@@ -88,7 +88,8 @@ type Series struct {
 }
 
 // Column is one metric of a Series. Values has one entry per time; where
-// Absent has the bit set, the value is missing and Values holds 0.
+// Absent has the bit set, the value is missing and Values holds 0. An empty
+// Absent is the same as nil (the encoding does not tell them apart).
 type Column struct {
 	Metric uint32
 	Values []int64

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -40,25 +41,39 @@ func Marshal(dst []byte, b *Batch) []byte {
 		e.strAlways(fBatchMetrics, m)
 	}
 	for i := range b.Processes {
-		e.msg(fBatchProcesses, func(e *enc) { b.Processes[i].marshal(e) })
+		at := e.open(fBatchProcesses)
+		b.Processes[i].marshal(&e)
+		e.close(at)
 	}
 	for i := range b.Attempts {
-		e.msg(fBatchAttempts, func(e *enc) { b.Attempts[i].marshal(e) })
+		at := e.open(fBatchAttempts)
+		b.Attempts[i].marshal(&e)
+		e.close(at)
 	}
 	for i := range b.Members {
-		e.msg(fBatchMembers, func(e *enc) { b.Members[i].marshal(e) })
+		at := e.open(fBatchMembers)
+		b.Members[i].marshal(&e)
+		e.close(at)
 	}
 	for i := range b.ProcSeries {
-		e.msg(fBatchProcSer, func(e *enc) { b.ProcSeries[i].marshal(e) })
+		at := e.open(fBatchProcSer)
+		b.ProcSeries[i].marshal(&e)
+		e.close(at)
 	}
 	for i := range b.AttemptSeries {
-		e.msg(fBatchAttSer, func(e *enc) { b.AttemptSeries[i].marshal(e) })
+		at := e.open(fBatchAttSer)
+		b.AttemptSeries[i].marshal(&e)
+		e.close(at)
 	}
 	for i := range b.Events {
-		e.msg(fBatchEvents, func(e *enc) { b.Events[i].marshal(e) })
+		at := e.open(fBatchEvents)
+		b.Events[i].marshal(&e)
+		e.close(at)
 	}
 	if b.Stats != (AgentStats{}) {
-		e.msg(fBatchStats, func(e *enc) { b.Stats.marshal(e) })
+		at := e.open(fBatchStats)
+		b.Stats.marshal(&e)
+		e.close(at)
 	}
 	return e.b
 }
@@ -111,13 +126,13 @@ func (s *Series) marshal(e *enc) {
 	e.deltas(3, s.Times)
 	for i := range s.Columns {
 		c := &s.Columns[i]
-		e.msg(4, func(e *enc) {
-			e.uint(1, uint64(c.Metric))
-			e.deltas(2, c.Values)
-			if c.Absent != nil {
-				e.bytes(3, c.Absent)
-			}
-		})
+		at := e.open(4)
+		e.uint(1, uint64(c.Metric))
+		e.deltas(2, c.Values)
+		if len(c.Absent) > 0 {
+			e.bytes(3, c.Absent)
+		}
+		e.close(at)
 	}
 }
 
@@ -186,17 +201,16 @@ func (e *enc) bytes(n protowire.Number, v []byte) {
 	e.b = protowire.AppendBytes(e.b, v)
 }
 
-// msg writes a length-delimited sub-message: the body is written after a
-// placeholder one-byte length, then moved if its length needs more bytes.
-func (e *enc) msg(n protowire.Number, body func(*enc)) {
+// open starts a length-delimited field (a sub-message, a packed list) with
+// a placeholder one-byte length; close sets the length, moving the body if
+// the length needs more bytes. open returns where the placeholder is.
+func (e *enc) open(n protowire.Number) int {
 	e.b = protowire.AppendTag(e.b, n, protowire.BytesType)
-	at := len(e.b)
 	e.b = append(e.b, 0)
-	body(e)
-	e.fixLen(at)
+	return len(e.b) - 1
 }
 
-func (e *enc) fixLen(at int) {
+func (e *enc) close(at int) {
 	l := len(e.b) - at - 1
 	sz := protowire.SizeVarint(uint64(l))
 	if sz > 1 {
@@ -212,15 +226,13 @@ func (e *enc) deltas(n protowire.Number, vs []int64) {
 	if len(vs) == 0 {
 		return
 	}
-	e.b = protowire.AppendTag(e.b, n, protowire.BytesType)
-	at := len(e.b)
-	e.b = append(e.b, 0)
+	at := e.open(n)
 	var prev int64
 	for _, v := range vs {
 		e.b = protowire.AppendVarint(e.b, protowire.EncodeZigZag(v-prev))
 		prev = v
 	}
-	e.fixLen(at)
+	e.close(at)
 }
 
 // Limits bound what a decoded batch may hold, so that a hostile body cannot
@@ -254,13 +266,14 @@ type dec struct {
 	points  int
 }
 
-// fields calls f for each field of a message; f returns false if it did not
-// consume the field, which is then skipped.
-func (d *dec) fields(data []byte, f func(n protowire.Number, t protowire.Type, v []byte, u uint64) (bool, error)) error {
+// fields calls f for each field of a message, with the field's bytes (v) for
+// length-delimited fields and its value (u) for the others. Fields that f
+// does not know it leaves alone: they are skipped.
+func (d *dec) fields(data []byte, f func(n protowire.Number, t protowire.Type, v []byte, u uint64) error) error {
 	for len(data) > 0 {
 		n, t, l := protowire.ConsumeTag(data)
 		if l < 0 {
-			return protowire.ParseError(l)
+			return parseError(l)
 		}
 		data = data[l:]
 		var v []byte
@@ -280,14 +293,34 @@ func (d *dec) fields(data []byte, f func(n protowire.Number, t protowire.Type, v
 			l = protowire.ConsumeFieldValue(n, t, data)
 		}
 		if l < 0 {
-			return fmt.Errorf("field %d: %v", n, protowire.ParseError(l))
+			return fmt.Errorf("field %d: %v", n, parseError(l))
 		}
 		data = data[l:]
-		if _, err := f(n, t, v, u); err != nil {
+		if err := f(n, t, v, u); err != nil {
 			return fmt.Errorf("field %d: %w", n, err)
 		}
 	}
 	return nil
+}
+
+// parseError words protowire's negative lengths (its error codes) in stable
+// terms: protowire's own messages vary on purpose from build to build.
+func parseError(code int) error {
+	switch code {
+	case -1:
+		return errors.New("unexpected end of data")
+	case -2:
+		return errors.New("invalid field number")
+	case -3:
+		return errors.New("varint longer than 10 bytes")
+	case -4:
+		return errors.New("reserved wire type")
+	case -5:
+		return errors.New("end group without start group")
+	case -6:
+		return errors.New("groups nested too deep")
+	}
+	return protowire.ParseError(code)
 }
 
 func want(t, w protowire.Type) error {
@@ -332,7 +365,7 @@ func int32of(t protowire.Type, u uint64) (int32, error) {
 func fixed(t protowire.Type, u uint64) (uint64, error) { return u, want(t, protowire.Fixed64Type) }
 
 func (d *dec) batch(data []byte, b *Batch) error {
-	return d.fields(data, func(n protowire.Number, t protowire.Type, v []byte, u uint64) (bool, error) {
+	return d.fields(data, func(n protowire.Number, t protowire.Type, v []byte, u uint64) error {
 		var err error
 		switch n {
 		case fBatchVersion:
@@ -354,7 +387,7 @@ func (d *dec) batch(data []byte, b *Batch) error {
 			var s string
 			if s, err = d.str(t, v); err == nil {
 				if len(b.Metrics) >= d.lim.MaxMetrics {
-					return true, fmt.Errorf("more than %d metrics", d.lim.MaxMetrics)
+					return fmt.Errorf("more than %d metrics", d.lim.MaxMetrics)
 				}
 				b.Metrics = append(b.Metrics, s)
 			}
@@ -396,10 +429,8 @@ func (d *dec) batch(data []byte, b *Batch) error {
 			if err = want(t, protowire.BytesType); err == nil {
 				err = d.stats(v, &b.Stats)
 			}
-		default:
-			return false, nil
 		}
-		return true, err
+		return err
 	})
 }
 
@@ -411,7 +442,7 @@ func (d *dec) sub(t protowire.Type) error {
 }
 
 func (d *dec) process(data []byte, p *Process) error {
-	return d.fields(data, func(n protowire.Number, t protowire.Type, v []byte, u uint64) (bool, error) {
+	return d.fields(data, func(n protowire.Number, t protowire.Type, v []byte, u uint64) error {
 		var err error
 		switch n {
 		case 1:
@@ -441,15 +472,13 @@ func (d *dec) process(data []byte, p *Process) error {
 			p.EndMs, err = svarint(t, u)
 		case 11:
 			p.SID, err = int32of(t, u)
-		default:
-			return false, nil
 		}
-		return true, err
+		return err
 	})
 }
 
 func (d *dec) attempt(data []byte, a *Attempt) error {
-	return d.fields(data, func(n protowire.Number, t protowire.Type, v []byte, u uint64) (bool, error) {
+	return d.fields(data, func(n protowire.Number, t protowire.Type, v []byte, u uint64) error {
 		var err error
 		switch n {
 		case 1:
@@ -488,15 +517,13 @@ func (d *dec) attempt(data []byte, a *Attempt) error {
 			a.Streaming = x != 0
 		case 16:
 			a.AppID, err = d.str(t, v)
-		default:
-			return false, nil
 		}
-		return true, err
+		return err
 	})
 }
 
 func (d *dec) member(data []byte, m *Membership) error {
-	return d.fields(data, func(n protowire.Number, t protowire.Type, v []byte, u uint64) (bool, error) {
+	return d.fields(data, func(n protowire.Number, t protowire.Type, v []byte, u uint64) error {
 		var err error
 		switch n {
 		case 1:
@@ -511,15 +538,13 @@ func (d *dec) member(data []byte, m *Membership) error {
 			m.CPUBaseMs, err = svarint(t, u)
 		case 6:
 			m.Role, err = d.str(t, v)
-		default:
-			return false, nil
 		}
-		return true, err
+		return err
 	})
 }
 
 func (d *dec) series(data []byte, s *Series) error {
-	return d.fields(data, func(n protowire.Number, t protowire.Type, v []byte, u uint64) (bool, error) {
+	return d.fields(data, func(n protowire.Number, t protowire.Type, v []byte, u uint64) error {
 		var err error
 		switch n {
 		case 1:
@@ -527,22 +552,20 @@ func (d *dec) series(data []byte, s *Series) error {
 		case 2:
 			s.AttemptID, err = d.str(t, v)
 		case 3:
-			s.Times, err = d.deltas(t, v, s.Times)
+			s.Times, err = d.deltas(t, v, u, s.Times)
 		case 4:
 			if err = want(t, protowire.BytesType); err == nil {
 				var c Column
 				err = d.column(v, &c)
 				s.Columns = append(s.Columns, c)
 			}
-		default:
-			return false, nil
 		}
-		return true, err
+		return err
 	})
 }
 
 func (d *dec) column(data []byte, c *Column) error {
-	return d.fields(data, func(n protowire.Number, t protowire.Type, v []byte, u uint64) (bool, error) {
+	return d.fields(data, func(n protowire.Number, t protowire.Type, v []byte, u uint64) error {
 		var err error
 		switch n {
 		case 1:
@@ -553,68 +576,68 @@ func (d *dec) column(data []byte, c *Column) error {
 			}
 			c.Metric = uint32(x)
 		case 2:
-			c.Values, err = d.deltas(t, v, c.Values)
+			c.Values, err = d.deltas(t, v, u, c.Values)
 		case 3:
 			if err = want(t, protowire.BytesType); err == nil {
 				d.points += len(v)
 				if d.points > d.lim.MaxPoints {
-					return true, fmt.Errorf("more than %d points", d.lim.MaxPoints)
+					return fmt.Errorf("more than %d points", d.lim.MaxPoints)
 				}
-				c.Absent = append([]byte{}, v...)
+				c.Absent = nil // an empty bitmap is protobuf's default: none absent
+				if len(v) > 0 {
+					c.Absent = append([]byte(nil), v...)
+				}
 			}
-		default:
-			return false, nil
 		}
-		return true, err
+		return err
 	})
 }
 
-// deltas decodes a packed sint64 field of deltas (see enc.deltas). A
-// non-packed single varint is accepted too, as protobuf requires.
-func (d *dec) deltas(t protowire.Type, v []byte, dst []int64) ([]int64, error) {
+// deltas decodes a repeated sint64 field of deltas (see enc.deltas) and
+// appends the values to dst: packed, as Marshal writes it, or one element
+// per field, which protobuf decoders must accept too. Every occurrence of the
+// field continues the list, so deltas run on from the last value of dst.
+func (d *dec) deltas(t protowire.Type, v []byte, u uint64, dst []int64) ([]int64, error) {
 	var prev int64
 	if len(dst) > 0 {
 		prev = dst[len(dst)-1]
 	}
-	if t != protowire.BytesType {
-		return dst, fmt.Errorf("wire type %d, want packed", t)
-	}
-	// Every varint is at least one byte: the count is bounded by len(v).
-	if d.points+len(v) > d.lim.MaxPoints {
-		// Count exactly before refusing: a value of 0 is one byte.
-		n := 0
-		for _, c := range v {
-			if c < 0x80 {
-				n++
-			}
-		}
-		if d.points+n > d.lim.MaxPoints {
+	switch t {
+	case protowire.VarintType:
+		if d.points++; d.points > d.lim.MaxPoints {
 			return dst, fmt.Errorf("more than %d points", d.lim.MaxPoints)
 		}
+		return append(dst, prev+protowire.DecodeZigZag(u)), nil
+	case protowire.BytesType:
+	default:
+		return dst, fmt.Errorf("wire type %d, want packed sint64", t)
 	}
-	if cap(dst)-len(dst) < len(v)/2 {
-		nd := make([]int64, len(dst), len(dst)+len(v)/2+1)
-		copy(nd, dst)
-		dst = nd
+	// The last byte of every varint is below 0x80: count before allocating.
+	n := 0
+	for _, c := range v {
+		if c < 0x80 {
+			n++
+		}
 	}
+	if d.points+n > d.lim.MaxPoints {
+		return dst, fmt.Errorf("more than %d points", d.lim.MaxPoints)
+	}
+	d.points += n
+	dst = slices.Grow(dst, n)
 	for len(v) > 0 {
 		x, l := protowire.ConsumeVarint(v)
 		if l < 0 {
-			return dst, protowire.ParseError(l)
+			return dst, parseError(l)
 		}
 		v = v[l:]
 		prev += protowire.DecodeZigZag(x)
 		dst = append(dst, prev)
-		d.points++
-	}
-	if d.points > d.lim.MaxPoints {
-		return dst, fmt.Errorf("more than %d points", d.lim.MaxPoints)
 	}
 	return dst, nil
 }
 
 func (d *dec) event(data []byte, e *Event) error {
-	return d.fields(data, func(n protowire.Number, t protowire.Type, v []byte, u uint64) (bool, error) {
+	return d.fields(data, func(n protowire.Number, t protowire.Type, v []byte, u uint64) error {
 		var err error
 		switch n {
 		case 1:
@@ -633,15 +656,13 @@ func (d *dec) event(data []byte, e *Event) error {
 			e.Value, err = svarint(t, u)
 		case 8:
 			e.PID, err = int32of(t, u)
-		default:
-			return false, nil
 		}
-		return true, err
+		return err
 	})
 }
 
 func (d *dec) stats(data []byte, s *AgentStats) error {
-	return d.fields(data, func(n protowire.Number, t protowire.Type, v []byte, u uint64) (bool, error) {
+	return d.fields(data, func(n protowire.Number, t protowire.Type, v []byte, u uint64) error {
 		var err error
 		switch n {
 		case 1:
@@ -656,9 +677,7 @@ func (d *dec) stats(data []byte, s *AgentStats) error {
 			s.Overruns, err = varint(t, u)
 		case 6:
 			s.ReadErrors, err = varint(t, u)
-		default:
-			return false, nil
 		}
-		return true, err
+		return err
 	})
 }

@@ -86,9 +86,6 @@ func validate(b *Batch) error {
 		if s.AttemptID == "" {
 			return fmt.Errorf("attempt_series[%d]: attempt_id is required", i)
 		}
-		if err := utf(s.AttemptID); err != nil {
-			return fmt.Errorf("attempt_series[%d]: %v", i, err)
-		}
 		if err := validSeries(s, len(b.Metrics)); err != nil {
 			return fmt.Errorf("attempt_series[%d] (%s): %v", i, s.AttemptID, err)
 		}
@@ -106,6 +103,9 @@ func validate(b *Batch) error {
 }
 
 func validSeries(s *Series, metrics int) error {
+	if err := utf(s.AttemptID); err != nil {
+		return fmt.Errorf("attempt_id: %v", err)
+	}
 	if len(s.Times) == 0 {
 		return errors.New("no times")
 	}
@@ -130,7 +130,7 @@ func validSeries(s *Series, metrics int) error {
 		if len(c.Values) != len(s.Times) {
 			return fmt.Errorf("columns[%d]: %d values for %d times", k, len(c.Values), len(s.Times))
 		}
-		if c.Absent != nil && len(c.Absent) != (len(s.Times)+7)/8 {
+		if len(c.Absent) > 0 && len(c.Absent) != (len(s.Times)+7)/8 {
 			return fmt.Errorf("columns[%d]: absent bitmap of %d bytes for %d times", k, len(c.Absent), len(s.Times))
 		}
 	}
@@ -165,27 +165,22 @@ func utf(ss ...string) error {
 }
 
 // SanitizeText makes a byte string from /proc safe to send: invalid UTF-8
-// bytes and NULs become \xNN escapes, so nothing is lost and the result is
-// valid UTF-8. Backslashes are left as they are.
+// bytes and NULs become \xNN escapes, and the result is valid UTF-8 without
+// NULs. It is lossless: a backslash that is followed by 'x' (and so could be
+// read as the start of an escape) becomes \x5c; every other byte, backslashes
+// included, is kept as it is, so ordinary text passes unchanged. To decode,
+// replace each \xNN by the byte 0xNN.
 func SanitizeText(b []byte) string {
-	ok := utf8.Valid(b)
-	if ok {
-		for _, c := range b {
-			if c == 0 {
-				ok = false
-				break
-			}
-		}
-	}
-	if ok {
+	if !needsEscape(b) {
 		return string(b)
 	}
 	const hex = "0123456789abcdef"
 	out := make([]byte, 0, len(b)+16)
 	for len(b) > 0 {
 		r, size := utf8.DecodeRune(b)
-		if (r == utf8.RuneError && size <= 1) || b[0] == 0 {
-			out = append(out, '\\', 'x', hex[b[0]>>4], hex[b[0]&15])
+		c := b[0]
+		if (r == utf8.RuneError && size <= 1) || c == 0 || c == '\\' && len(b) > 1 && b[1] == 'x' {
+			out = append(out, '\\', 'x', hex[c>>4], hex[c&15])
 			b = b[1:]
 			continue
 		}
@@ -193,4 +188,13 @@ func SanitizeText(b []byte) string {
 		b = b[size:]
 	}
 	return string(out)
+}
+
+func needsEscape(b []byte) bool {
+	for i, c := range b {
+		if c == 0 || c == '\\' && i+1 < len(b) && b[i+1] == 'x' {
+			return true
+		}
+	}
+	return !utf8.Valid(b)
 }

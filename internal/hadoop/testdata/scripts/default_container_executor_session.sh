@@ -1,0 +1,5 @@
+#!/bin/bash
+
+echo $$ > /data/yarn/local/nmPrivate/application_1700000000000_0042/container_e07_1700000000000_0042_01_000005/container_e07_1700000000000_0042_01_000005.pid.tmp
+/bin/mv -f /data/yarn/local/nmPrivate/application_1700000000000_0042/container_e07_1700000000000_0042_01_000005/container_e07_1700000000000_0042_01_000005.pid.tmp /data/yarn/local/nmPrivate/application_1700000000000_0042/container_e07_1700000000000_0042_01_000005/container_e07_1700000000000_0042_01_000005.pid
+exec setsid /bin/bash "/data/yarn/local/usercache/alice/appcache/application_1700000000000_0042/container_e07_1700000000000_0042_01_000005/launch_container.sh"

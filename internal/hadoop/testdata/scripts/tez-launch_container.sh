@@ -1,0 +1,4 @@
+#!/bin/bash
+
+export CONTAINER_ID="container_e07_1700000000000_0200_01_000004"
+exec /bin/bash -c "$JAVA_HOME/bin/java  -Xmx3276m -server -Djava.net.preferIPv4Stack=true -Dhadoop.metrics.log.level=WARN -XX:+PrintGCDetails -verbose:gc -XX:+UseNUMA -XX:+UseG1GC -XX:+ResizeTLAB -Dlog4j.configuratorClass=org.apache.tez.common.TezLog4jConfigurator -Dlog4j.configuration=tez-container-log4j.properties -Dyarn.app.container.log.dir=/data/yarn/logs/application_1700000000000_0200/container_e07_1700000000000_0200_01_000004 -Dtez.root.logger=INFO,CLA -Djava.io.tmpdir=$PWD/tmp org.apache.tez.runtime.task.TezChild 10.1.2.4 41234 container_e07_1700000000000_0200_01_000004 application_1700000000000_0200 1 1>/data/yarn/logs/application_1700000000000_0200/container_e07_1700000000000_0200_01_000004/stdout 2>/data/yarn/logs/application_1700000000000_0200/container_e07_1700000000000_0200_01_000004/stderr "

@@ -1,0 +1,431 @@
+package procfs
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+var fixturePids = []int32{2, 4242, 5005, 6006, 7007, 8008, 14598, 14599, 14600}
+
+func TestFSPaths(t *testing.T) {
+	if got := NewFS("").Root(); got != "/proc" {
+		t.Errorf(`NewFS("").Root() = %q`, got)
+	}
+	f := NewFS("testdata/proc/")
+	if f.Root() != "testdata/proc" {
+		t.Errorf("Root = %q, want it cleaned", f.Root())
+	}
+	if got := f.Path("14599", "stat"); got != "testdata/proc/14599/stat" {
+		t.Errorf("Path = %q", got)
+	}
+	if got := f.PidPath(14599, "io"); got != "testdata/proc/14599/io" {
+		t.Errorf("PidPath = %q", got)
+	}
+	for file, name := range map[File]string{FileStat: "stat", FileStatus: "status", FileIO: "io", FileSchedstat: "schedstat", FileStatm: "statm"} {
+		if file.String() != name {
+			t.Errorf("File(%d).String() = %q, want %q", file, file, name)
+		}
+	}
+}
+
+func TestFixtureTree(t *testing.T) {
+	f := NewFS("testdata/proc")
+	for _, pid := range fixturePids {
+		b, err := f.ReadPidFile(pid, "stat", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s Stat
+		err = ParseStat(b, &s)
+		if pid == 6006 {
+			if err == nil {
+				t.Errorf("pid %d: a cut stat parsed", pid)
+			}
+			continue
+		}
+		if err != nil || s.PID != pid {
+			t.Errorf("pid %d: stat %+v, %v", pid, s, err)
+		}
+	}
+	if bt, err := f.BootTime(); err != nil || bt != 1796208480 {
+		t.Errorf("BootTime = %d, %v", bt, err)
+	}
+	if _, err := NewFS(t.TempDir()).BootTime(); err == nil || !IsGone(err) {
+		t.Errorf("BootTime of an empty tree: %v, want a not-exist error", err)
+	}
+	for _, tc := range []struct {
+		pid        int32
+		name, want string
+	}{{14599, "cwd", "/tmp"}, {14599, "exe", "/tmp/ts/java"}, {4242, "cwd",
+		"/data/1/mapred/local/taskTracker/bob/jobcache/job_201401011200_0007/attempt_201401011200_0007_m_000012_0/work"}} {
+		if got, err := f.Readlink(tc.pid, tc.name); err != nil || got != tc.want {
+			t.Errorf("Readlink(%d, %s) = %q, %v; want %q", tc.pid, tc.name, got, err, tc.want)
+		}
+	}
+	if _, err := f.Readlink(2, "exe"); !IsGone(err) {
+		t.Errorf("Readlink of a kernel thread's exe: %v", err)
+	}
+	if n, err := f.CountFDs(14599); err != nil || n != 5 {
+		t.Errorf("CountFDs = %d, %v; want 5", n, err)
+	}
+	if _, err := f.CountFDs(99999); !IsGone(err) {
+		t.Errorf("CountFDs of a missing pid: %v", err)
+	}
+	b, err := f.ReadPidFile(14599, "cgroup", nil)
+	if err != nil || !slices.Contains(CgroupPaths(b, nil), "/hadoop-yarn/container_e07_1700000000000_0042_01_000005") {
+		t.Errorf("cgroup of 14599: %q, %v", b, err)
+	}
+}
+
+func TestReadFile(t *testing.T) {
+	dir := t.TempDir()
+	big := bytes.Repeat([]byte("0123456789abcdef"), 10000) // larger than any first buffer
+	if err := os.WriteFile(dir+"/big", big, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, buf := range [][]byte{nil, make([]byte, 0, 10), make([]byte, 100, 4096), make([]byte, 0, 1<<20)} {
+		got, err := ReadFile(dir+"/big", buf)
+		if err != nil || !bytes.Equal(got, big) {
+			t.Errorf("ReadFile with a buffer of cap %d: %d bytes, %v", cap(buf), len(got), err)
+		}
+	}
+	// A large enough buffer is reused.
+	buf := make([]byte, 0, 1<<20)
+	got, _ := ReadFile(dir+"/big", buf)
+	if &got[0] != &buf[:1][0] {
+		t.Error("ReadFile did not reuse the buffer")
+	}
+	if err := os.WriteFile(dir+"/empty", nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ReadFile(dir+"/empty", []byte("stale")); err != nil || len(got) != 0 {
+		t.Errorf("empty file: %q, %v", got, err)
+	}
+	_, err := ReadFile(dir+"/missing", nil)
+	var pe *fs.PathError
+	if !IsGone(err) || !errors.As(err, &pe) || pe.Path != dir+"/missing" || pe.Op != "open" {
+		t.Errorf("missing file: %v", err)
+	}
+	_, err = ReadFile(dir, nil) // a directory cannot be read
+	if err == nil || IsGone(err) || !errors.As(err, &pe) || pe.Op != "read" {
+		t.Errorf("directory: %v", err)
+	}
+}
+
+func TestProcFixture(t *testing.T) {
+	f := NewFS("testdata/proc")
+	p := f.OpenProc(14599)
+	defer p.Close()
+	var buf []byte
+	for _, file := range []File{FileStat, FileStatus, FileIO, FileSchedstat, FileStatm} {
+		for i := 0; i < 2; i++ { // the second read is of the held file
+			var err error
+			buf, err = p.Read(file, buf)
+			if err != nil {
+				t.Fatalf("%v: %v", file, err)
+			}
+			if want := fixture(t, "14599/"+file.String()); !bytes.Equal(buf, want) {
+				t.Fatalf("%v read %d: %q, want %q", file, i, buf, want)
+			}
+		}
+	}
+
+	// An optional file that is missing while the process is there is
+	// unavailable, and is not tried again.
+	tree := t.TempDir()
+	if err := os.Mkdir(tree+"/4242", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(tree+"/4242/stat", fixture(t, "4242/stat"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tf := NewFS(tree)
+	q := tf.OpenProc(4242)
+	defer q.Close()
+	_, err := q.Read(FileIO, nil)
+	if !errors.Is(err, ErrUnavailable) || IsGone(err) || !strings.Contains(err.Error(), tree+"/4242/io") {
+		t.Fatalf("missing io: %v, want ErrUnavailable naming the file", err)
+	}
+	if err := os.WriteFile(tree+"/4242/io", []byte("rchar: 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Read(FileIO, nil); err != ErrUnavailable {
+		t.Errorf("io retried: %v", err)
+	}
+	if b, err := q.Read(FileStat, nil); err != nil || len(b) == 0 {
+		t.Errorf("stat: %q, %v", b, err)
+	}
+
+	// A process whose directory is gone is gone.
+	r := tf.OpenProc(99999)
+	defer r.Close()
+	for _, file := range []File{FileStat, FileIO} {
+		if _, err := r.Read(file, nil); !IsGone(err) || errors.Is(err, ErrUnavailable) {
+			t.Errorf("%v of a missing pid: %v, want a gone error", file, err)
+		}
+	}
+}
+
+// TestProcHeldFileOfExitedProcess proves what Proc promises: a held file of a
+// process that exited reads as an error for which IsGone is true.
+func TestProcHeldFileOfExitedProcess(t *testing.T) {
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Skipf("cannot start sleep: %v", err)
+	}
+	pid := int32(cmd.Process.Pid)
+	f := NewFS("")
+	p := f.OpenProc(pid)
+	defer p.Close()
+	files := []File{FileStat, FileStatus, FileIO, FileSchedstat, FileStatm}
+	var buf []byte
+	for _, file := range files {
+		var err error
+		if buf, err = p.Read(file, buf); err != nil {
+			t.Fatalf("%v of live pid %d: %v", file, pid, err)
+		}
+	}
+	var s Stat
+	if b, _ := p.Read(FileStat, buf); ParseStat(b, &s) != nil || s.PID != pid || string(s.Comm) != "sleep" {
+		t.Fatalf("stat of the child: %+v", s)
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait() // reaped: the pid is free
+	for _, file := range files {
+		_, err := p.Read(file, buf)
+		if err == nil {
+			t.Errorf("%v of exited pid %d read without error", file, pid)
+			continue
+		}
+		if !IsGone(err) || !errors.Is(err, syscall.ESRCH) {
+			t.Errorf("%v of exited pid %d: %v, want ESRCH (IsGone)", file, pid, err)
+		}
+		var pe *fs.PathError
+		if !errors.As(err, &pe) || pe.Path != f.PidPath(pid, file.String()) {
+			t.Errorf("%v: error %v does not name the file", file, err)
+		}
+	}
+	// Opening afresh says the same.
+	q := f.OpenProc(pid)
+	defer q.Close()
+	if _, err := q.Read(FileStat, nil); !IsGone(err) {
+		t.Errorf("fresh open of exited pid %d: %v", pid, err)
+	}
+}
+
+// TestProcHoldsDescriptorZero: when standard input is closed, open(2) gives
+// descriptor 0, which Proc must hold like any other.
+func TestProcHoldsDescriptorZero(t *testing.T) {
+	saved, err := unix.Dup(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(0)
+	defer func() {
+		unix.Dup2(saved, 0)
+		unix.Close(saved)
+	}()
+	f := NewFS("")
+	p := f.OpenProc(int32(os.Getpid()))
+	for i := 0; i < 3; i++ {
+		if _, err := p.Read(FileStat, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	statPath := fmt.Sprintf("/proc/%d/stat", os.Getpid())
+	held := func() (n int) {
+		ents, _ := os.ReadDir("/proc/self/fd")
+		for _, e := range ents {
+			if l, _ := os.Readlink("/proc/self/fd/" + e.Name()); l == statPath {
+				n++
+			}
+		}
+		return n
+	}
+	if n := held(); n != 1 {
+		t.Errorf("%d descriptors of %s open after three reads, want 1", n, statPath)
+	}
+	if l, _ := os.Readlink("/proc/self/fd/0"); l != statPath {
+		t.Errorf("descriptor 0 is %q, want the held stat", l)
+	}
+	p.Close()
+	if n := held(); n != 0 {
+		t.Errorf("%d descriptors of %s open after Close", n, statPath)
+	}
+}
+
+func TestProcReadDoesNotAllocate(t *testing.T) {
+	p := NewFS("").OpenProc(int32(os.Getpid()))
+	defer p.Close()
+	buf := make([]byte, 0, 4096)
+	var s Stat
+	n := testing.AllocsPerRun(100, func() {
+		b, err := p.Read(FileStat, buf)
+		if err != nil || ParseStat(b, &s) != nil {
+			t.Fatal(err)
+		}
+	})
+	if n != 0 {
+		t.Errorf("Read+ParseStat of a held stat: %v allocs, want 0", n)
+	}
+}
+
+// dirent encodes one linux_dirent64 record.
+func dirent(ino uint64, name string, typ byte) []byte {
+	reclen := (19 + len(name) + 1 + 7) &^ 7
+	b := make([]byte, reclen)
+	putU64(b[0:], ino)
+	putU64(b[8:], 0)
+	b[16], b[17] = byte(reclen), byte(reclen>>8) // little-endian: the machines this runs on
+	b[18] = typ
+	copy(b[19:], name)
+	return b
+}
+
+func putU64(b []byte, v uint64) {
+	for i := 0; i < 8; i++ {
+		b[i] = byte(v >> (8 * i))
+	}
+}
+
+func direntBuf(names ...string) []byte {
+	var b []byte
+	for i, n := range names {
+		b = append(b, dirent(uint64(1000+i), n, unix.DT_DIR)...)
+	}
+	return b
+}
+
+func TestParseDirents(t *testing.T) {
+	tests := []struct {
+		name string
+		in   []byte
+		want []PidEntry
+	}{
+		{"pids among other entries", direntBuf(".", "..", "1", "self", "thread-self", "42", "sys", "4194304", "acpi"),
+			[]PidEntry{{1, 1002}, {42, 1005}, {4194304, 1007}}},
+		{"largest pid", direntBuf("2147483647"), []PidEntry{{2147483647, 1000}}},
+		{"beyond 32 bits", direntBuf("2147483648", "10737418249", "99999999999999999999"), nil},
+		{"leading zero, zero, signs, letters", direntBuf("0", "01", "-1", "+1", "12a", "1 2"), nil},
+		{"empty name", direntBuf(""), nil},
+		{"truncated record", direntBuf("1", "2")[:30], []PidEntry{{1, 1000}}},
+		{"reclen too small", func() []byte { b := dirent(7, "7", 4); b[16], b[17] = 18, 0; return b }(), nil},
+		{"reclen beyond the buffer", func() []byte { b := dirent(7, "7", 4); b[16] = 200; return b }(), nil},
+		{"name without NUL filling the record", func() []byte { b := dirent(7, "1234", 4); b = b[:23]; b[16] = 23; return b }(), []PidEntry{{1234, 7}}},
+		{"empty", nil, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := parseDirents(tc.in, nil)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("parseDirents = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestListerFixture(t *testing.T) {
+	f := NewFS("testdata/proc")
+	got, err := f.NewLister().List(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int32
+	for _, e := range got {
+		pids = append(pids, e.PID)
+		fi, err := os.Stat(f.Path(strconv.Itoa(int(e.PID))))
+		if err != nil || fi.Sys().(*syscall.Stat_t).Ino != e.Ino {
+			t.Errorf("pid %d: inode %d, stat %v", e.PID, e.Ino, err)
+		}
+	}
+	slices.Sort(pids)
+	if !slices.Equal(pids, fixturePids) {
+		t.Errorf("List = %v, want %v", pids, fixturePids)
+	}
+	if _, err := NewFS(t.TempDir() + "/none").NewLister().List(nil); err == nil {
+		t.Error("List of a missing directory: no error")
+	}
+}
+
+// TestListerManyEntries lists a directory larger than one getdents buffer.
+func TestListerManyEntries(t *testing.T) {
+	dir := t.TempDir()
+	const n = 300
+	for i := 1; i <= n; i++ {
+		if err := os.WriteFile(filepath.Join(dir, strconv.Itoa(i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l := NewFS(dir).NewLister()
+	l.buf = make([]byte, 1024) // several calls
+	got, err := l.List([]PidEntry{{PID: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != n+1 || got[0].PID != -1 {
+		t.Fatalf("List gave %d entries (first %v), want %d appended", len(got), got[0], n)
+	}
+	seen := map[int32]bool{}
+	for _, e := range got[1:] {
+		seen[e.PID] = true
+	}
+	if len(seen) != n {
+		t.Errorf("%d distinct pids, want %d", len(seen), n)
+	}
+}
+
+func TestListerLive(t *testing.T) {
+	f := NewFS("")
+	l := f.NewLister()
+	var ents []PidEntry
+	for round := 0; round < 2; round++ { // the Lister is reusable
+		var err error
+		ents, err = l.List(ents[:0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		me := int32(os.Getpid())
+		fi, err := os.Stat(fmt.Sprintf("/proc/%d", me))
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, e := range ents {
+			if e.PID <= 0 {
+				t.Fatalf("pid %d listed", e.PID)
+			}
+			if e.PID == me {
+				found = true
+				if e.Ino != fi.Sys().(*syscall.Stat_t).Ino {
+					t.Errorf("own inode %d, stat says %d", e.Ino, fi.Sys().(*syscall.Stat_t).Ino)
+				}
+			}
+		}
+		if !found {
+			t.Fatalf("List of /proc (%d entries) misses our pid %d", len(ents), me)
+		}
+	}
+	// Live boot time: in the past, after 2000.
+	bt, err := f.BootTime()
+	if err != nil || bt < 946684800 || bt > time.Now().Unix() {
+		t.Errorf("BootTime = %d, %v", bt, err)
+	}
+	if n, err := f.CountFDs(int32(os.Getpid())); err != nil || n < 3 {
+		t.Errorf("CountFDs(self) = %d, %v", n, err)
+	}
+}

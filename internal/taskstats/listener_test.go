@@ -1,0 +1,57 @@
+package taskstats
+
+import (
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+)
+
+// TestListenerLive registers for exit records (root, CAP_NET_ADMIN) and
+// checks the record of a child that exits with status 3.
+func TestListenerLive(t *testing.T) {
+	if testing.Short() {
+		t.Skip("live taskstats in -short mode")
+	}
+	l, err := Listen()
+	if err != nil {
+		if os.Geteuid() != 0 {
+			t.Skipf("not root: %v", err)
+		}
+		t.Fatalf("Listen as root: %v", err)
+	}
+	defer l.Close()
+	cmd := exec.Command("/bin/sh", "-c", "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; exit 3")
+	start := time.Now()
+	if err := cmd.Run(); err == nil {
+		t.Fatal("the child exited 0")
+	}
+	pid := int32(cmd.Process.Pid)
+	var rec *Record
+	for deadline := time.Now().Add(3 * time.Second); rec == nil && time.Now().Before(deadline); {
+		if err := l.Drain(func(r *Record) {
+			if r.PID == pid && r.TID == pid {
+				c := *r
+				rec = &c
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if rec == nil {
+		t.Fatalf("no exit record of pid %d", pid)
+	}
+	if rec.PPID != int32(os.Getpid()) || rec.Comm != "sh" || rec.ExitCode != 3<<8 {
+		t.Errorf("record %+v: want ppid %d, comm sh, exit code %d", *rec, os.Getpid(), 3<<8)
+	}
+	if bt := time.Unix(rec.BtimeSec, 0); bt.Before(start.Add(-2*time.Second)) || bt.After(time.Now().Add(time.Second)) {
+		t.Errorf("start %v, the child started at %v", bt, start)
+	}
+	if rec.UTimeUs+rec.STimeUs == 0 {
+		t.Errorf("no CPU in %+v", *rec)
+	}
+	if l.Lost() != 0 {
+		t.Logf("%d overflows", l.Lost())
+	}
+}
