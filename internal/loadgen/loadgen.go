@@ -300,9 +300,9 @@ func (c *cluster) schedule(tick int) {
 					break
 				}
 			}
-			dur := 20 + c.rng.IntN(60)
+			dur := 60 + c.rng.IntN(300)
 			if typ == "reduce" {
-				dur += 30
+				dur += 120 + c.rng.IntN(600)
 				if skewed && idx == 0 {
 					dur *= 4
 				}
@@ -374,7 +374,6 @@ func (n *node) batch(from, to int) *wire.Batch {
 				b.Processes = append(b.Processes, wire.Process{Key: p.key, PID: p.pid, PPID: 1, StartMs: startMs,
 					Cmdline: p.cmdline, Comm: commOf(p), Role: p.role, User: a.user})
 				b.Members = append(b.Members, wire.Membership{Process: p.key, AttemptID: a.id, FromMs: startMs, Role: p.role})
-				b.Events = append(b.Events, wire.Event{Ms: startMs, Kind: wire.EventProcessStart, Process: p.key, PID: p.pid, Message: p.role})
 			}
 		}
 		for t := max(from, a.startTick); t < to && t < a.endTick; t++ {
@@ -417,7 +416,6 @@ func (n *node) batch(from, to int) *wire.Batch {
 					b.Processes = append(b.Processes, wire.Process{Key: p.key, PID: p.pid, PPID: 1,
 						StartMs: cfg.Start.Add(time.Duration(p.startTick) * cfg.Interval).UnixMilli(), EndMs: end,
 						Cmdline: p.cmdline, Comm: commOf(p), Role: p.role, User: a.user})
-					b.Events = append(b.Events, wire.Event{Ms: end, Kind: wire.EventProcessExit, Process: p.key, PID: p.pid, Message: p.role})
 				}
 			}
 			b.Attempts = append(b.Attempts, a.info(cfg, true))

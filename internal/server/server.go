@@ -124,10 +124,18 @@ func (s *Server) maintain(ctx context.Context) {
 	defer close(s.mntDone)
 	t := time.NewTicker(s.cfg.MaintainEvery)
 	defer t.Stop()
+	// Summaries are written at most every second by ingest; this writes
+	// them when ingest goes quiet.
+	f := time.NewTicker(time.Second)
+	defer f.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-f.C:
+			if err := s.cfg.Store.Flush(ctx); err != nil && ctx.Err() == nil {
+				s.cfg.Log.Error("cannot write summaries", "err", err)
+			}
 		case <-t.C:
 			if err := s.cfg.Store.Maintain(ctx, time.Now()); err != nil && ctx.Err() == nil {
 				s.cfg.Log.Error("maintenance failed", "err", err)

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"github.com/taskscope/taskscope/internal/store/chunk"
 	"github.com/taskscope/taskscope/internal/wire"
 )
 
@@ -17,68 +18,58 @@ type StoredColumn struct {
 
 // SampleColumns are the stored columns of process samples, in order.
 var SampleColumns = []StoredColumn{
-	{"d_cpu_user_ms", wire.CPUUserMs, true, 1},
-	{"d_cpu_sys_ms", wire.CPUSysMs, true, 1},
-	{"d_cpu_children_user_ms", wire.CPUChildUserMs, true, 1},
-	{"d_cpu_children_sys_ms", wire.CPUChildSysMs, true, 1},
+	{"cpu_user_ms", wire.CPUUserMs, true, 1},
+	{"cpu_sys_ms", wire.CPUSysMs, true, 1},
+	{"cpu_children_user_ms", wire.CPUChildUserMs, true, 1},
+	{"cpu_children_sys_ms", wire.CPUChildSysMs, true, 1},
 	{"rss_kb", wire.RSSBytes, false, 1024},
 	{"vms_kb", wire.VMSBytes, false, 1024},
 	{"pss_kb", wire.PSSBytes, false, 1024},
 	{"threads", wire.Threads, false, 1},
-	{"d_minflt", wire.MinorFaults, true, 1},
-	{"d_majflt", wire.MajorFaults, true, 1},
-	{"d_read_bytes", wire.ReadBytes, true, 1},
-	{"d_write_bytes", wire.WriteBytes, true, 1},
-	{"d_rchar", wire.ReadChars, true, 1},
-	{"d_wchar", wire.WriteChars, true, 1},
-	{"d_ctx_voluntary", wire.CtxVoluntary, true, 1},
-	{"d_ctx_involuntary", wire.CtxInvoluntary, true, 1},
-	{"d_sched_run_us", wire.SchedRunNs, true, 1000},
-	{"d_sched_wait_us", wire.SchedWaitNs, true, 1000},
+	{"minflt", wire.MinorFaults, true, 1},
+	{"majflt", wire.MajorFaults, true, 1},
+	{"read_bytes", wire.ReadBytes, true, 1},
+	{"write_bytes", wire.WriteBytes, true, 1},
+	{"rchar", wire.ReadChars, true, 1},
+	{"wchar", wire.WriteChars, true, 1},
+	{"ctx_voluntary", wire.CtxVoluntary, true, 1},
+	{"ctx_involuntary", wire.CtxInvoluntary, true, 1},
+	{"sched_run_us", wire.SchedRunNs, true, 1000},
+	{"sched_wait_us", wire.SchedWaitNs, true, 1000},
 	{"fds", wire.FDs, false, 1},
 	{"heap_used_kb", wire.HeapUsedBytes, false, 1024},
 	{"heap_committed_kb", wire.HeapCommitBytes, false, 1024},
 	{"heap_max_kb", wire.HeapMaxBytes, false, 1024},
-	{"d_gc_count", wire.GCCount, true, 1},
-	{"d_gc_time_ms", wire.GCTimeMs, true, 1},
+	{"gc_count", wire.GCCount, true, 1},
+	{"gc_time_ms", wire.GCTimeMs, true, 1},
 	{"jvm_threads", wire.JVMThreads, false, 1},
 }
 
 // AttemptColumns are the stored columns of attempt samples, in order.
 var AttemptColumns = []StoredColumn{
-	{"d_cpu_ms", wire.AttemptCPUMs, true, 1},
+	{"cpu_ms", wire.AttemptCPUMs, true, 1},
 	{"rss_kb", wire.AttemptRSSBytes, false, 1024},
 	{"pss_kb", wire.AttemptPSSBytes, false, 1024},
 	{"vms_kb", wire.AttemptVMSBytes, false, 1024},
 	{"processes", wire.AttemptProcesses, false, 1},
-	{"d_read_bytes", wire.AttemptReadBytes, true, 1},
-	{"d_write_bytes", wire.AttemptWriteBytes, true, 1},
+	{"read_bytes", wire.AttemptReadBytes, true, 1},
+	{"write_bytes", wire.AttemptWriteBytes, true, 1},
 	{"heap_used_kb", wire.AttemptHeapUsed, false, 1024},
-	{"d_gc_time_ms", wire.AttemptGCTimeMs, true, 1},
-	{"d_sched_wait_us", wire.AttemptSchedWaitNs, true, 1000},
+	{"gc_time_ms", wire.AttemptGCTimeMs, true, 1},
+	{"sched_wait_us", wire.AttemptSchedWaitNs, true, 1000},
 }
 
 // Positions of the columns that summaries read.
 var (
-	sCPUUser  = ColumnIndex(SampleColumns, "d_cpu_user_ms")
-	sCPUSys   = ColumnIndex(SampleColumns, "d_cpu_sys_ms")
-	sCPUCUser = ColumnIndex(SampleColumns, "d_cpu_children_user_ms")
-	sCPUCSys  = ColumnIndex(SampleColumns, "d_cpu_children_sys_ms")
-	sRSS      = ColumnIndex(SampleColumns, "rss_kb")
-	sVMS      = ColumnIndex(SampleColumns, "vms_kb")
-	sPSS      = ColumnIndex(SampleColumns, "pss_kb")
-	sThreads  = ColumnIndex(SampleColumns, "threads")
-	sRead     = ColumnIndex(SampleColumns, "d_read_bytes")
-	sWrite    = ColumnIndex(SampleColumns, "d_write_bytes")
-	aCPU      = ColumnIndex(AttemptColumns, "d_cpu_ms")
-	aRSS      = ColumnIndex(AttemptColumns, "rss_kb")
-	aPSS      = ColumnIndex(AttemptColumns, "pss_kb")
-	aVMS      = ColumnIndex(AttemptColumns, "vms_kb")
-	aRead     = ColumnIndex(AttemptColumns, "d_read_bytes")
-	aWrite    = ColumnIndex(AttemptColumns, "d_write_bytes")
-	aHeap     = ColumnIndex(AttemptColumns, "heap_used_kb")
-	aGC       = ColumnIndex(AttemptColumns, "d_gc_time_ms")
-	aWait     = ColumnIndex(AttemptColumns, "d_sched_wait_us")
+	aCPU   = ColumnIndex(AttemptColumns, "cpu_ms")
+	aRSS   = ColumnIndex(AttemptColumns, "rss_kb")
+	aPSS   = ColumnIndex(AttemptColumns, "pss_kb")
+	aVMS   = ColumnIndex(AttemptColumns, "vms_kb")
+	aRead  = ColumnIndex(AttemptColumns, "read_bytes")
+	aWrite = ColumnIndex(AttemptColumns, "write_bytes")
+	aHeap  = ColumnIndex(AttemptColumns, "heap_used_kb")
+	aGC    = ColumnIndex(AttemptColumns, "gc_time_ms")
+	aWait  = ColumnIndex(AttemptColumns, "sched_wait_us")
 )
 
 // ColumnIndex returns the position of a stored column, or -1.
@@ -91,39 +82,15 @@ func ColumnIndex(cols []StoredColumn, name string) int {
 	return -1
 }
 
-// SeriesState is what ingest must remember of a series between batches: the
-// last cumulative value of each counter (in stored units), to turn the next
-// batch's values into increments.
-type SeriesState struct {
-	Last      []int64 // one per stored column; meaningful for counters
-	Have      []bool
-	LastMs    int64
-	LastRSSKB int64 // attempts: for the RSS time integral
+// SeriesChunk is one series' samples of one batch, encoded (package chunk).
+type SeriesChunk struct {
+	Key       uint64 // process key, or AttemptKey of the attempt
+	AttemptID string // attempt chunks
+	TMin      int64
+	TMax      int64
+	N         int
+	Data      []byte
 }
-
-// NewSeriesState makes an empty state for cols.
-func NewSeriesState(cols []StoredColumn) *SeriesState {
-	return &SeriesState{Last: make([]int64, len(cols)), Have: make([]bool, len(cols))}
-}
-
-func (s *SeriesState) clone() *SeriesState {
-	c := &SeriesState{Last: append([]int64(nil), s.Last...), Have: append([]bool(nil), s.Have...), LastMs: s.LastMs, LastRSSKB: s.LastRSSKB}
-	return c
-}
-
-// Rows is a columnar block of samples ready to append. Null[i][r] marks a
-// missing value of column i at row r.
-type Rows struct {
-	Keys       []uint64 // process samples
-	AttemptIDs []string // attempt samples
-	JobIDs     []string // attempt samples
-	Times      []int64
-	Cols       [][]int64
-	Null       [][]bool
-}
-
-// Len is the number of rows.
-func (r *Rows) Len() int { return len(r.Times) }
 
 // ExtRow is a sample of a metric that has no column of its own.
 type ExtRow struct {
@@ -133,24 +100,9 @@ type ExtRow struct {
 	Value  int64
 }
 
-// ProcSummary is what one batch says of a process's summary.
-type ProcSummary struct {
-	LastMs     int64
-	Samples    int64
-	PeakRSS    int64 // bytes
-	PeakPSS    int64
-	PeakVMS    int64
-	MaxThreads int64
-	CPUMs      int64 // cumulative, own
-	ChildCPUMs int64
-	ReadBytes  int64
-	WriteBytes int64
-	State      *SeriesState
-}
-
-// AttemptSummary is what one batch says of an attempt's summary.
+// AttemptSummary is what one batch says of an attempt's summary (values in
+// wire units; counters are cumulative).
 type AttemptSummary struct {
-	JobID       string
 	LastMs      int64
 	CPUMs       int64
 	PeakRSS     int64
@@ -162,165 +114,153 @@ type AttemptSummary struct {
 	GCTimeMs    int64
 	SchedWaitUs int64
 	RSSByteMs   float64 // increment of the RSS time integral
-	State       *SeriesState
+	FirstMs     int64   // time of the batch's first sample
+	FirstRSS    int64
+	LastRSS     int64
 }
 
-// Prepared is a batch turned into rows and summary updates.
+// Prepared is a batch turned into chunks and summary updates.
 type Prepared struct {
-	Batch      *wire.Batch
-	Samples    Rows
+	Batch      *Batch
+	ProcChunks []SeriesChunk
+	AttChunks  []SeriesChunk
 	Ext        []ExtRow
-	AttSamples Rows
-	Procs      map[uint64]*ProcSummary
+	Samples    int
 	Atts       map[string]*AttemptSummary
 }
 
-// Prepare turns a validated batch into rows. procState and attState return
-// the remembered state of a series (nil when there is none: the series is
-// new). Prepare does not modify the states it is given; the new ones are in
-// the summaries, for the store to keep once the transaction commits.
-func Prepare(b *wire.Batch, procState func(uint64) *SeriesState, attState func(string) *SeriesState, attJob func(string) string) *Prepared {
-	p := &Prepared{Batch: b, Procs: map[uint64]*ProcSummary{}, Atts: map[string]*AttemptSummary{}}
+// Batch is the wire batch (an alias, so that backends need not import wire
+// for the type).
+type Batch = wire.Batch
+
+// AttemptKey is the 64-bit key of an attempt's series.
+func AttemptKey(id string) uint64 { return wire.ProcessKey(id, 0, 0) }
+
+// Prepare encodes every series of a validated batch as a chunk (values in
+// the stored units of SampleColumns / AttemptColumns) and sums up what the
+// batch says of each attempt.
+func Prepare(b *wire.Batch) *Prepared {
+	p := &Prepared{Batch: b, Atts: map[string]*AttemptSummary{}}
 	procMap := mapColumns(b.Metrics, SampleColumns)
 	attMap := mapColumns(b.Metrics, AttemptColumns)
-	p.Samples.Cols, p.Samples.Null = makeCols(len(SampleColumns), b.SampleCount())
+	var buf []byte
 	for si := range b.ProcSeries {
 		s := &b.ProcSeries[si]
-		st := procState(s.Key)
-		if st == nil {
-			st = NewSeriesState(SampleColumns)
-		} else {
-			st = st.clone()
-		}
-		sum := p.Procs[s.Key]
-		if sum == nil {
-			sum = &ProcSummary{}
-			p.Procs[s.Key] = sum
-		}
-		byCol := make([]*wire.Column, len(SampleColumns))
-		for ci := range s.Columns {
-			c := &s.Columns[ci]
-			if j := procMap[c.Metric]; j >= 0 {
-				byCol[j] = c
-			} else {
-				for r, t := range s.Times {
-					if !c.IsAbsent(r) {
-						p.Ext = append(p.Ext, ExtRow{Key: s.Key, Ms: t, Metric: b.Metrics[c.Metric], Value: c.Values[r]})
-					}
-				}
-			}
-		}
-		for r, t := range s.Times {
-			p.Samples.Keys = append(p.Samples.Keys, s.Key)
-			p.Samples.Times = append(p.Samples.Times, t)
-			for j, col := range SampleColumns {
-				c := byCol[j]
-				if c == nil || c.IsAbsent(r) {
-					p.Samples.Cols[j] = append(p.Samples.Cols[j], 0)
-					p.Samples.Null[j] = append(p.Samples.Null[j], true)
-					continue
-				}
-				v := c.Values[r] / col.Div
-				if col.Counter {
-					v = st.increment(j, v)
-				}
-				p.Samples.Cols[j] = append(p.Samples.Cols[j], v)
-				p.Samples.Null[j] = append(p.Samples.Null[j], false)
-			}
-			st.LastMs = t
-		}
-		sum.LastMs = max(sum.LastMs, st.LastMs)
-		sum.Samples += int64(len(s.Times))
-		sum.PeakRSS = max(sum.PeakRSS, colMax(byCol[sRSS], len(s.Times)))
-		sum.PeakVMS = max(sum.PeakVMS, colMax(byCol[sVMS], len(s.Times)))
-		sum.PeakPSS = max(sum.PeakPSS, colMax(byCol[sPSS], len(s.Times)))
-		sum.MaxThreads = max(sum.MaxThreads, colMax(byCol[sThreads], len(s.Times)))
-		sum.CPUMs = st.Last[sCPUUser] + st.Last[sCPUSys]
-		sum.ChildCPUMs = st.Last[sCPUCUser] + st.Last[sCPUCSys]
-		sum.ReadBytes, sum.WriteBytes = st.Last[sRead], st.Last[sWrite]
-		sum.State = st
+		c, ext := toChunk(b, s, procMap, SampleColumns)
+		p.Ext = append(p.Ext, ext...)
+		buf = chunk.Encode(buf[:0], c, false)
+		p.ProcChunks = append(p.ProcChunks, SeriesChunk{Key: s.Key, TMin: s.Times[0], TMax: s.Times[len(s.Times)-1],
+			N: len(s.Times), Data: append([]byte(nil), buf...)})
+		p.Samples += len(s.Times)
 	}
-	n := 0
-	for i := range b.AttemptSeries {
-		n += len(b.AttemptSeries[i].Times)
-	}
-	p.AttSamples.Cols, p.AttSamples.Null = makeCols(len(AttemptColumns), n)
 	for si := range b.AttemptSeries {
 		s := &b.AttemptSeries[si]
-		st := attState(s.AttemptID)
-		if st == nil {
-			st = NewSeriesState(AttemptColumns)
-		} else {
-			st = st.clone()
-		}
-		job := attJob(s.AttemptID)
+		c, _ := toChunk(b, s, attMap, AttemptColumns)
+		buf = chunk.Encode(buf[:0], c, false)
+		p.AttChunks = append(p.AttChunks, SeriesChunk{Key: AttemptKey(s.AttemptID), AttemptID: s.AttemptID,
+			TMin: s.Times[0], TMax: s.Times[len(s.Times)-1], N: len(s.Times), Data: append([]byte(nil), buf...)})
 		sum := p.Atts[s.AttemptID]
 		if sum == nil {
-			sum = &AttemptSummary{JobID: job}
+			sum = &AttemptSummary{}
 			p.Atts[s.AttemptID] = sum
 		}
-		byCol := make([]*wire.Column, len(AttemptColumns))
-		for ci := range s.Columns {
-			c := &s.Columns[ci]
-			if j := attMap[c.Metric]; j >= 0 {
-				byCol[j] = c
-			}
-		}
-		for r, t := range s.Times {
-			p.AttSamples.AttemptIDs = append(p.AttSamples.AttemptIDs, s.AttemptID)
-			p.AttSamples.JobIDs = append(p.AttSamples.JobIDs, job)
-			p.AttSamples.Times = append(p.AttSamples.Times, t)
-			for j, col := range AttemptColumns {
-				c := byCol[j]
-				if c == nil || c.IsAbsent(r) {
-					p.AttSamples.Cols[j] = append(p.AttSamples.Cols[j], 0)
-					p.AttSamples.Null[j] = append(p.AttSamples.Null[j], true)
-					continue
-				}
-				v := c.Values[r] / col.Div
-				if col.Counter {
-					v = st.increment(j, v)
-				}
-				p.AttSamples.Cols[j] = append(p.AttSamples.Cols[j], v)
-				p.AttSamples.Null[j] = append(p.AttSamples.Null[j], false)
-			}
-			if c := byCol[aRSS]; c != nil && !c.IsAbsent(r) {
-				rss := c.Values[r] / 1024
-				if st.LastMs > 0 && t > st.LastMs {
-					// Trapezoids of RSS over time, in byte-milliseconds.
-					sum.RSSByteMs += float64(rss+st.LastRSSKB) / 2 * 1024 * float64(t-st.LastMs)
-				}
-				st.LastRSSKB = rss
-			}
-			st.LastMs = t
-		}
-		sum.LastMs = max(sum.LastMs, st.LastMs)
-		sum.PeakRSS = max(sum.PeakRSS, colMax(byCol[aRSS], len(s.Times)))
-		sum.PeakPSS = max(sum.PeakPSS, colMax(byCol[aPSS], len(s.Times)))
-		sum.PeakVMS = max(sum.PeakVMS, colMax(byCol[aVMS], len(s.Times)))
-		sum.PeakHeap = max(sum.PeakHeap, colMax(byCol[aHeap], len(s.Times)))
-		sum.CPUMs = st.Last[aCPU]
-		sum.ReadBytes, sum.WriteBytes = st.Last[aRead], st.Last[aWrite]
-		sum.GCTimeMs, sum.SchedWaitUs = st.Last[aGC], st.Last[aWait]
-		sum.State = st
+		summarize(sum, s, attMap)
 	}
 	return p
 }
 
-// increment turns a cumulative value into the increment since the last
-// one. A value lower than the last is a reset (a new process under a reused
-// series key cannot happen, but a JVM's perf counters can restart): the
-// increment is then the value itself, as Prometheus does.
-func (s *SeriesState) increment(j int, v int64) int64 {
-	d := v
-	if s.Have[j] {
-		d = v - s.Last[j]
-		if d < 0 {
-			d = v
+// toChunk converts a wire series into a chunk of stored columns; metrics
+// without a column of their own come back as rows.
+func toChunk(b *wire.Batch, s *wire.Series, m []int, cols []StoredColumn) (*chunk.Chunk, []ExtRow) {
+	c := &chunk.Chunk{Times: s.Times}
+	var ext []ExtRow
+	for ci := range s.Columns {
+		wc := &s.Columns[ci]
+		j := m[wc.Metric]
+		if j < 0 {
+			for r, t := range s.Times {
+				if !wc.IsAbsent(r) {
+					ext = append(ext, ExtRow{Key: s.Key, Ms: t, Metric: b.Metrics[wc.Metric], Value: wc.Values[r]})
+				}
+			}
+			continue
+		}
+		col := chunk.Column{ID: uint8(j), Counter: cols[j].Counter, Values: make([]int64, len(s.Times))}
+		div := cols[j].Div
+		for r, v := range wc.Values {
+			col.Values[r] = v / div
+		}
+		if wc.Absent != nil {
+			col.Absent = make([]bool, len(s.Times))
+			for r := range col.Absent {
+				col.Absent[r] = wc.IsAbsent(r)
+			}
+		}
+		c.Columns = append(c.Columns, col)
+	}
+	return c, ext
+}
+
+func summarize(sum *AttemptSummary, s *wire.Series, m []int) {
+	byCol := make([]*wire.Column, len(AttemptColumns))
+	for ci := range s.Columns {
+		if j := m[s.Columns[ci].Metric]; j >= 0 {
+			byCol[j] = &s.Columns[ci]
 		}
 	}
-	s.Last[j], s.Have[j] = v, true
-	return d
+	n := len(s.Times)
+	last := func(j int) int64 {
+		c := byCol[j]
+		if c == nil {
+			return -1
+		}
+		for r := n - 1; r >= 0; r-- {
+			if !c.IsAbsent(r) {
+				return c.Values[r]
+			}
+		}
+		return -1
+	}
+	if v := last(aCPU); v >= 0 {
+		sum.CPUMs = v
+	}
+	if v := last(aRead); v >= 0 {
+		sum.ReadBytes = v
+	}
+	if v := last(aWrite); v >= 0 {
+		sum.WriteBytes = v
+	}
+	if v := last(aGC); v >= 0 {
+		sum.GCTimeMs = v
+	}
+	if v := last(aWait); v >= 0 {
+		sum.SchedWaitUs = v / 1000
+	}
+	sum.PeakRSS = max(sum.PeakRSS, colMax(byCol[aRSS], n))
+	sum.PeakPSS = max(sum.PeakPSS, colMax(byCol[aPSS], n))
+	sum.PeakVMS = max(sum.PeakVMS, colMax(byCol[aVMS], n))
+	sum.PeakHeap = max(sum.PeakHeap, colMax(byCol[aHeap], n))
+	if c := byCol[aRSS]; c != nil {
+		var pt, pv int64
+		for r, t := range s.Times {
+			if c.IsAbsent(r) {
+				continue
+			}
+			if pt == 0 {
+				if sum.FirstMs == 0 {
+					sum.FirstMs, sum.FirstRSS = t, c.Values[r]
+				}
+			} else {
+				// Trapezoids of RSS over time, in byte-milliseconds.
+				sum.RSSByteMs += float64(c.Values[r]+pv) / 2 * float64(t-pt)
+			}
+			pt, pv = t, c.Values[r]
+		}
+		if pt > 0 {
+			sum.LastRSS = pv
+		}
+	}
+	sum.LastMs = max(sum.LastMs, s.Times[n-1])
 }
 
 func mapColumns(metrics []string, cols []StoredColumn) []int {
@@ -335,16 +275,6 @@ func mapColumns(metrics []string, cols []StoredColumn) []int {
 		}
 	}
 	return out
-}
-
-func makeCols(n, capacity int) ([][]int64, [][]bool) {
-	cols := make([][]int64, n)
-	null := make([][]bool, n)
-	for i := range cols {
-		cols[i] = make([]int64, 0, capacity)
-		null[i] = make([]bool, 0, capacity)
-	}
-	return cols, null
 }
 
 func colMax(c *wire.Column, n int) int64 {

@@ -84,44 +84,44 @@ type SeriesMetric struct {
 
 // ProcessSeriesMetrics are the metrics of a process.
 var ProcessSeriesMetrics = []SeriesMetric{
-	{"cpu_percent", "percent", []string{"d_cpu_user_ms", "d_cpu_sys_ms"}, true, 100, "CPU used, in percent of one core"},
-	{"cpu_user_percent", "percent", []string{"d_cpu_user_ms"}, true, 100, "user CPU, percent of one core"},
-	{"cpu_sys_percent", "percent", []string{"d_cpu_sys_ms"}, true, 100, "system CPU, percent of one core"},
-	{"cpu_children_percent", "percent", []string{"d_cpu_children_user_ms", "d_cpu_children_sys_ms"}, true, 100, "CPU of reaped children, percent of one core"},
+	{"cpu_percent", "percent", []string{"cpu_user_ms", "cpu_sys_ms"}, true, 100, "CPU used, in percent of one core"},
+	{"cpu_user_percent", "percent", []string{"cpu_user_ms"}, true, 100, "user CPU, percent of one core"},
+	{"cpu_sys_percent", "percent", []string{"cpu_sys_ms"}, true, 100, "system CPU, percent of one core"},
+	{"cpu_children_percent", "percent", []string{"cpu_children_user_ms", "cpu_children_sys_ms"}, true, 100, "CPU of reaped children, percent of one core"},
 	{"rss_bytes", "bytes", []string{"rss_kb"}, false, 1024, "resident set size"},
 	{"pss_bytes", "bytes", []string{"pss_kb"}, false, 1024, "proportional set size"},
 	{"vms_bytes", "bytes", []string{"vms_kb"}, false, 1024, "virtual memory"},
 	{"threads", "count", []string{"threads"}, false, 1, "threads"},
 	{"fds", "count", []string{"fds"}, false, 1, "open file descriptors"},
-	{"read_bytes_per_s", "bytes/s", []string{"d_read_bytes"}, true, 1000, "storage reads"},
-	{"write_bytes_per_s", "bytes/s", []string{"d_write_bytes"}, true, 1000, "storage writes"},
-	{"rchar_per_s", "bytes/s", []string{"d_rchar"}, true, 1000, "bytes read by read(2) and the like"},
-	{"wchar_per_s", "bytes/s", []string{"d_wchar"}, true, 1000, "bytes written by write(2) and the like"},
-	{"minflt_per_s", "1/s", []string{"d_minflt"}, true, 1000, "minor page faults"},
-	{"majflt_per_s", "1/s", []string{"d_majflt"}, true, 1000, "major page faults"},
-	{"ctx_voluntary_per_s", "1/s", []string{"d_ctx_voluntary"}, true, 1000, "voluntary context switches"},
-	{"ctx_involuntary_per_s", "1/s", []string{"d_ctx_involuntary"}, true, 1000, "involuntary context switches"},
-	{"sched_wait_percent", "percent", []string{"d_sched_wait_us"}, true, 0.1, "time runnable but waiting for a CPU"},
+	{"read_bytes_per_s", "bytes/s", []string{"read_bytes"}, true, 1000, "storage reads"},
+	{"write_bytes_per_s", "bytes/s", []string{"write_bytes"}, true, 1000, "storage writes"},
+	{"rchar_per_s", "bytes/s", []string{"rchar"}, true, 1000, "bytes read by read(2) and the like"},
+	{"wchar_per_s", "bytes/s", []string{"wchar"}, true, 1000, "bytes written by write(2) and the like"},
+	{"minflt_per_s", "1/s", []string{"minflt"}, true, 1000, "minor page faults"},
+	{"majflt_per_s", "1/s", []string{"majflt"}, true, 1000, "major page faults"},
+	{"ctx_voluntary_per_s", "1/s", []string{"ctx_voluntary"}, true, 1000, "voluntary context switches"},
+	{"ctx_involuntary_per_s", "1/s", []string{"ctx_involuntary"}, true, 1000, "involuntary context switches"},
+	{"sched_wait_percent", "percent", []string{"sched_wait_us"}, true, 0.1, "time runnable but waiting for a CPU"},
 	{"heap_used_bytes", "bytes", []string{"heap_used_kb"}, false, 1024, "JVM heap used"},
 	{"heap_committed_bytes", "bytes", []string{"heap_committed_kb"}, false, 1024, "JVM heap committed"},
 	{"heap_max_bytes", "bytes", []string{"heap_max_kb"}, false, 1024, "JVM heap max"},
-	{"gc_percent", "percent", []string{"d_gc_time_ms"}, true, 100, "JVM time in garbage collection"},
+	{"gc_percent", "percent", []string{"gc_time_ms"}, true, 100, "JVM time in garbage collection"},
 	{"jvm_threads", "count", []string{"jvm_threads"}, false, 1, "JVM live threads"},
 }
 
 // AttemptSeriesMetrics are the metrics of an attempt, and (summed over its
 // attempts) of a job.
 var AttemptSeriesMetrics = []SeriesMetric{
-	{"cpu_percent", "percent", []string{"d_cpu_ms"}, true, 100, "CPU of all the attempt's processes, exited ones included"},
+	{"cpu_percent", "percent", []string{"cpu_ms"}, true, 100, "CPU of all the attempt's processes, exited ones included"},
 	{"rss_bytes", "bytes", []string{"rss_kb"}, false, 1024, "RSS summed over the processes"},
 	{"pss_bytes", "bytes", []string{"pss_kb"}, false, 1024, "PSS summed over the processes"},
 	{"vms_bytes", "bytes", []string{"vms_kb"}, false, 1024, "virtual memory summed over the processes"},
 	{"processes", "count", []string{"processes"}, false, 1, "live processes"},
-	{"read_bytes_per_s", "bytes/s", []string{"d_read_bytes"}, true, 1000, "storage reads"},
-	{"write_bytes_per_s", "bytes/s", []string{"d_write_bytes"}, true, 1000, "storage writes"},
+	{"read_bytes_per_s", "bytes/s", []string{"read_bytes"}, true, 1000, "storage reads"},
+	{"write_bytes_per_s", "bytes/s", []string{"write_bytes"}, true, 1000, "storage writes"},
 	{"heap_used_bytes", "bytes", []string{"heap_used_kb"}, false, 1024, "JVM heap used"},
-	{"gc_percent", "percent", []string{"d_gc_time_ms"}, true, 100, "JVM time in garbage collection"},
-	{"sched_wait_percent", "percent", []string{"d_sched_wait_us"}, true, 0.1, "time runnable but waiting for a CPU"},
+	{"gc_percent", "percent", []string{"gc_time_ms"}, true, 100, "JVM time in garbage collection"},
+	{"sched_wait_percent", "percent", []string{"sched_wait_us"}, true, 0.1, "time runnable but waiting for a CPU"},
 }
 
 // JobAttemptsMetric counts, over a job, the attempts with data in each bucket.

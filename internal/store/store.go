@@ -35,6 +35,9 @@ type Store interface {
 	Hosts(ctx context.Context) ([]Host, error)
 	// HostAttempts lists the attempts that ran on host within [from, to).
 	HostAttempts(ctx context.Context, host string, from, to int64) ([]Attempt, error)
+	// Flush makes every committed batch visible in the summaries (jobs,
+	// attempts), which a store may write less often than it commits.
+	Flush(ctx context.Context) error
 	// Maintain compacts recent data, builds rollups and applies retention.
 	Maintain(ctx context.Context, now time.Time) error
 	// Usage reports rows and bytes.
@@ -177,6 +180,7 @@ type Attempt struct {
 	JobID       string  `json:"job_id"`
 	Host        string  `json:"host"`
 	ContainerID string  `json:"container_id"`
+	AppID       string  `json:"app_id,omitempty"`
 	Type        string  `json:"type"`
 	Framework   string  `json:"framework"`
 	State       string  `json:"state"`

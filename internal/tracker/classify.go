@@ -238,7 +238,6 @@ func (t *Tracker) join(p *proc, u *unit, argv []string, cmdline string, l *hadoo
 		u.launcherPID = p.ppid
 	}
 	t.sink.Process(t.wireProcess(p))
-	t.sink.Event(&wire.Event{Ms: ms, Kind: wire.EventProcessStart, Process: tr.key, PID: p.pid, Message: role})
 }
 
 // readOwner finds the process's real uid (status) and its user name.

@@ -1,6 +1,7 @@
 package tracker
 
 import (
+	"fmt"
 	"github.com/taskscope/taskscope/internal/collect"
 	"github.com/taskscope/taskscope/internal/hadoop"
 	"github.com/taskscope/taskscope/internal/procfs"
@@ -329,11 +330,12 @@ func (t *Tracker) gone(p *proc, ms int64) {
 	wp := t.wireProcess(p)
 	wp.EndMs = ms
 	t.sink.Process(wp)
-	ev := wire.Event{Ms: ms, Kind: wire.EventProcessExit, Process: tr.key, PID: p.pid, Message: tr.role}
-	if final != nil {
-		ev.Value = int64(final.ExitCode)
+	// Starts and exits are in the process records; an exit is an event of
+	// its own only when it failed (the status says how).
+	if final != nil && final.ExitCode != 0 {
+		t.sink.Event(&wire.Event{Ms: ms, Kind: wire.EventProcessExit, Process: tr.key, PID: p.pid, Value: int64(final.ExitCode),
+			Message: exitMessage(final.ExitCode)})
 	}
-	t.sink.Event(&ev)
 	for i, s := range t.sources {
 		if f, ok := s.(collect.Forgetter); ok && tr.srcState[i] != nil {
 			f.Forget(tr.srcState[i])
@@ -444,4 +446,12 @@ func (t *Tracker) expireRecords() {
 		t.orphanRecs[i] = nil
 	}
 	t.orphanRecs = kept
+}
+
+// exitMessage describes a wait status.
+func exitMessage(status int32) string {
+	if sig := status & 0x7f; sig != 0 {
+		return fmt.Sprintf("killed by signal %d", sig)
+	}
+	return fmt.Sprintf("exited with status %d", (status>>8)&0xff)
 }

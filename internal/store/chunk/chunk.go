@@ -11,6 +11,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 
 	"github.com/klauspost/compress/zstd"
@@ -20,6 +21,12 @@ import (
 const (
 	version  = 1
 	flagZstd = 0x10
+)
+
+// Column flags.
+const (
+	colAbsent = 1 // an absent bitmap follows
+	colGCD    = 2 // values are multiples of a divisor that follows (pages, sectors)
 )
 
 // Limits protect the decoder from damaged data.
@@ -74,8 +81,17 @@ func encodeBody(b []byte, c *Chunk) []byte {
 				break
 			}
 		}
+		absent := absentOrNil(col.Absent, hasAbsent)
+		g := gcd(col.Values, absent)
+		var flags byte
 		if hasAbsent {
-			b = append(b, 1)
+			flags |= colAbsent
+		}
+		if g > 1 {
+			flags |= colGCD
+		}
+		b = append(b, flags)
+		if hasAbsent {
 			bm := make([]byte, (n+7)/8)
 			for j := 0; j < n; j++ {
 				if col.Absent[j] {
@@ -83,13 +99,19 @@ func encodeBody(b []byte, c *Chunk) []byte {
 				}
 			}
 			b = append(b, bm...)
-		} else {
-			b = append(b, 0)
+		}
+		vals := col.Values
+		if g > 1 {
+			b = binary.AppendUvarint(b, uint64(g))
+			vals = make([]int64, len(col.Values))
+			for j, v := range col.Values {
+				vals[j] = v / g
+			}
 		}
 		if col.Counter {
-			b = appendDoD(b, col.Values, absentOrNil(col.Absent, hasAbsent))
+			b = appendDoD(b, vals, absent)
 		} else {
-			b = appendDelta(b, col.Values, absentOrNil(col.Absent, hasAbsent))
+			b = appendDelta(b, vals, absent)
 		}
 	}
 	return b
@@ -100,6 +122,29 @@ func absentOrNil(a []bool, has bool) []bool {
 		return a
 	}
 	return nil
+}
+
+// gcd is the greatest common divisor of the present values (0 or 1: none worth using).
+func gcd(v []int64, absent []bool) int64 {
+	var g int64
+	for i, x := range v {
+		if absent != nil && absent[i] {
+			continue
+		}
+		if x < 0 {
+			x = -x
+		}
+		if x < 0 { // math.MinInt64
+			return 1
+		}
+		for x != 0 {
+			g, x = x, g%x
+		}
+		if g == 1 {
+			return 1
+		}
+	}
+	return g
 }
 
 func zz(v int64) uint64 { return uint64((v << 1) ^ (v >> 63)) }
@@ -186,19 +231,33 @@ func Decode(data []byte, isCounter func(id uint8) bool) (*Chunk, error) {
 		col.Counter = isCounter(col.ID)
 		flags := r.byte()
 		col.Values = make([]int64, n)
-		if flags&1 != 0 {
+		if flags&^(colAbsent|colGCD) != 0 {
+			r.fail("bad column flags")
+		}
+		if flags&colAbsent != 0 {
 			bm := r.bytes(int((n + 7) / 8))
 			col.Absent = make([]bool, n)
 			for j := range col.Absent {
 				col.Absent[j] = bm != nil && bm[j/8]&(1<<(j%8)) != 0
 			}
-		} else if flags != 0 {
-			r.fail("bad column flags")
+		}
+		g := int64(1)
+		if flags&colGCD != 0 {
+			u := r.uvarint()
+			if u < 2 || u > math.MaxInt64 {
+				r.fail("bad divisor")
+			}
+			g = int64(u)
 		}
 		if col.Counter {
 			r.dod(col.Values, col.Absent)
 		} else {
 			r.delta(col.Values, col.Absent)
+		}
+		if g > 1 {
+			for j := range col.Values {
+				col.Values[j] *= g
+			}
 		}
 		c.Columns = append(c.Columns, col)
 	}
@@ -322,7 +381,8 @@ var (
 
 func encoder() *zstd.Encoder {
 	encOnce.Do(func() {
-		enc, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedBetterCompression), zstd.WithEncoderConcurrency(1))
+		enc, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedBetterCompression), zstd.WithEncoderConcurrency(1),
+			zstd.WithWindowSize(1<<20))
 	})
 	return enc
 }

@@ -35,11 +35,15 @@ type Options struct {
 	CompactRows int64
 	CompactAge  time.Duration
 	// StaleAfter: an attempt that is not ended and not seen for this long is "lost".
-	StaleAfter  time.Duration
-	Threads     int
-	MemoryLimit string
-	Log         *slog.Logger
-	Now         func() time.Time
+	StaleAfter time.Duration
+	// SummaryEvery is how often attempts' and jobs' summaries are written
+	// (default 1 s): time series are visible at once, summaries within this.
+	// Negative: at every commit.
+	SummaryEvery time.Duration
+	Threads      int
+	MemoryLimit  string
+	Log          *slog.Logger
+	Now          func() time.Time
 }
 
 // Store is the DuckDB store.
@@ -51,19 +55,22 @@ type Store struct {
 
 	wmu    sync.Mutex // one writer at a time
 	wconn  *sql.Conn
+	fresh  int // the fresh table ingest appends to (guarded by wmu)
 	cache  *caches
 	closed bool
 }
 
-// caches hold what ingest needs between batches: agents' sequences, series
-// states (to compute increments), attempts' jobs.
+// caches hold what ingest needs between batches: agents' sequences, and
+// the running attempts' descriptions and summaries (written to the attempts
+// table at most every SummaryEvery).
 type caches struct {
-	mu       sync.Mutex
-	agentSeq map[string]uint64
-	procs    map[uint64]*store.SeriesState
-	atts     map[string]*store.SeriesState
-	attJob   map[string]string
+	mu        sync.Mutex
+	agentSeq  map[string]uint64
+	atts      map[string]*attState
+	lastFlush time.Time
 }
+
+type rssPoint struct{ ms, rss int64 }
 
 // Open opens (or creates) the store.
 func Open(opt Options) (*Store, error) {
@@ -81,6 +88,9 @@ func Open(opt Options) (*Store, error) {
 	}
 	if opt.StaleAfter <= 0 {
 		opt.StaleAfter = 2 * time.Minute
+	}
+	if opt.SummaryEvery == 0 {
+		opt.SummaryEvery = time.Second
 	}
 	path := ""
 	if opt.Dir != "" {
@@ -111,11 +121,10 @@ func Open(opt Options) (*Store, error) {
 	}
 	db := sql.OpenDB(c)
 	s := &Store{opt: opt, conn: c, db: db, path: path, cache: &caches{
-		agentSeq: map[string]uint64{}, procs: map[uint64]*store.SeriesState{},
-		atts: map[string]*store.SeriesState{}, attJob: map[string]string{},
+		agentSeq: map[string]uint64{}, atts: map[string]*attState{},
 	}}
 	ctx := context.Background()
-	for _, q := range append(schema(), rollupSchema()...) {
+	for _, q := range schema() {
 		if _, err := db.ExecContext(ctx, q); err != nil {
 			db.Close()
 			return nil, fmt.Errorf("cannot create schema: %w (%s)", err, q)
@@ -125,6 +134,14 @@ func Open(opt Options) (*Store, error) {
 	if err := db.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'schema_version'`).Scan(&v); err != nil || v != schemaVersion {
 		db.Close()
 		return nil, fmt.Errorf("data directory holds schema version %q; this server writes %q", v, schemaVersion)
+	}
+	var fresh string
+	if err := db.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'fresh'`).Scan(&fresh); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if fresh == "1" {
+		s.fresh = 1
 	}
 	s.wconn, err = db.Conn(ctx)
 	if err != nil {
@@ -140,8 +157,11 @@ func Open(opt Options) (*Store, error) {
 	return s, nil
 }
 
-// Close closes the database (after a checkpoint).
+// Close writes pending summaries, checkpoints and closes the database.
 func (s *Store) Close() error {
+	if err := s.Flush(context.Background()); err != nil && !errors.Is(err, errClosed) {
+		s.opt.Log.Error("cannot write summaries at close", "err", err)
+	}
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	if s.closed {
@@ -163,7 +183,8 @@ func (s *Store) Path() string { return s.path }
 func (s *Store) Usage(ctx context.Context) (store.Usage, error) {
 	var u store.Usage
 	err := s.db.QueryRowContext(ctx, `SELECT
-		(SELECT count(*) FROM samples_all), (SELECT count(*) FROM attempt_samples_all),
+		(SELECT coalesce(sum(n), 0) FROM series_all WHERE kind = 0 AND level < 2),
+		(SELECT coalesce(sum(n), 0) FROM series_all WHERE kind = 1 AND level < 2),
 		(SELECT count(*) FROM processes), (SELECT count(*) FROM attempts), (SELECT count(*) FROM jobs)`).
 		Scan(&u.Samples, &u.AttemptSamples, &u.Processes, &u.Attempts, &u.Jobs)
 	if err != nil {

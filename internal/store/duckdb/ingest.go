@@ -2,7 +2,6 @@ package duckdb
 
 import (
 	"context"
-	"database/sql"
 	"database/sql/driver"
 	"fmt"
 	"os"
@@ -15,45 +14,52 @@ import (
 	"github.com/taskscope/taskscope/internal/wire"
 )
 
-// tx is one ingest transaction. Append only prepares and merges in memory;
-// Commit writes everything in one DuckDB transaction: appenders for the
-// samples and events, one upsert per summary table.
+// Series kinds in series_fresh and series_chunks.
+const (
+	kindProcess = 0
+	kindAttempt = 1
+)
+
+// Chunk levels.
+const (
+	levelFresh  = 0 // one batch's samples of a series
+	levelMerged = 1 // merged by Maintain, zstd-compressed
+	levelRollup = 2 // one point per minute, kept longer
+)
+
+// tx is one ingest transaction. Append checks sequences; Commit prepares
+// every batch and writes it in one DuckDB transaction: chunks, process and
+// membership records and events by appender, the agents' sequences by
+// upsert, and (at most every SummaryEvery) the attempts' and jobs' summaries.
 type tx struct {
 	s   *Store
 	ctx context.Context
 
 	pending  []*wire.Batch
 	prepared []*store.Prepared
-	procs    map[uint64]*procRow
-	atts     map[string]*attRow
-	members  map[memberKey]wire.Membership
+	procs    []procRow
+	members  []wire.Membership
 	agents   map[string]*agentRow
 	events   []eventRow
-	procSt   map[uint64]*store.SeriesState
-	attSt    map[string]*store.SeriesState
-	attJob   map[string]string
-	ended    []uint64
-	endedAtt []string
+	atts     map[string]*attState // copies of the cache's entries, changed by this transaction
+	flushed  bool
 	done     bool
 }
 
-type memberKey struct {
-	key     uint64
-	attempt string
-}
-
 type procRow struct {
-	meta *wire.Process
+	p    wire.Process
 	host string
-	sum  store.ProcSummary
-	has  bool
+	seen int64
 }
 
-type attRow struct {
-	meta *wire.Attempt
-	host string
-	sum  store.AttemptSummary
-	has  bool
+// attState is an attempt as the store knows it: its description and its
+// summary, in absolute values.
+type attState struct {
+	meta  wire.Attempt
+	host  string
+	sum   store.AttemptSummary
+	rss   rssPoint // last RSS point, to integrate across batches
+	dirty bool     // changed since it was last written
 }
 
 type agentRow struct {
@@ -79,9 +85,7 @@ func (s *Store) Begin(ctx context.Context) (store.Appender, error) {
 		s.wmu.Unlock()
 		return nil, errClosed
 	}
-	return &tx{s: s, ctx: ctx, procs: map[uint64]*procRow{}, atts: map[string]*attRow{},
-		members: map[memberKey]wire.Membership{}, agents: map[string]*agentRow{},
-		procSt: map[uint64]*store.SeriesState{}, attSt: map[string]*store.SeriesState{}, attJob: map[string]string{}}, nil
+	return &tx{s: s, ctx: ctx, agents: map[string]*agentRow{}, atts: map[string]*attState{}}, nil
 }
 
 func (t *tx) Rollback() error {
@@ -92,8 +96,7 @@ func (t *tx) Rollback() error {
 	return nil
 }
 
-// Append checks the batch's sequence; the batch is prepared at Commit, with
-// the states of all the transaction's series looked up at once.
+// Append checks the batch's sequence; the batch is prepared at Commit.
 func (t *tx) Append(b *wire.Batch) (bool, error) {
 	if t.done {
 		return false, fmt.Errorf("append after commit or rollback")
@@ -115,114 +118,6 @@ func (t *tx) Append(b *wire.Batch) (bool, error) {
 	return false, nil
 }
 
-// absorb prepares a batch's rows and merges its summaries into the transaction's.
-func (t *tx) absorb(b *wire.Batch) {
-	for i := range b.Attempts {
-		a := &b.Attempts[i]
-		t.attJob[a.AttemptID] = a.JobID
-	}
-	p := store.Prepare(b, t.procState, t.attState, t.jobOf)
-	t.prepared = append(t.prepared, p)
-	ag := t.agents[b.AgentID]
-	ag.batches++
-	ag.samples += uint64(p.Samples.Len())
-	for i := range b.Processes {
-		pr := &b.Processes[i]
-		r := t.proc(pr.Key, b.Host)
-		m := *pr
-		if r.meta != nil && r.meta.EndMs != 0 && m.EndMs == 0 {
-			m.EndMs = r.meta.EndMs
-		}
-		r.meta = &m
-		if pr.EndMs != 0 {
-			t.ended = append(t.ended, pr.Key)
-		}
-	}
-	for k, sum := range p.Procs {
-		r := t.proc(k, b.Host)
-		mergeProc(&r.sum, sum, r.has)
-		r.has = true
-		t.procSt[k] = sum.State
-	}
-	for i := range b.Attempts {
-		a := b.Attempts[i]
-		r := t.att(a.AttemptID, b.Host)
-		if r.meta != nil && r.meta.FirstMs > 0 && (a.FirstMs == 0 || r.meta.FirstMs < a.FirstMs) {
-			a.FirstMs = r.meta.FirstMs
-		}
-		r.meta = &a
-		if a.Ended {
-			t.endedAtt = append(t.endedAtt, a.AttemptID)
-		}
-	}
-	for id, sum := range p.Atts {
-		r := t.att(id, b.Host)
-		mergeAtt(&r.sum, sum, r.has)
-		r.has = true
-		t.attSt[id] = sum.State
-	}
-	for _, m := range b.Members {
-		k := memberKey{m.Process, m.AttemptID}
-		if old, ok := t.members[k]; ok {
-			if old.FromMs < m.FromMs {
-				m.FromMs = old.FromMs
-			}
-			if m.ToMs == 0 {
-				m.ToMs = old.ToMs
-			}
-		}
-		t.members[k] = m
-	}
-	for _, e := range b.Events {
-		t.events = append(t.events, eventRow{host: b.Host, e: e})
-	}
-}
-
-func (t *tx) proc(k uint64, host string) *procRow {
-	r := t.procs[k]
-	if r == nil {
-		r = &procRow{host: host}
-		t.procs[k] = r
-	}
-	return r
-}
-
-func (t *tx) att(id, host string) *attRow {
-	r := t.atts[id]
-	if r == nil {
-		r = &attRow{host: host}
-		t.atts[id] = r
-	}
-	return r
-}
-
-func mergeProc(dst, src *store.ProcSummary, has bool) {
-	if !has {
-		*dst = *src
-		return
-	}
-	dst.LastMs = max(dst.LastMs, src.LastMs)
-	dst.Samples += src.Samples
-	dst.PeakRSS, dst.PeakPSS, dst.PeakVMS = max(dst.PeakRSS, src.PeakRSS), max(dst.PeakPSS, src.PeakPSS), max(dst.PeakVMS, src.PeakVMS)
-	dst.MaxThreads = max(dst.MaxThreads, src.MaxThreads)
-	dst.CPUMs, dst.ChildCPUMs, dst.ReadBytes, dst.WriteBytes, dst.State = src.CPUMs, src.ChildCPUMs, src.ReadBytes, src.WriteBytes, src.State
-}
-
-func mergeAtt(dst, src *store.AttemptSummary, has bool) {
-	if !has {
-		*dst = *src
-		return
-	}
-	dst.LastMs = max(dst.LastMs, src.LastMs)
-	dst.PeakRSS, dst.PeakPSS, dst.PeakVMS, dst.PeakHeap = max(dst.PeakRSS, src.PeakRSS), max(dst.PeakPSS, src.PeakPSS), max(dst.PeakVMS, src.PeakVMS), max(dst.PeakHeap, src.PeakHeap)
-	dst.CPUMs, dst.ReadBytes, dst.WriteBytes, dst.GCTimeMs, dst.SchedWaitUs = src.CPUMs, src.ReadBytes, src.WriteBytes, src.GCTimeMs, src.SchedWaitUs
-	dst.RSSByteMs += src.RSSByteMs
-	dst.State = src.State
-	if src.JobID != "" {
-		dst.JobID = src.JobID
-	}
-}
-
 func (t *tx) agentSeq(agent string) (uint64, error) {
 	if a := t.agents[agent]; a != nil {
 		return a.seq, nil
@@ -241,159 +136,146 @@ func (t *tx) agentSeq(agent string) (uint64, error) {
 	return seq, nil
 }
 
-func (t *tx) procState(k uint64) *store.SeriesState {
-	if st, ok := t.procSt[k]; ok {
+// absorb prepares a batch and merges it into the transaction.
+func (t *tx) absorb(b *wire.Batch) {
+	p := store.Prepare(b)
+	t.prepared = append(t.prepared, p)
+	ag := t.agents[b.AgentID]
+	ag.batches++
+	ag.samples += uint64(p.Samples)
+	for i := range b.Processes {
+		t.procs = append(t.procs, procRow{p: b.Processes[i], host: b.Host, seen: b.SentMs})
+	}
+	t.members = append(t.members, b.Members...)
+	for i := range b.Attempts {
+		a := &b.Attempts[i]
+		st := t.att(a.AttemptID)
+		mergeMeta(&st.meta, a)
+		st.host = b.Host
+		st.dirty = true
+	}
+	for id, sum := range p.Atts {
+		st := t.att(id)
+		if st.host == "" {
+			st.host = b.Host
+		}
+		// Join this batch's RSS integral to the previous batch's last point.
+		if st.rss.ms > 0 && sum.FirstMs > st.rss.ms {
+			sum.RSSByteMs += float64(sum.FirstRSS+st.rss.rss) / 2 * float64(sum.FirstMs-st.rss.ms)
+		}
+		if sum.LastMs > 0 {
+			st.rss = rssPoint{sum.LastMs, sum.LastRSS}
+		}
+		mergeSummary(&st.sum, sum)
+		st.dirty = true
+	}
+	for _, e := range b.Events {
+		t.events = append(t.events, eventRow{host: b.Host, e: e})
+	}
+}
+
+// mergeMeta takes what a new description of an attempt says.
+func mergeMeta(dst, src *wire.Attempt) {
+	first, last, ended := dst.FirstMs, dst.LastMs, dst.Ended
+	keep := *dst
+	*dst = *src
+	if first > 0 && (dst.FirstMs == 0 || first < dst.FirstMs) {
+		dst.FirstMs = first
+	}
+	dst.LastMs = max(last, dst.LastMs)
+	dst.Ended = ended || dst.Ended
+	// A description that leaves a field empty does not erase it.
+	for _, f := range []struct{ d, k *string }{{&dst.JobID, &keep.JobID}, {&dst.AppID, &keep.AppID},
+		{&dst.ContainerID, &keep.ContainerID}, {&dst.Type, &keep.Type}, {&dst.JobName, &keep.JobName},
+		{&dst.User, &keep.User}, {&dst.Queue, &keep.Queue}, {&dst.JavaOpts, &keep.JavaOpts}} {
+		if *f.d == "" {
+			*f.d = *f.k
+		}
+	}
+	if dst.Framework == "" || dst.Framework == "unknown" {
+		if keep.Framework != "" {
+			dst.Framework = keep.Framework
+		}
+	}
+	if dst.MemoryMB == 0 {
+		dst.MemoryMB = keep.MemoryMB
+	}
+	if dst.XmxBytes == 0 {
+		dst.XmxBytes = keep.XmxBytes
+	}
+	dst.Streaming = dst.Streaming || keep.Streaming
+}
+
+func mergeSummary(dst, src *store.AttemptSummary) {
+	dst.LastMs = max(dst.LastMs, src.LastMs)
+	dst.PeakRSS, dst.PeakPSS = max(dst.PeakRSS, src.PeakRSS), max(dst.PeakPSS, src.PeakPSS)
+	dst.PeakVMS, dst.PeakHeap = max(dst.PeakVMS, src.PeakVMS), max(dst.PeakHeap, src.PeakHeap)
+	// Counters are cumulative: the latest values (they only grow).
+	dst.CPUMs, dst.ReadBytes = max(dst.CPUMs, src.CPUMs), max(dst.ReadBytes, src.ReadBytes)
+	dst.WriteBytes, dst.GCTimeMs = max(dst.WriteBytes, src.WriteBytes), max(dst.GCTimeMs, src.GCTimeMs)
+	dst.SchedWaitUs = max(dst.SchedWaitUs, src.SchedWaitUs)
+	dst.RSSByteMs += src.RSSByteMs
+}
+
+// att returns the transaction's copy of an attempt's state.
+func (t *tx) att(id string) *attState {
+	if st := t.atts[id]; st != nil {
 		return st
 	}
 	c := t.s.cache
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.procs[k]
-}
-
-func (t *tx) attState(id string) *store.SeriesState {
-	if st, ok := t.attSt[id]; ok {
-		return st
+	cur := c.atts[id]
+	c.mu.Unlock()
+	st := &attState{meta: wire.Attempt{AttemptID: id}}
+	if cur != nil {
+		*st = *cur
 	}
-	c := t.s.cache
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.atts[id]
+	t.atts[id] = st
+	return st
 }
 
-func (t *tx) jobOf(id string) string {
-	if j, ok := t.attJob[id]; ok {
-		return j
-	}
+// loadAttempts brings into the cache the attempts of the pending batches
+// that it does not hold (after a restart), in one query.
+func (t *tx) loadAttempts() error {
 	c := t.s.cache
+	want := map[string]bool{}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.attJob[id]
-}
-
-// loadStates fetches, for the series of b that neither the transaction nor
-// the cache knows, their state from the database (after a restart).
-func (t *tx) loadStates(batches []*wire.Batch) error {
-	c := t.s.cache
-	var keys, ids []any
-	seenK := map[uint64]bool{}
-	seenA := map[string]bool{}
-	c.mu.Lock()
-	for _, b := range batches {
-		for i := range b.ProcSeries {
-			k := b.ProcSeries[i].Key
-			if _, ok := c.procs[k]; !ok && !seenK[k] {
-				seenK[k] = true
-				keys = append(keys, int64(k))
+	for _, b := range t.pending {
+		for i := range b.Attempts {
+			if c.atts[b.Attempts[i].AttemptID] == nil {
+				want[b.Attempts[i].AttemptID] = true
 			}
 		}
 		for i := range b.AttemptSeries {
-			id := b.AttemptSeries[i].AttemptID
-			if _, ok := c.atts[id]; !ok && !seenA[id] {
-				seenA[id] = true
-				ids = append(ids, id)
+			if c.atts[b.AttemptSeries[i].AttemptID] == nil {
+				want[b.AttemptSeries[i].AttemptID] = true
 			}
 		}
 	}
 	c.mu.Unlock()
-	if len(keys) > 0 {
-		if err := t.loadProcStates(keys); err != nil {
-			return err
-		}
-	}
-	if len(ids) > 0 {
-		rows, err := t.s.db.QueryContext(t.ctx, `SELECT attempt_id, job_id, state FROM attempts WHERE attempt_id IN (`+placeholders(len(ids))+`)`, ids...)
-		if err != nil {
-			return fmt.Errorf("cannot load attempt states: %w", err)
-		}
-		for rows.Next() {
-			var id, job string
-			var blob []byte
-			if err := rows.Scan(&id, &job, &blob); err != nil {
-				rows.Close()
-				return err
-			}
-			if _, ok := t.attJob[id]; !ok {
-				t.attJob[id] = job
-			}
-			if blob != nil {
-				if st, err := store.DecodeState(blob, len(store.AttemptColumns)); err == nil {
-					t.attSt[id] = st
-				}
-			}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		for _, id := range ids {
-			if _, ok := t.attSt[id.(string)]; !ok {
-				t.attSt[id.(string)] = nil
-			}
-		}
-	}
-	return nil
-}
-
-// loadProcStates rebuilds the increment state of processes from their
-// samples: counters are stored as increments from the process's start, so
-// their sums are the last cumulative values.
-func (t *tx) loadProcStates(keys []any) error {
-	// Most unknown keys are new processes: only those the database has
-	// described before (a restart of the server or of the agent) have
-	// samples to sum.
-	known, err := t.s.db.QueryContext(t.ctx, `SELECT proc_key FROM processes WHERE proc_key IN (`+placeholders(len(keys))+`)`, keys...)
-	if err != nil {
-		return fmt.Errorf("cannot look up processes: %w", err)
-	}
-	var old []any
-	for known.Next() {
-		var k int64
-		if err := known.Scan(&k); err != nil {
-			known.Close()
-			return err
-		}
-		old = append(old, k)
-	}
-	known.Close()
-	for _, k := range keys {
-		t.procSt[uint64(k.(int64))] = nil // new: no state
-	}
-	if len(old) == 0 {
+	if len(want) == 0 {
 		return nil
 	}
-	keys = old
-	var sums []string
-	var cols []int
-	for j, c := range store.SampleColumns {
-		if c.Counter {
-			sums = append(sums, "sum("+c.Name+")")
-			cols = append(cols, j)
-		}
+	ids := make([]string, 0, len(want))
+	for id := range want {
+		ids = append(ids, id)
 	}
-	rows, err := t.s.db.QueryContext(t.ctx, `SELECT proc_key, max(ts), `+strings.Join(sums, ", ")+
-		` FROM samples_all WHERE proc_key IN (`+placeholders(len(keys))+`) GROUP BY proc_key`, keys...)
+	rows, err := t.s.db.QueryContext(t.ctx, `SELECT `+attemptCols+`, coalesce(sample_ms, 0) FROM attempts
+		WHERE attempt_id IN (SELECT unnest(?::VARCHAR[]))`, ids)
 	if err != nil {
-		return fmt.Errorf("cannot load process states: %w", err)
+		return fmt.Errorf("cannot load attempts: %w", err)
 	}
 	defer rows.Close()
-	vals := make([]sql.NullInt64, len(cols))
-	dst := make([]any, 2+len(cols))
-	var k, last int64
-	dst[0], dst[1] = &k, &last
-	for i := range vals {
-		dst[2+i] = &vals[i]
-	}
 	for rows.Next() {
-		if err := rows.Scan(dst...); err != nil {
+		st, err := scanState(rows)
+		if err != nil {
 			return err
 		}
-		st := store.NewSeriesState(store.SampleColumns)
-		st.LastMs = last
-		for i, j := range cols {
-			st.Last[j], st.Have[j] = vals[i].Int64, vals[i].Valid
+		c.mu.Lock()
+		if c.atts[st.meta.AttemptID] == nil {
+			c.atts[st.meta.AttemptID] = st
 		}
-		t.procSt[uint64(k)] = st
+		c.mu.Unlock()
 	}
 	return rows.Err()
 }
@@ -408,10 +290,10 @@ func (t *tx) Commit() error {
 		return fmt.Errorf("commit after commit or rollback")
 	}
 	defer t.Rollback()
-	if len(t.pending) == 0 {
+	if len(t.pending) == 0 && !t.flushed {
 		return nil
 	}
-	if err := t.loadStates(t.pending); err != nil {
+	if err := t.loadAttempts(); err != nil {
 		return err
 	}
 	for _, b := range t.pending {
@@ -422,12 +304,10 @@ func (t *tx) Commit() error {
 		ex := conn.(driver.ExecerContext)
 		exec := func(q string) error {
 			t0 := time.Now()
-			defer func() {
-				if debugTiming {
-					fmt.Fprintf(os.Stderr, "%8.2fms %.70s\n", float64(time.Since(t0).Microseconds())/1000, strings.Join(strings.Fields(q), " "))
-				}
-			}()
 			_, err := ex.ExecContext(t.ctx, q, nil)
+			if debugTiming {
+				fmt.Fprintf(os.Stderr, "%8.2fms %.70s\n", float64(time.Since(t0).Microseconds())/1000, strings.Join(strings.Fields(q), " "))
+			}
 			if err != nil {
 				return fmt.Errorf("%w (in %.60s)", err, strings.TrimSpace(q))
 			}
@@ -449,51 +329,47 @@ func (t *tx) Commit() error {
 	return nil
 }
 
+var debugTiming = os.Getenv("TASKSCOPE_DEBUG_TIMING") != ""
+
 func (t *tx) write(conn driver.Conn, exec func(string) error) error {
-	for _, q := range []string{"DELETE FROM stage_procs", "DELETE FROM stage_attempts", "DELETE FROM stage_members", "DELETE FROM stage_agents"} {
-		if err := exec(q); err != nil {
+	t0 := time.Now()
+	if err := t.appendLogs(conn); err != nil {
+		return err
+	}
+	if debugTiming {
+		fmt.Fprintf(os.Stderr, "%8.2fms appenders\n", float64(time.Since(t0).Microseconds())/1000)
+	}
+	if len(t.agents) > 0 {
+		if err := exec("DELETE FROM stage_agents"); err != nil {
+			return err
+		}
+		if err := t.stageAgents(conn); err != nil {
+			return err
+		}
+		if err := exec(upsertAgents); err != nil {
 			return err
 		}
 	}
-	t0 := time.Now()
-	if err := t.appendSamples(conn); err != nil {
+	// Summaries: at most every SummaryEvery (and when flushing).
+	c := t.s.cache
+	c.mu.Lock()
+	due := t.flushed || time.Since(c.lastFlush) >= t.s.opt.SummaryEvery
+	c.mu.Unlock()
+	if !due {
+		return nil
+	}
+	if err := exec("DELETE FROM stage_attempts"); err != nil {
 		return err
 	}
-	if debugTiming {
-		fmt.Fprintf(os.Stderr, "%8.2fms appendSamples\n", float64(time.Since(t0).Microseconds())/1000)
-	}
-	t0 = time.Now()
-	if err := t.appendStage(conn); err != nil {
+	n, err := t.stageAttempts(conn)
+	if err != nil {
 		return err
 	}
-	if err := t.appendAgents(conn); err != nil {
-		return err
+	t.flushed = true
+	if n == 0 {
+		return nil
 	}
-	if debugTiming {
-		fmt.Fprintf(os.Stderr, "%8.2fms appendStage\n", float64(time.Since(t0).Microseconds())/1000)
-	}
-	for _, q := range []string{upsertAgents, upsertProcs, upsertAttempts, upsertMembers,
-		`UPDATE attempts SET processes = m.n FROM (SELECT attempt_id, count(*) AS n FROM memberships
-			WHERE attempt_id IN (SELECT DISTINCT attempt_id FROM stage_members) GROUP BY attempt_id) m
-			WHERE attempts.attempt_id = m.attempt_id`,
-		`INSERT INTO jobs (job_id, app_id, framework, name, user_name, queue)
-			SELECT job_id, max(app_id), max(framework), max(job_name), max(user_name), max(queue)
-			FROM stage_attempts WHERE job_id IS NOT NULL GROUP BY job_id
-			ON CONFLICT (job_id) DO UPDATE SET app_id = coalesce(excluded.app_id, jobs.app_id),
-			framework = CASE WHEN excluded.framework IS NULL OR excluded.framework = 'unknown' THEN coalesce(jobs.framework, excluded.framework) ELSE excluded.framework END,
-			name = coalesce(excluded.name, jobs.name), user_name = coalesce(excluded.user_name, jobs.user_name),
-			queue = coalesce(excluded.queue, jobs.queue)`,
-		`UPDATE jobs SET attempts = a.n, running = a.running, cpu_ms = a.cpu, peak_rss = a.peak, first_ms = a.first,
-			last_ms = a.last, mem_gb_hours = a.mem, used_gb_hours = a.used, hosts = a.hosts
-			FROM (SELECT job_id, count(*) AS n, count(*) FILTER (WHERE NOT coalesce(ended, false)) AS running,
-				sum(coalesce(cpu_ms, 0)) AS cpu, max(coalesce(peak_rss, 0)) AS peak, min(first_ms) AS first,
-				max(last_ms) AS last,
-				sum(coalesce(memory_mb, 0) * (last_ms - first_ms)) / 1024.0 / 3600000.0 AS mem,
-				sum(coalesce(rss_byte_ms, 0)) / 1073741824.0 / 3600000.0 AS used,
-				count(DISTINCT host) AS hosts
-				FROM attempts WHERE job_id IN (SELECT DISTINCT job_id FROM stage_attempts) GROUP BY job_id) a
-			WHERE jobs.job_id = a.job_id`,
-	} {
+	for _, q := range []string{upsertAttempts, upsertJobs, updateJobs} {
 		if err := exec(q); err != nil {
 			return err
 		}
@@ -509,57 +385,61 @@ func newAppender(conn driver.Conn, table string) (*duck.Appender, error) {
 	return a, nil
 }
 
-// appendSamples appends process and attempt samples, extra metrics and events.
-func (t *tx) appendSamples(conn driver.Conn) error {
-	sa, err := newAppender(conn, "samples_hot")
+// keyValue stores a 64-bit key in a BIGINT column.
+func keyValue(k uint64) int64 { return int64(k) }
+
+// appendLogs appends the series chunks, process and membership records,
+// extra metrics and events.
+func (t *tx) appendLogs(conn driver.Conn) error {
+	pa, err := newAppender(conn, "processes")
 	if err != nil {
 		return err
 	}
-	row := make([]driver.Value, 2+len(store.SampleColumns))
-	for _, p := range t.prepared {
-		r := &p.Samples
-		for i := 0; i < r.Len(); i++ {
-			row[0], row[1] = int64(r.Keys[i]), r.Times[i]
-			for j := range store.SampleColumns {
-				if r.Null[j][i] {
-					row[2+j] = nil
-				} else {
-					row[2+j] = r.Cols[j][i]
-				}
-			}
-			if err := sa.AppendRow(row...); err != nil {
-				sa.Close()
-				return fmt.Errorf("cannot append sample: %w", err)
-			}
+	for _, r := range t.procs {
+		m := &r.p
+		if err := pa.AppendRow(keyValue(m.Key), r.host, m.PID, m.PPID, m.SID, nullMs(m.StartMs), nullMs(m.EndMs), m.Cmdline,
+			m.Comm, nullStr(m.Role), m.UID, nullStr(m.User), r.seen); err != nil {
+			pa.Close()
+			return fmt.Errorf("cannot append process: %w", err)
 		}
 	}
-	if err := sa.Close(); err != nil {
-		return fmt.Errorf("cannot append samples: %w", err)
+	if err := pa.Close(); err != nil {
+		return err
 	}
-	aa, err := newAppender(conn, "attempt_samples_hot")
+	ma, err := newAppender(conn, "memberships")
 	if err != nil {
 		return err
 	}
-	arow := make([]driver.Value, 3+len(store.AttemptColumns))
+	for _, m := range t.members {
+		if err := ma.AppendRow(keyValue(m.Process), m.AttemptID, nullMs(m.FromMs), nullMs(m.ToMs), m.CPUBaseMs, nullStr(m.Role)); err != nil {
+			ma.Close()
+			return err
+		}
+	}
+	if err := ma.Close(); err != nil {
+		return err
+	}
+	ca, err := newAppender(conn, freshName(t.s.fresh))
+	if err != nil {
+		return err
+	}
 	for _, p := range t.prepared {
-		r := &p.AttSamples
-		for i := 0; i < r.Len(); i++ {
-			arow[0], arow[1], arow[2] = r.AttemptIDs[i], nullStr(r.JobIDs[i]), r.Times[i]
-			for j := range store.AttemptColumns {
-				if r.Null[j][i] {
-					arow[3+j] = nil
-				} else {
-					arow[3+j] = r.Cols[j][i]
-				}
+		for _, c := range p.ProcChunks {
+			if err := ca.AppendRow(int8(kindProcess), keyValue(c.Key), int64(0), c.TMin, c.TMax, int32(c.N), int8(levelFresh), c.Data); err != nil {
+				ca.Close()
+				return fmt.Errorf("cannot append chunk: %w", err)
 			}
-			if err := aa.AppendRow(arow...); err != nil {
-				aa.Close()
-				return fmt.Errorf("cannot append attempt sample: %w", err)
+		}
+		for _, c := range p.AttChunks {
+			job := keyValue(store.AttemptKey(t.att(c.AttemptID).meta.JobID))
+			if err := ca.AppendRow(int8(kindAttempt), keyValue(c.Key), job, c.TMin, c.TMax, int32(c.N), int8(levelFresh), c.Data); err != nil {
+				ca.Close()
+				return fmt.Errorf("cannot append chunk: %w", err)
 			}
 		}
 	}
-	if err := aa.Close(); err != nil {
-		return fmt.Errorf("cannot append attempt samples: %w", err)
+	if err := ca.Close(); err != nil {
+		return fmt.Errorf("cannot append chunks: %w", err)
 	}
 	ea, err := newAppender(conn, "samples_ext")
 	if err != nil {
@@ -567,7 +447,7 @@ func (t *tx) appendSamples(conn driver.Conn) error {
 	}
 	for _, p := range t.prepared {
 		for _, x := range p.Ext {
-			if err := ea.AppendRow(int64(x.Key), x.Ms, x.Metric, x.Value); err != nil {
+			if err := ea.AppendRow(keyValue(x.Key), x.Ms, x.Metric, x.Value); err != nil {
 				ea.Close()
 				return err
 			}
@@ -591,88 +471,62 @@ func (t *tx) appendSamples(conn driver.Conn) error {
 	return ev.Close()
 }
 
-// appendStage fills the staging tables with the transaction's merged rows.
-func (t *tx) appendStage(conn driver.Conn) error {
-	pa, err := newAppender(conn, "stage_procs")
-	if err != nil {
-		return err
-	}
-	for k, r := range t.procs {
-		m := r.meta
-		if m == nil {
-			continue // only samples: nothing to describe
-		}
-		if err := pa.AppendRow(int64(k), r.host, m.PID, m.PPID, m.SID, nullMs(m.StartMs), nullMs(m.EndMs), m.Cmdline,
-			m.Comm, nullStr(m.Role), m.UID, nullStr(m.User)); err != nil {
-			pa.Close()
-			return fmt.Errorf("cannot stage process: %w", err)
+// stageAttempts appends every attempt whose summary changed since it was
+// last written: those of this transaction and the dirty ones in the cache.
+func (t *tx) stageAttempts(conn driver.Conn) (int, error) {
+	c := t.s.cache
+	c.mu.Lock()
+	for id, st := range c.atts {
+		if st.dirty && t.atts[id] == nil {
+			cp := *st
+			t.atts[id] = &cp
 		}
 	}
-	if err := pa.Close(); err != nil {
-		return err
-	}
+	c.mu.Unlock()
 	aa, err := newAppender(conn, "stage_attempts")
 	if err != nil {
-		return err
+		return 0, err
 	}
-	for id, r := range t.atts {
-		v := make([]driver.Value, 29)
-		v[0], v[2] = id, r.host
-		if m := r.meta; m != nil {
-			v[1], v[3], v[4], v[5], v[6] = m.JobID, nullStr(m.ContainerID), nullStr(m.AppID), nullStr(m.Type), nullStr(m.Framework)
-			v[7], v[8], v[9] = nullMs(m.FirstMs), nullMs(m.LastMs), m.Ended
-			v[10], v[11], v[12] = nullStr(m.JobName), nullStr(m.User), nullStr(m.Queue)
-			v[13], v[14], v[15], v[16] = nullPos(m.MemoryMB), nullStr(m.JavaOpts), nullPos(m.XmxBytes), m.Streaming
+	n := 0
+	for id, st := range t.atts {
+		if !st.dirty {
+			continue
 		}
-		if v[1] == nil {
-			v[1] = nullStr(r.sum.JobID)
-		}
-		if v[1] == nil {
+		m, s := &st.meta, &st.sum
+		if m.JobID == "" {
 			continue // samples of an attempt no batch described yet: its summary waits
 		}
-		if r.has {
-			s := &r.sum
-			v[17], v[18], v[19], v[20], v[21] = s.CPUMs, s.PeakRSS, s.PeakPSS, s.PeakVMS, s.PeakHeap
-			v[22], v[23], v[24], v[25] = s.ReadBytes, s.WriteBytes, s.GCTimeMs, s.SchedWaitUs
-			v[26], v[27], v[28] = s.RSSByteMs, s.LastMs, store.EncodeState(s.State)
-			if v[8] == nil {
-				v[8] = s.LastMs
-			}
+		first := m.FirstMs
+		if first == 0 {
+			first = s.FirstMs
 		}
-		if err := aa.AppendRow(v...); err != nil {
+		last := max(m.LastMs, s.LastMs)
+		if err := aa.AppendRow(id, m.JobID, st.host, nullStr(m.ContainerID), nullStr(m.AppID), nullStr(m.Type),
+			nullStr(m.Framework), nullMs(first), nullMs(last), m.Ended, nullStr(m.JobName), nullStr(m.User), nullStr(m.Queue),
+			nullPos(m.MemoryMB), nullStr(m.JavaOpts), nullPos(m.XmxBytes), m.Streaming, s.CPUMs, s.PeakRSS, s.PeakPSS,
+			s.PeakVMS, s.PeakHeap, s.ReadBytes, s.WriteBytes, s.GCTimeMs, s.SchedWaitUs, s.RSSByteMs, nullMs(s.LastMs),
+			keyValue(store.AttemptKey(id))); err != nil {
 			aa.Close()
-			return fmt.Errorf("cannot stage attempt: %w", err)
+			return 0, fmt.Errorf("cannot stage attempt: %w", err)
 		}
+		n++
 	}
-	if err := aa.Close(); err != nil {
-		return err
-	}
-	ma, err := newAppender(conn, "stage_members")
-	if err != nil {
-		return err
-	}
-	for k, m := range t.members {
-		if err := ma.AppendRow(int64(k.key), k.attempt, nullMs(m.FromMs), nullMs(m.ToMs), m.CPUBaseMs, nullStr(m.Role)); err != nil {
-			ma.Close()
-			return err
-		}
-	}
-	return ma.Close()
+	return n, aa.Close()
 }
 
-func (t *tx) appendAgents(conn driver.Conn) error {
-	aa, err := newAppender(conn, "stage_agents")
+func (t *tx) stageAgents(conn driver.Conn) error {
+	ga, err := newAppender(conn, "stage_agents")
 	if err != nil {
 		return err
 	}
 	for id, a := range t.agents {
-		if err := aa.AppendRow(id, a.host, a.seq, a.firstMs, a.lastMs, a.batches, a.samples, a.stats.DroppedSamples,
+		if err := ga.AppendRow(id, a.host, a.seq, a.firstMs, a.lastMs, a.batches, a.samples, a.stats.DroppedSamples,
 			a.stats.DroppedBatches, a.stats.ReadErrors, a.stats.Overruns); err != nil {
-			aa.Close()
+			ga.Close()
 			return err
 		}
 	}
-	return aa.Close()
+	return ga.Close()
 }
 
 // apply makes the committed transaction's states the cache's.
@@ -683,27 +537,35 @@ func (t *tx) apply() {
 	for id, a := range t.agents {
 		c.agentSeq[id] = a.seq
 	}
-	for k, st := range t.procSt {
-		if st != nil {
-			c.procs[k] = st
-		}
-	}
-	for id, st := range t.attSt {
-		if st != nil {
+	if t.flushed {
+		c.lastFlush = time.Now()
+		for id, st := range t.atts {
+			if st.meta.JobID != "" {
+				st.dirty = false
+			}
+			// An ended attempt that is written will not change: forget it.
+			if st.meta.Ended && !st.dirty {
+				delete(c.atts, id)
+				continue
+			}
 			c.atts[id] = st
 		}
+		return
 	}
-	for id, j := range t.attJob {
-		c.attJob[id] = j
+	for id, st := range t.atts {
+		c.atts[id] = st
 	}
-	// Series that ended will not continue: forget their state.
-	for _, k := range t.ended {
-		delete(c.procs, k)
+}
+
+// Flush writes the summaries that changed since they were last written.
+func (s *Store) Flush(ctx context.Context) error {
+	app, err := s.Begin(ctx)
+	if err != nil {
+		return err
 	}
-	for _, id := range t.endedAtt {
-		delete(c.atts, id)
-		delete(c.attJob, id)
-	}
+	t := app.(*tx)
+	t.flushed = true
+	return t.Commit()
 }
 
 func nullStr(s string) driver.Value {
@@ -731,7 +593,7 @@ func nullKey(k uint64) driver.Value {
 	if k == 0 {
 		return nil
 	}
-	return int64(k)
+	return keyValue(k)
 }
 
 func nullPID(p int32) driver.Value {
@@ -740,5 +602,3 @@ func nullPID(p int32) driver.Value {
 	}
 	return p
 }
-
-var debugTiming = os.Getenv("TASKSCOPE_DEBUG_TIMING") != ""

@@ -141,7 +141,8 @@ const attemptCols = `attempt_id, job_id, coalesce(host, ''), coalesce(container_
 	coalesce(cpu_ms, 0), coalesce(peak_rss, 0), coalesce(peak_pss, 0), coalesce(peak_vms, 0), coalesce(peak_heap, 0),
 	coalesce(processes, 0), coalesce(read_bytes, 0), coalesce(write_bytes, 0), coalesce(gc_time_ms, 0),
 	coalesce(sched_wait_us, 0), coalesce(rss_byte_ms, 0), coalesce(memory_mb, 0), coalesce(xmx_bytes, 0),
-	coalesce(java_opts, ''), coalesce(streaming, false), coalesce(job_name, ''), coalesce(user_name, ''), coalesce(queue, '')`
+	coalesce(java_opts, ''), coalesce(streaming, false), coalesce(job_name, ''), coalesce(user_name, ''), coalesce(queue, ''),
+	coalesce(app_id, '')`
 
 func (s *Store) scanAttempt(sc interface{ Scan(...any) error }, stale int64) (store.Attempt, error) {
 	var a store.Attempt
@@ -149,7 +150,8 @@ func (s *Store) scanAttempt(sc interface{ Scan(...any) error }, stale int64) (st
 	var ended bool
 	err := sc.Scan(&a.AttemptID, &a.JobID, &a.Host, &a.ContainerID, &a.Type, &a.Framework, &first, &last, &ended,
 		&a.CPUMs, &a.PeakRSS, &a.PeakPSS, &a.PeakVMS, &a.PeakHeap, &a.Processes, &a.ReadBytes, &a.WriteBytes,
-		&a.GCTimeMs, &waitUs, &a.RSSByteMs, &a.MemoryMB, &a.XmxBytes, &a.JavaOpts, &a.Streaming, &a.JobName, &a.User, &a.Queue)
+		&a.GCTimeMs, &waitUs, &a.RSSByteMs, &a.MemoryMB, &a.XmxBytes, &a.JavaOpts, &a.Streaming, &a.JobName, &a.User, &a.Queue,
+		&a.AppID)
 	if err != nil {
 		return a, err
 	}
@@ -167,6 +169,22 @@ func (s *Store) scanAttempt(sc interface{ Scan(...any) error }, stale int64) (st
 	return a, nil
 }
 
+// scanState reads an attempts row (attemptCols, sample_ms) into the state
+// ingest keeps.
+func scanState(sc interface{ Scan(...any) error }) (*attState, error) {
+	st := &attState{}
+	m, s := &st.meta, &st.sum
+	var waitUs, processes int64
+	var sampleMs int64
+	err := sc.Scan(&m.AttemptID, &m.JobID, &st.host, &m.ContainerID, &m.Type, &m.Framework, &m.FirstMs, &m.LastMs,
+		&m.Ended, &s.CPUMs, &s.PeakRSS, &s.PeakPSS, &s.PeakVMS, &s.PeakHeap, &processes, &s.ReadBytes, &s.WriteBytes,
+		&s.GCTimeMs, &waitUs, &s.RSSByteMs, &m.MemoryMB, &m.XmxBytes, &m.JavaOpts, &m.Streaming, &m.JobName, &m.User,
+		&m.Queue, &m.AppID, &sampleMs)
+	s.SchedWaitUs = waitUs
+	s.LastMs = sampleMs
+	return st, err
+}
+
 // Job returns a job with all its attempts.
 func (s *Store) Job(ctx context.Context, id string) (*store.JobDetail, error) {
 	j, err := s.scanJob(s.db.QueryRowContext(ctx, `SELECT `+jobCols+` FROM jobs WHERE job_id = ?`, id))
@@ -179,6 +197,10 @@ func (s *Store) Job(ctx context.Context, id string) (*store.JobDetail, error) {
 	d := &store.JobDetail{Job: j}
 	atts, err := s.attempts(ctx, `job_id = ?`, id)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.countProcesses(ctx, atts, `SELECT m.attempt_id, count(DISTINCT m.proc_key) FROM memberships m
+		JOIN attempts a USING (attempt_id) WHERE a.job_id = ? GROUP BY m.attempt_id`, id); err != nil {
 		return nil, err
 	}
 	d.AttemptList = atts
@@ -207,6 +229,30 @@ func (s *Store) attempts(ctx context.Context, where string, args ...any) ([]stor
 	return out, rows.Err()
 }
 
+// countProcesses sets each attempt's process count from q.
+func (s *Store) countProcesses(ctx context.Context, atts []store.Attempt, q string, args ...any) error {
+	idx := make(map[string]int, len(atts))
+	for i, a := range atts {
+		idx[a.AttemptID] = i
+	}
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return fmt.Errorf("cannot count processes: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var n int
+		if err := rows.Scan(&id, &n); err != nil {
+			return err
+		}
+		if i, ok := idx[id]; ok {
+			atts[i].Processes = n
+		}
+	}
+	return rows.Err()
+}
+
 // HostAttempts lists the attempts that ran on host within [from, to).
 func (s *Store) HostAttempts(ctx context.Context, host string, from, to int64) ([]store.Attempt, error) {
 	if to <= 0 {
@@ -225,40 +271,55 @@ func (s *Store) Attempt(ctx context.Context, id string) (*store.AttemptDetail, e
 		return nil, store.ErrNotFound
 	}
 	d := &store.AttemptDetail{Attempt: atts[0], ProcessList: []store.Process{}}
-	rows, err := s.db.QueryContext(ctx, `WITH m AS (SELECT * FROM memberships WHERE attempt_id = ?),
-		agg AS (SELECT proc_key, max(ts) AS last, count(*) AS n,
-			sum(d_cpu_user_ms) + sum(d_cpu_sys_ms) AS cpu, sum(d_cpu_children_user_ms) + sum(d_cpu_children_sys_ms) AS ccpu,
-			max(rss_kb) * 1024 AS rss, max(pss_kb) * 1024 AS pss, max(vms_kb) * 1024 AS vms, max(threads) AS thr,
-			sum(d_read_bytes) AS rd, sum(d_write_bytes) AS wr
-			FROM samples_all WHERE proc_key IN (SELECT proc_key FROM m) GROUP BY proc_key)
+	d.Processes = 0
+	// Processes and memberships are logs: the latest description of each
+	// process, and each membership's widest span.
+	rows, err := s.db.QueryContext(ctx, `WITH m AS (SELECT proc_key, min(from_ms) AS from_ms,
+			CASE WHEN count(*) FILTER (WHERE to_ms IS NULL) = count(*) THEN NULL ELSE max(to_ms) END AS to_ms,
+			min(cpu_base_ms) AS cpu_base_ms, any_value(role) AS role
+			FROM memberships WHERE attempt_id = ? GROUP BY proc_key),
+		p AS (SELECT proc_key, arg_max(host, seen_ms) AS host, arg_max(pid, seen_ms) AS pid, arg_max(ppid, seen_ms) AS ppid,
+			arg_max(sid, seen_ms) AS sid, min(start_ms) AS start_ms, max(end_ms) AS end_ms,
+			arg_max(cmdline, seen_ms) AS cmdline, arg_max(comm, seen_ms) AS comm, arg_max(role, seen_ms) AS role,
+			arg_max(user_name, seen_ms) AS user_name
+			FROM processes WHERE proc_key IN (SELECT proc_key FROM m) GROUP BY proc_key)
 		SELECT p.proc_key, coalesce(p.host, ''), coalesce(p.pid, 0), coalesce(p.ppid, 0),
-		coalesce(p.sid, 0), coalesce(p.start_ms, 0), coalesce(p.end_ms, 0), coalesce(agg.last, 0), coalesce(p.cmdline, ''),
-		coalesce(p.comm, ''), coalesce(m.role, p.role, ''), coalesce(p.user_name, ''), coalesce(agg.cpu, 0),
-		coalesce(agg.ccpu, 0), coalesce(agg.rss, 0), coalesce(agg.pss, 0), coalesce(agg.vms, 0),
-		coalesce(agg.thr, 0), coalesce(agg.rd, 0), coalesce(agg.wr, 0), coalesce(agg.n, 0),
+		coalesce(p.sid, 0), coalesce(p.start_ms, 0), coalesce(p.end_ms, 0), coalesce(p.cmdline, ''),
+		coalesce(p.comm, ''), coalesce(m.role, p.role, ''), coalesce(p.user_name, ''),
 		coalesce(m.from_ms, 0), coalesce(m.to_ms, 0), coalesce(m.cpu_base_ms, 0)
-		FROM m JOIN processes p USING (proc_key) LEFT JOIN agg USING (proc_key) ORDER BY p.start_ms, p.pid`, id)
+		FROM m JOIN p USING (proc_key) ORDER BY p.start_ms, p.pid`, id)
 	if err != nil {
 		return nil, fmt.Errorf("cannot list processes: %w", err)
 	}
-	defer rows.Close()
 	for rows.Next() {
 		var p store.Process
 		var key int64
-		var start, end, last, from, to int64
-		if err := rows.Scan(&key, &p.Host, &p.PID, &p.PPID, &p.SID, &start, &end, &last, &p.Cmdline, &p.Comm, &p.Role,
-			&p.User, &p.CPUMs, &p.ChildCPUMs, &p.PeakRSS, &p.PeakPSS, &p.PeakVMS, &p.MaxThreads, &p.ReadBytes,
-			&p.WriteBytes, &p.Samples, &from, &to, &p.CPUBaseMs); err != nil {
+		var start, end, from, to int64
+		if err := rows.Scan(&key, &p.Host, &p.PID, &p.PPID, &p.SID, &start, &end, &p.Cmdline, &p.Comm, &p.Role,
+			&p.User, &from, &to, &p.CPUBaseMs); err != nil {
+			rows.Close()
 			return nil, err
 		}
-		p.Key = store.Key(key)
-		p.Start, p.End, p.LastSeen, p.From, p.To = store.Time(start), store.Time(end), store.Time(last), store.Time(from), store.Time(to)
+		p.Key = store.Key(uint64(key))
+		p.Start, p.End, p.From, p.To = store.Time(start), store.Time(end), store.Time(from), store.Time(to)
 		d.ProcessList = append(d.ProcessList, p)
 	}
+	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
+	d.Processes = len(d.ProcessList)
+	// Each process's summary, from its samples.
+	for i := range d.ProcessList {
+		p := &d.ProcessList[i]
+		pts, err := s.points(ctx, kindProcess, uint64(p.Key), 0, 1<<62)
+		if err != nil {
+			return nil, err
+		}
+		store.ProcessSummary(pts, p)
+	}
 	d.Events, err = s.Events(ctx, store.EventFilter{AttemptID: id, Limit: 5000})
+	d.Events = store.ProcessEvents(d.Events, d.ProcessList)
 	return d, err
 }
 

@@ -2,31 +2,17 @@ package duckdb
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
-	"strings"
 
 	"github.com/taskscope/taskscope/internal/store"
 )
 
-// metricExpr is the per-row value a metric aggregates: the sum of its
-// columns (NULL when all are NULL).
-func metricExpr(m store.SeriesMetric) string {
-	if len(m.Columns) == 1 {
-		return m.Columns[0]
-	}
-	var nulls, sum []string
-	for _, c := range m.Columns {
-		nulls = append(nulls, c+" IS NULL")
-		sum = append(sum, "coalesce("+c+", 0)")
-	}
-	return "CASE WHEN " + strings.Join(nulls, " AND ") + " THEN NULL ELSE " + strings.Join(sum, " + ") + " END"
-}
+// lookback is how far before a window the chunks are read, so that the
+// window's first sample has the one before it to make a rate from.
+const lookback = 10 * 60 * 1000
 
-// Series returns bucketed series. For a process or an attempt, a rate is the
-// increments in the bucket over the time they cover; for a job, the
-// increments of all its attempts over the bucket's width, and gauges are the
-// sum over attempts of each one's peak in the bucket.
+// Series returns bucketed series, computed from the chunks of the series
+// (package store does the arithmetic, the same for every backend).
 func (s *Store) Series(ctx context.Context, q store.SeriesQuery) (*store.SeriesResult, error) {
 	if q.Step <= 0 || q.To <= q.From {
 		return nil, fmt.Errorf("series needs from < to and a step > 0")
@@ -39,60 +25,24 @@ func (s *Store) Series(ctx context.Context, q store.SeriesQuery) (*store.SeriesR
 		return nil, err
 	}
 	res := store.NewSeriesResult(&q, metrics)
-	var rows *sql.Rows
 	switch q.Scope {
-	case store.ScopeProcess, store.ScopeAttempt:
-		rows, err = s.seriesOne(ctx, &q, metrics)
-	case store.ScopeJob:
-		rows, err = s.seriesJob(ctx, &q, metrics)
-	default:
-		return nil, fmt.Errorf("unknown scope %q", q.Scope)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if rows == nil {
-		return res, nil
-	}
-	defer rows.Close()
-	vals := make([]sql.NullFloat64, len(metrics))
-	dst := make([]any, 1+len(metrics))
-	var b int64
-	dst[0] = &b
-	for i := range vals {
-		dst[1+i] = &vals[i]
-	}
-	for rows.Next() {
-		if err := rows.Scan(dst...); err != nil {
-			return nil, err
-		}
-		if b < 0 || int(b) >= len(res.Times) {
-			continue
-		}
-		for i, v := range vals {
-			if v.Valid {
-				res.Series[i].Values[b] = store.Float(v.Float64)
-			}
-		}
-	}
-	return res, rows.Err()
-}
-
-func (s *Store) seriesOne(ctx context.Context, q *store.SeriesQuery, metrics []store.SeriesMetric) (*sql.Rows, error) {
-	var table, where string
-	var key any
-	var start int64
-	if q.Scope == store.ScopeProcess {
-		table, where, key = "samples_all", "proc_key = ?", int64(q.Process)
-		err := s.db.QueryRowContext(ctx, `SELECT coalesce(start_ms, 0) FROM processes WHERE proc_key = ?`, int64(q.Process)).Scan(&start)
-		if isNoRows(err) {
-			return nil, store.ErrNotFound
-		}
+	case store.ScopeProcess:
+		var start, n int64
+		err := s.db.QueryRowContext(ctx, `SELECT coalesce(min(start_ms), 0), count(*) FROM processes WHERE proc_key = ?`,
+			keyValue(uint64(q.Process))).Scan(&start, &n)
 		if err != nil {
 			return nil, err
 		}
-	} else {
-		table, where, key = "attempt_samples_all", "attempt_id = ?", q.AttemptID
+		if n == 0 {
+			return nil, store.ErrNotFound
+		}
+		p, err := s.points(ctx, kindProcess, uint64(q.Process), q.From-lookback, q.To)
+		if err != nil {
+			return nil, err
+		}
+		store.ComputeOne(&q, res, metrics, store.SampleColumns, p, start)
+	case store.ScopeAttempt:
+		var start int64
 		err := s.db.QueryRowContext(ctx, `SELECT coalesce(first_ms, 0) FROM attempts WHERE attempt_id = ?`, q.AttemptID).Scan(&start)
 		if isNoRows(err) {
 			return nil, store.ErrNotFound
@@ -100,47 +50,141 @@ func (s *Store) seriesOne(ctx context.Context, q *store.SeriesQuery, metrics []s
 		if err != nil {
 			return nil, err
 		}
-	}
-	var inner, outer []string
-	for i, m := range metrics {
-		inner = append(inner, fmt.Sprintf("%s AS m%d", metricExpr(m), i))
-		if m.Rate {
-			outer = append(outer, fmt.Sprintf("sum(m%d) / nullif(sum(CASE WHEN m%d IS NOT NULL THEN dt END), 0) * %g", i, i, m.Scale))
-		} else {
-			outer = append(outer, fmt.Sprintf("max(m%d) * %g", i, m.Scale))
+		p, err := s.points(ctx, kindAttempt, store.AttemptKey(q.AttemptID), q.From-lookback, q.To)
+		if err != nil {
+			return nil, err
 		}
+		store.ComputeOne(&q, res, metrics, store.AttemptColumns, p, start)
+	case store.ScopeJob:
+		if err := s.jobSeries(ctx, &q, metrics, res); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("unknown scope %q", q.Scope)
 	}
-	// The first sample's increment covers the time since the series began.
-	sqlText := fmt.Sprintf(`WITH w AS (
-			SELECT ts, ts - coalesce(lag(ts) OVER (ORDER BY ts), ?) AS dt, %s
-			FROM %s WHERE %s AND ts < ?)
-		SELECT (ts - ?) // ? AS b, %s FROM w WHERE ts >= ? GROUP BY b ORDER BY b`,
-		strings.Join(inner, ", "), table, where, strings.Join(outer, ", "))
-	return s.db.QueryContext(ctx, sqlText, start, key, q.To, q.From, q.Step, q.From)
+	return res, nil
 }
 
-func (s *Store) seriesJob(ctx context.Context, q *store.SeriesQuery, metrics []store.SeriesMetric) (*sql.Rows, error) {
-	var inner, per, outer []string
-	for i, m := range metrics {
-		if m.Name == store.JobAttemptsMetric {
-			per = append(per, fmt.Sprintf("1 AS p%d", i))
-			outer = append(outer, fmt.Sprintf("sum(p%d)", i))
-			inner = append(inner, fmt.Sprintf("1 AS m%d", i))
-			continue
+func schemaOf(kind int) []store.StoredColumn {
+	if kind == kindProcess {
+		return store.SampleColumns
+	}
+	return store.AttemptColumns
+}
+
+// points reads and merges the chunks of one series overlapping [from, to):
+// raw chunks, and per-minute rollups for the time before the oldest raw one
+// (raw samples past their retention).
+func (s *Store) points(ctx context.Context, kind int, key uint64, from, to int64) (*store.Points, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT level, data FROM series_all WHERE key = ? AND kind = ?
+		AND t_max >= ? AND t_min < ? ORDER BY t_min`, keyValue(key), kind, from, to)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read series: %w", err)
+	}
+	defer rows.Close()
+	var raw, rollup [][]byte
+	for rows.Next() {
+		var level int
+		var data []byte
+		if err := rows.Scan(&level, &data); err != nil {
+			return nil, err
 		}
-		inner = append(inner, fmt.Sprintf("%s AS m%d", metricExpr(m), i))
-		if m.Rate {
-			per = append(per, fmt.Sprintf("sum(m%d) AS p%d", i, i))
-			outer = append(outer, fmt.Sprintf("sum(p%d) / %d * %g", i, q.Step, m.Scale))
+		if level == levelRollup {
+			rollup = append(rollup, data)
 		} else {
-			per = append(per, fmt.Sprintf("max(m%d) AS p%d", i, i))
-			outer = append(outer, fmt.Sprintf("sum(p%d) * %g", i, m.Scale))
+			raw = append(raw, data)
 		}
 	}
-	sqlText := fmt.Sprintf(`WITH w AS (SELECT attempt_id, (ts - ?) // ? AS b, %s FROM attempt_samples_all
-			WHERE job_id = ? AND ts >= ? AND ts < ?),
-		per AS (SELECT attempt_id, b, %s FROM w GROUP BY attempt_id, b)
-		SELECT b, %s FROM per GROUP BY b ORDER BY b`,
-		strings.Join(inner, ", "), strings.Join(per, ", "), strings.Join(outer, ", "))
-	return s.db.QueryContext(ctx, sqlText, q.From, q.Step, q.JobID, q.From, q.To)
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return mergeLevels(raw, rollup, schemaOf(kind))
+}
+
+func mergeLevels(raw, rollup [][]byte, cols []store.StoredColumn) (*store.Points, error) {
+	p, err := store.Decode(raw, cols)
+	if err != nil {
+		return nil, err
+	}
+	if len(rollup) == 0 {
+		return p, nil
+	}
+	r, err := store.Decode(rollup, cols)
+	if err != nil {
+		return nil, err
+	}
+	if len(p.Times) == 0 {
+		return r, nil
+	}
+	// Rollup points only before the oldest raw one.
+	return store.Prepend(r, p), nil
+}
+
+// jobSeries sums the job's attempts.
+func (s *Store) jobSeries(ctx context.Context, q *store.SeriesQuery, metrics []store.SeriesMetric, res *store.SeriesResult) error {
+	starts := map[int64]int64{}
+	rows, err := s.db.QueryContext(ctx, `SELECT attempt_key, coalesce(first_ms, 0) FROM attempts WHERE job_id = ?`, q.JobID)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var k, st int64
+		if err := rows.Scan(&k, &st); err != nil {
+			rows.Close()
+			return err
+		}
+		starts[k] = st
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	rows, err = s.db.QueryContext(ctx, `SELECT key, level, data FROM series_all WHERE kind = 1 AND job_key = ?
+		AND t_max >= ? AND t_min < ? ORDER BY key, t_min`, keyValue(store.AttemptKey(q.JobID)), q.From-lookback, q.To)
+	if err != nil {
+		return fmt.Errorf("cannot read job series: %w", err)
+	}
+	defer rows.Close()
+	acc := store.NewJobAccumulator(q, metrics)
+	var cur int64
+	var raw, rollup [][]byte
+	flush := func() error {
+		if raw == nil && rollup == nil {
+			return nil
+		}
+		p, err := mergeLevels(raw, rollup, store.AttemptColumns)
+		if err != nil {
+			return err
+		}
+		acc.Add(p, starts[cur])
+		raw, rollup = nil, nil
+		return nil
+	}
+	for rows.Next() {
+		var k int64
+		var level int
+		var data []byte
+		if err := rows.Scan(&k, &level, &data); err != nil {
+			return err
+		}
+		if k != cur {
+			if err := flush(); err != nil {
+				return err
+			}
+			cur = k
+		}
+		if level == levelRollup {
+			rollup = append(rollup, data)
+		} else {
+			raw = append(raw, data)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	acc.Fill(res)
+	return nil
 }

@@ -204,6 +204,9 @@ func Ingest(t testing.TB, s store.Store, batches ...*wire.Batch) []bool {
 	if err := app.Commit(); err != nil {
 		t.Fatalf("Commit: %v", err)
 	}
+	if err := s.Flush(ctx); err != nil {
+		t.Fatalf("Flush: %v", err)
+	}
 	return dups
 }
 
@@ -583,7 +586,6 @@ func testEventsAndHosts(t *testing.T, f Factory) {
 	b := g.Batch([]*AttemptSpec{a}, 0, 5, false)
 	key := g.Key(a, a.Procs[0])
 	b.Events = []wire.Event{
-		{Ms: T0.Add(time.Second).UnixMilli(), Kind: wire.EventProcessStart, Process: key, PID: 101, Message: "task-jvm"},
 		{Ms: T0.Add(2 * time.Second).UnixMilli(), Kind: wire.EventOrphan, AttemptID: att1, JobID: job1, Message: "launcher gone"},
 		{Ms: T0.Add(3 * time.Second).UnixMilli(), Kind: wire.EventProcessExit, PID: 999, Message: "unrelated"},
 	}
@@ -594,8 +596,17 @@ func testEventsAndHosts(t *testing.T, f Factory) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(evs) != 2 || evs[0].Kind != wire.EventProcessStart || evs[1].Kind != wire.EventOrphan || evs[0].Host != "node3" {
+	if len(evs) != 1 || evs[0].Kind != wire.EventOrphan || evs[0].Host != "node3" {
 		t.Fatalf("attempt events = %+v", evs)
+	}
+	// The attempt's page also shows its processes' starts (from the process records).
+	d, err := s.Attempt(ctx, att1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Events) != 2 || d.Events[0].Kind != wire.EventProcessStart || d.Events[0].Process != store.Key(key) ||
+		d.Events[1].Kind != wire.EventOrphan {
+		t.Errorf("attempt page events = %+v", d.Events)
 	}
 	evs, _ = s.Events(ctx, store.EventFilter{Host: "node3", Kind: wire.EventProcessExit})
 	if len(evs) != 1 || evs[0].PID != 999 {

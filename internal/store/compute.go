@@ -1,0 +1,473 @@
+package store
+
+import (
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/taskscope/taskscope/internal/store/chunk"
+)
+
+// Points is one series decoded: times and, per stored column (schema
+// order), its values (stored units, counters cumulative). Absent[j] is nil
+// when column j has every value.
+type Points struct {
+	Times  []int64
+	Cols   [][]int64
+	Absent [][]bool
+	Has    []bool // the column appears at all
+}
+
+// Decode merges the chunks of one series (any order, possibly overlapping)
+// into time order; a time seen twice keeps its first occurrence in chunk
+// order. cols is the series' schema.
+func Decode(chunks [][]byte, cols []StoredColumn) (*Points, error) {
+	isCounter := func(id uint8) bool { return int(id) < len(cols) && cols[id].Counter }
+	var cs []*chunk.Chunk
+	for _, data := range chunks {
+		c, err := chunk.Decode(data, isCounter)
+		if err != nil {
+			return nil, err
+		}
+		for _, col := range c.Columns {
+			if int(col.ID) >= len(cols) {
+				return nil, fmt.Errorf("%w: column %d of %d", chunk.ErrCorrupt, col.ID, len(cols))
+			}
+		}
+		if len(c.Times) > 0 {
+			cs = append(cs, c)
+		}
+	}
+	sort.SliceStable(cs, func(i, j int) bool { return cs[i].Times[0] < cs[j].Times[0] })
+	// Which part of each chunk is new: times after everything before it.
+	firsts := make([]int, len(cs))
+	total := 0
+	last := int64(math.MinInt64)
+	for k, c := range cs {
+		f := 0
+		for f < len(c.Times) && c.Times[f] <= last {
+			f++
+		}
+		firsts[k] = f
+		if f < len(c.Times) {
+			total += len(c.Times) - f
+			last = c.Times[len(c.Times)-1]
+		}
+	}
+	p := &Points{Times: make([]int64, 0, total), Cols: make([][]int64, len(cols)), Absent: make([][]bool, len(cols)),
+		Has: make([]bool, len(cols))}
+	absent := make([][]bool, len(cols))
+	for k, c := range cs {
+		f := firsts[k]
+		if f == len(c.Times) {
+			continue
+		}
+		base := len(p.Times)
+		p.Times = append(p.Times, c.Times[f:]...)
+		for _, col := range c.Columns {
+			j := col.ID
+			if !p.Has[j] {
+				p.Has[j] = true
+				p.Cols[j] = make([]int64, total)
+				absent[j] = make([]bool, total)
+				for i := range absent[j] {
+					absent[j][i] = true
+				}
+			}
+			for i := f; i < len(c.Times); i++ {
+				p.Cols[j][base+i-f] = col.Values[i]
+				absent[j][base+i-f] = col.Absent != nil && col.Absent[i]
+			}
+		}
+	}
+	for j := range cols {
+		if !p.Has[j] {
+			continue
+		}
+		for _, a := range absent[j] {
+			if a {
+				p.Absent[j] = absent[j]
+				break
+			}
+		}
+	}
+	return p, nil
+}
+
+// present reports whether column j has a value at i.
+func (p *Points) present(j, i int) bool {
+	return p.Has[j] && (p.Absent[j] == nil || !p.Absent[j][i])
+}
+
+// Last is the last present value of column j, and whether there is one.
+func (p *Points) Last(j int) (int64, bool) {
+	for i := len(p.Times) - 1; i >= 0; i-- {
+		if p.present(j, i) {
+			return p.Cols[j][i], true
+		}
+	}
+	return 0, false
+}
+
+// Max is the largest present value of column j (0 if none).
+func (p *Points) Max(j int) int64 {
+	var m int64
+	for i := range p.Times {
+		if p.present(j, i) && p.Cols[j][i] > m {
+			m = p.Cols[j][i]
+		}
+	}
+	return m
+}
+
+// sum is the sum of columns idx at i, and whether any was present.
+func (p *Points) sum(idx []int, i int) (int64, bool) {
+	var v int64
+	ok := false
+	for _, j := range idx {
+		if p.present(j, i) {
+			v += p.Cols[j][i]
+			ok = true
+		}
+	}
+	return v, ok
+}
+
+type resolved struct {
+	m    SeriesMetric
+	cols []int
+}
+
+func resolve(metrics []SeriesMetric, cols []StoredColumn) []resolved {
+	out := make([]resolved, len(metrics))
+	for i, m := range metrics {
+		out[i].m = m
+		for _, name := range m.Columns {
+			if j := ColumnIndex(cols, name); j >= 0 {
+				out[i].cols = append(out[i].cols, j)
+			}
+		}
+	}
+	return out
+}
+
+// accum collects one series' bucket sums.
+type accum struct {
+	inc, dt, gauge []float64
+	has            []bool
+}
+
+func newAccum(n int) *accum {
+	a := &accum{inc: make([]float64, n), dt: make([]float64, n), gauge: make([]float64, n), has: make([]bool, n)}
+	for i := range a.gauge {
+		a.gauge[i] = math.Inf(-1)
+	}
+	return a
+}
+
+// bucketize computes, for metric r over points p, each bucket's increments
+// and covered time (rates) or peak (gauges). start is the series' own start
+// (the base of its first sample's increment), 0 if unknown.
+func bucketize(q *SeriesQuery, p *Points, r resolved, start int64, a *accum) {
+	n := len(a.has)
+	var prevV, prevT int64
+	havePrev := false
+	first := true
+	for i, t := range p.Times {
+		v, ok := p.sum(r.cols, i)
+		if !ok {
+			continue
+		}
+		if r.m.Rate {
+			var inc, dt int64
+			switch {
+			case havePrev:
+				inc, dt = v-prevV, t-prevT
+				if inc < 0 {
+					inc = v // a reset
+				}
+			case first && start > 0 && t > start:
+				inc, dt = v, t-start
+			default:
+				inc, dt = -1, 0 // no base: the first sample of a window counts from the next
+			}
+			prevV, prevT, havePrev = v, t, true
+			first = false
+			if t < q.From || t >= q.To || dt <= 0 || inc < 0 {
+				continue
+			}
+			b := int((t - q.From) / q.Step)
+			if b < n {
+				a.inc[b] += float64(inc)
+				a.dt[b] += float64(dt)
+				a.has[b] = true
+			}
+			continue
+		}
+		first = false
+		if t < q.From || t >= q.To {
+			continue
+		}
+		b := int((t - q.From) / q.Step)
+		if b < n {
+			a.gauge[b] = math.Max(a.gauge[b], float64(v))
+			a.has[b] = true
+		}
+	}
+}
+
+// ComputeOne fills res (from NewSeriesResult) with the metrics of one
+// process or attempt series: rates as increments over the time they cover,
+// gauges as peaks.
+func ComputeOne(q *SeriesQuery, res *SeriesResult, metrics []SeriesMetric, cols []StoredColumn, p *Points, start int64) {
+	n := len(res.Times)
+	for mi, r := range resolve(metrics, cols) {
+		a := newAccum(n)
+		bucketize(q, p, r, start, a)
+		for b := 0; b < n; b++ {
+			if !a.has[b] {
+				continue
+			}
+			if r.m.Rate {
+				if a.dt[b] > 0 {
+					res.Series[mi].Values[b] = Float(a.inc[b] / a.dt[b] * r.m.Scale)
+				}
+			} else {
+				res.Series[mi].Values[b] = Float(a.gauge[b] * r.m.Scale)
+			}
+		}
+	}
+}
+
+// JobAccumulator sums attempts into a job's series: a rate is all the
+// attempts' increments in the bucket over the bucket's width, a gauge the sum
+// of each attempt's peak in it, and JobAttemptsMetric counts the attempts
+// with data.
+type JobAccumulator struct {
+	q       *SeriesQuery
+	metrics []resolved
+	sums    [][]float64
+	has     [][]bool
+	count   []float64
+}
+
+// NewJobAccumulator starts a job's sums.
+func NewJobAccumulator(q *SeriesQuery, metrics []SeriesMetric) *JobAccumulator {
+	n := q.Buckets()
+	j := &JobAccumulator{q: q, metrics: resolve(metrics, AttemptColumns), count: make([]float64, n)}
+	for range metrics {
+		j.sums = append(j.sums, make([]float64, n))
+		j.has = append(j.has, make([]bool, n))
+	}
+	return j
+}
+
+// Add adds one attempt's points (start: the attempt's start).
+func (j *JobAccumulator) Add(p *Points, start int64) {
+	n := len(j.count)
+	seen := make([]bool, n)
+	for mi, r := range j.metrics {
+		if r.m.Name == JobAttemptsMetric {
+			continue
+		}
+		a := newAccum(n)
+		bucketize(j.q, p, r, start, a)
+		for b := 0; b < n; b++ {
+			if !a.has[b] {
+				continue
+			}
+			seen[b] = true
+			j.has[mi][b] = true
+			if r.m.Rate {
+				j.sums[mi][b] += a.inc[b]
+			} else {
+				j.sums[mi][b] += a.gauge[b]
+			}
+		}
+	}
+	for _, t := range p.Times {
+		if t >= j.q.From && t < j.q.To {
+			if b := int((t - j.q.From) / j.q.Step); b < n {
+				seen[b] = true
+			}
+		}
+	}
+	for b, s := range seen {
+		if s {
+			j.count[b]++
+		}
+	}
+}
+
+// Fill writes the sums into res.
+func (j *JobAccumulator) Fill(res *SeriesResult) {
+	for mi, r := range j.metrics {
+		for b := range j.count {
+			if r.m.Name == JobAttemptsMetric {
+				if j.count[b] > 0 {
+					res.Series[mi].Values[b] = Float(j.count[b])
+				}
+				continue
+			}
+			if !j.has[mi][b] {
+				continue
+			}
+			v := j.sums[mi][b]
+			if r.m.Rate {
+				v /= float64(j.q.Step)
+			}
+			res.Series[mi].Values[b] = Float(v * r.m.Scale)
+		}
+	}
+}
+
+// ProcessSummary computes a process's summary from its points.
+func ProcessSummary(p *Points, proc *Process) {
+	cpu := func(names ...string) int64 {
+		var s int64
+		for _, n := range names {
+			if v, ok := p.Last(ColumnIndex(SampleColumns, n)); ok {
+				s += v
+			}
+		}
+		return s
+	}
+	proc.CPUMs = cpu("cpu_user_ms", "cpu_sys_ms")
+	proc.ChildCPUMs = cpu("cpu_children_user_ms", "cpu_children_sys_ms")
+	proc.PeakRSS = p.Max(ColumnIndex(SampleColumns, "rss_kb")) * 1024
+	proc.PeakPSS = p.Max(ColumnIndex(SampleColumns, "pss_kb")) * 1024
+	proc.PeakVMS = p.Max(ColumnIndex(SampleColumns, "vms_kb")) * 1024
+	proc.MaxThreads = p.Max(ColumnIndex(SampleColumns, "threads"))
+	proc.ReadBytes = cpu("read_bytes")
+	proc.WriteBytes = cpu("write_bytes")
+	proc.Samples = int64(len(p.Times))
+	if n := len(p.Times); n > 0 {
+		proc.LastSeen = Time(p.Times[n-1])
+	}
+}
+
+// Downsample keeps one point per period: counters their last value in it,
+// gauges their peak (for rollups).
+func Downsample(p *Points, cols []StoredColumn, period int64) *chunk.Chunk {
+	out := &chunk.Chunk{}
+	type acc struct {
+		v   int64
+		set bool
+	}
+	for j, c := range cols {
+		if p.Has[j] {
+			out.Columns = append(out.Columns, chunk.Column{ID: uint8(j), Counter: c.Counter})
+		}
+	}
+	cur := int64(-1)
+	accs := make([]acc, len(out.Columns))
+	var lastT int64
+	flush := func() {
+		if cur < 0 {
+			return
+		}
+		out.Times = append(out.Times, lastT)
+		for k := range out.Columns {
+			col := &out.Columns[k]
+			col.Values = append(col.Values, accs[k].v)
+			col.Absent = append(col.Absent, !accs[k].set)
+			accs[k] = acc{}
+		}
+	}
+	for i, t := range p.Times {
+		if t/period != cur {
+			flush()
+			cur = t / period
+		}
+		lastT = t
+		for k := range out.Columns {
+			j := int(out.Columns[k].ID)
+			if !p.present(j, i) {
+				continue
+			}
+			v := p.Cols[j][i]
+			if cols[j].Counter || !accs[k].set || v > accs[k].v {
+				accs[k].v = v
+			}
+			accs[k].set = true
+		}
+	}
+	flush()
+	return out
+}
+
+// ToChunk turns points back into a chunk (for compaction).
+func ToChunk(p *Points, cols []StoredColumn) *chunk.Chunk {
+	c := &chunk.Chunk{Times: p.Times}
+	for j, sc := range cols {
+		if !p.Has[j] {
+			continue
+		}
+		c.Columns = append(c.Columns, chunk.Column{ID: uint8(j), Counter: sc.Counter, Values: p.Cols[j], Absent: p.Absent[j]})
+	}
+	return c
+}
+
+// Prepend returns the points of early that come before late's first
+// point, followed by late (rollups before raw samples).
+func Prepend(early, late *Points) *Points {
+	cut := 0
+	for cut < len(early.Times) && early.Times[cut] < late.Times[0] {
+		cut++
+	}
+	if cut == 0 {
+		return late
+	}
+	out := &Points{Times: append(append([]int64{}, early.Times[:cut]...), late.Times...),
+		Cols: make([][]int64, len(late.Cols)), Absent: make([][]bool, len(late.Cols)), Has: make([]bool, len(late.Cols))}
+	n := len(out.Times)
+	for j := range late.Cols {
+		if !early.Has[j] && !late.Has[j] {
+			continue
+		}
+		out.Has[j] = true
+		out.Cols[j] = make([]int64, n)
+		abs := make([]bool, n)
+		any := false
+		for i := 0; i < cut; i++ {
+			if early.Has[j] {
+				out.Cols[j][i] = early.Cols[j][i]
+			}
+			abs[i] = !early.present(j, i)
+			any = any || abs[i]
+		}
+		for i := range late.Times {
+			if late.Has[j] {
+				out.Cols[j][cut+i] = late.Cols[j][i]
+			}
+			abs[cut+i] = !late.present(j, i)
+			any = any || abs[cut+i]
+		}
+		if any {
+			out.Absent[j] = abs
+		}
+	}
+	return out
+}
+
+// ProcessEvents adds to evs the start and the end of every process (the
+// process records carry them; an exit that failed is already an event of its
+// own), in time order.
+func ProcessEvents(evs []Event, procs []Process) []Event {
+	exited := map[Key]bool{}
+	for _, e := range evs {
+		if e.Kind == "process_exit" && e.Process != 0 {
+			exited[e.Process] = true
+		}
+	}
+	for _, p := range procs {
+		if p.Start > 0 {
+			evs = append(evs, Event{Time: p.Start, Host: p.Host, Kind: "process_start", Process: p.Key, PID: p.PID, Message: p.Role})
+		}
+		if p.End > 0 && !exited[p.Key] {
+			evs = append(evs, Event{Time: p.End, Host: p.Host, Kind: "process_exit", Process: p.Key, PID: p.PID, Message: p.Role})
+		}
+	}
+	sort.SliceStable(evs, func(i, j int) bool { return evs[i].Time < evs[j].Time })
+	return evs
+}
