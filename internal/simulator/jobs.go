@@ -362,7 +362,9 @@ func freePort() int {
 // scaled multiplies d by the cluster's Scale.
 func (c *Cluster) scaled(d time.Duration) time.Duration { return time.Duration(float64(d) * c.scale) }
 
-func (c *Cluster) ms(d time.Duration) string { return strconv.FormatInt(c.scaled(d).Milliseconds(), 10) }
+func (c *Cluster) ms(d time.Duration) string {
+	return strconv.FormatInt(c.scaled(d).Milliseconds(), 10)
+}
 
 // workConf adds the simulator's work parameters (taskscope.sim.*) to a job
 // configuration. Per-unit overrides append ".<unit>" to a key: a task

@@ -61,6 +61,7 @@ type ttJVM struct {
 	work        string
 	pid         int
 	stopIndex   chan struct{}
+	announced   chan struct{} // closed once "started" is sent: the JVM's other events come after it
 }
 
 type ttAttempt struct {
@@ -264,7 +265,7 @@ func (tt *taskTracker) launchJVM(a *ttAttempt) error {
 	j := &ttJVM{
 		id: id, jvmID: "jvm_" + strings.TrimPrefix(req.Job, "job_") + "_" + req.Type + "_" + strconv.Itoa(int(id)),
 		job: req.Job, typ: req.Type, reuse: req.Reuse, state: "launching", pending: a, first: req.Attempt,
-		logLocation: a.logDir, work: filepath.Join(a.dir, "work"),
+		logLocation: a.logDir, work: filepath.Join(a.dir, "work"), announced: make(chan struct{}),
 	}
 	if j.reuse == 0 {
 		j.reuse = 1
@@ -303,15 +304,31 @@ func (tt *taskTracker) launchJVM(a *ttAttempt) error {
 		typ = "reduce"
 	}
 	tt.log.Info("launched JVM", "jvm", j.jvmID, "pid", j.pid, "attempt", req.Attempt)
-	sendEvent(tt.c, tt.log, &message{Op: evStarted, Key: j.unit, Proc: &procInfo{
-		Key: j.unit, Unit: j.unit, AttemptID: req.Attempt, JVMID: j.jvmID, MainClass: "org.apache.hadoop.mapred.Child",
-		Type: typ, LauncherPID: j.pid, RootPID: j.pid, JVMPID: j.pid, Start: start.UnixNano(),
-		WorkDir: j.work, LogDir: j.logLocation, ExitCode: -1,
-	}})
+	exited := make(chan struct{})
+	go func() {
+		// Reported once bash has exec'd the JVM (the pid stays the same).
+	wait:
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+			if st, err := statOf(j.pid); err != nil || st.Comm == "java" || st.State == 'Z' {
+				break
+			}
+			select {
+			case <-exited:
+				break wait
+			case <-time.After(2 * time.Millisecond):
+			}
+		}
+		sendEvent(tt.c, tt.log, &message{Op: evStarted, Key: j.unit, Proc: &procInfo{
+			Key: j.unit, Unit: j.unit, AttemptID: req.Attempt, JVMID: j.jvmID, MainClass: "org.apache.hadoop.mapred.Child",
+			Type: typ, LauncherPID: j.pid, RootPID: j.pid, JVMPID: j.pid, Start: start.UnixNano(),
+			WorkDir: j.work, LogDir: j.logLocation, ExitCode: -1,
+		}})
+		close(j.announced)
+	}()
 	if req.Hang {
 		go tt.lostTimer(j, time.Duration(req.LostAfterMs)*time.Millisecond)
 	}
-	go tt.reap(j, cmd, start)
+	go tt.reap(j, cmd, start, exited)
 	return nil
 }
 
@@ -385,13 +402,16 @@ func (tt *taskTracker) lostTimer(j *ttJVM, after time.Duration) {
 		j.pending = nil
 	}
 	tt.mu.Unlock()
+	<-j.announced
 	tt.log.Info("JVM Not killed " + j.jvmID + " but just removed")
 	sendEvent(tt.c, tt.log, &message{Op: evLost, Key: j.unit, Attempt: attempt})
 }
 
-func (tt *taskTracker) reap(j *ttJVM, cmd *exec.Cmd, start time.Time) {
+func (tt *taskTracker) reap(j *ttJVM, cmd *exec.Cmd, start time.Time, exited chan struct{}) {
 	defer tt.wg.Done()
 	cmd.Wait()
+	close(exited)
+	<-j.announced
 	ps := cmd.ProcessState
 	end := time.Now()
 	tt.mu.Lock()
@@ -495,6 +515,7 @@ func (tt *taskTracker) getTask(id int32, pid int) string {
 		stop := make(chan struct{})
 		j.stopIndex = stop
 		tt.mu.Unlock()
+		<-j.announced
 		now := time.Now()
 		tt.writeLogIndex(j, a)
 		go tt.refreshLogIndex(j, a, stop)

@@ -127,9 +127,13 @@ func (c *Cluster) runMapReduce(j *Job) error {
 			MainClass: "org.apache.hadoop.mapred.YarnChild", AttemptID: attempt, MemoryMB: c.containerMB(s), VCores: 1,
 			Command: cmd, Env: c.mrEnv(false), Resources: res}, nil
 	}
-	err = c.phase(s.Maps, func(i int) error { return c.runContainerTask(j, func(n int) (*launchReq, error) { return task("m", i, n) }) })
+	err = c.phase(s.Maps, func(i int) error {
+		return c.runContainerTask(j, func(n int) (*launchReq, error) { return task("m", i, n) })
+	})
 	if err == nil && s.Reduces > 0 {
-		err = c.phase(s.Reduces, func(i int) error { return c.runContainerTask(j, func(n int) (*launchReq, error) { return task("r", i, n) }) })
+		err = c.phase(s.Reduces, func(i int) error {
+			return c.runContainerTask(j, func(n int) (*launchReq, error) { return task("r", i, n) })
+		})
 	}
 	if ferr := c.finishAM(am, amPort); err == nil {
 		err = ferr
@@ -267,9 +271,9 @@ func (c *Cluster) runSpark(j *Job) error {
 		props.set("taskscope.sim.hold.ms.exec_1", c.ms(5*s.Hold))
 	}
 	res := []resource{{ID: 10, Name: "__spark_conf__.zip", Link: "__spark_conf__", Files: map[string][]byte{
-		"__spark_conf__.properties":   propertiesConf(props),
+		"__spark_conf__.properties":       propertiesConf(props),
 		"__spark_dist_cache__.properties": propertiesConf(confList{{"spark.yarn.cache.visibilities", "PRIVATE"}}),
-		"__spark_hadoop_conf__.xml":   xmlConf(confList{{"fs.defaultFS", "hdfs://127.0.0.1:8020"}}, "core-site.xml"),
+		"__spark_hadoop_conf__.xml":       xmlConf(confList{{"fs.defaultFS", "hdfs://127.0.0.1:8020"}}, "core-site.xml"),
 	}}}
 	env := []kv{
 		{"SPARK_YARN_STAGING_DIR", "hdfs://127.0.0.1:8020/user/" + s.User + "/.sparkStaging/" + j.AppID},
