@@ -416,7 +416,17 @@ func (c *Cluster) taskXmxMB(s JobSpec) int {
 	}
 	x := s.TaskMemMB + 64
 	if s.Leak {
-		life := c.scaled(max(s.TaskCPU, s.Hold)).Seconds()
+		// A leak lasts as long as the JVM: all the attempts it runs.
+		runs := 1
+		switch {
+		case s.Kind == JobTez || s.Kind.Hadoop1() && s.JVMReuse > 1:
+			runs = s.JVMReuse
+		case s.Kind.Hadoop1() && s.JVMReuse < 0:
+			runs = max(s.Maps, s.Reduces)
+		case s.Kind == JobSpark:
+			runs = (s.Maps + s.Executors - 1) / s.Executors
+		}
+		life := c.scaled(time.Duration(runs) * max(s.TaskCPU, s.Hold)).Seconds()
 		if s.Straggler {
 			life *= 5
 		}

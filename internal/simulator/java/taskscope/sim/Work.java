@@ -13,8 +13,7 @@ import java.util.List;
 public final class Work {
     private Work() {}
 
-    /** Memory held by the JVM until it exits: a leak outlives its attempt, as leaks do. */
-    private static final List<byte[]> HELD = new ArrayList<>();
+    /** Leaked memory stays until the JVM exits, through the attempts a reused JVM runs. */
     private static final List<byte[]> LEAKED = new ArrayList<>();
     private static volatile Object sink;
 
@@ -102,14 +101,19 @@ public final class Work {
      */
     public static long run(Params p, long cpuBaseMs, long startMs, Log log, Runnable during) {
         log.info("taskscope simulator work: " + p);
-        hold(HELD, p.memMb);
+        List<byte[]> held = new ArrayList<>(); // the attempt's working set, released when it ends
+        hold(held, p.memMb);
         Thread leaker = null;
         if (p.leakMbPerSec > 0) {
             leaker = new Thread(() -> {
+                long t0 = System.currentTimeMillis();
+                long leaked = 0;
                 try {
                     while (!Thread.currentThread().isInterrupted()) {
                         Thread.sleep(100);
-                        hold(LEAKED, Math.max(1, p.leakMbPerSec / 10));
+                        long want = p.leakMbPerSec * (System.currentTimeMillis() - t0) / 1000;
+                        hold(LEAKED, want - leaked);
+                        leaked = Math.max(leaked, want);
                     }
                 } catch (InterruptedException e) {
                     // attempt over
@@ -132,6 +136,7 @@ public final class Work {
         }
         long left = startMs + p.holdMs - System.currentTimeMillis();
         if (left > 0) {
+            log.info("work burnt; holding on for " + left + " ms");
             try {
                 Thread.sleep(left);
             } catch (InterruptedException e) {
@@ -141,8 +146,17 @@ public final class Work {
         if (leaker != null) {
             leaker.interrupt();
         }
+        if (p.gcBound) {
+            long n = 0, ms = 0;
+            for (java.lang.management.GarbageCollectorMXBean gc : java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()) {
+                n += gc.getCollectionCount();
+                ms += gc.getCollectionTime();
+            }
+            log.info("gc: " + n + " collections, " + ms + " ms");
+        }
         long cpu = processCpuMs();
-        log.info("taskscope simulator work done: process cpu " + cpu + " ms");
+        log.info("taskscope simulator work done: process cpu " + cpu + " ms, held " + held.size() + " MB, leaked " + LEAKED.size() + " MB");
+        held.clear();
         return cpu;
     }
 
