@@ -142,10 +142,12 @@ func moveBack(tid string, paths []string, orig map[string]string) bool {
 	ok := true
 	for _, p := range paths {
 		mount := filepath.Dir(filepath.Dir(p))
-		ctrl := filepath.Base(mount)
-		rel, found := orig[ctrl]
-		if !found {
-			rel = "/"
+		rel := "/"
+		for _, ctrl := range strings.Split(filepath.Base(mount), ",") {
+			if r, found := orig[ctrl]; found {
+				rel = r
+				break
+			}
 		}
 		if err := os.WriteFile(filepath.Join(mount, rel, "tasks"), []byte(tid), 0); err != nil {
 			ok = false

@@ -251,9 +251,8 @@ func (c *Cluster) startNode(i int, kind NodeKind) (*node, error) {
 	daemonLogs := filepath.Join(root, "logs")
 	cfg := &daemonConfig{
 		Name: name, ClusterID: c.id, Dir: root, ConfDir: n.info.ConfDir, LocalDir: n.info.LocalDir,
-		JavaHome: c.java.Home, Java: c.java.Java, Classes: c.java.Classes, Path: c.path,
-		MapSlots: c.o.MapSlots, ReduceSlots: c.o.ReduceSlots, Scale: c.scale, ClusterTS: c.ts,
-		DaemonLogs: daemonLogs,
+		JavaHome: c.java.Home, Java: c.java.Java, Classes: c.java.Classes,
+		MapSlots: c.o.MapSlots, ReduceSlots: c.o.ReduceSlots, DaemonLogs: daemonLogs,
 	}
 	var argv []string
 	var env []kv

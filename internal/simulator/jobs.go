@@ -391,14 +391,15 @@ func (c *Cluster) workConf(conf *confList, j *Job) {
 	}
 	conf.set(p+"cpu.ms.am", c.ms(150*time.Millisecond))
 	if s.Straggler {
-		conf.set(p+"cpu.ms.m_000000", c.ms(5*s.TaskCPU))
-		conf.set(p+"hold.ms.m_000000", c.ms(5*s.Hold))
+		m0 := "." + taskUnit("m", 0)
+		conf.set(p+"cpu.ms"+m0, c.ms(5*s.TaskCPU))
+		conf.set(p+"hold.ms"+m0, c.ms(5*s.Hold))
 		if s.Kind == JobStreaming || s.Kind == JobHadoop1Streaming {
-			conf.set(p+"stream.cpu.ms.m_000000", c.ms(5*s.StreamCPU))
+			conf.set(p+"stream.cpu.ms"+m0, c.ms(5*s.StreamCPU))
 		}
 	}
 	if s.Skew > 0 {
-		conf.set(p+"cpu.ms.r_000000", c.ms(time.Duration(float64(s.TaskCPU)*(1+s.Skew))))
+		conf.set(p+"cpu.ms."+taskUnit("r", 0), c.ms(time.Duration(float64(s.TaskCPU)*(1+s.Skew))))
 	}
 	for i := 0; i < s.FailMaps && i < s.Maps; i++ {
 		conf.set(p+"exit.code."+attemptID(c.ts, j.seq, "m", i, 0), "1")

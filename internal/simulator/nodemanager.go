@@ -56,7 +56,6 @@ type nmContainer struct {
 	work     string
 	logDir   string
 	cgroups  []string
-	exitCode int
 }
 
 func runNodeManager(cfg *daemonConfig, c *conn, log *slog.Logger) error {

@@ -2,7 +2,6 @@ package simulator
 
 import (
 	"bytes"
-	"errors"
 	"os"
 	"strconv"
 	"syscall"
@@ -127,6 +126,3 @@ func killGroupAndPid(pid int, sig syscall.Signal) {
 	}
 	syscall.Kill(pid, sig)
 }
-
-// isGone reports whether err says that a process does not exist.
-func isGone(err error) bool { return errors.Is(err, syscall.ESRCH) || procfs.IsGone(err) }

@@ -63,22 +63,18 @@ type daemonConfig struct {
 	JavaHome    string   `json:"java_home"`
 	Java        string   `json:"java"`
 	Classes     string   `json:"classes"`
-	Path        string   `json:"path"`
 	MapSlots    int      `json:"map_slots"`
 	ReduceSlots int      `json:"reduce_slots"`
 	Cgroups     []string `json:"cgroups,omitempty"` // controller mounts, e.g. /sys/fs/cgroup/cpu
-	Scale       float64  `json:"scale"`
-	ClusterTS   int64    `json:"cluster_ts"`
-	SiteConf    []kv     `json:"site_conf"` // yarn-site.xml / mapred-site.xml before the daemon adds its addresses
+	SiteConf    []kv     `json:"site_conf"`         // yarn-site.xml / mapred-site.xml before the daemon adds its addresses
 }
 
 // readyInfo is what a daemon tells once it listens.
 type readyInfo struct {
-	PID        int    `json:"pid"`
-	WebAddr    string `json:"web_addr,omitempty"`
-	NMAddr     string `json:"nm_addr,omitempty"`
-	Umbilical  string `json:"umbilical,omitempty"`
-	CgroupRoot string `json:"cgroup_root,omitempty"`
+	PID       int    `json:"pid"`
+	WebAddr   string `json:"web_addr,omitempty"`
+	NMAddr    string `json:"nm_addr,omitempty"`
+	Umbilical string `json:"umbilical,omitempty"`
 }
 
 // procInfo reports a process tree.
@@ -100,10 +96,6 @@ type procInfo struct {
 	MaxRSS      int64  `json:"max_rss,omitempty"`
 	WorkDir     string `json:"work_dir,omitempty"`
 	LogDir      string `json:"log_dir,omitempty"`
-	Switches    []struct {
-		Attempt string `json:"attempt"`
-		At      int64  `json:"at"`
-	} `json:"switches,omitempty"`
 }
 
 // launchReq asks a NodeManager for a container.
