@@ -83,8 +83,16 @@ func tryReadProc(pid int) (procView, error) {
 		return v, err
 	}
 	v.Argv = strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
-	if v.Cwd, err = os.Readlink(base + "cwd"); err != nil {
-		return v, err
+	// A starting JVM briefly sits in /tmp/hsperfdata_<user> (HotSpot creates
+	// its perf data file from there, then goes back): look again.
+	for i := 0; ; i++ {
+		if v.Cwd, err = os.Readlink(base + "cwd"); err != nil {
+			return v, err
+		}
+		if !strings.HasPrefix(v.Cwd, "/tmp/hsperfdata_") || i == 100 {
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
 	}
 	if v.Environ, err = os.ReadFile(base + "environ"); err != nil {
 		return v, err
