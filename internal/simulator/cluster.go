@@ -723,11 +723,18 @@ func (c *Cluster) close() error {
 // sweep kills every process that still has the cluster's marker, until none is left.
 func (c *Cluster) sweep(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
+	clean := 0
 	for {
 		left := c.Leftovers()
 		if len(left) == 0 {
-			return nil
+			// Twice in a row: a process caught mid-exec may have read as unmarked once.
+			if clean++; clean == 2 {
+				return nil
+			}
+			time.Sleep(10 * time.Millisecond)
+			continue
 		}
+		clean = 0
 		if time.Now().After(deadline) {
 			var s []string
 			for _, p := range left {

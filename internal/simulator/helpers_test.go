@@ -94,8 +94,11 @@ func tryReadProc(pid int) (procView, error) {
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
-	if v.Environ, err = os.ReadFile(base + "environ"); err != nil {
+	if v.Environ, err = readEnviron(pid, make([]byte, 1<<20)); err != nil {
 		return v, err
+	}
+	if len(v.Environ) == 0 {
+		return v, errors.New("no environment: the process is exiting")
 	}
 	for _, e := range bytes.Split(v.Environ, []byte{0}) {
 		if k, val, ok := strings.Cut(string(e), "="); ok {
@@ -105,8 +108,12 @@ func tryReadProc(pid int) (procView, error) {
 	if v.Stat, err = statOf(pid); err != nil {
 		return v, err
 	}
-	if len(v.Argv) == 0 || v.Argv[0] == "" {
+	if len(v.Argv) == 0 || v.Argv[0] == "" || v.Stat.State == 'Z' {
 		return v, errors.New("no command line (zombie?)")
+	}
+	// The same program still: it did not exec while being read.
+	if b2, err := os.ReadFile(base + "cmdline"); err != nil || !bytes.Equal(b, b2) {
+		return v, errors.New("the process changed while being read")
 	}
 	return v, nil
 }

@@ -60,33 +60,58 @@ func statOf(pid int) (procEntry, error) {
 	return procEntry{PID: int(st.PID), PPID: int(st.PPID), PGRP: int(st.PGRP), Session: int(st.Session), State: st.State, Comm: string(st.Comm)}, nil
 }
 
-// childJVM returns the pid of a child of parent whose command is java, or 0.
+// childJVM returns the pid of a child of parent that has exec'd java, or 0.
 func childJVM(parent int) int {
 	ps, err := listProcs()
 	if err != nil {
 		return 0
 	}
 	for _, p := range ps {
-		if p.PPID == parent && p.Comm == "java" {
+		if p.PPID == parent && p.Comm == "java" && execDone(p.PID) {
 			return p.PID
 		}
 	}
 	return 0
 }
 
-// environHas reports whether pid's environment holds key=value.
-func environHas(pid int, kv []byte) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
-	if err != nil {
-		return false
+// execDone reports whether pid's command line and environment are in
+// place. The kernel renames a process (comm) before it has set up the new
+// program's stack: in between, both read empty.
+func execDone(pid int) bool {
+	for _, f := range []string{"cmdline", "environ"} {
+		b, err := procFS.ReadPidFile(int32(pid), f, nil)
+		if err != nil || len(b) == 0 {
+			return false
+		}
 	}
-	for len(b) > 0 {
-		i := bytes.IndexByte(b, 0)
+	return true
+}
+
+// readEnviron reads /proc/<pid>/environ with one read into buf: a process
+// that exits or execs between two reads would leave a truncated or mixed
+// environment.
+func readEnviron(pid int, buf []byte) ([]byte, error) {
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/environ")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	n, err := f.Read(buf)
+	if n == 0 && err != nil {
+		return nil, err
+	}
+	return buf[:n], nil
+}
+
+// environHas reports whether env (NUL-separated) holds kv ("key=value").
+func environHas(env, kv []byte) bool {
+	for len(env) > 0 {
+		i := bytes.IndexByte(env, 0)
 		var e []byte
 		if i < 0 {
-			e, b = b, nil
+			e, env = env, nil
 		} else {
-			e, b = b[:i], b[i+1:]
+			e, env = env[:i], env[i+1:]
 		}
 		if bytes.Equal(e, kv) {
 			return true
@@ -104,12 +129,13 @@ func markedProcs(key, value string) []procEntry {
 	}
 	kv := []byte(key + "=" + value)
 	self := os.Getpid()
+	buf := make([]byte, 1<<20)
 	var out []procEntry
 	for _, p := range ps {
 		if p.PID == self || p.State == 'Z' || p.State == 'X' {
 			continue
 		}
-		if environHas(p.PID, kv) {
+		if env, err := readEnviron(p.PID, buf); err == nil && environHas(env, kv) {
 			out = append(out, p)
 		}
 	}

@@ -309,7 +309,7 @@ func (tt *taskTracker) launchJVM(a *ttAttempt) error {
 		// Reported once bash has exec'd the JVM (the pid stays the same).
 	wait:
 		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
-			if st, err := statOf(j.pid); err != nil || st.Comm == "java" || st.State == 'Z' {
+			if st, err := statOf(j.pid); err != nil || st.Comm == "java" && execDone(j.pid) || st.State == 'Z' {
 				break
 			}
 			select {

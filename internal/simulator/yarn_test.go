@@ -502,7 +502,7 @@ func watchStreaming(t *testing.T, jvm int, script string, d time.Duration) (proc
 				if _, ok := seen[ch.PID]; ok {
 					continue
 				}
-				if v, err := tryReadProc(ch.PID); err == nil {
+				if v, err := tryReadProc(ch.PID); err == nil && v.Stat.PPID == sv.PID {
 					seen[ch.PID] = v
 				}
 			}
