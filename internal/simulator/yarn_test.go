@@ -444,6 +444,7 @@ func testStreaming(t *testing.T, c *Cluster) {
 	}
 	for _, k := range kids {
 		wantEnv(t, k, map[string]string{"mapred_task_id": m.AttemptID, EnvUnit: m.Unit})
+		wantClassify(t, k.Argv, hadoop.KindNone)
 	}
 	t.Logf("saw %d short-lived children of the mapper: %v", len(kids), argv0s(kids))
 	ps, err = j.WaitProcesses(ctx, 3)
@@ -457,6 +458,7 @@ func testStreaming(t *testing.T, c *Cluster) {
 		t.Errorf("reducer argv %q, want [/…/python3 reducer.py]", reducer.Argv)
 	}
 	wantEnv(t, reducer, map[string]string{"mapreduce_task_attempt_id": r.AttemptID, "mapred_task_id": r.AttemptID, EnvUnit: r.Unit})
+	wantClassify(t, reducer.Argv, hadoop.KindNone)
 	res, err := j.Wait(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -583,6 +585,7 @@ func testSpark(t *testing.T, c *Cluster) {
 		}
 		return false
 	})
+	wantClassify(t, daemon.Argv, hadoop.KindNone) // tied to its container by CONTAINER_ID and its parent
 	if daemon.Argv[0] != c.python || daemon.Cwd != cv.work {
 		t.Errorf("daemon argv %q cwd %s", daemon.Argv, daemon.Cwd)
 	}
