@@ -1,0 +1,173 @@
+package taskscope.sim;
+
+import java.io.File;
+import java.io.IOException;
+import java.io.RandomAccessFile;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Paths;
+import java.util.ArrayList;
+import java.util.List;
+
+/** What a simulated task does with its JVM: CPU, memory, leaks, GC pressure, file IO. */
+public final class Work {
+    private Work() {}
+
+    /** Leaked memory stays until the JVM exits, through the attempts a reused JVM runs. */
+    private static final List<byte[]> LEAKED = new ArrayList<>();
+    private static volatile Object sink;
+
+    /** The CPU this process has used, user + system, in milliseconds (from /proc/self/stat, as the kernel counts it). */
+    public static long processCpuMs() {
+        try {
+            String s = new String(Files.readAllBytes(Paths.get("/proc/self/stat")), StandardCharsets.US_ASCII);
+            String[] f = s.substring(s.lastIndexOf(')') + 2).split(" ");
+            // after the comm: state(3) ppid(4) ... utime(14) stime(15): indexes 11 and 12 here
+            long ticks = Long.parseLong(f[11]) + Long.parseLong(f[12]);
+            return ticks * 10; // USER_HZ is 100 on Linux
+        } catch (IOException | RuntimeException e) {
+            return 0;
+        }
+    }
+
+    /** Allocates and touches mb megabytes that stay reachable. */
+    static void hold(List<byte[]> into, long mb) {
+        for (long i = 0; i < mb; i++) {
+            byte[] b = new byte[1 << 20];
+            for (int j = 0; j < b.length; j += 4096) {
+                b[j] = 1;
+            }
+            synchronized (into) {
+                into.add(b);
+            }
+        }
+    }
+
+    /** Spins until the process CPU reaches targetMs. */
+    public static void burnUntil(long targetMs) {
+        long x = 1;
+        while (processCpuMs() < targetMs) {
+            for (int i = 0; i < 200_000; i++) {
+                x = x * 6364136223846793005L + 1442695040888963407L;
+            }
+            sink = x;
+        }
+    }
+
+    /** Churns garbage (a heap nearly full of live data makes the collector run all the time) until the CPU target. */
+    static void churnUntil(long targetMs) {
+        Object[] ring = new Object[512];
+        int k = 0;
+        while (processCpuMs() < targetMs) {
+            for (int i = 0; i < 2000; i++) {
+                ring[k] = new byte[8 << 10];
+                k = (k + 1) % ring.length;
+            }
+        }
+        sink = ring;
+    }
+
+    /** Writes mb megabytes under dir, syncs, reads them back and removes the file. */
+    static void io(File dir, long mb, Log log) {
+        if (mb <= 0) {
+            return;
+        }
+        dir.mkdirs();
+        File f = new File(dir, "taskscope-sim-io-" + ProcessHandle.current().pid() + ".dat");
+        byte[] buf = new byte[1 << 20];
+        for (int i = 0; i < buf.length; i++) {
+            buf[i] = (byte) i;
+        }
+        try (RandomAccessFile raf = new RandomAccessFile(f, "rw")) {
+            for (long i = 0; i < mb; i++) {
+                raf.write(buf);
+            }
+            raf.getFD().sync();
+            raf.seek(0);
+            while (raf.read(buf) > 0) {
+                // read back
+            }
+        } catch (IOException e) {
+            log.warn("io: " + e);
+        } finally {
+            f.delete();
+        }
+    }
+
+    /**
+     * Runs one attempt's work. cpuBaseMs is the process CPU this attempt's
+     * target adds to (0 for the first attempt of a JVM: its start counts).
+     * Returns the process CPU when it ended.
+     */
+    public static long run(Params p, long cpuBaseMs, long startMs, Log log, Runnable during) {
+        log.info("taskscope simulator work: " + p);
+        List<byte[]> held = new ArrayList<>(); // the attempt's working set, released when it ends
+        hold(held, p.memMb);
+        Thread leaker = null;
+        if (p.leakMbPerSec > 0) {
+            leaker = new Thread(() -> {
+                long t0 = System.currentTimeMillis();
+                long leaked = 0;
+                try {
+                    while (!Thread.currentThread().isInterrupted()) {
+                        Thread.sleep(100);
+                        long want = p.leakMbPerSec * (System.currentTimeMillis() - t0) / 1000;
+                        hold(LEAKED, want - leaked);
+                        leaked = Math.max(leaked, want);
+                    }
+                } catch (InterruptedException e) {
+                    // attempt over
+                } catch (OutOfMemoryError e) {
+                    log.warn("leak: " + e);
+                }
+            }, "leak");
+            leaker.setDaemon(true);
+            leaker.start();
+        }
+        io(new File(System.getProperty("java.io.tmpdir", "tmp")), p.ioMb, log);
+        if (during != null) {
+            during.run();
+        }
+        long target = cpuBaseMs + p.cpuMs;
+        if (p.gcBound) {
+            churnUntil(target);
+        } else {
+            burnUntil(target);
+        }
+        long left = startMs + p.holdMs - System.currentTimeMillis();
+        if (left > 0) {
+            log.info("work burnt; holding on for " + left + " ms");
+            try {
+                Thread.sleep(left);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }
+        if (leaker != null) {
+            leaker.interrupt();
+        }
+        if (p.gcBound) {
+            long n = 0, ms = 0;
+            for (java.lang.management.GarbageCollectorMXBean gc : java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()) {
+                n += gc.getCollectionCount();
+                ms += gc.getCollectionTime();
+            }
+            log.info("gc: " + n + " collections, " + ms + " ms");
+        }
+        long cpu = processCpuMs();
+        log.info("taskscope simulator work done: process cpu " + cpu + " ms, held " + held.size() + " MB, leaked " + LEAKED.size() + " MB");
+        held.clear();
+        return cpu;
+    }
+
+    /** Sleeps forever (a JVM hung before it asked for its task). */
+    public static void hang() {
+        while (true) {
+            try {
+                Thread.sleep(60_000);
+            } catch (InterruptedException e) {
+                // keep hanging
+            }
+        }
+    }
+}
