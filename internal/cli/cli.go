@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"syscall"
@@ -75,3 +76,5 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 	}
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: lvl})), nil
 }
+
+func splitHostPort(addr string) (string, string, error) { return net.SplitHostPort(addr) }

@@ -2,14 +2,120 @@ package cli
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/taskscope/taskscope/internal/agent"
+	"github.com/taskscope/taskscope/internal/analysis"
+	"github.com/taskscope/taskscope/internal/server"
+	"github.com/taskscope/taskscope/internal/simulator"
+	"github.com/taskscope/taskscope/internal/store/duckdb"
 )
 
+// demoCmd runs a server with an embedded store, a local agent and a
+// simulated Hadoop cluster running a stream of jobs, until interrupted.
 func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return fmt.Errorf("demo: waiting for the simulator")
+	fl := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fl.SetOutput(stderr)
+	listen := fl.String("listen", ":8080", "address of the server and its UI")
+	nodes := fl.Int("nodes", 3, "simulated worker nodes")
+	kind := fl.String("kind", "mixed", "simulated nodes: yarn, hadoop1 or mixed")
+	dataDir := fl.String("data-dir", "", "keep the store here (default: a temporary directory, removed at exit)")
+	interval := fl.Duration("interval", time.Second, "the agent's sampling interval")
+	scale := fl.Float64("scale", 1, "multiplies the simulated tasks' CPU and durations")
+	jobs := fl.Int("concurrency", 0, "jobs running at once (default: one per node)")
+	cgroups := fl.Bool("cgroups", false, "put YARN containers into cgroups (root and cgroup v1 only)")
+	logLevel := fl.String("log-level", "warn", "debug, info, warn or error")
+	if err := fl.Parse(args); err != nil {
+		return err
+	}
+	log, err := newLogger(stderr, *logLevel)
+	if err != nil {
+		return err
+	}
+	nk, err := simulator.ParseNodeKind(*kind)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp("", "taskscope-demo-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	dir := *dataDir
+	if dir == "" {
+		dir = filepath.Join(tmp, "data")
+	}
+	st, err := duckdb.Open(duckdb.Options{Dir: dir, Log: log})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	srv, err := server.Start(server.Config{Listen: *listen, Store: st, Analyzer: analysis.New(st), Log: log})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		srv.Shutdown(sctx)
+	}()
+	cluster, err := simulator.Start(ctx, simulator.Options{Dir: filepath.Join(tmp, "sim"), Nodes: *nodes, Kind: nk,
+		Scale: *scale, Cgroups: *cgroups, Log: log})
+	if err != nil {
+		return fmt.Errorf("cannot start the simulated cluster: %w", err)
+	}
+	defer cluster.Close()
+
+	agentCtx, stopAgent := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	var agentErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_, agentErr = agent.Run(agentCtx, agent.Config{Servers: []string{srv.URL()}, Interval: *interval,
+			MaxTicks: -1, PSSEvery: 5, Log: log})
+	}()
+	streamCtx, stopStream := context.WithCancel(ctx)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := cluster.RunStream(streamCtx, simulator.StreamOptions{Concurrency: *jobs}); err != nil && !errors.Is(err, context.Canceled) {
+			log.Error("job stream stopped", "err", err)
+		}
+	}()
+	url := srv.URL()
+	if h, p, err := splitHostPort(srv.Addr()); err == nil && (h == "::" || h == "0.0.0.0" || h == "") {
+		url = "http://localhost:" + p
+	}
+	fmt.Fprintf(stdout, "taskscope demo: %d simulated %s nodes, agent sampling every %s\n", *nodes, nk, *interval)
+	fmt.Fprintf(stdout, "UI on %s  (Ctrl-C stops everything)\n", url)
+	select {
+	case <-ctx.Done():
+	case err := <-srv.Err():
+		if err != nil {
+			log.Error("server stopped", "err", err)
+		}
+	}
+	fmt.Fprintln(stdout, "stopping: jobs, simulated cluster, agent, server")
+	stopStream()
+	cluster.Close()
+	// The agent ships what it saw last before it stops.
+	time.Sleep(*interval)
+	stopAgent()
+	wg.Wait()
+	if left := cluster.Leftovers(); len(left) > 0 {
+		return fmt.Errorf("processes left behind: %v", left)
+	}
+	return agentErr
 }
 
 func simulateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return fmt.Errorf("simulate: waiting for the simulator")
+	return simulator.Command(ctx, args, stdout, stderr)
 }

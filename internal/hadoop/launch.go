@@ -16,6 +16,8 @@ const (
 	KindChild                  // org.apache.hadoop.mapred.Child: a Hadoop 1 task JVM
 	KindSparkExecutor          // (Yarn)CoarseGrainedExecutorBackend
 	KindTezChild               // org.apache.tez.runtime.task.TezChild
+	KindSparkAM                // org.apache.spark.deploy.yarn.ExecutorLauncher (client mode) or ApplicationMaster
+	KindTezAM                  // org.apache.tez.dag.app.DAGAppMaster
 	KindContainerShell         // /bin/bash -c "<java ...>": the root of a YARN container's command
 	KindLaunchContainer        // launch_container.sh
 	KindContainerExecutor      // default_container_executor(_session).sh, container-executor
@@ -28,7 +30,7 @@ const (
 
 var kindNames = [...]string{
 	KindNone: "none", KindYarnChild: "yarn-child", KindMRAppMaster: "mr-app-master", KindChild: "child",
-	KindSparkExecutor: "spark-executor", KindTezChild: "tez-child", KindContainerShell: "container-shell",
+	KindSparkExecutor: "spark-executor", KindTezChild: "tez-child", KindSparkAM: "spark-am", KindTezAM: "tez-am", KindContainerShell: "container-shell",
 	KindLaunchContainer: "launch-container", KindContainerExecutor: "container-executor",
 	KindTaskJVMScript: "taskjvm-script", KindTaskController: "task-controller",
 	KindNodeManager: "nodemanager", KindTaskTracker: "tasktracker", KindOtherDaemon: "daemon",
@@ -45,10 +47,15 @@ func (k Kind) String() string {
 // name the attempt or container they run).
 func (k Kind) IsJVM() bool {
 	switch k {
-	case KindYarnChild, KindMRAppMaster, KindChild, KindSparkExecutor, KindTezChild:
+	case KindYarnChild, KindMRAppMaster, KindChild, KindSparkExecutor, KindTezChild, KindSparkAM, KindTezAM:
 		return true
 	}
 	return false
+}
+
+// IsAppMaster reports whether the kind is an ApplicationMaster.
+func (k Kind) IsAppMaster() bool {
+	return k == KindMRAppMaster || k == KindSparkAM || k == KindTezAM
 }
 
 // IsWrapper reports whether the kind is one of the shells and helpers that sit
@@ -93,9 +100,9 @@ func (l *Launch) Framework() string {
 	switch l.Kind {
 	case KindYarnChild, KindMRAppMaster, KindChild:
 		return FrameworkMapReduce
-	case KindSparkExecutor:
+	case KindSparkExecutor, KindSparkAM:
 		return FrameworkSpark
-	case KindTezChild:
+	case KindTezChild, KindTezAM:
 		return FrameworkTez
 	}
 	if l.Inner != nil {

@@ -540,8 +540,7 @@ func testSpark(t *testing.T, c *Cluster) {
 		t.Fatal(err)
 	}
 	am, _ := findProc(ps, func(r AttemptResult) bool { return r.Type == "am" })
-	// hadoop.Classify does not know Spark's ExecutorLauncher: the container is tied by its CONTAINER_ID only.
-	amv := checkContainer(t, c, "carol", am, hadoop.KindNone)
+	amv := checkContainer(t, c, "carol", am, hadoop.KindSparkAM)
 	if !slices.Contains(amv.jvm.Argv, "org.apache.spark.deploy.yarn.ExecutorLauncher") {
 		t.Errorf("Spark AM argv %q", amv.jvm.Argv)
 	}
@@ -629,8 +628,7 @@ func testTez(t *testing.T, c *Cluster) {
 		t.Fatal(err)
 	}
 	am, _ := findProc(ps, func(r AttemptResult) bool { return r.Type == "am" })
-	// hadoop.Classify does not know Tez's DAGAppMaster: the container is tied by its CONTAINER_ID only.
-	amv := checkContainer(t, c, "hive", am, hadoop.KindNone)
+	amv := checkContainer(t, c, "hive", am, hadoop.KindTezAM)
 	if amv.jvm.Argv[len(amv.jvm.Argv)-1] != "--session" {
 		t.Errorf("DAGAppMaster argv %q", amv.jvm.Argv)
 	}

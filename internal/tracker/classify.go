@@ -18,20 +18,55 @@ func (t *Tracker) classify(p *proc, ms int64) {
 	if p.ppid == 2 || p.pid == 2 {
 		return // a kernel thread
 	}
+	if t.debugClassify != nil {
+		defer func() {
+			why := "ignored"
+			if p.t != nil {
+				why = "tracked " + p.t.role + " in " + p.t.unit.key + ": " + p.t.cmdline
+			} else if p.state == stDaemon {
+				why = "daemon"
+			}
+			if p.second {
+				why += " (second look queued or done)"
+			}
+			t.debugClassify(p, why)
+		}()
+	}
 	parent := t.procs[p.ppid]
 	argv, cmdline, ok := t.readCmdline(p.pid)
 	if !ok {
-		return // vanished, or a kernel thread (empty command line)
+		// An empty command line: a process between fork and exec, or a
+		// zombie. Under a tracked parent it belongs to the task anyway; else
+		// look again at the next tick.
+		if parent != nil && parent.t != nil {
+			var none hadoop.Launch
+			t.join(p, parent.t.unit, nil, "", &none, t.roleUnder(p, parent.t, &none), ms)
+			p.t.recheckAt = t.cycle + 1
+			return
+		}
+		t.later(p)
+		return
 	}
 	l := hadoop.Classify(argv)
 	p.kind = l.Kind
 	if l.Kind.IsDaemon() {
 		p.state = stDaemon
+		if parent != nil && parent.state == stDaemon {
+			// A daemon's child that still shows the daemon's command line
+			// has not exec'd yet (the NodeManager's and TaskTracker's
+			// launchers look like this for a moment).
+			t.later(p)
+		}
 		return
 	}
-	// 1. Descendants of a tracked process.
+	// 1. Descendants of a tracked process. A task JVM under its wrapper
+	// tells the unit what its command line says (attempt, log directory).
 	if parent != nil && parent.t != nil {
-		t.join(p, parent.t.unit, argv, cmdline, &l, t.roleUnder(p, parent.t, &l), ms)
+		u := parent.t.unit
+		if l.Kind.IsJVM() || l.Kind.IsWrapper() {
+			u.learn(t, p, &l)
+		}
+		t.join(p, u, argv, cmdline, &l, t.roleUnder(p, parent.t, &l), ms)
 		return
 	}
 	// 2. Task JVMs and their wrappers name their container or attempt.
@@ -55,6 +90,18 @@ func (t *Tracker) classify(p *proc, ms int64) {
 			t.join(p, u, argv, cmdline, &l, wire.RoleChild, ms)
 			return
 		}
+	}
+	// A daemon's child that matched nothing may be about to exec what will.
+	if parent != nil && parent.state == stDaemon {
+		t.later(p)
+	}
+}
+
+// later queues p to be classified once more at the next tick.
+func (t *Tracker) later(p *proc) {
+	if !p.second {
+		p.second = true
+		t.again = append(t.again, p)
 	}
 }
 
@@ -81,7 +128,7 @@ func roleOf(l *hadoop.Launch) string {
 	switch l.Kind {
 	case hadoop.KindYarnChild, hadoop.KindChild, hadoop.KindTezChild:
 		return wire.RoleTaskJVM
-	case hadoop.KindMRAppMaster:
+	case hadoop.KindMRAppMaster, hadoop.KindSparkAM, hadoop.KindTezAM:
 		return wire.RoleAppMaster
 	case hadoop.KindSparkExecutor:
 		return wire.RoleExecutor

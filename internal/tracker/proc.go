@@ -24,6 +24,7 @@ type proc struct {
 	startTicks uint64
 	state      procState
 	kind       hadoop.Kind // daemons and tracked processes
+	second     bool        // classified a second time (after its exec)
 	t          *tracked
 }
 
@@ -48,18 +49,26 @@ type tracked struct {
 	present  uint64
 	age      uint64 // ticks sampled
 	srcState []any
-	// childBase is, in exact mode, the CPU of children reaped before the
-	// agent first saw this process (cutime+cstime then); exit records cover
-	// every later one.
-	childBase int64
-	vanished  bool
-	cpuPrevMs int64 // for the snapshot's CPU percentage
-	tPrevMs   int64
-	cpuMs     int64
-	tMs       int64
-	recheckAt uint64 // when to read the command line again (wrappers exec)
-	firstTick bool   // discovered at the tracker's first tick
-	commRaw   string
+	vanished bool
+	// pending is CPU of exited children that this process reaped (or will)
+	// but that its cutime/cstime did not show yet; lastChildren is its
+	// cutime+cstime at the last sample; credit is cutime growth that came
+	// before the exit it stands for was seen (the parent reaped the child
+	// between two of the tracker's reads).
+	pending      int64
+	lastChildren int64
+	credit       int64
+	// pendRead and pendWrite are IO of children reaped after this process's
+	// last sample: its io counters will never show them.
+	pendRead, pendWrite int64
+	sampledAgain        bool  // scratch of ancestorAttempt
+	cpuPrevMs           int64 // for the snapshot's CPU percentage
+	tPrevMs             int64
+	cpuMs               int64
+	tMs                 int64
+	recheckAt           uint64 // when to read the command line again (wrappers exec)
+	firstTick           bool   // discovered at the tracker's first tick
+	commRaw             string
 }
 
 // member is one process's membership of one attempt.

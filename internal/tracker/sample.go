@@ -78,9 +78,14 @@ func (t *Tracker) sampleProc(p *proc) {
 			t.countErr(s.Name(), err)
 		}
 	}
-	if t.exact && tr.age == 0 && tr.firstTick {
-		tr.childBase = collect.TicksToMs(t.stat.CUTime + t.stat.CSTime)
+	// Children's CPU that arrived in the cutime/cstime is no longer pending.
+	children := collect.TicksToMs(t.stat.CUTime + t.stat.CSTime)
+	if d := children - tr.lastChildren; d > 0 {
+		used := min(d, tr.pending)
+		tr.pending -= used
+		tr.credit += d - used
 	}
+	tr.lastChildren = children
 	tr.age++
 	tr.cpuPrevMs, tr.tPrevMs = tr.cpuMs, tr.tMs
 	tr.cpuMs = collect.TicksToMs(t.stat.UTime + t.stat.STime)
@@ -113,15 +118,28 @@ func (t *Tracker) recheck(p *proc) {
 	t.sink.Process(t.wireProcess(p))
 }
 
-// cpuAcct is the CPU charged to a process so far: its own, plus (without
-// exit records) that of the children it reaped.
+// cpuAcct is the CPU charged to a process so far: its own, that of the
+// children it reaped (cutime/cstime, as the kernel charges a parent), and
+// that of children that exited but do not show in its cutime yet.
 func (t *Tracker) cpuAcct(tr *tracked) int64 {
-	v := tr.vals[t.idx.cpuUser] + tr.vals[t.idx.cpuSys]
-	if t.exact {
-		return v + tr.childBase
-	}
-	return v + tr.vals[t.idx.cpuCUser] + tr.vals[t.idx.cpuCSys]
+	return tr.vals[t.idx.cpuUser] + tr.vals[t.idx.cpuSys] + tr.vals[t.idx.cpuCUser] + tr.vals[t.idx.cpuCSys] + tr.pending
 }
+
+// reaper returns the tracked process of attempt a that was the parent of an
+// exited process (ppid at its exit): the kernel adds a reaped child's whole
+// CPU and IO, its exit included, to the parent's cutime/cstime and io.
+// Exits are handled children first, so the parent is still known even if it
+// exited in the same interval.
+func (t *Tracker) reaper(ppid int32, a *attempt) *tracked {
+	parent := t.procs[ppid]
+	if parent == nil || parent.t == nil || parent.t.mem == nil || parent.t.mem.att != a {
+		return nil
+	}
+	return parent.t
+}
+
+// alive reports whether a tracked process will be sampled again.
+func (t *Tracker) alive(p *proc) bool { return p.seen == t.cycle && !p.t.vanished }
 
 func val(tr *tracked, i int) int64 {
 	if i < 0 || tr.present&(1<<uint(i)) == 0 {
@@ -160,31 +178,51 @@ func (t *Tracker) endMembership(p *proc, final *taskstats.Record, ms int64) {
 	}
 	a := m.att
 	cpu := t.cpuAcct(tr)
-	read, write := val(tr, t.idx.read), val(tr, t.idx.write)
+	read, write := val(tr, t.idx.read)+tr.pendRead, val(tr, t.idx.write)+tr.pendWrite
 	if final != nil {
 		// The threads' records add up to the whole process when the agent saw
-		// it born; for a process that predates the agent they miss the threads
-		// that exited before, and the last sample is the better figure.
-		cpu = max(cpu, final.CPUMs()+tr.childBase)
-		read, write = max(read, int64(final.ReadBytes)), max(write, int64(final.WriteBytes))
+		// it born (for one that predates the agent they miss the threads that
+		// exited before: the last sample is then the better figure). What it
+		// had reaped is in its last sample's cutime/cstime.
+		own := tr.vals[t.idx.cpuUser] + tr.vals[t.idx.cpuSys]
+		cpu += max(0, final.CPUMs()-own)
+		read, write = max(read, int64(final.ReadBytes)+tr.pendRead), max(write, int64(final.WriteBytes)+tr.pendWrite)
 	}
-	charge := true
-	if !t.exact && final == nil && p.seen != t.cycle {
-		// Exited: a live parent in the same attempt reaped it, and its CPU is
-		// in that parent's cutime/cstime now.
-		if parent := t.procs[p.ppid]; parent != nil && parent.seen == t.cycle && parent.t != nil &&
-			parent.t.mem != nil && parent.t.mem.att == a {
-			charge = false
+	// An exited process reaped by a parent of the same attempt is in that
+	// parent's counters (exit costs included): charging it here would count
+	// it twice. It stays pending there until the parent's cutime shows it.
+	charged := true
+	if p.seen != t.cycle {
+		ppid := p.ppid
+		if final != nil && final.PPID > 0 {
+			ppid = final.PPID
+		}
+		if par := t.reaper(ppid, a); par != nil && par != tr {
+			charged = false
+			par.addPending(max(0, cpu-m.cpuBase))
+			if !t.alive(t.procs[ppid]) {
+				par.pendRead += max(0, read-m.readBase)
+				par.pendWrite += max(0, write-m.writeBase)
+			}
 		}
 	}
-	if charge && cpu > m.cpuBase {
-		a.exitedCPU += cpu - m.cpuBase
+	if t.debugExit != nil && p.seen != t.cycle {
+		fin := int64(-1)
+		if final != nil {
+			fin = final.CPUMs()
+		}
+		t.debugExit(p, a.info.AttemptID, tr.vals[t.idx.cpuUser]+tr.vals[t.idx.cpuSys], tr.vals[t.idx.cpuCUser]+tr.vals[t.idx.cpuCSys], fin, cpu-m.cpuBase, charged)
 	}
-	if read > m.readBase {
-		a.exitedRead += read - m.readBase
-	}
-	if write > m.writeBase {
-		a.exitedWrite += write - m.writeBase
+	if charged {
+		if cpu > m.cpuBase {
+			a.exitedCPU += cpu - m.cpuBase
+		}
+		if read > m.readBase {
+			a.exitedRead += read - m.readBase
+		}
+		if write > m.writeBase {
+			a.exitedWrite += write - m.writeBase
+		}
 	}
 	if gc := val(tr, t.idx.gc); gc > m.gcBase {
 		a.exitedGC += gc - m.gcBase
@@ -275,10 +313,10 @@ func (t *Tracker) emitAttemptSample(a *attempt, ms int64) {
 		if c := t.cpuAcct(tr) - m.cpuBase; c > 0 {
 			v[0] += c
 		}
-		if r := val(tr, t.idx.read) - m.readBase; r > 0 {
+		if r := val(tr, t.idx.read) + tr.pendRead - m.readBase; r > 0 {
 			v[5] += r
 		}
-		if w := val(tr, t.idx.write) - m.writeBase; w > 0 {
+		if w := val(tr, t.idx.write) + tr.pendWrite - m.writeBase; w > 0 {
 			v[6] += w
 		}
 		if w := val(tr, t.idx.wait) - m.waitBase; w > 0 {
@@ -372,19 +410,59 @@ func (t *Tracker) drainExits() {
 	if err != nil {
 		t.countErr("taskstats", err)
 	}
+	// Index the unclaimed records: by process, and which processes exited
+	// (their leader's record is in).
+	byPID := make(map[int32]*heldRecord, len(t.orphanRecs))
+	exited := make(map[int32]bool, len(t.orphanRecs))
+	for _, h := range t.orphanRecs {
+		if h.leader {
+			exited[h.rec.PID] = true
+			byPID[h.rec.PID] = h
+		} else if byPID[h.rec.PID] == nil {
+			byPID[h.rec.PID] = h
+		}
+	}
+	t.orphanByPID = byPID
 	kept := t.orphanRecs[:0]
 	for _, h := range t.orphanRecs {
-		if a := t.ancestorAttempt(h.rec.PPID, 0); a != nil {
-			a.exitedCPU += h.rec.CPUMs()
-			a.exitedRead += int64(h.rec.ReadBytes)
-			a.exitedWrite += int64(h.rec.WriteBytes)
-			if h.leader {
-				a.shortLived++
-				t.stats.ShortLived++
+		// A thread of a process that is tracked now belongs to it.
+		if p := t.procs[h.rec.PID]; p != nil && p.t != nil && h.rec.BtimeSec >= t.startMs(p.startTicks)/1000-1 {
+			hr := t.recs[h.rec.PID]
+			if hr == nil {
+				hr = &heldRecord{}
+				t.recs[h.rec.PID] = hr
+			}
+			hr.add(&h.rec)
+			continue
+		}
+		// A thread of a process still alive (not yet listed): wait for it.
+		if !exited[h.rec.PID] {
+			kept = append(kept, h)
+			continue
+		}
+		// A process that lived less than a tick: its nearest tracked ancestor's.
+		a, live := t.ancestorAttempt(h.rec.PPID, 0)
+		if a == nil {
+			kept = append(kept, h)
+			continue
+		}
+		if h.leader {
+			a.shortLived++
+			t.stats.ShortLived++
+		}
+		if live != nil {
+			// Reaped (or to be reaped) by a member: pending there until its
+			// counters show it.
+			live.addPending(h.rec.CPUMs())
+			if !live.sampledAgain {
+				live.pendRead += int64(h.rec.ReadBytes)
+				live.pendWrite += int64(h.rec.WriteBytes)
 			}
 			continue
 		}
-		kept = append(kept, h)
+		a.exitedCPU += h.rec.CPUMs()
+		a.exitedRead += int64(h.rec.ReadBytes)
+		a.exitedWrite += int64(h.rec.WriteBytes)
 	}
 	for i := len(kept); i < len(t.orphanRecs); i++ {
 		t.orphanRecs[i] = nil
@@ -411,27 +489,32 @@ func (h *heldRecord) add(r *taskstats.Record) {
 	}
 }
 
-// ancestorAttempt walks up from pid through tracked processes and through
-// unseen ones known only by their exit records.
-func (t *Tracker) ancestorAttempt(pid int32, depth int) *attempt {
+// ancestorAttempt walks up from pid through unseen processes known only by
+// their exit records to the first tracked one, and returns its attempt and
+// the process (everything below it that exited is, or will be, in its
+// counters).
+func (t *Tracker) ancestorAttempt(pid int32, depth int) (*attempt, *tracked) {
 	if depth > 32 || pid <= 1 {
-		return nil
+		return nil, nil
 	}
 	if p := t.procs[pid]; p != nil {
 		if p.t == nil {
-			return nil
+			return nil, nil
 		}
+		a := p.t.unit.cur
 		if p.t.mem != nil {
-			return p.t.mem.att
+			a = p.t.mem.att
 		}
-		return p.t.unit.cur
-	}
-	for _, h := range t.orphanRecs {
-		if h.rec.PID == pid {
-			return t.ancestorAttempt(h.rec.PPID, depth+1)
+		if p.t.mem == nil || p.t.mem.att == a {
+			p.t.sampledAgain = t.alive(p)
+			return a, p.t
 		}
+		return a, nil
 	}
-	return nil
+	if h := t.orphanByPID[pid]; h != nil {
+		return t.ancestorAttempt(h.rec.PPID, depth+1)
+	}
+	return nil, nil
 }
 
 // expireRecords drops exit records nobody claimed within a few ticks.
@@ -440,6 +523,11 @@ func (t *Tracker) expireRecords() {
 	for _, h := range t.orphanRecs {
 		if t.cycle-h.cycle < 3 {
 			kept = append(kept, h)
+		} else {
+			t.stats.Unclaimed++
+			if t.debugUnclaimed != nil {
+				t.debugUnclaimed(&h.rec)
+			}
 		}
 	}
 	for i := len(kept); i < len(t.orphanRecs); i++ {
@@ -454,4 +542,12 @@ func exitMessage(status int32) string {
 		return fmt.Sprintf("killed by signal %d", sig)
 	}
 	return fmt.Sprintf("exited with status %d", (status>>8)&0xff)
+}
+
+// addPending charges a reaped child's CPU to tr until its cutime shows it,
+// unless its cutime already grew by that much.
+func (tr *tracked) addPending(ms int64) {
+	used := min(ms, tr.credit)
+	tr.credit -= used
+	tr.pending += ms - used
 }

@@ -22,7 +22,9 @@ import (
 	"time"
 
 	"github.com/taskscope/taskscope/internal/collect"
+	"github.com/taskscope/taskscope/internal/hadoop"
 	"github.com/taskscope/taskscope/internal/procfs"
+	"github.com/taskscope/taskscope/internal/taskstats"
 	"github.com/taskscope/taskscope/internal/wire"
 )
 
@@ -57,37 +59,44 @@ type Stats struct {
 	ReadErrors  uint64 // reads of optional files that failed (not counting vanished processes)
 	Vanished    uint64 // reads that failed because the process had just exited
 	ExitRecords uint64 // taskstats records received
+	Unclaimed   uint64 // exit records of processes that were no task's (or whose ancestry was lost)
 }
 
 // Tracker keeps the state of one node. It is not safe for concurrent use.
 type Tracker struct {
-	cfg        Config
-	lister     *procfs.Lister
-	entries    []procfs.PidEntry
-	procs      map[int32]*proc
-	units      map[string]*unit
-	sources    []collect.Source
-	setters    []setter
-	metrics    []string
-	idx        metricIndex
-	cycle      uint64
-	bootMs     int64
-	buf        []byte
-	cmdBuf     []byte
-	stat       procfs.Stat
-	newProcs   []*proc
-	recs       map[int32]*heldRecord // exit records of tracked processes, until they vanish
-	orphanRecs []*heldRecord         // records not yet attributable
-	attVals    []int64
-	stats      Stats
-	sink       Sink
-	srcErrs    map[string]uint64
-	log        *slog.Logger
-	exact      bool
-	users      map[uint32]string
-	target     collect.Target
-	nowMs      int64
-	reused     []*proc
+	cfg         Config
+	lister      *procfs.Lister
+	entries     []procfs.PidEntry
+	procs       map[int32]*proc
+	units       map[string]*unit
+	sources     []collect.Source
+	setters     []setter
+	metrics     []string
+	idx         metricIndex
+	cycle       uint64
+	bootMs      int64
+	buf         []byte
+	cmdBuf      []byte
+	stat        procfs.Stat
+	newProcs    []*proc
+	recs        map[int32]*heldRecord // exit records of tracked processes, until they vanish
+	orphanRecs  []*heldRecord         // records not yet attributable
+	attVals     []int64
+	stats       Stats
+	sink        Sink
+	srcErrs     map[string]uint64
+	log         *slog.Logger
+	exact       bool
+	users       map[uint32]string
+	target      collect.Target
+	nowMs       int64
+	reused      []*proc
+	again       []*proc // to classify once more (seen between fork and exec)
+	orphanByPID map[int32]*heldRecord
+
+	debugUnclaimed func(*taskstats.Record)   // tests
+	debugClassify  func(p *proc, why string) // tests
+	debugExit      func(p *proc, attempt string, own, children, final, charge int64, charged bool)
 }
 
 // metricIndex holds the positions of the metrics the tracker sums per attempt.
@@ -262,6 +271,16 @@ func (t *Tracker) Tick(now time.Time, sink Sink) error {
 		}
 		return a.pid < b.pid
 	})
+	// Second looks first: a process seen before its exec last tick may be
+	// the parent of this tick's new ones.
+	again := t.again
+	t.again = nil
+	for _, p := range again {
+		if p.seen == t.cycle && p.t == nil && t.procs[p.pid] == p {
+			p.state, p.kind = stIgnored, hadoop.KindNone
+			t.classify(p, ms)
+		}
+	}
 	for _, p := range t.newProcs {
 		t.stats.New++
 		t.classify(p, ms)
@@ -269,14 +288,23 @@ func (t *Tracker) Tick(now time.Time, sink Sink) error {
 	// Every process that left /proc before the listing has sent its exit
 	// record by now: drain before sweeping.
 	t.drainExits()
-	for i, p := range t.reused {
-		t.gone(p, ms)
-		t.reused[i] = nil
+	// Exits children first (a child starts after its parent): a parent that
+	// exited in the same interval must still be there to take its child's
+	// CPU, which the kernel put in its cutime.
+	gone := t.reused
+	for _, p := range t.procs {
+		if p.seen != t.cycle && p.t != nil {
+			gone = append(gone, p)
+		}
 	}
-	t.reused = t.reused[:0]
+	sort.Slice(gone, func(i, j int) bool { return gone[i].startTicks > gone[j].startTicks })
+	for i, p := range gone {
+		t.gone(p, ms)
+		gone[i] = nil
+	}
+	t.reused = gone[:0]
 	for pid, p := range t.procs {
 		if p.seen != t.cycle {
-			t.gone(p, ms)
 			delete(t.procs, pid)
 		}
 	}

@@ -138,10 +138,10 @@ func (u *unit) attemptType(id string) string {
 	if a, ok := hadoop.ParseAttempt(id); ok {
 		return a.Type
 	}
-	switch u.jvmKind {
-	case hadoop.KindMRAppMaster:
+	switch {
+	case u.jvmKind.IsAppMaster():
 		return "am"
-	case hadoop.KindSparkExecutor:
+	case u.jvmKind == hadoop.KindSparkExecutor:
 		return "executor"
 	}
 	return "container"

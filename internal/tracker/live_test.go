@@ -1,0 +1,335 @@
+package tracker
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/taskscope/taskscope/internal/collect"
+	"github.com/taskscope/taskscope/internal/hadoop"
+	"github.com/taskscope/taskscope/internal/procfs"
+	"github.com/taskscope/taskscope/internal/simulator"
+	"github.com/taskscope/taskscope/internal/taskstats"
+	"github.com/taskscope/taskscope/internal/wire"
+)
+
+func TestMain(m *testing.M) {
+	simulator.RunDaemonIfRequested()
+	os.Exit(m.Run())
+}
+
+// recSink records what the tracker reports.
+type recSink struct {
+	mu       sync.Mutex
+	attempts map[string]wire.Attempt
+	lastCPU  map[string]int64 // attempt -> cpu_ms of its last sample
+	procs    map[uint64]wire.Process
+	members  []wire.Membership
+	events   []wire.Event
+}
+
+func newRecSink() *recSink {
+	return &recSink{attempts: map[string]wire.Attempt{}, lastCPU: map[string]int64{}, procs: map[uint64]wire.Process{}}
+}
+
+func (s *recSink) Process(p *wire.Process)                      { s.procs[p.Key] = *p }
+func (s *recSink) Attempt(a *wire.Attempt)                      { s.attempts[a.AttemptID] = *a }
+func (s *recSink) Membership(m *wire.Membership)                { s.members = append(s.members, *m) }
+func (s *recSink) Event(e *wire.Event)                          { s.events = append(s.events, *e) }
+func (s *recSink) ProcessSample(uint64, int64, []int64, uint64) {}
+func (s *recSink) AttemptSample(id string, ms int64, vals []int64, present uint64) {
+	s.lastCPU[id] = vals[0]
+}
+
+// truthOf returns TASKSCOPE_SIM_UNIT and the cluster id of a process.
+func truthOf(pid int32) (unit, cluster string) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(int(pid)) + "/environ")
+	if err != nil {
+		return "", ""
+	}
+	for _, kv := range bytes.Split(b, []byte{0}) {
+		if v, ok := bytes.CutPrefix(kv, []byte(simulator.EnvUnit+"=")); ok {
+			unit = string(v)
+		}
+		if v, ok := bytes.CutPrefix(kv, []byte(simulator.EnvCluster+"=")); ok {
+			cluster = string(v)
+		}
+	}
+	return unit, cluster
+}
+
+// live drives a tracker beside a simulated cluster and checks, at every
+// tick, each process the simulator started against its ground truth.
+type live struct {
+	t       *testing.T
+	tr      *Tracker
+	sink    *recSink
+	cluster string
+	exact   bool
+	// truth unit -> attempts the tracker put its processes in
+	seen map[string]map[string]bool
+	// processes of the cluster the tracker did not track, by pid (seen twice or more)
+	missed map[int32]int
+	wrong  []string
+}
+
+func newLive(t *testing.T, c *simulator.Cluster, exact bool) *live {
+	fs := procfs.NewFS("/proc")
+	cfg := Config{FS: &fs, Host: "test", Collect: collect.Config{FS: &fs, PSSEvery: 0}}
+	if exact {
+		l, err := taskstats.Listen()
+		if err != nil {
+			t.Fatalf("taskstats: %v (the tests run as root)", err)
+		}
+		cfg.Exits = l
+	}
+	tr, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	if os.Getenv("DEBUG_LIVE") != "" {
+		tr.debugUnclaimed = func(r *taskstats.Record) {
+			if r.CPUMs() > 2 {
+				t.Logf("unclaimed exit record: pid %d tid %d ppid %d %s cpu %d ms", r.PID, r.TID, r.PPID, r.Comm, r.CPUMs())
+			}
+		}
+		tr.debugExit = func(p *proc, att string, own, children, final, charge int64, charged bool) {
+			t.Logf("exit pid %d ppid %d %s: own %d children %d record %d -> %d charged %v (%s)", p.pid, p.ppid, p.t.comm, own, children, final, charge, charged, att)
+		}
+		tr.debugClassify = func(p *proc, why string) {
+			if u, cl := truthOf(p.pid); cl != "" || u != "" {
+				b, _ := os.ReadFile("/proc/" + strconv.Itoa(int(p.pid)) + "/cmdline")
+				t.Logf("classify pid %d ppid %d (%s): %s  [now: %.80s]", p.pid, p.ppid, u, why, strings.ReplaceAll(string(b), "\x00", " "))
+			}
+		}
+	}
+	return &live{t: t, tr: tr, sink: newRecSink(), cluster: c.ID(), exact: exact,
+		seen: map[string]map[string]bool{}, missed: map[int32]int{}}
+}
+
+func (l *live) tick() {
+	if err := l.tr.Tick(time.Now(), l.sink); err != nil {
+		l.t.Fatal(err)
+	}
+	where := map[int32]AttemptView{}
+	for _, j := range l.tr.View() {
+		for _, a := range j.Attempts {
+			for _, p := range a.Processes {
+				where[p.PID] = a
+			}
+		}
+	}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		unit, cl := truthOf(int32(pid))
+		if cl != l.cluster || unit == "" {
+			continue
+		}
+		a, ok := where[int32(pid)]
+		if !ok {
+			l.missed[int32(pid)]++
+			continue
+		}
+		if l.seen[unit] == nil {
+			l.seen[unit] = map[string]bool{}
+		}
+		l.seen[unit][a.AttemptID] = true
+		if !matches(unit, a) {
+			cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+			l.wrong = append(l.wrong, unit+" -> "+a.AttemptID+" ("+a.ContainerID+"): "+strings.ReplaceAll(string(cmd), "\x00", " "))
+		}
+	}
+}
+
+// matches says whether the tracker's attempt is right for a process whose
+// truth is unit: the attempt itself, or for a unit that runs several
+// attempts (a container, a reused Hadoop 1 JVM) the unit or one of its attempts.
+func matches(unit string, a AttemptView) bool {
+	if a.AttemptID == unit {
+		return true
+	}
+	if strings.HasPrefix(unit, "container_") {
+		return a.ContainerID == unit
+	}
+	if strings.HasPrefix(unit, "jvm_") {
+		_, ok := hadoop.ParseAttempt(a.AttemptID)
+		return ok
+	}
+	return false
+}
+
+// run submits spec and ticks every interval until the job is done and its
+// processes are gone, then a few more ticks.
+func (l *live) run(c *simulator.Cluster, spec simulator.JobSpec, interval time.Duration) *simulator.JobResult {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	j, err := c.Submit(ctx, spec)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	tk := time.NewTicker(interval)
+	defer tk.Stop()
+wait:
+	for {
+		select {
+		case <-ctx.Done():
+			l.t.Fatalf("job %s did not finish", j.ID)
+		case <-j.Done():
+			break wait
+		case <-tk.C:
+			l.tick()
+		}
+	}
+	for i := 0; i < 3; i++ {
+		<-tk.C
+		l.tick()
+	}
+	res, err := j.Wait(ctx)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	return res
+}
+
+func (l *live) check(res *simulator.JobResult) {
+	t := l.t
+	t.Helper()
+	for _, w := range l.wrong {
+		t.Errorf("wrong attempt: %s", w)
+	}
+	// A process seen in two ticks or more must have been tracked.
+	for pid, n := range l.missed {
+		if n >= 2 {
+			t.Errorf("pid %d of the cluster was never tracked (%d ticks)", pid, n)
+		}
+	}
+	for _, a := range res.Attempts {
+		if len(l.seen[a.Unit]) == 0 {
+			t.Errorf("unit %s (%s %s) was never seen", a.Unit, a.Type, a.MainClass)
+		}
+	}
+}
+
+// cpuOf is the tracker's total CPU for one of the simulator's process
+// trees: over all the attempts it ran.
+func (l *live) cpuOf(a simulator.AttemptResult) int64 {
+	var ms int64
+	for id := range l.seen[a.Unit] {
+		ms += l.sink.lastCPU[id]
+	}
+	return ms
+}
+
+func (l *live) checkCPU(res *simulator.JobResult, tolerance float64) {
+	t := l.t
+	t.Helper()
+	for _, a := range res.Attempts {
+		if a.Lost || a.Orphaned || a.CPU <= 0 {
+			continue
+		}
+		want := a.CPU.Milliseconds()
+		got := l.cpuOf(a)
+		diff := float64(got-want) / float64(want)
+		tol := tolerance
+		if a.Type == "am" {
+			// An ApplicationMaster here only starts and stops a JVM (0.2 s of
+			// CPU); the CPU its exit costs after the kernel's exit record,
+			// 10-20 ms, is not seen when the whole tree exits within one tick.
+			tol = 0.25
+		}
+		t.Logf("%s %-8s wait4 %6d ms, tracker %6d ms (%+.1f%%)", a.Unit, a.Type, want, got, diff*100)
+		if diff < -tol || diff > tol {
+			t.Errorf("%s: CPU %d ms, wait4 says %d ms (%+.1f%%, tolerance %.0f%%)", a.Unit, got, want, diff*100, tol*100)
+		}
+	}
+}
+
+func startCluster(t *testing.T, kind simulator.NodeKind) *simulator.Cluster {
+	c, err := simulator.Start(context.Background(), simulator.Options{Dir: filepath.Join(t.TempDir(), "sim"), Nodes: 1, Kind: kind,
+		MapSlots: 2, ReduceSlots: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func TestLiveYARN(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts JVMs")
+	}
+	c := startCluster(t, simulator.NodeYARN)
+	cases := []struct {
+		name string
+		spec simulator.JobSpec
+	}{
+		{"mapreduce", simulator.JobSpec{Kind: simulator.JobMapReduce, Maps: 2, Reduces: 1, TaskCPU: 2 * time.Second}},
+		{"streaming", simulator.JobSpec{Kind: simulator.JobStreaming, Maps: 2, Reduces: 1, TaskCPU: time.Second,
+			StreamCPU: 1500 * time.Millisecond, ShortLivedChildren: 60}},
+		{"spark", simulator.JobSpec{Kind: simulator.JobSpark, Executors: 1, Maps: 2, TaskCPU: time.Second, PySpark: true}},
+		{"tez", simulator.JobSpec{Kind: simulator.JobTez, Maps: 2, TaskCPU: 1500 * time.Millisecond}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newLive(t, c, true)
+			res := l.run(c, tc.spec, 200*time.Millisecond)
+			l.check(res)
+			l.checkCPU(res, 0.03)
+		})
+	}
+}
+
+func TestLiveHadoop1(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts JVMs")
+	}
+	c := startCluster(t, simulator.NodeHadoop1)
+	cases := []struct {
+		name string
+		spec simulator.JobSpec
+	}{
+		{"child", simulator.JobSpec{Kind: simulator.JobHadoop1, Maps: 2, Reduces: 1, TaskCPU: 2 * time.Second}},
+		{"jvm-reuse", simulator.JobSpec{Kind: simulator.JobHadoop1, Maps: 4, Reduces: 1, TaskCPU: time.Second, JVMReuse: -1}},
+		{"streaming", simulator.JobSpec{Kind: simulator.JobHadoop1Streaming, Maps: 2, Reduces: 1, TaskCPU: time.Second,
+			StreamCPU: 1500 * time.Millisecond, ShortLivedChildren: 40}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newLive(t, c, true)
+			res := l.run(c, tc.spec, 200*time.Millisecond)
+			l.check(res)
+			l.checkCPU(res, 0.03)
+			if tc.spec.JVMReuse != 0 {
+				// A reused JVM's attempts are told apart: every attempt the
+				// simulator switched to shows as an attempt of the tracker.
+				for _, a := range res.Attempts {
+					var want []string
+					for _, s := range a.Switches {
+						want = append(want, s.AttemptID)
+					}
+					var got []string
+					for id := range l.seen[a.Unit] {
+						got = append(got, id)
+					}
+					sort.Strings(want)
+					sort.Strings(got)
+					if len(want) > 1 && strings.Join(want, ",") != strings.Join(got, ",") {
+						t.Errorf("JVM %s ran %v, tracker saw %v", a.Unit, want, got)
+					}
+				}
+			}
+		})
+	}
+}
