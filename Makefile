@@ -1,0 +1,57 @@
+# taskscope: `make demo` builds everything and runs the demo; `make test`
+# installs what the tests need and passes them. See README.md.
+
+GO        ?= go
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS   := -s -w -X github.com/taskscope/taskscope/internal/agent.Version=$(VERSION) -X github.com/taskscope/taskscope/internal/cli.Version=$(VERSION)
+TESTFLAGS ?= -race -timeout 40m
+WEB_STAMP := web/node_modules/.stamp
+
+.PHONY: all build ui agent server demo test test-go test-deps vet fmt-check bench fuzz clean
+
+all: build
+
+build: agent server
+
+agent:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/taskscope-agent ./cmd/taskscope-agent
+
+# The server embeds the web UI, so the UI is built first (when it exists).
+server: ui
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/taskscope ./cmd/taskscope
+
+ui: $(WEB_STAMP)
+	@if [ -f web/package.json ]; then cd web && npm run build; fi
+
+$(WEB_STAMP): $(wildcard web/package.json web/package-lock.json)
+	@if [ -f web/package.json ]; then cd web && npm ci --no-audit --no-fund && touch node_modules/.stamp; fi
+
+demo: build
+	./bin/taskscope demo
+
+test: test-deps ui vet fmt-check test-go
+
+# Installs what the tests need beyond Go, node and java (Chromium for the UI
+# tests); needs root, as CI has.
+test-deps:
+	./scripts/test-deps.sh
+
+test-go:
+	$(GO) test $(TESTFLAGS) ./...
+
+vet:
+	$(GO) vet ./...
+
+fmt-check:
+	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# A short run of every fuzzer (longer: make fuzz FUZZTIME=5m).
+FUZZTIME ?= 10s
+fuzz:
+	./scripts/fuzz-all.sh $(FUZZTIME)
+
+clean:
+	rm -rf bin web/dist/assets web/dist/index.html
