@@ -2,6 +2,7 @@ package simulator
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"time"
 )
@@ -21,7 +22,10 @@ var (
 func clusterTimestamp() int64 {
 	tsMu.Lock()
 	defer tsMu.Unlock()
-	ts := time.Now().UnixMilli()
+	// Clusters of other processes (tests run in parallel, each with an
+	// agent that sees every process on the machine) must not mint the same
+	// ids: a random offset of up to a minute keeps them apart.
+	ts := time.Now().UnixMilli() + rand.Int64N(60_000)
 	if ts <= lastTS {
 		ts = lastTS + 1
 	}

@@ -15,10 +15,11 @@ import (
 // process is the sum over the records of all its threads; the record of the
 // thread group leader (TID == PID) carries the exit code.
 type Record struct {
-	PID        int32 // the thread group id (the process)
-	TID        int32 // the thread
-	PPID       int32 // the process's parent at exit
-	BtimeSec   int64 // the thread's start, unix seconds
+	PID        int32  // the thread group id (the process)
+	TID        int32  // the thread
+	PPID       int32  // the process's parent at exit
+	BtimeSec   int64  // the thread's start, unix seconds
+	EtimeUs    uint64 // the thread's elapsed time at exit, µs
 	UTimeUs    uint64
 	STimeUs    uint64
 	ReadBytes  uint64
@@ -47,6 +48,7 @@ const (
 	offPID        = 128
 	offPPID       = 132
 	offBtime      = 136
+	offEtime      = 144
 	offUtime      = 152
 	offStime      = 160
 	offReadBytes  = 248
@@ -78,6 +80,7 @@ func ParseStats(b []byte, r *Record) error {
 	r.TID = int32(u32(offPID))
 	r.PPID = int32(u32(offPPID))
 	r.BtimeSec = int64(u32(offBtime))
+	r.EtimeUs = u64(offEtime)
 	r.UTimeUs = u64(offUtime)
 	r.STimeUs = u64(offStime)
 	r.ReadBytes = u64(offReadBytes)

@@ -163,6 +163,11 @@ func matches(unit string, a AttemptView) bool {
 	if strings.HasPrefix(unit, "container_") {
 		return a.ContainerID == unit
 	}
+	// A Tez container is idle (its own pseudo-attempt) until its first
+	// attempt writes its syslog.
+	if at, ok := hadoop.ParseAttempt(unit); ok && at.Tez && a.AttemptID == a.ContainerID {
+		return true
+	}
 	if strings.HasPrefix(unit, "jvm_") {
 		_, ok := hadoop.ParseAttempt(a.AttemptID)
 		return ok
@@ -243,11 +248,17 @@ func (l *live) checkCPU(res *simulator.JobResult, tolerance float64) {
 		got := l.cpuOf(a)
 		diff := float64(got-want) / float64(want)
 		tol := tolerance
+		if raceEnabled {
+			// The race detector slows the tracker five to ten times: its reads
+			// interleave with exits it would otherwise see apart. CPU accuracy
+			// is asserted by the run without it (make test-accuracy).
+			tol = max(tol, 0.15)
+		}
 		if a.Type == "am" {
 			// An ApplicationMaster here only starts and stops a JVM (0.2 s of
 			// CPU); the CPU its exit costs after the kernel's exit record,
 			// 10-20 ms, is not seen when the whole tree exits within one tick.
-			tol = 0.25
+			tol = max(tol, 0.25)
 		}
 		t.Logf("%s %-8s wait4 %6d ms, tracker %6d ms (%+.1f%%)", a.Unit, a.Type, want, got, diff*100)
 		if diff < -tol || diff > tol {

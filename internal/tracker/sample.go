@@ -2,6 +2,7 @@ package tracker
 
 import (
 	"fmt"
+
 	"github.com/taskscope/taskscope/internal/collect"
 	"github.com/taskscope/taskscope/internal/hadoop"
 	"github.com/taskscope/taskscope/internal/procfs"
@@ -180,12 +181,7 @@ func (t *Tracker) endMembership(p *proc, final *taskstats.Record, ms int64) {
 	cpu := t.cpuAcct(tr)
 	read, write := val(tr, t.idx.read)+tr.pendRead, val(tr, t.idx.write)+tr.pendWrite
 	if final != nil {
-		// The threads' records add up to the whole process when the agent saw
-		// it born (for one that predates the agent they miss the threads that
-		// exited before: the last sample is then the better figure). What it
-		// had reaped is in its last sample's cutime/cstime.
-		own := tr.vals[t.idx.cpuUser] + tr.vals[t.idx.cpuSys]
-		cpu += max(0, final.CPUMs()-own)
+		cpu += t.lastInterval(tr, final)
 		read, write = max(read, int64(final.ReadBytes)+tr.pendRead), max(write, int64(final.WriteBytes)+tr.pendWrite)
 	}
 	// An exited process reaped by a parent of the same attempt is in that
@@ -233,6 +229,31 @@ func (t *Tracker) endMembership(p *proc, final *taskstats.Record, ms int64) {
 	tr.mem = nil
 	t.sink.Membership(&wire.Membership{Process: tr.key, AttemptID: a.info.AttemptID, FromMs: m.fromMs, ToMs: ms,
 		CPUBaseMs: m.cpuBase, Role: tr.role})
+}
+
+// lastInterval is the CPU a process used after its last sample, from its
+// exit records. The kernel counts a thread's CPU in clock ticks, which summed
+// over many threads can be off by several percent either way from the
+// precise time /proc and wait4 report; so the records only say how much came
+// after the last precise sample, bounded by the rate of the last interval
+// over the time until the exit (plus room for the exit itself).
+func (t *Tracker) lastInterval(tr *tracked, final *taskstats.Record) int64 {
+	own := tr.vals[t.idx.cpuUser] + tr.vals[t.idx.cpuSys]
+	extra := final.CPUMs() - own
+	if extra <= 0 || tr.tMs == 0 || final.EtimeUs == 0 {
+		return max(0, extra)
+	}
+	exitMs := tr.startMs + int64(final.EtimeUs/1000)
+	dt := max(0, exitMs-tr.tMs)
+	var rate float64 // cores: the last interval's, or the lifetime's if higher
+	if tr.tPrevMs > 0 && tr.tMs > tr.tPrevMs {
+		rate = float64(tr.cpuMs-tr.cpuPrevMs) / float64(tr.tMs-tr.tPrevMs)
+	}
+	if tr.tMs > tr.startMs {
+		rate = max(rate, float64(tr.cpuMs)/float64(tr.tMs-tr.startMs))
+	}
+	bound := int64(rate*float64(dt)*1.5) + 50
+	return min(extra, bound)
 }
 
 // switchAttempt ends the unit's current attempt, if any, and starts want.
@@ -486,6 +507,7 @@ func (h *heldRecord) add(r *taskstats.Record) {
 	if r.TID == r.PID {
 		h.leader = true
 		h.rec.TID, h.rec.PPID, h.rec.BtimeSec, h.rec.ExitCode, h.rec.Comm = r.TID, r.PPID, r.BtimeSec, r.ExitCode, r.Comm
+		h.rec.EtimeUs = r.EtimeUs
 	}
 }
 
