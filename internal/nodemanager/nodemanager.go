@@ -146,7 +146,7 @@ type Listing struct {
 	At         time.Time         // when the poll began: containers started after it cannot be in it
 	Containers map[string]string // id -> state
 	Apps       map[string]string // id -> state; nil if the apps could not be listed
-	Polls      uint64 // successful polls so far
+	Polls      uint64            // successful polls so far
 }
 
 // Watcher polls one NodeManager in the background. Its methods are safe
