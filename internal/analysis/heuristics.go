@@ -68,42 +68,6 @@ func stragglers(j *Job) []Finding {
 	return out
 }
 
-// skew compares the CPU of the busiest attempts of a type with the rest.
-func skew(j *Job) []Finding {
-	var out []Finding
-	for typ, atts := range j.byType() {
-		if len(atts) < 4 {
-			continue
-		}
-		var cpu []float64
-		for _, a := range atts {
-			cpu = append(cpu, float64(a.CPUMs))
-		}
-		med := median(cpu)
-		if med <= 1000 {
-			continue
-		}
-		maxA := atts[0]
-		for _, a := range atts {
-			if a.CPUMs > maxA.CPUMs {
-				maxA = a
-			}
-		}
-		r := float64(maxA.CPUMs) / med
-		sev := grade(r, [4]float64{2, 4, 8, 16})
-		if sev == None {
-			continue
-		}
-		out = append(out, Finding{Severity: sev, TaskType: typ, AttemptIDs: []string{maxA.AttemptID},
-			Message: fmt.Sprintf("The busiest %s attempt used %.1f× the median CPU of its type (%.0f s against %.0f s).",
-				typ, r, float64(maxA.CPUMs)/1000, med/1000),
-			Recommendation: "Work is spread unevenly. For reduces, check the key distribution (a hot key) and the partitioner; for maps, the input split sizes.",
-			Numbers:        []Number{{"max_cpu", float64(maxA.CPUMs) / 1000, "s"}, {"median_cpu", med / 1000, "s"}, {"ratio", r, "x"}},
-		})
-	}
-	return out
-}
-
 // memoryHeadroom compares the peak memory of a type's attempts with the
 // container size: too little headroom risks kills, too much wastes the cluster.
 func memoryHeadroom(j *Job) []Finding {
@@ -130,9 +94,15 @@ func memoryHeadroom(j *Job) []Finding {
 		limitB := float64(limit << 20)
 		used := float64(peak) / limitB
 		param := "mapreduce." + typ + ".memory.mb"
-		// Recommend the peak plus 25% headroom, rounded up to 256 MB.
-		rec := int64(math.Ceil(float64(peak)*1.25/float64(256<<20))) * 256
-		nums := []Number{{"peak_memory", float64(peak), "bytes"}, {"container_memory", limitB, "bytes"}, {"used_share", used * 100, "percent"}}
+		// Recommend the peak plus 25% headroom, and room for the heap (-Xmx at
+		// 80% of the container), rounded up to 256 MB.
+		var xmx int64
+		for _, a := range atts {
+			xmx = max(xmx, a.XmxBytes)
+		}
+		rec := roundUp256(max(float64(peak)*1.25, float64(xmx)/0.8))
+		nums := []Number{{"peak_memory", float64(peak), "bytes"}, {"container_memory", limitB, "bytes"}, {"used_share", used * 100, "percent"},
+			{"xmx", float64(xmx), "bytes"}, {"recommended_memory", float64(rec << 20), "bytes"}}
 		switch {
 		case used >= 0.9:
 			out = append(out, Finding{Severity: grade(used, [4]float64{0.9, 0.95, 1.0, 1.1}), TaskType: typ,
@@ -193,7 +163,7 @@ func gcPressure(j *Job) []Finding {
 				worst = a
 			}
 		}
-		if cpu < 10_000 || gc == 0 {
+		if cpu < gcMinCPUMs || gc == 0 {
 			continue
 		}
 		r := gc / cpu
@@ -204,6 +174,9 @@ func gcPressure(j *Job) []Finding {
 		rec := ""
 		if worst.XmxBytes > 0 {
 			rec = fmt.Sprintf("-Xmx%dm", worst.XmxBytes>>20*3/2)
+			if worst.MemoryMB > 0 && worst.XmxBytes*3/2 > worst.MemoryMB<<20*8/10 {
+				rec += fmt.Sprintf(" (and mapreduce.%s.memory.mb=%d)", typ, roundUp256(float64(worst.XmxBytes)*1.5/0.8))
+			}
 		}
 		out = append(out, Finding{Severity: sev, TaskType: typ, AttemptIDs: []string{worst.AttemptID},
 			Message:        fmt.Sprintf("%s JVMs spent %.0f%% of their CPU time in garbage collection.", typ, r*100),
@@ -213,4 +186,12 @@ func gcPressure(j *Job) []Finding {
 		})
 	}
 	return out
+}
+
+// gcMinCPUMs is the CPU a type's attempts must have used for GC pressure to be judged.
+const gcMinCPUMs = 3000
+
+// roundUp256 returns bytes in MB, rounded up to a multiple of 256 MB.
+func roundUp256(bytes float64) int64 {
+	return int64(math.Ceil(bytes/float64(256<<20))) * 256
 }
