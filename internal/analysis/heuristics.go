@@ -61,6 +61,8 @@ func stragglers(j *Job) []Finding {
 			f.Recommendation = "The slow attempt also did more work: its input is larger. Split the input more evenly, or use a better partitioner for reduces."
 			if typ == "reduce" {
 				f.Parameter, f.Value = "mapreduce.job.reduces", fmt.Sprint(2*len(atts))
+			} else {
+				f.Parameter, f.Value = "mapreduce.input.fileinputformat.split.maxsize", fmt.Sprint(128<<20)
 			}
 		}
 		out = append(out, f)
@@ -80,10 +82,7 @@ func memoryHeadroom(j *Job) []Finding {
 			if a.MemoryMB > limit {
 				limit = a.MemoryMB
 			}
-			p := a.PeakRSS
-			if a.PeakPSS > 0 && a.PeakPSS < p {
-				p = a.PeakPSS
-			}
+			p := peakMemory(a)
 			if p > peak {
 				peak, peakA = p, a
 			}
@@ -114,7 +113,7 @@ func memoryHeadroom(j *Job) []Finding {
 		case used < 0.5 && limit > 1024:
 			sev := gradeBelow(used, [4]float64{0.5, 0.4, 0.3, 0.2})
 			out = append(out, Finding{Severity: sev, TaskType: typ, AttemptIDs: []string{peakA.AttemptID},
-				Message: fmt.Sprintf("The largest %s attempt peaked at %.0f%% of its %d MB container: memory is reserved but unused.",
+				Message: fmt.Sprintf("The largest %s attempt peaked at %.1f%% of its %d MB container: memory is reserved but unused.",
 					typ, used*100, limit),
 				Recommendation: "Smaller containers let more tasks run at once. Keep the JVM heap (-Xmx) at about 80% of the new size.",
 				Parameter:      param, Value: fmt.Sprint(max(rec, 512)), Numbers: nums})
@@ -163,7 +162,7 @@ func gcPressure(j *Job) []Finding {
 				worst = a
 			}
 		}
-		if cpu < gcMinCPUMs || gc == 0 {
+		if cpu < gcMinCPUMs || gc < gcMinPerAttemptMs*float64(len(atts)) {
 			continue
 		}
 		r := gc / cpu
@@ -188,8 +187,13 @@ func gcPressure(j *Job) []Finding {
 	return out
 }
 
-// gcMinCPUMs is the CPU a type's attempts must have used for GC pressure to be judged.
-const gcMinCPUMs = 3000
+// GC pressure is judged for a type whose attempts used gcMinCPUMs of CPU
+// and spent on average gcMinPerAttemptMs in collections (less than a second
+// of GC per task is not worth tuning).
+const (
+	gcMinCPUMs        = 3000
+	gcMinPerAttemptMs = 500
+)
 
 // roundUp256 returns bytes in MB, rounded up to a multiple of 256 MB.
 func roundUp256(bytes float64) int64 {

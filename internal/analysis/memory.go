@@ -86,17 +86,17 @@ func memoryGrowth(j *Job) []Finding {
 				worst = g
 			}
 		}
-		limit := float64(worst.a.MemoryMB << 20)
-		msg := fmt.Sprintf("The memory of %d %s attempts grows steadily: %s by %.1f MB/s over %.0f s (from %.0f MB to %.0f MB, fit R² %.2f).",
-			len(hits), typ, worst.a.AttemptID, worst.slope/(1<<20), worst.secs, worst.from/(1<<20), worst.to/(1<<20), worst.r2)
+		what := map[string]string{"rss_bytes": "memory (RSS)", "heap_used_bytes": "JVM heap"}[worst.metric]
+		msg := fmt.Sprintf("The %s of %d %s attempts grows steadily: %s by %.1f MB/s over %.0f s (from %.0f MB to %.0f MB, fit R² %.2f).",
+			what, len(hits), typ, worst.a.AttemptID, worst.slope/(1<<20), worst.secs, worst.from/(1<<20), worst.to/(1<<20), worst.r2)
 		nums := []Number{{"slope", worst.slope, "bytes/s"}, {"growth", worst.to - worst.from, "bytes"}, {"r2", worst.r2, ""},
 			{"attempts", float64(len(hits)), "count"}}
-		if limit > 0 {
-			nums = append(nums, Number{"container_memory", limit, "bytes"}, Number{"seconds_to_limit", worst.ttl, "s"})
+		if !math.IsNaN(worst.ttl) {
+			nums = append(nums, Number{"seconds_to_limit", worst.ttl, "s"})
 			if worst.ttl <= 0 {
-				msg += fmt.Sprintf(" It has reached its %d MB container.", worst.a.MemoryMB)
+				msg += " It has reached " + worst.limitName + "."
 			} else {
-				msg += fmt.Sprintf(" At that rate it reaches its %d MB container in %.0f s.", worst.a.MemoryMB, worst.ttl)
+				msg += fmt.Sprintf(" At that rate it reaches %s in %.0f s (it has run %.0f s).", worst.limitName, worst.ttl, float64(worst.a.DurationMs)/1000)
 			}
 		}
 		f := Finding{Severity: worst.sev, TaskType: typ, AttemptIDs: ids, Message: msg, Numbers: nums,
@@ -112,56 +112,84 @@ func memoryGrowth(j *Job) []Finding {
 
 type growth struct {
 	a              store.Attempt
+	metric         string  // rss_bytes or heap_used_bytes: what grows
 	slope, r2      float64 // bytes/s
 	from, to, secs float64
-	ttl            float64 // seconds until the container's limit (0: reached; NaN: no limit)
+	ttl            float64 // seconds until the container's (or the heap's) limit (0: reached; NaN: no limit)
+	limitName      string
 	sev            Severity
 }
 
-// growthOf fits a line to the attempt's RSS after its start-up (the first
-// fifth of its life).
-func (j *Job) growthOf(a store.Attempt) (growth, bool) {
-	g := growth{a: a}
-	if a.DurationMs < 3000 {
-		return g, false
-	}
-	step := max(250, a.DurationMs/120)
-	r, err := j.attemptSeries(a, []string{"rss_bytes"}, step)
-	if err != nil {
-		return g, false
-	}
-	ts, vs := values(r, "rss_bytes")
+// fitGrowth fits a line to a series after its start-up (the first fifth of
+// the attempt's life). RSS grows in steps (the JVM touches new pages when it
+// expands its heap): it must rise steadily (most steps not down) rather than
+// fit a line closely; a heap that leaks grows along a line.
+func fitGrowth(r *store.SeriesResult, metric string, minR2 float64) (slope, icept, r2, x0, x1, last float64, ok bool) {
+	ts, vs := values(r, metric)
 	skip := len(ts) / 5
 	ts, vs = ts[skip:], vs[skip:]
 	if len(ts) < 6 {
-		return g, false
+		return
 	}
 	for i := range ts {
 		ts[i] /= 1000
 	}
-	slope, icept, r2 := linearFit(ts, vs)
-	g.slope, g.r2 = slope, r2
-	g.secs = ts[len(ts)-1] - ts[0]
-	g.from, g.to = icept+slope*ts[0], icept+slope*ts[len(ts)-1]
-	grew := g.to - g.from
-	if slope <= 0 || r2 < 0.8 || grew < 32<<20 || grew < 0.3*g.from {
-		return g, false
-	}
-	g.sev = Low
-	g.ttl = math.NaN()
-	if a.MemoryMB > 0 {
-		limit := float64(a.MemoryMB << 20)
-		last := vs[len(vs)-1]
-		g.ttl = max(0, (limit-last)/slope)
-		life := float64(a.DurationMs) / 1000
-		switch {
-		case g.ttl <= 0:
-			g.sev = Critical
-		case g.ttl < life:
-			g.sev = Severe
-		case g.ttl < 3*life:
-			g.sev = Moderate
+	up := 0
+	for i := 1; i < len(vs); i++ {
+		if vs[i] >= vs[i-1] {
+			up++
 		}
 	}
-	return g, true
+	slope, icept, r2 = linearFit(ts, vs)
+	x0, x1, last = ts[0], ts[len(ts)-1], vs[len(vs)-1]
+	from, to := icept+slope*x0, icept+slope*x1
+	grew := to - from
+	ok = slope > 0 && r2 >= minR2 && float64(up) >= 0.8*float64(len(vs)-1) && grew >= 32<<20 && grew >= 0.3*from
+	return
+}
+
+// growthOf looks for steady growth of the attempt's RSS (against its
+// container) and of its JVMs' heap (against -Xmx).
+func (j *Job) growthOf(a store.Attempt) (growth, bool) {
+	g := growth{a: a, ttl: math.NaN()}
+	if a.DurationMs < 3000 {
+		return g, false
+	}
+	step := max(250, a.DurationMs/120)
+	r, err := j.attemptSeries(a, []string{"rss_bytes", "heap_used_bytes"}, step)
+	if err != nil {
+		return g, false
+	}
+	life := float64(a.DurationMs) / 1000
+	sevOf := func(ttl float64) Severity {
+		switch {
+		case ttl <= 0:
+			return Critical
+		case ttl < life:
+			return Severe
+		case ttl < 3*life:
+			return Moderate
+		}
+		return Low
+	}
+	found := false
+	if slope, icept, r2, x0, x1, last, ok := fitGrowth(r, "rss_bytes", 0.6); ok {
+		found = true
+		g.metric, g.slope, g.r2, g.from, g.to, g.secs = "rss_bytes", slope, r2, icept+slope*x0, icept+slope*x1, x1-x0
+		g.sev = Low
+		if a.MemoryMB > 0 {
+			g.ttl = max(0, (float64(a.MemoryMB<<20)-last)/slope)
+			g.limitName = fmt.Sprintf("its %d MB container", a.MemoryMB)
+			g.sev = sevOf(g.ttl)
+		}
+	}
+	if slope, icept, r2, x0, x1, last, ok := fitGrowth(r, "heap_used_bytes", 0.8); ok && a.XmxBytes > 0 {
+		ttl := max(0, (float64(a.XmxBytes)-last)/slope)
+		if s := sevOf(ttl); !found || s > g.sev {
+			found = true
+			g.metric, g.slope, g.r2, g.from, g.to, g.secs = "heap_used_bytes", slope, r2, icept+slope*x0, icept+slope*x1, x1-x0
+			g.ttl, g.sev, g.limitName = ttl, s, fmt.Sprintf("its %d MB heap (-Xmx)", a.XmxBytes>>20)
+		}
+	}
+	return g, found
 }

@@ -73,20 +73,28 @@ func linearFit(x, y []float64) (slope, icept, r2 float64) {
 	if len(x) < 2 {
 		return 0, 0, 0
 	}
+	// Centred, so that unix times keep their precision.
+	var mx, my float64
+	for i := range x {
+		mx += x[i]
+		my += y[i]
+	}
+	mx, my = mx/n, my/n
 	var sx, sy, sxx, sxy, syy float64
 	for i := range x {
-		sx += x[i]
-		sy += y[i]
-		sxx += x[i] * x[i]
-		sxy += x[i] * y[i]
-		syy += y[i] * y[i]
+		dx, dy := x[i]-mx, y[i]-my
+		sx += dx
+		sy += dy
+		sxx += dx * dx
+		sxy += dx * dy
+		syy += dy * dy
 	}
 	d := n*sxx - sx*sx
 	if d == 0 {
-		return 0, sy / n, 0
+		return 0, my, 0
 	}
 	slope = (n*sxy - sx*sy) / d
-	icept = (sy - slope*sx) / n
+	icept = my + (sy-slope*sx)/n - slope*mx
 	vy := n*syy - sy*sy
 	if vy <= 0 {
 		return slope, icept, 0

@@ -22,14 +22,10 @@ var skewMeasures = []skewMeasure{
 	{"memory", "MB", 1 << 20, 16 << 20, [4]float64{1.5, 2, 3, 4}, func(a store.Attempt) float64 { return float64(peakMemory(a)) }},
 }
 
-// peakMemory is an attempt's peak memory: PSS where known (shared pages
-// counted once), else RSS.
-func peakMemory(a store.Attempt) int64 {
-	if a.PeakPSS > 0 && a.PeakPSS < a.PeakRSS {
-		return a.PeakPSS
-	}
-	return a.PeakRSS
-}
+// peakMemory is an attempt's peak memory: RSS, as YARN's ContainersMonitor
+// counts it against the limit (PSS is sampled less often and may miss the
+// peak).
+func peakMemory(a store.Attempt) int64 { return a.PeakRSS }
 
 // skew compares, across the maps and across the reduces (and other task
 // types), the busiest attempts with the median: CPU, duration, peak memory.

@@ -54,7 +54,8 @@ type LostConfig struct {
 type lostState struct {
 	lastMs   int64
 	daemons  map[daemonID]*daemonConf
-	nm       *nodemanager.Watcher
+	nm       *nodemanager.Watcher           // NMURL's, for every unit
+	nms      map[int32]*nodemanager.Watcher // per NodeManager process found (a test machine may run several)
 	flagged  map[*unit]*unitFlags
 	excess   map[string]string // "<tt pid>/<type>" -> what was last reported
 	nmStatic bool
@@ -79,20 +80,20 @@ type daemonConf struct {
 // unitFlags are what the checks found about one unit.
 type unitFlags struct {
 	lost, unknown, outlived bool
-	missing                 int   // NodeManager listings in a row without its container
+	missing                 int    // NodeManager listings in a row without its container
+	lastPoll                uint64 // the listing last looked at
 	sinceMs                 int64 // when it was first found lost (any way)
 }
 
 func (t *Tracker) lostStateInit() *lostState {
 	if t.lost == nil {
-		t.lost = &lostState{daemons: map[daemonID]*daemonConf{}, flagged: map[*unit]*unitFlags{}, excess: map[string]string{}}
+		t.lost = &lostState{daemons: map[daemonID]*daemonConf{}, flagged: map[*unit]*unitFlags{}, excess: map[string]string{},
+			nms: map[int32]*nodemanager.Watcher{}}
 		c := t.cfg.Lost
-		if !c.NoNM {
+		if !c.NoNM && c.NMURL != "" {
 			t.lost.nm = nodemanager.NewWatcher(c.NMPoll, c.HTTPClient)
-			if c.NMURL != "" {
-				t.lost.nm.SetURL(c.NMURL)
-				t.lost.nmStatic = true
-			}
+			t.lost.nm.SetURL(c.NMURL)
+			t.lost.nmStatic = true
 			t.lost.nm.Start()
 		}
 	}
@@ -101,8 +102,14 @@ func (t *Tracker) lostStateInit() *lostState {
 
 // closeLost stops the NodeManager watcher.
 func (t *Tracker) closeLost() {
-	if t.lost != nil && t.lost.nm != nil {
+	if t.lost == nil {
+		return
+	}
+	if t.lost.nm != nil {
 		t.lost.nm.Stop()
+	}
+	for _, w := range t.lost.nms {
+		w.Stop()
 	}
 }
 
@@ -154,13 +161,22 @@ func (t *Tracker) checkLost(ms int64) {
 		}
 		if p.kind == hadoop.KindTaskTracker {
 			tts = append(tts, id)
-		} else if ls.nm != nil && !ls.nmStatic && dc.webURL != "" {
-			ls.nm.SetURL(dc.webURL)
+		} else if !c.NoNM && !ls.nmStatic && dc.webURL != "" && ls.nms[pid] == nil {
+			w := nodemanager.NewWatcher(c.NMPoll, c.HTTPClient)
+			w.SetURL(dc.webURL)
+			w.Start()
+			ls.nms[pid] = w
 		}
 	}
 	for id := range ls.daemons {
 		if !live[id] {
 			delete(ls.daemons, id)
+		}
+	}
+	for pid, w := range ls.nms {
+		if p := t.procs[pid]; p == nil || p.state != stDaemon {
+			w.Stop()
+			delete(ls.nms, pid)
 		}
 	}
 	keys := make([]string, 0, len(t.units))
@@ -264,23 +280,37 @@ func (t *Tracker) checkLost(ms int64) {
 		}
 	}
 	// YARN: containers the NodeManager no longer lists. A container counts
-	// as unknown when two listings in a row, both begun after it started,
-	// lack it.
-	var last, prev *nodemanager.Listing
-	if ls.nm != nil {
-		last, prev = ls.nm.Latest()
-	}
+	// as unknown when three listings in a row, each begun after it started,
+	// lack it while its processes live on (a container that ends leaves the
+	// list as its launcher exits, and its processes with it).
 	for _, k := range keys {
 		u := t.units[k]
 		if u.containerID == "" || u.cur == nil {
 			continue
 		}
+		// The unit's NodeManager: the one that launched it, else the node's only one.
+		w := ls.nm
+		if w == nil {
+			if w = ls.nms[u.launcherPID]; w == nil && len(ls.nms) == 1 {
+				for _, only := range ls.nms {
+					w = only
+				}
+			}
+		}
+		var last *nodemanager.Listing
+		if w != nil {
+			last, _ = w.Latest()
+		}
 		f := flags(u)
-		if last != nil && prev != nil && !f.unknown && !f.outlived {
+		if last != nil && last.Polls != f.lastPoll && !f.unknown && !f.outlived {
+			f.lastPoll = last.Polls
 			first := u.cur.info.FirstMs
-			_, inLast := last.Containers[u.containerID]
-			_, inPrev := prev.Containers[u.containerID]
-			if !inLast && !inPrev && first > 0 && first < prev.At.UnixMilli() {
+			if _, listed := last.Containers[u.containerID]; listed || first <= 0 || first >= last.At.UnixMilli() {
+				f.missing = 0
+			} else {
+				f.missing++
+			}
+			if f.missing >= 3 {
 				appGone := false
 				if last.Apps != nil && u.appID != "" {
 					_, ok := last.Apps[u.appID]
