@@ -82,7 +82,7 @@ type unitFlags struct {
 	lost, unknown, outlived bool
 	missing                 int    // NodeManager listings in a row without its container
 	lastPoll                uint64 // the listing last looked at
-	sinceMs                 int64 // when it was first found lost (any way)
+	sinceMs                 int64  // when it was first found lost (any way)
 }
 
 func (t *Tracker) lostStateInit() *lostState {
