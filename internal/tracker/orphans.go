@@ -255,11 +255,16 @@ func (t *Tracker) checkLost(ms int64) {
 				delete(ls.excess, key)
 				continue
 			}
-			// The likeliest lost first: those that never got a task, then the oldest.
+			// The likeliest lost first: those found lost, then those that have
+			// not got a task (no log.index yet), the oldest first.
 			sort.Slice(cs, func(i, j int) bool {
 				li, lj := flags(cs[i].u).lost, flags(cs[j].u).lost
 				if li != lj {
 					return li
+				}
+				ti, tj := cs[i].u.h1 != nil && len(cs[i].u.h1.known) > 0, cs[j].u.h1 != nil && len(cs[j].u.h1.known) > 0
+				if ti != tj {
+					return tj
 				}
 				return cs[i].jvm.startTicks < cs[j].jvm.startTicks
 			})
