@@ -100,7 +100,8 @@ func memoryHeadroom(j *Job) []Finding {
 			xmx = max(xmx, a.XmxBytes)
 		}
 		rec := roundUp256(max(float64(peak)*1.25, float64(xmx)/0.8))
-		nums := []Number{{"peak_memory", float64(peak), "bytes"}, {"container_memory", limitB, "bytes"}, {"used_share", used * 100, "percent"},
+		nums := []Number{{"peak_memory", float64(peak), "bytes"}, {"peak_pss", float64(peakA.PeakPSS), "bytes"},
+			{"container_memory", limitB, "bytes"}, {"used_share", used * 100, "percent"},
 			{"xmx", float64(xmx), "bytes"}, {"recommended_memory", float64(rec << 20), "bytes"}}
 		switch {
 		case used >= 0.9:

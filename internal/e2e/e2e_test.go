@@ -270,6 +270,35 @@ func TestCraftedJobs(t *testing.T) {
 			}
 		})
 	}
+	t.Run("running", func(t *testing.T) {
+		// Findings of a job that still runs: the leak shows before the task ends.
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		j, err := c.Submit(ctx, simulator.JobSpec{Kind: simulator.JobMapReduce, Name: "leaking-running", Maps: 1, NoReduces: true,
+			TaskCPU: 300 * time.Millisecond, Hold: 20 * time.Second, Leak: true, MemoryMB: 1024})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer j.Wait(ctx)
+		for {
+			select {
+			case <-j.Done():
+				t.Fatal("the job ended before its leak was found")
+			case <-time.After(time.Second):
+			}
+			var r analysis.Report
+			if err := h.get("/api/v1/jobs/"+j.ID+"/findings", &r); err != nil {
+				continue // not in the store yet
+			}
+			if worst(&r, "memory_growth") > analysis.None {
+				logReport(t, "leaking-running", &r)
+				if r.State != store.StateRunning {
+					t.Errorf("state %q, want running", r.State)
+				}
+				return
+			}
+		}
+	})
 	t.Run("killed-nodemanager", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
@@ -447,7 +476,39 @@ func TestLostTaskProcesses(t *testing.T) {
 		t.Errorf("lost_processes is %s, want at least moderate", got)
 	}
 
-	// A Child whose TaskTracker is killed: orphaned, then reaped.
+	// A task whose job the TaskTracker purged (jobcache/<job> removed)
+	// while its Child lives on: it outlived its job, and is reaped.
+	ctx0, cancel0 := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel0()
+	jo, err := c.Submit(ctx0, simulator.JobSpec{Kind: simulator.JobHadoop1, Name: "outlived", Maps: 1, NoReduces: true,
+		TaskCPU: 200 * time.Millisecond, Hold: 60 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops, err := jo.WaitFor(ctx0, func(rs []simulator.AttemptResult) bool { return len(rs) > 0 && rs[0].JVMPID > 0 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	jobcache := filepath.Dir(filepath.Dir(ops[0].WorkDir)) // <local>/taskTracker/<user>/jobcache/<job>
+	if filepath.Base(jobcache) != jo.ID {
+		t.Fatalf("work dir %s is not under jobcache/%s", ops[0].WorkDir, jo.ID)
+	}
+	if err := os.RemoveAll(jobcache); err != nil {
+		t.Fatal(err)
+	}
+	out := h.waitEvents(t, "e2e-h1", wire.EventOutlived, jo.ID, 1)
+	t.Logf("outlived_job: pid %d %s", out[0].PID, out[0].Message)
+	h.waitEvents(t, "e2e-h1", wire.EventReap, jo.ID, 1)
+	deadline = time.Now().Add(20 * time.Second)
+	for alive(ops[0].JVMPID) && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if alive(ops[0].JVMPID) {
+		t.Errorf("the Child that outlived its job (pid %d) is still alive", ops[0].JVMPID)
+	}
+
+	// A Child whose TaskTracker is killed: orphaned.
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	j, err := c.Submit(ctx, simulator.JobSpec{Kind: simulator.JobHadoop1, Name: "orphaned-child", Maps: 1, NoReduces: true,
