@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/taskscope/taskscope/internal/store"
+	"github.com/taskscope/taskscope/internal/wire"
 )
 
 // heapHeadroom compares the JVMs' peak heap use (hsperfdata) with their
@@ -19,7 +20,13 @@ func heapHeadroom(j *Job) []Finding {
 		var full []string
 		maxHeap := int64(0)
 		for _, a := range byType[typ] {
-			if a.PeakHeap <= 0 || a.XmxBytes <= 0 {
+			if a.PeakHeap <= 0 {
+				continue
+			}
+			if a.XmxBytes <= 0 {
+				a.XmxBytes = j.heapMax(a)
+			}
+			if a.XmxBytes <= 0 {
 				continue
 			}
 			xmx = max(xmx, a.XmxBytes)
@@ -183,6 +190,10 @@ func (j *Job) growthOf(a store.Attempt) (growth, bool) {
 			g.sev = sevOf(g.ttl)
 		}
 	}
+	if a.XmxBytes <= 0 {
+		a.XmxBytes = j.heapMax(a)
+		g.a.XmxBytes = a.XmxBytes
+	}
 	if slope, icept, r2, x0, x1, last, ok := fitGrowth(r, "heap_used_bytes", 0.8); ok && a.XmxBytes > 0 {
 		ttl := max(0, (float64(a.XmxBytes)-last)/slope)
 		if s := sevOf(ttl); !found || s > g.sev {
@@ -192,4 +203,34 @@ func (j *Job) growthOf(a store.Attempt) (growth, bool) {
 		}
 	}
 	return g, found
+}
+
+// heapMax is the largest heap maximum of the attempt's JVMs as their
+// hsperfdata says (for attempts whose -Xmx the agent could not read from
+// their configuration or command line); 0 if unknown.
+func (j *Job) heapMax(a store.Attempt) int64 {
+	d, err := j.st.Attempt(j.ctx, a.AttemptID)
+	if err != nil {
+		return 0
+	}
+	var m int64
+	for _, p := range d.ProcessList {
+		if p.Role != wire.RoleTaskJVM && p.Role != wire.RoleExecutor {
+			continue
+		}
+		from, to := int64(p.Start), max(int64(p.End), int64(p.LastSeen))+1
+		if from <= 0 || to <= from {
+			from, to = span(a)
+		}
+		r, err := j.st.Series(j.ctx, store.SeriesQuery{Scope: store.ScopeProcess, Process: p.Key,
+			Metrics: []string{"heap_max_bytes"}, From: from, To: to, Step: to - from})
+		if err != nil {
+			continue
+		}
+		_, vs := values(r, "heap_max_bytes")
+		for _, v := range vs {
+			m = max(m, int64(v))
+		}
+	}
+	return m
 }
