@@ -49,12 +49,12 @@ func shortLived(j *Job) []Finding {
 				worst = h
 			}
 		}
-		sev := grade(worst.perSec, [4]float64{10, 25, 60, 150})
+		sev := grade(worst.perSec, [4]float64{5, 15, 40, 100})
 		if sev == None {
 			continue
 		}
 		for _, h := range hits {
-			if h.perSec >= 10 {
+			if h.perSec >= 5 {
 				ids = append(ids, h.a.AttemptID)
 			}
 		}

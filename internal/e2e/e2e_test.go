@@ -238,7 +238,8 @@ func TestCraftedJobs(t *testing.T) {
 	if exactExits() {
 		cases = append(cases, tc{name: "fork-storm", spec: simulator.JobSpec{Kind: simulator.JobStreaming, Maps: 2, Reduces: 1,
 			TaskCPU: 500 * time.Millisecond, StreamCPU: 300 * time.Millisecond, ShortLivedChildren: 400}, tasks: 3,
-			heuristic: "short_lived_processes", atLeast: analysis.Moderate})
+			heuristic: "short_lived_processes", atLeast: analysis.Moderate,
+			check: func(t *testing.T, r *analysis.Report) { h.logCounts(t, r.JobID, "short_lived", "processes") }})
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -369,6 +370,26 @@ func (h *harness) logSeries(t *testing.T, job, typ string, metrics ...string) {
 			}
 			t.Logf("%s %s (MB, 500 ms buckets): %s", a.AttemptID, s.Metric, strings.Join(vs, " "))
 		}
+	}
+}
+
+// logCounts logs, for each task attempt, the largest value of count metrics.
+func (h *harness) logCounts(t *testing.T, job string, metrics ...string) {
+	var j store.JobDetail
+	if err := h.get("/api/v1/jobs/"+job, &j); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range j.AttemptList {
+		r, err := h.st.Series(context.Background(), store.SeriesQuery{Scope: store.ScopeAttempt, JobID: job, AttemptID: a.AttemptID,
+			Metrics: metrics, From: int64(a.Start), To: int64(a.Start) + a.DurationMs + 1, Step: a.DurationMs + 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var parts []string
+		for _, s := range r.Series {
+			parts = append(parts, fmt.Sprintf("%s %v", s.Metric, s.Values))
+		}
+		t.Logf("%s %s %.1f s: %s", a.AttemptID, a.Type, float64(a.DurationMs)/1000, strings.Join(parts, ", "))
 	}
 }
 
