@@ -151,7 +151,10 @@ func fitGrowth(r *store.SeriesResult, metric string, minR2 float64) (slope, icep
 	x0, x1, last = ts[0], ts[len(ts)-1], vs[len(vs)-1]
 	from, to := icept+slope*x0, icept+slope*x1
 	grew := to - from
-	ok = slope > 0 && r2 >= minR2 && float64(up) >= 0.8*float64(len(vs)-1) && grew >= 32<<20 && grew >= 0.3*from
+	// Past start-up a JVM holds tens of MB: a line from (nearly) nothing is
+	// the start-up itself (slow on a loaded node), not growth.
+	ok = slope > 0 && r2 >= minR2 && float64(up) >= 0.8*float64(len(vs)-1) && grew >= 32<<20 && grew >= 0.3*from &&
+		from >= 32<<20 && x1-x0 >= 4
 	return
 }
 
@@ -159,7 +162,7 @@ func fitGrowth(r *store.SeriesResult, metric string, minR2 float64) (slope, icep
 // container) and of its JVMs' heap (against -Xmx).
 func (j *Job) growthOf(a store.Attempt) (growth, bool) {
 	g := growth{a: a, ttl: math.NaN()}
-	if a.DurationMs < 3000 {
+	if a.DurationMs < 6000 {
 		return g, false
 	}
 	step := max(250, a.DurationMs/120)

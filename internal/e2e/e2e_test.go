@@ -70,7 +70,7 @@ func (h *harness) startAgent(host string, mod func(*agent.Config)) {
 	ready := make(chan struct{})
 	cfg := agent.Config{Servers: []string{h.srv.URL()}, Interval: 250 * time.Millisecond, FlushInterval: time.Second,
 		Host: host, MaxTicks: -1, PSSEvery: 8, Exits: "auto",
-		Lost:  tracker.LostConfig{CheckEvery: 500 * time.Millisecond, LostAfter: 3 * time.Second, NMPoll: time.Second},
+		Lost:  tracker.LostConfig{CheckEvery: 500 * time.Millisecond, LostAfter: 10 * time.Second, NMPoll: time.Second},
 		Ready: func(string) { close(ready) }}
 	if mod != nil {
 		mod(&cfg)
