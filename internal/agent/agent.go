@@ -22,6 +22,7 @@ import (
 
 	"github.com/taskscope/taskscope/internal/collect"
 	"github.com/taskscope/taskscope/internal/procfs"
+	"github.com/taskscope/taskscope/internal/reaper"
 	"github.com/taskscope/taskscope/internal/ship"
 	"github.com/taskscope/taskscope/internal/taskstats"
 	"github.com/taskscope/taskscope/internal/tracker"
@@ -49,6 +50,15 @@ type Config struct {
 	// Ready, when set, is called once the agent is ticking, with the address
 	// its metrics listener is bound to (empty without --listen).
 	Ready func(metricsAddr string)
+	// Lost task processes: the tracker's checks (always on; tests set
+	// their timing and the NodeManager's URL here), and the reaper
+	// (--reap-orphans AFTER, off when 0; --reap-dry-run). ReapAllow, when
+	// set, limits the reaper to the processes it accepts.
+	Lost       tracker.LostConfig
+	ReapAfter  time.Duration
+	ReapDryRun bool
+	ReapGrace  time.Duration
+	ReapAllow  func(pid int32) bool
 }
 
 // Result is what a finished run reports.
@@ -96,6 +106,14 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	case "off":
 	default:
 		return Result{}, fmt.Errorf("--exits must be auto, taskstats or off, not %q", cfg.Exits)
+	}
+	var tr *tracker.Tracker
+	tcfg.Lost = cfg.Lost
+	tcfg.Lost.Enabled = true
+	if cfg.ReapAfter > 0 {
+		tcfg.Lost.Reaper = reaper.New(reaper.Config{After: cfg.ReapAfter, Grace: cfg.ReapGrace, DryRun: cfg.ReapDryRun, Log: cfg.Log,
+			Protect: func(pid int32) bool { return tr.IsDaemon(pid) }, Allow: cfg.ReapAllow})
+		cfg.Log.Info("reaping lost task processes", "after", cfg.ReapAfter, "dry_run", cfg.ReapDryRun)
 	}
 	tr, err := tracker.New(tcfg)
 	if err != nil {

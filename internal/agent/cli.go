@@ -77,6 +77,9 @@ func runCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	exits := fl.String("exits", "auto", "exit accounting: auto (taskstats when permitted), taskstats, off")
 	cgroup := fl.String("cgroup-prefix", "hadoop-yarn", "YARN cgroup hierarchy name")
 	logLevel := fl.String("log-level", "info", "debug, info, warn or error")
+	reapAfter := fl.Duration("reap-orphans", 0, "end task processes identified as lost (orphaned, unknown to the NodeManager, "+
+		"lost Child JVMs, outlived their job) for at least this long: SIGTERM to the process group, SIGKILL after a grace period (0: never)")
+	reapDry := fl.Bool("reap-dry-run", false, "with --reap-orphans: log and report what would be signalled, signal nothing")
 	if err := fl.Parse(args); err != nil {
 		return err
 	}
@@ -90,7 +93,7 @@ func runCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	cfg := Config{
 		Servers: strings.Split(*servers, ","), Interval: *interval, FlushInterval: *flush, ProcFS: *procRoot,
 		Host: *host, SpoolDir: *spool, MaxSpoolBytes: *spoolMax, Listen: *listen, MaxTicks: *maxTicks,
-		PSSEvery: *pss, FDs: *fds, Exits: *exits, CgroupPrefix: *cgroup,
+		PSSEvery: *pss, FDs: *fds, Exits: *exits, CgroupPrefix: *cgroup, ReapAfter: *reapAfter, ReapDryRun: *reapDry,
 		Log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl})),
 	}
 	if *tokenFile != "" {

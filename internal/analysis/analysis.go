@@ -129,10 +129,16 @@ type heuristic struct {
 // heuristics, in the order reports list them.
 var heuristics = []heuristic{
 	{"straggler", stragglers},
+	{"noisy_neighbours", noisyNeighbours},
 	{"skew", skew},
 	{"memory_headroom", memoryHeadroom},
+	{"heap_headroom", heapHeadroom},
+	{"memory_growth", memoryGrowth},
 	{"cpu_efficiency", cpuEfficiency},
 	{"gc_pressure", gcPressure},
+	{"streaming_bottleneck", streamingBottleneck},
+	{"short_lived_processes", shortLived},
+	{"lost_processes", lostProcesses},
 }
 
 // Findings implements api.Analyzer.

@@ -61,45 +61,11 @@ func stragglers(j *Job) []Finding {
 			f.Recommendation = "The slow attempt also did more work: its input is larger. Split the input more evenly, or use a better partitioner for reduces."
 			if typ == "reduce" {
 				f.Parameter, f.Value = "mapreduce.job.reduces", fmt.Sprint(2*len(atts))
+			} else {
+				f.Parameter, f.Value = "mapreduce.input.fileinputformat.split.maxsize", fmt.Sprint(128<<20)
 			}
 		}
 		out = append(out, f)
-	}
-	return out
-}
-
-// skew compares the CPU of the busiest attempts of a type with the rest.
-func skew(j *Job) []Finding {
-	var out []Finding
-	for typ, atts := range j.byType() {
-		if len(atts) < 4 {
-			continue
-		}
-		var cpu []float64
-		for _, a := range atts {
-			cpu = append(cpu, float64(a.CPUMs))
-		}
-		med := median(cpu)
-		if med <= 1000 {
-			continue
-		}
-		maxA := atts[0]
-		for _, a := range atts {
-			if a.CPUMs > maxA.CPUMs {
-				maxA = a
-			}
-		}
-		r := float64(maxA.CPUMs) / med
-		sev := grade(r, [4]float64{2, 4, 8, 16})
-		if sev == None {
-			continue
-		}
-		out = append(out, Finding{Severity: sev, TaskType: typ, AttemptIDs: []string{maxA.AttemptID},
-			Message: fmt.Sprintf("The busiest %s attempt used %.1f× the median CPU of its type (%.0f s against %.0f s).",
-				typ, r, float64(maxA.CPUMs)/1000, med/1000),
-			Recommendation: "Work is spread unevenly. For reduces, check the key distribution (a hot key) and the partitioner; for maps, the input split sizes.",
-			Numbers:        []Number{{"max_cpu", float64(maxA.CPUMs) / 1000, "s"}, {"median_cpu", med / 1000, "s"}, {"ratio", r, "x"}},
-		})
 	}
 	return out
 }
@@ -116,10 +82,7 @@ func memoryHeadroom(j *Job) []Finding {
 			if a.MemoryMB > limit {
 				limit = a.MemoryMB
 			}
-			p := a.PeakRSS
-			if a.PeakPSS > 0 && a.PeakPSS < p {
-				p = a.PeakPSS
-			}
+			p := peakMemory(a)
 			if p > peak {
 				peak, peakA = p, a
 			}
@@ -130,9 +93,16 @@ func memoryHeadroom(j *Job) []Finding {
 		limitB := float64(limit << 20)
 		used := float64(peak) / limitB
 		param := "mapreduce." + typ + ".memory.mb"
-		// Recommend the peak plus 25% headroom, rounded up to 256 MB.
-		rec := int64(math.Ceil(float64(peak)*1.25/float64(256<<20))) * 256
-		nums := []Number{{"peak_memory", float64(peak), "bytes"}, {"container_memory", limitB, "bytes"}, {"used_share", used * 100, "percent"}}
+		// Recommend the peak plus 25% headroom, and room for the heap (-Xmx at
+		// 80% of the container), rounded up to 256 MB.
+		var xmx int64
+		for _, a := range atts {
+			xmx = max(xmx, a.XmxBytes)
+		}
+		rec := roundUp256(max(float64(peak)*1.25, float64(xmx)/0.8))
+		nums := []Number{{"peak_memory", float64(peak), "bytes"}, {"peak_pss", float64(peakA.PeakPSS), "bytes"},
+			{"container_memory", limitB, "bytes"}, {"used_share", used * 100, "percent"},
+			{"xmx", float64(xmx), "bytes"}, {"recommended_memory", float64(rec << 20), "bytes"}}
 		switch {
 		case used >= 0.9:
 			out = append(out, Finding{Severity: grade(used, [4]float64{0.9, 0.95, 1.0, 1.1}), TaskType: typ,
@@ -144,7 +114,7 @@ func memoryHeadroom(j *Job) []Finding {
 		case used < 0.5 && limit > 1024:
 			sev := gradeBelow(used, [4]float64{0.5, 0.4, 0.3, 0.2})
 			out = append(out, Finding{Severity: sev, TaskType: typ, AttemptIDs: []string{peakA.AttemptID},
-				Message: fmt.Sprintf("The largest %s attempt peaked at %.0f%% of its %d MB container: memory is reserved but unused.",
+				Message: fmt.Sprintf("The largest %s attempt peaked at %.1f%% of its %d MB container: memory is reserved but unused.",
 					typ, used*100, limit),
 				Recommendation: "Smaller containers let more tasks run at once. Keep the JVM heap (-Xmx) at about 80% of the new size.",
 				Parameter:      param, Value: fmt.Sprint(max(rec, 512)), Numbers: nums})
@@ -193,7 +163,7 @@ func gcPressure(j *Job) []Finding {
 				worst = a
 			}
 		}
-		if cpu < 10_000 || gc == 0 {
+		if cpu < gcMinCPUMs || gc < gcMinPerAttemptMs*float64(len(atts)) {
 			continue
 		}
 		r := gc / cpu
@@ -204,6 +174,9 @@ func gcPressure(j *Job) []Finding {
 		rec := ""
 		if worst.XmxBytes > 0 {
 			rec = fmt.Sprintf("-Xmx%dm", worst.XmxBytes>>20*3/2)
+			if worst.MemoryMB > 0 && worst.XmxBytes*3/2 > worst.MemoryMB<<20*8/10 {
+				rec += fmt.Sprintf(" (and mapreduce.%s.memory.mb=%d)", typ, roundUp256(float64(worst.XmxBytes)*1.5/0.8))
+			}
 		}
 		out = append(out, Finding{Severity: sev, TaskType: typ, AttemptIDs: []string{worst.AttemptID},
 			Message:        fmt.Sprintf("%s JVMs spent %.0f%% of their CPU time in garbage collection.", typ, r*100),
@@ -213,4 +186,17 @@ func gcPressure(j *Job) []Finding {
 		})
 	}
 	return out
+}
+
+// GC pressure is judged for a type whose attempts used gcMinCPUMs of CPU
+// and spent on average gcMinPerAttemptMs in collections (less than a second
+// of GC per task is not worth tuning).
+const (
+	gcMinCPUMs        = 3000
+	gcMinPerAttemptMs = 500
+)
+
+// roundUp256 returns bytes in MB, rounded up to a multiple of 256 MB.
+func roundUp256(bytes float64) int64 {
+	return int64(math.Ceil(bytes/float64(256<<20))) * 256
 }

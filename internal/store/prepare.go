@@ -57,6 +57,7 @@ var AttemptColumns = []StoredColumn{
 	{"heap_used_kb", wire.AttemptHeapUsed, false, 1024},
 	{"gc_time_ms", wire.AttemptGCTimeMs, true, 1},
 	{"sched_wait_us", wire.AttemptSchedWaitNs, true, 1000},
+	{"short_lived", wire.AttemptShortLived, true, 1},
 }
 
 // Positions of the columns that summaries read.

@@ -122,6 +122,8 @@ var AttemptSeriesMetrics = []SeriesMetric{
 	{"heap_used_bytes", "bytes", []string{"heap_used_kb"}, false, 1024, "JVM heap used"},
 	{"gc_percent", "percent", []string{"gc_time_ms"}, true, 100, "JVM time in garbage collection"},
 	{"sched_wait_percent", "percent", []string{"sched_wait_us"}, true, 0.1, "time runnable but waiting for a CPU"},
+	{"short_lived", "count", []string{"short_lived"}, false, 1, "processes that lived less than one sampling interval, so far"},
+	{"short_lived_per_s", "1/s", []string{"short_lived"}, true, 1000, "processes that lived less than one sampling interval"},
 }
 
 // JobAttemptsMetric counts, over a job, the attempts with data in each bucket.

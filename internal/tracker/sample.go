@@ -325,6 +325,10 @@ func (t *Tracker) emitAttemptSample(a *attempt, ms int64) {
 	}
 	v[0], v[5], v[6], v[8], v[9] = a.exitedCPU, a.exitedRead, a.exitedWrite, a.exitedGC, a.exitedWait
 	present := uint64(1<<0 | 1<<1 | 1<<3 | 1<<4 | 1<<5 | 1<<6 | 1<<9)
+	if t.exact {
+		v[10] = a.shortLived // counted from exit records only
+		present |= 1 << 10
+	}
 	for _, p := range a.unit.members {
 		tr := p.t
 		m := tr.mem

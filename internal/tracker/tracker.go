@@ -44,6 +44,8 @@ type Config struct {
 	// SelfPID is ignored (the agent itself). 0: os.Getpid().
 	SelfPID int32
 	Log     *slog.Logger
+	// Lost configures the search for lost and runaway task processes (orphans.go).
+	Lost LostConfig
 }
 
 // Stats are the tracker's counters.
@@ -93,6 +95,7 @@ type Tracker struct {
 	reused      []*proc
 	again       []*proc // to classify once more (seen between fork and exec)
 	orphanByPID map[int32]*heldRecord
+	lost        *lostState // orphans.go
 
 	debugUnclaimed func(*taskstats.Record)   // tests
 	debugClassify  func(p *proc, why string) // tests
@@ -197,6 +200,7 @@ func (t *Tracker) Exact() bool { return t.exact }
 
 // Close releases every held file and the exit source.
 func (t *Tracker) Close() error {
+	t.closeLost() // orphans.go
 	for _, p := range t.procs {
 		if p.t != nil && p.t.h != nil {
 			p.t.h.Close()
@@ -310,6 +314,7 @@ func (t *Tracker) Tick(now time.Time, sink Sink) error {
 	}
 	t.sampleUnits(ms)
 	t.expireRecords()
+	t.checkLost(ms) // orphans.go
 	return nil
 }
 

@@ -54,6 +54,9 @@ const (
 	AttemptHeapUsed    = "heap_used_bytes"
 	AttemptGCTimeMs    = "gc_time_ms"
 	AttemptSchedWaitNs = "sched_wait_ns"
+	// AttemptShortLived counts the attempt's processes that lived less than
+	// one sampling interval (seen only through their exit records).
+	AttemptShortLived = "short_lived"
 )
 
 // ProcessMetrics lists the well-known process metrics, in the order the
@@ -99,6 +102,7 @@ var AttemptMetrics = []MetricInfo{
 	{AttemptHeapUsed, "bytes", false, "sum of the JVMs' heap used"},
 	{AttemptGCTimeMs, "ms", true, "JVM time in garbage collection"},
 	{AttemptSchedWaitNs, "ns", true, "time runnable but waiting for a CPU"},
+	{AttemptShortLived, "count", true, "processes that lived less than one sampling interval"},
 }
 
 // Event kinds.

@@ -1,0 +1,134 @@
+package analysis_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/taskscope/taskscope/internal/analysis"
+	"github.com/taskscope/taskscope/internal/store"
+	"github.com/taskscope/taskscope/internal/store/duckdb"
+	"github.com/taskscope/taskscope/internal/wire"
+)
+
+// att is a crafted attempt: it runs secs seconds from start, using cpuPerS
+// ms of CPU per second and waiting for a CPU waitShare of the time.
+type att struct {
+	id, job, typ, host string
+	start              time.Time
+	secs               int
+	cpuPerS            int64
+	waitShare          float64
+	rss                int64
+}
+
+var seq uint64
+
+// batch is what an agent would send for the attempt, whole.
+func batch(a att) *wire.Batch {
+	seq++
+	b := &wire.Batch{Version: wire.Version, AgentID: "agent-" + a.host, Seq: seq, Host: a.host,
+		Metrics: []string{wire.AttemptCPUMs, wire.AttemptRSSBytes, wire.AttemptProcesses, wire.AttemptSchedWaitNs}}
+	end := a.start.Add(time.Duration(a.secs) * time.Second)
+	b.Attempts = []wire.Attempt{{AttemptID: a.id, JobID: a.job, Type: a.typ, Framework: "mapreduce", FirstMs: a.start.UnixMilli(),
+		LastMs: end.UnixMilli(), Ended: true, MemoryMB: 1024, XmxBytes: 800 << 20}}
+	s := wire.Series{AttemptID: a.id}
+	var cols [4][]int64
+	for i := 1; i <= a.secs; i++ {
+		s.Times = append(s.Times, a.start.Add(time.Duration(i)*time.Second).UnixMilli())
+		cols[0] = append(cols[0], a.cpuPerS*int64(i))
+		cols[1] = append(cols[1], a.rss)
+		cols[2] = append(cols[2], 1)
+		cols[3] = append(cols[3], int64(a.waitShare*float64(i)*1e9))
+	}
+	for i := range cols {
+		s.Columns = append(s.Columns, wire.Column{Metric: uint32(i), Values: cols[i]})
+	}
+	b.AttemptSeries = []wire.Series{s}
+	if err := wire.Validate(b); err != nil {
+		panic(err)
+	}
+	return b
+}
+
+func ingest(t *testing.T, st store.Store, atts ...att) {
+	t.Helper()
+	app, err := st.Begin(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range atts {
+		if _, err := app.Append(batch(a)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := app.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func severityOf(r *analysis.Report, heuristic string) analysis.Severity {
+	s := analysis.None
+	for _, f := range r.Findings {
+		if f.Heuristic == heuristic {
+			s = max(s, f.Severity)
+		}
+	}
+	return s
+}
+
+// TestNoisyNeighbours: a map that takes three times as long as its peers
+// without more work, on a host where another job's attempts kept two cores
+// busy and it waited for a CPU 40% of the time.
+func TestNoisyNeighbours(t *testing.T) {
+	st, err := duckdb.Open(duckdb.Options{SummaryEvery: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	t0 := time.Now().Add(-10 * time.Minute).Truncate(time.Second)
+	job, other := "job_1700000000000_0001", "job_1700000000000_0002"
+	ingest(t, st,
+		att{"attempt_1700000000000_0001_m_000000_0", job, "map", "h1", t0, 30, 300, 0.4, 200 << 20},
+		att{"attempt_1700000000000_0001_m_000001_0", job, "map", "h2", t0, 10, 900, 0.01, 200 << 20},
+		att{"attempt_1700000000000_0001_m_000002_0", job, "map", "h2", t0, 10, 900, 0.01, 200 << 20},
+		att{"attempt_1700000000000_0001_m_000003_0", job, "map", "h3", t0, 10, 900, 0.01, 200 << 20},
+		att{"attempt_1700000000000_0002_m_000000_0", other, "map", "h1", t0.Add(time.Second), 28, 1000, 0.3, 300 << 20},
+		att{"attempt_1700000000000_0002_m_000001_0", other, "map", "h1", t0.Add(time.Second), 28, 1000, 0.3, 300 << 20},
+	)
+	r, err := analysis.New(st).Report(context.Background(), job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range r.Findings {
+		t.Logf("[%s] %s: %s -> %s (%s=%s) %v", f.Severity, f.Heuristic, f.Message, f.Recommendation, f.Parameter, f.Value, f.Numbers)
+	}
+	if got := severityOf(r, "noisy_neighbours"); got < analysis.Severe {
+		t.Errorf("noisy_neighbours %s, want at least severe", got)
+	}
+	var nn *analysis.Finding
+	for i := range r.Findings {
+		if r.Findings[i].Heuristic == "noisy_neighbours" {
+			nn = &r.Findings[i]
+		}
+	}
+	if nn == nil || len(nn.AttemptIDs) != 3 || nn.AttemptIDs[0] != "attempt_1700000000000_0001_m_000000_0" || nn.Parameter != "mapreduce.map.speculative" {
+		t.Errorf("finding %+v", nn)
+	}
+	if got := severityOf(r, "straggler"); got < analysis.Moderate {
+		t.Errorf("straggler %s", got)
+	}
+	// The other job's attempts are alike: nothing to say about them.
+	r2, err := analysis.New(st).Report(context.Background(), other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range r2.Findings {
+		if f.Severity > analysis.Low {
+			t.Errorf("job of two alike attempts: [%s] %s: %s", f.Severity, f.Heuristic, f.Message)
+		}
+	}
+}

@@ -1,0 +1,95 @@
+package analysis
+
+import (
+	"fmt"
+
+	"github.com/taskscope/taskscope/internal/store"
+	"github.com/taskscope/taskscope/internal/wire"
+)
+
+// streamingBottleneck compares, in Streaming attempts, the CPU of the
+// Streaming process (and what it starts) with the CPU of the task JVM over
+// the attempt's wall time: one that keeps a core busy while the other
+// waits is the bottleneck.
+func streamingBottleneck(j *Job) []Finding {
+	var out []Finding
+	byType := j.byType()
+	for _, typ := range sortedTypes(byType) {
+		var streaming []store.Attempt
+		for _, a := range byType[typ] {
+			if a.Streaming {
+				streaming = append(streaming, a)
+			}
+		}
+		if len(streaming) == 0 {
+			continue
+		}
+		var childBound, jvmBound []string
+		var sumChild, sumJVM, sumWall float64
+		for _, a := range top(streaming, maxSeriesAttempts, func(a store.Attempt) float64 { return float64(a.DurationMs) }) {
+			if a.DurationMs < 2000 {
+				continue
+			}
+			d, err := j.st.Attempt(j.ctx, a.AttemptID)
+			if err != nil {
+				continue
+			}
+			var child, jvm float64
+			for _, p := range d.ProcessList {
+				switch p.Role {
+				case wire.RoleStreaming, wire.RoleStreamingChild:
+					// What the script reaped is its children's: count it once, at the script.
+					if p.Role == wire.RoleStreaming {
+						child += float64(p.CPUMs + p.ChildCPUMs)
+					} else if !reapedByScript(d.ProcessList, p) {
+						child += float64(p.CPUMs)
+					}
+				case wire.RoleTaskJVM:
+					jvm += float64(max(0, p.CPUMs-p.CPUBaseMs))
+				}
+			}
+			wall := float64(a.DurationMs)
+			sumChild, sumJVM, sumWall = sumChild+child, sumJVM+jvm, sumWall+wall
+			switch {
+			case child/wall >= 0.7 && jvm/wall <= 0.3:
+				childBound = append(childBound, a.AttemptID)
+			case jvm/wall >= 0.7 && child/wall <= 0.3:
+				jvmBound = append(jvmBound, a.AttemptID)
+			}
+		}
+		if sumWall == 0 {
+			continue
+		}
+		n := len(streaming)
+		nums := []Number{{"streaming_cpu_share", sumChild / sumWall * 100, "percent"}, {"jvm_cpu_share", sumJVM / sumWall * 100, "percent"},
+			{"attempts", float64(n), "count"}}
+		if len(childBound) > 0 {
+			share := float64(len(childBound)) / float64(min(n, maxSeriesAttempts))
+			out = append(out, Finding{Severity: grade(share, [4]float64{0.1, 0.3, 0.6, 0.9}), TaskType: typ, AttemptIDs: childBound,
+				Message: fmt.Sprintf("In %d of %d Streaming %s attempts the Streaming process kept a CPU busy (%.0f%% of the wall time) while the task JVM waited for it (%.0f%%): the script is the bottleneck.",
+					len(childBound), n, typ, sumChild/sumWall*100, sumJVM/sumWall*100),
+				Recommendation: "Make the script faster (a compiled mapper, less work per record), or give it less input per task so that more run in parallel.",
+				Parameter:      "mapreduce.input.fileinputformat.split.maxsize", Value: fmt.Sprint(64 << 20), Numbers: nums})
+		}
+		if len(jvmBound) > 0 {
+			share := float64(len(jvmBound)) / float64(min(n, maxSeriesAttempts))
+			out = append(out, Finding{Severity: grade(share, [4]float64{0.1, 0.3, 0.6, 0.9}), TaskType: typ, AttemptIDs: jvmBound,
+				Message: fmt.Sprintf("In %d of %d Streaming %s attempts the task JVM kept a CPU busy (%.0f%% of the wall time) while the Streaming process waited (%.0f%%): the framework's side (reading, sorting, spilling) is the bottleneck.",
+					len(jvmBound), n, typ, sumJVM/sumWall*100, sumChild/sumWall*100),
+				Recommendation: "Give the sort more memory so that it spills less, and compress the map output.",
+				Parameter:      "mapreduce.task.io.sort.mb", Value: "256", Numbers: nums})
+		}
+	}
+	return out
+}
+
+// reapedByScript reports whether p's parent is the attempt's Streaming
+// process (whose children's CPU shows in its own children's CPU).
+func reapedByScript(ps []store.Process, p store.Process) bool {
+	for _, q := range ps {
+		if q.PID == p.PPID && (q.Role == wire.RoleStreaming || q.Role == wire.RoleStreamingChild) {
+			return true
+		}
+	}
+	return false
+}

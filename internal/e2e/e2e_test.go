@@ -1,0 +1,624 @@
+// Package e2e runs crafted jobs on the simulated cluster with the whole
+// pipeline in one process: the agent (agent.Run, on the real /proc), the
+// server (server.Start) with a DuckDB store and the analyzer, and checks
+// what the API says: the findings of each job with their severities, and
+// the lost task processes on the host endpoint.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/taskscope/taskscope/internal/agent"
+	"github.com/taskscope/taskscope/internal/analysis"
+	"github.com/taskscope/taskscope/internal/api"
+	"github.com/taskscope/taskscope/internal/server"
+	"github.com/taskscope/taskscope/internal/simulator"
+	"github.com/taskscope/taskscope/internal/store"
+	"github.com/taskscope/taskscope/internal/store/duckdb"
+	"github.com/taskscope/taskscope/internal/tracker"
+	"github.com/taskscope/taskscope/internal/wire"
+)
+
+func TestMain(m *testing.M) {
+	simulator.RunDaemonIfRequested()
+	os.Exit(m.Run())
+}
+
+// harness is a server with its store, and agents shipping to it.
+type harness struct {
+	t   *testing.T
+	srv *server.Server
+	st  store.Store
+	c   *http.Client
+}
+
+func newHarness(t *testing.T) *harness {
+	st, err := duckdb.Open(duckdb.Options{Dir: t.TempDir(), SummaryEvery: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.Start(server.Config{Listen: "127.0.0.1:0", Store: st, Analyzer: analysis.New(st), MaintainEvery: time.Minute})
+	if err != nil {
+		st.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+		st.Close()
+	})
+	return &harness{t: t, srv: srv, st: st, c: &http.Client{Timeout: 30 * time.Second}}
+}
+
+// startAgent runs an agent in this process until the test ends.
+func (h *harness) startAgent(host string, mod func(*agent.Config)) {
+	t := h.t
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan struct{})
+	cfg := agent.Config{Servers: []string{h.srv.URL()}, Interval: 250 * time.Millisecond, FlushInterval: time.Second,
+		Host: host, MaxTicks: -1, PSSEvery: 8, Exits: "auto",
+		Lost:  tracker.LostConfig{CheckEvery: 500 * time.Millisecond, LostAfter: 10 * time.Second, NMPoll: time.Second},
+		Ready: func(string) { close(ready) }}
+	if mod != nil {
+		mod(&cfg)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if _, err := agent.Run(ctx, cfg); err != nil {
+			t.Errorf("agent %s: %v", host, err)
+		}
+	}()
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	select {
+	case <-ready:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the agent did not start")
+	}
+}
+
+func (h *harness) get(path string, v any) error {
+	resp, err := h.c.Get(h.srv.URL() + path)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		var b bytes.Buffer
+		b.ReadFrom(resp.Body)
+		return fmt.Errorf("GET %s: %s %s", path, resp.Status, b.String())
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// waitJob waits until the store has the job with at least n task attempts
+// (maps, reduces), none running.
+func (h *harness) waitJob(id string, n int) *store.JobDetail {
+	h.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var j store.JobDetail
+		err := h.get("/api/v1/jobs/"+id, &j)
+		tasks := 0
+		for _, a := range j.AttemptList {
+			if a.Type == "map" || a.Type == "reduce" {
+				tasks++
+			}
+		}
+		if err == nil && tasks >= n && j.Running == 0 {
+			return &j
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("job %s: %d of %d task attempts, %d running (%v)", id, tasks, n, j.Running, err)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+func (h *harness) findings(id string) *analysis.Report {
+	h.t.Helper()
+	var r analysis.Report
+	if err := h.get("/api/v1/jobs/"+id+"/findings", &r); err != nil {
+		h.t.Fatal(err)
+	}
+	return &r
+}
+
+func logReport(t *testing.T, name string, r *analysis.Report) {
+	t.Helper()
+	for _, f := range r.Findings {
+		t.Logf("%s: [%s] %s %s: %s -> %s (%s=%s)", name, f.Severity, f.Heuristic, f.TaskType, f.Message, f.Recommendation, f.Parameter, f.Value)
+	}
+	if len(r.Findings) == 0 {
+		t.Logf("%s: no findings", name)
+	}
+}
+
+// worst is the highest severity of a heuristic's findings (None if none).
+func worst(r *analysis.Report, heuristic string) analysis.Severity {
+	s := analysis.None
+	for _, f := range r.Findings {
+		if f.Heuristic == heuristic && f.Severity > s {
+			s = f.Severity
+		}
+	}
+	return s
+}
+
+func startCluster(t *testing.T, kind simulator.NodeKind) *simulator.Cluster {
+	c, err := simulator.Start(context.Background(), simulator.Options{Dir: filepath.Join(t.TempDir(), "sim"), Nodes: 1, Kind: kind,
+		MapSlots: 2, ReduceSlots: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func run(t *testing.T, c *simulator.Cluster, spec simulator.JobSpec) *simulator.JobResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	j, err := c.Submit(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := j.Wait(ctx)
+	if err != nil {
+		t.Fatalf("%s: %v", spec.Name, err)
+	}
+	return res
+}
+
+func exactExits() bool {
+	// The agent counts short-lived processes from taskstats exit records,
+	// which need root (CAP_NET_ADMIN).
+	return os.Geteuid() == 0
+}
+
+// TestCraftedJobs runs one job per anomaly, and healthy ones, on a YARN
+// node and checks the findings the API gives for each.
+func TestCraftedJobs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs JVMs on a simulated cluster")
+	}
+	h := newHarness(t)
+	c := startCluster(t, simulator.NodeYARN)
+	h.startAgent("e2e-yarn", nil)
+
+	type tc struct {
+		name      string
+		spec      simulator.JobSpec
+		tasks     int
+		heuristic string            // "" for healthy jobs
+		atLeast   analysis.Severity // the heuristic's finding is at least this
+		check     func(*testing.T, *analysis.Report)
+	}
+	cases := []tc{
+		{name: "healthy", spec: simulator.JobSpec{Kind: simulator.JobMapReduce, Maps: 3, Reduces: 1, TaskCPU: time.Second}, tasks: 4},
+		{name: "healthy-streaming", spec: simulator.JobSpec{Kind: simulator.JobStreaming, Maps: 2, Reduces: 1, TaskCPU: 500 * time.Millisecond}, tasks: 3},
+		{name: "straggler", spec: simulator.JobSpec{Kind: simulator.JobMapReduce, Maps: 4, NoReduces: true, TaskCPU: 400 * time.Millisecond,
+			Hold: 2 * time.Second, Straggler: true}, tasks: 4, heuristic: "straggler", atLeast: analysis.Moderate},
+		{name: "skewed-reduce", spec: simulator.JobSpec{Kind: simulator.JobMapReduce, Maps: 1, Reduces: 4, TaskCPU: 600 * time.Millisecond,
+			Skew: 9}, tasks: 5, heuristic: "skew", atLeast: analysis.Moderate, check: func(t *testing.T, r *analysis.Report) {
+			for _, f := range r.Findings {
+				if f.Heuristic == "skew" && f.Severity >= analysis.Moderate && f.TaskType != "reduce" {
+					t.Errorf("skew of %s, not of the reduces: %s", f.TaskType, f.Message)
+				}
+			}
+		}},
+		{name: "oversized", spec: simulator.JobSpec{Kind: simulator.JobMapReduce, Maps: 2, NoReduces: true, TaskCPU: 500 * time.Millisecond,
+			MemoryMB: 1024, Oversized: true}, tasks: 2, heuristic: "memory_headroom", atLeast: analysis.Severe, check: func(t *testing.T, r *analysis.Report) {
+			for _, f := range r.Findings {
+				if f.Heuristic == "memory_headroom" && (f.Parameter != "mapreduce.map.memory.mb" || f.Value == "" || f.Value == "4096") {
+					t.Errorf("memory headroom recommends %s=%s", f.Parameter, f.Value)
+				}
+			}
+		}},
+		{name: "gc-bound", spec: simulator.JobSpec{Kind: simulator.JobMapReduce, Maps: 2, NoReduces: true, TaskCPU: 4 * time.Second,
+			GCBound: true}, tasks: 2, heuristic: "gc_pressure", atLeast: analysis.Severe},
+		{name: "leaking-mapper", spec: simulator.JobSpec{Kind: simulator.JobMapReduce, Maps: 1, NoReduces: true, TaskCPU: 500 * time.Millisecond,
+			Hold: 8 * time.Second, Leak: true, MemoryMB: 512}, tasks: 1, heuristic: "memory_growth", atLeast: analysis.Moderate,
+			check: func(t *testing.T, r *analysis.Report) { h.logSeries(t, r.JobID, "map", "rss_bytes", "heap_used_bytes") }},
+	}
+	if exactExits() {
+		cases = append(cases, tc{name: "fork-storm", spec: simulator.JobSpec{Kind: simulator.JobStreaming, Maps: 2, Reduces: 1,
+			TaskCPU: 500 * time.Millisecond, StreamCPU: 300 * time.Millisecond, ShortLivedChildren: 400}, tasks: 3,
+			heuristic: "short_lived_processes", atLeast: analysis.Moderate,
+			check: func(t *testing.T, r *analysis.Report) { h.logCounts(t, r.JobID, "short_lived", "processes") }})
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := tc.spec
+			spec.Name = tc.name
+			res := run(t, c, spec)
+			h.waitJob(res.JobID, tc.tasks)
+			r := h.findings(res.JobID)
+			logReport(t, tc.name, r)
+			h.logEvents(t, res)
+			if tc.heuristic == "" {
+				for _, f := range r.Findings {
+					if f.Severity > analysis.Low {
+						t.Errorf("a healthy job raised [%s] %s: %s", f.Severity, f.Heuristic, f.Message)
+					}
+				}
+				return
+			}
+			if got := worst(r, tc.heuristic); got < tc.atLeast {
+				t.Errorf("%s: %s is %s, want at least %s", tc.name, tc.heuristic, got, tc.atLeast)
+			}
+			for _, f := range r.Findings {
+				if f.Heuristic == tc.heuristic && (f.Message == "" || f.Recommendation == "" || len(f.Numbers) == 0) {
+					t.Errorf("%s finding without explanation, numbers or recommendation: %+v", f.Heuristic, f)
+				}
+			}
+			if tc.check != nil {
+				tc.check(t, r)
+			}
+		})
+	}
+	t.Run("running", func(t *testing.T) {
+		// Findings of a job that still runs: the leak shows before the task ends.
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		j, err := c.Submit(ctx, simulator.JobSpec{Kind: simulator.JobMapReduce, Name: "leaking-running", Maps: 1, NoReduces: true,
+			TaskCPU: 300 * time.Millisecond, Hold: 20 * time.Second, Leak: true, MemoryMB: 1024})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer j.Wait(ctx)
+		for {
+			select {
+			case <-j.Done():
+				t.Fatal("the job ended before its leak was found")
+			case <-time.After(time.Second):
+			}
+			var r analysis.Report
+			if err := h.get("/api/v1/jobs/"+j.ID+"/findings", &r); err != nil {
+				continue // not in the store yet
+			}
+			if worst(&r, "memory_growth") > analysis.None {
+				logReport(t, "leaking-running", &r)
+				if r.State != store.StateRunning {
+					t.Errorf("state %q, want running", r.State)
+				}
+				return
+			}
+		}
+	})
+	t.Run("killed-nodemanager", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		j, err := c.Submit(ctx, simulator.JobSpec{Kind: simulator.JobMapReduce, Name: "orphaned", Maps: 1, NoReduces: true,
+			TaskCPU: 200 * time.Millisecond, Hold: 30 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := j.WaitFor(ctx, func(rs []simulator.AttemptResult) bool {
+			for _, r := range rs {
+				if r.Type == "map" && r.JVMPID > 0 {
+					return true
+				}
+			}
+			return false
+		}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second) // the agent tracks it
+		if err := c.KillDaemon(c.Nodes()[0].Name); err != nil {
+			t.Fatal(err)
+		}
+		evs := h.waitEvents(t, "e2e-yarn", wire.EventOrphan, j.ID, 1)
+		t.Logf("orphan: %s", evs[0].Message)
+	})
+}
+
+// logEvents logs the job's events other than starts and ends, with the
+// simulator's view of its processes.
+func (h *harness) logEvents(t *testing.T, res *simulator.JobResult) {
+	var evs struct{ Events []store.Event }
+	if err := h.get("/api/v1/jobs/"+res.JobID+"/events", &evs); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs.Events {
+		switch e.Kind {
+		case wire.EventAttemptStart, wire.EventAttemptEnd, wire.EventAttemptSwitch:
+			continue
+		}
+		t.Logf("event %s %s pid %d %s: %s", time.UnixMilli(int64(e.Time)).Format("15:04:05.000"), e.Kind, e.PID, e.AttemptID, e.Message)
+	}
+	for _, a := range res.Attempts {
+		t.Logf("sim %s %s launcher %d root %d jvm %d %s - %s", a.Unit, a.Type, a.LauncherPID, a.RootPID, a.JVMPID,
+			a.Start.Format("15:04:05.000"), a.End.Format("15:04:05.000"))
+	}
+}
+
+// logSeries logs an attempt series of each attempt of a type (to see what a
+// heuristic saw).
+func (h *harness) logSeries(t *testing.T, job, typ string, metrics ...string) {
+	var j store.JobDetail
+	if err := h.get("/api/v1/jobs/"+job, &j); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range j.AttemptList {
+		if a.Type != typ {
+			continue
+		}
+		r, err := h.st.Series(context.Background(), store.SeriesQuery{Scope: store.ScopeAttempt, JobID: job, AttemptID: a.AttemptID,
+			Metrics: metrics, From: int64(a.Start), To: int64(a.Start) + a.DurationMs + 1, Step: 500})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range r.Series {
+			var vs []string
+			for _, v := range s.Values {
+				vs = append(vs, fmt.Sprintf("%.0f", float64(v)/(1<<20)))
+			}
+			t.Logf("%s %s (MB, 500 ms buckets): %s", a.AttemptID, s.Metric, strings.Join(vs, " "))
+		}
+	}
+}
+
+// logCounts logs, for each task attempt, the largest value of count metrics.
+func (h *harness) logCounts(t *testing.T, job string, metrics ...string) {
+	var j store.JobDetail
+	if err := h.get("/api/v1/jobs/"+job, &j); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range j.AttemptList {
+		r, err := h.st.Series(context.Background(), store.SeriesQuery{Scope: store.ScopeAttempt, JobID: job, AttemptID: a.AttemptID,
+			Metrics: metrics, From: int64(a.Start), To: int64(a.Start) + a.DurationMs + 1, Step: a.DurationMs + 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var parts []string
+		for _, s := range r.Series {
+			parts = append(parts, fmt.Sprintf("%s %v", s.Metric, s.Values))
+		}
+		t.Logf("%s %s %.1f s: %s", a.AttemptID, a.Type, float64(a.DurationMs)/1000, strings.Join(parts, ", "))
+	}
+}
+
+// waitEvents waits until the host endpoint lists n events of kind for job.
+func (h *harness) waitEvents(t *testing.T, host, kind, job string, n int) []store.Event {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var d api.HostDetail
+		if err := h.get("/api/v1/hosts/"+host, &d); err != nil {
+			t.Fatal(err)
+		}
+		var out []store.Event
+		for _, e := range d.Events {
+			if e.Kind == kind && (job == "" || e.JobID == job) {
+				out = append(out, e)
+			}
+		}
+		if len(out) >= n {
+			return out
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("host %s: %d %s events of %s, want %d (all: %+v)", host, len(out), kind, job, n, d.Events)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+// inCluster reports whether pid is a process of the simulated cluster (the
+// reaper of these tests touches nothing else on a shared machine).
+func inCluster(ids ...string) func(pid int32) bool {
+	return func(pid int32) bool {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(int(pid)) + "/environ")
+		if err != nil {
+			return false
+		}
+		for _, kv := range bytes.Split(b, []byte{0}) {
+			for _, id := range ids {
+				if string(kv) == simulator.EnvCluster+"="+id {
+					return true
+				}
+			}
+		}
+		return false
+	}
+}
+
+// TestLostTaskProcesses runs Hadoop 1 jobs whose Child JVMs escape the
+// TaskTracker (one hangs before getTask and is "just removed"; then the
+// TaskTracker is killed under a running Child), with the agent's reaper on
+// (limited to the cluster's processes), and checks the events on the host
+// endpoint and the job's findings.
+func TestLostTaskProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs JVMs on a simulated cluster")
+	}
+	h := newHarness(t)
+	c := startCluster(t, simulator.NodeHadoop1)
+	h.startAgent("e2e-h1", func(cfg *agent.Config) {
+		cfg.ReapAfter = 2 * time.Second
+		cfg.ReapGrace = time.Second
+		cfg.ReapAllow = inCluster(c.ID())
+	})
+
+	// A lost Child: map 0's first JVM hangs before getTask; the job goes on
+	// with more map JVMs than slots.
+	res := run(t, c, simulator.JobSpec{Kind: simulator.JobHadoop1, Name: "lost-child", Maps: 3, Reduces: 1,
+		TaskCPU: 1500 * time.Millisecond, LostChild: true})
+	var lost simulator.AttemptResult
+	for _, a := range res.Attempts {
+		if a.Lost {
+			lost = a
+		}
+	}
+	if lost.JVMPID == 0 {
+		t.Fatalf("no lost Child in %+v", res.Attempts)
+	}
+	evs := h.waitEvents(t, "e2e-h1", wire.EventLostJVM, res.JobID, 1)
+	found := false
+	for _, e := range evs {
+		t.Logf("lost_jvm: pid %d %s", e.PID, e.Message)
+		found = found || int(e.PID) == lost.JVMPID
+	}
+	if !found {
+		t.Errorf("no lost_jvm event names the lost Child (pid %d)", lost.JVMPID)
+	}
+	// The reaper ends it.
+	reaps := h.waitEvents(t, "e2e-h1", wire.EventReap, res.JobID, 1)
+	for _, e := range reaps {
+		t.Logf("reap: pid %d %s", e.PID, e.Message)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for alive(lost.JVMPID) && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if alive(lost.JVMPID) {
+		t.Errorf("the lost Child (pid %d) is still alive", lost.JVMPID)
+	}
+	var r analysis.Report
+	if err := h.get("/api/v1/jobs/"+res.JobID+"/findings", &r); err != nil {
+		t.Fatal(err)
+	}
+	logReport(t, "lost-child", &r)
+	if got := worst(&r, "lost_processes"); got < analysis.Moderate {
+		t.Errorf("lost_processes is %s, want at least moderate", got)
+	}
+
+	// A task whose job the TaskTracker purged (jobcache/<job> removed)
+	// while its Child lives on: it outlived its job, and is reaped.
+	ctx0, cancel0 := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel0()
+	jo, err := c.Submit(ctx0, simulator.JobSpec{Kind: simulator.JobHadoop1, Name: "outlived", Maps: 1, NoReduces: true,
+		TaskCPU: 200 * time.Millisecond, Hold: 60 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops, err := jo.WaitFor(ctx0, func(rs []simulator.AttemptResult) bool { return len(rs) > 0 && rs[0].JVMPID > 0 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	jobcache := filepath.Dir(filepath.Dir(ops[0].WorkDir)) // <local>/taskTracker/<user>/jobcache/<job>
+	if filepath.Base(jobcache) != jo.ID {
+		t.Fatalf("work dir %s is not under jobcache/%s", ops[0].WorkDir, jo.ID)
+	}
+	if err := os.RemoveAll(jobcache); err != nil {
+		t.Fatal(err)
+	}
+	out := h.waitEvents(t, "e2e-h1", wire.EventOutlived, jo.ID, 1)
+	t.Logf("outlived_job: pid %d %s", out[0].PID, out[0].Message)
+	h.waitEvents(t, "e2e-h1", wire.EventReap, jo.ID, 1)
+	deadline = time.Now().Add(20 * time.Second)
+	for alive(ops[0].JVMPID) && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if alive(ops[0].JVMPID) {
+		t.Errorf("the Child that outlived its job (pid %d) is still alive", ops[0].JVMPID)
+	}
+
+	// A Child whose TaskTracker is killed: orphaned.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	j, err := c.Submit(ctx, simulator.JobSpec{Kind: simulator.JobHadoop1, Name: "orphaned-child", Maps: 1, NoReduces: true,
+		TaskCPU: 200 * time.Millisecond, Hold: 60 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, err := j.WaitFor(ctx, func(rs []simulator.AttemptResult) bool { return len(rs) > 0 && rs[0].JVMPID > 0 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	child := ps[0].JVMPID
+	time.Sleep(time.Second)
+	if err := c.KillDaemon(c.Nodes()[0].Name); err != nil {
+		t.Fatal(err)
+	}
+	orph := h.waitEvents(t, "e2e-h1", wire.EventOrphan, j.ID, 1)
+	t.Logf("orphan: pid %d %s", orph[0].PID, orph[0].Message)
+	// A Child whose TaskTracker died exits by itself once its pings fail
+	// (exit 65/66); one that does not is reaped.
+	deadline = time.Now().Add(30 * time.Second)
+	for alive(child) && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if alive(child) {
+		t.Errorf("the orphaned Child (pid %d) is still alive", child)
+	}
+	var d api.HostDetail
+	if err := h.get("/api/v1/hosts/e2e-h1", &d); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range d.Events {
+		if e.Kind == wire.EventReap && e.JobID == j.ID {
+			t.Logf("reap: pid %d %s", e.PID, e.Message)
+		}
+	}
+}
+
+func alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i > 0 && i+2 < len(s) && s[i+2] != 'Z'
+}
+
+// TestUnknownContainers points an agent at a NodeManager that lists no
+// container (the documented JSON from an httptest server) while a job
+// runs: its containers are reported unknown. The agent of TestCraftedJobs,
+// which asks the simulator's NodeManager, raises no such event.
+func TestUnknownContainers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs JVMs on a simulated cluster")
+	}
+	h := newHarness(t)
+	c := startCluster(t, simulator.NodeYARN)
+	nm := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/ws/v1/node/containers":
+			w.Write([]byte(`{"containers":{}}`))
+		case "/ws/v1/node/apps":
+			// The application is known: its containers are not.
+			var apps []string
+			for _, n := range []string{"1", "2", "3"} {
+				apps = append(apps, fmt.Sprintf(`{"id":"application_%d_000%s","state":"RUNNING","user":"hadoop"}`, c.Timestamp(), n))
+			}
+			w.Write([]byte(`{"apps":{"app":[` + strings.Join(apps, ",") + `]}}`))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer nm.Close()
+	h.startAgent("e2e-fake-nm", func(cfg *agent.Config) { cfg.Lost.NMURL = nm.URL; cfg.Lost.NMPoll = 300 * time.Millisecond })
+	h.startAgent("e2e-real-nm", nil)
+	res := run(t, c, simulator.JobSpec{Kind: simulator.JobMapReduce, Name: "unknown", Maps: 1, NoReduces: true,
+		TaskCPU: 200 * time.Millisecond, Hold: 4 * time.Second})
+	evs := h.waitEvents(t, "e2e-fake-nm", wire.EventUnknownContainer, res.JobID, 1)
+	t.Logf("unknown_container: %s", evs[0].Message)
+	time.Sleep(2 * time.Second)
+	var d api.HostDetail
+	if err := h.get("/api/v1/hosts/e2e-real-nm", &d); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range d.Events {
+		if e.JobID == res.JobID {
+			t.Errorf("the agent that asks the simulator's NodeManager reported %s: %s", e.Kind, e.Message)
+		}
+	}
+}

@@ -1,0 +1,269 @@
+// Package nodemanager asks a YARN NodeManager which containers and
+// applications it still knows, through its REST API (NMWebServices):
+//
+//	GET http://<yarn.nodemanager.webapp.address>/ws/v1/node/containers
+//	  {"containers":{"container":[{"id":"container_...","state":"RUNNING",...}]}}
+//	  ({"containers":{}} or {"containers":null} when there is none)
+//	GET http://<yarn.nodemanager.webapp.address>/ws/v1/node/apps
+//	  {"apps":{"app":[{"id":"application_...","state":"RUNNING","containerids":[...]}]}}
+//
+// The agent uses it to tell task processes whose container the NodeManager
+// has forgotten (it lost track of them, or restarted) from live ones. Polls
+// run in their own goroutine (Watcher), never in the sampling loop.
+package nodemanager
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/taskscope/taskscope/internal/hadoop"
+)
+
+// DefaultWebAddress is yarn.nodemanager.webapp.address's default.
+const DefaultWebAddress = "0.0.0.0:8042"
+
+// WebAddress reads yarn.nodemanager.webapp.address from yarn-site.xml in
+// confDir (the default when it is not set). A wildcard host means the
+// NodeManager listens on every address: the agent, on the same node, asks
+// the loopback one.
+func WebAddress(confDir string) (string, error) {
+	f, err := os.Open(filepath.Join(confDir, "yarn-site.xml"))
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	conf, err := hadoop.ParseConf(io.LimitReader(f, 4<<20))
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", filepath.Join(confDir, "yarn-site.xml"), err)
+	}
+	addr := conf.First("yarn.nodemanager.webapp.address")
+	if addr == "" {
+		addr = DefaultWebAddress
+	}
+	// ${yarn.nodemanager.hostname}:8042 and the like.
+	if strings.Contains(addr, "${") {
+		if h := conf.First("yarn.nodemanager.hostname"); h != "" && !strings.Contains(h, "${") {
+			addr = strings.ReplaceAll(addr, "${yarn.nodemanager.hostname}", h)
+		}
+		if strings.Contains(addr, "${") {
+			addr = "0.0.0.0:" + addr[strings.LastIndexByte(addr, ':')+1:]
+		}
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("yarn.nodemanager.webapp.address %q: %w", addr, err)
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// Container is one container as the NodeManager lists it.
+type Container struct {
+	ID    string `json:"id"`
+	State string `json:"state"`
+	User  string `json:"user"`
+}
+
+// App is one application as the NodeManager lists it.
+type App struct {
+	ID           string   `json:"id"`
+	State        string   `json:"state"`
+	ContainerIDs []string `json:"containerids"`
+}
+
+// maxBody bounds an answer (a NodeManager with thousands of containers
+// answers a few MB).
+const maxBody = 32 << 20
+
+func get(ctx context.Context, c *http.Client, url string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		return fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxBody)).Decode(v); err != nil {
+		return fmt.Errorf("%s: cannot parse the answer: %w", url, err)
+	}
+	return nil
+}
+
+// Containers lists the containers of the NodeManager at base
+// ("http://host:port").
+func Containers(ctx context.Context, c *http.Client, base string) ([]Container, error) {
+	var body struct {
+		Containers *struct {
+			Container []Container `json:"container"`
+		} `json:"containers"`
+	}
+	if err := get(ctx, c, strings.TrimRight(base, "/")+"/ws/v1/node/containers", &body); err != nil {
+		return nil, err
+	}
+	if body.Containers == nil {
+		return []Container{}, nil
+	}
+	return body.Containers.Container, nil
+}
+
+// Apps lists the applications of the NodeManager at base.
+func Apps(ctx context.Context, c *http.Client, base string) ([]App, error) {
+	var body struct {
+		Apps *struct {
+			App []App `json:"app"`
+		} `json:"apps"`
+	}
+	if err := get(ctx, c, strings.TrimRight(base, "/")+"/ws/v1/node/apps", &body); err != nil {
+		return nil, err
+	}
+	if body.Apps == nil {
+		return []App{}, nil
+	}
+	return body.Apps.App, nil
+}
+
+// Listing is what one poll of a NodeManager found.
+type Listing struct {
+	URL        string
+	At         time.Time         // when the poll began: containers started after it cannot be in it
+	Containers map[string]string // id -> state
+	Apps       map[string]string // id -> state; nil if the apps could not be listed
+	Polls      uint64            // successful polls so far
+}
+
+// Watcher polls one NodeManager in the background. Its methods are safe
+// for concurrent use.
+type Watcher struct {
+	every  time.Duration
+	client *http.Client
+
+	mu     sync.Mutex
+	url    string
+	last   *Listing
+	prev   *Listing
+	polls  uint64
+	wake   chan struct{}
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// NewWatcher returns a stopped watcher that polls every interval (10 s
+// when 0) once Start is called.
+func NewWatcher(every time.Duration, client *http.Client) *Watcher {
+	if every <= 0 {
+		every = 10 * time.Second
+	}
+	if client == nil {
+		client = &http.Client{Timeout: 5 * time.Second}
+	}
+	return &Watcher{every: every, client: client, wake: make(chan struct{}, 1)}
+}
+
+// SetURL points the watcher at a NodeManager ("http://host:port"); a new
+// URL forgets what the old one said and polls at once.
+func (w *Watcher) SetURL(url string) {
+	w.mu.Lock()
+	if url == w.url {
+		w.mu.Unlock()
+		return
+	}
+	w.url, w.last, w.prev = url, nil, nil
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// URL is the NodeManager watched, if any.
+func (w *Watcher) URL() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.url
+}
+
+// Latest returns the last two successful listings (the newest first); nil
+// when there are none yet.
+func (w *Watcher) Latest() (last, prev *Listing) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.last, w.prev
+}
+
+// Start polls until Stop.
+func (w *Watcher) Start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	w.cancel, w.done = cancel, make(chan struct{})
+	go func() {
+		defer close(w.done)
+		t := time.NewTicker(w.every)
+		defer t.Stop()
+		for {
+			w.PollOnce(ctx)
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			case <-w.wake:
+			}
+		}
+	}()
+}
+
+// Stop stops polling.
+func (w *Watcher) Stop() {
+	if w.cancel != nil {
+		w.cancel()
+		<-w.done
+		w.cancel = nil
+	}
+}
+
+// PollOnce polls now (Start does it in the background).
+func (w *Watcher) PollOnce(ctx context.Context) {
+	url := w.URL()
+	if url == "" {
+		return
+	}
+	l := &Listing{URL: url, At: time.Now()}
+	cs, err := Containers(ctx, w.client, url)
+	if err != nil {
+		return // unreachable now: keep what it said before, and judge nothing new
+	}
+	l.Containers = make(map[string]string, len(cs))
+	for _, c := range cs {
+		l.Containers[c.ID] = c.State
+	}
+	if apps, err := Apps(ctx, w.client, url); err == nil {
+		l.Apps = make(map[string]string, len(apps))
+		for _, a := range apps {
+			l.Apps[a.ID] = a.State
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.url != url {
+		return
+	}
+	w.polls++
+	l.Polls = w.polls
+	w.prev, w.last = w.last, l
+}

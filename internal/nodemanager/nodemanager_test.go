@@ -1,0 +1,130 @@
+package nodemanager
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func writeSite(t *testing.T, props string) string {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "yarn-site.xml"), []byte(`<?xml version="1.0"?><configuration>`+props+`</configuration>`), 0o644)
+	return dir
+}
+
+func prop(k, v string) string {
+	return "<property><name>" + k + "</name><value>" + v + "</value></property>"
+}
+
+func TestWebAddress(t *testing.T) {
+	cases := []struct{ props, want string }{
+		{"", "127.0.0.1:8042"},
+		{prop("yarn.nodemanager.webapp.address", "127.0.0.1:41234"), "127.0.0.1:41234"},
+		{prop("yarn.nodemanager.webapp.address", "0.0.0.0:9999"), "127.0.0.1:9999"},
+		{prop("yarn.nodemanager.hostname", "node7") + prop("yarn.nodemanager.webapp.address", "${yarn.nodemanager.hostname}:8042"), "node7:8042"},
+		{prop("yarn.nodemanager.webapp.address", "${some.other}:8043"), "127.0.0.1:8043"},
+	}
+	for _, tc := range cases {
+		got, err := WebAddress(writeSite(t, tc.props))
+		if err != nil || got != tc.want {
+			t.Errorf("%s: %q %v, want %q", tc.props, got, err, tc.want)
+		}
+	}
+	if _, err := WebAddress(t.TempDir()); err == nil {
+		t.Error("no yarn-site.xml: no error")
+	}
+	if _, err := WebAddress(writeSite(t, prop("yarn.nodemanager.webapp.address", "nonsense"))); err == nil {
+		t.Error("bad address: no error")
+	}
+}
+
+// nm serves the documented answers of NMWebServices.
+func nm(t *testing.T, containers, apps *atomic.Value) *httptest.Server {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /ws/v1/node/containers", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(containers.Load().(string)))
+	})
+	mux.HandleFunc("GET /ws/v1/node/apps", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(apps.Load().(string)))
+	})
+	s := httptest.NewServer(mux)
+	t.Cleanup(s.Close)
+	return s
+}
+
+func TestContainersAndApps(t *testing.T) {
+	var cs, as atomic.Value
+	cs.Store(`{"containers":{"container":[{"id":"container_e01_1700000000000_0001_01_000002","state":"RUNNING","exitCode":-1000,
+		"diagnostics":"","user":"hadoop","totalMemoryNeededMB":1024,"totalVCoresNeeded":1,"containerLogsLink":"http://x/","nodeId":"n:1"},
+		{"id":"container_e01_1700000000000_0001_01_000003","state":"NEW"}]}}`)
+	as.Store(`{"apps":{"app":[{"id":"application_1700000000000_0001","state":"RUNNING","user":"hadoop",
+		"containerids":["container_e01_1700000000000_0001_01_000002"]}]}}`)
+	s := nm(t, &cs, &as)
+	ctx := context.Background()
+	got, err := Containers(ctx, s.Client(), s.URL)
+	if err != nil || len(got) != 2 || got[0].State != "RUNNING" || got[1].ID != "container_e01_1700000000000_0001_01_000003" {
+		t.Fatalf("%+v %v", got, err)
+	}
+	apps, err := Apps(ctx, s.Client(), s.URL)
+	if err != nil || len(apps) != 1 || len(apps[0].ContainerIDs) != 1 {
+		t.Fatalf("%+v %v", apps, err)
+	}
+	// Empty lists, as the NodeManager writes them.
+	for _, empty := range []string{`{"containers":{}}`, `{"containers":null}`} {
+		cs.Store(empty)
+		if got, err := Containers(ctx, s.Client(), s.URL); err != nil || len(got) != 0 {
+			t.Errorf("%s: %+v %v", empty, got, err)
+		}
+	}
+	cs.Store(`<html>`)
+	if _, err := Containers(ctx, s.Client(), s.URL); err == nil || !strings.Contains(err.Error(), "parse") {
+		t.Errorf("bad answer: %v", err)
+	}
+}
+
+func TestWatcher(t *testing.T) {
+	var cs, as atomic.Value
+	cs.Store(`{"containers":{"container":[{"id":"c1","state":"RUNNING"}]}}`)
+	as.Store(`{"apps":{}}`)
+	s := nm(t, &cs, &as)
+	w := NewWatcher(20*time.Millisecond, s.Client())
+	if l, _ := w.Latest(); l != nil {
+		t.Fatal("a listing before any poll")
+	}
+	w.SetURL(s.URL)
+	w.Start()
+	defer w.Stop()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		last, prev := w.Latest()
+		if last != nil && prev != nil {
+			if last.Containers["c1"] != "RUNNING" || last.Apps == nil || last.Polls < 2 || !last.At.After(prev.At) {
+				t.Fatalf("%+v %+v", last, prev)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no two polls")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// An unreachable NodeManager: the old listings stay, no new ones.
+	s.Close()
+	last, _ := w.Latest()
+	time.Sleep(100 * time.Millisecond)
+	if l2, _ := w.Latest(); l2.Polls > last.Polls+1 {
+		t.Errorf("polls went on: %d -> %d", last.Polls, l2.Polls)
+	}
+	w.SetURL("http://127.0.0.1:1")
+	if l, _ := w.Latest(); l != nil {
+		t.Error("a new URL kept the old listing")
+	}
+}

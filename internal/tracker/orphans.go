@@ -1,0 +1,522 @@
+package tracker
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/taskscope/taskscope/internal/hadoop"
+	"github.com/taskscope/taskscope/internal/nodemanager"
+	"github.com/taskscope/taskscope/internal/reaper"
+	"github.com/taskscope/taskscope/internal/wire"
+)
+
+// LostConfig configures the search for lost and runaway task processes on
+// the node (every CheckEvery, from the tracker's tick):
+//
+//   - orphans: a unit whose launcher (the NodeManager's or TaskTracker's
+//     child that started it) is gone, or whose topmost process was
+//     reparented to init (wire.EventOrphan);
+//   - Hadoop 1 Child JVMs beyond the TaskTracker's slots
+//     (mapred.tasktracker.{map,reduce}.tasks.maximum in the mapred-site.xml
+//     of its conf dir), and Child JVMs that never got their task within
+//     LostAfter: "JVM Not killed ... but just removed" (wire.EventLostJVM);
+//   - containers the NodeManager no longer lists (its REST API, at the web
+//     address of the yarn-site.xml in its conf dir) (wire.EventUnknownContainer);
+//   - processes that outlive their job: the framework removed their working
+//     directory, or the NodeManager no longer lists their application
+//     (wire.EventOutlived).
+//
+// With a Reaper, the processes of such units are handed to it.
+type LostConfig struct {
+	Enabled    bool
+	CheckEvery time.Duration // default 2 s
+	// LostAfter is how long a Hadoop 1 Child may live without having got a
+	// task (it writes its first log.index when it does) before it counts as
+	// lost (default 60 s).
+	LostAfter time.Duration
+	// NodeManager: the web address is read from the conf dir of the
+	// NodeManager process found on the node; NMURL overrides it ("" and
+	// NoNM false: find it). NMPoll is the polling interval (default 10 s).
+	NMURL      string
+	NoNM       bool
+	NMPoll     time.Duration
+	HTTPClient *http.Client
+	Reaper     *reaper.Reaper
+}
+
+// lostState is the tracker's memory of the checks.
+type lostState struct {
+	lastMs   int64
+	daemons  map[daemonID]*daemonConf
+	nm       *nodemanager.Watcher           // NMURL's, for every unit
+	nms      map[int32]*nodemanager.Watcher // per NodeManager process found (a test machine may run several)
+	flagged  map[*unit]*unitFlags
+	excess   map[string]string // "<tt pid>/<type>" -> what was last reported
+	nmStatic bool
+	// h1Index: some Child's log.index was found, so a Child without one
+	// has really not got its task (and is not merely unreadable here).
+	h1Index bool
+}
+
+type daemonID struct {
+	pid   int32
+	start uint64
+}
+
+// daemonConf is what a daemon's conf dir says.
+type daemonConf struct {
+	kind                 hadoop.Kind
+	confDir              string // as the daemon sees it
+	mapSlots, reduceSlot int64
+	webURL               string
+}
+
+// unitFlags are what the checks found about one unit.
+type unitFlags struct {
+	lost, unknown, outlived bool
+	missing                 int    // NodeManager listings in a row without its container
+	lastPoll                uint64 // the listing last looked at
+	sinceMs                 int64  // when it was first found lost (any way)
+}
+
+func (t *Tracker) lostStateInit() *lostState {
+	if t.lost == nil {
+		t.lost = &lostState{daemons: map[daemonID]*daemonConf{}, flagged: map[*unit]*unitFlags{}, excess: map[string]string{},
+			nms: map[int32]*nodemanager.Watcher{}}
+		c := t.cfg.Lost
+		if !c.NoNM && c.NMURL != "" {
+			t.lost.nm = nodemanager.NewWatcher(c.NMPoll, c.HTTPClient)
+			t.lost.nm.SetURL(c.NMURL)
+			t.lost.nmStatic = true
+			t.lost.nm.Start()
+		}
+	}
+	return t.lost
+}
+
+// closeLost stops the NodeManager watcher.
+func (t *Tracker) closeLost() {
+	if t.lost == nil {
+		return
+	}
+	if t.lost.nm != nil {
+		t.lost.nm.Stop()
+	}
+	for _, w := range t.lost.nms {
+		w.Stop()
+	}
+}
+
+// checkLost runs the checks of LostConfig, at most every CheckEvery.
+func (t *Tracker) checkLost(ms int64) {
+	c := &t.cfg.Lost
+	if !c.Enabled {
+		return
+	}
+	ls := t.lostStateInit()
+	every := c.CheckEvery
+	if every <= 0 {
+		every = 2 * time.Second
+	}
+	if ls.lastMs != 0 && ms-ls.lastMs < every.Milliseconds() {
+		return
+	}
+	ls.lastMs = ms
+	lostAfter := c.LostAfter
+	if lostAfter <= 0 {
+		lostAfter = time.Minute
+	}
+	for u := range ls.flagged {
+		if t.units[u.key] != u {
+			delete(ls.flagged, u)
+		}
+	}
+	flags := func(u *unit) *unitFlags {
+		f := ls.flagged[u]
+		if f == nil {
+			f = &unitFlags{}
+			ls.flagged[u] = f
+		}
+		return f
+	}
+	// The daemons of the node, and what their conf dirs say.
+	var tts []daemonID
+	live := map[daemonID]bool{}
+	for pid, p := range t.procs {
+		if p.state != stDaemon || (p.kind != hadoop.KindTaskTracker && p.kind != hadoop.KindNodeManager) {
+			continue
+		}
+		id := daemonID{pid, p.startTicks}
+		live[id] = true
+		dc := ls.daemons[id]
+		if dc == nil {
+			dc = t.readDaemonConf(pid, p.kind)
+			ls.daemons[id] = dc
+		}
+		if p.kind == hadoop.KindTaskTracker {
+			tts = append(tts, id)
+		} else if !c.NoNM && !ls.nmStatic && dc.webURL != "" && ls.nms[pid] == nil {
+			w := nodemanager.NewWatcher(c.NMPoll, c.HTTPClient)
+			w.SetURL(dc.webURL)
+			w.Start()
+			ls.nms[pid] = w
+		}
+	}
+	for id := range ls.daemons {
+		if !live[id] {
+			delete(ls.daemons, id)
+		}
+	}
+	for pid, w := range ls.nms {
+		if p := t.procs[pid]; p == nil || p.state != stDaemon {
+			w.Stop()
+			delete(ls.nms, pid)
+		}
+	}
+	keys := make([]string, 0, len(t.units))
+	for k := range t.units {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	// Orphans that the launcher check of sampleUnits cannot see: the
+	// launcher recorded is a member of the unit (the agent came after the
+	// unit's first process), so look at the topmost member's parent.
+	for _, k := range keys {
+		u := t.units[k]
+		if u.orphaned || u.cur == nil {
+			continue
+		}
+		if top := t.topMember(u); top != nil {
+			if parent := t.procs[top.ppid]; top.ppid > 1 && parent != nil && parent.state == stDaemon {
+				u.launcherPID = top.ppid
+			} else if top.ppid == 1 && top.t != nil && (top.t.role == wire.RoleWrapper || top.t.role == wire.RoleTaskJVM) {
+				u.orphaned = true
+				t.sink.Event(&wire.Event{Ms: ms, Kind: wire.EventOrphan, AttemptID: u.cur.info.AttemptID, JobID: u.cur.info.JobID,
+					PID: top.pid, Process: top.t.key, Message: fmt.Sprintf("%s (pid %d) was reparented to init: the process that launched this task is gone", top.t.comm, top.pid)})
+			}
+		}
+	}
+	// Hadoop 1: Child JVMs per TaskTracker and type against its slots, and
+	// Children that never got their task.
+	type child struct {
+		u   *unit
+		jvm *proc
+	}
+	byTT := map[string][]child{}
+	for _, k := range keys {
+		u := t.units[k]
+		if u.jvmKind != hadoop.KindChild || u.cur == nil || u.orphaned {
+			continue
+		}
+		jvm := t.procs[u.jvmPID]
+		if jvm == nil || jvm.t == nil || jvm.t.unit != u {
+			continue
+		}
+		a, ok := hadoop.ParseAttempt(u.key)
+		if !ok {
+			a, ok = hadoop.ParseAttempt(u.attemptID)
+		}
+		if !ok {
+			continue
+		}
+		f := flags(u)
+		if u.h1 != nil && len(u.h1.known) > 0 {
+			ls.h1Index = true
+		}
+		if !f.lost && ls.h1Index && u.h1 != nil && u.h1.scanned && len(u.h1.known) == 0 && ms-jvm.t.startMs >= lostAfter.Milliseconds() {
+			f.lost = true
+			if f.sinceMs == 0 {
+				f.sinceMs = ms
+			}
+			t.sink.Event(&wire.Event{Ms: ms, Kind: wire.EventLostJVM, AttemptID: u.cur.info.AttemptID, JobID: u.cur.info.JobID,
+				PID: jvm.pid, Process: jvm.t.key, Value: 1,
+				Message: fmt.Sprintf("Child JVM pid %d has not got its task in %s (no log.index for %s): it hung before getTask; its TaskTracker no longer counts it",
+					jvm.pid, time.Duration(ms-jvm.t.startMs)*time.Millisecond/time.Second*time.Second, u.key)})
+		}
+		key := strconv.Itoa(int(u.launcherPID)) + "/" + a.Type
+		byTT[key] = append(byTT[key], child{u, jvm})
+	}
+	for _, tt := range tts {
+		dc := ls.daemons[tt]
+		for _, typ := range []string{"map", "reduce"} {
+			key := strconv.Itoa(int(tt.pid)) + "/" + typ
+			slots := dc.mapSlots
+			if typ == "reduce" {
+				slots = dc.reduceSlot
+			}
+			cs := byTT[key]
+			if slots <= 0 || int64(len(cs)) <= slots {
+				delete(ls.excess, key)
+				continue
+			}
+			// The likeliest lost first: those found lost, then those that have
+			// not got a task (no log.index yet), the oldest first.
+			sort.Slice(cs, func(i, j int) bool {
+				li, lj := flags(cs[i].u).lost, flags(cs[j].u).lost
+				if li != lj {
+					return li
+				}
+				ti, tj := cs[i].u.h1 != nil && len(cs[i].u.h1.known) > 0, cs[j].u.h1 != nil && len(cs[j].u.h1.known) > 0
+				if ti != tj {
+					return tj
+				}
+				return cs[i].jvm.startTicks < cs[j].jvm.startTicks
+			})
+			excess := int64(len(cs)) - slots
+			var pids []string
+			for _, c := range cs[:excess] {
+				pids = append(pids, strconv.Itoa(int(c.jvm.pid)))
+			}
+			what := fmt.Sprintf("%d %s Child JVMs under TaskTracker pid %d, which has %d %s slots: %d more than it counts (likely lost: pids %s)",
+				len(cs), typ, tt.pid, slots, typ, excess, strings.Join(pids, ","))
+			if ls.excess[key] == what {
+				continue
+			}
+			ls.excess[key] = what
+			first := cs[0]
+			t.sink.Event(&wire.Event{Ms: ms, Kind: wire.EventLostJVM, AttemptID: first.u.cur.info.AttemptID, JobID: first.u.cur.info.JobID,
+				PID: first.jvm.pid, Process: first.jvm.t.key, Value: excess, Message: what})
+		}
+	}
+	// YARN: containers the NodeManager no longer lists. A container counts
+	// as unknown when three listings in a row, each begun after it started,
+	// lack it while its processes live on (a container that ends leaves the
+	// list as its launcher exits, and its processes with it).
+	for _, k := range keys {
+		u := t.units[k]
+		if u.containerID == "" || u.cur == nil {
+			continue
+		}
+		// The unit's NodeManager: the one that launched it, else the node's only one.
+		w := ls.nm
+		if w == nil {
+			if w = ls.nms[u.launcherPID]; w == nil && len(ls.nms) == 1 {
+				for _, only := range ls.nms {
+					w = only
+				}
+			}
+		}
+		var last *nodemanager.Listing
+		if w != nil {
+			last, _ = w.Latest()
+		}
+		f := flags(u)
+		if last != nil && last.Polls != f.lastPoll && !f.unknown && !f.outlived {
+			f.lastPoll = last.Polls
+			first := u.cur.info.FirstMs
+			if _, listed := last.Containers[u.containerID]; listed || first <= 0 || first >= last.At.UnixMilli() {
+				f.missing = 0
+			} else {
+				f.missing++
+			}
+			if f.missing >= 3 {
+				appGone := false
+				if last.Apps != nil && u.appID != "" {
+					_, ok := last.Apps[u.appID]
+					appGone = !ok
+				}
+				kind, msg := wire.EventUnknownContainer, "the NodeManager ("+last.URL+") no longer lists container "+u.containerID
+				if appGone {
+					kind, msg = wire.EventOutlived, "the NodeManager ("+last.URL+") no longer lists application "+u.appID+" nor its container "+u.containerID+": the task outlived its job"
+					f.outlived = true
+				} else {
+					f.unknown = true
+				}
+				if f.sinceMs == 0 {
+					f.sinceMs = ms
+				}
+				top := t.topMember(u)
+				ev := &wire.Event{Ms: ms, Kind: kind, AttemptID: u.cur.info.AttemptID, JobID: u.cur.info.JobID, Message: msg}
+				if top != nil {
+					ev.PID, ev.Process = top.pid, top.t.key
+				}
+				t.sink.Event(ev)
+			}
+		}
+	}
+	// Processes that outlive their job: the framework removed their working
+	// directory (the TaskTracker purges jobcache/<job> when the job is
+	// done; the NodeManager deletes the container's directory).
+	for _, k := range keys {
+		u := t.units[k]
+		if u.cur == nil {
+			continue
+		}
+		f := flags(u)
+		if f.outlived {
+			continue
+		}
+		p := t.procs[u.jvmPID]
+		if p == nil || p.t == nil || p.t.unit != u {
+			p = t.topMember(u)
+		}
+		if p == nil || p.t == nil {
+			continue
+		}
+		cwd, err := t.cfg.FS.Readlink(p.pid, "cwd")
+		if err != nil || !strings.HasSuffix(cwd, " (deleted)") {
+			continue
+		}
+		f.outlived = true
+		if f.sinceMs == 0 {
+			f.sinceMs = ms
+		}
+		t.sink.Event(&wire.Event{Ms: ms, Kind: wire.EventOutlived, AttemptID: u.cur.info.AttemptID, JobID: u.cur.info.JobID,
+			PID: p.pid, Process: p.t.key, Message: fmt.Sprintf("the working directory of pid %d was removed (%s): the task outlived its job", p.pid, cwd)})
+	}
+	if c.Reaper != nil {
+		t.reap(ms)
+	}
+}
+
+// topMember is the unit's member whose parent is not a member (the oldest
+// if there are several).
+func (t *Tracker) topMember(u *unit) *proc {
+	var top *proc
+	for _, m := range u.members {
+		if m.t == nil || m.t.vanished {
+			continue
+		}
+		if par := t.procs[m.ppid]; par != nil && par.t != nil && par.t.unit == u {
+			continue
+		}
+		if top == nil || m.startTicks < top.startTicks {
+			top = m
+		}
+	}
+	return top
+}
+
+// reap hands the members of every lost unit to the reaper. A process group
+// is signalled whole only when every process in it belongs to lost units.
+func (t *Tracker) reap(ms int64) {
+	ls := t.lost
+	lostUnit := func(u *unit) (string, bool) {
+		f := ls.flagged[u]
+		switch {
+		case f != nil && f.outlived:
+			return wire.EventOutlived, true
+		case f != nil && f.unknown:
+			return wire.EventUnknownContainer, true
+		case f != nil && f.lost:
+			return wire.EventLostJVM, true
+		case u.orphaned:
+			return wire.EventOrphan, true
+		}
+		return "", false
+	}
+	groupOK := map[int32]bool{}
+	for _, p := range t.procs {
+		if p.pgrp <= 1 {
+			continue
+		}
+		ok, seen := groupOK[p.pgrp]
+		if seen && !ok {
+			continue
+		}
+		lost := false
+		if p.t != nil {
+			_, lost = lostUnit(p.t.unit)
+		}
+		groupOK[p.pgrp] = lost
+	}
+	var targets []reaper.Target
+	for _, u := range t.units {
+		why, ok := lostUnit(u)
+		if !ok || u.cur == nil {
+			continue
+		}
+		for _, m := range u.members {
+			if m.t == nil || m.t.vanished || m.state == stDaemon {
+				continue
+			}
+			tg := reaper.Target{PID: m.pid, StartTicks: m.startTicks, Reason: why, AttemptID: u.cur.info.AttemptID,
+				JobID: u.cur.info.JobID, Key: m.t.key}
+			if groupOK[m.pgrp] {
+				tg.Group = m.pgrp
+			}
+			targets = append(targets, tg)
+		}
+	}
+	sort.Slice(targets, func(i, j int) bool { return targets[i].PID < targets[j].PID })
+	for _, ev := range t.cfg.Lost.Reaper.Update(time.UnixMilli(ms), targets) {
+		t.sink.Event(&ev)
+	}
+}
+
+// IsDaemon reports whether pid is a Hadoop daemon the tracker knows (for
+// the reaper's protection).
+func (t *Tracker) IsDaemon(pid int32) bool {
+	p := t.procs[pid]
+	return p != nil && p.state == stDaemon
+}
+
+// readDaemonConf finds a daemon's conf dir (HADOOP_CONF_DIR or
+// YARN_CONF_DIR in its environment, else the first entry of its classpath)
+// and reads the slots (TaskTracker) or the web address (NodeManager) there.
+// Paths are read through <procfs>/<pid>/root, as the daemon sees them.
+func (t *Tracker) readDaemonConf(pid int32, kind hadoop.Kind) *daemonConf {
+	dc := &daemonConf{kind: kind, mapSlots: 2, reduceSlot: 2} // Hadoop 1's defaults
+	root := t.cfg.FS.PidPath(pid, "root")
+	var dirs []string
+	if b, err := t.cfg.FS.ReadPidFile(pid, "environ", nil); err == nil {
+		for _, kv := range bytes.Split(b, []byte{0}) {
+			for _, name := range []string{"HADOOP_CONF_DIR=", "YARN_CONF_DIR="} {
+				if v, ok := bytes.CutPrefix(kv, []byte(name)); ok && len(v) > 0 {
+					dirs = append(dirs, string(v))
+				}
+			}
+		}
+	}
+	if b, err := t.cfg.FS.ReadPidFile(pid, "cmdline", nil); err == nil {
+		args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+		for i := 0; i+1 < len(args); i++ {
+			if args[i] == "-classpath" || args[i] == "-cp" {
+				if first, _, _ := strings.Cut(args[i+1], ":"); first != "" {
+					dirs = append(dirs, first)
+				}
+				break
+			}
+		}
+	}
+	for _, d := range dirs {
+		if !strings.HasPrefix(d, "/") {
+			continue
+		}
+		switch kind {
+		case hadoop.KindTaskTracker:
+			f, err := os.Open(root + d + "/mapred-site.xml")
+			if err != nil {
+				continue
+			}
+			conf, err := hadoop.ParseConf(f)
+			f.Close()
+			if err != nil {
+				t.countErr("mapred-site.xml", err)
+				continue
+			}
+			dc.confDir = d
+			if n, ok := conf.Int("mapred.tasktracker.map.tasks.maximum"); ok {
+				dc.mapSlots = n
+			}
+			if n, ok := conf.Int("mapred.tasktracker.reduce.tasks.maximum"); ok {
+				dc.reduceSlot = n
+			}
+			return dc
+		case hadoop.KindNodeManager:
+			addr, err := nodemanager.WebAddress(root + d)
+			if err != nil {
+				continue
+			}
+			dc.confDir, dc.webURL = d, "http://"+addr
+			return dc
+		}
+	}
+	return dc
+}
