@@ -1,0 +1,232 @@
+// Charts: ECharts (canvas on screen), each in a card with PNG and SVG
+// downloads. SVG is rendered by a second, DOM-less instance (ECharts'
+// server-side rendering mode), so it is a real vector drawing.
+
+import * as echarts from 'echarts/core';
+import { LineChart, BarChart, CustomChart, BoxplotChart, ScatterChart } from 'echarts/charts';
+import { GridComponent, TooltipComponent, LegendComponent, DataZoomComponent, MarkLineComponent, TitleComponent, AxisPointerComponent } from 'echarts/components';
+import { CanvasRenderer, SVGRenderer } from 'echarts/renderers';
+import type { EChartsCoreOption } from 'echarts/core';
+import { h, download, safeName } from './dom';
+import * as fmt from './fmt';
+
+echarts.use([LineChart, BarChart, CustomChart, BoxplotChart, ScatterChart, GridComponent, TooltipComponent, LegendComponent,
+  DataZoomComponent, MarkLineComponent, TitleComponent, AxisPointerComponent, CanvasRenderer, SVGRenderer]);
+
+export { echarts };
+export type Option = EChartsCoreOption;
+
+export const roleColor: Record<string, string> = {
+  'task-jvm': '#3b6fd4', streaming: '#e8892b', 'streaming-child': '#f2c14e', wrapper: '#9aa3ad', 'app-master': '#8a5cc7',
+  executor: '#3a9d5d', child: '#2aa6a6', other: '#c9ced4', unknown: '#7d8791',
+};
+export const typeColor: Record<string, string> = {
+  map: '#3b6fd4', reduce: '#e8892b', am: '#8a5cc7', executor: '#3a9d5d', tez: '#2aa6a6', container: '#7d8791',
+};
+const palette = ['#3b6fd4', '#e8892b', '#3a9d5d', '#c8423b', '#8a5cc7', '#2aa6a6', '#b8860b', '#d45d9a', '#6b7f99', '#7aa33b'];
+export function colorOf(key: string, map: Record<string, string>, i = 0): string {
+  return map[key] ?? palette[i % palette.length];
+}
+
+export type Fmt = (v: number) => string;
+
+export const axisFmt = {
+  bytes: (v: number) => fmt.bytes(v),
+  rate: (v: number) => fmt.rate(v),
+  pct: (v: number) => fmt.pct(v),
+  cores: (v: number) => fmt.cores(v).replace(' cores', ''),
+  count: (v: number) => fmt.num(v),
+  dur: (v: number) => fmt.dur(v),
+};
+
+// tip builds a tooltip as DOM nodes (text only): ECharts' own tooltip
+// markup has inline styles, which the CSP refuses, and would carry
+// untrusted names as HTML.
+export function tip(title: string, rows: [string, string, string?][]): HTMLElement {
+  const el = h('div.tip', null, h('div.tip-title', null, title));
+  for (const [color, name, value] of rows) {
+    const sw = h('span.sw');
+    sw.style.background = color;
+    el.appendChild(h('div.tip-row', null, sw, h('span.tip-name', null, name), value !== undefined ? h('span.tip-val', null, value) : null));
+  }
+  return el;
+}
+
+// axisTip is a tooltip formatter for time series: the time and each
+// series' value, formatted.
+export function axisTip(f: Fmt, extra?: (idx: number) => [string, string, string?][]): (p: unknown) => HTMLElement {
+  return (p: unknown) => {
+    const ps = (Array.isArray(p) ? p : [p]) as { seriesName: string; value: [number, number | null] | number; color: string; dataIndex: number; axisValue?: number }[];
+    const t = ps.length ? (Array.isArray(ps[0].value) ? ps[0].value[0] : ps[0].axisValue ?? 0) : 0;
+    const rows: [string, string, string?][] = [];
+    const sorted = ps.slice(0, 14);
+    for (const x of sorted) {
+      const v = Array.isArray(x.value) ? x.value[1] : x.value;
+      if (v === null || v === undefined) continue;
+      rows.push([String(x.color), x.seriesName, f(Number(v))]);
+    }
+    if (ps.length > 14) rows.push(['transparent', `… ${ps.length - 14} more`, '']);
+    if (extra && ps.length) rows.push(...extra(ps[0].dataIndex));
+    return tip(fmt.time(Number(t)), rows);
+  };
+}
+
+export interface CardOptions {
+  title: string;
+  subtitle?: string; // also written into exported images (e.g. the job id)
+  height?: number;
+  file: string; // download name without extension
+  note?: string;
+  wide?: boolean;
+}
+
+// Chart is a chart in a card.
+export class Chart {
+  card: HTMLElement;
+  body: HTMLElement;
+  inst: echarts.ECharts | null = null;
+  private build: (() => Option) | null = null;
+  private ro: ResizeObserver | null = null;
+  private noteEl: HTMLElement;
+  onClick: ((p: unknown) => void) | null = null;
+  onZoom: ((startPct: number, endPct: number) => void) | null = null;
+
+  constructor(parent: HTMLElement, public o: CardOptions) {
+    this.body = h('div.chart-body', { role: 'img', 'aria-label': o.title });
+    this.body.style.height = (o.height ?? 220) + 'px';
+    const png = h('button.small', { type: 'button', title: 'Download as PNG', 'data-dl': 'png' }, 'PNG');
+    const svg = h('button.small', { type: 'button', title: 'Download as SVG', 'data-dl': 'svg' }, 'SVG');
+    png.addEventListener('click', () => this.downloadPNG());
+    svg.addEventListener('click', () => this.downloadSVG());
+    this.noteEl = h('div.chart-note', null, o.note ?? '');
+    this.card = h('section.card.chart' + (o.wide ? '.wide' : ''), { 'data-chart': o.file },
+      h('div.card-head', null, h('h3', null, o.title), h('span.spacer'), png, svg), this.body, this.noteEl);
+    parent.appendChild(this.card);
+  }
+
+  width(): number {
+    return Math.max(100, this.body.clientWidth || this.card.clientWidth || 600);
+  }
+
+  // points is the point budget to ask the server for: about one per pixel.
+  points(): number {
+    return Math.min(5000, Math.max(60, Math.round(this.width())));
+  }
+
+  note(text: string): void {
+    this.noteEl.textContent = text;
+  }
+
+  set(build: () => Option): void {
+    this.build = build;
+    const opt = build();
+    if (!this.inst) {
+      this.inst = echarts.init(this.body, null, { renderer: 'canvas' });
+      this.inst.on('click', (p) => this.onClick?.(p));
+      this.inst.on('datazoom', () => {
+        const dz = (this.inst!.getOption() as { dataZoom?: { start: number; end: number }[] }).dataZoom;
+        if (dz && dz.length && this.onZoom) this.onZoom(dz[0].start, dz[0].end);
+      });
+      this.ro = new ResizeObserver(() => this.inst?.resize());
+      this.ro.observe(this.body);
+      this.inst.setOption(opt);
+    } else {
+      this.inst.setOption(opt, { notMerge: false, replaceMerge: ['series'], lazyUpdate: true });
+    }
+    this.body.setAttribute('data-drawn', '1');
+  }
+
+  empty(text: string): void {
+    this.dispose();
+    this.body.textContent = '';
+    this.body.appendChild(h('div.chart-empty', null, text));
+  }
+
+  private exportOption(): Option {
+    const opt = this.build!() as Record<string, unknown>;
+    opt.animation = false;
+    opt.title = { text: this.o.title, subtext: this.o.subtitle ?? '', left: 8, top: 2, textStyle: { fontSize: 13, fontWeight: 600 }, subtextStyle: { fontSize: 11 }, itemGap: 2 };
+    const grid = (opt.grid ?? {}) as Record<string, unknown>;
+    if (!Array.isArray(grid)) opt.grid = { ...grid, top: Math.max(Number(grid.top ?? 40), 56) };
+    delete opt.dataZoom;
+    opt.backgroundColor = '#ffffff';
+    return opt;
+  }
+
+  downloadPNG(): void {
+    if (!this.build) return;
+    const w = this.width(), hgt = this.body.clientHeight || 220;
+    const div = h('div.offscreen');
+    div.style.width = w + 'px';
+    div.style.height = hgt + 40 + 'px';
+    document.body.appendChild(div);
+    const inst = echarts.init(div, null, { renderer: 'canvas', width: w, height: hgt + 40, devicePixelRatio: 2 });
+    inst.setOption(this.exportOption());
+    const url = inst.getDataURL({ type: 'png', pixelRatio: 2, backgroundColor: '#ffffff' });
+    inst.dispose();
+    div.remove();
+    const bin = atob(url.slice(url.indexOf(',') + 1));
+    const buf = new Uint8Array(bin.length);
+    for (let i = 0; i < bin.length; i++) buf[i] = bin.charCodeAt(i);
+    download(safeName(this.o.file) + '.png', new Blob([buf], { type: 'image/png' }));
+  }
+
+  downloadSVG(): void {
+    if (!this.build) return;
+    const w = this.width(), hgt = (this.body.clientHeight || 220) + 40;
+    const inst = echarts.init(null, null, { renderer: 'svg', ssr: true, width: w, height: hgt });
+    inst.setOption(this.exportOption());
+    const svg = inst.renderToSVGString();
+    inst.dispose();
+    download(safeName(this.o.file) + '.svg', new Blob([svg], { type: 'image/svg+xml' }));
+  }
+
+  dispose(): void {
+    this.ro?.disconnect();
+    this.ro = null;
+    this.inst?.dispose();
+    this.inst = null;
+    this.body.removeAttribute('data-drawn');
+  }
+}
+
+// timeOption is the common frame of a time-series chart.
+export function timeOption(yFmt: Fmt, from: number, to: number, opts: { legend?: boolean; yMax?: number; stack?: boolean } = {}): Record<string, unknown> {
+  return {
+    animation: false,
+    grid: { left: 64, right: 16, top: opts.legend === false ? 16 : 40, bottom: 28 },
+    legend: opts.legend === false ? undefined : { type: 'scroll', top: 6, left: 8, right: 8, itemWidth: 14, itemHeight: 8, textStyle: { fontSize: 11 } },
+    tooltip: { trigger: 'axis', confine: true, formatter: axisTip(yFmt), axisPointer: { type: 'line' } },
+    xAxis: { type: 'time', min: from, max: to, axisLabel: { fontSize: 10, hideOverlap: true }, splitLine: { show: false } },
+    yAxis: { type: 'value', max: opts.yMax, axisLabel: { formatter: (v: number) => yFmt(v), fontSize: 10 }, splitLine: { lineStyle: { color: '#eef0f3' } } },
+    dataZoom: [{ type: 'inside', xAxisIndex: 0, filterMode: 'none' }],
+  };
+}
+
+// pairs zips times and values for a series, leaving gaps as null.
+export function pairs(times: number[], values: (number | null)[], scale = 1): [number, number | null][] {
+  const out: [number, number | null][] = new Array(times.length);
+  for (let i = 0; i < times.length; i++) {
+    const v = values[i];
+    out[i] = [times[i], v === null || v === undefined ? null : v * scale];
+  }
+  return out;
+}
+
+export function lineSeries(name: string, data: [number, number | null][], color: string, opts: { area?: boolean; stack?: string; step?: boolean; dashed?: boolean; width?: number } = {}): Record<string, unknown> {
+  return {
+    type: 'line', name, data, showSymbol: false, symbol: 'none', connectNulls: false, stack: opts.stack, step: opts.step ? 'end' : undefined,
+    lineStyle: { width: opts.width ?? 1.5, color, type: opts.dashed ? 'dashed' : 'solid' }, itemStyle: { color },
+    areaStyle: opts.area || opts.stack ? { opacity: opts.stack ? 0.55 : 0.15, color } : undefined,
+    emphasis: { disabled: true }, sampling: undefined,
+  };
+}
+
+export function limitLine(name: string, value: number, label: string, color = '#c8423b'): Record<string, unknown> {
+  return {
+    type: 'line', name, data: [], markLine: {
+      silent: true, symbol: 'none', lineStyle: { color, type: 'dashed', width: 1.5 },
+      label: { formatter: label, position: 'insideEndTop', color, fontSize: 11 }, data: [{ yAxis: value }],
+    },
+  };
+}

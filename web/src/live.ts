@@ -1,0 +1,63 @@
+// Live updates: the server sends an "update" server-sent event (with a
+// counter) when new data arrived. The open page refetches what it shows.
+
+type Listener = (version: number) => void;
+
+const listeners = new Set<Listener>();
+let es: EventSource | null = null;
+let version = 0;
+let statusEl: HTMLElement | null = null;
+
+function status(text: string, cls: string, title?: string): void {
+  if (!statusEl) return;
+  statusEl.textContent = text;
+  statusEl.className = 'live ' + cls;
+  if (title) statusEl.title = title;
+}
+
+export function startLive(el: HTMLElement): void {
+  statusEl = el;
+  if (es) return;
+  es = new EventSource('/api/v1/live');
+  es.addEventListener('open', () => status('live', 'on', 'Connected to /api/v1/live: pages update as data arrives'));
+  es.addEventListener('error', () => status('live: reconnecting', 'off'));
+  es.addEventListener('update', (ev) => {
+    const v = Number((ev as MessageEvent).data) || 0;
+    const changed = v !== version;
+    version = v;
+    const d = new Date();
+    status('live', 'on', `Last update ${d.toLocaleTimeString()} (version ${v})`);
+    if (!changed) return;
+    for (const l of listeners) l(v);
+  });
+}
+
+export function onLive(fn: Listener): () => void {
+  listeners.add(fn);
+  return () => listeners.delete(fn);
+}
+
+// refresher runs fn on live updates, one at a time: an update that comes
+// while fn runs makes it run once more afterwards.
+export function refresher(fn: () => Promise<void>): () => void {
+  let running = false;
+  let again = false;
+  const run = async () => {
+    if (running) {
+      again = true;
+      return;
+    }
+    running = true;
+    try {
+      do {
+        again = false;
+        await fn();
+      } while (again);
+    } catch (e) {
+      console.warn('live refresh failed', e);
+    } finally {
+      running = false;
+    }
+  };
+  return onLive(() => void run());
+}
