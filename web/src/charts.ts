@@ -2,19 +2,26 @@
 // downloads. SVG is rendered by a second, DOM-less instance (ECharts'
 // server-side rendering mode), so it is a real vector drawing.
 
-import * as echarts from 'echarts/core';
-import { LineChart, BarChart, CustomChart, BoxplotChart, ScatterChart } from 'echarts/charts';
-import { GridComponent, TooltipComponent, LegendComponent, DataZoomComponent, MarkLineComponent, TitleComponent, AxisPointerComponent } from 'echarts/components';
-import { CanvasRenderer, SVGRenderer } from 'echarts/renderers';
-import type { EChartsCoreOption } from 'echarts/core';
+import type { EChartsCoreOption, ECharts } from 'echarts/core';
 import { h, download, safeName } from './dom';
 import * as fmt from './fmt';
 
-echarts.use([LineChart, BarChart, CustomChart, BoxplotChart, ScatterChart, GridComponent, TooltipComponent, LegendComponent,
-  DataZoomComponent, MarkLineComponent, TitleComponent, AxisPointerComponent, CanvasRenderer, SVGRenderer]);
-
-export { echarts };
 export type Option = EChartsCoreOption;
+type EC = typeof import('./ec');
+
+// The chart library is a separate chunk, fetched when the first chart is set.
+let ec: EC | null = null;
+let ecLoading: Promise<EC> | null = null;
+function loadEC(): Promise<EC> {
+  if (!ecLoading) ecLoading = import('./ec').then((m) => (ec = m));
+  return ecLoading;
+}
+
+// clipRect is echarts.graphic.clipRectByRect (for custom series, which only
+// render once the library is loaded).
+export function clipRect(a: { x: number; y: number; width: number; height: number }, b: { x: number; y: number; width: number; height: number }): unknown {
+  return ec!.echarts.graphic.clipRectByRect(a, b);
+}
 
 export const roleColor: Record<string, string> = {
   'task-jvm': '#3b6fd4', streaming: '#e8892b', 'streaming-child': '#f2c14e', wrapper: '#9aa3ad', 'app-master': '#8a5cc7',
@@ -78,13 +85,99 @@ export interface CardOptions {
   file: string; // download name without extension
   note?: string;
   wide?: boolean;
+  emptyText?: string;
+  group?: string; // charts of one group share the pointer and the zoom
+}
+
+type Rec = Record<string, unknown>;
+
+function yOf(d: unknown): number | null {
+  if (Array.isArray(d)) return typeof d[1] === 'number' ? d[1] : null;
+  if (d && typeof d === 'object' && Array.isArray((d as Rec).value)) {
+    const v = ((d as Rec).value as unknown[])[1];
+    return typeof v === 'number' ? v : null;
+  }
+  return typeof d === 'number' ? d : null;
+}
+
+// hasData says whether any series has a value (limit lines do not count).
+function hasData(o: Rec): boolean {
+  for (const s of (o.series ?? []) as Rec[]) {
+    const data = (s.data ?? []) as unknown[];
+    if (s.type === 'custom' || s.type === 'boxplot') {
+      if (data.length) return true;
+      continue;
+    }
+    if (data.some((d) => yOf(d) !== null)) return true;
+  }
+  return false;
+}
+
+// dataMax is the largest value drawn on the first y axis: stacks summed,
+// limit lines included.
+function dataMax(o: Rec): number {
+  let max = 0;
+  const stacks = new Map<string, number[]>();
+  for (const s of (o.series ?? []) as Rec[]) {
+    for (const d of (((s.markLine as Rec | undefined)?.data ?? []) as Rec[])) if (typeof d.yAxis === 'number') max = Math.max(max, d.yAxis);
+    if (s.yAxisIndex) continue;
+    const data = (s.data ?? []) as unknown[];
+    if (s.type === 'boxplot') {
+      for (const b of data as number[][]) max = Math.max(max, ...b);
+      continue;
+    }
+    let acc: number[] | undefined;
+    if (typeof s.stack === 'string') {
+      acc = stacks.get(s.stack);
+      if (!acc) stacks.set(s.stack, (acc = []));
+    }
+    data.forEach((d, i) => {
+      const v = yOf(d);
+      if (v === null) return;
+      if (acc) {
+        acc[i] = (acc[i] ?? 0) + v;
+        max = Math.max(max, acc[i]);
+      } else max = Math.max(max, v);
+    });
+  }
+  return max;
+}
+
+// niceBinaryStep picks an axis step in whole binary units: 256 MiB, 1 GiB, 2 GiB.
+export function niceBinaryStep(max: number, ticks = 5): number {
+  const units = [1, 1024, 1024 ** 2, 1024 ** 3, 1024 ** 4];
+  let u = 1;
+  for (const x of units) if (max / x >= 1.5) u = x;
+  const raw = max / u / ticks;
+  const p = 10 ** Math.floor(Math.log10(raw));
+  const step = [1, 2, 2.5, 5, 10].map((f) => f * p).find((x) => x >= raw) ?? 10 * p;
+  // A quarter of a unit reads better as the smaller unit (256 MiB).
+  return u > 1 && step < 1 ? Math.max(1, Math.round(step * 1024)) * (u / 1024) : step * u;
+}
+
+// finish gives byte axes steps in binary units.
+function finish(o: Rec): Rec {
+  const ys = Array.isArray(o.yAxis) ? (o.yAxis as Rec[]) : o.yAxis ? [o.yAxis as Rec] : [];
+  const y = ys[0];
+  if (y && y.bytes) {
+    delete y.bytes;
+    const max = dataMax(o);
+    if (max > 0) {
+      const step = niceBinaryStep(max);
+      y.interval = step;
+      y.max = Math.ceil((max * 1.02) / step) * step;
+      y.min = 0;
+    }
+  }
+  return o;
 }
 
 // Chart is a chart in a card.
 export class Chart {
   card: HTMLElement;
   body: HTMLElement;
-  inst: echarts.ECharts | null = null;
+  inst: ECharts | null = null;
+  private seq = 0;
   private build: (() => Option) | null = null;
   private ro: ResizeObserver | null = null;
   private noteEl: HTMLElement;
@@ -117,9 +210,26 @@ export class Chart {
     this.noteEl.textContent = text;
   }
 
+  // set draws the chart that build describes (again, on live updates).
   set(build: () => Option): void {
-    this.build = build;
-    const opt = build();
+    const my = ++this.seq;
+    if (ec) this.draw(build);
+    else void loadEC().then(() => my === this.seq && this.draw(build));
+  }
+
+  private draw(build: () => Option): void {
+    const echarts = ec!.echarts;
+    const built = () => finish(build() as Record<string, unknown>);
+    this.build = built;
+    const opt = built();
+    if (!hasData(opt as Record<string, unknown>)) {
+      this.empty(this.o.emptyText ?? 'no data for this chart');
+      return;
+    }
+    if (this.card.hasAttribute('data-empty')) {
+      this.card.removeAttribute('data-empty');
+      this.body.textContent = '';
+    }
     if (!this.inst) {
       this.inst = echarts.init(this.body, null, { renderer: 'canvas' });
       this.inst.on('click', (p) => this.onClick?.(p));
@@ -130,6 +240,10 @@ export class Chart {
       this.ro = new ResizeObserver(() => this.inst?.resize());
       this.ro.observe(this.body);
       this.inst.setOption(opt);
+      if (this.o.group) {
+        this.inst.group = this.o.group;
+        echarts.connect(this.o.group);
+      }
     } else {
       this.inst.setOption(opt, { notMerge: false, replaceMerge: ['series'], lazyUpdate: true });
     }
@@ -137,9 +251,12 @@ export class Chart {
   }
 
   empty(text: string): void {
+    this.seq++;
     this.dispose();
+    this.build = null;
     this.body.textContent = '';
     this.body.appendChild(h('div.chart-empty', null, text));
+    this.card.setAttribute('data-empty', '1');
   }
 
   private exportOption(): Option {
@@ -154,7 +271,8 @@ export class Chart {
   }
 
   downloadPNG(): void {
-    if (!this.build) return;
+    if (!this.build || !ec) return;
+    const echarts = ec.echarts;
     const w = this.width(), hgt = this.body.clientHeight || 220;
     const div = h('div.offscreen');
     div.style.width = w + 'px';
@@ -172,7 +290,8 @@ export class Chart {
   }
 
   downloadSVG(): void {
-    if (!this.build) return;
+    if (!this.build || !ec) return;
+    const echarts = ec.echarts;
     const w = this.width(), hgt = (this.body.clientHeight || 220) + 40;
     const inst = echarts.init(null, null, { renderer: 'svg', ssr: true, width: w, height: hgt });
     inst.setOption(this.exportOption());
@@ -198,7 +317,7 @@ export function timeOption(yFmt: Fmt, from: number, to: number, opts: { legend?:
     legend: opts.legend === false ? undefined : { type: 'scroll', top: 6, left: 8, right: 8, itemWidth: 14, itemHeight: 8, textStyle: { fontSize: 11 } },
     tooltip: { trigger: 'axis', confine: true, formatter: axisTip(yFmt), axisPointer: { type: 'line' } },
     xAxis: { type: 'time', min: from, max: to, axisLabel: { fontSize: 10, hideOverlap: true }, splitLine: { show: false } },
-    yAxis: { type: 'value', max: opts.yMax, axisLabel: { formatter: (v: number) => yFmt(v), fontSize: 10 }, splitLine: { lineStyle: { color: '#eef0f3' } } },
+    yAxis: { type: 'value', max: opts.yMax, bytes: yFmt === axisFmt.bytes || yFmt === axisFmt.rate, axisLabel: { formatter: (v: number) => yFmt(v), fontSize: 10 }, splitLine: { lineStyle: { color: '#eef0f3' } } },
     dataZoom: [{ type: 'inside', xAxisIndex: 0, filterMode: 'none' }],
   };
 }
@@ -229,4 +348,25 @@ export function limitLine(name: string, value: number, label: string, color = '#
       label: { formatter: label, position: 'insideEndTop', color, fontSize: 11 }, data: [{ yAxis: value }],
     },
   };
+}
+
+// lastData is the time after the last bucket that has a value in any of
+// the series (a running thing's chart ends there, not at now).
+export function lastData(times: number[], step: number, ...values: (number | null)[][]): number {
+  for (let i = times.length - 1; i >= 0; i--) if (values.some((v) => v[i] !== null && v[i] !== undefined)) return times[i] + step;
+  return times.length ? times[times.length - 1] + step : 0;
+}
+
+// fillGaps carries a sparsely sampled gauge (PSS) from each sample to the
+// next, and past the last one while alive (a gauge read every tick, such
+// as RSS) says the process still runs.
+export function fillGaps(v: (number | null)[], alive?: (number | null)[]): (number | null)[] {
+  const out = v.slice();
+  let last: number | null = null;
+  for (let i = 0; i < out.length; i++) {
+    if (out[i] !== null) last = out[i];
+    else if (last !== null && (!alive || (alive[i] !== null && alive[i] !== undefined))) out[i] = last;
+    else if (alive) last = null;
+  }
+  return out;
 }

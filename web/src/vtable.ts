@@ -19,6 +19,7 @@ export interface Column<T> {
   tip?: string; // header tooltip
   cell?: (r: T, td: HTMLElement) => void; // custom content (must set text itself)
   filter?: boolean; // default true
+  flex?: boolean; // takes the width left over
 }
 
 export interface Options<T> {
@@ -91,7 +92,7 @@ export class VTable<T> {
   constructor(private cols: Column<T>[], private opt: Options<T>) {
     this.rh = opt.rowHeight ?? 26;
     this.sort = opt.sort ?? null;
-    this.template = cols.map((c) => c.width + 'px').join(' ');
+    this.template = cols.map((c) => (c.flex ? `minmax(${c.width}px, 1fr)` : c.width + 'px')).join(' ');
     const width = cols.reduce((s, c) => s + c.width, 0);
     const head = h('div.vt-head', { role: 'row' });
     const filt = h('div.vt-filters', { role: 'row' });
@@ -116,7 +117,7 @@ export class VTable<T> {
     }
     this.body = h('div.vt-body', { role: 'rowgroup' });
     const inner = h('div.vt-inner', null, head, opt.noFilters ? null : filt, this.body);
-    inner.style.width = width + 'px';
+    inner.style.minWidth = width + 'px';
     this.scroller = h('div.vt-scroll', { role: 'table', 'aria-label': opt.label }, inner);
     if (opt.maxHeight) this.scroller.style.maxHeight = opt.maxHeight + 'px';
     this.scroller.addEventListener('scroll', () => this.schedule(), { passive: true });

@@ -267,7 +267,7 @@ func (tb *tab) chartsDrawn() map[string]int {
 	tb.t.Helper()
 	raw := eval[[]byte](tb, `(() => {
 		const out = {};
-		for (const card of document.querySelectorAll('[data-chart]')) {
+		for (const card of document.querySelectorAll('[data-chart]:not([data-empty])')) {
 			const c = card.querySelector('canvas');
 			let n = 0;
 			if (c && c.width && c.height) {
@@ -321,4 +321,9 @@ func (tb *tab) download(sel string) []byte {
 		tb.t.Fatalf("no download after clicking %s", sel)
 	}
 	return nil
+}
+
+// chartsSettled is a JS condition: at least n charts drew or said they have no data.
+func chartsSettled(n int) string {
+	return fmt.Sprintf("document.querySelectorAll('[data-chart] [data-drawn], [data-chart][data-empty]').length >= %d", n)
 }

@@ -33,7 +33,7 @@ func TestBrowse(t *testing.T) {
 	tb.do("filter", chromedp.SendKeys(chromedp.CSS(`input[data-f=name]`), "bold"))
 	tb.waitJS("filtered", `document.querySelectorAll('[data-table=jobs] .vt-row:not([hidden])').length === 1`, 10*time.Second)
 	tb.click(`[data-table=jobs] .vt-row a[href="/jobs/`+hostileJob+`"]`, `[data-table=attempts] .vt-row a`)
-	tb.waitJS("job charts", `document.querySelectorAll('[data-chart] [data-drawn]').length >= 8`, 15*time.Second)
+	tb.waitJS("job charts", chartsSettled(8), 15*time.Second)
 	time.Sleep(300 * time.Millisecond)
 	for name, px := range tb.chartsDrawn() {
 		if px < 50 {
@@ -65,7 +65,7 @@ func TestBrowse(t *testing.T) {
 
 	// Attempt, by clicking its row.
 	tb.click(`[data-table=attempts] a[href$="/attempts/`+hostileAtt+`"]`, `[data-section=processes] td.cmd`)
-	tb.waitJS("attempt charts", `document.querySelectorAll('[data-chart] [data-drawn]').length >= 7`, 15*time.Second)
+	tb.waitJS("attempt charts", chartsSettled(7), 15*time.Second)
 	time.Sleep(300 * time.Millisecond)
 	cmds := eval[[]string](tb, `[...document.querySelectorAll('[data-section=processes] td.cmd')].map(e => e.textContent)`)
 	found := false
@@ -109,7 +109,7 @@ func TestBrowse(t *testing.T) {
 
 	// Process, by clicking the streaming child's pid.
 	tb.click(`[data-section=processes] tr:last-child td.pid a`, `code.cmd`)
-	tb.waitJS("process charts", `document.querySelectorAll('[data-chart] [data-drawn]').length >= 4`, 15*time.Second)
+	tb.waitJS("process charts", chartsSettled(4), 15*time.Second)
 	if got := eval[string](tb, `document.querySelector('code.cmd').textContent`); got != hostileCmd {
 		t.Errorf("process page command line %q", got)
 	}
@@ -143,13 +143,13 @@ func TestBrowse(t *testing.T) {
 	tb.shot("06-hosts")
 	tb.click(`nav a[data-nav=jobs]`, `[data-table=jobs] .vt-row a`)
 	tb.click(`[data-table=jobs] .vt-row:not([hidden]) a`, `[data-table=attempts] .vt-row a`)
-	tb.waitJS("loadgen job charts", `document.querySelectorAll('[data-chart] [data-drawn]').length >= 8`, 15*time.Second)
+	tb.waitJS("loadgen job charts", chartsSettled(8), 15*time.Second)
 	time.Sleep(300 * time.Millisecond)
 	tb.shot("07-job-loadgen")
 	// Sort by duration, longest first, and open that attempt.
 	tb.do("sort", chromedp.Click(chromedp.CSS(`[data-table=attempts] .vt-th[data-col=dur]`)))
 	tb.click(`[data-table=attempts] .vt-row:not([hidden]) a`, `[data-section=processes] td.cmd`)
-	tb.waitJS("loadgen attempt charts", `document.querySelectorAll('[data-chart] [data-drawn]').length >= 7`, 15*time.Second)
+	tb.waitJS("loadgen attempt charts", chartsSettled(7), 15*time.Second)
 	time.Sleep(300 * time.Millisecond)
 	tb.shot("08-attempt-loadgen")
 	tb.checkClean("loadgen pages")
@@ -174,7 +174,7 @@ func TestLive(t *testing.T) {
 		t.Error("the jobs page reloaded")
 	}
 	tb.click(`[data-table=jobs] .vt-row a`, `[data-table=attempts] .vt-row a`)
-	tb.waitJS("charts", `document.querySelectorAll('[data-chart] [data-drawn]').length >= 8`, 15*time.Second)
+	tb.waitJS("charts", chartsSettled(8), 15*time.Second)
 	fig := `document.querySelectorAll('.figs .fig-v')[2].textContent + '|' + document.querySelectorAll('.figs .fig-v')[0].textContent`
 	before = eval[string](tb, fig)
 	dur := `[...document.querySelectorAll('[data-table=attempts] .vt-row:not([hidden]) .vt-td')][5].textContent`

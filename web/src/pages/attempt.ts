@@ -6,7 +6,7 @@ import * as fmt from '../fmt';
 import { get, AttemptDetail, Proc, Series, TSEvent, ms, enc, jobURL, hostURL, processURL, seriesValues } from '../api';
 import { Ctx, showError, isAbort } from '../nav';
 import { refresher } from '../live';
-import { Chart, Option, axisFmt, axisTip, colorOf, lineSeries, limitLine, roleColor, timeOption, echarts, Fmt } from '../charts';
+import { Chart, Option, axisFmt, axisTip, colorOf, lineSeries, limitLine, roleColor, timeOption, Fmt, lastData, fillGaps } from '../charts';
 import { figure, grid, kv, roleBadge, section, stateBadge, typeBadge } from './common';
 
 const PROC_METRICS = 'cpu_percent,rss_bytes,pss_bytes,vms_bytes,threads,read_bytes_per_s,write_bytes_per_s';
@@ -130,17 +130,17 @@ export async function attemptPage(c: Ctx): Promise<void> {
 
   const sub = `attempt ${attID} · ${d.host}`;
   const file = (s: string) => `${attID}-${s}`;
-  const mk = (title: string, f: string, note?: string) => new Chart(g, { title, subtitle: sub, file: file(f), height: 210, note });
+  const group = 'att-' + attID;
+  const mk = (title: string, f: string, note?: string) => new Chart(g, { title, subtitle: sub, file: file(f), height: 210, note, group });
   const charts = {
     cpu: mk('CPU (% of one core)', 'cpu', 'stacked per process; "exited & not drawn" is the rest of the attempt\'s CPU: processes that ended between samples, charged through their parent'),
     rss: mk('RSS', 'rss', 'stacked per process; red: the container size (memory.mb) that YARN enforces'),
-    pss: mk('PSS', 'pss', 'shared pages split among the processes that map them; sampled less often than RSS'),
+    pss: mk('PSS', 'pss', 'shared pages split among the processes that map them; read every few samples, carried between reads'),
     vms: mk('Virtual memory', 'vms'),
     threads: mk('Threads', 'threads'),
     read: mk('Storage reads', 'read'),
     write: mk('Storage writes', 'write'),
   };
-  const group = 'att-' + attID;
   c.onCleanup(() => Object.values(charts).forEach((x) => x.dispose()));
 
   const loadCharts = async (): Promise<void> => {
@@ -160,14 +160,16 @@ export async function attemptPage(c: Ctx): Promise<void> {
     const used = new Map<string, number>();
     const colors = drawn.map((p, i) => procColor(p, i, used));
     const notDrawn = ps.length - drawn.length;
+    const end = lastData(att.times, att.step_ms, ...att.series.map((x) => x.values));
     const stacked = (metric: string, attMetric: string | null, f: Fmt, extra: (o: Record<string, unknown>) => void = () => {}) => (): Option => {
-      const o = timeOption(f, att.from_ms, att.to_ms) as Record<string, unknown>;
+      const o = timeOption(f, att.from_ms, Math.min(att.to_ms, end)) as Record<string, unknown>;
       o.tooltip = { trigger: 'axis', confine: true, formatter: axisTip(f) };
       const series: Record<string, unknown>[] = [];
       const sum = new Float64Array(att.times.length);
       drawn.forEach((p, i) => {
         const s = per[i];
-        const vals = seriesValues(s, metric);
+        // PSS is read every few ticks only: carry it between its samples.
+        const vals = metric === 'pss_bytes' ? fillGaps(seriesValues(s, metric), seriesValues(s, 'rss_bytes')) : seriesValues(s, metric);
         // Align on the attempt's buckets (same window and step).
         const byT = new Map<number, number | null>();
         s.times.forEach((t, j) => byT.set(t, vals[j]));
@@ -176,9 +178,7 @@ export async function attemptPage(c: Ctx): Promise<void> {
           if (v !== null && v !== undefined) sum[j] += v;
           return [t, v ?? null] as [number, number | null];
         });
-        const ls = lineSeries(procLabel(p), data, colors[i], { stack: 'p' });
-        if (metric === 'pss_bytes') ls.connectNulls = true;
-        series.push(ls);
+        series.push(lineSeries(procLabel(p), data, colors[i], { stack: 'p' }));
       });
       if (attMetric) {
         const av = seriesValues(att, attMetric);
@@ -189,9 +189,7 @@ export async function attemptPage(c: Ctx): Promise<void> {
           return [t, r > Math.max(1e-9, Math.abs(v) * 0.02) ? r : 0] as [number, number | null];
         });
         if (rest.some((x) => x[1])) {
-          const ls = lineSeries(notDrawn ? `exited & ${notDrawn} not drawn` : 'exited', rest, roleColor.other, { stack: 'p' });
-          if (metric === 'pss_bytes') ls.connectNulls = true;
-          series.push(ls);
+          series.push(lineSeries(notDrawn ? `exited & ${notDrawn} not drawn` : 'exited', rest, roleColor.other, { stack: 'p' }));
         }
       }
       o.series = series;
@@ -202,20 +200,17 @@ export async function attemptPage(c: Ctx): Promise<void> {
     const withLimit = (o: Record<string, unknown>) => {
       if (!limit) return;
       (o.series as unknown[]).push(limitLine('memory.mb', limit, `memory.mb ${fmt.bytes(limit)}`));
-      (o.yAxis as Record<string, unknown>).max = (v: { max: number }) => Math.max(v.max, limit) * 1.08;
     };
     charts.cpu.set(stacked('cpu_percent', 'cpu_percent', axisFmt.pct));
     charts.rss.set(stacked('rss_bytes', 'rss_bytes', axisFmt.bytes, (o) => {
       withLimit(o);
       if (d.xmx_bytes) (o.series as unknown[]).push(limitLine('-Xmx', d.xmx_bytes, `-Xmx ${fmt.bytes(d.xmx_bytes)}`, '#8a5cc7'));
     }));
-    charts.pss.set(stacked('pss_bytes', 'pss_bytes', axisFmt.bytes, withLimit));
+    charts.pss.set(stacked('pss_bytes', null, axisFmt.bytes, withLimit));
     charts.vms.set(stacked('vms_bytes', 'vms_bytes', axisFmt.bytes));
     charts.threads.set(stacked('threads', null, axisFmt.count));
     charts.read.set(stacked('read_bytes_per_s', 'read_bytes_per_s', axisFmt.rate));
     charts.write.set(stacked('write_bytes_per_s', 'write_bytes_per_s', axisFmt.rate));
-    for (const x of Object.values(charts)) if (x.inst) x.inst.group = group;
-    echarts.connect(group);
     chartsHead.textContent = notDrawn > 0 ? `Per process over time (the ${drawn.length} largest of ${ps.length})` : 'Per process over time';
   };
   try {

@@ -6,7 +6,7 @@ import { get, JobDetail, Findings, Finding, Series, Attempt, ms, prepare, attemp
 import { Ctx, showError, isAbort, navigate } from '../nav';
 import { refresher } from '../live';
 import { VTable, Column } from '../vtable';
-import { Chart, echarts } from '../charts';
+import { Chart } from '../charts';
 import { byTypeText, figure, grid, kv, section, sevBadge, stateBadge, typeBadge, typeStateTable } from './common';
 import { attachAttemptClick, attemptsOption, cpuOption, distOption, fixDistAxes, ioOption, memOption, timelineOption } from './jobcharts';
 
@@ -16,13 +16,8 @@ export async function jobPage(c: Ctx): Promise<void> {
   const jobID = c.params[0];
   const root = c.root;
   const t0 = performance.now();
-  const [job, findings] = await Promise.all([
-    get<JobDetail>('/api/v1/jobs/' + enc(jobID), c.signal),
-    get<Findings>('/api/v1/jobs/' + enc(jobID) + '/findings', c.signal).catch((e) => {
-      if (isAbort(e)) throw e;
-      return null;
-    }),
-  ]);
+  const job = await get<JobDetail>('/api/v1/jobs/' + enc(jobID), c.signal);
+  performance.mark('job-fetched');
   const atts = (job.attempt_list ?? []).map(prepare);
 
   const head = h('div.page-head');
@@ -43,22 +38,22 @@ export async function jobPage(c: Ctx): Promise<void> {
   root.appendChild(tableCard);
 
   const cols: Column<Attempt>[] = [
-    { id: 'attempt', title: 'Attempt', width: 270, kind: 'text', get: (a) => a.attempt_id, href: (a) => attemptURL(a.job_id, a.attempt_id) },
-    { id: 'type', title: 'Type', width: 72, kind: 'text', get: (a) => a.type, cell: (a, td) => td.appendChild(typeBadge(a.type)) },
-    { id: 'state', title: 'State', width: 80, kind: 'text', get: (a) => a.state, cell: (a, td) => td.appendChild(stateBadge(a.state)) },
-    { id: 'host', title: 'Host', width: 130, kind: 'text', get: (a) => a.host, href: (a) => hostURL(a.host) },
-    { id: 'start', title: 'Start', width: 80, kind: 'time', get: (a) => a.t0!, fmt: (a) => fmt.shortTime(a.t0), filter: false },
-    { id: 'dur', title: 'Duration', width: 76, kind: 'dur', get: (a) => a.duration_ms, fmt: (a) => fmt.dur(a.duration_ms) },
-    { id: 'cpu', title: 'CPU', width: 76, kind: 'dur', get: (a) => a.cpu_ms, fmt: (a) => fmt.dur(a.cpu_ms), tip: 'CPU time of all its processes, exited ones included' },
-    { id: 'util', title: 'CPU avg', width: 66, kind: 'num', get: (a) => (a.duration_ms ? (100 * a.cpu_ms) / a.duration_ms : 0), fmt: (a) => (a.duration_ms ? fmt.pct((100 * a.cpu_ms) / a.duration_ms) : '–'), tip: 'CPU time / duration, in % of one core' },
-    { id: 'rss', title: 'Peak RSS', width: 80, kind: 'bytes', get: (a) => a.peak_rss_bytes, fmt: (a) => fmt.bytes(a.peak_rss_bytes), tip: 'Peak of the RSS summed over its processes' },
-    { id: 'pss', title: 'Peak PSS', width: 80, kind: 'bytes', get: (a) => a.peak_pss_bytes, fmt: (a) => fmt.bytes(a.peak_pss_bytes) },
-    { id: 'limit', title: 'memory.mb', width: 80, kind: 'bytes', get: (a) => a.memory_mb * 1048576, fmt: (a) => (a.memory_mb ? fmt.bytes(a.memory_mb * 1048576) : '–'), tip: 'The container or slot size asked for' },
-    { id: 'use', title: 'Used', width: 56, kind: 'num', get: (a) => (a.memory_mb ? (100 * a.peak_rss_bytes) / (a.memory_mb * 1048576) : 0), fmt: (a) => (a.memory_mb ? fmt.pct((100 * a.peak_rss_bytes) / (a.memory_mb * 1048576)) : '–'), tip: 'Peak RSS / memory.mb', cls: (a) => (a.memory_mb && a.peak_rss_bytes > a.memory_mb * 1048576 * 0.9 ? 'warn' : '') },
-    { id: 'procs', title: 'Procs', width: 52, kind: 'num', get: (a) => a.processes, tip: 'Processes seen' },
-    { id: 'read', title: 'Read', width: 76, kind: 'bytes', get: (a) => a.read_bytes, fmt: (a) => fmt.bytes(a.read_bytes) },
-    { id: 'write', title: 'Written', width: 76, kind: 'bytes', get: (a) => a.write_bytes, fmt: (a) => fmt.bytes(a.write_bytes) },
-    { id: 'gc', title: 'GC', width: 64, kind: 'dur', get: (a) => a.gc_time_ms, fmt: (a) => fmt.dur(a.gc_time_ms) },
+    { id: 'attempt', title: 'Attempt', width: 286, flex: true, kind: 'text', get: (a) => a.attempt_id, href: (a) => attemptURL(a.job_id, a.attempt_id), cls: () => 'mono' },
+    { id: 'type', title: 'Type', width: 64, kind: 'text', get: (a) => a.type, cell: (a, td) => td.appendChild(typeBadge(a.type)) },
+    { id: 'state', title: 'State', width: 76, kind: 'text', get: (a) => a.state, cell: (a, td) => td.appendChild(stateBadge(a.state)) },
+    { id: 'host', title: 'Host', width: 116, kind: 'text', get: (a) => a.host, href: (a) => hostURL(a.host) },
+    { id: 'start', title: 'Start', width: 70, kind: 'time', get: (a) => a.t0!, fmt: (a) => fmt.shortTime(a.t0), filter: false },
+    { id: 'dur', title: 'Duration', width: 72, kind: 'dur', get: (a) => a.duration_ms, fmt: (a) => fmt.dur(a.duration_ms) },
+    { id: 'cpu', title: 'CPU', width: 68, kind: 'dur', get: (a) => a.cpu_ms, fmt: (a) => fmt.dur(a.cpu_ms), tip: 'CPU time of all its processes, exited ones included' },
+    { id: 'util', title: 'CPU %', width: 56, kind: 'num', get: (a) => (a.duration_ms ? (100 * a.cpu_ms) / a.duration_ms : 0), fmt: (a) => (a.duration_ms ? fmt.pct((100 * a.cpu_ms) / a.duration_ms) : '–'), tip: 'CPU time / duration, in % of one core' },
+    { id: 'rss', title: 'Peak RSS', width: 76, kind: 'bytes', get: (a) => a.peak_rss_bytes, fmt: (a) => fmt.bytes(a.peak_rss_bytes), tip: 'Peak of the RSS summed over its processes' },
+    { id: 'pss', title: 'Peak PSS', width: 76, kind: 'bytes', get: (a) => a.peak_pss_bytes, fmt: (a) => (a.peak_pss_bytes ? fmt.bytes(a.peak_pss_bytes) : '–') },
+    { id: 'limit', title: 'Limit', width: 70, kind: 'bytes', get: (a) => a.memory_mb * 1048576, fmt: (a) => (a.memory_mb ? fmt.bytes(a.memory_mb * 1048576) : '–'), tip: 'memory.mb: the container or slot size asked for' },
+    { id: 'use', title: 'Used', width: 52, kind: 'num', get: (a) => (a.memory_mb ? (100 * a.peak_rss_bytes) / (a.memory_mb * 1048576) : 0), fmt: (a) => (a.memory_mb ? fmt.pct((100 * a.peak_rss_bytes) / (a.memory_mb * 1048576)) : '–'), tip: 'Peak RSS / memory.mb', cls: (a) => (a.memory_mb && a.peak_rss_bytes > a.memory_mb * 1048576 * 0.9 ? 'warn' : '') },
+    { id: 'procs', title: 'Procs', width: 50, kind: 'num', get: (a) => a.processes, tip: 'Processes seen' },
+    { id: 'read', title: 'Read', width: 70, kind: 'bytes', get: (a) => a.read_bytes, fmt: (a) => fmt.bytes(a.read_bytes) },
+    { id: 'write', title: 'Written', width: 70, kind: 'bytes', get: (a) => a.write_bytes, fmt: (a) => fmt.bytes(a.write_bytes) },
+    { id: 'gc', title: 'GC', width: 60, kind: 'dur', get: (a) => a.gc_time_ms, fmt: (a) => fmt.dur(a.gc_time_ms), tip: 'JVM time in garbage collection' },
   ];
   const table = new VTable<Attempt>(cols, { label: 'attempts', maxHeight: 560, rowClass: (a) => (a.state === 'running' ? 'running' : '') });
   table.el.setAttribute('data-table', 'attempts');
@@ -92,7 +87,8 @@ export async function jobPage(c: Ctx): Promise<void> {
   };
   renderHead();
   renderSummary();
-  renderFindings(findCard, findings, jobID);
+  findCard.appendChild(h('div.card-head', null, h('h2', null, 'Findings'), h('span.spacer'), h('span.muted', null, 'analysing…')));
+  findCard.classList.add('quiet');
   table.setRows(atts);
   // The figure the 10,000-attempt benchmark reads.
   performance.mark('attempts-table-rendered', { detail: { rows: atts.length, ms: performance.now() - t0 } });
@@ -102,11 +98,11 @@ export async function jobPage(c: Ctx): Promise<void> {
   const group = 'job-' + jobID;
   const sub = `job ${jobID} · ${job.name}`;
   const file = (s: string) => `${jobID}-${s}`;
-  const timeline = new Chart(timelineGrid, { title: 'Attempts per host over time', subtitle: sub, file: file('timeline'), height: 200, wide: true, note: 'each bar an attempt, coloured by task type; click one to open it; scroll to zoom' });
-  const cpu = new Chart(seriesGrid, { title: 'CPU of the job (cores)', subtitle: sub, file: file('cpu'), height: 200 });
-  const mem = new Chart(seriesGrid, { title: 'Memory of the job', subtitle: sub, file: file('memory'), height: 200, note: 'allocated: memory.mb of the attempts running; RSS and PSS summed over their processes' });
-  const running = new Chart(seriesGrid, { title: 'Attempts running', subtitle: sub, file: file('attempts'), height: 160 });
-  const io = new Chart(seriesGrid, { title: 'Storage IO of the job', subtitle: sub, file: file('io'), height: 160 });
+  const timeline = new Chart(timelineGrid, { title: 'Attempts per host over time', subtitle: sub, file: file('timeline'), group, height: 200, wide: true, note: 'each bar an attempt, coloured by task type; click one to open it; scroll to zoom' });
+  const cpu = new Chart(seriesGrid, { title: 'CPU of the job (cores)', subtitle: sub, file: file('cpu'), group, height: 200 });
+  const mem = new Chart(seriesGrid, { title: 'Memory of the job', subtitle: sub, file: file('memory'), group, height: 200, note: 'allocated: memory.mb of the attempts running; RSS and PSS summed over their processes' });
+  const running = new Chart(seriesGrid, { title: 'Attempts running', subtitle: sub, file: file('attempts'), group, height: 160 });
+  const io = new Chart(seriesGrid, { title: 'Storage IO of the job', subtitle: sub, file: file('io'), group, height: 160, emptyText: 'no storage IO recorded' });
   const dDur = new Chart(distGrid, { title: 'Duration', subtitle: sub, file: file('duration-by-type'), height: 220 });
   const dCPU = new Chart(distGrid, { title: 'CPU time', subtitle: sub, file: file('cpu-by-type'), height: 220 });
   const dMem = new Chart(distGrid, { title: 'Peak RSS', subtitle: sub, file: file('peak-rss-by-type'), height: 220 });
@@ -128,9 +124,8 @@ export async function jobPage(c: Ctx): Promise<void> {
       for (const x of [timeline, dDur, dCPU, dMem]) x.empty('no attempts yet');
       return;
     }
-    const from = Math.min(...curAtts.map((a) => a.t0!));
-    const to = Math.max(...curAtts.map((a) => a.t1!));
-    const tl = timelineOption(curAtts, jobID, from, to + (to - from) * 0.01);
+    const [from, to] = window();
+    const tl = timelineOption(curAtts, jobID, from, to);
     timeline.body.style.height = Math.min(640, Math.max(140, Math.min(tl.rows, 40) * 18 + 64)) + 'px';
     timeline.inst?.resize();
     attachAttemptClick(timeline, curAtts);
@@ -139,19 +134,33 @@ export async function jobPage(c: Ctx): Promise<void> {
     dCPU.set(() => fixDistAxes(distOption(curAtts, (a) => a.cpu_ms, fmt.dur, 'CPU time')));
     dMem.set(() => fixDistAxes(distOption(curAtts, (a) => a.peak_rss_bytes, fmt.bytes, 'peak RSS')));
   };
+  // Every chart of the page spans the job's life (to its last data while it runs).
+  const window = (): [number, number] => {
+    let from = ms(cur.start), to = ms(cur.end) || ms(cur.last_seen);
+    for (const a of curAtts) {
+      from = Math.min(from || a.t0!, a.t0!);
+      to = Math.max(to, a.t1!);
+    }
+    return [from, Math.max(to, from + 1000) + 1];
+  };
   const loadSeries = async (): Promise<void> => {
-    const s = await get<Series>(`/api/v1/jobs/${enc(jobID)}/series?points=${cpu.points()}&metrics=${SERIES}`, c.signal);
+    const [from, to] = window();
+    const s = await get<Series>(`/api/v1/jobs/${enc(jobID)}/series?from=${from}&to=${to}&points=${cpu.points()}&metrics=${SERIES}`, c.signal);
     if (!s.times.length) {
       for (const x of [cpu, mem, running, io]) x.empty('no samples yet');
       return;
     }
-    cpu.set(() => cpuOption(s));
-    mem.set(() => memOption(s, curAtts));
-    running.set(() => attemptsOption(s));
-    io.set(() => ioOption(s));
-    for (const x of [cpu, mem, running, io]) if (x.inst) x.inst.group = group;
-    echarts.connect(group);
+    const win: [number, number] = [from, to];
+    cpu.set(() => cpuOption(s, win));
+    mem.set(() => memOption(s, curAtts, win));
+    running.set(() => attemptsOption(s, win));
+    io.set(() => ioOption(s, win));
   };
+  // The findings come after the table: the analysis of a big job takes
+  // longer than its attempts list, and would compete with it for the server.
+  void get<Findings>('/api/v1/jobs/' + enc(jobID) + '/findings', c.signal).then((f) => renderFindings(findCard, f, jobID), (e) => {
+    if (!isAbort(e)) renderFindings(findCard, null, jobID);
+  });
   await new Promise((r) => requestAnimationFrame(() => setTimeout(r, 0)));
   try {
     drawAttemptCharts();

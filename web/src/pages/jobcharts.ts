@@ -3,7 +3,7 @@
 import { h } from '../dom';
 import * as fmt from '../fmt';
 import { Attempt, Series, seriesValues, attemptURL } from '../api';
-import { Chart, Option, axisFmt, axisTip, colorOf, lineSeries, pairs, timeOption, tip, typeColor, echarts } from '../charts';
+import { Chart, Option, axisFmt, axisTip, colorOf, lineSeries, pairs, timeOption, tip, typeColor, clipRect } from '../charts';
 import { navigate } from '../nav';
 import { lanes } from './common';
 import { box } from '../stats';
@@ -48,7 +48,7 @@ export function timelineOption(atts: Attempt[], jobID: string, from: number, to:
         const lh = (band * 0.86) / n;
         const y = s[1] - band * 0.43 + l * lh;
         const cs = params.coordSys;
-        const shape = echarts.graphic.clipRectByRect({ x: s[0], y, width: Math.max(1.5, e[0] - s[0]), height: Math.max(1, lh - (lh > 3 ? 1 : 0)) }, { x: cs.x, y: cs.y, width: cs.width, height: cs.height });
+        const shape = clipRect({ x: s[0], y, width: Math.max(1.5, e[0] - s[0]), height: Math.max(1, lh - (lh > 3 ? 1 : 0)) }, { x: cs.x, y: cs.y, width: cs.width, height: cs.height });
         return shape && { type: 'rect', shape, style: { fill: color } };
       },
     };
@@ -102,16 +102,16 @@ export function allocated(atts: Attempt[], s: Series): number[] {
   return out;
 }
 
-export function cpuOption(s: Series): Option {
-  const o = timeOption(axisFmt.cores, s.from_ms, s.to_ms, { legend: false }) as Record<string, unknown>;
+export function cpuOption(s: Series, win: [number, number]): Option {
+  const o = timeOption(axisFmt.cores, win[0], win[1], { legend: false }) as Record<string, unknown>;
   o.tooltip = { trigger: 'axis', confine: true, formatter: axisTip((v) => fmt.cores(v)) };
   o.series = [lineSeries('CPU', pairs(s.times, seriesValues(s, 'cpu_percent')), '#3b6fd4', { area: true })];
   (o.yAxis as Record<string, unknown>).name = 'cores';
   return o;
 }
 
-export function memOption(s: Series, atts: Attempt[]): Option {
-  const o = timeOption(axisFmt.bytes, s.from_ms, s.to_ms) as Record<string, unknown>;
+export function memOption(s: Series, atts: Attempt[], win: [number, number]): Option {
+  const o = timeOption(axisFmt.bytes, win[0], win[1]) as Record<string, unknown>;
   o.tooltip = { trigger: 'axis', confine: true, formatter: axisTip((v) => fmt.bytes(v)) };
   const alloc = allocated(atts, s);
   o.series = [
@@ -123,16 +123,16 @@ export function memOption(s: Series, atts: Attempt[]): Option {
   return o;
 }
 
-export function attemptsOption(s: Series): Option {
-  const o = timeOption(axisFmt.count, s.from_ms, s.to_ms, { legend: false }) as Record<string, unknown>;
+export function attemptsOption(s: Series, win: [number, number]): Option {
+  const o = timeOption(axisFmt.count, win[0], win[1], { legend: false }) as Record<string, unknown>;
   o.tooltip = { trigger: 'axis', confine: true, formatter: axisTip((v) => fmt.num(v) + ' attempts') };
   o.series = [lineSeries('attempts running', pairs(s.times, seriesValues(s, 'attempts')), '#e8892b', { area: true, step: true })];
   (o.yAxis as Record<string, unknown>).minInterval = 1;
   return o;
 }
 
-export function ioOption(s: Series): Option {
-  const o = timeOption(axisFmt.rate, s.from_ms, s.to_ms) as Record<string, unknown>;
+export function ioOption(s: Series, win: [number, number]): Option {
+  const o = timeOption(axisFmt.rate, win[0], win[1]) as Record<string, unknown>;
   o.tooltip = { trigger: 'axis', confine: true, formatter: axisTip((v) => fmt.rate(v)) };
   o.series = [
     lineSeries('read', pairs(s.times, seriesValues(s, 'read_bytes_per_s')), '#2aa6a6', { area: true }),
@@ -183,7 +183,7 @@ export function distOption(atts: Attempt[], value: (a: Attempt) => number, f: (v
       },
     },
     xAxis: { type: 'category', data: types, axisLabel: { fontSize: 11 }, axisTick: { alignWithLabel: true } },
-    yAxis: { type: 'value', scale: false, axisLabel: { formatter: (v: number) => f(v), fontSize: 10 }, splitLine: { lineStyle: { color: '#eef0f3' } } },
+    yAxis: { type: 'value', scale: false, bytes: f === fmt.bytes, axisLine: { show: false, onZero: false }, axisLabel: { formatter: (v: number) => f(v), fontSize: 10 }, splitLine: { lineStyle: { color: '#eef0f3' } } },
     series: [
       { type: 'boxplot', name, data: boxes, boxWidth: [8, 36], itemStyle: { color: '#e6ecf8', borderColor: '#3b6fd4', borderWidth: 1.2 } },
       { type: 'scatter', name: 'attempts', data: points, symbolSize: all ? 4 : 6, itemStyle: { color: '#6b7f99', opacity: 0.55 }, large: points.length > 2000, xAxisIndex: 0 },
@@ -194,7 +194,7 @@ export function distOption(atts: Attempt[], value: (a: Attempt) => number, f: (v
 // distXAxisForScatter: the scatter uses numeric x over the category axis.
 export function fixDistAxes(o: Option): Option {
   const x = (o as Record<string, unknown>).xAxis as Record<string, unknown>;
-  (o as Record<string, unknown>).xAxis = [x, { type: 'value', min: -0.5, max: (x.data as string[]).length - 0.5, show: false }];
+  (o as Record<string, unknown>).xAxis = [x, { type: 'value', min: -0.5, max: (x.data as string[]).length - 0.5, show: false, axisLine: { onZero: false } }];
   const s = (o as Record<string, unknown>).series as Record<string, unknown>[];
   s[1].xAxisIndex = 1;
   return o;

@@ -4,7 +4,7 @@ import * as fmt from '../fmt';
 import { get, AttemptDetail, Series, ms, enc, jobURL, attemptURL, seriesValues } from '../api';
 import { Ctx, showError, isAbort } from '../nav';
 import { refresher } from '../live';
-import { Chart, Option, axisFmt, axisTip, lineSeries, limitLine, pairs, timeOption, echarts, Fmt } from '../charts';
+import { Chart, Option, axisFmt, axisTip, lineSeries, limitLine, pairs, timeOption, Fmt, lastData, fillGaps } from '../charts';
 import { figure, grid, kv, roleBadge, section } from './common';
 
 const METRICS = ['cpu_user_percent', 'cpu_sys_percent', 'cpu_children_percent', 'rss_bytes', 'pss_bytes', 'vms_bytes', 'threads', 'fds',
@@ -48,7 +48,7 @@ export async function processPage(c: Ctx): Promise<void> {
   const g = grid(root, 'two');
   const sub = `${p.role} ${p.pid} · attempt ${attID}`;
   const file = (s: string) => `${attID}-${p!.pid}-${s}`;
-  const mk = (title: string, f: string) => new Chart(g, { title, subtitle: sub, file: file(f), height: 200 });
+  const mk = (title: string, f: string) => new Chart(g, { title, subtitle: sub, file: file(f), height: 200, group: 'proc-' + key });
   const ch = {
     cpu: mk('CPU (% of one core)', 'cpu'), mem: mk('Memory', 'memory'), heap: mk('JVM heap and GC', 'heap'), threads: mk('Threads and file descriptors', 'threads'),
     io: mk('IO', 'io'), faults: mk('Page faults', 'faults'), ctx: mk('Context switches and run-queue wait', 'ctx'),
@@ -58,13 +58,13 @@ export async function processPage(c: Ctx): Promise<void> {
     const from = ms(p!.start);
     const to = (ms(p!.end) || Math.max(ms(p!.last_seen), Date.now())) + 1;
     const s = await get<Series>(`/api/v1/processes/${enc(key)}/series?from=${from}&to=${to}&points=${ch.cpu.points()}&metrics=${METRICS.join(',')}`, c.signal);
+    const end = lastData(s.times, s.step_ms, ...s.series.map((x) => x.values));
     const line = (f: Fmt, items: [string, string, string, { stack?: string; dashed?: boolean; area?: boolean }?][], extra?: (o: Record<string, unknown>) => void) => (): Option => {
-      const o = timeOption(f, s.from_ms, s.to_ms) as Record<string, unknown>;
+      const o = timeOption(f, from, Math.min(s.to_ms, end)) as Record<string, unknown>;
       o.tooltip = { trigger: 'axis', confine: true, formatter: axisTip(f) };
       o.series = items.filter(([m]) => seriesValues(s, m).some((v) => v !== null)).map(([m, name, color, opts]) => {
-        const ls = lineSeries(name, pairs(s.times, seriesValues(s, m)), color, opts ?? {});
-        if (m === 'pss_bytes') ls.connectNulls = true;
-        return ls;
+        const v = seriesValues(s, m);
+        return lineSeries(name, pairs(s.times, m === 'pss_bytes' ? fillGaps(v, seriesValues(s, 'rss_bytes')) : v), color, opts ?? {});
       });
       extra?.(o);
       return o;
@@ -87,8 +87,6 @@ export async function processPage(c: Ctx): Promise<void> {
     ch.io.set(line(axisFmt.rate, [['read_bytes_per_s', 'storage read', '#2aa6a6', { area: true }], ['write_bytes_per_s', 'storage written', '#d45d9a', { area: true }], ['rchar_per_s', 'read(2)', '#6b7f99', { dashed: true }], ['wchar_per_s', 'write(2)', '#b8860b', { dashed: true }]]));
     ch.faults.set(line((v) => fmt.num(v, 1) + '/s', [['minflt_per_s', 'minor', '#3b6fd4'], ['majflt_per_s', 'major', '#c8423b']]));
     ch.ctx.set(line((v) => fmt.num(v, 1), [['ctx_voluntary_per_s', 'voluntary /s', '#3b6fd4'], ['ctx_involuntary_per_s', 'involuntary /s', '#e8892b'], ['sched_wait_percent', 'run-queue wait %', '#c8423b', { dashed: true }]]));
-    for (const x of Object.values(ch)) if (x.inst) x.inst.group = 'proc-' + key;
-    echarts.connect('proc-' + key);
   };
   try {
     await load();
