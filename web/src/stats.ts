@@ -20,6 +20,9 @@ export function box(values: number[]): Box {
   let lo = s[0], hi = s[s.length - 1];
   for (const v of s) if (v >= loFence) { lo = v; break; }
   for (let i = s.length - 1; i >= 0; i--) if (s[i] <= hiFence) { hi = s[i]; break; }
+  // With few values the interpolated quartiles can lie beyond the whiskers.
+  lo = Math.min(lo, q1);
+  hi = Math.max(hi, q3);
   return { min: s[0], q1, median: quantile(s, 0.5), q3, max: s[s.length - 1], lo, hi, n: s.length };
 }
 
