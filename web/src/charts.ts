@@ -86,6 +86,7 @@ export interface CardOptions {
   note?: string;
   wide?: boolean;
   emptyText?: string;
+  emptyIfZero?: boolean; // all zeros is no data (IO)
   group?: string; // charts of one group share the pointer and the zoom
 }
 
@@ -101,14 +102,17 @@ function yOf(d: unknown): number | null {
 }
 
 // hasData says whether any series has a value (limit lines do not count).
-function hasData(o: Rec): boolean {
+function hasData(o: Rec, zeroIsEmpty = false): boolean {
   for (const s of (o.series ?? []) as Rec[]) {
     const data = (s.data ?? []) as unknown[];
     if (s.type === 'custom' || s.type === 'boxplot') {
       if (data.length) return true;
       continue;
     }
-    if (data.some((d) => yOf(d) !== null)) return true;
+    if (data.some((d) => {
+      const v = yOf(d);
+      return v !== null && (!zeroIsEmpty || v !== 0);
+    })) return true;
   }
   return false;
 }
@@ -153,6 +157,27 @@ export function niceBinaryStep(max: number, ticks = 5): number {
   const step = [1, 2, 2.5, 5, 10].map((f) => f * p).find((x) => x >= raw) ?? 10 * p;
   // A quarter of a unit reads better as the smaller unit (256 MiB).
   return u > 1 && step < 1 ? Math.max(1, Math.round(step * 1024)) * (u / 1024) : step * u;
+}
+
+// legendRows lets the legend wrap instead of scroll, and makes room for it.
+function legendRows(o: Rec, width: number): Rec {
+  const lg = o.legend as Rec | undefined;
+  const grid = o.grid as Rec | undefined;
+  if (!lg || !grid || Array.isArray(grid)) return o;
+  const names = ((o.series ?? []) as Rec[]).map((s) => String(s.name ?? '')).filter((n) => n);
+  let rows = 1, x = 0;
+  const avail = width - 24;
+  for (const n of names) {
+    const w = 30 + n.length * 6.4;
+    if (x + w > avail && x > 0) {
+      rows++;
+      x = 0;
+    }
+    x += w;
+  }
+  lg.type = 'plain';
+  grid.top = Math.max(Number(grid.top ?? 40), 14 + rows * 19);
+  return o;
 }
 
 // finish gives byte axes steps in binary units.
@@ -219,10 +244,10 @@ export class Chart {
 
   private draw(build: () => Option): void {
     const echarts = ec!.echarts;
-    const built = () => finish(build() as Record<string, unknown>);
+    const built = () => legendRows(finish(build() as Record<string, unknown>), this.width());
     this.build = built;
     const opt = built();
-    if (!hasData(opt as Record<string, unknown>)) {
+    if (!hasData(opt as Record<string, unknown>, this.o.emptyIfZero)) {
       this.empty(this.o.emptyText ?? 'no data for this chart');
       return;
     }
@@ -233,9 +258,13 @@ export class Chart {
     if (!this.inst) {
       this.inst = echarts.init(this.body, null, { renderer: 'canvas' });
       this.inst.on('click', (p) => this.onClick?.(p));
+      let zt = 0;
       this.inst.on('datazoom', () => {
-        const dz = (this.inst!.getOption() as { dataZoom?: { start: number; end: number }[] }).dataZoom;
-        if (dz && dz.length && this.onZoom) this.onZoom(dz[0].start, dz[0].end);
+        clearTimeout(zt);
+        zt = window.setTimeout(() => {
+          const dz = (this.inst?.getOption() as { dataZoom?: { start: number; end: number }[] } | undefined)?.dataZoom;
+          if (dz && dz.length && this.onZoom) this.onZoom(dz[0].start, dz[0].end);
+        }, 300);
       });
       this.ro = new ResizeObserver(() => this.inst?.resize());
       this.ro.observe(this.body);

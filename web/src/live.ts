@@ -39,25 +39,41 @@ export function onLive(fn: Listener): () => void {
 
 // refresher runs fn on live updates, one at a time: an update that comes
 // while fn runs makes it run once more afterwards.
-export function refresher(fn: () => Promise<void>): () => void {
+// gap(), when given, is the least time between two runs (big pages).
+export function refresher(fn: () => Promise<void>, gap: () => number = () => 0): () => void {
   let running = false;
   let again = false;
+  let last = 0;
+  let timer = 0;
   const run = async () => {
     if (running) {
       again = true;
+      return;
+    }
+    const wait = last + gap() - Date.now();
+    if (wait > 0) {
+      if (!timer) timer = window.setTimeout(() => {
+        timer = 0;
+        void run();
+      }, wait);
       return;
     }
     running = true;
     try {
       do {
         again = false;
+        last = Date.now();
         await fn();
       } while (again);
     } catch (e) {
-      console.warn('live refresh failed', e);
+      if ((e as Error)?.name !== 'AbortError') console.warn('live refresh failed', e);
     } finally {
       running = false;
     }
   };
-  return onLive(() => void run());
+  const off = onLive(() => void run());
+  return () => {
+    off();
+    clearTimeout(timer);
+  };
 }

@@ -6,7 +6,7 @@ import * as fmt from '../fmt';
 import { get, AttemptDetail, Proc, Series, TSEvent, ms, enc, jobURL, hostURL, processURL, seriesValues } from '../api';
 import { Ctx, showError, isAbort } from '../nav';
 import { refresher } from '../live';
-import { Chart, Option, axisFmt, axisTip, colorOf, lineSeries, limitLine, roleColor, timeOption, Fmt, lastData, fillGaps } from '../charts';
+import { Chart, Option, axisFmt, axisTip, colorOf, lineSeries, limitLine, roleColor, timeOption, Fmt, fillGaps } from '../charts';
 import { figure, grid, kv, roleBadge, section, stateBadge, typeBadge } from './common';
 
 const PROC_METRICS = 'cpu_percent,rss_bytes,pss_bytes,vms_bytes,threads,read_bytes_per_s,write_bytes_per_s';
@@ -112,7 +112,7 @@ export async function attemptPage(c: Ctx): Promise<void> {
         pid, h('td', null, roleBadge(p.role)), h('td', null, fmt.shortTime(ms(p.start))), h('td', null, p.end ? fmt.dur(end - ms(p.start)) : 'running'),
         h('td.num', null, fmt.dur(p.cpu_ms)), h('td.num', null, p.children_cpu_ms ? fmt.dur(p.children_cpu_ms) : ''), h('td.num', null, fmt.bytes(p.peak_rss_bytes)),
         h('td.num', null, p.peak_pss_bytes ? fmt.bytes(p.peak_pss_bytes) : '–'), h('td.num', null, fmt.num(p.max_threads)), h('td.num', null, fmt.bytes(p.read_bytes)),
-        h('td.num', null, fmt.bytes(p.write_bytes)), h('td.cmd', { 'data-cmd': '' }, rawText(p.cmdline || '[' + p.comm + ']'))));
+        h('td.num', null, fmt.bytes(p.write_bytes)), cmdCell(p.cmdline || '[' + p.comm + ']')));
     }
     t.appendChild(tb);
     treeCard.appendChild(h('div.scroll-x', null, t));
@@ -131,27 +131,34 @@ export async function attemptPage(c: Ctx): Promise<void> {
   const sub = `attempt ${attID} · ${d.host}`;
   const file = (s: string) => `${attID}-${s}`;
   const group = 'att-' + attID;
-  const mk = (title: string, f: string, note?: string) => new Chart(g, { title, subtitle: sub, file: file(f), height: 210, note, group });
+  const mk = (title: string, f: string, note?: string, zero = false) => new Chart(g, { title, subtitle: sub, file: file(f), height: 210, note, group, emptyIfZero: zero, emptyText: zero ? 'none recorded' : undefined });
   const charts = {
     cpu: mk('CPU (% of one core)', 'cpu', 'stacked per process; "exited & not drawn" is the rest of the attempt\'s CPU: processes that ended between samples, charged through their parent'),
     rss: mk('RSS', 'rss', 'stacked per process; red: the container size (memory.mb) that YARN enforces'),
     pss: mk('PSS', 'pss', 'shared pages split among the processes that map them; read every few samples, carried between reads'),
     vms: mk('Virtual memory', 'vms'),
     threads: mk('Threads', 'threads'),
-    read: mk('Storage reads', 'read'),
-    write: mk('Storage writes', 'write'),
+    read: mk('Storage reads', 'read', undefined, true),
+    write: mk('Storage writes', 'write', undefined, true),
   };
   c.onCleanup(() => Object.values(charts).forEach((x) => x.dispose()));
 
+  let zoom: [number, number] = [0, 100];
+  let full: [number, number] | null = null;
   const loadCharts = async (): Promise<void> => {
     const ps = (d.process_list ?? []).slice();
     const weight = (p: Proc) => p.cpu_ms / Math.max(1, d.cpu_ms) + p.peak_rss_bytes / Math.max(1, d.peak_rss_bytes);
     const drawn = ps.sort((a, b) => weight(b) - weight(a)).slice(0, MAX_DRAWN);
     drawn.sort((a, b) => ms(a.start) - ms(b.start) || a.pid - b.pid);
     const points = charts.cpu.points();
+    // The attempt's life (to its last data while it runs); zoomed in, only the part shown, finer.
+    const from = ms(d.start), to = (ms(d.end) || ms(d.last_seen) || Date.now()) + 1;
+    full = [from, to];
+    const q0 = Math.floor(from + ((to - from) * zoom[0]) / 100), q1 = Math.ceil(from + ((to - from) * zoom[1]) / 100) + 1;
+    const win = `from=${q0}&to=${q1}&points=${points}`;
     const [att, ...per] = await Promise.all([
-      get<Series>(`${base}/series?points=${points}&metrics=${ATT_METRICS}`, c.signal),
-      ...drawn.map((p) => get<Series>(`/api/v1/processes/${enc(p.key)}/series?attempt=${enc(attID)}&points=${points}&metrics=${PROC_METRICS}`, c.signal)),
+      get<Series>(`${base}/series?${win}&metrics=${ATT_METRICS}`, c.signal),
+      ...drawn.map((p) => get<Series>(`/api/v1/processes/${enc(p.key)}/series?${win}&metrics=${PROC_METRICS}`, c.signal)),
     ]);
     if (!att.times.length) {
       Object.values(charts).forEach((x) => x.empty('no samples yet'));
@@ -160,9 +167,8 @@ export async function attemptPage(c: Ctx): Promise<void> {
     const used = new Map<string, number>();
     const colors = drawn.map((p, i) => procColor(p, i, used));
     const notDrawn = ps.length - drawn.length;
-    const end = lastData(att.times, att.step_ms, ...att.series.map((x) => x.values));
     const stacked = (metric: string, attMetric: string | null, f: Fmt, extra: (o: Record<string, unknown>) => void = () => {}) => (): Option => {
-      const o = timeOption(f, att.from_ms, Math.min(att.to_ms, end)) as Record<string, unknown>;
+      const o = timeOption(f, full![0], full![1]) as Record<string, unknown>;
       o.tooltip = { trigger: 'axis', confine: true, formatter: axisTip(f) };
       const series: Record<string, unknown>[] = [];
       const sum = new Float64Array(att.times.length);
@@ -213,6 +219,11 @@ export async function attemptPage(c: Ctx): Promise<void> {
     charts.write.set(stacked('write_bytes_per_s', 'write_bytes_per_s', axisFmt.rate));
     chartsHead.textContent = notDrawn > 0 ? `Per process over time (the ${drawn.length} largest of ${ps.length})` : 'Per process over time';
   };
+  charts.cpu.onZoom = (a, b) => {
+    zoom = [a, b];
+    void loadCharts().catch(() => {});
+  };
+  document.title = `${attID} · taskscope`;
   try {
     await loadCharts();
   } catch (e) {
@@ -227,6 +238,14 @@ export async function attemptPage(c: Ctx): Promise<void> {
     renderEvents();
     await loadCharts();
   }));
+}
+
+// cmdCell shows a command line in two lines at most; a click shows it all.
+function cmdCell(cmd: string): HTMLElement {
+  if (cmd.length <= 180) return h('td.cmd', { 'data-cmd': '' }, rawText(cmd));
+  const div = h('div.clamp', { title: 'click to show all of it' }, rawText(cmd));
+  div.addEventListener('click', () => div.classList.toggle('clamp'));
+  return h('td.cmd', { 'data-cmd': '' }, div);
 }
 
 export function eventsTable(evs: TSEvent[], href: (e: TSEvent) => string | null, withJob = false): HTMLElement {

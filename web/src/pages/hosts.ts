@@ -13,6 +13,7 @@ import { eventsTable } from './attempt';
 
 export async function hostsPage(c: Ctx): Promise<void> {
   const root = c.root;
+  document.title = 'Hosts · taskscope';
   root.appendChild(h('div.page-head', null, h('h1', null, 'Hosts'), h('span.sub', null, 'nodes whose agents sent data')));
   const cols: Column<Host>[] = [
     { id: 'host', title: 'Host', width: 220, kind: 'text', get: (x) => x.host, href: (x) => hostURL(x.host) },
@@ -39,6 +40,7 @@ const windows: [string, string][] = [['-1h', 'last hour'], ['-6h', 'last 6 hours
 export async function hostPage(c: Ctx): Promise<void> {
   const host = c.params[0];
   const root = c.root;
+  document.title = `${host} · taskscope`;
   const win = h('select', { 'aria-label': 'Time window' }, ...windows.map(([v, t]) => h('option', { value: v }, t)));
   win.value = c.query.get('from') ?? '-6h';
   root.append(h('div.crumbs', null, h('a', { href: '/hosts' }, 'Hosts'), ' / host'),

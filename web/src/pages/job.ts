@@ -42,7 +42,7 @@ export async function jobPage(c: Ctx): Promise<void> {
     { id: 'type', title: 'Type', width: 64, kind: 'text', get: (a) => a.type, cell: (a, td) => td.appendChild(typeBadge(a.type)) },
     { id: 'state', title: 'State', width: 76, kind: 'text', get: (a) => a.state, cell: (a, td) => td.appendChild(stateBadge(a.state)) },
     { id: 'host', title: 'Host', width: 116, kind: 'text', get: (a) => a.host, href: (a) => hostURL(a.host) },
-    { id: 'start', title: 'Start', width: 70, kind: 'time', get: (a) => a.t0!, fmt: (a) => fmt.shortTime(a.t0), filter: false },
+    { id: 'start', title: 'Start', width: 76, kind: 'time', get: (a) => a.t0!, fmt: (a) => fmt.shortTime(a.t0), filter: false },
     { id: 'dur', title: 'Duration', width: 72, kind: 'dur', get: (a) => a.duration_ms, fmt: (a) => fmt.dur(a.duration_ms) },
     { id: 'cpu', title: 'CPU', width: 68, kind: 'dur', get: (a) => a.cpu_ms, fmt: (a) => fmt.dur(a.cpu_ms), tip: 'CPU time of all its processes, exited ones included' },
     { id: 'util', title: 'CPU %', width: 56, kind: 'num', get: (a) => (a.duration_ms ? (100 * a.cpu_ms) / a.duration_ms : 0), fmt: (a) => (a.duration_ms ? fmt.pct((100 * a.cpu_ms) / a.duration_ms) : '–'), tip: 'CPU time / duration, in % of one core' },
@@ -102,7 +102,7 @@ export async function jobPage(c: Ctx): Promise<void> {
   const cpu = new Chart(seriesGrid, { title: 'CPU of the job (cores)', subtitle: sub, file: file('cpu'), group, height: 200 });
   const mem = new Chart(seriesGrid, { title: 'Memory of the job', subtitle: sub, file: file('memory'), group, height: 200, note: 'allocated: memory.mb of the attempts running; RSS and PSS summed over their processes' });
   const running = new Chart(seriesGrid, { title: 'Attempts running', subtitle: sub, file: file('attempts'), group, height: 160 });
-  const io = new Chart(seriesGrid, { title: 'Storage IO of the job', subtitle: sub, file: file('io'), group, height: 160, emptyText: 'no storage IO recorded' });
+  const io = new Chart(seriesGrid, { title: 'Storage IO of the job', subtitle: sub, file: file('io'), group, height: 160, emptyText: 'no storage IO recorded', emptyIfZero: true });
   const dDur = new Chart(distGrid, { title: 'Duration', subtitle: sub, file: file('duration-by-type'), height: 220 });
   const dCPU = new Chart(distGrid, { title: 'CPU time', subtitle: sub, file: file('cpu-by-type'), height: 220 });
   const dMem = new Chart(distGrid, { title: 'Peak RSS', subtitle: sub, file: file('peak-rss-by-type'), height: 220 });
@@ -143,9 +143,13 @@ export async function jobPage(c: Ctx): Promise<void> {
     }
     return [from, Math.max(to, from + 1000) + 1];
   };
+  // zoom is the part of the window shown (0..100 %): zooming in asks the
+  // server for that part only, at the same point budget, so finer buckets.
+  let zoom: [number, number] = [0, 100];
   const loadSeries = async (): Promise<void> => {
     const [from, to] = window();
-    const s = await get<Series>(`/api/v1/jobs/${enc(jobID)}/series?from=${from}&to=${to}&points=${cpu.points()}&metrics=${SERIES}`, c.signal);
+    const q0 = Math.floor(from + ((to - from) * zoom[0]) / 100), q1 = Math.ceil(from + ((to - from) * zoom[1]) / 100) + 1;
+    const s = await get<Series>(`/api/v1/jobs/${enc(jobID)}/series?from=${q0}&to=${q1}&points=${cpu.points()}&metrics=${SERIES}`, c.signal);
     if (!s.times.length) {
       for (const x of [cpu, mem, running, io]) x.empty('no samples yet');
       return;
@@ -158,6 +162,10 @@ export async function jobPage(c: Ctx): Promise<void> {
   };
   // The findings come after the table: the analysis of a big job takes
   // longer than its attempts list, and would compete with it for the server.
+  cpu.onZoom = (a, b) => {
+    zoom = [a, b];
+    void loadSeries().catch(() => {});
+  };
   void get<Findings>('/api/v1/jobs/' + enc(jobID) + '/findings', c.signal).then((f) => renderFindings(findCard, f, jobID), (e) => {
     if (!isAbort(e)) renderFindings(findCard, null, jobID);
   });
@@ -169,7 +177,8 @@ export async function jobPage(c: Ctx): Promise<void> {
     if (!isAbort(e)) showError(seriesGrid, e);
   }
 
-  // Live: a running job refetches everything it shows.
+  document.title = `${jobID} · taskscope`;
+  // Live: a running job refetches everything it shows (a big one at most every 10 s).
   c.onCleanup(refresher(async () => {
     if (cur.state !== 'running') return;
     const [j, f] = await Promise.all([get<JobDetail>('/api/v1/jobs/' + enc(jobID), c.signal), get<Findings>('/api/v1/jobs/' + enc(jobID) + '/findings', c.signal).catch(() => null)]);
@@ -181,7 +190,7 @@ export async function jobPage(c: Ctx): Promise<void> {
     table.setRows(curAtts);
     drawAttemptCharts();
     await loadSeries();
-  }));
+  }, () => (curAtts.length > 2000 ? 10000 : 0)));
 }
 
 const numberLabels: Record<string, string> = {};

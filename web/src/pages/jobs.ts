@@ -19,6 +19,7 @@ function jobEnd(j: Job): number {
 export async function jobsPage(c: Ctx): Promise<void> {
   const q = c.query;
   const root = c.root;
+  document.title = 'Jobs · taskscope';
   root.appendChild(h('div.page-head', null, h('h1', null, 'Jobs'), h('span.sub', null, 'running and finished, newest first')));
 
   // Filters, kept in the URL so that a view can be linked.

@@ -14,6 +14,7 @@ const METRICS = ['cpu_user_percent', 'cpu_sys_percent', 'cpu_children_percent', 
 export async function processPage(c: Ctx): Promise<void> {
   const [jobID, attID, key] = c.params;
   const root = c.root;
+  document.title = `process ${key} · taskscope`;
   const base = `/api/v1/jobs/${enc(jobID)}/attempts/${enc(attID)}`;
   let d = await get<AttemptDetail>(base, c.signal);
   const find = () => (d.process_list ?? []).find((p) => p.key === key);
@@ -48,10 +49,10 @@ export async function processPage(c: Ctx): Promise<void> {
   const g = grid(root, 'two');
   const sub = `${p.role} ${p.pid} · attempt ${attID}`;
   const file = (s: string) => `${attID}-${p!.pid}-${s}`;
-  const mk = (title: string, f: string) => new Chart(g, { title, subtitle: sub, file: file(f), height: 200, group: 'proc-' + key });
+  const mk = (title: string, f: string, emptyText?: string) => new Chart(g, { title, subtitle: sub, file: file(f), height: 200, group: 'proc-' + key, emptyText, emptyIfZero: !!emptyText });
   const ch = {
-    cpu: mk('CPU (% of one core)', 'cpu'), mem: mk('Memory', 'memory'), heap: mk('JVM heap and GC', 'heap'), threads: mk('Threads and file descriptors', 'threads'),
-    io: mk('IO', 'io'), faults: mk('Page faults', 'faults'), ctx: mk('Context switches and run-queue wait', 'ctx'),
+    cpu: mk('CPU (% of one core)', 'cpu'), mem: mk('Memory', 'memory'), heap: mk('JVM heap and GC', 'heap', 'not a JVM, or no hsperfdata'), threads: mk('Threads and file descriptors', 'threads'),
+    io: mk('IO', 'io', 'no IO recorded'), faults: mk('Page faults', 'faults'), ctx: mk('Context switches and run-queue wait', 'ctx'),
   };
   c.onCleanup(() => Object.values(ch).forEach((x) => x.dispose()));
   const load = async () => {
