@@ -61,7 +61,7 @@ export function tip(title: string, rows: [string, string, string?][]): HTMLEleme
 
 // axisTip is a tooltip formatter for time series: the time and each
 // series' value, formatted.
-export function axisTip(f: Fmt, extra?: (idx: number) => [string, string, string?][]): (p: unknown) => HTMLElement {
+export function axisTip(f: Fmt, extra?: (idx: number) => [string, string, string?][], total = false): (p: unknown) => HTMLElement {
   return (p: unknown) => {
     const ps = (Array.isArray(p) ? p : [p]) as { seriesName: string; value: [number, number | null] | number; color: string; dataIndex: number; axisValue?: number }[];
     const t = ps.length ? (Array.isArray(ps[0].value) ? ps[0].value[0] : ps[0].axisValue ?? 0) : 0;
@@ -73,6 +73,14 @@ export function axisTip(f: Fmt, extra?: (idx: number) => [string, string, string
       rows.push([String(x.color), x.seriesName, f(Number(v))]);
     }
     if (ps.length > 14) rows.push(['transparent', `… ${ps.length - 14} more`, '']);
+    if (total && ps.length > 1) {
+      let sum = 0;
+      for (const x of ps) {
+        const v = Array.isArray(x.value) ? x.value[1] : x.value;
+        if (typeof v === 'number') sum += v;
+      }
+      rows.push(['transparent', 'total', f(sum)]);
+    }
     if (extra && ps.length) rows.push(...extra(ps[0].dataIndex));
     return tip(fmt.time(Number(t)), rows);
   };

@@ -16,6 +16,7 @@ import (
 
 	"github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/input"
 	cdplog "github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
@@ -233,7 +234,7 @@ func (tb *tab) waitJS(what, cond string, timeout time.Duration) {
 	tb.t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		ok, err := chromedp.Run(tb.ctx, chromedp.Evaluate[bool]("!!(" + cond + ")"))
+		ok, err := chromedp.Run(tb.ctx, chromedp.Evaluate[bool]("!!("+cond+")"))
 		if err == nil && ok {
 			return
 		}
@@ -326,4 +327,23 @@ func (tb *tab) download(sel string) []byte {
 // chartsSettled is a JS condition: at least n charts drew or said they have no data.
 func chartsSettled(n int) string {
 	return fmt.Sprintf("document.querySelectorAll('[data-chart] [data-drawn], [data-chart][data-empty]').length >= %d", n)
+}
+
+// hover moves the mouse over sel, at the fractions fx, fy of its box.
+func (tb *tab) hover(sel string, fx, fy float64) {
+	tb.t.Helper()
+	type box struct{ X, Y, W, H float64 }
+	b := eval[box](tb, `(() => { const e = document.querySelector(`+jsString(sel)+`); e.scrollIntoView({block: 'center'});
+		const r = e.getBoundingClientRect(); return {X: r.left, Y: r.top, W: r.width, H: r.height}; })()`)
+	tb.do("hover "+sel, chromedp.MouseEvent(input.DispatchMouseEventTypeMouseMoved, b.X+b.W*fx, b.Y+b.H*fy))
+}
+
+// viewShot keeps a screenshot of the viewport (with a tooltip, say).
+func (tb *tab) viewShot(name string) {
+	buf, err := chromedp.Run(tb.ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		tb.t.Logf("screenshot %s: %v", name, err)
+		return
+	}
+	os.WriteFile(filepath.Join(artifacts(tb.t), unsafeName.ReplaceAllString(name, "_")+".png"), buf, 0o644)
 }

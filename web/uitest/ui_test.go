@@ -50,6 +50,10 @@ func TestBrowse(t *testing.T) {
 		t.Log("no findings for the hostile job")
 	}
 	tb.shot("02-job")
+	// A tooltip over the timeline names the attempt (built as text, not HTML).
+	tb.hover(`[data-chart$="-timeline"] .chart-body`, 0.3, 0.5)
+	tb.waitJS("timeline tooltip", `[...document.querySelectorAll('.tip-title')].some(e => e.offsetParent && e.textContent.startsWith('attempt_'))`, 5*time.Second)
+	tb.viewShot("02b-job-tooltip")
 	tb.checkClean("job page")
 
 	// Downloads of a chart: PNG and SVG.
@@ -105,6 +109,9 @@ func TestBrowse(t *testing.T) {
 		t.Error("no start events on the attempt page")
 	}
 	tb.shot("03-attempt")
+	tb.hover(`[data-chart$="-cpu"] .chart-body`, 0.5, 0.6)
+	tb.waitJS("cpu tooltip", `[...document.querySelectorAll('.tip-row')].some(e => e.offsetParent && e.textContent.includes('streaming 4002'))`, 5*time.Second)
+	tb.viewShot("03b-attempt-tooltip")
 	tb.checkClean("attempt page")
 
 	// Process, by clicking the streaming child's pid.

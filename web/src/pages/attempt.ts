@@ -169,7 +169,7 @@ export async function attemptPage(c: Ctx): Promise<void> {
     const notDrawn = ps.length - drawn.length;
     const stacked = (metric: string, attMetric: string | null, f: Fmt, extra: (o: Record<string, unknown>) => void = () => {}) => (): Option => {
       const o = timeOption(f, full![0], full![1]) as Record<string, unknown>;
-      o.tooltip = { trigger: 'axis', confine: true, formatter: axisTip(f) };
+      o.tooltip = { trigger: 'axis', confine: true, formatter: axisTip(f, undefined, true) };
       const series: Record<string, unknown>[] = [];
       const sum = new Float64Array(att.times.length);
       drawn.forEach((p, i) => {

@@ -54,8 +54,8 @@ export async function hostPage(c: Ctx): Promise<void> {
   const evCard = section(root, 'Lost and orphaned task processes');
   evCard.setAttribute('data-section', 'orphans');
   const cols: Column<Attempt>[] = [
-    { id: 'attempt', title: 'Attempt', width: 270, kind: 'text', get: (a) => a.attempt_id, href: (a) => attemptURL(a.job_id, a.attempt_id) },
-    { id: 'job', title: 'Job', width: 200, kind: 'text', get: (a) => a.job_id, href: (a) => jobURL(a.job_id) },
+    { id: 'attempt', title: 'Attempt', width: 286, flex: true, kind: 'text', get: (a) => a.attempt_id, href: (a) => attemptURL(a.job_id, a.attempt_id), cls: () => 'mono' },
+    { id: 'job', title: 'Job', width: 196, kind: 'text', get: (a) => a.job_id, href: (a) => jobURL(a.job_id), cls: () => 'mono' },
     { id: 'type', title: 'Type', width: 72, kind: 'text', get: (a) => a.type, cell: (a, td) => td.appendChild(typeBadge(a.type)) },
     { id: 'state', title: 'State', width: 80, kind: 'text', get: (a) => a.state, cell: (a, td) => td.appendChild(stateBadge(a.state)) },
     { id: 'user', title: 'User', width: 80, kind: 'text', get: (a) => a.user ?? '' },
@@ -63,7 +63,7 @@ export async function hostPage(c: Ctx): Promise<void> {
     { id: 'dur', title: 'Duration', width: 76, kind: 'dur', get: (a) => a.duration_ms, fmt: (a) => fmt.dur(a.duration_ms) },
     { id: 'cpu', title: 'CPU', width: 76, kind: 'dur', get: (a) => a.cpu_ms, fmt: (a) => fmt.dur(a.cpu_ms) },
     { id: 'rss', title: 'Peak RSS', width: 80, kind: 'bytes', get: (a) => a.peak_rss_bytes, fmt: (a) => fmt.bytes(a.peak_rss_bytes) },
-    { id: 'limit', title: 'memory.mb', width: 80, kind: 'bytes', get: (a) => a.memory_mb * 1048576, fmt: (a) => (a.memory_mb ? fmt.bytes(a.memory_mb * 1048576) : '–') },
+    { id: 'limit', title: 'Limit', tip: 'memory.mb', width: 76, kind: 'bytes', get: (a) => a.memory_mb * 1048576, fmt: (a) => (a.memory_mb ? fmt.bytes(a.memory_mb * 1048576) : '–') },
   ];
   const t = new VTable<Attempt>(cols, { label: 'attempts', maxHeight: 480, rowClass: (a) => (a.state === 'running' ? 'running' : '') });
   t.el.setAttribute('data-table', 'host-attempts');
@@ -82,7 +82,14 @@ export async function hostPage(c: Ctx): Promise<void> {
     t.setRows(atts);
     const from = ms(d.from), to = ms(d.to);
     if (atts.length) {
-      const o = timelineOption(atts, '', Math.max(from, Math.min(...atts.map((a) => a.t0!))), to, { rowKey: (a) => a.job_id });
+      let t0 = Infinity, t1 = 0;
+      for (const a of atts) {
+        t0 = Math.min(t0, a.t0!);
+        t1 = Math.max(t1, a.t1!);
+      }
+      t0 = Math.max(from, t0);
+      t1 = Math.min(to, t1 + Math.max(1000, (t1 - t0) * 0.01));
+      const o = timelineOption(atts, '', t0, t1, { rowKey: (a) => a.job_id });
       tl.body.style.height = Math.min(600, Math.max(140, Math.min(o.rows, 40) * 18 + 64)) + 'px';
       tl.inst?.resize();
       attachAttemptClick(tl, atts);

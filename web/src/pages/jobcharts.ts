@@ -65,7 +65,7 @@ export function timelineOption(atts: Attempt[], jobID: string, from: number, to:
       },
     },
     xAxis: { type: 'time', min: from, max: to, axisLabel: { fontSize: 10, hideOverlap: true }, splitLine: { show: true, lineStyle: { color: '#f0f1f4' } } },
-    yAxis: { type: 'category', data: rows, inverse: true, axisLabel: { fontSize: 10, width: 100, overflow: 'truncate' }, axisTick: { show: false }, splitLine: { show: true, lineStyle: { color: '#f0f1f4' } } },
+    yAxis: { type: 'category', data: rows, inverse: true, axisLabel: { fontSize: 10, formatter: (v: string) => (v.length > 17 ? '…' + v.slice(-16) : v) }, axisTick: { show: false }, splitLine: { show: true, lineStyle: { color: '#f0f1f4' } } },
     dataZoom: [{ type: 'inside', xAxisIndex: 0, filterMode: 'weakFilter' }, ...(rows.length > 40 ? [{ type: 'slider', yAxisIndex: 0, width: 14, right: 6, startValue: 0, endValue: 39, filterMode: 'weakFilter', showDetail: false }] : [])],
     series,
   });
