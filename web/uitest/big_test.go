@@ -1,6 +1,7 @@
 package uitest
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -56,6 +57,21 @@ func TestBigJob(t *testing.T) {
 		}
 	}
 	tb.shot("11-job-10k")
+
+	// taskscope report prints what the page shows: the same findings,
+	// recommendations and settings.
+	tb.waitJS("findings", `document.querySelector('[data-section=findings] li.finding')`, 20*time.Second)
+	text := e.report(bigJobID)
+	for _, sel := range []string{".f-msg", "code.param"} {
+		for _, s := range eval[[]string](tb, `[...document.querySelectorAll('[data-section=findings] `+sel+`')].map(e => e.textContent)`) {
+			if !strings.Contains(text, s) {
+				t.Errorf("the report lacks %q, which the job page shows", s)
+			}
+		}
+	}
+	if !strings.Contains(text, "9000 map") || strings.Count(text, "attempt_1700000000000_0777_") < 10000 {
+		t.Error("the report lacks the attempts")
+	}
 
 	// Scroll to the end: the last rows are there.
 	tb.do("scroll", chromedp.Evaluate[chromedp.Void](`(() => { const s = document.querySelector('[data-table=attempts] .vt-scroll'); s.scrollTop = s.scrollHeight; })()`))

@@ -3,11 +3,14 @@ package uitest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"time"
 
+	"github.com/taskscope/taskscope/internal/analysis"
 	"github.com/taskscope/taskscope/internal/loadgen"
+	"github.com/taskscope/taskscope/internal/report"
 	"github.com/taskscope/taskscope/internal/store"
 	"github.com/taskscope/taskscope/internal/store/storetest"
 	"github.com/taskscope/taskscope/internal/wire"
@@ -158,6 +161,30 @@ func (r *runningJob) next(secs int) *wire.Batch {
 	b := r.g.Batch(r.atts, r.sec, r.sec+secs, false)
 	r.sec += secs
 	return b
+}
+
+// report is what `taskscope report JOB` prints: the API's JSON through
+// internal/report, as internal/cli does it.
+func (e *env) report(job string) string {
+	e.t.Helper()
+	var j store.JobDetail
+	var r analysis.Report
+	for u, v := range map[string]any{"/api/v1/jobs/" + job: &j, "/api/v1/jobs/" + job + "/findings": &r} {
+		resp, err := http.Get(e.url + u)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		err = json.NewDecoder(resp.Body).Decode(v)
+		resp.Body.Close()
+		if err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	var b bytes.Buffer
+	if err := report.Job(&b, &j, &r); err != nil {
+		e.t.Fatal(err)
+	}
+	return b.String()
 }
 
 func (e *env) job(id string) *store.JobDetail {
