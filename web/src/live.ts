@@ -15,8 +15,28 @@ function status(text: string, cls: string, title?: string): void {
   if (title) statusEl.title = title;
 }
 
+// A browser keeps at most 6 HTTP/1.1 connections to a server, over all its
+// tabs; each open stream holds one. So the stream is closed while the tab is
+// hidden or the page is left (the back/forward cache keeps pages), and
+// opened again when it shows; the first event after reconnecting tells
+// whether anything changed meanwhile.
 export function startLive(el: HTMLElement): void {
   statusEl = el;
+  connect();
+  document.addEventListener('visibilitychange', () => (document.hidden ? disconnect() : connect()));
+  window.addEventListener('pagehide', disconnect);
+  window.addEventListener('pageshow', () => {
+    if (!document.hidden) connect();
+  });
+}
+
+function disconnect(): void {
+  es?.close();
+  es = null;
+  status('live: paused', 'off', 'Paused while the page is hidden');
+}
+
+function connect(): void {
   if (es) return;
   es = new EventSource('/api/v1/live');
   es.addEventListener('open', () => status('live', 'on', 'Connected to /api/v1/live: pages update as data arrives'));

@@ -99,8 +99,14 @@ export class VTable<T> {
     head.style.gridTemplateColumns = this.template;
     filt.style.gridTemplateColumns = this.template;
     for (const c of cols) {
-      const th = h('div.vt-th', { role: 'columnheader', title: c.tip ?? 'Sort by ' + c.title, 'data-col': c.id, class: c.kind === 'text' ? '' : 'num' }, c.title);
+      const th = h('div.vt-th', { role: 'columnheader', tabindex: 0, title: (c.tip ? c.tip + ' · ' : '') + 'click to sort', 'data-col': c.id, class: c.kind === 'text' ? '' : 'num' }, c.title);
       th.addEventListener('click', () => this.sortBy(c.id));
+      th.addEventListener('keydown', (e) => {
+        if (e.key === 'Enter' || e.key === ' ') {
+          e.preventDefault();
+          this.sortBy(c.id);
+        }
+      });
       this.heads.set(c.id, th);
       head.appendChild(th);
       if (c.filter === false) {

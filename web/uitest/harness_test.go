@@ -240,6 +240,13 @@ func (tb *tab) waitJS(what, cond string, timeout time.Duration) {
 		}
 		if time.Now().After(deadline) {
 			tb.shot("timeout-" + what)
+			tb.mu.Lock()
+			for _, p := range tb.problems {
+				tb.t.Logf("browser: %s", p)
+			}
+			tb.mu.Unlock()
+			res, _ := chromedp.Run(tb.ctx, chromedp.Evaluate[string](`performance.getEntriesByType('resource').map(r => r.name.replace(location.origin, '') + ' ' + Math.round(r.startTime) + '+' + Math.round(r.duration) + 'ms').join('\n')`))
+			tb.t.Logf("requests of the page:\n%s", res)
 			tb.t.Fatalf("%s: not true after %s: %s (%v)", what, timeout, cond, err)
 		}
 		time.Sleep(100 * time.Millisecond)
