@@ -84,8 +84,8 @@ func Unit(v float64, unit string) string {
 		return Duration(int64(v * 1000))
 	case "count":
 		return fmt.Sprintf("%.0f", v)
-	case "ratio":
-		return fmt.Sprintf("%.2fx", v)
+	case "ratio", "x":
+		return fmt.Sprintf("%.1fx", v)
 	case "mb", "MB":
 		return Bytes(int64(v * (1 << 20)))
 	}

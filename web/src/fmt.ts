@@ -31,14 +31,17 @@ export function dur(ms: number | null | undefined): string {
   return Math.floor(hh / 24) + 'd ' + String(hh % 24).padStart(2, '0') + 'h';
 }
 
+// cpuHours is CPU time in core-hours, or as a duration below an hour.
 export function cpuHours(ms: number): string {
   const h = ms / 3.6e6;
+  if (h < 1) return dur(ms);
   return (h >= 100 ? h.toFixed(0) : h >= 10 ? h.toFixed(1) : h.toFixed(2)) + ' h';
 }
 
 export function gbh(v: number): string {
   if (!isFinite(v)) return '–';
-  return (v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2)) + ' GB·h';
+  if (v === 0) return '0 GB·h';
+  return (v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v >= 0.1 ? v.toFixed(2) : v.toPrecision(2)) + ' GB·h';
 }
 
 export function pct(v: number | null | undefined, digits = 0): string {
@@ -97,7 +100,7 @@ export function unit(v: number, u: string): string {
     case 's': case 'seconds': return dur(v * 1000);
     case 'count': return num(v);
     case '1/s': return num(v, 1) + '/s';
-    case 'ratio': return num(v, 2) + '×';
+    case 'ratio': case 'x': return num(v, 1) + '×';
     case 'mb': case 'MB': return bytes(v * 1024 * 1024);
   }
   return num(v, 2) + (u ? ' ' + u : '');

@@ -77,7 +77,7 @@ export async function hostPage(c: Ctx): Promise<void> {
     clear(figs);
     const jobs = new Set(atts.map((a) => a.job_id));
     figs.append(figure('attempts', fmt.num(atts.length), `${atts.filter((a) => a.state === 'running').length} running`), figure('jobs', fmt.num(jobs.size)),
-      figure('CPU', fmt.cpuHours(atts.reduce((s, a) => s + a.cpu_ms, 0)), 'core-hours in the window'),
+      figure('CPU', fmt.cpuHours(atts.reduce((s, a) => s + a.cpu_ms, 0)), 'CPU time in the window'),
       figure('lost / orphaned', fmt.num(evs.length), 'task processes', 'events of kinds orphan, lost_jvm, unknown_container, outlived_job, reap'));
     t.setRows(atts);
     const from = ms(d.from), to = ms(d.to);

@@ -74,7 +74,7 @@ export async function jobPage(c: Ctx): Promise<void> {
       h('div.figs', null,
         figure('duration', fmt.dur(end - start), cur.state === 'running' ? 'running' : 'finished ' + fmt.shortTime(ms(cur.end))),
         figure('attempts', fmt.num(cur.attempts), cur.running ? cur.running + ' running' : byTypeText(cur.attempts_by_type)),
-        figure('CPU', fmt.cpuHours(cur.cpu_ms), 'core-hours', fmt.dur(cur.cpu_ms) + ' of CPU time'),
+        figure('CPU', fmt.cpuHours(cur.cpu_ms), cur.cpu_ms >= 3.6e6 ? 'core-hours' : 'CPU time', fmt.dur(cur.cpu_ms) + ' of CPU time, ' + (cur.cpu_ms / 3.6e6).toFixed(3) + ' core-hours'),
         figure('memory allocated', fmt.gbh(cur.memory_gb_hours), 'memory.mb × duration'),
         figure('memory used', fmt.gbh(cur.used_memory_gb_hours), isFinite(used) ? fmt.pct(used) + ' of allocated' : 'RSS × time'),
         figure('peak RSS', fmt.bytes(cur.peak_rss_bytes), 'largest attempt'),

@@ -49,7 +49,9 @@ export function timelineOption(atts: Attempt[], jobID: string, from: number, to:
         const y = s[1] - band * 0.43 + l * lh;
         const cs = params.coordSys;
         const shape = clipRect({ x: s[0], y, width: Math.max(1.5, e[0] - s[0]), height: Math.max(1, lh - (lh > 3 ? 1 : 0)) }, { x: cs.x, y: cs.y, width: cs.width, height: cs.height });
-        return shape && { type: 'rect', shape, style: { fill: color } };
+        // A hairline between consecutive bars (Tez and JVM reuse run attempts back to back).
+        const sh = shape as { width: number } | undefined;
+        return sh && { type: 'rect', shape: sh, style: sh.width > 4 ? { fill: color, stroke: '#fff', lineWidth: 0.6 } : { fill: color } };
       },
     };
   });
@@ -115,7 +117,7 @@ export function memOption(s: Series, atts: Attempt[], win: [number, number]): Op
   o.tooltip = { trigger: 'axis', confine: true, formatter: axisTip((v) => fmt.bytes(v)) };
   const alloc = allocated(atts, s);
   o.series = [
-    lineSeries('allocated (memory.mb)', s.times.map((t, i) => [t, alloc[i]] as [number, number]), '#c8423b', { dashed: true, step: true }),
+    ...(alloc.some((v) => v > 0) ? [lineSeries('allocated (memory.mb)', s.times.map((t, i) => [t, alloc[i]] as [number, number]), '#c8423b', { dashed: true, step: true })] : []),
     lineSeries('RSS', pairs(s.times, seriesValues(s, 'rss_bytes')), '#3b6fd4', { area: true }),
     lineSeries('PSS', pairs(s.times, seriesValues(s, 'pss_bytes')), '#3a9d5d'),
     lineSeries('JVM heap used', pairs(s.times, seriesValues(s, 'heap_used_bytes')), '#8a5cc7', { width: 1 }),

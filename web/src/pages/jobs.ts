@@ -62,7 +62,7 @@ export async function jobsPage(c: Ctx): Promise<void> {
     { id: 'dur', title: 'Duration', width: 72, kind: 'dur', get: (j) => jobEnd(j) - ms(j.start), fmt: (j) => fmt.dur(jobEnd(j) - ms(j.start)) },
     { id: 'att', title: 'Attempts by type', width: 140, kind: 'text', get: (j) => byTypeText(j.attempts_by_type), tip: 'Attempts seen, by task type' },
     { id: 'run', title: 'Running', width: 70, kind: 'num', get: (j) => j.running, fmt: (j) => (j.running ? fmt.num(j.running) : ''), tip: 'Attempts running now' },
-    { id: 'cpu', title: 'CPU', width: 64, kind: 'num', get: (j) => j.cpu_ms, fmt: (j) => fmt.cpuHours(j.cpu_ms), tip: 'CPU time of all processes, in core-hours' },
+    { id: 'cpu', title: 'CPU', width: 64, kind: 'num', get: (j) => j.cpu_ms, fmt: (j) => fmt.cpuHours(j.cpu_ms), tip: 'CPU time of all processes: core-hours (h), or a duration below one hour' },
     { id: 'mem', title: 'Mem alloc', width: 84, kind: 'num', get: (j) => j.memory_gb_hours, fmt: (j) => fmt.gbh(j.memory_gb_hours), tip: 'Memory allocated: memory.mb × duration, summed over attempts (GB-hours)' },
     { id: 'used', title: 'Mem used', width: 84, kind: 'num', get: (j) => j.used_memory_gb_hours, fmt: (j) => fmt.gbh(j.used_memory_gb_hours), tip: 'Memory used: RSS integrated over time (GB-hours)' },
     { id: 'rss', title: 'Peak RSS', width: 76, kind: 'bytes', get: (j) => j.peak_rss_bytes, fmt: (j) => fmt.bytes(j.peak_rss_bytes), tip: 'The largest attempt peak (RSS summed over its processes)' },
