@@ -142,6 +142,15 @@ func TestBrowse(t *testing.T) {
 	tb.shot("05-host")
 	tb.checkClean("host page")
 
+	// An unknown job: the page says so (the 404 of the API is expected).
+	tb.open("/jobs/job_1700000000000_9999", `.card.error`)
+	if got := eval[string](tb, `document.querySelector('.card.error').textContent`); !strings.Contains(got, "not found") {
+		t.Errorf("unknown job page says %q", got)
+	}
+	tb.mu.Lock()
+	tb.problems = nil
+	tb.mu.Unlock()
+
 	// Hosts, and a loadgen job with its streaming children.
 	tb.click(`nav a[data-nav=hosts]`, `[data-table=hosts] .vt-row a`)
 	if n := eval[int](tb, `document.querySelectorAll('[data-table=hosts] .vt-row:not([hidden])').length`); n != 7 {

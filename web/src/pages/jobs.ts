@@ -52,23 +52,23 @@ export async function jobsPage(c: Ctx): Promise<void> {
 
   let offset = Number(q.get('offset') ?? 0) || 0;
   const cols: Column<Job>[] = [
-    { id: 'job', title: 'Job', width: 196, cls: () => 'mono', kind: 'text', get: (j) => j.job_id, href: (j) => jobURL(j.job_id) },
-    { id: 'name', title: 'Name', width: 130, flex: true, kind: 'text', get: (j) => j.name },
+    { id: 'job', title: 'Job', width: 228, cls: () => 'mono', kind: 'text', get: (j) => j.job_id, href: (j) => jobURL(j.job_id) },
+    { id: 'name', title: 'Name', width: 120, flex: true, kind: 'text', get: (j) => j.name },
     { id: 'fw', title: 'Framework', width: 92, kind: 'text', get: (j) => j.framework },
-    { id: 'user', title: 'User', width: 70, kind: 'text', get: (j) => j.user },
-    { id: 'queue', title: 'Queue', width: 64, kind: 'text', get: (j) => j.queue },
+    { id: 'user', title: 'User', width: 66, kind: 'text', get: (j) => j.user },
+    { id: 'queue', title: 'Queue', width: 60, kind: 'text', get: (j) => j.queue },
     { id: 'state', title: 'State', width: 76, kind: 'text', get: (j) => j.state, cell: (j, td) => td.appendChild(stateBadge(j.running && j.state === 'running' ? 'running' : j.state)) },
     { id: 'start', title: 'Start', width: 80, kind: 'time', get: (j) => ms(j.start), fmt: (j) => fmt.shortTime(ms(j.start)) },
-    { id: 'dur', title: 'Duration', width: 72, kind: 'dur', get: (j) => jobEnd(j) - ms(j.start), fmt: (j) => fmt.dur(jobEnd(j) - ms(j.start)) },
-    { id: 'att', title: 'Attempts by type', width: 140, kind: 'text', get: (j) => byTypeText(j.attempts_by_type), tip: 'Attempts seen, by task type' },
+    { id: 'dur', title: 'Duration', width: 68, kind: 'dur', get: (j) => jobEnd(j) - ms(j.start), fmt: (j) => fmt.dur(jobEnd(j) - ms(j.start)) },
+    { id: 'att', title: 'Attempts by type', width: 150, kind: 'text', get: (j) => byTypeText(j.attempts_by_type), tip: 'Attempts seen, by task type' },
     { id: 'run', title: 'Running', width: 70, kind: 'num', get: (j) => j.running, fmt: (j) => (j.running ? fmt.num(j.running) : ''), tip: 'Attempts running now' },
     { id: 'cpu', title: 'CPU', width: 64, kind: 'num', get: (j) => j.cpu_ms, fmt: (j) => fmt.cpuHours(j.cpu_ms), tip: 'CPU time of all processes: core-hours (h), or a duration below one hour' },
-    { id: 'mem', title: 'Mem alloc', width: 84, kind: 'num', get: (j) => j.memory_gb_hours, fmt: (j) => fmt.gbh(j.memory_gb_hours), tip: 'Memory allocated: memory.mb × duration, summed over attempts (GB-hours)' },
-    { id: 'used', title: 'Mem used', width: 84, kind: 'num', get: (j) => j.used_memory_gb_hours, fmt: (j) => fmt.gbh(j.used_memory_gb_hours), tip: 'Memory used: RSS integrated over time (GB-hours)' },
-    { id: 'rss', title: 'Peak RSS', width: 76, kind: 'bytes', get: (j) => j.peak_rss_bytes, fmt: (j) => fmt.bytes(j.peak_rss_bytes), tip: 'The largest attempt peak (RSS summed over its processes)' },
+    { id: 'mem', title: 'Mem alloc', width: 80, kind: 'num', get: (j) => j.memory_gb_hours, fmt: (j) => fmt.gbh(j.memory_gb_hours), tip: 'Memory allocated: memory.mb × duration, summed over attempts (GB-hours)' },
+    { id: 'used', title: 'Mem used', width: 80, kind: 'num', get: (j) => j.used_memory_gb_hours, fmt: (j) => fmt.gbh(j.used_memory_gb_hours), tip: 'Memory used: RSS integrated over time (GB-hours)' },
+    { id: 'rss', title: 'Peak RSS', width: 72, kind: 'bytes', get: (j) => j.peak_rss_bytes, fmt: (j) => fmt.bytes(j.peak_rss_bytes), tip: 'The largest attempt peak (RSS summed over its processes)' },
     { id: 'hosts', title: 'Hosts', width: 56, kind: 'num', get: (j) => j.hosts },
   ];
-  const table = new VTable<Job>(cols, { label: 'jobs on this page', noFilters: true, maxHeight: 640, rowClass: (j) => (j.state === 'running' ? 'running' : '') });
+  const table = new VTable<Job>(cols, { label: 'jobs on this page', noFilters: true, maxHeight: Math.max(420, window.innerHeight - 230), rowClass: (j) => (j.state === 'running' ? 'running' : '') });
   table.el.setAttribute('data-table', 'jobs');
   const pager = h('div.pager');
   const card = h('section.card', null, table.el, pager);
