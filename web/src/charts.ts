@@ -299,9 +299,11 @@ export class Chart {
   private exportOption(): Option {
     const opt = this.build!() as Record<string, unknown>;
     opt.animation = false;
-    opt.title = { text: this.o.title, subtext: this.o.subtitle ?? '', left: 8, top: 2, textStyle: { fontSize: 13, fontWeight: 600 }, subtextStyle: { fontSize: 11 }, itemGap: 2 };
+    opt.title = { text: this.o.title, subtext: this.o.subtitle ?? '', left: 8, top: 8, textStyle: { fontSize: 13, fontWeight: 600 }, subtextStyle: { fontSize: 11 }, itemGap: 2 };
     const grid = (opt.grid ?? {}) as Record<string, unknown>;
-    if (!Array.isArray(grid)) opt.grid = { ...grid, top: Math.max(Number(grid.top ?? 40), 56) };
+    if (!Array.isArray(grid)) opt.grid = { ...grid, top: Number(grid.top ?? 40) + 44 };
+    const lg = opt.legend as Record<string, unknown> | undefined;
+    if (lg) opt.legend = { ...lg, top: Number(lg.top ?? 6) + 44 };
     delete opt.dataZoom;
     opt.backgroundColor = '#ffffff';
     return opt;
@@ -313,9 +315,9 @@ export class Chart {
     const w = this.width(), hgt = this.body.clientHeight || 220;
     const div = h('div.offscreen');
     div.style.width = w + 'px';
-    div.style.height = hgt + 40 + 'px';
+    div.style.height = hgt + 48 + 'px';
     document.body.appendChild(div);
-    const inst = echarts.init(div, null, { renderer: 'canvas', width: w, height: hgt + 40, devicePixelRatio: 2 });
+    const inst = echarts.init(div, null, { renderer: 'canvas', width: w, height: hgt + 48, devicePixelRatio: 2 });
     inst.setOption(this.exportOption());
     const url = inst.getDataURL({ type: 'png', pixelRatio: 2, backgroundColor: '#ffffff' });
     inst.dispose();
@@ -329,7 +331,7 @@ export class Chart {
   downloadSVG(): void {
     if (!this.build || !ec) return;
     const echarts = ec.echarts;
-    const w = this.width(), hgt = (this.body.clientHeight || 220) + 40;
+    const w = this.width(), hgt = (this.body.clientHeight || 220) + 48;
     const inst = echarts.init(null, null, { renderer: 'svg', ssr: true, width: w, height: hgt });
     inst.setOption(this.exportOption());
     const svg = inst.renderToSVGString();

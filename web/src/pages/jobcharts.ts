@@ -108,7 +108,6 @@ export function cpuOption(s: Series, win: [number, number]): Option {
   const o = timeOption(axisFmt.cores, win[0], win[1], { legend: false }) as Record<string, unknown>;
   o.tooltip = { trigger: 'axis', confine: true, formatter: axisTip((v) => fmt.cores(v)) };
   o.series = [lineSeries('CPU', pairs(s.times, seriesValues(s, 'cpu_percent')), '#3b6fd4', { area: true })];
-  (o.yAxis as Record<string, unknown>).name = 'cores';
   return o;
 }
 
