@@ -29,6 +29,12 @@ func TestBrowse(t *testing.T) {
 	tb.shot("01-jobs")
 	tb.checkClean("jobs page")
 
+	// Filter by state on the server: the filter goes into the URL.
+	tb.do("state filter", chromedp.Evaluate[chromedp.Void](`(() => { const s = document.querySelector('select[data-f=state]'); s.value = 'finished'; s.dispatchEvent(new Event('change')); })()`))
+	tb.waitJS("finished only", `location.search === '?state=finished' && [...document.querySelectorAll('[data-table=jobs] .vt-row:not([hidden]) .badge')].every(b => b.textContent === 'finished')`, 10*time.Second)
+	tb.do("state filter off", chromedp.Evaluate[chromedp.Void](`(() => { const s = document.querySelector('select[data-f=state]'); s.value = ''; s.dispatchEvent(new Event('change')); })()`))
+	tb.waitJS("all again", `location.search === '' && document.querySelectorAll('[data-table=jobs] .vt-row:not([hidden])').length > 5`, 10*time.Second)
+
 	// Filter by name on the server, then open the hostile job by clicking.
 	tb.do("filter", chromedp.SendKeys(chromedp.CSS(`input[data-f=name]`), "bold"))
 	tb.waitJS("filtered", `document.querySelectorAll('[data-table=jobs] .vt-row:not([hidden])').length === 1`, 10*time.Second)
