@@ -175,6 +175,12 @@ func TestBrowse(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	tb.shot("08-attempt-loadgen")
 	tb.checkClean("loadgen pages")
+
+	// An attempt id typed into the jobs page's search opens it.
+	tb.click(`nav a[data-nav=jobs]`, `[data-table=jobs] .vt-row a`)
+	tb.do("type an id", chromedp.SendKeys(chromedp.CSS(`input[data-f=name]`), hostileAtt+"\r"))
+	tb.waitJS("attempt by id", `location.pathname === '/jobs/`+hostileJob+`/attempts/`+hostileAtt+`' && document.querySelector('[data-section=processes] td.cmd')`, 10*time.Second)
+	tb.checkClean("id search")
 }
 
 // TestLive: a running job's figures change on the open jobs and job pages

@@ -2,8 +2,8 @@
 // on the server (user, name, queue, state, framework, time), live.
 import { h } from '../dom';
 import * as fmt from '../fmt';
-import { get, Job, JobPage, ms, jobURL } from '../api';
-import { Ctx, showError, isAbort } from '../nav';
+import { get, Job, JobPage, ms, jobURL, attemptURL } from '../api';
+import { Ctx, showError, isAbort, navigate } from '../nav';
 import { refresher } from '../live';
 import { VTable, Column } from '../vtable';
 import { byTypeText, stateBadge } from './common';
@@ -23,7 +23,7 @@ export async function jobsPage(c: Ctx): Promise<void> {
   root.appendChild(h('div.page-head', null, h('h1', null, 'Jobs'), h('span.sub', null, 'running and finished, newest first')));
 
   // Filters, kept in the URL so that a view can be linked.
-  const name = h('input', { type: 'search', placeholder: 'name contains…', 'aria-label': 'Job name', value: q.get('name') ?? '', 'data-f': 'name' });
+  const name = h('input', { type: 'search', placeholder: 'name contains… or a job id', title: 'Part of the job name; Enter on a job, application or attempt id opens it', 'aria-label': 'Job name', value: q.get('name') ?? '', 'data-f': 'name' });
   const user = h('input', { type: 'search', placeholder: 'user', 'aria-label': 'User', value: q.get('user') ?? '', 'data-f': 'user', size: 10 });
   const queue = h('input', { type: 'search', placeholder: 'queue', 'aria-label': 'Queue', value: q.get('queue') ?? '', 'data-f': 'queue', size: 10 });
   const state = h('select', { 'aria-label': 'State', 'data-f': 'state' },
@@ -44,7 +44,15 @@ export async function jobsPage(c: Ctx): Promise<void> {
   const custom = h('span.custom', null, from, ' – ', to);
   custom.hidden = win.value !== 'custom';
   const bar = h('form.filters', { role: 'search' }, name, user, queue, state, fw, win, custom);
+  // Enter on a job, application or attempt id opens it.
   bar.addEventListener('submit', (e) => e.preventDefault());
+  name.addEventListener('keydown', (e) => {
+    if (e.key !== 'Enter') return;
+    const v = name.value.trim();
+    const att = /^attempt_(\d+)_(\d+)_/.exec(v);
+    if (/^(job|application)_\d+_\d+$/.test(v)) navigate(jobURL(v));
+    else if (att) navigate(attemptURL(`job_${att[1]}_${att[2]}`, v));
+  });
   root.appendChild(bar);
 
   const summary = h('div.summary');
