@@ -41,7 +41,7 @@ export const axisFmt = {
   bytes: (v: number) => fmt.bytes(v),
   rate: (v: number) => fmt.rate(v),
   pct: (v: number) => fmt.pct(v),
-  cores: (v: number) => fmt.cores(v).replace(' cores', ''),
+  cores: (v: number) => (v === 0 ? '0' : fmt.cores(v).replace(' cores', '')),
   count: (v: number) => fmt.num(v),
   dur: (v: number) => fmt.dur(v),
 };

@@ -1,6 +1,7 @@
 package uitest
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -57,6 +58,19 @@ func TestBigJob(t *testing.T) {
 		}
 	}
 	tb.shot("11-job-10k")
+
+	// Zooming into a time chart asks the server for that window only, with
+	// the same point budget: finer buckets.
+	seriesReqs := `performance.getEntriesByType('resource').filter(r => r.name.includes('/series?')).length`
+	before := eval[int](tb, seriesReqs)
+	step := `(() => { const r = performance.getEntriesByType('resource').filter(r => r.name.includes('/series?')); const u = new URL(r[r.length - 1].name); return Number(u.searchParams.get('to')) - Number(u.searchParams.get('from')); })()`
+	span := eval[float64](tb, step)
+	for i := 0; i < 4; i++ {
+		tb.wheel(`[data-chart$="-cpu"] .chart-body`, -400)
+	}
+	tb.waitJS("zoomed series fetched", seriesReqs+` > `+fmt.Sprint(before), 10*time.Second)
+	tb.waitJS("narrower window", step+` < `+fmt.Sprint(span*0.8), 10*time.Second)
+	tb.viewShot("11b-job-10k-zoomed")
 
 	// taskscope report prints what the page shows: the same findings,
 	// recommendations and settings.

@@ -354,3 +354,15 @@ func (tb *tab) viewShot(name string) {
 	}
 	os.WriteFile(filepath.Join(artifacts(tb.t), unsafeName.ReplaceAllString(name, "_")+".png"), buf, 0o644)
 }
+
+// wheel turns the mouse wheel over sel (ECharts zooms on it). DeltaX is
+// not 0: the protocol omits zeros, and Chromium wants both deltas.
+func (tb *tab) wheel(sel string, dy float64) {
+	tb.t.Helper()
+	type box struct{ X, Y, W, H float64 }
+	b := eval[box](tb, `(() => { const e = document.querySelector(`+jsString(sel)+`); e.scrollIntoView({block: 'center'});
+		const r = e.getBoundingClientRect(); return {X: r.left, Y: r.top, W: r.width, H: r.height}; })()`)
+	x, y := b.X+b.W*0.5, b.Y+b.H*0.5
+	tb.do("wheel "+sel, chromedp.MouseEvent(input.DispatchMouseEventTypeMouseMoved, x, y),
+		chromedp.MouseEvent(input.DispatchMouseEventTypeMouseWheel, x, y, func(p *input.DispatchMouseEventParams) { p.DeltaX, p.DeltaY = 0.001, dy }))
+}

@@ -99,7 +99,7 @@ export async function attemptPage(c: Ctx): Promise<void> {
     const ps = d.process_list ?? [];
     treeCard.append(h('div.card-head', null, h('h2', null, 'Processes'), h('span.spacer'), h('span.muted', null, `${ps.length} process${ps.length === 1 ? '' : 'es'}, children under their parent`)));
     const t = h('table.procs');
-    t.appendChild(h('thead', null, h('tr', null, ...['pid', 'role', 'start', 'lived', 'CPU', 'children CPU', 'peak RSS', 'peak PSS', 'threads', 'read', 'written', 'command line'].map((x, i) => h(i >= 4 && i <= 10 ? 'th.num' : 'th', null, x)))));
+    t.appendChild(h('thead', null, h('tr', null, ...['pid', 'role', 'start', 'lived', 'CPU', 'children CPU', 'peak RSS', 'peak PSS', 'threads', 'read', 'written', 'command line'].map((x, i) => h(i >= 4 && i <= 10 ? 'th.num' : 'th', { title: headTips[x] }, x)))));
     const tb = h('tbody');
     const order = treeOrder(ps);
     const shown = order.slice(0, 400);
@@ -109,7 +109,7 @@ export async function attemptPage(c: Ctx): Promise<void> {
       pid.style.paddingLeft = 6 + depth * 14 + 'px';
       if (depth) pid.classList.add('child');
       tb.appendChild(h('tr', { 'data-key': p.key },
-        pid, h('td', null, roleBadge(p.role)), h('td', null, fmt.shortTime(ms(p.start))), h('td', null, p.end ? fmt.dur(end - ms(p.start)) : 'running'),
+        pid, h('td', null, roleBadge(p.role)), h('td', null, fmt.shortTime(ms(p.start))), livedCell(p, end),
         h('td.num', null, fmt.dur(p.cpu_ms)), h('td.num', null, p.children_cpu_ms ? fmt.dur(p.children_cpu_ms) : ''), h('td.num', null, fmt.bytes(p.peak_rss_bytes)),
         h('td.num', null, p.peak_pss_bytes ? fmt.bytes(p.peak_pss_bytes) : '–'), h('td.num', null, fmt.num(p.max_threads)), h('td.num', null, fmt.bytes(p.read_bytes)),
         h('td.num', null, fmt.bytes(p.write_bytes)), cmdCell(p.cmdline || '[' + p.comm + ']')));
@@ -238,6 +238,22 @@ export async function attemptPage(c: Ctx): Promise<void> {
     renderEvents();
     await loadCharts();
   }));
+}
+
+const headTips: Record<string, string> = {
+  lived: 'how long the process lived; for a JVM that ran several attempts, also the part that belongs to this one',
+  CPU: 'user + system CPU of the process itself (in this attempt)', 'children CPU': 'CPU of its reaped children (cutime + cstime)',
+  threads: 'most threads at once',
+};
+
+// livedCell is the process's life, and its part in this attempt when the
+// process ran other attempts too (JVM reuse, Tez container reuse).
+function livedCell(p: Proc, end: number): HTMLElement {
+  const life = p.end ? fmt.dur(end - ms(p.start)) : 'running';
+  const from = ms(p.member_from), to = ms(p.member_to);
+  const partial = (from && from > ms(p.start) + 1000) || (to && p.end && to < ms(p.end) - 1000) || (to && !p.end);
+  if (!partial) return h('td', null, life);
+  return h('td', { title: `in this attempt ${fmt.time(from)} – ${to ? fmt.time(to) : 'now'}` }, life, h('div.muted.small', null, 'here ' + fmt.dur((to || end) - (from || ms(p.start)))));
 }
 
 // cmdCell shows a command line in two lines at most; a click shows it all.

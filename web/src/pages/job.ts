@@ -98,7 +98,7 @@ export async function jobPage(c: Ctx): Promise<void> {
   const group = 'job-' + jobID;
   const sub = `job ${jobID} · ${job.name}`;
   const file = (s: string) => `${jobID}-${s}`;
-  const timeline = new Chart(timelineGrid, { title: 'Attempts per host over time', subtitle: sub, file: file('timeline'), group, height: 200, wide: true, note: 'each bar an attempt, coloured by task type; click one to open it; scroll to zoom' });
+  const timeline = new Chart(timelineGrid, { title: 'Attempts per host over time', subtitle: sub, file: file('timeline'), group, height: 200, wide: true, note: 'each bar an attempt, coloured by task type, lost ones outlined red; click one to open it; scroll to zoom (all time charts follow, and fetch finer data)' });
   const cpu = new Chart(seriesGrid, { title: 'CPU of the job (cores)', subtitle: sub, file: file('cpu'), group, height: 200 });
   const mem = new Chart(seriesGrid, { title: 'Memory of the job', subtitle: sub, file: file('memory'), group, height: 200, note: 'allocated: memory.mb of the attempts running; RSS and PSS summed over their processes' });
   const running = new Chart(seriesGrid, { title: 'Attempts running', subtitle: sub, file: file('attempts'), group, height: 160 });

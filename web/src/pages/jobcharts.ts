@@ -35,7 +35,7 @@ export function timelineOption(atts: Attempt[], jobID: string, from: number, to:
   const series = keys.map((k, ki) => {
     const data: number[][] = [];
     atts.forEach((a, i) => {
-      if (colorKey(a) === k) data.push([rowIdx.get(rowKey(a))!, a.t0!, Math.max(a.t1!, a.t0! + 500), laneOf[i], laneCount[i], i]);
+      if (colorKey(a) === k) data.push([rowIdx.get(rowKey(a))!, a.t0!, Math.max(a.t1!, a.t0! + 500), laneOf[i], laneCount[i], i, a.state === 'lost' || a.state === 'failed' || a.state === 'killed' ? 1 : 0]);
     });
     const color = colorOf(k, typeColor, ki);
     return {
@@ -51,6 +51,8 @@ export function timelineOption(atts: Attempt[], jobID: string, from: number, to:
         const shape = clipRect({ x: s[0], y, width: Math.max(1.5, e[0] - s[0]), height: Math.max(1, lh - (lh > 3 ? 1 : 0)) }, { x: cs.x, y: cs.y, width: cs.width, height: cs.height });
         // A hairline between consecutive bars (Tez and JVM reuse run attempts back to back).
         const sh = shape as { width: number } | undefined;
+        // Lost attempts are outlined in red.
+        if (sh && api.value(6)) return { type: 'rect', shape: sh, style: { fill: color, stroke: '#c8423b', lineWidth: 1.5 } };
         return sh && { type: 'rect', shape: sh, style: sh.width > 4 ? { fill: color, stroke: '#fff', lineWidth: 0.6 } : { fill: color } };
       },
     };

@@ -1,7 +1,7 @@
 // The process page: one process of an attempt with every metric over its life.
 import { h, rawText } from '../dom';
 import * as fmt from '../fmt';
-import { get, AttemptDetail, Series, ms, enc, jobURL, attemptURL, seriesValues } from '../api';
+import { get, AttemptDetail, Series, ms, enc, jobURL, attemptURL, processURL, seriesValues } from '../api';
 import { Ctx, showError, isAbort } from '../nav';
 import { refresher } from '../live';
 import { Chart, Option, axisFmt, axisTip, lineSeries, limitLine, pairs, timeOption, Fmt, lastData, fillGaps } from '../charts';
@@ -29,6 +29,19 @@ export async function processPage(c: Ctx): Promise<void> {
   const sum = section(root, 'Summary');
   const body = h('div.sum-body');
   sum.appendChild(body);
+  // The tree around the process, within the attempt.
+  const parentLink = (): Node => {
+    const par = (d.process_list ?? []).find((x) => x.pid === p!.ppid && x.key !== p!.key);
+    return par ? h('a', { href: processURL(jobID, attID, par.key) }, `${par.pid} (${par.role || par.comm})`) : document.createTextNode(`${p!.ppid} (not in this attempt)`);
+  };
+  const childLinks = (): Node => {
+    const kids = (d.process_list ?? []).filter((x) => x.ppid === p!.pid && x.key !== p!.key);
+    if (!kids.length) return document.createTextNode('none');
+    const span = h('span');
+    kids.slice(0, 30).forEach((k, i) => span.append(i ? ', ' : '', h('a', { href: processURL(jobID, attID, k.key) }, `${k.pid} (${k.role || k.comm})`)));
+    if (kids.length > 30) span.append(` and ${kids.length - 30} more`);
+    return span;
+  };
   const render = () => {
     p = find() ?? p!;
     body.textContent = '';
@@ -41,6 +54,7 @@ export async function processPage(c: Ctx): Promise<void> {
       figure('read / written', fmt.bytes(p.read_bytes) + ' / ' + fmt.bytes(p.write_bytes)), figure('samples', fmt.num(p.samples))),
       kv([['pid / ppid', `${p.pid} / ${p.ppid}`], ['session', String(p.sid || '–')], ['user', p.user || '–'], ['host', p.host],
         ['start', fmt.time(ms(p.start))], ['end', p.end ? fmt.time(ms(p.end)) : 'running'], ['key', h('span.mono', null, p.key)],
+        ['parent', parentLink()], ['children', childLinks()],
         ['command line', h('code.cmd', { 'data-cmd': '' }, rawText(p.cmdline || '[' + p.comm + ']'))]]));
   };
   render();
