@@ -55,26 +55,6 @@ export function rawText(s: string): DocumentFragment {
   return f;
 }
 
-export function link(href: string, text: Child, cls?: string): HTMLAnchorElement {
-  const a = h('a', { href, class: cls }, text);
-  return a;
-}
-
-export function onVisible(el: Element, fn: () => void): () => void {
-  if (!('IntersectionObserver' in window)) {
-    fn();
-    return () => {};
-  }
-  const io = new IntersectionObserver((ents) => {
-    if (ents.some((e) => e.isIntersecting)) {
-      io.disconnect();
-      fn();
-    }
-  }, { rootMargin: '200px' });
-  io.observe(el);
-  return () => io.disconnect();
-}
-
 export function download(name: string, blob: Blob): void {
   const url = URL.createObjectURL(blob);
   const a = h('a', { href: url, download: name });

@@ -258,9 +258,3 @@ export class VTable<T> {
     }
   }
 }
-
-export function emptyNote(text: string): HTMLElement {
-  return h('p.empty', null, text);
-}
-
-export { clear };

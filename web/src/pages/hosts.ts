@@ -89,7 +89,7 @@ export async function hostPage(c: Ctx): Promise<void> {
       }
       t0 = Math.max(from, t0);
       t1 = Math.min(to, t1 + Math.max(1000, (t1 - t0) * 0.01));
-      const o = timelineOption(atts, '', t0, t1, { rowKey: (a) => a.job_id });
+      const o = timelineOption(atts, t0, t1, { rowKey: (a) => a.job_id });
       tl.body.style.height = Math.min(600, Math.max(140, Math.min(o.rows, 40) * 18 + 64)) + 'px';
       tl.inst?.resize();
       attachAttemptClick(tl, atts);

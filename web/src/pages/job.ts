@@ -125,7 +125,7 @@ export async function jobPage(c: Ctx): Promise<void> {
       return;
     }
     const [from, to] = window();
-    const tl = timelineOption(curAtts, jobID, from, to);
+    const tl = timelineOption(curAtts, from, to);
     timeline.body.style.height = Math.min(640, Math.max(140, Math.min(tl.rows, 40) * 18 + 64)) + 'px';
     timeline.inst?.resize();
     attachAttemptClick(timeline, curAtts);
@@ -193,10 +193,8 @@ export async function jobPage(c: Ctx): Promise<void> {
   }, () => (curAtts.length > 2000 ? 10000 : 0)));
 }
 
-const numberLabels: Record<string, string> = {};
-
 function numberName(n: string): string {
-  return numberLabels[n] ?? n.replace(/_/g, ' ');
+  return n.replace(/_/g, ' ');
 }
 
 export function renderFindings(card: HTMLElement, f: Findings | null, jobID: string): void {

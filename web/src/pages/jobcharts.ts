@@ -1,6 +1,5 @@
 // The job page's charts: the timeline of attempts per host, the job's CPU
 // and memory over time, and the distributions per task type.
-import { h } from '../dom';
 import * as fmt from '../fmt';
 import { Attempt, Series, seriesValues, attemptURL } from '../api';
 import { Chart, Option, axisFmt, axisTip, colorOf, lineSeries, pairs, timeOption, tip, typeColor, clipRect } from '../charts';
@@ -10,7 +9,7 @@ import { box } from '../stats';
 
 // timeline draws attempts as bars, one row per host (lanes inside a row
 // for attempts that overlap), coloured by task type.
-export function timelineOption(atts: Attempt[], jobID: string, from: number, to: number, opts: { rowKey?: (a: Attempt) => string; colorKey?: (a: Attempt) => string; label?: string } = {}): { option: () => Option; rows: number } {
+export function timelineOption(atts: Attempt[], from: number, to: number, opts: { rowKey?: (a: Attempt) => string; colorKey?: (a: Attempt) => string; label?: string } = {}): { option: () => Option; rows: number } {
   const rowKey = opts.rowKey ?? ((a: Attempt) => a.host);
   const colorKey = opts.colorKey ?? ((a: Attempt) => a.type);
   const rows = [...new Set(atts.map(rowKey))].sort();
@@ -73,7 +72,6 @@ export function timelineOption(atts: Attempt[], jobID: string, from: number, to:
     dataZoom: [{ type: 'inside', xAxisIndex: 0, filterMode: 'weakFilter' }, ...(rows.length > 40 ? [{ type: 'slider', yAxisIndex: 0, width: 14, right: 6, startValue: 0, endValue: 39, filterMode: 'weakFilter', showDetail: false }] : [])],
     series,
   });
-  void jobID;
   return { option, rows: rows.length };
 }
 
@@ -201,8 +199,4 @@ export function fixDistAxes(o: Option): Option {
   const s = (o as Record<string, unknown>).series as Record<string, unknown>[];
   s[1].xAxisIndex = 1;
   return o;
-}
-
-export function empty(text: string): HTMLElement {
-  return h('div.chart-empty', null, text);
 }
