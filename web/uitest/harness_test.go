@@ -32,6 +32,13 @@ import (
 
 func TestMain(m *testing.M) {
 	simulator.RunDaemonIfRequested()
+	// Screenshots of failures are of this run only.
+	for _, pat := range []string{"failed-*.png", "timeout-*.png"} {
+		old, _ := filepath.Glob(filepath.Join(artifactsDir(), pat))
+		for _, f := range old {
+			os.Remove(f)
+		}
+	}
 	os.Exit(m.Run())
 }
 
@@ -85,13 +92,19 @@ func chromiumPath(t testing.TB) string {
 	return ""
 }
 
-// artifacts is the directory screenshots and downloads are kept in.
-func artifacts(t testing.TB) string {
+// artifactsDir is $TASKSCOPE_ARTIFACTS/screenshots, by default
+// testdata-out/screenshots at the top of the repository (gitignored).
+func artifactsDir() string {
 	dir := os.Getenv("TASKSCOPE_ARTIFACTS")
 	if dir == "" {
 		dir = filepath.Join("..", "..", "testdata-out")
 	}
-	dir = filepath.Join(dir, "screenshots")
+	return filepath.Join(dir, "screenshots")
+}
+
+// artifacts is the directory screenshots and downloads are kept in.
+func artifacts(t testing.TB) string {
+	dir := artifactsDir()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
