@@ -1,0 +1,112 @@
+package report
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/taskscope/taskscope/internal/analysis"
+	"github.com/taskscope/taskscope/internal/store"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	p := filepath.Join("testdata", name+".golden")
+	if *update {
+		if err := os.WriteFile(p, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatalf("%v (run go test -update)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from %s (go test -update rewrites it):\n%s", name, p, got)
+	}
+}
+
+var t0 = store.Time(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC).UnixMilli())
+
+func attempt(id, typ, host string, start, dur, cpu int64, rss int64) store.Attempt {
+	return store.Attempt{AttemptID: id, JobID: "job_1700000000000_0001", Host: host, Type: typ, State: store.StateFinished,
+		Start: t0 + store.Time(start), End: t0 + store.Time(start+dur), DurationMs: dur, CPUMs: cpu, PeakRSS: rss, PeakPSS: rss * 9 / 10,
+		Processes: 2, ReadBytes: 5 << 20, WriteBytes: 1 << 20, GCTimeMs: 120, MemoryMB: 2048}
+}
+
+func TestJob(t *testing.T) {
+	j := &store.JobDetail{Job: store.Job{JobID: "job_1700000000000_0001", Framework: "mapreduce", Name: "wordcount \x1b[31mred\x1b[0m", User: "alice",
+		Queue: "default", State: store.StateFinished, Start: t0, End: t0 + 400_000, LastSeen: t0 + 400_000, Attempts: 6,
+		ByType: map[string]int{"map": 4, "reduce": 1, "am": 1}, Hosts: 2, CPUMs: 3_600_000, PeakRSS: 900 << 20, MemGBHours: 1.5, UsedGBHours: 0.4}}
+	j.AttemptList = []store.Attempt{
+		attempt("container_1700000000000_0001_01_000001", "am", "node1", 0, 400_000, 20_000, 300<<20),
+		attempt("attempt_1700000000000_0001_m_000000_0", "map", "node1", 5_000, 60_000, 55_000, 500<<20),
+		attempt("attempt_1700000000000_0001_m_000001_0", "map", "node2", 5_000, 62_000, 57_000, 510<<20),
+		attempt("attempt_1700000000000_0001_m_000002_0", "map", "node2", 6_000, 61_000, 56_000, 505<<20),
+		attempt("attempt_1700000000000_0001_m_000003_0", "map", "node1", 6_000, 300_000, 290_000, 900<<20),
+		attempt("attempt_1700000000000_0001_r_000000_0", "reduce", "node2", 70_000, 90_000, 80_000, 700<<20),
+	}
+	j.AttemptList[4].State = "lost"
+	r := &analysis.Report{JobID: j.JobID, State: j.State, Worst: analysis.Severe, Findings: []analysis.Finding{
+		{Heuristic: "straggler", Severity: analysis.Severe, TaskType: "map", AttemptIDs: []string{"attempt_1700000000000_0001_m_000003_0"},
+			Message: "1 of 4 map attempts take at least twice the median", Recommendation: "Split the input more evenly.",
+			Numbers: []analysis.Number{{Name: "median_duration", Value: 61.5, Unit: "s"}, {Name: "worst_ratio", Value: 4.9, Unit: "ratio"}}},
+		{Heuristic: "memory_headroom", Severity: analysis.Moderate, TaskType: "reduce", Message: "peaked at 34% of its 2048 MB container",
+			Recommendation: "Smaller containers.", Parameter: "mapreduce.reduce.memory.mb", Value: "1024",
+			Numbers: []analysis.Number{{Name: "peak_memory", Value: 700 << 20, Unit: "bytes"}, {Name: "used_share", Value: 34.2, Unit: "percent"}}},
+		{Heuristic: "gc_pressure", Severity: analysis.None, Message: "fine"},
+	}}
+	var b bytes.Buffer
+	if err := Job(&b, j, r); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "\x1b") {
+		t.Error("an escape sequence reached the terminal")
+	}
+	golden(t, "job", b.Bytes())
+}
+
+func TestAttempt(t *testing.T) {
+	d := &store.AttemptDetail{Attempt: attempt("attempt_1700000000000_0001_m_000000_0", "map", "node1", 5_000, 60_000, 55_000, 500<<20)}
+	d.ContainerID, d.Framework, d.Streaming, d.XmxBytes, d.JavaOpts = "container_1700000000000_0001_01_000002", "mapreduce", true, 820<<20, "-Xmx820m"
+	proc := func(key store.Key, pid, ppid int32, role, cmd string, start, end int64, cpu, rss int64) store.Process {
+		return store.Process{Key: key, Host: "node1", PID: pid, PPID: ppid, Role: role, Cmdline: cmd, Start: t0 + store.Time(start),
+			End: t0 + store.Time(end), CPUMs: cpu, PeakRSS: rss, MaxThreads: 1}
+	}
+	d.ProcessList = []store.Process{
+		proc(3, 102, 101, "streaming", "python3 mapper.py <script>alert(1)</script> \\xff\x07", 7_000, 64_000, 30_000, 60<<20),
+		proc(1, 100, 1, "wrapper", "/bin/bash -c java ...", 5_000, 65_000, 10, 3<<20),
+		proc(2, 101, 100, "task-jvm", "java -Xmx820m org.apache.hadoop.mapred.YarnChild 10.0.0.1 4011", 5_000, 65_000, 25_000, 400<<20),
+		proc(4, 110, 102, "streaming-child", "sort -k1", 20_000, 20_500, 400, 2<<20),
+	}
+	d.ProcessList[2].MaxThreads, d.ProcessList[2].PeakPSS, d.ProcessList[0].ChildCPUMs = 40, 350<<20, 400
+	d.Events = []store.Event{{Time: t0 + 5_000, Kind: "process_start", PID: 100, Message: "wrapper"},
+		{Time: t0 + 66_000, Kind: "orphan", PID: 102, Message: "still running: python3 \x1b]0;title\x07"}}
+	var b bytes.Buffer
+	if err := Attempt(&b, d); err != nil {
+		t.Fatal(err)
+	}
+	if strings.ContainsAny(b.String(), "\x1b\x07") {
+		t.Error("a control character reached the terminal")
+	}
+	golden(t, "attempt", b.Bytes())
+}
+
+func TestUnits(t *testing.T) {
+	for _, c := range []struct{ got, want string }{
+		{Bytes(512), "512 B"}, {Bytes(3 << 20), "3.0 MiB"}, {Bytes(5 << 30), "5.00 GiB"},
+		{Duration(850), "850ms"}, {Duration(12_345), "12.3s"}, {Duration(245_000), "4m05s"}, {Duration(7_380_000), "2h03m"},
+		{Unit(34.2, "percent"), "34%"}, {Unit(1<<30, "bytes"), "1.00 GiB"}, {Unit(61.5, "s"), "1m01s"},
+	} {
+		if c.got != c.want {
+			t.Errorf("got %q, want %q", c.got, c.want)
+		}
+	}
+}

@@ -1,0 +1,188 @@
+// The REST API's JSON shapes (internal/store/store.go, internal/analysis)
+// and how to fetch them.
+
+export interface Job {
+  job_id: string;
+  app_id?: string;
+  framework: string;
+  name: string;
+  user: string;
+  queue: string;
+  state: string;
+  start: string | null;
+  end: string | null;
+  last_seen: string | null;
+  attempts: number;
+  running: number;
+  attempts_by_type: Record<string, number> | null;
+  hosts: number;
+  cpu_ms: number;
+  peak_rss_bytes: number;
+  memory_gb_hours: number;
+  used_memory_gb_hours: number;
+}
+
+export interface JobPage { jobs: Job[]; total: number }
+
+export interface Attempt {
+  attempt_id: string;
+  job_id: string;
+  host: string;
+  container_id: string;
+  app_id?: string;
+  type: string;
+  framework: string;
+  state: string;
+  start: string | null;
+  end: string | null;
+  last_seen: string | null;
+  duration_ms: number;
+  cpu_ms: number;
+  peak_rss_bytes: number;
+  peak_pss_bytes: number;
+  peak_vms_bytes: number;
+  peak_heap_bytes: number;
+  processes: number;
+  read_bytes: number;
+  write_bytes: number;
+  gc_time_ms: number;
+  sched_wait_ms: number;
+  memory_mb: number;
+  xmx_bytes: number;
+  java_opts?: string;
+  streaming: boolean;
+  job_name?: string;
+  user?: string;
+  queue?: string;
+  // Parsed by the UI.
+  t0?: number;
+  t1?: number;
+}
+
+export interface JobDetail extends Job { attempt_list: Attempt[] | null }
+
+export interface Proc {
+  key: string;
+  host: string;
+  pid: number;
+  ppid: number;
+  sid: number;
+  start: string | null;
+  end: string | null;
+  last_seen: string | null;
+  cmdline: string;
+  comm: string;
+  role: string;
+  user: string;
+  cpu_ms: number;
+  children_cpu_ms: number;
+  peak_rss_bytes: number;
+  peak_pss_bytes: number;
+  peak_vms_bytes: number;
+  max_threads: number;
+  read_bytes: number;
+  write_bytes: number;
+  samples: number;
+  member_from: string | null;
+  member_to: string | null;
+  member_cpu_base_ms: number;
+}
+
+export interface TSEvent {
+  time: string | null;
+  host: string;
+  kind: string;
+  job_id?: string;
+  attempt_id?: string;
+  process?: string;
+  pid?: number;
+  message?: string;
+  value?: number;
+}
+
+export interface AttemptDetail extends Attempt { process_list: Proc[] | null; events: TSEvent[] | null }
+
+export interface FindingNumber { name: string; value: number; unit: string }
+
+export interface Finding {
+  heuristic: string;
+  severity: string;
+  task_type?: string;
+  attempt_ids: string[] | null;
+  message: string;
+  recommendation: string;
+  parameter?: string;
+  value?: string;
+  numbers: FindingNumber[] | null;
+}
+
+export interface Findings { job_id: string; state: string; evaluated: string | null; worst: string; findings: Finding[] | null }
+
+export interface Host {
+  host: string;
+  last_seen: string | null;
+  running_attempts: number;
+  attempts: number;
+  agents: number;
+  dropped_samples: number;
+  orphan_events: number;
+}
+
+export interface HostDetail { host: string; from: string | null; to: string | null; attempts: Attempt[] | null; events: TSEvent[] | null }
+
+export interface MetricSeries { metric: string; unit: string; values: (number | null)[] }
+
+export interface Series { scope: string; step_ms: number; from_ms: number; to_ms: number; times: number[]; series: MetricSeries[] }
+
+export class APIError extends Error {
+  constructor(public status: number, message: string) {
+    super(message);
+  }
+}
+
+export async function get<T>(path: string, signal?: AbortSignal): Promise<T> {
+  const r = await fetch(path, { signal, headers: { Accept: 'application/json' } });
+  if (!r.ok) {
+    let msg = r.status + ' ' + r.statusText;
+    try {
+      const b = await r.json();
+      if (b && typeof b.error === 'string') msg = b.error;
+    } catch {
+      // not JSON
+    }
+    throw new APIError(r.status, msg);
+  }
+  return (await r.json()) as T;
+}
+
+export function ms(t: string | null | undefined): number {
+  return t ? Date.parse(t) : 0;
+}
+
+// prepare parses an attempt's times once: t0 its start, t1 its end (or last
+// sample while it runs).
+export function prepare(a: Attempt): Attempt {
+  a.t0 = ms(a.start);
+  a.t1 = ms(a.end) || ms(a.last_seen) || (a.t0 + a.duration_ms);
+  return a;
+}
+
+export function seriesValues(s: Series, metric: string): (number | null)[] {
+  const m = s.series.find((x) => x.metric === metric);
+  return m ? m.values : s.times.map(() => null);
+}
+
+export const enc = encodeURIComponent;
+
+export function jobURL(job: string): string {
+  return '/jobs/' + enc(job);
+}
+export function attemptURL(job: string, att: string): string {
+  return '/jobs/' + enc(job) + '/attempts/' + enc(att);
+}
+export function processURL(job: string, att: string, key: string): string {
+  return attemptURL(job, att) + '/processes/' + enc(key);
+}
+export function hostURL(host: string): string {
+  return '/hosts/' + enc(host);
+}

@@ -1,0 +1,94 @@
+// Pieces several pages share.
+import { h } from '../dom';
+import * as fmt from '../fmt';
+import type { Attempt } from '../api';
+
+export function kv(items: [string, Node | string, string?][]): HTMLElement {
+  const dl = h('dl.kv');
+  for (const [k, v, title] of items) {
+    dl.appendChild(h('dt', null, k));
+    dl.appendChild(h('dd', { title: title ?? (typeof v === 'string' ? v : undefined) }, v));
+  }
+  return dl;
+}
+
+export function stateBadge(state: string): HTMLElement {
+  return h('span.badge.state-' + state.replace(/[^a-z_-]/gi, ''), null, state);
+}
+
+export function sevBadge(sev: string): HTMLElement {
+  return h('span.badge.sev-' + sev.replace(/[^a-z]/gi, ''), null, sev);
+}
+
+export function typeBadge(t: string): HTMLElement {
+  return h('span.badge.type-' + t.replace(/[^a-z0-9_-]/gi, ''), null, t);
+}
+
+export function roleBadge(r: string): HTMLElement {
+  return h('span.badge.role-' + r.replace(/[^a-z0-9_-]/gi, ''), null, r || '?');
+}
+
+// byType returns "40 map · 5 reduce · 1 am".
+export function byTypeText(m: Record<string, number> | null | undefined): string {
+  if (!m) return '';
+  const order = ['am', 'map', 'reduce', 'tez', 'executor'];
+  return Object.entries(m).sort((a, b) => (order.indexOf(a[0]) + 10) % 15 - (order.indexOf(b[0]) + 10) % 15 || a[0].localeCompare(b[0]))
+    .map(([t, n]) => `${n} ${t}`).join(' · ');
+}
+
+// typeStateTable counts attempts by type and state.
+export function typeStateTable(atts: Attempt[]): HTMLElement {
+  const types = new Map<string, Map<string, number>>();
+  const states = new Set<string>();
+  for (const a of atts) {
+    let m = types.get(a.type);
+    if (!m) types.set(a.type, (m = new Map()));
+    m.set(a.state, (m.get(a.state) ?? 0) + 1);
+    states.add(a.state);
+  }
+  const st = [...states].sort();
+  const t = h('table.mini');
+  t.appendChild(h('thead', null, h('tr', null, h('th', null, 'type'), ...st.map((s) => h('th.num', null, s)), h('th.num', null, 'all'))));
+  const tb = h('tbody');
+  for (const [ty, m] of [...types].sort((a, b) => b[1].size - a[1].size || a[0].localeCompare(b[0]))) {
+    let all = 0;
+    for (const v of m.values()) all += v;
+    tb.appendChild(h('tr', null, h('td', null, typeBadge(ty)), ...st.map((s) => h('td.num', null, m.get(s) ? fmt.num(m.get(s)!) : '')), h('td.num', null, fmt.num(all))));
+  }
+  t.appendChild(tb);
+  return t;
+}
+
+export function section(parent: HTMLElement, title: string, extra?: Node): HTMLElement {
+  const s = h('section.card', null, h('div.card-head', null, h('h2', null, title), h('span.spacer'), extra ?? null));
+  parent.appendChild(s);
+  return s;
+}
+
+export function grid(parent: HTMLElement, cls = ''): HTMLElement {
+  const g = h('div.grid' + (cls ? '.' + cls : ''));
+  parent.appendChild(g);
+  return g;
+}
+
+export function figure(label: string, value: string, sub?: string, title?: string): HTMLElement {
+  return h('div.fig', { title }, h('div.fig-v', null, value), h('div.fig-l', null, label), sub ? h('div.fig-s', null, sub) : null);
+}
+
+// lanes assigns each interval a lane so that intervals of a lane do not
+// overlap (greedy by start); it returns the lane per index and the count.
+export function lanes(items: { t0: number; t1: number }[]): { lane: number[]; count: number } {
+  const idx = items.map((_, i) => i).sort((a, b) => items[a].t0 - items[b].t0);
+  const ends: number[] = [];
+  const lane = new Array<number>(items.length);
+  for (const i of idx) {
+    let l = ends.findIndex((e) => e <= items[i].t0);
+    if (l < 0) {
+      l = ends.length;
+      ends.push(0);
+    }
+    ends[l] = items[i].t1;
+    lane[i] = l;
+  }
+  return { lane, count: Math.max(1, ends.length) };
+}

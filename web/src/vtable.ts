@@ -1,0 +1,260 @@
+// VTable is a sortable, filterable table that renders only the rows in
+// view (a pool of row elements moved as one scrolls), so that 10,000 or
+// 100,000 rows cost as much as 40.
+
+import { h, clear } from './dom';
+import { parseQuantity } from './fmt';
+
+export type Kind = 'text' | 'num' | 'dur' | 'bytes' | 'time';
+
+export interface Column<T> {
+  id: string;
+  title: string;
+  width: number; // px
+  kind: Kind;
+  get: (r: T) => number | string;
+  fmt?: (r: T) => string; // shown text (default: get)
+  href?: (r: T) => string | null; // the cell is a link
+  cls?: (r: T) => string; // extra class of the cell
+  tip?: string; // header tooltip
+  cell?: (r: T, td: HTMLElement) => void; // custom content (must set text itself)
+  filter?: boolean; // default true
+  flex?: boolean; // takes the width left over
+}
+
+export interface Options<T> {
+  rowHeight?: number;
+  maxHeight?: number; // px of the scroll area
+  sort?: { id: string; desc: boolean };
+  onRender?: (shown: number, total: number) => void;
+  rowClass?: (r: T) => string;
+  label: string; // for the counter: "attempts"
+  noFilters?: boolean; // no filter row (the page filters on the server)
+  onChange?: () => void;
+}
+
+// matcher compiles a filter: text is a substring; numbers take >5m, <1GiB,
+// >=3, =2, 1m..5m (units of the column's kind).
+function matcher<T>(c: Column<T>, q: string): ((r: T) => boolean) | null {
+  q = q.trim();
+  if (!q) return null;
+  if (c.kind === 'text') {
+    const neg = q.startsWith('!');
+    const s = (neg ? q.slice(1) : q).toLowerCase();
+    const f = c.fmt ?? ((r: T) => String(c.get(r)));
+    return (r) => f(r).toLowerCase().includes(s) !== neg;
+  }
+  const kind = c.kind === 'dur' ? 'dur' : c.kind === 'bytes' ? 'bytes' : 'num';
+  const range = /^(.+)\.\.(.+)$/.exec(q);
+  if (range) {
+    const lo = parseQuantity(range[1], kind), hi = parseQuantity(range[2], kind);
+    if (lo === null || hi === null) return () => false;
+    return (r) => {
+      const v = Number(c.get(r));
+      return v >= lo && v <= hi;
+    };
+  }
+  const m = /^(>=|<=|>|<|=)?\s*(.+)$/.exec(q);
+  const v = m ? parseQuantity(m[2], kind) : null;
+  if (!m || v === null) {
+    const s = q.toLowerCase();
+    const f = c.fmt ?? ((r: T) => String(c.get(r)));
+    return (r) => f(r).toLowerCase().includes(s);
+  }
+  const op = m[1] || '>=';
+  return (r) => {
+    const x = Number(c.get(r));
+    switch (op) {
+      case '>': return x > v;
+      case '<': return x < v;
+      case '<=': return x <= v;
+      case '=': return Math.abs(x - v) < 1e-9 * Math.max(1, Math.abs(v)) || (kind !== 'num' && Math.abs(x - v) < 0.5);
+    }
+    return x >= v;
+  };
+}
+
+export class VTable<T> {
+  el: HTMLElement;
+  private scroller: HTMLElement;
+  private body: HTMLElement;
+  private counter: HTMLElement;
+  private rows: T[] = [];
+  private view: T[] = [];
+  private pool: HTMLElement[] = [];
+  private rh: number;
+  private sort: { id: string; desc: boolean } | null;
+  private filters = new Map<string, string>();
+  private heads = new Map<string, HTMLElement>();
+  private raf = 0;
+  private template: string;
+
+  constructor(private cols: Column<T>[], private opt: Options<T>) {
+    this.rh = opt.rowHeight ?? 26;
+    this.sort = opt.sort ?? null;
+    this.template = cols.map((c) => (c.flex ? `minmax(${c.width}px, 1fr)` : c.width + 'px')).join(' ');
+    const width = cols.reduce((s, c) => s + c.width, 0);
+    const head = h('div.vt-head', { role: 'row' });
+    const filt = h('div.vt-filters', { role: 'row' });
+    head.style.gridTemplateColumns = this.template;
+    filt.style.gridTemplateColumns = this.template;
+    for (const c of cols) {
+      const th = h('div.vt-th', { role: 'columnheader', tabindex: 0, title: (c.tip ? c.tip + ' · ' : '') + 'click to sort', 'data-col': c.id, class: c.kind === 'text' ? '' : 'num' }, c.title);
+      th.addEventListener('click', () => this.sortBy(c.id));
+      th.addEventListener('keydown', (e) => {
+        if (e.key === 'Enter' || e.key === ' ') {
+          e.preventDefault();
+          this.sortBy(c.id);
+        }
+      });
+      this.heads.set(c.id, th);
+      head.appendChild(th);
+      if (c.filter === false) {
+        filt.appendChild(h('div.vt-f'));
+        continue;
+      }
+      const ph = c.kind === 'text' ? 'filter' : c.kind === 'dur' ? '>5m' : c.kind === 'bytes' ? '>1GiB' : c.kind === 'time' ? '' : '>2';
+      const inp = h('input.vt-in', { type: 'search', placeholder: ph, 'aria-label': 'Filter ' + c.title, 'data-filter': c.id, title: c.kind === 'text' ? 'Substring; !text excludes' : 'Number with unit: >5m, <1GiB, 1m..5m, =3' });
+      inp.addEventListener('input', () => {
+        this.filters.set(c.id, inp.value);
+        this.apply();
+      });
+      filt.appendChild(h('div.vt-f', null, inp));
+    }
+    this.body = h('div.vt-body', { role: 'rowgroup' });
+    const inner = h('div.vt-inner', null, head, opt.noFilters ? null : filt, this.body);
+    inner.style.minWidth = width + 'px';
+    this.scroller = h('div.vt-scroll', { role: 'table', 'aria-label': opt.label }, inner);
+    if (opt.maxHeight) this.scroller.style.maxHeight = opt.maxHeight + 'px';
+    this.scroller.addEventListener('scroll', () => this.schedule(), { passive: true });
+    this.counter = h('span.vt-count');
+    const reset = h('button.small', { type: 'button', title: 'Clear the filters' }, 'clear filters');
+    reset.addEventListener('click', () => {
+      for (const inp of filt.querySelectorAll('input')) (inp as HTMLInputElement).value = '';
+      this.filters.clear();
+      this.apply();
+    });
+    this.el = h('div.vt', null, h('div.vt-bar', null, this.counter, opt.noFilters ? null : reset), this.scroller);
+    this.markSort();
+  }
+
+  setRows(rows: T[]): void {
+    this.rows = rows;
+    this.apply();
+  }
+
+  // setFilter sets a column's filter from outside (e.g. a click on a chart).
+  setFilter(id: string, q: string): void {
+    const inp = this.el.querySelector(`input[data-filter="${id}"]`) as HTMLInputElement | null;
+    if (inp) inp.value = q;
+    this.filters.set(id, q);
+    this.apply();
+  }
+
+  shown(): T[] {
+    return this.view;
+  }
+
+  private sortBy(id: string): void {
+    if (this.sort && this.sort.id === id) this.sort = { id, desc: !this.sort.desc };
+    else this.sort = { id, desc: this.cols.find((c) => c.id === id)?.kind !== 'text' };
+    this.markSort();
+    this.apply();
+  }
+
+  private markSort(): void {
+    for (const [id, th] of this.heads) {
+      th.classList.toggle('asc', !!this.sort && this.sort.id === id && !this.sort.desc);
+      th.classList.toggle('desc', !!this.sort && this.sort.id === id && this.sort.desc);
+      th.setAttribute('aria-sort', this.sort && this.sort.id === id ? (this.sort.desc ? 'descending' : 'ascending') : 'none');
+    }
+  }
+
+  private apply(): void {
+    const ms: ((r: T) => boolean)[] = [];
+    for (const c of this.cols) {
+      const m = matcher(c, this.filters.get(c.id) ?? '');
+      if (m) ms.push(m);
+    }
+    let v = ms.length ? this.rows.filter((r) => ms.every((m) => m(r))) : this.rows.slice();
+    if (this.sort) {
+      const c = this.cols.find((x) => x.id === this.sort!.id);
+      if (c) {
+        const dir = this.sort.desc ? -1 : 1;
+        if (c.kind === 'text') {
+          const keys = new Map<T, string>();
+          for (const r of v) keys.set(r, String(c.get(r)));
+          v.sort((a, b) => dir * (keys.get(a)! < keys.get(b)! ? -1 : keys.get(a)! > keys.get(b)! ? 1 : 0));
+        } else {
+          v = v.map((r) => [Number(c.get(r)) || 0, r] as [number, T]).sort((a, b) => dir * (a[0] - b[0])).map((x) => x[1]);
+        }
+      }
+    }
+    this.view = v;
+    this.body.style.height = v.length * this.rh + 'px';
+    this.counter.textContent = v.length === this.rows.length ? `${this.rows.length.toLocaleString('en-US')} ${this.opt.label}` : `${v.length.toLocaleString('en-US')} of ${this.rows.length.toLocaleString('en-US')} ${this.opt.label}`;
+    this.render();
+    this.opt.onRender?.(v.length, this.rows.length);
+    this.opt.onChange?.();
+  }
+
+  private schedule(): void {
+    if (this.raf) return;
+    this.raf = requestAnimationFrame(() => {
+      this.raf = 0;
+      this.render();
+    });
+  }
+
+  private render(): void {
+    const top = this.scroller.scrollTop;
+    const height = this.scroller.clientHeight || this.opt.maxHeight || 600;
+    const first = Math.max(0, Math.floor(top / this.rh) - 5);
+    const count = Math.min(this.view.length - first, Math.ceil(height / this.rh) + 12);
+    while (this.pool.length < count) {
+      const row = h('div.vt-row', { role: 'row' });
+      row.style.gridTemplateColumns = this.template;
+      for (const c of this.cols) row.appendChild(h('div.vt-td', { role: 'cell', class: c.kind === 'text' ? '' : 'num' }));
+      this.pool.push(row);
+      this.body.appendChild(row);
+    }
+    for (let i = 0; i < this.pool.length; i++) {
+      const row = this.pool[i];
+      if (i >= count) {
+        row.hidden = true;
+        continue;
+      }
+      const r = this.view[first + i];
+      row.hidden = false;
+      row.style.transform = `translateY(${(first + i) * this.rh}px)`;
+      row.className = 'vt-row' + ((first + i) % 2 ? ' odd' : '') + (this.opt.rowClass ? ' ' + this.opt.rowClass(r) : '');
+      const cells = row.children;
+      for (let j = 0; j < this.cols.length; j++) {
+        const c = this.cols[j];
+        const td = cells[j] as HTMLElement;
+        const text = c.fmt ? c.fmt(r) : String(c.get(r));
+        const href = c.href ? c.href(r) : null;
+        td.className = 'vt-td' + (c.kind === 'text' ? '' : ' num') + (c.cls ? ' ' + c.cls(r) : '');
+        if (c.cell) {
+          clear(td);
+          c.cell(r, td);
+        } else if (href) {
+          const a = td.firstChild as HTMLAnchorElement | null;
+          if (a && a.nodeName === 'A' && td.childNodes.length === 1) {
+            a.href = href;
+            a.textContent = text;
+          } else {
+            clear(td);
+            td.appendChild(h('a', { href }, text));
+          }
+        } else if (td.childNodes.length !== 1 || td.firstChild!.nodeType !== Node.TEXT_NODE) {
+          clear(td);
+          td.appendChild(document.createTextNode(text));
+        } else if (td.firstChild!.nodeValue !== text) {
+          td.firstChild!.nodeValue = text;
+        }
+        td.title = text;
+      }
+    }
+  }
+}
