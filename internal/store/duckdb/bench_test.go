@@ -76,4 +76,7 @@ func BenchmarkIngest(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ReportMetric(float64(u.Bytes)/float64(u.Samples), "bytes/sample")
+	if sp, err := s.Space(ctx); err == nil {
+		b.Logf("%d samples, %d attempt samples\n%s", u.Samples, u.AttemptSamples, sp)
+	}
 }
