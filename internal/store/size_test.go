@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/binary"
+	"fmt"
 	"sort"
 	"testing"
 	"time"
@@ -31,7 +32,7 @@ func BenchmarkChunkSize(b *testing.B) {
 		{"loadgen", func() [][]*wire.Batch {
 			g := loadgen.NewGenerator(loadgen.Config{Nodes: 20, Slots: 8, BatchTicks: 5, Seed: 1, Start: start})
 			var out [][]*wire.Batch
-			for i := 0; i < 720; i++ { // one hour
+			for i := 0; i < 360; i++ { // half an hour
 				out = append(out, g.Next())
 			}
 			return out
@@ -122,12 +123,72 @@ func measureSizes(rounds [][]*wire.Batch) []sizeResult {
 		{"v2_5min_zstd_fast", 300_000, v2(chunk.Fast)},
 		{"v2_5min_zstd_better", 300_000, v2(chunk.Better)},
 		{"v2_5min_zstd_best", 300_000, v2(chunk.Best)},
+		{"v2_10min_zstd_better", 600_000, v2(chunk.Better)},
 		{"v2_1h_zstd_better", 3600_000, v2(chunk.Better)},
 		{"v2_1h_zstd_best", 3600_000, v2(chunk.Best)},
 	}
 	var out []sizeResult
-	cache := map[int64]map[key]*Points{}
 	var samples int
+	// Blocks: every series' chunk of a window, uncompressed, packed in key
+	// order into blocks of at least blockSize bytes, each compressed whole.
+	for _, bs := range []int{16 << 10, 64 << 10, 256 << 10} {
+		for _, lvl := range []chunk.Level{chunk.Better, chunk.Best} {
+			pts, smp := collect(600_000)
+			samples = smp
+			var keys []key
+			for k := range pts {
+				keys = append(keys, k)
+			}
+			sort.Slice(keys, func(i, j int) bool {
+				a, b := keys[i], keys[j]
+				if a.win != b.win {
+					return a.win < b.win
+				}
+				if a.kind != b.kind {
+					return a.kind < b.kind
+				}
+				return a.k < b.k
+			})
+			r := sizeResult{name: fmt.Sprintf("v2_10min_block%dk_%d", bs>>10, lvl), procSamples: samples}
+			var block []byte
+			var kinds [2]int
+			flush := func() {
+				if len(block) == 0 {
+					return
+				}
+				z := chunk.CompressBlock(nil, block, lvl)
+				// Attribute by the share of each kind's raw bytes.
+				tot := kinds[0] + kinds[1]
+				r.procB += len(z) * kinds[0] / tot
+				r.attBytes += len(z) * kinds[1] / tot
+				block, kinds = block[:0], [2]int{}
+			}
+			lastWin := int64(-1)
+			for _, k := range keys {
+				if k.win != lastWin {
+					flush()
+					lastWin = k.win
+				}
+				cols := SampleColumns
+				if k.kind == 1 {
+					cols = AttemptColumns
+				}
+				c := chunk.EncodeLevel(nil, ToChunk(finish(pts[k]), cols), chunk.None)
+				block = append(block, c...)
+				block = append(block, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0) // key, length: about what a directory entry takes
+				kinds[k.kind] += len(c) + 12
+				if len(block) >= bs {
+					flush()
+				}
+			}
+			flush()
+			r.proc = float64(r.procB) / float64(samples)
+			r.att = float64(r.attBytes) / float64(samples)
+			r.perSample = r.proc + r.att
+			out = append(out, r)
+		}
+	}
+	cache := map[int64]map[key]*Points{}
 	for _, v := range variants {
 		pts := cache[v.window]
 		if pts == nil {

@@ -476,6 +476,11 @@ func (r *reader) column(dst []int64, isColumn bool) []bool {
 	return absent
 }
 
+// CompressBlock appends data compressed with zstd at lvl to dst.
+func CompressBlock(dst, data []byte, lvl Level) []byte {
+	return encoder(lvl).EncodeAll(data, dst)
+}
+
 var (
 	encMu   sync.Mutex
 	encs    = map[Level]*zstd.Encoder{}

@@ -26,6 +26,7 @@ type TableSpace struct {
 	Name  string
 	Rows  int64
 	Bytes int64
+	Data  int64 // chunk tables: the chunks' own bytes
 }
 
 // IndexAndMetaBytes is what used blocks hold beyond the tables' columns.
@@ -41,7 +42,11 @@ func (s Space) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "file %d B, wal %d B, used %d blocks, free %d blocks of %d B\n", s.FileBytes, s.WALBytes, s.UsedBlocks, s.FreeBlocks, s.BlockSize)
 	for _, t := range s.Tables {
-		fmt.Fprintf(&b, "  %-16s %10d rows %12d B\n", t.Name, t.Rows, t.Bytes)
+		fmt.Fprintf(&b, "  %-16s %10d rows %12d B", t.Name, t.Rows, t.Bytes)
+		if t.Data > 0 {
+			fmt.Fprintf(&b, " (chunks %d B)", t.Data)
+		}
+		b.WriteString("\n")
 	}
 	fmt.Fprintf(&b, "  %-16s %10s      %12d B\n", "indexes+meta", "", s.IndexAndMetaBytes())
 	return b.String()
@@ -81,6 +86,11 @@ func (s *Store) Space(ctx context.Context) (Space, error) {
 		ts := TableSpace{Name: n}
 		if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM `+n).Scan(&ts.Rows); err != nil {
 			return sp, err
+		}
+		if n == "series_chunks" || strings.HasPrefix(n, "series_fresh") {
+			if err := s.db.QueryRowContext(ctx, `SELECT coalesce(sum(octet_length(data)), 0) FROM `+n).Scan(&ts.Data); err != nil {
+				return sp, err
+			}
 		}
 		// The blocks the table's segments are in (small segments share
 		// blocks, with other tables too: for small tables this overstates).
