@@ -30,10 +30,12 @@ type Result struct {
 }
 
 type request struct {
-	b    *wire.Batch
+	p    *store.Prepared
 	n    int64 // samples
 	done chan Result
 }
+
+var preparers = sync.Pool{New: func() any { return &store.Preparer{} }}
 
 // Pipeline is the single writer: it takes queued batches, appends as many as
 // are waiting (up to a bound) in one store transaction, commits, and answers.
@@ -107,19 +109,24 @@ func NewPipeline(st store.Store, o PipelineOptions) *Pipeline {
 	return p
 }
 
-// Submit queues a batch and waits until it is durable (or failed). It never
-// blocks on a full queue: it returns ErrBusy.
+// Submit prepares a validated batch for the store (on the caller's
+// goroutine, so that requests prepare their batches in parallel), queues it
+// and waits until it is durable (or failed). It never blocks on a full
+// queue: it returns ErrBusy.
 func (p *Pipeline) Submit(ctx context.Context, b *wire.Batch) Result {
-	r := &request{b: b, n: int64(b.SampleCount()), done: make(chan Result, 1)}
 	select {
 	case <-p.stop:
 		return Result{Err: ErrStopped}
 	default:
 	}
-	if p.queued.Add(r.n) > p.queueSamples && p.queued.Load() != r.n {
-		p.queued.Add(-r.n)
+	n := int64(b.SampleCount())
+	if p.queued.Add(n) > p.queueSamples && p.queued.Load() != n {
+		p.queued.Add(-n)
 		return Result{Err: ErrBusy}
 	}
+	pr := preparers.Get().(*store.Preparer)
+	r := &request{p: pr.Prepare(b), n: n, done: make(chan Result, 1)}
+	preparers.Put(pr)
 	select {
 	case p.q <- r:
 	default:
@@ -201,12 +208,12 @@ func (p *Pipeline) write(group []*request) {
 		switch {
 		case err != nil:
 			p.batches.WithLabelValues("failed").Inc()
-			p.log.Error("cannot store batch", "agent", r.b.AgentID, "seq", r.b.Seq, "err", err)
+			p.log.Error("cannot store batch", "agent", r.p.Batch.AgentID, "seq", r.p.Batch.Seq, "err", err)
 		case out.Duplicate:
 			p.batches.WithLabelValues("duplicate").Inc()
 		default:
 			p.batches.WithLabelValues("stored").Inc()
-			p.samples.Add(float64(r.b.SampleCount()))
+			p.samples.Add(float64(r.n))
 		}
 		r.done <- out
 	}
@@ -220,7 +227,7 @@ func (p *Pipeline) commit(group []*request) ([]bool, error) {
 	}
 	dups := make([]bool, len(group))
 	for i, r := range group {
-		d, err := app.Append(r.b)
+		d, err := app.AppendPrepared(r.p)
 		if err != nil {
 			app.Rollback()
 			return nil, err

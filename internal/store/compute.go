@@ -22,10 +22,10 @@ type Points struct {
 // into time order; a time seen twice keeps its first occurrence in chunk
 // order. cols is the series' schema.
 func Decode(chunks [][]byte, cols []StoredColumn) (*Points, error) {
-	isCounter := func(id uint8) bool { return int(id) < len(cols) && cols[id].Counter }
 	var cs []*chunk.Chunk
+	var dec chunk.Decoder
 	for _, data := range chunks {
-		c, err := chunk.Decode(data, isCounter)
+		c, err := dec.Decode(data)
 		if err != nil {
 			return nil, err
 		}
@@ -354,9 +354,9 @@ func Downsample(p *Points, cols []StoredColumn, period int64) *chunk.Chunk {
 		v   int64
 		set bool
 	}
-	for j, c := range cols {
+	for j := range cols {
 		if p.Has[j] {
-			out.Columns = append(out.Columns, chunk.Column{ID: uint8(j), Counter: c.Counter})
+			out.Columns = append(out.Columns, chunk.Column{ID: uint8(j)})
 		}
 	}
 	cur := int64(-1)
@@ -399,11 +399,11 @@ func Downsample(p *Points, cols []StoredColumn, period int64) *chunk.Chunk {
 // ToChunk turns points back into a chunk (for compaction).
 func ToChunk(p *Points, cols []StoredColumn) *chunk.Chunk {
 	c := &chunk.Chunk{Times: p.Times}
-	for j, sc := range cols {
+	for j := range cols {
 		if !p.Has[j] {
 			continue
 		}
-		c.Columns = append(c.Columns, chunk.Column{ID: uint8(j), Counter: sc.Counter, Values: p.Cols[j], Absent: p.Absent[j]})
+		c.Columns = append(c.Columns, chunk.Column{ID: uint8(j), Values: p.Cols[j], Absent: p.Absent[j]})
 	}
 	return c
 }

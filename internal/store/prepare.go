@@ -5,10 +5,11 @@ import (
 	"github.com/taskscope/taskscope/internal/wire"
 )
 
-// StoredColumn is how one well-known metric is stored: counters as the
-// increment since the previous sample of the same series (small numbers that
-// compress to a few bits), memory in KiB (lossless: pages are 4 KiB), time
-// in the coarsest unit that loses nothing worth having.
+// StoredColumn is how one well-known metric is stored: memory in KiB
+// (lossless: pages are 4 KiB), time in the coarsest unit that loses nothing
+// worth having (schedstat's nanoseconds in milliseconds, like utime and
+// stime, which the kernel counts in 10 ms ticks). Counter tells the
+// summaries and rollups that the metric only grows.
 type StoredColumn struct {
 	Name    string // column name
 	Metric  string // wire metric
@@ -34,8 +35,8 @@ var SampleColumns = []StoredColumn{
 	{"wchar", wire.WriteChars, true, 1},
 	{"ctx_voluntary", wire.CtxVoluntary, true, 1},
 	{"ctx_involuntary", wire.CtxInvoluntary, true, 1},
-	{"sched_run_us", wire.SchedRunNs, true, 1000},
-	{"sched_wait_us", wire.SchedWaitNs, true, 1000},
+	{"sched_run_ms", wire.SchedRunNs, true, 1_000_000},
+	{"sched_wait_ms", wire.SchedWaitNs, true, 1_000_000},
 	{"fds", wire.FDs, false, 1},
 	{"heap_used_kb", wire.HeapUsedBytes, false, 1024},
 	{"heap_committed_kb", wire.HeapCommitBytes, false, 1024},
@@ -56,7 +57,7 @@ var AttemptColumns = []StoredColumn{
 	{"write_bytes", wire.AttemptWriteBytes, true, 1},
 	{"heap_used_kb", wire.AttemptHeapUsed, false, 1024},
 	{"gc_time_ms", wire.AttemptGCTimeMs, true, 1},
-	{"sched_wait_us", wire.AttemptSchedWaitNs, true, 1000},
+	{"sched_wait_ms", wire.AttemptSchedWaitNs, true, 1_000_000},
 	{"short_lived", wire.AttemptShortLived, true, 1},
 }
 
@@ -70,7 +71,8 @@ var (
 	aWrite = ColumnIndex(AttemptColumns, "write_bytes")
 	aHeap  = ColumnIndex(AttemptColumns, "heap_used_kb")
 	aGC    = ColumnIndex(AttemptColumns, "gc_time_ms")
-	aWait  = ColumnIndex(AttemptColumns, "sched_wait_us")
+	aWait  = ColumnIndex(AttemptColumns, "sched_wait_ms")
+	aProcs = ColumnIndex(AttemptColumns, "processes")
 )
 
 // ColumnIndex returns the position of a stored column, or -1.
@@ -113,7 +115,7 @@ type AttemptSummary struct {
 	ReadBytes   int64
 	WriteBytes  int64
 	GCTimeMs    int64
-	SchedWaitUs int64
+	SchedWaitMs int64
 	RSSByteMs   float64 // increment of the RSS time integral
 	FirstMs     int64   // time of the batch's first sample
 	FirstRSS    int64
@@ -137,29 +139,43 @@ type Batch = wire.Batch
 // AttemptKey is the 64-bit key of an attempt's series.
 func AttemptKey(id string) uint64 { return wire.ProcessKey(id, 0, 0) }
 
+// Preparer turns batches into chunks, reusing its buffers between batches.
+// Not safe for concurrent use.
+type Preparer struct {
+	w    chunk.Writer
+	buf  []byte
+	byID []*wire.Column
+}
+
 // Prepare encodes every series of a validated batch as a chunk (values in
 // the stored units of SampleColumns / AttemptColumns) and sums up what the
 // batch says of each attempt.
 func Prepare(b *wire.Batch) *Prepared {
+	var pr Preparer
+	return pr.Prepare(b)
+}
+
+// Prepare is the package function with this Preparer's buffers.
+func (pr *Preparer) Prepare(b *wire.Batch) *Prepared {
 	p := &Prepared{Batch: b, Atts: map[string]*AttemptSummary{}}
 	procMap := mapColumns(b.Metrics, SampleColumns)
 	attMap := mapColumns(b.Metrics, AttemptColumns)
-	var buf []byte
+	// All chunks of the batch share one allocation.
+	pr.buf = pr.buf[:0]
+	type span struct{ lo, hi int }
+	var procSpans, attSpans []span
 	for si := range b.ProcSeries {
 		s := &b.ProcSeries[si]
-		c, ext := toChunk(b, s, procMap, SampleColumns)
-		p.Ext = append(p.Ext, ext...)
-		buf = chunk.Encode(buf[:0], c, false)
-		p.ProcChunks = append(p.ProcChunks, SeriesChunk{Key: s.Key, TMin: s.Times[0], TMax: s.Times[len(s.Times)-1],
-			N: len(s.Times), Data: append([]byte(nil), buf...)})
+		lo := len(pr.buf)
+		pr.buf = pr.encode(pr.buf, b, s, procMap, SampleColumns, &p.Ext)
+		procSpans = append(procSpans, span{lo, len(pr.buf)})
 		p.Samples += len(s.Times)
 	}
 	for si := range b.AttemptSeries {
 		s := &b.AttemptSeries[si]
-		c, _ := toChunk(b, s, attMap, AttemptColumns)
-		buf = chunk.Encode(buf[:0], c, false)
-		p.AttChunks = append(p.AttChunks, SeriesChunk{Key: AttemptKey(s.AttemptID), AttemptID: s.AttemptID,
-			TMin: s.Times[0], TMax: s.Times[len(s.Times)-1], N: len(s.Times), Data: append([]byte(nil), buf...)})
+		lo := len(pr.buf)
+		pr.buf = pr.encode(pr.buf, b, s, attMap, AttemptColumns, nil)
+		attSpans = append(attSpans, span{lo, len(pr.buf)})
 		sum := p.Atts[s.AttemptID]
 		if sum == nil {
 			sum = &AttemptSummary{}
@@ -167,39 +183,53 @@ func Prepare(b *wire.Batch) *Prepared {
 		}
 		summarize(sum, s, attMap)
 	}
+	data := append([]byte(nil), pr.buf...)
+	p.ProcChunks = make([]SeriesChunk, len(procSpans))
+	for i, sp := range procSpans {
+		s := &b.ProcSeries[i]
+		p.ProcChunks[i] = SeriesChunk{Key: s.Key, TMin: s.Times[0], TMax: s.Times[len(s.Times)-1], N: len(s.Times),
+			Data: data[sp.lo:sp.hi:sp.hi]}
+	}
+	p.AttChunks = make([]SeriesChunk, len(attSpans))
+	for i, sp := range attSpans {
+		s := &b.AttemptSeries[i]
+		p.AttChunks[i] = SeriesChunk{Key: AttemptKey(s.AttemptID), AttemptID: s.AttemptID, TMin: s.Times[0],
+			TMax: s.Times[len(s.Times)-1], N: len(s.Times), Data: data[sp.lo:sp.hi:sp.hi]}
+	}
 	return p
 }
 
-// toChunk converts a wire series into a chunk of stored columns; metrics
-// without a column of their own come back as rows.
-func toChunk(b *wire.Batch, s *wire.Series, m []int, cols []StoredColumn) (*chunk.Chunk, []ExtRow) {
-	c := &chunk.Chunk{Times: s.Times}
-	var ext []ExtRow
+// encode appends the chunk of a wire series, in stored columns and units,
+// in schema order; metrics without a column of their own go to ext (nil:
+// dropped).
+func (pr *Preparer) encode(dst []byte, b *wire.Batch, s *wire.Series, m []int, cols []StoredColumn, ext *[]ExtRow) []byte {
+	if cap(pr.byID) < len(cols) {
+		pr.byID = make([]*wire.Column, len(cols))
+	}
+	byID := pr.byID[:len(cols)]
+	clear(byID)
 	for ci := range s.Columns {
 		wc := &s.Columns[ci]
 		j := m[wc.Metric]
-		if j < 0 {
-			for r, t := range s.Times {
-				if !wc.IsAbsent(r) {
-					ext = append(ext, ExtRow{Key: s.Key, Ms: t, Metric: b.Metrics[wc.Metric], Value: wc.Values[r]})
-				}
-			}
+		if j >= 0 {
+			byID[j] = wc
 			continue
 		}
-		col := chunk.Column{ID: uint8(j), Counter: cols[j].Counter, Values: make([]int64, len(s.Times))}
-		div := cols[j].Div
-		for r, v := range wc.Values {
-			col.Values[r] = v / div
-		}
-		if wc.Absent != nil {
-			col.Absent = make([]bool, len(s.Times))
-			for r := range col.Absent {
-				col.Absent[r] = wc.IsAbsent(r)
+		if ext != nil {
+			for r, t := range s.Times {
+				if !wc.IsAbsent(r) {
+					*ext = append(*ext, ExtRow{Key: s.Key, Ms: t, Metric: b.Metrics[wc.Metric], Value: wc.Values[r]})
+				}
 			}
 		}
-		c.Columns = append(c.Columns, col)
 	}
-	return c, ext
+	pr.w.Begin(s.Times)
+	for j, wc := range byID {
+		if wc != nil {
+			pr.w.Column(uint8(j), wc.Values, wc.Absent, cols[j].Div)
+		}
+	}
+	return pr.w.Finish(dst, chunk.None)
 }
 
 func summarize(sum *AttemptSummary, s *wire.Series, m []int) {
@@ -235,7 +265,7 @@ func summarize(sum *AttemptSummary, s *wire.Series, m []int) {
 		sum.GCTimeMs = v
 	}
 	if v := last(aWait); v >= 0 {
-		sum.SchedWaitUs = v / 1000
+		sum.SchedWaitMs = v / 1_000_000
 	}
 	sum.PeakRSS = max(sum.PeakRSS, colMax(byCol[aRSS], n))
 	sum.PeakPSS = max(sum.PeakPSS, colMax(byCol[aPSS], n))
@@ -289,4 +319,69 @@ func colMax(c *wire.Column, n int) int64 {
 		}
 	}
 	return m
+}
+
+// SummarizePoints is what the points of an attempt series after a time
+// (stored units) say of its summary, in the units of AttemptSummary; nil if
+// there are none.
+func SummarizePoints(p *Points, after int64) *AttemptSummary {
+	first := 0
+	for first < len(p.Times) && p.Times[first] <= after {
+		first++
+	}
+	if first == len(p.Times) {
+		return nil
+	}
+	sum := &AttemptSummary{}
+	last := func(j int) (int64, bool) {
+		for i := len(p.Times) - 1; i >= first; i-- {
+			if p.present(j, i) {
+				return p.Cols[j][i] * AttemptColumns[j].Div, true
+			}
+		}
+		return 0, false
+	}
+	peak := func(j int) int64 {
+		var m int64
+		for i := first; i < len(p.Times); i++ {
+			if p.present(j, i) {
+				m = max(m, p.Cols[j][i]*AttemptColumns[j].Div)
+			}
+		}
+		return m
+	}
+	if v, ok := last(aCPU); ok {
+		sum.CPUMs = v
+	}
+	if v, ok := last(aRead); ok {
+		sum.ReadBytes = v
+	}
+	if v, ok := last(aWrite); ok {
+		sum.WriteBytes = v
+	}
+	if v, ok := last(aGC); ok {
+		sum.GCTimeMs = v
+	}
+	if v, ok := last(aWait); ok {
+		sum.SchedWaitMs = v / 1_000_000
+	}
+	sum.PeakRSS, sum.PeakPSS, sum.PeakVMS, sum.PeakHeap = peak(aRSS), peak(aPSS), peak(aVMS), peak(aHeap)
+	var pt, pv int64
+	for i := first; i < len(p.Times); i++ {
+		if !p.present(aRSS, i) {
+			continue
+		}
+		t, v := p.Times[i], p.Cols[aRSS][i]*1024
+		if pt == 0 {
+			sum.FirstMs, sum.FirstRSS = t, v
+		} else {
+			sum.RSSByteMs += float64(v+pv) / 2 * float64(t-pt)
+		}
+		pt, pv = t, v
+	}
+	if pt > 0 {
+		sum.LastRSS = pv
+	}
+	sum.LastMs = p.Times[len(p.Times)-1]
+	return sum
 }

@@ -101,7 +101,7 @@ var ProcessSeriesMetrics = []SeriesMetric{
 	{"majflt_per_s", "1/s", []string{"majflt"}, true, 1000, "major page faults"},
 	{"ctx_voluntary_per_s", "1/s", []string{"ctx_voluntary"}, true, 1000, "voluntary context switches"},
 	{"ctx_involuntary_per_s", "1/s", []string{"ctx_involuntary"}, true, 1000, "involuntary context switches"},
-	{"sched_wait_percent", "percent", []string{"sched_wait_us"}, true, 0.1, "time runnable but waiting for a CPU"},
+	{"sched_wait_percent", "percent", []string{"sched_wait_ms"}, true, 100, "time runnable but waiting for a CPU"},
 	{"heap_used_bytes", "bytes", []string{"heap_used_kb"}, false, 1024, "JVM heap used"},
 	{"heap_committed_bytes", "bytes", []string{"heap_committed_kb"}, false, 1024, "JVM heap committed"},
 	{"heap_max_bytes", "bytes", []string{"heap_max_kb"}, false, 1024, "JVM heap max"},
@@ -121,7 +121,7 @@ var AttemptSeriesMetrics = []SeriesMetric{
 	{"write_bytes_per_s", "bytes/s", []string{"write_bytes"}, true, 1000, "storage writes"},
 	{"heap_used_bytes", "bytes", []string{"heap_used_kb"}, false, 1024, "JVM heap used"},
 	{"gc_percent", "percent", []string{"gc_time_ms"}, true, 100, "JVM time in garbage collection"},
-	{"sched_wait_percent", "percent", []string{"sched_wait_us"}, true, 0.1, "time runnable but waiting for a CPU"},
+	{"sched_wait_percent", "percent", []string{"sched_wait_ms"}, true, 100, "time runnable but waiting for a CPU"},
 	{"short_lived", "count", []string{"short_lived"}, false, 1, "processes that lived less than one sampling interval, so far"},
 	{"short_lived_per_s", "1/s", []string{"short_lived"}, true, 1000, "processes that lived less than one sampling interval"},
 }

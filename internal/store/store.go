@@ -52,6 +52,9 @@ type Appender interface {
 	// before: then nothing is written. An error leaves the transaction
 	// unusable: Rollback it.
 	Append(b *wire.Batch) (dup bool, err error)
+	// AppendPrepared is Append of a batch already prepared with Prepare (or a
+	// Preparer), which callers can do on their own goroutines.
+	AppendPrepared(p *Prepared) (dup bool, err error)
 	// Commit makes everything appended durable.
 	Commit() error
 	// Rollback discards everything appended.

@@ -1,10 +1,18 @@
 // Package chunk is the storage format of taskscope's time series: a run of
 // samples of one series (a process or an attempt) as compressed columns, the
-// way time-series databases keep them. Times are delta-of-delta encoded;
-// counters (which grow at a steady rate) delta-of-delta, gauges delta; every
-// number a zigzag varint; absent values a bitmap. Compacted chunks are
-// zstd-compressed on top. A chunk is self-contained: it starts from absolute
-// values, so any chunk decodes alone.
+// way time-series databases keep them.
+//
+// Every column (the times too) is written as its first value, then its
+// differences, divided by their greatest common divisor, either as they are
+// (delta) or as differences of differences (delta of delta), whichever is
+// shorter for this column in this chunk: a counter that grows steadily
+// costs a byte or less per value in delta of delta, a noisy one less in
+// delta; a gauge that moves a little is cheapest in delta; a column whose
+// values never change, or change by the same amount every time, costs its
+// first value and that amount. Every number is a
+// zigzag varint, absent values a bitmap. Chunks may be zstd-compressed on
+// top (compaction does, when it helps). A chunk is self-contained: it starts
+// from absolute values, so any chunk decodes alone.
 package chunk
 
 import (
@@ -12,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"sync"
 
 	"github.com/klauspost/compress/zstd"
@@ -19,14 +28,23 @@ import (
 
 // Format version and flags (first byte).
 const (
-	version  = 1
+	version  = 2
 	flagZstd = 0x10
 )
 
 // Column flags.
 const (
 	colAbsent = 1 // an absent bitmap follows
-	colGCD    = 2 // values are multiples of a divisor that follows (pages, sectors)
+	colGCD    = 2 // differences are multiples of a divisor that follows
+	encShift  = 2 // two bits: how the differences are written
+	encMask   = 3 << encShift
+)
+
+// Encodings of a column's differences.
+const (
+	encDelta = iota // differences
+	encDoD          // differences of differences
+	encConst        // one difference, the same between every two values (0: a constant)
 )
 
 // Limits protect the decoder from damaged data.
@@ -38,10 +56,9 @@ const (
 // Column is one metric of a chunk. Values has one entry per time; Absent
 // marks missing values (nil: none missing).
 type Column struct {
-	ID      uint8 // the metric's position in the series' column list
-	Counter bool  // delta-of-delta (set by the caller's schema, not stored)
-	Values  []int64
-	Absent  []bool
+	ID     uint8 // the metric's position in the series' column list
+	Values []int64
+	Absent []bool
 }
 
 // Chunk is a decoded run of samples.
@@ -53,165 +70,243 @@ type Chunk struct {
 // ErrCorrupt wraps every decoding error.
 var ErrCorrupt = errors.New("corrupt chunk")
 
-// Encode appends c's encoding to dst. compress adds zstd (worth it for
-// chunks of more than a few dozen samples).
+// Level is how hard compaction compresses.
+type Level int
+
+// Levels.
+const (
+	None Level = iota
+	Fast
+	Better
+	Best
+)
+
+// Encode appends c's encoding to dst. compress adds zstd at level Better
+// (kept only when it makes the chunk smaller).
 func Encode(dst []byte, c *Chunk, compress bool) []byte {
-	start := len(dst)
-	dst = append(dst, version)
-	body := encodeBody(nil, c)
+	lvl := None
 	if compress {
-		dst[start] |= flagZstd
-		return encoder().EncodeAll(body, dst)
+		lvl = Better
 	}
-	return append(dst, body...)
+	return EncodeLevel(dst, c, lvl)
 }
 
-func encodeBody(b []byte, c *Chunk) []byte {
-	n := len(c.Times)
-	b = binary.AppendUvarint(b, uint64(n))
-	b = binary.AppendUvarint(b, uint64(len(c.Columns)))
-	b = appendDoD(b, c.Times, nil)
+// EncodeLevel appends c's encoding to dst, compressed at lvl.
+func EncodeLevel(dst []byte, c *Chunk, lvl Level) []byte {
+	var w Writer
+	w.Begin(c.Times)
+	var bm []byte
 	for i := range c.Columns {
 		col := &c.Columns[i]
-		b = append(b, col.ID)
-		hasAbsent := false
-		for _, a := range col.Absent {
-			if a {
-				hasAbsent = true
-				break
-			}
-		}
-		absent := absentOrNil(col.Absent, hasAbsent)
-		g := gcd(col.Values, absent)
-		var flags byte
-		if hasAbsent {
-			flags |= colAbsent
-		}
-		if g > 1 {
-			flags |= colGCD
-		}
-		b = append(b, flags)
-		if hasAbsent {
-			bm := make([]byte, (n+7)/8)
-			for j := 0; j < n; j++ {
-				if col.Absent[j] {
+		bm = bm[:0]
+		if col.Absent != nil {
+			bm = make([]byte, (len(c.Times)+7)/8)
+			for j, a := range col.Absent {
+				if a {
 					bm[j/8] |= 1 << (j % 8)
 				}
 			}
-			b = append(b, bm...)
 		}
-		vals := col.Values
-		if g > 1 {
-			b = binary.AppendUvarint(b, uint64(g))
-			vals = make([]int64, len(col.Values))
-			for j, v := range col.Values {
-				vals[j] = v / g
-			}
-		}
-		if col.Counter {
-			b = appendDoD(b, vals, absent)
-		} else {
-			b = appendDelta(b, vals, absent)
-		}
+		w.Column(col.ID, col.Values, bm, 1)
 	}
-	return b
+	return w.Finish(dst, lvl)
 }
 
-func absentOrNil(a []bool, has bool) []bool {
-	if has {
-		return a
-	}
-	return nil
+// Writer builds one chunk column by column, reusing its buffers: a
+// Writer that is used again allocates nothing. Not safe for concurrent use.
+type Writer struct {
+	body  []byte
+	n     int
+	ncols int
+	diffs []int64
 }
 
-// gcd is the greatest common divisor of the present values (0 or 1: none worth using).
-func gcd(v []int64, absent []bool) int64 {
-	var g int64
+// Begin starts a chunk of these times (at most MaxSamples, increasing).
+func (w *Writer) Begin(times []int64) {
+	w.body = w.body[:0]
+	w.n = len(times)
+	w.ncols = 0
+	w.body = binary.AppendUvarint(w.body, uint64(len(times)))
+	w.body = append(w.body, 0) // column count, set by Finish (MaxColumns < 128: one byte)
+	w.body = w.values(w.body, times, nil, 1)
+}
+
+// Column adds a column: values (one per time; those whose bit is set in the
+// absent bitmap, LSB first, are missing), each divided by div (the stored
+// unit: 1024 for bytes kept in KiB, ...).
+func (w *Writer) Column(id uint8, values []int64, absent []byte, div int64) {
+	has := false
+	for _, b := range absent {
+		if b != 0 {
+			has = true
+			break
+		}
+	}
+	if !has {
+		absent = nil
+	} else if len(absent) < (w.n+7)/8 {
+		full := make([]byte, (w.n+7)/8)
+		copy(full, absent)
+		absent = full
+	}
+	w.ncols++
+	w.body = append(w.body, id)
+	w.body = w.values(w.body, values[:w.n], absent, div)
+}
+
+// Finish appends the chunk to dst, compressed at lvl when that makes it
+// smaller.
+func (w *Writer) Finish(dst []byte, lvl Level) []byte {
+	lead := binary.PutUvarint(make([]byte, binary.MaxVarintLen64), uint64(w.n))
+	w.body[lead] = byte(w.ncols)
+	start := len(dst)
+	dst = append(dst, version)
+	if lvl != None && len(w.body) > 48 {
+		z := encoder(lvl).EncodeAll(w.body, dst)
+		if len(z)-start-1 < len(w.body) {
+			z[start] |= flagZstd
+			return z
+		}
+		dst = z[:start+1]
+	}
+	return append(dst, w.body...)
+}
+
+// values writes a column (or the times): flags (columns only), the absent
+// bitmap, the divisor, the first value and the differences in the cheaper
+// encoding.
+func (w *Writer) values(b []byte, v []int64, absent []byte, div int64) []byte {
+	gone := func(i int) bool { return absent != nil && absent[i/8]&(1<<(i%8)) != 0 }
+	d := w.diffs[:0]
+	first, prev, seen := int64(0), int64(0), false
 	for i, x := range v {
-		if absent != nil && absent[i] {
+		if gone(i) {
 			continue
 		}
+		if div > 1 {
+			x /= div
+		}
+		if !seen {
+			first, seen = x, true
+		} else {
+			d = append(d, x-prev)
+		}
+		prev = x
+	}
+	w.diffs = d
+	var g int64
+	for _, x := range d {
 		if x < 0 {
 			x = -x
 		}
 		if x < 0 { // math.MinInt64
-			return 1
+			g = 1
+			break
 		}
 		for x != 0 {
 			g, x = x, g%x
 		}
 		if g == 1 {
-			return 1
+			break
 		}
 	}
-	return g
+	enc := encConst
+	for _, x := range d {
+		if x != d[0] {
+			enc = encDelta
+			break
+		}
+	}
+	if enc == encConst {
+		g = 0
+	} else {
+		var cd, cdd int
+		var pd int64
+		for _, x := range d {
+			q := x / g
+			cd += uvarintLen(zz(q))
+			cdd += uvarintLen(zz(q - pd)) // the first difference is written as it is (pd = 0)
+			pd = q
+		}
+		enc = encDelta
+		if cdd < cd {
+			enc = encDoD
+		}
+	}
+	flags := byte(enc << encShift)
+	if absent != nil {
+		flags |= colAbsent
+	}
+	if g > 1 {
+		flags |= colGCD
+	}
+	b = append(b, flags)
+	if absent != nil {
+		b = append(b, absent[:(w.n+7)/8]...)
+	}
+	if g > 1 {
+		b = binary.AppendUvarint(b, uint64(g))
+	}
+	if !seen {
+		return b
+	}
+	b = binary.AppendVarint(b, first)
+	if enc == encConst {
+		if len(d) > 0 {
+			b = binary.AppendUvarint(b, zz(d[0]))
+		}
+		return b
+	}
+	var pd int64
+	for i, x := range d {
+		q := x
+		if g > 1 {
+			q = x / g
+		}
+		if enc == encDoD && i > 0 {
+			b = binary.AppendUvarint(b, zz(q-pd))
+		} else {
+			b = binary.AppendUvarint(b, zz(q))
+		}
+		pd = q
+	}
+	return b
 }
+
+func uvarintLen(u uint64) int { return (bits.Len64(u|1) + 6) / 7 }
 
 func zz(v int64) uint64 { return uint64((v << 1) ^ (v >> 63)) }
 
 func unzz(u uint64) int64 { return int64(u>>1) ^ -int64(u&1) }
 
-// appendDelta writes present values: the first absolute, then differences.
-func appendDelta(b []byte, v []int64, absent []bool) []byte {
-	var prev int64
-	first := true
-	for i, x := range v {
-		if absent != nil && absent[i] {
-			continue
-		}
-		if first {
-			b = binary.AppendVarint(b, x)
-			first = false
-		} else {
-			b = binary.AppendUvarint(b, zz(x-prev))
-		}
-		prev = x
-	}
-	return b
+// Decode decodes a chunk.
+func Decode(data []byte) (*Chunk, error) {
+	var d Decoder
+	return d.Decode(data)
 }
 
-// appendDoD writes present values: the first absolute, the second as a
-// difference, then differences of differences.
-func appendDoD(b []byte, v []int64, absent []bool) []byte {
-	var prev, prevD int64
-	k := 0
-	for i, x := range v {
-		if absent != nil && absent[i] {
-			continue
-		}
-		switch k {
-		case 0:
-			b = binary.AppendVarint(b, x)
-		case 1:
-			prevD = x - prev
-			b = binary.AppendUvarint(b, zz(prevD))
-		default:
-			d := x - prev
-			b = binary.AppendUvarint(b, zz(d-prevD))
-			prevD = d
-		}
-		prev = x
-		k++
-	}
-	return b
+// Decoder decodes chunks; it keeps a buffer for decompression between
+// calls. Not safe for concurrent use.
+type Decoder struct {
+	buf []byte
 }
 
-// Decode decodes data. isCounter tells, for a column id, whether it was
-// encoded as a counter; the caller's schema knows.
-func Decode(data []byte, isCounter func(id uint8) bool) (*Chunk, error) {
+// Decode decodes data into a new Chunk.
+func (dc *Decoder) Decode(data []byte) (*Chunk, error) {
 	if len(data) == 0 {
 		return nil, fmt.Errorf("%w: empty", ErrCorrupt)
 	}
-	if data[0]&0x0f != version {
+	if data[0]&0x0f != version || data[0]&^(0x0f|flagZstd) != 0 {
 		return nil, fmt.Errorf("%w: version %d", ErrCorrupt, data[0]&0x0f)
 	}
 	body := data[1:]
 	if data[0]&flagZstd != 0 {
 		var err error
-		body, err = decoder().DecodeAll(body, nil)
+		dc.buf, err = decoder().DecodeAll(body, dc.buf[:0])
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
 		}
+		body = dc.buf
 	}
 	r := reader{b: body}
 	n := r.uvarint()
@@ -219,46 +314,25 @@ func Decode(data []byte, isCounter func(id uint8) bool) (*Chunk, error) {
 	if r.err != nil || n > MaxSamples || ncols > MaxColumns {
 		return nil, fmt.Errorf("%w: header (n %d, columns %d)", ErrCorrupt, n, ncols)
 	}
-	// Every value takes at least a byte: a chunk cannot claim more than it holds.
-	if n > uint64(len(body)) {
+	// A column whose values change steadily takes a few bytes whatever its
+	// length: this bound only keeps damaged data from claiming samples by
+	// the million in a few bytes (what is decoded is (columns+1) × n × 8 bytes).
+	if n > 4096 && n > 64*uint64(len(body)) {
 		return nil, fmt.Errorf("%w: %d samples in %d bytes", ErrCorrupt, n, len(body))
 	}
 	c := &Chunk{Times: make([]int64, n)}
-	r.dod(c.Times, nil)
+	r.column(c.Times, false)
+	for i := 1; i < len(c.Times) && r.err == nil; i++ {
+		if c.Times[i] <= c.Times[i-1] {
+			r.fail("times do not increase")
+		}
+	}
+	if ncols > 0 && r.err == nil {
+		c.Columns = make([]Column, 0, ncols)
+	}
 	for i := uint64(0); i < ncols && r.err == nil; i++ {
-		var col Column
-		col.ID = r.byte()
-		col.Counter = isCounter(col.ID)
-		flags := r.byte()
-		col.Values = make([]int64, n)
-		if flags&^(colAbsent|colGCD) != 0 {
-			r.fail("bad column flags")
-		}
-		if flags&colAbsent != 0 {
-			bm := r.bytes(int((n + 7) / 8))
-			col.Absent = make([]bool, n)
-			for j := range col.Absent {
-				col.Absent[j] = bm != nil && bm[j/8]&(1<<(j%8)) != 0
-			}
-		}
-		g := int64(1)
-		if flags&colGCD != 0 {
-			u := r.uvarint()
-			if u < 2 || u > math.MaxInt64 {
-				r.fail("bad divisor")
-			}
-			g = int64(u)
-		}
-		if col.Counter {
-			r.dod(col.Values, col.Absent)
-		} else {
-			r.delta(col.Values, col.Absent)
-		}
-		if g > 1 {
-			for j := range col.Values {
-				col.Values[j] *= g
-			}
-		}
+		col := Column{ID: r.byte(), Values: make([]int64, n)}
+		col.Absent = r.column(col.Values, true)
 		c.Columns = append(c.Columns, col)
 	}
 	if r.err != nil {
@@ -333,58 +407,98 @@ func (r *reader) bytes(n int) []byte {
 	return v
 }
 
-func (r *reader) delta(dst []int64, absent []bool) {
-	var prev int64
-	first := true
-	for i := range dst {
-		if absent != nil && absent[i] {
-			continue
-		}
-		if first {
-			prev = r.varint()
-			first = false
-		} else {
-			prev += unzz(r.uvarint())
-		}
-		dst[i] = prev
+// column reads what Writer.values wrote into dst; it returns the absent
+// marks (nil: none). A column's flags byte comes first; the times have one
+// too.
+func (r *reader) column(dst []int64, isColumn bool) []bool {
+	n := len(dst)
+	flags := r.byte()
+	if flags&^(colAbsent|colGCD|encMask) != 0 {
+		r.fail("bad column flags")
+		return nil
 	}
-}
-
-func (r *reader) dod(dst []int64, absent []bool) {
-	var prev, prevD int64
+	enc := (flags & encMask) >> encShift
+	if enc > encConst {
+		r.fail("bad column encoding")
+		return nil
+	}
+	var absent []bool
+	if flags&colAbsent != 0 {
+		if !isColumn {
+			r.fail("absent times")
+			return nil
+		}
+		bm := r.bytes((n + 7) / 8)
+		if bm == nil {
+			return nil
+		}
+		absent = make([]bool, n)
+		for j := range absent {
+			absent[j] = bm[j/8]&(1<<(j%8)) != 0
+		}
+	}
+	g := int64(1)
+	if flags&colGCD != 0 {
+		u := r.uvarint()
+		if u < 2 || u > math.MaxInt64 {
+			r.fail("bad divisor")
+			return nil
+		}
+		g = int64(u)
+	}
+	var prev, pd int64
 	k := 0
 	for i := range dst {
 		if absent != nil && absent[i] {
 			continue
 		}
-		switch k {
-		case 0:
+		switch {
+		case k == 0:
 			prev = r.varint()
-		case 1:
-			prevD = unzz(r.uvarint())
-			prev += prevD
+		case enc == encConst:
+			if k == 1 {
+				pd = unzz(r.uvarint())
+			}
+			prev += pd
+		case enc == encDoD && k > 1:
+			pd += unzz(r.uvarint())
+			prev += pd * g
 		default:
-			prevD += unzz(r.uvarint())
-			prev += prevD
+			pd = unzz(r.uvarint())
+			prev += pd * g
+		}
+		if r.err != nil {
+			return nil
 		}
 		dst[i] = prev
 		k++
 	}
+	return absent
+}
+
+// CompressBlock appends data compressed with zstd at lvl to dst.
+func CompressBlock(dst, data []byte, lvl Level) []byte {
+	return encoder(lvl).EncodeAll(data, dst)
 }
 
 var (
-	encOnce sync.Once
-	enc     *zstd.Encoder
+	encMu   sync.Mutex
+	encs    = map[Level]*zstd.Encoder{}
 	decOnce sync.Once
 	dec     *zstd.Decoder
 )
 
-func encoder() *zstd.Encoder {
-	encOnce.Do(func() {
-		enc, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedBetterCompression), zstd.WithEncoderConcurrency(1),
-			zstd.WithWindowSize(1<<20))
-	})
-	return enc
+func encoder(l Level) *zstd.Encoder {
+	encMu.Lock()
+	defer encMu.Unlock()
+	if e := encs[l]; e != nil {
+		return e
+	}
+	zl := map[Level]zstd.EncoderLevel{Fast: zstd.SpeedFastest, Better: zstd.SpeedBetterCompression, Best: zstd.SpeedBestCompression}[l]
+	e, _ := zstd.NewWriter(nil, zstd.WithEncoderLevel(zl), zstd.WithEncoderConcurrency(1), zstd.WithWindowSize(1<<20),
+		zstd.WithLowerEncoderMem(true))
+	encs[l] = e
+	return e
 }
 
 func decoder() *zstd.Decoder {

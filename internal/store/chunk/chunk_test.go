@@ -7,8 +7,6 @@ import (
 	"testing"
 )
 
-func counters(id uint8) bool { return id%2 == 0 }
-
 func sample(n int, r *rand.Rand) *Chunk {
 	c := &Chunk{Times: make([]int64, n)}
 	t := int64(1_700_000_000_000)
@@ -17,10 +15,10 @@ func sample(n int, r *rand.Rand) *Chunk {
 		c.Times[i] = t
 	}
 	for id := uint8(0); id < 6; id++ {
-		col := Column{ID: id, Counter: counters(id), Values: make([]int64, n)}
+		col := Column{ID: id, Values: make([]int64, n)}
 		var v int64
 		for i := range col.Values {
-			if col.Counter {
+			if id%2 == 0 {
 				v += r.Int64N(1000)
 			} else {
 				v = 4096 * (1000 + r.Int64N(50))
@@ -46,7 +44,7 @@ func TestRoundTrip(t *testing.T) {
 	for _, n := range []int{1, 2, 3, 10, 100, 3600} {
 		for _, z := range []bool{false, true} {
 			c := sample(n, r)
-			got, err := Decode(Encode(nil, c, z), counters)
+			got, err := Decode(Encode(nil, c, z))
 			if err != nil {
 				t.Fatalf("n=%d zstd=%v: %v", n, z, err)
 			}
@@ -59,9 +57,9 @@ func TestRoundTrip(t *testing.T) {
 
 func TestExtremes(t *testing.T) {
 	c := &Chunk{Times: []int64{math.MinInt64 / 4, 0, math.MaxInt64 / 4},
-		Columns: []Column{{ID: 0, Counter: true, Values: []int64{math.MinInt64, math.MaxInt64, 0}},
+		Columns: []Column{{ID: 0, Values: []int64{math.MinInt64, math.MaxInt64, 0}},
 			{ID: 1, Values: []int64{math.MaxInt64, math.MinInt64, -1}}}}
-	got, err := Decode(Encode(nil, c, false), counters)
+	got, err := Decode(Encode(nil, c, false))
 	if err != nil || !reflect.DeepEqual(got, c) {
 		t.Fatalf("extremes: %v %+v", err, got)
 	}
@@ -72,7 +70,7 @@ func TestExtremes(t *testing.T) {
 func TestCompact(t *testing.T) {
 	n := 600
 	c := &Chunk{Times: make([]int64, n)}
-	cnt := Column{ID: 0, Counter: true, Values: make([]int64, n)}
+	cnt := Column{ID: 0, Values: make([]int64, n)}
 	g := Column{ID: 1, Values: make([]int64, n)}
 	for i := 0; i < n; i++ {
 		c.Times[i] = int64(1_700_000_000_000 + i*1000)
@@ -86,19 +84,98 @@ func TestCompact(t *testing.T) {
 	}
 }
 
+// Each column gets the cheaper of delta and delta of delta; a constant one
+// costs its first value only; differences share a divisor.
+func TestEncodingChoice(t *testing.T) {
+	n := 300
+	r := rand.New(rand.NewPCG(7, 8))
+	times := make([]int64, n)
+	steady, noisy, walk, flat, pages := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+	var s, no, w, p int64 = 0, 0, 1 << 30, 4096 * 1000
+	for i := 0; i < n; i++ {
+		times[i] = int64(1_700_000_000_000 + i*1000)
+		s += 600
+		no += r.Int64N(100000)
+		w += r.Int64N(2001) - 1000
+		p += 4096 * (r.Int64N(9) - 4)
+		steady[i], noisy[i], walk[i], flat[i], pages[i] = s, no, w, 77, p
+	}
+	size := func(v []int64) int {
+		c := &Chunk{Times: times, Columns: []Column{{ID: 0, Values: v}}}
+		base := len(Encode(nil, &Chunk{Times: times}, false))
+		return len(Encode(nil, c, false)) - base
+	}
+	if got := size(steady); got > 8 {
+		t.Errorf("steady counter: %d bytes for %d values", got, n)
+	}
+	if got := size(flat); got > 5 {
+		t.Errorf("constant column: %d bytes", got)
+	}
+	// Noisy increments of up to 1e5: 3 bytes each as deltas (dod would need more).
+	if got := size(noisy); got > 3*n+8 {
+		t.Errorf("noisy counter: %d bytes for %d values", got, n)
+	}
+	if got := size(walk); got > 2*n+8 {
+		t.Errorf("random walk: %d bytes for %d values", got, n)
+	}
+	// Page-sized steps: the divisor leaves one byte per value.
+	if got := size(pages); got > n+8 {
+		t.Errorf("page-aligned gauge: %d bytes for %d values", got, n)
+	}
+	for _, v := range [][]int64{steady, noisy, walk, flat, pages} {
+		c := &Chunk{Times: times, Columns: []Column{{ID: 3, Values: v}}}
+		got, err := Decode(Encode(nil, c, true))
+		if err != nil || !reflect.DeepEqual(got, c) {
+			t.Fatalf("round trip: %v", err)
+		}
+	}
+}
+
+// Writer takes wire-style bitmaps and divisors directly.
+func TestWriter(t *testing.T) {
+	var w Writer
+	times := []int64{1000, 2000, 3000, 4000, 5000, 6000, 7000, 8000, 9000}
+	w.Begin(times)
+	w.Column(4, []int64{4096, 0, 8192, 8192, 0, 0, 0, 0, 12288}, []byte{0xf2, 0x00}, 1024)
+	w.Column(7, []int64{1, 2, 3, 4, 5, 6, 7, 8, 9}, nil, 1)
+	w.Column(9, []int64{5, 5, 5, 5, 5, 5, 5, 5, 5}, []byte{0, 0}, 1)
+	c, err := Decode(w.Finish(nil, Best))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Chunk{Times: times, Columns: []Column{
+		{ID: 4, Values: []int64{4, 0, 8, 8, 0, 0, 0, 0, 12}, Absent: []bool{false, true, false, false, true, true, true, true, false}},
+		{ID: 7, Values: []int64{1, 2, 3, 4, 5, 6, 7, 8, 9}},
+		{ID: 9, Values: []int64{5, 5, 5, 5, 5, 5, 5, 5, 5}},
+	}}
+	if !reflect.DeepEqual(c, want) {
+		t.Fatalf("got %+v", c)
+	}
+	// Used again, it allocates nothing.
+	buf := make([]byte, 0, 1024)
+	vals := []int64{1, 2, 3, 4, 5, 6, 7, 8, 9}
+	if a := testing.AllocsPerRun(100, func() {
+		w.Begin(times)
+		w.Column(1, vals, nil, 1)
+		buf = w.Finish(buf[:0], None)
+	}); a != 0 {
+		t.Errorf("%v allocations per chunk", a)
+	}
+}
+
 func TestCorrupt(t *testing.T) {
 	good := Encode(nil, sample(50, rand.New(rand.NewPCG(3, 4))), false)
 	for i := 0; i < len(good); i++ {
-		if _, err := Decode(good[:i], counters); err == nil {
+		if _, err := Decode(good[:i]); err == nil {
 			t.Fatalf("truncated at %d decoded", i)
 		}
 	}
 	bad := append([]byte{}, good...)
 	bad[0] = 9
-	if _, err := Decode(bad, counters); err == nil {
+	if _, err := Decode(bad); err == nil {
 		t.Fatal("bad version decoded")
 	}
-	if _, err := Decode(append(append([]byte{}, good...), 0), counters); err == nil {
+	if _, err := Decode(append(append([]byte{}, good...), 0)); err == nil {
 		t.Fatal("trailing byte accepted")
 	}
 }
@@ -107,14 +184,15 @@ func FuzzDecode(f *testing.F) {
 	r := rand.New(rand.NewPCG(5, 6))
 	f.Add(Encode(nil, sample(20, r), false))
 	f.Add(Encode(nil, sample(5, r), true))
-	f.Add([]byte{1, 0, 0})
+	f.Add([]byte{2, 0, 0})
+	f.Add([]byte{2, 3, 1, 4, 2, 8, 8, 0, 4, 6})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		c, err := Decode(data, counters)
+		c, err := Decode(data)
 		if err != nil {
 			return
 		}
 		// What decodes re-encodes to something that decodes the same.
-		again, err := Decode(Encode(nil, c, false), counters)
+		again, err := Decode(Encode(nil, c, false))
 		if err != nil {
 			t.Fatalf("re-encoded chunk does not decode: %v", err)
 		}

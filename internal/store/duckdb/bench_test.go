@@ -2,6 +2,7 @@ package duckdb
 
 import (
 	"context"
+	"flag"
 	"testing"
 	"time"
 
@@ -9,14 +10,17 @@ import (
 	"github.com/taskscope/taskscope/internal/wire"
 )
 
+var (
+	benchHours = flag.Float64("bench.hours", 6, "BenchmarkSteadyState: simulated hours")
+	benchNodes = flag.Int("bench.nodes", 100, "BenchmarkSteadyState: simulated nodes")
+)
+
 // BenchmarkIngest appends realistic batches from loadgen (200 nodes, 8
 // attempts each, 10 ticks of 1 s per batch), one transaction per round of
 // 200 batches as the ingest pipeline groups them, and runs maintenance every
-// 30 rounds (5 minutes of data), as the server does. It reports samples/s
-// and, at the end, the database file's bytes per process sample (chunks,
-// attempt series, processes, memberships, events, indexes: everything).
+// 30 rounds (5 minutes of data). It reports samples/s.
 //
-//	go test -run '^$' -bench Ingest -benchtime 300x ./internal/store/duckdb/
+//	go test -run '^$' -bench 'Ingest$' -benchtime 300x ./internal/store/duckdb/
 func BenchmarkIngest(b *testing.B) {
 	dir := b.TempDir()
 	s, err := Open(Options{Dir: dir})
@@ -65,15 +69,130 @@ func BenchmarkIngest(b *testing.B) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(samples)/b.Elapsed().Seconds(), "samples/s")
-	if err := s.Flush(ctx); err != nil {
-		b.Fatal(err)
+}
+
+// BenchmarkSteadyState measures the bytes per sample on disk: loadgen's
+// cluster (100 nodes, 8 attempts each, a batch per node every 5 s) over 6
+// simulated hours, with maintenance every 30 simulated seconds as the server
+// runs it (compaction when the fresh table is 10 minutes old), then a last
+// maintenance. It reports the database file's bytes per process sample
+// (everything included: chunks of processes and attempts, the logs of
+// processes, memberships, attempts and events, summaries, indexes, free
+// blocks), and the growth between the middle and the end (what each more
+// sample costs, without what the file starts with). The sub-benchmark
+// replay does the same with a real agent's recording (testdata of package
+// loadgen) replayed on the nodes.
+//
+//	go test -run '^$' -bench SteadyState -benchtime 1x -timeout 60m ./internal/store/duckdb/
+func BenchmarkSteadyState(b *testing.B) {
+	b.Run("loadgen", func(b *testing.B) {
+		start := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+		g := loadgen.NewGenerator(loadgen.Config{Nodes: *benchNodes, Slots: 8, BatchTicks: 5, Seed: 1, Start: start})
+		rounds := int(*benchHours * 3600 / 5)
+		i := 0
+		steady(b, start, func() ([]*wire.Batch, time.Time) {
+			if i == rounds {
+				return nil, time.Time{}
+			}
+			i++
+			return g.Next(), start.Add(time.Duration(i*5) * time.Second)
+		})
+	})
+	b.Run("replay", func(b *testing.B) {
+		rec, err := loadgen.ReadRecordingFile("../../loadgen/testdata/agent-sim.rec.zst")
+		if err != nil {
+			b.Skip(err)
+		}
+		start := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+		r := loadgen.NewReplay(rec, *benchNodes)
+		passes := int(*benchHours * 3600_000 / float64(r.Span()))
+		var cur []*wire.Batch
+		pass, next := 0, 0
+		steady(b, start, func() ([]*wire.Batch, time.Time) {
+			if next >= len(cur) {
+				if pass == passes {
+					return nil, time.Time{}
+				}
+				cur, next = r.Pass(start.UnixMilli()), 0
+				pass++
+			}
+			// One recorded batch's worth of every node at a time.
+			end := min(next+*benchNodes, len(cur))
+			out := cur[next:end]
+			next = end
+			return out, time.UnixMilli(out[len(out)-1].SentMs)
+		})
+	})
+}
+
+func steady(b *testing.B, start time.Time, next func() ([]*wire.Batch, time.Time)) {
+	for n := 0; n < b.N; n++ {
+		dir := b.TempDir()
+		s, err := Open(Options{Dir: dir, Retention: 14 * 24 * time.Hour, RollupRetention: 180 * 24 * time.Hour})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx := context.Background()
+		var samples int64
+		var lastMaint time.Time = start
+		var mid struct {
+			bytes, samples int64
+			done           bool
+		}
+		var now time.Time
+		total := 0
+		for {
+			batches, t := next()
+			if batches == nil {
+				break
+			}
+			total += len(batches)
+			now = t
+			app, err := s.Begin(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, bt := range batches {
+				if _, err := app.Append(bt); err != nil {
+					b.Fatal(err)
+				}
+				samples += int64(bt.SampleCount())
+			}
+			if err := app.Commit(); err != nil {
+				b.Fatal(err)
+			}
+			if now.Sub(lastMaint) >= 30*time.Second {
+				lastMaint = now
+				if err := s.Maintain(ctx, now); err != nil {
+					b.Fatal(err)
+				}
+				if !mid.done && now.Sub(start) >= time.Duration(*benchHours*float64(time.Hour))/2 {
+					u, _ := s.Usage(ctx)
+					mid.bytes, mid.samples, mid.done = u.Bytes, samples, true
+				}
+			}
+		}
+		if err := s.Flush(ctx); err != nil {
+			b.Fatal(err)
+		}
+		before, _ := s.Usage(ctx)
+		if err := s.Maintain(ctx, now.Add(time.Hour)); err != nil {
+			b.Fatal(err)
+		}
+		u, err := s.Usage(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(u.Bytes)/float64(u.Samples), "bytes/sample")
+		if mid.samples > 0 {
+			b.ReportMetric(float64(before.Bytes-mid.bytes)/float64(samples-mid.samples), "growth-bytes/sample")
+		}
+		sp, _ := s.Space(ctx)
+		b.Logf("%d batches, %d process samples (%d stored), %d attempt samples, %.1f simulated hours; file before the last maintenance %d B, after %d B\n%s",
+			total, samples, u.Samples, u.AttemptSamples, now.Sub(start).Hours(), before.Bytes, u.Bytes, sp)
+		if u.Samples != samples {
+			b.Errorf("stored %d samples, sent %d", u.Samples, samples)
+		}
+		s.Close()
 	}
-	if err := s.Checkpoint(ctx); err != nil {
-		b.Fatal(err)
-	}
-	u, err := s.Usage(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.ReportMetric(float64(u.Bytes)/float64(u.Samples), "bytes/sample")
 }

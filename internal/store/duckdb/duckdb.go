@@ -1,8 +1,12 @@
 // Package duckdb is the embedded store: one DuckDB file in the data
-// directory. Ingest appends samples with DuckDB's appender into "hot"
-// tables; Maintain moves them, sorted by series and time, into the main
-// tables where they compress to a few bytes each. Summaries of processes,
-// attempts and jobs are kept current at every commit.
+// directory (docs/storage.md). Ingest appends, by DuckDB's appender, one
+// chunk per series per batch into a fresh table, and the records of
+// processes, memberships, attempts and events into logs; Maintain merges the
+// fresh chunks into compressed ones, makes per-minute rollups of what
+// outlives the raw retention, and drops what outlives the rollups'.
+// Summaries of attempts, jobs and agents are kept in memory and written at
+// most every second; after a crash Open rebuilds them from what was
+// committed.
 package duckdb
 
 import (
@@ -14,7 +18,9 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	duck "github.com/duckdb/duckdb-go/v2"
@@ -30,8 +36,9 @@ type Options struct {
 	// rollups are kept RollupRetention (0: forever).
 	Retention       time.Duration
 	RollupRetention time.Duration
-	// CompactRows: Maintain moves hot samples once there are this many
-	// (or they are older than CompactAge).
+	// CompactRows: Maintain merges fresh chunks once there are this many
+	// rows of them (default 4 Mi), or once the oldest is older than
+	// CompactAge (default 10 minutes).
 	CompactRows int64
 	CompactAge  time.Duration
 	// StaleAfter: an attempt that is not ended and not seen for this long is "lost".
@@ -53,26 +60,21 @@ type Store struct {
 	db   *sql.DB
 	path string
 
-	wmu    sync.Mutex // one writer at a time
-	wconn  *sql.Conn
-	fresh  int // the fresh table ingest appends to (guarded by wmu)
-	cache  *caches
-	closed bool
+	wmu        sync.Mutex // one writer at a time; guards what follows
+	wconn      *sql.Conn
+	fresh      int // the fresh table ingest appends to
+	cache      *caches
+	gen        uint64 // commits so far (attempt_log rows carry theirs)
+	flushedGen uint64 // the last commit that wrote the summaries
+	lastFlush  time.Time
+	closed     bool
+	fault      atomic.Pointer[func() error]
+
+	mmu sync.Mutex // one maintenance at a time
 }
 
-// caches hold what ingest needs between batches: agents' sequences, and
-// the running attempts' descriptions and summaries (written to the attempts
-// table at most every SummaryEvery).
-type caches struct {
-	mu        sync.Mutex
-	agentSeq  map[string]uint64
-	atts      map[string]*attState
-	lastFlush time.Time
-}
-
-type rssPoint struct{ ms, rss int64 }
-
-// Open opens (or creates) the store.
+// Open opens (or creates) the store. After a crash (the store was not
+// closed), it first brings the summaries up to date with what was committed.
 func Open(opt Options) (*Store, error) {
 	if opt.Log == nil {
 		opt.Log = slog.New(slog.DiscardHandler)
@@ -81,10 +83,10 @@ func Open(opt Options) (*Store, error) {
 		opt.Now = time.Now
 	}
 	if opt.CompactRows <= 0 {
-		opt.CompactRows = 1 << 20
+		opt.CompactRows = 4 << 20
 	}
 	if opt.CompactAge <= 0 {
-		opt.CompactAge = 5 * time.Minute
+		opt.CompactAge = 10 * time.Minute
 	}
 	if opt.StaleAfter <= 0 {
 		opt.StaleAfter = 2 * time.Minute
@@ -120,55 +122,107 @@ func Open(opt Options) (*Store, error) {
 		return nil, fmt.Errorf("cannot open %s: %w", path, err)
 	}
 	db := sql.OpenDB(c)
-	s := &Store{opt: opt, conn: c, db: db, path: path, cache: &caches{
-		agentSeq: map[string]uint64{}, atts: map[string]*attState{},
-	}}
-	ctx := context.Background()
-	for _, q := range schema() {
-		if _, err := db.ExecContext(ctx, q); err != nil {
-			db.Close()
-			return nil, fmt.Errorf("cannot create schema: %w (%s)", err, q)
-		}
-	}
-	var v string
-	if err := db.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'schema_version'`).Scan(&v); err != nil || v != schemaVersion {
-		db.Close()
-		return nil, fmt.Errorf("data directory holds schema version %q; this server writes %q", v, schemaVersion)
-	}
-	var fresh string
-	if err := db.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'fresh'`).Scan(&fresh); err != nil {
+	s := &Store{opt: opt, conn: c, db: db, path: path, cache: newCaches()}
+	if err := s.open(context.Background()); err != nil {
 		db.Close()
 		return nil, err
-	}
-	if fresh == "1" {
-		s.fresh = 1
-	}
-	s.wconn, err = db.Conn(ctx)
-	if err != nil {
-		db.Close()
-		return nil, err
-	}
-	for _, q := range stagingSchema() {
-		if _, err := s.wconn.ExecContext(ctx, q); err != nil {
-			db.Close()
-			return nil, fmt.Errorf("cannot create staging tables: %w", err)
-		}
 	}
 	return s, nil
 }
 
-// Close writes pending summaries, checkpoints and closes the database.
-func (s *Store) Close() error {
-	if err := s.Flush(context.Background()); err != nil && !errors.Is(err, errClosed) {
-		s.opt.Log.Error("cannot write summaries at close", "err", err)
+func (s *Store) open(ctx context.Context) error {
+	for _, q := range schema() {
+		if _, err := s.db.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("cannot create schema: %w (%s)", err, q)
+		}
 	}
+	meta := map[string]string{}
+	rows, err := s.db.QueryContext(ctx, `SELECT key, value FROM meta`)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var k, v string
+		if err := rows.Scan(&k, &v); err != nil {
+			rows.Close()
+			return err
+		}
+		meta[k] = v
+	}
+	rows.Close()
+	if v := meta["schema_version"]; v != schemaVersion {
+		return fmt.Errorf("data directory holds schema version %q; this server writes %q", v, schemaVersion)
+	}
+	if meta["fresh"] == "1" {
+		s.fresh = 1
+	}
+	s.flushedGen, _ = strconv.ParseUint(meta["flushed_gen"], 10, 64)
+	var maxGen uint64
+	if err := s.db.QueryRowContext(ctx, `SELECT coalesce(max(gen), 0) FROM attempt_log`).Scan(&maxGen); err != nil {
+		return err
+	}
+	s.gen = max(s.flushedGen, maxGen)
+	if s.wconn, err = s.db.Conn(ctx); err != nil {
+		return err
+	}
+	for _, q := range stagingSchema() {
+		if _, err := s.wconn.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("cannot create staging tables: %w", err)
+		}
+	}
+	if err := s.loadAgents(ctx); err != nil {
+		return err
+	}
+	if meta["clean"] != "1" {
+		if err := s.recover(ctx); err != nil {
+			return fmt.Errorf("cannot recover the summaries: %w", err)
+		}
+	}
+	if _, err := s.wconn.ExecContext(ctx, `UPDATE meta SET value = '0' WHERE key = 'clean'`); err != nil {
+		return err
+	}
+	s.lastFlush = time.Now()
+	return nil
+}
+
+// SetFault makes every commit fail with what f returns, while it returns an
+// error (nil f: no fault). For tests of what the server does when its store
+// fails.
+func (s *Store) SetFault(f func() error) {
+	if f == nil {
+		s.fault.Store(nil)
+		return
+	}
+	s.fault.Store(&f)
+}
+
+func (s *Store) failure() error {
+	if f := s.fault.Load(); f != nil {
+		return (*f)()
+	}
+	return nil
+}
+
+// Close writes pending summaries, checkpoints and closes the database.
+// What it could not write is recovered at the next Open.
+func (s *Store) Close() error {
+	ferr := s.Flush(context.Background())
+	if ferr != nil && !errors.Is(ferr, errClosed) {
+		s.opt.Log.Error("cannot write summaries at close", "err", ferr)
+	}
+	s.mmu.Lock()
+	defer s.mmu.Unlock()
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	if s.closed {
 		return nil
 	}
 	s.closed = true
-	s.wconn.ExecContext(context.Background(), "CHECKPOINT")
+	ctx := context.Background()
+	if ferr == nil {
+		s.wconn.ExecContext(ctx, `UPDATE meta SET value = '1' WHERE key = 'clean'`)
+	}
+	s.wconn.ExecContext(ctx, "CHECKPOINT")
 	s.wconn.Close()
 	return s.db.Close()
 }
@@ -198,14 +252,6 @@ func (s *Store) Usage(ctx context.Context) (store.Usage, error) {
 		}
 	}
 	return u, nil
-}
-
-// Checkpoint writes the WAL into the database file.
-func (s *Store) Checkpoint(ctx context.Context) error {
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	_, err := s.wconn.ExecContext(ctx, "CHECKPOINT")
-	return err
 }
 
 var errClosed = errors.New("store is closed")

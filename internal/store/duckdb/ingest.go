@@ -5,6 +5,7 @@ import (
 	"database/sql/driver"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,54 +28,23 @@ const (
 	levelRollup = 2 // one point per minute, kept longer
 )
 
-// tx is one ingest transaction. Append checks sequences; Commit prepares
-// every batch and writes it in one DuckDB transaction: chunks, process and
-// membership records and events by appender, the agents' sequences by
-// upsert, and (at most every SummaryEvery) the attempts' and jobs' summaries.
+// tx is one ingest transaction. Append checks sequences against the
+// agents' high-water marks in memory; Commit writes everything in one DuckDB
+// transaction by appenders: chunks, process and membership records, attempt
+// descriptions, events, and each agent's new sequence; and (at most every
+// SummaryEvery) the attempts', jobs' and agents' summaries by upsert.
 type tx struct {
 	s   *Store
 	ctx context.Context
 
-	pending  []*wire.Batch
 	prepared []*store.Prepared
-	procs    []procRow
-	members  []wire.Membership
-	agents   map[string]*agentRow
-	events   []eventRow
-	atts     map[string]*attState // copies of the cache's entries, changed by this transaction
-	flushed  bool
+	agents   map[string]*agentState // copies, changed by this transaction
+	atts     map[string]*attState
+	jobs     map[string]*jobState
+	flush    bool // write the summaries whatever the time
+	flushed  bool // they were written
 	done     bool
-}
-
-type procRow struct {
-	p    wire.Process
-	host string
-	seen int64
-}
-
-// attState is an attempt as the store knows it: its description and its
-// summary, in absolute values.
-type attState struct {
-	meta  wire.Attempt
-	host  string
-	sum   store.AttemptSummary
-	rss   rssPoint // last RSS point, to integrate across batches
-	dirty bool     // changed since it was last written
-}
-
-type agentRow struct {
-	host    string
-	seq     uint64
-	firstMs int64
-	lastMs  int64
-	batches uint64
-	samples uint64
-	stats   wire.AgentStats
-}
-
-type eventRow struct {
-	host string
-	e    wire.Event
+	gen      uint64
 }
 
 // Begin starts an ingest transaction. It holds the store's writer lock
@@ -85,7 +55,7 @@ func (s *Store) Begin(ctx context.Context) (store.Appender, error) {
 		s.wmu.Unlock()
 		return nil, errClosed
 	}
-	return &tx{s: s, ctx: ctx, agents: map[string]*agentRow{}, atts: map[string]*attState{}}, nil
+	return &tx{s: s, ctx: ctx, agents: map[string]*agentState{}}, nil
 }
 
 func (t *tx) Rollback() error {
@@ -96,66 +66,148 @@ func (t *tx) Rollback() error {
 	return nil
 }
 
-// Append checks the batch's sequence; the batch is prepared at Commit.
+// Append checks the batch's sequence; the batch is prepared here and
+// written at Commit.
 func (t *tx) Append(b *wire.Batch) (bool, error) {
+	return t.AppendPrepared(store.Prepare(b))
+}
+
+// AppendPrepared is Append of a batch already prepared (the ingest pipeline
+// prepares batches on the requests' goroutines, beside the writer).
+func (t *tx) AppendPrepared(p *store.Prepared) (bool, error) {
 	if t.done {
 		return false, fmt.Errorf("append after commit or rollback")
 	}
-	seq, err := t.agentSeq(b.AgentID)
-	if err != nil {
-		return false, err
-	}
-	if b.Seq <= seq {
-		return true, nil
-	}
+	b := p.Batch
 	ag := t.agents[b.AgentID]
 	if ag == nil {
-		ag = &agentRow{host: b.Host, firstMs: b.SentMs}
+		if cur := t.s.cache.agents[b.AgentID]; cur != nil {
+			cp := *cur
+			ag = &cp
+		} else {
+			ag = &agentState{host: b.Host, firstMs: b.SentMs}
+		}
 		t.agents[b.AgentID] = ag
 	}
-	ag.seq, ag.lastMs, ag.stats = b.Seq, b.SentMs, b.Stats
-	t.pending = append(t.pending, b)
+	if b.Seq <= ag.seq {
+		return true, nil
+	}
+	ag.seq, ag.host, ag.lastMs, ag.stats, ag.dirty = b.Seq, b.Host, b.SentMs, b.Stats, true
+	ag.batches++
+	ag.samples += uint64(p.Samples)
+	if ag.firstMs == 0 {
+		ag.firstMs = b.SentMs
+	}
+	t.prepared = append(t.prepared, p)
 	return false, nil
 }
 
-func (t *tx) agentSeq(agent string) (uint64, error) {
-	if a := t.agents[agent]; a != nil {
-		return a.seq, nil
+// att returns the transaction's copy of an attempt's state (loaded before).
+func (t *tx) att(id string) *attState {
+	if st := t.atts[id]; st != nil {
+		return st
 	}
-	c := t.s.cache
-	c.mu.Lock()
-	seq, ok := c.agentSeq[agent]
-	c.mu.Unlock()
-	if ok {
-		return seq, nil
+	st := &attState{meta: wire.Attempt{AttemptID: id}}
+	if cur := t.s.cache.atts[id]; cur != nil {
+		*st = *cur
+		st.shared = true
 	}
-	err := t.s.db.QueryRowContext(t.ctx, `SELECT seq FROM agents WHERE agent_id = ?`, agent).Scan(&seq)
-	if err != nil && !isNoRows(err) {
-		return 0, fmt.Errorf("cannot read agent sequence: %w", err)
-	}
-	return seq, nil
+	t.atts[id] = st
+	return st
 }
 
-// absorb prepares a batch and merges it into the transaction.
-func (t *tx) absorb(b *wire.Batch) {
-	p := store.Prepare(b)
-	t.prepared = append(t.prepared, p)
-	ag := t.agents[b.AgentID]
-	ag.batches++
-	ag.samples += uint64(p.Samples)
-	for i := range b.Processes {
-		t.procs = append(t.procs, procRow{p: b.Processes[i], host: b.Host, seen: b.SentMs})
+func (t *tx) job(id string) *jobState {
+	if j := t.jobs[id]; j != nil {
+		return j
 	}
-	t.members = append(t.members, b.Members...)
+	j := &jobState{hosts: map[string]int{}}
+	if cur := t.s.cache.jobs[id]; cur != nil {
+		j = cur.clone()
+	}
+	t.jobs[id] = j
+	return j
+}
+
+// load brings into the cache the attempts and jobs the pending batches
+// name that it does not hold (new ones, or all of them after a restart).
+func (t *tx) load() error {
+	c := t.s.cache
+	var ids []string
+	seen := map[string]bool{}
+	want := func(id string) {
+		if id != "" && c.atts[id] == nil && !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
+	for _, p := range t.prepared {
+		b := p.Batch
+		for i := range b.Attempts {
+			want(b.Attempts[i].AttemptID)
+		}
+		for i := range b.AttemptSeries {
+			want(b.AttemptSeries[i].AttemptID)
+		}
+		for i := range b.Members {
+			want(b.Members[i].AttemptID)
+		}
+	}
+	if len(ids) > 0 {
+		if err := t.s.loadAttempts(t.ctx, t.s.db, ids); err != nil {
+			return err
+		}
+	}
+	var jobs []string
+	jseen := map[string]bool{}
+	wantJob := func(id string) {
+		if id != "" && c.jobs[id] == nil && !jseen[id] {
+			jseen[id] = true
+			jobs = append(jobs, id)
+		}
+	}
+	for _, p := range t.prepared {
+		b := p.Batch
+		for i := range b.Attempts {
+			wantJob(b.Attempts[i].JobID)
+		}
+		for i := range b.AttemptSeries {
+			if st := c.atts[b.AttemptSeries[i].AttemptID]; st != nil {
+				wantJob(st.meta.JobID)
+			}
+		}
+	}
+	return t.s.loadJobs(t.ctx, t.s.db, jobs)
+}
+
+// absorb merges a prepared batch into the transaction's states.
+func (t *tx) absorb(p *store.Prepared) {
+	b := p.Batch
+	touched := map[string]contrib{}
+	touch := func(id string) *attState {
+		st := t.att(id)
+		if _, ok := touched[id]; !ok {
+			touched[id] = st.counted
+		}
+		return st
+	}
 	for i := range b.Attempts {
 		a := &b.Attempts[i]
-		st := t.att(a.AttemptID)
+		st := touch(a.AttemptID)
 		mergeMeta(&st.meta, a)
 		st.host = b.Host
 		st.dirty = true
+		if a.JobID != "" {
+			t.job(a.JobID).describe(&st.meta)
+		}
+	}
+	for i := range b.Members {
+		m := &b.Members[i]
+		st := touch(m.AttemptID)
+		st.addProc(m.Process)
+		st.dirty = true
 	}
 	for id, sum := range p.Atts {
-		st := t.att(id)
+		st := touch(id)
 		if st.host == "" {
 			st.host = b.Host
 		}
@@ -163,14 +215,22 @@ func (t *tx) absorb(b *wire.Batch) {
 		if st.rss.ms > 0 && sum.FirstMs > st.rss.ms {
 			sum.RSSByteMs += float64(sum.FirstRSS+st.rss.rss) / 2 * float64(sum.FirstMs-st.rss.ms)
 		}
-		if sum.LastMs > 0 {
+		if sum.LastMs > st.rss.ms {
 			st.rss = rssPoint{sum.LastMs, sum.LastRSS}
 		}
 		mergeSummary(&st.sum, sum)
 		st.dirty = true
 	}
-	for _, e := range b.Events {
-		t.events = append(t.events, eventRow{host: b.Host, e: e})
+	for id, old := range touched {
+		st := t.atts[id]
+		now := st.contribution()
+		if now != old {
+			job := st.meta.JobID
+			if job != "" {
+				t.job(job).apply(old, now)
+			}
+			st.counted = now
+		}
 	}
 }
 
@@ -191,6 +251,9 @@ func mergeMeta(dst, src *wire.Attempt) {
 		if *f.d == "" {
 			*f.d = *f.k
 		}
+	}
+	if keep.JobID != "" {
+		dst.JobID = keep.JobID // an attempt's job does not change
 	}
 	if dst.Framework == "" || dst.Framework == "unknown" {
 		if keep.Framework != "" {
@@ -213,75 +276,11 @@ func mergeSummary(dst, src *store.AttemptSummary) {
 	// Counters are cumulative: the latest values (they only grow).
 	dst.CPUMs, dst.ReadBytes = max(dst.CPUMs, src.CPUMs), max(dst.ReadBytes, src.ReadBytes)
 	dst.WriteBytes, dst.GCTimeMs = max(dst.WriteBytes, src.WriteBytes), max(dst.GCTimeMs, src.GCTimeMs)
-	dst.SchedWaitUs = max(dst.SchedWaitUs, src.SchedWaitUs)
+	dst.SchedWaitMs = max(dst.SchedWaitMs, src.SchedWaitMs)
 	dst.RSSByteMs += src.RSSByteMs
-}
-
-// att returns the transaction's copy of an attempt's state.
-func (t *tx) att(id string) *attState {
-	if st := t.atts[id]; st != nil {
-		return st
+	if dst.FirstMs == 0 || (src.FirstMs > 0 && src.FirstMs < dst.FirstMs) {
+		dst.FirstMs = src.FirstMs
 	}
-	c := t.s.cache
-	c.mu.Lock()
-	cur := c.atts[id]
-	c.mu.Unlock()
-	st := &attState{meta: wire.Attempt{AttemptID: id}}
-	if cur != nil {
-		*st = *cur
-	}
-	t.atts[id] = st
-	return st
-}
-
-// loadAttempts brings into the cache the attempts of the pending batches
-// that it does not hold (after a restart), in one query.
-func (t *tx) loadAttempts() error {
-	c := t.s.cache
-	want := map[string]bool{}
-	c.mu.Lock()
-	for _, b := range t.pending {
-		for i := range b.Attempts {
-			if c.atts[b.Attempts[i].AttemptID] == nil {
-				want[b.Attempts[i].AttemptID] = true
-			}
-		}
-		for i := range b.AttemptSeries {
-			if c.atts[b.AttemptSeries[i].AttemptID] == nil {
-				want[b.AttemptSeries[i].AttemptID] = true
-			}
-		}
-	}
-	c.mu.Unlock()
-	if len(want) == 0 {
-		return nil
-	}
-	ids := make([]string, 0, len(want))
-	for id := range want {
-		ids = append(ids, id)
-	}
-	rows, err := t.s.db.QueryContext(t.ctx, `SELECT `+attemptCols+`, coalesce(sample_ms, 0) FROM attempts
-		WHERE attempt_id IN (SELECT unnest(?::VARCHAR[]))`, ids)
-	if err != nil {
-		return fmt.Errorf("cannot load attempts: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		st, err := scanState(rows)
-		if err != nil {
-			return err
-		}
-		c.mu.Lock()
-		if c.atts[st.meta.AttemptID] == nil {
-			c.atts[st.meta.AttemptID] = st
-		}
-		c.mu.Unlock()
-	}
-	return rows.Err()
-}
-
-func placeholders(n int) string {
-	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
 }
 
 // Commit writes the transaction.
@@ -290,16 +289,23 @@ func (t *tx) Commit() error {
 		return fmt.Errorf("commit after commit or rollback")
 	}
 	defer t.Rollback()
-	if len(t.pending) == 0 && !t.flushed {
+	s := t.s
+	due := t.flush || s.opt.SummaryEvery < 0 || time.Since(s.lastFlush) >= s.opt.SummaryEvery
+	if len(t.prepared) == 0 && (!due || !s.anyDirty()) {
 		return nil
 	}
-	if err := t.loadAttempts(); err != nil {
+	if err := s.failure(); err != nil {
 		return err
 	}
-	for _, b := range t.pending {
-		t.absorb(b)
+	t.atts, t.jobs = map[string]*attState{}, map[string]*jobState{}
+	if err := t.load(); err != nil {
+		return err
 	}
-	err := t.s.wconn.Raw(func(dc any) error {
+	for _, p := range t.prepared {
+		t.absorb(p)
+	}
+	t.gen = s.gen + 1
+	err := s.wconn.Raw(func(dc any) error {
 		conn := dc.(driver.Conn)
 		ex := conn.(driver.ExecerContext)
 		exec := func(q string) error {
@@ -320,6 +326,12 @@ func (t *tx) Commit() error {
 			exec("ROLLBACK")
 			return err
 		}
+		if due {
+			if err := t.writeSummaries(conn, exec); err != nil {
+				exec("ROLLBACK")
+				return err
+			}
+		}
 		return exec("COMMIT")
 	})
 	if err != nil {
@@ -331,52 +343,6 @@ func (t *tx) Commit() error {
 
 var debugTiming = os.Getenv("TASKSCOPE_DEBUG_TIMING") != ""
 
-func (t *tx) write(conn driver.Conn, exec func(string) error) error {
-	t0 := time.Now()
-	if err := t.appendLogs(conn); err != nil {
-		return err
-	}
-	if debugTiming {
-		fmt.Fprintf(os.Stderr, "%8.2fms appenders\n", float64(time.Since(t0).Microseconds())/1000)
-	}
-	if len(t.agents) > 0 {
-		if err := exec("DELETE FROM stage_agents"); err != nil {
-			return err
-		}
-		if err := t.stageAgents(conn); err != nil {
-			return err
-		}
-		if err := exec(upsertAgents); err != nil {
-			return err
-		}
-	}
-	// Summaries: at most every SummaryEvery (and when flushing).
-	c := t.s.cache
-	c.mu.Lock()
-	due := t.flushed || time.Since(c.lastFlush) >= t.s.opt.SummaryEvery
-	c.mu.Unlock()
-	if !due {
-		return nil
-	}
-	if err := exec("DELETE FROM stage_attempts"); err != nil {
-		return err
-	}
-	n, err := t.stageAttempts(conn)
-	if err != nil {
-		return err
-	}
-	t.flushed = true
-	if n == 0 {
-		return nil
-	}
-	for _, q := range []string{upsertAttempts, upsertJobs, updateJobs} {
-		if err := exec(q); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 func newAppender(conn driver.Conn, table string) (*duck.Appender, error) {
 	a, err := duck.NewAppenderFromConn(conn, "", table)
 	if err != nil {
@@ -385,176 +351,315 @@ func newAppender(conn driver.Conn, table string) (*duck.Appender, error) {
 	return a, nil
 }
 
+// appendRows appends rows to table with one appender; none: no appender.
+func appendRows(conn driver.Conn, table string, n int, row func(i int, a *duck.Appender) error) error {
+	if n == 0 {
+		return nil
+	}
+	a, err := newAppender(conn, table)
+	if err != nil {
+		return err
+	}
+	for i := 0; i < n; i++ {
+		if err := row(i, a); err != nil {
+			a.Close()
+			return fmt.Errorf("cannot append to %s: %w", table, err)
+		}
+	}
+	if err := a.Close(); err != nil {
+		return fmt.Errorf("cannot append to %s: %w", table, err)
+	}
+	return nil
+}
+
 // keyValue stores a 64-bit key in a BIGINT column.
 func keyValue(k uint64) int64 { return int64(k) }
 
-// appendLogs appends the series chunks, process and membership records,
-// extra metrics and events.
-func (t *tx) appendLogs(conn driver.Conn) error {
-	pa, err := newAppender(conn, "processes")
-	if err != nil {
-		return err
+// write appends the transaction's records: chunks, processes, memberships,
+// attempt descriptions, extra metrics, events, and the agents' sequences.
+func (t *tx) write(conn driver.Conn, exec func(string) error) error {
+	t0 := time.Now()
+	type chunkRow struct {
+		kind int8
+		c    *store.SeriesChunk
+		job  int64
 	}
-	for _, r := range t.procs {
-		m := &r.p
-		if err := pa.AppendRow(keyValue(m.Key), r.host, m.PID, m.PPID, m.SID, nullMs(m.StartMs), nullMs(m.EndMs), m.Cmdline,
-			m.Comm, nullStr(m.Role), m.UID, nullStr(m.User), r.seen); err != nil {
-			pa.Close()
-			return fmt.Errorf("cannot append process: %w", err)
+	var chunks []chunkRow
+	var procs, members, atts, exts, events int
+	for _, p := range t.prepared {
+		b := p.Batch
+		for i := range p.ProcChunks {
+			chunks = append(chunks, chunkRow{kindProcess, &p.ProcChunks[i], 0})
 		}
+		for i := range p.AttChunks {
+			c := &p.AttChunks[i]
+			chunks = append(chunks, chunkRow{kindAttempt, c, keyValue(store.AttemptKey(t.att(c.AttemptID).meta.JobID))})
+		}
+		procs += len(b.Processes)
+		members += len(b.Members)
+		atts += len(b.Attempts)
+		exts += len(p.Ext)
+		events += len(b.Events)
 	}
-	if err := pa.Close(); err != nil {
-		return err
-	}
-	ma, err := newAppender(conn, "memberships")
+	err := appendRows(conn, freshName(t.s.fresh), len(chunks), func(i int, a *duck.Appender) error {
+		r := chunks[i]
+		return a.AppendRow(r.kind, keyValue(r.c.Key), r.job, r.c.TMin, r.c.TMax, int32(r.c.N), int8(levelFresh), r.c.Data)
+	})
 	if err != nil {
 		return err
 	}
-	for _, m := range t.members {
-		if err := ma.AppendRow(keyValue(m.Process), m.AttemptID, nullMs(m.FromMs), nullMs(m.ToMs), m.CPUBaseMs, nullStr(m.Role)); err != nil {
-			ma.Close()
+	// The other logs, batch by batch.
+	type rec struct {
+		b *wire.Batch
+		p *store.Prepared
+		i int
+	}
+	each := func(count func(*store.Prepared) int) []rec {
+		var out []rec
+		for _, p := range t.prepared {
+			for i := 0; i < count(p); i++ {
+				out = append(out, rec{p.Batch, p, i})
+			}
+		}
+		return out
+	}
+	if procs > 0 {
+		rs := each(func(p *store.Prepared) int { return len(p.Batch.Processes) })
+		err := appendRows(conn, "processes", len(rs), func(i int, a *duck.Appender) error {
+			r := rs[i]
+			m := &r.b.Processes[r.i]
+			return a.AppendRow(keyValue(m.Key), r.b.Host, m.PID, m.PPID, m.SID, nullMs(m.StartMs), nullMs(m.EndMs), m.Cmdline,
+				m.Comm, nullStr(m.Role), m.UID, nullStr(m.User), r.b.SentMs)
+		})
+		if err != nil {
 			return err
 		}
 	}
-	if err := ma.Close(); err != nil {
-		return err
-	}
-	ca, err := newAppender(conn, freshName(t.s.fresh))
-	if err != nil {
-		return err
-	}
-	for _, p := range t.prepared {
-		for _, c := range p.ProcChunks {
-			if err := ca.AppendRow(int8(kindProcess), keyValue(c.Key), int64(0), c.TMin, c.TMax, int32(c.N), int8(levelFresh), c.Data); err != nil {
-				ca.Close()
-				return fmt.Errorf("cannot append chunk: %w", err)
-			}
-		}
-		for _, c := range p.AttChunks {
-			job := keyValue(store.AttemptKey(t.att(c.AttemptID).meta.JobID))
-			if err := ca.AppendRow(int8(kindAttempt), keyValue(c.Key), job, c.TMin, c.TMax, int32(c.N), int8(levelFresh), c.Data); err != nil {
-				ca.Close()
-				return fmt.Errorf("cannot append chunk: %w", err)
-			}
+	if members > 0 {
+		rs := each(func(p *store.Prepared) int { return len(p.Batch.Members) })
+		err := appendRows(conn, "memberships", len(rs), func(i int, a *duck.Appender) error {
+			m := &rs[i].b.Members[rs[i].i]
+			return a.AppendRow(keyValue(m.Process), m.AttemptID, nullMs(m.FromMs), nullMs(m.ToMs), m.CPUBaseMs, nullStr(m.Role))
+		})
+		if err != nil {
+			return err
 		}
 	}
-	if err := ca.Close(); err != nil {
-		return fmt.Errorf("cannot append chunks: %w", err)
+	if atts > 0 {
+		rs := each(func(p *store.Prepared) int { return len(p.Batch.Attempts) })
+		err := appendRows(conn, "attempt_log", len(rs), func(i int, a *duck.Appender) error {
+			r := rs[i]
+			m := &r.b.Attempts[r.i]
+			return a.AppendRow(t.gen, r.b.Host, m.AttemptID, m.JobID, nullStr(m.AppID), nullStr(m.ContainerID), nullStr(m.Type),
+				nullStr(m.Framework), nullMs(m.FirstMs), nullMs(m.LastMs), m.Ended, nullStr(m.JobName), nullStr(m.User),
+				nullStr(m.Queue), nullPos(m.MemoryMB), nullStr(m.JavaOpts), nullPos(m.XmxBytes), m.Streaming)
+		})
+		if err != nil {
+			return err
+		}
 	}
-	ea, err := newAppender(conn, "samples_ext")
-	if err != nil {
-		return err
+	if exts > 0 {
+		rs := each(func(p *store.Prepared) int { return len(p.Ext) })
+		err := appendRows(conn, "samples_ext", len(rs), func(i int, a *duck.Appender) error {
+			x := &rs[i].p.Ext[rs[i].i]
+			return a.AppendRow(keyValue(x.Key), x.Ms, x.Metric, x.Value)
+		})
+		if err != nil {
+			return err
+		}
 	}
-	for _, p := range t.prepared {
-		for _, x := range p.Ext {
-			if err := ea.AppendRow(keyValue(x.Key), x.Ms, x.Metric, x.Value); err != nil {
-				ea.Close()
+	if events > 0 {
+		rs := each(func(p *store.Prepared) int { return len(p.Batch.Events) })
+		err := appendRows(conn, "events", len(rs), func(i int, a *duck.Appender) error {
+			r := rs[i]
+			e := &r.b.Events[r.i]
+			return a.AppendRow(e.Ms, r.b.Host, e.Kind, nullStr(e.JobID), nullStr(e.AttemptID), nullKey(e.Process),
+				nullPID(e.PID), nullStr(e.Message), e.Value)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	// The exactly-once high-water marks, in the same transaction as the data.
+	var ids []string
+	for id, a := range t.agents {
+		if a.dirty {
+			ids = append(ids, id)
+		}
+	}
+	err = appendRows(conn, "agent_seqs", len(ids), func(i int, a *duck.Appender) error {
+		return a.AppendRow(ids[i], t.agents[ids[i]].seq)
+	})
+	if debugTiming {
+		fmt.Fprintf(os.Stderr, "%8.2fms appenders (%d chunks)\n", float64(time.Since(t0).Microseconds())/1000, len(chunks))
+	}
+	return err
+}
+
+// writeSummaries upserts every attempt, job and agent whose summary changed
+// since it was last written: those of this transaction and the dirty ones
+// in the cache; and takes the agents' logged sequences in.
+func (t *tx) writeSummaries(conn driver.Conn, exec func(string) error) error {
+	c := t.s.cache
+	for id, st := range c.atts {
+		if st.dirty && t.atts[id] == nil {
+			t.att(id)
+		}
+	}
+	for id, j := range c.jobs {
+		if j.dirty && t.jobs[id] == nil {
+			t.job(id)
+		}
+	}
+	for id, a := range c.agents {
+		if a.dirty && t.agents[id] == nil {
+			cp := *a
+			t.agents[id] = &cp
+		}
+	}
+	var attIDs, jobIDs, agentIDs []string
+	for id, st := range t.atts {
+		if st.dirty && st.meta.JobID != "" {
+			attIDs = append(attIDs, id) // (samples of an attempt no batch described yet wait for its description)
+		}
+	}
+	for id, j := range t.jobs {
+		if j.dirty && j.attempts > 0 {
+			jobIDs = append(jobIDs, id)
+		}
+	}
+	for id, a := range t.agents {
+		if a.dirty {
+			agentIDs = append(agentIDs, id)
+		}
+	}
+	for _, tb := range []struct {
+		name string
+		n    int
+	}{{"stage_attempts", len(attIDs)}, {"stage_jobs", len(jobIDs)}, {"stage_agents", len(agentIDs)}} {
+		if tb.n > 0 {
+			if err := exec("DELETE FROM " + tb.name); err != nil {
 				return err
 			}
 		}
 	}
-	if err := ea.Close(); err != nil {
-		return err
-	}
-	ev, err := newAppender(conn, "events")
-	if err != nil {
-		return err
-	}
-	for _, r := range t.events {
-		e := &r.e
-		if err := ev.AppendRow(e.Ms, r.host, e.Kind, nullStr(e.JobID), nullStr(e.AttemptID), nullKey(e.Process),
-			nullPID(e.PID), nullStr(e.Message), e.Value); err != nil {
-			ev.Close()
-			return err
-		}
-	}
-	return ev.Close()
-}
-
-// stageAttempts appends every attempt whose summary changed since it was
-// last written: those of this transaction and the dirty ones in the cache.
-func (t *tx) stageAttempts(conn driver.Conn) (int, error) {
-	c := t.s.cache
-	c.mu.Lock()
-	for id, st := range c.atts {
-		if st.dirty && t.atts[id] == nil {
-			cp := *st
-			t.atts[id] = &cp
-		}
-	}
-	c.mu.Unlock()
-	aa, err := newAppender(conn, "stage_attempts")
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for id, st := range t.atts {
-		if !st.dirty {
-			continue
-		}
+	err := appendRows(conn, "stage_attempts", len(attIDs), func(i int, a *duck.Appender) error {
+		id := attIDs[i]
+		st := t.atts[id]
 		m, s := &st.meta, &st.sum
-		if m.JobID == "" {
-			continue // samples of an attempt no batch described yet: its summary waits
-		}
-		first := m.FirstMs
-		if first == 0 {
-			first = s.FirstMs
-		}
-		last := max(m.LastMs, s.LastMs)
-		if err := aa.AppendRow(id, m.JobID, st.host, nullStr(m.ContainerID), nullStr(m.AppID), nullStr(m.Type),
+		first, last := st.firstLast()
+		return a.AppendRow(id, m.JobID, nullStr(st.host), nullStr(m.ContainerID), nullStr(m.AppID), nullStr(m.Type),
 			nullStr(m.Framework), nullMs(first), nullMs(last), m.Ended, nullStr(m.JobName), nullStr(m.User), nullStr(m.Queue),
 			nullPos(m.MemoryMB), nullStr(m.JavaOpts), nullPos(m.XmxBytes), m.Streaming, s.CPUMs, s.PeakRSS, s.PeakPSS,
-			s.PeakVMS, s.PeakHeap, s.ReadBytes, s.WriteBytes, s.GCTimeMs, s.SchedWaitUs, s.RSSByteMs, nullMs(s.LastMs),
-			keyValue(store.AttemptKey(id))); err != nil {
-			aa.Close()
-			return 0, fmt.Errorf("cannot stage attempt: %w", err)
-		}
-		n++
-	}
-	return n, aa.Close()
-}
-
-func (t *tx) stageAgents(conn driver.Conn) error {
-	ga, err := newAppender(conn, "stage_agents")
+			s.PeakVMS, s.PeakHeap, s.ReadBytes, s.WriteBytes, s.GCTimeMs, s.SchedWaitMs, s.RSSByteMs, int32(len(st.procs)),
+			nullMs(st.rss.ms), st.rss.rss, keyValue(store.AttemptKey(id)))
+	})
 	if err != nil {
 		return err
 	}
-	for id, a := range t.agents {
-		if err := ga.AppendRow(id, a.host, a.seq, a.firstMs, a.lastMs, a.batches, a.samples, a.stats.DroppedSamples,
-			a.stats.DroppedBatches, a.stats.ReadErrors, a.stats.Overruns); err != nil {
-			ga.Close()
+	err = appendRows(conn, "stage_jobs", len(jobIDs), func(i int, a *duck.Appender) error {
+		id := jobIDs[i]
+		j := t.jobs[id]
+		fw := j.framework
+		if fw == "" {
+			fw = "unknown"
+		}
+		return a.AppendRow(id, nullStr(j.appID), fw, nullStr(j.name), nullStr(j.user), nullStr(j.queue), nullMs(j.first),
+			nullMs(j.last), int32(j.attempts), int32(j.running), j.cpu, j.peak, j.memMBms/1024/3600_000,
+			j.byteMs/(1<<30)/3600_000, int32(len(j.hosts)))
+	})
+	if err != nil {
+		return err
+	}
+	err = appendRows(conn, "stage_agents", len(agentIDs), func(i int, a *duck.Appender) error {
+		id := agentIDs[i]
+		g := t.agents[id]
+		return a.AppendRow(id, g.host, g.seq, nullMs(g.firstMs), nullMs(g.lastMs), g.batches, g.samples,
+			g.stats.DroppedSamples, g.stats.DroppedBatches, g.stats.ReadErrors, g.stats.Overruns)
+	})
+	if err != nil {
+		return err
+	}
+	for _, q := range []struct {
+		n int
+		q string
+	}{{len(attIDs), upsertAttempts}, {len(jobIDs), upsertJobs}, {len(agentIDs), upsertAgents}} {
+		if q.n > 0 {
+			if err := exec(q.q); err != nil {
+				return err
+			}
+		}
+	}
+	if len(agentIDs) > 0 {
+		if err := exec("DELETE FROM agent_seqs"); err != nil {
 			return err
 		}
 	}
-	return ga.Close()
+	if err := exec("UPDATE meta SET value = '" + strconv.FormatUint(t.gen, 10) + "' WHERE key = 'flushed_gen'"); err != nil {
+		return err
+	}
+	t.flushed = true
+	return nil
 }
 
 // apply makes the committed transaction's states the cache's.
 func (t *tx) apply() {
-	c := t.s.cache
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	s := t.s
+	c := s.cache
+	s.gen = t.gen
 	for id, a := range t.agents {
-		c.agentSeq[id] = a.seq
-	}
-	if t.flushed {
-		c.lastFlush = time.Now()
-		for id, st := range t.atts {
-			if st.meta.JobID != "" {
-				st.dirty = false
-			}
-			// An ended attempt that is written will not change: forget it.
-			if st.meta.Ended && !st.dirty {
-				delete(c.atts, id)
-				continue
-			}
-			c.atts[id] = st
+		if t.flushed {
+			a.dirty = false
 		}
-		return
+		c.agents[id] = a
 	}
 	for id, st := range t.atts {
+		st.shared = false
+		if t.flushed && st.meta.JobID != "" {
+			st.dirty = false
+		}
+		// An ended attempt that is written will not change: forget it.
+		if st.meta.Ended && !st.dirty {
+			delete(c.atts, id)
+			continue
+		}
 		c.atts[id] = st
 	}
+	for id, j := range t.jobs {
+		if t.flushed {
+			j.dirty = false
+		}
+		if j.running <= 0 && !j.dirty {
+			delete(c.jobs, id)
+			continue
+		}
+		c.jobs[id] = j
+	}
+	if t.flushed {
+		s.lastFlush = time.Now()
+		s.flushedGen = t.gen
+	}
+}
+
+// anyDirty reports whether a summary waits to be written.
+func (s *Store) anyDirty() bool {
+	c := s.cache
+	for _, a := range c.agents {
+		if a.dirty {
+			return true
+		}
+	}
+	for _, st := range c.atts {
+		if st.dirty && st.meta.JobID != "" {
+			return true
+		}
+	}
+	for _, j := range c.jobs {
+		if j.dirty {
+			return true
+		}
+	}
+	return false
 }
 
 // Flush writes the summaries that changed since they were last written.
@@ -564,7 +669,7 @@ func (s *Store) Flush(ctx context.Context) error {
 		return err
 	}
 	t := app.(*tx)
-	t.flushed = true
+	t.flush = true
 	return t.Commit()
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql/driver"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/taskscope/taskscope/internal/store"
@@ -14,47 +13,56 @@ import (
 // rollupPeriod is the resolution of the rollups kept after raw samples expire.
 const rollupPeriod = 60_000
 
-// Maintain merges fresh chunks older than CompactAge (or all of them when
-// there are more than CompactRows) into compressed chunks and rollups, then
-// drops what is past its retention, then checkpoints.
+// mergeLevel is how hard compaction compresses (docs/storage.md has the
+// figures of each level).
+const mergeLevel = chunk.Better
+
+// Maintain merges the fresh chunks once there are CompactRows of them or
+// the oldest is CompactAge old, turns raw samples past Retention into
+// per-minute rollups, drops what is past RollupRetention, and checkpoints.
+// Ingest goes on meanwhile: merging reads a fresh table ingest no longer
+// writes, in a transaction of its own; only the switch of tables and the
+// checkpoint take the writer's lock.
 func (s *Store) Maintain(ctx context.Context, now time.Time) error {
+	s.mmu.Lock()
+	defer s.mmu.Unlock()
+	if s.isClosed() {
+		return errClosed
+	}
 	var fresh, oldest int64
 	if err := s.db.QueryRowContext(ctx, `SELECT count(*), coalesce(min(t_min), 0) FROM `+freshName(s.current())).Scan(&fresh, &oldest); err != nil {
 		return err
 	}
 	if fresh >= s.opt.CompactRows || (fresh > 0 && now.UnixMilli()-oldest >= s.opt.CompactAge.Milliseconds()) {
-		if err := s.Compact(ctx); err != nil {
+		if err := s.compact(ctx); err != nil {
 			return err
 		}
-	}
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	if s.closed {
-		return errClosed
 	}
 	if s.opt.Retention > 0 {
 		// Raw samples past their retention become per-minute rollups.
 		cut := now.Add(-s.opt.Retention).UnixMilli()
-		s.wmu.Unlock()
-		err := s.rewrite(ctx, "series_chunks", "level = 1", cut, rollup, -1)
-		s.wmu.Lock()
-		if err != nil {
+		if err := s.rewrite(ctx, "series_chunks", fmt.Sprintf("level = %d AND t_max < %d", levelMerged, cut), false, rollup); err != nil {
 			return err
 		}
-		if _, err := s.wconn.ExecContext(ctx, `DELETE FROM samples_ext WHERE ts < ?`, cut); err != nil {
+		if _, err := s.db.ExecContext(ctx, `DELETE FROM samples_ext WHERE ts < ?`, cut); err != nil {
 			return fmt.Errorf("retention: %w", err)
 		}
 	}
 	if s.opt.RollupRetention > 0 {
 		cut := now.Add(-s.opt.RollupRetention).UnixMilli()
 		for _, q := range []string{`DELETE FROM series_chunks WHERE t_max < ?`, `DELETE FROM events WHERE ts < ?`} {
-			if _, err := s.wconn.ExecContext(ctx, q, cut); err != nil {
+			if _, err := s.db.ExecContext(ctx, q, cut); err != nil {
 				return fmt.Errorf("retention: %w", err)
 			}
 		}
 	}
-	_, err := s.wconn.ExecContext(ctx, "CHECKPOINT")
-	return err
+	return s.Checkpoint(ctx)
+}
+
+func (s *Store) isClosed() bool {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	return s.closed
 }
 
 func (s *Store) current() int {
@@ -63,9 +71,16 @@ func (s *Store) current() int {
 	return s.fresh
 }
 
-// Compact switches ingest to the other fresh table, then merges every chunk
-// of the one it left into series_chunks and empties it by dropping it.
+// Compact merges every fresh chunk into series_chunks now.
 func (s *Store) Compact(ctx context.Context) error {
+	s.mmu.Lock()
+	defer s.mmu.Unlock()
+	return s.compact(ctx)
+}
+
+// compact switches ingest to the other fresh table, then merges every chunk
+// of the one it left into series_chunks and empties it by dropping it.
+func (s *Store) compact(ctx context.Context) error {
 	s.wmu.Lock()
 	if s.closed {
 		s.wmu.Unlock()
@@ -73,16 +88,15 @@ func (s *Store) Compact(ctx context.Context) error {
 	}
 	old := s.fresh
 	next := 1 - old
+	s.wmu.Unlock()
 	// The other table is empty (its last compaction dropped it) unless a
 	// compaction failed half-way: then merge it first.
 	var leftover int64
-	if err := s.wconn.QueryRowContext(ctx, `SELECT count(*) FROM `+freshName(next)).Scan(&leftover); err != nil {
-		s.wmu.Unlock()
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM `+freshName(next)).Scan(&leftover); err != nil {
 		return err
 	}
-	s.wmu.Unlock()
 	if leftover > 0 {
-		if err := s.rewrite(ctx, freshName(next), "true", 1<<62, merge, next); err != nil {
+		if err := s.rewrite(ctx, freshName(next), "true", true, merge); err != nil {
 			return err
 		}
 	}
@@ -93,21 +107,20 @@ func (s *Store) Compact(ctx context.Context) error {
 	}
 	s.fresh = next
 	s.wmu.Unlock()
-	return s.rewrite(ctx, freshName(old), "true", 1<<62, merge, old)
+	return s.rewrite(ctx, freshName(old), "true", true, merge)
 }
 
 // rollup turns a series' raw samples into one point per minute.
-func rollup(p *store.Points, cols []store.StoredColumn, c *mergedChunk) []mergedChunk {
+func rollup(p *store.Points, cols []store.StoredColumn, c *mergedChunk, buf []byte) []byte {
 	r := store.Downsample(p, cols, rollupPeriod)
-	c.level, c.tmin, c.tmax, c.n, c.data = levelRollup, r.Times[0], r.Times[len(r.Times)-1], int32(len(r.Times)), chunk.Encode(nil, r, true)
-	return []mergedChunk{*c}
+	c.level, c.tmin, c.tmax, c.n = levelRollup, r.Times[0], r.Times[len(r.Times)-1], int32(len(r.Times))
+	return chunk.EncodeLevel(buf, r, mergeLevel)
 }
 
 // merge turns a series' fresh chunks into one compressed chunk.
-func merge(p *store.Points, cols []store.StoredColumn, c *mergedChunk) []mergedChunk {
+func merge(p *store.Points, cols []store.StoredColumn, c *mergedChunk, buf []byte) []byte {
 	c.level, c.tmin, c.tmax, c.n = levelMerged, p.Times[0], p.Times[len(p.Times)-1], int32(len(p.Times))
-	c.data = chunk.Encode(nil, store.ToChunk(p, cols), true)
-	return []mergedChunk{*c}
+	return chunk.EncodeLevel(buf, store.ToChunk(p, cols), mergeLevel)
 }
 
 type mergedChunk struct {
@@ -115,74 +128,22 @@ type mergedChunk struct {
 	key, job    int64
 	tmin, tmax  int64
 	n           int32
-	data        []byte
 }
 
-// rewrite replaces, series by series, the chunks of table (of the given
-// levels) that end before cutoff with what produce makes of their points,
-// written to series_chunks, in one transaction.
-func (s *Store) rewrite(ctx context.Context, table, levels string, cutoff int64,
-	produce func(p *store.Points, cols []store.StoredColumn, c *mergedChunk) []mergedChunk, drop int) error {
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	if s.closed {
-		return errClosed
-	}
-	rows, err := s.wconn.QueryContext(ctx, `SELECT kind, key, job_key, data FROM `+table+`
-		WHERE `+levels+` AND t_max < ? ORDER BY kind, key, t_min`, cutoff)
+// rewrite replaces, series by series, the chunks of table that where
+// selects with what produce makes of their points, written to
+// series_chunks, in one transaction of its own connection: drop empties a
+// whole fresh table by dropping it (and making it again), else the chunks
+// are deleted. The chunks are read on another connection as the merged ones
+// are appended, so that memory holds one series at a time.
+func (s *Store) rewrite(ctx context.Context, table, where string, drop bool,
+	produce func(p *store.Points, cols []store.StoredColumn, c *mergedChunk, buf []byte) []byte) error {
+	wc, err := s.db.Conn(ctx)
 	if err != nil {
-		return fmt.Errorf("compaction: %w", err)
-	}
-	var out []mergedChunk
-	var curKind int8 = -1
-	var curKey, curJob int64
-	var group [][]byte
-	flush := func() error {
-		if len(group) == 0 {
-			return nil
-		}
-		cols := schemaOf(int(curKind))
-		p, err := store.Decode(group, cols)
-		group = group[:0]
-		if err != nil {
-			s.opt.Log.Error("compaction: dropping a damaged series", "key", curKey, "err", err)
-			return nil
-		}
-		if len(p.Times) == 0 {
-			return nil
-		}
-		out = append(out, produce(p, cols, &mergedChunk{kind: curKind, key: curKey, job: curJob})...)
-		return nil
-	}
-	for rows.Next() {
-		var kind int8
-		var key, job int64
-		var data []byte
-		if err := rows.Scan(&kind, &key, &job, &data); err != nil {
-			rows.Close()
-			return err
-		}
-		if kind != curKind || key != curKey {
-			if err := flush(); err != nil {
-				rows.Close()
-				return err
-			}
-			curKind, curKey = kind, key
-		}
-		curJob = job
-		group = append(group, data)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
 		return err
 	}
-	if err := flush(); err != nil {
-		return err
-	}
-	if len(out) == 0 {
-		return nil
-	}
-	return s.wconn.Raw(func(dc any) error {
+	defer wc.Close()
+	return wc.Raw(func(dc any) error {
 		conn := dc.(driver.Conn)
 		ex := conn.(driver.ExecerContext)
 		if _, err := ex.ExecContext(ctx, "BEGIN TRANSACTION", nil); err != nil {
@@ -192,30 +153,103 @@ func (s *Store) rewrite(ctx context.Context, table, levels string, cutoff int64,
 			ex.ExecContext(ctx, "ROLLBACK", nil)
 			return fmt.Errorf("compaction: %w", err)
 		}
-		del := fmt.Sprintf(`DELETE FROM %s WHERE %s AND t_max < %d`, table, levels, cutoff)
-		if drop >= 0 {
-			// A fresh table merged whole: drop and make it again.
-			del = `DROP TABLE ` + freshName(drop) + `; ` + freshTable(drop) + `; ` + freshIndex(drop)
-		}
-		for _, q := range strings.Split(del, "; ") {
-			if _, err := ex.ExecContext(ctx, q, nil); err != nil {
-				return fail(err)
-			}
-		}
 		app, err := newAppender(conn, "series_chunks")
 		if err != nil {
 			return fail(err)
 		}
-		for _, c := range out {
-			if err := app.AppendRow(c.kind, c.key, c.job, c.tmin, c.tmax, c.n, c.level, c.data); err != nil {
-				app.Close()
+		n, err := s.scanSeries(ctx, table, where, func(kind int8, key, job int64, p *store.Points, buf []byte) ([]byte, error) {
+			c := mergedChunk{kind: kind, key: key, job: job}
+			buf = produce(p, schemaOf(int(kind)), &c, buf[:0])
+			return buf, app.AppendRow(c.kind, c.key, c.job, c.tmin, c.tmax, c.n, c.level, buf)
+		})
+		if err == nil {
+			err = app.Close()
+		} else {
+			app.Close()
+		}
+		if err != nil {
+			return fail(err)
+		}
+		if n == 0 && !drop {
+			_, err := ex.ExecContext(ctx, "ROLLBACK", nil)
+			return err
+		}
+		stmts := []string{`DELETE FROM ` + table + ` WHERE ` + where}
+		if drop {
+			stmts = []string{`DROP TABLE ` + table, freshTable(int(table[len(table)-1] - '0'))}
+		}
+		for _, q := range stmts {
+			if _, err := ex.ExecContext(ctx, q, nil); err != nil {
 				return fail(err)
 			}
-		}
-		if err := app.Close(); err != nil {
-			return fail(err)
 		}
 		_, err = ex.ExecContext(ctx, "COMMIT", nil)
 		return err
 	})
+}
+
+// scanSeries reads the chunks of table that where selects, in series and
+// time order, and calls fn with each series' points; it returns how many
+// series there were.
+func (s *Store) scanSeries(ctx context.Context, table, where string,
+	fn func(kind int8, key, job int64, p *store.Points, buf []byte) ([]byte, error)) (int, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT kind, key, job_key, data FROM `+table+`
+		WHERE `+where+` ORDER BY kind, key, t_min`)
+	if err != nil {
+		return 0, fmt.Errorf("compaction: %w", err)
+	}
+	defer rows.Close()
+	var curKind int8 = -1
+	var curKey, curJob int64
+	var group [][]byte
+	var buf []byte
+	n := 0
+	flush := func() error {
+		if len(group) == 0 {
+			return nil
+		}
+		p, err := store.Decode(group, schemaOf(int(curKind)))
+		group = group[:0]
+		if err != nil {
+			s.opt.Log.Error("compaction: dropping a damaged series", "key", curKey, "err", err)
+			return nil
+		}
+		if len(p.Times) == 0 {
+			return nil
+		}
+		n++
+		buf, err = fn(curKind, curKey, curJob, p, buf)
+		return err
+	}
+	for rows.Next() {
+		var kind int8
+		var key, job int64
+		var data []byte
+		if err := rows.Scan(&kind, &key, &job, &data); err != nil {
+			return n, err
+		}
+		if kind != curKind || key != curKey {
+			if err := flush(); err != nil {
+				return n, err
+			}
+			curKind, curKey = kind, key
+		}
+		curJob = job
+		group = append(group, data)
+	}
+	if err := rows.Err(); err != nil {
+		return n, err
+	}
+	return n, flush()
+}
+
+// Checkpoint writes the WAL into the database file.
+func (s *Store) Checkpoint(ctx context.Context) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.closed {
+		return errClosed
+	}
+	_, err := s.wconn.ExecContext(ctx, "CHECKPOINT")
+	return err
 }

@@ -140,22 +140,21 @@ const attemptCols = `attempt_id, job_id, coalesce(host, ''), coalesce(container_
 	coalesce(framework, 'unknown'), coalesce(first_ms, 0), coalesce(last_ms, 0), coalesce(ended, false),
 	coalesce(cpu_ms, 0), coalesce(peak_rss, 0), coalesce(peak_pss, 0), coalesce(peak_vms, 0), coalesce(peak_heap, 0),
 	coalesce(processes, 0), coalesce(read_bytes, 0), coalesce(write_bytes, 0), coalesce(gc_time_ms, 0),
-	coalesce(sched_wait_us, 0), coalesce(rss_byte_ms, 0), coalesce(memory_mb, 0), coalesce(xmx_bytes, 0),
+	coalesce(sched_wait_ms, 0), coalesce(rss_byte_ms, 0), coalesce(memory_mb, 0), coalesce(xmx_bytes, 0),
 	coalesce(java_opts, ''), coalesce(streaming, false), coalesce(job_name, ''), coalesce(user_name, ''), coalesce(queue, ''),
 	coalesce(app_id, '')`
 
 func (s *Store) scanAttempt(sc interface{ Scan(...any) error }, stale int64) (store.Attempt, error) {
 	var a store.Attempt
-	var first, last, waitUs int64
+	var first, last int64
 	var ended bool
 	err := sc.Scan(&a.AttemptID, &a.JobID, &a.Host, &a.ContainerID, &a.Type, &a.Framework, &first, &last, &ended,
 		&a.CPUMs, &a.PeakRSS, &a.PeakPSS, &a.PeakVMS, &a.PeakHeap, &a.Processes, &a.ReadBytes, &a.WriteBytes,
-		&a.GCTimeMs, &waitUs, &a.RSSByteMs, &a.MemoryMB, &a.XmxBytes, &a.JavaOpts, &a.Streaming, &a.JobName, &a.User, &a.Queue,
+		&a.GCTimeMs, &a.SchedWaitMs, &a.RSSByteMs, &a.MemoryMB, &a.XmxBytes, &a.JavaOpts, &a.Streaming, &a.JobName, &a.User, &a.Queue,
 		&a.AppID)
 	if err != nil {
 		return a, err
 	}
-	a.SchedWaitMs = waitUs / 1000
 	a.Start, a.LastSeen = store.Time(first), store.Time(last)
 	a.DurationMs = last - first
 	switch {
@@ -169,19 +168,24 @@ func (s *Store) scanAttempt(sc interface{ Scan(...any) error }, stale int64) (st
 	return a, nil
 }
 
-// scanState reads an attempts row (attemptCols, sample_ms) into the state
-// ingest keeps.
+// scanState reads an attempts row (attemptCols, sample_ms, last_rss) into
+// the state ingest keeps.
 func scanState(sc interface{ Scan(...any) error }) (*attState, error) {
 	st := &attState{}
 	m, s := &st.meta, &st.sum
-	var waitUs, processes int64
-	var sampleMs int64
+	var processes int64
 	err := sc.Scan(&m.AttemptID, &m.JobID, &st.host, &m.ContainerID, &m.Type, &m.Framework, &m.FirstMs, &m.LastMs,
 		&m.Ended, &s.CPUMs, &s.PeakRSS, &s.PeakPSS, &s.PeakVMS, &s.PeakHeap, &processes, &s.ReadBytes, &s.WriteBytes,
-		&s.GCTimeMs, &waitUs, &s.RSSByteMs, &m.MemoryMB, &m.XmxBytes, &m.JavaOpts, &m.Streaming, &m.JobName, &m.User,
-		&m.Queue, &m.AppID, &sampleMs)
-	s.SchedWaitUs = waitUs
-	s.LastMs = sampleMs
+		&s.GCTimeMs, &s.SchedWaitMs, &s.RSSByteMs, &m.MemoryMB, &m.XmxBytes, &m.JavaOpts, &m.Streaming, &m.JobName, &m.User,
+		&m.Queue, &m.AppID, &s.LastMs, &st.rss.rss)
+	if m.Type == "unknown" {
+		m.Type = ""
+	}
+	if m.Framework == "unknown" {
+		m.Framework = ""
+	}
+	st.rss.ms = s.LastMs
+	s.FirstMs = m.FirstMs
 	return st, err
 }
 
@@ -197,10 +201,6 @@ func (s *Store) Job(ctx context.Context, id string) (*store.JobDetail, error) {
 	d := &store.JobDetail{Job: j}
 	atts, err := s.attempts(ctx, `job_id = ?`, id)
 	if err != nil {
-		return nil, err
-	}
-	if err := s.countProcesses(ctx, atts, `SELECT m.attempt_id, count(DISTINCT m.proc_key) FROM memberships m
-		JOIN attempts a USING (attempt_id) WHERE a.job_id = ? GROUP BY m.attempt_id`, id); err != nil {
 		return nil, err
 	}
 	d.AttemptList = atts
@@ -227,30 +227,6 @@ func (s *Store) attempts(ctx context.Context, where string, args ...any) ([]stor
 		out = append(out, a)
 	}
 	return out, rows.Err()
-}
-
-// countProcesses sets each attempt's process count from q.
-func (s *Store) countProcesses(ctx context.Context, atts []store.Attempt, q string, args ...any) error {
-	idx := make(map[string]int, len(atts))
-	for i, a := range atts {
-		idx[a.AttemptID] = i
-	}
-	rows, err := s.db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return fmt.Errorf("cannot count processes: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var id string
-		var n int
-		if err := rows.Scan(&id, &n); err != nil {
-			return err
-		}
-		if i, ok := idx[id]; ok {
-			atts[i].Processes = n
-		}
-	}
-	return rows.Err()
 }
 
 // HostAttempts lists the attempts that ran on host within [from, to).

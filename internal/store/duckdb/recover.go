@@ -1,0 +1,146 @@
+package duckdb
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/taskscope/taskscope/internal/store"
+	"github.com/taskscope/taskscope/internal/wire"
+)
+
+// recover brings the summaries up to date after a crash. Everything a
+// commit stores is durable with it (chunks, logs, sequences); only the
+// summaries, written at most every SummaryEvery, can be behind. So: the
+// attempts' descriptions logged since the last summary write are read
+// again, every attempt whose series goes past what its summary took in is
+// summed up again from there, and the jobs of those attempts are counted
+// again from their attempts.
+func (s *Store) recover(ctx context.Context) error {
+	type logged struct {
+		gen  uint64
+		host string
+		a    wire.Attempt
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT gen, coalesce(host, ''), attempt_id, job_id, coalesce(app_id, ''),
+		coalesce(container_id, ''), coalesce(type, ''), coalesce(framework, ''), coalesce(first_ms, 0), coalesce(last_ms, 0),
+		coalesce(ended, false), coalesce(job_name, ''), coalesce(user_name, ''), coalesce(queue, ''), coalesce(memory_mb, 0),
+		coalesce(java_opts, ''), coalesce(xmx_bytes, 0), coalesce(streaming, false)
+		FROM attempt_log WHERE gen > ? ORDER BY gen`, s.flushedGen)
+	if err != nil {
+		return err
+	}
+	var logs []logged
+	for rows.Next() {
+		var l logged
+		a := &l.a
+		if err := rows.Scan(&l.gen, &l.host, &a.AttemptID, &a.JobID, &a.AppID, &a.ContainerID, &a.Type, &a.Framework,
+			&a.FirstMs, &a.LastMs, &a.Ended, &a.JobName, &a.User, &a.Queue, &a.MemoryMB, &a.JavaOpts, &a.XmxBytes,
+			&a.Streaming); err != nil {
+			rows.Close()
+			return err
+		}
+		logs = append(logs, l)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	want := map[string]bool{}
+	for _, l := range logs {
+		want[l.a.AttemptID] = true
+	}
+	// Attempts whose series go past their summary.
+	rows, err = s.db.QueryContext(ctx, `SELECT a.attempt_id FROM attempts a JOIN
+		(SELECT key, max(t_max) AS t FROM series_all WHERE kind = 1 AND level < 2 GROUP BY key) c ON c.key = a.attempt_key
+		WHERE c.t > coalesce(a.sample_ms, 0)`)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return err
+		}
+		want[id] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if len(want) == 0 && len(logs) == 0 {
+		return s.Flush(ctx) // the agents' logged sequences
+	}
+	ids := make([]string, 0, len(want))
+	for id := range want {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	if err := s.loadAttempts(ctx, s.db, ids); err != nil {
+		return err
+	}
+	c := s.cache
+	for _, l := range logs {
+		st := c.atts[l.a.AttemptID]
+		mergeMeta(&st.meta, &l.a)
+		st.host = l.host
+	}
+	jobs := map[string]bool{}
+	for _, id := range ids {
+		st := c.atts[id]
+		after := st.sum.LastMs
+		p, err := s.points(ctx, kindAttempt, store.AttemptKey(id), after+1, 1<<62)
+		if err != nil {
+			return fmt.Errorf("attempt %s: %w", id, err)
+		}
+		if inc := store.SummarizePoints(p, after); inc != nil {
+			if st.host == "" {
+				st.host = "unknown"
+			}
+			if st.rss.ms > 0 && inc.FirstMs > st.rss.ms {
+				inc.RSSByteMs += float64(inc.FirstRSS+st.rss.rss) / 2 * float64(inc.FirstMs-st.rss.ms)
+			}
+			if inc.LastMs > st.rss.ms {
+				st.rss = rssPoint{inc.LastMs, inc.LastRSS}
+			}
+			mergeSummary(&st.sum, inc)
+		}
+		st.dirty = true
+		st.counted = st.contribution()
+		if st.meta.JobID != "" {
+			jobs[st.meta.JobID] = true
+		}
+	}
+	s.opt.Log.Warn("the store was not closed: summaries recovered", "attempts", len(ids), "descriptions", len(logs),
+		"jobs", len(jobs))
+	if err := s.Flush(ctx); err != nil {
+		return err
+	}
+	// The jobs, counted again from their attempts.
+	var jargs []any
+	for j := range jobs {
+		jargs = append(jargs, j)
+	}
+	for len(jargs) > 0 {
+		part := jargs[:min(256, len(jargs))]
+		jargs = jargs[len(part):]
+		_, err := s.wconn.ExecContext(ctx, `INSERT INTO jobs SELECT job_id, max(app_id), coalesce(max(framework) FILTER
+				(WHERE framework <> 'unknown'), max(framework), 'unknown'), max(job_name), max(user_name), max(queue),
+			min(first_ms), max(last_ms), count(*), count(*) FILTER (WHERE NOT coalesce(ended, false)),
+			sum(coalesce(cpu_ms, 0)), max(coalesce(peak_rss, 0)),
+			sum(coalesce(memory_mb, 0) * (last_ms - first_ms)) / 1024.0 / 3600000.0,
+			sum(coalesce(rss_byte_ms, 0)) / 1073741824.0 / 3600000.0, count(DISTINCT host)
+			FROM attempts WHERE job_id IN (`+placeholders(len(part))+`) GROUP BY job_id
+			ON CONFLICT (job_id) DO UPDATE SET app_id = excluded.app_id, framework = excluded.framework,
+			name = excluded.name, user_name = excluded.user_name, queue = excluded.queue, first_ms = excluded.first_ms,
+			last_ms = excluded.last_ms, attempts = excluded.attempts, running = excluded.running, cpu_ms = excluded.cpu_ms,
+			peak_rss = excluded.peak_rss, mem_gb_hours = excluded.mem_gb_hours, used_gb_hours = excluded.used_gb_hours,
+			hosts = excluded.hosts`, part...)
+		if err != nil {
+			return fmt.Errorf("cannot count jobs again: %w", err)
+		}
+	}
+	clear(c.jobs)
+	return nil
+}

@@ -1,0 +1,367 @@
+package duckdb
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"maps"
+	"strings"
+
+	"github.com/taskscope/taskscope/internal/store"
+	"github.com/taskscope/taskscope/internal/wire"
+)
+
+// What ingest keeps in memory between commits: every agent's sequence (the
+// exactly-once check needs no query), and the running attempts and jobs
+// with their summaries, written to their tables at most every SummaryEvery.
+// A transaction works on copies of the states it touches and hands them
+// back to the cache when it commits.
+
+// agentState is an agent as the agents table has it.
+type agentState struct {
+	host    string
+	seq     uint64
+	firstMs int64
+	lastMs  int64
+	batches uint64
+	samples uint64
+	stats   wire.AgentStats
+	dirty   bool
+}
+
+type rssPoint struct{ ms, rss int64 }
+
+// attState is an attempt as the store knows it: its description, its
+// summary in absolute values, the processes of its memberships, and what
+// it last added to its job.
+type attState struct {
+	meta    wire.Attempt
+	host    string
+	sum     store.AttemptSummary
+	rss     rssPoint // last RSS point, to integrate across batches
+	procs   map[uint64]struct{}
+	shared  bool // procs is shared with the cache's copy: copy before changing
+	counted contrib
+	dirty   bool // changed since it was last written
+}
+
+// contrib is what one attempt adds to its job's figures.
+type contrib struct {
+	in      bool // counted in the job at all (it has a job id)
+	running bool
+	cpu     int64
+	peak    int64
+	first   int64
+	last    int64
+	memMBms float64
+	byteMs  float64
+	host    string
+}
+
+func (a *attState) contribution() contrib {
+	m, s := &a.meta, &a.sum
+	if m.JobID == "" {
+		return contrib{}
+	}
+	first, last := a.firstLast()
+	c := contrib{in: true, running: !m.Ended, cpu: s.CPUMs, peak: s.PeakRSS, first: first, last: last,
+		byteMs: s.RSSByteMs, host: a.host}
+	if m.MemoryMB > 0 && first > 0 && last > first {
+		c.memMBms = float64(m.MemoryMB) * float64(last-first)
+	}
+	return c
+}
+
+func (a *attState) firstLast() (int64, int64) {
+	first := a.meta.FirstMs
+	if first == 0 {
+		first = a.sum.FirstMs
+	}
+	return first, max(a.meta.LastMs, a.sum.LastMs)
+}
+
+func (a *attState) addProc(k uint64) {
+	if _, ok := a.procs[k]; ok {
+		return
+	}
+	if a.shared || a.procs == nil {
+		a.procs = maps.Clone(a.procs)
+		if a.procs == nil {
+			a.procs = map[uint64]struct{}{}
+		}
+		a.shared = false
+	}
+	a.procs[k] = struct{}{}
+}
+
+// jobState is a job's figures, kept as sums over its attempts.
+type jobState struct {
+	appID, framework, name, user, queue string
+	attempts, running                   int
+	cpu, peak                           int64
+	first, last                         int64
+	memMBms, byteMs                     float64
+	hosts                               map[string]int
+	dirty                               bool
+}
+
+func (j *jobState) clone() *jobState {
+	c := *j
+	c.hosts = maps.Clone(j.hosts)
+	return &c
+}
+
+// apply replaces old's share of the job by now's.
+func (j *jobState) apply(old, now contrib) {
+	if old.in {
+		j.attempts--
+		if old.running {
+			j.running--
+		}
+		j.cpu -= old.cpu
+		j.memMBms -= old.memMBms
+		j.byteMs -= old.byteMs
+		if old.host != "" {
+			if j.hosts[old.host]--; j.hosts[old.host] <= 0 {
+				delete(j.hosts, old.host)
+			}
+		}
+	}
+	if now.in {
+		j.attempts++
+		if now.running {
+			j.running++
+		}
+		j.cpu += now.cpu
+		j.memMBms += now.memMBms
+		j.byteMs += now.byteMs
+		j.peak = max(j.peak, now.peak)
+		if now.first > 0 && (j.first == 0 || now.first < j.first) {
+			j.first = now.first
+		}
+		j.last = max(j.last, now.last)
+		if now.host != "" {
+			if j.hosts == nil {
+				j.hosts = map[string]int{}
+			}
+			j.hosts[now.host]++
+		}
+	}
+	j.dirty = true
+}
+
+// describe takes what an attempt's description says of its job.
+func (j *jobState) describe(m *wire.Attempt) {
+	set := func(dst *string, v string) {
+		if v != "" {
+			*dst = v
+		}
+	}
+	set(&j.appID, m.AppID)
+	set(&j.name, m.JobName)
+	set(&j.user, m.User)
+	set(&j.queue, m.Queue)
+	if m.Framework != "" && (m.Framework != "unknown" || j.framework == "") {
+		j.framework = m.Framework
+	}
+}
+
+// caches hold the states; guarded by mu (the writer holds wmu too, so only
+// Usage-style readers race with it).
+type caches struct {
+	agents map[string]*agentState
+	atts   map[string]*attState
+	jobs   map[string]*jobState
+}
+
+func newCaches() *caches {
+	return &caches{agents: map[string]*agentState{}, atts: map[string]*attState{}, jobs: map[string]*jobState{}}
+}
+
+// loadAgents reads every agent's sequence: the table's, or the log's where
+// it is ahead (a commit after the last summary write).
+func (s *Store) loadAgents(ctx context.Context) error {
+	rows, err := s.db.QueryContext(ctx, `SELECT agent_id, host, seq, coalesce(first_ms, 0), coalesce(last_ms, 0),
+		coalesce(batches, 0), coalesce(samples, 0), coalesce(dropped_samples, 0), coalesce(dropped_batches, 0),
+		coalesce(read_errors, 0), coalesce(overruns, 0) FROM agents`)
+	if err != nil {
+		return fmt.Errorf("cannot read agents: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		a := &agentState{}
+		if err := rows.Scan(&id, &a.host, &a.seq, &a.firstMs, &a.lastMs, &a.batches, &a.samples, &a.stats.DroppedSamples,
+			&a.stats.DroppedBatches, &a.stats.ReadErrors, &a.stats.Overruns); err != nil {
+			return err
+		}
+		s.cache.agents[id] = a
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	rows, err = s.db.QueryContext(ctx, `SELECT agent_id, max(seq) FROM agent_seqs GROUP BY agent_id`)
+	if err != nil {
+		return fmt.Errorf("cannot read agent sequences: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var seq uint64
+		if err := rows.Scan(&id, &seq); err != nil {
+			return err
+		}
+		a := s.cache.agents[id]
+		if a == nil {
+			a = &agentState{}
+			s.cache.agents[id] = a
+		}
+		if seq > a.seq {
+			a.seq, a.dirty = seq, true
+		}
+	}
+	return rows.Err()
+}
+
+type querier interface {
+	QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error)
+}
+
+// loadAttempts reads attempts into the cache from their table (those not
+// there are new), with the processes of their memberships.
+func (s *Store) loadAttempts(ctx context.Context, db querier, ids []string) error {
+	found := map[string]*attState{}
+	for len(ids) > 0 {
+		part := ids[:min(len(ids), 256)]
+		ids = ids[len(part):]
+		args := make([]any, len(part))
+		for i, id := range part {
+			args[i] = id
+		}
+		rows, err := db.QueryContext(ctx, `SELECT `+attemptCols+`, coalesce(sample_ms, 0), coalesce(last_rss, 0)
+			FROM attempts WHERE attempt_id IN (`+placeholders(len(part))+`)`, args...)
+		if err != nil {
+			return fmt.Errorf("cannot load attempts: %w", err)
+		}
+		for rows.Next() {
+			st, err := scanState(rows)
+			if err != nil {
+				rows.Close()
+				return err
+			}
+			st.counted = st.contribution()
+			found[st.meta.AttemptID] = st
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, id := range part {
+			if found[id] == nil {
+				s.cache.atts[id] = &attState{meta: wire.Attempt{AttemptID: id}}
+			}
+		}
+	}
+	if len(found) == 0 {
+		return nil
+	}
+	keys := make([]string, 0, len(found))
+	args := make([]any, 0, len(found))
+	for id := range found {
+		keys = append(keys, id)
+		args = append(args, id)
+	}
+	rows, err := db.QueryContext(ctx, `SELECT DISTINCT attempt_id, proc_key FROM memberships
+		WHERE attempt_id IN (`+placeholders(len(keys))+`)`, args...)
+	if err != nil {
+		return fmt.Errorf("cannot load memberships: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var k int64
+		if err := rows.Scan(&id, &k); err != nil {
+			return err
+		}
+		if st := found[id]; st != nil {
+			st.addProc(uint64(k))
+		}
+	}
+	for id, st := range found {
+		s.cache.atts[id] = st
+	}
+	return rows.Err()
+}
+
+// loadJobs reads jobs into the cache (those not in the table are new), with
+// their hosts.
+func (s *Store) loadJobs(ctx context.Context, db querier, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	rows, err := db.QueryContext(ctx, `SELECT job_id, coalesce(app_id, ''), coalesce(framework, ''), coalesce(name, ''),
+		coalesce(user_name, ''), coalesce(queue, ''), coalesce(first_ms, 0), coalesce(last_ms, 0), coalesce(attempts, 0),
+		coalesce(running, 0), coalesce(cpu_ms, 0), coalesce(peak_rss, 0), coalesce(mem_gb_hours, 0),
+		coalesce(used_gb_hours, 0) FROM jobs WHERE job_id IN (`+placeholders(len(ids))+`)`, args...)
+	if err != nil {
+		return fmt.Errorf("cannot load jobs: %w", err)
+	}
+	found := map[string]*jobState{}
+	for rows.Next() {
+		var id string
+		var memGBh, usedGBh float64
+		j := &jobState{hosts: map[string]int{}}
+		if err := rows.Scan(&id, &j.appID, &j.framework, &j.name, &j.user, &j.queue, &j.first, &j.last, &j.attempts,
+			&j.running, &j.cpu, &j.peak, &memGBh, &usedGBh); err != nil {
+			rows.Close()
+			return err
+		}
+		j.memMBms = memGBh * 1024 * 3600_000
+		j.byteMs = usedGBh * (1 << 30) * 3600_000
+		found[id] = j
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if len(found) > 0 {
+		var fargs []any
+		for id := range found {
+			fargs = append(fargs, id)
+		}
+		rows, err := db.QueryContext(ctx, `SELECT job_id, host, count(*) FROM attempts
+			WHERE job_id IN (`+placeholders(len(fargs))+`) AND host IS NOT NULL GROUP BY ALL`, fargs...)
+		if err != nil {
+			return fmt.Errorf("cannot load job hosts: %w", err)
+		}
+		for rows.Next() {
+			var id, host string
+			var n int
+			if err := rows.Scan(&id, &host, &n); err != nil {
+				rows.Close()
+				return err
+			}
+			found[id].hosts[host] = n
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+	}
+	for _, id := range ids {
+		if j := found[id]; j != nil {
+			s.cache.jobs[id] = j
+		} else {
+			s.cache.jobs[id] = &jobState{hosts: map[string]int{}}
+		}
+	}
+	return nil
+}
+
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
+}
