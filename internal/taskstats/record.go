@@ -15,10 +15,11 @@ import (
 // process is the sum over the records of all its threads; the record of the
 // thread group leader (TID == PID) carries the exit code.
 type Record struct {
-	PID        int32 // the thread group id (the process)
-	TID        int32 // the thread
-	PPID       int32 // the process's parent at exit
-	BtimeSec   int64 // the thread's start, unix seconds
+	PID        int32  // the thread group id (the process)
+	TID        int32  // the thread
+	PPID       int32  // the process's parent at exit
+	BtimeSec   int64  // the thread's start, unix seconds
+	EtimeUs    uint64 // the thread's life, start to exit (CLOCK_MONOTONIC), µs
 	UTimeUs    uint64
 	STimeUs    uint64
 	ReadBytes  uint64
@@ -27,7 +28,10 @@ type Record struct {
 	Comm       string
 }
 
-// CPUMs is the record's user + system CPU in milliseconds.
+// CPUMs is the record's user + system CPU in milliseconds. The kernel
+// counts it in clock ticks (ac_utime and ac_stime are not scaled to the
+// scheduler's runtime as /proc/PID/stat and wait4 are): under load it can be
+// off by a fifth either way for a process that runs in short bursts.
 func (r *Record) CPUMs() int64 { return int64(r.UTimeUs+r.STimeUs) / 1000 }
 
 // Attribute types of a TASKSTATS_CMD_NEW message (linux/taskstats.h).
@@ -47,6 +51,7 @@ const (
 	offPID        = 128
 	offPPID       = 132
 	offBtime      = 136
+	offEtime      = 144
 	offUtime      = 152
 	offStime      = 160
 	offReadBytes  = 248
@@ -78,6 +83,7 @@ func ParseStats(b []byte, r *Record) error {
 	r.TID = int32(u32(offPID))
 	r.PPID = int32(u32(offPPID))
 	r.BtimeSec = int64(u32(offBtime))
+	r.EtimeUs = u64(offEtime)
 	r.UTimeUs = u64(offUtime)
 	r.STimeUs = u64(offStime)
 	r.ReadBytes = u64(offReadBytes)
