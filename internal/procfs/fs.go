@@ -185,3 +185,11 @@ func (f FS) ReadPidFile(pid int32, file string, buf []byte) ([]byte, error) {
 func (f FS) Readlink(pid int32, name string) (string, error) {
 	return os.Readlink(f.PidPath(pid, name))
 }
+
+// Gone reports whether <root>/<pid> no longer exists: the process has been
+// reaped (a zombie still has its directory).
+func (f FS) Gone(pid int32) bool {
+	var st unix.Stat_t
+	err := unix.Stat(f.root+"/"+strconv.Itoa(int(pid)), &st)
+	return err == unix.ENOENT
+}

@@ -56,6 +56,7 @@ type tracked struct {
 	// before the exit it stands for was seen (the parent reaped the child
 	// between two of the tracker's reads).
 	pending      int64
+	certain      int64 // reaped children's CPU that the next sample's cutime must show
 	lastChildren int64
 	credit       int64
 	// pendRead and pendWrite are IO of children reaped after this process's
@@ -66,6 +67,7 @@ type tracked struct {
 	tPrevMs             int64
 	cpuMs               int64
 	tMs                 int64
+	bootMs              int64  // when it was last sampled, ms since boot
 	recheckAt           uint64 // when to read the command line again (wrappers exec)
 	firstTick           bool   // discovered at the tracker's first tick
 	commRaw             string

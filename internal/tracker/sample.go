@@ -80,16 +80,13 @@ func (t *Tracker) sampleProc(p *proc) {
 	}
 	// Children's CPU that arrived in the cutime/cstime is no longer pending.
 	children := collect.TicksToMs(t.stat.CUTime + t.stat.CSTime)
-	if d := children - tr.lastChildren; d > 0 {
-		used := min(d, tr.pending)
-		tr.pending -= used
-		tr.credit += d - used
-	}
+	t.settleChildren(tr, children-tr.lastChildren)
 	tr.lastChildren = children
 	tr.age++
 	tr.cpuPrevMs, tr.tPrevMs = tr.cpuMs, tr.tMs
 	tr.cpuMs = collect.TicksToMs(t.stat.UTime + t.stat.STime)
 	tr.tMs = t.nowMs
+	tr.bootMs = t.bootNowMs
 }
 
 // recheck reads the command line again: the process exec'd (taskjvm.sh
@@ -122,7 +119,7 @@ func (t *Tracker) recheck(p *proc) {
 // children it reaped (cutime/cstime, as the kernel charges a parent), and
 // that of children that exited but do not show in its cutime yet.
 func (t *Tracker) cpuAcct(tr *tracked) int64 {
-	return tr.vals[t.idx.cpuUser] + tr.vals[t.idx.cpuSys] + tr.vals[t.idx.cpuCUser] + tr.vals[t.idx.cpuCSys] + tr.pending
+	return tr.vals[t.idx.cpuUser] + tr.vals[t.idx.cpuSys] + tr.vals[t.idx.cpuCUser] + tr.vals[t.idx.cpuCSys] + tr.pending + tr.certain
 }
 
 // reaper returns the tracked process of attempt a that was the parent of an
@@ -185,21 +182,31 @@ func (t *Tracker) endMembership(p *proc, final *taskstats.Record, ms int64) {
 		// exited before: the last sample is then the better figure). What it
 		// had reaped is in its last sample's cutime/cstime.
 		own := tr.vals[t.idx.cpuUser] + tr.vals[t.idx.cpuSys]
-		cpu += max(0, final.CPUMs()-own)
+		cpu += t.tail(p, final, max(0, final.CPUMs()-own))
 		read, write = max(read, int64(final.ReadBytes)+tr.pendRead), max(write, int64(final.WriteBytes)+tr.pendWrite)
 	}
 	// An exited process reaped by a parent of the same attempt is in that
 	// parent's counters (exit costs included): charging it here would count
 	// it twice. It stays pending there until the parent's cutime shows it.
 	charged := true
+	ppid := int32(0)
 	if p.seen != t.cycle {
-		ppid := p.ppid
+		ppid = p.ppid
 		if final != nil && final.PPID > 0 {
 			ppid = final.PPID
 		}
 		if par := t.reaper(ppid, a); par != nil && par != tr {
 			charged = false
-			par.addPending(max(0, cpu-m.cpuBase))
+			// The parent's cutime will show all the child used; what of it
+			// earlier attempts had (a reused unit) is not this attempt's.
+			if t.alive(t.procs[ppid]) {
+				// It left /proc before the listing, so its parent had reaped
+				// it: the parent's stat, read after, shows it.
+				par.addCertain(max(0, cpu))
+			} else {
+				par.addPending(max(0, cpu))
+			}
+			par.mem.cpuBase += m.cpuBase
 			if !t.alive(t.procs[ppid]) {
 				par.pendRead += max(0, read-m.readBase)
 				par.pendWrite += max(0, write-m.writeBase)
@@ -214,7 +221,9 @@ func (t *Tracker) endMembership(p *proc, final *taskstats.Record, ms int64) {
 		t.debugExit(p, a.info.AttemptID, tr.vals[t.idx.cpuUser]+tr.vals[t.idx.cpuSys], tr.vals[t.idx.cpuCUser]+tr.vals[t.idx.cpuCSys], fin, cpu-m.cpuBase, charged)
 	}
 	if charged {
-		if cpu > m.cpuBase {
+		// Reaped by a process that is no task's (a NodeManager, a
+		// TaskTracker, init): that process's cutime says what it cost.
+		if cpu > m.cpuBase && (ppid == 0 || !t.chargeToReaper(ppid, a, cpu, cpu-m.cpuBase)) {
 			a.exitedCPU += cpu - m.cpuBase
 		}
 		if read > m.readBase {
@@ -402,9 +411,12 @@ func (t *Tracker) drainExits() {
 					t.recs[r.PID] = h
 				}
 				h.add(r)
+			} else {
+				t.noteOtherExit(r)
 			}
 			return // a thread of a process the tracker knows: tracked, or not a task's
 		}
+		t.noteOtherExit(r)
 		t.orphanRecs = append(t.orphanRecs, &heldRecord{rec: *r, cycle: t.cycle, leader: r.TID == r.PID})
 	})
 	if err != nil {
@@ -452,8 +464,13 @@ func (t *Tracker) drainExits() {
 		}
 		if live != nil {
 			// Reaped (or to be reaped) by a member: pending there until its
-			// counters show it.
-			live.addPending(h.rec.CPUMs())
+			// counters show it; exactly what they show if it was its child
+			// and is gone from /proc already.
+			if par := t.procs[h.rec.PPID]; par != nil && par.t == live && t.alive(par) && t.cfg.FS.Gone(h.rec.PID) {
+				live.addCertain(h.rec.CPUMs())
+			} else {
+				live.addPending(h.rec.CPUMs())
+			}
 			if !live.sampledAgain {
 				live.pendRead += int64(h.rec.ReadBytes)
 				live.pendWrite += int64(h.rec.WriteBytes)
@@ -486,6 +503,7 @@ func (h *heldRecord) add(r *taskstats.Record) {
 	if r.TID == r.PID {
 		h.leader = true
 		h.rec.TID, h.rec.PPID, h.rec.BtimeSec, h.rec.ExitCode, h.rec.Comm = r.TID, r.PPID, r.BtimeSec, r.ExitCode, r.Comm
+		h.rec.EtimeUs = r.EtimeUs
 	}
 }
 
@@ -550,4 +568,38 @@ func (tr *tracked) addPending(ms int64) {
 	used := min(ms, tr.credit)
 	tr.credit -= used
 	tr.pending += ms - used
+}
+
+// addCertain charges the CPU of a child that tr has reaped already: tr's
+// next stat shows it in cutime/cstime, exactly, and replaces the estimate.
+func (tr *tracked) addCertain(ms int64) {
+	used := min(ms, tr.credit)
+	tr.credit -= used
+	tr.certain += ms - used
+}
+
+// settleChildren takes the growth d of tr's cutime+cstime since its last
+// sample. The kernel adds a reaped child's CPU there as wait4 reports it
+// (its scheduler runtime); exit records count clock ticks, which under
+// load may be off by a fifth either way. So the children tr is known to have
+// reaped (certain) cost what cutime says, not what their records said; an
+// estimate that the growth does not cover by half at least (a parent that
+// ignores SIGCHLD accrues nothing) stays pending.
+func (t *Tracker) settleChildren(tr *tracked, d int64) {
+	if tr.certain > 0 {
+		used := min(max(d, 0), tr.certain)
+		rest := tr.certain - used
+		tr.certain = 0
+		d -= used
+		if 2*used < used+rest {
+			tr.pending += rest
+		} else if rest > 0 {
+			t.stats.ExitCorrectionMs += rest
+		}
+	}
+	if d > 0 {
+		used := min(d, tr.pending)
+		tr.pending -= used
+		tr.credit += d - used
+	}
 }

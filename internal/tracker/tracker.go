@@ -18,6 +18,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"runtime"
 	"sort"
 	"time"
 
@@ -26,6 +27,7 @@ import (
 	"github.com/taskscope/taskscope/internal/procfs"
 	"github.com/taskscope/taskscope/internal/taskstats"
 	"github.com/taskscope/taskscope/internal/wire"
+	"golang.org/x/sys/unix"
 )
 
 // Config configures a Tracker.
@@ -60,6 +62,9 @@ type Stats struct {
 	Vanished    uint64 // reads that failed because the process had just exited
 	ExitRecords uint64 // taskstats records received
 	Unclaimed   uint64 // exit records of processes that were no task's (or whose ancestry was lost)
+	// ExitCorrectionMs is how much the CPU estimates of exited processes
+	// exceeded what their reapers' cutime/cstime showed, cumulative (signed).
+	ExitCorrectionMs int64
 }
 
 // Tracker keeps the state of one node. It is not safe for concurrent use.
@@ -93,6 +98,10 @@ type Tracker struct {
 	reused      []*proc
 	again       []*proc // to classify once more (seen between fork and exec)
 	orphanByPID map[int32]*heldRecord
+	reapers     map[int32]*reaper // untracked parents of tracked processes
+	bootClock   func() int64      // ms since boot (CLOCK_BOOTTIME, as /proc's start times)
+	bootNowMs   int64             // bootClock at this tick's listing
+	ncpu        int
 
 	debugUnclaimed func(*taskstats.Record)   // tests
 	debugClassify  func(p *proc, why string) // tests
@@ -101,7 +110,7 @@ type Tracker struct {
 
 // metricIndex holds the positions of the metrics the tracker sums per attempt.
 type metricIndex struct {
-	cpuUser, cpuSys, cpuCUser, cpuCSys, rss, pss, vms, read, write, heap, gc, wait int
+	cpuUser, cpuSys, cpuCUser, cpuCSys, rss, pss, vms, read, write, heap, gc, wait, threads int
 }
 
 // New returns a Tracker. Nothing is read until the first Tick.
@@ -142,6 +151,15 @@ func New(cfg Config) (*Tracker, error) {
 		log:     cfg.Log,
 		exact:   cfg.Exits != nil,
 		users:   map[uint32]string{},
+		reapers: map[int32]*reaper{},
+		bootClock: func() int64 {
+			var ts unix.Timespec
+			if unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts) != nil {
+				return 0
+			}
+			return ts.Nano() / 1e6
+		},
+		ncpu: runtime.NumCPU(),
 	}
 	t.sources = collect.Enabled(&t.cfg.Collect)
 	for i, s := range t.sources {
@@ -165,7 +183,7 @@ func New(cfg Config) (*Tracker, error) {
 		cpuCUser: find(wire.CPUChildUserMs), cpuCSys: find(wire.CPUChildSysMs),
 		rss: find(wire.RSSBytes), pss: find(wire.PSSBytes), vms: find(wire.VMSBytes),
 		read: find(wire.ReadBytes), write: find(wire.WriteBytes), heap: find(wire.HeapUsedBytes),
-		gc: find(wire.GCTimeMs), wait: find(wire.SchedWaitNs),
+		gc: find(wire.GCTimeMs), wait: find(wire.SchedWaitNs), threads: find(wire.Threads),
 	}
 	t.attVals = make([]int64, len(wire.AttemptMetrics))
 	return t, nil
@@ -202,6 +220,9 @@ func (t *Tracker) Close() error {
 			p.t.h.Close()
 		}
 	}
+	for _, r := range t.reapers {
+		r.h.Close()
+	}
 	if t.cfg.Exits != nil {
 		return t.cfg.Exits.Close()
 	}
@@ -229,11 +250,13 @@ func (t *Tracker) Tick(now time.Time, sink Sink) error {
 	ms := now.UnixMilli()
 	t.nowMs = ms
 	entries, err := t.lister.List(t.entries[:0])
+	t.bootNowMs = t.bootClock()
 	t.entries = entries
 	if err != nil {
 		return err
 	}
 	t.stats.Scanned = len(entries)
+	t.readReapers()
 	t.newProcs = t.newProcs[:0]
 	for _, e := range entries {
 		p := t.procs[e.PID]
@@ -297,18 +320,28 @@ func (t *Tracker) Tick(now time.Time, sink Sink) error {
 			gone = append(gone, p)
 		}
 	}
-	sort.Slice(gone, func(i, j int) bool { return gone[i].startTicks > gone[j].startTicks })
+	// A parent and the child it forked at once share a start tick: then the
+	// higher pid is the child (pids wrap around rarely).
+	sort.Slice(gone, func(i, j int) bool {
+		a, b := gone[i], gone[j]
+		if a.startTicks != b.startTicks {
+			return a.startTicks > b.startTicks
+		}
+		return a.pid > b.pid
+	})
 	for i, p := range gone {
 		t.gone(p, ms)
 		gone[i] = nil
 	}
 	t.reused = gone[:0]
+	t.settleReapers()
 	for pid, p := range t.procs {
 		if p.seen != t.cycle {
 			delete(t.procs, pid)
 		}
 	}
 	t.sampleUnits(ms)
+	t.watchReapers()
 	t.expireRecords()
 	return nil
 }
