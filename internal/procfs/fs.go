@@ -126,7 +126,8 @@ func (f FS) OpenProc(pid int32) *Proc {
 
 // Read returns the content of file, read into buf. Files are opened on the
 // first read and kept open; a file that cannot be opened (permissions, an
-// older kernel) is not tried again, and reads as ErrUnavailable.
+// older kernel) is not tried again: the first read says why, in an error
+// that wraps ErrUnavailable, and later ones return ErrUnavailable itself.
 func (p *Proc) Read(file File, buf []byte) ([]byte, error) {
 	fd := p.fds[file] - 1
 	path := ""
