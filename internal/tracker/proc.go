@@ -69,6 +69,8 @@ type tracked struct {
 	tMs                 int64
 	bootMs              int64  // when it was last sampled, ms since boot
 	recheckAt           uint64 // when to read the command line again (wrappers exec)
+	startStack          uint64 // stat's startstack: a new one means an exec
+	preExec             bool   // joined before its exec: its role is settled at the recheck
 	firstTick           bool   // discovered at the tracker's first tick
 	commRaw             string
 }

@@ -167,3 +167,24 @@ func (t *Tracker) tail(p *proc, final *taskstats.Record, raw int64) int64 {
 	cpus := int64(min(max(val(tr, t.idx.threads), 1), int64(t.ncpu)))
 	return max(max(rate, 0), min(raw, dt*cpus))
 }
+
+// reapedInto reports whether the process of an exit record, never seen, is
+// in live's cutime already: it is gone from /proc, and so is every process
+// between it and live, and live will be sampled this tick.
+func (t *Tracker) reapedInto(rec *taskstats.Record, live *tracked) bool {
+	pid, ppid := rec.PID, rec.PPID
+	for depth := 0; depth < 32; depth++ {
+		if !t.cfg.FS.Gone(pid) {
+			return false
+		}
+		if par := t.procs[ppid]; par != nil {
+			return par.t == live && t.alive(par)
+		}
+		h := t.orphanByPID[ppid]
+		if h == nil || !h.leader {
+			return false
+		}
+		pid, ppid = ppid, h.rec.PPID
+	}
+	return false
+}

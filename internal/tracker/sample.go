@@ -56,6 +56,9 @@ func (t *Tracker) sampleProc(p *proc) {
 	}
 	if err := t.readStat(p.pid, tr.h); err != nil || t.stat.StartTime != p.startTicks {
 		tr.vanished = true
+		// If a new process has the pid (and, against the odds, its /proc
+		// inode number too), the next listing must look at it again.
+		p.ino = 0
 		if err != nil && !procfs.IsGone(err) {
 			t.countErr("stat", err)
 		} else {
@@ -64,7 +67,7 @@ func (t *Tracker) sampleProc(p *proc) {
 		return
 	}
 	p.ppid, p.sid, p.pgrp = t.stat.PPID, t.stat.Session, t.stat.PGRP
-	if string(t.stat.Comm) != tr.comm || (tr.recheckAt != 0 && t.cycle >= tr.recheckAt) {
+	if string(t.stat.Comm) != tr.comm || t.stat.StartStack != tr.startStack || (tr.recheckAt != 0 && t.cycle >= tr.recheckAt) {
 		t.recheck(p)
 	}
 	tr.present = 0
@@ -95,6 +98,7 @@ func (t *Tracker) sampleProc(p *proc) {
 func (t *Tracker) recheck(p *proc) {
 	tr := p.t
 	tr.comm = wire.SanitizeText(t.stat.Comm)
+	tr.startStack = t.stat.StartStack
 	if tr.recheckAt != 0 {
 		tr.recheckAt = t.cycle + 10
 	}
@@ -108,7 +112,13 @@ func (t *Tracker) recheck(p *proc) {
 	if l.Kind != hadoop.KindNone {
 		tr.role = roleOf(&l)
 		tr.unit.learn(t, p, &l)
+	} else if tr.preExec {
+		// Seen before its exec: its role is what it exec'd under its parent.
+		if par := t.procs[p.ppid]; par != nil && par.t != nil {
+			tr.role = t.roleUnder(p, par.t, &l)
+		}
 	}
+	tr.preExec = false
 	if tr.role != wire.RoleWrapper {
 		tr.recheckAt = 0
 	}
@@ -466,7 +476,7 @@ func (t *Tracker) drainExits() {
 			// Reaped (or to be reaped) by a member: pending there until its
 			// counters show it; exactly what they show if it was its child
 			// and is gone from /proc already.
-			if par := t.procs[h.rec.PPID]; par != nil && par.t == live && t.alive(par) && t.cfg.FS.Gone(h.rec.PID) {
+			if t.reapedInto(&h.rec, live) {
 				live.addCertain(h.rec.CPUMs())
 			} else {
 				live.addPending(h.rec.CPUMs())

@@ -369,6 +369,9 @@ func (t *Tracker) countErr(source string, err error) {
 		t.stats.Vanished++
 		return
 	}
+	if err == procfs.ErrUnavailable {
+		return // counted when it was found unavailable (that error says why)
+	}
 	t.stats.ReadErrors++
 	t.srcErrs[source]++
 }
