@@ -42,6 +42,7 @@ type Config struct {
 	Listen          string
 	MaxTicks        int // <0: run until stopped
 	PSSEvery        int // read PSS every N ticks (0: never)
+	StatusEvery     int // read status (context switches) every N ticks (0, 1: every tick)
 	FDs             bool
 	Exits           string // "auto" (taskstats when permitted), "taskstats", "off"
 	CgroupPrefix    string
@@ -79,7 +80,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	fs := procfs.NewFS(cfg.ProcFS)
 	tcfg := tracker.Config{
 		FS: &fs, Host: cfg.Host, CgroupPrefix: cfg.CgroupPrefix, Log: cfg.Log,
-		Collect: collect.Config{FS: &fs, PSSEvery: cfg.PSSEvery, FDs: cfg.FDs, JVM: true},
+		Collect: collect.Config{FS: &fs, PSSEvery: cfg.PSSEvery, StatusEvery: cfg.StatusEvery, FDs: cfg.FDs, JVM: true},
 	}
 	switch cfg.Exits {
 	case "", "auto", "taskstats":

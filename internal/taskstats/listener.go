@@ -29,8 +29,27 @@ type Listener struct {
 	buf    []byte
 }
 
+// ErrPIDNamespace says that this process is not in the initial pid
+// namespace: the kernel sends exit records with the pids of that namespace,
+// which are not the ones this process sees in /proc.
+var ErrPIDNamespace = errors.New("taskstats: not in the initial pid namespace (exit records carry the host's pids)")
+
+// initPIDNamespace is the inode number of the initial pid namespace
+// (PROC_PID_INIT_INO, a constant of the kernel).
+const initPIDNamespace = "pid:[4026531836]"
+
+// InInitialPIDNamespace reports whether this process sees the host's pids
+// (true when it cannot tell).
+func InInitialPIDNamespace() bool {
+	ns, err := os.Readlink("/proc/self/ns/pid")
+	return err != nil || ns == initPIDNamespace
+}
+
 // Listen registers for the exit records of all CPUs.
 func Listen() (*Listener, error) {
+	if !InInitialPIDNamespace() {
+		return nil, ErrPIDNamespace
+	}
 	c, err := genetlink.Dial(nil)
 	if err != nil {
 		return nil, fmt.Errorf("taskstats: cannot open a generic netlink socket: %w", err)

@@ -1,8 +1,10 @@
 package taskstats
 
 import (
+	"errors"
 	"os"
 	"os/exec"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -97,5 +99,32 @@ func TestDrainAll(t *testing.T) {
 	}
 	if d := time.Since(start); d > 50*time.Millisecond {
 		t.Errorf("an empty Drain took %v", d)
+	}
+}
+
+// TestListenPIDNamespace runs a child in a new pid namespace (root only):
+// there Listen refuses, since exit records carry the host's pids.
+func TestListenPIDNamespace(t *testing.T) {
+	if os.Getenv("TASKSCOPE_PIDNS_CHILD") != "" {
+		if InInitialPIDNamespace() {
+			t.Fatal("a new pid namespace looks like the initial one")
+		}
+		if _, err := Listen(); !errors.Is(err, ErrPIDNamespace) {
+			t.Fatalf("Listen in a pid namespace: %v", err)
+		}
+		return
+	}
+	if !InInitialPIDNamespace() {
+		t.Skip("not in the initial pid namespace")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestListenPIDNamespace$")
+	cmd.Env = append(os.Environ(), "TASKSCOPE_PIDNS_CHILD=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		if os.Geteuid() != 0 {
+			t.Skipf("cannot make a pid namespace: %v", err)
+		}
+		t.Fatalf("child: %v\n%s", err, out)
 	}
 }

@@ -83,3 +83,30 @@ func TestChurnKeepsNothing(t *testing.T) {
 		t.Errorf("listing buffer of capacity %d for %d entries", c, len(r.tr.entries))
 	}
 }
+
+// TestSteadyTickAllocates nothing: a tick over processes that neither start
+// nor exit reuses every buffer.
+func TestSteadyTickAllocates(t *testing.T) {
+	f := newFixture(t)
+	fxYARNNode(f)
+	for i := 0; i < 10; i++ {
+		c := fxContainer(i + 2)
+		yarnContainer(f, int32(2001+100*i), c, yarnChild(c, fxAttempt("m", i, 0)))
+		f.add(fproc{pid: int32(2010 + 100*i), ppid: int32(2003 + 100*i), sid: int32(2002 + 100*i), argv: []string{"python3", "m.py"},
+			env: streamingEnv(c, fxAttempt("m", i, 0))})
+	}
+	for _, exact := range []bool{false, true} {
+		r := f.tracker(exact)
+		for i := 0; i < 30; i++ { // past the wrappers' rechecks
+			r.tick()
+		}
+		allocs := testing.AllocsPerRun(50, func() {
+			if err := r.tr.Tick(r.now(), NopSink{}); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if allocs != 0 {
+			t.Errorf("exact %v: a steady tick allocates %.1f times", exact, allocs)
+		}
+	}
+}

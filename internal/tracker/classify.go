@@ -280,26 +280,22 @@ func (t *Tracker) join(p *proc, u *unit, argv []string, cmdline string, l *hadoo
 	if len(argv) > 0 {
 		tr.commRaw = argv[0]
 	}
-	if t.readStat(p.pid, tr.h) == nil {
-		tr.comm = wire.SanitizeText(t.stat.Comm)
-		tr.startStack = t.stat.StartStack
-	}
 	if role == wire.RoleWrapper {
 		tr.recheckAt = t.cycle + 5
 	}
-	t.readOwner(p.pid, tr)
+	// Its comm, owner and Process record come with its first sample, this
+	// tick (the stat and status read then are the ones it needs).
 	p.t = tr
 	u.members = append(u.members, p)
 	t.stats.Attributed++
 	if u.launcherPID == 0 {
 		u.launcherPID = p.ppid
 	}
-	t.sink.Process(t.wireProcess(p))
 }
 
 // readOwner finds the process's real uid (status) and its user name.
-func (t *Tracker) readOwner(pid int32, tr *tracked) {
-	b, err := t.cfg.FS.ReadPidFile(pid, "status", t.buf)
+func (t *Tracker) readOwner(tr *tracked) {
+	b, err := tr.h.Read(procfs.FileStatus, t.buf)
 	t.buf = b
 	if err != nil {
 		return
@@ -308,13 +304,17 @@ func (t *Tracker) readOwner(pid int32, tr *tracked) {
 	if procfs.ParseStatus(b, &st) != nil {
 		return
 	}
-	tr.uid = st.UID
-	name, ok := t.users[st.UID]
+	t.setOwner(tr, st.UID)
+}
+
+func (t *Tracker) setOwner(tr *tracked, uid uint32) {
+	tr.uid = uid
+	name, ok := t.users[uid]
 	if !ok {
-		if u, err := user.LookupId(strconv.Itoa(int(st.UID))); err == nil {
+		if u, err := user.LookupId(strconv.Itoa(int(uid))); err == nil {
 			name = u.Username
 		}
-		t.users[st.UID] = name
+		t.users[uid] = name
 	}
 	tr.user = name
 }

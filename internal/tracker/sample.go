@@ -67,19 +67,40 @@ func (t *Tracker) sampleProc(p *proc) {
 		return
 	}
 	p.ppid, p.sid, p.pgrp = t.stat.PPID, t.stat.Session, t.stat.PGRP
-	if string(t.stat.Comm) != tr.comm || t.stat.StartStack != tr.startStack || (tr.recheckAt != 0 && t.cycle >= tr.recheckAt) {
+	first := tr.age == 0
+	if first {
+		tr.comm = wire.SanitizeText(t.stat.Comm)
+		tr.startStack = t.stat.StartStack
+		if tr.startStack != 0 {
+			// Its execs will show in startstack: no need to read its
+			// command line again and again in case it exec'd.
+			tr.recheckAt = 0
+		}
+	} else if string(t.stat.Comm) != tr.comm || t.stat.StartStack != tr.startStack || (tr.recheckAt != 0 && t.cycle >= tr.recheckAt) {
 		t.recheck(p)
 	}
 	tr.present = 0
 	tg := &t.target
 	*tg = collect.Target{PID: p.pid, Tick: t.cycle, Age: tr.age, Proc: tr.h, Stat: &t.stat,
 		IsJVM: tr.launch.Kind.IsJVM(), User: tr.user, Buf: &t.buf, State: tr.srcState}
+	if first {
+		t.status = procfs.Status{}
+		tg.Status = &t.status // the owner, from the status source's read
+	}
 	for i, s := range t.sources {
 		st := &t.setters[i]
 		st.p = tr
 		if err := s.Sample(&t.cfg.Collect, tg, i, st); err != nil {
 			t.countErr(s.Name(), err)
 		}
+	}
+	if first {
+		if t.status.HasUID {
+			t.setOwner(tr, t.status.UID)
+		} else {
+			t.readOwner(tr)
+		}
+		t.sink.Process(t.wireProcess(p))
 	}
 	// Children's CPU that arrived in the cutime/cstime is no longer pending.
 	children := collect.TicksToMs(t.stat.CUTime + t.stat.CSTime)
@@ -99,7 +120,7 @@ func (t *Tracker) recheck(p *proc) {
 	tr := p.t
 	tr.comm = wire.SanitizeText(t.stat.Comm)
 	tr.startStack = t.stat.StartStack
-	if tr.recheckAt != 0 {
+	if tr.recheckAt != 0 && tr.startStack == 0 {
 		tr.recheckAt = t.cycle + 10
 	}
 	argv, cmdline, ok := t.readCmdline(p.pid)
@@ -411,31 +432,21 @@ func (t *Tracker) drainExits() {
 	if !t.exact {
 		return
 	}
-	err := t.cfg.Exits.Drain(func(r *taskstats.Record) {
-		t.stats.ExitRecords++
-		if p := t.procs[r.PID]; p != nil && r.BtimeSec >= t.startMs(p.startTicks)/1000-1 {
-			if p.t != nil {
-				h := t.recs[r.PID]
-				if h == nil {
-					h = &heldRecord{}
-					t.recs[r.PID] = h
-				}
-				h.add(r)
-			} else {
-				t.noteOtherExit(r)
-			}
-			return // a thread of a process the tracker knows: tracked, or not a task's
-		}
-		t.noteOtherExit(r)
-		t.orphanRecs = append(t.orphanRecs, &heldRecord{rec: *r, cycle: t.cycle, leader: r.TID == r.PID})
-	})
+	if t.takeExitFn == nil {
+		t.takeExitFn = t.takeExit // one method value, not a closure per tick
+	}
+	err := t.cfg.Exits.Drain(t.takeExitFn)
 	if err != nil {
 		t.countErr("taskstats", err)
 	}
 	// Index the unclaimed records: by process, and which processes exited
 	// (their leader's record is in).
-	byPID := make(map[int32]*heldRecord, len(t.orphanRecs))
-	exited := make(map[int32]bool, len(t.orphanRecs))
+	if t.orphanByPID == nil {
+		t.orphanByPID, t.orphanExited = map[int32]*heldRecord{}, map[int32]bool{}
+	}
+	byPID, exited := t.orphanByPID, t.orphanExited
+	clear(byPID)
+	clear(exited)
 	for _, h := range t.orphanRecs {
 		if h.leader {
 			exited[h.rec.PID] = true
@@ -444,7 +455,6 @@ func (t *Tracker) drainExits() {
 			byPID[h.rec.PID] = h
 		}
 	}
-	t.orphanByPID = byPID
 	kept := t.orphanRecs[:0]
 	for _, h := range t.orphanRecs {
 		// A thread of a process that is tracked now belongs to it.
@@ -495,6 +505,27 @@ func (t *Tracker) drainExits() {
 		t.orphanRecs[i] = nil
 	}
 	t.orphanRecs = kept
+}
+
+// takeExit files one exit record: with the process it belongs to, or
+// aside until its ancestry tells whose it is.
+func (t *Tracker) takeExit(r *taskstats.Record) {
+	t.stats.ExitRecords++
+	if p := t.procs[r.PID]; p != nil && r.BtimeSec >= t.startMs(p.startTicks)/1000-1 {
+		if p.t != nil {
+			h := t.recs[r.PID]
+			if h == nil {
+				h = &heldRecord{}
+				t.recs[r.PID] = h
+			}
+			h.add(r)
+		} else {
+			t.noteOtherExit(r)
+		}
+		return // a thread of a process the tracker knows: tracked, or not a task's
+	}
+	t.noteOtherExit(r)
+	t.orphanRecs = append(t.orphanRecs, &heldRecord{rec: *r, cycle: t.cycle, leader: r.TID == r.PID})
 }
 
 // heldRecord sums the exit records of one process's threads.

@@ -15,11 +15,12 @@
 package tracker
 
 import (
+	"cmp"
 	"errors"
 	"log/slog"
 	"os"
 	"runtime"
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/taskscope/taskscope/internal/collect"
@@ -69,39 +70,42 @@ type Stats struct {
 
 // Tracker keeps the state of one node. It is not safe for concurrent use.
 type Tracker struct {
-	cfg         Config
-	lister      *procfs.Lister
-	entries     []procfs.PidEntry
-	procs       map[int32]*proc
-	units       map[string]*unit
-	sources     []collect.Source
-	setters     []setter
-	metrics     []string
-	idx         metricIndex
-	cycle       uint64
-	bootMs      int64
-	buf         []byte
-	cmdBuf      []byte
-	stat        procfs.Stat
-	newProcs    []*proc
-	recs        map[int32]*heldRecord // exit records of tracked processes, until they vanish
-	orphanRecs  []*heldRecord         // records not yet attributable
-	attVals     []int64
-	stats       Stats
-	sink        Sink
-	srcErrs     map[string]uint64
-	log         *slog.Logger
-	exact       bool
-	users       map[uint32]string
-	target      collect.Target
-	nowMs       int64
-	reused      []*proc
-	again       []*proc // to classify once more (seen between fork and exec)
-	orphanByPID map[int32]*heldRecord
-	reapers     map[int32]*reaper // untracked parents of tracked processes
-	bootClock   func() int64      // ms since boot (CLOCK_BOOTTIME, as /proc's start times)
-	bootNowMs   int64             // bootClock at this tick's listing
-	ncpu        int
+	cfg          Config
+	lister       *procfs.Lister
+	entries      []procfs.PidEntry
+	procs        map[int32]*proc
+	units        map[string]*unit
+	sources      []collect.Source
+	setters      []setter
+	metrics      []string
+	idx          metricIndex
+	cycle        uint64
+	bootMs       int64
+	buf          []byte
+	cmdBuf       []byte
+	stat         procfs.Stat
+	status       procfs.Status
+	newProcs     []*proc
+	recs         map[int32]*heldRecord // exit records of tracked processes, until they vanish
+	orphanRecs   []*heldRecord         // records not yet attributable
+	attVals      []int64
+	stats        Stats
+	sink         Sink
+	srcErrs      map[string]uint64
+	log          *slog.Logger
+	exact        bool
+	users        map[uint32]string
+	target       collect.Target
+	nowMs        int64
+	reused       []*proc
+	again        []*proc // to classify once more (seen between fork and exec)
+	orphanByPID  map[int32]*heldRecord
+	orphanExited map[int32]bool
+	takeExitFn   func(*taskstats.Record)
+	reapers      map[int32]*reaper // untracked parents of tracked processes
+	bootClock    func() int64      // ms since boot (CLOCK_BOOTTIME, as /proc's start times)
+	bootNowMs    int64             // bootClock at this tick's listing
+	ncpu         int
 
 	debugUnclaimed func(*taskstats.Record)   // tests
 	debugClassify  func(p *proc, why string) // tests
@@ -223,6 +227,7 @@ func (t *Tracker) Close() error {
 	for _, r := range t.reapers {
 		r.h.Close()
 	}
+	t.lister.Close()
 	if t.cfg.Exits != nil {
 		return t.cfg.Exits.Close()
 	}
@@ -287,12 +292,11 @@ func (t *Tracker) Tick(now time.Time, sink Sink) error {
 		t.newProcs = append(t.newProcs, np)
 	}
 	// Parents start before their children: classify in start order.
-	sort.Slice(t.newProcs, func(i, j int) bool {
-		a, b := t.newProcs[i], t.newProcs[j]
+	slices.SortFunc(t.newProcs, func(a, b *proc) int {
 		if a.startTicks != b.startTicks {
-			return a.startTicks < b.startTicks
+			return cmp.Compare(a.startTicks, b.startTicks)
 		}
-		return a.pid < b.pid
+		return cmp.Compare(a.pid, b.pid)
 	})
 	// Second looks first: a process seen before its exec last tick may be
 	// the parent of this tick's new ones.
@@ -322,12 +326,11 @@ func (t *Tracker) Tick(now time.Time, sink Sink) error {
 	}
 	// A parent and the child it forked at once share a start tick: then the
 	// higher pid is the child (pids wrap around rarely).
-	sort.Slice(gone, func(i, j int) bool {
-		a, b := gone[i], gone[j]
+	slices.SortFunc(gone, func(a, b *proc) int {
 		if a.startTicks != b.startTicks {
-			return a.startTicks > b.startTicks
+			return cmp.Compare(b.startTicks, a.startTicks)
 		}
-		return a.pid > b.pid
+		return cmp.Compare(b.pid, a.pid)
 	})
 	for i, p := range gone {
 		t.gone(p, ms)
