@@ -60,6 +60,8 @@ type Stats struct {
 	DroppedSamples uint64
 	QueuedBatches  int
 	QueuedBytes    int64
+	SpooledBatches int   // of the queued, those in spool files
+	SpooledBytes   int64 // their compressed size
 	SpoolErrors    uint64
 }
 
@@ -155,6 +157,12 @@ func (s *Shipper) Stats() Stats {
 	defer s.mu.Unlock()
 	st := s.stats
 	st.QueuedBatches, st.QueuedBytes = len(s.queue), s.qbytes
+	for _, it := range s.queue {
+		if it.file != "" {
+			st.SpooledBatches++
+			st.SpooledBytes += it.size
+		}
+	}
 	return st
 }
 
