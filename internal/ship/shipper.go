@@ -247,11 +247,11 @@ func (s *Shipper) Run(ctx context.Context) {
 			s.cfg.Log.Error("server rejected a batch; keeping it aside", "seq", it.seq, "status", rej.status, "err", rej.msg)
 			s.mu.Lock()
 			s.stats.Rejected++
-			s.mu.Unlock()
 			if s.spool != nil {
 				s.spool.reject(it)
 			}
 			it.file = ""
+			s.mu.Unlock()
 			s.done(it)
 			continue
 		}
@@ -285,10 +285,10 @@ func nextBackoff(cur, min, max time.Duration) time.Duration {
 }
 
 func (s *Shipper) done(it *item) {
+	s.mu.Lock() // it.file is read by Stats
 	if it.file != "" {
 		s.spool.remove(it)
 	}
-	s.mu.Lock()
 	if len(s.queue) > 0 && s.queue[0] == it {
 		s.queue[0] = nil
 		s.queue = s.queue[1:]
