@@ -12,6 +12,17 @@
 // mapreduce_task_attempt_id) names one. A unit runs one attempt at a time;
 // a reused JVM or container switches attempts, and its processes get a new
 // membership each time.
+//
+// CPU that adds up to what wait4 reports: the kernel adds a reaped child's
+// CPU (its scheduler runtime, as /proc/PID/stat shows it) to its parent's
+// cutime/cstime. An exited process's CPU is therefore settled by the
+// cutime growth of the process that reaped it: a tracked parent sampled in
+// the same tick, or an untracked one (the NodeManager, the TaskTracker,
+// init) whose stat is read right after each listing, the growth split among
+// the processes it reaped in proportion to their estimates. Exit records
+// (taskstats) tell when and how a process ended and give the CPU of those
+// the tracker never saw; their CPU figures count clock ticks, which can be a
+// fifth off under load, so they only estimate the rest.
 package tracker
 
 import (

@@ -24,6 +24,7 @@ package tracker
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -31,11 +32,13 @@ import (
 	"os/exec"
 	"runtime"
 	"runtime/metrics"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/taskscope/taskscope/internal/collect"
 	"github.com/taskscope/taskscope/internal/procfs"
@@ -184,7 +187,7 @@ func (s *benchNodeSet) stop() {
 // startNode starts containers (5 task processes each), others plain
 // sleeps, and churners (helpers that are no task's, starting short-lived
 // processes). It returns when all are running.
-func startNode(b *testing.B, containers, others, churnTask, churnOther int) *benchNodeSet {
+func startNode(b testing.TB, containers, others, churnTask, churnOther int) *benchNodeSet {
 	b.Helper()
 	s := &benchNodeSet{}
 	b.Cleanup(s.stop)
@@ -237,77 +240,152 @@ func startNode(b *testing.B, containers, others, churnTask, churnOther int) *ben
 }
 
 // baseline is the cheapest honest loop: it reads what the tracker reads
-// every tick, for the same processes, and nothing else.
+// every tick, for the same processes, and nothing else, with raw system
+// calls: the /proc directory held open and listed from its start, stat and
+// cmdline read once per new pid, stat, status, io and schedstat of task
+// processes held open and read with one pread each.
 type baseline struct {
-	fs      procfs.FS
-	lister  *procfs.Lister
-	entries []procfs.PidEntry
-	known   map[int32]*basePID
-	cycle   uint64
-	buf     []byte
+	dirfd int
+	dents []byte
+	known map[int32]*basePID
+	cycle uint64
+	buf   []byte
+	path  []byte
 }
 
 type basePID struct {
 	ino  uint64
 	seen uint64
 	task bool
-	h    *procfs.Proc
+	fds  [4]int
 }
 
+var baseFiles = [4]string{"stat", "status", "io", "schedstat"}
+
 func newBaseline() *baseline {
-	fs := procfs.NewFS("")
-	return &baseline{fs: fs, lister: fs.NewLister(), known: map[int32]*basePID{}, buf: make([]byte, 0, 8192)}
+	fd, err := unix.Open("/proc", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		panic(err)
+	}
+	return &baseline{dirfd: fd, dents: make([]byte, 32<<10), known: map[int32]*basePID{}, buf: make([]byte, 64<<10)}
+}
+
+// open opens /proc/<pid>/<name> (a path built in a reused buffer).
+func (bl *baseline) open(pid int32, name string) int {
+	bl.path = append(bl.path[:0], "/proc/"...)
+	bl.path = strconv.AppendInt(bl.path, int64(pid), 10)
+	bl.path = append(bl.path, '/')
+	bl.path = append(bl.path, name...)
+	bl.path = append(bl.path, 0)
+	fd, _, errno := unix.Syscall6(unix.SYS_OPENAT, atFDCWD, uintptr(unsafe.Pointer(&bl.path[0])),
+		uintptr(unix.O_RDONLY|unix.O_CLOEXEC), 0, 0, 0)
+	if errno != 0 {
+		return -1
+	}
+	return int(fd)
+}
+
+func (bl *baseline) readOnce(pid int32, name string) []byte {
+	fd := bl.open(pid, name)
+	if fd < 0 {
+		return nil
+	}
+	n, _ := unix.Pread(fd, bl.buf, 0)
+	unix.Close(fd)
+	if n < 0 {
+		return nil
+	}
+	return bl.buf[:n]
 }
 
 func (bl *baseline) tick() {
 	bl.cycle++
-	bl.entries, _ = bl.lister.List(bl.entries[:0])
-	var st procfs.Stat
-	for _, e := range bl.entries {
-		p := bl.known[e.PID]
-		if p != nil && p.ino == e.Ino {
-			p.seen = bl.cycle
-			continue
+	unix.Seek(bl.dirfd, 0, 0)
+	for {
+		n, err := unix.Getdents(bl.dirfd, bl.dents)
+		if err != nil || n <= 0 {
+			break
 		}
-		if p != nil && p.h != nil {
-			p.h.Close()
-		}
-		p = &basePID{ino: e.Ino, seen: bl.cycle}
-		bl.known[e.PID] = p
-		var err error
-		if bl.buf, err = bl.fs.ReadPidFile(e.PID, "stat", bl.buf); err != nil || procfs.ParseStat(bl.buf, &st) != nil {
-			continue
-		}
-		ppid := st.PPID
-		if bl.buf, err = bl.fs.ReadPidFile(e.PID, "cmdline", bl.buf); err != nil {
-			continue
-		}
-		parent := bl.known[ppid]
-		if bytes.Contains(bl.buf, []byte("container_")) || parent != nil && parent.task {
-			p.task, p.h = true, bl.fs.OpenProc(e.PID)
+		for b := bl.dents[:n]; len(b) >= 19; {
+			ino := binary.NativeEndian.Uint64(b[0:8])
+			reclen := int(binary.NativeEndian.Uint16(b[16:18]))
+			name := b[19:reclen]
+			b = b[reclen:]
+			pid := int32(0)
+			for _, c := range name {
+				if c < '0' || c > '9' {
+					break
+				}
+				pid = pid*10 + int32(c-'0')
+			}
+			if pid == 0 {
+				continue
+			}
+			bl.entry(pid, ino)
 		}
 	}
 	for pid, p := range bl.known {
 		if p.seen != bl.cycle {
-			if p.h != nil {
-				p.h.Close()
-			}
+			p.close()
 			delete(bl.known, pid)
 			continue
 		}
-		if p.h == nil {
+		if !p.task {
 			continue
 		}
-		for _, f := range []procfs.File{procfs.FileStat, procfs.FileStatus, procfs.FileIO, procfs.FileSchedstat} {
-			bl.buf, _ = p.h.Read(f, bl.buf)
+		for i, fd := range p.fds {
+			if fd < 0 {
+				if fd = bl.open(pid, baseFiles[i]); fd < 0 {
+					continue
+				}
+				p.fds[i] = fd
+			}
+			unix.Pread(fd, bl.buf, 0)
 		}
+	}
+}
+
+func (bl *baseline) entry(pid int32, ino uint64) {
+	p := bl.known[pid]
+	if p != nil && p.ino == ino {
+		p.seen = bl.cycle
+		return
+	}
+	if p != nil {
+		p.close()
+	}
+	p = &basePID{ino: ino, seen: bl.cycle, fds: [4]int{-1, -1, -1, -1}}
+	bl.known[pid] = p
+	stat := bl.readOnce(pid, "stat")
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return
+	}
+	var ppid int32 // the field after the state
+	for _, c := range stat[min(i+4, len(stat)):] {
+		if c < '0' || c > '9' {
+			break
+		}
+		ppid = ppid*10 + int32(c-'0')
+	}
+	cmd := bl.readOnce(pid, "cmdline")
+	parent := bl.known[ppid]
+	p.task = bytes.Contains(cmd, []byte("container_")) || parent != nil && parent.task
+}
+
+func (p *basePID) close() {
+	for i, fd := range p.fds {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+		p.fds[i] = -1
 	}
 }
 
 func (bl *baseline) tracked() int {
 	n := 0
 	for _, p := range bl.known {
-		if p.h != nil {
+		if p.task {
 			n++
 		}
 	}
@@ -316,10 +394,9 @@ func (bl *baseline) tracked() int {
 
 func (bl *baseline) close() {
 	for _, p := range bl.known {
-		if p.h != nil {
-			p.h.Close()
-		}
+		p.close()
 	}
+	unix.Close(bl.dirfd)
 }
 
 // cpuNow is this process's CPU so far (user+system), in ns.
@@ -445,3 +522,5 @@ func countProcs() int {
 	ents, _ := fs.NewLister().List(nil)
 	return len(ents)
 }
+
+var atFDCWD = func() uintptr { fd := unix.AT_FDCWD; return uintptr(fd) }()
