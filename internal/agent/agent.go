@@ -43,6 +43,7 @@ type Config struct {
 	Listen          string
 	MaxTicks        int // <0: run until stopped
 	PSSEvery        int // read PSS every N ticks (0: never)
+	StatusEvery     int // read status (context switches) every N ticks (0, 1: every tick)
 	FDs             bool
 	Exits           string // "auto" (taskstats when permitted), "taskstats", "off"
 	CgroupPrefix    string
@@ -89,7 +90,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	fs := procfs.NewFS(cfg.ProcFS)
 	tcfg := tracker.Config{
 		FS: &fs, Host: cfg.Host, CgroupPrefix: cfg.CgroupPrefix, Log: cfg.Log,
-		Collect: collect.Config{FS: &fs, PSSEvery: cfg.PSSEvery, FDs: cfg.FDs, JVM: true},
+		Collect: collect.Config{FS: &fs, PSSEvery: cfg.PSSEvery, StatusEvery: cfg.StatusEvery, FDs: cfg.FDs, JVM: true},
 	}
 	switch cfg.Exits {
 	case "", "auto", "taskstats":
@@ -132,7 +133,14 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	go func() { defer shipWG.Done(); sh.Run(shipCtx) }()
 	defer func() { stopShip(); shipWG.Wait() }()
 
-	a := &loop{cfg: cfg, tr: tr, sh: sh, b: newBuilder(tr.ProcessMetrics(), tr.AttemptMetrics())}
+	a := &loop{cfg: cfg, tr: tr, sh: sh, b: newBuilder(tr.ProcessMetrics(), tr.AttemptMetrics()),
+		tickDur: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "taskscope_agent_tick_seconds", Help: "Time taken by one tick (list, classify, sample).",
+			Buckets: []float64{.0002, .0005, .001, .002, .005, .01, .02, .05, .1, .5},
+		})}
+	if l, ok := tcfg.Exits.(*taskstats.Listener); ok {
+		a.exits = l
+	}
 	metricsAddr := ""
 	if cfg.Listen != "" {
 		ln, err := net.Listen("tcp", cfg.Listen)
@@ -182,13 +190,10 @@ type loop struct {
 	srcErrs  map[string]uint64
 	overruns uint64
 	tickDur  prometheus.Histogram
+	exits    *taskstats.Listener // nil without exit records
 }
 
 func (a *loop) run(ctx context.Context) error {
-	a.tickDur = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name: "taskscope_agent_tick_seconds", Help: "Time taken by one tick (list, classify, sample).",
-		Buckets: []float64{.0002, .0005, .001, .002, .005, .01, .02, .05, .1, .5},
-	})
 	if a.cfg.MaxTicks == 0 {
 		return nil
 	}
@@ -284,8 +289,18 @@ func (a *loop) metricsHandler() http.Handler {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "taskscope_agent_short_lived_processes_total", Help: "Processes that lived less than one tick, charged from exit records."}, read(func(s *tracker.Stats) float64 { return float64(s.ShortLived) })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "taskscope_agent_vanished_reads_total", Help: "Reads that failed because the process had just exited."}, read(func(s *tracker.Stats) float64 { return float64(s.Vanished) })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "taskscope_agent_exit_records_total", Help: "Taskstats exit records received."}, read(func(s *tracker.Stats) float64 { return float64(s.ExitRecords) })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "taskscope_agent_exit_records_unclaimed_total", Help: "Exit records of processes that were no task's, or whose ancestry was lost."}, read(func(s *tracker.Stats) float64 { return float64(s.Unclaimed) })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "taskscope_agent_exit_records_lost_total", Help: "Times the kernel's exit records overflowed the agent's socket (records lost)."}, func() float64 {
+			if a.exits == nil {
+				return 0
+			}
+			return float64(a.exits.Lost())
+		}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "taskscope_agent_processes_exited_total", Help: "Task processes that exited."}, read(func(s *tracker.Stats) float64 { return float64(s.Exited) })),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "taskscope_agent_queue_batches", Help: "Batches waiting for the server (memory and spool)."}, shipped(func(s ship.Stats) float64 { return float64(s.QueuedBatches) })),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "taskscope_agent_queue_bytes", Help: "Compressed bytes waiting for the server."}, shipped(func(s ship.Stats) float64 { return float64(s.QueuedBytes) })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "taskscope_agent_spool_batches", Help: "Batches waiting in the spool directory."}, shipped(func(s ship.Stats) float64 { return float64(s.SpooledBatches) })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "taskscope_agent_spool_bytes", Help: "Compressed bytes waiting in the spool directory."}, shipped(func(s ship.Stats) float64 { return float64(s.SpooledBytes) })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "taskscope_agent_batches_sent_total", Help: "Batches the server acknowledged."}, shipped(func(s ship.Stats) float64 { return float64(s.Sent) })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "taskscope_agent_samples_sent_total", Help: "Process samples the server acknowledged."}, shipped(func(s ship.Stats) float64 { return float64(s.SentSamples) })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "taskscope_agent_send_retries_total", Help: "Failed deliveries that will be retried."}, shipped(func(s ship.Stats) float64 { return float64(s.Retries) })),

@@ -73,6 +73,7 @@ func runCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	listen := fl.String("listen", "", "address to serve the agent's Prometheus metrics at /metrics")
 	maxTicks := fl.Int("max-ticks", -1, "sample this many times, ship everything and exit (0: start up and exit)")
 	pss := fl.Int("pss-every", 10, "read PSS (smaps_rollup) every N ticks; 0 disables")
+	statusEvery := fl.Int("status-every", 5, "read /proc/PID/status (context switches) every N ticks; 1: every tick")
 	fds := fl.Bool("fds", false, "count open file descriptors (one directory read per process per tick)")
 	exits := fl.String("exits", "auto", "exit accounting: auto (taskstats when permitted), taskstats, off")
 	cgroup := fl.String("cgroup-prefix", "hadoop-yarn", "YARN cgroup hierarchy name")
@@ -93,7 +94,8 @@ func runCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	cfg := Config{
 		Servers: strings.Split(*servers, ","), Interval: *interval, FlushInterval: *flush, ProcFS: *procRoot,
 		Host: *host, SpoolDir: *spool, MaxSpoolBytes: *spoolMax, Listen: *listen, MaxTicks: *maxTicks,
-		PSSEvery: *pss, FDs: *fds, Exits: *exits, CgroupPrefix: *cgroup, ReapAfter: *reapAfter, ReapDryRun: *reapDry,
+		PSSEvery: *pss, StatusEvery: *statusEvery, FDs: *fds, Exits: *exits, CgroupPrefix: *cgroup,
+		ReapAfter: *reapAfter, ReapDryRun: *reapDry,
 		Log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl})),
 	}
 	if *tokenFile != "" {

@@ -22,7 +22,7 @@ func (smapsSource) Sample(cfg *Config, t *Target, _ int, out Values) error {
 	if t.Age%uint64(cfg.PSSEvery) != 0 {
 		return nil
 	}
-	b, err := cfg.FS.ReadPidFile(t.PID, "smaps_rollup", *t.Buf)
+	b, err := t.Proc.Read(procfs.FileSmapsRollup, *t.Buf)
 	*t.Buf = b
 	if err != nil {
 		return err

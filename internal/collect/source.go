@@ -14,9 +14,13 @@ import (
 // Config is what sources may consult to decide whether they run and how.
 type Config struct {
 	FS       *procfs.FS
-	PSSEvery int  // read smaps_rollup every N ticks; 0 disables PSS
-	FDs      bool // count open file descriptors
-	JVM      bool // read hsperfdata of task JVMs
+	PSSEvery int // read smaps_rollup every N ticks; 0 disables PSS
+	// StatusEvery reads /proc/PID/status (context switches) every N ticks
+	// of a process's life, its first included; 0 or 1: every tick. The
+	// kernel formats some fifty lines for it: it costs more than stat.
+	StatusEvery int
+	FDs         bool // count open file descriptors
+	JVM         bool // read hsperfdata of task JVMs
 	// HsperfRoot is where JVMs write hsperfdata_<user>/<pid> (default /tmp),
 	// seen from the agent. Empty means "<procfs>/<pid>/root/tmp".
 	HsperfRoot string
@@ -34,6 +38,10 @@ type Target struct {
 	User  string
 	Buf   *[]byte // scratch buffer shared by sources (reuse it)
 	State []any   // per-source state of this process, indexed by source index
+	// Status, when set, asks the status source to read status this tick
+	// and to leave what it parsed there (the tracker takes the owner from
+	// a process's first one).
+	Status *procfs.Status
 }
 
 // Values receives a source's metrics for one process at one tick.

@@ -5,7 +5,9 @@ import (
 	"github.com/taskscope/taskscope/internal/wire"
 )
 
-// statusSource reads context switches from /proc/PID/status.
+// statusSource reads context switches from /proc/PID/status, every
+// Config.StatusEvery ticks of a process's life (they are counters: read less
+// often, they lose time resolution, not counts).
 type statusSource struct{}
 
 func init() { Register(statusSource{}) }
@@ -16,14 +18,21 @@ func (statusSource) Metrics() []string { return []string{wire.CtxVoluntary, wire
 
 func (statusSource) Enabled(*Config) bool { return true }
 
-func (statusSource) Sample(_ *Config, t *Target, _ int, out Values) error {
+func (statusSource) Sample(cfg *Config, t *Target, _ int, out Values) error {
+	if t.Status == nil && cfg.StatusEvery > 1 && t.Age%uint64(cfg.StatusEvery) != 0 {
+		return nil
+	}
 	b, err := t.Proc.Read(procfs.FileStatus, *t.Buf)
 	*t.Buf = b
 	if err != nil {
 		return err
 	}
-	var st procfs.Status
-	if err := procfs.ParseStatus(b, &st); err != nil {
+	var local procfs.Status
+	st := t.Status
+	if st == nil {
+		st = &local
+	}
+	if err := procfs.ParseStatus(b, st); err != nil {
 		return err
 	}
 	if st.HasCtx {

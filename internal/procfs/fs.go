@@ -60,10 +60,10 @@ func ReadFile(path string, buf []byte) ([]byte, error) {
 		return buf[:0], &fs.PathError{Op: "open", Path: path, Err: err}
 	}
 	defer unix.Close(fd)
-	return readAll(fd, path, buf)
+	return readAll(fd, path, buf, false)
 }
 
-func readAll(fd int, path string, buf []byte) ([]byte, error) {
+func readAll(fd int, path string, buf []byte, once bool) ([]byte, error) {
 	buf = buf[:0]
 	if cap(buf) < 512 {
 		buf = make([]byte, 0, 4096)
@@ -83,8 +83,22 @@ func readAll(fd int, path string, buf []byte) ([]byte, error) {
 			return buf, nil
 		}
 		buf = buf[:len(buf)+n]
+		if once && len(buf) < cap(buf) {
+			// A short read is the end of a file made in one piece (see
+			// onePiece). Reading again to see the end would make the kernel
+			// generate the whole file a second time: a seq_file read at an
+			// offset starts over and skips.
+			return buf, nil
+		}
 	}
 }
+
+// onePiece are the per-process files whose read returns all of the file
+// when the buffer has room (single_open seq_files, and cmdline and environ,
+// whose readers loop until the buffer is full): a short read of them is
+// their end. Files of many records (maps, smaps) come a page at a time.
+var onePiece = map[string]bool{"stat": true, "status": true, "io": true, "schedstat": true, "statm": true,
+	"cmdline": true, "environ": true, "cgroup": true, "smaps_rollup": true, "limits": true, "comm": true}
 
 // File names a per-process file that a Proc can hold open.
 type File uint8
@@ -96,10 +110,11 @@ const (
 	FileIO
 	FileSchedstat
 	FileStatm
+	FileSmapsRollup
 	fileCount
 )
 
-var fileNames = [fileCount]string{"stat", "status", "io", "schedstat", "statm"}
+var fileNames = [fileCount]string{"stat", "status", "io", "schedstat", "statm", "smaps_rollup"}
 
 func (f File) String() string { return fileNames[f] }
 
@@ -126,7 +141,8 @@ func (f FS) OpenProc(pid int32) *Proc {
 
 // Read returns the content of file, read into buf. Files are opened on the
 // first read and kept open; a file that cannot be opened (permissions, an
-// older kernel) is not tried again, and reads as ErrUnavailable.
+// older kernel) is not tried again: the first read says why, in an error
+// that wraps ErrUnavailable, and later ones return ErrUnavailable itself.
 func (p *Proc) Read(file File, buf []byte) ([]byte, error) {
 	fd := p.fds[file] - 1
 	path := ""
@@ -149,7 +165,7 @@ func (p *Proc) Read(file File, buf []byte) ([]byte, error) {
 		fd = int32(nfd)
 		p.fds[file] = fd + 1
 	}
-	b, err := readAll(int(fd), "", buf)
+	b, err := readAll(int(fd), "", buf, true) // every File is one piece
 	if err != nil {
 		var pe *fs.PathError
 		if errors.As(err, &pe) {
@@ -178,10 +194,28 @@ var ErrUnavailable = errors.New("file unavailable")
 
 // ReadPidFile reads <root>/<pid>/<file> once, without holding it open.
 func (f FS) ReadPidFile(pid int32, file string, buf []byte) ([]byte, error) {
-	return ReadFile(f.PidPath(pid, file), buf)
+	path := f.PidPath(pid, file)
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return buf[:0], &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	return readAll(fd, path, buf, onePiece[file])
 }
 
 // Readlink reads the symbolic link <root>/<pid>/<name> (cwd, exe).
 func (f FS) Readlink(pid int32, name string) (string, error) {
 	return os.Readlink(f.PidPath(pid, name))
+}
+
+// Gone reports whether <root>/<pid> no longer exists: the process has been
+// reaped (a zombie still has its directory). For the agent's own /proc it
+// asks the kernel directly (kill with signal 0), which costs no path lookup.
+func (f FS) Gone(pid int32) bool {
+	if f.root == "/proc" {
+		return pid > 0 && unix.Kill(int(pid), 0) == unix.ESRCH
+	}
+	var st unix.Stat_t
+	err := unix.Stat(f.root+"/"+strconv.Itoa(int(pid)), &st)
+	return err == unix.ENOENT
 }

@@ -429,3 +429,128 @@ func TestListerLive(t *testing.T) {
 		t.Errorf("CountFDs(self) = %d, %v", n, err)
 	}
 }
+
+// TestReadFileWhole checks that one read is enough for a file that fits and
+// that a larger one is read to its end: regular files of every size around
+// the buffer's, and /proc files larger than it (maps has many records).
+func TestReadFileWhole(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []int{0, 1, 511, 4095, 4096, 4097, 8192, 100 << 10} {
+		want := bytes.Repeat([]byte{'x'}, n)
+		path := filepath.Join(dir, strconv.Itoa(n))
+		if err := os.WriteFile(path, want, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, buf := range [][]byte{nil, make([]byte, 0, 4096), make([]byte, 0, n)} {
+			got, err := ReadFile(path, buf)
+			if err != nil || !bytes.Equal(got, want) {
+				t.Errorf("%d bytes into a buffer of %d: got %d bytes, %v", n, cap(buf), len(got), err)
+			}
+		}
+	}
+	self := NewFS("")
+	for _, name := range []string{"maps", "smaps", "environ", "status", "cmdline", "stat"} {
+		got, err := self.ReadPidFile(int32(os.Getpid()), name, make([]byte, 0, 512))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := os.ReadFile("/proc/self/" + name)
+		// smaps, stat and status change between reads (counters); compare sizes roughly.
+		if name == "maps" || name == "environ" || name == "cmdline" {
+			if !bytes.Equal(got, want) {
+				t.Errorf("%s: %d bytes, os.ReadFile %d", name, len(got), len(want))
+			}
+		} else if len(got) < len(want)*9/10 {
+			t.Errorf("%s: %d bytes, os.ReadFile %d", name, len(got), len(want))
+		}
+	}
+}
+
+func TestGone(t *testing.T) {
+	tree := NewFS("testdata/proc")
+	if tree.Gone(14599) || !tree.Gone(99999) {
+		t.Errorf("fixture tree: Gone(14599) %v, Gone(99999) %v", tree.Gone(14599), tree.Gone(99999))
+	}
+	live := NewFS("")
+	cmd := exec.Command("/bin/sleep", "10")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := int32(cmd.Process.Pid)
+	if live.Gone(pid) || live.Gone(int32(os.Getpid())) {
+		t.Error("a live process is gone")
+	}
+	cmd.Process.Kill()
+	// A zombie is not gone: it has not been reaped.
+	for i := 0; i < 100; i++ {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if bytes.Contains(b, []byte(") Z ")) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if live.Gone(pid) {
+		t.Error("a zombie is gone")
+	}
+	cmd.Wait()
+	if !live.Gone(pid) {
+		t.Error("a reaped process is not gone")
+	}
+}
+
+// TestListerAgain lists a tree several times through the one directory the
+// Lister holds: each listing shows the entries of the moment.
+func TestListerAgain(t *testing.T) {
+	dir := t.TempDir()
+	l := NewFS(dir).NewLister()
+	defer l.Close()
+	pids := func() []int32 {
+		ents, err := l.List(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []int32
+		for _, e := range ents {
+			out = append(out, e.PID)
+		}
+		slices.Sort(out)
+		return out
+	}
+	for _, n := range []string{"1", "20", "x"} {
+		os.Mkdir(filepath.Join(dir, n), 0o755)
+	}
+	if got := pids(); !slices.Equal(got, []int32{1, 20}) {
+		t.Fatalf("first listing %v", got)
+	}
+	for i := 100; i < 300; i++ {
+		os.Mkdir(filepath.Join(dir, strconv.Itoa(i)), 0o755)
+	}
+	os.Remove(filepath.Join(dir, "20"))
+	if got := pids(); len(got) != 201 || got[0] != 1 || got[1] != 100 {
+		t.Fatalf("second listing: %d entries, %v...", len(got), got[:3])
+	}
+	live := NewFS("").NewLister()
+	defer live.Close()
+	cmd := exec.Command("/bin/sleep", "10")
+	cmd.Start()
+	has := func() bool {
+		ents, _ := live.List(nil)
+		for _, e := range ents {
+			if e.PID == int32(cmd.Process.Pid) {
+				return true
+			}
+		}
+		return false
+	}
+	if !has() {
+		t.Error("a new process is not listed")
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	if has() {
+		t.Error("a reaped process is listed")
+	}
+	if err := live.Close(); err != nil || live.Close() != nil {
+		t.Errorf("Close: %v", err)
+	}
+}

@@ -41,13 +41,13 @@ func TestParseStat(t *testing.T) {
 		comm string
 	}{
 		{"real JVM (14599)", string(fixture(t, "14599/stat")), Stat{PID: 14599, State: 'S', PPID: 14598, PGRP: 14565, Session: 8181,
-			MinFlt: 8623, UTime: 1, STime: 4, Threads: 4, StartTime: 617322, VSize: 1256366080, RSS: 8689}, "java"},
+			MinFlt: 8623, UTime: 1, STime: 4, Threads: 4, StartTime: 617322, VSize: 1256366080, RSS: 8689, StartStack: 140729458823264}, "java"},
 		{"real comm with spaces and parentheses (14600)", string(fixture(t, "14600/stat")), Stat{PID: 14600, State: 'S', PPID: 1, PGRP: 14565, Session: 8181,
-			MinFlt: 8632, UTime: 2, STime: 6, Threads: 5, StartTime: 617322, VSize: 1256366080, RSS: 8657}, "my (odd) na)me"},
+			MinFlt: 8632, UTime: 2, STime: 6, Threads: 5, StartTime: 617322, VSize: 1256366080, RSS: 8657, StartStack: 140736684316960}, "my (odd) na)me"},
 		{"real kernel thread (2)", string(fixture(t, "2/stat")), Stat{PID: 2, State: 'S', Threads: 1, StartTime: 25}, "kthreadd"},
 		{"Hadoop 1 Child (4242)", string(fixture(t, "4242/stat")), Stat{PID: 4242, State: 'S', PPID: 4200, PGRP: 4242, Session: 4242,
 			MinFlt: 187236, CMinFlt: 1311, MajFlt: 12, UTime: 5123, STime: 611, CUTime: 17, CSTime: 9, Threads: 63, StartTime: 1234567,
-			VSize: 3987456000, RSS: 91234, BlkioTicks: 42}, "java"},
+			VSize: 3987456000, RSS: 91234, StartStack: 140722594213664, BlkioTicks: 42}, "java"},
 		{"comm that looks like fields (5005)", string(fixture(t, "5005/stat")), Stat{PID: 5005, State: 'S', PPID: 1, PGRP: 5005, Session: 5005,
 			MinFlt: 10, UTime: 3, STime: 1, Threads: 1, StartTime: 999, VSize: 1000000, RSS: 100, BlkioTicks: 7}, "a) R 1 2 (b"},
 		{"older kernel, 44 fields (7007)", string(fixture(t, "7007/stat")), Stat{PID: 7007, State: 'S', PPID: 7000, PGRP: 7000, Session: 7000,

@@ -3,6 +3,7 @@ package procfs
 import (
 	"encoding/binary"
 	"fmt"
+	"io"
 
 	"golang.org/x/sys/unix"
 )
@@ -16,29 +17,49 @@ type PidEntry struct {
 	Ino uint64
 }
 
-// Lister lists the pids under /proc with one open directory and one reused
-// buffer.
+// Lister lists the pids under /proc with one directory held open (read
+// from its start again at every listing) and one reused buffer.
 type Lister struct {
 	fs  FS
 	buf []byte
+	fd  int // the directory, +1 (0: not open)
 }
 
-// NewLister returns a Lister for f.
+// NewLister returns a Lister for f. Close releases its directory.
 func (f FS) NewLister() *Lister { return &Lister{fs: f, buf: make([]byte, 32<<10)} }
+
+// Close closes the directory the Lister holds.
+func (l *Lister) Close() error {
+	if l.fd == 0 {
+		return nil
+	}
+	err := unix.Close(l.fd - 1)
+	l.fd = 0
+	return err
+}
 
 // List appends every pid entry to dst and returns it.
 func (l *Lister) List(dst []PidEntry) ([]PidEntry, error) {
-	fd, err := unix.Open(l.fs.root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return dst, fmt.Errorf("cannot open %s: %w", l.fs.root, err)
+	if l.fd != 0 {
+		if _, err := unix.Seek(l.fd-1, 0, io.SeekStart); err != nil {
+			l.Close()
+		}
 	}
-	defer unix.Close(fd)
+	if l.fd == 0 {
+		fd, err := unix.Open(l.fs.root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return dst, fmt.Errorf("cannot open %s: %w", l.fs.root, err)
+		}
+		l.fd = fd + 1
+	}
+	fd := l.fd - 1
 	for {
 		n, err := unix.Getdents(fd, l.buf)
 		if err == unix.EINTR {
 			continue
 		}
 		if err != nil {
+			l.Close()
 			return dst, fmt.Errorf("cannot list %s: %w", l.fs.root, err)
 		}
 		if n <= 0 {

@@ -8,24 +8,28 @@ import (
 
 // Stat is /proc/PID/stat (proc(5)). Times are in clock ticks (UserHZ).
 type Stat struct {
-	PID        int32
-	Comm       []byte // inside the buffer that was parsed: copy it to keep it
-	State      byte
-	PPID       int32
-	PGRP       int32
-	Session    int32
-	MinFlt     uint64
-	CMinFlt    uint64
-	MajFlt     uint64
-	CMajFlt    uint64
-	UTime      uint64
-	STime      uint64
-	CUTime     uint64
-	CSTime     uint64
-	Threads    int64
-	StartTime  uint64 // ticks after boot
-	VSize      uint64 // bytes
-	RSS        int64  // pages
+	PID       int32
+	Comm      []byte // inside the buffer that was parsed: copy it to keep it
+	State     byte
+	PPID      int32
+	PGRP      int32
+	Session   int32
+	MinFlt    uint64
+	CMinFlt   uint64
+	MajFlt    uint64
+	CMajFlt   uint64
+	UTime     uint64
+	STime     uint64
+	CUTime    uint64
+	CSTime    uint64
+	Threads   int64
+	StartTime uint64 // ticks after boot
+	VSize     uint64 // bytes
+	RSS       int64  // pages
+	// StartStack is the address of the bottom of the stack. Address space
+	// randomisation makes it new at every exec, so a change tells that the
+	// process exec'd (it reads as 0 without ptrace access to the process).
+	StartStack uint64
 	BlkioTicks uint64 // delayacct_blkio_ticks: time waiting for block IO
 }
 
@@ -65,7 +69,7 @@ func ParseStat(b []byte, s *Stat) error {
 		case 4, 5, 6: // pids
 			v, ok = parseInt(tok)
 			ok = ok && v >= -1<<31 && v <= 1<<31-1
-		case 10, 11, 12, 13, 14, 15, 16, 17, 22, 23, 42: // kept as unsigned
+		case 10, 11, 12, 13, 14, 15, 16, 17, 22, 23, 28, 42: // kept as unsigned
 			u, ok = parseUint(tok)
 		default: // tpgid, nice, ... may be negative
 			v, ok = parseInt(tok)
@@ -104,6 +108,8 @@ func ParseStat(b []byte, s *Stat) error {
 			s.VSize = u
 		case 24:
 			s.RSS = v
+		case 28:
+			s.StartStack = u
 		case 42:
 			s.BlkioTicks = u
 		}

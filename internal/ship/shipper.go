@@ -60,6 +60,8 @@ type Stats struct {
 	DroppedSamples uint64
 	QueuedBatches  int
 	QueuedBytes    int64
+	SpooledBatches int   // of the queued, those in spool files
+	SpooledBytes   int64 // their compressed size
 	SpoolErrors    uint64
 }
 
@@ -155,6 +157,12 @@ func (s *Shipper) Stats() Stats {
 	defer s.mu.Unlock()
 	st := s.stats
 	st.QueuedBatches, st.QueuedBytes = len(s.queue), s.qbytes
+	for _, it := range s.queue {
+		if it.file != "" {
+			st.SpooledBatches++
+			st.SpooledBytes += it.size
+		}
+	}
 	return st
 }
 
@@ -239,11 +247,11 @@ func (s *Shipper) Run(ctx context.Context) {
 			s.cfg.Log.Error("server rejected a batch; keeping it aside", "seq", it.seq, "status", rej.status, "err", rej.msg)
 			s.mu.Lock()
 			s.stats.Rejected++
-			s.mu.Unlock()
 			if s.spool != nil {
 				s.spool.reject(it)
 			}
 			it.file = ""
+			s.mu.Unlock()
 			s.done(it)
 			continue
 		}
@@ -277,10 +285,10 @@ func nextBackoff(cur, min, max time.Duration) time.Duration {
 }
 
 func (s *Shipper) done(it *item) {
+	s.mu.Lock() // it.file is read by Stats
 	if it.file != "" {
 		s.spool.remove(it)
 	}
-	s.mu.Lock()
 	if len(s.queue) > 0 && s.queue[0] == it {
 		s.queue[0] = nil
 		s.queue = s.queue[1:]

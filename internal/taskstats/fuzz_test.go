@@ -49,3 +49,16 @@ func FuzzParseMessage(f *testing.F) {
 		}
 	})
 }
+
+func FuzzParseNetlink(f *testing.F) {
+	f.Add(nlmsg(27, message(f, Record{PID: 4243, TID: 4243, Comm: "java"})))
+	f.Add(append(nlmsg(27, nil), nlmsg(2, []byte{1, 2, 3, 4})...))
+	f.Add([]byte{16, 0, 0, 0, 27, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		n := 0
+		err := parseNetlink(b, 27, func(r *Record) { n++ })
+		if n > len(b)/(minLen+8) {
+			t.Fatalf("%d records from %d bytes (err %v)", n, len(b), err)
+		}
+	})
+}

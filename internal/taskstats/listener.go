@@ -1,10 +1,12 @@
 package taskstats
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/mdlayher/genetlink"
@@ -23,10 +25,31 @@ type Listener struct {
 	family genetlink.Family
 	mask   string
 	lost   uint64
+	rc     syscall.RawConn
+	buf    []byte
+}
+
+// ErrPIDNamespace says that this process is not in the initial pid
+// namespace: the kernel sends exit records with the pids of that namespace,
+// which are not the ones this process sees in /proc.
+var ErrPIDNamespace = errors.New("taskstats: not in the initial pid namespace (exit records carry the host's pids)")
+
+// initPIDNamespace is the inode number of the initial pid namespace
+// (PROC_PID_INIT_INO, a constant of the kernel).
+const initPIDNamespace = "pid:[4026531836]"
+
+// InInitialPIDNamespace reports whether this process sees the host's pids
+// (true when it cannot tell).
+func InInitialPIDNamespace() bool {
+	ns, err := os.Readlink("/proc/self/ns/pid")
+	return err != nil || ns == initPIDNamespace
 }
 
 // Listen registers for the exit records of all CPUs.
 func Listen() (*Listener, error) {
+	if !InInitialPIDNamespace() {
+		return nil, ErrPIDNamespace
+	}
 	c, err := genetlink.Dial(nil)
 	if err != nil {
 		return nil, fmt.Errorf("taskstats: cannot open a generic netlink socket: %w", err)
@@ -85,15 +108,75 @@ func (l *Listener) probe() error {
 	return nil
 }
 
-// drainWait is how long Drain waits for a record when none is queued. It
-// cannot be 0: a read whose deadline has already passed fails at once,
-// without looking at the socket, so nothing would ever be delivered.
-const drainWait = time.Millisecond
-
-// Drain delivers the records that arrived, waiting at most drainWait when
-// there are none.
+// Drain delivers every record queued on the socket, without waiting: it
+// reads with MSG_DONTWAIT until the queue is empty, into one reused buffer.
+// (A read deadline would not do: a read whose deadline has passed fails at
+// once without looking at the socket, and one that is still running when
+// thousands of records are queued stops half-way, leaving the records of
+// processes the caller already saw leave /proc for the next call.)
 func (l *Listener) Drain(fn func(*Record)) error {
-	return l.receive(time.Now().Add(drainWait), fn)
+	if l.rc == nil {
+		rc, err := l.c.SyscallConn()
+		if err != nil {
+			return err
+		}
+		// No deadline: the reads below never wait (the probe set one).
+		if err := l.c.SetReadDeadline(time.Time{}); err != nil {
+			return err
+		}
+		l.rc = rc
+		l.buf = make([]byte, 64<<10)
+	}
+	for {
+		var n int
+		var rerr error
+		if err := l.rc.Read(func(fd uintptr) bool {
+			n, _, rerr = unix.Recvfrom(int(fd), l.buf, unix.MSG_DONTWAIT)
+			return true
+		}); err != nil {
+			return fmt.Errorf("taskstats: receive: %w", err)
+		}
+		switch {
+		case rerr == unix.EAGAIN || rerr == unix.EWOULDBLOCK:
+			return nil
+		case rerr == unix.EINTR:
+			continue
+		case rerr == unix.ENOBUFS:
+			l.lost++
+			continue
+		case rerr != nil:
+			return fmt.Errorf("taskstats: receive: %w", rerr)
+		case n == 0:
+			return nil
+		}
+		if err := parseNetlink(l.buf[:n], l.family.ID, fn); err != nil {
+			return err
+		}
+	}
+}
+
+// parseNetlink walks the netlink messages of one datagram and hands the
+// generic netlink payload of those of the family to ParseMessage.
+func parseNetlink(b []byte, family uint16, fn func(*Record)) error {
+	const nlHdr, genlHdr = 16, 4
+	for len(b) >= nlHdr {
+		l := int(binary.NativeEndian.Uint32(b[0:4]))
+		typ := binary.NativeEndian.Uint16(b[4:6])
+		if l < nlHdr || l > len(b) {
+			return fmt.Errorf("taskstats: netlink message of %d bytes in %d", l, len(b))
+		}
+		if typ == family && l >= nlHdr+genlHdr {
+			if err := ParseMessage(b[nlHdr+genlHdr:l], fn); err != nil {
+				return err
+			}
+		}
+		next := (l + 3) &^ 3
+		if next >= len(b) {
+			break
+		}
+		b = b[next:]
+	}
+	return nil
 }
 
 // Lost is the number of times the socket overflowed (records lost).

@@ -1,8 +1,10 @@
 package taskstats
 
 import (
+	"errors"
 	"os"
 	"os/exec"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -26,6 +28,7 @@ func TestListenerLive(t *testing.T) {
 	if err := cmd.Run(); err == nil {
 		t.Fatal("the child exited 0")
 	}
+	elapsed := time.Since(start)
 	pid := int32(cmd.Process.Pid)
 	var rec *Record
 	for deadline := time.Now().Add(3 * time.Second); rec == nil && time.Now().Before(deadline); {
@@ -48,10 +51,80 @@ func TestListenerLive(t *testing.T) {
 	if bt := time.Unix(rec.BtimeSec, 0); bt.Before(start.Add(-2*time.Second)) || bt.After(time.Now().Add(time.Second)) {
 		t.Errorf("start %v, the child started at %v", bt, start)
 	}
+	if life := time.Duration(rec.EtimeUs) * time.Microsecond; life <= 0 || life > elapsed {
+		t.Errorf("life %v, the child ran within %v", life, elapsed)
+	}
 	if rec.UTimeUs+rec.STimeUs == 0 {
 		t.Errorf("no CPU in %+v", *rec)
 	}
 	if l.Lost() != 0 {
 		t.Logf("%d overflows", l.Lost())
+	}
+}
+
+// TestDrainAll checks that one Drain delivers every record queued, however
+// many: the tracker relies on having the records of every process that left
+// /proc before it listed it.
+func TestDrainAll(t *testing.T) {
+	if testing.Short() {
+		t.Skip("live taskstats in -short mode")
+	}
+	l, err := Listen()
+	if err != nil {
+		if os.Geteuid() != 0 {
+			t.Skipf("not root: %v", err)
+		}
+		t.Fatalf("Listen as root: %v", err)
+	}
+	defer l.Close()
+	const n = 300
+	want := map[int32]bool{}
+	for i := 0; i < n; i++ {
+		cmd := exec.Command("/bin/true")
+		if err := cmd.Run(); err != nil {
+			t.Fatal(err)
+		}
+		want[int32(cmd.Process.Pid)] = true
+	}
+	if err := l.Drain(func(r *Record) { delete(want, r.PID) }); err != nil {
+		t.Fatal(err)
+	}
+	if len(want) != 0 || l.Lost() != 0 {
+		t.Errorf("%d of %d records not delivered by one Drain (%d overflows)", len(want), n, l.Lost())
+	}
+	// Nothing queued: Drain returns at once.
+	start := time.Now()
+	if err := l.Drain(func(*Record) {}); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 50*time.Millisecond {
+		t.Errorf("an empty Drain took %v", d)
+	}
+}
+
+// TestListenPIDNamespace runs a child in a new pid namespace (root only):
+// there Listen refuses, since exit records carry the host's pids.
+func TestListenPIDNamespace(t *testing.T) {
+	if os.Getenv("TASKSCOPE_PIDNS_CHILD") != "" {
+		if InInitialPIDNamespace() {
+			t.Fatal("a new pid namespace looks like the initial one")
+		}
+		if _, err := Listen(); !errors.Is(err, ErrPIDNamespace) {
+			t.Fatalf("Listen in a pid namespace: %v", err)
+		}
+		return
+	}
+	if !InInitialPIDNamespace() {
+		t.Skip("not in the initial pid namespace")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestListenPIDNamespace$")
+	cmd.Env = append(os.Environ(), "TASKSCOPE_PIDNS_CHILD=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		if os.Geteuid() != 0 {
+			t.Skipf("cannot make a pid namespace: %v", err)
+		}
+		t.Fatalf("child: %v\n%s", err, out)
 	}
 }

@@ -19,7 +19,7 @@ type Record struct {
 	TID        int32  // the thread
 	PPID       int32  // the process's parent at exit
 	BtimeSec   int64  // the thread's start, unix seconds
-	EtimeUs    uint64 // the thread's elapsed time at exit, µs
+	EtimeUs    uint64 // the thread's life, start to exit (CLOCK_MONOTONIC), µs
 	UTimeUs    uint64
 	STimeUs    uint64
 	ReadBytes  uint64
@@ -28,7 +28,10 @@ type Record struct {
 	Comm       string
 }
 
-// CPUMs is the record's user + system CPU in milliseconds.
+// CPUMs is the record's user + system CPU in milliseconds. The kernel
+// counts it in clock ticks (ac_utime and ac_stime are not scaled to the
+// scheduler's runtime as /proc/PID/stat and wait4 are): under load it can be
+// off by a fifth either way for a process that runs in short bursts.
 func (r *Record) CPUMs() int64 { return int64(r.UTimeUs+r.STimeUs) / 1000 }
 
 // Attribute types of a TASKSTATS_CMD_NEW message (linux/taskstats.h).

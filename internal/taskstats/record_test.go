@@ -30,6 +30,7 @@ func statsStruct(version uint16, size int, r Record) []byte {
 	put32(offPID, uint32(r.TID))
 	put32(offPPID, uint32(r.PPID))
 	put32(offBtime, uint32(r.BtimeSec))
+	put64(offEtime, r.EtimeUs)
 	put64(offUtime, r.UTimeUs)
 	put64(offStime, r.STimeUs)
 	put64(offReadBytes, r.ReadBytes)
@@ -42,7 +43,7 @@ func statsStruct(version uint16, size int, r Record) []byte {
 const sizeV14 = 432
 
 func TestParseStats(t *testing.T) {
-	leader := Record{PID: 4243, TID: 4243, PPID: 4242, BtimeSec: 1700000000, UTimeUs: 1_234_567, STimeUs: 89_000,
+	leader := Record{PID: 4243, TID: 4243, PPID: 4242, BtimeSec: 1700000000, EtimeUs: 2_500_000, UTimeUs: 1_234_567, STimeUs: 89_000,
 		ReadBytes: 4096, WriteBytes: 1 << 20, ExitCode: 143 << 8, Comm: "java"}
 	thread := Record{PID: 4243, TID: 4301, PPID: 4242, BtimeSec: 1700000001, UTimeUs: 5, Comm: "GC Thread#0"}
 	full := leader
@@ -176,3 +177,44 @@ func attr(typ uint16, v []byte) []byte {
 }
 
 func nest(typ uint16, body []byte) []byte { return attr(typ|netlink.Nested, body) }
+
+// nlmsg wraps a generic netlink payload in a netlink header of type typ.
+func nlmsg(typ uint16, payload []byte) []byte {
+	b := binary.NativeEndian.AppendUint32(nil, uint32(16+4+len(payload)))
+	b = binary.NativeEndian.AppendUint16(b, typ)
+	b = append(b, make([]byte, 10)...) // flags, seq, pid
+	b = append(b, 3, 1, 0, 0)          // genl: TASKSTATS_CMD_NEW, version 1
+	b = append(b, payload...)
+	for len(b)%4 != 0 {
+		b = append(b, 0)
+	}
+	return b
+}
+
+func TestParseNetlink(t *testing.T) {
+	const family = 27
+	a := Record{PID: 10, TID: 10, PPID: 1, Comm: "a"}
+	b := Record{PID: 11, TID: 12, PPID: 1, Comm: "bb"}
+	var got []Record
+	collect := func(r *Record) { got = append(got, *r) }
+	in := append(nlmsg(family, message(t, a)), nlmsg(2 /* NLMSG_ERROR */, []byte{0, 0, 0, 0})...)
+	in = append(in, nlmsg(family, message(t, b))...)
+	if err := parseNetlink(in, family, collect); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0] != a || got[1] != b {
+		t.Fatalf("records %+v, want %+v and %+v", got, a, b)
+	}
+	for name, in := range map[string][]byte{
+		"length beyond the datagram": append(binary.NativeEndian.AppendUint32(nil, 999), make([]byte, 16)...),
+		"length below the header":    append(binary.NativeEndian.AppendUint32(nil, 8), make([]byte, 16)...),
+	} {
+		if err := parseNetlink(in, family, collect); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+	got = nil
+	if err := parseNetlink(nlmsg(family+1, message(t, a)), family, collect); err != nil || len(got) != 0 {
+		t.Errorf("another family's message: %v, %+v", err, got)
+	}
+}

@@ -34,14 +34,16 @@ func (t *Tracker) classify(p *proc, ms int64) {
 	}
 	parent := t.procs[p.ppid]
 	argv, cmdline, ok := t.readCmdline(p.pid)
-	if !ok {
-		// An empty command line: a process between fork and exec, or a
-		// zombie. Under a tracked parent it belongs to the task anyway; else
-		// look again at the next tick.
+	if !ok || (parent != nil && parent.t != nil && cmdline == parent.t.cmdline) {
+		// An empty command line, or its tracked parent's: a process between
+		// fork and exec (or a zombie, or a subshell). Under a tracked parent
+		// it belongs to the task anyway, and what it is shows once it has
+		// exec'd; else look again at the next tick.
 		if parent != nil && parent.t != nil {
 			var none hadoop.Launch
-			t.join(p, parent.t.unit, nil, "", &none, t.roleUnder(p, parent.t, &none), ms)
+			t.join(p, parent.t.unit, nil, cmdline, &none, t.roleUnder(p, parent.t, &none), ms)
 			p.t.recheckAt = t.cycle + 1
+			p.t.preExec = true
 			return
 		}
 		t.later(p)
@@ -86,8 +88,14 @@ func (t *Tracker) classify(p *proc, ms int64) {
 	// 4. Escaped with setsid and reparented (or its parent is gone): only the
 	// cgroup or the environment still tie it to a task.
 	if p.ppid == 1 || parent == nil {
-		if u := t.unitFromCgroupOrEnv(p); u != nil {
-			t.join(p, u, argv, cmdline, &l, wire.RoleChild, ms)
+		if u, streaming := t.unitFromCgroupOrEnv(p); u != nil {
+			// One that carries the job configuration descends from a
+			// Streaming process.
+			role := wire.RoleChild
+			if streaming {
+				role = wire.RoleStreamingChild
+			}
+			t.join(p, u, argv, cmdline, &l, role, ms)
 			return
 		}
 	}
@@ -205,8 +213,9 @@ func (t *Tracker) unitFor(p *proc, l *hadoop.Launch) *unit {
 }
 
 // unitFromCgroupOrEnv ties an escaped process to a unit by its cgroup
-// (<prefix>/container_...) or its environment.
-func (t *Tracker) unitFromCgroupOrEnv(p *proc) *unit {
+// (<prefix>/container_...) or its environment, and says whether the
+// environment is a Streaming process's.
+func (t *Tracker) unitFromCgroupOrEnv(p *proc) (*unit, bool) {
 	b, err := t.cfg.FS.ReadPidFile(p.pid, "cgroup", t.buf)
 	t.buf = b
 	if err == nil {
@@ -217,19 +226,19 @@ func (t *Tracker) unitFromCgroupOrEnv(p *proc) *unit {
 			}
 			if c, ok := hadoop.FindContainer(path[i:]); ok {
 				if u := t.units[c.Raw]; u != nil {
-					return u
+					return u, false
 				}
-				return t.newUnit(c.Raw, c.Raw, p)
+				return t.newUnit(c.Raw, c.Raw, p), false
 			}
 		}
 	}
 	env := t.readEnv(p.pid)
 	if env.ContainerID != "" {
 		if u := t.units[env.ContainerID]; u != nil {
-			return u
+			return u, env.Streaming
 		}
 		if env.AttemptID == "" {
-			return t.newUnit(env.ContainerID, env.ContainerID, p)
+			return t.newUnit(env.ContainerID, env.ContainerID, p), false
 		}
 	}
 	if env.AttemptID != "" {
@@ -237,19 +246,19 @@ func (t *Tracker) unitFromCgroupOrEnv(p *proc) *unit {
 		// unit running this attempt now.
 		for _, u := range t.units {
 			if u.attemptID == env.AttemptID {
-				return u
+				return u, true
 			}
 		}
 		if env.ContainerID != "" {
 			u := t.newUnit(env.ContainerID, env.ContainerID, p)
 			u.attemptID = env.AttemptID
-			return u
+			return u, true
 		}
 		u := t.newUnit(env.AttemptID, "", p)
 		u.attemptID = env.AttemptID
-		return u
+		return u, true
 	}
-	return nil
+	return nil, false
 }
 
 // join makes p a tracked member of u.
@@ -271,25 +280,22 @@ func (t *Tracker) join(p *proc, u *unit, argv []string, cmdline string, l *hadoo
 	if len(argv) > 0 {
 		tr.commRaw = argv[0]
 	}
-	if t.readStat(p.pid, tr.h) == nil {
-		tr.comm = wire.SanitizeText(t.stat.Comm)
-	}
 	if role == wire.RoleWrapper {
 		tr.recheckAt = t.cycle + 5
 	}
-	t.readOwner(p.pid, tr)
+	// Its comm, owner and Process record come with its first sample, this
+	// tick (the stat and status read then are the ones it needs).
 	p.t = tr
 	u.members = append(u.members, p)
 	t.stats.Attributed++
 	if u.launcherPID == 0 {
 		u.launcherPID = p.ppid
 	}
-	t.sink.Process(t.wireProcess(p))
 }
 
 // readOwner finds the process's real uid (status) and its user name.
-func (t *Tracker) readOwner(pid int32, tr *tracked) {
-	b, err := t.cfg.FS.ReadPidFile(pid, "status", t.buf)
+func (t *Tracker) readOwner(tr *tracked) {
+	b, err := tr.h.Read(procfs.FileStatus, t.buf)
 	t.buf = b
 	if err != nil {
 		return
@@ -298,13 +304,17 @@ func (t *Tracker) readOwner(pid int32, tr *tracked) {
 	if procfs.ParseStatus(b, &st) != nil {
 		return
 	}
-	tr.uid = st.UID
-	name, ok := t.users[st.UID]
+	t.setOwner(tr, st.UID)
+}
+
+func (t *Tracker) setOwner(tr *tracked, uid uint32) {
+	tr.uid = uid
+	name, ok := t.users[uid]
 	if !ok {
-		if u, err := user.LookupId(strconv.Itoa(int(st.UID))); err == nil {
+		if u, err := user.LookupId(strconv.Itoa(int(uid))); err == nil {
 			name = u.Username
 		}
-		t.users[st.UID] = name
+		t.users[uid] = name
 	}
 	tr.user = name
 }

@@ -77,7 +77,15 @@ type live struct {
 	seen map[string]map[string]bool
 	// processes of the cluster the tracker did not track, by pid (seen twice or more)
 	missed map[int32]int
-	wrong  []string
+	wrong  []wrongAttempt
+}
+
+// wrongAttempt is a process the tracker put in another attempt than its truth.
+type wrongAttempt struct {
+	at   time.Time
+	unit string
+	a    AttemptView
+	cmd  string
 }
 
 func newLive(t *testing.T, c *simulator.Cluster, exact bool) *live {
@@ -148,7 +156,7 @@ func (l *live) tick() {
 		l.seen[unit][a.AttemptID] = true
 		if !matches(unit, a) {
 			cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-			l.wrong = append(l.wrong, unit+" -> "+a.AttemptID+" ("+a.ContainerID+"): "+strings.ReplaceAll(string(cmd), "\x00", " "))
+			l.wrong = append(l.wrong, wrongAttempt{at: time.Now(), unit: unit, a: a, cmd: strings.ReplaceAll(string(cmd), "\x00", " ")})
 		}
 	}
 }
@@ -212,7 +220,10 @@ func (l *live) check(res *simulator.JobResult) {
 	t := l.t
 	t.Helper()
 	for _, w := range l.wrong {
-		t.Errorf("wrong attempt: %s", w)
+		if idleContainer(res, w) {
+			continue
+		}
+		t.Errorf("wrong attempt: %s -> %s (%s): %s", w.unit, w.a.AttemptID, w.a.ContainerID, w.cmd)
 	}
 	// A process seen in two ticks or more must have been tracked.
 	for pid, n := range l.missed {
@@ -225,6 +236,24 @@ func (l *live) check(res *simulator.JobResult) {
 			t.Errorf("unit %s (%s %s) was never seen", a.Unit, a.Type, a.MainClass)
 		}
 	}
+}
+
+// idleContainer says whether w is a process of a container that had not
+// begun its first attempt yet (a Tez container waiting for its task, whose
+// JVM starts slowly under load): the tracker shows the container itself
+// then, where the simulator's truth, given once per process tree, names
+// the only attempt the container ran.
+func idleContainer(res *simulator.JobResult, w wrongAttempt) bool {
+	if w.a.AttemptID != w.a.ContainerID || w.a.ContainerID == "" {
+		return false
+	}
+	for _, r := range res.Attempts {
+		if r.Unit == w.unit && r.ContainerID == w.a.ContainerID && len(r.Switches) > 0 {
+			// The tracker sees the attempt's log at its next tick.
+			return w.at.Before(r.Switches[0].At.Add(time.Second))
+		}
+	}
+	return false
 }
 
 // cpuOf is the tracker's total CPU for one of the simulator's process

@@ -12,7 +12,7 @@ import (
 
 	"github.com/taskscope/taskscope/internal/hadoop"
 	"github.com/taskscope/taskscope/internal/nodemanager"
-	"github.com/taskscope/taskscope/internal/reaper"
+	orphanreaper "github.com/taskscope/taskscope/internal/reaper"
 	"github.com/taskscope/taskscope/internal/wire"
 )
 
@@ -47,7 +47,7 @@ type LostConfig struct {
 	NoNM       bool
 	NMPoll     time.Duration
 	HTTPClient *http.Client
-	Reaper     *reaper.Reaper
+	Reaper     *orphanreaper.Reaper
 }
 
 // lostState is the tracker's memory of the checks.
@@ -426,7 +426,7 @@ func (t *Tracker) reap(ms int64) {
 		}
 		groupOK[p.pgrp] = lost
 	}
-	var targets []reaper.Target
+	var targets []orphanreaper.Target
 	for _, u := range t.units {
 		why, ok := lostUnit(u)
 		if !ok || u.cur == nil {
@@ -436,7 +436,7 @@ func (t *Tracker) reap(ms int64) {
 			if m.t == nil || m.t.vanished || m.state == stDaemon {
 				continue
 			}
-			tg := reaper.Target{PID: m.pid, StartTicks: m.startTicks, Reason: why, AttemptID: u.cur.info.AttemptID,
+			tg := orphanreaper.Target{PID: m.pid, StartTicks: m.startTicks, Reason: why, AttemptID: u.cur.info.AttemptID,
 				JobID: u.cur.info.JobID, Key: m.t.key}
 			if groupOK[m.pgrp] {
 				tg.Group = m.pgrp

@@ -56,6 +56,7 @@ type tracked struct {
 	// before the exit it stands for was seen (the parent reaped the child
 	// between two of the tracker's reads).
 	pending      int64
+	certain      int64 // reaped children's CPU that the next sample's cutime must show
 	lastChildren int64
 	credit       int64
 	// pendRead and pendWrite are IO of children reaped after this process's
@@ -66,7 +67,10 @@ type tracked struct {
 	tPrevMs             int64
 	cpuMs               int64
 	tMs                 int64
+	bootMs              int64  // when it was last sampled, ms since boot
 	recheckAt           uint64 // when to read the command line again (wrappers exec)
+	startStack          uint64 // stat's startstack: a new one means an exec
+	preExec             bool   // joined before its exec: its role is settled at the recheck
 	firstTick           bool   // discovered at the tracker's first tick
 	commRaw             string
 }

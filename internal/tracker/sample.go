@@ -57,6 +57,9 @@ func (t *Tracker) sampleProc(p *proc) {
 	}
 	if err := t.readStat(p.pid, tr.h); err != nil || t.stat.StartTime != p.startTicks {
 		tr.vanished = true
+		// If a new process has the pid (and, against the odds, its /proc
+		// inode number too), the next listing must look at it again.
+		p.ino = 0
 		if err != nil && !procfs.IsGone(err) {
 			t.countErr("stat", err)
 		} else {
@@ -65,13 +68,26 @@ func (t *Tracker) sampleProc(p *proc) {
 		return
 	}
 	p.ppid, p.sid, p.pgrp = t.stat.PPID, t.stat.Session, t.stat.PGRP
-	if string(t.stat.Comm) != tr.comm || (tr.recheckAt != 0 && t.cycle >= tr.recheckAt) {
+	first := tr.age == 0
+	if first {
+		tr.comm = wire.SanitizeText(t.stat.Comm)
+		tr.startStack = t.stat.StartStack
+		if tr.startStack != 0 {
+			// Its execs will show in startstack: no need to read its
+			// command line again and again in case it exec'd.
+			tr.recheckAt = 0
+		}
+	} else if string(t.stat.Comm) != tr.comm || t.stat.StartStack != tr.startStack || (tr.recheckAt != 0 && t.cycle >= tr.recheckAt) {
 		t.recheck(p)
 	}
 	tr.present = 0
 	tg := &t.target
 	*tg = collect.Target{PID: p.pid, Tick: t.cycle, Age: tr.age, Proc: tr.h, Stat: &t.stat,
 		IsJVM: tr.launch.Kind.IsJVM(), User: tr.user, Buf: &t.buf, State: tr.srcState}
+	if first {
+		t.status = procfs.Status{}
+		tg.Status = &t.status // the owner, from the status source's read
+	}
 	for i, s := range t.sources {
 		st := &t.setters[i]
 		st.p = tr
@@ -79,18 +95,23 @@ func (t *Tracker) sampleProc(p *proc) {
 			t.countErr(s.Name(), err)
 		}
 	}
+	if first {
+		if t.status.HasUID {
+			t.setOwner(tr, t.status.UID)
+		} else {
+			t.readOwner(tr)
+		}
+		t.sink.Process(t.wireProcess(p))
+	}
 	// Children's CPU that arrived in the cutime/cstime is no longer pending.
 	children := collect.TicksToMs(t.stat.CUTime + t.stat.CSTime)
-	if d := children - tr.lastChildren; d > 0 {
-		used := min(d, tr.pending)
-		tr.pending -= used
-		tr.credit += d - used
-	}
+	t.settleChildren(tr, children-tr.lastChildren)
 	tr.lastChildren = children
 	tr.age++
 	tr.cpuPrevMs, tr.tPrevMs = tr.cpuMs, tr.tMs
 	tr.cpuMs = collect.TicksToMs(t.stat.UTime + t.stat.STime)
 	tr.tMs = t.nowMs
+	tr.bootMs = t.bootNowMs
 }
 
 // recheck reads the command line again: the process exec'd (taskjvm.sh
@@ -99,7 +120,8 @@ func (t *Tracker) sampleProc(p *proc) {
 func (t *Tracker) recheck(p *proc) {
 	tr := p.t
 	tr.comm = wire.SanitizeText(t.stat.Comm)
-	if tr.recheckAt != 0 {
+	tr.startStack = t.stat.StartStack
+	if tr.recheckAt != 0 && tr.startStack == 0 {
 		tr.recheckAt = t.cycle + 10
 	}
 	argv, cmdline, ok := t.readCmdline(p.pid)
@@ -112,7 +134,13 @@ func (t *Tracker) recheck(p *proc) {
 	if l.Kind != hadoop.KindNone {
 		tr.role = roleOf(&l)
 		tr.unit.learn(t, p, &l)
+	} else if tr.preExec {
+		// Seen before its exec: its role is what it exec'd under its parent.
+		if par := t.procs[p.ppid]; par != nil && par.t != nil {
+			tr.role = t.roleUnder(p, par.t, &l)
+		}
 	}
+	tr.preExec = false
 	if tr.role != wire.RoleWrapper {
 		tr.recheckAt = 0
 	}
@@ -123,7 +151,7 @@ func (t *Tracker) recheck(p *proc) {
 // children it reaped (cutime/cstime, as the kernel charges a parent), and
 // that of children that exited but do not show in its cutime yet.
 func (t *Tracker) cpuAcct(tr *tracked) int64 {
-	return tr.vals[t.idx.cpuUser] + tr.vals[t.idx.cpuSys] + tr.vals[t.idx.cpuCUser] + tr.vals[t.idx.cpuCSys] + tr.pending
+	return tr.vals[t.idx.cpuUser] + tr.vals[t.idx.cpuSys] + tr.vals[t.idx.cpuCUser] + tr.vals[t.idx.cpuCSys] + tr.pending + tr.certain
 }
 
 // reaper returns the tracked process of attempt a that was the parent of an
@@ -181,21 +209,36 @@ func (t *Tracker) endMembership(p *proc, final *taskstats.Record, ms int64) {
 	cpu := t.cpuAcct(tr)
 	read, write := val(tr, t.idx.read)+tr.pendRead, val(tr, t.idx.write)+tr.pendWrite
 	if final != nil {
-		cpu += t.lastInterval(tr, final)
+		// The threads' records add up to the whole process when the agent saw
+		// it born (for one that predates the agent they miss the threads that
+		// exited before: the last sample is then the better figure). What it
+		// had reaped is in its last sample's cutime/cstime.
+		own := tr.vals[t.idx.cpuUser] + tr.vals[t.idx.cpuSys]
+		cpu += t.tail(p, final, max(0, final.CPUMs()-own))
 		read, write = max(read, int64(final.ReadBytes)+tr.pendRead), max(write, int64(final.WriteBytes)+tr.pendWrite)
 	}
 	// An exited process reaped by a parent of the same attempt is in that
 	// parent's counters (exit costs included): charging it here would count
 	// it twice. It stays pending there until the parent's cutime shows it.
 	charged := true
+	ppid := int32(0)
 	if p.seen != t.cycle {
-		ppid := p.ppid
+		ppid = p.ppid
 		if final != nil && final.PPID > 0 {
 			ppid = final.PPID
 		}
 		if par := t.reaper(ppid, a); par != nil && par != tr {
 			charged = false
-			par.addPending(max(0, cpu-m.cpuBase))
+			// The parent's cutime will show all the child used; what of it
+			// earlier attempts had (a reused unit) is not this attempt's.
+			if t.alive(t.procs[ppid]) {
+				// It left /proc before the listing, so its parent had reaped
+				// it: the parent's stat, read after, shows it.
+				par.addCertain(max(0, cpu))
+			} else {
+				par.addPending(max(0, cpu))
+			}
+			par.mem.cpuBase += m.cpuBase
 			if !t.alive(t.procs[ppid]) {
 				par.pendRead += max(0, read-m.readBase)
 				par.pendWrite += max(0, write-m.writeBase)
@@ -210,7 +253,9 @@ func (t *Tracker) endMembership(p *proc, final *taskstats.Record, ms int64) {
 		t.debugExit(p, a.info.AttemptID, tr.vals[t.idx.cpuUser]+tr.vals[t.idx.cpuSys], tr.vals[t.idx.cpuCUser]+tr.vals[t.idx.cpuCSys], fin, cpu-m.cpuBase, charged)
 	}
 	if charged {
-		if cpu > m.cpuBase {
+		// Reaped by a process that is no task's (a NodeManager, a
+		// TaskTracker, init): that process's cutime says what it cost.
+		if cpu > m.cpuBase && (ppid == 0 || !t.chargeToReaper(ppid, a, cpu, cpu-m.cpuBase)) {
 			a.exitedCPU += cpu - m.cpuBase
 		}
 		if read > m.readBase {
@@ -229,31 +274,6 @@ func (t *Tracker) endMembership(p *proc, final *taskstats.Record, ms int64) {
 	tr.mem = nil
 	t.sink.Membership(&wire.Membership{Process: tr.key, AttemptID: a.info.AttemptID, FromMs: m.fromMs, ToMs: ms,
 		CPUBaseMs: m.cpuBase, Role: tr.role})
-}
-
-// lastInterval is the CPU a process used after its last sample, from its
-// exit records. The kernel counts a thread's CPU in clock ticks, which summed
-// over many threads can be off by several percent either way from the
-// precise time /proc and wait4 report; so the records only say how much came
-// after the last precise sample, bounded by the rate of the last interval
-// over the time until the exit (plus room for the exit itself).
-func (t *Tracker) lastInterval(tr *tracked, final *taskstats.Record) int64 {
-	own := tr.vals[t.idx.cpuUser] + tr.vals[t.idx.cpuSys]
-	extra := final.CPUMs() - own
-	if extra <= 0 || tr.tMs == 0 || final.EtimeUs == 0 {
-		return max(0, extra)
-	}
-	exitMs := tr.startMs + int64(final.EtimeUs/1000)
-	dt := max(0, exitMs-tr.tMs)
-	var rate float64 // cores: the last interval's, or the lifetime's if higher
-	if tr.tPrevMs > 0 && tr.tMs > tr.tPrevMs {
-		rate = float64(tr.cpuMs-tr.cpuPrevMs) / float64(tr.tMs-tr.tPrevMs)
-	}
-	if tr.tMs > tr.startMs {
-		rate = max(rate, float64(tr.cpuMs)/float64(tr.tMs-tr.startMs))
-	}
-	bound := int64(rate*float64(dt)*1.5) + 50
-	return min(extra, bound)
 }
 
 // switchAttempt ends the unit's current attempt, if any, and starts want.
@@ -417,28 +437,21 @@ func (t *Tracker) drainExits() {
 	if !t.exact {
 		return
 	}
-	err := t.cfg.Exits.Drain(func(r *taskstats.Record) {
-		t.stats.ExitRecords++
-		if p := t.procs[r.PID]; p != nil && r.BtimeSec >= t.startMs(p.startTicks)/1000-1 {
-			if p.t != nil {
-				h := t.recs[r.PID]
-				if h == nil {
-					h = &heldRecord{}
-					t.recs[r.PID] = h
-				}
-				h.add(r)
-			}
-			return // a thread of a process the tracker knows: tracked, or not a task's
-		}
-		t.orphanRecs = append(t.orphanRecs, &heldRecord{rec: *r, cycle: t.cycle, leader: r.TID == r.PID})
-	})
+	if t.takeExitFn == nil {
+		t.takeExitFn = t.takeExit // one method value, not a closure per tick
+	}
+	err := t.cfg.Exits.Drain(t.takeExitFn)
 	if err != nil {
 		t.countErr("taskstats", err)
 	}
 	// Index the unclaimed records: by process, and which processes exited
 	// (their leader's record is in).
-	byPID := make(map[int32]*heldRecord, len(t.orphanRecs))
-	exited := make(map[int32]bool, len(t.orphanRecs))
+	if t.orphanByPID == nil {
+		t.orphanByPID, t.orphanExited = map[int32]*heldRecord{}, map[int32]bool{}
+	}
+	byPID, exited := t.orphanByPID, t.orphanExited
+	clear(byPID)
+	clear(exited)
 	for _, h := range t.orphanRecs {
 		if h.leader {
 			exited[h.rec.PID] = true
@@ -447,7 +460,6 @@ func (t *Tracker) drainExits() {
 			byPID[h.rec.PID] = h
 		}
 	}
-	t.orphanByPID = byPID
 	kept := t.orphanRecs[:0]
 	for _, h := range t.orphanRecs {
 		// A thread of a process that is tracked now belongs to it.
@@ -477,8 +489,13 @@ func (t *Tracker) drainExits() {
 		}
 		if live != nil {
 			// Reaped (or to be reaped) by a member: pending there until its
-			// counters show it.
-			live.addPending(h.rec.CPUMs())
+			// counters show it; exactly what they show if it was its child
+			// and is gone from /proc already.
+			if t.reapedInto(&h.rec, live) {
+				live.addCertain(h.rec.CPUMs())
+			} else {
+				live.addPending(h.rec.CPUMs())
+			}
 			if !live.sampledAgain {
 				live.pendRead += int64(h.rec.ReadBytes)
 				live.pendWrite += int64(h.rec.WriteBytes)
@@ -493,6 +510,27 @@ func (t *Tracker) drainExits() {
 		t.orphanRecs[i] = nil
 	}
 	t.orphanRecs = kept
+}
+
+// takeExit files one exit record: with the process it belongs to, or
+// aside until its ancestry tells whose it is.
+func (t *Tracker) takeExit(r *taskstats.Record) {
+	t.stats.ExitRecords++
+	if p := t.procs[r.PID]; p != nil && r.BtimeSec >= t.startMs(p.startTicks)/1000-1 {
+		if p.t != nil {
+			h := t.recs[r.PID]
+			if h == nil {
+				h = &heldRecord{}
+				t.recs[r.PID] = h
+			}
+			h.add(r)
+		} else {
+			t.noteOtherExit(r)
+		}
+		return // a thread of a process the tracker knows: tracked, or not a task's
+	}
+	t.noteOtherExit(r)
+	t.orphanRecs = append(t.orphanRecs, &heldRecord{rec: *r, cycle: t.cycle, leader: r.TID == r.PID})
 }
 
 // heldRecord sums the exit records of one process's threads.
@@ -576,4 +614,38 @@ func (tr *tracked) addPending(ms int64) {
 	used := min(ms, tr.credit)
 	tr.credit -= used
 	tr.pending += ms - used
+}
+
+// addCertain charges the CPU of a child that tr has reaped already: tr's
+// next stat shows it in cutime/cstime, exactly, and replaces the estimate.
+func (tr *tracked) addCertain(ms int64) {
+	used := min(ms, tr.credit)
+	tr.credit -= used
+	tr.certain += ms - used
+}
+
+// settleChildren takes the growth d of tr's cutime+cstime since its last
+// sample. The kernel adds a reaped child's CPU there as wait4 reports it
+// (its scheduler runtime); exit records count clock ticks, which under
+// load may be off by a fifth either way. So the children tr is known to have
+// reaped (certain) cost what cutime says, not what their records said; an
+// estimate that the growth does not cover by half at least (a parent that
+// ignores SIGCHLD accrues nothing) stays pending.
+func (t *Tracker) settleChildren(tr *tracked, d int64) {
+	if tr.certain > 0 {
+		used := min(max(d, 0), tr.certain)
+		rest := tr.certain - used
+		tr.certain = 0
+		d -= used
+		if 2*used < used+rest {
+			tr.pending += rest
+		} else if rest > 0 {
+			t.stats.ExitCorrectionMs += rest
+		}
+	}
+	if d > 0 {
+		used := min(d, tr.pending)
+		tr.pending -= used
+		tr.credit += d - used
+	}
 }

@@ -12,13 +12,26 @@
 // mapreduce_task_attempt_id) names one. A unit runs one attempt at a time;
 // a reused JVM or container switches attempts, and its processes get a new
 // membership each time.
+//
+// CPU that adds up to what wait4 reports: the kernel adds a reaped child's
+// CPU (its scheduler runtime, as /proc/PID/stat shows it) to its parent's
+// cutime/cstime. An exited process's CPU is therefore settled by the
+// cutime growth of the process that reaped it: a tracked parent sampled in
+// the same tick, or an untracked one (the NodeManager, the TaskTracker,
+// init) whose stat is read right after each listing, the growth split among
+// the processes it reaped in proportion to their estimates. Exit records
+// (taskstats) tell when and how a process ended and give the CPU of those
+// the tracker never saw; their CPU figures count clock ticks, which can be a
+// fifth off under load, so they only estimate the rest.
 package tracker
 
 import (
+	"cmp"
 	"errors"
 	"log/slog"
 	"os"
-	"sort"
+	"runtime"
+	"slices"
 	"time"
 
 	"github.com/taskscope/taskscope/internal/collect"
@@ -26,6 +39,7 @@ import (
 	"github.com/taskscope/taskscope/internal/procfs"
 	"github.com/taskscope/taskscope/internal/taskstats"
 	"github.com/taskscope/taskscope/internal/wire"
+	"golang.org/x/sys/unix"
 )
 
 // Config configures a Tracker.
@@ -62,40 +76,50 @@ type Stats struct {
 	Vanished    uint64 // reads that failed because the process had just exited
 	ExitRecords uint64 // taskstats records received
 	Unclaimed   uint64 // exit records of processes that were no task's (or whose ancestry was lost)
+	// ExitCorrectionMs is how much the CPU estimates of exited processes
+	// exceeded what their reapers' cutime/cstime showed, cumulative (signed).
+	ExitCorrectionMs int64
 }
 
 // Tracker keeps the state of one node. It is not safe for concurrent use.
 type Tracker struct {
-	cfg         Config
-	lister      *procfs.Lister
-	entries     []procfs.PidEntry
-	procs       map[int32]*proc
-	units       map[string]*unit
-	sources     []collect.Source
-	setters     []setter
-	metrics     []string
-	idx         metricIndex
-	cycle       uint64
-	bootMs      int64
-	buf         []byte
-	cmdBuf      []byte
-	stat        procfs.Stat
-	newProcs    []*proc
-	recs        map[int32]*heldRecord // exit records of tracked processes, until they vanish
-	orphanRecs  []*heldRecord         // records not yet attributable
-	attVals     []int64
-	stats       Stats
-	sink        Sink
-	srcErrs     map[string]uint64
-	log         *slog.Logger
-	exact       bool
-	users       map[uint32]string
-	target      collect.Target
-	nowMs       int64
-	reused      []*proc
-	again       []*proc // to classify once more (seen between fork and exec)
-	orphanByPID map[int32]*heldRecord
-	lost        *lostState // orphans.go
+	cfg          Config
+	lister       *procfs.Lister
+	entries      []procfs.PidEntry
+	procs        map[int32]*proc
+	units        map[string]*unit
+	sources      []collect.Source
+	setters      []setter
+	metrics      []string
+	idx          metricIndex
+	cycle        uint64
+	bootMs       int64
+	buf          []byte
+	cmdBuf       []byte
+	stat         procfs.Stat
+	status       procfs.Status
+	newProcs     []*proc
+	recs         map[int32]*heldRecord // exit records of tracked processes, until they vanish
+	orphanRecs   []*heldRecord         // records not yet attributable
+	attVals      []int64
+	stats        Stats
+	sink         Sink
+	srcErrs      map[string]uint64
+	log          *slog.Logger
+	exact        bool
+	users        map[uint32]string
+	target       collect.Target
+	nowMs        int64
+	reused       []*proc
+	again        []*proc // to classify once more (seen between fork and exec)
+	orphanByPID  map[int32]*heldRecord
+	orphanExited map[int32]bool
+	takeExitFn   func(*taskstats.Record)
+	reapers      map[int32]*reaper // untracked parents of tracked processes
+	bootClock    func() int64      // ms since boot (CLOCK_BOOTTIME, as /proc's start times)
+	bootNowMs    int64             // bootClock at this tick's listing
+	ncpu         int
+	lost         *lostState // orphans.go
 
 	debugUnclaimed func(*taskstats.Record)   // tests
 	debugClassify  func(p *proc, why string) // tests
@@ -104,7 +128,7 @@ type Tracker struct {
 
 // metricIndex holds the positions of the metrics the tracker sums per attempt.
 type metricIndex struct {
-	cpuUser, cpuSys, cpuCUser, cpuCSys, rss, pss, vms, read, write, heap, gc, wait int
+	cpuUser, cpuSys, cpuCUser, cpuCSys, rss, pss, vms, read, write, heap, gc, wait, threads int
 }
 
 // New returns a Tracker. Nothing is read until the first Tick.
@@ -145,6 +169,15 @@ func New(cfg Config) (*Tracker, error) {
 		log:     cfg.Log,
 		exact:   cfg.Exits != nil,
 		users:   map[uint32]string{},
+		reapers: map[int32]*reaper{},
+		bootClock: func() int64 {
+			var ts unix.Timespec
+			if unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts) != nil {
+				return 0
+			}
+			return ts.Nano() / 1e6
+		},
+		ncpu: runtime.NumCPU(),
 	}
 	t.sources = collect.Enabled(&t.cfg.Collect)
 	for i, s := range t.sources {
@@ -168,7 +201,7 @@ func New(cfg Config) (*Tracker, error) {
 		cpuCUser: find(wire.CPUChildUserMs), cpuCSys: find(wire.CPUChildSysMs),
 		rss: find(wire.RSSBytes), pss: find(wire.PSSBytes), vms: find(wire.VMSBytes),
 		read: find(wire.ReadBytes), write: find(wire.WriteBytes), heap: find(wire.HeapUsedBytes),
-		gc: find(wire.GCTimeMs), wait: find(wire.SchedWaitNs),
+		gc: find(wire.GCTimeMs), wait: find(wire.SchedWaitNs), threads: find(wire.Threads),
 	}
 	t.attVals = make([]int64, len(wire.AttemptMetrics))
 	return t, nil
@@ -206,6 +239,10 @@ func (t *Tracker) Close() error {
 			p.t.h.Close()
 		}
 	}
+	for _, r := range t.reapers {
+		r.h.Close()
+	}
+	t.lister.Close()
 	if t.cfg.Exits != nil {
 		return t.cfg.Exits.Close()
 	}
@@ -233,11 +270,13 @@ func (t *Tracker) Tick(now time.Time, sink Sink) error {
 	ms := now.UnixMilli()
 	t.nowMs = ms
 	entries, err := t.lister.List(t.entries[:0])
+	t.bootNowMs = t.bootClock()
 	t.entries = entries
 	if err != nil {
 		return err
 	}
 	t.stats.Scanned = len(entries)
+	t.readReapers()
 	t.newProcs = t.newProcs[:0]
 	for _, e := range entries {
 		p := t.procs[e.PID]
@@ -268,12 +307,11 @@ func (t *Tracker) Tick(now time.Time, sink Sink) error {
 		t.newProcs = append(t.newProcs, np)
 	}
 	// Parents start before their children: classify in start order.
-	sort.Slice(t.newProcs, func(i, j int) bool {
-		a, b := t.newProcs[i], t.newProcs[j]
+	slices.SortFunc(t.newProcs, func(a, b *proc) int {
 		if a.startTicks != b.startTicks {
-			return a.startTicks < b.startTicks
+			return cmp.Compare(a.startTicks, b.startTicks)
 		}
-		return a.pid < b.pid
+		return cmp.Compare(a.pid, b.pid)
 	})
 	// Second looks first: a process seen before its exec last tick may be
 	// the parent of this tick's new ones.
@@ -301,18 +339,27 @@ func (t *Tracker) Tick(now time.Time, sink Sink) error {
 			gone = append(gone, p)
 		}
 	}
-	sort.Slice(gone, func(i, j int) bool { return gone[i].startTicks > gone[j].startTicks })
+	// A parent and the child it forked at once share a start tick: then the
+	// higher pid is the child (pids wrap around rarely).
+	slices.SortFunc(gone, func(a, b *proc) int {
+		if a.startTicks != b.startTicks {
+			return cmp.Compare(b.startTicks, a.startTicks)
+		}
+		return cmp.Compare(b.pid, a.pid)
+	})
 	for i, p := range gone {
 		t.gone(p, ms)
 		gone[i] = nil
 	}
 	t.reused = gone[:0]
+	t.settleReapers()
 	for pid, p := range t.procs {
 		if p.seen != t.cycle {
 			delete(t.procs, pid)
 		}
 	}
 	t.sampleUnits(ms)
+	t.watchReapers()
 	t.expireRecords()
 	t.checkLost(ms) // orphans.go
 	return nil
@@ -340,6 +387,9 @@ func (t *Tracker) countErr(source string, err error) {
 	if procfs.IsGone(err) {
 		t.stats.Vanished++
 		return
+	}
+	if err == procfs.ErrUnavailable {
+		return // counted when it was found unavailable (that error says why)
 	}
 	t.stats.ReadErrors++
 	t.srcErrs[source]++

@@ -3,6 +3,7 @@ package tracker
 import (
 	"sort"
 
+	"github.com/taskscope/taskscope/internal/hadoop"
 	"github.com/taskscope/taskscope/internal/wire"
 )
 
@@ -74,6 +75,10 @@ func (t *Tracker) View() []JobView {
 		if j == nil {
 			j = &JobView{JobID: av.JobID, Framework: av.Framework}
 			jobs[av.JobID] = j
+		}
+		if j.Framework == hadoop.FrameworkUnknown {
+			// A container that runs no attempt yet does not know it.
+			j.Framework = av.Framework
 		}
 		j.Attempts = append(j.Attempts, av)
 	}

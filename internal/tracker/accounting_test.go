@@ -1,0 +1,220 @@
+package tracker
+
+import (
+	"testing"
+	"time"
+)
+
+// CPU accounting of exits on fixture trees. Fixture CPU is in clock ticks
+// (10 ms); exit records carry milliseconds as the kernel's clock-tick
+// accounting counts them, which differs from the scheduler's runtime that
+// stat and wait4 (hence a reaper's cutime) report: the tests give records
+// that are off, as they are under load, and expect the reapers' figures.
+
+// exitAt is the life of a process of the fixture that exits at d after the
+// tick at boot+1000 s+n s.
+func exitAt(f *fixture, pid int32, n int, d time.Duration) int64 {
+	start := time.Duration(f.procs[pid].start) * 10 * time.Millisecond
+	return (1000*time.Second + time.Duration(n)*time.Second + d - start).Milliseconds()
+}
+
+// exit queues the exit record of a fixture process that exits d after the
+// tick at boot+1000 s+n s.
+func exit(r *fixtureRun, pid, ppid int32, cpuMs int64, n int, d time.Duration) {
+	start := int64(r.f.procs[pid].start) * 10
+	life := exitAt(r.f, pid, n, d)
+	r.exits.exitAt(pid, ppid, cpuMs, life, start+life, 0)
+}
+
+// container lays out c2 running m0 with a JVM of 3200 ms so far.
+func accountingFixture(t *testing.T, exact bool) (*fixture, *fixtureRun) {
+	f := newFixture(t)
+	fxYARNNode(f)
+	yarnContainer(f, 2001, fxContainer(2), yarnChild(fxContainer(2), fxAttempt("m", 0, 0)))
+	r := f.tracker(exact)
+	r.tick()
+	if got := r.sink.lastCPU[fxAttempt("m", 0, 0)]; got != 3200 {
+		t.Fatalf("attempt CPU at the first tick: %d ms", got)
+	}
+	return f, r
+}
+
+// A child reaped by a live parent costs what the parent's cutime shows,
+// not what its exit records say.
+func TestExitReapedByLiveParent(t *testing.T) {
+	m0 := fxAttempt("m", 0, 0)
+	for _, exact := range []bool{true, false} {
+		f, r := accountingFixture(t, exact)
+		if exact {
+			exit(r, 2003, 2002, 3500, 0, 500*time.Millisecond)
+		}
+		f.remove(2003)
+		f.set(2002, func(p *fproc) { p.cutime = 330 })
+		r.tick()
+		if got := r.sink.lastCPU[m0]; got != 3300 {
+			t.Errorf("exact %v: attempt CPU %d ms, want the parent's cutime, 3300", exact, got)
+		}
+		// And nothing is left pending for later.
+		r.tick()
+		if got := r.sink.lastCPU[m0]; got != 3300 {
+			t.Errorf("exact %v: attempt CPU one tick later: %d ms", exact, got)
+		}
+	}
+}
+
+// A whole container that exits within one interval is reaped by the
+// NodeManager, whose cutime tells what it cost.
+func TestExitWholeTreeReapedByDaemon(t *testing.T) {
+	m0 := fxAttempt("m", 0, 0)
+	for _, exact := range []bool{true, false} {
+		f, r := accountingFixture(t, exact)
+		if exact {
+			exit(r, 2003, 2002, 3500, 0, 300*time.Millisecond)
+			exit(r, 2002, 2001, 50, 0, 310*time.Millisecond)
+			exit(r, 2001, fxNMPID, 20, 0, 320*time.Millisecond)
+			// A helper of the NodeManager's exits too.
+			r.exits.exit(150, fxNMPID, 25, 100, 0)
+		}
+		f.remove(2003, 2002, 2001)
+		f.set(fxNMPID, func(p *fproc) { p.cutime = 336 + 2 })
+		r.tick()
+		got := r.sink.lastCPU[m0]
+		want := int64(3360)
+		if !exact {
+			want += 20 // the helper's CPU: no record tells it apart
+		}
+		if got < want-5 || got > want+5 {
+			t.Errorf("exact %v: attempt CPU %d ms, want the NodeManager's cutime less its helper, %d", exact, got, want)
+		}
+		if a := r.sink.attempts[m0]; !a.Ended {
+			t.Errorf("exact %v: the attempt did not end", exact)
+		}
+	}
+}
+
+// Two containers reaped in the same interval share the NodeManager's cutime
+// growth in proportion to their estimates.
+func TestExitTwoTreesReapedByDaemon(t *testing.T) {
+	m0, m1 := fxAttempt("m", 0, 0), fxAttempt("m", 1, 0)
+	f := newFixture(t)
+	fxYARNNode(f)
+	yarnContainer(f, 2001, fxContainer(2), yarnChild(fxContainer(2), m0))
+	yarnContainer(f, 2101, fxContainer(3), yarnChild(fxContainer(3), m1))
+	f.set(2103, func(p *fproc) { p.utime, p.stime = 100, 0 })
+	r := f.tracker(true)
+	r.tick()
+	exit(r, 2003, 2002, 3500, 0, 300*time.Millisecond)
+	exit(r, 2103, 2102, 1300, 0, 300*time.Millisecond)
+	f.remove(2003, 2002, 2001, 2103, 2102, 2101)
+	f.set(fxNMPID, func(p *fproc) { p.cutime = 336 + 115 })
+	r.tick()
+	a, b := r.sink.lastCPU[m0], r.sink.lastCPU[m1]
+	if a+b != 4510 {
+		t.Errorf("the attempts have %d + %d ms, want the NodeManager's 4510 in all", a, b)
+	}
+	if a < 3360*9/10 || a > 3360*11/10 || b < 1150*9/10 || b > 1150*11/10 {
+		t.Errorf("split %d / %d ms, want about 3360 / 1150", a, b)
+	}
+}
+
+// A reaper's cutime that does not match the estimates (a child reaped
+// between the listing and the read, or one of a parent that ignores
+// SIGCHLD) is not used: the estimates stand.
+func TestExitReaperOutOfBounds(t *testing.T) {
+	m0 := fxAttempt("m", 0, 0)
+	f, r := accountingFixture(t, true)
+	exit(r, 2003, 2002, 3300, 0, 300*time.Millisecond)
+	f.remove(2003, 2002, 2001)
+	f.set(fxNMPID, func(p *fproc) { p.cutime = 10_000 }) // 100 s: someone else's
+	r.tick()
+	if got := r.sink.lastCPU[m0]; got != 3300 {
+		t.Errorf("attempt CPU %d ms, want the estimate 3300", got)
+	}
+	// A parent whose cutime does not move: its child stays pending.
+	f2, r2 := accountingFixture(t, true)
+	exit(r2, 2003, 2002, 3300, 0, 300*time.Millisecond)
+	f2.remove(2003)
+	r2.tick()
+	if got := r2.sink.lastCPU[m0]; got != 3300 {
+		t.Errorf("with a parent that accrued nothing: %d ms, want 3300", got)
+	}
+}
+
+// Exit records of processes that lived less than a tick are charged to the
+// nearest tracked ancestor: exactly its cutime growth when it is their
+// parent and they are gone; records of unknown ancestry expire unclaimed.
+func TestExitShortLivedRecords(t *testing.T) {
+	m0 := fxAttempt("m", 0, 0)
+	f, r := accountingFixture(t, true)
+	r.exits.exit(2050, 2003, 40, 50, 0)   // the JVM's child, reaped
+	r.exits.exit(2060, 2050, 12, 20, 256) // its grandchild, through it
+	r.exits.exit(9050, 9049, 500, 50, 0)  // nobody's
+	f.set(2003, func(p *fproc) { p.cutime = 3 + 1 })
+	r.tick()
+	if got := r.sink.lastCPU[m0]; got != 3240 {
+		t.Errorf("attempt CPU %d ms, want 3200 + the JVM's cutime 40", got)
+	}
+	if st := r.tr.Stats(); st.ShortLived != 2 {
+		t.Errorf("short-lived processes: %d, want 2", st.ShortLived)
+	}
+	for i := 0; i < 3; i++ {
+		r.tick()
+	}
+	if st := r.tr.Stats(); st.Unclaimed != 1 || len(r.tr.orphanRecs) != 0 {
+		t.Errorf("unclaimed %d, left %d", st.Unclaimed, len(r.tr.orphanRecs))
+	}
+	if got := r.sink.lastCPU[m0]; got != 3240 {
+		t.Errorf("attempt CPU later: %d ms", got)
+	}
+}
+
+// A reused unit: a child reaped after its JVM switched attempts shows in
+// the parent's cutime with all its life; the earlier attempt keeps its
+// part, the later one gets the rest.
+func TestExitAfterAttemptSwitch(t *testing.T) {
+	c2 := fxContainer(2)
+	f := newFixture(t)
+	fxYARNNode(f)
+	_, logs := yarnPaths(c2)
+	yarnContainer(f, 2001, c2, yarnJVMArgv(c2, "org.apache.tez.runtime.task.TezChild", fxAMHost, "41000", c2, fxApp, "1"))
+	f.set(2003, func(p *fproc) { p.utime, p.stime = 100, 0 })
+	r := f.tracker(true)
+	r.tick()
+	a := fxTezAttempt(0, 0, 0)
+	f.file(2003, "root"+logs+"/syslog_"+a, "", fixtureT0.Add(time.Second))
+	f.set(2003, func(p *fproc) { p.utime = 150 })
+	r.tick()
+	f.set(2003, func(p *fproc) { p.utime = 250 })
+	r.tick()
+	exit(r, 2003, 2002, 2600, 2, 500*time.Millisecond)
+	f.remove(2003)
+	f.set(2002, func(p *fproc) { p.cutime = 255 })
+	r.tick()
+	if got := r.sink.lastCPU[c2]; got != 1500 {
+		t.Errorf("the container before its attempt: %d ms, want 1500", got)
+	}
+	if got := r.sink.lastCPU[a]; got != 1050 {
+		t.Errorf("the attempt: %d ms, want the JVM's 2550 less the 1500 before it", got)
+	}
+}
+
+// The tail of a long-lived process is bounded by the time between its last
+// sample and its exit: its records' error over its whole life is not.
+func TestExitTailBound(t *testing.T) {
+	m0 := fxAttempt("m", 0, 0)
+	f, r := accountingFixture(t, true)
+	f.set(2003, func(p *fproc) { p.utime = 400 }) // 1 s of CPU per 1 s tick
+	r.tick()
+	// Records say 2 s more than the last sample: impossible in the 0.1 s
+	// between that sample and the exit, on one CPU (one thread).
+	f.set(2003, func(p *fproc) { p.threads = 1 })
+	r.tick() // the sample that the exit follows (no change in CPU)
+	exit(r, 2003, 2002, 6200, 2, 100*time.Millisecond)
+	f.remove(2003, 2002, 2001)
+	f.set(fxNMPID, func(p *fproc) { p.cutime = 100_000 }) // a cutime to ignore (out of bounds)
+	r.tick()
+	got := r.sink.lastCPU[m0]
+	if got < 4200 || got > 4200+100 {
+		t.Errorf("attempt CPU %d ms, want 4200 and at most 0.1 s more", got)
+	}
+}

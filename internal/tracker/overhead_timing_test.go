@@ -1,0 +1,94 @@
+package tracker
+
+import (
+	"bufio"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestAgentOverhead measures a real taskscope-agent process (built from
+// ./cmd/taskscope-agent) on a node of helper processes shaped like Hadoop's:
+// its CPU (user+system, from wait4) over its run, and its peak RSS (VmHWM,
+// wait4's ru_maxrss). It takes minutes, so it runs only when asked:
+//
+//	TASKSCOPE_OVERHEAD=quiet go test -run TestAgentOverhead -v -timeout 10m ./internal/tracker/
+//	TASKSCOPE_OVERHEAD=busy  go test -run TestAgentOverhead -v -timeout 10m ./internal/tracker/
+//
+// quiet: 50 task processes among 300, a tick every second for 60 s (the
+// agent's defaults otherwise); busy: 200 task processes among 3,000 and 500
+// new processes a second, a tick every 250 ms for 30 s.
+func TestAgentOverhead(t *testing.T) {
+	mode := os.Getenv("TASKSCOPE_OVERHEAD")
+	if mode == "" {
+		t.Skip("set TASKSCOPE_OVERHEAD=quiet or busy")
+	}
+	bin := filepath.Join(t.TempDir(), "taskscope-agent")
+	build := exec.Command("go", "build", "-trimpath", "-o", bin, "../../cmd/taskscope-agent")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer hs.Close()
+	base := countProcs()
+	var interval time.Duration
+	var ticks int
+	switch mode {
+	case "quiet":
+		startNode(t, 10, max(0, 300-50-base), 0, 0)
+		interval, ticks = time.Second, 60
+	case "busy":
+		startNode(t, 40, max(0, 3000-200-base), 300, 200)
+		interval, ticks = 250*time.Millisecond, 120
+	default:
+		t.Fatalf("TASKSCOPE_OVERHEAD=%s: quiet or busy", mode)
+	}
+	time.Sleep(time.Second)
+	if n, err := strconv.Atoi(os.Getenv("TASKSCOPE_OVERHEAD_TICKS")); err == nil {
+		ticks = n
+	}
+	args := []string{"run", "--server", hs.URL, "--interval", interval.String(), "--max-ticks", strconv.Itoa(ticks),
+		"--spool-dir", t.TempDir(), "--log-level", "warn"}
+	args = append(args, strings.Fields(os.Getenv("TASKSCOPE_OVERHEAD_ARGS"))...)
+	cmd := exec.Command(bin, args...)
+	stderr, _ := cmd.StderrPipe()
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var last string
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		last = sc.Text()
+		t.Log(last)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("agent: %v", err)
+	}
+	wall := time.Since(start)
+	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	t.Logf("%s: %s", mode, strings.Join(args, " "))
+	t.Logf("last line %q", last)
+	t.Logf("CPU %v (user %v, system %v) over %v: %.3f%% of one core, %.0f us a tick; peak RSS (VmHWM) %.1f MB",
+		cpu, time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano()), wall.Round(time.Millisecond),
+		100*cpu.Seconds()/wall.Seconds(), float64(cpu.Microseconds())/float64(max(ticks, 1)), float64(ru.Maxrss)/1024)
+	if !strings.HasPrefix(last, fmt.Sprintf("ticks=%d tracked=", ticks)) {
+		t.Errorf("last line %q", last)
+	}
+	if rss := float64(ru.Maxrss) / 1024; rss > 25 {
+		t.Errorf("peak RSS %.1f MB, over 25 MB", rss)
+	}
+	if mode == "quiet" && 100*cpu.Seconds()/wall.Seconds() > 0.2 {
+		t.Errorf("%.3f%% of one core at a 1 s interval, over 0.2%%", 100*cpu.Seconds()/wall.Seconds())
+	}
+}

@@ -1,0 +1,190 @@
+package tracker
+
+import (
+	"github.com/taskscope/taskscope/internal/collect"
+	"github.com/taskscope/taskscope/internal/procfs"
+	"github.com/taskscope/taskscope/internal/taskstats"
+)
+
+// A reaper is a process that is no task's but is the parent of tracked ones:
+// the NodeManager or TaskTracker above each unit's first process, init above
+// processes that were reparented. When it reaps a child the kernel adds the
+// child's whole CPU, as wait4 reports it, to its cutime/cstime. The tracker
+// reads its stat once per tick, right after listing /proc, and charges the
+// attempts of the tracked processes it reaped in that interval what its
+// cutime grew by, split in proportion to their estimates (last sample plus
+// the exit records' tail), instead of the estimates themselves: exit records
+// count clock ticks, which can be off by a fifth under load. The exit
+// records of its other children (helpers it runs) are taken off first.
+type reaper struct {
+	pid        int32
+	startTicks uint64
+	h          *procfs.Proc
+	children   int64 // cutime+cstime at the last read, ms
+	grown      int64 // growth at this tick's read; <0: unknown
+	other      int64 // exit records of its untracked children this tick
+	items      []reapItem
+	seen       uint64
+}
+
+type reapItem struct {
+	a    *attempt
+	life int64 // the estimate of all the process used (what cutime will show)
+	part int64 // the part of it that is a's (a reused unit's earlier attempts had the rest)
+}
+
+// readReapers reads every reaper's stat (right after the listing: a child
+// missing from the listing was reaped before this read).
+func (t *Tracker) readReapers() {
+	for pid, r := range t.reapers {
+		r.grown = -1
+		if t.readStat(pid, r.h) != nil || t.stat.StartTime != r.startTicks {
+			r.h.Close()
+			delete(t.reapers, pid)
+			continue
+		}
+		c := collect.TicksToMs(t.stat.CUTime + t.stat.CSTime)
+		r.grown, r.children = c-r.children, c
+	}
+}
+
+// noteOtherExit takes the exit record of a thread of a process that is not
+// tracked: if a reaper is its parent, the reaper's cutime will hold it.
+func (t *Tracker) noteOtherExit(rec *taskstats.Record) {
+	if r := t.reapers[rec.PPID]; r != nil {
+		r.other += rec.CPUMs()
+	}
+}
+
+// chargeToReaper defers the charge of an exited process to the settling of
+// its reaper's cutime at the end of the tick. It reports false when ppid is
+// not a reaper whose cutime is known at this tick.
+func (t *Tracker) chargeToReaper(ppid int32, a *attempt, life, part int64) bool {
+	r := t.reapers[ppid]
+	if r == nil || r.grown < 0 {
+		return false
+	}
+	r.items = append(r.items, reapItem{a: a, life: life, part: part})
+	return true
+}
+
+// settleReapers charges what each reaper's cutime grew by (less its other
+// children's records) to the attempts of the processes it reaped, when that
+// is within a factor of two of their estimates; else the estimates stand
+// (a child reaped between the listing and the read, or one whose parent
+// ignores SIGCHLD, makes the growth mean nothing).
+func (t *Tracker) settleReapers() {
+	for _, r := range t.reapers {
+		if len(r.items) == 0 {
+			r.other = 0
+			continue
+		}
+		var est int64
+		for _, it := range r.items {
+			est += it.life
+		}
+		avail := r.grown - r.other
+		scale := est > 0 && 2*avail >= est && avail <= 2*est
+		left := avail
+		for i, it := range r.items {
+			c := it.life
+			if scale {
+				if i == len(r.items)-1 {
+					c = left
+				} else {
+					c = it.life * avail / est
+					left -= c
+				}
+			}
+			// The correction is all in the tail (the samples were exact),
+			// which is the current attempt's.
+			t.stats.ExitCorrectionMs += it.life - c
+			it.a.exitedCPU += max(0, it.part+c-it.life)
+			r.items[i] = reapItem{}
+		}
+		r.items = r.items[:0]
+		r.other = 0
+	}
+}
+
+// watchReapers makes every untracked parent of a tracked process a reaper
+// and forgets those that are no longer parents of any.
+func (t *Tracker) watchReapers() {
+	for _, u := range t.units {
+		for _, p := range u.members {
+			if p.t.vanished || p.ppid <= 0 {
+				continue
+			}
+			if par := t.procs[p.ppid]; par != nil && par.t != nil {
+				continue
+			}
+			r := t.reapers[p.ppid]
+			if r == nil {
+				r = t.newReaper(p.ppid)
+				if r == nil {
+					continue
+				}
+			}
+			r.seen = t.cycle
+		}
+	}
+	for pid, r := range t.reapers {
+		if r.seen != t.cycle {
+			r.h.Close()
+			delete(t.reapers, pid)
+		}
+	}
+}
+
+func (t *Tracker) newReaper(pid int32) *reaper {
+	h := t.cfg.FS.OpenProc(pid)
+	if t.readStat(pid, h) != nil {
+		h.Close()
+		return nil
+	}
+	r := &reaper{pid: pid, startTicks: t.stat.StartTime, h: h, grown: -1,
+		children: collect.TicksToMs(t.stat.CUTime + t.stat.CSTime)}
+	t.reapers[pid] = r
+	return r
+}
+
+// tail estimates the CPU an exited process used after its last sample.
+// raw is what its exit records say (their sum less the last sample), which
+// carries the error of clock-tick accounting over its whole life: for a
+// process that ran for minutes that can be far more than a tick's worth. So
+// for a process sampled twice or more the tail is bounded by what it could
+// have used between its last sample and its exit (the record gives its life,
+// hence the moment of its exit): that time on as many CPUs as it had threads,
+// and it is at least what it used at its last rate.
+func (t *Tracker) tail(p *proc, final *taskstats.Record, raw int64) int64 {
+	tr := p.t
+	if tr.age < 2 || final.EtimeUs == 0 || tr.bootMs <= 0 || tr.tMs <= tr.tPrevMs {
+		return raw
+	}
+	exitMs := int64(p.startTicks)*1000/procfs.UserHZ + int64(final.EtimeUs/1000)
+	dt := min(max(exitMs-tr.bootMs, 0), max(t.bootNowMs-tr.bootMs, 0))
+	rate := (tr.cpuMs - tr.cpuPrevMs) * dt / (tr.tMs - tr.tPrevMs)
+	cpus := int64(min(max(val(tr, t.idx.threads), 1), int64(t.ncpu)))
+	return max(max(rate, 0), min(raw, dt*cpus))
+}
+
+// reapedInto reports whether the process of an exit record, never seen, is
+// in live's cutime already: it is gone from /proc, and so is every process
+// between it and live, and live will be sampled this tick.
+func (t *Tracker) reapedInto(rec *taskstats.Record, live *tracked) bool {
+	pid, ppid := rec.PID, rec.PPID
+	for depth := 0; depth < 32; depth++ {
+		if !t.cfg.FS.Gone(pid) {
+			return false
+		}
+		if par := t.procs[ppid]; par != nil {
+			return par.t == live && t.alive(par)
+		}
+		h := t.orphanByPID[ppid]
+		if h == nil || !h.leader {
+			return false
+		}
+		pid, ppid = ppid, h.rec.PPID
+	}
+	return false
+}

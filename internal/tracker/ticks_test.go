@@ -1,0 +1,228 @@
+package tracker
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/taskscope/taskscope/internal/wire"
+)
+
+// Tick-sequence tests: a fixture tree changed between ticks, as a node's
+// /proc changes.
+
+func endedProcesses(s *recSink) map[int32]wire.Process {
+	out := map[int32]wire.Process{}
+	for _, p := range s.procs {
+		if p.EndMs != 0 {
+			out[p.PID] = p
+		}
+	}
+	return out
+}
+
+func hasEvent(s *recSink, kind, attempt string) bool {
+	for _, e := range s.events {
+		if e.Kind == kind && (attempt == "" || e.AttemptID == attempt) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestTickPidReuse(t *testing.T) {
+	c2, m0 := fxContainer(2), fxAttempt("m", 0, 0)
+	f := newFixture(t)
+	fxYARNNode(f)
+	yarnContainer(f, 2001, c2, yarnChild(c2, m0))
+	f.add(fproc{pid: 2010, ppid: 2003, sid: 2002, argv: []string{"/usr/bin/python3", "mapper.py"}, env: streamingEnv(c2, m0), start: 95_000})
+	r := f.tracker(false)
+	r.tick()
+	_, before, ok := viewOf(r.tr, 2010)
+	if !ok || before.Role != wire.RoleStreaming {
+		t.Fatalf("pid 2010 before: %+v, %v", before, ok)
+	}
+	// The mapper exits and its pid is taken by an unrelated process: a new
+	// start time and a new /proc inode.
+	f.reuse(fproc{pid: 2010, ppid: 50, argv: []string{"/usr/sbin/sshd", "-R"}, start: 95_500})
+	r.tick()
+	if _, p, ok := viewOf(r.tr, 2010); ok {
+		t.Errorf("the new process at pid 2010 is tracked: %+v", p)
+	}
+	if e, ok := endedProcesses(r.sink)[2010]; !ok || e.Key != before.Key {
+		t.Errorf("the mapper's exit was not reported: %+v", e)
+	}
+	// And the other way: a task process takes a pid an unrelated one had.
+	f.reuse(fproc{pid: 2010, ppid: 2003, sid: 2002, argv: []string{"sort"}, env: streamingEnv(c2, m0), start: 96_000})
+	r.tick()
+	if a, p, ok := viewOf(r.tr, 2010); !ok || a.AttemptID != m0 || p.Role != wire.RoleStreaming || p.Key == before.Key {
+		t.Errorf("the new task process at pid 2010: %+v in %s, %v", p, a.AttemptID, ok)
+	}
+	// Same pid, same inode, but a new start time (the inode was reused too):
+	// still a new process.
+	f.set(2010, func(p *fproc) {
+		p.start = 97_000
+		p.argv = []string{"/usr/bin/awk"}
+		p.ppid = 1
+		p.sid = 1
+		p.env = nil
+	})
+	r.tick()
+	r.tick()
+	if _, p, ok := viewOf(r.tr, 2010); ok {
+		t.Errorf("the process at pid 2010 with a new start time is tracked: %+v", p)
+	}
+	golden(t, "tick-pid-reuse", r.log.String())
+}
+
+func TestTickExitAndAttemptEnd(t *testing.T) {
+	c2, m0 := fxContainer(2), fxAttempt("m", 0, 0)
+	f := newFixture(t)
+	fxYARNNode(f)
+	yarnContainer(f, 2001, c2, yarnChild(c2, m0))
+	r := f.tracker(false)
+	r.tick()
+	f.remove(2003)
+	r.tick()
+	if _, ok := endedProcesses(r.sink)[2003]; !ok {
+		t.Error("the JVM's exit was not reported")
+	}
+	if hasEvent(r.sink, wire.EventAttemptEnd, m0) {
+		t.Error("the attempt ended while its wrappers live")
+	}
+	f.remove(2002, 2001)
+	r.tick()
+	if !hasEvent(r.sink, wire.EventAttemptEnd, m0) {
+		t.Error("no attempt_end when the container's last process exited")
+	}
+	if a := r.sink.attempts[m0]; !a.Ended {
+		t.Errorf("attempt record not ended: %+v", a)
+	}
+	if st := r.tr.Stats(); st.Tracked != 0 || st.Units != 0 || st.Exited != 3 {
+		t.Errorf("stats after the container: %+v", st)
+	}
+	golden(t, "tick-exit", r.log.String())
+}
+
+func TestTickReparenting(t *testing.T) {
+	c2, m0 := fxContainer(2), fxAttempt("m", 0, 0)
+	f := newFixture(t)
+	fxYARNNode(f)
+	yarnContainer(f, 2001, c2, yarnChild(c2, m0))
+	f.add(fproc{pid: 2010, ppid: 2003, sid: 2002, argv: []string{"/bin/sh", "-c", "sleep 100 &"}})
+	f.add(fproc{pid: 2011, ppid: 2010, sid: 2002, argv: []string{"sleep", "100"}})
+	r := f.tracker(false)
+	r.tick()
+	// The shell exits; its child is reparented to init, in the same session.
+	f.remove(2010)
+	f.set(2011, func(p *fproc) { p.ppid = 1 })
+	r.tick()
+	if a, p, ok := viewOf(r.tr, 2011); !ok || a.AttemptID != m0 || p.PPID != 1 {
+		t.Errorf("the reparented child: %+v in %q, tracked %v", p, a.AttemptID, ok)
+	}
+	// A process that appears already reparented (its parent exited within
+	// one tick) joins by its session.
+	f.add(fproc{pid: 2012, ppid: 1, sid: 2002, argv: []string{"sleep", "200"}})
+	r.tick()
+	if a, _, ok := viewOf(r.tr, 2012); !ok || a.AttemptID != m0 {
+		t.Errorf("the process reparented before it was seen: in %q, tracked %v", a.AttemptID, ok)
+	}
+	// The NodeManager dies: the container's launcher is gone.
+	f.remove(fxNMPID)
+	f.set(2001, func(p *fproc) { p.ppid = 1 })
+	r.tick()
+	if !hasEvent(r.sink, wire.EventOrphan, m0) {
+		t.Error("no orphan event when the launcher died")
+	}
+	golden(t, "tick-reparenting", r.log.String())
+}
+
+// A process seen between fork and exec: with an empty command line, or with
+// its parent's (a daemon's or a task JVM's), it becomes what it exec'd at
+// the next tick.
+func TestTickForkBeforeExec(t *testing.T) {
+	c2, c3, m0, m1 := fxContainer(2), fxContainer(3), fxAttempt("m", 0, 0), fxAttempt("m", 1, 0)
+	f := newFixture(t)
+	fxYARNNode(f)
+	yarnContainer(f, 2001, c2, yarnChild(c2, m0))
+	// The NodeManager's fork, still the NodeManager.
+	f.add(fproc{pid: 2101, ppid: fxNMPID, sid: fxNMPID, argv: f.procs[fxNMPID].argv})
+	// Another with nothing in its command line yet.
+	f.add(fproc{pid: 2201, ppid: fxNMPID, sid: fxNMPID, cmdline: []byte{}, comm: "java"})
+	// The task JVM's fork for a Streaming process, still the JVM.
+	f.add(fproc{pid: 2010, ppid: 2003, sid: 2002, argv: f.procs[2003].argv, env: f.procs[2003].env})
+	// And one with an empty command line.
+	f.add(fproc{pid: 2011, ppid: 2003, sid: 2002, cmdline: []byte{}, comm: "java"})
+	r := f.tracker(false)
+	r.tick()
+	if _, _, ok := viewOf(r.tr, 2101); ok {
+		t.Error("the NodeManager's fork is tracked")
+	}
+	for _, pid := range []int32{2010, 2011} {
+		if a, p, ok := viewOf(r.tr, pid); !ok || a.AttemptID != m0 || p.Role == wire.RoleTaskJVM {
+			t.Errorf("the JVM's fork %d: %+v in %q, %v", pid, p, a.AttemptID, ok)
+		}
+	}
+	work, _ := yarnPaths(c3)
+	f.exec(2101, "bash", work+"/default_container_executor.sh")
+	f.set(2101, func(p *fproc) { p.env = []string{"CONTAINER_ID=" + c3} })
+	f.exec(2201, "/usr/bin/df", "-k")
+	f.exec(2010, "/usr/bin/python3", "mapper.py")
+	f.set(2010, func(p *fproc) { p.env = streamingEnv(c2, m0) })
+	f.exec(2011, "/bin/sh", "-c", "true")
+	r.tick()
+	f.add(fproc{pid: 2102, ppid: 2101, argv: []string{"/bin/bash", "-c", strings.Join(yarnChild(c3, m1), " ")}})
+	f.add(fproc{pid: 2103, ppid: 2102, argv: yarnChild(c3, m1)})
+	r.tick()
+	if a, _, ok := viewOf(r.tr, 2101); !ok || a.AttemptID != m1 {
+		t.Errorf("the NodeManager's fork, exec'd: in %q, tracked %v", a.AttemptID, ok)
+	}
+	if _, _, ok := viewOf(r.tr, 2201); ok {
+		t.Error("the NodeManager's df is tracked")
+	}
+	if _, p, _ := viewOf(r.tr, 2010); p.Role != wire.RoleStreaming {
+		t.Errorf("the JVM's fork, exec'd to the mapper: role %q", p.Role)
+	}
+	if _, p, _ := viewOf(r.tr, 2011); p.Role != wire.RoleChild {
+		t.Errorf("the JVM's other fork: role %q", p.Role)
+	}
+	if u := r.tr.units[c2]; u.jvmPID != 2003 {
+		t.Errorf("the unit's JVM is pid %d", u.jvmPID)
+	}
+	golden(t, "tick-fork-before-exec", r.log.String())
+}
+
+// JVM reuse, with CPU: what the JVM used before the switch stays with the
+// first attempt, what it uses after is the second's.
+func TestTickJVMReuseCPU(t *testing.T) {
+	m0, m1 := fxAttempt("m", 0, 0), fxAttempt("m", 1, 0)
+	f := newFixture(t)
+	fxH1Node(f)
+	f.add(fproc{pid: 3001, ppid: fxTTPID, argv: h1Child(m0, "-77"), utime: 500})
+	logDir := fxH1Logs + "/userlogs/" + fxJob + "/" + m0
+	f.file(3001, "root"+logDir+"/log.index", logIndex(logDir), fixtureT0.Add(-10e9))
+	r := f.tracker(false)
+	r.tick()
+	f.set(3001, func(p *fproc) { p.utime = 700 })
+	r.tick()
+	f.file(3001, "root"+fxH1Logs+"/userlogs/"+fxJob+"/"+m1+"/log.index", logIndex(logDir), fixtureT0.Add(2e9))
+	r.tick()
+	f.set(3001, func(p *fproc) { p.utime = 1000 })
+	r.tick()
+	if got := r.sink.lastCPU[m0]; got != 7000 {
+		t.Errorf("first attempt: %d ms, want 7000", got)
+	}
+	if got := r.sink.lastCPU[m1]; got != 3000 {
+		t.Errorf("second attempt: %d ms, want 3000", got)
+	}
+	// The JVM exits: the second attempt ends with all of it, the first
+	// keeps its own.
+	f.remove(3001)
+	f.set(fxTTPID, func(p *fproc) { p.cutime += 1000 })
+	r.tick()
+	if got := r.sink.lastCPU[m1]; got != 3000 {
+		t.Errorf("second attempt after the exit: %d ms, want 3000", got)
+	}
+	if got := r.sink.lastCPU[m0]; got != 7000 {
+		t.Errorf("first attempt after the exit: %d ms, want 7000", got)
+	}
+}

@@ -1,0 +1,526 @@
+package tracker
+
+// Benchmarks of a tick against real processes, with the CPU it costs
+// (getrusage, user+system, of this process around each tick) beside the
+// CPU of a baseline loop that reads the same /proc files for the same
+// processes and does nothing else: list /proc; stat and cmdline once per
+// new pid; stat, status, io and schedstat of every task process, held open.
+//
+//	go test -c -o tracker.test ./internal/tracker/
+//	unshare --pid --fork --mount-proc ./tracker.test -test.run '^$' -test.bench Tick -test.benchtime 60x -test.count 6 | tee new.txt
+//	benchstat old.txt new.txt
+//
+// In a pid namespace of its own (unshare, as root) the benchmark sees only
+// its processes, so that other work on the machine does not change what is
+// measured; there the kernel's exit records cannot be used (they carry the
+// host's pids), so the "agent" variant has them only when run in the host's
+// pid namespace.
+//
+// The processes are this test binary re-executed with Hadoop's command
+// lines (YARN containers: default_container_executor.sh, bash -c, the
+// YarnChild JVM with 40 threads, a Streaming mapper and its child), and
+// /bin/sleep for the node's other processes.
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"runtime/metrics"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/taskscope/taskscope/internal/collect"
+	"github.com/taskscope/taskscope/internal/procfs"
+	"github.com/taskscope/taskscope/internal/taskstats"
+	"golang.org/x/sys/unix"
+)
+
+// benchNodeEnv carries a helper process's specification.
+const benchNodeEnv = "TASKSCOPE_BENCH_NODE"
+
+func init() {
+	if spec := os.Getenv(benchNodeEnv); spec != "" {
+		os.Exit(runBenchNode(spec))
+	}
+}
+
+// benchNode is a helper process: its command line, environment, threads,
+// children, and the short-lived children it keeps starting.
+type benchNode struct {
+	Argv     []string    `json:"argv"`
+	Env      []string    `json:"env,omitempty"`
+	Threads  int         `json:"threads,omitempty"`
+	Children []benchNode `json:"children,omitempty"`
+	// ChurnPerSec short-lived children per second, each one of ChurnArgv in
+	// turn (real binaries), reaped as they exit.
+	ChurnPerSec int        `json:"churn_per_sec,omitempty"`
+	ChurnArgv   [][]string `json:"churn_argv,omitempty"`
+}
+
+// runBenchNode is a helper's life: start its children, tell its parent it
+// is ready, and live until its standard input closes (its parent died).
+func runBenchNode(spec string) int {
+	var n benchNode
+	if err := json.Unmarshal([]byte(spec), &n); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	var kids []*exec.Cmd
+	for _, c := range n.Children {
+		cmd, err := startBenchNode(c, false)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		kids = append(kids, cmd)
+	}
+	block := make(chan struct{})
+	for i := 0; i < n.Threads; i++ {
+		go func() {
+			runtime.LockOSThread()
+			<-block
+		}()
+	}
+	if n.ChurnPerSec > 0 && len(n.ChurnArgv) > 0 {
+		go churn(n.ChurnPerSec, n.ChurnArgv)
+	}
+	fmt.Println("ready")
+	io.Copy(io.Discard, os.Stdin)
+	for _, k := range kids {
+		k.Process.Kill()
+	}
+	return 0
+}
+
+func churn(perSec int, argvs [][]string) {
+	tk := time.NewTicker(time.Second / time.Duration(perSec))
+	for i := 0; ; i++ {
+		<-tk.C
+		argv := argvs[i%len(argvs)]
+		cmd := exec.Command(argv[0], argv[1:]...)
+		if cmd.Start() == nil {
+			go cmd.Wait()
+		}
+	}
+}
+
+// startBenchNode starts a helper and waits until its whole tree is ready.
+func startBenchNode(n benchNode, root bool) (*exec.Cmd, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	spec, _ := json.Marshal(n)
+	cmd := &exec.Cmd{Path: self, Args: n.Argv, Stderr: os.Stderr}
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, benchNodeEnv+"=") {
+			cmd.Env = append(cmd.Env, e)
+		}
+	}
+	cmd.Env = append(cmd.Env, n.Env...)
+	cmd.Env = append(cmd.Env, benchNodeEnv+"="+string(spec))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: root}
+	if _, err := cmd.StdinPipe(); err != nil {
+		return nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || line != "ready\n" {
+		cmd.Process.Kill()
+		cmd.Wait()
+		return nil, fmt.Errorf("helper %v did not start: %q %v", n.Argv[:1], line, err)
+	}
+	return cmd, nil
+}
+
+// benchContainer is a YARN container as DefaultContainerExecutor runs one,
+// with a Streaming mapper and its child under the JVM: five task processes.
+func benchContainer(seq int, churnPerSec int) benchNode {
+	c := fmt.Sprintf("container_e01_%s_0001_01_%06d", fxTS, seq)
+	a := fmt.Sprintf("attempt_%s_0001_m_%06d_0", fxTS, seq)
+	work, _ := yarnPaths(c)
+	jvm := benchNode{Argv: yarnChild(c, a), Env: []string{"CONTAINER_ID=" + c}, Threads: 40,
+		Children: []benchNode{{Argv: []string{"/usr/bin/python3", "mapper.py"}, Env: streamingEnv(c, a),
+			Children: []benchNode{{Argv: []string{"sort", "-k1,1"}, Env: streamingEnv(c, a)}}}}}
+	if churnPerSec > 0 {
+		jvm.ChurnPerSec = churnPerSec
+		jvm.ChurnArgv = [][]string{{"/bin/true"}, {"/bin/sleep", "0.3"}, {"/bin/sh", "-c", "true"}, {"/bin/sleep", "0.05"}}
+	}
+	return benchNode{Argv: []string{"bash", work + "/default_container_executor.sh"}, Env: []string{"CONTAINER_ID=" + c},
+		Children: []benchNode{{Argv: []string{"/bin/bash", "-c", shellJoin(yarnChild(c, a)) + " 1>/dev/null 2>/dev/null"},
+			Env: []string{"CONTAINER_ID=" + c}, Children: []benchNode{jvm}}}}
+}
+
+// benchNodeSet is the processes of one benchmark.
+type benchNodeSet struct {
+	roots []*exec.Cmd
+}
+
+func (s *benchNodeSet) stop() {
+	for _, c := range s.roots {
+		if c.Process != nil {
+			syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+			c.Process.Kill()
+			c.Wait()
+		}
+	}
+	s.roots = nil
+}
+
+// startNode starts containers (5 task processes each), others plain
+// sleeps, and churners (helpers that are no task's, starting short-lived
+// processes). It returns when all are running.
+func startNode(b testing.TB, containers, others, churnTask, churnOther int) *benchNodeSet {
+	b.Helper()
+	s := &benchNodeSet{}
+	b.Cleanup(s.stop)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	errs := make(chan error, containers+1)
+	perContainer := 0
+	if churnTask > 0 && containers > 0 {
+		perContainer = (churnTask + containers - 1) / containers
+	}
+	sem := make(chan struct{}, 8)
+	for i := 0; i < containers; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			cmd, err := startBenchNode(benchContainer(i+2, perContainer), true)
+			if err != nil {
+				errs <- err
+				return
+			}
+			mu.Lock()
+			s.roots = append(s.roots, cmd)
+			mu.Unlock()
+		}(i)
+	}
+	if churnOther > 0 {
+		cmd, err := startBenchNode(benchNode{Argv: []string{"/usr/sbin/cron", "-f"}, ChurnPerSec: churnOther,
+			ChurnArgv: [][]string{{"/bin/true"}, {"/bin/sleep", "0.2"}, {"/bin/sh", "-c", "true"}}}, true)
+		if err != nil {
+			b.Fatal(err)
+		}
+		s.roots = append(s.roots, cmd)
+	}
+	for i := 0; i < others; i++ {
+		cmd := exec.Command("/bin/sleep", "100000")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+		if err := cmd.Start(); err != nil {
+			b.Fatalf("sleep %d: %v", i, err)
+		}
+		s.roots = append(s.roots, cmd)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+	return s
+}
+
+// baseline is the cheapest honest loop: it reads what the tracker reads
+// every tick, for the same processes, and nothing else, with raw system
+// calls: the /proc directory held open and listed from its start, stat and
+// cmdline read once per new pid, stat, status, io and schedstat of task
+// processes held open and read with one pread each.
+type baseline struct {
+	dirfd int
+	dents []byte
+	known map[int32]*basePID
+	cycle uint64
+	buf   []byte
+	path  []byte
+}
+
+type basePID struct {
+	ino  uint64
+	seen uint64
+	task bool
+	fds  [4]int
+}
+
+var baseFiles = [4]string{"stat", "status", "io", "schedstat"}
+
+func newBaseline() *baseline {
+	fd, err := unix.Open("/proc", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		panic(err)
+	}
+	return &baseline{dirfd: fd, dents: make([]byte, 32<<10), known: map[int32]*basePID{}, buf: make([]byte, 64<<10)}
+}
+
+// open opens /proc/<pid>/<name> (a path built in a reused buffer).
+func (bl *baseline) open(pid int32, name string) int {
+	bl.path = append(bl.path[:0], "/proc/"...)
+	bl.path = strconv.AppendInt(bl.path, int64(pid), 10)
+	bl.path = append(bl.path, '/')
+	bl.path = append(bl.path, name...)
+	bl.path = append(bl.path, 0)
+	fd, _, errno := unix.Syscall6(unix.SYS_OPENAT, atFDCWD, uintptr(unsafe.Pointer(&bl.path[0])),
+		uintptr(unix.O_RDONLY|unix.O_CLOEXEC), 0, 0, 0)
+	if errno != 0 {
+		return -1
+	}
+	return int(fd)
+}
+
+func (bl *baseline) readOnce(pid int32, name string) []byte {
+	fd := bl.open(pid, name)
+	if fd < 0 {
+		return nil
+	}
+	n, _ := unix.Pread(fd, bl.buf, 0)
+	unix.Close(fd)
+	if n < 0 {
+		return nil
+	}
+	return bl.buf[:n]
+}
+
+func (bl *baseline) tick() {
+	bl.cycle++
+	unix.Seek(bl.dirfd, 0, 0)
+	for {
+		n, err := unix.Getdents(bl.dirfd, bl.dents)
+		if err != nil || n <= 0 {
+			break
+		}
+		for b := bl.dents[:n]; len(b) >= 19; {
+			ino := binary.NativeEndian.Uint64(b[0:8])
+			reclen := int(binary.NativeEndian.Uint16(b[16:18]))
+			name := b[19:reclen]
+			b = b[reclen:]
+			pid := int32(0)
+			for _, c := range name {
+				if c < '0' || c > '9' {
+					break
+				}
+				pid = pid*10 + int32(c-'0')
+			}
+			if pid == 0 {
+				continue
+			}
+			bl.entry(pid, ino)
+		}
+	}
+	for pid, p := range bl.known {
+		if p.seen != bl.cycle {
+			p.close()
+			delete(bl.known, pid)
+			continue
+		}
+		if !p.task {
+			continue
+		}
+		for i, fd := range p.fds {
+			if fd < 0 {
+				if fd = bl.open(pid, baseFiles[i]); fd < 0 {
+					continue
+				}
+				p.fds[i] = fd
+			}
+			unix.Pread(fd, bl.buf, 0)
+		}
+	}
+}
+
+func (bl *baseline) entry(pid int32, ino uint64) {
+	p := bl.known[pid]
+	if p != nil && p.ino == ino {
+		p.seen = bl.cycle
+		return
+	}
+	if p != nil {
+		p.close()
+	}
+	p = &basePID{ino: ino, seen: bl.cycle, fds: [4]int{-1, -1, -1, -1}}
+	bl.known[pid] = p
+	stat := bl.readOnce(pid, "stat")
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return
+	}
+	var ppid int32 // the field after the state
+	for _, c := range stat[min(i+4, len(stat)):] {
+		if c < '0' || c > '9' {
+			break
+		}
+		ppid = ppid*10 + int32(c-'0')
+	}
+	cmd := bl.readOnce(pid, "cmdline")
+	parent := bl.known[ppid]
+	p.task = bytes.Contains(cmd, []byte("container_")) || parent != nil && parent.task
+}
+
+func (p *basePID) close() {
+	for i, fd := range p.fds {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+		p.fds[i] = -1
+	}
+}
+
+func (bl *baseline) tracked() int {
+	n := 0
+	for _, p := range bl.known {
+		if p.task {
+			n++
+		}
+	}
+	return n
+}
+
+func (bl *baseline) close() {
+	for _, p := range bl.known {
+		p.close()
+	}
+	unix.Close(bl.dirfd)
+}
+
+// cpuNow is this process's CPU so far (user+system), in ns.
+func cpuNow() int64 {
+	var ru unix.Rusage
+	unix.Getrusage(unix.RUSAGE_SELF, &ru)
+	return ru.Utime.Nano() + ru.Stime.Nano()
+}
+
+var allocSamples = []metrics.Sample{{Name: "/gc/heap/allocs:objects"}, {Name: "/gc/heap/allocs:bytes"}}
+
+func allocsNow() (objects, bytes uint64) {
+	metrics.Read(allocSamples)
+	return allocSamples[0].Value.Uint64(), allocSamples[1].Value.Uint64()
+}
+
+// benchTick runs b.N rounds of one tracker tick and one baseline tick over
+// the same processes, interval apart (0: back to back), and reports the CPU
+// of each per tick, their ratio, and the tracker's allocations per tick.
+func benchTick(b *testing.B, interval time.Duration, exits bool, statusEvery int) {
+	fs := procfs.NewFS("")
+	cfg := Config{FS: &fs, Host: "bench", Collect: collect.Config{FS: &fs, StatusEvery: statusEvery}}
+	if exits {
+		l, err := taskstats.Listen()
+		if err != nil {
+			b.Skipf("taskstats: %v", err)
+		}
+		cfg.Exits = l
+	}
+	tr, err := New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tr.Close()
+	bl := newBaseline()
+	defer bl.close()
+	// Warm up: both have classified every process.
+	for i := 0; i < 3; i++ {
+		if err := tr.Tick(time.Now(), NopSink{}); err != nil {
+			b.Fatal(err)
+		}
+		bl.tick()
+	}
+	var trCPU, blCPU int64
+	var trObjs, trBytes uint64
+	tracked, scanned := 0, 0
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if interval > 0 {
+			b.StopTimer()
+			time.Sleep(interval)
+			b.StartTimer()
+		}
+		o0, by0 := allocsNow()
+		c0 := cpuNow()
+		if err := tr.Tick(time.Now(), NopSink{}); err != nil {
+			b.Fatal(err)
+		}
+		c1 := cpuNow()
+		o1, by1 := allocsNow()
+		bl.tick()
+		c2 := cpuNow()
+		trCPU += c1 - c0
+		blCPU += c2 - c1
+		trObjs += o1 - o0
+		trBytes += by1 - by0
+		st := tr.Stats()
+		tracked += st.Tracked
+		scanned += st.Scanned
+	}
+	b.StopTimer()
+	n := float64(b.N)
+	b.ReportMetric(float64(trCPU)/n, "tracker-cpu-ns/tick")
+	b.ReportMetric(float64(blCPU)/n, "baseline-cpu-ns/tick")
+	if blCPU > 0 {
+		b.ReportMetric(float64(trCPU)/float64(blCPU), "cpu-ratio")
+	}
+	b.ReportMetric(float64(trObjs)/n, "tracker-allocs/tick")
+	b.ReportMetric(float64(trBytes)/n, "tracker-B/tick")
+	b.ReportMetric(float64(tracked)/n, "tracked")
+	b.ReportMetric(float64(scanned)/n, "scanned")
+	if b.N > 0 && bl.tracked() == 0 {
+		b.Fatal("the baseline tracks nothing")
+	}
+}
+
+// The variants of each benchmark: "same-files" reads exactly what the
+// baseline reads (status at every tick, no exit records); "agent" is the
+// agent's defaults (status every 5 ticks, exit records from taskstats when
+// the process may have them).
+func benchVariants(b *testing.B, interval time.Duration) {
+	b.Run("same-files", func(b *testing.B) { benchTick(b, interval, false, 1) })
+	b.Run("agent", func(b *testing.B) { benchTick(b, interval, taskstats.InInitialPIDNamespace(), 5) })
+}
+
+// BenchmarkTick50of300: 50 task processes (10 containers) among 300.
+func BenchmarkTick50of300(b *testing.B) {
+	base := countProcs()
+	startNode(b, 10, max(0, 300-50-base), 0, 0)
+	benchVariants(b, 0)
+}
+
+// BenchmarkTick3000: 200 task processes (40 containers) among 3,000.
+func BenchmarkTick3000(b *testing.B) {
+	base := countProcs()
+	startNode(b, 40, max(0, 3000-200-base), 0, 0)
+	benchVariants(b, 0)
+}
+
+// BenchmarkTickChurn: 50 task processes among 300, and 500 new processes a
+// second: 300 started by the task JVMs (short-lived task processes), 200 by
+// a helper that is no task's. A tick every 250 ms.
+func BenchmarkTickChurn(b *testing.B) {
+	base := countProcs()
+	startNode(b, 10, max(0, 300-50-base), 300, 200)
+	time.Sleep(time.Second) // the churn in full swing
+	benchVariants(b, 250*time.Millisecond)
+}
+
+func countProcs() int {
+	fs := procfs.NewFS("")
+	ents, _ := fs.NewLister().List(nil)
+	return len(ents)
+}
+
+var atFDCWD = func() uintptr { fd := unix.AT_FDCWD; return uintptr(fd) }()
