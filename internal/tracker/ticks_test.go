@@ -3,6 +3,7 @@ package tracker
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/taskscope/taskscope/internal/wire"
 )
@@ -224,5 +225,48 @@ func TestTickJVMReuseCPU(t *testing.T) {
 	}
 	if got := r.sink.lastCPU[m0]; got != 7000 {
 		t.Errorf("first attempt after the exit: %d ms, want 7000", got)
+	}
+}
+
+// timesSink records the times of every process's samples.
+type timesSink struct {
+	*recSink
+	times map[uint64][]int64
+}
+
+func (s *timesSink) ProcessSample(key uint64, ms int64, _ []int64, _ uint64) {
+	s.times[key] = append(s.times[key], ms)
+}
+
+// Ticks within one millisecond (a late ticker fires twice) and a clock
+// stepped back still give every series increasing times: the server
+// rejects a batch whose times repeat.
+func TestTickTimesIncrease(t *testing.T) {
+	c2, m0 := fxContainer(2), fxAttempt("m", 0, 0)
+	f := newFixture(t)
+	fxYARNNode(f)
+	yarnContainer(f, 2001, c2, yarnChild(c2, m0))
+	r := f.tracker(false)
+	sink := &timesSink{recSink: newRecSink(), times: map[uint64][]int64{}}
+	now := fixtureT0
+	for _, d := range []time.Duration{0, 0, time.Millisecond, -time.Second, 0, time.Second} {
+		now = now.Add(d)
+		if err := r.tr.Tick(now, sink); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(sink.times) == 0 {
+		t.Fatal("no process sampled")
+	}
+	for key, ts := range sink.times {
+		if len(ts) != 6 {
+			t.Errorf("process %x: %d samples, want 6", key, len(ts))
+		}
+		for i := 1; i < len(ts); i++ {
+			if ts[i] <= ts[i-1] {
+				t.Errorf("process %x: times %v do not increase", key, ts)
+				break
+			}
+		}
 	}
 }

@@ -267,7 +267,9 @@ func (t *Tracker) Tick(now time.Time, sink Sink) error {
 	t.cycle++
 	t.stats.Ticks++
 	t.sink = sink
-	ms := now.UnixMilli()
+	// Every series needs increasing times: two ticks within one millisecond
+	// (a late ticker fires twice) or a clock stepped back keep them apart.
+	ms := max(now.UnixMilli(), t.nowMs+1)
 	t.nowMs = ms
 	entries, err := t.lister.List(t.entries[:0])
 	t.bootNowMs = t.bootClock()
