@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -194,4 +195,18 @@ func (e *env) job(id string) *store.JobDetail {
 		e.t.Fatal(err)
 	}
 	return j
+}
+
+// jobCPU is a job's CPU so far, 0 until the store lists the job (its
+// summary is written within a second of the batch).
+func (e *env) jobCPU(id string) int64 {
+	e.t.Helper()
+	j, err := e.st.Job(context.Background(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		return 0
+	}
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return j.CPUMs
 }
