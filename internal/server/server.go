@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -44,6 +45,12 @@ type Server struct {
 	stopMnt  context.CancelFunc
 	mntDone  chan struct{}
 	serveErr chan error
+	live     *api.Live
+	// committed is set by each ingest commit and cleared by the summary
+	// flush after it, which then tells the browsers again: summaries are
+	// written up to a second after the commit, and a page that refetched
+	// at the commit still saw the old ones.
+	committed atomic.Bool
 }
 
 // Start listens and serves in the background.
@@ -57,8 +64,13 @@ func Start(cfg Config) (*Server, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector())
 	live := api.NewLive(time.Second)
+	s := &Server{live: live}
 	po := cfg.Pipeline
-	po.Log, po.Registry, po.OnCommit = cfg.Log, reg, live.Changed
+	po.Log, po.Registry = cfg.Log, reg
+	po.OnCommit = func() {
+		s.committed.Store(true)
+		live.Changed()
+	}
 	pl := ingest.NewPipeline(cfg.Store, po)
 	io := cfg.Ingest
 	io.Tokens, io.Registry = cfg.Tokens, reg
@@ -84,8 +96,8 @@ func Start(cfg Config) (*Server, error) {
 		pl.Close()
 		return nil, fmt.Errorf("cannot listen on %s: %w", cfg.Listen, err)
 	}
-	s := &Server{cfg: cfg, ln: ln, pipeline: pl, mntDone: make(chan struct{}), serveErr: make(chan error, 1),
-		http: &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}}
+	s.cfg, s.ln, s.pipeline, s.mntDone, s.serveErr = cfg, ln, pl, make(chan struct{}), make(chan error, 1)
+	s.http = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	go func() {
 		var err error
 		if cfg.TLSCert != "" {
@@ -133,8 +145,11 @@ func (s *Server) maintain(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-f.C:
+			committed := s.committed.Swap(false)
 			if err := s.cfg.Store.Flush(ctx); err != nil && ctx.Err() == nil {
 				s.cfg.Log.Error("cannot write summaries", "err", err)
+			} else if committed {
+				s.live.Changed()
 			}
 		case <-t.C:
 			if err := s.cfg.Store.Maintain(ctx, time.Now()); err != nil && ctx.Err() == nil {
