@@ -25,7 +25,7 @@ func streamingBottleneck(j *Job) []Finding {
 			continue
 		}
 		var childBound, jvmBound []string
-		var sumChild, sumJVM, sumWall float64
+		var sumChild, sumJVM, sumWall, sumWait float64
 		for _, a := range top(streaming, maxSeriesAttempts, func(a store.Attempt) float64 { return float64(a.DurationMs) }) {
 			if a.DurationMs < 2000 {
 				continue
@@ -50,10 +50,15 @@ func streamingBottleneck(j *Job) []Finding {
 			}
 			wall := float64(a.DurationMs)
 			sumChild, sumJVM, sumWall = sumChild+child, sumJVM+jvm, sumWall+wall
+			// On a busy node a CPU-bound process also waits for a CPU: what
+			// the attempt's processes waited (schedstat) counts as busy for
+			// the side that used the CPU, not for the side that waited for it.
+			wait := float64(max(a.SchedWaitMs, 0))
+			sumWait += wait
 			switch {
-			case child/wall >= 0.7 && jvm/wall <= 0.3:
+			case (child+wait)/wall >= 0.7 && jvm/wall <= 0.3 && child > jvm:
 				childBound = append(childBound, a.AttemptID)
-			case jvm/wall >= 0.7 && child/wall <= 0.3:
+			case (jvm+wait)/wall >= 0.7 && child/wall <= 0.3 && jvm > child:
 				jvmBound = append(jvmBound, a.AttemptID)
 			}
 		}
@@ -62,20 +67,24 @@ func streamingBottleneck(j *Job) []Finding {
 		}
 		n := len(streaming)
 		nums := []Number{{"streaming_cpu_share", sumChild / sumWall * 100, "percent"}, {"jvm_cpu_share", sumJVM / sumWall * 100, "percent"},
-			{"attempts", float64(n), "count"}}
+			{"cpu_wait_share", sumWait / sumWall * 100, "percent"}, {"attempts", float64(n), "count"}}
+		waited := ""
+		if sumWait >= 0.1*sumWall {
+			waited = fmt.Sprintf(" and waited for a CPU %.0f%% more (a busy node)", sumWait/sumWall*100)
+		}
 		if len(childBound) > 0 {
 			share := float64(len(childBound)) / float64(min(n, maxSeriesAttempts))
 			out = append(out, Finding{Severity: grade(share, [4]float64{0.1, 0.3, 0.6, 0.9}), TaskType: typ, AttemptIDs: childBound,
-				Message: fmt.Sprintf("In %d of %d Streaming %s attempts the Streaming process kept a CPU busy (%.0f%% of the wall time) while the task JVM waited for it (%.0f%%): the script is the bottleneck.",
-					len(childBound), n, typ, sumChild/sumWall*100, sumJVM/sumWall*100),
+				Message: fmt.Sprintf("In %d of %d Streaming %s attempts the Streaming process used a CPU %.0f%% of the wall time%s while the task JVM waited for it (%.0f%%): the script is the bottleneck.",
+					len(childBound), n, typ, sumChild/sumWall*100, waited, sumJVM/sumWall*100),
 				Recommendation: "Make the script faster (a compiled mapper, less work per record), or give it less input per task so that more run in parallel.",
 				Parameter:      "mapreduce.input.fileinputformat.split.maxsize", Value: fmt.Sprint(64 << 20), Numbers: nums})
 		}
 		if len(jvmBound) > 0 {
 			share := float64(len(jvmBound)) / float64(min(n, maxSeriesAttempts))
 			out = append(out, Finding{Severity: grade(share, [4]float64{0.1, 0.3, 0.6, 0.9}), TaskType: typ, AttemptIDs: jvmBound,
-				Message: fmt.Sprintf("In %d of %d Streaming %s attempts the task JVM kept a CPU busy (%.0f%% of the wall time) while the Streaming process waited (%.0f%%): the framework's side (reading, sorting, spilling) is the bottleneck.",
-					len(jvmBound), n, typ, sumJVM/sumWall*100, sumChild/sumWall*100),
+				Message: fmt.Sprintf("In %d of %d Streaming %s attempts the task JVM used a CPU %.0f%% of the wall time%s while the Streaming process waited (%.0f%%): the framework's side (reading, sorting, spilling) is the bottleneck.",
+					len(jvmBound), n, typ, sumJVM/sumWall*100, waited, sumChild/sumWall*100),
 				Recommendation: "Give the sort more memory so that it spills less, and compress the map output.",
 				Parameter:      "mapreduce.task.io.sort.mb", Value: "256", Numbers: nums})
 		}

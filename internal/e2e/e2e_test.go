@@ -231,6 +231,8 @@ func TestCraftedJobs(t *testing.T) {
 		}},
 		{name: "gc-bound", spec: simulator.JobSpec{Kind: simulator.JobMapReduce, Maps: 2, NoReduces: true, TaskCPU: 4 * time.Second,
 			GCBound: true}, tasks: 2, heuristic: "gc_pressure", atLeast: analysis.Severe},
+		{name: "streaming-bound", spec: simulator.JobSpec{Kind: simulator.JobStreaming, Maps: 2, NoReduces: true, TaskCPU: 200 * time.Millisecond,
+			StreamCPU: 5 * time.Second}, tasks: 2, heuristic: "streaming_bottleneck", atLeast: analysis.Moderate},
 		{name: "leaking-mapper", spec: simulator.JobSpec{Kind: simulator.JobMapReduce, Maps: 1, NoReduces: true, TaskCPU: 500 * time.Millisecond,
 			Hold: 8 * time.Second, Leak: true, MemoryMB: 512}, tasks: 1, heuristic: "memory_growth", atLeast: analysis.Moderate,
 			check: func(t *testing.T, r *analysis.Report) { h.logSeries(t, r.JobID, "map", "rss_bytes", "heap_used_bytes") }},
