@@ -341,7 +341,9 @@ func TestLiveHadoop1(t *testing.T) {
 		spec simulator.JobSpec
 	}{
 		{"child", simulator.JobSpec{Kind: simulator.JobHadoop1, Maps: 2, Reduces: 1, TaskCPU: 2 * time.Second}},
-		{"jvm-reuse", simulator.JobSpec{Kind: simulator.JobHadoop1, Maps: 4, Reduces: 1, TaskCPU: time.Second, JVMReuse: -1}},
+		// /proc's CPU counts 10 ms clock ticks (user and system each): a
+		// reduce of 1 s would leave its 3 % little room beyond that.
+		{"jvm-reuse", simulator.JobSpec{Kind: simulator.JobHadoop1, Maps: 4, Reduces: 1, TaskCPU: 1500 * time.Millisecond, JVMReuse: -1}},
 		{"streaming", simulator.JobSpec{Kind: simulator.JobHadoop1Streaming, Maps: 2, Reduces: 1, TaskCPU: time.Second,
 			StreamCPU: 1500 * time.Millisecond, ShortLivedChildren: 40}},
 	}
