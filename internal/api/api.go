@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/taskscope/taskscope/internal/store"
+	"github.com/taskscope/taskscope/internal/wire"
 )
 
 // Finding is one analysis result (see package analysis).
@@ -96,6 +97,9 @@ func (a *API) parseTime(name, v string) (int64, error) {
 		return 0, nil
 	}
 	if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if ms < 0 || ms > wire.MaxTimeMs {
+			return 0, bad("%s: %d is not unix milliseconds from 1970 to 2100", name, ms)
+		}
 		return ms, nil
 	}
 	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {

@@ -18,19 +18,33 @@ const (
 var niceSteps = []int64{1000, 2000, 5000, 10000, 15000, 30000, 60000, 120000, 300000, 600000, 900000, 1800000, 3600000,
 	7200000, 21600000, 43200000, 86400000}
 
-// Step returns the smallest nice bucket width that keeps [from, to) within points.
+// Step returns the smallest nice bucket width that keeps [from, to) within
+// points buckets once from is aligned down on the width (as seriesQuery
+// aligns it).
 func Step(from, to int64, points int) int64 {
-	span := to - from
+	fits := func(s int64) bool {
+		aligned := from - mod(from, s)
+		return (to-aligned+s-1)/s <= int64(points)
+	}
 	for _, s := range niceSteps {
-		if span/s <= int64(points) {
+		if fits(s) {
 			return s
 		}
 	}
 	s := niceSteps[len(niceSteps)-1]
-	for span/s > int64(points) {
+	for !fits(s) {
 		s *= 2
 	}
 	return s
+}
+
+// mod is the remainder of a by b, from 0 to b-1 also for a negative a.
+func mod(a, b int64) int64 {
+	m := a % b
+	if m < 0 {
+		m += b
+	}
+	return m
 }
 
 // seriesQuery reads from, to, metrics and points, with defaults from the
@@ -63,7 +77,7 @@ func (a *API) seriesQuery(r *http.Request, q *store.SeriesQuery, start, end int6
 	}
 	q.Step = Step(q.From, q.To, points)
 	// Align buckets on the step so that charts of one page line up.
-	q.From -= q.From % q.Step
+	q.From -= mod(q.From, q.Step)
 	if m := v.Get("metrics"); m != "" {
 		q.Metrics = strings.Split(m, ",")
 	}

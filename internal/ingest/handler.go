@@ -113,10 +113,12 @@ func (h *Handler) authorized(r *http.Request) bool {
 	if len(h.o.Tokens) == 0 {
 		return true
 	}
-	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok {
+	// The scheme is case-insensitive (RFC 9110 11.1).
+	scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return false
 	}
+	got = strings.TrimLeft(got, " ")
 	match := 0
 	for _, t := range h.o.Tokens {
 		// Compare with every token, always: the time taken tells nothing.
@@ -169,6 +171,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	b, err := wire.Unmarshal(data, h.o.Limits)
 	if err != nil {
+		if errors.Is(err, wire.ErrWireType) {
+			// Protobuf, but a known field holds the wrong type.
+			h.fail(w, http.StatusUnprocessableEntity, "invalid", err.Error())
+			return
+		}
 		h.fail(w, http.StatusBadRequest, "malformed", err.Error())
 		return
 	}

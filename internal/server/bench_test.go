@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -220,8 +219,4 @@ func storeOnly(b *testing.B, srv *Server, bodies []loadgen.Body) loadgen.Result 
 	}
 	wg.Wait()
 	return loadgen.Result{Samples: samples.Load(), Elapsed: time.Since(t0)}
-}
-
-func TestMain(m *testing.M) {
-	os.Exit(m.Run())
 }

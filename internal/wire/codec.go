@@ -29,6 +29,10 @@ const (
 // ErrMalformed wraps every decoding error.
 var ErrMalformed = errors.New("malformed batch")
 
+// ErrWireType is wrapped (beside ErrMalformed) by the error of a known field
+// sent with the wrong wire type: the body is protobuf, but not a batch's.
+var ErrWireType = errors.New("wrong wire type")
+
 // Marshal appends the encoding of b to dst and returns it.
 func Marshal(dst []byte, b *Batch) []byte {
 	e := enc{b: dst}
@@ -255,7 +259,7 @@ func Unmarshal(data []byte, lim Limits) (*Batch, error) {
 	d := dec{lim: lim}
 	b := &Batch{}
 	if err := d.batch(data, b); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+		return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
 	return b, nil
 }
@@ -325,7 +329,7 @@ func parseError(code int) error {
 
 func want(t, w protowire.Type) error {
 	if t != w {
-		return fmt.Errorf("wire type %d, want %d", t, w)
+		return fmt.Errorf("%w %d, want %d", ErrWireType, t, w)
 	}
 	return nil
 }
@@ -610,7 +614,7 @@ func (d *dec) deltas(t protowire.Type, v []byte, u uint64, dst []int64) ([]int64
 		return append(dst, prev+protowire.DecodeZigZag(u)), nil
 	case protowire.BytesType:
 	default:
-		return dst, fmt.Errorf("wire type %d, want packed sint64", t)
+		return dst, fmt.Errorf("%w %d, want packed sint64", ErrWireType, t)
 	}
 	// The last byte of every varint is below 0x80: count before allocating.
 	n := 0

@@ -9,6 +9,10 @@ import (
 // ErrInvalid wraps every validation error.
 var ErrInvalid = errors.New("invalid batch")
 
+// MaxTimeMs bounds every time a batch carries (2100-01-01 in unix
+// milliseconds): a time beyond it was sent in micro- or nanoseconds.
+const MaxTimeMs = 4102444800000
+
 // Validate checks what Unmarshal cannot: the version, required fields, UTF-8,
 // and that every series is well formed. The error names the first offending
 // record, so that whoever writes an agent can find it.
@@ -59,6 +63,12 @@ func validate(b *Batch) error {
 		if a.AttemptID == "" || len(a.AttemptID) > 256 || a.JobID == "" || len(a.JobID) > 256 {
 			return fmt.Errorf("attempts[%d]: attempt_id and job_id are required, at most 256 bytes", i)
 		}
+		if a.MemoryMB < 0 || a.XmxBytes < 0 {
+			return fmt.Errorf("attempts[%d] (%s): memory_mb %d and xmx_bytes %d must not be negative", i, a.AttemptID, a.MemoryMB, a.XmxBytes)
+		}
+		if err := times("first_ms", a.FirstMs, "last_ms", a.LastMs); err != nil {
+			return fmt.Errorf("attempts[%d] (%s): %v", i, a.AttemptID, err)
+		}
 		if err := utf(a.AttemptID, a.JobID, a.AppID, a.ContainerID, a.Type, a.Framework, a.JobName, a.User, a.Queue, a.JavaOpts); err != nil {
 			return fmt.Errorf("attempts[%d] (%s): %v", i, a.AttemptID, err)
 		}
@@ -67,6 +77,12 @@ func validate(b *Batch) error {
 		m := &b.Members[i]
 		if m.Process == 0 || m.AttemptID == "" {
 			return fmt.Errorf("memberships[%d]: process and attempt_id are required", i)
+		}
+		if m.CPUBaseMs < 0 {
+			return fmt.Errorf("memberships[%d]: cpu_base_ms %d must not be negative", i, m.CPUBaseMs)
+		}
+		if err := times("from_ms", m.FromMs, "to_ms", m.ToMs); err != nil {
+			return fmt.Errorf("memberships[%d]: %v", i, err)
 		}
 		if err := utf(m.AttemptID, m.Role); err != nil {
 			return fmt.Errorf("memberships[%d]: %v", i, err)
@@ -95,6 +111,9 @@ func validate(b *Batch) error {
 		if e.Kind == "" || e.Ms <= 0 {
 			return fmt.Errorf("events[%d]: kind and time are required", i)
 		}
+		if e.Ms > MaxTimeMs {
+			return fmt.Errorf("events[%d]: ms %d is not a unix time in milliseconds (after 2100)", i, e.Ms)
+		}
 		if err := utf(e.Kind, e.AttemptID, e.JobID, e.Message); err != nil {
 			return fmt.Errorf("events[%d]: %v", i, err)
 		}
@@ -117,6 +136,9 @@ func validSeries(s *Series, metrics int) error {
 	if s.Times[0] <= 0 {
 		return fmt.Errorf("times[0]=%d is not a unix time in milliseconds", s.Times[0])
 	}
+	if last := s.Times[len(s.Times)-1]; last > MaxTimeMs {
+		return fmt.Errorf("times[%d]=%d is not a unix time in milliseconds (after 2100)", len(s.Times)-1, last)
+	}
 	seen := make(map[uint32]bool, len(s.Columns))
 	for k := range s.Columns {
 		c := &s.Columns[k]
@@ -132,6 +154,16 @@ func validSeries(s *Series, metrics int) error {
 		}
 		if len(c.Absent) > 0 && len(c.Absent) != (len(s.Times)+7)/8 {
 			return fmt.Errorf("columns[%d]: absent bitmap of %d bytes for %d times", k, len(c.Absent), len(s.Times))
+		}
+	}
+	return nil
+}
+
+// times checks optional times (0: unset): none negative or after 2100.
+func times(kv ...any) error {
+	for i := 0; i < len(kv); i += 2 {
+		if v := kv[i+1].(int64); v < 0 || v > MaxTimeMs {
+			return fmt.Errorf("%s %d is not a unix time in milliseconds", kv[i], v)
 		}
 	}
 	return nil

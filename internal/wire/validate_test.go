@@ -57,6 +57,13 @@ func TestValidate(t *testing.T) {
 		{"attempt series times", func(b *Batch) { b.AttemptSeries[0].Times[1] = 1 }, "attempt_series[0] (" + exAttempt + "): times must increase: times[1]=1 after 1700000002000"},
 		{"event without kind", func(b *Batch) { b.Events[0].Kind = "" }, "events[0]: kind and time are required"},
 		{"event without time", func(b *Batch) { b.Events[0].Ms = 0 }, "events[0]: kind and time are required"},
+		{"time in microseconds", func(b *Batch) { b.ProcSeries[0].Times[2] = 1_700_000_003_000_000 }, "process_series[0]: times[2]=1700000003000000 is not a unix time in milliseconds (after 2100)"},
+		{"negative memory", func(b *Batch) { b.Attempts[0].MemoryMB = -1 }, "memory_mb -1 and xmx_bytes 859832320 must not be negative"},
+		{"negative xmx", func(b *Batch) { b.Attempts[0].XmxBytes = -5 }, "xmx_bytes -5 must not be negative"},
+		{"negative first_ms", func(b *Batch) { b.Attempts[0].FirstMs = -5 }, "first_ms -5 is not a unix time in milliseconds"},
+		{"negative cpu base", func(b *Batch) { b.Members[0].CPUBaseMs = -1 }, "memberships[0]: cpu_base_ms -1 must not be negative"},
+		{"membership to in nanoseconds", func(b *Batch) { b.Members[0].ToMs = 1_700_000_000_000_000_000 }, "memberships[0]: to_ms 1700000000000000000 is not a unix time in milliseconds"},
+		{"event in microseconds", func(b *Batch) { b.Events[0].Ms = 1_700_000_000_000_000 }, "events[0]: ms 1700000000000000 is not a unix time in milliseconds (after 2100)"},
 		{"event message not UTF-8", func(b *Batch) { b.Events[0].Message = bad }, `events[0]: "bad\xffutf8" is not valid UTF-8`},
 	}
 	for _, tc := range tests {

@@ -58,7 +58,7 @@ func (s *Store) Jobs(ctx context.Context, f store.JobFilter) (store.JobPage, err
 		where, args = append(where, "framework = ?"), append(args, f.Framework)
 	}
 	if f.Name != "" {
-		where, args = append(where, "(name ILIKE ? OR job_id ILIKE ?)"), append(args, "%"+likeEscape(f.Name)+"%", "%"+likeEscape(f.Name)+"%")
+		where, args = append(where, `(name ILIKE ? ESCAPE '\' OR job_id ILIKE ? ESCAPE '\')`), append(args, "%"+likeEscape(f.Name)+"%", "%"+likeEscape(f.Name)+"%")
 	}
 	if f.From > 0 {
 		where, args = append(where, "last_ms >= ?"), append(args, f.From)
@@ -75,12 +75,13 @@ func (s *Store) Jobs(ctx context.Context, f store.JobFilter) (store.JobPage, err
 	default:
 		return store.JobPage{}, fmt.Errorf("state must be running or finished, not %q", f.State)
 	}
-	q := `SELECT ` + jobCols + `, count(*) OVER () FROM jobs WHERE attempts > 0`
+	cond := ` FROM jobs WHERE attempts > 0`
 	if len(where) > 0 {
-		q += " AND " + strings.Join(where, " AND ")
+		cond += " AND " + strings.Join(where, " AND ")
 	}
-	q += ` ORDER BY first_ms DESC NULLS LAST, job_id DESC LIMIT ? OFFSET ?`
-	args = append(args, f.Limit, f.Offset)
+	filterArgs := args
+	q := `SELECT ` + jobCols + `, count(*) OVER ()` + cond + ` ORDER BY first_ms DESC NULLS LAST, job_id DESC LIMIT ? OFFSET ?`
+	args = append(append([]any{}, args...), f.Limit, f.Offset)
 	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return store.JobPage{}, fmt.Errorf("cannot list jobs: %w", err)
@@ -101,8 +102,8 @@ func (s *Store) Jobs(ctx context.Context, f store.JobFilter) (store.JobPage, err
 	}
 	if len(page.Jobs) == 0 {
 		if f.Offset > 0 {
-			// Past the end: still report how many there are.
-			err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM jobs WHERE attempts > 0`).Scan(&page.Total)
+			// Past the end: still report how many match.
+			err := s.db.QueryRowContext(ctx, `SELECT count(*)`+cond, filterArgs...).Scan(&page.Total)
 			return page, err
 		}
 		return page, nil

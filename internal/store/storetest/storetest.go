@@ -455,6 +455,10 @@ func testJobsList(t *testing.T, f Factory) {
 	if len(page.Jobs) != 2 || page.Total != 12 {
 		t.Errorf("last page: %d jobs, total %d", len(page.Jobs), page.Total)
 	}
+	page, _ = s.Jobs(ctx, store.JobFilter{User: "bob", Offset: 100})
+	if len(page.Jobs) != 0 || page.Total != 4 {
+		t.Errorf("past the end of user bob's jobs: %d jobs, total %d, want 0 of 4", len(page.Jobs), page.Total)
+	}
 	page, _ = s.Jobs(ctx, store.JobFilter{User: "bob"})
 	if page.Total != 4 {
 		t.Errorf("user bob: %d jobs, want 4", page.Total)
@@ -479,6 +483,14 @@ func testJobsList(t *testing.T, f Factory) {
 	page, _ = s.Jobs(ctx, store.JobFilter{From: T0.Add(15 * time.Second).UnixMilli(), To: T0.Add(25 * time.Second).UnixMilli()})
 	if page.Total != 3 {
 		t.Errorf("time window: %d jobs, want 3 (active in 10-15 s, 15-20 s and 20-25 s)", page.Total)
+	}
+	page, _ = s.Jobs(ctx, store.JobFilter{Name: "000_0012"})
+	if page.Total != 1 {
+		t.Errorf("name 000_0012: %d jobs, want 1 (an underscore matches itself)", page.Total)
+	}
+	page, _ = s.Jobs(ctx, store.JobFilter{Name: `etl-\`})
+	if page.Total != 0 {
+		t.Errorf("name with a backslash: %d jobs, want 0", page.Total)
 	}
 	page, _ = s.Jobs(ctx, store.JobFilter{Name: "100%_"})
 	if page.Total != 0 {
