@@ -1,7 +1,9 @@
 package analysis_test
 
 import (
+	"cmp"
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -20,6 +22,7 @@ type att struct {
 	cpuPerS            int64
 	waitShare          float64
 	rss                int64
+	memMB, xmx         int64 // the container's size and -Xmx; 0: 1024 MB and 800 MB
 }
 
 var seq uint64
@@ -31,7 +34,7 @@ func batch(a att) *wire.Batch {
 		Metrics: []string{wire.AttemptCPUMs, wire.AttemptRSSBytes, wire.AttemptProcesses, wire.AttemptSchedWaitNs}}
 	end := a.start.Add(time.Duration(a.secs) * time.Second)
 	b.Attempts = []wire.Attempt{{AttemptID: a.id, JobID: a.job, Type: a.typ, Framework: "mapreduce", FirstMs: a.start.UnixMilli(),
-		LastMs: end.UnixMilli(), Ended: true, MemoryMB: 1024, XmxBytes: 800 << 20}}
+		LastMs: end.UnixMilli(), Ended: true, MemoryMB: cmp.Or(a.memMB, 1024), XmxBytes: cmp.Or(a.xmx, 800<<20)}}
 	s := wire.Series{AttemptID: a.id}
 	var cols [4][]int64
 	for i := 1; i <= a.secs; i++ {
@@ -92,12 +95,12 @@ func TestNoisyNeighbours(t *testing.T) {
 	t0 := time.Now().Add(-10 * time.Minute).Truncate(time.Second)
 	job, other := "job_1700000000000_0001", "job_1700000000000_0002"
 	ingest(t, st,
-		att{"attempt_1700000000000_0001_m_000000_0", job, "map", "h1", t0, 30, 300, 0.4, 200 << 20},
-		att{"attempt_1700000000000_0001_m_000001_0", job, "map", "h2", t0, 10, 900, 0.01, 200 << 20},
-		att{"attempt_1700000000000_0001_m_000002_0", job, "map", "h2", t0, 10, 900, 0.01, 200 << 20},
-		att{"attempt_1700000000000_0001_m_000003_0", job, "map", "h3", t0, 10, 900, 0.01, 200 << 20},
-		att{"attempt_1700000000000_0002_m_000000_0", other, "map", "h1", t0.Add(time.Second), 28, 1000, 0.3, 300 << 20},
-		att{"attempt_1700000000000_0002_m_000001_0", other, "map", "h1", t0.Add(time.Second), 28, 1000, 0.3, 300 << 20},
+		att{"attempt_1700000000000_0001_m_000000_0", job, "map", "h1", t0, 30, 300, 0.4, 200 << 20, 0, 0},
+		att{"attempt_1700000000000_0001_m_000001_0", job, "map", "h2", t0, 10, 900, 0.01, 200 << 20, 0, 0},
+		att{"attempt_1700000000000_0001_m_000002_0", job, "map", "h2", t0, 10, 900, 0.01, 200 << 20, 0, 0},
+		att{"attempt_1700000000000_0001_m_000003_0", job, "map", "h3", t0, 10, 900, 0.01, 200 << 20, 0, 0},
+		att{"attempt_1700000000000_0002_m_000000_0", other, "map", "h1", t0.Add(time.Second), 28, 1000, 0.3, 300 << 20, 0, 0},
+		att{"attempt_1700000000000_0002_m_000001_0", other, "map", "h1", t0.Add(time.Second), 28, 1000, 0.3, 300 << 20, 0, 0},
 	)
 	r, err := analysis.New(st).Report(context.Background(), job)
 	if err != nil {
@@ -129,6 +132,60 @@ func TestNoisyNeighbours(t *testing.T) {
 	for _, f := range r2.Findings {
 		if f.Severity > analysis.Low {
 			t.Errorf("job of two alike attempts: [%s] %s: %s", f.Severity, f.Heuristic, f.Message)
+		}
+	}
+}
+
+// TestMemoryHeadroom: containers far too large get a smaller size computed
+// from their peak (the heap follows it down), never their own size again;
+// containers about to be killed get a larger one.
+func TestMemoryHeadroom(t *testing.T) {
+	st, err := duckdb.Open(duckdb.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	t0 := time.Now().Add(-time.Hour).Truncate(time.Second)
+	cases := []struct {
+		job        string
+		memMB, xmx int64
+		rss        int64
+		atLeast    analysis.Severity
+		wantBelow  int64 // the recommended size is below this (MB); 0: above wantAbove
+		wantAbove  int64
+	}{
+		// -Xmx at 80% of the container: the size from -Xmx is the container's.
+		{job: "job_1700000000000_0101", memMB: 2048, xmx: 1638 << 20, rss: 200 << 20, atLeast: analysis.Severe, wantBelow: 2048},
+		{job: "job_1700000000000_0102", memMB: 4096, xmx: 3276 << 20, rss: 4000 << 20, atLeast: analysis.Moderate, wantAbove: 4096},
+	}
+	for i, c := range cases {
+		var atts []att
+		for k := range 3 {
+			atts = append(atts, att{id: fmt.Sprintf("attempt_1700000000000_%04d_m_%06d_0", 101+i, k), job: c.job, typ: "map", host: "n1",
+				start: t0, secs: 30, cpuPerS: 900, rss: c.rss, memMB: c.memMB, xmx: c.xmx})
+		}
+		ingest(t, st, atts...)
+		r, err := analysis.New(st).Report(context.Background(), c.job)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var found bool
+		for _, f := range r.Findings {
+			if f.Heuristic != "memory_headroom" {
+				continue
+			}
+			found = true
+			var rec int64
+			fmt.Sscan(f.Value, &rec)
+			if f.Severity < c.atLeast || f.Parameter != "mapreduce.map.memory.mb" {
+				t.Errorf("%s: [%s] %s=%s, want at least %s", c.job, f.Severity, f.Parameter, f.Value, c.atLeast)
+			}
+			if c.wantBelow > 0 && (rec <= 0 || rec >= c.wantBelow) || c.wantAbove > 0 && rec <= c.wantAbove {
+				t.Errorf("%s: %d MB containers peaking at %d MB: recommended %s MB", c.job, c.memMB, c.rss>>20, f.Value)
+			}
+		}
+		if !found {
+			t.Errorf("%s: no memory_headroom finding", c.job)
 		}
 	}
 }

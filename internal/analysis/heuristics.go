@@ -111,13 +111,17 @@ func memoryHeadroom(j *Job) []Finding {
 					typ, used*100, limit),
 				Recommendation: "Give them more memory, or find what grows (the attempt's memory chart shows which process).",
 				Parameter:      param, Value: fmt.Sprint(rec), Numbers: nums})
-		case used < 0.5 && limit > 1024:
+		case used < 0.5 && limit > 1024 && max(roundUp256(float64(peak)*1.25), 512) < limit:
+			// The smaller container's heap follows it down (the text says
+			// so): its size comes from the peak alone, not from today's -Xmx.
+			rec = max(roundUp256(float64(peak)*1.25), 512)
+			nums[len(nums)-1].Value = float64(rec << 20)
 			sev := gradeBelow(used, [4]float64{0.5, 0.4, 0.3, 0.2})
 			out = append(out, Finding{Severity: sev, TaskType: typ, AttemptIDs: []string{peakA.AttemptID},
 				Message: fmt.Sprintf("The largest %s attempt peaked at %.1f%% of its %d MB container: memory is reserved but unused.",
 					typ, used*100, limit),
 				Recommendation: "Smaller containers let more tasks run at once. Keep the JVM heap (-Xmx) at about 80% of the new size.",
-				Parameter:      param, Value: fmt.Sprint(max(rec, 512)), Numbers: nums})
+				Parameter:      param, Value: fmt.Sprint(rec), Numbers: nums})
 		}
 	}
 	return out
