@@ -2,8 +2,10 @@ package duckdb
 
 import (
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/taskscope/taskscope/internal/store"
@@ -33,30 +35,67 @@ func (s *Store) Maintain(ctx context.Context, now time.Time) error {
 	if err := s.db.QueryRowContext(ctx, `SELECT count(*), coalesce(min(t_min), 0) FROM `+freshName(s.current())).Scan(&fresh, &oldest); err != nil {
 		return err
 	}
+	changed := false
 	if fresh >= s.opt.CompactRows || (fresh > 0 && now.UnixMilli()-oldest >= s.opt.CompactAge.Milliseconds()) {
 		if err := s.compact(ctx); err != nil {
 			return err
 		}
+		changed = true
+	}
+	deleted := func(res sql.Result, err error) error {
+		if err != nil {
+			return fmt.Errorf("retention: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n > 0 {
+			changed = true
+		}
+		return nil
 	}
 	if s.opt.Retention > 0 {
 		// Raw samples past their retention become per-minute rollups.
 		cut := now.Add(-s.opt.Retention).UnixMilli()
-		if err := s.rewrite(ctx, "series_chunks", fmt.Sprintf("level = %d AND t_max < %d", levelMerged, cut), false, rollup); err != nil {
+		n, err := s.rewrite(ctx, "series_chunks", fmt.Sprintf("level = %d AND t_max < %d", levelMerged, cut), false, rollup)
+		if err != nil {
 			return err
 		}
-		if _, err := s.db.ExecContext(ctx, `DELETE FROM samples_ext WHERE ts < ?`, cut); err != nil {
-			return fmt.Errorf("retention: %w", err)
+		changed = changed || n > 0
+		if err := deleted(s.db.ExecContext(ctx, `DELETE FROM samples_ext WHERE ts < ?`, cut)); err != nil {
+			return err
 		}
 	}
 	if s.opt.RollupRetention > 0 {
 		cut := now.Add(-s.opt.RollupRetention).UnixMilli()
 		for _, q := range []string{`DELETE FROM series_chunks WHERE t_max < ?`, `DELETE FROM events WHERE ts < ?`} {
-			if _, err := s.db.ExecContext(ctx, q, cut); err != nil {
-				return fmt.Errorf("retention: %w", err)
+			if err := deleted(s.db.ExecContext(ctx, q, cut)); err != nil {
+				return err
 			}
 		}
 	}
+	// Checkpoint only when compaction or retention changed the tables, or
+	// the WAL grew large: fresh chunks then live in the WAL only until the
+	// compaction that drops their table, and never take blocks in the file
+	// (a checkpoint every 30 s wrote them there, rewrote the open row
+	// groups again and again, and left the blocks free once the table was
+	// dropped).
+	if !changed && s.walBytes() < walCheckpointBytes {
+		return nil
+	}
 	return s.Checkpoint(ctx)
+}
+
+// walCheckpointBytes is the WAL size past which Maintain checkpoints even
+// when nothing was compacted.
+const walCheckpointBytes = 256 << 20
+
+func (s *Store) walBytes() int64 {
+	if s.path == "" {
+		return 0
+	}
+	fi, err := os.Stat(s.path + ".wal")
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
 }
 
 func (s *Store) isClosed() bool {
@@ -96,7 +135,7 @@ func (s *Store) compact(ctx context.Context) error {
 		return err
 	}
 	if leftover > 0 {
-		if err := s.rewrite(ctx, freshName(next), "true", true, merge); err != nil {
+		if _, err := s.rewrite(ctx, freshName(next), "true", true, merge); err != nil {
 			return err
 		}
 	}
@@ -107,7 +146,8 @@ func (s *Store) compact(ctx context.Context) error {
 	}
 	s.fresh = next
 	s.wmu.Unlock()
-	return s.rewrite(ctx, freshName(old), "true", true, merge)
+	_, err := s.rewrite(ctx, freshName(old), "true", true, merge)
+	return err
 }
 
 // rollup turns a series' raw samples into one point per minute.
@@ -135,15 +175,17 @@ type mergedChunk struct {
 // series_chunks, in one transaction of its own connection: drop empties a
 // whole fresh table by dropping it (and making it again), else the chunks
 // are deleted. The chunks are read on another connection as the merged ones
-// are appended, so that memory holds one series at a time.
+// are appended, so that memory holds one series at a time. It returns how
+// many series it rewrote.
 func (s *Store) rewrite(ctx context.Context, table, where string, drop bool,
-	produce func(p *store.Points, cols []store.StoredColumn, c *mergedChunk, buf []byte) []byte) error {
+	produce func(p *store.Points, cols []store.StoredColumn, c *mergedChunk, buf []byte) []byte) (int, error) {
 	wc, err := s.db.Conn(ctx)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer wc.Close()
-	return wc.Raw(func(dc any) error {
+	var series int
+	err = wc.Raw(func(dc any) error {
 		conn := dc.(driver.Conn)
 		ex := conn.(driver.ExecerContext)
 		if _, err := ex.ExecContext(ctx, "BEGIN TRANSACTION", nil); err != nil {
@@ -170,6 +212,7 @@ func (s *Store) rewrite(ctx context.Context, table, where string, drop bool,
 		if err != nil {
 			return fail(err)
 		}
+		series = n
 		if n == 0 && !drop {
 			_, err := ex.ExecContext(ctx, "ROLLBACK", nil)
 			return err
@@ -186,6 +229,7 @@ func (s *Store) rewrite(ctx context.Context, table, where string, drop bool,
 		_, err = ex.ExecContext(ctx, "COMMIT", nil)
 		return err
 	})
+	return series, err
 }
 
 // scanSeries reads the chunks of table that where selects, in series and
