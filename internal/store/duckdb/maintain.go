@@ -151,23 +151,62 @@ func (s *Store) compact(ctx context.Context) error {
 }
 
 // rollup turns a series' raw samples into one point per minute.
-func rollup(p *store.Points, cols []store.StoredColumn, c *mergedChunk, buf []byte) []byte {
-	r := store.Downsample(p, cols, rollupPeriod)
-	c.level, c.tmin, c.tmax, c.n = levelRollup, r.Times[0], r.Times[len(r.Times)-1], int32(len(r.Times))
-	return chunk.EncodeLevel(buf, r, mergeLevel)
+func rollup(p *store.Points, cols []store.StoredColumn) (int8, *chunk.Chunk) {
+	return levelRollup, store.Downsample(p, cols, rollupPeriod)
 }
 
-// merge turns a series' fresh chunks into one compressed chunk.
-func merge(p *store.Points, cols []store.StoredColumn, c *mergedChunk, buf []byte) []byte {
-	c.level, c.tmin, c.tmax, c.n = levelMerged, p.Times[0], p.Times[len(p.Times)-1], int32(len(p.Times))
-	return chunk.EncodeLevel(buf, store.ToChunk(p, cols), mergeLevel)
+// merge turns a series' fresh chunks into compressed ones.
+func merge(p *store.Points, cols []store.StoredColumn) (int8, *chunk.Chunk) {
+	return levelMerged, store.ToChunk(p, cols)
 }
 
-type mergedChunk struct {
-	kind, level int8
-	key, job    int64
-	tmin, tmax  int64
-	n           int32
+// maxInlineChunk bounds the chunks compaction writes. DuckDB keeps a BLOB
+// shorter than 4 KiB inside its column segment, and a longer one in an
+// overflow block of the segment; a segment of mostly short chunks with a
+// few long ones then takes a block and most of an overflow block it hardly
+// uses: a third more blocks than the chunks' bytes. A longer chunk is cut
+// in time into chunks below this size (each decodes alone).
+const maxInlineChunk = 4000
+
+// encodeChunks encodes c at mergeLevel and calls emit with each chunk it
+// makes of it: one, or more if it would be longer than maxInlineChunk.
+func encodeChunks(c *chunk.Chunk, buf []byte, emit func(c *chunk.Chunk, data []byte) error) ([]byte, error) {
+	buf = chunk.EncodeLevel(buf[:0], c, mergeLevel)
+	n := len(c.Times)
+	if len(buf) < maxInlineChunk || n < 2 {
+		return buf, emit(c, buf)
+	}
+	parts := min(n, (len(buf)+maxInlineChunk*3/4-1)/(maxInlineChunk*3/4))
+	for k := 0; k < parts; k++ {
+		var err error
+		buf, err = encodeChunks(sliceChunk(c, k*n/parts, (k+1)*n/parts), buf, emit)
+		if err != nil {
+			return buf, err
+		}
+	}
+	return buf, nil
+}
+
+// sliceChunk is samples [i, j) of c.
+func sliceChunk(c *chunk.Chunk, i, j int) *chunk.Chunk {
+	out := &chunk.Chunk{Times: c.Times[i:j]}
+	for _, col := range c.Columns {
+		nc := chunk.Column{ID: col.ID, Values: col.Values[i:j]}
+		if col.Absent != nil {
+			all, some := true, false
+			for _, a := range col.Absent[i:j] {
+				all, some = all && a, some || a
+			}
+			if all {
+				continue
+			}
+			if some {
+				nc.Absent = col.Absent[i:j]
+			}
+		}
+		out.Columns = append(out.Columns, nc)
+	}
+	return out
 }
 
 // rewrite replaces, series by series, the chunks of table that where
@@ -178,7 +217,7 @@ type mergedChunk struct {
 // are appended, so that memory holds one series at a time. It returns how
 // many series it rewrote.
 func (s *Store) rewrite(ctx context.Context, table, where string, drop bool,
-	produce func(p *store.Points, cols []store.StoredColumn, c *mergedChunk, buf []byte) []byte) (int, error) {
+	produce func(p *store.Points, cols []store.StoredColumn) (int8, *chunk.Chunk)) (int, error) {
 	wc, err := s.db.Conn(ctx)
 	if err != nil {
 		return 0, err
@@ -200,9 +239,10 @@ func (s *Store) rewrite(ctx context.Context, table, where string, drop bool,
 			return fail(err)
 		}
 		n, err := s.scanSeries(ctx, table, where, func(kind int8, key, job int64, p *store.Points, buf []byte) ([]byte, error) {
-			c := mergedChunk{kind: kind, key: key, job: job}
-			buf = produce(p, schemaOf(int(kind)), &c, buf[:0])
-			return buf, app.AppendRow(c.kind, c.key, c.job, c.tmin, c.tmax, c.n, c.level, buf)
+			level, c := produce(p, schemaOf(int(kind)))
+			return encodeChunks(c, buf, func(c *chunk.Chunk, data []byte) error {
+				return app.AppendRow(kind, key, job, c.Times[0], c.Times[len(c.Times)-1], int32(len(c.Times)), level, data)
+			})
 		})
 		if err == nil {
 			err = app.Close()
