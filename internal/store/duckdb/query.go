@@ -237,6 +237,19 @@ func (s *Store) HostAttempts(ctx context.Context, host string, from, to int64) (
 	return s.attempts(ctx, `host = ? AND last_ms >= ? AND first_ms < ?`, host, from, to)
 }
 
+// AttemptSummary returns an attempt's summary, without its processes and
+// events (ErrNotFound if unknown).
+func (s *Store) AttemptSummary(ctx context.Context, id string) (*store.Attempt, error) {
+	atts, err := s.attempts(ctx, `attempt_id = ?`, id)
+	if err != nil {
+		return nil, err
+	}
+	if len(atts) == 0 {
+		return nil, store.ErrNotFound
+	}
+	return &atts[0], nil
+}
+
 // Attempt returns an attempt with its processes and events.
 func (s *Store) Attempt(ctx context.Context, id string) (*store.AttemptDetail, error) {
 	atts, err := s.attempts(ctx, `attempt_id = ?`, id)
