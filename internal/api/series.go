@@ -1,6 +1,8 @@
 package api
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -101,8 +103,31 @@ func (a *API) jobSeries(w http.ResponseWriter, r *http.Request) {
 	a.serveSeries(w, r, q)
 }
 
+// attemptSummarizer is a store that returns an attempt's summary alone,
+// without the processes and events of Attempt: what the series endpoints
+// need of it.
+type attemptSummarizer interface {
+	AttemptSummary(ctx context.Context, id string) (*store.Attempt, error)
+}
+
+// attemptSummary is the attempt id names: by AttemptSummary where the store
+// has it, else by Attempt.
+func (a *API) attemptSummary(ctx context.Context, id string) (*store.Attempt, error) {
+	if s, ok := a.st.(attemptSummarizer); ok {
+		return s.AttemptSummary(ctx, id)
+	}
+	d, err := a.st.Attempt(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return &d.Attempt, nil
+}
+
 func (a *API) attemptSeries(w http.ResponseWriter, r *http.Request) {
-	d, err := a.attemptOf(r)
+	d, err := a.attemptSummary(r.Context(), r.PathValue("attempt"))
+	if err == nil && d.JobID != r.PathValue("job") {
+		err = fmt.Errorf("attempt %s is not in job %s: %w", d.AttemptID, r.PathValue("job"), store.ErrNotFound)
+	}
 	if err != nil {
 		fail(w, err)
 		return
@@ -130,7 +155,7 @@ func (a *API) processSeries(w http.ResponseWriter, r *http.Request) {
 			fail(w, bad("give from and to, or attempt"))
 			return
 		}
-		d, err := a.st.Attempt(r.Context(), v.Get("attempt"))
+		d, err := a.attemptSummary(r.Context(), v.Get("attempt"))
 		if err != nil {
 			fail(w, err)
 			return

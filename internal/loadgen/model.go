@@ -529,3 +529,44 @@ func (a *attempt) info(cfg Config, ended bool) wire.Attempt {
 	}
 	return at
 }
+
+// AddJob queues a job of n map attempts of ticks ticks each on the
+// cluster's nodes, round-robin, one after the other on each node (they take
+// a slot each, so the scheduler starts no other job until they drain). It
+// returns the job's id and the tick after which the last attempt has ended.
+// For benchmarks of a big job's queries.
+func (g *Generator) AddJob(n, ticks int) (string, int) {
+	c := g.c
+	c.jobSeq++
+	seq := fmt.Sprintf("%04d", c.jobSeq)
+	job := fmt.Sprintf("job_%d_%s", c.ts, seq)
+	end := g.tick
+	for i := 0; i < n; i++ {
+		nd := c.nodes[i%len(c.nodes)]
+		start := g.tick + (i/len(c.nodes))*ticks + nd.rng.IntN(3)
+		a := &attempt{id: fmt.Sprintf("attempt_%d_%s_m_%06d_0", c.ts, seq, i), job: job,
+			container: fmt.Sprintf("container_e01_%d_%s_01_%06d", c.ts, seq, i+2), typ: "map", name: "big-etl",
+			user: "etl", queue: "etl", memMB: 2048, xmx: 2048 * 8 / 10 << 20, startTick: start, endTick: start + ticks}
+		nd.start(a)
+		end = max(end, a.endTick)
+	}
+	return job, end
+}
+
+// AddAttempt starts a reduce attempt of ticks ticks (a job of its own) on
+// the first node now, beside what the scheduler runs; it returns the job's
+// and the attempt's ids. For benchmarks of a long attempt's series.
+func (g *Generator) AddAttempt(ticks int) (string, string) {
+	c := g.c
+	c.jobSeq++
+	seq := fmt.Sprintf("%04d", c.jobSeq)
+	job := fmt.Sprintf("job_%d_%s", c.ts, seq)
+	a := &attempt{id: fmt.Sprintf("attempt_%d_%s_r_%06d_0", c.ts, seq, 0), job: job,
+		container: fmt.Sprintf("container_e01_%d_%s_01_%06d", c.ts, seq, 2), typ: "reduce", name: "long-reduce",
+		user: "etl", queue: "etl", memMB: 4096, xmx: 4096 * 8 / 10 << 20, startTick: g.tick, endTick: g.tick + ticks}
+	c.nodes[0].start(a)
+	return job, a.id
+}
+
+// Tick is the next tick Next starts from.
+func (g *Generator) Tick() int { return g.tick }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql/driver"
 	"fmt"
+	"hash/maphash"
 	"os"
 	"strconv"
 	"strings"
@@ -41,8 +42,9 @@ type tx struct {
 	agents   map[string]*agentState // copies, changed by this transaction
 	atts     map[string]*attState
 	jobs     map[string]*jobState
-	flush    bool // write the summaries whatever the time
-	flushed  bool // they were written
+	flush    bool              // write the summaries whatever the time
+	flushed  bool              // they were written
+	cmdlines map[uint64]uint64 // changes to the cache's cmdlines (0: forget)
 	done     bool
 	gen      uint64
 }
@@ -372,6 +374,9 @@ func appendRows(conn driver.Conn, table string, n int, row func(i int, a *duck.A
 	return nil
 }
 
+// cmdSeed hashes command lines (in memory only).
+var cmdSeed = maphash.MakeSeed()
+
 // keyValue stores a 64-bit key in a BIGINT column.
 func keyValue(k uint64) int64 { return int64(k) }
 
@@ -425,10 +430,26 @@ func (t *tx) write(conn driver.Conn, exec func(string) error) error {
 	}
 	if procs > 0 {
 		rs := each(func(p *store.Prepared) int { return len(p.Batch.Processes) })
+		t.cmdlines = map[uint64]uint64{}
 		err := appendRows(conn, "processes", len(rs), func(i int, a *duck.Appender) error {
 			r := rs[i]
 			m := &r.b.Processes[r.i]
-			return a.AppendRow(keyValue(m.Key), r.b.Host, m.PID, m.PPID, m.SID, nullMs(m.StartMs), nullMs(m.EndMs), m.Cmdline,
+			// A command line is logged once per process (they are long:
+			// a task JVM's is kilobytes); its later records say NULL.
+			var cmd driver.Value = m.Cmdline
+			h := maphash.String(cmdSeed, m.Cmdline) | 1
+			prev, ok := t.cmdlines[m.Key]
+			if !ok {
+				prev = t.s.cache.cmdlines[m.Key]
+			}
+			if prev == h {
+				cmd = nil
+			}
+			t.cmdlines[m.Key] = h
+			if m.EndMs != 0 {
+				t.cmdlines[m.Key] = 0
+			}
+			return a.AppendRow(keyValue(m.Key), r.b.Host, m.PID, m.PPID, m.SID, nullMs(m.StartMs), nullMs(m.EndMs), cmd,
 				m.Comm, nullStr(m.Role), m.UID, nullStr(m.User), r.b.SentMs)
 		})
 		if err != nil {
@@ -607,6 +628,16 @@ func (t *tx) apply() {
 	s := t.s
 	c := s.cache
 	s.gen = t.gen
+	if len(c.cmdlines)+len(t.cmdlines) > maxCmdlines {
+		clear(c.cmdlines)
+	}
+	for k, h := range t.cmdlines {
+		if h == 0 {
+			delete(c.cmdlines, k)
+		} else {
+			c.cmdlines[k] = h
+		}
+	}
 	for id, a := range t.agents {
 		if t.flushed {
 			a.dirty = false

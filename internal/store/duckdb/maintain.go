@@ -2,8 +2,10 @@ package duckdb
 
 import (
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/taskscope/taskscope/internal/store"
@@ -33,30 +35,67 @@ func (s *Store) Maintain(ctx context.Context, now time.Time) error {
 	if err := s.db.QueryRowContext(ctx, `SELECT count(*), coalesce(min(t_min), 0) FROM `+freshName(s.current())).Scan(&fresh, &oldest); err != nil {
 		return err
 	}
+	changed := false
 	if fresh >= s.opt.CompactRows || (fresh > 0 && now.UnixMilli()-oldest >= s.opt.CompactAge.Milliseconds()) {
 		if err := s.compact(ctx); err != nil {
 			return err
 		}
+		changed = true
+	}
+	deleted := func(res sql.Result, err error) error {
+		if err != nil {
+			return fmt.Errorf("retention: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n > 0 {
+			changed = true
+		}
+		return nil
 	}
 	if s.opt.Retention > 0 {
 		// Raw samples past their retention become per-minute rollups.
 		cut := now.Add(-s.opt.Retention).UnixMilli()
-		if err := s.rewrite(ctx, "series_chunks", fmt.Sprintf("level = %d AND t_max < %d", levelMerged, cut), false, rollup); err != nil {
+		n, err := s.rewrite(ctx, "series_chunks", fmt.Sprintf("level = %d AND t_max < %d", levelMerged, cut), false, rollup)
+		if err != nil {
 			return err
 		}
-		if _, err := s.db.ExecContext(ctx, `DELETE FROM samples_ext WHERE ts < ?`, cut); err != nil {
-			return fmt.Errorf("retention: %w", err)
+		changed = changed || n > 0
+		if err := deleted(s.db.ExecContext(ctx, `DELETE FROM samples_ext WHERE ts < ?`, cut)); err != nil {
+			return err
 		}
 	}
 	if s.opt.RollupRetention > 0 {
 		cut := now.Add(-s.opt.RollupRetention).UnixMilli()
 		for _, q := range []string{`DELETE FROM series_chunks WHERE t_max < ?`, `DELETE FROM events WHERE ts < ?`} {
-			if _, err := s.db.ExecContext(ctx, q, cut); err != nil {
-				return fmt.Errorf("retention: %w", err)
+			if err := deleted(s.db.ExecContext(ctx, q, cut)); err != nil {
+				return err
 			}
 		}
 	}
+	// Checkpoint only when compaction or retention changed the tables, or
+	// the WAL grew large: fresh chunks then live in the WAL only until the
+	// compaction that drops their table, and never take blocks in the file
+	// (a checkpoint every 30 s wrote them there, rewrote the open row
+	// groups again and again, and left the blocks free once the table was
+	// dropped).
+	if !changed && s.walBytes() < walCheckpointBytes {
+		return nil
+	}
 	return s.Checkpoint(ctx)
+}
+
+// walCheckpointBytes is the WAL size past which Maintain checkpoints even
+// when nothing was compacted.
+const walCheckpointBytes = 256 << 20
+
+func (s *Store) walBytes() int64 {
+	if s.path == "" {
+		return 0
+	}
+	fi, err := os.Stat(s.path + ".wal")
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
 }
 
 func (s *Store) isClosed() bool {
@@ -96,7 +135,7 @@ func (s *Store) compact(ctx context.Context) error {
 		return err
 	}
 	if leftover > 0 {
-		if err := s.rewrite(ctx, freshName(next), "true", true, merge); err != nil {
+		if _, err := s.rewrite(ctx, freshName(next), "true", true, merge); err != nil {
 			return err
 		}
 	}
@@ -107,27 +146,67 @@ func (s *Store) compact(ctx context.Context) error {
 	}
 	s.fresh = next
 	s.wmu.Unlock()
-	return s.rewrite(ctx, freshName(old), "true", true, merge)
+	_, err := s.rewrite(ctx, freshName(old), "true", true, merge)
+	return err
 }
 
 // rollup turns a series' raw samples into one point per minute.
-func rollup(p *store.Points, cols []store.StoredColumn, c *mergedChunk, buf []byte) []byte {
-	r := store.Downsample(p, cols, rollupPeriod)
-	c.level, c.tmin, c.tmax, c.n = levelRollup, r.Times[0], r.Times[len(r.Times)-1], int32(len(r.Times))
-	return chunk.EncodeLevel(buf, r, mergeLevel)
+func rollup(p *store.Points, cols []store.StoredColumn) (int8, *chunk.Chunk) {
+	return levelRollup, store.Downsample(p, cols, rollupPeriod)
 }
 
-// merge turns a series' fresh chunks into one compressed chunk.
-func merge(p *store.Points, cols []store.StoredColumn, c *mergedChunk, buf []byte) []byte {
-	c.level, c.tmin, c.tmax, c.n = levelMerged, p.Times[0], p.Times[len(p.Times)-1], int32(len(p.Times))
-	return chunk.EncodeLevel(buf, store.ToChunk(p, cols), mergeLevel)
+// merge turns a series' fresh chunks into compressed ones.
+func merge(p *store.Points, cols []store.StoredColumn) (int8, *chunk.Chunk) {
+	return levelMerged, store.ToChunk(p, cols)
 }
 
-type mergedChunk struct {
-	kind, level int8
-	key, job    int64
-	tmin, tmax  int64
-	n           int32
+// maxInlineChunk bounds the chunks compaction writes. DuckDB keeps a BLOB
+// shorter than 4 KiB inside its column segment, and a longer one in an
+// overflow block of the segment; a segment of mostly short chunks with a
+// few long ones then takes a block and most of an overflow block it hardly
+// uses: a third more blocks than the chunks' bytes. A longer chunk is cut
+// in time into chunks below this size (each decodes alone).
+const maxInlineChunk = 4000
+
+// encodeChunks encodes c at mergeLevel and calls emit with each chunk it
+// makes of it: one, or more if it would be longer than maxInlineChunk.
+func encodeChunks(c *chunk.Chunk, buf []byte, emit func(c *chunk.Chunk, data []byte) error) ([]byte, error) {
+	buf = chunk.EncodeLevel(buf[:0], c, mergeLevel)
+	n := len(c.Times)
+	if len(buf) < maxInlineChunk || n < 2 {
+		return buf, emit(c, buf)
+	}
+	parts := min(n, (len(buf)+maxInlineChunk*3/4-1)/(maxInlineChunk*3/4))
+	for k := 0; k < parts; k++ {
+		var err error
+		buf, err = encodeChunks(sliceChunk(c, k*n/parts, (k+1)*n/parts), buf, emit)
+		if err != nil {
+			return buf, err
+		}
+	}
+	return buf, nil
+}
+
+// sliceChunk is samples [i, j) of c.
+func sliceChunk(c *chunk.Chunk, i, j int) *chunk.Chunk {
+	out := &chunk.Chunk{Times: c.Times[i:j]}
+	for _, col := range c.Columns {
+		nc := chunk.Column{ID: col.ID, Values: col.Values[i:j]}
+		if col.Absent != nil {
+			all, some := true, false
+			for _, a := range col.Absent[i:j] {
+				all, some = all && a, some || a
+			}
+			if all {
+				continue
+			}
+			if some {
+				nc.Absent = col.Absent[i:j]
+			}
+		}
+		out.Columns = append(out.Columns, nc)
+	}
+	return out
 }
 
 // rewrite replaces, series by series, the chunks of table that where
@@ -135,15 +214,17 @@ type mergedChunk struct {
 // series_chunks, in one transaction of its own connection: drop empties a
 // whole fresh table by dropping it (and making it again), else the chunks
 // are deleted. The chunks are read on another connection as the merged ones
-// are appended, so that memory holds one series at a time.
+// are appended, so that memory holds one series at a time. It returns how
+// many series it rewrote.
 func (s *Store) rewrite(ctx context.Context, table, where string, drop bool,
-	produce func(p *store.Points, cols []store.StoredColumn, c *mergedChunk, buf []byte) []byte) error {
+	produce func(p *store.Points, cols []store.StoredColumn) (int8, *chunk.Chunk)) (int, error) {
 	wc, err := s.db.Conn(ctx)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer wc.Close()
-	return wc.Raw(func(dc any) error {
+	var series int
+	err = wc.Raw(func(dc any) error {
 		conn := dc.(driver.Conn)
 		ex := conn.(driver.ExecerContext)
 		if _, err := ex.ExecContext(ctx, "BEGIN TRANSACTION", nil); err != nil {
@@ -158,9 +239,10 @@ func (s *Store) rewrite(ctx context.Context, table, where string, drop bool,
 			return fail(err)
 		}
 		n, err := s.scanSeries(ctx, table, where, func(kind int8, key, job int64, p *store.Points, buf []byte) ([]byte, error) {
-			c := mergedChunk{kind: kind, key: key, job: job}
-			buf = produce(p, schemaOf(int(kind)), &c, buf[:0])
-			return buf, app.AppendRow(c.kind, c.key, c.job, c.tmin, c.tmax, c.n, c.level, buf)
+			level, c := produce(p, schemaOf(int(kind)))
+			return encodeChunks(c, buf, func(c *chunk.Chunk, data []byte) error {
+				return app.AppendRow(kind, key, job, c.Times[0], c.Times[len(c.Times)-1], int32(len(c.Times)), level, data)
+			})
 		})
 		if err == nil {
 			err = app.Close()
@@ -170,6 +252,7 @@ func (s *Store) rewrite(ctx context.Context, table, where string, drop bool,
 		if err != nil {
 			return fail(err)
 		}
+		series = n
 		if n == 0 && !drop {
 			_, err := ex.ExecContext(ctx, "ROLLBACK", nil)
 			return err
@@ -186,6 +269,7 @@ func (s *Store) rewrite(ctx context.Context, table, where string, drop bool,
 		_, err = ex.ExecContext(ctx, "COMMIT", nil)
 		return err
 	})
+	return series, err
 }
 
 // scanSeries reads the chunks of table that where selects, in series and

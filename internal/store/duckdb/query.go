@@ -238,6 +238,19 @@ func (s *Store) HostAttempts(ctx context.Context, host string, from, to int64) (
 	return s.attempts(ctx, `host = ? AND last_ms >= ? AND first_ms < ?`, host, from, to)
 }
 
+// AttemptSummary returns an attempt's summary, without its processes and
+// events (ErrNotFound if unknown).
+func (s *Store) AttemptSummary(ctx context.Context, id string) (*store.Attempt, error) {
+	atts, err := s.attempts(ctx, `attempt_id = ?`, id)
+	if err != nil {
+		return nil, err
+	}
+	if len(atts) == 0 {
+		return nil, store.ErrNotFound
+	}
+	return &atts[0], nil
+}
+
 // Attempt returns an attempt with its processes and events.
 func (s *Store) Attempt(ctx context.Context, id string) (*store.AttemptDetail, error) {
 	atts, err := s.attempts(ctx, `attempt_id = ?`, id)
@@ -286,10 +299,19 @@ func (s *Store) Attempt(ctx context.Context, id string) (*store.AttemptDetail, e
 		return nil, err
 	}
 	d.Processes = len(d.ProcessList)
-	// Each process's summary, from its samples.
+	// Each process's summary, from its samples: those of its life (with a
+	// margin), so that the zone maps of t_min and t_max leave out the
+	// chunks of other times (there is no index on the key).
 	for i := range d.ProcessList {
 		p := &d.ProcessList[i]
-		pts, err := s.points(ctx, kindProcess, uint64(p.Key), 0, 1<<62)
+		from, to := int64(0), int64(1<<62)
+		if p.Start > 0 {
+			from = int64(p.Start) - lookback
+		}
+		if p.End > 0 {
+			to = int64(p.End) + lookback
+		}
+		pts, err := s.points(ctx, kindProcess, uint64(p.Key), from, to)
 		if err != nil {
 			return nil, err
 		}

@@ -172,10 +172,18 @@ type caches struct {
 	agents map[string]*agentState
 	atts   map[string]*attState
 	jobs   map[string]*jobState
+	// cmdlines: a hash of the command line last logged for each process
+	// not seen to exit, so that the process log repeats it as NULL (queries
+	// take the latest non-NULL one). Lost, the full text is logged again.
+	cmdlines map[uint64]uint64
 }
 
+// maxCmdlines bounds cmdlines (processes that never report their exit).
+const maxCmdlines = 1 << 20
+
 func newCaches() *caches {
-	return &caches{agents: map[string]*agentState{}, atts: map[string]*attState{}, jobs: map[string]*jobState{}}
+	return &caches{agents: map[string]*agentState{}, atts: map[string]*attState{}, jobs: map[string]*jobState{},
+		cmdlines: map[uint64]uint64{}}
 }
 
 // loadAgents reads every agent's sequence: the table's, or the log's where

@@ -1,0 +1,139 @@
+package duckdb
+
+import (
+	"context"
+	"flag"
+	"testing"
+	"time"
+
+	"github.com/taskscope/taskscope/internal/loadgen"
+	"github.com/taskscope/taskscope/internal/store"
+)
+
+var (
+	benchJobAttempts = flag.Int("bench.attempts", 10000, "BenchmarkJobDetail: attempts of the job")
+	benchBgNodes     = flag.Int("bench.bgnodes", 50, "BenchmarkAttemptSeries: nodes of the cluster around the attempt")
+)
+
+// fill appends the generator's rounds into s until tick end, one
+// transaction per round, with maintenance every 30 simulated seconds as
+// the server runs it, then writes the summaries. It returns the simulated
+// time reached.
+func fill(tb testing.TB, s *Store, g *loadgen.Generator, start time.Time, end int) time.Time {
+	ctx := context.Background()
+	last := start
+	now := start
+	for g.Tick() < end {
+		batches := g.Next()
+		now = start.Add(time.Duration(g.Tick()) * time.Second)
+		app, err := s.Begin(ctx)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		for _, bt := range batches {
+			if _, err := app.Append(bt); err != nil {
+				tb.Fatal(err)
+			}
+		}
+		if err := app.Commit(); err != nil {
+			tb.Fatal(err)
+		}
+		if now.Sub(last) >= 30*time.Second {
+			last = now
+			if err := s.Maintain(ctx, now); err != nil {
+				tb.Fatal(err)
+			}
+		}
+	}
+	if err := s.Flush(ctx); err != nil {
+		tb.Fatal(err)
+	}
+	return now
+}
+
+// BenchmarkJobDetail times Job (the job with its attempts, what GET
+// /api/v1/jobs/{id} answers) of a job of 10,000 map attempts (1 minute
+// each, a wrapper and a JVM sampled every second) that ran on 100 nodes.
+// The target is 100 ms (the store's part of it; the HTTP benchmark of
+// package server has the whole).
+//
+//	go test -run '^$' -bench JobDetail -benchtime 20x ./internal/store/duckdb/
+func BenchmarkJobDetail(b *testing.B) {
+	s, job := bigJobStore(b, b.TempDir(), *benchJobAttempts)
+	defer s.Close()
+	ctx := context.Background()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		d, err := s.Job(ctx, job)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(d.AttemptList) != *benchJobAttempts {
+			b.Fatalf("%d attempts, want %d", len(d.AttemptList), *benchJobAttempts)
+		}
+	}
+}
+
+// bigJobStore makes a store in dir holding a job of n attempts.
+func bigJobStore(tb testing.TB, dir string, n int) (*Store, string) {
+	s, err := Open(Options{Dir: dir})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	start := time.Now().Add(-24 * time.Hour).Truncate(time.Second)
+	g := loadgen.NewGenerator(loadgen.Config{Nodes: 100, Slots: 8, BatchTicks: 5, Seed: 5, Start: start})
+	job, end := g.AddJob(n, 60)
+	t0 := time.Now()
+	fill(tb, s, g, start, end+5)
+	tb.Logf("job of %d attempts stored in %s", n, time.Since(t0).Round(time.Millisecond))
+	return s, job
+}
+
+// BenchmarkAttemptSeries times the series of one attempt (a reduce, a
+// wrapper and a JVM sampled every second) over the hour it ran, on a
+// cluster of 50 nodes running jobs beside it, maintenance as it ran:
+// step-1s asks for every second (3,600 buckets), step-15s for what the UI
+// asks by default (300 points). The target is 20 ms.
+//
+//	go test -run '^$' -bench AttemptSeries -benchtime 50x ./internal/store/duckdb/
+func BenchmarkAttemptSeries(b *testing.B) {
+	s, q := longAttemptStore(b, b.TempDir(), *benchBgNodes)
+	defer s.Close()
+	ctx := context.Background()
+	for _, step := range []int64{1000, 15000} {
+		q := q
+		q.Step = step
+		b.Run("step-"+time.Duration(step*int64(time.Millisecond)).String(), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				res, err := s.Series(ctx, q)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(res.Times) != q.Buckets() {
+					b.Fatalf("%d buckets", len(res.Times))
+				}
+			}
+		})
+	}
+}
+
+// longAttemptStore makes a store in dir holding an attempt of one hour
+// among nodes nodes' work, and the query of its series over that hour.
+func longAttemptStore(tb testing.TB, dir string, nodes int) (*Store, store.SeriesQuery) {
+	s, err := Open(Options{Dir: dir})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	start := time.Now().Add(-3 * time.Hour).Truncate(time.Hour)
+	g := loadgen.NewGenerator(loadgen.Config{Nodes: nodes, Slots: 8, BatchTicks: 5, Seed: 6, Start: start})
+	// The cluster runs a while before the attempt starts.
+	fill(tb, s, g, start, 600)
+	_, att := g.AddAttempt(3600)
+	from := start.Add(time.Duration(g.Tick()) * time.Second).UnixMilli()
+	t0 := time.Now()
+	fill(tb, s, g, start, g.Tick()+3600+5)
+	u, _ := s.Usage(context.Background())
+	tb.Logf("%d process samples stored in %s", u.Samples, time.Since(t0).Round(time.Millisecond))
+	return s, store.SeriesQuery{Scope: store.ScopeAttempt, AttemptID: att, Metrics: []string{"cpu_percent", "rss_bytes",
+		"read_bytes_per_s"}, From: from, To: from + 3600_000 + 1000}
+}
