@@ -39,15 +39,16 @@ func TestAgentOverhead(t *testing.T) {
 	}
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	defer hs.Close()
-	base := countProcs()
 	var interval time.Duration
 	var ticks int
 	switch mode {
 	case "quiet":
-		startNode(t, 10, max(0, 300-50-base), 0, 0)
+		startNode(t, 10, 0, 0, 0).fillTo(t, 300)
 		interval, ticks = time.Second, 60
 	case "busy":
-		startNode(t, 40, max(0, 3000-200-base), 300, 200)
+		s := startNode(t, 40, 0, 300, 200)
+		time.Sleep(time.Second)
+		s.fillTo(t, 3000)
 		interval, ticks = 250*time.Millisecond, 120
 	default:
 		t.Fatalf("TASKSCOPE_OVERHEAD=%s: quiet or busy", mode)
