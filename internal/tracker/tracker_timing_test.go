@@ -583,8 +583,6 @@ func countProcs() int {
 	return len(ents)
 }
 
-var atFDCWD = func() uintptr { fd := unix.AT_FDCWD; return uintptr(fd) }()
-
 // TestChurnMemoryFlat runs the tracker over real processes under a churn
 // of 500 new processes a second (50 task processes among 300, a tick every
 // 250 ms, exit records when this process may have them) and checks that
@@ -647,3 +645,5 @@ func TestChurnMemoryFlat(t *testing.T) {
 		t.Errorf("live heap grew by %d B over 40 ticks of churn", grow)
 	}
 }
+
+var atFDCWD = func() uintptr { fd := unix.AT_FDCWD; return uintptr(fd) }()
