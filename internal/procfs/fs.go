@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -150,9 +151,9 @@ func (p *Proc) Read(file File, buf []byte) ([]byte, error) {
 	case unavailable:
 		return buf[:0], ErrUnavailable
 	case notOpened:
-		path = p.fs.PidPath(p.PID, fileNames[file])
-		nfd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		nfd, err := p.fs.openPid(p.PID, fileNames[file])
 		if err != nil {
+			path = p.fs.PidPath(p.PID, fileNames[file])
 			if err == unix.ENOENT || err == unix.ESRCH {
 				// The whole process may be gone: let the caller know.
 				if _, serr := os.Stat(p.fs.PidPath(p.PID, "")); serr != nil {
@@ -194,13 +195,46 @@ var ErrUnavailable = errors.New("file unavailable")
 
 // ReadPidFile reads <root>/<pid>/<file> once, without holding it open.
 func (f FS) ReadPidFile(pid int32, file string, buf []byte) ([]byte, error) {
-	path := f.PidPath(pid, file)
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	fd, err := f.openPid(pid, file)
 	if err != nil {
-		return buf[:0], &fs.PathError{Op: "open", Path: path, Err: err}
+		return buf[:0], &fs.PathError{Op: "open", Path: f.PidPath(pid, file), Err: err}
 	}
 	defer unix.Close(fd)
-	return readAll(fd, path, buf, onePiece[file])
+	b, err := readAll(fd, "", buf, onePiece[file])
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			pe.Path = f.PidPath(pid, file)
+		}
+	}
+	return b, err
+}
+
+// atFDCWD is AT_FDCWD as a system call argument.
+var atFDCWD = func() uintptr { fd := unix.AT_FDCWD; return uintptr(fd) }()
+
+// openPid opens <root>/<pid>/<file> read-only with the path built on the
+// stack: the opens of every new process's files allocate nothing (the
+// path is made as a string only for an error).
+func (f FS) openPid(pid int32, file string) (int, error) {
+	var b [256]byte
+	p := append(b[:0], f.root...)
+	p = append(p, '/')
+	p = strconv.AppendInt(p, int64(pid), 10)
+	p = append(p, '/')
+	p = append(p, file...)
+	p = append(p, 0)
+	for {
+		fd, _, errno := unix.Syscall6(unix.SYS_OPENAT, atFDCWD, uintptr(unsafe.Pointer(&p[0])),
+			uintptr(unix.O_RDONLY|unix.O_CLOEXEC), 0, 0, 0)
+		switch errno {
+		case 0:
+			return int(fd), nil
+		case unix.EINTR:
+			continue
+		}
+		return -1, errno
+	}
 }
 
 // Readlink reads the symbolic link <root>/<pid>/<name> (cwd, exe).

@@ -119,7 +119,11 @@ func New(cfg Config) (*Shipper, error) {
 	if cfg.MaxMemoryBytes <= 0 {
 		cfg.MaxMemoryBytes = 16 << 20
 	}
-	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(1))
+	// One encoder, one goroutine, and a 1 MiB window (a batch is rarely
+	// larger): the default window of 8 MiB makes the encoder keep a 16 MiB
+	// history buffer, which alone would be most of the agent's RSS.
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(1),
+		zstd.WithWindowSize(1<<20), zstd.WithLowerEncoderMem(true))
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/mdlayher/genetlink"
 	"github.com/mdlayher/netlink"
@@ -27,6 +28,24 @@ type Listener struct {
 	lost   uint64
 	rc     syscall.RawConn
 	buf    []byte
+	// The receive of Drain: one method value, its results in fields, and a
+	// scratch record, so that draining allocates nothing per record.
+	recvFn func(fd uintptr) bool
+	recvN  int
+	recvEr error
+	rec    Record
+}
+
+// recv receives one datagram without waiting (recvfrom without a source
+// address: unix.Recvfrom would allocate one per call).
+func (l *Listener) recv(fd uintptr) bool {
+	n, _, errno := unix.Syscall6(unix.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&l.buf[0])), uintptr(len(l.buf)),
+		unix.MSG_DONTWAIT, 0, 0)
+	l.recvN, l.recvEr = int(n), nil
+	if errno != 0 {
+		l.recvN, l.recvEr = 0, errno
+	}
+	return true
 }
 
 // ErrPIDNamespace says that this process is not in the initial pid
@@ -128,14 +147,13 @@ func (l *Listener) Drain(fn func(*Record)) error {
 		l.buf = make([]byte, 64<<10)
 	}
 	for {
-		var n int
-		var rerr error
-		if err := l.rc.Read(func(fd uintptr) bool {
-			n, _, rerr = unix.Recvfrom(int(fd), l.buf, unix.MSG_DONTWAIT)
-			return true
-		}); err != nil {
+		if l.recvFn == nil {
+			l.recvFn = l.recv
+		}
+		if err := l.rc.Read(l.recvFn); err != nil {
 			return fmt.Errorf("taskstats: receive: %w", err)
 		}
+		n, rerr := l.recvN, l.recvEr
 		switch {
 		case rerr == unix.EAGAIN || rerr == unix.EWOULDBLOCK:
 			return nil
@@ -149,7 +167,7 @@ func (l *Listener) Drain(fn func(*Record)) error {
 		case n == 0:
 			return nil
 		}
-		if err := parseNetlink(l.buf[:n], l.family.ID, fn); err != nil {
+		if err := parseNetlinkInto(l.buf[:n], l.family.ID, &l.rec, fn); err != nil {
 			return err
 		}
 	}
@@ -158,6 +176,12 @@ func (l *Listener) Drain(fn func(*Record)) error {
 // parseNetlink walks the netlink messages of one datagram and hands the
 // generic netlink payload of those of the family to ParseMessage.
 func parseNetlink(b []byte, family uint16, fn func(*Record)) error {
+	var r Record
+	return parseNetlinkInto(b, family, &r, fn)
+}
+
+// parseNetlinkInto is parseNetlink with a scratch Record of the caller's.
+func parseNetlinkInto(b []byte, family uint16, r *Record, fn func(*Record)) error {
 	const nlHdr, genlHdr = 16, 4
 	for len(b) >= nlHdr {
 		l := int(binary.NativeEndian.Uint32(b[0:4]))
@@ -166,7 +190,7 @@ func parseNetlink(b []byte, family uint16, fn func(*Record)) error {
 			return fmt.Errorf("taskstats: netlink message of %d bytes in %d", l, len(b))
 		}
 		if typ == family && l >= nlHdr+genlHdr {
-			if err := ParseMessage(b[nlHdr+genlHdr:l], fn); err != nil {
+			if err := parseMessage(b[nlHdr+genlHdr:l], r, fn); err != nil {
 				return err
 			}
 		}

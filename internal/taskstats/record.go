@@ -99,6 +99,13 @@ func ParseStats(b []byte, r *Record) error {
 // calls fn for its per-thread record. Per-thread-group aggregates are
 // skipped: without delay accounting they carry no CPU.
 func ParseMessage(data []byte, fn func(*Record)) error {
+	var r Record
+	return parseMessage(data, &r, fn)
+}
+
+// parseMessage is ParseMessage with the caller's scratch Record (reused:
+// no allocation per record).
+func parseMessage(data []byte, r *Record, fn func(*Record)) error {
 	for len(data) >= 4 {
 		l := int(binary.NativeEndian.Uint16(data[0:2]))
 		typ := binary.NativeEndian.Uint16(data[2:4]) & 0x3fff
@@ -107,20 +114,30 @@ func ParseMessage(data []byte, fn func(*Record)) error {
 		}
 		payload := data[4:l]
 		if typ == typeAggrPID {
-			var r Record
+			*r = Record{}
 			found := false
-			err := eachAttr(payload, func(t uint16, v []byte) error {
-				if t == typeStats {
-					found = true
-					return ParseStats(v, &r)
+			// The nested attributes, inline (a closure here would be
+			// allocated for every record).
+			for a := payload; len(a) >= 4; {
+				al := int(binary.NativeEndian.Uint16(a[0:2]))
+				at := binary.NativeEndian.Uint16(a[2:4]) & 0x3fff
+				if al < 4 || al > len(a) {
+					return fmt.Errorf("taskstats: attribute length %d of %d bytes", al, len(a))
 				}
-				return nil
-			})
-			if err != nil {
-				return err
+				if at == typeStats {
+					found = true
+					if err := ParseStats(a[4:al], r); err != nil {
+						return err
+					}
+				}
+				next := (al + 3) &^ 3
+				if next > len(a) {
+					break
+				}
+				a = a[next:]
 			}
 			if found {
-				fn(&r)
+				fn(r)
 			}
 		}
 		next := (l + 3) &^ 3

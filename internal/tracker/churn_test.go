@@ -110,3 +110,41 @@ func TestSteadyTickAllocates(t *testing.T) {
 		}
 	}
 }
+
+// staleEntries counts what the tracker keeps for pids that are gone: procs
+// not seen at the last listing, exit records of processes it no longer
+// knows, records past their expiry, reapers no tracked process has as
+// parent, and unit members it no longer knows. Between ticks it is 0.
+func staleEntries(tr *Tracker) int {
+	n := 0
+	for _, p := range tr.procs {
+		if p.seen != tr.cycle {
+			n++
+		}
+	}
+	for pid := range tr.recs {
+		if p := tr.procs[pid]; p == nil || p.t == nil {
+			n++
+		}
+	}
+	for _, h := range tr.orphanRecs {
+		if tr.cycle-h.cycle >= 3 {
+			n++
+		}
+	}
+	parents := map[int32]bool{}
+	for _, u := range tr.units {
+		for _, p := range u.members {
+			if tr.procs[p.pid] != p {
+				n++
+			}
+			parents[p.ppid] = true
+		}
+	}
+	for pid := range tr.reapers {
+		if !parents[pid] {
+			n++
+		}
+	}
+	return n
+}

@@ -26,6 +26,8 @@ func (t *Tracker) sampleUnits(ms int64) {
 		u.poll(t)
 		if want := u.wantAttempt(); u.cur == nil || u.cur.info.AttemptID != want {
 			t.switchAttempt(u, want, ms)
+		} else if a := u.cur; a.confRetryAt != 0 && t.cycle >= a.confRetryAt {
+			t.retryConf(u, a)
 		}
 		if !u.orphaned && u.launcherPID > 1 && t.procs[u.launcherPID] == nil {
 			u.orphaned = true
@@ -310,7 +312,10 @@ func (t *Tracker) switchAttempt(u *unit, want string, ms int64) {
 			}
 		}
 	}
-	t.readConf(u, &a.info)
+	a.confTries = 1
+	if !t.readConf(u, &a.info) {
+		a.confRetryAt = t.cycle + 1
+	}
 	u.cur = a
 	t.sink.Attempt(&a.info)
 	t.sink.Event(&wire.Event{Ms: ms, Kind: wire.EventAttemptStart, AttemptID: want, JobID: a.info.JobID})

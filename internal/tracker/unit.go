@@ -46,7 +46,15 @@ type attempt struct {
 	exitedGC    int64
 	exitedWait  int64
 	shortLived  int64
+	// confTries counts the reads of its configuration; confRetryAt is the
+	// tick of the next one (0: none).
+	confTries   int
+	confRetryAt uint64
 }
+
+// maxConfTries bounds the reads of an attempt's configuration: the first,
+// when the attempt starts, and retries 1, 2, 4 and 8 ticks apart.
+const maxConfTries = 5
 
 func (t *Tracker) newUnit(key, container string, p *proc) *unit {
 	u := &unit{key: key, containerID: container, framework: hadoop.FrameworkUnknown}
@@ -222,14 +230,18 @@ func (w *dirWatch) scan(t *Tracker, match func(name, full string) bool, stamp st
 
 // readConf reads what the attempt's configuration says: job.xml for
 // MapReduce, __spark_conf__ for Spark; the JVM's own -Xmx wins over the
-// configured one.
-func (t *Tracker) readConf(u *unit, a *wire.Attempt) {
+// configured one. It reports whether it got what a MapReduce unit's job.xml
+// must say (its job's name and its container's memory): YarnChild rewrites
+// job.xml while its attempt starts, so a read may find it missing, half
+// written (unparsable) or without those keys; then the caller tries again
+// later. A read that fails leaves what an earlier one found.
+func (t *Tracker) readConf(u *unit, a *wire.Attempt) bool {
 	pid := u.jvmPID
 	if pid == 0 && len(u.members) > 0 {
 		pid = u.members[0].pid
 	}
 	if pid == 0 {
-		return
+		return true
 	}
 	cwd := t.cfg.FS.PidPath(pid, "cwd")
 	var candidates []string
@@ -239,6 +251,7 @@ func (t *Tracker) readConf(u *unit, a *wire.Attempt) {
 		// Hadoop 1: <jobcache>/<job>/<attempt>/job.xml; the JVM's cwd is <first attempt>/work.
 		candidates = []string{cwd + "/../../" + a.AttemptID + "/job.xml", cwd + "/../job.xml"}
 	}
+	complete := false
 	for _, c := range candidates {
 		f, err := os.Open(c)
 		if err != nil {
@@ -253,6 +266,7 @@ func (t *Tracker) readConf(u *unit, a *wire.Attempt) {
 		jc := conf.JobConfFor(a.Type)
 		a.JobName, a.User, a.Queue, a.MemoryMB = jc.JobName, jc.User, jc.Queue, jc.MemoryMB
 		a.JavaOpts, a.XmxBytes, a.Streaming = jc.JavaOpts, jc.XmxBytes, jc.Streaming
+		complete = jc.JobName != "" && (jc.MemoryMB != 0 || !sizedTask(a.Type))
 		break
 	}
 	if u.jvmKind == hadoop.KindSparkExecutor {
@@ -270,6 +284,40 @@ func (t *Tracker) readConf(u *unit, a *wire.Attempt) {
 	if a.User == "" && len(u.members) > 0 && u.members[0].t != nil {
 		a.User = u.members[0].t.user
 	}
+	// Only MapReduce units are sure to have a job.xml (Hadoop 1's are
+	// MapReduce's, keyed by attempt).
+	return complete || (u.framework != hadoop.FrameworkMapReduce && u.containerID != "")
+}
+
+// sizedTask reports whether job.xml gives the memory of a task of this type.
+func sizedTask(taskType string) bool {
+	return taskType == "map" || taskType == "reduce" || taskType == "am"
+}
+
+// retryConf reads an attempt's configuration again (see readConf) and
+// reports the attempt again if what it says changed.
+func (t *Tracker) retryConf(u *unit, a *attempt) {
+	before := confFields(&a.info)
+	ok := t.readConf(u, &a.info)
+	a.confTries++
+	if ok || a.confTries >= maxConfTries {
+		a.confRetryAt = 0
+	} else {
+		a.confRetryAt = t.cycle + 1<<uint(a.confTries-1)
+	}
+	if confFields(&a.info) != before {
+		t.sink.Attempt(&a.info)
+	}
+}
+
+type attemptConf struct {
+	jobName, user, queue, javaOpts string
+	memoryMB, xmx                  int64
+	streaming                      bool
+}
+
+func confFields(a *wire.Attempt) attemptConf {
+	return attemptConf{a.JobName, a.User, a.Queue, a.JavaOpts, a.MemoryMB, a.XmxBytes, a.Streaming}
 }
 
 func (t *Tracker) readSparkConf(cwd string, a *wire.Attempt) {

@@ -1,0 +1,70 @@
+package collect
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/taskscope/taskscope/internal/procfs"
+)
+
+type valuesMap map[int]int64
+
+func (v valuesMap) Set(i int, x int64) { v[i] = x }
+
+// TestPSSKeptWhileRSSHolds: smaps_rollup is read every PSSEvery ticks, but
+// a process whose RSS holds still keeps its last PSS for PSSStaleEvery
+// periods; one whose RSS moves is read again.
+func TestPSSKeptWhileRSSHolds(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "42")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	setPSS := func(kb int) {
+		s := fmt.Sprintf("00400000-7fff0000 ---p 00000000 00:00 0 [rollup]\nRss: 4000 kB\nPss: %d kB\n", kb)
+		if err := os.WriteFile(filepath.Join(dir, "smaps_rollup"), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fs := procfs.NewFS(root)
+	cfg := &Config{FS: &fs, PSSEvery: 2}
+	h := fs.OpenProc(42)
+	defer h.Close()
+	var buf []byte
+	stat := procfs.Stat{RSS: 1000}
+	state := make([]any, 1)
+	src := smapsSource{}
+	sample := func(age uint64) (int64, bool) {
+		out := valuesMap{}
+		tg := &Target{PID: 42, Age: age, Proc: h, Stat: &stat, Buf: &buf, State: state}
+		if err := src.Sample(cfg, tg, 0, out); err != nil {
+			t.Fatal(err)
+		}
+		v, ok := out[0]
+		return v, ok
+	}
+	setPSS(100)
+	if v, ok := sample(0); !ok || v != 100<<10 {
+		t.Fatalf("first tick: %d %v", v, ok)
+	}
+	if _, ok := sample(1); ok {
+		t.Fatal("PSS between periods")
+	}
+	setPSS(200)
+	stat.RSS = 1010 // within 1/64
+	for age := uint64(2); age < 2*PSSStaleEvery; age += 2 {
+		if v, _ := sample(age); v != 100<<10 {
+			t.Fatalf("age %d: PSS %d, want the value kept while RSS holds", age, v)
+		}
+	}
+	if v, _ := sample(2 * PSSStaleEvery); v != 200<<10 {
+		t.Fatalf("PSS %d after %d periods, want it read again", v, PSSStaleEvery)
+	}
+	setPSS(300)
+	stat.RSS = 1200
+	if v, _ := sample(2*PSSStaleEvery + 2); v != 300<<10 {
+		t.Fatalf("PSS %d after RSS moved, want it read again", v)
+	}
+}
