@@ -644,7 +644,9 @@ func TestChurnMemoryFlat(t *testing.T) {
 	if size1.procs > st1.Scanned {
 		t.Errorf("%d pids known, %d listed", size1.procs, st1.Scanned)
 	}
-	if size1.units != size0.units || size1.reapers > size0.reapers+1 {
+	// A churned task process may be alive at either moment as a unit of its
+	// own for a tick or two: a leak would be hundreds over the 1,000 churned.
+	if size1.units > size0.units+3 || size1.reapers > size0.reapers+2 {
 		t.Errorf("units %d, reapers %d after the churn; %d and %d before", size1.units, size1.reapers, size0.units, size0.reapers)
 	}
 	if c := cap(tr.entries); c > 2*len(tr.entries)+512 {
