@@ -8,7 +8,7 @@ import (
 // smapsSource reads PSS from /proc/PID/smaps_rollup every Config.PSSEvery
 // ticks of a process's life (the first tick included): the kernel walks every
 // mapping to produce it, which costs about 0.7 ms for a JVM. A process whose
-// RSS (from the stat read anyway) moved by less than 1/64 since the last read
+// RSS (from the stat read anyway) moved by less than 1/16 since the last read
 // keeps the PSS of that read, re-read at least every PSSStaleEvery × PSSEvery
 // ticks (the PSS of a process whose RSS holds still changes only as the
 // processes that share its pages come and go).
@@ -40,7 +40,7 @@ func (smapsSource) Sample(cfg *Config, t *Target, slot int, out Values) error {
 	}
 	st, _ := t.State[slot].(*smapsState)
 	if st != nil && t.Stat != nil && t.Age-st.age < PSSStaleEvery*every {
-		if d := t.Stat.RSS - st.rss; d*64 <= st.rss && -d*64 <= st.rss {
+		if d := t.Stat.RSS - st.rss; d*16 <= st.rss && -d*16 <= st.rss {
 			out.Set(0, st.pss)
 			return nil
 		}
