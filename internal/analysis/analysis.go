@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/taskscope/taskscope/internal/store"
@@ -108,10 +109,31 @@ type Report struct {
 type Analyzer struct {
 	st  store.Store
 	now func() time.Time
+
+	mu      sync.Mutex
+	reports map[string]*cachedReport // Findings' last reports, by job
 }
 
+// cachedReport is a report being made (done open) or made at `at`.
+type cachedReport struct {
+	done chan struct{}
+	at   time.Time
+	r    *Report
+	err  error
+}
+
+// A job's findings are computed at most every findingsTTL for the API
+// (every open page of a running job refetches them at each live update);
+// at most maxCachedReports jobs are kept.
+const (
+	findingsTTL      = 5 * time.Second
+	maxCachedReports = 512
+)
+
 // New returns an Analyzer over st.
-func New(st store.Store) *Analyzer { return &Analyzer{st: st, now: time.Now} }
+func New(st store.Store) *Analyzer {
+	return &Analyzer{st: st, now: time.Now, reports: map[string]*cachedReport{}}
+}
 
 // Job is what a heuristic looks at.
 type Job struct {
@@ -141,9 +163,67 @@ var heuristics = []heuristic{
 	{"lost_processes", lostProcesses},
 }
 
-// Findings implements api.Analyzer.
+// Findings implements api.Analyzer: the job's report, made at most
+// findingsTTL ago (its Evaluated says when); requests that arrive while it
+// is being made wait for it rather than make it again.
 func (a *Analyzer) Findings(ctx context.Context, jobID string) (any, error) {
-	return a.Report(ctx, jobID)
+	a.mu.Lock()
+	c := a.reports[jobID]
+	if c != nil {
+		select {
+		case <-c.done:
+			if a.now().Sub(c.at) >= findingsTTL || c.err != nil {
+				c = nil
+			}
+		default:
+		}
+	}
+	if c == nil {
+		c = &cachedReport{done: make(chan struct{})}
+		a.evictLocked()
+		a.reports[jobID] = c
+		a.mu.Unlock()
+		c.r, c.err = a.Report(ctx, jobID)
+		c.at = a.now()
+		close(c.done)
+		if c.err != nil {
+			a.mu.Lock()
+			if a.reports[jobID] == c {
+				delete(a.reports, jobID)
+			}
+			a.mu.Unlock()
+		}
+		return c.r, c.err
+	}
+	a.mu.Unlock()
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if c.err != nil {
+		return a.Report(ctx, jobID)
+	}
+	return c.r, nil
+}
+
+// evictLocked makes room for one more report: the oldest finished one goes.
+func (a *Analyzer) evictLocked() {
+	if len(a.reports) < maxCachedReports {
+		return
+	}
+	var oldest string
+	var at time.Time
+	for id, c := range a.reports {
+		select {
+		case <-c.done:
+			if oldest == "" || c.at.Before(at) {
+				oldest, at = id, c.at
+			}
+		default:
+		}
+	}
+	delete(a.reports, oldest)
 }
 
 // Report analyses one job.

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -187,5 +188,64 @@ func TestMemoryHeadroom(t *testing.T) {
 		if !found {
 			t.Errorf("%s: no memory_headroom finding", c.job)
 		}
+	}
+}
+
+// TestFindingsCached: the API's findings of a job are made at most every
+// few seconds; concurrent requests share one report; a later one sees new
+// data.
+func TestFindingsCached(t *testing.T) {
+	st, err := duckdb.Open(duckdb.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	t0 := time.Now().Add(-time.Hour).Truncate(time.Second)
+	job := "job_1700000000000_0201"
+	ingest(t, st, att{"attempt_1700000000000_0201_m_000000_0", job, "map", "n1", t0, 20, 900, 0, 100 << 20, 0, 0})
+	a := analysis.New(st)
+	now := t0.Add(time.Hour)
+	var mu sync.Mutex
+	a.SetClock(func() time.Time { mu.Lock(); defer mu.Unlock(); return now })
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	get := func() *analysis.Report {
+		r, err := a.Findings(context.Background(), job)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.(*analysis.Report)
+	}
+	var wg sync.WaitGroup
+	got := make([]*analysis.Report, 8)
+	for i := range got {
+		wg.Add(1)
+		go func() { defer wg.Done(); got[i] = get() }()
+	}
+	wg.Wait()
+	for _, r := range got[1:] {
+		if r != got[0] {
+			t.Fatal("concurrent requests made reports of their own")
+		}
+	}
+	// A straggler arrives: within the TTL the report stands, after it the
+	// straggler shows.
+	ingest(t, st,
+		att{"attempt_1700000000000_0201_m_000001_0", job, "map", "n1", t0, 20, 900, 0, 100 << 20, 0, 0},
+		att{"attempt_1700000000000_0201_m_000002_0", job, "map", "n1", t0, 20, 900, 0, 100 << 20, 0, 0},
+		att{"attempt_1700000000000_0201_m_000003_0", job, "map", "n2", t0, 90, 900, 0, 100 << 20, 0, 0})
+	advance(time.Second)
+	if r := get(); r != got[0] {
+		t.Error("a report a second old was made again")
+	}
+	advance(5 * time.Second)
+	r := get()
+	if r == got[0] || time.UnixMilli(int64(r.Evaluated)).Before(time.UnixMilli(int64(got[0].Evaluated)).Add(5*time.Second)) {
+		t.Fatalf("after the TTL: the same report (evaluated %d, first %d)", r.Evaluated, got[0].Evaluated)
+	}
+	if severityOf(r, "straggler") < analysis.Moderate {
+		t.Errorf("the new report lacks the straggler: %+v", r.Findings)
+	}
+	if _, err := a.Findings(context.Background(), "job_1700000000000_9999"); err == nil {
+		t.Error("findings of an unknown job")
 	}
 }
