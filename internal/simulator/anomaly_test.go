@@ -126,7 +126,9 @@ func TestAnomalies(t *testing.T) {
 		}
 		n, _ := strconv.Atoi(m[1])
 		ms, _ := strconv.Atoi(m[2])
-		if n < 20 || time.Duration(ms)*time.Millisecond < a.CPU/4 {
+		// A fifth of its CPU in collections is GC-bound (the analysis calls
+		// 15 % severe); the share moves with the machine's load.
+		if n < 20 || time.Duration(ms)*time.Millisecond < a.CPU/5 {
 			t.Errorf("GC-bound task: %d collections taking %d ms of %v CPU", n, ms, a.CPU)
 		} else {
 			t.Logf("GC-bound task: %d collections taking %d ms of %v CPU", n, ms, a.CPU)

@@ -182,7 +182,14 @@ func benchContainer(seq int, churnPerSec int) benchNode {
 
 // benchNodeSet is the processes of one benchmark.
 type benchNodeSet struct {
+	mu    sync.Mutex // startNode starts containers in parallel
 	roots []*exec.Cmd
+}
+
+func (s *benchNodeSet) add(cmd *exec.Cmd) {
+	s.mu.Lock()
+	s.roots = append(s.roots, cmd)
+	s.mu.Unlock()
 }
 
 func (s *benchNodeSet) stop() {
@@ -203,7 +210,6 @@ func startNode(b testing.TB, containers, others, churnTask, churnOther int) *ben
 	b.Helper()
 	s := &benchNodeSet{}
 	b.Cleanup(s.stop)
-	var mu sync.Mutex
 	var wg sync.WaitGroup
 	errs := make(chan error, containers+1)
 	perContainer := 0
@@ -222,9 +228,7 @@ func startNode(b testing.TB, containers, others, churnTask, churnOther int) *ben
 				errs <- err
 				return
 			}
-			mu.Lock()
-			s.roots = append(s.roots, cmd)
-			mu.Unlock()
+			s.add(cmd)
 		}(i)
 	}
 	if churnOther > 0 {
@@ -233,7 +237,7 @@ func startNode(b testing.TB, containers, others, churnTask, churnOther int) *ben
 		if err != nil {
 			b.Fatal(err)
 		}
-		s.roots = append(s.roots, cmd)
+		s.add(cmd)
 	}
 	for i := 0; i < others; i++ {
 		cmd := exec.Command("/bin/sleep", "100000")
@@ -241,7 +245,7 @@ func startNode(b testing.TB, containers, others, churnTask, churnOther int) *ben
 		if err := cmd.Start(); err != nil {
 			b.Fatalf("sleep %d: %v", i, err)
 		}
-		s.roots = append(s.roots, cmd)
+		s.add(cmd)
 	}
 	wg.Wait()
 	close(errs)
@@ -585,7 +589,7 @@ func (s *benchNodeSet) fillTo(b testing.TB, total int) {
 		if err := cmd.Start(); err != nil {
 			b.Fatalf("sleep: %v", err)
 		}
-		s.roots = append(s.roots, cmd)
+		s.add(cmd)
 	}
 }
 
