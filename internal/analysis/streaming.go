@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/taskscope/taskscope/internal/store"
 	"github.com/taskscope/taskscope/internal/wire"
@@ -24,9 +25,18 @@ func streamingBottleneck(j *Job) []Finding {
 		if len(streaming) == 0 {
 			continue
 		}
+		examined := top(streaming, maxSeriesAttempts, func(a store.Attempt) float64 { return float64(a.DurationMs) })
+		// Either side bound needs the attempt's CPU (both sides') and wait
+		// at 70% of its wall time: without one such attempt there is no
+		// finding, and no process lists to read.
+		if !slices.ContainsFunc(examined, func(a store.Attempt) bool {
+			return a.DurationMs >= 2000 && float64(a.CPUMs+max(a.SchedWaitMs, 0)) >= 0.7*float64(a.DurationMs)
+		}) {
+			continue
+		}
 		var childBound, jvmBound []string
 		var sumChild, sumJVM, sumWall, sumWait float64
-		for _, a := range top(streaming, maxSeriesAttempts, func(a store.Attempt) float64 { return float64(a.DurationMs) }) {
+		for _, a := range examined {
 			if a.DurationMs < 2000 {
 				continue
 			}

@@ -1,0 +1,61 @@
+package analysis_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/taskscope/taskscope/internal/analysis"
+	"github.com/taskscope/taskscope/internal/loadgen"
+	"github.com/taskscope/taskscope/internal/store"
+	"github.com/taskscope/taskscope/internal/store/duckdb"
+)
+
+// BenchmarkReport analyses every job of a store holding 30 minutes of
+// loadgen's cluster (20 nodes, 8 slots): what GET .../findings costs.
+//
+//	go test -run '^$' -bench Report -benchtime 3x ./internal/analysis/
+func BenchmarkReport(b *testing.B) {
+	st, err := duckdb.Open(duckdb.Options{Dir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	start := time.Now().Add(-40 * time.Minute)
+	g := loadgen.NewGenerator(loadgen.Config{Nodes: 20, Slots: 8, BatchTicks: 5, Seed: 5, Start: start})
+	for i := 0; i < 30*60/5; i++ {
+		app, err := st.Begin(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, bt := range g.Next() {
+			if _, err := app.Append(bt); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := app.Commit(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := st.Flush(ctx); err != nil {
+		b.Fatal(err)
+	}
+	if err := st.Maintain(ctx, time.Now()); err != nil {
+		b.Fatal(err)
+	}
+	page, err := st.Jobs(ctx, store.JobFilter{Limit: 50})
+	if err != nil {
+		b.Fatal(err)
+	}
+	a := analysis.New(st)
+	b.ResetTimer()
+	for n := 0; n < b.N; n++ {
+		for _, j := range page.Jobs {
+			if _, err := a.Report(ctx, j.JobID); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N*len(page.Jobs)), "ms/report")
+}
