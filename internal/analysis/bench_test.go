@@ -9,6 +9,7 @@ import (
 	"github.com/taskscope/taskscope/internal/loadgen"
 	"github.com/taskscope/taskscope/internal/store"
 	"github.com/taskscope/taskscope/internal/store/duckdb"
+	"github.com/taskscope/taskscope/internal/store/storetest"
 )
 
 // BenchmarkReport analyses every job of a store holding 30 minutes of
@@ -24,26 +25,7 @@ func BenchmarkReport(b *testing.B) {
 	ctx := context.Background()
 	start := time.Now().Add(-40 * time.Minute)
 	g := loadgen.NewGenerator(loadgen.Config{Nodes: 20, Slots: 8, BatchTicks: 5, Seed: 5, Start: start})
-	for i := 0; i < 30*60/5; i++ {
-		app, err := st.Begin(ctx)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for _, bt := range g.Next() {
-			if _, err := app.Append(bt); err != nil {
-				b.Fatal(err)
-			}
-		}
-		if err := app.Commit(); err != nil {
-			b.Fatal(err)
-		}
-	}
-	if err := st.Flush(ctx); err != nil {
-		b.Fatal(err)
-	}
-	if err := st.Maintain(ctx, time.Now()); err != nil {
-		b.Fatal(err)
-	}
+	storetest.Fill(b, st, g, start, 30*60)
 	page, err := st.Jobs(ctx, store.JobFilter{Limit: 50})
 	if err != nil {
 		b.Fatal(err)

@@ -11,40 +11,8 @@ import (
 	"github.com/taskscope/taskscope/internal/analysis"
 	"github.com/taskscope/taskscope/internal/loadgen"
 	"github.com/taskscope/taskscope/internal/store/duckdb"
+	"github.com/taskscope/taskscope/internal/store/storetest"
 )
-
-// fillStore appends the generator's rounds straight into st until tick
-// end, with maintenance every 30 simulated seconds, then writes the
-// summaries.
-func fillStore(tb testing.TB, st *duckdb.Store, g *loadgen.Generator, start time.Time, end int) {
-	ctx := context.Background()
-	last := start
-	for g.Tick() < end {
-		batches := g.Next()
-		now := start.Add(time.Duration(g.Tick()) * time.Second)
-		app, err := st.Begin(ctx)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		for _, bt := range batches {
-			if _, err := app.Append(bt); err != nil {
-				tb.Fatal(err)
-			}
-		}
-		if err := app.Commit(); err != nil {
-			tb.Fatal(err)
-		}
-		if now.Sub(last) >= 30*time.Second {
-			last = now
-			if err := st.Maintain(ctx, now); err != nil {
-				tb.Fatal(err)
-			}
-		}
-	}
-	if err := st.Flush(ctx); err != nil {
-		tb.Fatal(err)
-	}
-}
 
 func benchServer(tb testing.TB, st *duckdb.Store) *Server {
 	srv, err := Start(Config{Listen: "127.0.0.1:0", Store: st, Analyzer: analysis.New(st), MaintainEvery: time.Hour})
@@ -88,7 +56,7 @@ func BenchmarkQueryJob(b *testing.B) {
 	start := time.Now().Add(-24 * time.Hour).Truncate(time.Second)
 	g := loadgen.NewGenerator(loadgen.Config{Nodes: 100, Slots: 8, BatchTicks: 5, Seed: 5, Start: start})
 	job, end := g.AddJob(10000, 60)
-	fillStore(b, st, g, start, end+5)
+	storetest.Fill(b, st, g, start, end+5)
 	srv := benchServer(b, st)
 	defer srv.Shutdown(context.Background())
 	benchGet(b, srv.URL()+"/api/v1/jobs/"+url.PathEscape(job))
@@ -109,9 +77,9 @@ func BenchmarkQueryAttemptSeries(b *testing.B) {
 	defer st.Close()
 	start := time.Now().Add(-3 * time.Hour).Truncate(time.Hour)
 	g := loadgen.NewGenerator(loadgen.Config{Nodes: 50, Slots: 8, BatchTicks: 5, Seed: 6, Start: start})
-	fillStore(b, st, g, start, 600)
+	storetest.Fill(b, st, g, start, 600)
 	job, att := g.AddAttempt(3600)
-	fillStore(b, st, g, start, g.Tick()+3600+5)
+	storetest.Fill(b, st, g, start, g.Tick()+3600+5)
 	srv := benchServer(b, st)
 	defer srv.Shutdown(context.Background())
 	base := srv.URL() + "/api/v1/jobs/" + url.PathEscape(job) + "/attempts/" + url.PathEscape(att) +

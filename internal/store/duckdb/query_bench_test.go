@@ -8,48 +8,13 @@ import (
 
 	"github.com/taskscope/taskscope/internal/loadgen"
 	"github.com/taskscope/taskscope/internal/store"
+	"github.com/taskscope/taskscope/internal/store/storetest"
 )
 
 var (
 	benchJobAttempts = flag.Int("bench.attempts", 10000, "BenchmarkJobDetail: attempts of the job")
 	benchBgNodes     = flag.Int("bench.bgnodes", 50, "BenchmarkAttemptSeries: nodes of the cluster around the attempt")
 )
-
-// fill appends the generator's rounds into s until tick end, one
-// transaction per round, with maintenance every 30 simulated seconds as
-// the server runs it, then writes the summaries. It returns the simulated
-// time reached.
-func fill(tb testing.TB, s *Store, g *loadgen.Generator, start time.Time, end int) time.Time {
-	ctx := context.Background()
-	last := start
-	now := start
-	for g.Tick() < end {
-		batches := g.Next()
-		now = start.Add(time.Duration(g.Tick()) * time.Second)
-		app, err := s.Begin(ctx)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		for _, bt := range batches {
-			if _, err := app.Append(bt); err != nil {
-				tb.Fatal(err)
-			}
-		}
-		if err := app.Commit(); err != nil {
-			tb.Fatal(err)
-		}
-		if now.Sub(last) >= 30*time.Second {
-			last = now
-			if err := s.Maintain(ctx, now); err != nil {
-				tb.Fatal(err)
-			}
-		}
-	}
-	if err := s.Flush(ctx); err != nil {
-		tb.Fatal(err)
-	}
-	return now
-}
 
 // BenchmarkJobDetail times Job (the job with its attempts, what GET
 // /api/v1/jobs/{id} answers) of a job of 10,000 map attempts (1 minute
@@ -84,7 +49,7 @@ func bigJobStore(tb testing.TB, dir string, n int) (*Store, string) {
 	g := loadgen.NewGenerator(loadgen.Config{Nodes: 100, Slots: 8, BatchTicks: 5, Seed: 5, Start: start})
 	job, end := g.AddJob(n, 60)
 	t0 := time.Now()
-	fill(tb, s, g, start, end+5)
+	storetest.Fill(tb, s, g, start, end+5)
 	tb.Logf("job of %d attempts stored in %s", n, time.Since(t0).Round(time.Millisecond))
 	return s, job
 }
@@ -127,11 +92,11 @@ func longAttemptStore(tb testing.TB, dir string, nodes int) (*Store, store.Serie
 	start := time.Now().Add(-3 * time.Hour).Truncate(time.Hour)
 	g := loadgen.NewGenerator(loadgen.Config{Nodes: nodes, Slots: 8, BatchTicks: 5, Seed: 6, Start: start})
 	// The cluster runs a while before the attempt starts.
-	fill(tb, s, g, start, 600)
+	storetest.Fill(tb, s, g, start, 600)
 	_, att := g.AddAttempt(3600)
 	from := start.Add(time.Duration(g.Tick()) * time.Second).UnixMilli()
 	t0 := time.Now()
-	fill(tb, s, g, start, g.Tick()+3600+5)
+	storetest.Fill(tb, s, g, start, g.Tick()+3600+5)
 	u, _ := s.Usage(context.Background())
 	tb.Logf("%d process samples stored in %s", u.Samples, time.Since(t0).Round(time.Millisecond))
 	return s, store.SeriesQuery{Scope: store.ScopeAttempt, AttemptID: att, Metrics: []string{"cpu_percent", "rss_bytes",

@@ -1,0 +1,47 @@
+package storetest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/taskscope/taskscope/internal/loadgen"
+	"github.com/taskscope/taskscope/internal/store"
+)
+
+// Fill appends the generator's rounds into st until tick end, one
+// transaction per round, with maintenance every 30 simulated seconds as
+// the server runs it, then writes the summaries. It returns the simulated
+// time reached. Benchmarks use it to set up a store.
+func Fill(tb testing.TB, st store.Store, g *loadgen.Generator, start time.Time, end int) time.Time {
+	tb.Helper()
+	ctx := context.Background()
+	last := start
+	now := start
+	for g.Tick() < end {
+		batches := g.Next()
+		now = start.Add(time.Duration(g.Tick()) * time.Second)
+		app, err := st.Begin(ctx)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		for _, bt := range batches {
+			if _, err := app.Append(bt); err != nil {
+				tb.Fatal(err)
+			}
+		}
+		if err := app.Commit(); err != nil {
+			tb.Fatal(err)
+		}
+		if now.Sub(last) >= 30*time.Second {
+			last = now
+			if err := st.Maintain(ctx, now); err != nil {
+				tb.Fatal(err)
+			}
+		}
+	}
+	if err := st.Flush(ctx); err != nil {
+		tb.Fatal(err)
+	}
+	return now
+}
