@@ -93,16 +93,21 @@ func memoryHeadroom(j *Job) []Finding {
 		limitB := float64(limit << 20)
 		used := float64(peak) / limitB
 		param := "mapreduce." + typ + ".memory.mb"
-		// Recommend the peak plus 25% headroom, and room for the heap (-Xmx at
-		// 80% of the container), rounded up to 256 MB.
+		// Recommend the peak plus 25% headroom, rounded up to 256 MB.
 		var xmx int64
 		for _, a := range atts {
 			xmx = max(xmx, a.XmxBytes)
 		}
-		rec := roundUp256(max(float64(peak)*1.25, float64(xmx)/0.8))
-		nums := []Number{{"peak_memory", float64(peak), "bytes"}, {"peak_pss", float64(peakA.PeakPSS), "bytes"},
-			{"container_memory", limitB, "bytes"}, {"used_share", used * 100, "percent"},
-			{"xmx", float64(xmx), "bytes"}, {"recommended_memory", float64(rec << 20), "bytes"}}
+		// Larger: room for the heap too (-Xmx at 80% of the container).
+		// Smaller: the heap follows the container down (the text says so),
+		// so the size comes from the peak alone.
+		larger := roundUp256(max(float64(peak)*1.25, float64(xmx)/0.8))
+		smaller := max(roundUp256(float64(peak)*1.25), 512)
+		nums := func(rec int64) []Number {
+			return []Number{{"peak_memory", float64(peak), "bytes"}, {"peak_pss", float64(peakA.PeakPSS), "bytes"},
+				{"container_memory", limitB, "bytes"}, {"used_share", used * 100, "percent"},
+				{"xmx", float64(xmx), "bytes"}, {"recommended_memory", float64(rec << 20), "bytes"}}
+		}
 		switch {
 		case used >= 0.9:
 			out = append(out, Finding{Severity: grade(used, [4]float64{0.9, 0.95, 1.0, 1.1}), TaskType: typ,
@@ -110,18 +115,14 @@ func memoryHeadroom(j *Job) []Finding {
 				Message: fmt.Sprintf("%s attempts peak at %.0f%% of their %d MB container: close to being killed by the NodeManager.",
 					typ, used*100, limit),
 				Recommendation: "Give them more memory, or find what grows (the attempt's memory chart shows which process).",
-				Parameter:      param, Value: fmt.Sprint(rec), Numbers: nums})
-		case used < 0.5 && limit > 1024 && max(roundUp256(float64(peak)*1.25), 512) < limit:
-			// The smaller container's heap follows it down (the text says
-			// so): its size comes from the peak alone, not from today's -Xmx.
-			rec = max(roundUp256(float64(peak)*1.25), 512)
-			nums[len(nums)-1].Value = float64(rec << 20)
+				Parameter:      param, Value: fmt.Sprint(larger), Numbers: nums(larger)})
+		case used < 0.5 && limit > 1024 && smaller < limit:
 			sev := gradeBelow(used, [4]float64{0.5, 0.4, 0.3, 0.2})
 			out = append(out, Finding{Severity: sev, TaskType: typ, AttemptIDs: []string{peakA.AttemptID},
 				Message: fmt.Sprintf("The largest %s attempt peaked at %.1f%% of its %d MB container: memory is reserved but unused.",
 					typ, used*100, limit),
 				Recommendation: "Smaller containers let more tasks run at once. Keep the JVM heap (-Xmx) at about 80% of the new size.",
-				Parameter:      param, Value: fmt.Sprint(rec), Numbers: nums})
+				Parameter:      param, Value: fmt.Sprint(smaller), Numbers: nums(smaller)})
 		}
 	}
 	return out
