@@ -12,8 +12,9 @@ import (
 // child's whole CPU, as wait4 reports it, to its cutime/cstime. The tracker
 // reads its stat once per tick, right after listing /proc, and charges the
 // attempts of the tracked processes it reaped in that interval what its
-// cutime grew by, split in proportion to their estimates (last sample plus
-// the exit records' tail), instead of the estimates themselves: exit records
+// cutime grew by, instead of their estimates (last sample plus the exit
+// records' tail): the difference is split in proportion to each estimate's
+// doubt (its tail, and the clock ticks of its last sample). Exit records
 // count clock ticks, which can be off by a fifth under load. The exit
 // records of its other children (helpers it runs) are taken off first.
 type reaper struct {
@@ -31,7 +32,12 @@ type reapItem struct {
 	a    *attempt
 	life int64 // the estimate of all the process used (what cutime will show)
 	part int64 // the part of it that is a's (a reused unit's earlier attempts had the rest)
+	tail int64 // the part of life after its last sample: the estimated part
 }
+
+// doubt is how far off the item's life may be, ms: its tail, and a clock
+// tick each for the user and system time of its last sample.
+func (it reapItem) doubt() int64 { return it.tail + 2*1000/procfs.UserHZ }
 
 // readReapers reads every reaper's stat (right after the listing: a child
 // missing from the listing was reaped before this read).
@@ -59,12 +65,12 @@ func (t *Tracker) noteOtherExit(rec *taskstats.Record) {
 // chargeToReaper defers the charge of an exited process to the settling of
 // its reaper's cutime at the end of the tick. It reports false when ppid is
 // not a reaper whose cutime is known at this tick.
-func (t *Tracker) chargeToReaper(ppid int32, a *attempt, life, part int64) bool {
+func (t *Tracker) chargeToReaper(ppid int32, a *attempt, life, part, tail int64) bool {
 	r := t.reapers[ppid]
 	if r == nil || r.grown < 0 {
 		return false
 	}
-	r.items = append(r.items, reapItem{a: a, life: life, part: part})
+	r.items = append(r.items, reapItem{a: a, life: life, part: part, tail: tail})
 	return true
 }
 
@@ -79,22 +85,27 @@ func (t *Tracker) settleReapers() {
 			r.other = 0
 			continue
 		}
-		var est int64
+		var est, doubt int64
 		for _, it := range r.items {
 			est += it.life
+			doubt += it.doubt()
 		}
 		avail := r.grown - r.other
 		scale := est > 0 && 2*avail >= est && avail <= 2*est
-		left := avail
+		// What the growth says beyond the estimates is their error, split in
+		// proportion to how uncertain each is: its tail (what it used after
+		// its last sample) and the clock ticks its last sample's user and
+		// system times were truncated to.
+		extra, left := avail-est, avail-est
 		for i, it := range r.items {
 			c := it.life
 			if scale {
-				if i == len(r.items)-1 {
-					c = left
-				} else {
-					c = it.life * avail / est
-					left -= c
+				share := left
+				if i < len(r.items)-1 {
+					share = extra * it.doubt() / doubt
 				}
+				left -= share
+				c = it.life + share
 			}
 			// The correction is all in the tail (the samples were exact),
 			// which is the current attempt's.

@@ -209,6 +209,7 @@ func (t *Tracker) endMembership(p *proc, final *taskstats.Record, ms int64) {
 	}
 	a := m.att
 	cpu := t.cpuAcct(tr)
+	var tail int64 // the estimate of what it used after its last sample
 	read, write := val(tr, t.idx.read)+tr.pendRead, val(tr, t.idx.write)+tr.pendWrite
 	if final != nil {
 		// The threads' records add up to the whole process when the agent saw
@@ -216,7 +217,8 @@ func (t *Tracker) endMembership(p *proc, final *taskstats.Record, ms int64) {
 		// exited before: the last sample is then the better figure). What it
 		// had reaped is in its last sample's cutime/cstime.
 		own := tr.vals[t.idx.cpuUser] + tr.vals[t.idx.cpuSys]
-		cpu += t.tail(p, final, max(0, final.CPUMs()-own))
+		tail = t.tail(p, final, max(0, final.CPUMs()-own))
+		cpu += tail
 		read, write = max(read, int64(final.ReadBytes)+tr.pendRead), max(write, int64(final.WriteBytes)+tr.pendWrite)
 	}
 	// An exited process reaped by a parent of the same attempt is in that
@@ -257,7 +259,7 @@ func (t *Tracker) endMembership(p *proc, final *taskstats.Record, ms int64) {
 	if charged {
 		// Reaped by a process that is no task's (a NodeManager, a
 		// TaskTracker, init): that process's cutime says what it cost.
-		if cpu > m.cpuBase && (ppid == 0 || !t.chargeToReaper(ppid, a, cpu, cpu-m.cpuBase)) {
+		if cpu > m.cpuBase && (ppid == 0 || !t.chargeToReaper(ppid, a, cpu, cpu-m.cpuBase, tail)) {
 			a.exitedCPU += cpu - m.cpuBase
 		}
 		if read > m.readBase {
