@@ -448,13 +448,32 @@ func TestReadFileWhole(t *testing.T) {
 			}
 		}
 	}
+	// An idle process's files, not this one's: the Go runtime maps memory
+	// between two reads of our own maps.
+	sleep := exec.Command("/bin/sleep", "30")
+	if err := sleep.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { sleep.Process.Kill(); sleep.Wait() }()
+	pid := int32(sleep.Process.Pid)
 	self := NewFS("")
+	// Asleep: loaded, its maps settled.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		b, _ := os.ReadFile(self.PidPath(pid, "stat"))
+		var st Stat
+		if ParseStat(b, &st) == nil && st.State == 'S' && strings.Contains(string(b), "(sleep)") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sleep did not fall asleep: %s", b)
+		}
+	}
 	for _, name := range []string{"maps", "smaps", "environ", "status", "cmdline", "stat"} {
-		got, err := self.ReadPidFile(int32(os.Getpid()), name, make([]byte, 0, 512))
+		got, err := self.ReadPidFile(pid, name, make([]byte, 0, 512))
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, _ := os.ReadFile("/proc/self/" + name)
+		want, _ := os.ReadFile(self.PidPath(pid, name))
 		// smaps, stat and status change between reads (counters); compare sizes roughly.
 		if name == "maps" || name == "environ" || name == "cmdline" {
 			if !bytes.Equal(got, want) {
