@@ -145,6 +145,12 @@ type running struct {
 
 func start(t *testing.T, cfg Config) *running {
 	t.Helper()
+	return run(t, newShipper(t, cfg))
+}
+
+// newShipper makes a Shipper with the tests' short backoffs, not yet running.
+func newShipper(t *testing.T, cfg Config) *Shipper {
+	t.Helper()
 	if cfg.MinBackoff == 0 {
 		cfg.MinBackoff, cfg.MaxBackoff = 5*time.Millisecond, 50*time.Millisecond
 	}
@@ -155,6 +161,12 @@ func start(t *testing.T, cfg Config) *running {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return s
+}
+
+// run runs s until the test ends.
+func run(t *testing.T, s *Shipper) *running {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{Shipper: s, cancel: cancel, done: make(chan struct{})}
 	go func() { defer close(r.done); s.Run(ctx) }()
@@ -236,10 +248,12 @@ func TestSpoolReplayAfterRestart(t *testing.T) {
 	srv := newIngestServer(t)
 	hs := httptest.NewServer(srv)
 	defer hs.Close()
-	b := start(t, Config{URLs: []string{hs.URL}, SpoolDir: dir})
-	if st := b.Stats(); st.QueuedBatches != 5 {
+	// What the new agent found in the spool, before it sends anything.
+	nb := newShipper(t, Config{URLs: []string{hs.URL}, SpoolDir: dir})
+	if st := nb.Stats(); st.QueuedBatches != 5 {
 		t.Errorf("the new agent queued %d spooled batches, want 5", st.QueuedBatches)
 	}
+	b := run(t, nb)
 	b.Enqueue(batch(1))
 	b.Enqueue(batch(1))
 	b.flush(t, 10*time.Second)
