@@ -155,6 +155,14 @@ var mainClasses = map[string]Kind{
 // JVM options that take the next word as their argument.
 var javaArgOpts = map[string]bool{"-cp": true, "-classpath": true, "--class-path": true, "-jar": true, "--module-path": true, "-p": true, "--add-modules": true, "-m": true}
 
+// IsSpawnHelper reports whether argv is the JDK's jspawnhelper: what a JVM's
+// ProcessBuilder runs first on Linux (posix_spawn, the default since JDK 13)
+// and what then execs the real command with its own environment. Streaming's
+// mapper shows as one for a moment; it is a process between fork and exec.
+func IsSpawnHelper(argv []string) bool {
+	return len(argv) > 0 && path.Base(argv[0]) == "jspawnhelper"
+}
+
 // Classify tells what a process is from its argv. It never fails: a command
 // line it does not know is KindNone.
 func Classify(argv []string) Launch {

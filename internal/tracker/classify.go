@@ -34,9 +34,10 @@ func (t *Tracker) classify(p *proc, ms int64) {
 	}
 	parent := t.procs[p.ppid]
 	argv, cmdline, ok := t.readCmdline(p.pid)
-	if !ok || (parent != nil && parent.t != nil && cmdline == parent.t.cmdline) {
-		// An empty command line, or its tracked parent's: a process between
-		// fork and exec (or a zombie, or a subshell). Under a tracked parent
+	if !ok || (parent != nil && parent.t != nil && cmdline == parent.t.cmdline) || hadoop.IsSpawnHelper(argv) {
+		// An empty command line, or its tracked parent's, or the JDK's
+		// jspawnhelper: a process between fork and exec (or a zombie, or a
+		// subshell), whose environment is not yet its own. Under a tracked parent
 		// it belongs to the task anyway, and what it is shows once it has
 		// exec'd; else look again at the next tick.
 		if parent != nil && parent.t != nil {

@@ -153,12 +153,16 @@ func TestTickForkBeforeExec(t *testing.T) {
 	f.add(fproc{pid: 2010, ppid: 2003, sid: 2002, argv: f.procs[2003].argv, env: f.procs[2003].env})
 	// And one with an empty command line.
 	f.add(fproc{pid: 2011, ppid: 2003, sid: 2002, cmdline: []byte{}, comm: "java"})
+	// And one through ProcessBuilder's jspawnhelper (JDK 13 on), with the
+	// JVM's environment until it execs the mapper.
+	f.add(fproc{pid: 2012, ppid: 2003, sid: 2002, argv: []string{"/usr/lib/jvm/java-17-openjdk-amd64/lib/jspawnhelper", "11:12:13"},
+		env: f.procs[2003].env})
 	r := f.tracker(false)
 	r.tick()
 	if _, _, ok := viewOf(r.tr, 2101); ok {
 		t.Error("the NodeManager's fork is tracked")
 	}
-	for _, pid := range []int32{2010, 2011} {
+	for _, pid := range []int32{2010, 2011, 2012} {
 		if a, p, ok := viewOf(r.tr, pid); !ok || a.AttemptID != m0 || p.Role == wire.RoleTaskJVM {
 			t.Errorf("the JVM's fork %d: %+v in %q, %v", pid, p, a.AttemptID, ok)
 		}
@@ -170,6 +174,8 @@ func TestTickForkBeforeExec(t *testing.T) {
 	f.exec(2010, "/usr/bin/python3", "mapper.py")
 	f.set(2010, func(p *fproc) { p.env = streamingEnv(c2, m0) })
 	f.exec(2011, "/bin/sh", "-c", "true")
+	f.exec(2012, "/bin/sh", "mapper.sh")
+	f.set(2012, func(p *fproc) { p.env = streamingEnv(c2, m0) })
 	r.tick()
 	f.add(fproc{pid: 2102, ppid: 2101, argv: []string{"/bin/bash", "-c", strings.Join(yarnChild(c3, m1), " ")}})
 	f.add(fproc{pid: 2103, ppid: 2102, argv: yarnChild(c3, m1)})
@@ -182,6 +188,9 @@ func TestTickForkBeforeExec(t *testing.T) {
 	}
 	if _, p, _ := viewOf(r.tr, 2010); p.Role != wire.RoleStreaming {
 		t.Errorf("the JVM's fork, exec'd to the mapper: role %q", p.Role)
+	}
+	if _, p, _ := viewOf(r.tr, 2012); p.Role != wire.RoleStreaming {
+		t.Errorf("the JVM's fork through jspawnhelper, exec'd to the mapper: role %q", p.Role)
 	}
 	if _, p, _ := viewOf(r.tr, 2011); p.Role != wire.RoleChild {
 		t.Errorf("the JVM's other fork: role %q", p.Role)
