@@ -68,8 +68,8 @@ func TestBigJob(t *testing.T) {
 	for i := 0; i < 4; i++ {
 		tb.wheel(`[data-chart$="-cpu"] .chart-body`, -400)
 	}
-	tb.waitJS("zoomed series fetched", seriesReqs+` > `+fmt.Sprint(before), 10*time.Second)
-	tb.waitJS("narrower window", step+` < `+fmt.Sprint(span*0.8), 10*time.Second)
+	tb.waitJS("zoomed series fetched", seriesReqs+` > `+fmt.Sprint(before), 30*time.Second)
+	tb.waitJS("narrower window", step+` < `+fmt.Sprint(span*0.8), 30*time.Second)
 	tb.viewShot("11b-job-10k-zoomed")
 
 	// taskscope report prints what the page shows: the same findings,
