@@ -180,10 +180,16 @@ func nest(typ uint16, body []byte) []byte { return attr(typ|netlink.Nested, body
 
 // nlmsg wraps a generic netlink payload in a netlink header of type typ.
 func nlmsg(typ uint16, payload []byte) []byte {
-	b := binary.NativeEndian.AppendUint32(nil, uint32(16+4+len(payload)))
+	return nlmsgSeq(typ, 0, append([]byte{3, 1, 0, 0}, payload...)) // genl: TASKSTATS_CMD_NEW, version 1
+}
+
+// nlmsgSeq wraps payload in a netlink header of type typ and sequence seq.
+func nlmsgSeq(typ uint16, seq uint32, payload []byte) []byte {
+	b := binary.NativeEndian.AppendUint32(nil, uint32(16+len(payload)))
 	b = binary.NativeEndian.AppendUint16(b, typ)
-	b = append(b, make([]byte, 10)...) // flags, seq, pid
-	b = append(b, 3, 1, 0, 0)          // genl: TASKSTATS_CMD_NEW, version 1
+	b = append(b, 0, 0) // flags
+	b = binary.NativeEndian.AppendUint32(b, seq)
+	b = append(b, 0, 0, 0, 0) // pid
 	b = append(b, payload...)
 	for len(b)%4 != 0 {
 		b = append(b, 0)
