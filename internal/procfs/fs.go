@@ -237,6 +237,20 @@ func (f FS) openPid(pid int32, file string) (int, error) {
 	}
 }
 
+// openPidless opens <root>/<file>, a file of the whole system.
+func (f FS) openPidless(file string) (int, error) {
+	return unix.Open(f.root+"/"+file, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+}
+
+// OwnPIDNamespace reports whether the tree is a procfs of this process's
+// pid namespace (its "self" names this process): then the pids it lists
+// are the ones the kernel's other interfaces (taskstats, loadavg's last
+// pid) use here.
+func (f FS) OwnPIDNamespace() bool {
+	s, err := os.Readlink(f.root + "/self")
+	return err == nil && s == strconv.Itoa(os.Getpid())
+}
+
 // Readlink reads the symbolic link <root>/<pid>/<name> (cwd, exe).
 func (f FS) Readlink(pid int32, name string) (string, error) {
 	return os.Readlink(f.PidPath(pid, name))

@@ -573,3 +573,140 @@ func TestListerAgain(t *testing.T) {
 		t.Errorf("Close: %v", err)
 	}
 }
+
+func TestParseLoadavg(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want LoadMark
+		ok   bool
+	}{
+		{"0.52 0.58 0.59 2/1320 123456\n", LoadMark{Threads: 1320, LastPID: 123456}, true},
+		{"12.00 9.10 8.00 17/99999 4194303", LoadMark{Threads: 99999, LastPID: 4194303}, true},
+		{"0.52 0.58 0.59 2/1320", LoadMark{}, false},
+		{"0.52 0.58 0.59 1320 5", LoadMark{}, false},
+		{"0.52 0.58 0.59 2/x 5", LoadMark{}, false},
+		{"0.52 0.58 0.59 2/5 -1", LoadMark{}, false},
+		{"", LoadMark{}, false},
+	} {
+		got, err := ParseLoadavg([]byte(tc.in))
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("ParseLoadavg(%q) = %+v, %v; want %+v", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+// A Lister on a tree of this process's pid namespace lists again only when
+// loadavg's threads or last pid moved.
+func TestListerReusesUnchanged(t *testing.T) {
+	for _, self := range []string{"own", "other", "none"} {
+		t.Run(self, func(t *testing.T) {
+			dir := t.TempDir()
+			mk := func(pid int) {
+				if err := os.Mkdir(filepath.Join(dir, strconv.Itoa(pid)), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			load := func(threads, last int) {
+				// Rewritten in place: the Lister holds the file open.
+				f, err := os.OpenFile(filepath.Join(dir, "loadavg"), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+				if err != nil {
+					t.Fatal(err)
+				}
+				fmt.Fprintf(f, "0.10 0.20 0.30 1/%d %d\n", threads, last)
+				f.Close()
+			}
+			switch self {
+			case "own":
+				os.Symlink(strconv.Itoa(os.Getpid()), filepath.Join(dir, "self"))
+			case "other":
+				os.Symlink("1", filepath.Join(dir, "self"))
+			}
+			mk(1)
+			mk(100)
+			load(50, 100)
+			l := NewFS(dir).NewLister()
+			defer l.Close()
+			list := func() []int32 {
+				t.Helper()
+				ents, err := l.List([]PidEntry{{PID: -1}}) // appended to what is there
+				if err != nil {
+					t.Fatal(err)
+				}
+				var pids []int32
+				for _, e := range ents[1:] {
+					pids = append(pids, e.PID)
+				}
+				slices.Sort(pids)
+				return pids
+			}
+			reuses := self == "own"
+			if got := list(); !slices.Equal(got, []int32{1, 100}) {
+				t.Fatalf("first listing %v", got)
+			}
+			mk(101) // not seen while the mark holds (no kernel does this)
+			if got, want := list(), map[bool][]int32{true: {1, 100}, false: {1, 100, 101}}[reuses]; !slices.Equal(got, want) {
+				t.Errorf("unchanged loadavg: %v, want %v", got, want)
+			}
+			if l.Reused() != uint64(btoi(reuses)) {
+				t.Errorf("reused %d times", l.Reused())
+			}
+			load(51, 101) // a process made
+			if got := list(); !slices.Equal(got, []int32{1, 100, 101}) {
+				t.Errorf("after a new pid: %v", got)
+			}
+			os.Remove(filepath.Join(dir, "100"))
+			load(50, 101) // one reaped
+			if got := list(); !slices.Equal(got, []int32{1, 101}) {
+				t.Errorf("after a reap: %v", got)
+			}
+			mk(102)
+			os.Remove(filepath.Join(dir, "101"))
+			load(50, 102) // one made, one reaped
+			if got := list(); !slices.Equal(got, []int32{1, 102}) {
+				t.Errorf("after one made and one reaped: %v", got)
+			}
+			if got := list(); !slices.Equal(got, []int32{1, 102}) || l.Reused() != uint64(2*btoi(reuses)) {
+				t.Errorf("again: %v, reused %d", got, l.Reused())
+			}
+		})
+	}
+}
+
+// On the real /proc a reused listing never hides a change: a child started
+// between two listings is in the second, and one reaped is not.
+func TestListerReuseLive(t *testing.T) {
+	l := NewFS("").NewLister()
+	defer l.Close()
+	has := func(ents []PidEntry, pid int) bool {
+		return slices.ContainsFunc(ents, func(e PidEntry) bool { return int(e.PID) == pid })
+	}
+	var ents []PidEntry
+	for i := 0; i < 50; i++ {
+		cmd := exec.Command("/bin/sleep", "10")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		ents, _ = l.List(ents[:0])
+		if !has(ents, cmd.Process.Pid) {
+			t.Fatalf("round %d: the child %d started before the listing is not in it", i, cmd.Process.Pid)
+		}
+		cmd.Process.Kill()
+		cmd.Wait()
+		ents, _ = l.List(ents[:0])
+		if has(ents, cmd.Process.Pid) {
+			t.Fatalf("round %d: the child %d reaped before the listing is in it", i, cmd.Process.Pid)
+		}
+		ents, _ = l.List(ents[:0]) // most likely the same again
+	}
+	t.Logf("%d of 150 listings reused", l.Reused())
+	if !NewFS("").OwnPIDNamespace() {
+		t.Error("/proc is not of our own pid namespace")
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

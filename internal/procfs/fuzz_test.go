@@ -246,3 +246,20 @@ func FuzzParseDirents(f *testing.F) {
 		}
 	})
 }
+
+func FuzzParseLoadavg(f *testing.F) {
+	f.Add([]byte("0.52 0.58 0.59 2/1320 123456\n"))
+	f.Add([]byte("0.00 0.00 0.00 0/1 1"))
+	f.Add([]byte("0.52 0.58 0.59 2/ 1"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := ParseLoadavg(b)
+		if err != nil {
+			return
+		}
+		// Laid out again, it parses to itself.
+		again, err := ParseLoadavg([]byte(fmt.Sprintf("0.00 0.00 0.00 1/%d %d\n", m.Threads, m.LastPID)))
+		if err != nil || again != m {
+			t.Fatalf("%q: %+v, laid out again %+v, %v", b, m, again, err)
+		}
+	})
+}
