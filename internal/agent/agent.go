@@ -108,6 +108,16 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	default:
 		return Result{}, fmt.Errorf("--exits must be auto, taskstats or off, not %q", cfg.Exits)
 	}
+	// A JVM's scheduler figures over all its threads: taskstats answers
+	// with the pids of this namespace, which must be the procfs tree's.
+	if fs.OwnPIDNamespace() {
+		if q, err := taskstats.NewQuerier(); err != nil {
+			cfg.Log.Info("scheduler figures of multi-threaded processes are their leader thread's (taskstats unavailable)", "err", err)
+		} else {
+			tcfg.Groups = q
+			defer q.Close()
+		}
+	}
 	var tr *tracker.Tracker
 	tcfg.Lost = cfg.Lost
 	tcfg.Lost.Enabled = true
@@ -288,6 +298,8 @@ func (a *loop) metricsHandler() http.Handler {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "taskscope_agent_processes_attributed_total", Help: "Processes attributed to a task attempt."}, read(func(s *tracker.Stats) float64 { return float64(s.Attributed) })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "taskscope_agent_short_lived_processes_total", Help: "Processes that lived less than one tick, charged from exit records."}, read(func(s *tracker.Stats) float64 { return float64(s.ShortLived) })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "taskscope_agent_vanished_reads_total", Help: "Reads that failed because the process had just exited."}, read(func(s *tracker.Stats) float64 { return float64(s.Vanished) })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "taskscope_agent_idle_samples_total", Help: "Samples of processes that had not run since the last, kept after reading their scheduler runtime only."}, read(func(s *tracker.Stats) float64 { return float64(s.IdleSkips) })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "taskscope_agent_listings_reused_total", Help: "Ticks whose /proc listing was the last one again (no task created or reaped since, by /proc/loadavg)."}, read(func(s *tracker.Stats) float64 { return float64(s.ListingsReused) })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "taskscope_agent_exit_records_total", Help: "Taskstats exit records received."}, read(func(s *tracker.Stats) float64 { return float64(s.ExitRecords) })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "taskscope_agent_exit_records_unclaimed_total", Help: "Exit records of processes that were no task's, or whose ancestry was lost."}, read(func(s *tracker.Stats) float64 { return float64(s.Unclaimed) })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "taskscope_agent_exit_records_lost_total", Help: "Times the kernel's exit records overflowed the agent's socket (records lost)."}, func() float64 {

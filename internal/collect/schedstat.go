@@ -1,12 +1,13 @@
 package collect
 
 import (
-	"github.com/taskscope/taskscope/internal/procfs"
 	"github.com/taskscope/taskscope/internal/wire"
 )
 
-// schedstatSource reads /proc/PID/schedstat: time on a CPU and time spent
-// runnable but waiting for one, the sign of a noisy neighbour.
+// schedstatSource turns the scheduler figures the tracker reads first anyway
+// (Target.Sched: /proc/PID/schedstat, or a thread group's totals from
+// taskstats) into metrics: time on a CPU, and time spent runnable but
+// waiting for one, the sign of a noisy neighbour.
 type schedstatSource struct{}
 
 func init() { Register(schedstatSource{}) }
@@ -18,16 +19,9 @@ func (schedstatSource) Metrics() []string { return []string{wire.SchedRunNs, wir
 func (schedstatSource) Enabled(*Config) bool { return true }
 
 func (schedstatSource) Sample(_ *Config, t *Target, _ int, out Values) error {
-	b, err := t.Proc.Read(procfs.FileSchedstat, *t.Buf)
-	*t.Buf = b
-	if err != nil {
-		return err
+	if s := t.Sched; s != nil {
+		out.Set(0, int64(s.RunNs))
+		out.Set(1, int64(s.WaitNs))
 	}
-	var s procfs.Schedstat
-	if err := procfs.ParseSchedstat(b, &s); err != nil {
-		return err
-	}
-	out.Set(0, int64(s.RunNs))
-	out.Set(1, int64(s.WaitNs))
 	return nil
 }

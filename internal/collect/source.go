@@ -29,12 +29,15 @@ type Config struct {
 // Target is the process a source samples. Sources must not retain pointers
 // into Stat or Buf after Sample returns.
 type Target struct {
-	PID   int32
-	Tick  uint64       // the tracker's tick number
-	Age   uint64       // ticks since the process was first sampled (0 the first time)
-	Proc  *procfs.Proc // held-open files of the process
-	Stat  *procfs.Stat // this tick's /proc/PID/stat, already read
-	IsJVM bool         // a task JVM (hsperfdata is worth looking for)
+	PID  int32
+	Tick uint64       // the tracker's tick number
+	Age  uint64       // ticks since the process was first sampled (0 the first time)
+	Proc *procfs.Proc // held-open files of the process
+	Stat *procfs.Stat // this tick's /proc/PID/stat, already read
+	// Sched is this tick's time on a CPU and waiting for one, already read
+	// (the thread group's where the tracker can have it); nil if unreadable.
+	Sched *procfs.Schedstat
+	IsJVM bool // a task JVM (hsperfdata is worth looking for)
 	User  string
 	Buf   *[]byte // scratch buffer shared by sources (reuse it)
 	State []any   // per-source state of this process, indexed by source index

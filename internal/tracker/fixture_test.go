@@ -55,6 +55,10 @@ type fproc struct {
 	writeBytes           uint64
 	ctx                  uint64 // voluntary context switches
 	stack                uint64 // startstack: new at every exec
+	// ran is scheduler runtime (ns) beyond utime+stime: set and exec add
+	// a millisecond, as a process runs to change (the tracker reads the
+	// whole of a process only when its schedstat moved).
+	ran uint64
 	// only, when set, lists the files written (stat and cmdline are then
 	// the whole process, as for a process whose other files are gone).
 	only []string
@@ -183,7 +187,7 @@ func (p *fproc) files() map[string]string {
 			p.comm, p.state, p.pid, p.pid, p.ppid, p.rssPages*4, p.rssPages*4, p.threads, p.ctx, p.ctx/10),
 		"io": fmt.Sprintf("rchar: %d\nwchar: %d\nsyscr: 1\nsyscw: 1\nread_bytes: %d\nwrite_bytes: %d\ncancelled_write_bytes: 0\n",
 			p.readBytes+100, p.writeBytes+100, p.readBytes, p.writeBytes),
-		"schedstat":    fmt.Sprintf("%d %d 10\n", (p.utime+p.stime)*10_000_000, p.utime*100_000),
+		"schedstat":    fmt.Sprintf("%d %d 10\n", (p.utime+p.stime)*10_000_000+p.ran, p.utime*100_000),
 		"environ":      env,
 		"cgroup":       cg,
 		"smaps_rollup": fmt.Sprintf("00400000-7fff0000 ---p 00000000 00:00 0 [rollup]\nRss: %d kB\nPss: %d kB\n", p.rssPages*4, p.rssPages*3),
@@ -255,6 +259,7 @@ func (f *fixture) set(pid int32, change func(p *fproc)) {
 		f.t.Fatalf("no fixture process %d", pid)
 	}
 	change(p)
+	p.ran += 1_000_000
 	f.writeFiles(filepath.Join(f.root, strconv.Itoa(int(pid))), p)
 }
 
@@ -265,7 +270,7 @@ func (f *fixture) exec(pid int32, argv ...string) {
 	if p == nil {
 		f.t.Fatalf("no fixture process %d", pid)
 	}
-	p.argv, p.cmdline, p.stack = argv, nil, p.stack+0x1000
+	p.argv, p.cmdline, p.stack, p.ran = argv, nil, p.stack+0x1000, p.ran+1_000_000
 	p.comm = filepath.Base(argv[0])
 	if len(p.comm) > 15 {
 		p.comm = p.comm[:15]

@@ -3,6 +3,7 @@ package tracker
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -78,6 +79,10 @@ type live struct {
 	// processes of the cluster the tracker did not track, by pid (seen twice or more)
 	missed map[int32]int
 	wrong  []wrongAttempt
+	// task JVMs sampled, and those whose scheduler runtime was not their
+	// CPU (with thread group totals, it is all their threads')
+	jvmSamples int
+	wrongSched []string
 }
 
 // wrongAttempt is a process the tracker put in another attempt than its truth.
@@ -97,6 +102,12 @@ func newLive(t *testing.T, c *simulator.Cluster, exact bool) *live {
 			t.Fatalf("taskstats: %v (the tests run as root)", err)
 		}
 		cfg.Exits = l
+		q, err := taskstats.NewQuerier()
+		if err != nil {
+			t.Fatalf("taskstats: %v (the tests run as root)", err)
+		}
+		t.Cleanup(func() { q.Close() })
+		cfg.Groups = q
 	}
 	tr, err := New(cfg)
 	if err != nil {
@@ -126,6 +137,9 @@ func newLive(t *testing.T, c *simulator.Cluster, exact bool) *live {
 func (l *live) tick() {
 	if err := l.tr.Tick(time.Now(), l.sink); err != nil {
 		l.t.Fatal(err)
+	}
+	if l.tr.cfg.Groups != nil {
+		l.checkSched()
 	}
 	where := map[int32]AttemptView{}
 	for _, j := range l.tr.View() {
@@ -216,9 +230,37 @@ wait:
 	return res
 }
 
+// checkSched compares each JVM's scheduler runtime (its thread
+// group's, from taskstats) with its CPU (stat's utime+stime, read just
+// after): the same time, but for stat's clock ticks and what ran between
+// the two reads. The leader thread's alone would be a sliver of it.
+func (l *live) checkSched() {
+	tr := l.tr
+	for _, p := range tr.procs {
+		if p.t == nil || !p.t.launch.Kind.IsJVM() || p.t.vanished || p.t.age < 2 {
+			continue
+		}
+		v := p.t.vals
+		run := v[tr.idx.run] / 1e6
+		cpu := v[tr.idx.cpuUser] + v[tr.idx.cpuSys]
+		l.jvmSamples++
+		if d := run - cpu; d < -20 || d > 20+cpu/20 {
+			l.wrongSched = append(l.wrongSched, fmt.Sprintf("pid %d (%s): scheduler runtime %d ms, CPU %d ms", p.pid, p.t.comm, run, cpu))
+		}
+	}
+}
+
 func (l *live) check(res *simulator.JobResult) {
 	t := l.t
 	t.Helper()
+	if l.tr.cfg.Groups != nil {
+		if l.jvmSamples == 0 {
+			t.Error("no task JVM sampled")
+		}
+		for _, w := range l.wrongSched {
+			t.Error(w)
+		}
+	}
 	for _, w := range l.wrong {
 		if idleContainer(res, w) {
 			continue

@@ -73,6 +73,13 @@ type tracked struct {
 	preExec             bool   // joined before its exec: its role is settled at the recheck
 	firstTick           bool   // discovered at the tracker's first tick
 	commRaw             string
+	// threads and runNs are from the last full read; runKnown says runNs
+	// was read; groupSched: runNs and the wait come from taskstats' thread
+	// group totals, not the leader's schedstat.
+	threads    int64
+	runNs      uint64
+	runKnown   bool
+	groupSched bool
 }
 
 // member is one process's membership of one attempt.

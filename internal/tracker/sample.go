@@ -51,11 +51,28 @@ func (t *Tracker) sampleUnits(ms int64) {
 	t.stats.Units = len(t.units)
 }
 
-// sampleProc reads one tick of a tracked process through every source.
+// idleFullEvery is how often (in ticks of its life) an idle process is read
+// in full all the same: its RSS can shrink while it sleeps (reclaim, swap),
+// and PSS moves as the processes it shares pages with come and go. It is a
+// multiple of the PSS and status periods people set (5, 10).
+const idleFullEvery = 10
+
+// sampleProc reads one tick of a tracked process through every source. A
+// process that has not run since its last sample (its scheduler runtime,
+// read first, has not moved) keeps that sample: what a process does not run
+// for cannot change its CPU, faults, IO, context switches, threads, mappings
+// or children, so nothing else is read for it.
 func (t *Tracker) sampleProc(p *proc) {
 	tr := p.t
 	if tr.vanished {
 		return
+	}
+	var sched *procfs.Schedstat
+	if t.mayBeIdle(p) {
+		if sched = t.readSched(p); sched != nil && sched.RunNs == tr.runNs {
+			t.stayIdle(tr, sched)
+			return
+		}
 	}
 	if err := t.readStat(p.pid, tr.h); err != nil || t.stat.StartTime != p.startTicks {
 		tr.vanished = true
@@ -82,9 +99,13 @@ func (t *Tracker) sampleProc(p *proc) {
 	} else if string(t.stat.Comm) != tr.comm || t.stat.StartStack != tr.startStack || (tr.recheckAt != 0 && t.cycle >= tr.recheckAt) {
 		t.recheck(p)
 	}
+	tr.threads = t.stat.Threads
+	if sched == nil || (tr.threads > 1 && !tr.groupSched && t.cfg.Groups != nil) {
+		sched = t.readSched(p)
+	}
 	tr.present = 0
 	tg := &t.target
-	*tg = collect.Target{PID: p.pid, Tick: t.cycle, Age: tr.age, Proc: tr.h, Stat: &t.stat,
+	*tg = collect.Target{PID: p.pid, Tick: t.cycle, Age: tr.age, Proc: tr.h, Stat: &t.stat, Sched: sched,
 		IsJVM: tr.launch.Kind.IsJVM(), User: tr.user, Buf: &t.buf, State: tr.srcState}
 	if first {
 		t.status = procfs.Status{}
@@ -109,11 +130,80 @@ func (t *Tracker) sampleProc(p *proc) {
 	children := collect.TicksToMs(t.stat.CUTime + t.stat.CSTime)
 	t.settleChildren(tr, children-tr.lastChildren)
 	tr.lastChildren = children
+	tr.runKnown = sched != nil
+	if sched != nil {
+		tr.runNs = sched.RunNs
+	}
 	tr.age++
 	tr.cpuPrevMs, tr.tPrevMs = tr.cpuMs, tr.tMs
 	tr.cpuMs = collect.TicksToMs(t.stat.UTime + t.stat.STime)
 	tr.tMs = t.nowMs
 	tr.bootMs = t.bootNowMs
+}
+
+// mayBeIdle reports whether p's scheduler runtime can tell that it has not
+// run since its last sample: it has one thread (whose schedstat is the
+// process's) or its thread group's totals come from taskstats; it is not due
+// for a full read, a second look at its command line, or children's CPU
+// still to settle; and its parent is the one it had (a process reparented
+// while it sleeps has not run either, but its new parent must be read).
+func (t *Tracker) mayBeIdle(p *proc) bool {
+	tr := p.t
+	if tr.age == 0 || !tr.runKnown || tr.age%idleFullEvery == 0 || (tr.threads != 1 && !tr.groupSched) ||
+		(tr.recheckAt != 0 && t.cycle >= tr.recheckAt) || tr.certain != 0 || tr.pending != 0 {
+		return false
+	}
+	par := t.procs[p.ppid]
+	return par != nil && par.seen == t.cycle && par.startTicks <= p.startTicks
+}
+
+// stayIdle keeps the last sample of a process that has not run since.
+func (t *Tracker) stayIdle(tr *tracked, sched *procfs.Schedstat) {
+	if i := t.idx.wait; i >= 0 && tr.present&(1<<uint(i)) != 0 {
+		tr.vals[i] = int64(sched.WaitNs)
+	}
+	t.stats.IdleSkips++
+	tr.age++
+	tr.cpuPrevMs, tr.tPrevMs = tr.cpuMs, tr.tMs
+	tr.tMs = t.nowMs
+	tr.bootMs = t.bootNowMs
+}
+
+// readSched reads the process's time on a CPU and waiting for one: its
+// whole thread group's from the kernel (taskstats) once it has had more
+// than one thread, if the kernel answers, else /proc/PID/schedstat, which
+// is its leader thread's. A process keeps the first way once on it (its
+// counters never go back). Nil when neither could be read.
+func (t *Tracker) readSched(p *proc) *procfs.Schedstat {
+	tr := p.t
+	if t.cfg.Groups != nil && (tr.groupSched || tr.threads > 1) {
+		var g taskstats.Group
+		err := t.cfg.Groups.ThreadGroup(p.pid, &g)
+		if err == nil {
+			tr.groupSched = true
+			t.sched = procfs.Schedstat{RunNs: g.RunNs, WaitNs: g.WaitNs}
+			return &t.sched
+		}
+		if procfs.IsGone(err) || tr.groupSched {
+			if !procfs.IsGone(err) {
+				t.countErr("taskstats", err)
+			}
+			return nil
+		}
+		t.countErr("taskstats", err)
+	}
+	b, err := tr.h.Read(procfs.FileSchedstat, t.buf)
+	t.buf = b
+	if err == nil {
+		err = procfs.ParseSchedstat(b, &t.sched)
+	}
+	if err != nil {
+		if !procfs.IsGone(err) {
+			t.countErr("schedstat", err)
+		}
+		return nil
+	}
+	return &t.sched
 }
 
 // recheck reads the command line again: the process exec'd (taskjvm.sh

@@ -1,10 +1,14 @@
 package tracker
 
 import (
+	"fmt"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/taskscope/taskscope/internal/taskstats"
 	"github.com/taskscope/taskscope/internal/wire"
 )
 
@@ -278,4 +282,114 @@ func TestTickTimesIncrease(t *testing.T) {
 			}
 		}
 	}
+}
+
+// fakeGroups gives thread groups' scheduler totals from a map, as
+// taskstats would.
+type fakeGroups map[int32]taskstats.Group
+
+func (g fakeGroups) ThreadGroup(tgid int32, out *taskstats.Group) error {
+	v, ok := g[tgid]
+	if !ok {
+		return syscall.ESRCH
+	}
+	*out = v
+	return nil
+}
+
+// A process that has not run since its last sample (its scheduler runtime
+// holds) keeps that sample: nothing but its runtime is read until it runs
+// again, or until idleFullEvery ticks of its life have passed. A JVM's
+// runtime is its thread group's (taskstats), or it is read in full.
+func TestTickIdle(t *testing.T) {
+	c2, m0 := fxContainer(2), fxAttempt("m", 0, 0)
+	for _, groups := range []bool{false, true} {
+		t.Run(fmt.Sprintf("groups=%v", groups), func(t *testing.T) {
+			f := newFixture(t)
+			fxYARNNode(f)
+			yarnContainer(f, 2001, c2, yarnChild(c2, m0))
+			f.add(fproc{pid: 2010, ppid: 2003, sid: 2002, argv: []string{"/usr/bin/python3", "mapper.py"}, env: streamingEnv(c2, m0), utime: 50})
+			r := f.tracker(false)
+			fg := fakeGroups{2003: {RunNs: 7e9, WaitNs: 2e9}}
+			if groups {
+				r.tr.cfg.Groups = fg
+			}
+			// io changed behind the runtime's back (no kernel does this),
+			// so that what a tick read shows.
+			sneakRead := func(pid int32, read uint64) {
+				p := f.procs[pid]
+				p.readBytes = read
+				f.writeFiles(filepath.Join(f.root, fmt.Sprint(pid)), p)
+			}
+			value := func(pid int32, m string) int64 {
+				t.Helper()
+				_, p, ok := viewOf(r.tr, pid)
+				if !ok {
+					t.Fatalf("pid %d is not tracked", pid)
+				}
+				return p.Values[m]
+			}
+			r.tick()
+			r.tick()
+			skips := r.tr.Stats().IdleSkips
+			// The wrappers and the mapper (one thread each) are skipped at
+			// the second tick; the JVM too when its group's runtime is known.
+			if want := uint64(3 + btoi(groups)); skips != want {
+				t.Errorf("idle skips after two ticks: %d, want %d", skips, want)
+			}
+			sneakRead(2010, 4096)
+			sneakRead(2003, 8192)
+			r.tick()
+			if v := value(2010, wire.ReadBytes); v != 0 {
+				t.Errorf("an idle process's io was read: read_bytes %d", v)
+			}
+			if v, want := value(2003, wire.ReadBytes), int64(8192); groups == (v == want) {
+				t.Errorf("the JVM's read_bytes %d (groups %v: idle when its group's runtime holds)", v, groups)
+			}
+			if v, want := value(2003, wire.SchedRunNs), int64(7e9); groups != (v == want) {
+				t.Errorf("the JVM's sched_run_ns %d: its group's (%d) with groups only", v, want)
+			}
+			// It runs: read in full at once.
+			f.set(2010, func(p *fproc) { p.readBytes = 1 << 20 })
+			fg[2003] = taskstats.Group{RunNs: 8e9, WaitNs: 3e9}
+			r.tick()
+			if v := value(2010, wire.ReadBytes); v != 1<<20 {
+				t.Errorf("a process that ran: read_bytes %d", v)
+			}
+			if v := value(2003, wire.ReadBytes); v != 8192 {
+				t.Errorf("a JVM that ran: read_bytes %d", v)
+			}
+			if groups && value(2003, wire.SchedWaitNs) != 3e9 {
+				t.Errorf("the JVM's wait %d, its group's is 3e9", value(2003, wire.SchedWaitNs))
+			}
+			// Idle, but read in full every idleFullEvery ticks of its life.
+			sneakRead(2001, 512)
+			for i := 0; i < idleFullEvery && value(2001, wire.ReadBytes) != 512; i++ {
+				r.tick()
+			}
+			if v := value(2001, wire.ReadBytes); v != 512 {
+				t.Errorf("an idle wrapper was not read in full in %d ticks", idleFullEvery)
+			}
+			// Its parent exits: reparented while it sleeps, it is read in
+			// full (its new parent is needed for its exit).
+			before := r.tr.Stats().IdleSkips
+			f.remove(2003)
+			f.procs[2010].ppid = 1
+			sneakRead(2010, 4096+1)
+			r.tick()
+			if p := r.tr.procs[2010]; p.ppid != 1 || value(2010, wire.ReadBytes) != 4097 {
+				t.Errorf("the reparented child: ppid %d, read_bytes %d", p.ppid, value(2010, wire.ReadBytes))
+			}
+			if r.tr.Stats().IdleSkips <= before {
+				t.Error("the wrappers were not skipped beside it")
+			}
+		})
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -60,22 +60,35 @@ type Config struct {
 	Log     *slog.Logger
 	// Lost configures the search for lost and runaway task processes (orphans.go).
 	Lost LostConfig
+	// Groups, when set, gives the scheduler totals of a whole thread group
+	// (taskstats.Querier): a JVM's time on a CPU and waiting for one over
+	// all its threads. Without it they are its leader thread's.
+	Groups ThreadGroups
+}
+
+// ThreadGroups reads the scheduler totals of thread groups.
+type ThreadGroups interface {
+	ThreadGroup(tgid int32, g *taskstats.Group) error
 }
 
 // Stats are the tracker's counters.
 type Stats struct {
-	Ticks       uint64
-	Scanned     int // pids listed at the last tick
-	Tracked     int // processes tracked at the last tick
-	Units       int
-	New         uint64 // processes classified, cumulative
-	Attributed  uint64 // processes attributed to an attempt, cumulative
-	Exited      uint64 // tracked processes that exited, cumulative
-	ShortLived  uint64 // processes never sampled whose CPU was charged from exit records
-	ReadErrors  uint64 // reads of optional files that failed (not counting vanished processes)
-	Vanished    uint64 // reads that failed because the process had just exited
-	ExitRecords uint64 // taskstats records received
-	Unclaimed   uint64 // exit records of processes that were no task's (or whose ancestry was lost)
+	Ticks      uint64
+	Scanned    int // pids listed at the last tick
+	Tracked    int // processes tracked at the last tick
+	Units      int
+	New        uint64 // processes classified, cumulative
+	Attributed uint64 // processes attributed to an attempt, cumulative
+	Exited     uint64 // tracked processes that exited, cumulative
+	ShortLived uint64 // processes never sampled whose CPU was charged from exit records
+	ReadErrors uint64 // reads of optional files that failed (not counting vanished processes)
+	Vanished   uint64 // reads that failed because the process had just exited
+	IdleSkips  uint64 // samples of processes that had not run, kept without reading more than their runtime
+	// ListingsReused counts ticks whose /proc listing was the last one
+	// again (nothing created or reaped since: procfs.Lister).
+	ListingsReused uint64
+	ExitRecords    uint64 // taskstats records received
+	Unclaimed      uint64 // exit records of processes that were no task's (or whose ancestry was lost)
 	// ExitCorrectionMs is how much the CPU estimates of exited processes
 	// exceeded what their reapers' cutime/cstime showed, cumulative (signed).
 	ExitCorrectionMs int64
@@ -97,6 +110,7 @@ type Tracker struct {
 	buf          []byte
 	cmdBuf       []byte
 	stat         procfs.Stat
+	sched        procfs.Schedstat
 	status       procfs.Status
 	newProcs     []*proc
 	recs         map[int32]*heldRecord // exit records of tracked processes, until they vanish
@@ -128,7 +142,7 @@ type Tracker struct {
 
 // metricIndex holds the positions of the metrics the tracker sums per attempt.
 type metricIndex struct {
-	cpuUser, cpuSys, cpuCUser, cpuCSys, rss, pss, vms, read, write, heap, gc, wait, threads int
+	cpuUser, cpuSys, cpuCUser, cpuCSys, rss, pss, vms, read, write, heap, gc, run, wait, threads int
 }
 
 // New returns a Tracker. Nothing is read until the first Tick.
@@ -201,7 +215,7 @@ func New(cfg Config) (*Tracker, error) {
 		cpuCUser: find(wire.CPUChildUserMs), cpuCSys: find(wire.CPUChildSysMs),
 		rss: find(wire.RSSBytes), pss: find(wire.PSSBytes), vms: find(wire.VMSBytes),
 		read: find(wire.ReadBytes), write: find(wire.WriteBytes), heap: find(wire.HeapUsedBytes),
-		gc: find(wire.GCTimeMs), wait: find(wire.SchedWaitNs), threads: find(wire.Threads),
+		gc: find(wire.GCTimeMs), run: find(wire.SchedRunNs), wait: find(wire.SchedWaitNs), threads: find(wire.Threads),
 	}
 	t.attVals = make([]int64, len(wire.AttemptMetrics))
 	return t, nil
@@ -278,6 +292,7 @@ func (t *Tracker) Tick(now time.Time, sink Sink) error {
 		return err
 	}
 	t.stats.Scanned = len(entries)
+	t.stats.ListingsReused = t.lister.Reused()
 	t.readReapers()
 	t.newProcs = t.newProcs[:0]
 	for _, e := range entries {
