@@ -461,6 +461,13 @@ func benchTick(b *testing.B, interval time.Duration, exits bool, statusEvery int
 			b.Skipf("taskstats: %v", err)
 		}
 		cfg.Exits = l
+		// And, as the agent, thread groups' scheduler totals.
+		q, err := taskstats.NewQuerier()
+		if err != nil {
+			b.Skipf("taskstats: %v", err)
+		}
+		defer q.Close()
+		cfg.Groups = q
 	}
 	tr, err := New(cfg)
 	if err != nil {
@@ -485,6 +492,7 @@ func benchTick(b *testing.B, interval time.Duration, exits bool, statusEvery int
 		bl.tick()
 	}
 	heap0 := liveHeap()
+	st0 := tr.Stats()
 	var trCPU, blCPU, trWall int64
 	var trObjs, trBytes uint64
 	tracked, scanned := 0, 0
@@ -532,6 +540,9 @@ func benchTick(b *testing.B, interval time.Duration, exits bool, statusEvery int
 	b.ReportMetric(float64(scanned)/n, "scanned")
 	b.ReportMetric(float64(int64(heap1)-int64(heap0)), "heap-growth-B")
 	b.ReportMetric(float64(staleEntries(tr)), "stale-entries")
+	st1 := tr.Stats()
+	b.ReportMetric(float64(st1.IdleSkips-st0.IdleSkips)/n, "idle-samples/tick")
+	b.ReportMetric(float64(st1.ListingsReused-st0.ListingsReused)/n, "listings-reused/tick")
 	if b.N > 0 && bl.tracked() == 0 {
 		b.Fatal("the baseline tracks nothing")
 	}
@@ -548,8 +559,12 @@ func liveHeap() uint64 {
 // The variants of each benchmark: "same-files" reads exactly what the
 // baseline reads, status at every tick, without exit records; "agent" is the
 // agent's defaults: status every 5 ticks (the baseline too), and exit
-// records from taskstats when the process may have them (the baseline has
-// no such work).
+// records and thread groups' scheduler totals from taskstats when the
+// process may have them (the baseline has no such work). In both the
+// tracker skips what the baseline reads of processes that have not run
+// since their last sample, and the listing of /proc when no task was
+// created or reaped since the last one: the baseline is what it would read
+// without.
 func benchVariants(b *testing.B, interval time.Duration) {
 	b.Run("same-files", func(b *testing.B) { benchTick(b, interval, false, 1) })
 	b.Run("agent", func(b *testing.B) { benchTick(b, interval, taskstats.InInitialPIDNamespace(), 5) })
