@@ -37,6 +37,10 @@ type Target struct {
 	// Sched is this tick's time on a CPU and waiting for one, already read
 	// (the thread group's where the tracker can have it); nil if unreadable.
 	Sched *procfs.Schedstat
+	// Ctx, when set, is the context switches (voluntary, involuntary) of
+	// all the process's threads, already read with Sched (status has the
+	// leader thread's only).
+	Ctx   *[2]uint64
 	IsJVM bool // a task JVM (hsperfdata is worth looking for)
 	User  string
 	Buf   *[]byte // scratch buffer shared by sources (reuse it)

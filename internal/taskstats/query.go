@@ -20,6 +20,10 @@ import (
 type Group struct {
 	RunNs  uint64 // cpu_run_virtual_total: the threads' scheduler runtime
 	WaitNs uint64 // cpu_delay_total: the threads' run-queue wait
+	// Context switches, voluntary and not, of the live threads only (the
+	// kernel does not keep exited threads' here): the sum drops when a
+	// thread exits.
+	VolCtx, InvolCtx uint64
 }
 
 // Querier asks the kernel for the accounting of thread groups
@@ -43,7 +47,9 @@ const cmdAttrTGID = 2
 const (
 	offCPUDelayTotal   = 24
 	offCPURunVirtTotal = 72
-	groupMinLen        = offCPURunVirtTotal + 8
+	offNVCSW           = 272
+	offNIVCSW          = 280
+	groupMinLen        = offNIVCSW + 8
 )
 
 // NewQuerier opens the socket and checks with a query of this process that
@@ -183,6 +189,8 @@ func parseGroup(data []byte, g *Group) error {
 			found = true
 			g.WaitNs = binary.NativeEndian.Uint64(s[offCPUDelayTotal:])
 			g.RunNs = binary.NativeEndian.Uint64(s[offCPURunVirtTotal:])
+			g.VolCtx = binary.NativeEndian.Uint64(s[offNVCSW:])
+			g.InvolCtx = binary.NativeEndian.Uint64(s[offNIVCSW:])
 			return nil
 		})
 	})

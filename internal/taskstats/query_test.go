@@ -41,8 +41,9 @@ func TestHelperBurner(t *testing.T) {
 	time.Sleep(time.Minute)
 }
 
-// threadsSchedstat sums the run and wait of every thread of pid.
-func threadsSchedstat(t *testing.T, pid int) (run, wait uint64, threads int) {
+// threadsSchedstat sums the run and wait of every thread of pid, and
+// their context switches.
+func threadsSchedstat(t *testing.T, pid int) (run, wait, ctx uint64, threads int) {
 	t.Helper()
 	dir := "/proc/" + strconv.Itoa(pid) + "/task"
 	ents, err := os.ReadDir(dir)
@@ -58,8 +59,18 @@ func threadsSchedstat(t *testing.T, pid int) (run, wait uint64, threads int) {
 		r, _ := strconv.ParseUint(f[0], 10, 64)
 		w, _ := strconv.ParseUint(f[1], 10, 64)
 		run, wait, threads = run+r, wait+w, threads+1
+		st, err := os.ReadFile(dir + "/" + e.Name() + "/status")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(st), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.HasSuffix(k, "ctxt_switches") {
+				n, _ := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+				ctx += n
+			}
+		}
 	}
-	return run, wait, threads
+	return run, wait, ctx, threads
 }
 
 // TestQuerierLive asks the kernel for the totals of a child whose four
@@ -90,16 +101,17 @@ func TestQuerierLive(t *testing.T) {
 	}
 	pid := cmd.Process.Pid
 	var g Group
-	run, wait, threads := threadsSchedstat(t, pid)
+	run, wait, ctx, threads := threadsSchedstat(t, pid)
 	if err := q.ThreadGroup(int32(pid), &g); err != nil {
 		t.Fatal(err)
 	}
-	run2, wait2, _ := threadsSchedstat(t, pid)
+	run2, wait2, ctx2, _ := threadsSchedstat(t, pid)
 	leader, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/schedstat")
 	if err != nil {
 		t.Fatal(err)
 	}
 	leaderRun, _ := strconv.ParseUint(strings.Fields(string(leader))[0], 10, 64)
+	t.Logf("context switches: taskstats %d+%d, the threads' status %d..%d", g.VolCtx, g.InvolCtx, ctx, ctx2)
 	t.Logf("%d threads: taskstats run %v wait %v; threads' schedstat run %v..%v wait %v..%v; leader's run %v",
 		threads, time.Duration(g.RunNs), time.Duration(g.WaitNs), time.Duration(run), time.Duration(run2),
 		time.Duration(wait), time.Duration(wait2), time.Duration(leaderRun))
@@ -113,6 +125,9 @@ func TestQuerierLive(t *testing.T) {
 	}
 	if g.WaitNs < wait || g.WaitNs > wait2+uint64(20*time.Millisecond) {
 		t.Errorf("wait %v, the threads' schedstat says %v..%v", time.Duration(g.WaitNs), time.Duration(wait), time.Duration(wait2))
+	}
+	if c := g.VolCtx + g.InvolCtx; c < ctx || c > ctx2+10 {
+		t.Errorf("context switches %d+%d, the threads' status says %d..%d", g.VolCtx, g.InvolCtx, ctx, ctx2)
 	}
 	if leaderRun*2 > g.RunNs {
 		t.Errorf("the leader's own run %v is not the small part of %v", time.Duration(leaderRun), time.Duration(g.RunNs))
@@ -133,6 +148,8 @@ func groupReply(family uint16, seq uint32, tgid uint32, run, wait uint64) []byte
 	binary.NativeEndian.PutUint16(st, 14)
 	binary.NativeEndian.PutUint64(st[offCPUDelayTotal:], wait)
 	binary.NativeEndian.PutUint64(st[offCPURunVirtTotal:], run)
+	binary.NativeEndian.PutUint64(st[offNVCSW:], run/2)
+	binary.NativeEndian.PutUint64(st[offNIVCSW:], wait/2)
 	tg := make([]byte, 4)
 	binary.NativeEndian.PutUint32(tg, tgid)
 	msg := append([]byte{1, 1, 0, 0}, nest(typeAggrTGID, append(attr(typeTGID, tg), attr(typeStats, st)...))...)
@@ -141,7 +158,7 @@ func groupReply(family uint16, seq uint32, tgid uint32, run, wait uint64) []byte
 
 func TestParseGroupReply(t *testing.T) {
 	var g Group
-	if ok, err := parseGroupReply(groupReply(27, 7, 42, 5e9, 3e6), 27, 7, &g); !ok || err != nil || g != (Group{RunNs: 5e9, WaitNs: 3e6}) {
+	if ok, err := parseGroupReply(groupReply(27, 7, 42, 5e9, 3e6), 27, 7, &g); !ok || err != nil || g != (Group{RunNs: 5e9, WaitNs: 3e6, VolCtx: 2.5e9, InvolCtx: 1.5e6}) {
 		t.Errorf("reply: %v %v %+v", ok, err, g)
 	}
 	// A late reply to an earlier request, then this one's.

@@ -80,6 +80,9 @@ type tracked struct {
 	runNs      uint64
 	runKnown   bool
 	groupSched bool
+	// ctx is the thread group's context switches (voluntary, involuntary)
+	// counted from taskstats; ctxRaw the live threads' sums last read.
+	ctx, ctxRaw [2]uint64
 }
 
 // member is one process's membership of one attempt.

@@ -107,6 +107,9 @@ func (t *Tracker) sampleProc(p *proc) {
 	tg := &t.target
 	*tg = collect.Target{PID: p.pid, Tick: t.cycle, Age: tr.age, Proc: tr.h, Stat: &t.stat, Sched: sched,
 		IsJVM: tr.launch.Kind.IsJVM(), User: tr.user, Buf: &t.buf, State: tr.srcState}
+	if tr.groupSched {
+		tg.Ctx = &tr.ctx
+	}
 	if first {
 		t.status = procfs.Status{}
 		tg.Status = &t.status // the owner, from the status source's read
@@ -171,8 +174,8 @@ func (t *Tracker) stayIdle(tr *tracked, sched *procfs.Schedstat) {
 
 // readSched reads the process's time on a CPU and waiting for one: its
 // whole thread group's from the kernel (taskstats) once it has had more
-// than one thread, if the kernel answers, else /proc/PID/schedstat, which
-// is its leader thread's. A process keeps the first way once on it (its
+// than one thread, if the kernel answers (with its context switches), else
+// /proc/PID/schedstat, which is its leader thread's. A process keeps the first way once on it (its
 // counters never go back). Nil when neither could be read.
 func (t *Tracker) readSched(p *proc) *procfs.Schedstat {
 	tr := p.t
@@ -180,8 +183,19 @@ func (t *Tracker) readSched(p *proc) *procfs.Schedstat {
 		var g taskstats.Group
 		err := t.cfg.Groups.ThreadGroup(p.pid, &g)
 		if err == nil {
-			tr.groupSched = true
 			t.sched = procfs.Schedstat{RunNs: g.RunNs, WaitNs: g.WaitNs}
+			// The live threads' context switches: counted on from the
+			// first read, through drops (a thread exited).
+			raw := [2]uint64{g.VolCtx, g.InvolCtx}
+			for i := range raw {
+				if !tr.groupSched {
+					tr.ctx[i] = raw[i]
+				} else if raw[i] > tr.ctxRaw[i] {
+					tr.ctx[i] += raw[i] - tr.ctxRaw[i]
+				}
+			}
+			tr.ctxRaw = raw
+			tr.groupSched = true
 			return &t.sched
 		}
 		if procfs.IsGone(err) || tr.groupSched {

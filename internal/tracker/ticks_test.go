@@ -393,3 +393,38 @@ func btoi(b bool) int {
 	}
 	return 0
 }
+
+// A JVM's context switches are its threads' (taskstats), counted on when a
+// thread exits and the live threads' sum drops; without taskstats they are
+// its leader's, from status.
+func TestTickGroupCtx(t *testing.T) {
+	c2, m0 := fxContainer(2), fxAttempt("m", 0, 0)
+	f := newFixture(t)
+	fxYARNNode(f)
+	yarnContainer(f, 2001, c2, yarnChild(c2, m0)) // the JVM's status says 500 voluntary
+	r := f.tracker(false)
+	fg := fakeGroups{2003: {RunNs: 7e9, WaitNs: 2e9, VolCtx: 1000, InvolCtx: 10}}
+	r.tr.cfg.Groups = fg
+	ctx := func() (int64, int64) {
+		_, p, _ := viewOf(r.tr, 2003)
+		return p.Values[wire.CtxVoluntary], p.Values[wire.CtxInvoluntary]
+	}
+	for i, step := range []struct {
+		vol, invol uint64 // the live threads' sums
+		want       [2]int64
+	}{
+		{1000, 10, [2]int64{1000, 10}},
+		{1150, 12, [2]int64{1150, 12}},
+		{1120, 13, [2]int64{1150, 13}}, // a thread of 40 switches exited; the others made 10
+		{1130, 13, [2]int64{1160, 13}},
+	} {
+		g := fg[2003]
+		g.RunNs += 1e6 // it ran
+		g.VolCtx, g.InvolCtx = step.vol, step.invol
+		fg[2003] = g
+		r.tick()
+		if v, iv := ctx(); v != step.want[0] || iv != step.want[1] {
+			t.Errorf("step %d: context switches %d, %d; want %v", i, v, iv, step.want)
+		}
+	}
+}
