@@ -78,6 +78,9 @@ type benchNode struct {
 	// turn (real binaries), reaped as they exit.
 	ChurnPerSec int        `json:"churn_per_sec,omitempty"`
 	ChurnArgv   [][]string `json:"churn_argv,omitempty"`
+	// Working: the process runs a little every 50 ms (a task at work, as
+	// far as the agent can tell: it is never idle between two ticks).
+	Working bool `json:"working,omitempty"`
 }
 
 // runBenchNode is a helper's life: start its children, tell its parent it
@@ -107,12 +110,23 @@ func runBenchNode(spec string) int {
 	if n.ChurnPerSec > 0 && len(n.ChurnArgv) > 0 {
 		go churn(n.ChurnPerSec, n.ChurnArgv)
 	}
+	if n.Working {
+		go work()
+	}
 	fmt.Println("ready")
 	io.Copy(io.Discard, os.Stdin)
 	for _, k := range kids {
 		k.Process.Kill()
 	}
 	return 0
+}
+
+// work runs 100 µs every 50 ms: 0.2% of a core.
+func work() {
+	for range time.Tick(50 * time.Millisecond) {
+		for end := time.Now().Add(100 * time.Microsecond); time.Now().Before(end); {
+		}
+	}
 }
 
 func churn(perSec int, argvs [][]string) {
@@ -165,12 +179,18 @@ func startBenchNode(n benchNode, root bool) (*exec.Cmd, error) {
 // benchContainer is a YARN container as DefaultContainerExecutor runs one,
 // with a Streaming mapper and its child under the JVM: five task processes.
 func benchContainer(seq int, churnPerSec int) benchNode {
+	return benchContainerWorking(seq, churnPerSec, false)
+}
+
+// benchContainerWorking is benchContainer whose JVM, mapper and sort run a
+// little all the time when working (its wrappers sleep, as Hadoop's do).
+func benchContainerWorking(seq int, churnPerSec int, working bool) benchNode {
 	c := fmt.Sprintf("container_e01_%s_0001_01_%06d", fxTS, seq)
 	a := fmt.Sprintf("attempt_%s_0001_m_%06d_0", fxTS, seq)
 	work, _ := yarnPaths(c)
-	jvm := benchNode{Argv: yarnChild(c, a), Env: []string{"CONTAINER_ID=" + c}, Threads: 40,
-		Children: []benchNode{{Argv: []string{"/usr/bin/python3", "mapper.py"}, Env: streamingEnv(c, a),
-			Children: []benchNode{{Argv: []string{"sort", "-k1,1"}, Env: streamingEnv(c, a)}}}}}
+	jvm := benchNode{Argv: yarnChild(c, a), Env: []string{"CONTAINER_ID=" + c}, Threads: 40, Working: working,
+		Children: []benchNode{{Argv: []string{"/usr/bin/python3", "mapper.py"}, Env: streamingEnv(c, a), Working: working,
+			Children: []benchNode{{Argv: []string{"sort", "-k1,1"}, Env: streamingEnv(c, a), Working: working}}}}}
 	if churnPerSec > 0 {
 		jvm.ChurnPerSec = churnPerSec
 		jvm.ChurnArgv = [][]string{{"/bin/true"}, {"/bin/sleep", "0.3"}, {"/bin/sh", "-c", "true"}, {"/bin/sleep", "0.05"}}
@@ -208,6 +228,13 @@ func (s *benchNodeSet) stop() {
 // processes). It returns when all are running.
 func startNode(b testing.TB, containers, others, churnTask, churnOther int) *benchNodeSet {
 	b.Helper()
+	return startNodeWorking(b, containers, others, churnTask, churnOther, false)
+}
+
+// startNodeWorking is startNode whose containers' JVMs, mappers and sorts
+// are working (benchContainerWorking).
+func startNodeWorking(b testing.TB, containers, others, churnTask, churnOther int, working bool) *benchNodeSet {
+	b.Helper()
 	s := &benchNodeSet{}
 	b.Cleanup(s.stop)
 	var wg sync.WaitGroup
@@ -223,7 +250,7 @@ func startNode(b testing.TB, containers, others, churnTask, churnOther int) *ben
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			cmd, err := startBenchNode(benchContainer(i+2, perContainer), true)
+			cmd, err := startBenchNode(benchContainerWorking(i+2, perContainer, working), true)
 			if err != nil {
 				errs <- err
 				return
