@@ -5,7 +5,10 @@ import (
 )
 
 // builder is the tracker's Sink: it accumulates one batch, keeping each
-// process's and attempt's samples as columns.
+// process's and attempt's samples as columns. Its buffers serve batch after
+// batch (a node's processes mostly live through many): the columns of a
+// series that had samples in a batch are kept for the next, those of one
+// that had none are dropped.
 type builder struct {
 	procMetrics []string // tracker order
 	attMetrics  []string
@@ -30,7 +33,21 @@ type builder struct {
 type seriesBuf struct {
 	times  []int64
 	cols   [][]int64
-	absent [][]byte // nil until a value is missing
+	absent [][]byte // empty until a value is missing
+}
+
+// recycle empties the buffer for the next batch, keeping its memory; it
+// reports whether the buffer had samples (else it is to be dropped).
+func (s *seriesBuf) recycle() bool {
+	if len(s.times) == 0 {
+		return false
+	}
+	s.times = s.times[:0]
+	for i := range s.cols {
+		s.cols[i] = s.cols[i][:0]
+		s.absent[i] = s.absent[i][:0]
+	}
+	return true
 }
 
 func newBuilder(procMetrics, attMetrics []string) *builder {
@@ -56,15 +73,27 @@ func newBuilder(procMetrics, attMetrics []string) *builder {
 }
 
 func (b *builder) reset() {
-	b.processes = map[uint64]wire.Process{}
+	if b.processes == nil {
+		b.processes, b.attempts = map[uint64]wire.Process{}, map[string]wire.Attempt{}
+		b.procSer, b.attSer = map[uint64]*seriesBuf{}, map[string]*seriesBuf{}
+	}
+	clear(b.processes)
 	b.procOrder = b.procOrder[:0]
-	b.attempts = map[string]wire.Attempt{}
+	clear(b.attempts)
 	b.attOrder = b.attOrder[:0]
-	b.members = nil
-	b.events = nil
-	b.procSer = map[uint64]*seriesBuf{}
+	b.members = b.members[:0]
+	b.events = b.events[:0]
+	for k, s := range b.procSer {
+		if !s.recycle() {
+			delete(b.procSer, k)
+		}
+	}
 	b.procSerOrder = b.procSerOrder[:0]
-	b.attSer = map[string]*seriesBuf{}
+	for k, s := range b.attSer {
+		if !s.recycle() {
+			delete(b.attSer, k)
+		}
+	}
 	b.attSerOrder = b.attSerOrder[:0]
 	b.samples = 0
 	b.firstMs = 0
@@ -97,6 +126,8 @@ func (b *builder) ProcessSample(key uint64, ms int64, vals []int64, present uint
 	if s == nil {
 		s = &seriesBuf{cols: make([][]int64, len(vals)), absent: make([][]byte, len(vals))}
 		b.procSer[key] = s
+	}
+	if len(s.times) == 0 {
 		b.procSerOrder = append(b.procSerOrder, key)
 	}
 	s.add(ms, vals, present)
@@ -111,6 +142,8 @@ func (b *builder) AttemptSample(id string, ms int64, vals []int64, present uint6
 	if s == nil {
 		s = &seriesBuf{cols: make([][]int64, len(vals)), absent: make([][]byte, len(vals))}
 		b.attSer[id] = s
+	}
+	if len(s.times) == 0 {
 		b.attSerOrder = append(b.attSerOrder, id)
 	}
 	if n := len(s.times); n > 0 && s.times[n-1] >= ms {
@@ -132,9 +165,6 @@ func (s *seriesBuf) add(ms int64, vals []int64, present uint64) {
 	for i, v := range vals {
 		if present&(1<<uint(i)) == 0 {
 			v = 0
-			if s.absent[i] == nil {
-				s.absent[i] = make([]byte, 0, 8)
-			}
 			for len(s.absent[i]) <= n/8 {
 				s.absent[i] = append(s.absent[i], 0)
 			}
@@ -145,7 +175,8 @@ func (s *seriesBuf) add(ms int64, vals []int64, present uint64) {
 }
 
 // take returns the batch built so far (without agent id and seq) and starts
-// a new one.
+// a new one. The batch shares the builder's buffers: it is valid until the
+// next sample (the agent encodes it at once).
 func (b *builder) take(host string, stats wire.AgentStats) *wire.Batch {
 	out := &wire.Batch{Version: wire.Version, Host: host, Metrics: b.names, Stats: stats}
 	for _, k := range b.procOrder {
@@ -171,7 +202,7 @@ func (s *seriesBuf) series(idx []uint32, out wire.Series) wire.Series {
 	n := len(s.times)
 	for i, col := range s.cols {
 		c := wire.Column{Metric: idx[i], Values: col}
-		if a := s.absent[i]; a != nil {
+		if a := s.absent[i]; len(a) > 0 {
 			for len(a) < (n+7)/8 {
 				a = append(a, 0)
 			}
