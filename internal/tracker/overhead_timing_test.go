@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/taskscope/taskscope/internal/taskstats"
 )
 
 // TestAgentOverhead measures a real taskscope-agent process (built from
@@ -74,22 +76,28 @@ func TestAgentOverhead(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	// The steady state: the CPU of the agent's threads (schedstat, ns)
-	// from a warmup on to its last tick, without its start (the first tick
-	// classifies every process) and its final flush.
+	// The steady state: the agent's CPU (processCPU, ns) from a warmup on
+	// to its last tick, without its start (the first tick classifies every
+	// process) and its final flush.
 	warm := 10 * interval
 	if mode == "busy" {
 		warm = 20 * interval
 	}
 	steady := make(chan [2]float64, 1)
+	q, qerr := taskstats.NewQuerier()
+	if qerr != nil {
+		t.Logf("steady state from the threads' schedstat (taskstats: %v)", qerr)
+	} else {
+		defer q.Close()
+	}
 	go func() {
 		pid := cmd.Process.Pid
 		time.Sleep(warm)
-		c0, t0 := threadsCPU(pid), time.Now()
+		c0, t0 := processCPU(q, pid), time.Now()
 		c1, t1 := c0, t0
 		for time.Since(start) < time.Duration(ticks-1)*interval {
 			time.Sleep(interval / 4)
-			if c := threadsCPU(pid); c > 0 {
+			if c := processCPU(q, pid); c > 0 {
 				c1, t1 = c, time.Now()
 			}
 		}
@@ -114,7 +122,7 @@ func TestAgentOverhead(t *testing.T) {
 		100*cpu.Seconds()/wall.Seconds(), float64(cpu.Microseconds())/float64(max(ticks, 1)), float64(ru.Maxrss)/1024)
 	st := <-steady
 	steadyPct := 100 * st[0] / st[1]
-	t.Logf("steady state (from %v on, threads' schedstat): CPU %v over %v: %.3f%% of one core, %.0f us a tick",
+	t.Logf("steady state (from %v on): CPU %v over %v: %.3f%% of one core, %.0f us a tick",
 		warm, time.Duration(st[0]).Round(time.Microsecond), time.Duration(st[1]).Round(time.Millisecond), steadyPct,
 		st[0]/1e3/(st[1]/float64(interval)))
 	if !strings.HasPrefix(last, fmt.Sprintf("ticks=%d tracked=", ticks)) {
@@ -128,8 +136,23 @@ func TestAgentOverhead(t *testing.T) {
 	}
 }
 
-// threadsCPU is the CPU of a process's threads so far (the sum of their
-// /proc/PID/task/TID/schedstat run times, ns), 0 when it is gone.
+// processCPU is the CPU of a process so far (ns), all its threads', exited
+// ones included: taskstats' thread group runtime where the test may ask,
+// else the sum of its live threads' schedstat (a thread that exits between
+// two reads takes its CPU with it). 0 when it is gone.
+func processCPU(q *taskstats.Querier, pid int) int64 {
+	if q != nil {
+		var g taskstats.Group
+		if q.ThreadGroup(int32(pid), &g) == nil {
+			return int64(g.RunNs)
+		}
+		return 0
+	}
+	return threadsCPU(pid)
+}
+
+// threadsCPU is the CPU of a process's live threads so far (the sum of
+// their /proc/PID/task/TID/schedstat run times, ns), 0 when it is gone.
 func threadsCPU(pid int) int64 {
 	dir := "/proc/" + strconv.Itoa(pid) + "/task"
 	tids, err := os.ReadDir(dir)
