@@ -44,7 +44,7 @@ func streamingBottleneck(j *Job) []Finding {
 			if err != nil {
 				continue
 			}
-			var child, jvm float64
+			var child, jvm, childWait, jvmWait float64
 			for _, p := range d.ProcessList {
 				switch p.Role {
 				case wire.RoleStreaming, wire.RoleStreamingChild:
@@ -54,21 +54,24 @@ func streamingBottleneck(j *Job) []Finding {
 					} else if !reapedByScript(d.ProcessList, p) {
 						child += float64(p.CPUMs)
 					}
+					childWait += float64(max(p.SchedWaitMs, 0))
 				case wire.RoleTaskJVM:
 					jvm += float64(max(0, p.CPUMs-p.CPUBaseMs))
+					jvmWait += float64(max(p.SchedWaitMs, 0))
 				}
 			}
 			wall := float64(a.DurationMs)
 			sumChild, sumJVM, sumWall = sumChild+child, sumJVM+jvm, sumWall+wall
-			// On a busy node a CPU-bound process also waits for a CPU: what
-			// the attempt's processes waited (schedstat) counts as busy for
-			// the side that used the CPU, not for the side that waited for it.
-			wait := float64(max(a.SchedWaitMs, 0))
-			sumWait += wait
+			// On a busy node a CPU-bound process also waits for a CPU: a
+			// side's wait counts as busy for it. The JVM's is its threads'
+			// sum, its collector's and compiler's included, which wait on a
+			// busy node whatever the pipeline does: it counts up to what the
+			// JVM ran (a CPU-bound thread on a node twice overloaded).
+			sumWait += float64(max(a.SchedWaitMs, 0))
 			switch {
-			case (child+wait)/wall >= 0.7 && jvm/wall <= 0.3 && child > jvm:
+			case (child+childWait)/wall >= 0.7 && jvm/wall <= 0.3 && child > jvm:
 				childBound = append(childBound, a.AttemptID)
-			case (jvm+wait)/wall >= 0.7 && child/wall <= 0.3 && jvm > child:
+			case (jvm+min(jvmWait, jvm))/wall >= 0.7 && child/wall <= 0.3 && jvm > child:
 				jvmBound = append(jvmBound, a.AttemptID)
 			}
 		}

@@ -340,6 +340,7 @@ func ProcessSummary(p *Points, proc *Process) {
 	proc.MaxThreads = p.Max(ColumnIndex(SampleColumns, "threads"))
 	proc.ReadBytes = cpu("read_bytes")
 	proc.WriteBytes = cpu("write_bytes")
+	proc.SchedWaitMs = cpu("sched_wait_ms")
 	proc.Samples = int64(len(p.Times))
 	if n := len(p.Times); n > 0 {
 		proc.LastSeen = Time(p.Times[n-1])

@@ -233,7 +233,10 @@ type Process struct {
 	MaxThreads int64  `json:"max_threads"`
 	ReadBytes  int64  `json:"read_bytes"`
 	WriteBytes int64  `json:"write_bytes"`
-	Samples    int64  `json:"samples"`
+	// SchedWaitMs is the time its threads spent runnable, waiting for a CPU
+	// (summed over its threads where the agent could ask taskstats).
+	SchedWaitMs int64 `json:"sched_wait_ms"`
+	Samples     int64 `json:"samples"`
 	// The membership of this process in the attempt asked for.
 	From      Time  `json:"member_from"`
 	To        Time  `json:"member_to"`
