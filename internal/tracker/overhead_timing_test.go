@@ -41,11 +41,16 @@ func TestAgentOverhead(t *testing.T) {
 	if mode == "" {
 		t.Skip("set TASKSCOPE_OVERHEAD=quiet, working or busy")
 	}
-	bin := filepath.Join(t.TempDir(), "taskscope-agent")
-	build := exec.Command("go", "build", "-trimpath", "-o", bin, "../../cmd/taskscope-agent")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	// TASKSCOPE_OVERHEAD_AGENT runs another build (an earlier commit's, to
+	// compare in the same conditions).
+	bin := os.Getenv("TASKSCOPE_OVERHEAD_AGENT")
+	if bin == "" {
+		bin = filepath.Join(t.TempDir(), "taskscope-agent")
+		build := exec.Command("go", "build", "-trimpath", "-o", bin, "../../cmd/taskscope-agent")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("go build: %v\n%s", err, out)
+		}
 	}
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	defer hs.Close()

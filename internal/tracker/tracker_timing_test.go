@@ -28,10 +28,12 @@ package tracker
 // host's pids), so the "agent" variant has them only when run in the host's
 // pid namespace.
 //
-// The processes are this test binary re-executed with Hadoop's command
-// lines (YARN containers: default_container_executor.sh, bash -c, the
-// YarnChild JVM with 40 threads, a Streaming mapper and its child), and
-// /bin/sleep for the node's other processes.
+// The processes are shaped as Hadoop's: YARN containers of five, the
+// default_container_executor.sh and bash -c wrappers, a Streaming mapper
+// and its sort (real bash processes of one thread each, with the mapper's
+// and sort's command lines), and the YarnChild JVM (this test binary
+// re-executed through a link named java, with 40 threads); /bin/sleep for
+// the node's other processes.
 
 import (
 	"bufio"
@@ -81,6 +83,28 @@ type benchNode struct {
 	// Working: the process runs a little every 50 ms (a task at work, as
 	// far as the agent can tell: it is never idle between two ticks).
 	Working bool `json:"working,omitempty"`
+	// Script, when set, makes the node a real bash, one thread as Hadoop's
+	// wrappers and most Streaming processes have: /bin/bash runs with
+	// Argv (argv[0] as given, Argv[1] the script's file, in Dir, which
+	// startBenchNode writes), Children[0], if any, is the spec its
+	// descendant helper finds in its environment, and the script says
+	// "ready" on its standard output and ends when its standard input does.
+	Script string `json:"script,omitempty"`
+	Dir    string `json:"dir,omitempty"`
+}
+
+// benchReadyEnv names a file a helper creates once its children are ready
+// (for a script that cannot read the helper's standard output).
+const benchReadyEnv = "TASKSCOPE_BENCH_READY"
+
+// benchLoop is the body of a script node: it runs a little every 50 ms
+// (bash builtins only, no fork) when working, else sleeps on its standard
+// input; it ends when its standard input does.
+func benchLoop(working bool) string {
+	if !working {
+		return "read\nexit 0\n"
+	}
+	return "while :; do\n  for ((i = 0; i < 100; i++)); do :; done\n  read -t 0.05\n  [ $? -gt 128 ] || exit 0\ndone\n"
 }
 
 // runBenchNode is a helper's life: start its children, tell its parent it
@@ -114,6 +138,9 @@ func runBenchNode(spec string) int {
 		go work()
 	}
 	fmt.Println("ready")
+	if f := os.Getenv(benchReadyEnv); f != "" {
+		os.WriteFile(f, nil, 0o644)
+	}
 	io.Copy(io.Discard, os.Stdin)
 	for _, k := range kids {
 		k.Process.Kill()
@@ -149,13 +176,28 @@ func startBenchNode(n benchNode, root bool) (*exec.Cmd, error) {
 	}
 	spec, _ := json.Marshal(n)
 	cmd := &exec.Cmd{Path: self, Args: n.Argv, Stderr: os.Stderr}
+	if n.Script != "" {
+		file := n.Argv[1]
+		if !strings.HasPrefix(file, "/") {
+			file = n.Dir + "/" + file
+		}
+		if err := os.WriteFile(file, []byte(n.Script), 0o755); err != nil {
+			return nil, err
+		}
+		cmd.Path, cmd.Dir, spec = "/bin/bash", n.Dir, nil
+		if len(n.Children) > 0 {
+			spec, _ = json.Marshal(n.Children[0])
+		}
+	}
 	for _, e := range os.Environ() {
-		if !strings.HasPrefix(e, benchNodeEnv+"=") {
+		if !strings.HasPrefix(e, benchNodeEnv+"=") && !strings.HasPrefix(e, benchReadyEnv+"=") {
 			cmd.Env = append(cmd.Env, e)
 		}
 	}
 	cmd.Env = append(cmd.Env, n.Env...)
-	cmd.Env = append(cmd.Env, benchNodeEnv+"="+string(spec))
+	if spec != nil {
+		cmd.Env = append(cmd.Env, benchNodeEnv+"="+string(spec))
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: root}
 	if _, err := cmd.StdinPipe(); err != nil {
 		return nil, err
@@ -176,29 +218,42 @@ func startBenchNode(n benchNode, root bool) (*exec.Cmd, error) {
 	return cmd, nil
 }
 
-// benchContainer is a YARN container as DefaultContainerExecutor runs one,
-// with a Streaming mapper and its child under the JVM: five task processes.
-func benchContainer(seq int, churnPerSec int) benchNode {
-	return benchContainerWorking(seq, churnPerSec, false)
-}
 
 // benchContainerWorking is benchContainer whose JVM, mapper and sort run a
 // little all the time when working (its wrappers sleep, as Hadoop's do).
-func benchContainerWorking(seq int, churnPerSec int, working bool) benchNode {
+// The wrappers, the mapper and the sort are real bash processes of one
+// thread (a multi-threaded stand-in would cost the agent what a JVM
+// does); the JVM is this binary, with 40 threads, through a link named
+// java under root, the node's directory.
+func benchContainerWorking(root string, seq int, churnPerSec int, working bool) benchNode {
 	c := fmt.Sprintf("container_e01_%s_0001_01_%06d", fxTS, seq)
 	a := fmt.Sprintf("attempt_%s_0001_m_%06d_0", fxTS, seq)
-	work, _ := yarnPaths(c)
-	jvm := benchNode{Argv: yarnChild(c, a), Env: []string{"CONTAINER_ID=" + c}, Threads: 40, Working: working,
-		Children: []benchNode{{Argv: []string{"/usr/bin/python3", "mapper.py"}, Env: streamingEnv(c, a), Working: working,
-			Children: []benchNode{{Argv: []string{"sort", "-k1,1"}, Env: streamingEnv(c, a), Working: working}}}}}
+	work := root + "/usercache/alice/appcache/" + fxApp + "/" + c
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		panic(err)
+	}
+	argv := yarnChild(c, a)
+	argv[0] = root + "/jvm/bin/java"
+	env := streamingEnv(c, a)
+	mapper := benchNode{Argv: []string{"/usr/bin/python3", "mapper.py"}, Dir: work, Env: env,
+		Script: "(exec -a sort /bin/bash sort.sh) <&0 &\necho ready\n" + benchLoop(working)}
+	os.WriteFile(work+"/sort.sh", []byte(benchLoop(working)), 0o755)
+	jvm := benchNode{Argv: argv, Env: []string{"CONTAINER_ID=" + c}, Threads: 40, Working: working, Children: []benchNode{mapper}}
 	if churnPerSec > 0 {
 		jvm.ChurnPerSec = churnPerSec
 		jvm.ChurnArgv = [][]string{{"/bin/true"}, {"/bin/sleep", "0.3"}, {"/bin/sh", "-c", "true"}, {"/bin/sleep", "0.05"}}
 	}
-	return benchNode{Argv: []string{"bash", work + "/default_container_executor.sh"}, Env: []string{"CONTAINER_ID=" + c},
-		Children: []benchNode{{Argv: []string{"/bin/bash", "-c", shellJoin(yarnChild(c, a)) + " 1>/dev/null 2>/dev/null"},
-			Env: []string{"CONTAINER_ID=" + c}, Children: []benchNode{jvm}}}}
+	// As launch_container.sh's bash -c: with redirections it forks the JVM.
+	bashC := "/bin/bash -c " + shQuote(shellJoin(argv)+" 1>/dev/null 2>/dev/null ")
+	// (A background command's standard input is /dev/null unless given.)
+	dce := "rm -f ready\n" + bashC + " <&0 &\n" +
+		"until [ -e ready ]; do read -t 0.01; [ $? -gt 128 ] || exit 0; done\necho ready\n" + benchLoop(false)
+	return benchNode{Argv: []string{"bash", work + "/default_container_executor.sh"}, Dir: work, Script: dce,
+		Env: []string{"CONTAINER_ID=" + c, benchReadyEnv + "=" + work + "/ready"}, Children: []benchNode{jvm}}
 }
+
+// shQuote quotes s for a shell.
+func shQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // benchNodeSet is the processes of one benchmark.
 type benchNodeSet struct {
@@ -235,6 +290,15 @@ func startNode(b testing.TB, containers, others, churnTask, churnOther int) *ben
 // are working (benchContainerWorking).
 func startNodeWorking(b testing.TB, containers, others, churnTask, churnOther int, working bool) *benchNodeSet {
 	b.Helper()
+	root := b.TempDir()
+	self, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	os.MkdirAll(root+"/jvm/bin", 0o755)
+	if err := os.Symlink(self, root+"/jvm/bin/java"); err != nil {
+		b.Fatal(err)
+	}
 	s := &benchNodeSet{}
 	b.Cleanup(s.stop)
 	var wg sync.WaitGroup
@@ -250,7 +314,7 @@ func startNodeWorking(b testing.TB, containers, others, churnTask, churnOther in
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			cmd, err := startBenchNode(benchContainerWorking(i+2, perContainer, working), true)
+			cmd, err := startBenchNode(benchContainerWorking(root, i+2, perContainer, working), true)
 			if err != nil {
 				errs <- err
 				return
