@@ -175,8 +175,9 @@ func (t *Tracker) stayIdle(tr *tracked, sched *procfs.Schedstat) {
 // readSched reads the process's time on a CPU and waiting for one: its
 // whole thread group's from the kernel (taskstats) once it has had more
 // than one thread, if the kernel answers (with its context switches), else
-// /proc/PID/schedstat, which is its leader thread's. A process keeps the first way once on it (its
-// counters never go back). Nil when neither could be read.
+// /proc/PID/schedstat, which is its leader thread's. A process on the first
+// way stays on it (its counters never go back). Nil when neither could be
+// read.
 func (t *Tracker) readSched(p *proc) *procfs.Schedstat {
 	tr := p.t
 	if t.cfg.Groups != nil && (tr.groupSched || tr.threads > 1) {
