@@ -218,7 +218,6 @@ func startBenchNode(n benchNode, root bool) (*exec.Cmd, error) {
 	return cmd, nil
 }
 
-
 // benchContainerWorking is benchContainer whose JVM, mapper and sort run a
 // little all the time when working (its wrappers sleep, as Hadoop's do).
 // The wrappers, the mapper and the sort are real bash processes of one
