@@ -218,8 +218,10 @@ func startBenchNode(n benchNode, root bool) (*exec.Cmd, error) {
 	return cmd, nil
 }
 
-// benchContainerWorking is benchContainer whose JVM, mapper and sort run a
-// little all the time when working (its wrappers sleep, as Hadoop's do).
+// benchContainerWorking is a YARN container as DefaultContainerExecutor
+// runs one, with a Streaming mapper and its sort under the JVM: five task
+// processes. When working, its JVM, mapper and sort run a little all the
+// time (its wrappers sleep, as Hadoop's do).
 // The wrappers, the mapper and the sort are real bash processes of one
 // thread (a multi-threaded stand-in would cost the agent what a JVM
 // does); the JVM is this binary, with 40 threads, through a link named
