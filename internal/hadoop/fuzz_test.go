@@ -5,6 +5,7 @@ import (
 	"encoding/xml"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -133,13 +134,30 @@ func FuzzFindAttempt(f *testing.F) {
 	})
 }
 
+// findContainerRE is FindContainer by ContainerId's regular expression:
+// the oracle of the hand-written matcher.
+func findContainerRE(s string) (ContainerID, bool) {
+	m := reContainerOracle.FindStringSubmatch(s)
+	if m == nil {
+		return ContainerID{}, false
+	}
+	e, _ := strconv.Atoi(m[1])
+	return ContainerID{Raw: m[0], Epoch: e, ClusterTS: m[2], AppSeq: m[3], AppAttempt: m[4], Seq: m[5]}, true
+}
+
+var reContainerOracle = regexp.MustCompile(`container_(?:e(\d+)_)?(\d+)_(\d{4,})_(\d{2,})_(\d{6,})`)
+
 func FuzzFindContainer(f *testing.F) {
 	for _, s := range []string{"container_1700000000000_0042_01_000005", "/hadoop-yarn/container_e07_1700000000000_0042_01_000001/tasks",
-		"container_e_1_0001_01_000001", "container_"} {
+		"container_e_1_0001_01_000001", "container_", "container_container_1_0001_01_0000012x", "xcontainer_e99999999999999999999_1_0001_01_000001",
+		"container_1_001_01_000001 container_2_0002_1_000001 container_3_0003_03_000003_7", "container_ecl_1_0001_01_000001"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		c, ok := FindContainer(s)
+		if want, wok := findContainerRE(s); c != want || ok != wok {
+			t.Fatalf("FindContainer(%q) = %+v, %v; the expression finds %+v, %v", s, c, ok, want, wok)
+		}
 		if !ok {
 			if c != (ContainerID{}) {
 				t.Fatalf("not found but %+v", c)
@@ -372,4 +390,21 @@ func FuzzParseJavaSize(f *testing.F) {
 			t.Fatalf("%d written back parses to %d, %v", n, m, ok)
 		}
 	})
+}
+
+// BenchmarkFindContainer: the matcher against the expression it replaced,
+// on a container id as CONTAINER_ID has it and on a cgroup path.
+func BenchmarkFindContainer(b *testing.B) {
+	for _, s := range []string{"container_e07_1700000000000_0042_01_000005", "12:cpu,cpuacct:/hadoop-yarn/container_e07_1700000000000_0042_01_000005\n"} {
+		b.Run("matcher", func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				FindContainer(s)
+			}
+		})
+		b.Run("expression", func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				findContainerRE(s)
+			}
+		})
+	}
 }
