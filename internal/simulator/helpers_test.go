@@ -204,8 +204,10 @@ func findProc(rs []AttemptResult, f func(AttemptResult) bool) (AttemptResult, bo
 // wantCPU checks that the wait4 CPU of a tree is close to what was asked.
 func wantCPU(t *testing.T, what string, got, want time.Duration) {
 	t.Helper()
+	// Above what was asked: the process's start (a JVM's, its JIT and
+	// GC threads) which, on a loaded machine, costs some hundreds of ms.
 	lo := want * 95 / 100
-	hi := want*13/10 + 150*time.Millisecond
+	hi := want*13/10 + 400*time.Millisecond
 	if got < lo || got > hi {
 		t.Errorf("%s: wait4 CPU %v, want %v (between %v and %v)", what, got, want, lo, hi)
 	} else {
