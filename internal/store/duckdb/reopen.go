@@ -7,6 +7,7 @@ import (
 	"time"
 
 	duck "github.com/duckdb/duckdb-go/v2"
+	"golang.org/x/sys/unix"
 )
 
 // What the store does when DuckDB invalidates its database. Some errors
@@ -17,8 +18,9 @@ import (
 // and the WAL, and a new instance replays it. So on a fatal error the store
 // closes the database and opens the file again, in the background, until it
 // can (opening replays the WAL and checkpoints it: with the disk still full
-// that fails, and is tried again later). Meanwhile writes fail at once with
-// an error that names the first one, and queries fail.
+// that fails, and is tried again later, or as soon as room is made).
+// Meanwhile writes fail at once with an error that names the first one,
+// and queries fail.
 
 // isFatal reports whether err invalidated the database.
 func isFatal(err error) bool {
@@ -77,6 +79,7 @@ func (s *Store) reopen() {
 	defer s.bg.Done()
 	wait := 100 * time.Millisecond
 	start := time.Now()
+	var logged time.Time
 	for attempt := 1; ; attempt++ {
 		select {
 		case <-s.stop:
@@ -112,14 +115,47 @@ func (s *Store) reopen() {
 		}
 		s.wmu.Unlock()
 		s.mmu.Unlock()
-		s.opt.Log.Error("cannot reopen the database yet", "err", err, "attempt", attempt, "retry_in", wait)
+		if attempt == 1 || time.Since(logged) >= time.Minute {
+			logged = time.Now()
+			s.opt.Log.Error("cannot reopen the database yet", "err", err, "attempt", attempt, "retry_in", wait)
+		}
+		if !s.waitForRoom(wait) {
+			return
+		}
+		wait = min(2*wait, 30*time.Second)
+	}
+}
+
+// waitForRoom waits d, or less if room is made on the data directory's
+// filesystem meanwhile (a failed open costs a replay of the WAL: it is not
+// tried again every few seconds while the disk stays full, but at once
+// when someone frees space). It reports false if the store is closing.
+func (s *Store) waitForRoom(d time.Duration) bool {
+	before := freeBytes(s.opt.Dir)
+	deadline := time.Now().Add(d)
+	for {
+		step := min(time.Until(deadline), 200*time.Millisecond)
+		if step <= 0 {
+			return true
+		}
 		select {
 		case <-s.stop:
-			return
-		case <-time.After(wait):
+			return false
+		case <-time.After(step):
 		}
-		wait = min(2*wait, 10*time.Second)
+		if before >= 0 && freeBytes(s.opt.Dir) > before+1<<20 {
+			return true
+		}
 	}
+}
+
+// freeBytes is what the filesystem of dir has available (-1: unknown).
+func freeBytes(dir string) int64 {
+	var st unix.Statfs_t
+	if dir == "" || unix.Statfs(dir, &st) != nil {
+		return -1
+	}
+	return int64(st.Bavail) * st.Bsize
 }
 
 // adopt takes over the database of ns, a store just opened on the same
