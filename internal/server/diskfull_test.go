@@ -1,0 +1,192 @@
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/taskscope/taskscope/internal/loadgen"
+	"github.com/taskscope/taskscope/internal/testfs"
+	"github.com/taskscope/taskscope/internal/wire"
+)
+
+// scrapeServer reads the server's /metrics into name{labels} -> value.
+func scrapeServer(t *testing.T, base string) map[string]float64 {
+	t.Helper()
+	resp, err := plainClient.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+			out[line[:i]] = v
+		}
+	}
+	return out
+}
+
+// healthz is /healthz's status and text.
+func healthz(t *testing.T, base string) (int, string) {
+	t.Helper()
+	resp, err := plainClient.Get(base + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, strings.TrimSpace(string(b))
+}
+
+// TestServerDiskFull: the server's data directory is on a small filesystem
+// that fills up for real while agents ship to the `taskscope server`
+// binary. The server does not crash: it answers the agents 503 with
+// Retry-After (they keep their batches in their spools), /healthz and
+// /metrics say the disk is full, its log says so once. When room is made
+// (a ballast file is removed) the agents catch up; the server is then
+// killed and started again, and the store holds every sample sent exactly
+// once.
+func TestServerDiskFull(t *testing.T) {
+	testfs.Run(t, 48<<20, func(t *testing.T, dir string) {
+		addr := freeAddr(t)
+		srv := startServer(t, addr, dir, plainClient, "http", "--maintain-every", "1s")
+		const nodes = 4
+		g := source(nodes)
+		sh := newShippers(t, nodes, srv.url, plainClient, t.TempDir(), "")
+		var exp expected
+		rounds := 0
+		feed := func() {
+			sh.enqueue(t, &exp, g)
+			rounds++
+		}
+		for range 10 {
+			feed()
+		}
+		sh.flush(t, 20*time.Second)
+		if code, msg := healthz(t, srv.url); code != http.StatusOK || msg != "ok" {
+			t.Errorf("/healthz before the disk is full: %d %q", code, msg)
+		}
+
+		// Fill the disk: the agents' batches go on arriving until the
+		// server cannot store them.
+		ballast := testfs.Fill(t, dir, 1<<20)
+		t0 := time.Now()
+		for {
+			code, _ := healthz(t, srv.url)
+			if code == http.StatusServiceUnavailable {
+				break
+			}
+			if time.Since(t0) > 60*time.Second {
+				t.Fatalf("the server still stores after 60 s and %d rounds, %d bytes free", rounds, testfs.Free(t, dir))
+			}
+			feed()
+			time.Sleep(20 * time.Millisecond)
+		}
+		full := rounds
+		t.Logf("the disk was full after %d rounds (%s), %d batches acknowledged", full, time.Since(t0).Round(time.Millisecond), sh.sent())
+		// A while on a full disk: more batches, maintenance every second
+		// (compaction, checkpoints).
+		for range 60 {
+			feed()
+			time.Sleep(50 * time.Millisecond)
+		}
+		select {
+		case <-srv.done:
+			t.Fatalf("the server exited on a full disk:\n%s", srv.output())
+		default:
+		}
+		code, msg := healthz(t, srv.url)
+		if code != http.StatusServiceUnavailable || !strings.HasPrefix(msg, "disk full: the store cannot write since") ||
+			!strings.Contains(strings.ToLower(msg), "no space left on device") {
+			t.Errorf("/healthz on a full disk: %d %q", code, msg)
+		}
+		m := scrapeServer(t, srv.url)
+		if m["taskscope_store_disk_full"] != 1 || m["taskscope_store_writable"] != 0 || m["taskscope_store_write_failing_seconds"] <= 0 ||
+			m[`taskscope_ingest_rejected_total{reason="disk_full"}`] == 0 || m["taskscope_store_disk_free_bytes"] > 2<<20 {
+			t.Errorf("metrics on a full disk: disk_full %v, writable %v, failing %v s, rejected for a full disk %v, free %v bytes",
+				m["taskscope_store_disk_full"], m["taskscope_store_writable"], m["taskscope_store_write_failing_seconds"],
+				m[`taskscope_ingest_rejected_total{reason="disk_full"}`], m["taskscope_store_disk_free_bytes"])
+		}
+		// What an agent gets: 503 with Retry-After, never a 4xx that would
+		// make it set the batch aside.
+		probe := source(1).Next()[0]
+		probe.AgentID, probe.Seq, probe.SentMs = "probe-1", 1, time.Now().UnixMilli()
+		body := loadgen.NewEncoder().Encode(probe)
+		req, _ := http.NewRequest(http.MethodPost, srv.url+"/api/v1/ingest", bytes.NewReader(body.Data))
+		req.Header.Set("Content-Type", wire.ContentType)
+		req.Header.Set("Content-Encoding", "zstd")
+		resp, err := plainClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rb, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(rb), "disk is full") {
+			t.Errorf("a batch on a full disk: %d, Retry-After %q, %s", resp.StatusCode, resp.Header.Get("Retry-After"), rb)
+		}
+		var retries uint64
+		spooled := 0
+		for i, s := range sh.list {
+			st := s.Stats()
+			retries += st.Retries
+			spooled += st.SpooledBatches
+			if st.Rejected != 0 || st.DroppedBatches != 0 || st.SpooledBatches != st.QueuedBatches {
+				t.Errorf("shipper %d on a full disk: %+v", i, st)
+			}
+		}
+		if sent := sh.sent(); sent+uint64(spooled) != uint64(rounds*nodes) || spooled == 0 {
+			t.Errorf("%d batches acknowledged and %d spooled, %d sent", sent, spooled, rounds*nodes)
+		}
+		out := srv.output()
+		if n := strings.Count(out, "disk full: the store cannot write"); n != 1 {
+			t.Errorf("the server's log says %d times that the disk is full, want once:\n%s", n, out)
+		}
+		t.Logf("on a full disk: %d batches spooled by the agents, %d retries; the server's log:\n%s", spooled, retries, out)
+
+		// Room again: the agents catch up.
+		if err := os.Remove(ballast); err != nil {
+			t.Fatal(err)
+		}
+		t1 := time.Now()
+		sh.flush(t, 90*time.Second)
+		catchUp := time.Since(t1)
+		waitUntil(t, "/healthz ok", 10*time.Second, func() bool { code, _ := healthz(t, srv.url); return code == http.StatusOK })
+		m = scrapeServer(t, srv.url)
+		if m["taskscope_store_disk_full"] != 0 || m["taskscope_store_writable"] != 1 {
+			t.Errorf("metrics after making room: disk_full %v, writable %v", m["taskscope_store_disk_full"], m["taskscope_store_writable"])
+		}
+		if !strings.Contains(srv.output(), "the store writes again") {
+			t.Errorf("the server's log does not say that it writes again:\n%s", srv.output())
+		}
+		for range 10 {
+			feed()
+		}
+		sh.flush(t, 20*time.Second)
+		t.Logf("caught up %s after making room: %d spooled batches; %d rounds of %d batches, %d samples in all",
+			catchUp.Round(time.Millisecond), spooled, rounds, nodes, exp.samples)
+		for i, s := range sh.list {
+			if st := s.Stats(); st.Rejected != 0 || st.DroppedBatches != 0 {
+				t.Errorf("shipper %d: %+v", i, st)
+			}
+		}
+		sh.stop()
+		// A crash now loses nothing: what was acknowledged is durable.
+		srv.kill()
+		srv = startServer(t, addr, dir, plainClient, "http")
+		srv.stop(t)
+		exp.check(t, dir)
+	})
+}
