@@ -190,3 +190,84 @@ func TestServerDiskFull(t *testing.T) {
 		exp.check(t, dir)
 	})
 }
+
+// TestSpoolDiskFull: the agents' spool directories are on a filesystem that
+// is really full while the server is down. The batches the spools cannot
+// take are held in memory (none is dropped: they are within the memory's
+// bound); when room is made they move to the spool, in their place. The
+// agents then restart (their new incarnations replay the spools: a batch
+// out of order would be taken by the server for a duplicate, and lost), the
+// server comes back, and the store holds every sample once.
+func TestSpoolDiskFull(t *testing.T) {
+	testfs.Run(t, 1<<20, func(t *testing.T, spool string) {
+		addr, dir := freeAddr(t), t.TempDir()
+		srv := startServer(t, addr, dir, plainClient, "http")
+		const nodes = 3
+		g := source(nodes)
+		sh := newShippers(t, nodes, srv.url, plainClient, spool, "")
+		var exp expected
+		for range 5 {
+			sh.enqueue(t, &exp, g)
+		}
+		sh.flush(t, 20*time.Second)
+		srv.kill()
+		// A few pages left: each spool takes a batch or two, then none.
+		ballast := testfs.Fill(t, spool, 4*4096)
+		for range 20 {
+			sh.enqueue(t, &exp, g)
+			time.Sleep(10 * time.Millisecond)
+		}
+		var errs uint64
+		spooled, queued := 0, 0
+		for i, s := range sh.list {
+			st := s.Stats()
+			errs += st.SpoolErrors
+			spooled += st.SpooledBatches
+			queued += st.QueuedBatches
+			if st.DroppedBatches != 0 || st.Rejected != 0 {
+				t.Errorf("shipper %d on a full spool: %+v", i, st)
+			}
+		}
+		t.Logf("spools full: %d batches queued, %d of them spooled, %d spool errors", queued, spooled, errs)
+		if errs == 0 || queued != 20*nodes || spooled >= queued/2 {
+			t.Errorf("%d batches queued, %d spooled, %d spool errors: want %d queued, most in memory", queued, spooled, errs, 20*nodes)
+		}
+		// Room again: the next batch of each agent is spooled, and what was
+		// held in memory follows it.
+		if err := os.Remove(ballast); err != nil {
+			t.Fatal(err)
+		}
+		sh.enqueue(t, &exp, g)
+		spooled = 0
+		for _, s := range sh.list {
+			spooled += s.Stats().SpooledBatches
+		}
+		if spooled < 21*nodes-nodes { // the one each sends may stay in memory
+			t.Errorf("%d of %d batches spooled after making room", spooled, 21*nodes)
+		}
+		// The agents restart with their spools (what is still in memory is
+		// spooled as they stop), and the server comes back.
+		sh.stop()
+		for _, s := range sh.list {
+			if lost := s.Close(); lost != 0 {
+				t.Errorf("%d batches lost as an agent stopped", lost)
+			}
+		}
+		srv = startServer(t, addr, dir, plainClient, "http")
+		again := newShippers(t, nodes, srv.url, plainClient, spool, "")
+		for range 3 {
+			again.enqueue(t, &exp, g)
+		}
+		t0 := time.Now()
+		again.flush(t, 30*time.Second)
+		var dups uint64
+		for _, s := range again.list {
+			dups += s.Stats().Duplicates
+		}
+		t.Logf("%d rounds of %d batches, %d samples; the restarted agents delivered their spools in %s (%d duplicates)",
+			5+20+1+3, nodes, exp.samples, time.Since(t0).Round(time.Millisecond), dups)
+		again.stop()
+		srv.stop(t)
+		exp.check(t, dir)
+	})
+}
