@@ -235,6 +235,9 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
+	if s.wconn == nil {
+		return nil // a reopening that failed left nothing open
+	}
 	ctx := context.Background()
 	if ferr == nil {
 		s.wconn.ExecContext(ctx, `UPDATE meta SET value = '1' WHERE key = 'clean'`)
