@@ -3,6 +3,7 @@ package duckdb
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -101,7 +102,13 @@ func (s *Store) reopen() {
 			s.wconn = nil
 		}
 		s.wmu.Unlock()
-		ns, err := Open(s.opt)
+		opt := s.opt
+		if attempt > 1 {
+			// Open's own warnings (summaries recovered) were said at the
+			// first attempt.
+			opt.Log = slog.New(slog.DiscardHandler)
+		}
+		ns, err := Open(opt)
 		s.wmu.Lock()
 		if err == nil {
 			s.adopt(ns)
