@@ -112,8 +112,13 @@ func Open(opt Options) (*Store, error) {
 	}
 	c, err := duck.NewConnector(path, func(execer driver.ExecerContext) error {
 		// Checkpoints run from Maintain (after compaction), not inside an
-		// ingest commit whenever the WAL passes 16 MB.
-		stmts := []string{"SET checkpoint_threshold = '1GB'"}
+		// ingest commit whenever the WAL passes 16 MB. And not when the
+		// instance shuts down: that checkpoint has no client context, and
+		// writes an index not yet used since the WAL was replayed as it was
+		// before the WAL, without the rows it brought back (DuckDB 1.5,
+		// duckdb/duckdb#23788). Close checkpoints itself; an instance closed
+		// otherwise (an Open that failed, a reopening) keeps its WAL.
+		stmts := []string{"PRAGMA disable_checkpoint_on_shutdown", "SET checkpoint_threshold = '1GB'"}
 		if opt.Threads > 0 {
 			stmts = append(stmts, fmt.Sprintf("SET threads = %d", opt.Threads))
 		}
