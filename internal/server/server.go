@@ -165,8 +165,11 @@ func (s *Server) maintain(ctx context.Context) {
 			}
 		case <-t.C:
 			if err := s.cfg.Store.Maintain(ctx, time.Now()); err != nil && ctx.Err() == nil {
-				s.health.failed(err, 0)
-				if !store.DiskFull(err) {
+				// A full disk is the health's to say; another failure
+				// (a checkpoint that met a transaction) is tried again.
+				if store.DiskFull(err) {
+					s.health.failed(err, 0)
+				} else {
 					s.cfg.Log.Error("maintenance failed", "err", err)
 				}
 			}

@@ -90,12 +90,12 @@ func Free(t testing.TB, dir string) int64 {
 // its filesystem, and returns its name: removing it makes room again.
 func Fill(t testing.TB, dir string, leave int64) string {
 	t.Helper()
-	name := fmt.Sprintf("%s/ballast-%d", dir, leave)
-	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := os.CreateTemp(dir, "ballast-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
+	name := f.Name()
 	if n := Free(t, dir) - leave; n > 0 {
 		if err := unix.Fallocate(int(f.Fd()), 0, 0, n); err != nil {
 			t.Fatalf("cannot fill %s with %d bytes: %v", dir, n, err)
