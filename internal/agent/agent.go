@@ -40,6 +40,7 @@ type Config struct {
 	Host            string
 	SpoolDir        string
 	MaxSpoolBytes   int64
+	MaxMemoryBytes  int64 // bound of the batches held in memory, without a spool or while it cannot be written (default 16 MiB)
 	Listen          string
 	MaxTicks        int // <0: run until stopped
 	PSSEvery        int // read PSS every N ticks (0: never)
@@ -133,7 +134,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	defer tr.Close()
 
 	sh, err := ship.New(ship.Config{URLs: cfg.Servers, Token: cfg.Token, SpoolDir: cfg.SpoolDir,
-		MaxSpoolBytes: cfg.MaxSpoolBytes, Log: cfg.Log, Host: cfg.Host})
+		MaxSpoolBytes: cfg.MaxSpoolBytes, MaxMemoryBytes: cfg.MaxMemoryBytes, Log: cfg.Log, Host: cfg.Host})
 	if err != nil {
 		return Result{}, err
 	}
@@ -141,7 +142,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	var shipWG sync.WaitGroup
 	shipWG.Add(1)
 	go func() { defer shipWG.Done(); sh.Run(shipCtx) }()
-	defer func() { stopShip(); shipWG.Wait() }()
+	// The sender stops; what it holds in memory goes to the spool, or is
+	// said to be lost.
+	defer func() { stopShip(); shipWG.Wait(); sh.Close() }()
 
 	a := &loop{cfg: cfg, tr: tr, sh: sh, b: newBuilder(tr.ProcessMetrics(), tr.AttemptMetrics()),
 		tickDur: prometheus.NewHistogram(prometheus.HistogramOpts{

@@ -47,6 +47,7 @@ func serverCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	cert := fl.String("tls-cert", "", "TLS certificate file (serves HTTPS with --tls-key)")
 	key := fl.String("tls-key", "", "TLS key file")
 	logLevel := fl.String("log-level", "info", "debug, info, warn or error")
+	maintainEvery := fl.Duration("maintain-every", 30*time.Second, "how often the store compacts, applies retention and checkpoints")
 	var sf storeFlags
 	sf.register(fl)
 	if err := fl.Parse(args); err != nil {
@@ -71,7 +72,7 @@ func serverCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	defer st.Close()
 	srv, err := server.Start(server.Config{Listen: *listen, Store: st, Tokens: tokens, TLSCert: *cert, TLSKey: *key,
-		Analyzer: analysis.New(st), Log: log})
+		Analyzer: analysis.New(st), Log: log, MaintainEvery: *maintainEvery})
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/taskscope/taskscope/internal/store"
 	"github.com/taskscope/taskscope/internal/wire"
 )
 
@@ -189,6 +190,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.Is(res.Err, ErrBusy):
 		h.fail(w, http.StatusServiceUnavailable, "busy", "the server is busy writing; retry")
+	case store.DiskFull(res.Err):
+		// Not stored: the agent keeps the batch and retries.
+		h.fail(w, http.StatusServiceUnavailable, "disk_full", "the server's disk is full, the batch is not stored; retry: "+res.Err.Error())
 	case res.Err != nil:
 		// Not stored (or not known to be): the agent keeps the batch and retries.
 		h.fail(w, http.StatusServiceUnavailable, "store", "cannot store the batch now: "+res.Err.Error())

@@ -487,6 +487,47 @@ func TestPipelineBadBatchInGroup(t *testing.T) {
 	}
 }
 
+// TestPipelineDiskFullGroup: when a group fails because the disk is full,
+// every batch of it is answered 503 at once (writing them one by one would
+// fail each again), the handler says the disk is full, and OnError hears of
+// each failed commit with the number of batches it refused.
+func TestPipelineDiskFullGroup(t *testing.T) {
+	var mu sync.Mutex
+	var refused []int
+	r := newRig(t, rigOptions{pipeline: PipelineOptions{OnError: func(err error, n int) {
+		mu.Lock()
+		defer mu.Unlock()
+		refused = append(refused, n)
+	}}})
+	entered := r.gs.hold()
+	r.st.SetFault(func() error {
+		return errors.New(`Failed to commit: Could not write file "taskscope.duckdb.wal": No space left on device`)
+	})
+	out := make(chan answer, 8)
+	send := func(b *wire.Batch) { go func() { out <- r.send(t, b) }() }
+	send(batch("agent-d0", 1, "node0")) // the writer takes it and waits in Begin
+	<-entered
+	for i := range 4 {
+		send(batch(fmt.Sprintf("agent-d%d", i+1), 1, fmt.Sprintf("node%d", i+1)))
+	}
+	waitFor(t, "4 batches queued", func() bool { return len(r.p.q) == 4 })
+	r.gs.open()
+	for range 5 {
+		a := <-out
+		if a.code != http.StatusServiceUnavailable || a.header.Get("Retry-After") == "" || !strings.Contains(a.reply.Error, "disk is full") {
+			t.Errorf("a batch on a full disk: %d %v %s", a.code, a.header, a.raw)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(refused) != 2 || refused[0] != 1 || refused[1] != 4 {
+		t.Errorf("failed commits refused %v batches, want [1 4]: the group of 4 failed once, not batch by batch", refused)
+	}
+	if u := r.samples(t); u.Samples != 0 {
+		t.Errorf("the store holds %+v after a full disk", u)
+	}
+}
+
 // TestHandlerBackPressure: with the writer busy and the queue full, a
 // request is refused at once with 503 and Retry-After; and no request is
 // answered 2xx before its batch is committed.

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,6 +49,7 @@ type Pipeline struct {
 	queued          atomic.Int64
 	log             *slog.Logger
 	onCommit        func()
+	onError         func(err error, batches int)
 	stop            chan struct{}
 	wg              sync.WaitGroup
 	once            sync.Once
@@ -70,6 +72,11 @@ type PipelineOptions struct {
 	Log             *slog.Logger
 	Registry        prometheus.Registerer
 	OnCommit        func() // called after each commit that stored something
+	// OnError, if set, is called with each failed commit and the number of
+	// batches it refused, and the batches' failures are logged at debug
+	// level only: the caller says that the store cannot write (a full
+	// disk fails every batch of every agent, again at each retry).
+	OnError func(err error, batches int)
 }
 
 // NewPipeline starts the writer.
@@ -89,7 +96,7 @@ func NewPipeline(st store.Store, o PipelineOptions) *Pipeline {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	p := &Pipeline{st: st, q: make(chan *request, o.QueueLen), maxGroup: o.MaxGroup, maxGroupSamples: o.MaxGroupSamples, queueSamples: int64(o.QueueSamples), log: o.Log, onCommit: o.OnCommit, stop: make(chan struct{}),
+	p := &Pipeline{st: st, q: make(chan *request, o.QueueLen), maxGroup: o.MaxGroup, maxGroupSamples: o.MaxGroupSamples, queueSamples: int64(o.QueueSamples), log: o.Log, onCommit: o.OnCommit, onError: o.OnError, stop: make(chan struct{}),
 		commitDur: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "taskscope_ingest_commit_seconds",
 			Help: "Time to append and commit one group of batches.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
 		batches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "taskscope_ingest_batches_total",
@@ -185,11 +192,12 @@ func (p *Pipeline) run() {
 
 // write appends a group in one transaction. If any batch fails, the group is
 // rolled back and each batch is written alone, so that one bad batch cannot
-// fail the others.
+// fail the others; unless the store cannot write at all (its disk is full):
+// then every batch would fail again, and all are answered with the error.
 func (p *Pipeline) write(group []*request) {
 	start := time.Now()
 	res, err := p.commit(group)
-	if err != nil && len(group) > 1 {
+	if err != nil && len(group) > 1 && !store.DiskFull(err) {
 		for _, r := range group {
 			p.write([]*request{r})
 		}
@@ -197,8 +205,15 @@ func (p *Pipeline) write(group []*request) {
 	}
 	p.commitDur.Observe(time.Since(start).Seconds())
 	p.groupSize.Observe(float64(len(group)))
-	if err == nil && p.onCommit != nil {
+	if err != nil && p.onError != nil {
+		p.onError(err, len(group))
+	}
+	if err == nil && p.onCommit != nil && slices.Contains(res, false) {
 		p.onCommit()
+	}
+	level := slog.LevelError
+	if p.onError != nil {
+		level = slog.LevelDebug
 	}
 	for i, r := range group {
 		out := Result{Err: err}
@@ -208,7 +223,7 @@ func (p *Pipeline) write(group []*request) {
 		switch {
 		case err != nil:
 			p.batches.WithLabelValues("failed").Inc()
-			p.log.Error("cannot store batch", "agent", r.p.Batch.AgentID, "seq", r.p.Batch.Seq, "err", err)
+			p.log.Log(context.Background(), level, "cannot store batch", "agent", r.p.Batch.AgentID, "seq", r.p.Batch.Seq, "err", err)
 		case out.Duplicate:
 			p.batches.WithLabelValues("duplicate").Inc()
 		default:

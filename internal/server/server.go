@@ -46,6 +46,7 @@ type Server struct {
 	mntDone  chan struct{}
 	serveErr chan error
 	live     *api.Live
+	health   *writeHealth
 	// committed is set by each ingest commit and cleared by the summary
 	// flush after it, which then tells the browsers again: summaries are
 	// written up to a second after the commit, and a page that refetched
@@ -64,18 +65,21 @@ func Start(cfg Config) (*Server, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector())
 	live := api.NewLive(time.Second)
-	s := &Server{live: live}
+	health := &writeHealth{log: cfg.Log, dir: dataDir(cfg.Store)}
+	s := &Server{live: live, health: health}
 	po := cfg.Pipeline
 	po.Log, po.Registry = cfg.Log, reg
 	po.OnCommit = func() {
+		health.ok()
 		s.committed.Store(true)
 		live.Changed()
 	}
+	po.OnError = health.failed
 	pl := ingest.NewPipeline(cfg.Store, po)
 	io := cfg.Ingest
 	io.Tokens, io.Registry = cfg.Tokens, reg
 	ih := ingest.NewHandler(pl, io)
-	reg.MustRegister(usageCollector{cfg.Store})
+	reg.MustRegister(usageCollector{cfg.Store}, health)
 
 	mux := http.NewServeMux()
 	mux.Handle("POST /api/v1/ingest", ih)
@@ -83,6 +87,12 @@ func Start(cfg Config) (*Server, error) {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
+		if msg := health.message(); msg != "" {
+			// Serving, but not storing: a balancer sends agents elsewhere.
+			w.WriteHeader(http.StatusServiceUnavailable)
+			w.Write([]byte(msg + "\n"))
+			return
+		}
 		w.Write([]byte("ok\n"))
 	})
 	mux.Handle("/", web.Handler())
@@ -147,13 +157,21 @@ func (s *Server) maintain(ctx context.Context) {
 		case <-f.C:
 			committed := s.committed.Swap(false)
 			if err := s.cfg.Store.Flush(ctx); err != nil && ctx.Err() == nil {
-				s.cfg.Log.Error("cannot write summaries", "err", err)
+				// The health logs it, once (and a reminder every minute).
+				s.health.failed(err, 0)
+				s.cfg.Log.Debug("cannot write summaries", "err", err)
 			} else if committed {
 				s.live.Changed()
 			}
 		case <-t.C:
 			if err := s.cfg.Store.Maintain(ctx, time.Now()); err != nil && ctx.Err() == nil {
-				s.cfg.Log.Error("maintenance failed", "err", err)
+				// A full disk is the health's to say; another failure
+				// (a checkpoint that met a transaction) is tried again.
+				if store.DiskFull(err) {
+					s.health.failed(err, 0)
+				} else {
+					s.cfg.Log.Error("maintenance failed", "err", err)
+				}
 			}
 		}
 	}

@@ -31,7 +31,7 @@ func BenchmarkHTTPIngestSustained(b *testing.B) {
 	start := time.Now().Add(-time.Duration(*benchMinutes+60) * time.Minute)
 	cfg := loadgen.Config{Nodes: *benchNodes, Slots: 8, BatchTicks: 5, Seed: 3, Start: start,
 		Duration: time.Duration(*benchMinutes) * time.Minute, Concurrency: *benchNodes}
-	bodies := loadgen.Prepare(cfg)
+	bodies := prepareBodies(b, cfg)
 	for _, queriers := range []int{0, *benchQueries} {
 		name := "http"
 		if queriers > 0 {
@@ -45,7 +45,7 @@ func BenchmarkHTTPIngestSustained(b *testing.B) {
 	}
 }
 
-func sustained(b *testing.B, cfg loadgen.Config, bodies []loadgen.Body, queriers int) {
+func sustained(b *testing.B, cfg loadgen.Config, bodies string, queriers int) {
 	st, err := duckdb.Open(duckdb.Options{Dir: b.TempDir()})
 	if err != nil {
 		b.Fatal(err)
@@ -72,7 +72,7 @@ func sustained(b *testing.B, cfg loadgen.Config, bodies []loadgen.Body, queriers
 	cpu0 := cpuTime()
 	b.ResetTimer()
 	t0 := time.Now()
-	res, err := loadgen.SendAll(context.Background(), cfg, bodies)
+	res, err := loadgen.SendFile(context.Background(), cfg, bodies)
 	elapsed := time.Since(t0)
 	b.StopTimer()
 	cpu := cpuTime() - cpu0

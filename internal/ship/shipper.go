@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	mrand "math/rand/v2"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,18 +61,20 @@ type Stats struct {
 	DroppedSamples uint64
 	QueuedBatches  int
 	QueuedBytes    int64
-	SpooledBatches int   // of the queued, those in spool files
-	SpooledBytes   int64 // their compressed size
-	SpoolErrors    uint64
+	SpooledBatches int    // of the queued, those in spool files
+	SpooledBytes   int64  // their compressed size
+	SpoolErrors    uint64 // batches the spool could not take (kept in memory, up to MaxMemoryBytes)
 }
 
 type item struct {
 	agentID string
 	seq     uint64
 	samples int
+	made    int64  // when it was queued (unix nanos): its place in the spool
 	body    []byte // compressed; nil while it waits in the spool file
 	size    int64
 	file    string // spool file, if spooled
+	gone    bool   // delivered, rejected or dropped
 }
 
 // Shipper delivers batches. Enqueue may be called from one goroutine while
@@ -86,11 +89,15 @@ type Shipper struct {
 	seq    uint64
 	queue  []*item
 	qbytes int64
+	mbytes int64 // of qbytes, the bytes of batches held in memory (not spooled)
 	stats  Stats
 	wake   chan struct{}
 	idle   chan struct{} // closed and replaced when the queue becomes empty
 	url    int
 	buf    []byte
+	// spoolFailing: the last spool write failed; batches are held in
+	// memory until one succeeds, and then moved to the spool.
+	spoolFailing bool
 }
 
 // New makes a Shipper and, when there is a spool, loads what it holds.
@@ -171,27 +178,26 @@ func (s *Shipper) Stats() Stats {
 }
 
 // Enqueue stamps b with the agent id and the next seq, encodes and
-// compresses it, spools it when there is a spool, and queues it.
+// compresses it, spools it when there is a spool, and queues it. Enqueue
+// and Close are called from one goroutine.
 func (s *Shipper) Enqueue(b *wire.Batch) error {
 	s.mu.Lock()
 	s.seq++
 	b.AgentID, b.Seq = s.agentID, s.seq
 	s.mu.Unlock()
-	b.SentMs = time.Now().UnixMilli()
+	now := time.Now()
+	b.SentMs = now.UnixMilli()
 	s.buf = wire.Marshal(s.buf[:0], b)
 	body := s.enc.EncodeAll(s.buf, make([]byte, 0, len(s.buf)/4+64))
-	it := &item{agentID: b.AgentID, seq: b.Seq, samples: b.SampleCount(), body: body, size: int64(len(body))}
+	it := &item{agentID: b.AgentID, seq: b.Seq, samples: b.SampleCount(), made: now.UnixNano(), body: body, size: int64(len(body))}
 	limit := s.cfg.MaxMemoryBytes
 	if s.spool != nil {
 		limit = s.cfg.MaxSpoolBytes
-		if err := s.spool.write(it); err == nil {
+		err := s.spool.write(it)
+		if err == nil {
 			it.body = nil // read back from the file when it is sent
-		} else {
-			s.mu.Lock()
-			s.stats.SpoolErrors++
-			s.mu.Unlock()
-			s.cfg.Log.Warn("cannot spool batch; keeping it in memory", "seq", it.seq, "err", err)
 		}
+		s.spooled(err)
 	}
 	s.mu.Lock()
 	if len(s.queue) == 0 {
@@ -199,17 +205,22 @@ func (s *Shipper) Enqueue(b *wire.Batch) error {
 	}
 	s.queue = append(s.queue, it)
 	s.qbytes += it.size
+	if it.body != nil {
+		s.mbytes += it.size
+	}
 	s.stats.Enqueued++
 	// Over the bound: drop the oldest batches, but never the one being sent.
 	for s.qbytes > limit && len(s.queue) > 2 {
-		old := s.queue[1]
-		s.queue = append(s.queue[:1], s.queue[2:]...)
-		s.qbytes -= old.size
-		s.stats.DroppedBatches++
-		s.stats.DroppedSamples += uint64(old.samples)
-		if old.file != "" {
-			s.spool.remove(old)
+		s.drop(1, "queue full")
+	}
+	// Batches the spool could not take are held in memory, within its
+	// bound: beyond it the oldest of them are dropped.
+	for i := 1; s.mbytes > s.cfg.MaxMemoryBytes && i < len(s.queue)-1; {
+		if s.queue[i].body == nil {
+			i++
+			continue
 		}
+		s.drop(i, "the spool cannot take batches and memory is full")
 	}
 	s.mu.Unlock()
 	select {
@@ -217,6 +228,119 @@ func (s *Shipper) Enqueue(b *wire.Batch) error {
 	default:
 	}
 	return nil
+}
+
+// drop drops the queued batch i, counts it and says so (s.mu held).
+func (s *Shipper) drop(i int, why string) {
+	old := s.queue[i]
+	s.queue = append(s.queue[:i], s.queue[i+1:]...)
+	s.qbytes -= old.size
+	if old.body != nil {
+		s.mbytes -= old.size
+	}
+	old.gone = true
+	s.stats.DroppedBatches++
+	s.stats.DroppedSamples += uint64(old.samples)
+	if old.file != "" {
+		s.spool.remove(old)
+	}
+	s.cfg.Log.Warn("dropped the oldest batch: "+why, "agent_id", old.agentID, "seq", old.seq, "samples", old.samples,
+		"dropped_batches", s.stats.DroppedBatches, "dropped_samples", s.stats.DroppedSamples)
+}
+
+// spooled takes the outcome of a spool write: a failure is counted and
+// said when it starts; a success after failures is said, and the batches
+// held in memory meanwhile go to the spool.
+func (s *Shipper) spooled(err error) {
+	s.mu.Lock()
+	if err != nil {
+		s.stats.SpoolErrors++
+		if !s.spoolFailing {
+			s.spoolFailing = true
+			s.mu.Unlock()
+			s.cfg.Log.Error("cannot write to the spool; holding batches in memory", "dir", s.cfg.SpoolDir,
+				"max_memory_bytes", s.cfg.MaxMemoryBytes, "err", err)
+			return
+		}
+		s.mu.Unlock()
+		return
+	}
+	failing := s.spoolFailing
+	s.spoolFailing = false
+	s.mu.Unlock()
+	if failing {
+		n := s.respool()
+		s.cfg.Log.Warn("the spool takes batches again", "dir", s.cfg.SpoolDir, "moved_from_memory", n)
+	}
+}
+
+// respool writes the batches held in memory to the spool, each at its
+// place in the order (the name says when it was queued), and returns how
+// many it wrote. The batch being sent stays as it is.
+func (s *Shipper) respool() int {
+	s.mu.Lock()
+	var held []*item
+	for i, it := range s.queue {
+		if i > 0 && it.body != nil && it.file == "" {
+			held = append(held, it)
+		}
+	}
+	s.mu.Unlock()
+	n := 0
+	for _, it := range held {
+		// it.body is only set to nil by this goroutine: reading it is safe.
+		name, err := s.spool.writeFile(it)
+		if err != nil {
+			return n // full again: they stay in memory
+		}
+		s.mu.Lock()
+		if it.gone || it.file != "" {
+			os.Remove(name)
+		} else {
+			it.file, it.body = name, nil
+			s.mbytes -= it.size
+			n++
+		}
+		s.mu.Unlock()
+	}
+	return n
+}
+
+// Close is for after Run has returned: the batches still held in memory
+// are written to the spool, for the next agent to send, or else said to
+// be lost. It returns how many batches were lost.
+func (s *Shipper) Close() int {
+	s.mu.Lock()
+	var held []*item
+	samples := 0
+	for _, it := range s.queue {
+		if it.body != nil && it.file == "" {
+			held = append(held, it)
+		}
+	}
+	s.mu.Unlock()
+	lost := 0
+	for _, it := range held {
+		if s.spool != nil {
+			if name, err := s.spool.writeFile(it); err == nil {
+				s.mu.Lock()
+				it.file, it.body = name, nil
+				s.mbytes -= it.size
+				s.mu.Unlock()
+				continue
+			}
+		}
+		lost++
+		samples += it.samples
+	}
+	if lost > 0 {
+		where := "there is no spool"
+		if s.spool != nil {
+			where = "the spool cannot take them"
+		}
+		s.cfg.Log.Error("stopping with undelivered batches held in memory: lost, "+where, "batches", lost, "samples", samples)
+	}
+	return lost
 }
 
 // Run sends queued batches until ctx is done.
@@ -297,7 +421,11 @@ func (s *Shipper) done(it *item) {
 		s.queue[0] = nil
 		s.queue = s.queue[1:]
 		s.qbytes -= it.size
+		if it.body != nil {
+			s.mbytes -= it.size
+		}
 	}
+	it.gone = true
 	if len(s.queue) == 0 {
 		select {
 		case <-s.idle:
@@ -320,10 +448,10 @@ func (e *rejectedError) Error() string { return fmt.Sprintf("rejected with %d: %
 func (s *Shipper) send(ctx context.Context, it *item) (time.Duration, error) {
 	s.mu.Lock()
 	url := s.cfg.URLs[s.url] + "/api/v1/ingest"
+	body, file := it.body, it.file
 	s.mu.Unlock()
-	body := it.body
-	if body == nil && it.file != "" {
-		back, err := readSpoolFile(it.file)
+	if body == nil && file != "" {
+		back, err := readSpoolFile(file)
 		if err != nil {
 			return 0, &rejectedError{status: 0, msg: "spool file unreadable: " + err.Error()}
 		}

@@ -10,7 +10,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // spool keeps each batch in a file of its own until the server has it:
@@ -78,12 +77,24 @@ func readSpoolFile(name string) (*item, error) {
 	return &item{agentID: fields[1], seq: seq, samples: samples, body: body, size: int64(len(body)), file: name}, nil
 }
 
+// write writes it to the spool and notes its file in it.
 func (s *spool) write(it *item) error {
-	name := filepath.Join(s.dir, fmt.Sprintf("%020d-%012d.batch", time.Now().UnixNano(), it.seq))
+	name, err := s.writeFile(it)
+	if err == nil {
+		it.file = name
+	}
+	return err
+}
+
+// writeFile writes it to a spool file named by when it was queued, so that
+// a batch spooled late (held in memory while the spool was full) is still
+// replayed in order, and returns the file's name.
+func (s *spool) writeFile(it *item) (string, error) {
+	name := filepath.Join(s.dir, fmt.Sprintf("%020d-%012d.batch", it.made, it.seq))
 	tmp := name + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o640)
 	if err != nil {
-		return err
+		return "", err
 	}
 	var hdr bytes.Buffer
 	fmt.Fprintf(&hdr, "%s %s %d %d\n", spoolMagic, it.agentID, it.seq, it.samples)
@@ -102,10 +113,9 @@ func (s *spool) write(it *item) error {
 	}
 	if err != nil {
 		os.Remove(tmp)
-		return err
+		return "", err
 	}
-	it.file = name
-	return nil
+	return name, nil
 }
 
 func (s *spool) remove(it *item) {

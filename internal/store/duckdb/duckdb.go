@@ -56,8 +56,7 @@ type Options struct {
 // Store is the DuckDB store.
 type Store struct {
 	opt  Options
-	conn *duck.Connector
-	db   *sql.DB
+	db   atomic.Pointer[sql.DB] // replaced when the database is reopened (reopen.go)
 	path string
 
 	wmu        sync.Mutex // one writer at a time; guards what follows
@@ -69,9 +68,19 @@ type Store struct {
 	lastFlush  time.Time
 	closed     bool
 	fault      atomic.Pointer[func() error]
+	// broken is the fatal error that invalidated the database, while it
+	// is being reopened; writes fail at once meanwhile (reopen.go).
+	broken    error
+	reopening bool
+	stop      chan struct{} // closed by Close: stops a reopening
+	stopOnce  sync.Once
+	bg        sync.WaitGroup
 
 	mmu sync.Mutex // one maintenance at a time
 }
+
+// handle is the database (the one open now).
+func (s *Store) handle() *sql.DB { return s.db.Load() }
 
 // Open opens (or creates) the store. After a crash (the store was not
 // closed), it first brings the summaries up to date with what was committed.
@@ -103,8 +112,13 @@ func Open(opt Options) (*Store, error) {
 	}
 	c, err := duck.NewConnector(path, func(execer driver.ExecerContext) error {
 		// Checkpoints run from Maintain (after compaction), not inside an
-		// ingest commit whenever the WAL passes 16 MB.
-		stmts := []string{"SET checkpoint_threshold = '1GB'"}
+		// ingest commit whenever the WAL passes 16 MB. And not when the
+		// instance shuts down: that checkpoint has no client context, and
+		// writes an index not yet used since the WAL was replayed as it was
+		// before the WAL, without the rows it brought back (DuckDB 1.5,
+		// duckdb/duckdb#23788). Close checkpoints itself; an instance closed
+		// otherwise (an Open that failed, a reopening) keeps its WAL.
+		stmts := []string{"PRAGMA disable_checkpoint_on_shutdown", "SET checkpoint_threshold = '1GB'"}
 		if opt.Threads > 0 {
 			stmts = append(stmts, fmt.Sprintf("SET threads = %d", opt.Threads))
 		}
@@ -122,8 +136,15 @@ func Open(opt Options) (*Store, error) {
 		return nil, fmt.Errorf("cannot open %s: %w", path, err)
 	}
 	db := sql.OpenDB(c)
-	s := &Store{opt: opt, conn: c, db: db, path: path, cache: newCaches()}
+	s := &Store{opt: opt, path: path, cache: newCaches(), stop: make(chan struct{})}
+	s.db.Store(db)
 	if err := s.open(context.Background()); err != nil {
+		// The writer's connection too: a connection left open keeps the
+		// DuckDB instance alive, and the next Open of the same file in this
+		// process waits for it forever (DuckDB's instance cache spins).
+		if s.wconn != nil {
+			s.wconn.Close()
+		}
 		db.Close()
 		return nil, err
 	}
@@ -132,12 +153,12 @@ func Open(opt Options) (*Store, error) {
 
 func (s *Store) open(ctx context.Context) error {
 	for _, q := range schema() {
-		if _, err := s.db.ExecContext(ctx, q); err != nil {
+		if _, err := s.handle().ExecContext(ctx, q); err != nil {
 			return fmt.Errorf("cannot create schema: %w (%s)", err, q)
 		}
 	}
 	meta := map[string]string{}
-	rows, err := s.db.QueryContext(ctx, `SELECT key, value FROM meta`)
+	rows, err := s.handle().QueryContext(ctx, `SELECT key, value FROM meta`)
 	if err != nil {
 		return err
 	}
@@ -158,11 +179,11 @@ func (s *Store) open(ctx context.Context) error {
 	}
 	s.flushedGen, _ = strconv.ParseUint(meta["flushed_gen"], 10, 64)
 	var maxGen uint64
-	if err := s.db.QueryRowContext(ctx, `SELECT coalesce(max(gen), 0) FROM attempt_log`).Scan(&maxGen); err != nil {
+	if err := s.handle().QueryRowContext(ctx, `SELECT coalesce(max(gen), 0) FROM attempt_log`).Scan(&maxGen); err != nil {
 		return err
 	}
 	s.gen = max(s.flushedGen, maxGen)
-	if s.wconn, err = s.db.Conn(ctx); err != nil {
+	if s.wconn, err = s.handle().Conn(ctx); err != nil {
 		return err
 	}
 	for _, q := range stagingSchema() {
@@ -206,6 +227,7 @@ func (s *Store) failure() error {
 // Close writes pending summaries, checkpoints and closes the database.
 // What it could not write is recovered at the next Open.
 func (s *Store) Close() error {
+	s.stopReopening()
 	ferr := s.Flush(context.Background())
 	if ferr != nil && !errors.Is(ferr, errClosed) {
 		s.opt.Log.Error("cannot write summaries at close", "err", ferr)
@@ -218,17 +240,20 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
+	if s.wconn == nil {
+		return nil // a reopening that failed left nothing open
+	}
 	ctx := context.Background()
 	if ferr == nil {
 		s.wconn.ExecContext(ctx, `UPDATE meta SET value = '1' WHERE key = 'clean'`)
 	}
 	s.wconn.ExecContext(ctx, "CHECKPOINT")
 	s.wconn.Close()
-	return s.db.Close()
+	return s.handle().Close()
 }
 
 // DB exposes the database for tools and tests.
-func (s *Store) DB() *sql.DB { return s.db }
+func (s *Store) DB() *sql.DB { return s.handle() }
 
 // Path is the database file ("" in memory).
 func (s *Store) Path() string { return s.path }
@@ -236,7 +261,7 @@ func (s *Store) Path() string { return s.path }
 // Usage reports rows and the file size.
 func (s *Store) Usage(ctx context.Context) (store.Usage, error) {
 	var u store.Usage
-	err := s.db.QueryRowContext(ctx, `SELECT
+	err := s.handle().QueryRowContext(ctx, `SELECT
 		(SELECT coalesce(sum(n), 0) FROM series_all WHERE kind = 0 AND level < 2),
 		(SELECT coalesce(sum(n), 0) FROM series_all WHERE kind = 1 AND level < 2),
 		(SELECT count(*) FROM processes), (SELECT count(*) FROM attempts), (SELECT count(*) FROM jobs)`).

@@ -57,6 +57,10 @@ func (s *Store) Begin(ctx context.Context) (store.Appender, error) {
 		s.wmu.Unlock()
 		return nil, errClosed
 	}
+	if err := s.unavailableLocked(); err != nil {
+		s.wmu.Unlock()
+		return nil, err
+	}
 	return &tx{s: s, ctx: ctx, agents: map[string]*agentState{}}, nil
 }
 
@@ -155,7 +159,7 @@ func (t *tx) load() error {
 		}
 	}
 	if len(ids) > 0 {
-		if err := t.s.loadAttempts(t.ctx, t.s.db, ids); err != nil {
+		if err := t.s.loadAttempts(t.ctx, t.s.handle(), ids); err != nil {
 			return err
 		}
 	}
@@ -178,7 +182,7 @@ func (t *tx) load() error {
 			}
 		}
 	}
-	return t.s.loadJobs(t.ctx, t.s.db, jobs)
+	return t.s.loadJobs(t.ctx, t.s.handle(), jobs)
 }
 
 // absorb merges a prepared batch into the transaction's states.
@@ -301,6 +305,7 @@ func (t *tx) Commit() error {
 	}
 	t.atts, t.jobs = map[string]*attState{}, map[string]*jobState{}
 	if err := t.load(); err != nil {
+		s.failedLocked(err)
 		return err
 	}
 	for _, p := range t.prepared {
@@ -337,6 +342,7 @@ func (t *tx) Commit() error {
 		return exec("COMMIT")
 	})
 	if err != nil {
+		s.failedLocked(err)
 		return fmt.Errorf("cannot store batches: %w", err)
 	}
 	t.apply()

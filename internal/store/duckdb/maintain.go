@@ -28,11 +28,15 @@ const mergeLevel = chunk.Better
 func (s *Store) Maintain(ctx context.Context, now time.Time) error {
 	s.mmu.Lock()
 	defer s.mmu.Unlock()
-	if s.isClosed() {
-		return errClosed
+	if err := s.writable(); err != nil {
+		return err
 	}
+	return s.failed(s.maintain(ctx, now))
+}
+
+func (s *Store) maintain(ctx context.Context, now time.Time) error {
 	var fresh, oldest int64
-	if err := s.db.QueryRowContext(ctx, `SELECT count(*), coalesce(min(t_min), 0) FROM `+freshName(s.current())).Scan(&fresh, &oldest); err != nil {
+	if err := s.handle().QueryRowContext(ctx, `SELECT count(*), coalesce(min(t_min), 0) FROM `+freshName(s.current())).Scan(&fresh, &oldest); err != nil {
 		return err
 	}
 	changed := false
@@ -59,14 +63,14 @@ func (s *Store) Maintain(ctx context.Context, now time.Time) error {
 			return err
 		}
 		changed = changed || n > 0
-		if err := deleted(s.db.ExecContext(ctx, `DELETE FROM samples_ext WHERE ts < ?`, cut)); err != nil {
+		if err := deleted(s.handle().ExecContext(ctx, `DELETE FROM samples_ext WHERE ts < ?`, cut)); err != nil {
 			return err
 		}
 	}
 	if s.opt.RollupRetention > 0 {
 		cut := now.Add(-s.opt.RollupRetention).UnixMilli()
 		for _, q := range []string{`DELETE FROM series_chunks WHERE t_max < ?`, `DELETE FROM events WHERE ts < ?`} {
-			if err := deleted(s.db.ExecContext(ctx, q, cut)); err != nil {
+			if err := deleted(s.handle().ExecContext(ctx, q, cut)); err != nil {
 				return err
 			}
 		}
@@ -98,10 +102,15 @@ func (s *Store) walBytes() int64 {
 	return fi.Size()
 }
 
-func (s *Store) isClosed() bool {
+// writable is nil unless the store is closed or its database is being
+// reopened.
+func (s *Store) writable() error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	return s.closed
+	if s.closed {
+		return errClosed
+	}
+	return s.unavailableLocked()
 }
 
 func (s *Store) current() int {
@@ -114,7 +123,10 @@ func (s *Store) current() int {
 func (s *Store) Compact(ctx context.Context) error {
 	s.mmu.Lock()
 	defer s.mmu.Unlock()
-	return s.compact(ctx)
+	if err := s.writable(); err != nil {
+		return err
+	}
+	return s.failed(s.compact(ctx))
 }
 
 // compact switches ingest to the other fresh table, then merges every chunk
@@ -125,13 +137,17 @@ func (s *Store) compact(ctx context.Context) error {
 		s.wmu.Unlock()
 		return errClosed
 	}
+	if err := s.unavailableLocked(); err != nil {
+		s.wmu.Unlock()
+		return err
+	}
 	old := s.fresh
 	next := 1 - old
 	s.wmu.Unlock()
 	// The other table is empty (its last compaction dropped it) unless a
 	// compaction failed half-way: then merge it first.
 	var leftover int64
-	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM `+freshName(next)).Scan(&leftover); err != nil {
+	if err := s.handle().QueryRowContext(ctx, `SELECT count(*) FROM `+freshName(next)).Scan(&leftover); err != nil {
 		return err
 	}
 	if leftover > 0 {
@@ -140,7 +156,12 @@ func (s *Store) compact(ctx context.Context) error {
 		}
 	}
 	s.wmu.Lock()
+	if err := s.unavailableLocked(); err != nil {
+		s.wmu.Unlock()
+		return err
+	}
 	if _, err := s.wconn.ExecContext(ctx, `UPDATE meta SET value = ? WHERE key = 'fresh'`, fmt.Sprint(next)); err != nil {
+		s.failedLocked(err)
 		s.wmu.Unlock()
 		return err
 	}
@@ -233,7 +254,7 @@ func sliceChunk(c *chunk.Chunk, i, j int) *chunk.Chunk {
 // many series it rewrote.
 func (s *Store) rewrite(ctx context.Context, table, where string, drop bool,
 	produce func(p *store.Points, cols []store.StoredColumn) (int8, *chunk.Chunk)) (int, error) {
-	wc, err := s.db.Conn(ctx)
+	wc, err := s.handle().Conn(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -297,7 +318,7 @@ func (s *Store) rewrite(ctx context.Context, table, where string, drop bool,
 // series there were.
 func (s *Store) scanSeries(ctx context.Context, table, where string,
 	fn func(kind int8, key, job int64, p *store.Points, buf []byte) ([]byte, error)) (int, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT kind, key, job_key, data FROM `+table+`
+	rows, err := s.handle().QueryContext(ctx, `SELECT kind, key, job_key, data FROM `+table+`
 		WHERE `+where+` ORDER BY kind, key, t_min`)
 	if err != nil {
 		return 0, fmt.Errorf("compaction: %w", err)
@@ -354,6 +375,10 @@ func (s *Store) Checkpoint(ctx context.Context) error {
 	if s.closed {
 		return errClosed
 	}
+	if err := s.unavailableLocked(); err != nil {
+		return err
+	}
 	_, err := s.wconn.ExecContext(ctx, "CHECKPOINT")
+	s.failedLocked(err)
 	return err
 }

@@ -82,7 +82,7 @@ func (s *Store) Jobs(ctx context.Context, f store.JobFilter) (store.JobPage, err
 	filterArgs := args
 	q := `SELECT ` + jobCols + `, count(*) OVER ()` + cond + ` ORDER BY first_ms DESC NULLS LAST, job_id DESC LIMIT ? OFFSET ?`
 	args = append(append([]any{}, args...), f.Limit, f.Offset)
-	rows, err := s.db.QueryContext(ctx, q, args...)
+	rows, err := s.handle().QueryContext(ctx, q, args...)
 	if err != nil {
 		return store.JobPage{}, fmt.Errorf("cannot list jobs: %w", err)
 	}
@@ -103,7 +103,7 @@ func (s *Store) Jobs(ctx context.Context, f store.JobFilter) (store.JobPage, err
 	if len(page.Jobs) == 0 {
 		if f.Offset > 0 {
 			// Past the end: still report how many match.
-			err := s.db.QueryRowContext(ctx, `SELECT count(*)`+cond, filterArgs...).Scan(&page.Total)
+			err := s.handle().QueryRowContext(ctx, `SELECT count(*)`+cond, filterArgs...).Scan(&page.Total)
 			return page, err
 		}
 		return page, nil
@@ -112,7 +112,7 @@ func (s *Store) Jobs(ctx context.Context, f store.JobFilter) (store.JobPage, err
 	for _, j := range page.Jobs {
 		ids = append(ids, j.JobID)
 	}
-	tr, err := s.db.QueryContext(ctx, `SELECT job_id, coalesce(type, 'unknown'), count(*) FROM attempts
+	tr, err := s.handle().QueryContext(ctx, `SELECT job_id, coalesce(type, 'unknown'), count(*) FROM attempts
 		WHERE job_id IN (`+placeholders(len(ids))+`) GROUP BY ALL`, ids...)
 	if err != nil {
 		return page, err
@@ -192,7 +192,7 @@ func scanState(sc interface{ Scan(...any) error }) (*attState, error) {
 
 // Job returns a job with all its attempts.
 func (s *Store) Job(ctx context.Context, id string) (*store.JobDetail, error) {
-	j, err := s.scanJob(s.db.QueryRowContext(ctx, `SELECT `+jobCols+` FROM jobs WHERE job_id = ?`, id))
+	j, err := s.scanJob(s.handle().QueryRowContext(ctx, `SELECT `+jobCols+` FROM jobs WHERE job_id = ?`, id))
 	if isNoRows(err) {
 		return nil, store.ErrNotFound
 	}
@@ -213,7 +213,7 @@ func (s *Store) Job(ctx context.Context, id string) (*store.JobDetail, error) {
 }
 
 func (s *Store) attempts(ctx context.Context, where string, args ...any) ([]store.Attempt, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+attemptCols+` FROM attempts WHERE `+where+` ORDER BY first_ms, attempt_id`, args...)
+	rows, err := s.handle().QueryContext(ctx, `SELECT `+attemptCols+` FROM attempts WHERE `+where+` ORDER BY first_ms, attempt_id`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("cannot list attempts: %w", err)
 	}
@@ -264,7 +264,7 @@ func (s *Store) Attempt(ctx context.Context, id string) (*store.AttemptDetail, e
 	d.Processes = 0
 	// Processes and memberships are logs: the latest description of each
 	// process, and each membership's widest span.
-	rows, err := s.db.QueryContext(ctx, `WITH m AS (SELECT proc_key, min(from_ms) AS from_ms,
+	rows, err := s.handle().QueryContext(ctx, `WITH m AS (SELECT proc_key, min(from_ms) AS from_ms,
 			CASE WHEN count(*) FILTER (WHERE to_ms IS NULL) = count(*) THEN NULL ELSE max(to_ms) END AS to_ms,
 			min(cpu_base_ms) AS cpu_base_ms, any_value(role) AS role
 			FROM memberships WHERE attempt_id = ? GROUP BY proc_key),
@@ -356,7 +356,7 @@ func (s *Store) Events(ctx context.Context, f store.EventFilter) ([]store.Event,
 	}
 	q += " ORDER BY ts, kind LIMIT ?"
 	args = append(args, f.Limit)
-	rows, err := s.db.QueryContext(ctx, q, args...)
+	rows, err := s.handle().QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("cannot list events: %w", err)
 	}
@@ -377,7 +377,7 @@ func (s *Store) Events(ctx context.Context, f store.EventFilter) ([]store.Event,
 
 // Hosts lists the hosts with their agents and attempts.
 func (s *Store) Hosts(ctx context.Context) ([]store.Host, error) {
-	rows, err := s.db.QueryContext(ctx, `WITH ag AS (SELECT host, max(last_ms) AS last, count(*) AS agents,
+	rows, err := s.handle().QueryContext(ctx, `WITH ag AS (SELECT host, max(last_ms) AS last, count(*) AS agents,
 			sum(dropped_samples) AS dropped FROM agents GROUP BY host),
 		att AS (SELECT host, count(*) AS n, count(*) FILTER (WHERE NOT coalesce(ended, false) AND last_ms >= ?) AS running,
 			max(last_ms) AS last FROM attempts GROUP BY host),

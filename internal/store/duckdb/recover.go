@@ -22,7 +22,7 @@ func (s *Store) recover(ctx context.Context) error {
 		host string
 		a    wire.Attempt
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT gen, coalesce(host, ''), attempt_id, job_id, coalesce(app_id, ''),
+	rows, err := s.handle().QueryContext(ctx, `SELECT gen, coalesce(host, ''), attempt_id, job_id, coalesce(app_id, ''),
 		coalesce(container_id, ''), coalesce(type, ''), coalesce(framework, ''), coalesce(first_ms, 0), coalesce(last_ms, 0),
 		coalesce(ended, false), coalesce(job_name, ''), coalesce(user_name, ''), coalesce(queue, ''), coalesce(memory_mb, 0),
 		coalesce(java_opts, ''), coalesce(xmx_bytes, 0), coalesce(streaming, false)
@@ -51,7 +51,7 @@ func (s *Store) recover(ctx context.Context) error {
 		want[l.a.AttemptID] = true
 	}
 	// Attempts whose series go past their summary.
-	rows, err = s.db.QueryContext(ctx, `SELECT a.attempt_id FROM attempts a JOIN
+	rows, err = s.handle().QueryContext(ctx, `SELECT a.attempt_id FROM attempts a JOIN
 		(SELECT key, max(t_max) AS t FROM series_all WHERE kind = 1 AND level < 2 GROUP BY key) c ON c.key = a.attempt_key
 		WHERE c.t > coalesce(a.sample_ms, 0)`)
 	if err != nil {
@@ -77,7 +77,7 @@ func (s *Store) recover(ctx context.Context) error {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
-	if err := s.loadAttempts(ctx, s.db, ids); err != nil {
+	if err := s.loadAttempts(ctx, s.handle(), ids); err != nil {
 		return err
 	}
 	c := s.cache

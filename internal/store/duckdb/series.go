@@ -28,7 +28,7 @@ func (s *Store) Series(ctx context.Context, q store.SeriesQuery) (*store.SeriesR
 	switch q.Scope {
 	case store.ScopeProcess:
 		var start, n int64
-		err := s.db.QueryRowContext(ctx, `SELECT coalesce(min(start_ms), 0), count(*) FROM processes WHERE proc_key = ?`,
+		err := s.handle().QueryRowContext(ctx, `SELECT coalesce(min(start_ms), 0), count(*) FROM processes WHERE proc_key = ?`,
 			keyValue(uint64(q.Process))).Scan(&start, &n)
 		if err != nil {
 			return nil, err
@@ -43,7 +43,7 @@ func (s *Store) Series(ctx context.Context, q store.SeriesQuery) (*store.SeriesR
 		store.ComputeOne(&q, res, metrics, store.SampleColumns, p, start)
 	case store.ScopeAttempt:
 		var start int64
-		err := s.db.QueryRowContext(ctx, `SELECT coalesce(first_ms, 0) FROM attempts WHERE attempt_id = ?`, q.AttemptID).Scan(&start)
+		err := s.handle().QueryRowContext(ctx, `SELECT coalesce(first_ms, 0) FROM attempts WHERE attempt_id = ?`, q.AttemptID).Scan(&start)
 		if isNoRows(err) {
 			return nil, store.ErrNotFound
 		}
@@ -76,7 +76,7 @@ func schemaOf(kind int) []store.StoredColumn {
 // raw chunks, and per-minute rollups for the time before the oldest raw one
 // (raw samples past their retention).
 func (s *Store) points(ctx context.Context, kind int, key uint64, from, to int64) (*store.Points, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT level, data FROM series_all WHERE key = ? AND kind = ?
+	rows, err := s.handle().QueryContext(ctx, `SELECT level, data FROM series_all WHERE key = ? AND kind = ?
 		AND t_max >= ? AND t_min < ? ORDER BY t_min`, keyValue(key), kind, from, to)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read series: %w", err)
@@ -123,7 +123,7 @@ func mergeLevels(raw, rollup [][]byte, cols []store.StoredColumn) (*store.Points
 // jobSeries sums the job's attempts.
 func (s *Store) jobSeries(ctx context.Context, q *store.SeriesQuery, metrics []store.SeriesMetric, res *store.SeriesResult) error {
 	starts := map[int64]int64{}
-	rows, err := s.db.QueryContext(ctx, `SELECT attempt_key, coalesce(first_ms, 0) FROM attempts WHERE job_id = ?`, q.JobID)
+	rows, err := s.handle().QueryContext(ctx, `SELECT attempt_key, coalesce(first_ms, 0) FROM attempts WHERE job_id = ?`, q.JobID)
 	if err != nil {
 		return err
 	}
@@ -139,7 +139,7 @@ func (s *Store) jobSeries(ctx context.Context, q *store.SeriesQuery, metrics []s
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	rows, err = s.db.QueryContext(ctx, `SELECT key, level, data FROM series_all WHERE kind = 1 AND job_key = ?
+	rows, err = s.handle().QueryContext(ctx, `SELECT key, level, data FROM series_all WHERE kind = 1 AND job_key = ?
 		AND t_max >= ? AND t_min < ? ORDER BY key, t_min`, keyValue(store.AttemptKey(q.JobID)), q.From-lookback, q.To)
 	if err != nil {
 		return fmt.Errorf("cannot read job series: %w", err)

@@ -55,7 +55,7 @@ func (s Space) String() string {
 // Space reports where the file's bytes go (meaningful after a checkpoint).
 func (s *Store) Space(ctx context.Context) (Space, error) {
 	var sp Space
-	err := s.db.QueryRowContext(ctx, `SELECT block_size, used_blocks, free_blocks FROM pragma_database_size()`).
+	err := s.handle().QueryRowContext(ctx, `SELECT block_size, used_blocks, free_blocks FROM pragma_database_size()`).
 		Scan(&sp.BlockSize, &sp.UsedBlocks, &sp.FreeBlocks)
 	if err != nil {
 		return sp, err
@@ -68,7 +68,7 @@ func (s *Store) Space(ctx context.Context) (Space, error) {
 			sp.WALBytes = fi.Size()
 		}
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT table_name FROM duckdb_tables() WHERE NOT temporary`)
+	rows, err := s.handle().QueryContext(ctx, `SELECT table_name FROM duckdb_tables() WHERE NOT temporary`)
 	if err != nil {
 		return sp, err
 	}
@@ -84,17 +84,17 @@ func (s *Store) Space(ctx context.Context) (Space, error) {
 	rows.Close()
 	for _, n := range names {
 		ts := TableSpace{Name: n}
-		if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM `+n).Scan(&ts.Rows); err != nil {
+		if err := s.handle().QueryRowContext(ctx, `SELECT count(*) FROM `+n).Scan(&ts.Rows); err != nil {
 			return sp, err
 		}
 		if n == "series_chunks" || strings.HasPrefix(n, "series_fresh") {
-			if err := s.db.QueryRowContext(ctx, `SELECT coalesce(sum(octet_length(data)), 0) FROM `+n).Scan(&ts.Data); err != nil {
+			if err := s.handle().QueryRowContext(ctx, `SELECT coalesce(sum(octet_length(data)), 0) FROM `+n).Scan(&ts.Data); err != nil {
 				return sp, err
 			}
 		}
 		// The blocks the table's segments are in (small segments share
 		// blocks, with other tables too: for small tables this overstates).
-		err := s.db.QueryRowContext(ctx, `SELECT count(DISTINCT b) * ? FROM (
+		err := s.handle().QueryRowContext(ctx, `SELECT count(DISTINCT b) * ? FROM (
 				SELECT block_id AS b FROM pragma_storage_info('`+n+`') WHERE persistent AND block_id >= 0
 				UNION ALL SELECT unnest(additional_block_ids) FROM pragma_storage_info('`+n+`') WHERE persistent)`,
 			sp.BlockSize).Scan(&ts.Bytes)

@@ -189,7 +189,7 @@ func newCaches() *caches {
 // loadAgents reads every agent's sequence: the table's, or the log's where
 // it is ahead (a commit after the last summary write).
 func (s *Store) loadAgents(ctx context.Context) error {
-	rows, err := s.db.QueryContext(ctx, `SELECT agent_id, host, seq, coalesce(first_ms, 0), coalesce(last_ms, 0),
+	rows, err := s.handle().QueryContext(ctx, `SELECT agent_id, host, seq, coalesce(first_ms, 0), coalesce(last_ms, 0),
 		coalesce(batches, 0), coalesce(samples, 0), coalesce(dropped_samples, 0), coalesce(dropped_batches, 0),
 		coalesce(read_errors, 0), coalesce(overruns, 0) FROM agents`)
 	if err != nil {
@@ -208,7 +208,7 @@ func (s *Store) loadAgents(ctx context.Context) error {
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	rows, err = s.db.QueryContext(ctx, `SELECT agent_id, max(seq) FROM agent_seqs GROUP BY agent_id`)
+	rows, err = s.handle().QueryContext(ctx, `SELECT agent_id, max(seq) FROM agent_seqs GROUP BY agent_id`)
 	if err != nil {
 		return fmt.Errorf("cannot read agent sequences: %w", err)
 	}
