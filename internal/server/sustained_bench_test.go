@@ -133,9 +133,9 @@ func sustained(b *testing.B, cfg loadgen.Config, bodies []loadgen.Body, users, q
 	b.ReportMetric(rate, "samples/s")
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(res.Samples), "cpu-ns/sample")
 	u, _ := st.Usage(context.Background())
-	b.Logf("%d samples in %s: %.0f samples/s, CPU %.0f%% of 2 cores, maintenance every %s; database %.2f B/sample",
+	b.Logf("%d samples in %s: %.0f samples/s, CPU %.0f%% of 2 cores, maintenance every %s, %d sends retried (503); database %.2f B/sample",
 		res.Samples, elapsed.Round(time.Millisecond), rate, 100*cpu.Seconds()/elapsed.Seconds()/2, *benchMaintain,
-		float64(u.Bytes)/float64(max(u.Samples, 1)))
+		res.Retries, float64(u.Bytes)/float64(max(u.Samples, 1)))
 	if users+queriers > 0 {
 		all := stats.All()
 		b.ReportMetric(float64(all.N)/elapsed.Seconds(), "queries/s")
