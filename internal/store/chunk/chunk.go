@@ -174,17 +174,26 @@ func (w *Writer) Finish(dst []byte, lvl Level) []byte {
 
 // values writes a column (or the times): flags (columns only), the absent
 // bitmap, the divisor, the first value and the differences in the cheaper
-// encoding.
+// encoding. (It divides by the differences' common divisor without a
+// division instruction, which costs more than the rest: refValues in the
+// tests is the plain version it matches.)
 func (w *Writer) values(b []byte, v []int64, absent []byte, div int64) []byte {
-	gone := func(i int) bool { return absent != nil && absent[i/8]&(1<<(i%8)) != 0 }
 	d := w.diffs[:0]
 	first, prev, seen := int64(0), int64(0), false
+	shift := -1 // div as a shift, for values that are not negative
+	if div > 1 && div&(div-1) == 0 {
+		shift = bits.TrailingZeros64(uint64(div))
+	}
 	for i, x := range v {
-		if gone(i) {
+		if absent != nil && absent[i/8]&(1<<(i%8)) != 0 {
 			continue
 		}
 		if div > 1 {
-			x /= div
+			if shift >= 0 && x >= 0 {
+				x >>= shift
+			} else {
+				x /= div
+			}
 		}
 		if !seen {
 			first, seen = x, true
@@ -195,6 +204,7 @@ func (w *Writer) values(b []byte, v []int64, absent []byte, div int64) []byte {
 	}
 	w.diffs = d
 	var g int64
+	var dv divisor
 	for _, x := range d {
 		if x < 0 {
 			x = -x
@@ -203,11 +213,17 @@ func (w *Writer) values(b []byte, v []int64, absent []byte, div int64) []byte {
 			g = 1
 			break
 		}
+		if g != 0 && dv.divides(x) {
+			continue
+		}
 		for x != 0 {
 			g, x = x, g%x
 		}
 		if g == 1 {
 			break
+		}
+		if g != 0 {
+			dv = newDivisor(g)
 		}
 	}
 	enc := encConst
@@ -217,13 +233,18 @@ func (w *Writer) values(b []byte, v []int64, absent []byte, div int64) []byte {
 			break
 		}
 	}
+	if g > 1 && enc != encConst {
+		// Every difference is a multiple of g: divide them once.
+		for i, x := range d {
+			d[i] = dv.exact(x)
+		}
+	}
 	if enc == encConst {
 		g = 0
 	} else {
 		var cd, cdd int
 		var pd int64
-		for _, x := range d {
-			q := x / g
+		for _, q := range d {
 			cd += uvarintLen(zz(q))
 			cdd += uvarintLen(zz(q - pd)) // the first difference is written as it is (pd = 0)
 			pd = q
@@ -257,20 +278,50 @@ func (w *Writer) values(b []byte, v []int64, absent []byte, div int64) []byte {
 		}
 		return b
 	}
-	var pd int64
-	for i, x := range d {
-		q := x
-		if g > 1 {
-			q = x / g
-		}
-		if enc == encDoD && i > 0 {
+	if enc == encDoD {
+		var pd int64
+		for _, q := range d {
 			b = binary.AppendUvarint(b, zz(q-pd))
-		} else {
-			b = binary.AppendUvarint(b, zz(q))
+			pd = q
 		}
-		pd = q
+		return b
+	}
+	for _, q := range d {
+		b = binary.AppendUvarint(b, zz(q))
 	}
 	return b
+}
+
+// divisor tests divisibility by, and divides exactly by, a positive g
+// without a division: g = m·2^k with m odd, and m has an inverse modulo
+// 2^64 (Granlund and Montgomery; Hacker's Delight 10-16).
+type divisor struct {
+	k   int
+	inv uint64 // m · inv = 1 (mod 2^64)
+	lim uint64 // (2^64 - 1) / m: u is a multiple of m when u · inv <= lim
+}
+
+func newDivisor(g int64) divisor {
+	k := bits.TrailingZeros64(uint64(g))
+	m := uint64(g) >> k
+	inv := m // right to 3 bits (m·m = 1 mod 8); each step doubles them
+	for i := 0; i < 5; i++ {
+		inv *= 2 - m*inv
+	}
+	return divisor{k: k, inv: inv, lim: math.MaxUint64 / m}
+}
+
+// divides reports whether g divides x (x >= 0).
+func (dv divisor) divides(x int64) bool {
+	if x&(1<<dv.k-1) != 0 {
+		return false
+	}
+	return (uint64(x)>>dv.k)*dv.inv <= dv.lim
+}
+
+// exact is x / g for a multiple x of g.
+func (dv divisor) exact(x int64) int64 {
+	return int64(uint64(x>>dv.k) * dv.inv)
 }
 
 func uvarintLen(u uint64) int { return (bits.Len64(u|1) + 6) / 7 }
