@@ -254,7 +254,8 @@ var DefaultLimits = Limits{MaxStringBytes: 64 << 10, MaxMetrics: 256, MaxRecords
 // Unmarshal decodes a batch strictly: a field of a known number with the
 // wrong wire type, a truncated field, or an exceeded limit is an error
 // wrapping ErrMalformed. Unknown fields are skipped (newer agents may add
-// some). It does not validate meaning; see Validate.
+// some). It does not validate meaning; see Validate. The batch refers to
+// nothing of data: the caller may use data again.
 func Unmarshal(data []byte, lim Limits) (*Batch, error) {
 	d := dec{lim: lim}
 	b := &Batch{}
