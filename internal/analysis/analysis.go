@@ -138,8 +138,10 @@ func New(st store.Store) *Analyzer {
 // Job is what a heuristic looks at.
 type Job struct {
 	*store.JobDetail
-	st  store.Store
-	ctx context.Context
+	st    store.Store
+	ctx   context.Context
+	reads reads
+	byID  map[string]int
 }
 
 // heuristic is one check. It returns findings, possibly none.
@@ -232,7 +234,9 @@ func (a *Analyzer) Report(ctx context.Context, jobID string) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	j := &Job{JobDetail: d, st: a.st, ctx: ctx}
+	j := &Job{JobDetail: d, st: a.st, ctx: ctx, reads: reads{series: map[string]*store.SeriesResult{},
+		procs: map[string][]store.Process{}, heapMax: map[string]int64{}}}
+	j.readAhead()
 	r := &Report{JobID: jobID, State: d.State, Evaluated: store.Time(a.now().UnixMilli()), Findings: []Finding{}}
 	for _, h := range heuristics {
 		for _, f := range h.run(j) {

@@ -7,6 +7,18 @@ import (
 	"github.com/taskscope/taskscope/internal/store"
 )
 
+// shortLivedAttempts are the attempts of a type whose short-lived
+// processes shortLived counts: those that started the most processes.
+func shortLivedAttempts(atts []store.Attempt) []store.Attempt {
+	return top(atts, maxSeriesAttempts, func(a store.Attempt) float64 { return float64(a.Processes) })
+}
+
+// shortLivedQuery is the count of an attempt's short-lived processes over
+// its life.
+func shortLivedQuery(a store.Attempt) store.SeriesQuery {
+	return attemptQuery(a, []string{"short_lived"}, 0)
+}
+
 // shortLived finds storms of short-lived processes: attempts that start
 // processes which live less than one sampling interval (sh -c, sort, awk,
 // a subprocess per record), counted by the agent from exit records. Each
@@ -22,8 +34,8 @@ func shortLived(j *Job) []Finding {
 		}
 		var hits []hit
 		var total, secs float64
-		for _, a := range top(byType[typ], maxSeriesAttempts, func(a store.Attempt) float64 { return float64(a.Processes) }) {
-			r, err := j.attemptSeries(a, []string{"short_lived"}, 0)
+		for _, a := range shortLivedAttempts(byType[typ]) {
+			r, err := j.series(shortLivedQuery(a))
 			if err != nil {
 				continue
 			}

@@ -77,7 +77,7 @@ func memoryGrowth(j *Job) []Finding {
 	byType := j.byType()
 	for _, typ := range sortedTypes(byType) {
 		var hits []growth
-		for _, a := range top(byType[typ], maxSeriesAttempts, func(a store.Attempt) float64 { return float64(a.PeakRSS) }) {
+		for _, a := range growthAttempts(byType[typ]) {
 			if g, ok := j.growthOf(a); ok {
 				hits = append(hits, g)
 			}
@@ -158,6 +158,23 @@ func fitGrowth(r *store.SeriesResult, metric string, minR2 float64) (slope, icep
 	return
 }
 
+// growthAttempts are the attempts of a type whose growth memoryGrowth
+// looks at: the largest by peak RSS, of 6 s or more.
+func growthAttempts(atts []store.Attempt) []store.Attempt {
+	var out []store.Attempt
+	for _, a := range top(atts, maxSeriesAttempts, func(a store.Attempt) float64 { return float64(a.PeakRSS) }) {
+		if a.DurationMs >= 6000 {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// growthQuery is the series growthOf fits lines to.
+func growthQuery(a store.Attempt) store.SeriesQuery {
+	return attemptQuery(a, []string{"rss_bytes", "heap_used_bytes"}, max(250, a.DurationMs/120))
+}
+
 // growthOf looks for steady growth of the attempt's RSS (against its
 // container) and of its JVMs' heap (against -Xmx).
 func (j *Job) growthOf(a store.Attempt) (growth, bool) {
@@ -165,8 +182,7 @@ func (j *Job) growthOf(a store.Attempt) (growth, bool) {
 	if a.DurationMs < 6000 {
 		return g, false
 	}
-	step := max(250, a.DurationMs/120)
-	r, err := j.attemptSeries(a, []string{"rss_bytes", "heap_used_bytes"}, step)
+	r, err := j.series(growthQuery(a))
 	if err != nil {
 		return g, false
 	}
@@ -211,22 +227,16 @@ func (j *Job) growthOf(a store.Attempt) (growth, bool) {
 // heapMax is the largest heap maximum of the attempt's JVMs as their
 // hsperfdata says (for attempts whose -Xmx the agent could not read from
 // their configuration or command line); 0 if unknown.
+// (Heap and memory growth ask for it of the same attempts: it is read once.)
 func (j *Job) heapMax(a store.Attempt) int64 {
-	d, err := j.st.Attempt(j.ctx, a.AttemptID)
-	if err != nil {
-		return 0
+	if m, ok := j.reads.heapMax[a.AttemptID]; ok {
+		return m
 	}
+	qs := j.heapMaxQueries(a)
+	j.readSeries(qs)
 	var m int64
-	for _, p := range d.ProcessList {
-		if p.Role != wire.RoleTaskJVM && p.Role != wire.RoleExecutor {
-			continue
-		}
-		from, to := int64(p.Start), max(int64(p.End), int64(p.LastSeen))+1
-		if from <= 0 || to <= from {
-			from, to = span(a)
-		}
-		r, err := j.st.Series(j.ctx, store.SeriesQuery{Scope: store.ScopeProcess, Process: p.Key,
-			Metrics: []string{"heap_max_bytes"}, From: from, To: to, Step: to - from})
+	for _, q := range qs {
+		r, err := j.series(q)
 		if err != nil {
 			continue
 		}
@@ -235,5 +245,28 @@ func (j *Job) heapMax(a store.Attempt) int64 {
 			m = max(m, int64(v))
 		}
 	}
+	j.reads.heapMax[a.AttemptID] = m
 	return m
+}
+
+// heapMaxQueries are the series heapMax reads: the heap maximum of each of
+// the attempt's JVMs over its life.
+func (j *Job) heapMaxQueries(a store.Attempt) []store.SeriesQuery {
+	ps, err := j.processes(a.AttemptID)
+	if err != nil {
+		return nil
+	}
+	var qs []store.SeriesQuery
+	for _, p := range ps {
+		if p.Role != wire.RoleTaskJVM && p.Role != wire.RoleExecutor {
+			continue
+		}
+		from, to := int64(p.Start), max(int64(p.End), int64(p.LastSeen))+1
+		if from <= 0 || to <= from {
+			from, to = span(a)
+		}
+		qs = append(qs, store.SeriesQuery{Scope: store.ScopeProcess, Process: p.Key,
+			Metrics: []string{"heap_max_bytes"}, From: from, To: to, Step: to - from})
+	}
+	return qs
 }

@@ -19,15 +19,15 @@ func span(a store.Attempt) (int64, int64) {
 	return from, to
 }
 
-// attemptSeries reads metrics of one attempt in buckets of step ms (0: one
-// bucket for the whole attempt).
-func (j *Job) attemptSeries(a store.Attempt, metrics []string, step int64) (*store.SeriesResult, error) {
+// attemptQuery asks for metrics of one attempt in buckets of step ms (0:
+// one bucket for the whole attempt).
+func attemptQuery(a store.Attempt, metrics []string, step int64) store.SeriesQuery {
 	from, to := span(a)
 	if step <= 0 {
 		step = to - from
 	}
-	return j.st.Series(j.ctx, store.SeriesQuery{Scope: store.ScopeAttempt, JobID: a.JobID, AttemptID: a.AttemptID,
-		Metrics: metrics, From: from, To: to, Step: step})
+	return store.SeriesQuery{Scope: store.ScopeAttempt, JobID: a.JobID, AttemptID: a.AttemptID,
+		Metrics: metrics, From: from, To: to, Step: step}
 }
 
 // values returns the non-null values of a metric with their times.

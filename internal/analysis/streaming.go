@@ -25,13 +25,8 @@ func streamingBottleneck(j *Job) []Finding {
 		if len(streaming) == 0 {
 			continue
 		}
-		examined := top(streaming, maxSeriesAttempts, func(a store.Attempt) float64 { return float64(a.DurationMs) })
-		// Either side bound needs the attempt's CPU (both sides') and wait
-		// at 70% of its wall time: without one such attempt there is no
-		// finding, and no process lists to read.
-		if !slices.ContainsFunc(examined, func(a store.Attempt) bool {
-			return a.DurationMs >= 2000 && float64(a.CPUMs+max(a.SchedWaitMs, 0)) >= 0.7*float64(a.DurationMs)
-		}) {
+		examined := examinedStreaming(streaming)
+		if !anyBusy(examined) {
 			continue
 		}
 		var childBound, jvmBound []string
@@ -40,18 +35,18 @@ func streamingBottleneck(j *Job) []Finding {
 			if a.DurationMs < 2000 {
 				continue
 			}
-			d, err := j.st.Attempt(j.ctx, a.AttemptID)
+			ps, err := j.processes(a.AttemptID)
 			if err != nil {
 				continue
 			}
 			var child, jvm, childWait, jvmWait float64
-			for _, p := range d.ProcessList {
+			for _, p := range ps {
 				switch p.Role {
 				case wire.RoleStreaming, wire.RoleStreamingChild:
 					// What the script reaped is its children's: count it once, at the script.
 					if p.Role == wire.RoleStreaming {
 						child += float64(p.CPUMs + p.ChildCPUMs)
-					} else if !reapedByScript(d.ProcessList, p) {
+					} else if !reapedByScript(ps, p) {
 						child += float64(p.CPUMs)
 					}
 					childWait += float64(max(p.SchedWaitMs, 0))
@@ -100,6 +95,43 @@ func streamingBottleneck(j *Job) []Finding {
 					len(jvmBound), n, typ, sumJVM/sumWall*100, waited, sumChild/sumWall*100),
 				Recommendation: "Give the sort more memory so that it spills less, and compress the map output.",
 				Parameter:      "mapreduce.task.io.sort.mb", Value: "256", Numbers: nums})
+		}
+	}
+	return out
+}
+
+// examinedStreaming are the Streaming attempts of a type that
+// streamingBottleneck looks at: the longest.
+func examinedStreaming(streaming []store.Attempt) []store.Attempt {
+	return top(streaming, maxSeriesAttempts, func(a store.Attempt) float64 { return float64(a.DurationMs) })
+}
+
+// anyBusy reports whether one of the attempts could be bound on either
+// side: that needs the attempt's CPU (both sides') and wait at 70% of its
+// wall time. Without one there is no finding, and no process lists to read.
+func anyBusy(examined []store.Attempt) bool {
+	return slices.ContainsFunc(examined, func(a store.Attempt) bool {
+		return a.DurationMs >= 2000 && float64(a.CPUMs+max(a.SchedWaitMs, 0)) >= 0.7*float64(a.DurationMs)
+	})
+}
+
+// streamingAttempts are the attempts whose process lists
+// streamingBottleneck reads.
+func streamingAttempts(atts []store.Attempt) []store.Attempt {
+	var streaming []store.Attempt
+	for _, a := range atts {
+		if a.Streaming {
+			streaming = append(streaming, a)
+		}
+	}
+	examined := examinedStreaming(streaming)
+	if !anyBusy(examined) {
+		return nil
+	}
+	var out []store.Attempt
+	for _, a := range examined {
+		if a.DurationMs >= 2000 {
+			out = append(out, a)
 		}
 	}
 	return out

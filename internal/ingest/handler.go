@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
@@ -148,7 +149,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("body of %d bytes exceeds the limit of %d", r.ContentLength, h.o.MaxBodyBytes))
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.o.MaxBodyBytes))
+	// The body and its decompressed bytes are read into buffers used again
+	// by later requests: Unmarshal copies out what it keeps.
+	bodyBuf, dataBuf := getBuf(), getBuf()
+	defer putBuf(bodyBuf)
+	defer putBuf(dataBuf)
+	body, err := readAll(http.MaxBytesReader(w, r.Body, h.o.MaxBodyBytes), (*bodyBuf)[:0], r.ContentLength)
+	*bodyBuf = body
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -159,7 +166,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.received.Add(float64(len(body)))
-	data, err := h.decode(r.Header.Get("Content-Encoding"), body)
+	data, err := h.decode(r.Header.Get("Content-Encoding"), body, (*dataBuf)[:0])
+	if len(data) > 0 && &data[0] != &body[0] {
+		*dataBuf = data
+	}
 	if err != nil {
 		code, reason := http.StatusBadRequest, "encoding"
 		if errors.Is(err, errTooLarge) {
@@ -204,17 +214,53 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// Request buffers, kept for the next requests (up to maxPooledBuf each).
+var bufPool = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooledBuf = 4 << 20
+
+func getBuf() *[]byte { return bufPool.Get().(*[]byte) }
+
+func putBuf(b *[]byte) {
+	if cap(*b) <= maxPooledBuf {
+		*b = (*b)[:0]
+		bufPool.Put(b)
+	}
+}
+
+// readAll is io.ReadAll into buf, sized from the request's Content-Length
+// when it gives one.
+func readAll(r io.Reader, buf []byte, length int64) ([]byte, error) {
+	if length > 0 && int64(cap(buf)) < length+1 {
+		buf = make([]byte, 0, length+1) // +1: EOF is seen without growing
+	}
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err != nil {
+			if err == io.EOF {
+				err = nil
+			}
+			return buf, err
+		}
+	}
+}
+
 var (
 	errTooLarge = errors.New("decompressed body too large")
 	errEncoding = errors.New("unsupported Content-Encoding")
 )
 
-func (h *Handler) decode(enc string, body []byte) ([]byte, error) {
+// decode returns the body decompressed (in buf when it is zstd).
+func (h *Handler) decode(enc string, body, buf []byte) ([]byte, error) {
 	switch strings.ToLower(strings.TrimSpace(enc)) {
 	case "", "identity":
 		return body, nil
 	case "zstd":
-		out, err := h.zdec.DecodeAll(body, nil)
+		out, err := h.zdec.DecodeAll(body, buf)
 		if err != nil {
 			if errors.Is(err, zstd.ErrDecoderSizeExceeded) || errors.Is(err, zstd.ErrWindowSizeExceeded) {
 				return nil, fmt.Errorf("%w: limit %d bytes", errTooLarge, h.o.MaxDecodedBytes)

@@ -16,8 +16,8 @@ import (
 // can prepare hours of simulated time before it starts and then stream it
 // from the disk in little memory: the bodies of 90 minutes of 200 nodes are
 // a gigabyte, and decoded many times more. Each body is its agent id
-// (uvarint length and bytes), its seq and its samples (uvarints), and its
-// data (uvarint length and bytes).
+// (uvarint length and bytes), its seq (uvarint), when it was sent (varint,
+// Unix ms), its samples (uvarint), and its data (uvarint length and bytes).
 
 // Prepared sums up what PrepareFile wrote.
 type Prepared struct {
@@ -58,6 +58,7 @@ func PrepareFile(cfg Config, path string) (Prepared, error) {
 			hdr = binary.AppendUvarint(hdr[:0], uint64(len(bd.Agent)))
 			hdr = append(hdr, bd.Agent...)
 			hdr = binary.AppendUvarint(hdr, bd.Seq)
+			hdr = binary.AppendVarint(hdr, bd.SentMs)
 			hdr = binary.AppendUvarint(hdr, uint64(bd.Samples))
 			hdr = binary.AppendUvarint(hdr, uint64(len(bd.Data)))
 			if _, err = w.Write(hdr); err == nil {
@@ -109,6 +110,9 @@ func (br *BodyReader) Next() (Body, error) {
 	}
 	b.Agent = string(agent)
 	if b.Seq, err = binary.ReadUvarint(br.r); err != nil {
+		return b, unexpected(err)
+	}
+	if b.SentMs, err = binary.ReadVarint(br.r); err != nil {
 		return b, unexpected(err)
 	}
 	samples, err := binary.ReadUvarint(br.r)

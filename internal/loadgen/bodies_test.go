@@ -40,7 +40,7 @@ func TestBodiesFile(t *testing.T) {
 			t.Fatal(err)
 		}
 		w := want[i]
-		if b.Agent != w.Agent || b.Seq != w.Seq || b.Samples != w.Samples || !bytes.Equal(b.Data, w.Data) {
+		if b.Agent != w.Agent || b.Seq != w.Seq || b.SentMs != w.SentMs || b.Samples != w.Samples || !bytes.Equal(b.Data, w.Data) {
 			t.Fatalf("body %d: %s/%d %d samples %d bytes, want %s/%d %d samples %d bytes", i, b.Agent, b.Seq, b.Samples,
 				len(b.Data), w.Agent, w.Seq, w.Samples, len(w.Data))
 		}

@@ -42,6 +42,9 @@ type Config struct {
 	// Acked, if set, counts the process samples acknowledged, as they are
 	// (for a benchmark that watches the rate while it runs).
 	Acked *atomic.Int64
+	// AckedMs, if set, is raised to the SentMs of each batch acknowledged:
+	// the simulated time the server has data up to (a benchmark's clock).
+	AckedMs *atomic.Int64
 }
 
 // Result sums up a run.
@@ -112,6 +115,7 @@ func (g *Generator) Next() []*wire.Batch {
 type Body struct {
 	Agent   string
 	Seq     uint64
+	SentMs  int64
 	Samples int
 	Data    []byte
 }
@@ -131,7 +135,7 @@ func NewEncoder() *Encoder {
 // Encode encodes one batch.
 func (e *Encoder) Encode(b *wire.Batch) Body {
 	e.buf = wire.Marshal(e.buf[:0], b)
-	return Body{Agent: b.AgentID, Seq: b.Seq, Samples: b.SampleCount(), Data: e.enc.EncodeAll(e.buf, nil)}
+	return Body{Agent: b.AgentID, Seq: b.Seq, SentMs: b.SentMs, Samples: b.SampleCount(), Data: e.enc.EncodeAll(e.buf, nil)}
 }
 
 // Prepare generates cfg.Duration of simulated time and encodes it, so that
@@ -257,6 +261,14 @@ func Send(ctx context.Context, cfg Config, bodies <-chan Body) (Result, error) {
 				atomic.AddInt64(&res.Samples, int64(b.Samples))
 				if cfg.Acked != nil {
 					cfg.Acked.Add(int64(b.Samples))
+				}
+				if cfg.AckedMs != nil {
+					for {
+						cur := cfg.AckedMs.Load()
+						if b.SentMs <= cur || cfg.AckedMs.CompareAndSwap(cur, b.SentMs) {
+							break
+						}
+					}
 				}
 				atomic.AddInt64(&res.Bytes, int64(len(b.Data)))
 			}

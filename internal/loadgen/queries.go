@@ -74,17 +74,36 @@ func (s *QueryStats) Summary() []Latencies {
 		names[k] = true
 	}
 	for ep := range names {
-		d := append([]time.Duration(nil), s.durs[ep]...)
-		sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
-		l := Latencies{Endpoint: ep, N: len(d), Errors: s.errs[ep]}
-		if len(d) > 0 {
-			q := func(p float64) time.Duration { return d[min(len(d)-1, int(p*float64(len(d))))] }
-			l.P50, l.P90, l.P99, l.Max = q(0.5), q(0.9), q(0.99), d[len(d)-1]
-		}
-		out = append(out, l)
+		out = append(out, percentiles(ep, append([]time.Duration(nil), s.durs[ep]...), s.errs[ep]))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Endpoint < out[j].Endpoint })
 	return out
+}
+
+// All is the percentiles of every answer, whatever its endpoint.
+func (s *QueryStats) All() Latencies {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var d []time.Duration
+	errs := 0
+	for _, v := range s.durs {
+		d = append(d, v...)
+	}
+	for _, n := range s.errs {
+		errs += n
+	}
+	return percentiles("all", d, errs)
+}
+
+// percentiles sorts d and makes its Latencies.
+func percentiles(ep string, d []time.Duration, errs int) Latencies {
+	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	l := Latencies{Endpoint: ep, N: len(d), Errors: errs}
+	if len(d) > 0 {
+		q := func(p float64) time.Duration { return d[min(len(d)-1, int(p*float64(len(d))))] }
+		l.P50, l.P90, l.P99, l.Max = q(0.5), q(0.9), q(0.99), d[len(d)-1]
+	}
+	return l
 }
 
 // LastErrors returns the last error of each endpoint that had one.

@@ -5,7 +5,11 @@ import (
 	"flag"
 	"log/slog"
 	"net/http"
+	"os"
+	"runtime/pprof"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,17 +18,39 @@ import (
 	"github.com/taskscope/taskscope/internal/store/duckdb"
 )
 
-var benchMaintain = flag.Duration("bench.maintain", 5*time.Second,
-	"BenchmarkHTTPIngestSustained: how often the server runs maintenance")
+var (
+	benchMaintain = flag.Duration("bench.maintain", 5*time.Second,
+		"BenchmarkHTTPIngestSustained: how often the server runs maintenance")
+	benchUsers = flag.Int("bench.users", 10,
+		"BenchmarkHTTPIngestSustained/http+ui: people using the web UI (loadgen.Users)")
+	benchProfile = flag.String("bench.cpuprofile", "",
+		"BenchmarkHTTPIngestSustained: write a CPU profile of each run's timed part to this file, suffixed with the run's name")
+)
 
-// BenchmarkHTTPIngestSustained is BenchmarkHTTPIngest's http and
-// http+queries runs with maintenance every 5 s of wall time instead of 30:
-// the batches replay simulated time some 40 times faster than it passes, so
-// at 30 s a run of a minute compacts once or never, while a server taking
-// this rate for real compacts every 10 minutes of data, which here arrive
-// every few seconds. Every Maintain compacts (the data is older than
-// CompactAge), so this counts compaction and checkpoints at about the pace
-// the rate calls for.
+// BenchmarkHTTPIngestSustained is BenchmarkHTTPIngest's http run with
+// maintenance every 5 s of wall time instead of 30: the batches replay
+// simulated time some 40 times faster than it passes, so at 30 s a run of
+// a minute compacts once or never, while a server taking this rate for
+// real compacts every 10 minutes of data, which here arrive every few
+// seconds. Every Maintain compacts (the data is older than CompactAge), so
+// this counts compaction and checkpoints at about the pace the rate calls
+// for.
+//
+// Beside the load:
+//
+//   - http: nothing (ingest alone);
+//   - http+ui: -bench.users people using the web UI (loadgen.Users: each
+//     goes from the jobs list to a job to one of its attempts, staying
+//     5, 20 and 10 s on average, and refetches what the open page shows
+//     at each live update, as web/src does): the query load the ingest
+//     target is judged with;
+//   - http+stress: -bench.queriers loops asking what a page asks, back to
+//     back with no pause (loadgen.QueryLoop): they take whatever CPU the
+//     scheduler gives them, a stress figure, not a model of use.
+//
+// The store's clock follows the data (the newest batch acknowledged), so
+// that the jobs the cluster runs at that moment are running ones to the
+// API and the UI, as they would be live.
 //
 //	go test -run '^$' -bench HTTPIngestSustained -benchtime 1x -timeout 30m ./internal/server/ -bench.minutes=40
 func BenchmarkHTTPIngestSustained(b *testing.B) {
@@ -32,21 +58,22 @@ func BenchmarkHTTPIngestSustained(b *testing.B) {
 	cfg := loadgen.Config{Nodes: *benchNodes, Slots: 8, BatchTicks: 5, Seed: 3, Start: start,
 		Duration: time.Duration(*benchMinutes) * time.Minute, Concurrency: *benchNodes}
 	bodies := prepareBodies(b, cfg)
-	for _, queriers := range []int{0, *benchQueries} {
-		name := "http"
-		if queriers > 0 {
-			name = "http+queries"
-		}
-		b.Run(name, func(b *testing.B) {
+	for _, mode := range []struct {
+		name            string
+		users, queriers int
+	}{{"http", 0, 0}, {"http+ui", *benchUsers, 0}, {"http+stress", 0, *benchQueries}} {
+		b.Run(mode.name, func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
-				sustained(b, cfg, bodies, queriers)
+				sustained(b, cfg, bodies, mode.users, mode.queriers)
 			}
 		})
 	}
 }
 
-func sustained(b *testing.B, cfg loadgen.Config, bodies string, queriers int) {
-	st, err := duckdb.Open(duckdb.Options{Dir: b.TempDir()})
+func sustained(b *testing.B, cfg loadgen.Config, bodies string, users, queriers int) {
+	var ackedMs atomic.Int64
+	ackedMs.Store(cfg.Start.UnixMilli())
+	st, err := duckdb.Open(duckdb.Options{Dir: b.TempDir(), Now: func() time.Time { return time.UnixMilli(ackedMs.Load()) }})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -57,7 +84,7 @@ func sustained(b *testing.B, cfg loadgen.Config, bodies string, queriers int) {
 		b.Fatal(err)
 	}
 	defer srv.Shutdown(context.Background())
-	cfg.URL = srv.URL()
+	cfg.URL, cfg.AckedMs = srv.URL(), &ackedMs
 	cfg.Client = &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	stats := &loadgen.QueryStats{}
 	qctx, stop := context.WithCancel(context.Background())
@@ -69,6 +96,24 @@ func sustained(b *testing.B, cfg loadgen.Config, bodies string, queriers int) {
 			loadgen.QueryLoop(qctx, loadgen.QueryConfig{URL: srv.URL(), Seed: uint64(q + 1)}, stats)
 		}()
 	}
+	var pages loadgen.UsersResult
+	if users > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pages = loadgen.Users(qctx, loadgen.UsersConfig{URL: srv.URL(), Users: users, Seed: 1}, stats)
+		}()
+	}
+	if *benchProfile != "" {
+		f, err := os.Create(*benchProfile + "." + strings.ReplaceAll(b.Name()[strings.LastIndex(b.Name(), "/")+1:], "+", "-"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			b.Fatal(err)
+		}
+	}
 	cpu0 := cpuTime()
 	b.ResetTimer()
 	t0 := time.Now()
@@ -76,6 +121,9 @@ func sustained(b *testing.B, cfg loadgen.Config, bodies string, queriers int) {
 	elapsed := time.Since(t0)
 	b.StopTimer()
 	cpu := cpuTime() - cpu0
+	if *benchProfile != "" {
+		pprof.StopCPUProfile()
+	}
 	stop()
 	wg.Wait()
 	if err != nil {
@@ -85,11 +133,28 @@ func sustained(b *testing.B, cfg loadgen.Config, bodies string, queriers int) {
 	b.ReportMetric(rate, "samples/s")
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(res.Samples), "cpu-ns/sample")
 	u, _ := st.Usage(context.Background())
-	b.Logf("%d samples in %s: %.0f samples/s, CPU %.0f%% of 2 cores, maintenance every %s; database %.2f B/sample",
+	b.Logf("%d samples in %s: %.0f samples/s, CPU %.0f%% of 2 cores, maintenance every %s, %d sends retried (503); database %.2f B/sample",
 		res.Samples, elapsed.Round(time.Millisecond), rate, 100*cpu.Seconds()/elapsed.Seconds()/2, *benchMaintain,
-		float64(u.Bytes)/float64(max(u.Samples, 1)))
+		res.Retries, float64(u.Bytes)/float64(max(u.Samples, 1)))
+	if users+queriers > 0 {
+		all := stats.All()
+		b.ReportMetric(float64(all.N)/elapsed.Seconds(), "queries/s")
+		b.ReportMetric(float64(all.P50.Microseconds())/1000, "query-p50-ms")
+		b.ReportMetric(float64(all.P99.Microseconds())/1000, "query-p99-ms")
+		b.Logf("queries: %.1f answered a second; %s", float64(all.N)/elapsed.Seconds(), all)
+		if users > 0 {
+			b.Logf("%d users opened %d pages and refetched them %d times at live updates", users, pages.Opened, pages.Refreshed)
+		}
+	}
 	for _, l := range stats.Summary() {
+		if l.Endpoint == "findings" {
+			b.ReportMetric(float64(l.P50.Microseconds())/1000, "findings-p50-ms")
+			b.ReportMetric(float64(l.P99.Microseconds())/1000, "findings-p99-ms")
+		}
 		b.Logf("query %s", l)
+	}
+	for ep, e := range stats.LastErrors() {
+		b.Logf("query %s: last error %s", ep, e)
 	}
 	if res.Rejected > 0 {
 		b.Fatalf("%d batches rejected", res.Rejected)

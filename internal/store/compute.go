@@ -3,6 +3,7 @@ package store
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/taskscope/taskscope/internal/store/chunk"
@@ -22,6 +23,15 @@ type Points struct {
 // into time order; a time seen twice keeps its first occurrence in chunk
 // order. cols is the series' schema.
 func Decode(chunks [][]byte, cols []StoredColumn) (*Points, error) {
+	if p, ok, err := decodeInOrder(chunks, cols); ok || err != nil {
+		return p, err
+	}
+	return decodeMerge(chunks, cols)
+}
+
+// decodeMerge is Decode of chunks in any order: all are decoded, then
+// merged.
+func decodeMerge(chunks [][]byte, cols []StoredColumn) (*Points, error) {
 	var cs []*chunk.Chunk
 	var dec chunk.Decoder
 	for _, data := range chunks {
@@ -92,6 +102,79 @@ func Decode(chunks [][]byte, cols []StoredColumn) (*Points, error) {
 		}
 	}
 	return p, nil
+}
+
+// decodeInOrder is Decode of chunks that come in time order without
+// overlapping (as queries and compaction read them): each is decoded into
+// one reused chunk and appended, rather than all decoded first. ok is
+// false, with nothing decoded, for chunks out of order (or a column twice
+// in a chunk): Decode then merges them.
+func decodeInOrder(chunks [][]byte, cols []StoredColumn) (p *Points, ok bool, err error) {
+	var dec chunk.Decoder
+	var c chunk.Chunk
+	p = &Points{Cols: make([][]int64, len(cols)), Absent: make([][]bool, len(cols)), Has: make([]bool, len(cols))}
+	absent := make([][]bool, len(cols))
+	in := make([]bool, len(cols))
+	last := int64(math.MinInt64)
+	for _, data := range chunks {
+		if err := dec.DecodeTo(data, &c); err != nil {
+			return nil, false, err
+		}
+		for _, col := range c.Columns {
+			if int(col.ID) >= len(cols) {
+				return nil, false, fmt.Errorf("%w: column %d of %d", chunk.ErrCorrupt, col.ID, len(cols))
+			}
+		}
+		n := len(c.Times)
+		if n == 0 {
+			continue
+		}
+		if c.Times[0] <= last {
+			return nil, false, nil
+		}
+		last = c.Times[n-1]
+		base := len(p.Times)
+		p.Times = append(p.Times, c.Times...)
+		clear(in)
+		for _, col := range c.Columns {
+			j := col.ID
+			if in[j] {
+				return nil, false, nil
+			}
+			in[j] = true
+			if !p.Has[j] {
+				p.Has[j] = true
+				p.Cols[j] = make([]int64, base, max(base+n, cap(p.Times)))
+				absent[j] = make([]bool, base, cap(p.Cols[j]))
+				for i := range absent[j] {
+					absent[j][i] = true
+				}
+			}
+			p.Cols[j] = append(p.Cols[j], col.Values...)
+			if col.Absent != nil {
+				absent[j] = append(absent[j], col.Absent...)
+			} else {
+				absent[j] = append(absent[j], make([]bool, n)...)
+			}
+		}
+		for j := range cols {
+			if p.Has[j] && !in[j] {
+				p.Cols[j] = append(p.Cols[j], make([]int64, n)...)
+				for i := 0; i < n; i++ {
+					absent[j] = append(absent[j], true)
+				}
+			}
+		}
+	}
+	if p.Times == nil {
+		p.Times = []int64{}
+	}
+	for j := range cols {
+		if slices.Contains(absent[j], true) {
+			p.Absent[j] = absent[j]
+		}
+	}
+	return p, true, nil
 }
 
 // present reports whether column j has a value at i.

@@ -45,6 +45,20 @@ type Store interface {
 	Close() error
 }
 
+// SeriesBatcher is a store that reads many series together (the findings
+// of a job read tens): SeriesMany returns what Series returns for each
+// query, nil for a series that is not found.
+type SeriesBatcher interface {
+	SeriesMany(ctx context.Context, qs []SeriesQuery) ([]*SeriesResult, error)
+}
+
+// ProcessLister is a store that reads the process lists of many attempts
+// together: AttemptProcesses returns each attempt's ProcessList as Attempt
+// does; unknown attempts, and attempts without processes, are absent.
+type ProcessLister interface {
+	AttemptProcesses(ctx context.Context, attemptIDs []string) (map[string][]Process, error)
+}
+
 // Appender is one ingest transaction (prometheus storage.Appender style):
 // Append any number of validated batches, then Commit or Rollback.
 type Appender interface {

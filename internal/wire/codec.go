@@ -254,7 +254,8 @@ var DefaultLimits = Limits{MaxStringBytes: 64 << 10, MaxMetrics: 256, MaxRecords
 // Unmarshal decodes a batch strictly: a field of a known number with the
 // wrong wire type, a truncated field, or an exceeded limit is an error
 // wrapping ErrMalformed. Unknown fields are skipped (newer agents may add
-// some). It does not validate meaning; see Validate.
+// some). It does not validate meaning; see Validate. The batch refers to
+// nothing of data: the caller may use data again.
 func Unmarshal(data []byte, lim Limits) (*Batch, error) {
 	d := dec{lim: lim}
 	b := &Batch{}
@@ -268,6 +269,49 @@ type dec struct {
 	lim     Limits
 	records int
 	points  int
+	// A batch's values, columns and bitmaps are cut from a few large
+	// allocations (a batch has some 25 columns of 5 to 10 values per
+	// series: one allocation each cost more than decoding them).
+	vals []int64
+	cols []Column // the columns of the series being decoded
+	cs   []Column
+	bits []byte
+}
+
+// takeVals returns an empty slice with room for n values (and no more: an
+// append beyond them copies).
+func (d *dec) takeVals(n int) []int64 {
+	if cap(d.vals)-len(d.vals) < n {
+		d.vals = make([]int64, 0, max(n, 4096))
+	}
+	l := len(d.vals)
+	d.vals = d.vals[:l+n]
+	return d.vals[l : l : l+n]
+}
+
+// takeCols returns a copy of cols.
+func (d *dec) takeCols(cols []Column) []Column {
+	n := len(cols)
+	if n == 0 {
+		return nil
+	}
+	if cap(d.cs)-len(d.cs) < n {
+		d.cs = make([]Column, 0, max(n, 256))
+	}
+	l := len(d.cs)
+	d.cs = append(d.cs, cols...)
+	return d.cs[l : l+n : l+n]
+}
+
+// takeBytes returns a copy of b.
+func (d *dec) takeBytes(b []byte) []byte {
+	n := len(b)
+	if cap(d.bits)-len(d.bits) < n {
+		d.bits = make([]byte, 0, max(n, 4096))
+	}
+	l := len(d.bits)
+	d.bits = append(d.bits, b...)
+	return d.bits[l : l+n : l+n]
 }
 
 // fields calls f for each field of a message, with the field's bytes (v) for
@@ -548,7 +592,8 @@ func (d *dec) member(data []byte, m *Membership) error {
 }
 
 func (d *dec) series(data []byte, s *Series) error {
-	return d.fields(data, func(n protowire.Number, t protowire.Type, v []byte, u uint64) error {
+	d.cols = d.cols[:0]
+	err := d.fields(data, func(n protowire.Number, t protowire.Type, v []byte, u uint64) error {
 		var err error
 		switch n {
 		case 1:
@@ -561,11 +606,13 @@ func (d *dec) series(data []byte, s *Series) error {
 			if err = want(t, protowire.BytesType); err == nil {
 				var c Column
 				err = d.column(v, &c)
-				s.Columns = append(s.Columns, c)
+				d.cols = append(d.cols, c)
 			}
 		}
 		return err
 	})
+	s.Columns = d.takeCols(d.cols)
+	return err
 }
 
 func (d *dec) column(data []byte, c *Column) error {
@@ -589,7 +636,7 @@ func (d *dec) column(data []byte, c *Column) error {
 				}
 				c.Absent = nil // an empty bitmap is protobuf's default: none absent
 				if len(v) > 0 {
-					c.Absent = append([]byte(nil), v...)
+					c.Absent = d.takeBytes(v)
 				}
 			}
 		}
@@ -627,7 +674,11 @@ func (d *dec) deltas(t protowire.Type, v []byte, u uint64, dst []int64) ([]int64
 		return dst, fmt.Errorf("more than %d points", d.lim.MaxPoints)
 	}
 	d.points += n
-	dst = slices.Grow(dst, n)
+	if len(dst) == 0 && n > 0 {
+		dst = d.takeVals(n)
+	} else {
+		dst = slices.Grow(dst, n)
+	}
 	for len(v) > 0 {
 		x, l := protowire.ConsumeVarint(v)
 		if l < 0 {

@@ -38,6 +38,24 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
+// The decoded batch does not refer to the bytes it was decoded from: the
+// ingest handler reads the next request into them.
+func TestUnmarshalKeepsNoReference(t *testing.T) {
+	for name, b := range map[string]*Batch{"full": fullBatch(), "realistic": realisticBatch(50, 10)} {
+		data := Marshal(nil, b)
+		got, err := Unmarshal(data, DefaultLimits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range data {
+			data[i] = 0xff
+		}
+		if !reflect.DeepEqual(got, b) {
+			t.Errorf("%s: the batch changed with the bytes it was decoded from", name)
+		}
+	}
+}
+
 // TestRoundTripEdges: extreme values survive, and zero values are not written.
 func TestRoundTripEdges(t *testing.T) {
 	const maxI, minI = int64(1<<63 - 1), int64(-1 << 63)

@@ -94,13 +94,18 @@ func Encode(dst []byte, c *Chunk, compress bool) []byte {
 // EncodeLevel appends c's encoding to dst, compressed at lvl.
 func EncodeLevel(dst []byte, c *Chunk, lvl Level) []byte {
 	var w Writer
+	return w.Encode(dst, c, lvl)
+}
+
+// Encode is EncodeLevel with the Writer's buffers.
+func (w *Writer) Encode(dst []byte, c *Chunk, lvl Level) []byte {
 	w.Begin(c.Times)
-	var bm []byte
 	for i := range c.Columns {
 		col := &c.Columns[i]
-		bm = bm[:0]
+		var bm []byte
 		if col.Absent != nil {
-			bm = make([]byte, (len(c.Times)+7)/8)
+			w.bm = append(w.bm[:0], make([]byte, (len(c.Times)+7)/8)...)
+			bm = w.bm
 			for j, a := range col.Absent {
 				if a {
 					bm[j/8] |= 1 << (j % 8)
@@ -119,6 +124,7 @@ type Writer struct {
 	n     int
 	ncols int
 	diffs []int64
+	bm    []byte
 }
 
 // Begin starts a chunk of these times (at most MaxSamples, increasing).
@@ -174,17 +180,26 @@ func (w *Writer) Finish(dst []byte, lvl Level) []byte {
 
 // values writes a column (or the times): flags (columns only), the absent
 // bitmap, the divisor, the first value and the differences in the cheaper
-// encoding.
+// encoding. (It divides by the differences' common divisor without a
+// division instruction, which costs more than the rest: refValues in the
+// tests is the plain version it matches.)
 func (w *Writer) values(b []byte, v []int64, absent []byte, div int64) []byte {
-	gone := func(i int) bool { return absent != nil && absent[i/8]&(1<<(i%8)) != 0 }
 	d := w.diffs[:0]
 	first, prev, seen := int64(0), int64(0), false
+	shift := -1 // div as a shift, for values that are not negative
+	if div > 1 && div&(div-1) == 0 {
+		shift = bits.TrailingZeros64(uint64(div))
+	}
 	for i, x := range v {
-		if gone(i) {
+		if absent != nil && absent[i/8]&(1<<(i%8)) != 0 {
 			continue
 		}
 		if div > 1 {
-			x /= div
+			if shift >= 0 && x >= 0 {
+				x >>= shift
+			} else {
+				x /= div
+			}
 		}
 		if !seen {
 			first, seen = x, true
@@ -195,6 +210,7 @@ func (w *Writer) values(b []byte, v []int64, absent []byte, div int64) []byte {
 	}
 	w.diffs = d
 	var g int64
+	var dv divisor
 	for _, x := range d {
 		if x < 0 {
 			x = -x
@@ -203,11 +219,17 @@ func (w *Writer) values(b []byte, v []int64, absent []byte, div int64) []byte {
 			g = 1
 			break
 		}
+		if g != 0 && dv.divides(x) {
+			continue
+		}
 		for x != 0 {
 			g, x = x, g%x
 		}
 		if g == 1 {
 			break
+		}
+		if g != 0 {
+			dv = newDivisor(g)
 		}
 	}
 	enc := encConst
@@ -217,13 +239,18 @@ func (w *Writer) values(b []byte, v []int64, absent []byte, div int64) []byte {
 			break
 		}
 	}
+	if g > 1 && enc != encConst {
+		// Every difference is a multiple of g: divide them once.
+		for i, x := range d {
+			d[i] = dv.exact(x)
+		}
+	}
 	if enc == encConst {
 		g = 0
 	} else {
 		var cd, cdd int
 		var pd int64
-		for _, x := range d {
-			q := x / g
+		for _, q := range d {
 			cd += uvarintLen(zz(q))
 			cdd += uvarintLen(zz(q - pd)) // the first difference is written as it is (pd = 0)
 			pd = q
@@ -257,20 +284,50 @@ func (w *Writer) values(b []byte, v []int64, absent []byte, div int64) []byte {
 		}
 		return b
 	}
-	var pd int64
-	for i, x := range d {
-		q := x
-		if g > 1 {
-			q = x / g
-		}
-		if enc == encDoD && i > 0 {
+	if enc == encDoD {
+		var pd int64
+		for _, q := range d {
 			b = binary.AppendUvarint(b, zz(q-pd))
-		} else {
-			b = binary.AppendUvarint(b, zz(q))
+			pd = q
 		}
-		pd = q
+		return b
+	}
+	for _, q := range d {
+		b = binary.AppendUvarint(b, zz(q))
 	}
 	return b
+}
+
+// divisor tests divisibility by, and divides exactly by, a positive g
+// without a division: g = m·2^k with m odd, and m has an inverse modulo
+// 2^64 (Granlund and Montgomery; Hacker's Delight 10-16).
+type divisor struct {
+	k   int
+	inv uint64 // m · inv = 1 (mod 2^64)
+	lim uint64 // (2^64 - 1) / m: u is a multiple of m when u · inv <= lim
+}
+
+func newDivisor(g int64) divisor {
+	k := bits.TrailingZeros64(uint64(g))
+	m := uint64(g) >> k
+	inv := m // right to 3 bits (m·m = 1 mod 8); each step doubles them
+	for i := 0; i < 5; i++ {
+		inv *= 2 - m*inv
+	}
+	return divisor{k: k, inv: inv, lim: math.MaxUint64 / m}
+}
+
+// divides reports whether g divides x (x >= 0).
+func (dv divisor) divides(x int64) bool {
+	if x&(1<<dv.k-1) != 0 {
+		return false
+	}
+	return (uint64(x)>>dv.k)*dv.inv <= dv.lim
+}
+
+// exact is x / g for a multiple x of g.
+func (dv divisor) exact(x int64) int64 {
+	return int64(uint64(x>>dv.k) * dv.inv)
 }
 
 func uvarintLen(u uint64) int { return (bits.Len64(u|1) + 6) / 7 }
@@ -293,18 +350,29 @@ type Decoder struct {
 
 // Decode decodes data into a new Chunk.
 func (dc *Decoder) Decode(data []byte) (*Chunk, error) {
+	c := &Chunk{}
+	if err := dc.DecodeTo(data, c); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// DecodeTo decodes data into c, reusing its slices: what c held before is
+// overwritten (a chunk decoded again and again allocates nothing once its
+// slices are large enough).
+func (dc *Decoder) DecodeTo(data []byte, c *Chunk) error {
 	if len(data) == 0 {
-		return nil, fmt.Errorf("%w: empty", ErrCorrupt)
+		return fmt.Errorf("%w: empty", ErrCorrupt)
 	}
 	if data[0]&0x0f != version || data[0]&^(0x0f|flagZstd) != 0 {
-		return nil, fmt.Errorf("%w: version %d", ErrCorrupt, data[0]&0x0f)
+		return fmt.Errorf("%w: version %d", ErrCorrupt, data[0]&0x0f)
 	}
 	body := data[1:]
 	if data[0]&flagZstd != 0 {
 		var err error
 		dc.buf, err = decoder().DecodeAll(body, dc.buf[:0])
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+			return fmt.Errorf("%w: %v", ErrCorrupt, err)
 		}
 		body = dc.buf
 	}
@@ -312,36 +380,51 @@ func (dc *Decoder) Decode(data []byte) (*Chunk, error) {
 	n := r.uvarint()
 	ncols := r.uvarint()
 	if r.err != nil || n > MaxSamples || ncols > MaxColumns {
-		return nil, fmt.Errorf("%w: header (n %d, columns %d)", ErrCorrupt, n, ncols)
+		return fmt.Errorf("%w: header (n %d, columns %d)", ErrCorrupt, n, ncols)
 	}
 	// A column whose values change steadily takes a few bytes whatever its
 	// length: this bound only keeps damaged data from claiming samples by
 	// the million in a few bytes (what is decoded is (columns+1) × n × 8 bytes).
 	if n > 4096 && n > 64*uint64(len(body)) {
-		return nil, fmt.Errorf("%w: %d samples in %d bytes", ErrCorrupt, n, len(body))
+		return fmt.Errorf("%w: %d samples in %d bytes", ErrCorrupt, n, len(body))
 	}
-	c := &Chunk{Times: make([]int64, n)}
-	r.column(c.Times, false)
+	c.Times = resize(c.Times, int(n))
+	r.column(c.Times, nil)
 	for i := 1; i < len(c.Times) && r.err == nil; i++ {
 		if c.Times[i] <= c.Times[i-1] {
 			r.fail("times do not increase")
 		}
 	}
-	if ncols > 0 && r.err == nil {
-		c.Columns = make([]Column, 0, ncols)
+	cols := c.Columns[:0]
+	if ncols == 0 {
+		cols = nil
 	}
 	for i := uint64(0); i < ncols && r.err == nil; i++ {
-		col := Column{ID: r.byte(), Values: make([]int64, n)}
-		col.Absent = r.column(col.Values, true)
-		c.Columns = append(c.Columns, col)
+		// The slices of the column decoded at this place before.
+		var old Column
+		if int(i) < cap(cols) {
+			old = cols[:i+1][i]
+		}
+		col := Column{ID: r.byte(), Values: resize(old.Values, int(n))}
+		col.Absent = r.column(col.Values, &old.Absent)
+		cols = append(cols, col)
 	}
+	c.Columns = cols
 	if r.err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrCorrupt, r.err)
+		return fmt.Errorf("%w: %v", ErrCorrupt, r.err)
 	}
 	if len(r.b) != 0 {
-		return nil, fmt.Errorf("%w: %d trailing bytes", ErrCorrupt, len(r.b))
+		return fmt.Errorf("%w: %d trailing bytes", ErrCorrupt, len(r.b))
 	}
-	return c, nil
+	return nil
+}
+
+// resize returns s with length n, reusing its array when it is large enough.
+func resize[T any](s []T, n int) []T {
+	if cap(s) >= n {
+		return s[:n]
+	}
+	return make([]T, n)
 }
 
 type reader struct {
@@ -408,9 +491,11 @@ func (r *reader) bytes(n int) []byte {
 }
 
 // column reads what Writer.values wrote into dst; it returns the absent
-// marks (nil: none). A column's flags byte comes first; the times have one
-// too.
-func (r *reader) column(dst []int64, isColumn bool) []bool {
+// marks (nil: none), in *reuse's array when it is large enough (reuse nil:
+// the times, which have none). A column's flags byte comes first; the
+// times have one too.
+func (r *reader) column(dst []int64, reuse *[]bool) []bool {
+	isColumn := reuse != nil
 	n := len(dst)
 	flags := r.byte()
 	if flags&^(colAbsent|colGCD|encMask) != 0 {
@@ -432,7 +517,7 @@ func (r *reader) column(dst []int64, isColumn bool) []bool {
 		if bm == nil {
 			return nil
 		}
-		absent = make([]bool, n)
+		absent = resize(*reuse, n)
 		for j := range absent {
 			absent[j] = bm[j/8]&(1<<(j%8)) != 0
 		}
@@ -450,6 +535,7 @@ func (r *reader) column(dst []int64, isColumn bool) []bool {
 	k := 0
 	for i := range dst {
 		if absent != nil && absent[i] {
+			dst[i] = 0
 			continue
 		}
 		switch {

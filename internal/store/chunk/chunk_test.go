@@ -220,3 +220,44 @@ func normal(c *Chunk) *Chunk {
 	}
 	return c
 }
+
+// DecodeTo gives what Decode gives whatever the chunk held before (more
+// or fewer samples and columns, absent values where there were none), and
+// allocates nothing once its slices are large enough.
+func TestDecodeToReuses(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	var dc Decoder
+	var c Chunk
+	for trial := 0; trial < 300; trial++ {
+		n := 1 + r.IntN(700)
+		src := sample(n, r)
+		src.Columns = src.Columns[:r.IntN(len(src.Columns)+1)]
+		for k := range src.Columns {
+			if r.IntN(3) == 0 {
+				col := &src.Columns[k]
+				col.Absent = make([]bool, n)
+				for i := range col.Absent {
+					col.Absent[i] = r.IntN(3) == 0
+				}
+			}
+		}
+		data := Encode(nil, src, r.IntN(2) == 0)
+		want, err := Decode(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := dc.DecodeTo(data, &c); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(&c, want) {
+			t.Fatalf("trial %d (n %d, %d columns): DecodeTo differs from Decode", trial, n, len(src.Columns))
+		}
+	}
+	data := Encode(nil, sample(600, r), false) // (zstd's decoder has buffers of its own, in a sync.Pool)
+	if err := dc.DecodeTo(data, &c); err != nil {
+		t.Fatal(err)
+	}
+	if a := testing.AllocsPerRun(20, func() { dc.DecodeTo(data, &c) }); a != 0 {
+		t.Errorf("DecodeTo again: %.0f allocations", a)
+	}
+}

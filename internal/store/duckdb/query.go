@@ -261,62 +261,14 @@ func (s *Store) Attempt(ctx context.Context, id string) (*store.AttemptDetail, e
 		return nil, store.ErrNotFound
 	}
 	d := &store.AttemptDetail{Attempt: atts[0], ProcessList: []store.Process{}}
-	d.Processes = 0
-	// Processes and memberships are logs: the latest description of each
-	// process, and each membership's widest span.
-	rows, err := s.handle().QueryContext(ctx, `WITH m AS (SELECT proc_key, min(from_ms) AS from_ms,
-			CASE WHEN count(*) FILTER (WHERE to_ms IS NULL) = count(*) THEN NULL ELSE max(to_ms) END AS to_ms,
-			min(cpu_base_ms) AS cpu_base_ms, any_value(role) AS role
-			FROM memberships WHERE attempt_id = ? GROUP BY proc_key),
-		p AS (SELECT proc_key, arg_max(host, seen_ms) AS host, arg_max(pid, seen_ms) AS pid, arg_max(ppid, seen_ms) AS ppid,
-			arg_max(sid, seen_ms) AS sid, min(start_ms) AS start_ms, max(end_ms) AS end_ms,
-			arg_max(cmdline, seen_ms) AS cmdline, arg_max(comm, seen_ms) AS comm, arg_max(role, seen_ms) AS role,
-			arg_max(user_name, seen_ms) AS user_name
-			FROM processes WHERE proc_key IN (SELECT proc_key FROM m) GROUP BY proc_key)
-		SELECT p.proc_key, coalesce(p.host, ''), coalesce(p.pid, 0), coalesce(p.ppid, 0),
-		coalesce(p.sid, 0), coalesce(p.start_ms, 0), coalesce(p.end_ms, 0), coalesce(p.cmdline, ''),
-		coalesce(p.comm, ''), coalesce(m.role, p.role, ''), coalesce(p.user_name, ''),
-		coalesce(m.from_ms, 0), coalesce(m.to_ms, 0), coalesce(m.cpu_base_ms, 0)
-		FROM m JOIN p USING (proc_key) ORDER BY p.start_ms, p.pid`, id)
-	if err != nil {
-		return nil, fmt.Errorf("cannot list processes: %w", err)
-	}
-	for rows.Next() {
-		var p store.Process
-		var key int64
-		var start, end, from, to int64
-		if err := rows.Scan(&key, &p.Host, &p.PID, &p.PPID, &p.SID, &start, &end, &p.Cmdline, &p.Comm, &p.Role,
-			&p.User, &from, &to, &p.CPUBaseMs); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		p.Key = store.Key(uint64(key))
-		p.Start, p.End, p.From, p.To = store.Time(start), store.Time(end), store.Time(from), store.Time(to)
-		d.ProcessList = append(d.ProcessList, p)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	lists := map[string][]store.Process{}
+	if err := s.processLists(ctx, []string{id}, lists); err != nil {
 		return nil, err
 	}
-	d.Processes = len(d.ProcessList)
-	// Each process's summary, from its samples: those of its life (with a
-	// margin), so that the zone maps of t_min and t_max leave out the
-	// chunks of other times (there is no index on the key).
-	for i := range d.ProcessList {
-		p := &d.ProcessList[i]
-		from, to := int64(0), int64(1<<62)
-		if p.Start > 0 {
-			from = int64(p.Start) - lookback
-		}
-		if p.End > 0 {
-			to = int64(p.End) + lookback
-		}
-		pts, err := s.points(ctx, kindProcess, uint64(p.Key), from, to)
-		if err != nil {
-			return nil, err
-		}
-		store.ProcessSummary(pts, p)
+	if l := lists[id]; l != nil {
+		d.ProcessList = l
 	}
+	d.Processes = len(d.ProcessList)
 	d.Events, err = s.Events(ctx, store.EventFilter{AttemptID: id, Limit: 5000})
 	d.Events = store.ProcessEvents(d.Events, d.ProcessList)
 	return d, err

@@ -79,7 +79,10 @@ func stagingSchema() []string {
 // absolute values, so that writing one twice changes nothing. They set
 // every column but the keys and job_id: DuckDB turns an update of an
 // indexed column into a delete and an insert, which leaves dead rows behind
-// at every summary write.
+// at every summary write. The staged rows go in the order of the rows they
+// update (their rowid; new ones last): the writer stages them in map order,
+// and DuckDB updates rows in random order some 20 times slower (1,800 of
+// 3,000 attempts: 500 ms against 25 ms, the writer's lock held all along).
 var upsertAttempts = upsertSQL("attempts", "attempt_id", attemptColumns, "job_id")
 
 var upsertJobs = upsertSQL("jobs", "job_id", jobColumns)
@@ -98,7 +101,8 @@ var (
 )
 
 func upsertSQL(table, key string, cols []string, fixed ...string) string {
-	q := "INSERT INTO " + table + " SELECT * FROM stage_" + table + " ON CONFLICT (" + key + ") DO UPDATE SET "
+	q := "INSERT INTO " + table + " SELECT s.* FROM stage_" + table + " s LEFT JOIN " + table + " t USING (" + key +
+		") ORDER BY t.rowid NULLS LAST ON CONFLICT (" + key + ") DO UPDATE SET "
 	first := true
 	for _, c := range cols {
 		skip := c == key

@@ -14,13 +14,7 @@ const lookback = 10 * 60 * 1000
 // Series returns bucketed series, computed from the chunks of the series
 // (package store does the arithmetic, the same for every backend).
 func (s *Store) Series(ctx context.Context, q store.SeriesQuery) (*store.SeriesResult, error) {
-	if q.Step <= 0 || q.To <= q.From {
-		return nil, fmt.Errorf("series needs from < to and a step > 0")
-	}
-	if q.Buckets() > 100000 {
-		return nil, fmt.Errorf("series of %d buckets: at most 100000", q.Buckets())
-	}
-	metrics, err := store.LookupMetrics(q.Scope, q.Metrics)
+	metrics, err := checkSeries(&q)
 	if err != nil {
 		return nil, err
 	}
@@ -63,6 +57,17 @@ func (s *Store) Series(ctx context.Context, q store.SeriesQuery) (*store.SeriesR
 		return nil, fmt.Errorf("unknown scope %q", q.Scope)
 	}
 	return res, nil
+}
+
+// checkSeries checks a query and returns its metrics.
+func checkSeries(q *store.SeriesQuery) ([]store.SeriesMetric, error) {
+	if q.Step <= 0 || q.To <= q.From {
+		return nil, fmt.Errorf("series needs from < to and a step > 0")
+	}
+	if q.Buckets() > 100000 {
+		return nil, fmt.Errorf("series of %d buckets: at most 100000", q.Buckets())
+	}
+	return store.LookupMetrics(q.Scope, q.Metrics)
 }
 
 func schemaOf(kind int) []store.StoredColumn {

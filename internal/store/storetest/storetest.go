@@ -47,6 +47,7 @@ func Run(t *testing.T, f Factory) {
 		{"MaintainKeepsResults", testMaintain},
 		{"NotFound", testNotFound},
 		{"Restart", testRestart},
+		{"BatchReads", testBatchReads},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, f) })

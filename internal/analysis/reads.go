@@ -1,0 +1,161 @@
+package analysis
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/taskscope/taskscope/internal/store"
+)
+
+// What a report reads beyond the job's summaries: the time series and
+// process lists of some attempts. A heuristic names what it will read (its
+// plan) before any runs; the report reads all of it at once, together when
+// the store can (store.SeriesBatcher, store.ProcessLister: a store without
+// an index on series keys scans a time range per read, whatever the
+// series), and the heuristics then find it read. What each computes is
+// what it would compute reading one by one.
+
+// reads are a report's reads, done and to do.
+type reads struct {
+	series  map[string]*store.SeriesResult // by seriesID; nil: failed or not found
+	procs   map[string][]store.Process     // by attempt; read (possibly empty) when present
+	heapMax map[string]int64               // by attempt
+}
+
+func seriesID(q store.SeriesQuery) string {
+	return fmt.Sprintf("%s|%s|%s|%d|%s|%d|%d|%d", q.Scope, q.JobID, q.AttemptID, q.Process, strings.Join(q.Metrics, ","),
+		q.From, q.To, q.Step)
+}
+
+// readSeries reads the queries not read yet.
+func (j *Job) readSeries(qs []store.SeriesQuery) {
+	var todo []store.SeriesQuery
+	seen := map[string]bool{}
+	for _, q := range qs {
+		id := seriesID(q)
+		if _, ok := j.reads.series[id]; !ok && !seen[id] {
+			seen[id] = true
+			todo = append(todo, q)
+		}
+	}
+	if len(todo) == 0 {
+		return
+	}
+	if b, ok := j.st.(store.SeriesBatcher); ok && len(todo) > 1 {
+		if rs, err := b.SeriesMany(j.ctx, todo); err == nil && len(rs) == len(todo) {
+			for i, q := range todo {
+				j.reads.series[seriesID(q)] = rs[i]
+			}
+			return
+		}
+	}
+	for _, q := range todo {
+		r, err := j.st.Series(j.ctx, q)
+		if err != nil {
+			r = nil
+		}
+		j.reads.series[seriesID(q)] = r
+	}
+}
+
+// series returns a query's result, read ahead or now.
+func (j *Job) series(q store.SeriesQuery) (*store.SeriesResult, error) {
+	j.readSeries([]store.SeriesQuery{q})
+	if r := j.reads.series[seriesID(q)]; r != nil {
+		return r, nil
+	}
+	return nil, fmt.Errorf("no series for %s", seriesID(q))
+}
+
+// readProcesses reads the process lists of attempts not read yet.
+func (j *Job) readProcesses(ids []string) {
+	var todo []string
+	seen := map[string]bool{}
+	for _, id := range ids {
+		if _, ok := j.reads.procs[id]; !ok && !seen[id] {
+			seen[id] = true
+			todo = append(todo, id)
+		}
+	}
+	if len(todo) == 0 {
+		return
+	}
+	if l, ok := j.st.(store.ProcessLister); ok && len(todo) > 1 {
+		if m, err := l.AttemptProcesses(j.ctx, todo); err == nil {
+			for _, id := range todo {
+				j.reads.procs[id] = m[id]
+			}
+			return
+		}
+	}
+	for _, id := range todo {
+		d, err := j.st.Attempt(j.ctx, id)
+		if err != nil {
+			continue // not read: processes says so
+		}
+		j.reads.procs[id] = d.ProcessList
+	}
+}
+
+// processes returns an attempt's processes as Attempt lists them.
+func (j *Job) processes(id string) ([]store.Process, error) {
+	j.readProcesses([]string{id})
+	ps, ok := j.reads.procs[id]
+	if !ok {
+		return nil, fmt.Errorf("no processes for %s", id)
+	}
+	return ps, nil
+}
+
+// plan is what the heuristics that read more than the summaries will read.
+func (j *Job) plan() (series []store.SeriesQuery, procs []string) {
+	byType := j.byType()
+	for _, typ := range sortedTypes(byType) {
+		for _, a := range growthAttempts(byType[typ]) {
+			series = append(series, growthQuery(a))
+			if a.XmxBytes <= 0 {
+				procs = append(procs, a.AttemptID)
+			}
+		}
+		for _, a := range shortLivedAttempts(byType[typ]) {
+			series = append(series, shortLivedQuery(a))
+		}
+		for _, a := range streamingAttempts(byType[typ]) {
+			procs = append(procs, a.AttemptID)
+		}
+		for _, a := range byType[typ] {
+			if a.PeakHeap > 0 && a.XmxBytes <= 0 {
+				procs = append(procs, a.AttemptID) // heap_headroom's heapMax
+			}
+		}
+	}
+	return series, procs
+}
+
+// readAhead reads what the plan names: the process lists first, then the
+// series, with those of the JVMs whose heap maximum heapMax reads.
+func (j *Job) readAhead() {
+	series, procs := j.plan()
+	j.readProcesses(procs)
+	for _, id := range procs {
+		if a, ok := j.attempt(id); ok && a.XmxBytes <= 0 {
+			series = append(series, j.heapMaxQueries(a)...)
+		}
+	}
+	j.readSeries(series)
+}
+
+// attempt finds one of the job's attempts.
+func (j *Job) attempt(id string) (store.Attempt, bool) {
+	if j.byID == nil {
+		j.byID = map[string]int{}
+		for i, a := range j.AttemptList {
+			j.byID[a.AttemptID] = i
+		}
+	}
+	i, ok := j.byID[id]
+	if !ok {
+		return store.Attempt{}, false
+	}
+	return j.AttemptList[i], true
+}

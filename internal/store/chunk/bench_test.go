@@ -1,0 +1,99 @@
+package chunk
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+// processLike is a series shaped like a task JVM's: counters that grow by
+// clock ticks (multiples of 10 ms), memory in KiB that moves by pages,
+// gauges that hardly move, and columns that are often absent (PSS, read
+// every few samples).
+func processLike(n int, r *rand.Rand) (times []int64, cols [][]int64, absent [][]byte) {
+	t := int64(1_700_000_000_000)
+	for i := 0; i < n; i++ {
+		t += 1000 + r.Int64N(3)
+		times = append(times, t)
+	}
+	for c := 0; c < 25; c++ {
+		v := r.Int64N(1 << 20)
+		col := make([]int64, n)
+		var bm []byte
+		for i := range col {
+			switch c % 5 {
+			case 0: // CPU ms
+				v += 10 * r.Int64N(100)
+			case 1: // RSS KiB
+				v += 4 * (r.Int64N(64) - 16)
+			case 2: // threads
+				if r.IntN(50) == 0 {
+					v++
+				}
+			case 3: // bytes read
+				v += 4096 * r.Int64N(300)
+			case 4: // PSS, every 10th sample
+				v = 4 * (1000 + r.Int64N(100))
+			}
+			col[i] = v
+		}
+		if c%5 == 4 {
+			bm = make([]byte, (n+7)/8)
+			for i := range col {
+				if i%10 != 0 {
+					bm[i/8] |= 1 << (i % 8)
+				}
+			}
+		}
+		cols = append(cols, col)
+		absent = append(absent, bm)
+	}
+	return
+}
+
+func benchWriter(b *testing.B, n int, lvl Level) {
+	times, cols, absent := processLike(n, rand.New(rand.NewPCG(1, 2)))
+	var w Writer
+	var buf []byte
+	b.ReportAllocs()
+	for b.Loop() {
+		w.Begin(times)
+		for j := range cols {
+			w.Column(uint8(j), cols[j], absent[j], 1)
+		}
+		buf = w.Finish(buf[:0], lvl)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/sample")
+}
+
+// BenchmarkWriterFresh is what ingest does to every series of a batch (5
+// samples, no zstd); BenchmarkWriterMerged what compaction does to a
+// series' 10 minutes (zstd Better).
+//
+//	go test -run '^$' -bench Writer ./internal/store/chunk/
+func BenchmarkWriterFresh(b *testing.B)  { benchWriter(b, 5, None) }
+func BenchmarkWriterMerged(b *testing.B) { benchWriter(b, 600, Better) }
+
+func benchDecode(b *testing.B, n int, lvl Level) {
+	times, cols, absent := processLike(n, rand.New(rand.NewPCG(1, 2)))
+	var w Writer
+	w.Begin(times)
+	for j := range cols {
+		w.Column(uint8(j), cols[j], absent[j], 1)
+	}
+	data := w.Finish(nil, lvl)
+	var d Decoder
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := d.Decode(data); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/sample")
+}
+
+// BenchmarkDecodeFresh and BenchmarkDecodeMerged decode those chunks
+// (compaction decodes fresh ones; queries merged ones).
+func BenchmarkDecodeFresh(b *testing.B)  { benchDecode(b, 5, None) }
+func BenchmarkDecodeMerged(b *testing.B) { benchDecode(b, 600, Better) }
+
+func BenchmarkWriterMergedRaw(b *testing.B) { benchWriter(b, 600, None) }

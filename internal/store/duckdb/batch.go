@@ -1,0 +1,340 @@
+package duckdb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/taskscope/taskscope/internal/store"
+)
+
+// The chunk tables have no index on the key: a read of one series scans
+// every chunk of its time range (and the lookback before it), whatever its
+// key. Reads of many series (the findings of a job read tens of attempts)
+// therefore read together: one scan of a time range for all the series
+// that need it, each series then taking its own chunks as one read would
+// have, so that what is computed is the same.
+
+// need is one series' chunks in [from, to).
+type need struct {
+	kind     int
+	key      uint64
+	from, to int64
+}
+
+// chunkRow is a chunk as the tables hold it.
+type chunkRow struct {
+	tMin, tMax int64
+	level      int
+	data       []byte
+}
+
+// seriesKey names a series.
+type seriesKey struct {
+	kind int
+	key  uint64
+}
+
+// maxInKeys bounds the keys of one query's IN list.
+const maxInKeys = 512
+
+// readChunks reads the chunks every need asks for, by series, in t_min
+// order: the needs are sorted by time and those whose ranges overlap (or
+// nearly: within lookback) read one range together.
+func (s *Store) readChunks(ctx context.Context, needs []need) (map[seriesKey][]chunkRow, error) {
+	out := map[seriesKey][]chunkRow{}
+	ns := append([]need(nil), needs...)
+	sort.Slice(ns, func(i, j int) bool { return ns[i].from < ns[j].from })
+	for i := 0; i < len(ns); {
+		// A group: needs of one range.
+		from, to := ns[i].from, ns[i].to
+		j := i + 1
+		for j < len(ns) && ns[j].from <= to+lookback {
+			to = max(to, ns[j].to)
+			j++
+		}
+		byKind := map[int][]uint64{}
+		seen := map[seriesKey]bool{}
+		for _, n := range ns[i:j] {
+			k := seriesKey{n.kind, n.key}
+			if !seen[k] {
+				seen[k] = true
+				byKind[n.kind] = append(byKind[n.kind], n.key)
+			}
+		}
+		for kind, keys := range byKind {
+			for len(keys) > 0 {
+				part := keys[:min(len(keys), maxInKeys)]
+				keys = keys[len(part):]
+				if err := s.readChunkRange(ctx, kind, part, from, to, out); err != nil {
+					return nil, err
+				}
+			}
+		}
+		i = j
+	}
+	return out, nil
+}
+
+// readChunkRange reads the chunks of kind and keys overlapping [from, to)
+// into out. A series' chunks from two ranges are kept once each.
+func (s *Store) readChunkRange(ctx context.Context, kind int, keys []uint64, from, to int64, out map[seriesKey][]chunkRow) error {
+	args := []any{kind, from, to}
+	for _, k := range keys {
+		args = append(args, keyValue(k))
+	}
+	rows, err := s.handle().QueryContext(ctx, `SELECT key, t_min, t_max, level, data FROM series_all WHERE kind = ?
+		AND t_max >= ? AND t_min < ? AND key IN (`+placeholders(len(keys))+`) ORDER BY key, t_min`, args...)
+	if err != nil {
+		return fmt.Errorf("cannot read series: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var key int64
+		var c chunkRow
+		if err := rows.Scan(&key, &c.tMin, &c.tMax, &c.level, &c.data); err != nil {
+			return err
+		}
+		k := seriesKey{kind, uint64(key)}
+		out[k] = append(out[k], c)
+	}
+	return rows.Err()
+}
+
+// pointsIn merges the chunks of one series that overlap [from, to), as
+// points(kind, key, from, to) reads them. (A chunk that two ranges both
+// read is there twice: the merge keeps each time once.)
+func pointsIn(chunks []chunkRow, kind int, from, to int64) (*store.Points, error) {
+	if !sort.SliceIsSorted(chunks, func(i, j int) bool { return chunks[i].tMin < chunks[j].tMin }) {
+		chunks = append([]chunkRow(nil), chunks...)
+		sort.SliceStable(chunks, func(i, j int) bool { return chunks[i].tMin < chunks[j].tMin })
+	}
+	var raw, rollup [][]byte
+	for _, c := range chunks {
+		if c.tMax < from || c.tMin >= to {
+			continue
+		}
+		if c.level == levelRollup {
+			rollup = append(rollup, c.data)
+		} else {
+			raw = append(raw, c.data)
+		}
+	}
+	return mergeLevels(raw, rollup, schemaOf(kind))
+}
+
+// SeriesMany returns what Series returns for each query (nil for a series
+// not found), reading the chunks of attempt and process series together.
+// An invalid query fails the whole call.
+func (s *Store) SeriesMany(ctx context.Context, qs []store.SeriesQuery) ([]*store.SeriesResult, error) {
+	out := make([]*store.SeriesResult, len(qs))
+	metrics := make([][]store.SeriesMetric, len(qs))
+	var attIDs []any
+	var procKeys []any
+	for i := range qs {
+		q := &qs[i]
+		m, err := checkSeries(q)
+		if err != nil {
+			return nil, err
+		}
+		metrics[i] = m
+		switch q.Scope {
+		case store.ScopeAttempt:
+			attIDs = append(attIDs, q.AttemptID)
+		case store.ScopeProcess:
+			procKeys = append(procKeys, keyValue(uint64(q.Process)))
+		default:
+			r, err := s.Series(ctx, *q)
+			if err != nil && !errors.Is(err, store.ErrNotFound) {
+				return nil, err
+			}
+			out[i] = r
+		}
+	}
+	// The starts (the base of a series' first increment), as Series reads
+	// them; a series without one is not found.
+	attStart := map[string]int64{}
+	procStart := map[uint64]int64{}
+	for len(attIDs) > 0 {
+		part := attIDs[:min(len(attIDs), maxInKeys)]
+		attIDs = attIDs[len(part):]
+		rows, err := s.handle().QueryContext(ctx, `SELECT attempt_id, coalesce(first_ms, 0) FROM attempts
+			WHERE attempt_id IN (`+placeholders(len(part))+`)`, part...)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var id string
+			var start int64
+			if err := rows.Scan(&id, &start); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			attStart[id] = start
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	for len(procKeys) > 0 {
+		part := procKeys[:min(len(procKeys), maxInKeys)]
+		procKeys = procKeys[len(part):]
+		rows, err := s.handle().QueryContext(ctx, `SELECT proc_key, coalesce(min(start_ms), 0) FROM processes
+			WHERE proc_key IN (`+placeholders(len(part))+`) GROUP BY proc_key`, part...)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var key, start int64
+			if err := rows.Scan(&key, &start); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			procStart[uint64(key)] = start
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	type found struct {
+		n     need
+		start int64
+	}
+	todo := map[int]found{}
+	var needs []need
+	for i := range qs {
+		q := &qs[i]
+		var f found
+		var ok bool
+		switch q.Scope {
+		case store.ScopeAttempt:
+			f.start, ok = attStart[q.AttemptID]
+			f.n = need{kindAttempt, store.AttemptKey(q.AttemptID), q.From - lookback, q.To}
+		case store.ScopeProcess:
+			f.start, ok = procStart[uint64(q.Process)]
+			f.n = need{kindProcess, uint64(q.Process), q.From - lookback, q.To}
+		}
+		if ok {
+			todo[i] = f
+			needs = append(needs, f.n)
+		}
+	}
+	chunks, err := s.readChunks(ctx, needs)
+	if err != nil {
+		return nil, err
+	}
+	for i, f := range todo {
+		p, err := pointsIn(chunks[seriesKey{f.n.kind, f.n.key}], f.n.kind, f.n.from, f.n.to)
+		if err != nil {
+			return nil, err
+		}
+		res := store.NewSeriesResult(&qs[i], metrics[i])
+		store.ComputeOne(&qs[i], res, metrics[i], schemaOf(f.n.kind), p, f.start)
+		out[i] = res
+	}
+	return out, nil
+}
+
+// AttemptProcesses returns the process lists of attempts as Attempt does
+// (each process with its summary), read together; an unknown attempt, or
+// one without processes, is absent.
+func (s *Store) AttemptProcesses(ctx context.Context, ids []string) (map[string][]store.Process, error) {
+	out := map[string][]store.Process{}
+	for len(ids) > 0 {
+		part := ids[:min(len(ids), maxInKeys)]
+		ids = ids[len(part):]
+		if err := s.processLists(ctx, part, out); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// processLists adds the process lists of attempts ids to out: the latest
+// description of each process and each membership's widest span, with
+// each process's summary from its samples over its life.
+func (s *Store) processLists(ctx context.Context, ids []string, out map[string][]store.Process) error {
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	rows, err := s.handle().QueryContext(ctx, `WITH m AS (SELECT attempt_id, proc_key, min(from_ms) AS from_ms,
+			CASE WHEN count(*) FILTER (WHERE to_ms IS NULL) = count(*) THEN NULL ELSE max(to_ms) END AS to_ms,
+			min(cpu_base_ms) AS cpu_base_ms, any_value(role) AS role
+			FROM memberships WHERE attempt_id IN (`+placeholders(len(ids))+`) GROUP BY attempt_id, proc_key),
+		p AS (SELECT proc_key, arg_max(host, seen_ms) AS host, arg_max(pid, seen_ms) AS pid, arg_max(ppid, seen_ms) AS ppid,
+			arg_max(sid, seen_ms) AS sid, min(start_ms) AS start_ms, max(end_ms) AS end_ms,
+			arg_max(cmdline, seen_ms) AS cmdline, arg_max(comm, seen_ms) AS comm, arg_max(role, seen_ms) AS role,
+			arg_max(user_name, seen_ms) AS user_name
+			FROM processes WHERE proc_key IN (SELECT proc_key FROM m) GROUP BY proc_key)
+		SELECT m.attempt_id, p.proc_key, coalesce(p.host, ''), coalesce(p.pid, 0), coalesce(p.ppid, 0),
+		coalesce(p.sid, 0), coalesce(p.start_ms, 0), coalesce(p.end_ms, 0), coalesce(p.cmdline, ''),
+		coalesce(p.comm, ''), coalesce(m.role, p.role, ''), coalesce(p.user_name, ''),
+		coalesce(m.from_ms, 0), coalesce(m.to_ms, 0), coalesce(m.cpu_base_ms, 0)
+		FROM m JOIN p USING (proc_key) ORDER BY m.attempt_id, p.start_ms, p.pid`, args...)
+	if err != nil {
+		return fmt.Errorf("cannot list processes: %w", err)
+	}
+	type at struct {
+		id string
+		i  int
+	}
+	var all []at
+	lists := map[string][]store.Process{}
+	for rows.Next() {
+		var p store.Process
+		var id string
+		var key int64
+		var start, end, from, to int64
+		if err := rows.Scan(&id, &key, &p.Host, &p.PID, &p.PPID, &p.SID, &start, &end, &p.Cmdline, &p.Comm, &p.Role,
+			&p.User, &from, &to, &p.CPUBaseMs); err != nil {
+			rows.Close()
+			return err
+		}
+		p.Key = store.Key(uint64(key))
+		p.Start, p.End, p.From, p.To = store.Time(start), store.Time(end), store.Time(from), store.Time(to)
+		all = append(all, at{id, len(lists[id])})
+		lists[id] = append(lists[id], p)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	// Each process's summary, from its samples: those of its life (with a
+	// margin), so that the zone maps of t_min and t_max leave out the
+	// chunks of other times.
+	life := func(p *store.Process) need {
+		from, to := int64(0), int64(1<<62)
+		if p.Start > 0 {
+			from = int64(p.Start) - lookback
+		}
+		if p.End > 0 {
+			to = int64(p.End) + lookback
+		}
+		return need{kindProcess, uint64(p.Key), from, to}
+	}
+	var needs []need
+	for _, a := range all {
+		needs = append(needs, life(&lists[a.id][a.i]))
+	}
+	chunks, err := s.readChunks(ctx, needs)
+	if err != nil {
+		return err
+	}
+	for _, a := range all {
+		p := &lists[a.id][a.i]
+		n := life(p)
+		pts, err := pointsIn(chunks[seriesKey{n.kind, n.key}], n.kind, n.from, n.to)
+		if err != nil {
+			return err
+		}
+		store.ProcessSummary(pts, p)
+	}
+	for id, l := range lists {
+		out[id] = l
+	}
+	return nil
+}

@@ -1,0 +1,143 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"math"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/taskscope/taskscope/internal/loadgen"
+	"github.com/taskscope/taskscope/internal/store"
+)
+
+// A store that reads many series, or many attempts' processes, together
+// (store.SeriesBatcher, store.ProcessLister) gives what reading them one
+// by one gives: the same buckets, the same processes with the same
+// summaries, nothing for what is unknown; over fresh and compacted chunks,
+// windows that overlap and windows far apart.
+func testBatchReads(t *testing.T, f Factory) {
+	s := open(t, f)
+	sb, batches := s.(store.SeriesBatcher)
+	pl, lists := s.(store.ProcessLister)
+	if !batches && !lists {
+		t.Skip("the store reads series one by one")
+	}
+	ctx := context.Background()
+	start := T0.Add(-40 * time.Minute)
+	g := loadgen.NewGenerator(loadgen.Config{Nodes: 3, Slots: 4, BatchTicks: 5, Seed: 11, Start: start})
+	Fill(t, s, g, start, 40*60)
+	page, err := s.Jobs(ctx, store.JobFilter{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var atts []store.Attempt
+	for _, j := range page.Jobs {
+		d, err := s.Job(ctx, j.JobID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		atts = append(atts, d.AttemptList...)
+	}
+	if len(atts) < 20 {
+		t.Fatalf("%d attempts: want more to compare", len(atts))
+	}
+	var qs []store.SeriesQuery
+	var ids []string
+	details := map[string]*store.AttemptDetail{}
+	for _, a := range atts {
+		ids = append(ids, a.AttemptID)
+		from := int64(a.Start)
+		to := max(int64(a.End), int64(a.LastSeen), from+a.DurationMs) + 1
+		qs = append(qs,
+			store.SeriesQuery{Scope: store.ScopeAttempt, AttemptID: a.AttemptID, Metrics: []string{"rss_bytes", "heap_used_bytes"},
+				From: from, To: to, Step: max(250, (to-from)/120)},
+			store.SeriesQuery{Scope: store.ScopeAttempt, AttemptID: a.AttemptID, Metrics: []string{"short_lived", "cpu_percent"},
+				From: from, To: to, Step: to - from},
+			store.SeriesQuery{Scope: store.ScopeAttempt, AttemptID: a.AttemptID, Metrics: []string{"cpu_percent"},
+				From: from - 15*60_000, To: to + 60_000, Step: 10_000})
+		d, err := s.Attempt(ctx, a.AttemptID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		details[a.AttemptID] = d
+		for _, p := range d.ProcessList {
+			pf, pt := int64(p.Start), max(int64(p.End), int64(p.LastSeen))+1
+			if pf <= 0 || pt <= pf {
+				pf, pt = from, to
+			}
+			qs = append(qs, store.SeriesQuery{Scope: store.ScopeProcess, Process: p.Key,
+				Metrics: []string{"cpu_percent", "rss_bytes", "heap_max_bytes"}, From: pf, To: pt, Step: pt - pf})
+		}
+	}
+	qs = append(qs, store.SeriesQuery{Scope: store.ScopeAttempt, AttemptID: "attempt_0_0_m_0_0", Metrics: []string{"rss_bytes"},
+		From: start.UnixMilli(), To: T0.UnixMilli(), Step: 60_000},
+		store.SeriesQuery{Scope: store.ScopeProcess, Process: 12345, Metrics: []string{"rss_bytes"},
+			From: start.UnixMilli(), To: T0.UnixMilli(), Step: 60_000},
+		store.SeriesQuery{Scope: store.ScopeJob, JobID: atts[0].JobID, Metrics: []string{"cpu_percent"},
+			From: start.UnixMilli(), To: T0.UnixMilli(), Step: 60_000})
+	if batches {
+		got, err := sb.SeriesMany(ctx, qs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(qs) {
+			t.Fatalf("%d results for %d queries", len(got), len(qs))
+		}
+		for i, q := range qs {
+			want, err := s.Series(ctx, q)
+			if errors.Is(err, store.ErrNotFound) {
+				if got[i] != nil {
+					t.Errorf("query %d (%+v): not found one by one, but %+v together", i, q, got[i])
+				}
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !sameSeries(got[i], want) {
+				t.Errorf("query %d (%+v):\n together  %+v\n one by one %+v", i, q, got[i], want)
+			}
+		}
+	}
+	if lists {
+		got, err := pl.AttemptProcesses(ctx, append(ids, "attempt_0_0_m_0_0"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := got["attempt_0_0_m_0_0"]; ok {
+			t.Error("an unknown attempt has processes")
+		}
+		for id, d := range details {
+			want := d.ProcessList
+			if len(want) == 0 {
+				want = nil
+			}
+			if !reflect.DeepEqual(got[id], want) {
+				t.Errorf("%s:\n together  %+v\n one by one %+v", id, got[id], want)
+			}
+		}
+	}
+}
+
+// sameSeries compares results, NaN equal to NaN.
+func sameSeries(a, b *store.SeriesResult) bool {
+	if a == nil || b == nil || a.Scope != b.Scope || a.Step != b.Step || a.From != b.From || a.To != b.To ||
+		!reflect.DeepEqual(a.Times, b.Times) || len(a.Series) != len(b.Series) {
+		return false
+	}
+	for i := range a.Series {
+		x, y := a.Series[i], b.Series[i]
+		if x.Metric != y.Metric || x.Unit != y.Unit || len(x.Values) != len(y.Values) {
+			return false
+		}
+		for j := range x.Values {
+			u, v := float64(x.Values[j]), float64(y.Values[j])
+			if u != v && !(math.IsNaN(u) && math.IsNaN(v)) {
+				return false
+			}
+		}
+	}
+	return true
+}
