@@ -122,7 +122,7 @@ func (t *tx) job(id string) *jobState {
 	if j := t.jobs[id]; j != nil {
 		return j
 	}
-	j := &jobState{hosts: map[string]int{}}
+	j := newJobState()
 	if cur := t.s.cache.jobs[id]; cur != nil {
 		j = cur.clone()
 	}
@@ -190,6 +190,10 @@ func (t *tx) absorb(p *store.Prepared) {
 		if _, ok := touched[id]; !ok {
 			touched[id] = st.counted
 		}
+		if st.genFirst == 0 {
+			st.genFirst = t.gen
+		}
+		st.genLast = t.gen
 		return st
 	}
 	for i := range b.Attempts {
@@ -303,10 +307,10 @@ func (t *tx) Commit() error {
 	if err := t.load(); err != nil {
 		return err
 	}
+	t.gen = s.gen + 1
 	for _, p := range t.prepared {
 		t.absorb(p)
 	}
-	t.gen = s.gen + 1
 	err := s.wconn.Raw(func(dc any) error {
 		conn := dc.(driver.Conn)
 		ex := conn.(driver.ExecerContext)
@@ -573,7 +577,7 @@ func (t *tx) writeSummaries(conn driver.Conn, exec func(string) error) error {
 			nullStr(m.Framework), nullMs(first), nullMs(last), m.Ended, nullStr(m.JobName), nullStr(m.User), nullStr(m.Queue),
 			nullPos(m.MemoryMB), nullStr(m.JavaOpts), nullPos(m.XmxBytes), m.Streaming, s.CPUMs, s.PeakRSS, s.PeakPSS,
 			s.PeakVMS, s.PeakHeap, s.ReadBytes, s.WriteBytes, s.GCTimeMs, s.SchedWaitMs, s.RSSByteMs, int32(len(st.procs)),
-			nullMs(st.rss.ms), st.rss.rss, keyValue(store.AttemptKey(id)))
+			nullMs(st.rss.ms), st.rss.rss, keyValue(store.AttemptKey(id)), st.genFirst, st.genLast)
 	})
 	if err != nil {
 		return err
@@ -587,7 +591,7 @@ func (t *tx) writeSummaries(conn driver.Conn, exec func(string) error) error {
 		}
 		return a.AppendRow(id, nullStr(j.appID), fw, nullStr(j.name), nullStr(j.user), nullStr(j.queue), nullMs(j.first),
 			nullMs(j.last), int32(j.attempts), int32(j.running), j.cpu, j.peak, j.memMBms/1024/3600_000,
-			j.byteMs/(1<<30)/3600_000, int32(len(j.hosts)))
+			j.byteMs/(1<<30)/3600_000, int32(len(j.hosts)), formatByType(j.byType), j.genLo, j.genHi)
 	})
 	if err != nil {
 		return err

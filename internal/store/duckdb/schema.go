@@ -2,7 +2,7 @@ package duckdb
 
 import "fmt"
 
-const schemaVersion = "5"
+const schemaVersion = "6"
 
 func schema() []string {
 	return []string{
@@ -17,14 +17,22 @@ func schema() []string {
 		`CREATE TABLE IF NOT EXISTS agent_seqs (agent_id VARCHAR, seq UBIGINT)`,
 		`CREATE TABLE IF NOT EXISTS jobs (job_id VARCHAR PRIMARY KEY, app_id VARCHAR, framework VARCHAR, name VARCHAR,
 			user_name VARCHAR, queue VARCHAR, first_ms BIGINT, last_ms BIGINT, attempts INTEGER, running INTEGER,
-			cpu_ms BIGINT, peak_rss BIGINT, mem_gb_hours DOUBLE, used_gb_hours DOUBLE, hosts INTEGER)`,
+			cpu_ms BIGINT, peak_rss BIGINT, mem_gb_hours DOUBLE, used_gb_hours DOUBLE, hosts INTEGER, by_type VARCHAR,
+			gen_lo UBIGINT, gen_hi UBIGINT)`,
+		// An attempt's gen_first is the commit that first stored anything of
+		// it; gen_last the last one. Attempts are appended in that order (at
+		// the summary write that follows), so a job's attempts are found
+		// by the range of their gen_first that its row keeps (gen_lo,
+		// gen_hi) and the zone maps of gen_first, without an index on
+		// job_id (DuckDB reads an ART index only up to 2,048 rows, and it
+		// was slower than the scan below that count).
 		`CREATE TABLE IF NOT EXISTS attempts (attempt_id VARCHAR PRIMARY KEY, job_id VARCHAR NOT NULL, host VARCHAR,
 			container_id VARCHAR, app_id VARCHAR, type VARCHAR, framework VARCHAR, first_ms BIGINT, last_ms BIGINT,
 			ended BOOLEAN, job_name VARCHAR, user_name VARCHAR, queue VARCHAR, memory_mb BIGINT, java_opts VARCHAR,
 			xmx_bytes BIGINT, streaming BOOLEAN, cpu_ms BIGINT, peak_rss BIGINT, peak_pss BIGINT, peak_vms BIGINT,
 			peak_heap BIGINT, read_bytes BIGINT, write_bytes BIGINT, gc_time_ms BIGINT, sched_wait_ms BIGINT,
-			rss_byte_ms DOUBLE, processes INTEGER, sample_ms BIGINT, last_rss BIGINT, attempt_key BIGINT)`,
-		`CREATE INDEX IF NOT EXISTS attempts_job ON attempts (job_id)`,
+			rss_byte_ms DOUBLE, processes INTEGER, sample_ms BIGINT, last_rss BIGINT, attempt_key BIGINT,
+			gen_first UBIGINT, gen_last UBIGINT)`,
 		// Every description of an attempt an agent sent, with the commit that
 		// stored it: after a crash, those the summaries had not taken in yet
 		// are read again.
@@ -90,9 +98,9 @@ var (
 	attemptColumns = []string{"attempt_id", "job_id", "host", "container_id", "app_id", "type", "framework", "first_ms",
 		"last_ms", "ended", "job_name", "user_name", "queue", "memory_mb", "java_opts", "xmx_bytes", "streaming", "cpu_ms",
 		"peak_rss", "peak_pss", "peak_vms", "peak_heap", "read_bytes", "write_bytes", "gc_time_ms", "sched_wait_ms",
-		"rss_byte_ms", "processes", "sample_ms", "last_rss", "attempt_key"}
+		"rss_byte_ms", "processes", "sample_ms", "last_rss", "attempt_key", "gen_first", "gen_last"}
 	jobColumns = []string{"job_id", "app_id", "framework", "name", "user_name", "queue", "first_ms", "last_ms", "attempts",
-		"running", "cpu_ms", "peak_rss", "mem_gb_hours", "used_gb_hours", "hosts"}
+		"running", "cpu_ms", "peak_rss", "mem_gb_hours", "used_gb_hours", "hosts", "by_type", "gen_lo", "gen_hi"}
 	agentColumns = []string{"agent_id", "host", "seq", "first_ms", "last_ms", "batches", "samples", "dropped_samples",
 		"dropped_batches", "read_errors", "overruns"}
 )

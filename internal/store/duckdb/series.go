@@ -122,8 +122,18 @@ func mergeLevels(raw, rollup [][]byte, cols []store.StoredColumn) (*store.Points
 
 // jobSeries sums the job's attempts.
 func (s *Store) jobSeries(ctx context.Context, q *store.SeriesQuery, metrics []store.SeriesMetric, res *store.SeriesResult) error {
+	var lo, hi uint64
+	err := s.db.QueryRowContext(ctx, `SELECT coalesce(gen_lo, 0), coalesce(gen_hi, 0) FROM jobs WHERE job_id = ?`, q.JobID).
+		Scan(&lo, &hi)
+	if isNoRows(err) {
+		return store.ErrNotFound
+	}
+	if err != nil {
+		return err
+	}
 	starts := map[int64]int64{}
-	rows, err := s.db.QueryContext(ctx, `SELECT attempt_key, coalesce(first_ms, 0) FROM attempts WHERE job_id = ?`, q.JobID)
+	rows, err := s.db.QueryContext(ctx, `SELECT attempt_key, coalesce(first_ms, 0) FROM attempts WHERE `+jobAttempts,
+		q.JobID, lo, hi)
 	if err != nil {
 		return err
 	}

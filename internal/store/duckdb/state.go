@@ -3,6 +3,8 @@ package duckdb
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"strings"
@@ -43,6 +45,8 @@ type attState struct {
 	shared  bool // procs is shared with the cache's copy: copy before changing
 	counted contrib
 	dirty   bool // changed since it was last written
+	// The first and the last commit that stored anything of the attempt.
+	genFirst, genLast uint64
 }
 
 // contrib is what one attempt adds to its job's figures.
@@ -56,6 +60,8 @@ type contrib struct {
 	memMBms float64
 	byteMs  float64
 	host    string
+	typ     string // "unknown" when not said
+	gen     uint64 // the attempt's genFirst
 }
 
 func (a *attState) contribution() contrib {
@@ -65,7 +71,10 @@ func (a *attState) contribution() contrib {
 	}
 	first, last := a.firstLast()
 	c := contrib{in: true, running: !m.Ended, cpu: s.CPUMs, peak: s.PeakRSS, first: first, last: last,
-		byteMs: s.RSSByteMs, host: a.host}
+		byteMs: s.RSSByteMs, host: a.host, typ: m.Type, gen: a.genFirst}
+	if c.typ == "" {
+		c.typ = "unknown"
+	}
 	if m.MemoryMB > 0 && first > 0 && last > first {
 		c.memMBms = float64(m.MemoryMB) * float64(last-first)
 	}
@@ -102,12 +111,19 @@ type jobState struct {
 	first, last                         int64
 	memMBms, byteMs                     float64
 	hosts                               map[string]int
+	byType                              map[string]int
+	genLo, genHi                        uint64 // the range of its attempts' genFirst
 	dirty                               bool
+}
+
+func newJobState() *jobState {
+	return &jobState{hosts: map[string]int{}, byType: map[string]int{}}
 }
 
 func (j *jobState) clone() *jobState {
 	c := *j
 	c.hosts = maps.Clone(j.hosts)
+	c.byType = maps.Clone(j.byType)
 	return &c
 }
 
@@ -125,6 +141,9 @@ func (j *jobState) apply(old, now contrib) {
 			if j.hosts[old.host]--; j.hosts[old.host] <= 0 {
 				delete(j.hosts, old.host)
 			}
+		}
+		if j.byType[old.typ]--; j.byType[old.typ] <= 0 {
+			delete(j.byType, old.typ)
 		}
 	}
 	if now.in {
@@ -145,6 +164,16 @@ func (j *jobState) apply(old, now contrib) {
 				j.hosts = map[string]int{}
 			}
 			j.hosts[now.host]++
+		}
+		if j.byType == nil {
+			j.byType = map[string]int{}
+		}
+		j.byType[now.typ]++
+		if now.gen > 0 {
+			if j.genLo == 0 || now.gen < j.genLo {
+				j.genLo = now.gen
+			}
+			j.genHi = max(j.genHi, now.gen)
 		}
 	}
 	j.dirty = true
@@ -246,8 +275,8 @@ func (s *Store) loadAttempts(ctx context.Context, db querier, ids []string) erro
 		for i, id := range part {
 			args[i] = id
 		}
-		rows, err := db.QueryContext(ctx, `SELECT `+attemptCols+`, coalesce(sample_ms, 0), coalesce(last_rss, 0)
-			FROM attempts WHERE attempt_id IN (`+placeholders(len(part))+`)`, args...)
+		rows, err := db.QueryContext(ctx, `SELECT `+attemptCols+`, coalesce(sample_ms, 0), coalesce(last_rss, 0),
+			coalesce(gen_first, 0), coalesce(gen_last, 0) FROM attempts WHERE attempt_id IN (`+placeholders(len(part))+`)`, args...)
 		if err != nil {
 			return fmt.Errorf("cannot load attempts: %w", err)
 		}
@@ -314,49 +343,32 @@ func (s *Store) loadJobs(ctx context.Context, db querier, ids []string) error {
 	rows, err := db.QueryContext(ctx, `SELECT job_id, coalesce(app_id, ''), coalesce(framework, ''), coalesce(name, ''),
 		coalesce(user_name, ''), coalesce(queue, ''), coalesce(first_ms, 0), coalesce(last_ms, 0), coalesce(attempts, 0),
 		coalesce(running, 0), coalesce(cpu_ms, 0), coalesce(peak_rss, 0), coalesce(mem_gb_hours, 0),
-		coalesce(used_gb_hours, 0) FROM jobs WHERE job_id IN (`+placeholders(len(ids))+`)`, args...)
+		coalesce(used_gb_hours, 0), coalesce(by_type, ''), coalesce(gen_lo, 0), coalesce(gen_hi, 0)
+		FROM jobs WHERE job_id IN (`+placeholders(len(ids))+`)`, args...)
 	if err != nil {
 		return fmt.Errorf("cannot load jobs: %w", err)
 	}
 	found := map[string]*jobState{}
 	for rows.Next() {
-		var id string
+		var id, byType string
 		var memGBh, usedGBh float64
-		j := &jobState{hosts: map[string]int{}}
+		j := newJobState()
 		if err := rows.Scan(&id, &j.appID, &j.framework, &j.name, &j.user, &j.queue, &j.first, &j.last, &j.attempts,
-			&j.running, &j.cpu, &j.peak, &memGBh, &usedGBh); err != nil {
+			&j.running, &j.cpu, &j.peak, &memGBh, &usedGBh, &byType, &j.genLo, &j.genHi); err != nil {
 			rows.Close()
 			return err
 		}
 		j.memMBms = memGBh * 1024 * 3600_000
 		j.byteMs = usedGBh * (1 << 30) * 3600_000
+		j.byType = parseByType(byType)
 		found[id] = j
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	if len(found) > 0 {
-		var fargs []any
-		for id := range found {
-			fargs = append(fargs, id)
-		}
-		rows, err := db.QueryContext(ctx, `SELECT job_id, host, count(*) FROM attempts
-			WHERE job_id IN (`+placeholders(len(fargs))+`) AND host IS NOT NULL GROUP BY ALL`, fargs...)
-		if err != nil {
-			return fmt.Errorf("cannot load job hosts: %w", err)
-		}
-		for rows.Next() {
-			var id, host string
-			var n int
-			if err := rows.Scan(&id, &host, &n); err != nil {
-				rows.Close()
-				return err
-			}
-			found[id].hosts[host] = n
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+	for id, j := range found {
+		if err := s.loadJobHosts(ctx, db, id, j); err != nil {
 			return err
 		}
 	}
@@ -364,10 +376,49 @@ func (s *Store) loadJobs(ctx context.Context, db querier, ids []string) error {
 		if j := found[id]; j != nil {
 			s.cache.jobs[id] = j
 		} else {
-			s.cache.jobs[id] = &jobState{hosts: map[string]int{}}
+			s.cache.jobs[id] = newJobState()
 		}
 	}
 	return nil
+}
+
+// loadJobHosts counts the job's attempts by host.
+func (s *Store) loadJobHosts(ctx context.Context, db querier, id string, j *jobState) error {
+	if j.attempts == 0 {
+		return nil
+	}
+	rows, err := db.QueryContext(ctx, `SELECT host, count(*) FROM attempts WHERE job_id = ? AND gen_first BETWEEN ? AND ?
+		AND host IS NOT NULL GROUP BY ALL`, id, j.genLo, j.genHi)
+	if err != nil {
+		return fmt.Errorf("cannot load job hosts: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var host string
+		var n int
+		if err := rows.Scan(&host, &n); err != nil {
+			return err
+		}
+		j.hosts[host] = n
+	}
+	return rows.Err()
+}
+
+// formatByType and parseByType keep a job's attempts by type as JSON.
+func formatByType(m map[string]int) driver.Value {
+	if len(m) == 0 {
+		return nil
+	}
+	b, _ := json.Marshal(m)
+	return string(b)
+}
+
+func parseByType(s string) map[string]int {
+	m := map[string]int{}
+	if s != "" {
+		json.Unmarshal([]byte(s), &m)
+	}
+	return m
 }
 
 func placeholders(n int) string {

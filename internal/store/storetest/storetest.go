@@ -40,6 +40,7 @@ func Run(t *testing.T, f Factory) {
 		{"Rollback", testRollback},
 		{"IncrementsAcrossBatches", testIncrementsAcrossBatches},
 		{"JobsListFiltersAndPaging", testJobsList},
+		{"JobAttemptsAcrossCommits", testJobAcrossCommits},
 		{"JVMReuseMemberships", testJVMReuse},
 		{"JobSeriesSumsAttempts", testJobSeries},
 		{"EventsAndHosts", testEventsAndHosts},
@@ -498,6 +499,67 @@ func testJobsList(t *testing.T, f Factory) {
 	}
 	if _, err := s.Jobs(ctx, store.JobFilter{State: "bogus"}); err == nil {
 		t.Error("bogus state accepted")
+	}
+}
+
+// testJobAcrossCommits: three jobs whose attempts start one by one over 45
+// commits, interleaved, with maintenance between them; each job lists
+// exactly its attempts, by type.
+func testJobAcrossCommits(t *testing.T, f Factory) {
+	s := open(t, f)
+	ctx := context.Background()
+	g := &Gen{Agent: "node4-a", Host: "node4"}
+	types := []string{"map", "reduce", "map"}
+	want := map[string]map[string]int{}
+	for i := 0; i < 45; i++ {
+		job := "job_1700000000000_" + pad4(100+i%3)
+		typ := types[i/3%3]
+		a := &AttemptSpec{ID: "attempt_1700000000000_" + pad4(100+i%3) + "_" + typ[:1] + "_" + pad4(i) + "_0", JobID: job,
+			Type: typ, JobName: "interleaved", User: "dave", Queue: "default", MemoryMB: 1024,
+			Start: T0.Add(time.Duration(i) * time.Second),
+			Procs: []ProcSpec{{PID: int32(3000 + i), Role: wire.RoleTaskJVM, CPUPerS: 10, RSS: 1 << 20}}}
+		Ingest(t, s, g.Batch([]*AttemptSpec{a}, 0, 2, i%2 == 0))
+		if want[job] == nil {
+			want[job] = map[string]int{}
+		}
+		want[job][typ]++
+		if i%10 == 9 {
+			if err := s.Maintain(ctx, T0.Add(24*time.Hour)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	page, err := s.Jobs(ctx, store.JobFilter{User: "dave"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Jobs) != 3 {
+		t.Fatalf("jobs = %d, want 3", len(page.Jobs))
+	}
+	for _, j := range page.Jobs {
+		if j.Attempts != 15 || j.ByType["map"] != want[j.JobID]["map"] || j.ByType["reduce"] != want[j.JobID]["reduce"] {
+			t.Errorf("job %s in the list: %d attempts, by type %v, want 15, %v", j.JobID, j.Attempts, j.ByType, want[j.JobID])
+		}
+		d, err := s.Job(ctx, j.JobID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(d.AttemptList) != 15 || d.ByType["map"] != want[j.JobID]["map"] {
+			t.Errorf("job %s: %d attempts, by type %v, want 15, %v", j.JobID, len(d.AttemptList), d.ByType, want[j.JobID])
+		}
+		for _, a := range d.AttemptList {
+			if a.JobID != j.JobID {
+				t.Errorf("job %s lists attempt %s of job %s", j.JobID, a.AttemptID, a.JobID)
+			}
+		}
+		res, err := s.Series(ctx, store.SeriesQuery{Scope: store.ScopeJob, JobID: j.JobID, Metrics: []string{store.JobAttemptsMetric},
+			From: T0.UnixMilli(), To: T0.Add(60 * time.Second).UnixMilli(), Step: 60000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := float64(res.Series[0].Values[0]); v != 15 {
+			t.Errorf("job %s series: %g attempts with data, want 15", j.JobID, v)
+		}
 	}
 }
 
