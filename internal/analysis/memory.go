@@ -225,7 +225,7 @@ func (j *Job) heapMax(a store.Attempt) int64 {
 		if from <= 0 || to <= from {
 			from, to = span(a)
 		}
-		r, err := j.st.Series(j.ctx, store.SeriesQuery{Scope: store.ScopeProcess, Process: p.Key,
+		r, err := j.st.Series(j.ctx, store.SeriesQuery{Scope: store.ScopeProcess, Process: p.Key, AttemptID: a.AttemptID,
 			Metrics: []string{"heap_max_bytes"}, From: from, To: to, Step: to - from})
 		if err != nil {
 			continue

@@ -18,8 +18,11 @@ const (
 
 // SeriesQuery asks for metrics of one process, attempt or job, bucketed.
 type SeriesQuery struct {
-	Scope     Scope
-	JobID     string
+	Scope Scope
+	JobID string
+	// AttemptID is the attempt of ScopeAttempt; with ScopeProcess, an
+	// attempt the process ran in (optional): the store finds the process
+	// through it, and a process that is not in it is ErrNotFound.
 	AttemptID string
 	Process   Key
 	Metrics   []string // names from ProcessSeriesMetrics or AttemptSeriesMetrics

@@ -42,11 +42,16 @@ type tx struct {
 	agents   map[string]*agentState // copies, changed by this transaction
 	atts     map[string]*attState
 	jobs     map[string]*jobState
-	flush    bool              // write the summaries whatever the time
-	flushed  bool              // they were written
-	cmdlines map[uint64]uint64 // changes to the cache's cmdlines (0: forget)
+	flush    bool // write the summaries whatever the time
+	flushed  bool // they were written
 	done     bool
 	gen      uint64
+	// The rows of proc_log, one per attempt and process (records of the
+	// same attempt and process in this commit are merged into one).
+	procRows []*procRow
+	rowIdx   map[rowKey]*procRow
+	live     map[uint64]*liveProc // changes to the cache's live (nil: forget)
+	newTmpls []*cmdShape          // command line templates this commit stores
 }
 
 // Begin starts an ingest transaction. It holds the store's writer lock
@@ -142,17 +147,27 @@ func (t *tx) load() error {
 			ids = append(ids, id)
 		}
 	}
+	var touched []string
 	for _, p := range t.prepared {
 		b := p.Batch
 		for i := range b.Attempts {
-			want(b.Attempts[i].AttemptID)
+			touched = append(touched, b.Attempts[i].AttemptID)
 		}
 		for i := range b.AttemptSeries {
-			want(b.AttemptSeries[i].AttemptID)
+			touched = append(touched, b.AttemptSeries[i].AttemptID)
 		}
 		for i := range b.Members {
-			want(b.Members[i].AttemptID)
+			touched = append(touched, b.Members[i].AttemptID)
 		}
+		// The attempts a process record goes to.
+		for i := range b.Processes {
+			if lp := c.live[b.Processes[i].Key]; lp != nil {
+				touched = append(touched, lp.atts...)
+			}
+		}
+	}
+	for _, id := range touched {
+		want(id)
 	}
 	if len(ids) > 0 {
 		if err := t.s.loadAttempts(t.ctx, t.s.db, ids); err != nil {
@@ -172,10 +187,10 @@ func (t *tx) load() error {
 		for i := range b.Attempts {
 			wantJob(b.Attempts[i].JobID)
 		}
-		for i := range b.AttemptSeries {
-			if st := c.atts[b.AttemptSeries[i].AttemptID]; st != nil {
-				wantJob(st.meta.JobID)
-			}
+	}
+	for _, id := range touched {
+		if st := c.atts[id]; st != nil {
+			wantJob(st.meta.JobID)
 		}
 	}
 	return t.s.loadJobs(t.ctx, t.s.db, jobs)
@@ -211,6 +226,33 @@ func (t *tx) absorb(p *store.Prepared) {
 		st := touch(m.AttemptID)
 		st.addProc(m.Process)
 		st.dirty = true
+		t.row(m.AttemptID, m.Process).addMember(m)
+		t.addLive(m.Process, m.AttemptID)
+	}
+	for i := range b.Processes {
+		pr := &b.Processes[i]
+		lp := t.liveProc(pr.Key)
+		if lp == nil || len(lp.atts) == 0 {
+			t.row("", pr.Key).process(pr, b.Host, true)
+		} else {
+			for _, id := range lp.atts {
+				st := touch(id)
+				st.dirty = true
+				h := maphash.String(cmdSeed, pr.Cmdline) | 1
+				logCmd := st.procs[pr.Key] != h
+				if logCmd {
+					st.setCmd(pr.Key, h)
+				}
+				t.row(id, pr.Key).process(pr, b.Host, logCmd)
+			}
+		}
+		if pr.EndMs != 0 {
+			t.setLive(pr.Key, nil)
+		} else if lp != nil && lp.start != pr.StartMs {
+			cp := *lp
+			cp.start = pr.StartMs
+			t.setLive(pr.Key, &cp)
+		}
 	}
 	for id, sum := range p.Atts {
 		st := touch(id)
@@ -311,6 +353,9 @@ func (t *tx) Commit() error {
 	for _, p := range t.prepared {
 		t.absorb(p)
 	}
+	if err := t.describeMembers(); err != nil {
+		return err
+	}
 	err := s.wconn.Raw(func(dc any) error {
 		conn := dc.(driver.Conn)
 		ex := conn.(driver.ExecerContext)
@@ -394,18 +439,27 @@ func (t *tx) write(conn driver.Conn, exec func(string) error) error {
 		job  int64
 	}
 	var chunks []chunkRow
-	var procs, members, atts, exts, events int
+	var atts, exts, events int
 	for _, p := range t.prepared {
 		b := p.Batch
+		// A process chunk's job_key is the process's start, when known: from
+		// a record in its batch, or from what is known of live processes.
+		starts := map[uint64]int64{}
+		for i := range b.Processes {
+			starts[b.Processes[i].Key] = b.Processes[i].StartMs
+		}
 		for i := range p.ProcChunks {
-			chunks = append(chunks, chunkRow{kindProcess, &p.ProcChunks[i], 0})
+			c := &p.ProcChunks[i]
+			start, ok := starts[c.Key]
+			if lp := t.liveProc(c.Key); !ok && lp != nil {
+				start = lp.start
+			}
+			chunks = append(chunks, chunkRow{kindProcess, c, start})
 		}
 		for i := range p.AttChunks {
 			c := &p.AttChunks[i]
 			chunks = append(chunks, chunkRow{kindAttempt, c, keyValue(store.AttemptKey(t.att(c.AttemptID).meta.JobID))})
 		}
-		procs += len(b.Processes)
-		members += len(b.Members)
 		atts += len(b.Attempts)
 		exts += len(p.Ext)
 		events += len(b.Events)
@@ -432,45 +486,11 @@ func (t *tx) write(conn driver.Conn, exec func(string) error) error {
 		}
 		return out
 	}
-	if procs > 0 {
-		rs := each(func(p *store.Prepared) int { return len(p.Batch.Processes) })
-		t.cmdlines = map[uint64]uint64{}
-		err := appendRows(conn, "processes", len(rs), func(i int, a *duck.Appender) error {
-			r := rs[i]
-			m := &r.b.Processes[r.i]
-			// A command line is logged once per process (they are long:
-			// a task JVM's is kilobytes); its later records say NULL.
-			var cmd driver.Value = m.Cmdline
-			h := maphash.String(cmdSeed, m.Cmdline) | 1
-			prev, ok := t.cmdlines[m.Key]
-			if !ok {
-				prev = t.s.cache.cmdlines[m.Key]
-			}
-			if prev == h {
-				cmd = nil
-			}
-			t.cmdlines[m.Key] = h
-			if m.EndMs != 0 {
-				t.cmdlines[m.Key] = 0
-			}
-			return a.AppendRow(keyValue(m.Key), r.b.Host, m.PID, m.PPID, m.SID, nullMs(m.StartMs), nullMs(m.EndMs), cmd,
-				m.Comm, nullStr(m.Role), m.UID, nullStr(m.User), r.b.SentMs)
-		})
-		if err != nil {
-			return err
-		}
-	}
-	if members > 0 {
-		rs := each(func(p *store.Prepared) int { return len(p.Batch.Members) })
-		err := appendRows(conn, "memberships", len(rs), func(i int, a *duck.Appender) error {
-			m := &rs[i].b.Members[rs[i].i]
-			return a.AppendRow(keyValue(m.Process), m.AttemptID, nullMs(m.FromMs), nullMs(m.ToMs), m.CPUBaseMs, nullStr(m.Role))
-		})
-		if err != nil {
-			return err
-		}
+	if err := t.writeProcRows(conn); err != nil {
+		return err
 	}
 	if atts > 0 {
+		t.s.logged = true
 		rs := each(func(p *store.Prepared) int { return len(p.Batch.Attempts) })
 		err := appendRows(conn, "attempt_log", len(rs), func(i int, a *duck.Appender) error {
 			r := rs[i]
@@ -620,6 +640,14 @@ func (t *tx) writeSummaries(conn driver.Conn, exec func(string) error) error {
 			return err
 		}
 	}
+	// The attempts' descriptions are in their rows now: recovery reads only
+	// those logged after this write.
+	if t.s.logged {
+		if err := exec("DELETE FROM attempt_log"); err != nil {
+			return err
+		}
+		t.s.logged = false
+	}
 	if err := exec("UPDATE meta SET value = '" + strconv.FormatUint(t.gen, 10) + "' WHERE key = 'flushed_gen'"); err != nil {
 		return err
 	}
@@ -632,14 +660,24 @@ func (t *tx) apply() {
 	s := t.s
 	c := s.cache
 	s.gen = t.gen
-	if len(c.cmdlines)+len(t.cmdlines) > maxCmdlines {
-		clear(c.cmdlines)
+	for _, sh := range t.newTmpls {
+		s.tmpls.put(sh)
 	}
-	for k, h := range t.cmdlines {
-		if h == 0 {
-			delete(c.cmdlines, k)
+	for k, lp := range t.live {
+		if lp == nil {
+			delete(c.live, k)
 		} else {
-			c.cmdlines[k] = h
+			c.live[k] = lp
+		}
+	}
+	if len(c.live) > maxLive {
+		// Processes whose exit was never told: keep those of the attempts
+		// in memory (those that run).
+		clear(c.live)
+		for id, st := range c.atts {
+			for k := range st.procs {
+				c.addLive(k, id)
+			}
 		}
 	}
 	for id, a := range t.agents {

@@ -336,9 +336,11 @@ func (s *Store) scanSeries(ctx context.Context, table, where string,
 			if err := flush(); err != nil {
 				return n, err
 			}
-			curKind, curKey = kind, key
+			curKind, curKey, curJob = kind, key, 0
 		}
-		curJob = job
+		if job != 0 {
+			curJob = job // (a process's start may be known from some of its chunks only)
+		}
 		group = append(group, data)
 	}
 	if err := rows.Err(); err != nil {

@@ -245,42 +245,12 @@ func (s *Store) Attempt(ctx context.Context, id string) (*store.AttemptDetail, e
 	if len(atts) == 0 {
 		return nil, store.ErrNotFound
 	}
-	d := &store.AttemptDetail{Attempt: atts[0], ProcessList: []store.Process{}}
-	d.Processes = 0
-	// Processes and memberships are logs: the latest description of each
-	// process, and each membership's widest span.
-	rows, err := s.db.QueryContext(ctx, `WITH m AS (SELECT proc_key, min(from_ms) AS from_ms,
-			CASE WHEN count(*) FILTER (WHERE to_ms IS NULL) = count(*) THEN NULL ELSE max(to_ms) END AS to_ms,
-			min(cpu_base_ms) AS cpu_base_ms, any_value(role) AS role
-			FROM memberships WHERE attempt_id = ? GROUP BY proc_key),
-		p AS (SELECT proc_key, arg_max(host, seen_ms) AS host, arg_max(pid, seen_ms) AS pid, arg_max(ppid, seen_ms) AS ppid,
-			arg_max(sid, seen_ms) AS sid, min(start_ms) AS start_ms, max(end_ms) AS end_ms,
-			arg_max(cmdline, seen_ms) AS cmdline, arg_max(comm, seen_ms) AS comm, arg_max(role, seen_ms) AS role,
-			arg_max(user_name, seen_ms) AS user_name
-			FROM processes WHERE proc_key IN (SELECT proc_key FROM m) GROUP BY proc_key)
-		SELECT p.proc_key, coalesce(p.host, ''), coalesce(p.pid, 0), coalesce(p.ppid, 0),
-		coalesce(p.sid, 0), coalesce(p.start_ms, 0), coalesce(p.end_ms, 0), coalesce(p.cmdline, ''),
-		coalesce(p.comm, ''), coalesce(m.role, p.role, ''), coalesce(p.user_name, ''),
-		coalesce(m.from_ms, 0), coalesce(m.to_ms, 0), coalesce(m.cpu_base_ms, 0)
-		FROM m JOIN p USING (proc_key) ORDER BY p.start_ms, p.pid`, id)
+	d := &store.AttemptDetail{Attempt: atts[0]}
+	r, err := s.attemptRange(ctx, id)
 	if err != nil {
-		return nil, fmt.Errorf("cannot list processes: %w", err)
+		return nil, err
 	}
-	for rows.Next() {
-		var p store.Process
-		var key int64
-		var start, end, from, to int64
-		if err := rows.Scan(&key, &p.Host, &p.PID, &p.PPID, &p.SID, &start, &end, &p.Cmdline, &p.Comm, &p.Role,
-			&p.User, &from, &to, &p.CPUBaseMs); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		p.Key = store.Key(uint64(key))
-		p.Start, p.End, p.From, p.To = store.Time(start), store.Time(end), store.Time(from), store.Time(to)
-		d.ProcessList = append(d.ProcessList, p)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	if d.ProcessList, err = s.attemptProcesses(ctx, r); err != nil {
 		return nil, err
 	}
 	d.Processes = len(d.ProcessList)
@@ -302,7 +272,11 @@ func (s *Store) Attempt(ctx context.Context, id string) (*store.AttemptDetail, e
 		}
 		store.ProcessSummary(pts, p)
 	}
-	d.Events, err = s.Events(ctx, store.EventFilter{AttemptID: id, Limit: 5000})
+	keys := make([]any, len(d.ProcessList))
+	for i, p := range d.ProcessList {
+		keys[i] = keyValue(uint64(p.Key))
+	}
+	d.Events, err = s.events(ctx, store.EventFilter{AttemptID: id, Limit: 5000}, keys)
 	d.Events = store.ProcessEvents(d.Events, d.ProcessList)
 	return d, err
 }
@@ -310,6 +284,23 @@ func (s *Store) Attempt(ctx context.Context, id string) (*store.AttemptDetail, e
 // Events lists events, oldest first. Filtering by attempt also finds the
 // events of the attempt's processes.
 func (s *Store) Events(ctx context.Context, f store.EventFilter) ([]store.Event, error) {
+	var keys []any
+	if f.AttemptID != "" {
+		r, err := s.attemptRange(ctx, f.AttemptID)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return nil, err
+		}
+		if err == nil {
+			if keys, err = s.attemptProcKeys(ctx, r); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return s.events(ctx, f, keys)
+}
+
+// events is Events with the keys of the attempt's processes.
+func (s *Store) events(ctx context.Context, f store.EventFilter, keys []any) ([]store.Event, error) {
 	if f.Limit <= 0 || f.Limit > 100000 {
 		f.Limit = 1000
 	}
@@ -322,8 +313,12 @@ func (s *Store) Events(ctx context.Context, f store.EventFilter) ([]store.Event,
 		where, args = append(where, "job_id = ?"), append(args, f.JobID)
 	}
 	if f.AttemptID != "" {
-		where = append(where, "(attempt_id = ? OR proc_key IN (SELECT proc_key FROM memberships WHERE attempt_id = ?))")
-		args = append(args, f.AttemptID, f.AttemptID)
+		if len(keys) == 0 {
+			where, args = append(where, "attempt_id = ?"), append(args, f.AttemptID)
+		} else {
+			where = append(where, "(attempt_id = ? OR proc_key IN ("+placeholders(len(keys))+"))")
+			args = append(append(args, f.AttemptID), keys...)
+		}
 	}
 	if f.Kind != "" {
 		where, args = append(where, "kind = ?"), append(args, f.Kind)

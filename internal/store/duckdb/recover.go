@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sort"
 
+	duck "github.com/duckdb/duckdb-go/v2"
+
 	"github.com/taskscope/taskscope/internal/store"
 	"github.com/taskscope/taskscope/internal/wire"
 )
@@ -69,6 +71,29 @@ func (s *Store) recover(ctx context.Context) error {
 	if err := rows.Err(); err != nil {
 		return err
 	}
+	// Attempts with process rows since: the commits they span, and their
+	// memberships.
+	since, err := s.procRowsSince(ctx)
+	if err != nil {
+		return err
+	}
+	for _, l := range logs {
+		if pr := since[keyValue(store.AttemptKey(l.a.AttemptID))]; pr != nil {
+			pr.id = l.a.AttemptID
+		}
+	}
+	if err := s.attemptIDs(ctx, since); err != nil {
+		return err
+	}
+	for k, pr := range since {
+		if pr.id == "" {
+			// Nothing else is stored of it yet: its first commit, for when
+			// it is.
+			s.cache.pendingFirst[uint64(k)] = pr.lo
+			continue
+		}
+		want[pr.id] = true
+	}
 	if len(want) == 0 && len(logs) == 0 {
 		return s.Flush(ctx) // the agents' logged sequences
 	}
@@ -89,6 +114,20 @@ func (s *Store) recover(ctx context.Context) error {
 			st.genFirst = l.gen
 		}
 		st.genLast = max(st.genLast, l.gen)
+	}
+	for _, pr := range since {
+		st := c.atts[pr.id]
+		if st == nil {
+			continue
+		}
+		if st.genFirst == 0 || pr.lo < st.genFirst {
+			st.genFirst = pr.lo
+		}
+		st.genLast = max(st.genLast, pr.hi)
+		for _, k := range pr.procs {
+			st.addProc(k)
+			c.addLive(k, pr.id)
+		}
 	}
 	jobs := map[string]bool{}
 	for _, id := range ids {
@@ -196,4 +235,70 @@ func firstRecovered(atts map[string]*attState, ids []string) uint64 {
 		}
 	}
 	return lo
+}
+
+// loggedAttempt is what proc_log holds of an attempt since the last
+// summary write.
+type loggedAttempt struct {
+	id     string
+	lo, hi uint64
+	procs  []uint64 // members
+}
+
+// procRowsSince reads the attempts of the process rows committed after the
+// last summary write, by attempt key.
+func (s *Store) procRowsSince(ctx context.Context) (map[int64]*loggedAttempt, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT attempt_key, min(gen), max(gen), list(DISTINCT proc_key) FILTER (WHERE member)
+		FROM proc_log WHERE gen > ? AND attempt_key <> 0 GROUP BY attempt_key`, s.flushedGen)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[int64]*loggedAttempt{}
+	for rows.Next() {
+		var k int64
+		var procs duck.Composite[[]int64]
+		l := &loggedAttempt{}
+		if err := rows.Scan(&k, &l.lo, &l.hi, &procs); err != nil {
+			return nil, err
+		}
+		for _, p := range procs.Get() {
+			l.procs = append(l.procs, uint64(p))
+		}
+		out[k] = l
+	}
+	return out, rows.Err()
+}
+
+// attemptIDs names the attempts of logged that have a row in attempts.
+func (s *Store) attemptIDs(ctx context.Context, logged map[int64]*loggedAttempt) error {
+	var keys []any
+	for k, l := range logged {
+		if l.id == "" {
+			keys = append(keys, k)
+		}
+	}
+	for len(keys) > 0 {
+		part := keys[:min(256, len(keys))]
+		keys = keys[len(part):]
+		rows, err := s.db.QueryContext(ctx, `SELECT attempt_key, attempt_id FROM attempts WHERE attempt_key IN (`+
+			placeholders(len(part))+`)`, part...)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var k int64
+			var id string
+			if err := rows.Scan(&k, &id); err != nil {
+				rows.Close()
+				return err
+			}
+			logged[k].id = id
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -2,7 +2,7 @@ package duckdb
 
 import "fmt"
 
-const schemaVersion = "6"
+const schemaVersion = "7"
 
 func schema() []string {
 	return []string{
@@ -40,15 +40,26 @@ func schema() []string {
 			app_id VARCHAR, container_id VARCHAR, type VARCHAR, framework VARCHAR, first_ms BIGINT, last_ms BIGINT,
 			ended BOOLEAN, job_name VARCHAR, user_name VARCHAR, queue VARCHAR, memory_mb BIGINT, java_opts VARCHAR,
 			xmx_bytes BIGINT, streaming BOOLEAN)`,
-		// Processes and memberships are logs: a row each time an agent
-		// describes them (first sight, exec, exit); queries take the latest.
-		`CREATE TABLE IF NOT EXISTS processes (proc_key BIGINT, host VARCHAR, pid INTEGER, ppid INTEGER,
-			sid INTEGER, start_ms BIGINT, end_ms BIGINT, cmdline VARCHAR, comm VARCHAR, role VARCHAR, uid UINTEGER,
-			user_name VARCHAR, seen_ms BIGINT)`,
-		`CREATE INDEX IF NOT EXISTS processes_key ON processes (proc_key)`,
-		`CREATE TABLE IF NOT EXISTS memberships (proc_key BIGINT, attempt_id VARCHAR, from_ms BIGINT, to_ms BIGINT,
-			cpu_base_ms BIGINT, role VARCHAR)`,
-		`CREATE INDEX IF NOT EXISTS memberships_attempt ON memberships (attempt_id)`,
+		// What an attempt's page shows of its processes, as a log: a row
+		// each time an agent describes a process of the attempt (first
+		// sight, exec, exit: the process's columns) or its membership
+		// (the membership's columns), one row per attempt, process and
+		// commit; queries take the latest of each column. A process
+		// record goes to the row of every attempt the process is a member
+		// of (attempt_key 0: none known). gen is the commit: rows are in
+		// its order, so an attempt's rows are found by the range of
+		// commits its row in attempts keeps (gen_first, gen_last) and the
+		// zone maps of gen, without an index (an ART index of random keys
+		// takes 40 bytes a row and is written again whole at every
+		// checkpoint). A command line is logged once per attempt and
+		// process, against a template (cmd_tmpl, cmd_args) or as text.
+		`CREATE TABLE IF NOT EXISTS proc_log (gen UBIGINT, attempt_key BIGINT, proc_key BIGINT, member BOOLEAN,
+			host VARCHAR, pid INTEGER, ppid INTEGER, sid INTEGER, start_ms BIGINT, end_ms BIGINT, cmd_tmpl INTEGER,
+			cmd_args BLOB, cmdline VARCHAR, comm VARCHAR, role VARCHAR, uid UINTEGER, user_name VARCHAR,
+			from_ms BIGINT, to_ms BIGINT, cpu_base_ms BIGINT, member_role VARCHAR)`,
+		// Command line templates (cmdline.go): the first command line of
+		// each shape, numbered from 0, with the hash of its shape.
+		`CREATE TABLE IF NOT EXISTS cmd_templates (id INTEGER, tmpl BIGINT, text VARCHAR)`,
 		// Time series: one row per series per batch, a compressed chunk of
 		// columns (package chunk). Maintain merges fresh chunks (level 0) into
 		// zstd-compressed ones (level 1) and per-minute rollups (level 2).

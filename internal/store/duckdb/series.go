@@ -27,18 +27,29 @@ func (s *Store) Series(ctx context.Context, q store.SeriesQuery) (*store.SeriesR
 	res := store.NewSeriesResult(&q, metrics)
 	switch q.Scope {
 	case store.ScopeProcess:
-		var start, n int64
-		err := s.db.QueryRowContext(ctx, `SELECT coalesce(min(start_ms), 0), count(*) FROM processes WHERE proc_key = ?`,
-			keyValue(uint64(q.Process))).Scan(&start, &n)
+		start, err := s.processStart(ctx, &q)
 		if err != nil {
 			return nil, err
 		}
-		if n == 0 {
-			return nil, store.ErrNotFound
-		}
-		p, err := s.points(ctx, kindProcess, uint64(q.Process), q.From-lookback, q.To)
+		p, chunkStart, err := s.processPoints(ctx, uint64(q.Process), q.From-lookback, q.To)
 		if err != nil {
 			return nil, err
+		}
+		if start < 0 {
+			// Without an attempt: the process is known by its samples, or
+			// else by its records.
+			start = chunkStart
+			if len(p.Times) == 0 {
+				var n int64
+				err := s.db.QueryRowContext(ctx, `SELECT coalesce(min(start_ms), 0), count(*) FROM proc_log WHERE proc_key = ?`,
+					keyValue(uint64(q.Process))).Scan(&start, &n)
+				if err != nil {
+					return nil, err
+				}
+				if n == 0 {
+					return nil, store.ErrNotFound
+				}
+			}
 		}
 		store.ComputeOne(&q, res, metrics, store.SampleColumns, p, start)
 	case store.ScopeAttempt:
@@ -63,6 +74,60 @@ func (s *Store) Series(ctx context.Context, q store.SeriesQuery) (*store.SeriesR
 		return nil, fmt.Errorf("unknown scope %q", q.Scope)
 	}
 	return res, nil
+}
+
+// processStart is the start of the process of q when q names an attempt it
+// is a member of (ErrNotFound if it is not); -1 without an attempt.
+func (s *Store) processStart(ctx context.Context, q *store.SeriesQuery) (int64, error) {
+	if q.AttemptID == "" {
+		return -1, nil
+	}
+	r, err := s.attemptRange(ctx, q.AttemptID)
+	if err != nil {
+		return 0, err
+	}
+	var start, members int64
+	err = s.db.QueryRowContext(ctx, `SELECT coalesce(min(start_ms), 0), count(*) FILTER (WHERE member) FROM (`+
+		r.where(" AND proc_key = ?")+`)`, r.args(keyValue(uint64(q.Process)))...).Scan(&start, &members)
+	if err != nil {
+		return 0, err
+	}
+	if members == 0 {
+		return 0, fmt.Errorf("process %s is not in attempt %s: %w", q.Process, q.AttemptID, store.ErrNotFound)
+	}
+	return start, nil
+}
+
+// processPoints is points of a process, with the process's start that its
+// chunks keep (0: not known).
+func (s *Store) processPoints(ctx context.Context, key uint64, from, to int64) (*store.Points, int64, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT level, data, job_key FROM series_all WHERE key = ? AND kind = ?
+		AND t_max >= ? AND t_min < ? ORDER BY t_min`, keyValue(key), kindProcess, from, to)
+	if err != nil {
+		return nil, 0, fmt.Errorf("cannot read series: %w", err)
+	}
+	defer rows.Close()
+	var raw, rollup [][]byte
+	var start int64
+	for rows.Next() {
+		var level int
+		var data []byte
+		var st int64
+		if err := rows.Scan(&level, &data, &st); err != nil {
+			return nil, 0, err
+		}
+		start = max(start, st)
+		if level == levelRollup {
+			rollup = append(rollup, data)
+		} else {
+			raw = append(raw, data)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, err
+	}
+	p, err := mergeLevels(raw, rollup, store.SampleColumns)
+	return p, start, err
 }
 
 func schemaOf(kind int) []store.StoredColumn {

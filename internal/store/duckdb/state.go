@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 
 	"github.com/taskscope/taskscope/internal/store"
@@ -37,11 +38,13 @@ type rssPoint struct{ ms, rss int64 }
 // summary in absolute values, the processes of its memberships, and what
 // it last added to its job.
 type attState struct {
-	meta    wire.Attempt
-	host    string
-	sum     store.AttemptSummary
-	rss     rssPoint // last RSS point, to integrate across batches
-	procs   map[uint64]struct{}
+	meta wire.Attempt
+	host string
+	sum  store.AttemptSummary
+	rss  rssPoint // last RSS point, to integrate across batches
+	// procs are the processes of its memberships, each with a hash of the
+	// command line last logged for it in this attempt's rows (0: none yet).
+	procs   map[uint64]uint64
 	shared  bool // procs is shared with the cache's copy: copy before changing
 	counted contrib
 	dirty   bool // changed since it was last written
@@ -93,14 +96,19 @@ func (a *attState) addProc(k uint64) {
 	if _, ok := a.procs[k]; ok {
 		return
 	}
+	a.setCmd(k, 0)
+}
+
+// setCmd records the hash of the command line logged for process k.
+func (a *attState) setCmd(k, h uint64) {
 	if a.shared || a.procs == nil {
 		a.procs = maps.Clone(a.procs)
 		if a.procs == nil {
-			a.procs = map[uint64]struct{}{}
+			a.procs = map[uint64]uint64{}
 		}
 		a.shared = false
 	}
-	a.procs[k] = struct{}{}
+	a.procs[k] = h
 }
 
 // jobState is a job's figures, kept as sums over its attempts.
@@ -195,24 +203,34 @@ func (j *jobState) describe(m *wire.Attempt) {
 	}
 }
 
-// caches hold the states; guarded by mu (the writer holds wmu too, so only
-// Usage-style readers race with it).
+// caches hold the states; guarded by the writer's lock.
 type caches struct {
 	agents map[string]*agentState
 	atts   map[string]*attState
 	jobs   map[string]*jobState
-	// cmdlines: a hash of the command line last logged for each process
-	// not seen to exit, so that the process log repeats it as NULL (queries
-	// take the latest non-NULL one). Lost, the full text is logged again.
-	cmdlines map[uint64]uint64
+	// live: the processes not seen to exit, with the attempts they are
+	// members of (as far as the attempts loaded say) and their start, so
+	// that a process record without a membership beside it goes to the
+	// rows of its attempts. Lost (restart, overflow), it is made again as
+	// attempts are loaded; a record of a process it does not know is
+	// logged with attempt_key 0.
+	live map[uint64]*liveProc
+	// pendingFirst: after a crash, the first commit that logged rows of
+	// an attempt the store has no row of yet (by attempt key).
+	pendingFirst map[uint64]uint64
 }
 
-// maxCmdlines bounds cmdlines (processes that never report their exit).
-const maxCmdlines = 1 << 20
+type liveProc struct {
+	atts  []string
+	start int64
+}
+
+// maxLive bounds live (processes that never report their exit).
+const maxLive = 1 << 20
 
 func newCaches() *caches {
 	return &caches{agents: map[string]*agentState{}, atts: map[string]*attState{}, jobs: map[string]*jobState{},
-		cmdlines: map[uint64]uint64{}}
+		live: map[uint64]*liveProc{}, pendingFirst: map[uint64]uint64{}}
 }
 
 // loadAgents reads every agent's sequence: the table's, or the log's where
@@ -295,39 +313,66 @@ func (s *Store) loadAttempts(ctx context.Context, db querier, ids []string) erro
 		}
 		for _, id := range part {
 			if found[id] == nil {
-				s.cache.atts[id] = &attState{meta: wire.Attempt{AttemptID: id}}
+				st := &attState{meta: wire.Attempt{AttemptID: id}}
+				k := store.AttemptKey(id)
+				if g := s.cache.pendingFirst[k]; g > 0 {
+					st.genFirst = g
+					delete(s.cache.pendingFirst, k)
+				}
+				s.cache.atts[id] = st
 			}
 		}
 	}
 	if len(found) == 0 {
 		return nil
 	}
-	keys := make([]string, 0, len(found))
-	args := make([]any, 0, len(found))
-	for id := range found {
-		keys = append(keys, id)
-		args = append(args, id)
+	// Their processes: the membership rows of their commits.
+	byKey := map[int64]*attState{}
+	var keys []any
+	lo, hi := uint64(1<<63), uint64(0)
+	for _, st := range found {
+		k := keyValue(store.AttemptKey(st.meta.AttemptID))
+		byKey[k] = st
+		keys = append(keys, k)
+		lo, hi = min(lo, st.genFirst), max(hi, st.genLast)
 	}
-	rows, err := db.QueryContext(ctx, `SELECT DISTINCT attempt_id, proc_key FROM memberships
-		WHERE attempt_id IN (`+placeholders(len(keys))+`)`, args...)
+	rows, err := db.QueryContext(ctx, `SELECT DISTINCT attempt_key, proc_key FROM proc_log WHERE gen BETWEEN ? AND ?
+		AND member AND attempt_key IN (`+placeholders(len(keys))+`)`, append([]any{lo, hi}, keys...)...)
 	if err != nil {
 		return fmt.Errorf("cannot load memberships: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var id string
-		var k int64
-		if err := rows.Scan(&id, &k); err != nil {
+		var a, k int64
+		if err := rows.Scan(&a, &k); err != nil {
 			return err
 		}
-		if st := found[id]; st != nil {
+		if st := byKey[a]; st != nil {
 			st.addProc(uint64(k))
 		}
 	}
 	for id, st := range found {
 		s.cache.atts[id] = st
+		for k := range st.procs {
+			s.cache.addLive(k, id)
+		}
 	}
 	return rows.Err()
+}
+
+// addLive makes process k known as a member of attempt id.
+func (c *caches) addLive(k uint64, id string) {
+	lp := c.live[k]
+	if lp == nil {
+		if len(c.live) >= maxLive {
+			clear(c.live)
+		}
+		lp = &liveProc{}
+		c.live[k] = lp
+	}
+	if !slices.Contains(lp.atts, id) {
+		lp.atts = append(lp.atts, id)
+	}
 }
 
 // loadJobs reads jobs into the cache (those not in the table are new), with

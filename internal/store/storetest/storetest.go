@@ -41,6 +41,7 @@ func Run(t *testing.T, f Factory) {
 		{"IncrementsAcrossBatches", testIncrementsAcrossBatches},
 		{"JobsListFiltersAndPaging", testJobsList},
 		{"JobAttemptsAcrossCommits", testJobAcrossCommits},
+		{"ProcessSeriesInAttempt", testProcessSeriesInAttempt},
 		{"JVMReuseMemberships", testJVMReuse},
 		{"JobSeriesSumsAttempts", testJobSeries},
 		{"EventsAndHosts", testEventsAndHosts},
@@ -559,6 +560,44 @@ func testJobAcrossCommits(t *testing.T, f Factory) {
 		}
 		if v := float64(res.Series[0].Values[0]); v != 15 {
 			t.Errorf("job %s series: %g attempts with data, want 15", j.JobID, v)
+		}
+	}
+}
+
+// testProcessSeriesInAttempt: a process's series asked with an attempt it
+// ran in (as the UI asks) is its series; with an attempt it did not run in,
+// not found; without an attempt, over a window with no sample of it, nulls.
+func testProcessSeriesInAttempt(t *testing.T, f Factory) {
+	s := open(t, f)
+	ctx := context.Background()
+	g := &Gen{Agent: "node5-a", Host: "node5"}
+	a := mapAttempt(att1, job1, T0, ProcSpec{PID: 101, Role: wire.RoleTaskJVM, CPUPerS: 300, RSS: 1 << 20})
+	b := mapAttempt(att2, job1, T0, ProcSpec{PID: 102, Role: wire.RoleTaskJVM, CPUPerS: 100, RSS: 1 << 20})
+	Ingest(t, s, g.Batch([]*AttemptSpec{a, b}, 0, 10, true))
+	key := store.Key(g.Key(a, a.Procs[0]))
+	q := store.SeriesQuery{Scope: store.ScopeProcess, Process: key, AttemptID: att1, Metrics: []string{"cpu_percent"},
+		From: T0.UnixMilli(), To: T0.Add(10 * time.Second).UnixMilli(), Step: 5000}
+	res, err := s.Series(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range res.Series[0].Values {
+		if math.Abs(float64(v)-30) > 0.01 {
+			t.Errorf("in its attempt: cpu_percent[%d] = %g, want 30", i, v)
+		}
+	}
+	q.AttemptID = att2
+	if _, err := s.Series(ctx, q); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("in an attempt it did not run in: %v, want not found", err)
+	}
+	q.AttemptID, q.From, q.To = "", T0.Add(time.Hour).UnixMilli(), T0.Add(time.Hour+10*time.Second).UnixMilli()
+	res, err = s.Series(ctx, q)
+	if err != nil {
+		t.Fatalf("a window without its samples: %v", err)
+	}
+	for i, v := range res.Series[0].Values {
+		if !math.IsNaN(float64(v)) {
+			t.Errorf("a window without its samples: cpu_percent[%d] = %g, want null", i, v)
 		}
 	}
 }
