@@ -71,6 +71,8 @@ type Store struct {
 	logged     bool // attempt_log holds rows the summaries have not taken in
 	fault      atomic.Pointer[func() error]
 	tmpls      *templates
+	emu        sync.Mutex
+	ext        map[extName]bool // ext_metrics
 
 	mmu sync.Mutex // one maintenance at a time
 }
@@ -173,6 +175,9 @@ func (s *Store) open(ctx context.Context) error {
 		return err
 	}
 	s.tmpls.nextID = next
+	if err := s.loadExt(ctx); err != nil {
+		return err
+	}
 	if s.wconn, err = s.db.Conn(ctx); err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,8 +19,10 @@ import (
 
 // Series kinds in series_fresh and series_chunks.
 const (
-	kindProcess = 0
-	kindAttempt = 1
+	kindProcess    = 0
+	kindAttempt    = 1
+	kindProcessExt = 2 // a process's metric with no column of its own (store.ExtColumns)
+	kindAttemptExt = 3 // an attempt's
 )
 
 // Chunk levels.
@@ -52,6 +55,7 @@ type tx struct {
 	rowIdx   map[rowKey]*procRow
 	live     map[uint64]*liveProc // changes to the cache's live (nil: forget)
 	newTmpls []*cmdShape          // command line templates this commit stores
+	newExt   []extName            // metrics of ext_metrics this commit stores
 }
 
 // Begin starts an ingest transaction. It holds the store's writer lock
@@ -439,7 +443,7 @@ func (t *tx) write(conn driver.Conn, exec func(string) error) error {
 		job  int64
 	}
 	var chunks []chunkRow
-	var atts, exts, events int
+	var atts, events int
 	for _, p := range t.prepared {
 		b := p.Batch
 		// A process chunk's job_key is the process's start, when known: from
@@ -460,8 +464,19 @@ func (t *tx) write(conn driver.Conn, exec func(string) error) error {
 			c := &p.AttChunks[i]
 			chunks = append(chunks, chunkRow{kindAttempt, c, keyValue(store.AttemptKey(t.att(c.AttemptID).meta.JobID))})
 		}
+		for i := range p.ExtChunks {
+			c := &p.ExtChunks[i]
+			r := chunkRow{kindProcessExt, c, 0}
+			if c.AttemptID != "" {
+				r.kind = kindAttemptExt
+				r.job = keyValue(store.ExtKey(store.AttemptKey(t.att(c.AttemptID).meta.JobID), c.Metric))
+			}
+			chunks = append(chunks, r)
+			if n := (extName{r.kind, c.Metric}); !t.s.knownExt(n) && !slices.Contains(t.newExt, n) {
+				t.newExt = append(t.newExt, n)
+			}
+		}
 		atts += len(b.Attempts)
-		exts += len(p.Ext)
 		events += len(b.Events)
 	}
 	err := appendRows(conn, freshName(t.s.fresh), len(chunks), func(i int, a *duck.Appender) error {
@@ -503,15 +518,11 @@ func (t *tx) write(conn driver.Conn, exec func(string) error) error {
 			return err
 		}
 	}
-	if exts > 0 {
-		rs := each(func(p *store.Prepared) int { return len(p.Ext) })
-		err := appendRows(conn, "samples_ext", len(rs), func(i int, a *duck.Appender) error {
-			x := &rs[i].p.Ext[rs[i].i]
-			return a.AppendRow(keyValue(x.Key), x.Ms, x.Metric, x.Value)
-		})
-		if err != nil {
-			return err
-		}
+	err = appendRows(conn, "ext_metrics", len(t.newExt), func(i int, a *duck.Appender) error {
+		return a.AppendRow(t.newExt[i].kind, t.newExt[i].metric)
+	})
+	if err != nil {
+		return err
 	}
 	if events > 0 {
 		rs := each(func(p *store.Prepared) int { return len(p.Batch.Events) })
@@ -663,6 +674,7 @@ func (t *tx) apply() {
 	for _, sh := range t.newTmpls {
 		s.tmpls.put(sh)
 	}
+	s.addExt(t.newExt)
 	for k, lp := range t.live {
 		if lp == nil {
 			delete(c.live, k)

@@ -59,9 +59,6 @@ func (s *Store) Maintain(ctx context.Context, now time.Time) error {
 			return err
 		}
 		changed = changed || n > 0
-		if err := deleted(s.db.ExecContext(ctx, `DELETE FROM samples_ext WHERE ts < ?`, cut)); err != nil {
-			return err
-		}
 	}
 	if s.opt.RollupRetention > 0 {
 		cut := now.Add(-s.opt.RollupRetention).UnixMilli()

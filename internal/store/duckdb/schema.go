@@ -2,7 +2,7 @@ package duckdb
 
 import "fmt"
 
-const schemaVersion = "7"
+const schemaVersion = "8"
 
 func schema() []string {
 	return []string{
@@ -73,7 +73,10 @@ func schema() []string {
 			t_max BIGINT, n INTEGER, level TINYINT, data BLOB)`,
 		`CREATE OR REPLACE VIEW series_all AS SELECT * FROM series_fresh_0 UNION ALL SELECT * FROM series_fresh_1
 			UNION ALL SELECT * FROM series_chunks`,
-		`CREATE TABLE IF NOT EXISTS samples_ext (proc_key BIGINT, ts BIGINT, metric VARCHAR, value BIGINT)`,
+		// The metrics agents sent with no column of their own, by series
+		// kind (kindProcessExt, kindAttemptExt): their series are chunks of
+		// those kinds (store.ExtKey, store.ExtColumns).
+		`CREATE TABLE IF NOT EXISTS ext_metrics (kind TINYINT, metric VARCHAR)`,
 		`CREATE TABLE IF NOT EXISTS events (ts BIGINT, host VARCHAR, kind VARCHAR, job_id VARCHAR, attempt_id VARCHAR,
 			proc_key BIGINT, pid INTEGER, message VARCHAR, value BIGINT)`,
 		`INSERT INTO meta VALUES ('schema_version', '` + schemaVersion + `') ON CONFLICT DO NOTHING`,

@@ -27,6 +27,9 @@ func (s *Store) Series(ctx context.Context, q store.SeriesQuery) (*store.SeriesR
 	res := store.NewSeriesResult(&q, metrics)
 	switch q.Scope {
 	case store.ScopeProcess:
+		if err := s.checkExt(q.Scope, kindProcessExt, metrics); err != nil {
+			return nil, err
+		}
 		start, err := s.processStart(ctx, &q)
 		if err != nil {
 			return nil, err
@@ -52,7 +55,13 @@ func (s *Store) Series(ctx context.Context, q store.SeriesQuery) (*store.SeriesR
 			}
 		}
 		store.ComputeOne(&q, res, metrics, store.SampleColumns, p, start)
+		if err := s.extSeries(ctx, &q, res, metrics, kindProcessExt, uint64(q.Process), start); err != nil {
+			return nil, err
+		}
 	case store.ScopeAttempt:
+		if err := s.checkExt(q.Scope, kindAttemptExt, metrics); err != nil {
+			return nil, err
+		}
 		var start int64
 		err := s.db.QueryRowContext(ctx, `SELECT coalesce(first_ms, 0) FROM attempts WHERE attempt_id = ?`, q.AttemptID).Scan(&start)
 		if isNoRows(err) {
@@ -66,7 +75,13 @@ func (s *Store) Series(ctx context.Context, q store.SeriesQuery) (*store.SeriesR
 			return nil, err
 		}
 		store.ComputeOne(&q, res, metrics, store.AttemptColumns, p, start)
+		if err := s.extSeries(ctx, &q, res, metrics, kindAttemptExt, store.AttemptKey(q.AttemptID), start); err != nil {
+			return nil, err
+		}
 	case store.ScopeJob:
+		if err := s.checkExt(q.Scope, kindAttemptExt, metrics); err != nil {
+			return nil, err
+		}
 		if err := s.jobSeries(ctx, &q, metrics, res); err != nil {
 			return nil, err
 		}
@@ -131,10 +146,13 @@ func (s *Store) processPoints(ctx context.Context, key uint64, from, to int64) (
 }
 
 func schemaOf(kind int) []store.StoredColumn {
-	if kind == kindProcess {
+	switch kind {
+	case kindProcess:
 		return store.SampleColumns
+	case kindAttempt:
+		return store.AttemptColumns
 	}
-	return store.AttemptColumns
+	return store.ExtColumns
 }
 
 // points reads and merges the chunks of one series overlapping [from, to):
@@ -214,20 +232,48 @@ func (s *Store) jobSeries(ctx context.Context, q *store.SeriesQuery, metrics []s
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	rows, err = s.db.QueryContext(ctx, `SELECT key, level, data FROM series_all WHERE kind = 1 AND job_key = ?
-		AND t_max >= ? AND t_min < ? ORDER BY key, t_min`, keyValue(store.AttemptKey(q.JobID)), q.From-lookback, q.To)
+	acc := store.NewJobAccumulator(q, metrics)
+	if err := s.jobChunks(ctx, q, kindAttempt, store.AttemptKey(q.JobID), starts, acc); err != nil {
+		return err
+	}
+	acc.Fill(res)
+	// Ext metrics: the sums of the attempts' series of each.
+	for i, m := range metrics {
+		if m.Ext == "" {
+			continue
+		}
+		ext := make(map[int64]int64, len(starts))
+		for k, st := range starts {
+			ext[keyValue(store.ExtKey(uint64(k), m.Ext))] = st
+		}
+		acc := store.NewExtAccumulator(q, m)
+		if err := s.jobChunks(ctx, q, kindAttemptExt, store.ExtKey(store.AttemptKey(q.JobID), m.Ext), ext, acc); err != nil {
+			return err
+		}
+		one := *res
+		one.Series = res.Series[i : i+1]
+		acc.Fill(&one)
+	}
+	return nil
+}
+
+// jobChunks adds to acc every series of this kind and job key in q's
+// window, each with its start from starts.
+func (s *Store) jobChunks(ctx context.Context, q *store.SeriesQuery, kind int, jobKey uint64, starts map[int64]int64,
+	acc *store.JobAccumulator) error {
+	rows, err := s.db.QueryContext(ctx, `SELECT key, level, data FROM series_all WHERE kind = ? AND job_key = ?
+		AND t_max >= ? AND t_min < ? ORDER BY key, t_min`, kind, keyValue(jobKey), q.From-lookback, q.To)
 	if err != nil {
 		return fmt.Errorf("cannot read job series: %w", err)
 	}
 	defer rows.Close()
-	acc := store.NewJobAccumulator(q, metrics)
 	var cur int64
 	var raw, rollup [][]byte
 	flush := func() error {
 		if raw == nil && rollup == nil {
 			return nil
 		}
-		p, err := mergeLevels(raw, rollup, store.AttemptColumns)
+		p, err := mergeLevels(raw, rollup, schemaOf(kind))
 		if err != nil {
 			return err
 		}
@@ -257,9 +303,5 @@ func (s *Store) jobSeries(ctx context.Context, q *store.SeriesQuery, metrics []s
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	if err := flush(); err != nil {
-		return err
-	}
-	acc.Fill(res)
-	return nil
+	return flush()
 }

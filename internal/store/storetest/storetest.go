@@ -42,6 +42,7 @@ func Run(t *testing.T, f Factory) {
 		{"JobsListFiltersAndPaging", testJobsList},
 		{"JobAttemptsAcrossCommits", testJobAcrossCommits},
 		{"ProcessSeriesInAttempt", testProcessSeriesInAttempt},
+		{"ExtraMetrics", testExtraMetrics},
 		{"JVMReuseMemberships", testJVMReuse},
 		{"JobSeriesSumsAttempts", testJobSeries},
 		{"EventsAndHosts", testEventsAndHosts},
@@ -96,8 +97,9 @@ func (g *Gen) Batch(atts []*AttemptSpec, from, to int, ended bool) *wire.Batch {
 	g.seq++
 	b := &wire.Batch{Version: wire.Version, AgentID: g.Agent, Seq: g.seq, Host: g.Host}
 	b.Metrics = append(append([]string{}, metricNames...), attMetricNames[0])
-	// rss_bytes is shared between process and attempt series; processes is new.
-	b.Metrics = append(b.Metrics, wire.AttemptProcesses)
+	// rss_bytes is shared between process and attempt series; processes is
+	// new, and x_att a metric of attempts with no column of its own.
+	b.Metrics = append(b.Metrics, wire.AttemptProcesses, "x_att")
 	idx := func(m string) uint32 {
 		for i, n := range b.Metrics {
 			if n == m {
@@ -115,7 +117,7 @@ func (g *Gen) Batch(atts []*AttemptSpec, from, to int, ended bool) *wire.Batch {
 		}
 		var at wire.Series
 		at.AttemptID = a.ID
-		cols := [3][]int64{}
+		cols := [4][]int64{}
 		for sec := from; sec < to; sec++ {
 			ms := a.Start.Add(time.Duration(sec+1) * time.Second).UnixMilli()
 			var cpu, rss, n int64
@@ -129,9 +131,11 @@ func (g *Gen) Batch(atts []*AttemptSpec, from, to int, ended bool) *wire.Batch {
 			}
 			at.Times = append(at.Times, ms)
 			cols[0], cols[1], cols[2] = append(cols[0], cpu), append(cols[1], rss), append(cols[2], n)
+			cols[3] = append(cols[3], 2*int64(sec+1))
 		}
 		at.Columns = []wire.Column{{Metric: idx(wire.AttemptCPUMs), Values: cols[0]},
-			{Metric: idx(wire.AttemptRSSBytes), Values: cols[1]}, {Metric: idx(wire.AttemptProcesses), Values: cols[2]}}
+			{Metric: idx(wire.AttemptRSSBytes), Values: cols[1]}, {Metric: idx(wire.AttemptProcesses), Values: cols[2]},
+			{Metric: idx("x_att"), Values: cols[3]}}
 		if len(at.Times) > 0 {
 			b.AttemptSeries = append(b.AttemptSeries, at)
 		}
@@ -599,6 +603,79 @@ func testProcessSeriesInAttempt(t *testing.T, f Factory) {
 		if !math.IsNaN(float64(v)) {
 			t.Errorf("a window without its samples: cpu_percent[%d] = %g, want null", i, v)
 		}
+	}
+}
+
+// testExtraMetrics: metrics an agent sends with no column of their own are
+// stored and served by name: NAME, their largest value in each bucket, and
+// NAME_per_s, their increase per second; a job's sum its attempts'. Names
+// no agent sent are ErrUnknownMetric. Maintenance and a restart keep them.
+// (Gen sends x_custom, a process's age in seconds, and x_att, twice an
+// attempt's.)
+func testExtraMetrics(t *testing.T, f Factory) {
+	s := f.Open(t)
+	defer func() { s.Close() }()
+	ctx := context.Background()
+	g := &Gen{Agent: "node6-a", Host: "node6"}
+	a := mapAttempt(att1, job1, T0, ProcSpec{PID: 101, Role: wire.RoleTaskJVM, CPUPerS: 100, RSS: 1 << 20})
+	b := mapAttempt(att2, job1, T0, ProcSpec{PID: 102, Role: wire.RoleTaskJVM, CPUPerS: 100, RSS: 1 << 20})
+	Ingest(t, s, g.Batch([]*AttemptSpec{a, b}, 0, 5, false), g.Batch([]*AttemptSpec{a, b}, 5, 10, false))
+	key := store.Key(g.Key(a, a.Procs[0]))
+	window := func(q store.SeriesQuery) store.SeriesQuery {
+		q.From, q.To, q.Step = T0.UnixMilli(), T0.Add(10*time.Second).UnixMilli(), 2000
+		return q
+	}
+	check := func(when string) {
+		t.Helper()
+		for _, c := range []struct {
+			q      store.SeriesQuery
+			value  func(b int) float64 // of bucket b (2 s from T0: samples at 2b and 2b+1 s)
+			metric string
+		}{
+			{store.SeriesQuery{Scope: store.ScopeProcess, Process: key, AttemptID: att1}, func(b int) float64 { return float64(2*b + 1) }, "x_custom"},
+			{store.SeriesQuery{Scope: store.ScopeProcess, Process: key}, func(int) float64 { return 1 }, "x_custom_per_s"},
+			{store.SeriesQuery{Scope: store.ScopeAttempt, AttemptID: att1}, func(b int) float64 { return float64(4*b + 2) }, "x_att"},
+			{store.SeriesQuery{Scope: store.ScopeAttempt, AttemptID: att1}, func(int) float64 { return 2 }, "x_att_per_s"},
+			{store.SeriesQuery{Scope: store.ScopeJob, JobID: job1}, func(int) float64 { return 4 }, "x_att_per_s"},
+		} {
+			q := window(c.q)
+			q.Metrics = []string{"cpu_percent", c.metric}
+			res, err := s.Series(ctx, q)
+			if err != nil {
+				t.Errorf("%s: %s of a %s: %v", when, c.metric, q.Scope, err)
+				continue
+			}
+			if len(res.Series) != 2 || res.Series[1].Metric != c.metric {
+				t.Fatalf("%s: series %+v", when, res.Series)
+			}
+			for bi := 1; bi < len(res.Times); bi++ { // (bucket 0 has the first sample only: no rate from the attempt's start)
+				if v := float64(res.Series[1].Values[bi]); math.Abs(v-c.value(bi)) > 1e-9 {
+					t.Errorf("%s: %s of a %s, bucket %d: %g, want %g", when, c.metric, q.Scope, bi, v, c.value(bi))
+				}
+			}
+		}
+		for _, q := range []store.SeriesQuery{{Scope: store.ScopeProcess, Process: key}, {Scope: store.ScopeAttempt, AttemptID: att1},
+			{Scope: store.ScopeJob, JobID: job1}} {
+			q = window(q)
+			q.Metrics = []string{"x_nobody_sent"}
+			if _, err := s.Series(ctx, q); !errors.Is(err, store.ErrUnknownMetric) {
+				t.Errorf("%s: a metric no agent sent, of a %s: %v, want ErrUnknownMetric", when, q.Scope, err)
+			}
+		}
+		// An attempt's metric is not a process's.
+		q := window(store.SeriesQuery{Scope: store.ScopeProcess, Process: key, Metrics: []string{"x_att"}})
+		if _, err := s.Series(ctx, q); !errors.Is(err, store.ErrUnknownMetric) {
+			t.Errorf("%s: x_att of a process: %v, want ErrUnknownMetric", when, err)
+		}
+	}
+	check("after ingest")
+	if err := s.Maintain(ctx, T0.Add(24*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	check("after maintenance")
+	if f.Reopen != nil {
+		s = f.Reopen(t, s)
+		check("after a restart")
 	}
 }
 
