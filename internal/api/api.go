@@ -76,6 +76,8 @@ func fail(w http.ResponseWriter, err error) {
 	switch {
 	case errors.As(err, &bad):
 		writeJSON(w, http.StatusBadRequest, Error{bad.msg})
+	case errors.Is(err, store.ErrUnknownMetric):
+		writeJSON(w, http.StatusBadRequest, Error{err.Error()})
 	case errors.Is(err, store.ErrNotFound):
 		writeJSON(w, http.StatusNotFound, Error{err.Error()})
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):

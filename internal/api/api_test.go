@@ -400,6 +400,13 @@ func testSeries(t *testing.T, f *fixture) {
 		t.Errorf("default metrics: %+v", r.Series)
 	}
 	values(t, "mapper", r, "cpu_percent", 25, 9)
+	// A metric the agent sent with no column of its own (storetest's x_custom:
+	// the process's age in seconds), as its increase per second.
+	r = f.series(t, "/api/v1/processes/"+f.keys[attWC0+"/101"]+"/series?attempt="+attWC0+"&metrics=x_custom_per_s&"+win)
+	if len(r.Series) != 1 || r.Series[0].Unit != "1/s" {
+		t.Errorf("x_custom_per_s: %+v", r.Series)
+	}
+	values(t, "x_custom_per_s", r, "x_custom_per_s", 1, 9)
 	// The attempt: 75% of a core, 3 processes, 352 MiB.
 	r = f.series(t, "/api/v1/jobs/"+jobWC+"/attempts/"+attWC0+"/series?metrics=cpu_percent,processes,rss_bytes&"+win)
 	values(t, "attempt", r, "cpu_percent", 75, 9)

@@ -148,8 +148,8 @@ func (a *API) processSeries(w http.ResponseWriter, r *http.Request) {
 	}
 	// The process's life bounds the default window; the attempt page passes
 	// its own from/to so that the charts line up.
-	q := store.SeriesQuery{Scope: store.ScopeProcess, Process: key}
 	v := r.URL.Query()
+	q := store.SeriesQuery{Scope: store.ScopeProcess, Process: key, AttemptID: v.Get("attempt")}
 	if v.Get("from") == "" || v.Get("to") == "" {
 		if v.Get("attempt") == "" {
 			fail(w, bad("give from and to, or attempt"))

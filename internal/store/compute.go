@@ -336,8 +336,18 @@ type JobAccumulator struct {
 
 // NewJobAccumulator starts a job's sums.
 func NewJobAccumulator(q *SeriesQuery, metrics []SeriesMetric) *JobAccumulator {
+	return newJobAccumulator(q, metrics, AttemptColumns)
+}
+
+// NewExtAccumulator starts a job's sums of the series (ExtColumns) of an
+// ext metric of its attempts; Fill fills the metric alone.
+func NewExtAccumulator(q *SeriesQuery, m SeriesMetric) *JobAccumulator {
+	return newJobAccumulator(q, []SeriesMetric{m}, ExtColumns)
+}
+
+func newJobAccumulator(q *SeriesQuery, metrics []SeriesMetric, cols []StoredColumn) *JobAccumulator {
 	n := q.Buckets()
-	j := &JobAccumulator{q: q, metrics: resolve(metrics, AttemptColumns), count: make([]float64, n)}
+	j := &JobAccumulator{q: q, metrics: resolve(metrics, cols), count: make([]float64, n)}
 	for range metrics {
 		j.sums = append(j.sums, make([]float64, n))
 		j.has = append(j.has, make([]bool, n))

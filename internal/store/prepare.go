@@ -87,21 +87,23 @@ func ColumnIndex(cols []StoredColumn, name string) int {
 
 // SeriesChunk is one series' samples of one batch, encoded (package chunk).
 type SeriesChunk struct {
-	Key       uint64 // process key, or AttemptKey of the attempt
+	Key       uint64 // process key, or AttemptKey of the attempt (ExtKey of them for ExtChunks)
 	AttemptID string // attempt chunks
+	Metric    string // ExtChunks: the metric
 	TMin      int64
 	TMax      int64
 	N         int
 	Data      []byte
 }
 
-// ExtRow is a sample of a metric that has no column of its own.
-type ExtRow struct {
-	Key    uint64
-	Ms     int64
-	Metric string
-	Value  int64
-}
+// ExtColumns is the stored column of the series of a metric with no column
+// of its own (a metric of another agent, say): its values as sent, each
+// metric of each process or attempt a series of its own (ExtKey).
+var ExtColumns = []StoredColumn{{"value", "", false, 1}}
+
+// ExtKey is the key of the series of metric of the process or attempt of
+// key.
+func ExtKey(key uint64, metric string) uint64 { return wire.ProcessKey(metric, 0, int64(key)) }
 
 // AttemptSummary is what one batch says of an attempt's summary (values in
 // wire units; counters are cumulative).
@@ -127,9 +129,11 @@ type Prepared struct {
 	Batch      *Batch
 	ProcChunks []SeriesChunk
 	AttChunks  []SeriesChunk
-	Ext        []ExtRow
-	Samples    int
-	Atts       map[string]*AttemptSummary
+	// ExtChunks are the series of metrics with no column of their own
+	// (ExtColumns), of processes (AttemptID empty) and attempts.
+	ExtChunks []SeriesChunk
+	Samples   int
+	Atts      map[string]*AttemptSummary
 }
 
 // Batch is the wire batch (an alias, so that backends need not import wire
@@ -145,6 +149,7 @@ type Preparer struct {
 	w    chunk.Writer
 	buf  []byte
 	byID []*wire.Column
+	ext  []*wire.Column
 }
 
 // Prepare encodes every series of a validated batch as a chunk (values in
@@ -164,18 +169,21 @@ func (pr *Preparer) Prepare(b *wire.Batch) *Prepared {
 	pr.buf = pr.buf[:0]
 	type span struct{ lo, hi int }
 	var procSpans, attSpans []span
+	var ext []byte
 	for si := range b.ProcSeries {
 		s := &b.ProcSeries[si]
 		lo := len(pr.buf)
-		pr.buf = pr.encode(pr.buf, b, s, procMap, SampleColumns, &p.Ext)
+		pr.buf = pr.encode(pr.buf, b, s, procMap, SampleColumns)
 		procSpans = append(procSpans, span{lo, len(pr.buf)})
 		p.Samples += len(s.Times)
+		ext = pr.encodeExt(ext, b, s, &p.ExtChunks)
 	}
 	for si := range b.AttemptSeries {
 		s := &b.AttemptSeries[si]
 		lo := len(pr.buf)
-		pr.buf = pr.encode(pr.buf, b, s, attMap, AttemptColumns, nil)
+		pr.buf = pr.encode(pr.buf, b, s, attMap, AttemptColumns)
 		attSpans = append(attSpans, span{lo, len(pr.buf)})
+		ext = pr.encodeExt(ext, b, s, &p.ExtChunks)
 		sum := p.Atts[s.AttemptID]
 		if sum == nil {
 			sum = &AttemptSummary{}
@@ -200,14 +208,15 @@ func (pr *Preparer) Prepare(b *wire.Batch) *Prepared {
 }
 
 // encode appends the chunk of a wire series, in stored columns and units,
-// in schema order; metrics without a column of their own go to ext (nil:
-// dropped).
-func (pr *Preparer) encode(dst []byte, b *wire.Batch, s *wire.Series, m []int, cols []StoredColumn, ext *[]ExtRow) []byte {
+// in schema order; metrics without a column of their own are kept in pr.ext
+// for encodeExt.
+func (pr *Preparer) encode(dst []byte, b *wire.Batch, s *wire.Series, m []int, cols []StoredColumn) []byte {
 	if cap(pr.byID) < len(cols) {
 		pr.byID = make([]*wire.Column, len(cols))
 	}
 	byID := pr.byID[:len(cols)]
 	clear(byID)
+	pr.ext = pr.ext[:0]
 	for ci := range s.Columns {
 		wc := &s.Columns[ci]
 		j := m[wc.Metric]
@@ -215,13 +224,7 @@ func (pr *Preparer) encode(dst []byte, b *wire.Batch, s *wire.Series, m []int, c
 			byID[j] = wc
 			continue
 		}
-		if ext != nil {
-			for r, t := range s.Times {
-				if !wc.IsAbsent(r) {
-					*ext = append(*ext, ExtRow{Key: s.Key, Ms: t, Metric: b.Metrics[wc.Metric], Value: wc.Values[r]})
-				}
-			}
-		}
+		pr.ext = append(pr.ext, wc)
 	}
 	pr.w.Begin(s.Times)
 	for j, wc := range byID {
@@ -230,6 +233,26 @@ func (pr *Preparer) encode(dst []byte, b *wire.Batch, s *wire.Series, m []int, c
 		}
 	}
 	return pr.w.Finish(dst, chunk.None)
+}
+
+// encodeExt appends to dst a chunk (ExtColumns) of each column of s that
+// encode left in pr.ext, and adds them to out (their data in dst, which
+// they keep: dst is not reused).
+func (pr *Preparer) encodeExt(dst []byte, b *wire.Batch, s *wire.Series, out *[]SeriesChunk) []byte {
+	for _, wc := range pr.ext {
+		metric := b.Metrics[wc.Metric]
+		lo := len(dst)
+		pr.w.Begin(s.Times)
+		pr.w.Column(0, wc.Values, wc.Absent, 1)
+		dst = pr.w.Finish(dst, chunk.None)
+		c := SeriesChunk{Key: ExtKey(s.Key, metric), Metric: metric, TMin: s.Times[0], TMax: s.Times[len(s.Times)-1],
+			N: len(s.Times), Data: dst[lo:len(dst):len(dst)]}
+		if s.AttemptID != "" {
+			c.Key, c.AttemptID = ExtKey(AttemptKey(s.AttemptID), metric), s.AttemptID
+		}
+		*out = append(*out, c)
+	}
+	return dst
 }
 
 func summarize(sum *AttemptSummary, s *wire.Series, m []int) {

@@ -1,9 +1,13 @@
 package store
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
+
+	"github.com/taskscope/taskscope/internal/wire"
 )
 
 // Scope is what a series describes.
@@ -18,8 +22,11 @@ const (
 
 // SeriesQuery asks for metrics of one process, attempt or job, bucketed.
 type SeriesQuery struct {
-	Scope     Scope
-	JobID     string
+	Scope Scope
+	JobID string
+	// AttemptID is the attempt of ScopeAttempt; with ScopeProcess, an
+	// attempt the process ran in (optional): the store finds the process
+	// through it, and a process that is not in it is ErrNotFound.
 	AttemptID string
 	Process   Key
 	Metrics   []string // names from ProcessSeriesMetrics or AttemptSeriesMetrics
@@ -80,50 +87,83 @@ type SeriesMetric struct {
 	Rate    bool
 	Scale   float64
 	Help    string
+	// Ext is the metric an agent sent with no column of its own: the
+	// metric is its series (ExtKey, ExtColumns).
+	Ext string
+}
+
+// ErrUnknownMetric is returned for a metric that is not in the catalog
+// and that no agent sent.
+var ErrUnknownMetric = errors.New("unknown metric")
+
+// UnknownMetric is ErrUnknownMetric for a metric name of a scope.
+func UnknownMetric(scope Scope, name string) error { return unknownMetric{scope, name} }
+
+type unknownMetric struct {
+	scope Scope
+	name  string
+}
+
+func (e unknownMetric) Error() string        { return fmt.Sprintf("unknown %s metric %q", e.scope, e.name) }
+func (e unknownMetric) Is(target error) bool { return target == ErrUnknownMetric }
+
+// extMetric is the series metric of a name outside the catalog: NAME, the
+// values of the metric an agent sent under that name (the largest in a
+// bucket), or NAME_per_s, their increase per second (for a counter).
+func extMetric(name string) (SeriesMetric, bool) {
+	if !wire.ValidMetricName(name) {
+		return SeriesMetric{}, false
+	}
+	if base, ok := strings.CutSuffix(name, "_per_s"); ok && wire.ValidMetricName(base) {
+		return SeriesMetric{Name: name, Unit: "1/s", Columns: []string{"value"}, Rate: true, Scale: 1000,
+			Help: "increase per second of " + base + " (sent by an agent)", Ext: base}, true
+	}
+	return SeriesMetric{Name: name, Unit: "", Columns: []string{"value"}, Scale: 1,
+		Help: name + " (sent by an agent), the largest value in each bucket", Ext: name}, true
 }
 
 // ProcessSeriesMetrics are the metrics of a process.
 var ProcessSeriesMetrics = []SeriesMetric{
-	{"cpu_percent", "percent", []string{"cpu_user_ms", "cpu_sys_ms"}, true, 100, "CPU used, in percent of one core"},
-	{"cpu_user_percent", "percent", []string{"cpu_user_ms"}, true, 100, "user CPU, percent of one core"},
-	{"cpu_sys_percent", "percent", []string{"cpu_sys_ms"}, true, 100, "system CPU, percent of one core"},
-	{"cpu_children_percent", "percent", []string{"cpu_children_user_ms", "cpu_children_sys_ms"}, true, 100, "CPU of reaped children, percent of one core"},
-	{"rss_bytes", "bytes", []string{"rss_kb"}, false, 1024, "resident set size"},
-	{"pss_bytes", "bytes", []string{"pss_kb"}, false, 1024, "proportional set size"},
-	{"vms_bytes", "bytes", []string{"vms_kb"}, false, 1024, "virtual memory"},
-	{"threads", "count", []string{"threads"}, false, 1, "threads"},
-	{"fds", "count", []string{"fds"}, false, 1, "open file descriptors"},
-	{"read_bytes_per_s", "bytes/s", []string{"read_bytes"}, true, 1000, "storage reads"},
-	{"write_bytes_per_s", "bytes/s", []string{"write_bytes"}, true, 1000, "storage writes"},
-	{"rchar_per_s", "bytes/s", []string{"rchar"}, true, 1000, "bytes read by read(2) and the like"},
-	{"wchar_per_s", "bytes/s", []string{"wchar"}, true, 1000, "bytes written by write(2) and the like"},
-	{"minflt_per_s", "1/s", []string{"minflt"}, true, 1000, "minor page faults"},
-	{"majflt_per_s", "1/s", []string{"majflt"}, true, 1000, "major page faults"},
-	{"ctx_voluntary_per_s", "1/s", []string{"ctx_voluntary"}, true, 1000, "voluntary context switches"},
-	{"ctx_involuntary_per_s", "1/s", []string{"ctx_involuntary"}, true, 1000, "involuntary context switches"},
-	{"sched_wait_percent", "percent", []string{"sched_wait_ms"}, true, 100, "time runnable but waiting for a CPU"},
-	{"heap_used_bytes", "bytes", []string{"heap_used_kb"}, false, 1024, "JVM heap used"},
-	{"heap_committed_bytes", "bytes", []string{"heap_committed_kb"}, false, 1024, "JVM heap committed"},
-	{"heap_max_bytes", "bytes", []string{"heap_max_kb"}, false, 1024, "JVM heap max"},
-	{"gc_percent", "percent", []string{"gc_time_ms"}, true, 100, "JVM time in garbage collection"},
-	{"jvm_threads", "count", []string{"jvm_threads"}, false, 1, "JVM live threads"},
+	{"cpu_percent", "percent", []string{"cpu_user_ms", "cpu_sys_ms"}, true, 100, "CPU used, in percent of one core", ""},
+	{"cpu_user_percent", "percent", []string{"cpu_user_ms"}, true, 100, "user CPU, percent of one core", ""},
+	{"cpu_sys_percent", "percent", []string{"cpu_sys_ms"}, true, 100, "system CPU, percent of one core", ""},
+	{"cpu_children_percent", "percent", []string{"cpu_children_user_ms", "cpu_children_sys_ms"}, true, 100, "CPU of reaped children, percent of one core", ""},
+	{"rss_bytes", "bytes", []string{"rss_kb"}, false, 1024, "resident set size", ""},
+	{"pss_bytes", "bytes", []string{"pss_kb"}, false, 1024, "proportional set size", ""},
+	{"vms_bytes", "bytes", []string{"vms_kb"}, false, 1024, "virtual memory", ""},
+	{"threads", "count", []string{"threads"}, false, 1, "threads", ""},
+	{"fds", "count", []string{"fds"}, false, 1, "open file descriptors", ""},
+	{"read_bytes_per_s", "bytes/s", []string{"read_bytes"}, true, 1000, "storage reads", ""},
+	{"write_bytes_per_s", "bytes/s", []string{"write_bytes"}, true, 1000, "storage writes", ""},
+	{"rchar_per_s", "bytes/s", []string{"rchar"}, true, 1000, "bytes read by read(2) and the like", ""},
+	{"wchar_per_s", "bytes/s", []string{"wchar"}, true, 1000, "bytes written by write(2) and the like", ""},
+	{"minflt_per_s", "1/s", []string{"minflt"}, true, 1000, "minor page faults", ""},
+	{"majflt_per_s", "1/s", []string{"majflt"}, true, 1000, "major page faults", ""},
+	{"ctx_voluntary_per_s", "1/s", []string{"ctx_voluntary"}, true, 1000, "voluntary context switches", ""},
+	{"ctx_involuntary_per_s", "1/s", []string{"ctx_involuntary"}, true, 1000, "involuntary context switches", ""},
+	{"sched_wait_percent", "percent", []string{"sched_wait_ms"}, true, 100, "time runnable but waiting for a CPU", ""},
+	{"heap_used_bytes", "bytes", []string{"heap_used_kb"}, false, 1024, "JVM heap used", ""},
+	{"heap_committed_bytes", "bytes", []string{"heap_committed_kb"}, false, 1024, "JVM heap committed", ""},
+	{"heap_max_bytes", "bytes", []string{"heap_max_kb"}, false, 1024, "JVM heap max", ""},
+	{"gc_percent", "percent", []string{"gc_time_ms"}, true, 100, "JVM time in garbage collection", ""},
+	{"jvm_threads", "count", []string{"jvm_threads"}, false, 1, "JVM live threads", ""},
 }
 
 // AttemptSeriesMetrics are the metrics of an attempt, and (summed over its
 // attempts) of a job.
 var AttemptSeriesMetrics = []SeriesMetric{
-	{"cpu_percent", "percent", []string{"cpu_ms"}, true, 100, "CPU of all the attempt's processes, exited ones included"},
-	{"rss_bytes", "bytes", []string{"rss_kb"}, false, 1024, "RSS summed over the processes"},
-	{"pss_bytes", "bytes", []string{"pss_kb"}, false, 1024, "PSS summed over the processes"},
-	{"vms_bytes", "bytes", []string{"vms_kb"}, false, 1024, "virtual memory summed over the processes"},
-	{"processes", "count", []string{"processes"}, false, 1, "live processes"},
-	{"read_bytes_per_s", "bytes/s", []string{"read_bytes"}, true, 1000, "storage reads"},
-	{"write_bytes_per_s", "bytes/s", []string{"write_bytes"}, true, 1000, "storage writes"},
-	{"heap_used_bytes", "bytes", []string{"heap_used_kb"}, false, 1024, "JVM heap used"},
-	{"gc_percent", "percent", []string{"gc_time_ms"}, true, 100, "JVM time in garbage collection"},
-	{"sched_wait_percent", "percent", []string{"sched_wait_ms"}, true, 100, "time runnable but waiting for a CPU"},
-	{"short_lived", "count", []string{"short_lived"}, false, 1, "processes that lived less than one sampling interval, so far"},
-	{"short_lived_per_s", "1/s", []string{"short_lived"}, true, 1000, "processes that lived less than one sampling interval"},
+	{"cpu_percent", "percent", []string{"cpu_ms"}, true, 100, "CPU of all the attempt's processes, exited ones included", ""},
+	{"rss_bytes", "bytes", []string{"rss_kb"}, false, 1024, "RSS summed over the processes", ""},
+	{"pss_bytes", "bytes", []string{"pss_kb"}, false, 1024, "PSS summed over the processes", ""},
+	{"vms_bytes", "bytes", []string{"vms_kb"}, false, 1024, "virtual memory summed over the processes", ""},
+	{"processes", "count", []string{"processes"}, false, 1, "live processes", ""},
+	{"read_bytes_per_s", "bytes/s", []string{"read_bytes"}, true, 1000, "storage reads", ""},
+	{"write_bytes_per_s", "bytes/s", []string{"write_bytes"}, true, 1000, "storage writes", ""},
+	{"heap_used_bytes", "bytes", []string{"heap_used_kb"}, false, 1024, "JVM heap used", ""},
+	{"gc_percent", "percent", []string{"gc_time_ms"}, true, 100, "JVM time in garbage collection", ""},
+	{"sched_wait_percent", "percent", []string{"sched_wait_ms"}, true, 100, "time runnable but waiting for a CPU", ""},
+	{"short_lived", "count", []string{"short_lived"}, false, 1, "processes that lived less than one sampling interval, so far", ""},
+	{"short_lived_per_s", "1/s", []string{"short_lived"}, true, 1000, "processes that lived less than one sampling interval", ""},
 }
 
 // JobAttemptsMetric counts, over a job, the attempts with data in each bucket.
@@ -153,7 +193,11 @@ func LookupMetrics(scope Scope, names []string) ([]SeriesMetric, error) {
 			}
 		}
 		if !found {
-			return nil, fmt.Errorf("unknown %s metric %q", scope, n)
+			m, ok := extMetric(n)
+			if !ok {
+				return nil, fmt.Errorf("unknown %s metric %q", scope, n)
+			}
+			out = append(out, m)
 		}
 	}
 	return out, nil

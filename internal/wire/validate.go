@@ -169,6 +169,10 @@ func times(kv ...any) error {
 	return nil
 }
 
+// ValidMetricName reports whether m is a valid metric name: 1 to 64 of
+// [a-z0-9_].
+func ValidMetricName(m string) bool { return validName(m) }
+
 func validName(m string) bool {
 	if m == "" || len(m) > 64 {
 		return false

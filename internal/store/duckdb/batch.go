@@ -27,6 +27,7 @@ type need struct {
 type chunkRow struct {
 	tMin, tMax int64
 	level      int
+	job        int64 // job_key: a process's start, for process chunks that know it
 	data       []byte
 }
 
@@ -84,8 +85,8 @@ func (s *Store) readChunkRange(ctx context.Context, kind int, keys []uint64, fro
 	for _, k := range keys {
 		args = append(args, keyValue(k))
 	}
-	rows, err := s.handle().QueryContext(ctx, `SELECT key, t_min, t_max, level, data FROM series_all WHERE kind = ?
-		AND t_max >= ? AND t_min < ? AND key IN (`+placeholders(len(keys))+`) ORDER BY key, t_min`, args...)
+	rows, err := s.handle().QueryContext(ctx, `SELECT key, t_min, t_max, level, coalesce(job_key, 0), data FROM series_all
+		WHERE kind = ? AND t_max >= ? AND t_min < ? AND key IN (`+placeholders(len(keys))+`) ORDER BY key, t_min`, args...)
 	if err != nil {
 		return fmt.Errorf("cannot read series: %w", err)
 	}
@@ -93,7 +94,7 @@ func (s *Store) readChunkRange(ctx context.Context, kind int, keys []uint64, fro
 	for rows.Next() {
 		var key int64
 		var c chunkRow
-		if err := rows.Scan(&key, &c.tMin, &c.tMax, &c.level, &c.data); err != nil {
+		if err := rows.Scan(&key, &c.tMin, &c.tMax, &c.level, &c.job, &c.data); err != nil {
 			return err
 		}
 		k := seriesKey{kind, uint64(key)}
@@ -103,25 +104,29 @@ func (s *Store) readChunkRange(ctx context.Context, kind int, keys []uint64, fro
 }
 
 // pointsIn merges the chunks of one series that overlap [from, to), as
-// points(kind, key, from, to) reads them. (A chunk that two ranges both
-// read is there twice: the merge keeps each time once.)
-func pointsIn(chunks []chunkRow, kind int, from, to int64) (*store.Points, error) {
+// points(kind, key, from, to) reads them (a chunk that two ranges both read
+// is there twice: the merge keeps each time once), with the number of
+// those chunks and, for a process, the start they keep (as processPoints).
+func pointsIn(chunks []chunkRow, kind int, from, to int64) (*store.Points, int, int64, error) {
 	if !sort.SliceIsSorted(chunks, func(i, j int) bool { return chunks[i].tMin < chunks[j].tMin }) {
 		chunks = append([]chunkRow(nil), chunks...)
 		sort.SliceStable(chunks, func(i, j int) bool { return chunks[i].tMin < chunks[j].tMin })
 	}
 	var raw, rollup [][]byte
+	var start int64
 	for _, c := range chunks {
 		if c.tMax < from || c.tMin >= to {
 			continue
 		}
+		start = max(start, c.job)
 		if c.level == levelRollup {
 			rollup = append(rollup, c.data)
 		} else {
 			raw = append(raw, c.data)
 		}
 	}
-	return mergeLevels(raw, rollup, schemaOf(kind))
+	p, err := mergeLevels(raw, rollup, schemaOf(kind))
+	return p, len(raw) + len(rollup), start, err
 }
 
 // SeriesMany returns what Series returns for each query (nil for a series
@@ -131,7 +136,6 @@ func (s *Store) SeriesMany(ctx context.Context, qs []store.SeriesQuery) ([]*stor
 	out := make([]*store.SeriesResult, len(qs))
 	metrics := make([][]store.SeriesMetric, len(qs))
 	var attIDs []any
-	var procKeys []any
 	for i := range qs {
 		q := &qs[i]
 		m, err := checkSeries(q)
@@ -139,23 +143,15 @@ func (s *Store) SeriesMany(ctx context.Context, qs []store.SeriesQuery) ([]*stor
 			return nil, err
 		}
 		metrics[i] = m
-		switch q.Scope {
-		case store.ScopeAttempt:
+		if q.Scope == store.ScopeAttempt && !hasExt(m) {
 			attIDs = append(attIDs, q.AttemptID)
-		case store.ScopeProcess:
-			procKeys = append(procKeys, keyValue(uint64(q.Process)))
-		default:
-			r, err := s.Series(ctx, *q)
-			if err != nil && !errors.Is(err, store.ErrNotFound) {
-				return nil, err
-			}
-			out[i] = r
 		}
 	}
 	// The starts (the base of a series' first increment), as Series reads
-	// them; a series without one is not found.
+	// them: an attempt's from its row, a process's from its chunks (a
+	// process without chunks that know it is read alone, as are ext
+	// metrics and jobs).
 	attStart := map[string]int64{}
-	procStart := map[uint64]int64{}
 	for len(attIDs) > 0 {
 		part := attIDs[:min(len(attIDs), maxInKeys)]
 		attIDs = attIDs[len(part):]
@@ -178,27 +174,6 @@ func (s *Store) SeriesMany(ctx context.Context, qs []store.SeriesQuery) ([]*stor
 			return nil, err
 		}
 	}
-	for len(procKeys) > 0 {
-		part := procKeys[:min(len(procKeys), maxInKeys)]
-		procKeys = procKeys[len(part):]
-		rows, err := s.handle().QueryContext(ctx, `SELECT proc_key, coalesce(min(start_ms), 0) FROM processes
-			WHERE proc_key IN (`+placeholders(len(part))+`) GROUP BY proc_key`, part...)
-		if err != nil {
-			return nil, err
-		}
-		for rows.Next() {
-			var key, start int64
-			if err := rows.Scan(&key, &start); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			procStart[uint64(key)] = start
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, err
-		}
-	}
 	type found struct {
 		n     need
 		start int64
@@ -209,17 +184,22 @@ func (s *Store) SeriesMany(ctx context.Context, qs []store.SeriesQuery) ([]*stor
 		q := &qs[i]
 		var f found
 		var ok bool
-		switch q.Scope {
-		case store.ScopeAttempt:
+		switch {
+		case hasExt(metrics[i]):
+		case q.Scope == store.ScopeAttempt:
 			f.start, ok = attStart[q.AttemptID]
 			f.n = need{kindAttempt, store.AttemptKey(q.AttemptID), q.From - lookback, q.To}
-		case store.ScopeProcess:
-			f.start, ok = procStart[uint64(q.Process)]
+		case q.Scope == store.ScopeProcess:
+			f.start, ok = -1, true
 			f.n = need{kindProcess, uint64(q.Process), q.From - lookback, q.To}
 		}
 		if ok {
 			todo[i] = f
 			needs = append(needs, f.n)
+		} else if !hasExt(metrics[i]) && q.Scope == store.ScopeAttempt {
+			continue // not found
+		} else if err := s.seriesAlone(ctx, qs, i, out); err != nil {
+			return nil, err
 		}
 	}
 	chunks, err := s.readChunks(ctx, needs)
@@ -227,15 +207,43 @@ func (s *Store) SeriesMany(ctx context.Context, qs []store.SeriesQuery) ([]*stor
 		return nil, err
 	}
 	for i, f := range todo {
-		p, err := pointsIn(chunks[seriesKey{f.n.kind, f.n.key}], f.n.kind, f.n.from, f.n.to)
+		p, n, start, err := pointsIn(chunks[seriesKey{f.n.kind, f.n.key}], f.n.kind, f.n.from, f.n.to)
 		if err != nil {
 			return nil, err
+		}
+		if f.start < 0 {
+			if n == 0 || start == 0 {
+				if err := s.seriesAlone(ctx, qs, i, out); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			f.start = start
 		}
 		res := store.NewSeriesResult(&qs[i], metrics[i])
 		store.ComputeOne(&qs[i], res, metrics[i], schemaOf(f.n.kind), p, f.start)
 		out[i] = res
 	}
 	return out, nil
+}
+
+// seriesAlone reads qs[i] by itself into out[i] (nil if not found).
+func (s *Store) seriesAlone(ctx context.Context, qs []store.SeriesQuery, i int, out []*store.SeriesResult) error {
+	r, err := s.Series(ctx, qs[i])
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	out[i] = r
+	return nil
+}
+
+func hasExt(ms []store.SeriesMetric) bool {
+	for _, m := range ms {
+		if m.Ext != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // AttemptProcesses returns the process lists of attempts as Attempt does
@@ -253,55 +261,35 @@ func (s *Store) AttemptProcesses(ctx context.Context, ids []string) (map[string]
 	return out, nil
 }
 
-// processLists adds the process lists of attempts ids to out: the latest
-// description of each process and each membership's widest span, with
-// each process's summary from its samples over its life.
+// processLists adds the process lists of attempts ids to out (those of
+// attemptProcesses), with each process's summary from its samples over its
+// life, the samples of all read together.
 func (s *Store) processLists(ctx context.Context, ids []string, out map[string][]store.Process) error {
-	args := make([]any, len(ids))
-	for i, id := range ids {
-		args[i] = id
-	}
-	rows, err := s.handle().QueryContext(ctx, `WITH m AS (SELECT attempt_id, proc_key, min(from_ms) AS from_ms,
-			CASE WHEN count(*) FILTER (WHERE to_ms IS NULL) = count(*) THEN NULL ELSE max(to_ms) END AS to_ms,
-			min(cpu_base_ms) AS cpu_base_ms, any_value(role) AS role
-			FROM memberships WHERE attempt_id IN (`+placeholders(len(ids))+`) GROUP BY attempt_id, proc_key),
-		p AS (SELECT proc_key, arg_max(host, seen_ms) AS host, arg_max(pid, seen_ms) AS pid, arg_max(ppid, seen_ms) AS ppid,
-			arg_max(sid, seen_ms) AS sid, min(start_ms) AS start_ms, max(end_ms) AS end_ms,
-			arg_max(cmdline, seen_ms) AS cmdline, arg_max(comm, seen_ms) AS comm, arg_max(role, seen_ms) AS role,
-			arg_max(user_name, seen_ms) AS user_name
-			FROM processes WHERE proc_key IN (SELECT proc_key FROM m) GROUP BY proc_key)
-		SELECT m.attempt_id, p.proc_key, coalesce(p.host, ''), coalesce(p.pid, 0), coalesce(p.ppid, 0),
-		coalesce(p.sid, 0), coalesce(p.start_ms, 0), coalesce(p.end_ms, 0), coalesce(p.cmdline, ''),
-		coalesce(p.comm, ''), coalesce(m.role, p.role, ''), coalesce(p.user_name, ''),
-		coalesce(m.from_ms, 0), coalesce(m.to_ms, 0), coalesce(m.cpu_base_ms, 0)
-		FROM m JOIN p USING (proc_key) ORDER BY m.attempt_id, p.start_ms, p.pid`, args...)
-	if err != nil {
-		return fmt.Errorf("cannot list processes: %w", err)
-	}
 	type at struct {
 		id string
 		i  int
 	}
 	var all []at
 	lists := map[string][]store.Process{}
-	for rows.Next() {
-		var p store.Process
-		var id string
-		var key int64
-		var start, end, from, to int64
-		if err := rows.Scan(&id, &key, &p.Host, &p.PID, &p.PPID, &p.SID, &start, &end, &p.Cmdline, &p.Comm, &p.Role,
-			&p.User, &from, &to, &p.CPUBaseMs); err != nil {
-			rows.Close()
+	for _, id := range ids {
+		r, err := s.attemptRange(ctx, id)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
 			return err
 		}
-		p.Key = store.Key(uint64(key))
-		p.Start, p.End, p.From, p.To = store.Time(start), store.Time(end), store.Time(from), store.Time(to)
-		all = append(all, at{id, len(lists[id])})
-		lists[id] = append(lists[id], p)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
+		l, err := s.attemptProcesses(ctx, r)
+		if err != nil {
+			return err
+		}
+		if len(l) == 0 {
+			continue
+		}
+		for i := range l {
+			all = append(all, at{id, i})
+		}
+		lists[id] = l
 	}
 	// Each process's summary, from its samples: those of its life (with a
 	// margin), so that the zone maps of t_min and t_max leave out the
@@ -327,7 +315,7 @@ func (s *Store) processLists(ctx context.Context, ids []string, out map[string][
 	for _, a := range all {
 		p := &lists[a.id][a.i]
 		n := life(p)
-		pts, err := pointsIn(chunks[seriesKey{n.kind, n.key}], n.kind, n.from, n.to)
+		pts, _, _, err := pointsIn(chunks[seriesKey{n.kind, n.key}], n.kind, n.from, n.to)
 		if err != nil {
 			return err
 		}

@@ -67,6 +67,7 @@ type Store struct {
 	flushedGen uint64 // the last commit that wrote the summaries
 	lastFlush  time.Time
 	closed     bool
+	logged     bool // attempt_log holds rows the summaries have not taken in
 	fault      atomic.Pointer[func() error]
 	// broken is the fatal error that invalidated the database, while it
 	// is being reopened; writes fail at once meanwhile (reopen.go).
@@ -75,6 +76,9 @@ type Store struct {
 	stop      chan struct{} // closed by Close: stops a reopening
 	stopOnce  sync.Once
 	bg        sync.WaitGroup
+	tmpls     *templates
+	emu       sync.Mutex
+	ext       map[extName]bool // ext_metrics
 
 	mmu sync.Mutex // one maintenance at a time
 }
@@ -136,7 +140,7 @@ func Open(opt Options) (*Store, error) {
 		return nil, fmt.Errorf("cannot open %s: %w", path, err)
 	}
 	db := sql.OpenDB(c)
-	s := &Store{opt: opt, path: path, cache: newCaches(), stop: make(chan struct{})}
+	s := &Store{opt: opt, path: path, cache: newCaches(), stop: make(chan struct{}), tmpls: newTemplates()}
 	s.db.Store(db)
 	if err := s.open(context.Background()); err != nil {
 		// The writer's connection too: a connection left open keeps the
@@ -178,11 +182,23 @@ func (s *Store) open(ctx context.Context) error {
 		s.fresh = 1
 	}
 	s.flushedGen, _ = strconv.ParseUint(meta["flushed_gen"], 10, 64)
+	// Commits after the last summary write left rows in the logs.
 	var maxGen uint64
-	if err := s.handle().QueryRowContext(ctx, `SELECT coalesce(max(gen), 0) FROM attempt_log`).Scan(&maxGen); err != nil {
+	err = s.handle().QueryRowContext(ctx, `SELECT greatest((SELECT coalesce(max(gen), 0) FROM attempt_log),
+		(SELECT coalesce(max(gen), 0) FROM proc_log WHERE gen > ?))`, s.flushedGen).Scan(&maxGen)
+	if err != nil {
 		return err
 	}
 	s.gen = max(s.flushedGen, maxGen)
+	s.logged = true
+	var next int32
+	if err := s.handle().QueryRowContext(ctx, `SELECT coalesce(max(id) + 1, 0) FROM cmd_templates`).Scan(&next); err != nil {
+		return err
+	}
+	s.tmpls.nextID = next
+	if err := s.loadExt(ctx); err != nil {
+		return err
+	}
 	if s.wconn, err = s.handle().Conn(ctx); err != nil {
 		return err
 	}
@@ -264,7 +280,7 @@ func (s *Store) Usage(ctx context.Context) (store.Usage, error) {
 	err := s.handle().QueryRowContext(ctx, `SELECT
 		(SELECT coalesce(sum(n), 0) FROM series_all WHERE kind = 0 AND level < 2),
 		(SELECT coalesce(sum(n), 0) FROM series_all WHERE kind = 1 AND level < 2),
-		(SELECT count(*) FROM processes), (SELECT count(*) FROM attempts), (SELECT count(*) FROM jobs)`).
+		(SELECT count(*) FROM proc_log), (SELECT count(*) FROM attempts), (SELECT count(*) FROM jobs)`).
 		Scan(&u.Samples, &u.AttemptSamples, &u.Processes, &u.Attempts, &u.Jobs)
 	if err != nil {
 		return u, err

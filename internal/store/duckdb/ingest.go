@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,8 +19,10 @@ import (
 
 // Series kinds in series_fresh and series_chunks.
 const (
-	kindProcess = 0
-	kindAttempt = 1
+	kindProcess    = 0
+	kindAttempt    = 1
+	kindProcessExt = 2 // a process's metric with no column of its own (store.ExtColumns)
+	kindAttemptExt = 3 // an attempt's
 )
 
 // Chunk levels.
@@ -42,11 +45,17 @@ type tx struct {
 	agents   map[string]*agentState // copies, changed by this transaction
 	atts     map[string]*attState
 	jobs     map[string]*jobState
-	flush    bool              // write the summaries whatever the time
-	flushed  bool              // they were written
-	cmdlines map[uint64]uint64 // changes to the cache's cmdlines (0: forget)
+	flush    bool // write the summaries whatever the time
+	flushed  bool // they were written
 	done     bool
 	gen      uint64
+	// The rows of proc_log, one per attempt and process (records of the
+	// same attempt and process in this commit are merged into one).
+	procRows []*procRow
+	rowIdx   map[rowKey]*procRow
+	live     map[uint64]*liveProc // changes to the cache's live (nil: forget)
+	newTmpls []*cmdShape          // command line templates this commit stores
+	newExt   []extName            // metrics of ext_metrics this commit stores
 }
 
 // Begin starts an ingest transaction. It holds the store's writer lock
@@ -126,7 +135,7 @@ func (t *tx) job(id string) *jobState {
 	if j := t.jobs[id]; j != nil {
 		return j
 	}
-	j := &jobState{hosts: map[string]int{}}
+	j := newJobState()
 	if cur := t.s.cache.jobs[id]; cur != nil {
 		j = cur.clone()
 	}
@@ -146,17 +155,27 @@ func (t *tx) load() error {
 			ids = append(ids, id)
 		}
 	}
+	var touched []string
 	for _, p := range t.prepared {
 		b := p.Batch
 		for i := range b.Attempts {
-			want(b.Attempts[i].AttemptID)
+			touched = append(touched, b.Attempts[i].AttemptID)
 		}
 		for i := range b.AttemptSeries {
-			want(b.AttemptSeries[i].AttemptID)
+			touched = append(touched, b.AttemptSeries[i].AttemptID)
 		}
 		for i := range b.Members {
-			want(b.Members[i].AttemptID)
+			touched = append(touched, b.Members[i].AttemptID)
 		}
+		// The attempts a process record goes to.
+		for i := range b.Processes {
+			if lp := c.live[b.Processes[i].Key]; lp != nil {
+				touched = append(touched, lp.atts...)
+			}
+		}
+	}
+	for _, id := range touched {
+		want(id)
 	}
 	if len(ids) > 0 {
 		if err := t.s.loadAttempts(t.ctx, t.s.handle(), ids); err != nil {
@@ -176,10 +195,10 @@ func (t *tx) load() error {
 		for i := range b.Attempts {
 			wantJob(b.Attempts[i].JobID)
 		}
-		for i := range b.AttemptSeries {
-			if st := c.atts[b.AttemptSeries[i].AttemptID]; st != nil {
-				wantJob(st.meta.JobID)
-			}
+	}
+	for _, id := range touched {
+		if st := c.atts[id]; st != nil {
+			wantJob(st.meta.JobID)
 		}
 	}
 	return t.s.loadJobs(t.ctx, t.s.handle(), jobs)
@@ -194,6 +213,10 @@ func (t *tx) absorb(p *store.Prepared) {
 		if _, ok := touched[id]; !ok {
 			touched[id] = st.counted
 		}
+		if st.genFirst == 0 {
+			st.genFirst = t.gen
+		}
+		st.genLast = t.gen
 		return st
 	}
 	for i := range b.Attempts {
@@ -211,6 +234,33 @@ func (t *tx) absorb(p *store.Prepared) {
 		st := touch(m.AttemptID)
 		st.addProc(m.Process)
 		st.dirty = true
+		t.row(m.AttemptID, m.Process).addMember(m)
+		t.addLive(m.Process, m.AttemptID)
+	}
+	for i := range b.Processes {
+		pr := &b.Processes[i]
+		lp := t.liveProc(pr.Key)
+		if lp == nil || len(lp.atts) == 0 {
+			t.row("", pr.Key).process(pr, b.Host, true)
+		} else {
+			for _, id := range lp.atts {
+				st := touch(id)
+				st.dirty = true
+				h := maphash.String(cmdSeed, pr.Cmdline) | 1
+				logCmd := st.procs[pr.Key] != h
+				if logCmd {
+					st.setCmd(pr.Key, h)
+				}
+				t.row(id, pr.Key).process(pr, b.Host, logCmd)
+			}
+		}
+		if pr.EndMs != 0 {
+			t.setLive(pr.Key, nil)
+		} else if lp != nil && lp.start != pr.StartMs {
+			cp := *lp
+			cp.start = pr.StartMs
+			t.setLive(pr.Key, &cp)
+		}
 	}
 	for id, sum := range p.Atts {
 		st := touch(id)
@@ -308,10 +358,13 @@ func (t *tx) Commit() error {
 		s.failedLocked(err)
 		return err
 	}
+	t.gen = s.gen + 1
 	for _, p := range t.prepared {
 		t.absorb(p)
 	}
-	t.gen = s.gen + 1
+	if err := t.describeMembers(); err != nil {
+		return err
+	}
 	err := s.wconn.Raw(func(dc any) error {
 		conn := dc.(driver.Conn)
 		ex := conn.(driver.ExecerContext)
@@ -396,20 +449,40 @@ func (t *tx) write(conn driver.Conn, exec func(string) error) error {
 		job  int64
 	}
 	var chunks []chunkRow
-	var procs, members, atts, exts, events int
+	var atts, events int
 	for _, p := range t.prepared {
 		b := p.Batch
+		// A process chunk's job_key is the process's start, when known: from
+		// a record in its batch, or from what is known of live processes.
+		starts := map[uint64]int64{}
+		for i := range b.Processes {
+			starts[b.Processes[i].Key] = b.Processes[i].StartMs
+		}
 		for i := range p.ProcChunks {
-			chunks = append(chunks, chunkRow{kindProcess, &p.ProcChunks[i], 0})
+			c := &p.ProcChunks[i]
+			start, ok := starts[c.Key]
+			if lp := t.liveProc(c.Key); !ok && lp != nil {
+				start = lp.start
+			}
+			chunks = append(chunks, chunkRow{kindProcess, c, start})
 		}
 		for i := range p.AttChunks {
 			c := &p.AttChunks[i]
 			chunks = append(chunks, chunkRow{kindAttempt, c, keyValue(store.AttemptKey(t.att(c.AttemptID).meta.JobID))})
 		}
-		procs += len(b.Processes)
-		members += len(b.Members)
+		for i := range p.ExtChunks {
+			c := &p.ExtChunks[i]
+			r := chunkRow{kindProcessExt, c, 0}
+			if c.AttemptID != "" {
+				r.kind = kindAttemptExt
+				r.job = keyValue(store.ExtKey(store.AttemptKey(t.att(c.AttemptID).meta.JobID), c.Metric))
+			}
+			chunks = append(chunks, r)
+			if n := (extName{r.kind, c.Metric}); !t.s.knownExt(n) && !slices.Contains(t.newExt, n) {
+				t.newExt = append(t.newExt, n)
+			}
+		}
 		atts += len(b.Attempts)
-		exts += len(p.Ext)
 		events += len(b.Events)
 	}
 	err := appendRows(conn, freshName(t.s.fresh), len(chunks), func(i int, a *duck.Appender) error {
@@ -434,45 +507,11 @@ func (t *tx) write(conn driver.Conn, exec func(string) error) error {
 		}
 		return out
 	}
-	if procs > 0 {
-		rs := each(func(p *store.Prepared) int { return len(p.Batch.Processes) })
-		t.cmdlines = map[uint64]uint64{}
-		err := appendRows(conn, "processes", len(rs), func(i int, a *duck.Appender) error {
-			r := rs[i]
-			m := &r.b.Processes[r.i]
-			// A command line is logged once per process (they are long:
-			// a task JVM's is kilobytes); its later records say NULL.
-			var cmd driver.Value = m.Cmdline
-			h := maphash.String(cmdSeed, m.Cmdline) | 1
-			prev, ok := t.cmdlines[m.Key]
-			if !ok {
-				prev = t.s.cache.cmdlines[m.Key]
-			}
-			if prev == h {
-				cmd = nil
-			}
-			t.cmdlines[m.Key] = h
-			if m.EndMs != 0 {
-				t.cmdlines[m.Key] = 0
-			}
-			return a.AppendRow(keyValue(m.Key), r.b.Host, m.PID, m.PPID, m.SID, nullMs(m.StartMs), nullMs(m.EndMs), cmd,
-				m.Comm, nullStr(m.Role), m.UID, nullStr(m.User), r.b.SentMs)
-		})
-		if err != nil {
-			return err
-		}
-	}
-	if members > 0 {
-		rs := each(func(p *store.Prepared) int { return len(p.Batch.Members) })
-		err := appendRows(conn, "memberships", len(rs), func(i int, a *duck.Appender) error {
-			m := &rs[i].b.Members[rs[i].i]
-			return a.AppendRow(keyValue(m.Process), m.AttemptID, nullMs(m.FromMs), nullMs(m.ToMs), m.CPUBaseMs, nullStr(m.Role))
-		})
-		if err != nil {
-			return err
-		}
+	if err := t.writeProcRows(conn); err != nil {
+		return err
 	}
 	if atts > 0 {
+		t.s.logged = true
 		rs := each(func(p *store.Prepared) int { return len(p.Batch.Attempts) })
 		err := appendRows(conn, "attempt_log", len(rs), func(i int, a *duck.Appender) error {
 			r := rs[i]
@@ -485,15 +524,11 @@ func (t *tx) write(conn driver.Conn, exec func(string) error) error {
 			return err
 		}
 	}
-	if exts > 0 {
-		rs := each(func(p *store.Prepared) int { return len(p.Ext) })
-		err := appendRows(conn, "samples_ext", len(rs), func(i int, a *duck.Appender) error {
-			x := &rs[i].p.Ext[rs[i].i]
-			return a.AppendRow(keyValue(x.Key), x.Ms, x.Metric, x.Value)
-		})
-		if err != nil {
-			return err
-		}
+	err = appendRows(conn, "ext_metrics", len(t.newExt), func(i int, a *duck.Appender) error {
+		return a.AppendRow(t.newExt[i].kind, t.newExt[i].metric)
+	})
+	if err != nil {
+		return err
 	}
 	if events > 0 {
 		rs := each(func(p *store.Prepared) int { return len(p.Batch.Events) })
@@ -579,7 +614,7 @@ func (t *tx) writeSummaries(conn driver.Conn, exec func(string) error) error {
 			nullStr(m.Framework), nullMs(first), nullMs(last), m.Ended, nullStr(m.JobName), nullStr(m.User), nullStr(m.Queue),
 			nullPos(m.MemoryMB), nullStr(m.JavaOpts), nullPos(m.XmxBytes), m.Streaming, s.CPUMs, s.PeakRSS, s.PeakPSS,
 			s.PeakVMS, s.PeakHeap, s.ReadBytes, s.WriteBytes, s.GCTimeMs, s.SchedWaitMs, s.RSSByteMs, int32(len(st.procs)),
-			nullMs(st.rss.ms), st.rss.rss, keyValue(store.AttemptKey(id)))
+			nullMs(st.rss.ms), st.rss.rss, keyValue(store.AttemptKey(id)), st.genFirst, st.genLast)
 	})
 	if err != nil {
 		return err
@@ -593,7 +628,7 @@ func (t *tx) writeSummaries(conn driver.Conn, exec func(string) error) error {
 		}
 		return a.AppendRow(id, nullStr(j.appID), fw, nullStr(j.name), nullStr(j.user), nullStr(j.queue), nullMs(j.first),
 			nullMs(j.last), int32(j.attempts), int32(j.running), j.cpu, j.peak, j.memMBms/1024/3600_000,
-			j.byteMs/(1<<30)/3600_000, int32(len(j.hosts)))
+			j.byteMs/(1<<30)/3600_000, int32(len(j.hosts)), formatByType(j.byType), j.genLo, j.genHi)
 	})
 	if err != nil {
 		return err
@@ -622,6 +657,14 @@ func (t *tx) writeSummaries(conn driver.Conn, exec func(string) error) error {
 			return err
 		}
 	}
+	// The attempts' descriptions are in their rows now: recovery reads only
+	// those logged after this write.
+	if t.s.logged {
+		if err := exec("DELETE FROM attempt_log"); err != nil {
+			return err
+		}
+		t.s.logged = false
+	}
 	if err := exec("UPDATE meta SET value = '" + strconv.FormatUint(t.gen, 10) + "' WHERE key = 'flushed_gen'"); err != nil {
 		return err
 	}
@@ -634,14 +677,25 @@ func (t *tx) apply() {
 	s := t.s
 	c := s.cache
 	s.gen = t.gen
-	if len(c.cmdlines)+len(t.cmdlines) > maxCmdlines {
-		clear(c.cmdlines)
+	for _, sh := range t.newTmpls {
+		s.tmpls.put(sh)
 	}
-	for k, h := range t.cmdlines {
-		if h == 0 {
-			delete(c.cmdlines, k)
+	s.addExt(t.newExt)
+	for k, lp := range t.live {
+		if lp == nil {
+			delete(c.live, k)
 		} else {
-			c.cmdlines[k] = h
+			c.live[k] = lp
+		}
+	}
+	if len(c.live) > maxLive {
+		// Processes whose exit was never told: keep those of the attempts
+		// in memory (those that run).
+		clear(c.live)
+		for id, st := range c.atts {
+			for k := range st.procs {
+				c.addLive(k, id)
+			}
 		}
 	}
 	for id, a := range t.agents {

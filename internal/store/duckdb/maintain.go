@@ -63,9 +63,6 @@ func (s *Store) maintain(ctx context.Context, now time.Time) error {
 			return err
 		}
 		changed = changed || n > 0
-		if err := deleted(s.handle().ExecContext(ctx, `DELETE FROM samples_ext WHERE ts < ?`, cut)); err != nil {
-			return err
-		}
 	}
 	if s.opt.RollupRetention > 0 {
 		cut := now.Add(-s.opt.RollupRetention).UnixMilli()
@@ -358,9 +355,11 @@ func (s *Store) scanSeries(ctx context.Context, table, where string,
 			if err := flush(); err != nil {
 				return n, err
 			}
-			curKind, curKey = kind, key
+			curKind, curKey, curJob = kind, key, 0
 		}
-		curJob = job
+		if job != 0 {
+			curJob = job // (a process's start may be known from some of its chunks only)
+		}
 		group = append(group, data)
 	}
 	if err := rows.Err(); err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/taskscope/taskscope/internal/loadgen"
+	"github.com/taskscope/taskscope/internal/store"
 )
 
 // TestOpenFailsAfterReplay: an Open that fails after DuckDB replayed the
@@ -17,9 +18,10 @@ import (
 // schema) closes the instance, and DuckDB's checkpoint at shutdown wrote
 // the indexes as they were before the WAL, without the rows it brought back
 // (duckdb/duckdb#23788, fixed after 1.5): with room again, processes and
-// memberships were not found through their indexes, and the API showed
-// attempts without processes (TestServerDiskFull, 1 run in 5). The store
-// disables that checkpoint: Close checkpoints itself, and what an instance
+// memberships were not found through their indexes (since schema 7 they are
+// rows of proc_log, without an index: this checks that the rows the WAL
+// brought back are there), and the API showed attempts without processes
+// (TestServerDiskFull, 1 run in 5). The store disables that checkpoint: Close checkpoints itself, and what an instance
 // closed otherwise holds stays in the WAL. Here Open fails on a schema
 // version, the first thing it checks after writing its schema.
 func TestOpenFailsAfterReplay(t *testing.T) {
@@ -79,8 +81,8 @@ func TestOpenFailsAfterReplay(t *testing.T) {
 	} else if !strings.Contains(err.Error(), "schema version") {
 		t.Fatal(err)
 	}
-	// What the files hold now, read without writing: every process and
-	// membership is found through its index.
+	// What the files hold now, read without writing: every attempt's
+	// memberships and processes.
 	db, err := sql.Open("duckdb", filepath.Join(dir, "taskscope.duckdb")+"?access_mode=read_only")
 	if err != nil {
 		t.Fatal(err)
@@ -89,14 +91,17 @@ func TestOpenFailsAfterReplay(t *testing.T) {
 	missing, missingProcs := 0, 0
 	for id, keys := range procs {
 		var n int
-		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM memberships WHERE attempt_id = ?`, id).Scan(&n); err != nil {
+		err := db.QueryRowContext(ctx, `SELECT count(*) FROM proc_log WHERE member AND attempt_key = ?`,
+			keyValue(store.AttemptKey(id))).Scan(&n)
+		if err != nil {
 			t.Fatal(err)
 		}
 		if n == 0 {
 			missing++
 		}
 		for k := range keys {
-			if err := db.QueryRowContext(ctx, `SELECT count(*) FROM processes WHERE proc_key = ?`, int64(k)).Scan(&n); err != nil {
+			if err := db.QueryRowContext(ctx, `SELECT count(*) FROM proc_log WHERE pid IS NOT NULL AND proc_key = ?`,
+				keyValue(k)).Scan(&n); err != nil {
 				t.Fatal(err)
 			}
 			if n == 0 {
@@ -105,7 +110,7 @@ func TestOpenFailsAfterReplay(t *testing.T) {
 		}
 	}
 	if missing+missingProcs > 0 {
-		t.Errorf("after an Open that failed, %d of %d attempts' memberships and %d processes are not found through their indexes",
+		t.Errorf("after an Open that failed, %d of %d attempts' memberships and %d processes are not found",
 			missing, len(procs), missingProcs)
 	}
 }

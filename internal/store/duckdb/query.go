@@ -80,7 +80,7 @@ func (s *Store) Jobs(ctx context.Context, f store.JobFilter) (store.JobPage, err
 		cond += " AND " + strings.Join(where, " AND ")
 	}
 	filterArgs := args
-	q := `SELECT ` + jobCols + `, count(*) OVER ()` + cond + ` ORDER BY first_ms DESC NULLS LAST, job_id DESC LIMIT ? OFFSET ?`
+	q := `SELECT ` + jobCols + `, coalesce(by_type, ''), count(*) OVER ()` + cond + ` ORDER BY first_ms DESC NULLS LAST, job_id DESC LIMIT ? OFFSET ?`
 	args = append(append([]any{}, args...), f.Limit, f.Offset)
 	rows, err := s.handle().QueryContext(ctx, q, args...)
 	if err != nil {
@@ -88,49 +88,26 @@ func (s *Store) Jobs(ctx context.Context, f store.JobFilter) (store.JobPage, err
 	}
 	defer rows.Close()
 	page := store.JobPage{Jobs: []store.Job{}}
-	idx := map[string]int{}
 	for rows.Next() {
-		j, err := s.scanJob(rows, &page.Total)
+		var byType string
+		j, err := s.scanJob(rows, &byType, &page.Total)
 		if err != nil {
 			return page, err
 		}
-		idx[j.JobID] = len(page.Jobs)
+		if byType != "" {
+			j.ByType = parseByType(byType)
+		}
 		page.Jobs = append(page.Jobs, j)
 	}
 	if err := rows.Err(); err != nil {
 		return page, err
 	}
-	if len(page.Jobs) == 0 {
-		if f.Offset > 0 {
-			// Past the end: still report how many match.
-			err := s.handle().QueryRowContext(ctx, `SELECT count(*)`+cond, filterArgs...).Scan(&page.Total)
-			return page, err
-		}
-		return page, nil
-	}
-	ids := make([]any, 0, len(page.Jobs))
-	for _, j := range page.Jobs {
-		ids = append(ids, j.JobID)
-	}
-	tr, err := s.handle().QueryContext(ctx, `SELECT job_id, coalesce(type, 'unknown'), count(*) FROM attempts
-		WHERE job_id IN (`+placeholders(len(ids))+`) GROUP BY ALL`, ids...)
-	if err != nil {
+	if len(page.Jobs) == 0 && f.Offset > 0 {
+		// Past the end: still report how many match.
+		err := s.handle().QueryRowContext(ctx, `SELECT count(*)`+cond, filterArgs...).Scan(&page.Total)
 		return page, err
 	}
-	defer tr.Close()
-	for tr.Next() {
-		var id, typ string
-		var n int
-		if err := tr.Scan(&id, &typ, &n); err != nil {
-			return page, err
-		}
-		j := &page.Jobs[idx[id]]
-		if j.ByType == nil {
-			j.ByType = map[string]int{}
-		}
-		j.ByType[typ] = n
-	}
-	return page, tr.Err()
+	return page, nil
 }
 
 func likeEscape(s string) string {
@@ -169,7 +146,8 @@ func (s *Store) scanAttempt(sc interface{ Scan(...any) error }, stale int64) (st
 	return a, nil
 }
 
-// scanState reads an attempts row (attemptCols, sample_ms, last_rss) into
+// scanState reads an attempts row (attemptCols, sample_ms, last_rss,
+// gen_first, gen_last) into
 // the state ingest keeps.
 func scanState(sc interface{ Scan(...any) error }) (*attState, error) {
 	st := &attState{}
@@ -178,7 +156,7 @@ func scanState(sc interface{ Scan(...any) error }) (*attState, error) {
 	err := sc.Scan(&m.AttemptID, &m.JobID, &st.host, &m.ContainerID, &m.Type, &m.Framework, &m.FirstMs, &m.LastMs,
 		&m.Ended, &s.CPUMs, &s.PeakRSS, &s.PeakPSS, &s.PeakVMS, &s.PeakHeap, &processes, &s.ReadBytes, &s.WriteBytes,
 		&s.GCTimeMs, &s.SchedWaitMs, &s.RSSByteMs, &m.MemoryMB, &m.XmxBytes, &m.JavaOpts, &m.Streaming, &m.JobName, &m.User,
-		&m.Queue, &m.AppID, &s.LastMs, &st.rss.rss)
+		&m.Queue, &m.AppID, &s.LastMs, &st.rss.rss, &st.genFirst, &st.genLast)
 	if m.Type == "unknown" {
 		m.Type = ""
 	}
@@ -192,7 +170,9 @@ func scanState(sc interface{ Scan(...any) error }) (*attState, error) {
 
 // Job returns a job with all its attempts.
 func (s *Store) Job(ctx context.Context, id string) (*store.JobDetail, error) {
-	j, err := s.scanJob(s.handle().QueryRowContext(ctx, `SELECT `+jobCols+` FROM jobs WHERE job_id = ?`, id))
+	var lo, hi uint64
+	j, err := s.scanJob(s.handle().QueryRowContext(ctx, `SELECT `+jobCols+`, coalesce(gen_lo, 0), coalesce(gen_hi, 0)
+		FROM jobs WHERE job_id = ?`, id), &lo, &hi)
 	if isNoRows(err) {
 		return nil, store.ErrNotFound
 	}
@@ -200,7 +180,7 @@ func (s *Store) Job(ctx context.Context, id string) (*store.JobDetail, error) {
 		return nil, fmt.Errorf("cannot read job %s: %w", id, err)
 	}
 	d := &store.JobDetail{Job: j}
-	atts, err := s.attempts(ctx, `job_id = ?`, id)
+	atts, err := s.attempts(ctx, jobAttempts, id, lo, hi)
 	if err != nil {
 		return nil, err
 	}
@@ -211,6 +191,11 @@ func (s *Store) Job(ctx context.Context, id string) (*store.JobDetail, error) {
 	}
 	return d, nil
 }
+
+// jobAttempts selects a job's attempts (job_id, and the range of their
+// gen_first from the job's row): the zone maps of gen_first leave out the
+// row groups of other times.
+const jobAttempts = `job_id = ? AND gen_first BETWEEN ? AND ?`
 
 func (s *Store) attempts(ctx context.Context, where string, args ...any) ([]store.Attempt, error) {
 	rows, err := s.handle().QueryContext(ctx, `SELECT `+attemptCols+` FROM attempts WHERE `+where+` ORDER BY first_ms, attempt_id`, args...)
@@ -269,7 +254,11 @@ func (s *Store) Attempt(ctx context.Context, id string) (*store.AttemptDetail, e
 		d.ProcessList = l
 	}
 	d.Processes = len(d.ProcessList)
-	d.Events, err = s.Events(ctx, store.EventFilter{AttemptID: id, Limit: 5000})
+	keys := make([]any, len(d.ProcessList))
+	for i, p := range d.ProcessList {
+		keys[i] = keyValue(uint64(p.Key))
+	}
+	d.Events, err = s.events(ctx, store.EventFilter{AttemptID: id, Limit: 5000}, keys)
 	d.Events = store.ProcessEvents(d.Events, d.ProcessList)
 	return d, err
 }
@@ -277,6 +266,23 @@ func (s *Store) Attempt(ctx context.Context, id string) (*store.AttemptDetail, e
 // Events lists events, oldest first. Filtering by attempt also finds the
 // events of the attempt's processes.
 func (s *Store) Events(ctx context.Context, f store.EventFilter) ([]store.Event, error) {
+	var keys []any
+	if f.AttemptID != "" {
+		r, err := s.attemptRange(ctx, f.AttemptID)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return nil, err
+		}
+		if err == nil {
+			if keys, err = s.attemptProcKeys(ctx, r); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return s.events(ctx, f, keys)
+}
+
+// events is Events with the keys of the attempt's processes.
+func (s *Store) events(ctx context.Context, f store.EventFilter, keys []any) ([]store.Event, error) {
 	if f.Limit <= 0 || f.Limit > 100000 {
 		f.Limit = 1000
 	}
@@ -289,8 +295,12 @@ func (s *Store) Events(ctx context.Context, f store.EventFilter) ([]store.Event,
 		where, args = append(where, "job_id = ?"), append(args, f.JobID)
 	}
 	if f.AttemptID != "" {
-		where = append(where, "(attempt_id = ? OR proc_key IN (SELECT proc_key FROM memberships WHERE attempt_id = ?))")
-		args = append(args, f.AttemptID, f.AttemptID)
+		if len(keys) == 0 {
+			where, args = append(where, "attempt_id = ?"), append(args, f.AttemptID)
+		} else {
+			where = append(where, "(attempt_id = ? OR proc_key IN ("+placeholders(len(keys))+"))")
+			args = append(append(args, f.AttemptID), keys...)
+		}
 	}
 	if f.Kind != "" {
 		where, args = append(where, "kind = ?"), append(args, f.Kind)

@@ -3,6 +3,7 @@ package duckdb
 import (
 	"context"
 	"flag"
+	"fmt"
 	"testing"
 	"time"
 
@@ -37,6 +38,62 @@ func BenchmarkJobDetail(b *testing.B) {
 			b.Fatalf("%d attempts, want %d", len(d.AttemptList), *benchJobAttempts)
 		}
 	}
+}
+
+// BenchmarkJobSizes times Job for jobs of 500, 1,500, 2,500 and 10,000
+// map attempts (1 minute each, a wrapper and a JVM sampled every second)
+// that ran one after the other on 100 nodes, with the cluster's other jobs
+// before, between and after them. It reports each job's time and the time
+// per attempt, which should not depend on the job's size: DuckDB reads an
+// ART index for at most index_scan_max_count (2,048) rows, and a job just
+// below that count was the slowest per attempt.
+//
+//	go test -run '^$' -bench JobSizes -benchtime 20x ./internal/store/duckdb/
+func BenchmarkJobSizes(b *testing.B) {
+	s, jobs := jobSizesStore(b, b.TempDir(), []int{500, 1500, 2500, 10000})
+	defer s.Close()
+	ctx := context.Background()
+	for _, j := range jobs {
+		b.Run(fmt.Sprintf("attempts-%d", j.n), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				d, err := s.Job(ctx, j.id)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(d.AttemptList) != j.n {
+					b.Fatalf("%d attempts, want %d", len(d.AttemptList), j.n)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/float64(j.n), "us/attempt")
+		})
+	}
+}
+
+type sizedJob struct {
+	id string
+	n  int
+}
+
+// jobSizesStore makes a store in dir holding jobs of these sizes, run one
+// after the other with 5 minutes of the cluster's other jobs around each.
+func jobSizesStore(tb testing.TB, dir string, sizes []int) (*Store, []sizedJob) {
+	s, err := Open(Options{Dir: dir})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	start := time.Now().Add(-48 * time.Hour).Truncate(time.Second)
+	g := loadgen.NewGenerator(loadgen.Config{Nodes: 100, Slots: 8, BatchTicks: 5, Seed: 7, Start: start})
+	t0 := time.Now()
+	storetest.Fill(tb, s, g, start, 300)
+	var jobs []sizedJob
+	for _, n := range sizes {
+		id, end := g.AddJob(n, 60)
+		storetest.Fill(tb, s, g, start, end+300)
+		jobs = append(jobs, sizedJob{id, n})
+	}
+	u, _ := s.Usage(context.Background())
+	tb.Logf("%d attempts (jobs of %v among them) stored in %s", u.Attempts, sizes, time.Since(t0).Round(time.Millisecond))
+	return s, jobs
 }
 
 // bigJobStore makes a store in dir holding a job of n attempts.

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sort"
 
+	duck "github.com/duckdb/duckdb-go/v2"
+
 	"github.com/taskscope/taskscope/internal/store"
 	"github.com/taskscope/taskscope/internal/wire"
 )
@@ -69,6 +71,29 @@ func (s *Store) recover(ctx context.Context) error {
 	if err := rows.Err(); err != nil {
 		return err
 	}
+	// Attempts with process rows since: the commits they span, and their
+	// memberships.
+	since, err := s.procRowsSince(ctx)
+	if err != nil {
+		return err
+	}
+	for _, l := range logs {
+		if pr := since[keyValue(store.AttemptKey(l.a.AttemptID))]; pr != nil {
+			pr.id = l.a.AttemptID
+		}
+	}
+	if err := s.attemptIDs(ctx, since); err != nil {
+		return err
+	}
+	for k, pr := range since {
+		if pr.id == "" {
+			// Nothing else is stored of it yet: its first commit, for when
+			// it is.
+			s.cache.pendingFirst[uint64(k)] = pr.lo
+			continue
+		}
+		want[pr.id] = true
+	}
 	if len(want) == 0 && len(logs) == 0 {
 		return s.Flush(ctx) // the agents' logged sequences
 	}
@@ -85,6 +110,24 @@ func (s *Store) recover(ctx context.Context) error {
 		st := c.atts[l.a.AttemptID]
 		mergeMeta(&st.meta, &l.a)
 		st.host = l.host
+		if st.genFirst == 0 || l.gen < st.genFirst {
+			st.genFirst = l.gen
+		}
+		st.genLast = max(st.genLast, l.gen)
+	}
+	for _, pr := range since {
+		st := c.atts[pr.id]
+		if st == nil {
+			continue
+		}
+		if st.genFirst == 0 || pr.lo < st.genFirst {
+			st.genFirst = pr.lo
+		}
+		st.genLast = max(st.genLast, pr.hi)
+		for _, k := range pr.procs {
+			st.addProc(k)
+			c.addLive(k, pr.id)
+		}
 	}
 	jobs := map[string]bool{}
 	for _, id := range ids {
@@ -117,7 +160,8 @@ func (s *Store) recover(ctx context.Context) error {
 	if err := s.Flush(ctx); err != nil {
 		return err
 	}
-	// The jobs, counted again from their attempts.
+	// The jobs, counted again from their attempts: those the job's row
+	// counted (gen_first from its gen_lo) and those stored since.
 	var jargs []any
 	for j := range jobs {
 		jargs = append(jargs, j)
@@ -125,22 +169,136 @@ func (s *Store) recover(ctx context.Context) error {
 	for len(jargs) > 0 {
 		part := jargs[:min(256, len(jargs))]
 		jargs = jargs[len(part):]
-		_, err := s.wconn.ExecContext(ctx, `INSERT INTO jobs SELECT job_id, max(app_id), coalesce(max(framework) FILTER
+		var lo uint64
+		err := s.handle().QueryRowContext(ctx, `SELECT coalesce(min(gen_lo), 9223372036854775807) FROM jobs WHERE job_id IN (`+
+			placeholders(len(part))+`)`, part...).Scan(&lo)
+		if err != nil {
+			return err
+		}
+		lo = min(lo, firstRecovered(c.atts, ids))
+		args := append([]any{lo}, part...)
+		_, err = s.wconn.ExecContext(ctx, `INSERT INTO jobs SELECT job_id, max(app_id), coalesce(max(framework) FILTER
 				(WHERE framework <> 'unknown'), max(framework), 'unknown'), max(job_name), max(user_name), max(queue),
 			min(first_ms), max(last_ms), count(*), count(*) FILTER (WHERE NOT coalesce(ended, false)),
 			sum(coalesce(cpu_ms, 0)), max(coalesce(peak_rss, 0)),
 			sum(coalesce(memory_mb, 0) * (last_ms - first_ms)) / 1024.0 / 3600000.0,
-			sum(coalesce(rss_byte_ms, 0)) / 1073741824.0 / 3600000.0, count(DISTINCT host)
-			FROM attempts WHERE job_id IN (`+placeholders(len(part))+`) GROUP BY job_id
+			sum(coalesce(rss_byte_ms, 0)) / 1073741824.0 / 3600000.0, count(DISTINCT host), NULL,
+			min(gen_first), max(gen_first)
+			FROM attempts WHERE gen_first >= ? AND job_id IN (`+placeholders(len(part))+`) GROUP BY job_id
 			ON CONFLICT (job_id) DO UPDATE SET app_id = excluded.app_id, framework = excluded.framework,
 			name = excluded.name, user_name = excluded.user_name, queue = excluded.queue, first_ms = excluded.first_ms,
 			last_ms = excluded.last_ms, attempts = excluded.attempts, running = excluded.running, cpu_ms = excluded.cpu_ms,
 			peak_rss = excluded.peak_rss, mem_gb_hours = excluded.mem_gb_hours, used_gb_hours = excluded.used_gb_hours,
-			hosts = excluded.hosts`, part...)
+			hosts = excluded.hosts, gen_lo = excluded.gen_lo, gen_hi = excluded.gen_hi`, args...)
 		if err != nil {
 			return fmt.Errorf("cannot count jobs again: %w", err)
 		}
+		// And their attempts by type.
+		rows, err := s.handle().QueryContext(ctx, `SELECT job_id, coalesce(type, 'unknown'), count(*) FROM attempts
+			WHERE gen_first >= ? AND job_id IN (`+placeholders(len(part))+`) GROUP BY ALL`, args...)
+		if err != nil {
+			return err
+		}
+		byType := map[string]map[string]int{}
+		for rows.Next() {
+			var job, typ string
+			var n int
+			if err := rows.Scan(&job, &typ, &n); err != nil {
+				rows.Close()
+				return err
+			}
+			if byType[job] == nil {
+				byType[job] = map[string]int{}
+			}
+			byType[job][typ] = n
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for job, m := range byType {
+			if _, err := s.wconn.ExecContext(ctx, `UPDATE jobs SET by_type = ? WHERE job_id = ?`, formatByType(m), job); err != nil {
+				return err
+			}
+		}
 	}
 	clear(c.jobs)
+	return nil
+}
+
+// firstRecovered is the smallest genFirst of the attempts recovered.
+func firstRecovered(atts map[string]*attState, ids []string) uint64 {
+	lo := uint64(1<<63 - 1)
+	for _, id := range ids {
+		if st := atts[id]; st != nil && st.genFirst > 0 {
+			lo = min(lo, st.genFirst)
+		}
+	}
+	return lo
+}
+
+// loggedAttempt is what proc_log holds of an attempt since the last
+// summary write.
+type loggedAttempt struct {
+	id     string
+	lo, hi uint64
+	procs  []uint64 // members
+}
+
+// procRowsSince reads the attempts of the process rows committed after the
+// last summary write, by attempt key.
+func (s *Store) procRowsSince(ctx context.Context) (map[int64]*loggedAttempt, error) {
+	rows, err := s.handle().QueryContext(ctx, `SELECT attempt_key, min(gen), max(gen), list(DISTINCT proc_key) FILTER (WHERE member)
+		FROM proc_log WHERE gen > ? AND attempt_key <> 0 GROUP BY attempt_key`, s.flushedGen)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[int64]*loggedAttempt{}
+	for rows.Next() {
+		var k int64
+		var procs duck.Composite[[]int64]
+		l := &loggedAttempt{}
+		if err := rows.Scan(&k, &l.lo, &l.hi, &procs); err != nil {
+			return nil, err
+		}
+		for _, p := range procs.Get() {
+			l.procs = append(l.procs, uint64(p))
+		}
+		out[k] = l
+	}
+	return out, rows.Err()
+}
+
+// attemptIDs names the attempts of logged that have a row in attempts.
+func (s *Store) attemptIDs(ctx context.Context, logged map[int64]*loggedAttempt) error {
+	var keys []any
+	for k, l := range logged {
+		if l.id == "" {
+			keys = append(keys, k)
+		}
+	}
+	for len(keys) > 0 {
+		part := keys[:min(256, len(keys))]
+		keys = keys[len(part):]
+		rows, err := s.handle().QueryContext(ctx, `SELECT attempt_key, attempt_id FROM attempts WHERE attempt_key IN (`+
+			placeholders(len(part))+`)`, part...)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var k int64
+			var id string
+			if err := rows.Scan(&k, &id); err != nil {
+				rows.Close()
+				return err
+			}
+			logged[k].id = id
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+	}
 	return nil
 }

@@ -170,7 +170,11 @@ func freeBytes(dir string) int64 {
 func (s *Store) adopt(ns *Store) {
 	s.db.Store(ns.handle())
 	s.wconn, s.fresh, s.cache = ns.wconn, ns.fresh, ns.cache
-	s.gen, s.flushedGen, s.lastFlush = ns.gen, ns.flushedGen, ns.lastFlush
+	s.gen, s.flushedGen, s.lastFlush, s.logged = ns.gen, ns.flushedGen, ns.lastFlush, ns.logged
+	s.tmpls.adopt(ns.tmpls)
+	s.emu.Lock()
+	s.ext = ns.ext
+	s.emu.Unlock()
 }
 
 // stopReopening ends a reopening (Close), and waits for it.

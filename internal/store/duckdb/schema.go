@@ -2,7 +2,7 @@ package duckdb
 
 import "fmt"
 
-const schemaVersion = "5"
+const schemaVersion = "8"
 
 func schema() []string {
 	return []string{
@@ -17,14 +17,22 @@ func schema() []string {
 		`CREATE TABLE IF NOT EXISTS agent_seqs (agent_id VARCHAR, seq UBIGINT)`,
 		`CREATE TABLE IF NOT EXISTS jobs (job_id VARCHAR PRIMARY KEY, app_id VARCHAR, framework VARCHAR, name VARCHAR,
 			user_name VARCHAR, queue VARCHAR, first_ms BIGINT, last_ms BIGINT, attempts INTEGER, running INTEGER,
-			cpu_ms BIGINT, peak_rss BIGINT, mem_gb_hours DOUBLE, used_gb_hours DOUBLE, hosts INTEGER)`,
+			cpu_ms BIGINT, peak_rss BIGINT, mem_gb_hours DOUBLE, used_gb_hours DOUBLE, hosts INTEGER, by_type VARCHAR,
+			gen_lo UBIGINT, gen_hi UBIGINT)`,
+		// An attempt's gen_first is the commit that first stored anything of
+		// it; gen_last the last one. Attempts are appended in that order (at
+		// the summary write that follows), so a job's attempts are found
+		// by the range of their gen_first that its row keeps (gen_lo,
+		// gen_hi) and the zone maps of gen_first, without an index on
+		// job_id (DuckDB reads an ART index only up to 2,048 rows, and it
+		// was slower than the scan below that count).
 		`CREATE TABLE IF NOT EXISTS attempts (attempt_id VARCHAR PRIMARY KEY, job_id VARCHAR NOT NULL, host VARCHAR,
 			container_id VARCHAR, app_id VARCHAR, type VARCHAR, framework VARCHAR, first_ms BIGINT, last_ms BIGINT,
 			ended BOOLEAN, job_name VARCHAR, user_name VARCHAR, queue VARCHAR, memory_mb BIGINT, java_opts VARCHAR,
 			xmx_bytes BIGINT, streaming BOOLEAN, cpu_ms BIGINT, peak_rss BIGINT, peak_pss BIGINT, peak_vms BIGINT,
 			peak_heap BIGINT, read_bytes BIGINT, write_bytes BIGINT, gc_time_ms BIGINT, sched_wait_ms BIGINT,
-			rss_byte_ms DOUBLE, processes INTEGER, sample_ms BIGINT, last_rss BIGINT, attempt_key BIGINT)`,
-		`CREATE INDEX IF NOT EXISTS attempts_job ON attempts (job_id)`,
+			rss_byte_ms DOUBLE, processes INTEGER, sample_ms BIGINT, last_rss BIGINT, attempt_key BIGINT,
+			gen_first UBIGINT, gen_last UBIGINT)`,
 		// Every description of an attempt an agent sent, with the commit that
 		// stored it: after a crash, those the summaries had not taken in yet
 		// are read again.
@@ -32,15 +40,26 @@ func schema() []string {
 			app_id VARCHAR, container_id VARCHAR, type VARCHAR, framework VARCHAR, first_ms BIGINT, last_ms BIGINT,
 			ended BOOLEAN, job_name VARCHAR, user_name VARCHAR, queue VARCHAR, memory_mb BIGINT, java_opts VARCHAR,
 			xmx_bytes BIGINT, streaming BOOLEAN)`,
-		// Processes and memberships are logs: a row each time an agent
-		// describes them (first sight, exec, exit); queries take the latest.
-		`CREATE TABLE IF NOT EXISTS processes (proc_key BIGINT, host VARCHAR, pid INTEGER, ppid INTEGER,
-			sid INTEGER, start_ms BIGINT, end_ms BIGINT, cmdline VARCHAR, comm VARCHAR, role VARCHAR, uid UINTEGER,
-			user_name VARCHAR, seen_ms BIGINT)`,
-		`CREATE INDEX IF NOT EXISTS processes_key ON processes (proc_key)`,
-		`CREATE TABLE IF NOT EXISTS memberships (proc_key BIGINT, attempt_id VARCHAR, from_ms BIGINT, to_ms BIGINT,
-			cpu_base_ms BIGINT, role VARCHAR)`,
-		`CREATE INDEX IF NOT EXISTS memberships_attempt ON memberships (attempt_id)`,
+		// What an attempt's page shows of its processes, as a log: a row
+		// each time an agent describes a process of the attempt (first
+		// sight, exec, exit: the process's columns) or its membership
+		// (the membership's columns), one row per attempt, process and
+		// commit; queries take the latest of each column. A process
+		// record goes to the row of every attempt the process is a member
+		// of (attempt_key 0: none known). gen is the commit: rows are in
+		// its order, so an attempt's rows are found by the range of
+		// commits its row in attempts keeps (gen_first, gen_last) and the
+		// zone maps of gen, without an index (an ART index of random keys
+		// takes 40 bytes a row and is written again whole at every
+		// checkpoint). A command line is logged once per attempt and
+		// process, against a template (cmd_tmpl, cmd_args) or as text.
+		`CREATE TABLE IF NOT EXISTS proc_log (gen UBIGINT, attempt_key BIGINT, proc_key BIGINT, member BOOLEAN,
+			host VARCHAR, pid INTEGER, ppid INTEGER, sid INTEGER, start_ms BIGINT, end_ms BIGINT, cmd_tmpl INTEGER,
+			cmd_args BLOB, cmdline VARCHAR, comm VARCHAR, role VARCHAR, uid UINTEGER, user_name VARCHAR,
+			from_ms BIGINT, to_ms BIGINT, cpu_base_ms BIGINT, member_role VARCHAR)`,
+		// Command line templates (cmdline.go): the first command line of
+		// each shape, numbered from 0, with the hash of its shape.
+		`CREATE TABLE IF NOT EXISTS cmd_templates (id INTEGER, tmpl BIGINT, text VARCHAR)`,
 		// Time series: one row per series per batch, a compressed chunk of
 		// columns (package chunk). Maintain merges fresh chunks (level 0) into
 		// zstd-compressed ones (level 1) and per-minute rollups (level 2).
@@ -54,7 +73,10 @@ func schema() []string {
 			t_max BIGINT, n INTEGER, level TINYINT, data BLOB)`,
 		`CREATE OR REPLACE VIEW series_all AS SELECT * FROM series_fresh_0 UNION ALL SELECT * FROM series_fresh_1
 			UNION ALL SELECT * FROM series_chunks`,
-		`CREATE TABLE IF NOT EXISTS samples_ext (proc_key BIGINT, ts BIGINT, metric VARCHAR, value BIGINT)`,
+		// The metrics agents sent with no column of their own, by series
+		// kind (kindProcessExt, kindAttemptExt): their series are chunks of
+		// those kinds (store.ExtKey, store.ExtColumns).
+		`CREATE TABLE IF NOT EXISTS ext_metrics (kind TINYINT, metric VARCHAR)`,
 		`CREATE TABLE IF NOT EXISTS events (ts BIGINT, host VARCHAR, kind VARCHAR, job_id VARCHAR, attempt_id VARCHAR,
 			proc_key BIGINT, pid INTEGER, message VARCHAR, value BIGINT)`,
 		`INSERT INTO meta VALUES ('schema_version', '` + schemaVersion + `') ON CONFLICT DO NOTHING`,
@@ -93,9 +115,9 @@ var (
 	attemptColumns = []string{"attempt_id", "job_id", "host", "container_id", "app_id", "type", "framework", "first_ms",
 		"last_ms", "ended", "job_name", "user_name", "queue", "memory_mb", "java_opts", "xmx_bytes", "streaming", "cpu_ms",
 		"peak_rss", "peak_pss", "peak_vms", "peak_heap", "read_bytes", "write_bytes", "gc_time_ms", "sched_wait_ms",
-		"rss_byte_ms", "processes", "sample_ms", "last_rss", "attempt_key"}
+		"rss_byte_ms", "processes", "sample_ms", "last_rss", "attempt_key", "gen_first", "gen_last"}
 	jobColumns = []string{"job_id", "app_id", "framework", "name", "user_name", "queue", "first_ms", "last_ms", "attempts",
-		"running", "cpu_ms", "peak_rss", "mem_gb_hours", "used_gb_hours", "hosts"}
+		"running", "cpu_ms", "peak_rss", "mem_gb_hours", "used_gb_hours", "hosts", "by_type", "gen_lo", "gen_hi"}
 	agentColumns = []string{"agent_id", "host", "seq", "first_ms", "last_ms", "batches", "samples", "dropped_samples",
 		"dropped_batches", "read_errors", "overruns"}
 )

@@ -21,21 +21,41 @@ func (s *Store) Series(ctx context.Context, q store.SeriesQuery) (*store.SeriesR
 	res := store.NewSeriesResult(&q, metrics)
 	switch q.Scope {
 	case store.ScopeProcess:
-		var start, n int64
-		err := s.handle().QueryRowContext(ctx, `SELECT coalesce(min(start_ms), 0), count(*) FROM processes WHERE proc_key = ?`,
-			keyValue(uint64(q.Process))).Scan(&start, &n)
+		if err := s.checkExt(q.Scope, kindProcessExt, metrics); err != nil {
+			return nil, err
+		}
+		start, err := s.processStart(ctx, &q)
 		if err != nil {
 			return nil, err
 		}
-		if n == 0 {
-			return nil, store.ErrNotFound
-		}
-		p, err := s.points(ctx, kindProcess, uint64(q.Process), q.From-lookback, q.To)
+		p, chunkStart, err := s.processPoints(ctx, uint64(q.Process), q.From-lookback, q.To)
 		if err != nil {
 			return nil, err
+		}
+		if start < 0 {
+			// Without an attempt: the process is known by its samples, or
+			// else by its records.
+			start = chunkStart
+			if len(p.Times) == 0 {
+				var n int64
+				err := s.handle().QueryRowContext(ctx, `SELECT coalesce(min(start_ms), 0), count(*) FROM proc_log WHERE proc_key = ?`,
+					keyValue(uint64(q.Process))).Scan(&start, &n)
+				if err != nil {
+					return nil, err
+				}
+				if n == 0 {
+					return nil, store.ErrNotFound
+				}
+			}
 		}
 		store.ComputeOne(&q, res, metrics, store.SampleColumns, p, start)
+		if err := s.extSeries(ctx, &q, res, metrics, kindProcessExt, uint64(q.Process), start); err != nil {
+			return nil, err
+		}
 	case store.ScopeAttempt:
+		if err := s.checkExt(q.Scope, kindAttemptExt, metrics); err != nil {
+			return nil, err
+		}
 		var start int64
 		err := s.handle().QueryRowContext(ctx, `SELECT coalesce(first_ms, 0) FROM attempts WHERE attempt_id = ?`, q.AttemptID).Scan(&start)
 		if isNoRows(err) {
@@ -49,7 +69,13 @@ func (s *Store) Series(ctx context.Context, q store.SeriesQuery) (*store.SeriesR
 			return nil, err
 		}
 		store.ComputeOne(&q, res, metrics, store.AttemptColumns, p, start)
+		if err := s.extSeries(ctx, &q, res, metrics, kindAttemptExt, store.AttemptKey(q.AttemptID), start); err != nil {
+			return nil, err
+		}
 	case store.ScopeJob:
+		if err := s.checkExt(q.Scope, kindAttemptExt, metrics); err != nil {
+			return nil, err
+		}
 		if err := s.jobSeries(ctx, &q, metrics, res); err != nil {
 			return nil, err
 		}
@@ -70,11 +96,68 @@ func checkSeries(q *store.SeriesQuery) ([]store.SeriesMetric, error) {
 	return store.LookupMetrics(q.Scope, q.Metrics)
 }
 
-func schemaOf(kind int) []store.StoredColumn {
-	if kind == kindProcess {
-		return store.SampleColumns
+// processStart is the start of the process of q when q names an attempt it
+// is a member of (ErrNotFound if it is not); -1 without an attempt.
+func (s *Store) processStart(ctx context.Context, q *store.SeriesQuery) (int64, error) {
+	if q.AttemptID == "" {
+		return -1, nil
 	}
-	return store.AttemptColumns
+	r, err := s.attemptRange(ctx, q.AttemptID)
+	if err != nil {
+		return 0, err
+	}
+	var start, members int64
+	err = s.handle().QueryRowContext(ctx, `SELECT coalesce(min(start_ms), 0), count(*) FILTER (WHERE member) FROM (`+
+		r.where(" AND proc_key = ?")+`)`, r.args(keyValue(uint64(q.Process)))...).Scan(&start, &members)
+	if err != nil {
+		return 0, err
+	}
+	if members == 0 {
+		return 0, fmt.Errorf("process %s is not in attempt %s: %w", q.Process, q.AttemptID, store.ErrNotFound)
+	}
+	return start, nil
+}
+
+// processPoints is points of a process, with the process's start that its
+// chunks keep (0: not known).
+func (s *Store) processPoints(ctx context.Context, key uint64, from, to int64) (*store.Points, int64, error) {
+	rows, err := s.handle().QueryContext(ctx, `SELECT level, data, job_key FROM series_all WHERE key = ? AND kind = ?
+		AND t_max >= ? AND t_min < ? ORDER BY t_min`, keyValue(key), kindProcess, from, to)
+	if err != nil {
+		return nil, 0, fmt.Errorf("cannot read series: %w", err)
+	}
+	defer rows.Close()
+	var raw, rollup [][]byte
+	var start int64
+	for rows.Next() {
+		var level int
+		var data []byte
+		var st int64
+		if err := rows.Scan(&level, &data, &st); err != nil {
+			return nil, 0, err
+		}
+		start = max(start, st)
+		if level == levelRollup {
+			rollup = append(rollup, data)
+		} else {
+			raw = append(raw, data)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, err
+	}
+	p, err := mergeLevels(raw, rollup, store.SampleColumns)
+	return p, start, err
+}
+
+func schemaOf(kind int) []store.StoredColumn {
+	switch kind {
+	case kindProcess:
+		return store.SampleColumns
+	case kindAttempt:
+		return store.AttemptColumns
+	}
+	return store.ExtColumns
 }
 
 // points reads and merges the chunks of one series overlapping [from, to):
@@ -127,8 +210,18 @@ func mergeLevels(raw, rollup [][]byte, cols []store.StoredColumn) (*store.Points
 
 // jobSeries sums the job's attempts.
 func (s *Store) jobSeries(ctx context.Context, q *store.SeriesQuery, metrics []store.SeriesMetric, res *store.SeriesResult) error {
+	var lo, hi uint64
+	err := s.handle().QueryRowContext(ctx, `SELECT coalesce(gen_lo, 0), coalesce(gen_hi, 0) FROM jobs WHERE job_id = ?`, q.JobID).
+		Scan(&lo, &hi)
+	if isNoRows(err) {
+		return store.ErrNotFound
+	}
+	if err != nil {
+		return err
+	}
 	starts := map[int64]int64{}
-	rows, err := s.handle().QueryContext(ctx, `SELECT attempt_key, coalesce(first_ms, 0) FROM attempts WHERE job_id = ?`, q.JobID)
+	rows, err := s.handle().QueryContext(ctx, `SELECT attempt_key, coalesce(first_ms, 0) FROM attempts WHERE `+jobAttempts,
+		q.JobID, lo, hi)
 	if err != nil {
 		return err
 	}
@@ -144,20 +237,48 @@ func (s *Store) jobSeries(ctx context.Context, q *store.SeriesQuery, metrics []s
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	rows, err = s.handle().QueryContext(ctx, `SELECT key, level, data FROM series_all WHERE kind = 1 AND job_key = ?
-		AND t_max >= ? AND t_min < ? ORDER BY key, t_min`, keyValue(store.AttemptKey(q.JobID)), q.From-lookback, q.To)
+	acc := store.NewJobAccumulator(q, metrics)
+	if err := s.jobChunks(ctx, q, kindAttempt, store.AttemptKey(q.JobID), starts, acc); err != nil {
+		return err
+	}
+	acc.Fill(res)
+	// Ext metrics: the sums of the attempts' series of each.
+	for i, m := range metrics {
+		if m.Ext == "" {
+			continue
+		}
+		ext := make(map[int64]int64, len(starts))
+		for k, st := range starts {
+			ext[keyValue(store.ExtKey(uint64(k), m.Ext))] = st
+		}
+		acc := store.NewExtAccumulator(q, m)
+		if err := s.jobChunks(ctx, q, kindAttemptExt, store.ExtKey(store.AttemptKey(q.JobID), m.Ext), ext, acc); err != nil {
+			return err
+		}
+		one := *res
+		one.Series = res.Series[i : i+1]
+		acc.Fill(&one)
+	}
+	return nil
+}
+
+// jobChunks adds to acc every series of this kind and job key in q's
+// window, each with its start from starts.
+func (s *Store) jobChunks(ctx context.Context, q *store.SeriesQuery, kind int, jobKey uint64, starts map[int64]int64,
+	acc *store.JobAccumulator) error {
+	rows, err := s.handle().QueryContext(ctx, `SELECT key, level, data FROM series_all WHERE kind = ? AND job_key = ?
+		AND t_max >= ? AND t_min < ? ORDER BY key, t_min`, kind, keyValue(jobKey), q.From-lookback, q.To)
 	if err != nil {
 		return fmt.Errorf("cannot read job series: %w", err)
 	}
 	defer rows.Close()
-	acc := store.NewJobAccumulator(q, metrics)
 	var cur int64
 	var raw, rollup [][]byte
 	flush := func() error {
 		if raw == nil && rollup == nil {
 			return nil
 		}
-		p, err := mergeLevels(raw, rollup, store.AttemptColumns)
+		p, err := mergeLevels(raw, rollup, schemaOf(kind))
 		if err != nil {
 			return err
 		}
@@ -187,9 +308,5 @@ func (s *Store) jobSeries(ctx context.Context, q *store.SeriesQuery, metrics []s
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	if err := flush(); err != nil {
-		return err
-	}
-	acc.Fill(res)
-	return nil
+	return flush()
 }

@@ -3,8 +3,11 @@ package duckdb
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
+	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 
 	"github.com/taskscope/taskscope/internal/store"
@@ -35,14 +38,18 @@ type rssPoint struct{ ms, rss int64 }
 // summary in absolute values, the processes of its memberships, and what
 // it last added to its job.
 type attState struct {
-	meta    wire.Attempt
-	host    string
-	sum     store.AttemptSummary
-	rss     rssPoint // last RSS point, to integrate across batches
-	procs   map[uint64]struct{}
+	meta wire.Attempt
+	host string
+	sum  store.AttemptSummary
+	rss  rssPoint // last RSS point, to integrate across batches
+	// procs are the processes of its memberships, each with a hash of the
+	// command line last logged for it in this attempt's rows (0: none yet).
+	procs   map[uint64]uint64
 	shared  bool // procs is shared with the cache's copy: copy before changing
 	counted contrib
 	dirty   bool // changed since it was last written
+	// The first and the last commit that stored anything of the attempt.
+	genFirst, genLast uint64
 }
 
 // contrib is what one attempt adds to its job's figures.
@@ -56,6 +63,8 @@ type contrib struct {
 	memMBms float64
 	byteMs  float64
 	host    string
+	typ     string // "unknown" when not said
+	gen     uint64 // the attempt's genFirst
 }
 
 func (a *attState) contribution() contrib {
@@ -65,7 +74,10 @@ func (a *attState) contribution() contrib {
 	}
 	first, last := a.firstLast()
 	c := contrib{in: true, running: !m.Ended, cpu: s.CPUMs, peak: s.PeakRSS, first: first, last: last,
-		byteMs: s.RSSByteMs, host: a.host}
+		byteMs: s.RSSByteMs, host: a.host, typ: m.Type, gen: a.genFirst}
+	if c.typ == "" {
+		c.typ = "unknown"
+	}
 	if m.MemoryMB > 0 && first > 0 && last > first {
 		c.memMBms = float64(m.MemoryMB) * float64(last-first)
 	}
@@ -84,14 +96,19 @@ func (a *attState) addProc(k uint64) {
 	if _, ok := a.procs[k]; ok {
 		return
 	}
+	a.setCmd(k, 0)
+}
+
+// setCmd records the hash of the command line logged for process k.
+func (a *attState) setCmd(k, h uint64) {
 	if a.shared || a.procs == nil {
 		a.procs = maps.Clone(a.procs)
 		if a.procs == nil {
-			a.procs = map[uint64]struct{}{}
+			a.procs = map[uint64]uint64{}
 		}
 		a.shared = false
 	}
-	a.procs[k] = struct{}{}
+	a.procs[k] = h
 }
 
 // jobState is a job's figures, kept as sums over its attempts.
@@ -102,12 +119,19 @@ type jobState struct {
 	first, last                         int64
 	memMBms, byteMs                     float64
 	hosts                               map[string]int
+	byType                              map[string]int
+	genLo, genHi                        uint64 // the range of its attempts' genFirst
 	dirty                               bool
+}
+
+func newJobState() *jobState {
+	return &jobState{hosts: map[string]int{}, byType: map[string]int{}}
 }
 
 func (j *jobState) clone() *jobState {
 	c := *j
 	c.hosts = maps.Clone(j.hosts)
+	c.byType = maps.Clone(j.byType)
 	return &c
 }
 
@@ -125,6 +149,9 @@ func (j *jobState) apply(old, now contrib) {
 			if j.hosts[old.host]--; j.hosts[old.host] <= 0 {
 				delete(j.hosts, old.host)
 			}
+		}
+		if j.byType[old.typ]--; j.byType[old.typ] <= 0 {
+			delete(j.byType, old.typ)
 		}
 	}
 	if now.in {
@@ -146,6 +173,16 @@ func (j *jobState) apply(old, now contrib) {
 			}
 			j.hosts[now.host]++
 		}
+		if j.byType == nil {
+			j.byType = map[string]int{}
+		}
+		j.byType[now.typ]++
+		if now.gen > 0 {
+			if j.genLo == 0 || now.gen < j.genLo {
+				j.genLo = now.gen
+			}
+			j.genHi = max(j.genHi, now.gen)
+		}
 	}
 	j.dirty = true
 }
@@ -166,24 +203,34 @@ func (j *jobState) describe(m *wire.Attempt) {
 	}
 }
 
-// caches hold the states; guarded by mu (the writer holds wmu too, so only
-// Usage-style readers race with it).
+// caches hold the states; guarded by the writer's lock.
 type caches struct {
 	agents map[string]*agentState
 	atts   map[string]*attState
 	jobs   map[string]*jobState
-	// cmdlines: a hash of the command line last logged for each process
-	// not seen to exit, so that the process log repeats it as NULL (queries
-	// take the latest non-NULL one). Lost, the full text is logged again.
-	cmdlines map[uint64]uint64
+	// live: the processes not seen to exit, with the attempts they are
+	// members of (as far as the attempts loaded say) and their start, so
+	// that a process record without a membership beside it goes to the
+	// rows of its attempts. Lost (restart, overflow), it is made again as
+	// attempts are loaded; a record of a process it does not know is
+	// logged with attempt_key 0.
+	live map[uint64]*liveProc
+	// pendingFirst: after a crash, the first commit that logged rows of
+	// an attempt the store has no row of yet (by attempt key).
+	pendingFirst map[uint64]uint64
 }
 
-// maxCmdlines bounds cmdlines (processes that never report their exit).
-const maxCmdlines = 1 << 20
+type liveProc struct {
+	atts  []string
+	start int64
+}
+
+// maxLive bounds live (processes that never report their exit).
+const maxLive = 1 << 20
 
 func newCaches() *caches {
 	return &caches{agents: map[string]*agentState{}, atts: map[string]*attState{}, jobs: map[string]*jobState{},
-		cmdlines: map[uint64]uint64{}}
+		live: map[uint64]*liveProc{}, pendingFirst: map[uint64]uint64{}}
 }
 
 // loadAgents reads every agent's sequence: the table's, or the log's where
@@ -246,8 +293,8 @@ func (s *Store) loadAttempts(ctx context.Context, db querier, ids []string) erro
 		for i, id := range part {
 			args[i] = id
 		}
-		rows, err := db.QueryContext(ctx, `SELECT `+attemptCols+`, coalesce(sample_ms, 0), coalesce(last_rss, 0)
-			FROM attempts WHERE attempt_id IN (`+placeholders(len(part))+`)`, args...)
+		rows, err := db.QueryContext(ctx, `SELECT `+attemptCols+`, coalesce(sample_ms, 0), coalesce(last_rss, 0),
+			coalesce(gen_first, 0), coalesce(gen_last, 0) FROM attempts WHERE attempt_id IN (`+placeholders(len(part))+`)`, args...)
 		if err != nil {
 			return fmt.Errorf("cannot load attempts: %w", err)
 		}
@@ -266,39 +313,66 @@ func (s *Store) loadAttempts(ctx context.Context, db querier, ids []string) erro
 		}
 		for _, id := range part {
 			if found[id] == nil {
-				s.cache.atts[id] = &attState{meta: wire.Attempt{AttemptID: id}}
+				st := &attState{meta: wire.Attempt{AttemptID: id}}
+				k := store.AttemptKey(id)
+				if g := s.cache.pendingFirst[k]; g > 0 {
+					st.genFirst = g
+					delete(s.cache.pendingFirst, k)
+				}
+				s.cache.atts[id] = st
 			}
 		}
 	}
 	if len(found) == 0 {
 		return nil
 	}
-	keys := make([]string, 0, len(found))
-	args := make([]any, 0, len(found))
-	for id := range found {
-		keys = append(keys, id)
-		args = append(args, id)
+	// Their processes: the membership rows of their commits.
+	byKey := map[int64]*attState{}
+	var keys []any
+	lo, hi := uint64(1<<63), uint64(0)
+	for _, st := range found {
+		k := keyValue(store.AttemptKey(st.meta.AttemptID))
+		byKey[k] = st
+		keys = append(keys, k)
+		lo, hi = min(lo, st.genFirst), max(hi, st.genLast)
 	}
-	rows, err := db.QueryContext(ctx, `SELECT DISTINCT attempt_id, proc_key FROM memberships
-		WHERE attempt_id IN (`+placeholders(len(keys))+`)`, args...)
+	rows, err := db.QueryContext(ctx, `SELECT DISTINCT attempt_key, proc_key FROM proc_log WHERE gen BETWEEN ? AND ?
+		AND member AND attempt_key IN (`+placeholders(len(keys))+`)`, append([]any{lo, hi}, keys...)...)
 	if err != nil {
 		return fmt.Errorf("cannot load memberships: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var id string
-		var k int64
-		if err := rows.Scan(&id, &k); err != nil {
+		var a, k int64
+		if err := rows.Scan(&a, &k); err != nil {
 			return err
 		}
-		if st := found[id]; st != nil {
+		if st := byKey[a]; st != nil {
 			st.addProc(uint64(k))
 		}
 	}
 	for id, st := range found {
 		s.cache.atts[id] = st
+		for k := range st.procs {
+			s.cache.addLive(k, id)
+		}
 	}
 	return rows.Err()
+}
+
+// addLive makes process k known as a member of attempt id.
+func (c *caches) addLive(k uint64, id string) {
+	lp := c.live[k]
+	if lp == nil {
+		if len(c.live) >= maxLive {
+			clear(c.live)
+		}
+		lp = &liveProc{}
+		c.live[k] = lp
+	}
+	if !slices.Contains(lp.atts, id) {
+		lp.atts = append(lp.atts, id)
+	}
 }
 
 // loadJobs reads jobs into the cache (those not in the table are new), with
@@ -314,49 +388,32 @@ func (s *Store) loadJobs(ctx context.Context, db querier, ids []string) error {
 	rows, err := db.QueryContext(ctx, `SELECT job_id, coalesce(app_id, ''), coalesce(framework, ''), coalesce(name, ''),
 		coalesce(user_name, ''), coalesce(queue, ''), coalesce(first_ms, 0), coalesce(last_ms, 0), coalesce(attempts, 0),
 		coalesce(running, 0), coalesce(cpu_ms, 0), coalesce(peak_rss, 0), coalesce(mem_gb_hours, 0),
-		coalesce(used_gb_hours, 0) FROM jobs WHERE job_id IN (`+placeholders(len(ids))+`)`, args...)
+		coalesce(used_gb_hours, 0), coalesce(by_type, ''), coalesce(gen_lo, 0), coalesce(gen_hi, 0)
+		FROM jobs WHERE job_id IN (`+placeholders(len(ids))+`)`, args...)
 	if err != nil {
 		return fmt.Errorf("cannot load jobs: %w", err)
 	}
 	found := map[string]*jobState{}
 	for rows.Next() {
-		var id string
+		var id, byType string
 		var memGBh, usedGBh float64
-		j := &jobState{hosts: map[string]int{}}
+		j := newJobState()
 		if err := rows.Scan(&id, &j.appID, &j.framework, &j.name, &j.user, &j.queue, &j.first, &j.last, &j.attempts,
-			&j.running, &j.cpu, &j.peak, &memGBh, &usedGBh); err != nil {
+			&j.running, &j.cpu, &j.peak, &memGBh, &usedGBh, &byType, &j.genLo, &j.genHi); err != nil {
 			rows.Close()
 			return err
 		}
 		j.memMBms = memGBh * 1024 * 3600_000
 		j.byteMs = usedGBh * (1 << 30) * 3600_000
+		j.byType = parseByType(byType)
 		found[id] = j
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	if len(found) > 0 {
-		var fargs []any
-		for id := range found {
-			fargs = append(fargs, id)
-		}
-		rows, err := db.QueryContext(ctx, `SELECT job_id, host, count(*) FROM attempts
-			WHERE job_id IN (`+placeholders(len(fargs))+`) AND host IS NOT NULL GROUP BY ALL`, fargs...)
-		if err != nil {
-			return fmt.Errorf("cannot load job hosts: %w", err)
-		}
-		for rows.Next() {
-			var id, host string
-			var n int
-			if err := rows.Scan(&id, &host, &n); err != nil {
-				rows.Close()
-				return err
-			}
-			found[id].hosts[host] = n
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+	for id, j := range found {
+		if err := s.loadJobHosts(ctx, db, id, j); err != nil {
 			return err
 		}
 	}
@@ -364,10 +421,49 @@ func (s *Store) loadJobs(ctx context.Context, db querier, ids []string) error {
 		if j := found[id]; j != nil {
 			s.cache.jobs[id] = j
 		} else {
-			s.cache.jobs[id] = &jobState{hosts: map[string]int{}}
+			s.cache.jobs[id] = newJobState()
 		}
 	}
 	return nil
+}
+
+// loadJobHosts counts the job's attempts by host.
+func (s *Store) loadJobHosts(ctx context.Context, db querier, id string, j *jobState) error {
+	if j.attempts == 0 {
+		return nil
+	}
+	rows, err := db.QueryContext(ctx, `SELECT host, count(*) FROM attempts WHERE job_id = ? AND gen_first BETWEEN ? AND ?
+		AND host IS NOT NULL GROUP BY ALL`, id, j.genLo, j.genHi)
+	if err != nil {
+		return fmt.Errorf("cannot load job hosts: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var host string
+		var n int
+		if err := rows.Scan(&host, &n); err != nil {
+			return err
+		}
+		j.hosts[host] = n
+	}
+	return rows.Err()
+}
+
+// formatByType and parseByType keep a job's attempts by type as JSON.
+func formatByType(m map[string]int) driver.Value {
+	if len(m) == 0 {
+		return nil
+	}
+	b, _ := json.Marshal(m)
+	return string(b)
+}
+
+func parseByType(s string) map[string]int {
+	m := map[string]int{}
+	if s != "" {
+		json.Unmarshal([]byte(s), &m)
+	}
+	return m
 }
 
 func placeholders(n int) string {

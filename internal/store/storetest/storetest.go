@@ -40,6 +40,9 @@ func Run(t *testing.T, f Factory) {
 		{"Rollback", testRollback},
 		{"IncrementsAcrossBatches", testIncrementsAcrossBatches},
 		{"JobsListFiltersAndPaging", testJobsList},
+		{"JobAttemptsAcrossCommits", testJobAcrossCommits},
+		{"ProcessSeriesInAttempt", testProcessSeriesInAttempt},
+		{"ExtraMetrics", testExtraMetrics},
 		{"JVMReuseMemberships", testJVMReuse},
 		{"JobSeriesSumsAttempts", testJobSeries},
 		{"EventsAndHosts", testEventsAndHosts},
@@ -95,8 +98,9 @@ func (g *Gen) Batch(atts []*AttemptSpec, from, to int, ended bool) *wire.Batch {
 	g.seq++
 	b := &wire.Batch{Version: wire.Version, AgentID: g.Agent, Seq: g.seq, Host: g.Host}
 	b.Metrics = append(append([]string{}, metricNames...), attMetricNames[0])
-	// rss_bytes is shared between process and attempt series; processes is new.
-	b.Metrics = append(b.Metrics, wire.AttemptProcesses)
+	// rss_bytes is shared between process and attempt series; processes is
+	// new, and x_att a metric of attempts with no column of its own.
+	b.Metrics = append(b.Metrics, wire.AttemptProcesses, "x_att")
 	idx := func(m string) uint32 {
 		for i, n := range b.Metrics {
 			if n == m {
@@ -114,7 +118,7 @@ func (g *Gen) Batch(atts []*AttemptSpec, from, to int, ended bool) *wire.Batch {
 		}
 		var at wire.Series
 		at.AttemptID = a.ID
-		cols := [3][]int64{}
+		cols := [4][]int64{}
 		for sec := from; sec < to; sec++ {
 			ms := a.Start.Add(time.Duration(sec+1) * time.Second).UnixMilli()
 			var cpu, rss, n int64
@@ -128,9 +132,11 @@ func (g *Gen) Batch(atts []*AttemptSpec, from, to int, ended bool) *wire.Batch {
 			}
 			at.Times = append(at.Times, ms)
 			cols[0], cols[1], cols[2] = append(cols[0], cpu), append(cols[1], rss), append(cols[2], n)
+			cols[3] = append(cols[3], 2*int64(sec+1))
 		}
 		at.Columns = []wire.Column{{Metric: idx(wire.AttemptCPUMs), Values: cols[0]},
-			{Metric: idx(wire.AttemptRSSBytes), Values: cols[1]}, {Metric: idx(wire.AttemptProcesses), Values: cols[2]}}
+			{Metric: idx(wire.AttemptRSSBytes), Values: cols[1]}, {Metric: idx(wire.AttemptProcesses), Values: cols[2]},
+			{Metric: idx("x_att"), Values: cols[3]}}
 		if len(at.Times) > 0 {
 			b.AttemptSeries = append(b.AttemptSeries, at)
 		}
@@ -499,6 +505,178 @@ func testJobsList(t *testing.T, f Factory) {
 	}
 	if _, err := s.Jobs(ctx, store.JobFilter{State: "bogus"}); err == nil {
 		t.Error("bogus state accepted")
+	}
+}
+
+// testJobAcrossCommits: three jobs whose attempts start one by one over 45
+// commits, interleaved, with maintenance between them; each job lists
+// exactly its attempts, by type.
+func testJobAcrossCommits(t *testing.T, f Factory) {
+	s := open(t, f)
+	ctx := context.Background()
+	g := &Gen{Agent: "node4-a", Host: "node4"}
+	types := []string{"map", "reduce", "map"}
+	want := map[string]map[string]int{}
+	for i := 0; i < 45; i++ {
+		job := "job_1700000000000_" + pad4(100+i%3)
+		typ := types[i/3%3]
+		a := &AttemptSpec{ID: "attempt_1700000000000_" + pad4(100+i%3) + "_" + typ[:1] + "_" + pad4(i) + "_0", JobID: job,
+			Type: typ, JobName: "interleaved", User: "dave", Queue: "default", MemoryMB: 1024,
+			Start: T0.Add(time.Duration(i) * time.Second),
+			Procs: []ProcSpec{{PID: int32(3000 + i), Role: wire.RoleTaskJVM, CPUPerS: 10, RSS: 1 << 20}}}
+		Ingest(t, s, g.Batch([]*AttemptSpec{a}, 0, 2, i%2 == 0))
+		if want[job] == nil {
+			want[job] = map[string]int{}
+		}
+		want[job][typ]++
+		if i%10 == 9 {
+			if err := s.Maintain(ctx, T0.Add(24*time.Hour)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	page, err := s.Jobs(ctx, store.JobFilter{User: "dave"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Jobs) != 3 {
+		t.Fatalf("jobs = %d, want 3", len(page.Jobs))
+	}
+	for _, j := range page.Jobs {
+		if j.Attempts != 15 || j.ByType["map"] != want[j.JobID]["map"] || j.ByType["reduce"] != want[j.JobID]["reduce"] {
+			t.Errorf("job %s in the list: %d attempts, by type %v, want 15, %v", j.JobID, j.Attempts, j.ByType, want[j.JobID])
+		}
+		d, err := s.Job(ctx, j.JobID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(d.AttemptList) != 15 || d.ByType["map"] != want[j.JobID]["map"] {
+			t.Errorf("job %s: %d attempts, by type %v, want 15, %v", j.JobID, len(d.AttemptList), d.ByType, want[j.JobID])
+		}
+		for _, a := range d.AttemptList {
+			if a.JobID != j.JobID {
+				t.Errorf("job %s lists attempt %s of job %s", j.JobID, a.AttemptID, a.JobID)
+			}
+		}
+		res, err := s.Series(ctx, store.SeriesQuery{Scope: store.ScopeJob, JobID: j.JobID, Metrics: []string{store.JobAttemptsMetric},
+			From: T0.UnixMilli(), To: T0.Add(60 * time.Second).UnixMilli(), Step: 60000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := float64(res.Series[0].Values[0]); v != 15 {
+			t.Errorf("job %s series: %g attempts with data, want 15", j.JobID, v)
+		}
+	}
+}
+
+// testProcessSeriesInAttempt: a process's series asked with an attempt it
+// ran in (as the UI asks) is its series; with an attempt it did not run in,
+// not found; without an attempt, over a window with no sample of it, nulls.
+func testProcessSeriesInAttempt(t *testing.T, f Factory) {
+	s := open(t, f)
+	ctx := context.Background()
+	g := &Gen{Agent: "node5-a", Host: "node5"}
+	a := mapAttempt(att1, job1, T0, ProcSpec{PID: 101, Role: wire.RoleTaskJVM, CPUPerS: 300, RSS: 1 << 20})
+	b := mapAttempt(att2, job1, T0, ProcSpec{PID: 102, Role: wire.RoleTaskJVM, CPUPerS: 100, RSS: 1 << 20})
+	Ingest(t, s, g.Batch([]*AttemptSpec{a, b}, 0, 10, true))
+	key := store.Key(g.Key(a, a.Procs[0]))
+	q := store.SeriesQuery{Scope: store.ScopeProcess, Process: key, AttemptID: att1, Metrics: []string{"cpu_percent"},
+		From: T0.UnixMilli(), To: T0.Add(10 * time.Second).UnixMilli(), Step: 5000}
+	res, err := s.Series(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range res.Series[0].Values {
+		if math.Abs(float64(v)-30) > 0.01 {
+			t.Errorf("in its attempt: cpu_percent[%d] = %g, want 30", i, v)
+		}
+	}
+	q.AttemptID = att2
+	if _, err := s.Series(ctx, q); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("in an attempt it did not run in: %v, want not found", err)
+	}
+	q.AttemptID, q.From, q.To = "", T0.Add(time.Hour).UnixMilli(), T0.Add(time.Hour+10*time.Second).UnixMilli()
+	res, err = s.Series(ctx, q)
+	if err != nil {
+		t.Fatalf("a window without its samples: %v", err)
+	}
+	for i, v := range res.Series[0].Values {
+		if !math.IsNaN(float64(v)) {
+			t.Errorf("a window without its samples: cpu_percent[%d] = %g, want null", i, v)
+		}
+	}
+}
+
+// testExtraMetrics: metrics an agent sends with no column of their own are
+// stored and served by name: NAME, their largest value in each bucket, and
+// NAME_per_s, their increase per second; a job's sum its attempts'. Names
+// no agent sent are ErrUnknownMetric. Maintenance and a restart keep them.
+// (Gen sends x_custom, a process's age in seconds, and x_att, twice an
+// attempt's.)
+func testExtraMetrics(t *testing.T, f Factory) {
+	s := f.Open(t)
+	defer func() { s.Close() }()
+	ctx := context.Background()
+	g := &Gen{Agent: "node6-a", Host: "node6"}
+	a := mapAttempt(att1, job1, T0, ProcSpec{PID: 101, Role: wire.RoleTaskJVM, CPUPerS: 100, RSS: 1 << 20})
+	b := mapAttempt(att2, job1, T0, ProcSpec{PID: 102, Role: wire.RoleTaskJVM, CPUPerS: 100, RSS: 1 << 20})
+	Ingest(t, s, g.Batch([]*AttemptSpec{a, b}, 0, 5, false), g.Batch([]*AttemptSpec{a, b}, 5, 10, false))
+	key := store.Key(g.Key(a, a.Procs[0]))
+	window := func(q store.SeriesQuery) store.SeriesQuery {
+		q.From, q.To, q.Step = T0.UnixMilli(), T0.Add(10*time.Second).UnixMilli(), 2000
+		return q
+	}
+	check := func(when string) {
+		t.Helper()
+		for _, c := range []struct {
+			q      store.SeriesQuery
+			value  func(b int) float64 // of bucket b (2 s from T0: samples at 2b and 2b+1 s)
+			metric string
+		}{
+			{store.SeriesQuery{Scope: store.ScopeProcess, Process: key, AttemptID: att1}, func(b int) float64 { return float64(2*b + 1) }, "x_custom"},
+			{store.SeriesQuery{Scope: store.ScopeProcess, Process: key}, func(int) float64 { return 1 }, "x_custom_per_s"},
+			{store.SeriesQuery{Scope: store.ScopeAttempt, AttemptID: att1}, func(b int) float64 { return float64(4*b + 2) }, "x_att"},
+			{store.SeriesQuery{Scope: store.ScopeAttempt, AttemptID: att1}, func(int) float64 { return 2 }, "x_att_per_s"},
+			{store.SeriesQuery{Scope: store.ScopeJob, JobID: job1}, func(int) float64 { return 4 }, "x_att_per_s"},
+		} {
+			q := window(c.q)
+			q.Metrics = []string{"cpu_percent", c.metric}
+			res, err := s.Series(ctx, q)
+			if err != nil {
+				t.Errorf("%s: %s of a %s: %v", when, c.metric, q.Scope, err)
+				continue
+			}
+			if len(res.Series) != 2 || res.Series[1].Metric != c.metric {
+				t.Fatalf("%s: series %+v", when, res.Series)
+			}
+			for bi := 1; bi < len(res.Times); bi++ { // (bucket 0 has the first sample only: no rate from the attempt's start)
+				if v := float64(res.Series[1].Values[bi]); math.Abs(v-c.value(bi)) > 1e-9 {
+					t.Errorf("%s: %s of a %s, bucket %d: %g, want %g", when, c.metric, q.Scope, bi, v, c.value(bi))
+				}
+			}
+		}
+		for _, q := range []store.SeriesQuery{{Scope: store.ScopeProcess, Process: key}, {Scope: store.ScopeAttempt, AttemptID: att1},
+			{Scope: store.ScopeJob, JobID: job1}} {
+			q = window(q)
+			q.Metrics = []string{"x_nobody_sent"}
+			if _, err := s.Series(ctx, q); !errors.Is(err, store.ErrUnknownMetric) {
+				t.Errorf("%s: a metric no agent sent, of a %s: %v, want ErrUnknownMetric", when, q.Scope, err)
+			}
+		}
+		// An attempt's metric is not a process's.
+		q := window(store.SeriesQuery{Scope: store.ScopeProcess, Process: key, Metrics: []string{"x_att"}})
+		if _, err := s.Series(ctx, q); !errors.Is(err, store.ErrUnknownMetric) {
+			t.Errorf("%s: x_att of a process: %v, want ErrUnknownMetric", when, err)
+		}
+	}
+	check("after ingest")
+	if err := s.Maintain(ctx, T0.Add(24*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	check("after maintenance")
+	if f.Reopen != nil {
+		s = f.Reopen(t, s)
+		check("after a restart")
 	}
 }
 

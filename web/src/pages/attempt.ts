@@ -158,7 +158,7 @@ export async function attemptPage(c: Ctx): Promise<void> {
     const win = `from=${q0}&to=${q1}&points=${points}`;
     const [att, ...per] = await Promise.all([
       get<Series>(`${base}/series?${win}&metrics=${ATT_METRICS}`, c.signal),
-      ...drawn.map((p) => get<Series>(`/api/v1/processes/${enc(p.key)}/series?${win}&metrics=${PROC_METRICS}`, c.signal)),
+      ...drawn.map((p) => get<Series>(`/api/v1/processes/${enc(p.key)}/series?attempt=${enc(d.attempt_id)}&${win}&metrics=${PROC_METRICS}`, c.signal)),
     ]);
     if (!att.times.length) {
       Object.values(charts).forEach((x) => x.empty('no samples yet'));

@@ -72,7 +72,7 @@ export async function processPage(c: Ctx): Promise<void> {
   const load = async () => {
     const from = ms(p!.start);
     const to = (ms(p!.end) || Math.max(ms(p!.last_seen), Date.now())) + 1;
-    const s = await get<Series>(`/api/v1/processes/${enc(key)}/series?from=${from}&to=${to}&points=${ch.cpu.points()}&metrics=${METRICS.join(',')}`, c.signal);
+    const s = await get<Series>(`/api/v1/processes/${enc(key)}/series?attempt=${enc(attID)}&from=${from}&to=${to}&points=${ch.cpu.points()}&metrics=${METRICS.join(',')}`, c.signal);
     const end = lastData(s.times, s.step_ms, ...s.series.map((x) => x.values));
     const line = (f: Fmt, items: [string, string, string, { stack?: string; dashed?: boolean; area?: boolean }?][], extra?: (o: Record<string, unknown>) => void) => (): Option => {
       const o = timeOption(f, from, Math.min(s.to_ms, end)) as Record<string, unknown>;

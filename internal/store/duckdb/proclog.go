@@ -1,0 +1,492 @@
+package duckdb
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"fmt"
+	"hash/maphash"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	duck "github.com/duckdb/duckdb-go/v2"
+
+	"github.com/taskscope/taskscope/internal/store"
+	"github.com/taskscope/taskscope/internal/wire"
+)
+
+// proc_log rows (schema.go): what a commit stores of an attempt's
+// processes.
+
+type rowKey struct {
+	att  string
+	proc uint64
+}
+
+// procRow is one attempt's and process's row of this commit: the latest
+// process record, and the memberships merged.
+type procRow struct {
+	att    string // "" : no attempt known
+	key    uint64
+	host   string
+	proc   *wire.Process
+	cmd    bool // the row logs proc's command line
+	member bool
+	m      wire.Membership
+}
+
+// row returns this commit's row of an attempt and process.
+func (t *tx) row(att string, key uint64) *procRow {
+	k := rowKey{att, key}
+	if r := t.rowIdx[k]; r != nil {
+		return r
+	}
+	if t.rowIdx == nil {
+		t.rowIdx = map[rowKey]*procRow{}
+	}
+	r := &procRow{att: att, key: key}
+	t.rowIdx[k] = r
+	t.procRows = append(t.procRows, r)
+	return r
+}
+
+// process takes a process record (a later one in the commit replaces an
+// earlier one, but a command line logged stays logged, and an end stays).
+func (r *procRow) process(p *wire.Process, host string, logCmd bool) {
+	if r.proc != nil && r.proc.EndMs != 0 && p.EndMs == 0 {
+		cp := *p
+		cp.EndMs = r.proc.EndMs
+		p = &cp
+	}
+	r.proc, r.host = p, host
+	r.cmd = r.cmd || logCmd
+}
+
+// addMember merges a membership record: the earliest start, the latest end.
+func (r *procRow) addMember(m *wire.Membership) {
+	if !r.member {
+		r.member, r.m = true, *m
+		return
+	}
+	if m.FromMs != 0 && (r.m.FromMs == 0 || m.FromMs < r.m.FromMs) {
+		r.m.FromMs = m.FromMs
+	}
+	r.m.ToMs = max(r.m.ToMs, m.ToMs)
+	r.m.CPUBaseMs = min(r.m.CPUBaseMs, m.CPUBaseMs)
+	if m.Role != "" {
+		r.m.Role = m.Role
+	}
+}
+
+// liveProc is what the cache, with this transaction's changes, knows of a
+// live process (nil: nothing).
+func (t *tx) liveProc(key uint64) *liveProc {
+	if lp, ok := t.live[key]; ok {
+		return lp
+	}
+	return t.s.cache.live[key]
+}
+
+// addLive makes process key known as a member of attempt id.
+func (t *tx) addLive(key uint64, id string) {
+	lp := t.liveProc(key)
+	if lp != nil && slices.Contains(lp.atts, id) {
+		return
+	}
+	cp := &liveProc{}
+	if lp != nil {
+		cp.start = lp.start
+		cp.atts = slices.Clone(lp.atts)
+	}
+	cp.atts = append(cp.atts, id)
+	t.setLive(key, cp)
+}
+
+// setLive changes what is known of a live process (nil: it exited).
+func (t *tx) setLive(key uint64, lp *liveProc) {
+	if t.live == nil {
+		t.live = map[uint64]*liveProc{}
+	}
+	t.live[key] = lp
+}
+
+// writeProcRows appends the commit's proc_log rows, and the command line
+// templates they use that cmd_templates does not hold yet.
+func (t *tx) writeProcRows(conn driver.Conn) error {
+	if len(t.procRows) == 0 {
+		return nil
+	}
+	// An attempt's rows side by side: attempt_key compresses to runs.
+	slices.SortStableFunc(t.procRows, func(a, b *procRow) int { return strings.Compare(a.att, b.att) })
+	type cmdVals struct{ text, tmpl, args driver.Value }
+	vals := make([]cmdVals, len(t.procRows))
+	var newTmpls []*cmdShape
+	seen := map[uint64]*cmdShape{}
+	var buf []byte
+	for i, r := range t.procRows {
+		if r.proc == nil || !r.cmd {
+			continue
+		}
+		c := r.proc.Cmdline
+		if len(c) < minTemplated {
+			vals[i].text = c
+			continue
+		}
+		sh := shapeOf(c)
+		tmpl := seen[sh.key]
+		if tmpl == nil {
+			var err error
+			if tmpl, err = t.s.tmpls.byShape(t.ctx, t.s.handle(), sh.key); err != nil {
+				return err
+			}
+		}
+		if tmpl == nil {
+			// A new template: this command line.
+			tmpl = &sh
+			tmpl.id = t.s.tmpls.next() + int32(len(newTmpls))
+			newTmpls = append(newTmpls, tmpl)
+		}
+		seen[sh.key] = tmpl
+		if !sameShape(tmpl, &sh) {
+			vals[i].text = c // two shapes of one hash
+			continue
+		}
+		buf = encodeArgs(buf[:0], tmpl, &sh)
+		vals[i].tmpl, vals[i].args = tmpl.id, append([]byte{}, buf...)
+	}
+	err := appendRows(conn, "cmd_templates", len(newTmpls), func(i int, a *duck.Appender) error {
+		return a.AppendRow(newTmpls[i].id, keyValue(newTmpls[i].key), newTmpls[i].text)
+	})
+	if err != nil {
+		return err
+	}
+	t.newTmpls = newTmpls
+	return appendRows(conn, "proc_log", len(t.procRows), func(i int, a *duck.Appender) error {
+		r := t.procRows[i]
+		var attKey driver.Value = int64(0)
+		if r.att != "" {
+			attKey = keyValue(store.AttemptKey(r.att))
+		}
+		row := []driver.Value{t.gen, attKey, keyValue(r.key), r.member}
+		if p := r.proc; p != nil {
+			row = append(row, r.host, p.PID, p.PPID, p.SID, nullMs(p.StartMs), nullMs(p.EndMs), vals[i].tmpl, vals[i].args,
+				vals[i].text, p.Comm, nullStr(p.Role), p.UID, nullStr(p.User))
+		} else {
+			row = append(row, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil)
+		}
+		if r.member {
+			m := &r.m
+			row = append(row, nullMs(m.FromMs), nullMs(m.ToMs), m.CPUBaseMs, nullStr(m.Role))
+		} else {
+			row = append(row, nil, nil, nil, nil)
+		}
+		return a.AppendRow(row...)
+	})
+}
+
+// attemptRange is where an attempt's rows are: the commits of its row in
+// attempts, and those after the last summary write (which its row does not
+// count yet). ErrNotFound if the attempt is not known.
+type attemptRange struct {
+	key           int64
+	lo, hi, after uint64
+}
+
+func (s *Store) attemptRange(ctx context.Context, id string) (attemptRange, error) {
+	r := attemptRange{key: keyValue(store.AttemptKey(id))}
+	var flushed string
+	err := s.handle().QueryRowContext(ctx, `SELECT coalesce(gen_first, 0), coalesce(gen_last, 0),
+		(SELECT value FROM meta WHERE key = 'flushed_gen') FROM attempts WHERE attempt_id = ?`, id).Scan(&r.lo, &r.hi, &flushed)
+	if isNoRows(err) {
+		return r, store.ErrNotFound
+	}
+	if err != nil {
+		return r, err
+	}
+	f, _ := strconv.ParseUint(flushed, 10, 64)
+	r.after = max(r.hi, f)
+	return r, nil
+}
+
+// where selects the attempt's rows (with the arguments it takes, twice:
+// the commits its row counts, and those after).
+func (r attemptRange) where(extra string) string {
+	return `SELECT ` + procLogCols + ` FROM proc_log WHERE attempt_key = ? AND gen BETWEEN ? AND ?` + extra +
+		` UNION ALL SELECT ` + procLogCols + ` FROM proc_log WHERE attempt_key = ? AND gen > ?` + extra
+}
+
+func (r attemptRange) args(extra ...any) []any {
+	out := append([]any{r.key, r.lo, r.hi}, extra...)
+	return append(append(out, r.key, r.after), extra...)
+}
+
+const procLogCols = `gen, proc_key, member, host, pid, ppid, sid, start_ms, end_ms, cmd_tmpl, cmd_args, cmdline, comm,
+	role, uid, user_name, from_ms, to_ms, cpu_base_ms, member_role`
+
+// procView merges the rows of one process: the latest of each column of its
+// records, the earliest start and latest end, and its memberships' widest
+// span.
+type procView struct {
+	p          store.Process
+	described  bool // a process record was read
+	member     bool
+	openEnded  bool // a membership row without an end
+	gen        uint64
+	cmdGen     uint64
+	cmd        cmdline
+	role, mrol string
+	uid        uint32
+}
+
+func (v *procView) add(gen uint64, member sql.NullBool, host sql.NullString, pid, ppid, sid sql.NullInt32,
+	start, end sql.NullInt64, cmd cmdline, comm, role sql.NullString, uid sql.NullInt64, user sql.NullString,
+	from, to, base sql.NullInt64, mrole sql.NullString) {
+	p := &v.p
+	if pid.Valid && gen >= v.gen {
+		v.described, v.gen = true, gen
+		p.PID, p.PPID, p.SID, v.uid = pid.Int32, ppid.Int32, sid.Int32, uint32(uid.Int64)
+		if host.Valid {
+			p.Host = host.String
+		}
+		if comm.Valid {
+			p.Comm = comm.String
+		}
+		if role.Valid {
+			v.role = role.String
+		}
+		if user.Valid {
+			p.User = user.String
+		}
+	}
+	if start.Valid && (p.Start == 0 || store.Time(start.Int64) < p.Start) {
+		p.Start = store.Time(start.Int64)
+	}
+	if end.Valid && store.Time(end.Int64) > p.End {
+		p.End = store.Time(end.Int64)
+	}
+	if (cmd.text.Valid || cmd.tmpl.Valid) && gen >= v.cmdGen {
+		v.cmd, v.cmdGen = cmd, gen
+	}
+	if member.Valid && member.Bool {
+		if !v.member {
+			v.member, v.p.CPUBaseMs = true, base.Int64
+		}
+		if from.Valid && (p.From == 0 || store.Time(from.Int64) < p.From) {
+			p.From = store.Time(from.Int64)
+		}
+		if to.Valid {
+			p.To = max(p.To, store.Time(to.Int64))
+		} else {
+			v.openEnded = true
+		}
+		if base.Valid {
+			p.CPUBaseMs = min(p.CPUBaseMs, base.Int64)
+		}
+		if v.mrol == "" && mrole.Valid {
+			v.mrol = mrole.String
+		}
+	}
+}
+
+// readProcViews reads proc_log rows (procLogCols) into views by process,
+// in the order processes first appear.
+func readProcViews(rows *sql.Rows, views map[uint64]*procView, order *[]uint64) error {
+	defer rows.Close()
+	for rows.Next() {
+		var gen uint64
+		var key int64
+		var member sql.NullBool
+		var host, comm, role, user, mrole sql.NullString
+		var pid, ppid, sid sql.NullInt32
+		var start, end, uid, from, to, base sql.NullInt64
+		var cmd cmdline
+		if err := rows.Scan(&gen, &key, &member, &host, &pid, &ppid, &sid, &start, &end, &cmd.tmpl, &cmd.args, &cmd.text,
+			&comm, &role, &uid, &user, &from, &to, &base, &mrole); err != nil {
+			return err
+		}
+		v := views[uint64(key)]
+		if v == nil {
+			v = &procView{p: store.Process{Key: store.Key(uint64(key))}}
+			views[uint64(key)] = v
+			*order = append(*order, uint64(key))
+		}
+		v.add(gen, member, host, pid, ppid, sid, start, end, cmd, comm, role, uid, user, from, to, base, mrole)
+	}
+	return rows.Err()
+}
+
+// attemptProcesses lists the attempt's processes (those of its
+// memberships), with their latest descriptions. A member whose records
+// are not among the attempt's rows (a record logged before the store knew
+// the process's attempt, as after a restart) is looked for in the whole
+// log.
+func (s *Store) attemptProcesses(ctx context.Context, r attemptRange) ([]store.Process, error) {
+	rows, err := s.handle().QueryContext(ctx, r.where("")+` ORDER BY gen`, r.args()...)
+	if err != nil {
+		return nil, fmt.Errorf("cannot list processes: %w", err)
+	}
+	views := map[uint64]*procView{}
+	var order []uint64
+	if err := readProcViews(rows, views, &order); err != nil {
+		return nil, err
+	}
+	var missing []any
+	for _, k := range order {
+		if v := views[k]; v.member && !v.described {
+			missing = append(missing, keyValue(k))
+		}
+	}
+	if len(missing) > 0 {
+		rows, err := s.handle().QueryContext(ctx, `SELECT `+procLogCols+` FROM proc_log WHERE pid IS NOT NULL
+			AND proc_key IN (`+placeholders(len(missing))+`) ORDER BY gen`, missing...)
+		if err != nil {
+			return nil, err
+		}
+		others := map[uint64]*procView{}
+		var o []uint64
+		if err := readProcViews(rows, others, &o); err != nil {
+			return nil, err
+		}
+		for k, ov := range others {
+			v := views[k]
+			v.p.Host, v.p.PID, v.p.PPID, v.p.SID, v.p.Comm, v.p.User = ov.p.Host, ov.p.PID, ov.p.PPID, ov.p.SID, ov.p.Comm, ov.p.User
+			v.role, v.described = ov.role, true
+			if v.p.Start == 0 || (ov.p.Start > 0 && ov.p.Start < v.p.Start) {
+				v.p.Start = ov.p.Start
+			}
+			v.p.End = max(v.p.End, ov.p.End)
+			if !v.cmd.text.Valid && !v.cmd.tmpl.Valid {
+				v.cmd = ov.cmd
+			}
+		}
+	}
+	out := []store.Process{}
+	for _, k := range order {
+		v := views[k]
+		if !v.member || !v.described {
+			continue
+		}
+		p := v.p
+		if v.openEnded {
+			p.To = 0
+		}
+		p.Role = v.mrol
+		if p.Role == "" {
+			p.Role = v.role
+		}
+		c, _, err := v.cmd.decode(ctx, s.handle(), s.tmpls)
+		if err != nil {
+			return nil, fmt.Errorf("process %s: %w", p.Key, err)
+		}
+		p.Cmdline = c
+		out = append(out, p)
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Start != out[j].Start {
+			return out[i].Start < out[j].Start
+		}
+		return out[i].PID < out[j].PID
+	})
+	return out, nil
+}
+
+// attemptProcKeys lists the keys of the attempt's member processes.
+func (s *Store) attemptProcKeys(ctx context.Context, r attemptRange) ([]any, error) {
+	rows, err := s.handle().QueryContext(ctx, `SELECT DISTINCT proc_key FROM (`+r.where(" AND member")+`)`, r.args()...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var keys []any
+	for rows.Next() {
+		var k int64
+		if err := rows.Scan(&k); err != nil {
+			return nil, err
+		}
+		keys = append(keys, k)
+	}
+	return keys, rows.Err()
+}
+
+// describeMembers gives a process's description to the row of an attempt
+// it joins without a record of it beside the membership (a reused JVM or
+// container starting its next attempt): from another row of this commit,
+// or from the rows of the other attempts the process is known in.
+func (t *tx) describeMembers() error {
+	described := map[uint64]*procRow{}
+	for _, r := range t.procRows {
+		if r.proc != nil {
+			described[r.key] = r
+		}
+	}
+	need := map[uint64][]*procRow{}
+	var keys []any
+	lo, hi := uint64(1<<63), uint64(0)
+	for _, r := range t.procRows {
+		if !r.member || r.proc != nil {
+			continue
+		}
+		st := t.atts[r.att]
+		if st == nil || st.procs[r.key] != 0 {
+			continue // its command line was logged in this attempt's rows: it is described there
+		}
+		if d := described[r.key]; d != nil {
+			t.describe(r, d.proc, d.host, st)
+			continue
+		}
+		lp := t.liveProc(r.key)
+		if lp == nil {
+			continue
+		}
+		found := false
+		for _, id := range lp.atts {
+			if o := t.atts[id]; id != r.att && o != nil && o.genFirst > 0 {
+				lo, hi, found = min(lo, o.genFirst), max(hi, o.genLast), true
+			} else if o := t.s.cache.atts[id]; id != r.att && o != nil && o.genFirst > 0 {
+				lo, hi, found = min(lo, o.genFirst), max(hi, o.genLast), true
+			}
+		}
+		if !found {
+			continue
+		}
+		if need[r.key] == nil {
+			keys = append(keys, keyValue(r.key))
+		}
+		need[r.key] = append(need[r.key], r)
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	rows, err := t.s.handle().QueryContext(t.ctx, `SELECT `+procLogCols+` FROM proc_log WHERE gen BETWEEN ? AND ?
+		AND pid IS NOT NULL AND proc_key IN (`+placeholders(len(keys))+`) ORDER BY gen`, append([]any{lo, hi}, keys...)...)
+	if err != nil {
+		return fmt.Errorf("cannot read process descriptions: %w", err)
+	}
+	views := map[uint64]*procView{}
+	var order []uint64
+	if err := readProcViews(rows, views, &order); err != nil {
+		return err
+	}
+	for _, k := range order {
+		v := views[k]
+		c, ok, err := v.cmd.decode(t.ctx, t.s.handle(), t.s.tmpls)
+		if err != nil || !ok {
+			continue
+		}
+		p := &wire.Process{Key: k, PID: v.p.PID, PPID: v.p.PPID, SID: v.p.SID, StartMs: int64(v.p.Start),
+			EndMs: int64(v.p.End), Cmdline: c, Comm: v.p.Comm, Role: v.role, UID: v.uid, User: v.p.User}
+		for _, r := range need[k] {
+			t.describe(r, p, v.p.Host, t.atts[r.att])
+		}
+	}
+	return nil
+}
+
+// describe puts a process record in r, an attempt's row of a member that
+// was not described in its rows.
+func (t *tx) describe(r *procRow, p *wire.Process, host string, st *attState) {
+	r.process(p, host, true)
+	st.setCmd(r.key, maphash.String(cmdSeed, p.Cmdline)|1)
+}
