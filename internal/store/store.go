@@ -87,7 +87,12 @@ func (t Time) MarshalJSON() ([]byte, error) {
 	if t == 0 {
 		return []byte("null"), nil
 	}
-	return json.Marshal(time.UnixMilli(int64(t)).UTC().Format("2006-01-02T15:04:05.000Z07:00"))
+	// Appended, not json.Marshal of the formatted string: a job of 10,000
+	// attempts has 70,000 of them, and that was a third of its encoding.
+	b := make([]byte, 0, len(`"2006-01-02T15:04:05.000Z"`))
+	b = append(b, '"')
+	b = time.UnixMilli(int64(t)).UTC().AppendFormat(b, "2006-01-02T15:04:05.000Z07:00")
+	return append(b, '"'), nil
 }
 
 // UnmarshalJSON implements json.Unmarshaler.
