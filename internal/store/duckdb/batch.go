@@ -271,18 +271,12 @@ func (s *Store) processLists(ctx context.Context, ids []string, out map[string][
 	}
 	var all []at
 	lists := map[string][]store.Process{}
+	got, err := s.attemptsProcesses(ctx, ids)
+	if err != nil {
+		return err
+	}
 	for _, id := range ids {
-		r, err := s.attemptRange(ctx, id)
-		if errors.Is(err, store.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		l, err := s.attemptProcesses(ctx, r)
-		if err != nil {
-			return err
-		}
+		l := got[id]
 		if len(l) == 0 {
 			continue
 		}

@@ -64,3 +64,94 @@ func TestAttemptProcessesReadOnce(t *testing.T) {
 		t.Fatalf("%d processes compared: want more", n)
 	}
 }
+
+// attemptsProcesses reads the processes of many attempts in one scan; each
+// attempt's list is the one attemptProcesses reads from its own range,
+// whether the attempts' rows were taken in by a summary write or not, and
+// after a restart (which logs descriptions again).
+func TestAttemptsProcessesSameAsOne(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	start := time.Now().Add(-40 * time.Minute)
+	g := loadgen.NewGenerator(loadgen.Config{Nodes: 3, Slots: 4, BatchTicks: 5, Seed: 13, Start: start})
+	storetest.Fill(t, s, g, start, 20*60)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = Open(Options{Dir: dir, SummaryEvery: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	storetest.Fill(t, s, g, start, 40*60)
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Commits the summaries have not taken in: rows past the attempts'
+	// gen_last.
+	for r := range 6 {
+		app, err := s.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range g.Next() {
+			b.AgentID, b.Seq = "late-"+b.Host, uint64(r+1)
+			if _, err := app.Append(b); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := app.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	compare := func(when string) {
+		page, err := s.Jobs(ctx, store.JobFilter{Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, j := range page.Jobs {
+			d, err := s.Job(ctx, j.JobID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, a := range d.AttemptList {
+				ids = append(ids, a.AttemptID)
+			}
+		}
+		ids = append(ids, "attempt_0_0000_m_000000_0") // not known: absent
+		many, err := s.attemptsProcesses(ctx, ids)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, id := range ids[:len(ids)-1] {
+			r, err := s.attemptRange(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			one, err := s.attemptProcesses(ctx, r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(many[id], one) {
+				t.Errorf("%s, %s:\n together %+v\n alone    %+v", when, id, many[id], one)
+			}
+			n += len(one)
+		}
+		if _, ok := many[ids[len(ids)-1]]; ok {
+			t.Errorf("%s: an unknown attempt has a list", when)
+		}
+		if len(ids) < 20 || n < 50 {
+			t.Fatalf("%s: %d attempts, %d processes compared: want more", when, len(ids), n)
+		}
+	}
+	compare("before a summary write")
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	compare("after")
+}

@@ -295,26 +295,44 @@ func (v *procView) add(gen uint64, member sql.NullBool, host sql.NullString, pid
 func readProcViews(rows *sql.Rows, views map[uint64]*procView, order *[]uint64) error {
 	defer rows.Close()
 	for rows.Next() {
-		var gen uint64
-		var key int64
-		var member sql.NullBool
-		var host, comm, role, user, mrole sql.NullString
-		var pid, ppid, sid sql.NullInt32
-		var start, end, uid, from, to, base sql.NullInt64
-		var cmd cmdline
-		if err := rows.Scan(&gen, &key, &member, &host, &pid, &ppid, &sid, &start, &end, &cmd.tmpl, &cmd.args, &cmd.text,
-			&comm, &role, &uid, &user, &from, &to, &base, &mrole); err != nil {
+		var r procLogRow
+		if err := rows.Scan(r.dest()...); err != nil {
 			return err
 		}
-		v := views[uint64(key)]
-		if v == nil {
-			v = &procView{p: store.Process{Key: store.Key(uint64(key))}}
-			views[uint64(key)] = v
-			*order = append(*order, uint64(key))
-		}
-		v.add(gen, member, host, pid, ppid, sid, start, end, cmd, comm, role, uid, user, from, to, base, mrole)
+		r.addTo(views, order)
 	}
 	return rows.Err()
+}
+
+// procLogRow is a row of proc_log as procLogCols reads it (and, for reads of
+// many attempts, its attempt_key first).
+type procLogRow struct {
+	attKey                    int64
+	gen                       uint64
+	key                       int64
+	member                    sql.NullBool
+	host, comm, role, user    sql.NullString
+	mrole                     sql.NullString
+	pid, ppid, sid            sql.NullInt32
+	start, end, uid, from, to sql.NullInt64
+	base                      sql.NullInt64
+	cmd                       cmdline
+}
+
+func (r *procLogRow) dest() []any {
+	return []any{&r.gen, &r.key, &r.member, &r.host, &r.pid, &r.ppid, &r.sid, &r.start, &r.end, &r.cmd.tmpl, &r.cmd.args,
+		&r.cmd.text, &r.comm, &r.role, &r.uid, &r.user, &r.from, &r.to, &r.base, &r.mrole}
+}
+
+func (r *procLogRow) addTo(views map[uint64]*procView, order *[]uint64) {
+	v := views[uint64(r.key)]
+	if v == nil {
+		v = &procView{p: store.Process{Key: store.Key(uint64(r.key))}}
+		views[uint64(r.key)] = v
+		*order = append(*order, uint64(r.key))
+	}
+	v.add(r.gen, r.member, r.host, r.pid, r.ppid, r.sid, r.start, r.end, r.cmd, r.comm, r.role, r.uid, r.user, r.from, r.to,
+		r.base, r.mrole)
 }
 
 // attemptProcesses lists the attempt's processes (those of its
@@ -332,6 +350,102 @@ func (s *Store) attemptProcesses(ctx context.Context, r attemptRange) ([]store.P
 	if err := readProcViews(rows, views, &order); err != nil {
 		return nil, err
 	}
+	return s.processesOf(ctx, views, order)
+}
+
+// attemptsProcesses is attemptProcesses of many attempts (ids), read in one
+// scan of proc_log from the first commit of the first of them: the rows of
+// each attempt are those attemptRange selects. Attempts not known are
+// absent.
+func (s *Store) attemptsProcesses(ctx context.Context, ids []string) (map[string][]store.Process, error) {
+	out := map[string][]store.Process{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	var flushed string
+	if err := s.handle().QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'flushed_gen'`).Scan(&flushed); err != nil {
+		return nil, err
+	}
+	f, _ := strconv.ParseUint(flushed, 10, 64)
+	rows, err := s.handle().QueryContext(ctx, `SELECT attempt_id, coalesce(gen_first, 0), coalesce(gen_last, 0)
+		FROM attempts WHERE attempt_id IN (`+placeholders(len(ids))+`)`, args...)
+	if err != nil {
+		return nil, err
+	}
+	type att struct {
+		id    string
+		r     attemptRange
+		views map[uint64]*procView
+		order []uint64
+	}
+	byKey := map[int64]*att{}
+	var keys []any
+	// The union of the attempts' ranges, as attemptRange.where selects
+	// them: [lo, hi] and after.
+	lo, hi, after := uint64(1<<63-1), uint64(0), uint64(1<<63-1)
+	for rows.Next() {
+		var a att
+		if err := rows.Scan(&a.id, &a.r.lo, &a.r.hi); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		a.r.key = keyValue(store.AttemptKey(a.id))
+		a.r.after = max(a.r.hi, f)
+		a.views = map[uint64]*procView{}
+		byKey[a.r.key] = &a
+		keys = append(keys, a.r.key)
+		lo, hi, after = min(lo, a.r.lo), max(hi, a.r.hi), min(after, a.r.after)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if len(keys) == 0 {
+		return out, nil
+	}
+	in := ` AND attempt_key IN (` + placeholders(len(keys)) + `)`
+	q := `SELECT attempt_key, ` + procLogCols + ` FROM proc_log WHERE gen BETWEEN ? AND ?` + in +
+		` UNION ALL SELECT attempt_key, ` + procLogCols + ` FROM proc_log WHERE gen > ? AND gen NOT BETWEEN ? AND ?` + in +
+		` ORDER BY gen`
+	qargs := append(append([]any{lo, hi}, keys...), after, lo, hi)
+	rows, err = s.handle().QueryContext(ctx, q, append(qargs, keys...)...)
+	if err != nil {
+		return nil, fmt.Errorf("cannot list processes: %w", err)
+	}
+	for rows.Next() {
+		var r procLogRow
+		if err := rows.Scan(append([]any{&r.attKey}, r.dest()...)...); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		a := byKey[r.attKey]
+		if a == nil || !(r.gen >= a.r.lo && r.gen <= a.r.hi || r.gen > a.r.after) {
+			continue // not a row attemptRange selects
+		}
+		r.addTo(a.views, &a.order)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	for _, a := range byKey {
+		l, err := s.processesOf(ctx, a.views, a.order)
+		if err != nil {
+			return nil, err
+		}
+		out[a.id] = l
+	}
+	return out, nil
+}
+
+// processesOf turns the views of an attempt's rows into its processes: its
+// members, described (from the whole log for those its rows do not
+// describe), ordered by start and pid.
+func (s *Store) processesOf(ctx context.Context, views map[uint64]*procView, order []uint64) ([]store.Process, error) {
 	var missing []any
 	for _, k := range order {
 		if v := views[k]; v.member && !v.described {
