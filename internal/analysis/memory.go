@@ -265,7 +265,7 @@ func (j *Job) heapMaxQueries(a store.Attempt) []store.SeriesQuery {
 		if from <= 0 || to <= from {
 			from, to = span(a)
 		}
-		qs = append(qs, store.SeriesQuery{Scope: store.ScopeProcess, Process: p.Key, AttemptID: a.AttemptID,
+		qs = append(qs, store.SeriesQuery{Scope: store.ScopeProcess, Process: p.Key,
 			Metrics: []string{"heap_max_bytes"}, From: from, To: to, Step: to - from})
 	}
 	return qs

@@ -131,7 +131,8 @@ func pointsIn(chunks []chunkRow, kind int, from, to int64) (*store.Points, int, 
 
 // SeriesMany returns what Series returns for each query (nil for a series
 // not found), reading the chunks of attempt and process series together.
-// An invalid query fails the whole call.
+// (A process's series asked with its attempt, jobs' series and ext metrics
+// are read one by one.) An invalid query fails the whole call.
 func (s *Store) SeriesMany(ctx context.Context, qs []store.SeriesQuery) ([]*store.SeriesResult, error) {
 	out := make([]*store.SeriesResult, len(qs))
 	metrics := make([][]store.SeriesMetric, len(qs))
@@ -189,7 +190,7 @@ func (s *Store) SeriesMany(ctx context.Context, qs []store.SeriesQuery) ([]*stor
 		case q.Scope == store.ScopeAttempt:
 			f.start, ok = attStart[q.AttemptID]
 			f.n = need{kindAttempt, store.AttemptKey(q.AttemptID), q.From - lookback, q.To}
-		case q.Scope == store.ScopeProcess:
+		case q.Scope == store.ScopeProcess && q.AttemptID == "":
 			f.start, ok = -1, true
 			f.n = need{kindProcess, uint64(q.Process), q.From - lookback, q.To}
 		}

@@ -68,8 +68,17 @@ func testBatchReads(t *testing.T, f Factory) {
 				pf, pt = from, to
 			}
 			qs = append(qs, store.SeriesQuery{Scope: store.ScopeProcess, Process: p.Key,
-				Metrics: []string{"cpu_percent", "rss_bytes", "heap_max_bytes"}, From: pf, To: pt, Step: pt - pf})
+				Metrics: []string{"cpu_percent", "rss_bytes", "heap_max_bytes"}, From: pf, To: pt, Step: pt - pf},
+				// Named with its attempt, as the UI asks.
+				store.SeriesQuery{Scope: store.ScopeProcess, Process: p.Key, AttemptID: a.AttemptID,
+					Metrics: []string{"cpu_percent"}, From: pf, To: pt, Step: max(1, (pt-pf)/10)})
 		}
+	}
+	if d := details[atts[0].AttemptID]; d != nil && len(d.ProcessList) > 0 && len(atts) > 1 {
+		// A process named with an attempt it is not in: not found.
+		qs = append(qs, store.SeriesQuery{Scope: store.ScopeProcess, Process: d.ProcessList[0].Key,
+			AttemptID: atts[len(atts)-1].AttemptID, Metrics: []string{"rss_bytes"}, From: start.UnixMilli(), To: T0.UnixMilli(),
+			Step: 60_000})
 	}
 	qs = append(qs, store.SeriesQuery{Scope: store.ScopeAttempt, AttemptID: "attempt_0_0_m_0_0", Metrics: []string{"rss_bytes"},
 		From: start.UnixMilli(), To: T0.UnixMilli(), Step: 60_000},
