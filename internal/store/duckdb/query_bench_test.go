@@ -159,3 +159,42 @@ func longAttemptStore(tb testing.TB, dir string, nodes int) (*Store, store.Serie
 	return s, store.SeriesQuery{Scope: store.ScopeAttempt, AttemptID: att, Metrics: []string{"cpu_percent", "rss_bytes",
 		"read_bytes_per_s"}, From: from, To: from + 3600_000 + 1000}
 }
+
+// BenchmarkJobSeries reads the series of the job with the most attempts of
+// an hour of a cluster of -bench.bgnodes nodes, over its life at 600
+// points, as the job page asks (and asks again at each live update while
+// the job runs).
+//
+//	go test -run '^$' -bench JobSeries -benchtime 20x ./internal/store/duckdb/
+func BenchmarkJobSeries(b *testing.B) {
+	s, err := Open(Options{Dir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	start := time.Now().Add(-3 * time.Hour).Truncate(time.Hour)
+	g := loadgen.NewGenerator(loadgen.Config{Nodes: *benchBgNodes, Slots: 8, BatchTicks: 5, Seed: 6, Start: start})
+	storetest.Fill(b, s, g, start, 3600)
+	page, err := s.Jobs(ctx, store.JobFilter{Limit: 1000})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var j store.Job
+	for _, x := range page.Jobs {
+		if x.Attempts > j.Attempts {
+			j = x
+		}
+	}
+	from, to := int64(j.Start), max(int64(j.End), int64(j.LastSeen))+1
+	q := store.SeriesQuery{Scope: store.ScopeJob, JobID: j.JobID, Metrics: []string{"cpu_percent", "rss_bytes",
+		"pss_bytes", "heap_used_bytes", "attempts", "read_bytes_per_s", "write_bytes_per_s"},
+		From: from, To: to, Step: max(1000, (to-from)/600)}
+	b.Logf("job of %d attempts over %s", j.Attempts, time.Duration(to-from)*time.Millisecond)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := s.Series(ctx, q); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,8 +1,10 @@
 package duckdb
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/taskscope/taskscope/internal/store"
 )
@@ -266,47 +268,53 @@ func (s *Store) jobSeries(ctx context.Context, q *store.SeriesQuery, metrics []s
 // window, each with its start from starts.
 func (s *Store) jobChunks(ctx context.Context, q *store.SeriesQuery, kind int, jobKey uint64, starts map[int64]int64,
 	acc *store.JobAccumulator) error {
-	rows, err := s.handle().QueryContext(ctx, `SELECT key, level, data FROM series_all WHERE kind = ? AND job_key = ?
-		AND t_max >= ? AND t_min < ? ORDER BY key, t_min`, kind, keyValue(jobKey), q.From-lookback, q.To)
+	// Not ORDER BY key, t_min: DuckDB's sort would carry every chunk's
+	// bytes along; the rows are grouped by series here, and each series'
+	// few chunks put in time order.
+	rows, err := s.handle().QueryContext(ctx, `SELECT key, t_min, level, data FROM series_all WHERE kind = ? AND job_key = ?
+		AND t_max >= ? AND t_min < ?`, kind, keyValue(jobKey), q.From-lookback, q.To)
 	if err != nil {
 		return fmt.Errorf("cannot read job series: %w", err)
 	}
 	defer rows.Close()
-	var cur int64
-	var raw, rollup [][]byte
-	flush := func() error {
-		if raw == nil && rollup == nil {
-			return nil
+	type row struct {
+		tMin  int64
+		level int
+		data  []byte
+	}
+	byKey := map[int64][]row{}
+	for rows.Next() {
+		var k int64
+		var r row
+		if err := rows.Scan(&k, &r.tMin, &r.level, &r.data); err != nil {
+			return err
+		}
+		byKey[k] = append(byKey[k], r)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	keys := make([]int64, 0, len(byKey))
+	for k := range byKey {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys) // the order the sums are taken in, as before
+	for _, k := range keys {
+		rs := byKey[k]
+		slices.SortStableFunc(rs, func(a, b row) int { return cmp.Compare(a.tMin, b.tMin) })
+		var raw, rollup [][]byte
+		for _, r := range rs {
+			if r.level == levelRollup {
+				rollup = append(rollup, r.data)
+			} else {
+				raw = append(raw, r.data)
+			}
 		}
 		p, err := mergeLevels(raw, rollup, schemaOf(kind))
 		if err != nil {
 			return err
 		}
-		acc.Add(p, starts[cur])
-		raw, rollup = nil, nil
-		return nil
+		acc.Add(p, starts[k])
 	}
-	for rows.Next() {
-		var k int64
-		var level int
-		var data []byte
-		if err := rows.Scan(&k, &level, &data); err != nil {
-			return err
-		}
-		if k != cur {
-			if err := flush(); err != nil {
-				return err
-			}
-			cur = k
-		}
-		if level == levelRollup {
-			rollup = append(rollup, data)
-		} else {
-			raw = append(raw, data)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	return flush()
+	return nil
 }
