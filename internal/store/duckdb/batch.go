@@ -136,6 +136,7 @@ func pointsIn(chunks []chunkRow, kind int, from, to int64) (*store.Points, int, 
 func (s *Store) SeriesMany(ctx context.Context, qs []store.SeriesQuery) ([]*store.SeriesResult, error) {
 	out := make([]*store.SeriesResult, len(qs))
 	metrics := make([][]store.SeriesMetric, len(qs))
+	together := make([]bool, len(qs))
 	var attIDs []any
 	for i := range qs {
 		q := &qs[i]
@@ -144,8 +145,13 @@ func (s *Store) SeriesMany(ctx context.Context, qs []store.SeriesQuery) ([]*stor
 			return nil, err
 		}
 		metrics[i] = m
-		if q.Scope == store.ScopeAttempt && !hasExt(m) {
+		switch {
+		case hasExt(m):
+		case q.Scope == store.ScopeAttempt:
+			together[i] = true
 			attIDs = append(attIDs, q.AttemptID)
+		case q.Scope == store.ScopeProcess && q.AttemptID == "":
+			together[i] = true
 		}
 	}
 	// The starts (the base of a series' first increment), as Series reads
@@ -184,24 +190,23 @@ func (s *Store) SeriesMany(ctx context.Context, qs []store.SeriesQuery) ([]*stor
 	for i := range qs {
 		q := &qs[i]
 		var f found
-		var ok bool
 		switch {
-		case hasExt(metrics[i]):
+		case !together[i]:
+			if err := s.seriesAlone(ctx, qs, i, out); err != nil {
+				return nil, err
+			}
+			continue
 		case q.Scope == store.ScopeAttempt:
-			f.start, ok = attStart[q.AttemptID]
-			f.n = need{kindAttempt, store.AttemptKey(q.AttemptID), q.From - lookback, q.To}
-		case q.Scope == store.ScopeProcess && q.AttemptID == "":
-			f.start, ok = -1, true
-			f.n = need{kindProcess, uint64(q.Process), q.From - lookback, q.To}
+			start, ok := attStart[q.AttemptID]
+			if !ok {
+				continue // not found
+			}
+			f = found{need{kindAttempt, store.AttemptKey(q.AttemptID), q.From - lookback, q.To}, start}
+		default: // a process, its start from its chunks
+			f = found{need{kindProcess, uint64(q.Process), q.From - lookback, q.To}, -1}
 		}
-		if ok {
-			todo[i] = f
-			needs = append(needs, f.n)
-		} else if !hasExt(metrics[i]) && q.Scope == store.ScopeAttempt {
-			continue // not found
-		} else if err := s.seriesAlone(ctx, qs, i, out); err != nil {
-			return nil, err
-		}
+		todo[i] = f
+		needs = append(needs, f.n)
 	}
 	chunks, err := s.readChunks(ctx, needs)
 	if err != nil {
@@ -263,7 +268,7 @@ func (s *Store) AttemptProcesses(ctx context.Context, ids []string) (map[string]
 }
 
 // processLists adds the process lists of attempts ids to out (those of
-// attemptProcesses), with each process's summary from its samples over its
+// attemptsProcesses), with each process's summary from its samples over its
 // life, the samples of all read together.
 func (s *Store) processLists(ctx context.Context, ids []string, out map[string][]store.Process) error {
 	type at struct {

@@ -2,6 +2,7 @@ package duckdb
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -154,4 +155,19 @@ func TestAttemptsProcessesSameAsOne(t *testing.T) {
 		t.Fatal(err)
 	}
 	compare("after")
+}
+
+// attemptProcesses is attemptsProcesses of one attempt, reading its own
+// range of proc_log (attemptRange.where): the oracle of the one-scan read.
+func (s *Store) attemptProcesses(ctx context.Context, r attemptRange) ([]store.Process, error) {
+	rows, err := s.handle().QueryContext(ctx, r.where("")+` ORDER BY gen`, r.args()...)
+	if err != nil {
+		return nil, fmt.Errorf("cannot list processes: %w", err)
+	}
+	views := map[uint64]*procView{}
+	var order []uint64
+	if err := readProcViews(rows, views, &order); err != nil {
+		return nil, err
+	}
+	return s.processesOf(ctx, views, order)
 }

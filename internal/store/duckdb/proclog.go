@@ -335,28 +335,13 @@ func (r *procLogRow) addTo(views map[uint64]*procView, order *[]uint64) {
 		r.base, r.mrole)
 }
 
-// attemptProcesses lists the attempt's processes (those of its
-// memberships), with their latest descriptions. A member whose records
-// are not among the attempt's rows (a record logged before the store knew
-// the process's attempt, as after a restart) is looked for in the whole
-// log.
-func (s *Store) attemptProcesses(ctx context.Context, r attemptRange) ([]store.Process, error) {
-	rows, err := s.handle().QueryContext(ctx, r.where("")+` ORDER BY gen`, r.args()...)
-	if err != nil {
-		return nil, fmt.Errorf("cannot list processes: %w", err)
-	}
-	views := map[uint64]*procView{}
-	var order []uint64
-	if err := readProcViews(rows, views, &order); err != nil {
-		return nil, err
-	}
-	return s.processesOf(ctx, views, order)
-}
-
-// attemptsProcesses is attemptProcesses of many attempts (ids), read in one
-// scan of proc_log from the first commit of the first of them: the rows of
-// each attempt are those attemptRange selects. Attempts not known are
-// absent.
+// attemptsProcesses lists the processes of attempts ids (those of their
+// memberships), with their latest descriptions, read in one scan of
+// proc_log over the union of their ranges of commits: the rows of each
+// attempt are those attemptRange selects. A member whose records are not
+// among the attempt's rows (a record logged before the store knew the
+// process's attempt, as after a restart) is looked for in the whole log.
+// Attempts not known are absent.
 func (s *Store) attemptsProcesses(ctx context.Context, ids []string) (map[string][]store.Process, error) {
 	out := map[string][]store.Process{}
 	if len(ids) == 0 {

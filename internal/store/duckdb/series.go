@@ -1,7 +1,6 @@
 package duckdb
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -269,27 +268,23 @@ func (s *Store) jobSeries(ctx context.Context, q *store.SeriesQuery, metrics []s
 func (s *Store) jobChunks(ctx context.Context, q *store.SeriesQuery, kind int, jobKey uint64, starts map[int64]int64,
 	acc *store.JobAccumulator) error {
 	// Not ORDER BY key, t_min: DuckDB's sort would carry every chunk's
-	// bytes along; the rows are grouped by series here, and each series'
-	// few chunks put in time order.
-	rows, err := s.handle().QueryContext(ctx, `SELECT key, t_min, level, data FROM series_all WHERE kind = ? AND job_key = ?
-		AND t_max >= ? AND t_min < ?`, kind, keyValue(jobKey), q.From-lookback, q.To)
+	// bytes along; the rows are grouped by series here, and pointsIn puts
+	// each series' few chunks in time order.
+	from := q.From - lookback
+	rows, err := s.handle().QueryContext(ctx, `SELECT key, t_min, t_max, level, data FROM series_all
+		WHERE kind = ? AND job_key = ? AND t_max >= ? AND t_min < ?`, kind, keyValue(jobKey), from, q.To)
 	if err != nil {
 		return fmt.Errorf("cannot read job series: %w", err)
 	}
 	defer rows.Close()
-	type row struct {
-		tMin  int64
-		level int
-		data  []byte
-	}
-	byKey := map[int64][]row{}
+	byKey := map[int64][]chunkRow{}
 	for rows.Next() {
 		var k int64
-		var r row
-		if err := rows.Scan(&k, &r.tMin, &r.level, &r.data); err != nil {
+		var c chunkRow
+		if err := rows.Scan(&k, &c.tMin, &c.tMax, &c.level, &c.data); err != nil {
 			return err
 		}
-		byKey[k] = append(byKey[k], r)
+		byKey[k] = append(byKey[k], c)
 	}
 	if err := rows.Err(); err != nil {
 		return err
@@ -300,17 +295,7 @@ func (s *Store) jobChunks(ctx context.Context, q *store.SeriesQuery, kind int, j
 	}
 	slices.Sort(keys) // the order the sums are taken in, as before
 	for _, k := range keys {
-		rs := byKey[k]
-		slices.SortStableFunc(rs, func(a, b row) int { return cmp.Compare(a.tMin, b.tMin) })
-		var raw, rollup [][]byte
-		for _, r := range rs {
-			if r.level == levelRollup {
-				rollup = append(rollup, r.data)
-			} else {
-				raw = append(raw, r.data)
-			}
-		}
-		p, err := mergeLevels(raw, rollup, schemaOf(kind))
+		p, _, _, err := pointsIn(byKey[k], kind, from, q.To)
 		if err != nil {
 			return err
 		}
