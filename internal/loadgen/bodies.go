@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-
-	"github.com/taskscope/taskscope/internal/wire"
 )
 
 // A bodies file holds encoded batches, ready to send, so that a benchmark
@@ -31,22 +29,13 @@ type Prepared struct {
 // Prepare does, and writes the bodies to a new file at path, in the order
 // they are to be sent.
 func PrepareFile(cfg Config, path string) (Prepared, error) {
-	defaults(&cfg)
 	out := Prepared{Path: path}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return out, err
 	}
 	w := bufio.NewWriterSize(f, 1<<20)
-	g := NewGenerator(cfg)
-	rounds := int(cfg.Duration/cfg.Interval) / cfg.BatchTicks
-	batches := make(chan []*wire.Batch, 4)
-	go func() {
-		for i := 0; i < rounds; i++ {
-			batches <- g.Next()
-		}
-		close(batches)
-	}()
+	batches := generate(cfg)
 	e := NewEncoder()
 	var hdr []byte
 	for r := range batches {

@@ -141,6 +141,13 @@ func (e *Encoder) Encode(b *wire.Batch) Body {
 // Prepare generates cfg.Duration of simulated time and encodes it, so that
 // a benchmark's client spends its CPU on sending only.
 func Prepare(cfg Config) []Body {
+	return encodeAll(generate(cfg))
+}
+
+// generate runs a generator of cfg for cfg.Duration of simulated time, on
+// a goroutine of its own, and sends its rounds of batches (cfg with its
+// defaults set).
+func generate(cfg Config) <-chan []*wire.Batch {
 	defaults(&cfg)
 	g := NewGenerator(cfg)
 	rounds := int(cfg.Duration/cfg.Interval) / cfg.BatchTicks
@@ -151,7 +158,7 @@ func Prepare(cfg Config) []Body {
 		}
 		close(batches)
 	}()
-	return encodeAll(batches)
+	return batches
 }
 
 // PrepareBatches encodes batches already made (a Replay's passes).

@@ -301,19 +301,29 @@ func (u *user) jobsPage(ctx context.Context) string {
 		u.res.Refreshed++
 		load(ctx)
 	}, noGap)
-	if len(page.Jobs) == 0 {
+	ids, states := make([]string, len(page.Jobs)), make([]string, len(page.Jobs))
+	for i, j := range page.Jobs {
+		ids[i], states[i] = j.JobID, j.State
+	}
+	return u.pick(ids, states)
+}
+
+// pick returns one of ids (states: theirs), a running one 3 times in 4
+// when there is one; "" if there is none.
+func (u *user) pick(ids, states []string) string {
+	if len(ids) == 0 {
 		return ""
 	}
 	var running []string
-	for _, j := range page.Jobs {
-		if j.State == "running" {
-			running = append(running, j.JobID)
+	for i, id := range ids {
+		if states[i] == "running" {
+			running = append(running, id)
 		}
 	}
 	if len(running) > 0 && u.r.IntN(4) < 3 {
 		return running[u.r.IntN(len(running))]
 	}
-	return page.Jobs[u.r.IntN(len(page.Jobs))].JobID
+	return ids[u.r.IntN(len(ids))]
 }
 
 // jobPage shows a job and returns the attempt the user opens next.
@@ -385,19 +395,11 @@ func (u *user) jobPage(ctx context.Context, id string) string {
 	u.stay(pctx, u.cfg.JobStay, refresh, gap)
 	leave()
 	wg.Wait()
-	if len(cur.Attempts) == 0 {
-		return ""
+	ids, states := make([]string, len(cur.Attempts)), make([]string, len(cur.Attempts))
+	for i, a := range cur.Attempts {
+		ids[i], states[i] = a.AttemptID, a.State
 	}
-	var running []string
-	for _, a := range cur.Attempts {
-		if a.State == "running" {
-			running = append(running, a.AttemptID)
-		}
-	}
-	if len(running) > 0 && u.r.IntN(4) < 3 {
-		return running[u.r.IntN(len(running))]
-	}
-	return cur.Attempts[u.r.IntN(len(cur.Attempts))].AttemptID
+	return u.pick(ids, states)
 }
 
 // attemptPage shows an attempt: its detail, then its charts (the
