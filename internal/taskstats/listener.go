@@ -64,19 +64,30 @@ func InInitialPIDNamespace() bool {
 	return err != nil || ns == initPIDNamespace
 }
 
-// Listen registers for the exit records of all CPUs.
-func Listen() (*Listener, error) {
+// dialFamily opens a generic netlink connection and looks up the TASKSTATS
+// family on it (in the initial pid namespace only: elsewhere the kernel's
+// pids are not the ones /proc shows).
+func dialFamily() (*genetlink.Conn, genetlink.Family, error) {
 	if !InInitialPIDNamespace() {
-		return nil, ErrPIDNamespace
+		return nil, genetlink.Family{}, ErrPIDNamespace
 	}
 	c, err := genetlink.Dial(nil)
 	if err != nil {
-		return nil, fmt.Errorf("taskstats: cannot open a generic netlink socket: %w", err)
+		return nil, genetlink.Family{}, fmt.Errorf("taskstats: cannot open a generic netlink socket: %w", err)
 	}
 	f, err := c.GetFamily("TASKSTATS")
 	if err != nil {
 		c.Close()
-		return nil, fmt.Errorf("taskstats: no TASKSTATS family: %w", err)
+		return nil, genetlink.Family{}, fmt.Errorf("taskstats: no TASKSTATS family: %w", err)
+	}
+	return c, f, nil
+}
+
+// Listen registers for the exit records of all CPUs.
+func Listen() (*Listener, error) {
+	c, f, err := dialFamily()
+	if err != nil {
+		return nil, err
 	}
 	mask := "0-1023"
 	if b, err := os.ReadFile("/sys/devices/system/cpu/possible"); err == nil {

@@ -8,7 +8,6 @@ import (
 	"syscall"
 	"unsafe"
 
-	"github.com/mdlayher/genetlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -55,18 +54,11 @@ const (
 // NewQuerier opens the socket and checks with a query of this process that
 // the kernel answers.
 func NewQuerier() (*Querier, error) {
-	if !InInitialPIDNamespace() {
-		return nil, ErrPIDNamespace
-	}
-	c, err := genetlink.Dial(nil)
+	c, f, err := dialFamily()
 	if err != nil {
-		return nil, fmt.Errorf("taskstats: cannot open a generic netlink socket: %w", err)
+		return nil, err
 	}
-	f, err := c.GetFamily("TASKSTATS")
-	c.Close()
-	if err != nil {
-		return nil, fmt.Errorf("taskstats: no TASKSTATS family: %w", err)
-	}
+	c.Close() // the family's id and version: queries go on a socket of their own
 	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_GENERIC)
 	if err != nil {
 		return nil, fmt.Errorf("taskstats: cannot open a generic netlink socket: %w", err)
