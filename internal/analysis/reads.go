@@ -27,17 +27,24 @@ func seriesID(q store.SeriesQuery) string {
 		q.From, q.To, q.Step)
 }
 
-// readSeries reads the queries not read yet.
-func (j *Job) readSeries(qs []store.SeriesQuery) {
-	var todo []store.SeriesQuery
+// unread returns the items of xs that done holds no read of, each once
+// (by its id).
+func unread[T, V any](xs []T, id func(T) string, done map[string]V) []T {
+	var todo []T
 	seen := map[string]bool{}
-	for _, q := range qs {
-		id := seriesID(q)
-		if _, ok := j.reads.series[id]; !ok && !seen[id] {
-			seen[id] = true
-			todo = append(todo, q)
+	for _, x := range xs {
+		k := id(x)
+		if _, ok := done[k]; !ok && !seen[k] {
+			seen[k] = true
+			todo = append(todo, x)
 		}
 	}
+	return todo
+}
+
+// readSeries reads the queries not read yet.
+func (j *Job) readSeries(qs []store.SeriesQuery) {
+	todo := unread(qs, seriesID, j.reads.series)
 	if len(todo) == 0 {
 		return
 	}
@@ -69,14 +76,7 @@ func (j *Job) series(q store.SeriesQuery) (*store.SeriesResult, error) {
 
 // readProcesses reads the process lists of attempts not read yet.
 func (j *Job) readProcesses(ids []string) {
-	var todo []string
-	seen := map[string]bool{}
-	for _, id := range ids {
-		if _, ok := j.reads.procs[id]; !ok && !seen[id] {
-			seen[id] = true
-			todo = append(todo, id)
-		}
-	}
+	todo := unread(ids, func(id string) string { return id }, j.reads.procs)
 	if len(todo) == 0 {
 		return
 	}
