@@ -351,13 +351,10 @@ func (s *Store) attemptsProcesses(ctx context.Context, ids []string) (map[string
 	for i, id := range ids {
 		args[i] = id
 	}
-	var flushed string
-	if err := s.handle().QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'flushed_gen'`).Scan(&flushed); err != nil {
-		return nil, err
-	}
-	f, _ := strconv.ParseUint(flushed, 10, 64)
-	rows, err := s.handle().QueryContext(ctx, `SELECT attempt_id, coalesce(gen_first, 0), coalesce(gen_last, 0)
-		FROM attempts WHERE attempt_id IN (`+placeholders(len(ids))+`)`, args...)
+	// The last summary write read with the ranges, as attemptRange does.
+	rows, err := s.handle().QueryContext(ctx, `SELECT attempt_id, coalesce(gen_first, 0), coalesce(gen_last, 0),
+		(SELECT value FROM meta WHERE key = 'flushed_gen') FROM attempts WHERE attempt_id IN (`+placeholders(len(ids))+`)`,
+		args...)
 	if err != nil {
 		return nil, err
 	}
@@ -374,10 +371,12 @@ func (s *Store) attemptsProcesses(ctx context.Context, ids []string) (map[string
 	lo, hi, after := uint64(1<<63-1), uint64(0), uint64(1<<63-1)
 	for rows.Next() {
 		var a att
-		if err := rows.Scan(&a.id, &a.r.lo, &a.r.hi); err != nil {
+		var flushed string
+		if err := rows.Scan(&a.id, &a.r.lo, &a.r.hi, &flushed); err != nil {
 			rows.Close()
 			return nil, err
 		}
+		f, _ := strconv.ParseUint(flushed, 10, 64)
 		a.r.key = keyValue(store.AttemptKey(a.id))
 		a.r.after = max(a.r.hi, f)
 		a.views = map[uint64]*procView{}
