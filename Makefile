@@ -7,7 +7,7 @@ LDFLAGS   := -s -w -X github.com/taskscope/taskscope/internal/agent.Version=$(VE
 TESTFLAGS ?= -race -timeout 40m
 WEB_STAMP := web/node_modules/.stamp
 
-.PHONY: all build ui agent server demo test test-go test-accuracy test-deps vet fmt-check bench fuzz clean
+.PHONY: all build ui agent server demo test test-go test-accuracy test-deps bench-deps vet fmt-check bench fuzz clean
 
 all: build
 
@@ -50,7 +50,12 @@ vet:
 fmt-check:
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
-bench:
+# Installs what the benchmarks need beyond the tests (VictoriaMetrics, the
+# baseline of the ingest benchmark); needs root.
+bench-deps:
+	./scripts/bench-deps.sh
+
+bench: bench-deps
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 # A short run of every fuzzer (longer: make fuzz FUZZTIME=5m).

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/taskscope/taskscope/internal/wire"
 )
 
 // A bodies file holds encoded batches, ready to send, so that a benchmark
@@ -29,6 +31,12 @@ type Prepared struct {
 // Prepare does, and writes the bodies to a new file at path, in the order
 // they are to be sent.
 func PrepareFile(cfg Config, path string) (Prepared, error) {
+	return writeBodies(cfg, path, NewEncoder().Encode)
+}
+
+// writeBodies writes the bodies encode makes of cfg's batches to a new
+// file at path.
+func writeBodies(cfg Config, path string, encode func(*wire.Batch) Body) (Prepared, error) {
 	out := Prepared{Path: path}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
@@ -36,14 +44,13 @@ func PrepareFile(cfg Config, path string) (Prepared, error) {
 	}
 	w := bufio.NewWriterSize(f, 1<<20)
 	batches := generate(cfg)
-	e := NewEncoder()
 	var hdr []byte
 	for r := range batches {
 		for _, b := range r {
 			if err != nil {
 				continue // drain the generator
 			}
-			bd := e.Encode(b)
+			bd := encode(b)
 			hdr = binary.AppendUvarint(hdr[:0], uint64(len(bd.Agent)))
 			hdr = append(hdr, bd.Agent...)
 			hdr = binary.AppendUvarint(hdr, bd.Seq)

@@ -45,7 +45,18 @@ type Config struct {
 	// AckedMs, if set, is raised to the SentMs of each batch acknowledged:
 	// the simulated time the server has data up to (a benchmark's clock).
 	AckedMs *atomic.Int64
+	// Endpoint is where and how the bodies are posted (default: taskscope's
+	// ingest, TaskscopeIngest).
+	Endpoint Endpoint
 }
+
+// Endpoint is the path the bodies are posted to and their headers.
+type Endpoint struct {
+	Path, ContentType, ContentEncoding string
+}
+
+// TaskscopeIngest is taskscope's ingest: wire batches, zstd.
+var TaskscopeIngest = Endpoint{Path: "/api/v1/ingest", ContentType: wire.ContentType, ContentEncoding: "zstd"}
 
 // Result sums up a run.
 type Result struct {
@@ -79,6 +90,9 @@ func defaults(cfg *Config) {
 	}
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
+	}
+	if cfg.Endpoint.Path == "" {
+		cfg.Endpoint = TaskscopeIngest
 	}
 	if cfg.Start.IsZero() {
 		cfg.Start = time.Now()
@@ -317,12 +331,14 @@ func post(ctx context.Context, cfg Config, body []byte, retries *int64) (outcome
 		if err := ctx.Err(); err != nil {
 			return outFailed, err
 		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, cfg.URL+"/api/v1/ingest", bytes.NewReader(body))
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, cfg.URL+cfg.Endpoint.Path, bytes.NewReader(body))
 		if err != nil {
 			return outFailed, err
 		}
-		req.Header.Set("Content-Type", wire.ContentType)
-		req.Header.Set("Content-Encoding", "zstd")
+		req.Header.Set("Content-Type", cfg.Endpoint.ContentType)
+		if cfg.Endpoint.ContentEncoding != "" {
+			req.Header.Set("Content-Encoding", cfg.Endpoint.ContentEncoding)
+		}
 		if cfg.Token != "" {
 			req.Header.Set("Authorization", "Bearer "+cfg.Token)
 		}

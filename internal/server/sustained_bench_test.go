@@ -36,7 +36,9 @@ var (
 // this counts compaction and checkpoints at about the pace the rate calls
 // for.
 //
-// Beside the load:
+// The sub-benchmark victoria-metrics is the baseline: the same data sent
+// to VictoriaMetrics (victoriaMetrics). The others send it to a taskscope
+// server with, beside the load:
 //
 //   - http: nothing (ingest alone);
 //   - http+ui: -bench.users people using the web UI (loadgen.Users: each
@@ -53,11 +55,19 @@ var (
 // API and the UI, as they would be live.
 //
 //	go test -run '^$' -bench HTTPIngestSustained -benchtime 1x -timeout 30m ./internal/server/ -bench.minutes=40
+//
+// The target is judged by the ratio of http+ui's samples/s to
+// victoria-metrics' in the same run (at least 2.5).
 func BenchmarkHTTPIngestSustained(b *testing.B) {
 	start := time.Now().Add(-time.Duration(*benchMinutes+60) * time.Minute)
 	cfg := loadgen.Config{Nodes: *benchNodes, Slots: 8, BatchTicks: 5, Seed: 3, Start: start,
 		Duration: time.Duration(*benchMinutes) * time.Minute, Concurrency: *benchNodes}
 	bodies := prepareBodies(b, cfg)
+	b.Run("victoria-metrics", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			victoriaMetrics(b, cfg)
+		}
+	})
 	for _, mode := range []struct {
 		name            string
 		users, queriers int
