@@ -90,7 +90,7 @@ func (a *API) seriesQuery(r *http.Request, q *store.SeriesQuery, start, end int6
 }
 
 func (a *API) jobSeries(w http.ResponseWriter, r *http.Request) {
-	j, err := a.st.Job(r.Context(), r.PathValue("job"))
+	j, err := a.jobSummary(r.Context(), r.PathValue("job"))
 	if err != nil {
 		fail(w, err)
 		return
@@ -101,6 +101,25 @@ func (a *API) jobSeries(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.serveSeries(w, r, q)
+}
+
+// jobSummarizer is a store that returns a job's summary alone, without its
+// attempts: what the job series endpoint needs of it.
+type jobSummarizer interface {
+	JobSummary(ctx context.Context, id string) (*store.Job, error)
+}
+
+// jobSummary is the job id names: by JobSummary where the store has it, else
+// by Job.
+func (a *API) jobSummary(ctx context.Context, id string) (*store.Job, error) {
+	if s, ok := a.st.(jobSummarizer); ok {
+		return s.JobSummary(ctx, id)
+	}
+	d, err := a.st.Job(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return &d.Job, nil
 }
 
 // attemptSummarizer is a store that returns an attempt's summary alone,

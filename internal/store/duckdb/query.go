@@ -168,18 +168,33 @@ func scanState(sc interface{ Scan(...any) error }) (*attState, error) {
 	return st, err
 }
 
-// Job returns a job with all its attempts.
-func (s *Store) Job(ctx context.Context, id string) (*store.JobDetail, error) {
-	var lo, hi uint64
-	j, err := s.scanJob(s.handle().QueryRowContext(ctx, `SELECT `+jobCols+`, coalesce(gen_lo, 0), coalesce(gen_hi, 0)
+// JobSummary returns a job's summary, without its attempts nor their count
+// by type (ErrNotFound if unknown).
+func (s *Store) JobSummary(ctx context.Context, id string) (*store.Job, error) {
+	j, _, _, err := s.job(ctx, id)
+	return j, err
+}
+
+// job reads a job's row, and the range of its attempts' gen_first.
+func (s *Store) job(ctx context.Context, id string) (j *store.Job, lo, hi uint64, err error) {
+	one, err := s.scanJob(s.handle().QueryRowContext(ctx, `SELECT `+jobCols+`, coalesce(gen_lo, 0), coalesce(gen_hi, 0)
 		FROM jobs WHERE job_id = ?`, id), &lo, &hi)
 	if isNoRows(err) {
-		return nil, store.ErrNotFound
+		return nil, 0, 0, store.ErrNotFound
 	}
 	if err != nil {
-		return nil, fmt.Errorf("cannot read job %s: %w", id, err)
+		return nil, 0, 0, fmt.Errorf("cannot read job %s: %w", id, err)
 	}
-	d := &store.JobDetail{Job: j}
+	return &one, lo, hi, nil
+}
+
+// Job returns a job with all its attempts.
+func (s *Store) Job(ctx context.Context, id string) (*store.JobDetail, error) {
+	j, lo, hi, err := s.job(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	d := &store.JobDetail{Job: *j}
 	atts, err := s.attempts(ctx, jobAttempts, id, lo, hi)
 	if err != nil {
 		return nil, err

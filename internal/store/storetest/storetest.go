@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"reflect"
 	"sort"
 	"strings"
 	"testing"
@@ -252,6 +253,21 @@ func testIngestAndSummaries(t *testing.T, f Factory) {
 	}
 	if len(j.AttemptList) != 1 {
 		t.Fatalf("attempts = %d", len(j.AttemptList))
+	}
+	// A store that answers a job's summary alone answers what Job says of it
+	// (but the count of attempts by type, which takes the attempts).
+	if js, ok := s.(interface {
+		JobSummary(context.Context, string) (*store.Job, error)
+	}); ok {
+		sum, err := js.JobSummary(ctx, job1)
+		want := j.Job
+		want.ByType = nil
+		if err != nil || !reflect.DeepEqual(*sum, want) {
+			t.Errorf("JobSummary = %+v, %v; Job says %+v", sum, err, j.Job)
+		}
+		if _, err := js.JobSummary(ctx, "job_0_0"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("JobSummary of an unknown job: %v", err)
+		}
 	}
 	at := j.AttemptList[0]
 	// CPU: 800*10 + 200*8 = 9600 ms; peak of the summed RSS: 603 MiB.
