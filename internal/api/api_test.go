@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"reflect"
 	"sort"
 	"strings"
 	"testing"
@@ -427,6 +428,20 @@ func testSeries(t *testing.T, f *fixture) {
 	values(t, "job", r, "cpu_percent", 175, 9)
 	values(t, "job", r, "rss_bytes", 752<<20, 9)
 	values(t, "job", r, "attempts", 2, 9)
+	// A live chart fetches its last buckets again at the step it has: they
+	// are the full window's buckets, values and all (rates included: their
+	// first bucket looks back before from).
+	full := f.series(t, "/api/v1/jobs/"+jobWC+"/series?metrics=cpu_percent,rss_bytes,attempts&points=5&"+win)
+	tail := f.series(t, fmt.Sprintf("/api/v1/jobs/%s/series?metrics=cpu_percent,rss_bytes,attempts&step=%d&from=%d&to=%d",
+		jobWC, full.Step, from+2*full.Step+1, to))
+	if full.Step != 2000 || tail.Step != full.Step || tail.From != from+2*full.Step || !reflect.DeepEqual(tail.Times, full.Times[2:]) {
+		t.Fatalf("tail at step %d from %d: %v; full at step %d: %v", tail.Step, tail.From, tail.Times, full.Step, full.Times)
+	}
+	for i := range full.Series {
+		if got, want := fmt.Sprint(tail.Series[i].Values), fmt.Sprint(full.Series[i].Values[2:]); got != want {
+			t.Errorf("tail of %s: %s, the full window's last buckets: %s", full.Series[i].Metric, got, want)
+		}
+	}
 	// Default window: the job's life.
 	r = f.series(t, "/api/v1/jobs/"+jobWC+"/series")
 	if r.From > from || r.To < to {
@@ -598,6 +613,8 @@ func testErrors(t *testing.T, f *fixture) {
 		{"/api/v1/jobs/" + jobWC + "/series?points=0", 400, "points must be an integer from 1 to 5000"},
 		{"/api/v1/jobs/" + jobWC + "/series?points=5001", 400, "points must be an integer from 1 to 5000"},
 		{"/api/v1/jobs/" + jobWC + "/series?points=ten", 400, "points must be an integer"},
+		{"/api/v1/jobs/" + jobWC + "/series?step=999", 400, "step must be an integer from 1000 to"},
+		{fmt.Sprintf("/api/v1/jobs/%s/series?step=1000&from=%d&to=%d", jobWC, t0.UnixMilli(), t0.UnixMilli()+5_000_001), 400, "step 1000 ms makes more than 5000 buckets"},
 		{"/api/v1/jobs/" + jobWC + "/series?from=20&to=10", 400, "from must be before to"},
 		{"/api/v1/jobs/" + jobWC + "/series?from=yesterday", 400, `from: "yesterday" is not unix milliseconds, RFC 3339 or -<duration>`},
 		{"/api/v1/jobs/" + jobWC + "/series?to=-9223372036854775808", 400, "is not unix milliseconds from 1970 to 2100"},

@@ -78,8 +78,20 @@ func (a *API) seriesQuery(r *http.Request, q *store.SeriesQuery, start, end int6
 		return err
 	}
 	q.Step = Step(q.From, q.To, points)
+	if v.Get("step") != "" {
+		// A width the client asks for: that of a series it has, whose
+		// last buckets it fetches again (a live chart).
+		step, err := intParam(r, "step", 0, 1000, 1<<30)
+		if err != nil {
+			return err
+		}
+		q.Step = int64(step)
+	}
 	// Align buckets on the step so that charts of one page line up.
 	q.From -= mod(q.From, q.Step)
+	if q.Buckets() > maxPoints {
+		return bad("step %d ms makes more than %d buckets of this window", q.Step, maxPoints)
+	}
 	if m := v.Get("metrics"); m != "" {
 		q.Metrics = strings.Split(m, ",")
 	}
