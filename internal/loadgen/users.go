@@ -64,7 +64,7 @@ const (
 // update, refetches what the open page shows: the jobs list always; a
 // running job's detail and findings, then its series (a job of more than
 // 2,000 attempts at most every 10 s); a running attempt's detail, then its
-// charts. Refetches run one at a time: updates that arrive meanwhile make
+// charts. A refetched chart asks for its new buckets only (liveSeries). Refetches run one at a time: updates that arrive meanwhile make
 // it run once more right after. Leaving a page cancels its requests in
 // flight, as the UI does.
 //
@@ -336,7 +336,8 @@ func (u *user) jobPage(ctx context.Context, id string) string {
 		return ""
 	}
 	u.res.Opened++
-	series := func(ctx context.Context) {
+	js := &liveSeries{ep: "job_series", path: fmt.Sprintf("%s/series?metrics=%s", jp, uiJobSeries)}
+	series := func(ctx context.Context, live bool) {
 		from, to := unixMs(cur.Start), unixMs(cur.End)
 		if to == 0 {
 			to = unixMs(cur.LastSeen)
@@ -355,7 +356,7 @@ func (u *user) jobPage(ctx context.Context, id string) string {
 			from, to = min(from, t0), max(to, t1)
 		}
 		to = max(to, from+1000) + 1
-		u.get(ctx, "job_series", fmt.Sprintf("%s/series?from=%d&to=%d&points=%d&metrics=%s", jp, from, to+1, u.cfg.Points, uiJobSeries), nil)
+		js.fetch(ctx, u, from, to+1, u.cfg.Points, live)
 	}
 	// The findings come beside the charts; the page does not wait for them.
 	var wg sync.WaitGroup
@@ -364,7 +365,7 @@ func (u *user) jobPage(ctx context.Context, id string) string {
 		defer wg.Done()
 		u.get(pctx, "findings", jp+"/findings", nil)
 	}()
-	series(pctx)
+	series(pctx, false)
 	refresh := func(ctx context.Context) {
 		if cur.State != "running" {
 			return
@@ -384,7 +385,7 @@ func (u *user) jobPage(ctx context.Context, id string) string {
 			return
 		}
 		cur = j
-		series(ctx)
+		series(ctx, true)
 	}
 	gap := func() time.Duration {
 		if len(cur.Attempts) > uiBigJob {
@@ -413,7 +414,9 @@ func (u *user) attemptPage(ctx context.Context, job, id string) {
 		return
 	}
 	u.res.Opened++
-	charts := func(ctx context.Context) {
+	as := &liveSeries{ep: "attempt_series", path: base + "/series?metrics=" + uiAttemptSeries}
+	procs := map[string]*liveSeries{}
+	charts := func(ctx context.Context, live bool) {
 		ps := d.Processes
 		weight := func(i int) float64 {
 			return float64(ps[i].CPUMs)/float64(max(1, d.CPUMs)) + float64(ps[i].PeakRSS)/float64(max(1, d.PeakRSS))
@@ -434,22 +437,27 @@ func (u *user) attemptPage(ctx context.Context, job, id string) {
 			to = time.Now().UnixMilli()
 		}
 		to++
-		win := fmt.Sprintf("from=%d&to=%d&points=%d", from, to+1, u.cfg.Points)
 		var wg sync.WaitGroup
 		wg.Add(1 + len(idx))
 		go func() {
 			defer wg.Done()
-			u.get(ctx, "attempt_series", base+"/series?"+win+"&metrics="+uiAttemptSeries, nil)
+			as.fetch(ctx, u, from, to+1, u.cfg.Points, live)
 		}()
 		for _, i := range idx {
-			go func(key string) {
+			l := procs[ps[i].Key]
+			if l == nil {
+				l = &liveSeries{ep: "process_series", path: "/api/v1/processes/" + url.PathEscape(ps[i].Key) +
+					"/series?attempt=" + url.QueryEscape(id) + "&metrics=" + uiProcSeries}
+				procs[ps[i].Key] = l
+			}
+			go func() {
 				defer wg.Done()
-				u.get(ctx, "process_series", "/api/v1/processes/"+url.PathEscape(key)+"/series?"+win+"&metrics="+uiProcSeries, nil)
-			}(ps[i].Key)
+				l.fetch(ctx, u, from, to+1, u.cfg.Points, live)
+			}()
 		}
 		wg.Wait()
 	}
-	charts(pctx)
+	charts(pctx, false)
 	refresh := func(ctx context.Context) {
 		if d.State != "running" {
 			return
@@ -460,7 +468,45 @@ func (u *user) attemptPage(ctx context.Context, job, id string) {
 			return
 		}
 		d = nd
-		charts(ctx)
+		charts(ctx, true)
 	}
 	u.stay(pctx, u.cfg.AttemptStay, refresh, noGap)
+}
+
+// liveSeries is a chart's series that live updates extend, as web/src's
+// LiveSeries (api.ts) does it: a live fetch asks for the last bucket
+// onwards only, at the width the series has, unless the window's start or
+// the point budget changed or the window no longer fits the budget at that
+// width; then, as for a page's first fetch, the whole window.
+type liveSeries struct {
+	ep, path string // the endpoint's name in the stats (+"_tail": a live fetch); its path with the metrics
+	key      string // the window's start and the budget of the last fetch
+	from     int64  // the series' (aligned) start, its width, its last bucket
+	step     int64
+	last     int64
+	n        int // its buckets
+}
+
+func (l *liveSeries) fetch(ctx context.Context, u *user, from, to int64, points int, live bool) {
+	key := fmt.Sprintf("%d/%d", from, points)
+	var r struct {
+		Step  int64   `json:"step_ms"`
+		From  int64   `json:"from_ms"`
+		Times []int64 `json:"times"`
+	}
+	if live && l.n > 0 && key == l.key && (to-l.from+l.step-1)/l.step <= int64(points) {
+		if !u.get(ctx, l.ep+"_tail", fmt.Sprintf("%s&from=%d&to=%d&step=%d", l.path, l.last, to, l.step), &r) {
+			return
+		}
+		l.n += len(r.Times) - 1
+	} else {
+		if !u.get(ctx, l.ep, fmt.Sprintf("%s&from=%d&to=%d&points=%d", l.path, from, to, points), &r) {
+			return
+		}
+		l.n, l.from, l.step = len(r.Times), r.From, r.Step
+	}
+	if len(r.Times) > 0 {
+		l.last = r.Times[len(r.Times)-1]
+	}
+	l.key = key
 }

@@ -98,6 +98,10 @@ func TestUsers(t *testing.T) {
 			t.Errorf("no %s request", ep)
 		}
 	}
+	// Charts refetched at live updates ask for their new buckets only.
+	if got["job_series_tail"]+got["attempt_series_tail"]+got["process_series_tail"] == 0 {
+		t.Error("no chart fetched its new buckets alone")
+	}
 	if res.Opened < 6 || res.Refreshed == 0 {
 		t.Errorf("users opened %d pages and refreshed %d: want at least 6 and some", res.Opened, res.Refreshed)
 	}

@@ -186,3 +186,49 @@ export function processURL(job: string, att: string, key: string): string {
 export function hostURL(host: string): string {
   return '/hosts/' + enc(host);
 }
+
+// LiveSeries is a chart's series that live updates extend: fetch(..., true)
+// asks the server for the last bucket onwards only, at the width the series
+// has (the buckets before it are final, and a rate's first bucket looks back
+// before it: the server answers what a fetch of the whole window would), and
+// splices it in. It fetches the whole window again when the window's start
+// or the point budget changed, or when the window no longer fits the budget
+// at that width (the server then picks a wider one).
+export class LiveSeries {
+  private last: Series | null = null;
+  private key = '';
+
+  // path: the series endpoint with its metrics (and attempt), without the
+  // window.
+  constructor(private path: string) {}
+
+  async fetch(from: number, to: number, points: number, signal: AbortSignal, live: boolean): Promise<Series> {
+    const key = `${from}/${points}`;
+    const old = this.last;
+    const n = old?.times.length ?? 0;
+    const sep = this.path.includes('?') ? '&' : '?';
+    let s: Series;
+    if (live && old && n > 0 && key === this.key && Math.ceil((to - old.from_ms) / old.step_ms) <= points) {
+      const tail = await get<Series>(`${this.path}${sep}from=${old.times[n - 1]}&to=${to}&step=${old.step_ms}`, signal);
+      s = spliceSeries(old, tail);
+    } else {
+      s = await get<Series>(`${this.path}${sep}from=${from}&to=${to}&points=${points}`, signal);
+    }
+    this.last = s;
+    this.key = key;
+    return s;
+  }
+}
+
+// spliceSeries is old up to where tail starts, then tail (the same metrics,
+// at the same step).
+export function spliceSeries(old: Series, tail: Series): Series {
+  let k = old.times.findIndex((t) => t >= tail.from_ms);
+  if (k < 0) k = old.times.length;
+  return {
+    ...tail,
+    from_ms: old.from_ms,
+    times: old.times.slice(0, k).concat(tail.times),
+    series: tail.series.map((m, i) => ({ ...m, values: (old.series[i]?.values ?? []).slice(0, k).concat(m.values) })),
+  };
+}

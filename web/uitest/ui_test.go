@@ -213,6 +213,10 @@ func TestLive(t *testing.T) {
 	e.post(r.next(30))
 	tb.waitJS("job page figures change", fig+` !== `+jsString(before), 15*time.Second)
 	tb.waitJS("attempts table changes", dur+` !== `+jsString(durBefore), 15*time.Second)
+	// The job's charts fetched their new buckets only (from their last one,
+	// at their width), and drew them.
+	tb.waitJS("a live update's series request", `performance.getEntriesByType('resource').some((e) => /\/jobs\/[^/]+\/series\?.*&step=\d+/.test(e.name))`, 15*time.Second)
+	tb.waitJS("charts", chartsSettled(8), 15*time.Second)
 	if !eval[bool](tb, `window.__marker === 1`) {
 		t.Error("the job page reloaded")
 	}

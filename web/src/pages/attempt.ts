@@ -3,7 +3,7 @@
 // shows), the memory limit on the memory charts, and the events.
 import { h, clear, rawText } from '../dom';
 import * as fmt from '../fmt';
-import { get, AttemptDetail, Proc, Series, TSEvent, ms, enc, jobURL, hostURL, processURL, seriesValues } from '../api';
+import { get, AttemptDetail, LiveSeries, Proc, TSEvent, ms, enc, jobURL, hostURL, processURL, seriesValues } from '../api';
 import { Ctx, showError, isAbort } from '../nav';
 import { refresher } from '../live';
 import { Chart, Option, axisFmt, axisTip, colorOf, lineSeries, limitLine, roleColor, timeOption, Fmt, fillGaps } from '../charts';
@@ -145,7 +145,15 @@ export async function attemptPage(c: Ctx): Promise<void> {
 
   let zoom: [number, number] = [0, 100];
   let full: [number, number] | null = null;
-  const loadCharts = async (): Promise<void> => {
+  const attSeries = new LiveSeries(`${base}/series?metrics=${ATT_METRICS}`);
+  const procSeries = new Map<string, LiveSeries>();
+  const ofProc = (key: string): LiveSeries => {
+    let l = procSeries.get(key);
+    if (!l) procSeries.set(key, (l = new LiveSeries(`/api/v1/processes/${enc(key)}/series?attempt=${enc(d.attempt_id)}&metrics=${PROC_METRICS}`)));
+    return l;
+  };
+  // live: a live update, which fetches the new buckets only.
+  const loadCharts = async (live = false): Promise<void> => {
     const ps = (d.process_list ?? []).slice();
     const weight = (p: Proc) => p.cpu_ms / Math.max(1, d.cpu_ms) + p.peak_rss_bytes / Math.max(1, d.peak_rss_bytes);
     const drawn = ps.sort((a, b) => weight(b) - weight(a)).slice(0, MAX_DRAWN);
@@ -155,10 +163,9 @@ export async function attemptPage(c: Ctx): Promise<void> {
     const from = ms(d.start), to = (ms(d.end) || ms(d.last_seen) || Date.now()) + 1;
     full = [from, to];
     const q0 = Math.floor(from + ((to - from) * zoom[0]) / 100), q1 = Math.ceil(from + ((to - from) * zoom[1]) / 100) + 1;
-    const win = `from=${q0}&to=${q1}&points=${points}`;
     const [att, ...per] = await Promise.all([
-      get<Series>(`${base}/series?${win}&metrics=${ATT_METRICS}`, c.signal),
-      ...drawn.map((p) => get<Series>(`/api/v1/processes/${enc(p.key)}/series?attempt=${enc(d.attempt_id)}&${win}&metrics=${PROC_METRICS}`, c.signal)),
+      attSeries.fetch(q0, q1, points, c.signal, live),
+      ...drawn.map((p) => ofProc(p.key).fetch(q0, q1, points, c.signal, live)),
     ]);
     if (!att.times.length) {
       Object.values(charts).forEach((x) => x.empty('no samples yet'));
@@ -236,7 +243,7 @@ export async function attemptPage(c: Ctx): Promise<void> {
     renderTop();
     renderTree();
     renderEvents();
-    await loadCharts();
+    await loadCharts(true);
   }));
 }
 

@@ -2,7 +2,7 @@
 // time, distributions per task type, and the attempts table.
 import { h, clear } from '../dom';
 import * as fmt from '../fmt';
-import { get, JobDetail, Findings, Finding, Series, Attempt, ms, prepare, attemptURL, hostURL, enc } from '../api';
+import { get, JobDetail, Findings, Finding, LiveSeries, Attempt, ms, prepare, attemptURL, hostURL, enc } from '../api';
 import { Ctx, showError, isAbort, navigate } from '../nav';
 import { refresher } from '../live';
 import { VTable, Column } from '../vtable';
@@ -146,10 +146,12 @@ export async function jobPage(c: Ctx): Promise<void> {
   // zoom is the part of the window shown (0..100 %): zooming in asks the
   // server for that part only, at the same point budget, so finer buckets.
   let zoom: [number, number] = [0, 100];
-  const loadSeries = async (): Promise<void> => {
+  const series = new LiveSeries(`/api/v1/jobs/${enc(jobID)}/series?metrics=${SERIES}`);
+  // live: a live update, which fetches the new buckets only.
+  const loadSeries = async (live = false): Promise<void> => {
     const [from, to] = window();
     const q0 = Math.floor(from + ((to - from) * zoom[0]) / 100), q1 = Math.ceil(from + ((to - from) * zoom[1]) / 100) + 1;
-    const s = await get<Series>(`/api/v1/jobs/${enc(jobID)}/series?from=${q0}&to=${q1}&points=${cpu.points()}&metrics=${SERIES}`, c.signal);
+    const s = await series.fetch(q0, q1, cpu.points(), c.signal, live);
     if (!s.times.length) {
       for (const x of [cpu, mem, running, io]) x.empty('no samples yet');
       return;
@@ -189,7 +191,7 @@ export async function jobPage(c: Ctx): Promise<void> {
     renderFindings(findCard, f, jobID);
     table.setRows(curAtts);
     drawAttemptCharts();
-    await loadSeries();
+    await loadSeries(true);
   }, () => (curAtts.length > 2000 ? 10000 : 0)));
 }
 
