@@ -9,8 +9,12 @@ import (
 )
 
 // lookback is how far before a window the chunks are read, so that the
-// window's first sample has the one before it to make a rate from.
-const lookback = 10 * 60 * 1000
+// window's first sample has the one before it to make a rate from: agents
+// sample every few seconds, rollups keep a point a minute. (A series with a
+// longer gap just before the window has no rate in its first bucket.) It
+// was 10 minutes; every read of a live chart's new buckets read as much
+// again before them.
+const lookback = 2 * 60 * 1000
 
 // Series returns bucketed series, computed from the chunks of the series
 // (package store does the arithmetic, the same for every backend).
