@@ -136,7 +136,7 @@ func victoriaMetrics(b *testing.B, cfg loadgen.Config) {
 	})
 	rate := float64(res.Samples) / elapsed.Seconds()
 	b.ReportMetric(rate, "samples/s")
-	b.ReportMetric(float64((vmCPU + cpu).Nanoseconds())/float64(res.Samples), "cpu-ns/sample")
+	b.ReportMetric(float64((vmCPU+cpu).Nanoseconds())/float64(res.Samples), "cpu-ns/sample")
 	b.Logf("%d samples in %s: %.0f samples/s; CPU of VictoriaMetrics %.0f%% of 2 cores, of the sender %.0f%%; %d sends retried; %.2f B/sample on disk after shutdown",
 		res.Samples, elapsed.Round(time.Millisecond), rate, 100*vmCPU.Seconds()/elapsed.Seconds()/2,
 		100*cpu.Seconds()/elapsed.Seconds()/2, res.Retries, float64(bytes)/float64(res.Samples))
