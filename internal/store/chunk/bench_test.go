@@ -67,11 +67,18 @@ func benchWriter(b *testing.B, n int, lvl Level) {
 
 // BenchmarkWriterFresh is what ingest does to every series of a batch (5
 // samples, no zstd); BenchmarkWriterMerged what compaction does to a
-// series' 10 minutes (zstd Better).
+// series' 10 minutes, at each zstd level (compaction's is Default).
 //
 //	go test -run '^$' -bench Writer ./internal/store/chunk/
-func BenchmarkWriterFresh(b *testing.B)  { benchWriter(b, 5, None) }
-func BenchmarkWriterMerged(b *testing.B) { benchWriter(b, 600, Better) }
+func BenchmarkWriterFresh(b *testing.B) { benchWriter(b, 5, None) }
+func BenchmarkWriterMerged(b *testing.B) {
+	for _, l := range []struct {
+		name string
+		lvl  Level
+	}{{"none", None}, {"fast", Fast}, {"default", Default}, {"better", Better}} {
+		b.Run(l.name, func(b *testing.B) { benchWriter(b, 600, l.lvl) })
+	}
+}
 
 func benchDecode(b *testing.B, n int, lvl Level) {
 	times, cols, absent := processLike(n, rand.New(rand.NewPCG(1, 2)))
@@ -94,6 +101,4 @@ func benchDecode(b *testing.B, n int, lvl Level) {
 // BenchmarkDecodeFresh and BenchmarkDecodeMerged decode those chunks
 // (compaction decodes fresh ones; queries merged ones).
 func BenchmarkDecodeFresh(b *testing.B)  { benchDecode(b, 5, None) }
-func BenchmarkDecodeMerged(b *testing.B) { benchDecode(b, 600, Better) }
-
-func BenchmarkWriterMergedRaw(b *testing.B) { benchWriter(b, 600, None) }
+func BenchmarkDecodeMerged(b *testing.B) { benchDecode(b, 600, Default) }

@@ -73,10 +73,12 @@ var ErrCorrupt = errors.New("corrupt chunk")
 // Level is how hard compaction compresses.
 type Level int
 
-// Levels.
+// Levels: zstd's fastest, default, better and best (Level is not stored:
+// a chunk says only whether it is compressed).
 const (
 	None Level = iota
 	Fast
+	Default
 	Better
 	Best
 )
@@ -580,7 +582,8 @@ func encoder(l Level) *zstd.Encoder {
 	if e := encs[l]; e != nil {
 		return e
 	}
-	zl := map[Level]zstd.EncoderLevel{Fast: zstd.SpeedFastest, Better: zstd.SpeedBetterCompression, Best: zstd.SpeedBestCompression}[l]
+	zl := map[Level]zstd.EncoderLevel{Fast: zstd.SpeedFastest, Default: zstd.SpeedDefault, Better: zstd.SpeedBetterCompression,
+		Best: zstd.SpeedBestCompression}[l]
 	e, _ := zstd.NewWriter(nil, zstd.WithEncoderLevel(zl), zstd.WithEncoderConcurrency(1), zstd.WithWindowSize(1<<20),
 		zstd.WithLowerEncoderMem(true))
 	encs[l] = e

@@ -17,7 +17,7 @@ const rollupPeriod = 60_000
 
 // mergeLevel is how hard compaction compresses (docs/storage.md has the
 // figures of each level).
-const mergeLevel = chunk.Better
+const mergeLevel = chunk.Default
 
 // Maintain merges the fresh chunks once there are CompactRows of them or
 // the oldest is CompactAge old, turns raw samples past Retention into
