@@ -475,16 +475,18 @@ func (u *user) attemptPage(ctx context.Context, job, id string) {
 
 // liveSeries is a chart's series that live updates extend, as web/src's
 // LiveSeries (api.ts) does it: a live fetch asks for the last bucket
-// onwards only, at the width the series has, unless the window's start or
-// the point budget changed or the window no longer fits the budget at that
-// width; then, as for a page's first fetch, the whole window.
+// onwards only, at the width the series has, and not before that width has
+// passed since the last fetch; unless the window's start or the point
+// budget changed or the window no longer fits the budget at that width:
+// then, as for a page's first fetch, the whole window.
 type liveSeries struct {
 	ep, path string // the endpoint's name in the stats (+"_tail": a live fetch); its path with the metrics
 	key      string // the window's start and the budget of the last fetch
 	from     int64  // the series' (aligned) start, its width, its last bucket
 	step     int64
 	last     int64
-	n        int // its buckets
+	n        int       // its buckets
+	at       time.Time // when it was fetched
 }
 
 func (l *liveSeries) fetch(ctx context.Context, u *user, from, to int64, points int, live bool) {
@@ -495,6 +497,9 @@ func (l *liveSeries) fetch(ctx context.Context, u *user, from, to int64, points 
 		Times []int64 `json:"times"`
 	}
 	if live && l.n > 0 && key == l.key && (to-l.from+l.step-1)/l.step <= int64(points) {
+		if time.Since(l.at) < time.Duration(l.step)*time.Millisecond {
+			return
+		}
 		if !u.get(ctx, l.ep+"_tail", fmt.Sprintf("%s&from=%d&to=%d&step=%d", l.path, l.last, to, l.step), &r) {
 			return
 		}
@@ -508,5 +513,5 @@ func (l *liveSeries) fetch(ctx context.Context, u *user, from, to int64, points 
 	if len(r.Times) > 0 {
 		l.last = r.Times[len(r.Times)-1]
 	}
-	l.key = key
+	l.key, l.at = key, time.Now()
 }

@@ -191,12 +191,15 @@ export function hostURL(host: string): string {
 // asks the server for the last bucket onwards only, at the width the series
 // has (the buckets before it are final, and a rate's first bucket looks back
 // before it: the server answers what a fetch of the whole window would), and
-// splices it in. It fetches the whole window again when the window's start
-// or the point budget changed, or when the window no longer fits the budget
-// at that width (the server then picks a wider one).
+// splices it in; and not before a bucket's width has passed since the last
+// fetch (a chart of 15 s buckets is redrawn every 15 s, not at every
+// update). It fetches the whole window again when the window's start or the
+// point budget changed, or when the window no longer fits the budget at
+// that width (the server then picks a wider one).
 export class LiveSeries {
   private last: Series | null = null;
   private key = '';
+  private at = 0; // when last was fetched
 
   // path: the series endpoint with its metrics (and attempt), without the
   // window.
@@ -209,6 +212,7 @@ export class LiveSeries {
     const sep = this.path.includes('?') ? '&' : '?';
     let s: Series;
     if (live && old && n > 0 && key === this.key && Math.ceil((to - old.from_ms) / old.step_ms) <= points) {
+      if (Date.now() - this.at < old.step_ms) return old;
       const tail = await get<Series>(`${this.path}${sep}from=${old.times[n - 1]}&to=${to}&step=${old.step_ms}`, signal);
       s = spliceSeries(old, tail);
     } else {
@@ -216,6 +220,7 @@ export class LiveSeries {
     }
     this.last = s;
     this.key = key;
+    this.at = Date.now();
     return s;
   }
 }
