@@ -926,7 +926,7 @@ func testRestart(t *testing.T, f Factory) {
 	b1 := g.Batch([]*AttemptSpec{a}, 0, 10, false)
 	Ingest(t, s, b1)
 	s = f.Reopen(t, s)
-	defer s.Close()
+	defer func() { s.Close() }()
 	// The agent retries b1 (answer lost before the restart), then goes on.
 	if d := Ingest(t, s, b1, g.Batch([]*AttemptSpec{a}, 10, 20, false)); !d[0] || d[1] {
 		t.Fatalf("after restart dups = %v", d)
@@ -951,5 +951,20 @@ func testRestart(t *testing.T, f Factory) {
 	}
 	if !strings.HasPrefix(at.AttemptID, "attempt_") {
 		t.Error("bad id")
+	}
+	// After another restart, a commit with an attempt stored before it and
+	// a new one: the first goes on from its summary, the second starts.
+	s = f.Reopen(t, s)
+	b := mapAttempt(att2, job1, T0.Add(20*time.Second), ProcSpec{PID: 102, Role: wire.RoleTaskJVM, CPUPerS: 100, RSS: 1 << 20})
+	g2 := &Gen{Agent: "node2-j", Host: "node2"}
+	Ingest(t, s, g.Batch([]*AttemptSpec{a}, 20, 30, false), g2.Batch([]*AttemptSpec{b}, 0, 10, false))
+	for id, want := range map[string]int64{att1: 12000, att2: 1000} {
+		at, err := s.Attempt(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if at.CPUMs != want {
+			t.Errorf("%s: cpu %d after a commit with both, want %d", id, at.CPUMs, want)
+		}
 	}
 }
