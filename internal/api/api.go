@@ -189,7 +189,9 @@ func (a *API) attempt(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) findings(w http.ResponseWriter, r *http.Request) {
-	if _, err := a.st.Job(r.Context(), r.PathValue("job")); err != nil {
+	// (The analyzer reads the job itself, or keeps its findings for a few
+	// seconds: a 404 needs only its summary.)
+	if _, err := a.jobSummary(r.Context(), r.PathValue("job")); err != nil {
 		fail(w, err)
 		return
 	}
