@@ -116,6 +116,15 @@ func decodeInOrder(chunks [][]byte, cols []StoredColumn) (p *Points, ok bool, er
 	absent := make([][]bool, len(cols))
 	in := make([]bool, len(cols))
 	last := int64(math.MinInt64)
+	known := 0
+	for _, data := range chunks {
+		n, ok := chunk.Samples(data)
+		if !ok {
+			known = 0
+			break
+		}
+		known += n
+	}
 	for _, data := range chunks {
 		if err := dec.DecodeTo(data, &c); err != nil {
 			return nil, false, err
@@ -134,6 +143,12 @@ func decodeInOrder(chunks [][]byte, cols []StoredColumn) (p *Points, ok bool, er
 		}
 		last = c.Times[n-1]
 		base := len(p.Times)
+		if p.Times == nil {
+			// Room for all the samples at once where the chunks' headers
+			// say how many (compaction's fresh chunks, uncompressed): not
+			// doubling from five samples (the columns take this capacity).
+			p.Times = make([]int64, 0, max(n, known))
+		}
 		p.Times = append(p.Times, c.Times...)
 		clear(in)
 		for _, col := range c.Columns {

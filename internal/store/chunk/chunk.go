@@ -359,6 +359,20 @@ func (dc *Decoder) Decode(data []byte) (*Chunk, error) {
 	return c, nil
 }
 
+// Samples is the number of samples a chunk says it holds, read from its
+// header without decoding it; ok is false for a compressed chunk (its
+// header is compressed too) or a damaged one.
+func Samples(data []byte) (n int, ok bool) {
+	if len(data) < 2 || data[0] != version {
+		return 0, false
+	}
+	u, l := binary.Uvarint(data[1:])
+	if l <= 0 || u > MaxSamples || (u > 4096 && u > 64*uint64(len(data))) { // as DecodeTo
+		return 0, false
+	}
+	return int(u), true
+}
+
 // DecodeTo decodes data into c, reusing its slices: what c held before is
 // overwritten (a chunk decoded again and again allocates nothing once its
 // slices are large enough).

@@ -187,9 +187,14 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte{2, 0, 0})
 	f.Add([]byte{2, 3, 1, 4, 2, 8, 8, 0, 4, 6})
 	f.Fuzz(func(t *testing.T, data []byte) {
+		n, known := Samples(data)
 		c, err := Decode(data)
 		if err != nil {
 			return
+		}
+		// A header read alone says what the chunk holds.
+		if known && n != len(c.Times) || !known && data[0]&flagZstd == 0 {
+			t.Fatalf("Samples = %d, %v; the chunk holds %d", n, known, len(c.Times))
 		}
 		// What decodes re-encodes to something that decodes the same.
 		again, err := Decode(Encode(nil, c, false))
@@ -259,5 +264,28 @@ func TestDecodeToReuses(t *testing.T) {
 	}
 	if a := testing.AllocsPerRun(20, func() { dc.DecodeTo(data, &c) }); a != 0 {
 		t.Errorf("DecodeTo again: %.0f allocations", a)
+	}
+}
+
+// Samples reads the count from an uncompressed chunk's header, and does
+// not guess for a compressed or damaged one.
+func TestSamples(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, n := range []int{0, 1, 5, 600} {
+		if got, ok := Samples(Encode(nil, sample(n, r), false)); !ok || got != n {
+			t.Errorf("%d samples, uncompressed: Samples = %d, %v", n, got, ok)
+		}
+	}
+	z := Encode(nil, sample(600, r), true)
+	if z[0]&flagZstd == 0 {
+		t.Fatal("600 samples did not compress")
+	}
+	if _, ok := Samples(z); ok {
+		t.Error("Samples read a compressed header")
+	}
+	for _, bad := range [][]byte{nil, {version}, {version, 0xff}, {7, 5}, {version, 0xff, 0xff, 0x7f}} {
+		if n, ok := Samples(bad); ok {
+			t.Errorf("Samples(%v) = %d", bad, n)
+		}
 	}
 }
