@@ -55,6 +55,28 @@ func attributionCases() []attributionCase {
 			},
 		}},
 
+		// The wrapper's bash execs the JVM between the tracker's read of its
+		// command line and its first read of its stat: the stat (name and
+		// stack) is already the JVM's, the command line it was classified
+		// by the wrapper's. No exec shows later; the name gives it away.
+		{name: "exec-between-first-reads", steps: []func(f *fixture){
+			func(f *fixture) {
+				fxYARNNode(f)
+				work, logs := yarnPaths(c2)
+				env := []string{"CONTAINER_ID=" + c2, "USER=alice", "LOG_DIRS=" + logs}
+				f.add(fproc{pid: 2001, ppid: fxNMPID, sid: fxNMPID, argv: []string{"bash", work + "/default_container_executor.sh"}, env: env})
+				f.add(fproc{pid: 2002, ppid: 2001, sid: 2002, argv: []string{"/bin/bash", "-c", shellJoin(yarnChild(c2, m0)) + " 1>" + logs + "/stdout"},
+					comm: "java", env: env})
+			},
+			func(f *fixture) {
+				f.set(2002, func(p *fproc) { p.argv, p.cmdline = yarnChild(c2, m0), nil })
+			},
+		}, check: func(t *testing.T, r *fixtureRun) {
+			if _, p, ok := viewOf(r.tr, 2002); !ok || p.Role != wire.RoleTaskJVM {
+				t.Errorf("the JVM that exec'd before its first stat: %+v (tracked %v), want role %s", p, ok, wire.RoleTaskJVM)
+			}
+		}},
+
 		// Without a readable launch script the container runs no attempt
 		// until its JVM tells which: then it switches.
 		{name: "yarn-container-no-script", steps: []func(f *fixture){

@@ -2,6 +2,7 @@ package tracker
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/taskscope/taskscope/internal/collect"
 	"github.com/taskscope/taskscope/internal/hadoop"
@@ -93,8 +94,16 @@ func (t *Tracker) sampleProc(p *proc) {
 		tr.startStack = t.stat.StartStack
 		if tr.startStack != 0 {
 			// Its execs will show in startstack: no need to read its
-			// command line again and again in case it exec'd.
+			// command line again and again in case it exec'd. Unless it
+			// exec'd between the read of its command line and this first
+			// read of its stat (a wrapper's bash that became the JVM, a
+			// jspawnhelper that became a Streaming mapper): startstack is
+			// already the new one, and only its name, no longer that of
+			// its command line's program, tells. Then look once more.
 			tr.recheckAt = 0
+			if tr.comm != commOf(tr.cmdline) {
+				tr.recheckAt = t.cycle + 1
+			}
 		}
 	} else if string(t.stat.Comm) != tr.comm || t.stat.StartStack != tr.startStack || (tr.recheckAt != 0 && t.cycle >= tr.recheckAt) {
 		t.recheck(p)
@@ -233,6 +242,12 @@ func (t *Tracker) recheck(p *proc) {
 	}
 	argv, cmdline, ok := t.readCmdline(p.pid)
 	if !ok || cmdline == tr.cmdline {
+		if ok && tr.startStack != 0 {
+			// Its command line is that of its stat: execs from now on
+			// show in startstack (a script run by its #! line, whose name
+			// is the script's, is looked at once, not at every tick).
+			tr.recheckAt = 0
+		}
 		return
 	}
 	// The read above reused t.buf's sibling; t.stat still holds this process.
@@ -252,6 +267,17 @@ func (t *Tracker) recheck(p *proc) {
 		tr.recheckAt = 0
 	}
 	t.sink.Process(t.wireProcess(p))
+}
+
+// commOf is the name the kernel gives a process running cmdline: its
+// program's base name, cut to 15 bytes (TASK_COMM_LEN).
+func commOf(cmdline string) string {
+	prog, _, _ := strings.Cut(cmdline, " ")
+	prog = prog[strings.LastIndexByte(prog, '/')+1:]
+	if len(prog) > 15 {
+		prog = prog[:15]
+	}
+	return prog
 }
 
 // cpuAcct is the CPU charged to a process so far: its own, that of the
