@@ -237,6 +237,7 @@ type procView struct {
 	cmdGen     uint64
 	cmd        cmdline
 	role, mrol string
+	mrolGen    uint64 // the commit of the membership row that gave mrol
 	uid        uint32
 }
 
@@ -285,7 +286,7 @@ func (v *procView) add(gen uint64, member sql.NullBool, host sql.NullString, pid
 			p.CPUBaseMs = min(p.CPUBaseMs, base.Int64)
 		}
 		if v.mrol == "" && mrole.Valid {
-			v.mrol = mrole.String
+			v.mrol, v.mrolGen = mrole.String, gen
 		}
 	}
 }
@@ -470,8 +471,12 @@ func (s *Store) processesOf(ctx context.Context, views map[uint64]*procView, ord
 		if v.openEnded {
 			p.To = 0
 		}
+		// The role it had in the attempt when it joined, unless the agent
+		// described it again since: one seen between fork and exec (a
+		// wrapper's child, a jspawnhelper) joined as "child" and became the
+		// task JVM or a Streaming process when it exec'd.
 		p.Role = v.mrol
-		if p.Role == "" {
+		if p.Role == "" || (v.gen > v.mrolGen && v.role != "") {
 			p.Role = v.role
 		}
 		c, _, err := v.cmd.decode(ctx, s.handle(), s.tmpls)

@@ -45,6 +45,7 @@ func Run(t *testing.T, f Factory) {
 		{"ProcessSeriesInAttempt", testProcessSeriesInAttempt},
 		{"ExtraMetrics", testExtraMetrics},
 		{"JVMReuseMemberships", testJVMReuse},
+		{"RoleAfterExec", testRoleAfterExec},
 		{"JobSeriesSumsAttempts", testJobSeries},
 		{"EventsAndHosts", testEventsAndHosts},
 		{"HostileText", testHostileText},
@@ -751,6 +752,28 @@ func testJVMReuse(t *testing.T, f Factory) {
 	j, _ := s.Job(ctx, job1)
 	if j.Attempts != 2 || j.Running != 1 {
 		t.Errorf("job attempts %d running %d", j.Attempts, j.Running)
+	}
+}
+
+// testRoleAfterExec: a process the agent saw between fork and exec joins
+// its attempt as a child; described again once it exec'd (the task JVM, in
+// a later commit), the attempt lists it with its new role.
+func testRoleAfterExec(t *testing.T, f Factory) {
+	s := open(t, f)
+	g := &Gen{Agent: "node1-x", Host: "node1"}
+	spec := ProcSpec{PID: 101, Role: wire.RoleChild, Cmdline: "/bin/bash -c java YarnChild", CPUPerS: 500, RSS: 1 << 20}
+	a := mapAttempt(att1, job1, T0, spec)
+	Ingest(t, s, g.Batch([]*AttemptSpec{a}, 0, 5, false))
+	b := g.Batch([]*AttemptSpec{a}, 5, 10, false)
+	b.Processes = append(b.Processes, wire.Process{Key: g.Key(a, spec), PID: 101, PPID: 1, StartMs: T0.UnixMilli(),
+		Cmdline: "java org.apache.hadoop.mapred.YarnChild", Comm: "java", Role: wire.RoleTaskJVM, User: a.User})
+	Ingest(t, s, b)
+	d, err := s.Attempt(context.Background(), att1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.ProcessList) != 1 || d.ProcessList[0].Role != wire.RoleTaskJVM || !strings.Contains(d.ProcessList[0].Cmdline, "YarnChild") {
+		t.Errorf("after the exec: %+v, want one process, role %s", d.ProcessList, wire.RoleTaskJVM)
 	}
 }
 
