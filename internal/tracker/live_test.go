@@ -244,7 +244,11 @@ func (l *live) checkSched() {
 		run := v[tr.idx.run] / 1e6
 		cpu := v[tr.idx.cpuUser] + v[tr.idx.cpuSys]
 		l.jvmSamples++
-		if d := run - cpu; d < -20 || d > 20+cpu/20 {
+		// The thread group's runtime is asked after stat is read: the JVM's
+		// threads run meanwhile (109 ms beside 1,010 of CPU was seen under
+		// -race with other packages' tests on both cores). The leader
+		// thread's alone would fall far below.
+		if d := run - cpu; d < -20 || d > 20+cpu/4 {
 			l.wrongSched = append(l.wrongSched, fmt.Sprintf("pid %d (%s): scheduler runtime %d ms, CPU %d ms", p.pid, p.t.comm, run, cpu))
 		}
 	}
