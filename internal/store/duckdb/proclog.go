@@ -348,14 +348,10 @@ func (s *Store) attemptsProcesses(ctx context.Context, ids []string) (map[string
 	if len(ids) == 0 {
 		return out, nil
 	}
-	args := make([]any, len(ids))
-	for i, id := range ids {
-		args[i] = id
-	}
 	// The last summary write read with the ranges, as attemptRange does.
 	rows, err := s.handle().QueryContext(ctx, `SELECT attempt_id, coalesce(gen_first, 0), coalesce(gen_last, 0),
 		(SELECT value FROM meta WHERE key = 'flushed_gen') FROM attempts WHERE attempt_id IN (`+placeholders(len(ids))+`)`,
-		args...)
+		idArgs(ids)...)
 	if err != nil {
 		return nil, err
 	}
@@ -497,20 +493,7 @@ func (s *Store) processesOf(ctx context.Context, views map[uint64]*procView, ord
 
 // attemptProcKeys lists the keys of the attempt's member processes.
 func (s *Store) attemptProcKeys(ctx context.Context, r attemptRange) ([]any, error) {
-	rows, err := s.handle().QueryContext(ctx, `SELECT DISTINCT proc_key FROM (`+r.where(" AND member")+`)`, r.args()...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var keys []any
-	for rows.Next() {
-		var k int64
-		if err := rows.Scan(&k); err != nil {
-			return nil, err
-		}
-		keys = append(keys, k)
-	}
-	return keys, rows.Err()
+	return column[int64](ctx, s.handle(), `SELECT DISTINCT proc_key FROM (`+r.where(" AND member")+`)`, r.args()...)
 }
 
 // describeMembers gives a process's description to the row of an attempt

@@ -284,24 +284,12 @@ type querier interface {
 
 // existing returns those of ids that the attempts table holds.
 func existing(ctx context.Context, db querier, ids []string) ([]any, error) {
-	args := make([]any, len(ids))
-	for i, id := range ids {
-		args[i] = id
-	}
-	rows, err := db.QueryContext(ctx, `SELECT attempt_id FROM attempts WHERE attempt_id IN (`+placeholders(len(ids))+`)`, args...)
+	out, err := column[string](ctx, db, `SELECT attempt_id FROM attempts WHERE attempt_id IN (`+placeholders(len(ids))+`)`,
+		idArgs(ids)...)
 	if err != nil {
 		return nil, fmt.Errorf("cannot load attempts: %w", err)
 	}
-	defer rows.Close()
-	var out []any
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		out = append(out, id)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // newAttempts puts in the cache a new state for each of ids not found.
@@ -415,15 +403,11 @@ func (s *Store) loadJobs(ctx context.Context, db querier, ids []string) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	args := make([]any, len(ids))
-	for i, id := range ids {
-		args[i] = id
-	}
 	rows, err := db.QueryContext(ctx, `SELECT job_id, coalesce(app_id, ''), coalesce(framework, ''), coalesce(name, ''),
 		coalesce(user_name, ''), coalesce(queue, ''), coalesce(first_ms, 0), coalesce(last_ms, 0), coalesce(attempts, 0),
 		coalesce(running, 0), coalesce(cpu_ms, 0), coalesce(peak_rss, 0), coalesce(mem_gb_hours, 0),
 		coalesce(used_gb_hours, 0), coalesce(by_type, ''), coalesce(gen_lo, 0), coalesce(gen_hi, 0)
-		FROM jobs WHERE job_id IN (`+placeholders(len(ids))+`)`, args...)
+		FROM jobs WHERE job_id IN (`+placeholders(len(ids))+`)`, idArgs(ids)...)
 	if err != nil {
 		return fmt.Errorf("cannot load jobs: %w", err)
 	}
@@ -502,4 +486,32 @@ func parseByType(s string) map[string]int {
 
 func placeholders(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
+}
+
+// idArgs is ids as query arguments (for placeholders(len(ids))).
+func idArgs(ids []string) []any {
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	return args
+}
+
+// column runs a query of one column and returns its values, of type T, as
+// query arguments.
+func column[T any](ctx context.Context, db querier, q string, args ...any) ([]any, error) {
+	rows, err := db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []any
+	for rows.Next() {
+		var v T
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
 }
