@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -50,12 +49,7 @@ func victoriaMetrics(b *testing.B, cfg loadgen.Config) {
 	}
 	b.Logf("prepared %d remote write bodies, %.1f MB", vm.Batches, float64(vm.Bytes)/1e6)
 	dir := b.TempDir()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := freeAddr(b)
 	cmd := exec.Command(bin, "-storageDataPath="+dir, "-httpListenAddr="+addr, "-retentionPeriod=100y",
 		"-loggerLevel=ERROR", "-maxInsertRequestSize=256MB")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
@@ -72,18 +66,7 @@ func victoriaMetrics(b *testing.B, cfg loadgen.Config) {
 	}
 	defer stop()
 	base := "http://" + addr
-	for i := 0; ; i++ {
-		if resp, err := http.Get(base + "/health"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		if i == 100 {
-			b.Fatal("VictoriaMetrics did not start")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitUntil(b, "VictoriaMetrics to start", 10*time.Second, func() bool { return get(base+"/health", nil) == nil })
 	cfg.URL, cfg.Endpoint = base, loadgen.RemoteWrite
 	cfg.Client = &http.Client{Timeout: 5 * time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
 	vmCPU0, cpu0 := processCPU(b, cmd.Process.Pid), cpuTime()

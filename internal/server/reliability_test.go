@@ -94,7 +94,7 @@ func (w syncWriter) Write(p []byte) (int, error) {
 	return w.b.Write(p)
 }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -358,7 +358,7 @@ func (s *shippers) enqueue(t *testing.T, exp *expected, g *loadgen.Generator) {
 	}
 }
 
-func waitUntil(t *testing.T, what string, d time.Duration, cond func() bool) {
+func waitUntil(t testing.TB, what string, d time.Duration, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {
