@@ -64,9 +64,10 @@ const (
 // update, refetches what the open page shows: the jobs list always; a
 // running job's detail and findings, then its series (a job of more than
 // 2,000 attempts at most every 10 s); a running attempt's detail, then its
-// charts. A refetched chart asks for its new buckets only (liveSeries). Refetches run one at a time: updates that arrive meanwhile make
-// it run once more right after. Leaving a page cancels its requests in
-// flight, as the UI does.
+// charts. A refetched chart asks for its new buckets only (liveSeries).
+// Refetches run one at a time: updates that arrive meanwhile make it run
+// once more right after. Leaving a page cancels its requests in flight, as
+// the UI does.
 //
 // It returns how many pages the users opened and refetched.
 func Users(ctx context.Context, cfg UsersConfig, stats *QueryStats) UsersResult {
@@ -482,10 +483,9 @@ func (u *user) attemptPage(ctx context.Context, job, id string) {
 type liveSeries struct {
 	ep, path string // the endpoint's name in the stats (+"_tail": a live fetch); its path with the metrics
 	key      string // the window's start and the budget of the last fetch
-	from     int64  // the series' (aligned) start, its width, its last bucket
+	from     int64  // the series' (aligned) start, its width, its last bucket (0: none)
 	step     int64
 	last     int64
-	n        int       // its buckets
 	at       time.Time // when it was fetched
 }
 
@@ -496,19 +496,18 @@ func (l *liveSeries) fetch(ctx context.Context, u *user, from, to int64, points 
 		From  int64   `json:"from_ms"`
 		Times []int64 `json:"times"`
 	}
-	if live && l.n > 0 && key == l.key && (to-l.from+l.step-1)/l.step <= int64(points) {
+	if live && l.last != 0 && key == l.key && (to-l.from+l.step-1)/l.step <= int64(points) {
 		if time.Since(l.at) < time.Duration(l.step)*time.Millisecond {
 			return
 		}
 		if !u.get(ctx, l.ep+"_tail", fmt.Sprintf("%s&from=%d&to=%d&step=%d", l.path, l.last, to, l.step), &r) {
 			return
 		}
-		l.n += len(r.Times) - 1
 	} else {
 		if !u.get(ctx, l.ep, fmt.Sprintf("%s&from=%d&to=%d&points=%d", l.path, from, to, points), &r) {
 			return
 		}
-		l.n, l.from, l.step = len(r.Times), r.From, r.Step
+		l.from, l.step, l.last = r.From, r.Step, 0
 	}
 	if len(r.Times) > 0 {
 		l.last = r.Times[len(r.Times)-1]
