@@ -367,10 +367,18 @@ func Samples(data []byte) (n int, ok bool) {
 		return 0, false
 	}
 	u, l := binary.Uvarint(data[1:])
-	if l <= 0 || u > MaxSamples || (u > 4096 && u > 64*uint64(len(data))) { // as DecodeTo
+	if l <= 0 || u > MaxSamples || claimsTooMany(u, len(data)-1) {
 		return 0, false
 	}
 	return int(u), true
+}
+
+// claimsTooMany reports whether a body of size bytes cannot hold n samples.
+// A column whose values change steadily takes a few bytes whatever its
+// length: this bound only keeps damaged data from claiming samples by the
+// million in a few bytes (what is decoded is (columns+1) × n × 8 bytes).
+func claimsTooMany(n uint64, size int) bool {
+	return n > 4096 && n > 64*uint64(size)
 }
 
 // DecodeTo decodes data into c, reusing its slices: what c held before is
@@ -398,10 +406,7 @@ func (dc *Decoder) DecodeTo(data []byte, c *Chunk) error {
 	if r.err != nil || n > MaxSamples || ncols > MaxColumns {
 		return fmt.Errorf("%w: header (n %d, columns %d)", ErrCorrupt, n, ncols)
 	}
-	// A column whose values change steadily takes a few bytes whatever its
-	// length: this bound only keeps damaged data from claiming samples by
-	// the million in a few bytes (what is decoded is (columns+1) × n × 8 bytes).
-	if n > 4096 && n > 64*uint64(len(body)) {
+	if claimsTooMany(n, len(body)) {
 		return fmt.Errorf("%w: %d samples in %d bytes", ErrCorrupt, n, len(body))
 	}
 	c.Times = resize(c.Times, int(n))
