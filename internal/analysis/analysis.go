@@ -120,6 +120,7 @@ type cachedReport struct {
 	at   time.Time
 	r    *Report
 	err  error
+	kept kept // what r read of ended attempts, for the next report
 }
 
 // A job's findings are computed at most every findingsTTL for the API
@@ -181,11 +182,15 @@ func (a *Analyzer) Findings(ctx context.Context, jobID string) (any, error) {
 		}
 	}
 	if c == nil {
+		var prev kept
+		if old := a.reports[jobID]; old != nil {
+			prev = old.kept // done: a report being made is waited for above
+		}
 		c = &cachedReport{done: make(chan struct{})}
 		a.evictLocked()
 		a.reports[jobID] = c
 		a.mu.Unlock()
-		c.r, c.err = a.Report(ctx, jobID)
+		c.r, c.kept, c.err = a.report(ctx, jobID, prev)
 		c.at = a.now()
 		close(c.done)
 		if c.err != nil {
@@ -230,12 +235,21 @@ func (a *Analyzer) evictLocked() {
 
 // Report analyses one job.
 func (a *Analyzer) Report(ctx context.Context, jobID string) (*Report, error) {
+	r, _, err := a.report(ctx, jobID, nil)
+	return r, err
+}
+
+// report analyses one job, taking again what prev (an earlier report's)
+// read of the attempts that have not changed since; it returns what it read
+// of the ended attempts, for the next.
+func (a *Analyzer) report(ctx context.Context, jobID string, prev kept) (*Report, kept, error) {
 	d, err := a.st.Job(ctx, jobID)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	j := &Job{JobDetail: d, st: a.st, ctx: ctx, reads: reads{series: map[string]*store.SeriesResult{},
-		procs: map[string][]store.Process{}, heapMax: map[string]int64{}}}
+		owner: map[string]string{}, procs: map[string][]store.Process{}, heapMax: map[string]int64{}}}
+	j.reads.reuse(prev, d.AttemptList)
 	j.readAhead()
 	r := &Report{JobID: jobID, State: d.State, Evaluated: store.Time(a.now().UnixMilli()), Findings: []Finding{}}
 	for _, h := range heuristics {
@@ -254,7 +268,7 @@ func (a *Analyzer) Report(ctx context.Context, jobID string) (*Report, error) {
 		}
 	}
 	sort.SliceStable(r.Findings, func(x, y int) bool { return r.Findings[x].Severity > r.Findings[y].Severity })
-	return r, nil
+	return r, j.kept(), nil
 }
 
 // byType groups the job's task attempts by type, leaving out ApplicationMasters.

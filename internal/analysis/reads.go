@@ -18,6 +18,7 @@ import (
 // reads are a report's reads, done and to do.
 type reads struct {
 	series  map[string]*store.SeriesResult // by seriesID; nil: failed or not found
+	owner   map[string]string              // the attempt each series read is of, by seriesID
 	procs   map[string][]store.Process     // by attempt; read (possibly empty) when present
 	heapMax map[string]int64               // by attempt
 }
@@ -47,6 +48,11 @@ func (j *Job) readSeries(qs []store.SeriesQuery) {
 	todo := unread(qs, seriesID, j.reads.series)
 	if len(todo) == 0 {
 		return
+	}
+	for _, q := range todo {
+		if q.AttemptID != "" {
+			j.reads.owner[seriesID(q)] = q.AttemptID
+		}
 	}
 	if b, ok := j.st.(store.SeriesBatcher); ok && len(todo) > 1 {
 		if rs, err := b.SeriesMany(j.ctx, todo); err == nil && len(rs) == len(todo) {
@@ -139,7 +145,10 @@ func (j *Job) readAhead() {
 	j.readProcesses(procs)
 	for _, id := range procs {
 		if a, ok := j.attempt(id); ok && a.XmxBytes <= 0 {
-			series = append(series, j.heapMaxQueries(a)...)
+			for _, q := range j.heapMaxQueries(a) {
+				j.reads.owner[seriesID(q)] = id
+				series = append(series, q)
+			}
 		}
 	}
 	j.readSeries(series)
@@ -158,4 +167,72 @@ func (j *Job) attempt(id string) (store.Attempt, bool) {
 		return store.Attempt{}, false
 	}
 	return j.AttemptList[i], true
+}
+
+// kept is what a report read of the attempts that had ended, by attempt: a
+// later report of the job takes it again for each attempt whose summary is
+// still the same (no data came for it since), and reads only the rest. A
+// running job's findings are made again every few seconds; most of what
+// they read is of its ended attempts.
+type kept map[string]*attemptReads
+
+// attemptReads is what a report read of one ended attempt.
+type attemptReads struct {
+	summary  store.Attempt // as it was then
+	procs    []store.Process
+	hasProcs bool
+	series   map[string]*store.SeriesResult // by seriesID
+}
+
+// reuse takes into r what prev read of the attempts of atts that ended and
+// whose summaries are unchanged.
+func (r *reads) reuse(prev kept, atts []store.Attempt) {
+	for _, a := range atts {
+		k := prev[a.AttemptID]
+		if k == nil || k.summary != a {
+			continue
+		}
+		if k.hasProcs {
+			r.procs[a.AttemptID] = k.procs
+		}
+		for id, s := range k.series {
+			r.series[id] = s
+			r.owner[id] = a.AttemptID
+		}
+	}
+}
+
+// kept returns what the report read of the job's ended attempts. Failed
+// reads are not kept: they are tried again.
+func (j *Job) kept() kept {
+	out := kept{}
+	entry := func(id string) *attemptReads {
+		if k := out[id]; k != nil {
+			return k
+		}
+		a, ok := j.attempt(id)
+		if !ok || a.End <= 0 {
+			return nil
+		}
+		k := &attemptReads{summary: a}
+		out[id] = k
+		return k
+	}
+	for id, ps := range j.reads.procs {
+		if k := entry(id); k != nil {
+			k.procs, k.hasProcs = ps, true
+		}
+	}
+	for id, s := range j.reads.series {
+		if s == nil {
+			continue
+		}
+		if k := entry(j.reads.owner[id]); k != nil {
+			if k.series == nil {
+				k.series = map[string]*store.SeriesResult{}
+			}
+			k.series[id] = s
+		}
+	}
+	return out
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"sort"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -72,5 +73,138 @@ func TestReadAheadSameFindings(t *testing.T) {
 		if found[h] == 0 {
 			t.Errorf("no %s finding: the comparison does not cover what it reads", h)
 		}
+	}
+}
+
+// counting is a store that counts the series and process lists read.
+type counting struct {
+	*duckdb.Store
+	series, procs atomic.Int64
+}
+
+func (c *counting) Series(ctx context.Context, q store.SeriesQuery) (*store.SeriesResult, error) {
+	c.series.Add(1)
+	return c.Store.Series(ctx, q)
+}
+
+func (c *counting) SeriesMany(ctx context.Context, qs []store.SeriesQuery) ([]*store.SeriesResult, error) {
+	c.series.Add(int64(len(qs)))
+	return c.Store.SeriesMany(ctx, qs)
+}
+
+func (c *counting) AttemptProcesses(ctx context.Context, ids []string) (map[string][]store.Process, error) {
+	c.procs.Add(int64(len(ids)))
+	return c.Store.AttemptProcesses(ctx, ids)
+}
+
+func (c *counting) reads() int64 { return c.series.Load() + c.procs.Load() }
+
+// canonical is a report's JSON, its findings in one order and its time left out.
+func canonical(r *analysis.Report) string {
+	c := *r
+	c.Evaluated = 0
+	c.Findings = append([]analysis.Finding(nil), r.Findings...)
+	sort.SliceStable(c.Findings, func(x, y int) bool {
+		fx, fy := c.Findings[x], c.Findings[y]
+		return fx.Heuristic+fx.TaskType+fx.Message < fy.Heuristic+fy.TaskType+fy.Message
+	})
+	b, _ := json.Marshal(c)
+	return string(b)
+}
+
+// A job's findings made again take what the last ones read of its ended
+// attempts, as long as their summaries are unchanged, and are what a report
+// made from scratch finds, before and after more data arrive.
+func TestFindingsReuseReads(t *testing.T) {
+	start := time.Now().Add(-25 * time.Minute)
+	var clock atomic.Int64 // the store's: the data's last second, so that running jobs run
+	st, err := duckdb.Open(duckdb.Options{Dir: t.TempDir(), Now: func() time.Time { return time.UnixMilli(clock.Load()) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	g := loadgen.NewGenerator(loadgen.Config{Nodes: 8, Slots: 8, BatchTicks: 5, Seed: 5, Start: start})
+	clock.Store(storetest.Fill(t, st, g, start, 20*60).UnixMilli())
+	page, err := st.Jobs(ctx, store.JobFilter{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &counting{Store: st}
+	a := analysis.New(c)
+	now := time.Now()
+	a.SetClock(func() time.Time { return now })
+	findings := func(id string) (*analysis.Report, int64) {
+		t.Helper()
+		n := c.reads()
+		r, err := a.Findings(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.(*analysis.Report), c.reads() - n
+	}
+	check := func(id string, r *analysis.Report) {
+		t.Helper()
+		want, err := analysis.New(st).Report(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := canonical(r), canonical(want); got != want {
+			t.Errorf("%s: made again %s\n from scratch %s", id, got, want)
+		}
+	}
+	first := map[string]int64{}
+	for _, j := range page.Jobs {
+		_, first[j.JobID] = findings(j.JobID)
+	}
+	now = now.Add(time.Minute) // past the findings' TTL
+	var before, again, finished, running int64
+	for _, j := range page.Jobs {
+		r, n := findings(j.JobID)
+		check(j.JobID, r)
+		before, again = before+first[j.JobID], again+n
+		if j.State == "running" {
+			running++
+		}
+		if j.State != "running" && first[j.JobID] > 0 {
+			finished++
+			if n != 0 {
+				t.Errorf("%s (%s): made again, its findings read %d series and process lists, first %d", j.JobID, j.State, n, first[j.JobID])
+			}
+		}
+	}
+	t.Logf("%d jobs (%d running, %d finished with reads): %d reads, %d made again", len(page.Jobs), running, finished,
+		before, again)
+	if running == 0 || finished == 0 || again >= before {
+		t.Fatalf("findings made again read %d series and process lists, first %d", again, before)
+	}
+	// Late data for an ended attempt of a finished job: its summary
+	// changes, and what was read of it is read again.
+	var late string
+	for _, j := range page.Jobs {
+		if j.State != "running" && first[j.JobID] > 0 {
+			late = j.JobID
+			break
+		}
+	}
+	d, err := st.Job(ctx, late)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := d.AttemptList[0]
+	ingest(t, st, att{x.AttemptID, late, x.Type, x.Host, time.UnixMilli(int64(x.End)), 3, 900, 0, 64 << 30, 0, 0})
+	now = now.Add(time.Minute)
+	if r, n := findings(late); n == 0 {
+		t.Errorf("%s: late data for %s, and its findings read nothing again", late, x.AttemptID)
+	} else {
+		check(late, r)
+	}
+	// More data: running attempts change and end; the findings made again
+	// are still those made from scratch.
+	clock.Store(storetest.Fill(t, st, g, start, 25*60).UnixMilli())
+	now = now.Add(time.Minute)
+	for _, j := range page.Jobs {
+		r, _ := findings(j.JobID)
+		check(j.JobID, r)
 	}
 }
