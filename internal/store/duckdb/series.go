@@ -14,7 +14,23 @@ import (
 // longer gap just before the window has no rate in its first bucket.) It
 // was 10 minutes; every read of a live chart's new buckets read as much
 // again before them.
-const lookback = 2 * 60 * 1000
+//
+// A read first goes back shortLookback only: the fresh chunks have no
+// index but their time, so each read scans every series' chunks of the
+// time it covers, and a live chart's new buckets are a few seconds. A
+// series found with no sample before the window, though it began before
+// shortLookback did, is read again from lookback (needsLookback).
+const (
+	lookback      = 2 * 60 * 1000
+	shortLookback = 15 * 1000
+)
+
+// needsLookback reports whether a series read from shortLookback before
+// from needs reading from lookback: it has samples, none before from, and
+// began before the short read did (began: 0 if not known).
+func needsLookback(p *store.Points, from, began int64) bool {
+	return len(p.Times) > 0 && p.Times[0] >= from && (began <= 0 || began < from-shortLookback)
+}
 
 // Series returns bucketed series, computed from the chunks of the series
 // (package store does the arithmetic, the same for every backend).
@@ -33,7 +49,7 @@ func (s *Store) Series(ctx context.Context, q store.SeriesQuery) (*store.SeriesR
 		if err != nil {
 			return nil, err
 		}
-		p, chunkStart, err := s.processPoints(ctx, uint64(q.Process), q.From-lookback, q.To)
+		p, chunkStart, err := s.processPoints(ctx, uint64(q.Process), q.From, q.To)
 		if err != nil {
 			return nil, err
 		}
@@ -69,7 +85,7 @@ func (s *Store) Series(ctx context.Context, q store.SeriesQuery) (*store.SeriesR
 		if err != nil {
 			return nil, err
 		}
-		p, err := s.points(ctx, kindAttempt, store.AttemptKey(q.AttemptID), q.From-lookback, q.To)
+		p, err := s.windowPoints(ctx, kindAttempt, store.AttemptKey(q.AttemptID), q.From, q.To, start)
 		if err != nil {
 			return nil, err
 		}
@@ -126,6 +142,15 @@ func (s *Store) processStart(ctx context.Context, q *store.SeriesQuery) (int64, 
 // processPoints is points of a process, with the process's start that its
 // chunks keep (0: not known).
 func (s *Store) processPoints(ctx context.Context, key uint64, from, to int64) (*store.Points, int64, error) {
+	p, start, err := s.processPointsSince(ctx, key, from-shortLookback, to)
+	if err != nil || !needsLookback(p, from, start) {
+		return p, start, err
+	}
+	return s.processPointsSince(ctx, key, from-lookback, to)
+}
+
+// processPointsSince is processPoints from since, without lookback.
+func (s *Store) processPointsSince(ctx context.Context, key uint64, from, to int64) (*store.Points, int64, error) {
 	rows, err := s.handle().QueryContext(ctx, `SELECT level, data, job_key FROM series_all WHERE key = ? AND kind = ?
 		AND t_max >= ? AND t_min < ? ORDER BY t_min`, keyValue(key), kindProcess, from, to)
 	if err != nil {
@@ -163,6 +188,16 @@ func schemaOf(kind int) []store.StoredColumn {
 		return store.AttemptColumns
 	}
 	return store.ExtColumns
+}
+
+// windowPoints is points of a window [from, to) with its lookback (began:
+// the series' start, 0 if not known).
+func (s *Store) windowPoints(ctx context.Context, kind int, key uint64, from, to, began int64) (*store.Points, error) {
+	p, err := s.points(ctx, kind, key, from-shortLookback, to)
+	if err != nil || !needsLookback(p, from, began) {
+		return p, err
+	}
+	return s.points(ctx, kind, key, from-lookback, to)
 }
 
 // points reads and merges the chunks of one series overlapping [from, to):
@@ -268,30 +303,33 @@ func (s *Store) jobSeries(ctx context.Context, q *store.SeriesQuery, metrics []s
 }
 
 // jobChunks adds to acc every series of this kind and job key in q's
-// window, each with its start from starts.
+// window, each with its start from starts. The chunks are read from
+// shortLookback before the window, and from lookback for the series that
+// need it (needsLookback).
 func (s *Store) jobChunks(ctx context.Context, q *store.SeriesQuery, kind int, jobKey uint64, starts map[int64]int64,
 	acc *store.JobAccumulator) error {
-	// Not ORDER BY key, t_min: DuckDB's sort would carry every chunk's
-	// bytes along; the rows are grouped by series here, and pointsIn puts
-	// each series' few chunks in time order.
-	from := q.From - lookback
-	rows, err := s.handle().QueryContext(ctx, `SELECT key, t_min, t_max, level, data FROM series_all
-		WHERE kind = ? AND job_key = ? AND t_max >= ? AND t_min < ?`, kind, keyValue(jobKey), from, q.To)
-	if err != nil {
-		return fmt.Errorf("cannot read job series: %w", err)
-	}
-	defer rows.Close()
 	byKey := map[int64][]chunkRow{}
-	for rows.Next() {
-		var k int64
-		var c chunkRow
-		if err := rows.Scan(&k, &c.tMin, &c.tMax, &c.level, &c.data); err != nil {
+	short := q.From - shortLookback
+	if err := s.readJobChunks(ctx, kind, jobKey, short, q.To, byKey, nil); err != nil {
+		return err
+	}
+	// A series needs more when none of its chunks began before the window
+	// and it began before short.
+	more := map[int64]bool{}
+	for k, cs := range byKey {
+		before := false
+		for _, c := range cs {
+			before = before || c.tMin < q.From
+		}
+		if !before && starts[k] < short {
+			more[k] = true
+		}
+	}
+	if len(more) > 0 {
+		// The chunks that ended before short: those not read yet.
+		if err := s.readJobChunks(ctx, kind, jobKey, q.From-lookback, short, byKey, more); err != nil {
 			return err
 		}
-		byKey[k] = append(byKey[k], c)
-	}
-	if err := rows.Err(); err != nil {
-		return err
 	}
 	keys := make([]int64, 0, len(byKey))
 	for k := range byKey {
@@ -299,11 +337,42 @@ func (s *Store) jobChunks(ctx context.Context, q *store.SeriesQuery, kind int, j
 	}
 	slices.Sort(keys) // the order the sums are taken in, as before
 	for _, k := range keys {
-		p, _, _, err := pointsIn(byKey[k], kind, from, q.To)
+		p, _, _, err := pointsIn(byKey[k], kind, q.From-lookback, q.To)
 		if err != nil {
 			return err
 		}
 		acc.Add(p, starts[k])
 	}
 	return nil
+}
+
+// readJobChunks adds to byKey the chunks of this kind and job key: with
+// only nil, those overlapping [from, to); else those of the series in only
+// that end in [from, to).
+func (s *Store) readJobChunks(ctx context.Context, kind int, jobKey uint64, from, to int64, byKey map[int64][]chunkRow,
+	only map[int64]bool) error {
+	// Not ORDER BY key, t_min: DuckDB's sort would carry every chunk's
+	// bytes along; the rows are grouped by series here, and pointsIn puts
+	// each series' few chunks in time order.
+	cond := `t_min < ?`
+	if only != nil {
+		cond = `t_max < ?`
+	}
+	rows, err := s.handle().QueryContext(ctx, `SELECT key, t_min, t_max, level, data FROM series_all
+		WHERE kind = ? AND job_key = ? AND t_max >= ? AND `+cond, kind, keyValue(jobKey), from, to)
+	if err != nil {
+		return fmt.Errorf("cannot read job series: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k int64
+		var c chunkRow
+		if err := rows.Scan(&k, &c.tMin, &c.tMax, &c.level, &c.data); err != nil {
+			return err
+		}
+		if only == nil || only[k] {
+			byKey[k] = append(byKey[k], c)
+		}
+	}
+	return rows.Err()
 }

@@ -6,6 +6,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"reflect"
 	"sort"
@@ -439,6 +440,39 @@ func testIncrementsAcrossBatches(t *testing.T, f Factory) {
 	}
 	if v := float64(ser.Series[0].Values[0]); math.Abs(v-25) > 0.01 {
 		t.Errorf("late window cpu_percent %g, want 25", v)
+	}
+	// After a gap of 40 s (an agent down, say), a window that starts at
+	// the first sample after it has its rate from the sample before the
+	// gap, in every scope: what the whole life's buckets show there. The
+	// counter after the gap is that of 500 ms/s from the start: 50 % after
+	// it, 62 % across it, and 50 % since the start (what a first bucket
+	// with no sample before it would show).
+	a.Procs[0].CPUPerS = 500
+	for sec := 60; sec < 80; sec++ {
+		Ingest(t, s, g.Batch([]*AttemptSpec{a}, sec, sec+1, false))
+	}
+	for _, q := range []store.SeriesQuery{
+		{Scope: store.ScopeProcess, Process: store.Key(key)},
+		{Scope: store.ScopeAttempt, AttemptID: att1},
+		{Scope: store.ScopeJob, JobID: job1},
+	} {
+		q.Metrics, q.From, q.To, q.Step = []string{"cpu_percent"}, T0.UnixMilli(), T0.Add(80*time.Second).UnixMilli(), 10000
+		whole, err := s.Series(context.Background(), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q.From = T0.Add(60 * time.Second).UnixMilli()
+		tail, err := s.Series(context.Background(), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := whole.Series[0].Values[6:]
+		if got := tail.Series[0].Values; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s: the window after a gap: cpu_percent %v, the whole life's buckets %v", q.Scope, got, want)
+		}
+		if v := float64(want[1]); math.Abs(v-50) > 0.01 {
+			t.Errorf("%s: cpu_percent %g after the gap, want 50", q.Scope, v)
+		}
 	}
 }
 
