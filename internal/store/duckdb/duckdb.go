@@ -81,6 +81,8 @@ type Store struct {
 	ext       map[extName]bool // ext_metrics
 
 	mmu sync.Mutex // one maintenance at a time
+
+	stmts stmts // the API's reads, prepared (stmt.go)
 }
 
 // handle is the database (the one open now).

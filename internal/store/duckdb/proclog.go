@@ -197,7 +197,7 @@ type attemptRange struct {
 func (s *Store) attemptRange(ctx context.Context, id string) (attemptRange, error) {
 	r := attemptRange{key: keyValue(store.AttemptKey(id))}
 	var flushed string
-	err := s.handle().QueryRowContext(ctx, `SELECT coalesce(gen_first, 0), coalesce(gen_last, 0),
+	err := s.queryRow(ctx, `SELECT coalesce(gen_first, 0), coalesce(gen_last, 0),
 		(SELECT value FROM meta WHERE key = 'flushed_gen') FROM attempts WHERE attempt_id = ?`, id).Scan(&r.lo, &r.hi, &flushed)
 	if isNoRows(err) {
 		return r, store.ErrNotFound

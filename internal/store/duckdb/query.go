@@ -177,7 +177,7 @@ func (s *Store) JobSummary(ctx context.Context, id string) (*store.Job, error) {
 
 // job reads a job's row, and the range of its attempts' gen_first.
 func (s *Store) job(ctx context.Context, id string) (j *store.Job, lo, hi uint64, err error) {
-	one, err := s.scanJob(s.handle().QueryRowContext(ctx, `SELECT `+jobCols+`, coalesce(gen_lo, 0), coalesce(gen_hi, 0)
+	one, err := s.scanJob(s.queryRow(ctx, `SELECT `+jobCols+`, coalesce(gen_lo, 0), coalesce(gen_hi, 0)
 		FROM jobs WHERE job_id = ?`, id), &lo, &hi)
 	if isNoRows(err) {
 		return nil, 0, 0, store.ErrNotFound
@@ -213,7 +213,7 @@ func (s *Store) Job(ctx context.Context, id string) (*store.JobDetail, error) {
 const jobAttempts = `job_id = ? AND gen_first BETWEEN ? AND ?`
 
 func (s *Store) attempts(ctx context.Context, where string, args ...any) ([]store.Attempt, error) {
-	rows, err := s.handle().QueryContext(ctx, `SELECT `+attemptCols+` FROM attempts WHERE `+where+` ORDER BY first_ms, attempt_id`, args...)
+	rows, err := s.query(ctx, `SELECT `+attemptCols+` FROM attempts WHERE `+where+` ORDER BY first_ms, attempt_id`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("cannot list attempts: %w", err)
 	}

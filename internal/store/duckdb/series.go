@@ -59,7 +59,7 @@ func (s *Store) Series(ctx context.Context, q store.SeriesQuery) (*store.SeriesR
 			start = chunkStart
 			if len(p.Times) == 0 {
 				var n int64
-				err := s.handle().QueryRowContext(ctx, `SELECT coalesce(min(start_ms), 0), count(*) FROM proc_log WHERE proc_key = ?`,
+				err := s.queryRow(ctx, `SELECT coalesce(min(start_ms), 0), count(*) FROM proc_log WHERE proc_key = ?`,
 					keyValue(uint64(q.Process))).Scan(&start, &n)
 				if err != nil {
 					return nil, err
@@ -78,7 +78,7 @@ func (s *Store) Series(ctx context.Context, q store.SeriesQuery) (*store.SeriesR
 			return nil, err
 		}
 		var start int64
-		err := s.handle().QueryRowContext(ctx, `SELECT coalesce(first_ms, 0) FROM attempts WHERE attempt_id = ?`, q.AttemptID).Scan(&start)
+		err := s.queryRow(ctx, `SELECT coalesce(first_ms, 0) FROM attempts WHERE attempt_id = ?`, q.AttemptID).Scan(&start)
 		if isNoRows(err) {
 			return nil, store.ErrNotFound
 		}
@@ -128,7 +128,7 @@ func (s *Store) processStart(ctx context.Context, q *store.SeriesQuery) (int64, 
 		return 0, err
 	}
 	var start, members int64
-	err = s.handle().QueryRowContext(ctx, `SELECT coalesce(min(start_ms), 0), count(*) FILTER (WHERE member) FROM (`+
+	err = s.queryRow(ctx, `SELECT coalesce(min(start_ms), 0), count(*) FILTER (WHERE member) FROM (`+
 		r.where(" AND proc_key = ?")+`)`, r.args(keyValue(uint64(q.Process)))...).Scan(&start, &members)
 	if err != nil {
 		return 0, err
@@ -151,7 +151,7 @@ func (s *Store) processPoints(ctx context.Context, key uint64, from, to int64) (
 
 // processPointsSince is processPoints from since, without lookback.
 func (s *Store) processPointsSince(ctx context.Context, key uint64, from, to int64) (*store.Points, int64, error) {
-	rows, err := s.handle().QueryContext(ctx, `SELECT level, data, job_key FROM series_all WHERE key = ? AND kind = ?
+	rows, err := s.query(ctx, `SELECT level, data, job_key FROM series_all WHERE key = ? AND kind = ?
 		AND t_max >= ? AND t_min < ? ORDER BY t_min`, keyValue(key), kindProcess, from, to)
 	if err != nil {
 		return nil, 0, fmt.Errorf("cannot read series: %w", err)
@@ -204,7 +204,7 @@ func (s *Store) windowPoints(ctx context.Context, kind int, key uint64, from, to
 // raw chunks, and per-minute rollups for the time before the oldest raw one
 // (raw samples past their retention).
 func (s *Store) points(ctx context.Context, kind int, key uint64, from, to int64) (*store.Points, error) {
-	rows, err := s.handle().QueryContext(ctx, `SELECT level, data FROM series_all WHERE key = ? AND kind = ?
+	rows, err := s.query(ctx, `SELECT level, data FROM series_all WHERE key = ? AND kind = ?
 		AND t_max >= ? AND t_min < ? ORDER BY t_min`, keyValue(key), kind, from, to)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read series: %w", err)
@@ -251,7 +251,7 @@ func mergeLevels(raw, rollup [][]byte, cols []store.StoredColumn) (*store.Points
 // jobSeries sums the job's attempts.
 func (s *Store) jobSeries(ctx context.Context, q *store.SeriesQuery, metrics []store.SeriesMetric, res *store.SeriesResult) error {
 	var lo, hi uint64
-	err := s.handle().QueryRowContext(ctx, `SELECT coalesce(gen_lo, 0), coalesce(gen_hi, 0) FROM jobs WHERE job_id = ?`, q.JobID).
+	err := s.queryRow(ctx, `SELECT coalesce(gen_lo, 0), coalesce(gen_hi, 0) FROM jobs WHERE job_id = ?`, q.JobID).
 		Scan(&lo, &hi)
 	if isNoRows(err) {
 		return store.ErrNotFound
@@ -260,7 +260,7 @@ func (s *Store) jobSeries(ctx context.Context, q *store.SeriesQuery, metrics []s
 		return err
 	}
 	starts := map[int64]int64{}
-	rows, err := s.handle().QueryContext(ctx, `SELECT attempt_key, coalesce(first_ms, 0) FROM attempts WHERE `+jobAttempts,
+	rows, err := s.query(ctx, `SELECT attempt_key, coalesce(first_ms, 0) FROM attempts WHERE `+jobAttempts,
 		q.JobID, lo, hi)
 	if err != nil {
 		return err
@@ -358,7 +358,7 @@ func (s *Store) readJobChunks(ctx context.Context, kind int, jobKey uint64, from
 	if only != nil {
 		cond = `t_max < ?`
 	}
-	rows, err := s.handle().QueryContext(ctx, `SELECT key, t_min, t_max, level, data FROM series_all
+	rows, err := s.query(ctx, `SELECT key, t_min, t_max, level, data FROM series_all
 		WHERE kind = ? AND job_key = ? AND t_max >= ? AND `+cond, kind, keyValue(jobKey), from, to)
 	if err != nil {
 		return fmt.Errorf("cannot read job series: %w", err)
