@@ -3,6 +3,7 @@ package duckdb
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"strings"
@@ -45,6 +46,24 @@ type fullDisk struct {
 	samples int64         // committed
 	pending []*wire.Batch // the round that failed, to send again
 	ballast string
+}
+
+// read asks what a job's page asks (its detail, an attempt's series): the
+// statements it prepares on the database's handle must serve the next one
+// after a reopening.
+func (f *fullDisk) read(ctx context.Context) error {
+	page, err := f.st.Jobs(ctx, store.JobFilter{Limit: 1})
+	if err != nil || len(page.Jobs) == 0 {
+		return fmt.Errorf("jobs: %d, %v", len(page.Jobs), err)
+	}
+	d, err := f.st.Job(ctx, page.Jobs[0].JobID)
+	if err != nil || len(d.AttemptList) == 0 {
+		return fmt.Errorf("job: %v", err)
+	}
+	a := d.AttemptList[0]
+	_, err = f.st.Series(ctx, store.SeriesQuery{Scope: store.ScopeAttempt, AttemptID: a.AttemptID,
+		Metrics: []string{"cpu_percent"}, From: int64(a.Start), To: int64(a.LastSeen) + 1, Step: 1000})
+	return err
 }
 
 // next makes a round, one batch per node, each node an agent.
@@ -103,6 +122,9 @@ func fill(t *testing.T, dir string) *fullDisk {
 		}
 	}
 	if err := f.st.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.read(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	f.ballast = testfs.Fill(t, dir, 256<<10)
@@ -189,6 +211,9 @@ func TestDiskFull(t *testing.T) {
 		t.Logf("writes again %v after making room", time.Since(t1).Round(time.Millisecond))
 		if !strings.Contains(f.log.String(), "database reopened") {
 			t.Errorf("no reopening in the store's log:\n%s", f.log.String())
+		}
+		if err := f.read(ctx); err != nil {
+			t.Errorf("a job's page after the reopening: %v", err)
 		}
 		for range 5 {
 			if err := f.commit(t, f.next()); err != nil {
