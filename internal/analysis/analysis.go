@@ -240,16 +240,16 @@ func (a *Analyzer) Report(ctx context.Context, jobID string) (*Report, error) {
 }
 
 // report analyses one job, taking again what prev (an earlier report's)
-// read of the attempts that have not changed since; it returns what it read
-// of the ended attempts, for the next.
+// read of the attempts that have not changed since (reusable); it returns
+// what it used of the ended attempts, for the next.
 func (a *Analyzer) report(ctx context.Context, jobID string, prev kept) (*Report, kept, error) {
 	d, err := a.st.Job(ctx, jobID)
 	if err != nil {
 		return nil, nil, err
 	}
 	j := &Job{JobDetail: d, st: a.st, ctx: ctx, reads: reads{series: map[string]*store.SeriesResult{},
-		owner: map[string]string{}, procs: map[string][]store.Process{}, heapMax: map[string]int64{}}}
-	j.reads.reuse(prev, d.AttemptList)
+		owner: map[string]string{}, procs: map[string][]store.Process{}, heapMax: map[string]int64{},
+		prev: reusable(prev, d.AttemptList, a.now())}}
 	j.readAhead()
 	r := &Report{JobID: jobID, State: d.State, Evaluated: store.Time(a.now().UnixMilli()), Findings: []Finding{}}
 	for _, h := range heuristics {

@@ -3,6 +3,7 @@ package analysis
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/taskscope/taskscope/internal/store"
 )
@@ -19,6 +20,7 @@ import (
 type reads struct {
 	series  map[string]*store.SeriesResult // by seriesID; nil: failed or not found
 	owner   map[string]string              // the attempt each series read is of, by seriesID
+	prev    kept                           // an earlier report's reads that still hold (reusable)
 	procs   map[string][]store.Process     // by attempt; read (possibly empty) when present
 	heapMax map[string]int64               // by attempt
 }
@@ -49,10 +51,21 @@ func (j *Job) readSeries(qs []store.SeriesQuery) {
 	if len(todo) == 0 {
 		return
 	}
+	left := todo[:0]
 	for _, q := range todo {
+		id := seriesID(q)
 		if q.AttemptID != "" {
-			j.reads.owner[seriesID(q)] = q.AttemptID
+			j.reads.owner[id] = q.AttemptID
 		}
+		if r, ok := j.reads.prev.series(j.reads.owner[id], id); ok {
+			j.reads.series[id] = r
+			continue
+		}
+		left = append(left, q)
+	}
+	todo = left
+	if len(todo) == 0 {
+		return
 	}
 	if b, ok := j.st.(store.SeriesBatcher); ok && len(todo) > 1 {
 		if rs, err := b.SeriesMany(j.ctx, todo); err == nil && len(rs) == len(todo) {
@@ -83,6 +96,15 @@ func (j *Job) series(q store.SeriesQuery) (*store.SeriesResult, error) {
 // readProcesses reads the process lists of attempts not read yet.
 func (j *Job) readProcesses(ids []string) {
 	todo := unread(ids, func(id string) string { return id }, j.reads.procs)
+	left := todo[:0]
+	for _, id := range todo {
+		if k := j.reads.prev[id]; k != nil && k.hasProcs {
+			j.reads.procs[id] = k.procs
+			continue
+		}
+		left = append(left, id)
+	}
+	todo = left
 	if len(todo) == 0 {
 		return
 	}
@@ -171,10 +193,24 @@ func (j *Job) attempt(id string) (store.Attempt, bool) {
 
 // kept is what a report read of the attempts that had ended, by attempt: a
 // later report of the job takes it again for each attempt whose summary is
-// still the same (no data came for it since), and reads only the rest. A
-// running job's findings are made again every few seconds; most of what
-// they read is of its ended attempts.
+// still the same (no data came for it since) and that ended settle before,
+// and reads only the rest. A running job's findings are made again every
+// few seconds; most of what they read is of its ended attempts.
 type kept map[string]*attemptReads
+
+// series is the read of series id of attempt att, if kept.
+func (k kept) series(att, id string) (*store.SeriesResult, bool) {
+	if a := k[att]; a != nil {
+		r, ok := a.series[id]
+		return r, ok
+	}
+	return nil, false
+}
+
+// settle is how long after its end an attempt's reads are kept: records
+// that come after an attempt's end without changing its summary (a last
+// process's exit, say) come within a batch or two.
+const settle = time.Minute
 
 // attemptReads is what a report read of one ended attempt.
 type attemptReads struct {
@@ -184,26 +220,22 @@ type attemptReads struct {
 	series   map[string]*store.SeriesResult // by seriesID
 }
 
-// reuse takes into r what prev read of the attempts of atts that ended and
-// whose summaries are unchanged.
-func (r *reads) reuse(prev kept, atts []store.Attempt) {
+// reusable is what of prev still holds for the attempts of atts at now:
+// that of the attempts whose summaries are unchanged and that ended settle
+// before now.
+func reusable(prev kept, atts []store.Attempt, now time.Time) kept {
+	out := kept{}
 	for _, a := range atts {
-		k := prev[a.AttemptID]
-		if k == nil || k.summary != a {
-			continue
-		}
-		if k.hasProcs {
-			r.procs[a.AttemptID] = k.procs
-		}
-		for id, s := range k.series {
-			r.series[id] = s
-			r.owner[id] = a.AttemptID
+		if k := prev[a.AttemptID]; k != nil && k.summary == a && int64(a.End) <= now.Add(-settle).UnixMilli() {
+			out[a.AttemptID] = k
 		}
 	}
+	return out
 }
 
-// kept returns what the report read of the job's ended attempts. Failed
-// reads are not kept: they are tried again.
+// kept returns what the report used of the job's ended attempts, read or
+// taken from the last report (what it did not ask for again is dropped).
+// Failed reads are not kept: they are tried again.
 func (j *Job) kept() kept {
 	out := kept{}
 	entry := func(id string) *attemptReads {

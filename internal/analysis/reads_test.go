@@ -199,6 +199,39 @@ func TestFindingsReuseReads(t *testing.T) {
 	} else {
 		check(late, r)
 	}
+	// Within a minute of an attempt's end, what was read of it is read
+	// again at each report (records may still come that leave its summary
+	// as it was); after that minute, it is kept.
+	d, err = st.Job(ctx, late)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := d.AttemptList[0]
+	for _, x := range d.AttemptList {
+		if x.End > last.End {
+			last = x
+		}
+	}
+	b := analysis.New(c)
+	at := time.UnixMilli(int64(last.End)).Add(10 * time.Second)
+	b.SetClock(func() time.Time { return at })
+	remake := func() int64 {
+		t.Helper()
+		at = at.Add(10 * time.Second) // past the findings' TTL
+		n := c.reads()
+		if _, err := b.Findings(ctx, late); err != nil {
+			t.Fatal(err)
+		}
+		return c.reads() - n
+	}
+	n0, n1 := remake(), remake()
+	at = at.Add(time.Minute)
+	n2, n3 := remake(), remake()
+	t.Logf("%s, ended last at %s: %d and %d reads within a minute, %d and %d after", late,
+		time.UnixMilli(int64(last.End)).Format(time.TimeOnly), n0, n1, n2, n3)
+	if n1 == 0 || n3 != 0 {
+		t.Errorf("%s: reads of reports made again %d within a minute of its last attempt's end, %d after", late, n1, n3)
+	}
 	// More data: running attempts change and end; the findings made again
 	// are still those made from scratch.
 	clock.Store(storetest.Fill(t, st, g, start, 25*60).UnixMilli())
