@@ -249,6 +249,32 @@ func resolve(metrics []SeriesMetric, cols []StoredColumn) []resolved {
 	return out
 }
 
+// NeedsEarlier reports whether points read from some time before from lack,
+// for a rate of metrics (a series of cols), the value before from that the
+// rate's first increment in the window is taken from: its first value is at
+// or after from. (A gauge needs none.) A store that reads a window with a
+// short lookback reads further back when it does.
+func NeedsEarlier(p *Points, from int64, metrics []SeriesMetric, cols []StoredColumn) bool {
+	return needsEarlier(p, from, resolve(metrics, cols))
+}
+
+func needsEarlier(p *Points, from int64, rs []resolved) bool {
+	for _, r := range rs {
+		if !r.m.Rate {
+			continue
+		}
+		for i, t := range p.Times {
+			if _, ok := p.sum(r.cols, i); ok {
+				if t >= from {
+					return true
+				}
+				break
+			}
+		}
+	}
+	return false
+}
+
 // accum collects one series' bucket sums.
 type accum struct {
 	inc, dt, gauge []float64
@@ -368,6 +394,11 @@ func newJobAccumulator(q *SeriesQuery, metrics []SeriesMetric, cols []StoredColu
 		j.has = append(j.has, make([]bool, n))
 	}
 	return j
+}
+
+// NeedsEarlier is NeedsEarlier for the accumulator's metrics.
+func (j *JobAccumulator) NeedsEarlier(p *Points, from int64) bool {
+	return needsEarlier(p, from, j.metrics)
 }
 
 // Add adds one attempt's points (start: the attempt's start).

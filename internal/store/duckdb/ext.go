@@ -73,7 +73,7 @@ func (s *Store) extSeries(ctx context.Context, q *store.SeriesQuery, res *store.
 		if m.Ext == "" {
 			continue
 		}
-		p, err := s.windowPoints(ctx, kind, store.ExtKey(key, m.Ext), q.From, q.To, start)
+		p, _, err := s.windowPoints(ctx, kind, store.ExtKey(key, m.Ext), q.From, q.To, start, metrics[i:i+1])
 		if err != nil {
 			return err
 		}

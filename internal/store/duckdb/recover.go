@@ -133,7 +133,7 @@ func (s *Store) recover(ctx context.Context) error {
 	for _, id := range ids {
 		st := c.atts[id]
 		after := st.sum.LastMs
-		p, err := s.points(ctx, kindAttempt, store.AttemptKey(id), after+1, 1<<62)
+		p, _, err := s.points(ctx, kindAttempt, store.AttemptKey(id), after+1, 1<<62)
 		if err != nil {
 			return fmt.Errorf("attempt %s: %w", id, err)
 		}

@@ -2,6 +2,7 @@ package duckdb
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"slices"
 
@@ -18,18 +19,26 @@ import (
 // A read first goes back shortLookback only: the fresh chunks have no
 // index but their time, so each read scans every series' chunks of the
 // time it covers, and a live chart's new buckets are a few seconds. A
-// series found with no sample before the window, though it began before
-// shortLookback did, is read again from lookback (needsLookback).
+// series found with no value before the window of a rate asked for (a
+// gap, a longer sampling interval, a metric sampled every few samples,
+// rollups' minute), though it began before shortLookback did, is read
+// again from lookback (needsLookback).
 const (
 	lookback      = 2 * 60 * 1000
 	shortLookback = 15 * 1000
 )
 
 // needsLookback reports whether a series read from shortLookback before
-// from needs reading from lookback: it has samples, none before from, and
-// began before the short read did (began: 0 if not known).
-func needsLookback(p *store.Points, from, began int64) bool {
-	return len(p.Times) > 0 && p.Times[0] >= from && (began <= 0 || began < from-shortLookback)
+// from needs reading from lookback: it began before the short read did
+// (began: 0 if not known), and a rate of metrics has no value before from
+// to start its first increment from (store.NeedsEarlier).
+func needsLookback(p *store.Points, from, began int64, needsEarlier func(*store.Points, int64) bool) bool {
+	return (began <= 0 || began < from-shortLookback) && needsEarlier(p, from)
+}
+
+// ratesOf is store.NeedsEarlier for metrics of a series of cols.
+func ratesOf(metrics []store.SeriesMetric, cols []store.StoredColumn) func(*store.Points, int64) bool {
+	return func(p *store.Points, from int64) bool { return store.NeedsEarlier(p, from, metrics, cols) }
 }
 
 // Series returns bucketed series, computed from the chunks of the series
@@ -49,7 +58,7 @@ func (s *Store) Series(ctx context.Context, q store.SeriesQuery) (*store.SeriesR
 		if err != nil {
 			return nil, err
 		}
-		p, chunkStart, err := s.processPoints(ctx, uint64(q.Process), q.From, q.To)
+		p, chunkStart, err := s.windowPoints(ctx, kindProcess, uint64(q.Process), q.From, q.To, max(start, 0), metrics)
 		if err != nil {
 			return nil, err
 		}
@@ -85,7 +94,7 @@ func (s *Store) Series(ctx context.Context, q store.SeriesQuery) (*store.SeriesR
 		if err != nil {
 			return nil, err
 		}
-		p, err := s.windowPoints(ctx, kindAttempt, store.AttemptKey(q.AttemptID), q.From, q.To, start)
+		p, _, err := s.windowPoints(ctx, kindAttempt, store.AttemptKey(q.AttemptID), q.From, q.To, start, metrics)
 		if err != nil {
 			return nil, err
 		}
@@ -139,47 +148,6 @@ func (s *Store) processStart(ctx context.Context, q *store.SeriesQuery) (int64, 
 	return start, nil
 }
 
-// processPoints is points of a process, with the process's start that its
-// chunks keep (0: not known).
-func (s *Store) processPoints(ctx context.Context, key uint64, from, to int64) (*store.Points, int64, error) {
-	p, start, err := s.processPointsSince(ctx, key, from-shortLookback, to)
-	if err != nil || !needsLookback(p, from, start) {
-		return p, start, err
-	}
-	return s.processPointsSince(ctx, key, from-lookback, to)
-}
-
-// processPointsSince is processPoints from since, without lookback.
-func (s *Store) processPointsSince(ctx context.Context, key uint64, from, to int64) (*store.Points, int64, error) {
-	rows, err := s.query(ctx, `SELECT level, data, job_key FROM series_all WHERE key = ? AND kind = ?
-		AND t_max >= ? AND t_min < ? ORDER BY t_min`, keyValue(key), kindProcess, from, to)
-	if err != nil {
-		return nil, 0, fmt.Errorf("cannot read series: %w", err)
-	}
-	defer rows.Close()
-	var raw, rollup [][]byte
-	var start int64
-	for rows.Next() {
-		var level int
-		var data []byte
-		var st int64
-		if err := rows.Scan(&level, &data, &st); err != nil {
-			return nil, 0, err
-		}
-		start = max(start, st)
-		if level == levelRollup {
-			rollup = append(rollup, data)
-		} else {
-			raw = append(raw, data)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, 0, err
-	}
-	p, err := mergeLevels(raw, rollup, store.SampleColumns)
-	return p, start, err
-}
-
 func schemaOf(kind int) []store.StoredColumn {
 	switch kind {
 	case kindProcess:
@@ -190,32 +158,44 @@ func schemaOf(kind int) []store.StoredColumn {
 	return store.ExtColumns
 }
 
-// windowPoints is points of a window [from, to) with its lookback (began:
-// the series' start, 0 if not known).
-func (s *Store) windowPoints(ctx context.Context, kind int, key uint64, from, to, began int64) (*store.Points, error) {
-	p, err := s.points(ctx, kind, key, from-shortLookback, to)
-	if err != nil || !needsLookback(p, from, began) {
-		return p, err
+// windowPoints is points of a window [from, to) with its lookback, for
+// metrics, and the start its chunks keep (a process's: 0 if not known).
+// began is the series' start (0: not known; a process's is then that of its
+// chunks).
+func (s *Store) windowPoints(ctx context.Context, kind int, key uint64, from, to, began int64,
+	metrics []store.SeriesMetric) (*store.Points, int64, error) {
+	p, start, err := s.points(ctx, kind, key, from-shortLookback, to)
+	if began <= 0 && kind == kindProcess {
+		began = start
+	}
+	if err != nil || !needsLookback(p, from, began, ratesOf(metrics, schemaOf(kind))) {
+		return p, start, err
 	}
 	return s.points(ctx, kind, key, from-lookback, to)
 }
 
 // points reads and merges the chunks of one series overlapping [from, to):
 // raw chunks, and per-minute rollups for the time before the oldest raw one
-// (raw samples past their retention).
-func (s *Store) points(ctx context.Context, kind int, key uint64, from, to int64) (*store.Points, error) {
-	rows, err := s.query(ctx, `SELECT level, data FROM series_all WHERE key = ? AND kind = ?
+// (raw samples past their retention). It returns too the start the chunks
+// keep in their job_key: a process's (0: not known).
+func (s *Store) points(ctx context.Context, kind int, key uint64, from, to int64) (*store.Points, int64, error) {
+	rows, err := s.query(ctx, `SELECT level, data, job_key FROM series_all WHERE key = ? AND kind = ?
 		AND t_max >= ? AND t_min < ? ORDER BY t_min`, keyValue(key), kind, from, to)
 	if err != nil {
-		return nil, fmt.Errorf("cannot read series: %w", err)
+		return nil, 0, fmt.Errorf("cannot read series: %w", err)
 	}
 	defer rows.Close()
 	var raw, rollup [][]byte
+	var start int64
 	for rows.Next() {
 		var level int
 		var data []byte
-		if err := rows.Scan(&level, &data); err != nil {
-			return nil, err
+		var st sql.NullInt64
+		if err := rows.Scan(&level, &data, &st); err != nil {
+			return nil, 0, err
+		}
+		if kind == kindProcess {
+			start = max(start, st.Int64)
 		}
 		if level == levelRollup {
 			rollup = append(rollup, data)
@@ -224,9 +204,10 @@ func (s *Store) points(ctx context.Context, kind int, key uint64, from, to int64
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return mergeLevels(raw, rollup, schemaOf(kind))
+	p, err := mergeLevels(raw, rollup, schemaOf(kind))
+	return p, start, err
 }
 
 func mergeLevels(raw, rollup [][]byte, cols []store.StoredColumn) (*store.Points, error) {
@@ -304,75 +285,85 @@ func (s *Store) jobSeries(ctx context.Context, q *store.SeriesQuery, metrics []s
 
 // jobChunks adds to acc every series of this kind and job key in q's
 // window, each with its start from starts. The chunks are read from
-// shortLookback before the window, and from lookback for the series that
-// need it (needsLookback).
+// shortLookback before the window, and those of the series that need more
+// (needsLookback) again from lookback.
 func (s *Store) jobChunks(ctx context.Context, q *store.SeriesQuery, kind int, jobKey uint64, starts map[int64]int64,
 	acc *store.JobAccumulator) error {
-	byKey := map[int64][]chunkRow{}
 	short := q.From - shortLookback
-	if err := s.readJobChunks(ctx, kind, jobKey, short, q.To, byKey, nil); err != nil {
+	byKey, err := s.jobChunksIn(ctx, kind, jobKey, short, q.To, nil)
+	if err != nil {
 		return err
-	}
-	// A series needs more when none of its chunks began before the window
-	// and it began before short.
-	more := map[int64]bool{}
-	for k, cs := range byKey {
-		before := false
-		for _, c := range cs {
-			before = before || c.tMin < q.From
-		}
-		if !before && starts[k] < short {
-			more[k] = true
-		}
-	}
-	if len(more) > 0 {
-		// The chunks that ended before short: those not read yet.
-		if err := s.readJobChunks(ctx, kind, jobKey, q.From-lookback, short, byKey, more); err != nil {
-			return err
-		}
 	}
 	keys := make([]int64, 0, len(byKey))
 	for k := range byKey {
 		keys = append(keys, k)
 	}
-	slices.Sort(keys) // the order the sums are taken in, as before
+	slices.Sort(keys) // the order the sums are taken in
+	var more []int64
 	for _, k := range keys {
-		p, _, _, err := pointsIn(byKey[k], kind, q.From-lookback, q.To)
+		p, _, _, err := pointsIn(byKey[k], kind, short, q.To)
 		if err != nil {
 			return err
 		}
+		if needsLookback(p, q.From, starts[k], acc.NeedsEarlier) {
+			more = append(more, k)
+			continue
+		}
 		acc.Add(p, starts[k])
+	}
+	if len(more) == 0 {
+		return nil
+	}
+	// Their chunks again, all of them from lookback: a read of its own,
+	// whatever a compaction did between the two.
+	for len(more) > 0 {
+		part := more[:min(len(more), maxInKeys)]
+		more = more[len(part):]
+		byKey, err := s.jobChunksIn(ctx, kind, jobKey, q.From-lookback, q.To, part)
+		if err != nil {
+			return err
+		}
+		for _, k := range part {
+			p, _, _, err := pointsIn(byKey[k], kind, q.From-lookback, q.To)
+			if err != nil {
+				return err
+			}
+			acc.Add(p, starts[k])
+		}
 	}
 	return nil
 }
 
-// readJobChunks adds to byKey the chunks of this kind and job key: with
-// only nil, those overlapping [from, to); else those of the series in only
-// that end in [from, to).
-func (s *Store) readJobChunks(ctx context.Context, kind int, jobKey uint64, from, to int64, byKey map[int64][]chunkRow,
-	only map[int64]bool) error {
+// jobChunksIn reads the chunks of this kind and job key overlapping
+// [from, to), by series; only those of the series keys, if any.
+func (s *Store) jobChunksIn(ctx context.Context, kind int, jobKey uint64, from, to int64, keys []int64) (map[int64][]chunkRow, error) {
 	// Not ORDER BY key, t_min: DuckDB's sort would carry every chunk's
 	// bytes along; the rows are grouped by series here, and pointsIn puts
 	// each series' few chunks in time order.
-	cond := `t_min < ?`
-	if only != nil {
-		cond = `t_max < ?`
+	q := `SELECT key, t_min, t_max, level, data FROM series_all WHERE kind = ? AND job_key = ? AND t_max >= ? AND t_min < ?`
+	args := []any{kind, keyValue(jobKey), from, to}
+	var rows *sql.Rows
+	var err error
+	if keys == nil {
+		rows, err = s.query(ctx, q, args...)
+	} else {
+		for _, k := range keys {
+			args = append(args, k)
+		}
+		rows, err = s.handle().QueryContext(ctx, q+` AND key IN (`+placeholders(len(keys))+`)`, args...)
 	}
-	rows, err := s.query(ctx, `SELECT key, t_min, t_max, level, data FROM series_all
-		WHERE kind = ? AND job_key = ? AND t_max >= ? AND `+cond, kind, keyValue(jobKey), from, to)
 	if err != nil {
-		return fmt.Errorf("cannot read job series: %w", err)
+		return nil, fmt.Errorf("cannot read job series: %w", err)
 	}
 	defer rows.Close()
+	byKey := map[int64][]chunkRow{}
 	for rows.Next() {
 		var k int64
 		var c chunkRow
 		if err := rows.Scan(&k, &c.tMin, &c.tMax, &c.level, &c.data); err != nil {
-			return err
+			return nil, err
 		}
-		if only == nil || only[k] {
-			byKey[k] = append(byKey[k], c)
-		}
+		byKey[k] = append(byKey[k], c)
 	}
-	return rows.Err()
+	return byKey, rows.Err()
 }

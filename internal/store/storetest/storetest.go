@@ -474,6 +474,39 @@ func testIncrementsAcrossBatches(t *testing.T, f Factory) {
 			t.Errorf("%s: cpu_percent %g after the gap, want 50", q.Scope, v)
 		}
 	}
+	// A metric the agent sends in some samples only (context switches are
+	// read every few ticks): read_bytes is missing from 80 s to 100 s while
+	// the CPU goes on, and then counts twice as fast from the start; the
+	// window from 100 s takes read_bytes' first rate from its value at 80 s.
+	for sec := 80; sec < 120; sec++ {
+		b := g.Batch([]*AttemptSpec{a}, sec, sec+1, false)
+		for i := range b.ProcSeries {
+			for j := range b.ProcSeries[i].Columns {
+				if c := &b.ProcSeries[i].Columns[j]; b.Metrics[c.Metric] == wire.ReadBytes {
+					if sec < 100 {
+						c.Absent = []byte{0xff}
+					} else {
+						c.Values[0] *= 2
+					}
+				}
+			}
+		}
+		Ingest(t, s, b)
+	}
+	q := store.SeriesQuery{Scope: store.ScopeProcess, Process: store.Key(key), Metrics: []string{"read_bytes_per_s"},
+		From: T0.UnixMilli(), To: T0.Add(120 * time.Second).UnixMilli(), Step: 10000}
+	whole, err := s.Series(context.Background(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.From = T0.Add(100 * time.Second).UnixMilli()
+	tail, err := s.Series(context.Background(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := tail.Series[0].Values, whole.Series[0].Values[10:]; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("read_bytes_per_s after its values were missing: %v, the whole life's buckets %v", got, want)
+	}
 }
 
 func testJobsList(t *testing.T, f Factory) {
