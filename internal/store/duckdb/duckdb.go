@@ -142,6 +142,7 @@ func Open(opt Options) (*Store, error) {
 		return nil, fmt.Errorf("cannot open %s: %w", path, err)
 	}
 	db := sql.OpenDB(c)
+	db.SetMaxIdleConns(maxIdleConns)
 	s := &Store{opt: opt, path: path, cache: newCaches(), stop: make(chan struct{}), tmpls: newTemplates()}
 	s.db.Store(db)
 	if err := s.open(context.Background()); err != nil {

@@ -172,6 +172,7 @@ func (s *Store) adopt(ns *Store) {
 	s.wconn, s.fresh, s.cache = ns.wconn, ns.fresh, ns.cache
 	s.gen, s.flushedGen, s.lastFlush, s.logged = ns.gen, ns.flushedGen, ns.lastFlush, ns.logged
 	s.tmpls.adopt(ns.tmpls)
+	s.stmts.adopt(&ns.stmts)
 	s.emu.Lock()
 	s.ext = ns.ext
 	s.emu.Unlock()
