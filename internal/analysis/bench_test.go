@@ -17,7 +17,7 @@ import (
 // first time (scratch), and made again past its TTL with nothing new
 // (again: what was read of ended attempts is taken again).
 //
-//	go test -run '^$' -bench Report -benchtime 3x ./internal/analysis/
+//	go test -run '^$' -bench Report -benchtime 5x ./internal/analysis/
 func BenchmarkReport(b *testing.B) {
 	st, err := duckdb.Open(duckdb.Options{Dir: b.TempDir()})
 	if err != nil {

@@ -12,7 +12,8 @@ import (
 // lookback is how far before a window the chunks are read, so that the
 // window's first sample has the one before it to make a rate from: agents
 // sample every few seconds, rollups keep a point a minute. (A series with a
-// longer gap just before the window has no rate in its first bucket.) It
+// longer gap just before the window has, in its first bucket, the average
+// since its start, as package store computes a first sample's.) It
 // was 10 minutes; every read of a live chart's new buckets read as much
 // again before them.
 //
