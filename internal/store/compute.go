@@ -462,27 +462,87 @@ func (j *JobAccumulator) Fill(res *SeriesResult) {
 
 // ProcessSummary computes a process's summary from its points.
 func ProcessSummary(p *Points, proc *Process) {
-	cpu := func(names ...string) int64 {
+	var a ProcessAgg
+	a.Add(p, math.MinInt64)
+	a.Fill(proc)
+}
+
+// ProcessAgg is what a process's summary is made of: each column's last
+// present value and peak, the count of samples and the last one's time.
+// Aggregates of consecutive spans of time add up (Add the later span's
+// points to the earlier's aggregate), so that a store can keep one and add
+// only the samples that came since.
+type ProcessAgg struct {
+	Last    []int64
+	HasLast []bool
+	Max     []int64 // 0 if no value above it
+	Samples int64
+	LastMs  int64 // the last sample's time (Samples > 0)
+}
+
+// Add adds the samples of p (a process's points, in time order) after time
+// after.
+func (a *ProcessAgg) Add(p *Points, after int64) {
+	if a.Last == nil {
+		n := len(SampleColumns)
+		a.Last, a.HasLast, a.Max = make([]int64, n), make([]bool, n), make([]int64, n)
+	}
+	i0, _ := slices.BinarySearch(p.Times, after+1)
+	for j := range p.Cols {
+		if j >= len(a.Last) || !p.Has[j] {
+			continue
+		}
+		for i := i0; i < len(p.Times); i++ {
+			if !p.present(j, i) {
+				continue
+			}
+			v := p.Cols[j][i]
+			a.Max[j] = max(a.Max[j], v)
+			a.Last[j], a.HasLast[j] = v, true
+		}
+	}
+	if n := len(p.Times); n > i0 {
+		a.Samples += int64(n - i0)
+		a.LastMs = p.Times[n-1]
+	}
+}
+
+// Clone is a copy of a that Add to it leaves a as it is.
+func (a *ProcessAgg) Clone() *ProcessAgg {
+	c := *a
+	c.Last, c.HasLast, c.Max = slices.Clone(a.Last), slices.Clone(a.HasLast), slices.Clone(a.Max)
+	return &c
+}
+
+// Fill sets proc's summary from a.
+func (a *ProcessAgg) Fill(proc *Process) {
+	last := func(names ...string) int64 {
 		var s int64
 		for _, n := range names {
-			if v, ok := p.Last(ColumnIndex(SampleColumns, n)); ok {
-				s += v
+			if j := ColumnIndex(SampleColumns, n); j >= 0 && j < len(a.Last) && a.HasLast[j] {
+				s += a.Last[j]
 			}
 		}
 		return s
 	}
-	proc.CPUMs = cpu("cpu_user_ms", "cpu_sys_ms")
-	proc.ChildCPUMs = cpu("cpu_children_user_ms", "cpu_children_sys_ms")
-	proc.PeakRSS = p.Max(ColumnIndex(SampleColumns, "rss_kb")) * 1024
-	proc.PeakPSS = p.Max(ColumnIndex(SampleColumns, "pss_kb")) * 1024
-	proc.PeakVMS = p.Max(ColumnIndex(SampleColumns, "vms_kb")) * 1024
-	proc.MaxThreads = p.Max(ColumnIndex(SampleColumns, "threads"))
-	proc.ReadBytes = cpu("read_bytes")
-	proc.WriteBytes = cpu("write_bytes")
-	proc.SchedWaitMs = cpu("sched_wait_ms")
-	proc.Samples = int64(len(p.Times))
-	if n := len(p.Times); n > 0 {
-		proc.LastSeen = Time(p.Times[n-1])
+	peak := func(name string) int64 {
+		if j := ColumnIndex(SampleColumns, name); j >= 0 && j < len(a.Max) {
+			return a.Max[j]
+		}
+		return 0
+	}
+	proc.CPUMs = last("cpu_user_ms", "cpu_sys_ms")
+	proc.ChildCPUMs = last("cpu_children_user_ms", "cpu_children_sys_ms")
+	proc.PeakRSS = peak("rss_kb") * 1024
+	proc.PeakPSS = peak("pss_kb") * 1024
+	proc.PeakVMS = peak("vms_kb") * 1024
+	proc.MaxThreads = peak("threads")
+	proc.ReadBytes = last("read_bytes")
+	proc.WriteBytes = last("write_bytes")
+	proc.SchedWaitMs = last("sched_wait_ms")
+	proc.Samples = a.Samples
+	if a.Samples > 0 {
+		proc.LastSeen = Time(a.LastMs)
 	}
 }
 
