@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
+	"sync"
+	"time"
 
 	"github.com/taskscope/taskscope/internal/store"
 )
@@ -293,8 +296,20 @@ func (s *Store) processLists(ctx context.Context, ids []string, out map[string][
 	}
 	// Each process's summary, from its samples: those of its life (with a
 	// margin), so that the zone maps of t_min and t_max leave out the
-	// chunks of other times.
-	life := func(p *store.Process) need {
+	// chunks of other times; or, for a process whose summary an earlier
+	// read made (procAggs), those that came since.
+	type read struct {
+		need
+		life  int64             // the life's start, less the margin
+		agg   *store.ProcessAgg // nil: from the start
+		after int64
+		made  time.Time // of the read from the start
+	}
+	now := time.Now()
+	reads := make([]read, len(all))
+	var needs []need
+	for i, a := range all {
+		p := &lists[a.id][a.i]
 		from, to := int64(0), int64(1<<62)
 		if p.Start > 0 {
 			from = int64(p.Start) - lookback
@@ -302,27 +317,86 @@ func (s *Store) processLists(ctx context.Context, ids []string, out map[string][
 		if p.End > 0 {
 			to = int64(p.End) + lookback
 		}
-		return need{kindProcess, uint64(p.Key), from, to}
-	}
-	var needs []need
-	for _, a := range all {
-		needs = append(needs, life(&lists[a.id][a.i]))
+		r := read{need: need{kindProcess, uint64(p.Key), from, to}, life: from, after: math.MinInt64, made: now}
+		if agg, made := s.procAggs.get(uint64(p.Key), from, now); agg != nil {
+			r.agg, r.after, r.made = agg, agg.LastMs, made
+			r.from = max(from, agg.LastMs+1)
+		}
+		reads[i] = r
+		needs = append(needs, r.need)
 	}
 	chunks, err := s.readChunks(ctx, needs)
 	if err != nil {
 		return err
 	}
-	for _, a := range all {
-		p := &lists[a.id][a.i]
-		n := life(p)
-		pts, _, _, err := pointsIn(chunks[seriesKey{n.kind, n.key}], n.kind, n.from, n.to)
+	for i, a := range all {
+		r := reads[i]
+		pts, _, _, err := pointsIn(chunks[seriesKey{r.kind, r.key}], r.kind, r.from, r.to)
 		if err != nil {
 			return err
 		}
-		store.ProcessSummary(pts, p)
+		agg := r.agg
+		if agg == nil {
+			agg = &store.ProcessAgg{}
+		}
+		agg.Add(pts, r.after)
+		agg.Fill(&lists[a.id][a.i])
+		s.procAggs.put(r.key, r.life, agg, r.made)
 	}
 	for id, l := range lists {
 		out[id] = l
 	}
 	return nil
+}
+
+// procAggs are the summaries of processes that earlier reads made
+// (processLists), so that the next read adds only the samples that came
+// since: a running attempt's page asks for its processes' summaries at
+// every live update, each over the process's whole life. An agent sends a
+// process's samples in time order, so a summary made of the samples up to
+// some time holds all of them. Each is made again from the start after
+// procAggTTL (rollups replace raw samples past their retention).
+type procAggs struct {
+	mu   sync.Mutex
+	m    map[uint64]procAgg
+	hits int // reads that found one (tests)
+}
+
+type procAgg struct {
+	life int64 // the start of the span it covers
+	agg  *store.ProcessAgg
+	made time.Time // when it was made from the start
+}
+
+const (
+	procAggTTL  = time.Minute
+	maxProcAggs = 1 << 16
+)
+
+// get returns a copy of the summary of process key over a life that
+// starts at life, and when it was made from the start (nil if none, or
+// made procAggTTL before now).
+func (c *procAggs) get(key uint64, life int64, now time.Time) (*store.ProcessAgg, time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[key]
+	if !ok || e.life != life || now.Sub(e.made) >= procAggTTL {
+		return nil, time.Time{}
+	}
+	c.hits++
+	return e.agg.Clone(), e.made
+}
+
+// put keeps agg (which its caller no longer changes), unless it has no
+// samples.
+func (c *procAggs) put(key uint64, life int64, agg *store.ProcessAgg, made time.Time) {
+	if agg.Samples == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= maxProcAggs {
+		c.m = map[uint64]procAgg{}
+	}
+	c.m[key] = procAgg{life, agg, made}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -170,4 +172,65 @@ func (s *Store) attemptProcesses(ctx context.Context, r attemptRange) ([]store.P
 		return nil, err
 	}
 	return s.processesOf(ctx, views, order)
+}
+
+// An attempt's processes read again take their summaries from the last
+// read with the samples since added (procAggs): the same as read from the
+// start, while the cluster runs on, across compactions, for running
+// attempts and ended ones.
+func TestProcessSummariesAddUp(t *testing.T) {
+	start := time.Now().Add(-30 * time.Minute)
+	var clock atomic.Int64
+	s, err := Open(Options{Dir: t.TempDir(), CompactAge: 2 * time.Minute, Now: func() time.Time { return time.UnixMilli(clock.Load()) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	g := loadgen.NewGenerator(loadgen.Config{Nodes: 3, Slots: 4, BatchTicks: 5, Seed: 13, Start: start})
+	var ids []string
+	reads := 0
+	for step := 1; step <= 6; step++ {
+		clock.Store(storetest.Fill(t, s, g, start, step*4*60).UnixMilli())
+		page, err := s.Jobs(ctx, store.JobFilter{Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range page.Jobs {
+			d, err := s.Job(ctx, j.JobID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, a := range d.AttemptList {
+				if !slices.Contains(ids, a.AttemptID) {
+					ids = append(ids, a.AttemptID)
+				}
+			}
+		}
+		// The attempts read with the summaries the last step's reads made,
+		// then from the start.
+		kept := map[string]*store.AttemptDetail{}
+		for _, id := range ids {
+			if kept[id], err = s.Attempt(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s.procAggs.mu.Lock()
+		s.procAggs.m = nil
+		s.procAggs.mu.Unlock()
+		for _, id := range ids {
+			whole, err := s.Attempt(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(kept[id].ProcessList, whole.ProcessList) {
+				t.Fatalf("step %d, %s: from kept summaries %+v\n from the start %+v", step, id, kept[id].ProcessList, whole.ProcessList)
+			}
+		}
+		reads += len(ids)
+	}
+	t.Logf("%d attempts read twice; %d process summaries taken from an earlier read", reads, s.procAggs.hits)
+	if s.procAggs.hits == 0 {
+		t.Fatal("no summary was taken from an earlier read")
+	}
 }

@@ -82,7 +82,8 @@ type Store struct {
 
 	mmu sync.Mutex // one maintenance at a time
 
-	stmts stmts // the API's reads, prepared (stmt.go)
+	stmts    stmts    // the API's reads, prepared (stmt.go)
+	procAggs procAggs // processes' summaries made by earlier reads (batch.go)
 }
 
 // handle is the database (the one open now).
