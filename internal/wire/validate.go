@@ -88,12 +88,14 @@ func validate(b *Batch) error {
 			return fmt.Errorf("memberships[%d]: %v", i, err)
 		}
 	}
+	// The metrics each series has, one bit each (cleared after each).
+	has := make([]uint64, (len(b.Metrics)+63)/64)
 	for i := range b.ProcSeries {
 		s := &b.ProcSeries[i]
 		if s.Key == 0 {
 			return fmt.Errorf("process_series[%d]: key is required", i)
 		}
-		if err := validSeries(s, len(b.Metrics)); err != nil {
+		if err := validSeries(s, len(b.Metrics), has); err != nil {
 			return fmt.Errorf("process_series[%d]: %v", i, err)
 		}
 	}
@@ -102,7 +104,7 @@ func validate(b *Batch) error {
 		if s.AttemptID == "" {
 			return fmt.Errorf("attempt_series[%d]: attempt_id is required", i)
 		}
-		if err := validSeries(s, len(b.Metrics)); err != nil {
+		if err := validSeries(s, len(b.Metrics), has); err != nil {
 			return fmt.Errorf("attempt_series[%d] (%s): %v", i, s.AttemptID, err)
 		}
 	}
@@ -121,7 +123,9 @@ func validate(b *Batch) error {
 	return nil
 }
 
-func validSeries(s *Series, metrics int) error {
+// validSeries checks a series of a batch of so many metrics; seen is a
+// bitset of them, all clear, which it leaves clear if s is valid.
+func validSeries(s *Series, metrics int, seen []uint64) error {
 	if err := utf(s.AttemptID); err != nil {
 		return fmt.Errorf("attempt_id: %v", err)
 	}
@@ -139,22 +143,25 @@ func validSeries(s *Series, metrics int) error {
 	if last := s.Times[len(s.Times)-1]; last > MaxTimeMs {
 		return fmt.Errorf("times[%d]=%d is not a unix time in milliseconds (after 2100)", len(s.Times)-1, last)
 	}
-	seen := make(map[uint32]bool, len(s.Columns))
 	for k := range s.Columns {
 		c := &s.Columns[k]
 		if int(c.Metric) >= metrics {
 			return fmt.Errorf("columns[%d]: metric %d is not in the batch's %d metrics", k, c.Metric, metrics)
 		}
-		if seen[c.Metric] {
+		w, bit := c.Metric/64, uint64(1)<<(c.Metric%64)
+		if seen[w]&bit != 0 {
 			return fmt.Errorf("columns[%d]: metric %d appears twice", k, c.Metric)
 		}
-		seen[c.Metric] = true
+		seen[w] |= bit
 		if len(c.Values) != len(s.Times) {
 			return fmt.Errorf("columns[%d]: %d values for %d times", k, len(c.Values), len(s.Times))
 		}
 		if len(c.Absent) > 0 && len(c.Absent) != (len(s.Times)+7)/8 {
 			return fmt.Errorf("columns[%d]: absent bitmap of %d bytes for %d times", k, len(c.Absent), len(s.Times))
 		}
+	}
+	for k := range s.Columns {
+		seen[s.Columns[k].Metric/64] = 0
 	}
 	return nil
 }
