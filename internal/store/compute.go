@@ -475,7 +475,7 @@ func ProcessSummary(p *Points, proc *Process) {
 type ProcessAgg struct {
 	Last    []int64
 	HasLast []bool
-	Max     []int64 // 0 if no value above it
+	Max     []int64 // 0 if no present value is above 0 (as Points.Max)
 	Samples int64
 	LastMs  int64 // the last sample's time (Samples > 0)
 }

@@ -145,7 +145,7 @@ func validSeries(s *Series, metrics int, seen []uint64) error {
 	}
 	for k := range s.Columns {
 		c := &s.Columns[k]
-		if int(c.Metric) >= metrics {
+		if uint64(c.Metric) >= uint64(metrics) {
 			return fmt.Errorf("columns[%d]: metric %d is not in the batch's %d metrics", k, c.Metric, metrics)
 		}
 		w, bit := c.Metric/64, uint64(1)<<(c.Metric%64)

@@ -323,7 +323,9 @@ func (s *Store) processLists(ctx context.Context, ids []string, out map[string][
 			r.from = max(from, agg.LastMs+1)
 		}
 		reads[i] = r
-		needs = append(needs, r.need)
+		if r.from < r.to {
+			needs = append(needs, r.need) // else: nothing can come after the summary
+		}
 	}
 	chunks, err := s.readChunks(ctx, needs)
 	if err != nil {
@@ -374,8 +376,11 @@ const (
 )
 
 // get returns a copy of the summary of process key over a life that
-// starts at life, and when it was made from the start (nil if none, or
-// made procAggTTL before now).
+// starts at life, and when it was made from the start (nil if none, if made
+// for another life, or made procAggTTL before now). The time is the
+// machine's, not the store's clock (Options.Now, which follows the data in
+// tests and benchmarks): the TTL bounds how long a summary goes without
+// being made again.
 func (c *procAggs) get(key uint64, life int64, now time.Time) (*store.ProcessAgg, time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -388,14 +393,25 @@ func (c *procAggs) get(key uint64, life int64, now time.Time) (*store.ProcessAgg
 }
 
 // put keeps agg (which its caller no longer changes), unless it has no
-// samples.
+// samples. When maxProcAggs are kept, those made procAggTTL before made go
+// first, then all.
 func (c *procAggs) put(key uint64, life int64, agg *store.ProcessAgg, made time.Time) {
 	if agg.Samples == 0 {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.m == nil || len(c.m) >= maxProcAggs {
+	if _, ok := c.m[key]; !ok && len(c.m) >= maxProcAggs {
+		for k, e := range c.m {
+			if made.Sub(e.made) >= procAggTTL {
+				delete(c.m, k)
+			}
+		}
+		if len(c.m) >= maxProcAggs {
+			c.m = nil
+		}
+	}
+	if c.m == nil {
 		c.m = map[uint64]procAgg{}
 	}
 	c.m[key] = procAgg{life, agg, made}
