@@ -30,6 +30,7 @@ import (
 	"github.com/taskscope/taskscope/internal/ship"
 	"github.com/taskscope/taskscope/internal/store"
 	"github.com/taskscope/taskscope/internal/store/duckdb"
+	"github.com/taskscope/taskscope/internal/store/storetest"
 	"github.com/taskscope/taskscope/internal/wire"
 )
 
@@ -227,24 +228,14 @@ func (e *expected) check(t *testing.T, dir string) {
 		t.Errorf("the store holds %d process samples, %d were sent (%+v)", u.Samples, e.samples, u)
 	}
 	// Per process: the summary's count, and a value in each second sampled.
-	page, err := st.Jobs(ctx, store.JobFilter{Limit: 1000})
-	if err != nil {
-		t.Fatal(err)
-	}
 	seen := map[uint64]int64{}
-	for _, j := range page.Jobs {
-		d, err := st.Job(ctx, j.JobID)
+	for _, a := range storetest.Attempts(t, st) {
+		ad, err := st.Attempt(ctx, a.AttemptID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, a := range d.AttemptList {
-			ad, err := st.Attempt(ctx, a.AttemptID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, p := range ad.ProcessList {
-				seen[uint64(p.Key)] = p.Samples
-			}
+		for _, p := range ad.ProcessList {
+			seen[uint64(p.Key)] = p.Samples
 		}
 	}
 	bad := 0

@@ -27,40 +27,30 @@ func TestAttemptProcessesReadOnce(t *testing.T) {
 	start := time.Now().Add(-40 * time.Minute)
 	g := loadgen.NewGenerator(loadgen.Config{Nodes: 3, Slots: 4, BatchTicks: 5, Seed: 12, Start: start})
 	storetest.Fill(t, s, g, start, 40*60)
-	page, err := s.Jobs(ctx, store.JobFilter{Limit: 1000})
-	if err != nil {
-		t.Fatal(err)
-	}
 	n := 0
-	for _, j := range page.Jobs {
-		d, err := s.Job(ctx, j.JobID)
+	for _, a := range storetest.Attempts(t, s) {
+		ad, err := s.Attempt(ctx, a.AttemptID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, a := range d.AttemptList {
-			ad, err := s.Attempt(ctx, a.AttemptID)
+		for _, p := range ad.ProcessList {
+			from, to := int64(0), int64(1<<62)
+			if p.Start > 0 {
+				from = int64(p.Start) - lookback
+			}
+			if p.End > 0 {
+				to = int64(p.End) + lookback
+			}
+			pts, _, err := s.points(ctx, kindProcess, uint64(p.Key), from, to)
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, p := range ad.ProcessList {
-				from, to := int64(0), int64(1<<62)
-				if p.Start > 0 {
-					from = int64(p.Start) - lookback
-				}
-				if p.End > 0 {
-					to = int64(p.End) + lookback
-				}
-				pts, _, err := s.points(ctx, kindProcess, uint64(p.Key), from, to)
-				if err != nil {
-					t.Fatal(err)
-				}
-				want := p
-				store.ProcessSummary(pts, &want)
-				if !reflect.DeepEqual(p, want) {
-					t.Errorf("%s process %d:\n read together %+v\n read alone    %+v", a.AttemptID, p.PID, p, want)
-				}
-				n++
+			want := p
+			store.ProcessSummary(pts, &want)
+			if !reflect.DeepEqual(p, want) {
+				t.Errorf("%s process %d:\n read together %+v\n read alone    %+v", a.AttemptID, p.PID, p, want)
 			}
+			n++
 		}
 	}
 	if n < 50 {
@@ -111,19 +101,9 @@ func TestAttemptsProcessesSameAsOne(t *testing.T) {
 		}
 	}
 	compare := func(when string) {
-		page, err := s.Jobs(ctx, store.JobFilter{Limit: 1000})
-		if err != nil {
-			t.Fatal(err)
-		}
 		var ids []string
-		for _, j := range page.Jobs {
-			d, err := s.Job(ctx, j.JobID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, a := range d.AttemptList {
-				ids = append(ids, a.AttemptID)
-			}
+		for _, a := range storetest.Attempts(t, s) {
+			ids = append(ids, a.AttemptID)
 		}
 		ids = append(ids, "attempt_0_0000_m_000000_0") // not known: absent
 		many, err := s.attemptsProcesses(ctx, ids)
@@ -192,19 +172,9 @@ func TestProcessSummariesAddUp(t *testing.T) {
 	reads := 0
 	for step := 1; step <= 6; step++ {
 		clock.Store(storetest.Fill(t, s, g, start, step*4*60).UnixMilli())
-		page, err := s.Jobs(ctx, store.JobFilter{Limit: 1000})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, j := range page.Jobs {
-			d, err := s.Job(ctx, j.JobID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, a := range d.AttemptList {
-				if !slices.Contains(ids, a.AttemptID) {
-					ids = append(ids, a.AttemptID)
-				}
+		for _, a := range storetest.Attempts(t, s) {
+			if !slices.Contains(ids, a.AttemptID) {
+				ids = append(ids, a.AttemptID)
 			}
 		}
 		// The attempts read with the summaries the last step's reads made,

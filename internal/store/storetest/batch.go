@@ -28,18 +28,7 @@ func testBatchReads(t *testing.T, f Factory) {
 	start := T0.Add(-40 * time.Minute)
 	g := loadgen.NewGenerator(loadgen.Config{Nodes: 3, Slots: 4, BatchTicks: 5, Seed: 11, Start: start})
 	Fill(t, s, g, start, 40*60)
-	page, err := s.Jobs(ctx, store.JobFilter{Limit: 1000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var atts []store.Attempt
-	for _, j := range page.Jobs {
-		d, err := s.Job(ctx, j.JobID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		atts = append(atts, d.AttemptList...)
-	}
+	atts := Attempts(t, s)
 	if len(atts) < 20 {
 		t.Fatalf("%d attempts: want more to compare", len(atts))
 	}

@@ -45,3 +45,23 @@ func Fill(tb testing.TB, st store.Store, g *loadgen.Generator, start time.Time, 
 	}
 	return now
 }
+
+// Attempts lists every attempt of every job st holds (up to 1,000 jobs), job
+// by job.
+func Attempts(tb testing.TB, st store.Store) []store.Attempt {
+	tb.Helper()
+	ctx := context.Background()
+	page, err := st.Jobs(ctx, store.JobFilter{Limit: 1000})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var atts []store.Attempt
+	for _, j := range page.Jobs {
+		d, err := st.Job(ctx, j.JobID)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		atts = append(atts, d.AttemptList...)
+	}
+	return atts
+}

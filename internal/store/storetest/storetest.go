@@ -451,25 +451,33 @@ func testIncrementsAcrossBatches(t *testing.T, f Factory) {
 	for sec := 60; sec < 80; sec++ {
 		Ingest(t, s, g.Batch([]*AttemptSpec{a}, sec, sec+1, false))
 	}
+	// windowAfter asks q (From: the start) whole and from `from` on, which
+	// must give the whole's last buckets; it returns those.
+	windowAfter := func(q store.SeriesQuery, from int64, what string) []store.Float {
+		t.Helper()
+		whole, err := s.Series(context.Background(), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		skip := int((from - q.From) / q.Step)
+		q.From = from
+		tail, err := s.Series(context.Background(), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := whole.Series[0].Values[skip:]
+		if got := tail.Series[0].Values; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s: %s %s: %v, the whole life's buckets %v", q.Scope, what, q.Metrics[0], got, want)
+		}
+		return want
+	}
 	for _, q := range []store.SeriesQuery{
 		{Scope: store.ScopeProcess, Process: store.Key(key)},
 		{Scope: store.ScopeAttempt, AttemptID: att1},
 		{Scope: store.ScopeJob, JobID: job1},
 	} {
 		q.Metrics, q.From, q.To, q.Step = []string{"cpu_percent"}, T0.UnixMilli(), T0.Add(80*time.Second).UnixMilli(), 10000
-		whole, err := s.Series(context.Background(), q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		q.From = T0.Add(60 * time.Second).UnixMilli()
-		tail, err := s.Series(context.Background(), q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := whole.Series[0].Values[6:]
-		if got := tail.Series[0].Values; fmt.Sprint(got) != fmt.Sprint(want) {
-			t.Errorf("%s: the window after a gap: cpu_percent %v, the whole life's buckets %v", q.Scope, got, want)
-		}
+		want := windowAfter(q, T0.Add(60*time.Second).UnixMilli(), "the window after a gap")
 		if v := float64(want[1]); math.Abs(v-50) > 0.01 {
 			t.Errorf("%s: cpu_percent %g after the gap, want 50", q.Scope, v)
 		}
@@ -493,20 +501,9 @@ func testIncrementsAcrossBatches(t *testing.T, f Factory) {
 		}
 		Ingest(t, s, b)
 	}
-	q := store.SeriesQuery{Scope: store.ScopeProcess, Process: store.Key(key), Metrics: []string{"read_bytes_per_s"},
-		From: T0.UnixMilli(), To: T0.Add(120 * time.Second).UnixMilli(), Step: 10000}
-	whole, err := s.Series(context.Background(), q)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q.From = T0.Add(100 * time.Second).UnixMilli()
-	tail, err := s.Series(context.Background(), q)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, want := tail.Series[0].Values, whole.Series[0].Values[10:]; fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("read_bytes_per_s after its values were missing: %v, the whole life's buckets %v", got, want)
-	}
+	windowAfter(store.SeriesQuery{Scope: store.ScopeProcess, Process: store.Key(key), Metrics: []string{"read_bytes_per_s"},
+		From: T0.UnixMilli(), To: T0.Add(120 * time.Second).UnixMilli(), Step: 10000},
+		T0.Add(100*time.Second).UnixMilli(), "after its values were missing")
 }
 
 func testJobsList(t *testing.T, f Factory) {
