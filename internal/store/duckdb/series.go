@@ -31,15 +31,10 @@ const (
 
 // needsLookback reports whether a series read from shortLookback before
 // from needs reading from lookback: it began before the short read did
-// (began: 0 if not known), and a rate of metrics has no value before from
-// to start its first increment from (store.NeedsEarlier).
-func needsLookback(p *store.Points, from, began int64, needsEarlier func(*store.Points, int64) bool) bool {
-	return (began <= 0 || began < from-shortLookback) && needsEarlier(p, from)
-}
-
-// ratesOf is store.NeedsEarlier for metrics of a series of cols.
-func ratesOf(metrics []store.SeriesMetric, cols []store.StoredColumn) func(*store.Points, int64) bool {
-	return func(p *store.Points, from int64) bool { return store.NeedsEarlier(p, from, metrics, cols) }
+// (began: 0 if not known), and a rate asked for has no value before from
+// to start its first increment from (earlier: store.NeedsEarlier's answer).
+func needsLookback(from, began int64, earlier bool) bool {
+	return (began <= 0 || began < from-shortLookback) && earlier
 }
 
 // Series returns bucketed series, computed from the chunks of the series
@@ -169,7 +164,7 @@ func (s *Store) windowPoints(ctx context.Context, kind int, key uint64, from, to
 	if began <= 0 && kind == kindProcess {
 		began = start
 	}
-	if err != nil || !needsLookback(p, from, began, ratesOf(metrics, schemaOf(kind))) {
+	if err != nil || !needsLookback(from, began, store.NeedsEarlier(p, from, metrics, schemaOf(kind))) {
 		return p, start, err
 	}
 	return s.points(ctx, kind, key, from-lookback, to)
@@ -306,7 +301,7 @@ func (s *Store) jobChunks(ctx context.Context, q *store.SeriesQuery, kind int, j
 		if err != nil {
 			return err
 		}
-		if needsLookback(p, q.From, starts[k], acc.NeedsEarlier) {
+		if needsLookback(q.From, starts[k], acc.NeedsEarlier(p, q.From)) {
 			more = append(more, k)
 			continue
 		}
