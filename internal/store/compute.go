@@ -23,7 +23,7 @@ type Points struct {
 // into time order; a time seen twice keeps its first occurrence in chunk
 // order. cols is the series' schema.
 func Decode(chunks [][]byte, cols []StoredColumn) (*Points, error) {
-	if p, ok, err := decodeInOrder(chunks, cols); ok || err != nil {
+	if p, ok, err := decodeInOrder(chunks, cols, nil); ok || err != nil {
 		return p, err
 	}
 	return decodeMerge(chunks, cols)
@@ -104,19 +104,56 @@ func decodeMerge(chunks [][]byte, cols []StoredColumn) (*Points, error) {
 	return p, nil
 }
 
+// Decoder decodes series one after another into the same arrays, for a
+// caller that is done with each series' points before it decodes the next
+// (compaction): a compaction of some 100,000 series otherwise allocates
+// their every column anew. The zero value is ready.
+type Decoder struct {
+	dec    chunk.Decoder
+	c      chunk.Chunk
+	p      Points
+	cols   [][]int64
+	absent [][]bool
+	in     []bool
+}
+
+// Decode is Decode (the package function), into d's arrays: the points are
+// valid until the next call.
+func (d *Decoder) Decode(chunks [][]byte, cols []StoredColumn) (*Points, error) {
+	if p, ok, err := decodeInOrder(chunks, cols, d); ok || err != nil {
+		return p, err
+	}
+	return decodeMerge(chunks, cols)
+}
+
 // decodeInOrder is Decode of chunks that come in time order without
 // overlapping (as queries and compaction read them): each is decoded into
 // one reused chunk and appended, rather than all decoded first. ok is
 // false, with nothing decoded, for chunks out of order (or a column twice
-// in a chunk): Decode then merges them.
-func decodeInOrder(chunks [][]byte, cols []StoredColumn) (p *Points, ok bool, err error) {
-	var dec chunk.Decoder
-	var c chunk.Chunk
-	p = &Points{Cols: make([][]int64, len(cols)), Absent: make([][]bool, len(cols)), Has: make([]bool, len(cols))}
-	absent := make([][]bool, len(cols))
-	in := make([]bool, len(cols))
+// in a chunk): Decode then merges them. With d, the points are made in d's
+// arrays; without, in new ones.
+func decodeInOrder(chunks [][]byte, cols []StoredColumn, d *Decoder) (p *Points, ok bool, err error) {
+	if d == nil {
+		d = &Decoder{}
+	} else {
+		// Earlier series' points are dropped: their arrays are reused.
+		clear(d.p.Cols)
+		clear(d.p.Absent)
+	}
+	dec, c := &d.dec, &d.c
+	d.p = Points{Times: d.p.Times[:0], Cols: resize(d.p.Cols, len(cols)), Absent: resize(d.p.Absent, len(cols)), Has: resize(d.p.Has, len(cols))}
+	p = &d.p
+	clear(p.Has)
+	if len(d.cols) < len(cols) {
+		d.cols = append(d.cols, make([][]int64, len(cols)-len(d.cols))...)
+		d.absent = append(d.absent, make([][]bool, len(cols)-len(d.absent))...)
+	}
+	absent := d.absent[:len(cols)]
+	d.in = resize(d.in, len(cols))
+	in := d.in
 	last := int64(math.MinInt64)
 	known := 0
+	started := false
 	for _, data := range chunks {
 		n, ok := chunk.Samples(data)
 		if !ok {
@@ -126,7 +163,7 @@ func decodeInOrder(chunks [][]byte, cols []StoredColumn) (p *Points, ok bool, er
 		known += n
 	}
 	for _, data := range chunks {
-		if err := dec.DecodeTo(data, &c); err != nil {
+		if err := dec.DecodeTo(data, c); err != nil {
 			return nil, false, err
 		}
 		for _, col := range c.Columns {
@@ -143,11 +180,12 @@ func decodeInOrder(chunks [][]byte, cols []StoredColumn) (p *Points, ok bool, er
 		}
 		last = c.Times[n-1]
 		base := len(p.Times)
-		if p.Times == nil {
+		if !started {
 			// Room for all the samples at once where the chunks' headers
 			// say how many (compaction's fresh chunks, uncompressed): not
 			// doubling from five samples (the columns take this capacity).
-			p.Times = make([]int64, 0, max(n, known))
+			p.Times = slices.Grow(p.Times, max(n, known))
+			started = true
 		}
 		p.Times = append(p.Times, c.Times...)
 		clear(in)
@@ -159,8 +197,9 @@ func decodeInOrder(chunks [][]byte, cols []StoredColumn) (p *Points, ok bool, er
 			in[j] = true
 			if !p.Has[j] {
 				p.Has[j] = true
-				p.Cols[j] = make([]int64, base, max(base+n, cap(p.Times)))
-				absent[j] = make([]bool, base, cap(p.Cols[j]))
+				p.Cols[j] = slices.Grow(d.cols[j][:0], max(base+n, cap(p.Times)))[:base]
+				clear(p.Cols[j])
+				absent[j] = slices.Grow(d.absent[j][:0], cap(p.Cols[j]))[:base]
 				for i := range absent[j] {
 					absent[j][i] = true
 				}
@@ -185,6 +224,10 @@ func decodeInOrder(chunks [][]byte, cols []StoredColumn) (p *Points, ok bool, er
 		p.Times = []int64{}
 	}
 	for j := range cols {
+		if !p.Has[j] {
+			continue // (absent[j] is another series')
+		}
+		d.cols[j], d.absent[j] = p.Cols[j], absent[j] // (grown: kept for the next series)
 		if slices.Contains(absent[j], true) {
 			p.Absent[j] = absent[j]
 		}
@@ -670,4 +713,13 @@ func ProcessEvents(evs []Event, procs []Process) []Event {
 	}
 	sort.SliceStable(evs, func(i, j int) bool { return evs[i].Time < evs[j].Time })
 	return evs
+}
+
+// resize returns s with length n, reusing its array when it is large enough
+// (what it held is left: the caller clears what it needs).
+func resize[T any](s []T, n int) []T {
+	if cap(s) >= n {
+		return s[:n]
+	}
+	return make([]T, n)
 }

@@ -11,11 +11,17 @@ import (
 // Chunks in time order are decoded by appending each to the points (the
 // fast path); the points are those the general merge makes of them, with
 // columns that only some chunks have, absent values, empty chunks; and
-// chunks out of order or overlapping still merge.
+// chunks out of order or overlapping still merge. A Decoder that decodes
+// one series after another (in the arrays of the one before) gives the
+// same points, the schema changing between series too.
 func TestDecodeInOrderSameAsMerge(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
-	cols := SampleColumns
+	var shared Decoder
 	for trial := 0; trial < 500; trial++ {
+		cols := SampleColumns
+		if trial%3 == 1 {
+			cols = AttemptColumns
+		}
 		var chunks [][]byte
 		tm := int64(1_700_000_000_000)
 		for k := 0; k < 1+r.IntN(12); k++ {
@@ -65,6 +71,13 @@ func TestDecodeInOrderSameAsMerge(t *testing.T) {
 		}
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("trial %d: %d chunks: the points differ", trial, len(chunks))
+		}
+		again, err := shared.Decode(chunks, cols)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(again, want) {
+			t.Fatalf("trial %d: %d chunks: the points a reused Decoder made differ", trial, len(chunks))
 		}
 	}
 }
