@@ -196,3 +196,53 @@ func steady(b *testing.B, start time.Time, next func() ([]*wire.Batch, time.Time
 		s.Close()
 	}
 }
+
+// BenchmarkCompact times one compaction of 150 s of loadgen's data (200
+// nodes, a batch per node every 5 s, as BenchmarkHTTPIngestSustained's
+// server compacts at its rate): reading the fresh chunks in series order,
+// decoding, encoding each series' samples as merged chunks and appending
+// them. It reports ns per process sample compacted.
+//
+//	go test -run '^$' -bench 'Compact$' -count 6 ./internal/store/duckdb/
+func BenchmarkCompact(b *testing.B) {
+	start := time.Now().Add(-24 * time.Hour)
+	g := loadgen.NewGenerator(loadgen.Config{Nodes: 200, Slots: 8, BatchTicks: 5, Seed: 1, Start: start})
+	rounds := make([][]*wire.Batch, 30)
+	samples := 0
+	for i := range rounds {
+		rounds[i] = g.Next()
+		for _, bt := range rounds[i] {
+			samples += bt.SampleCount()
+		}
+	}
+	ctx := context.Background()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		s, err := Open(Options{Dir: b.TempDir()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, r := range rounds {
+			app, err := s.Begin(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, bt := range r {
+				if _, err := app.Append(bt); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := app.Commit(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StartTimer()
+		if err := s.Compact(ctx); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		s.Close()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*samples), "ns/sample")
+}

@@ -17,7 +17,7 @@ const rollupPeriod = 60_000
 
 // mergeLevel is how hard compaction compresses (docs/storage.md has the
 // figures of each level).
-const mergeLevel = chunk.Default
+const mergeLevel = chunk.Fast
 
 // Maintain merges the fresh chunks once there are CompactRows of them or
 // the oldest is CompactAge old, turns raw samples past Retention into
@@ -325,14 +325,15 @@ func (s *Store) scanSeries(ctx context.Context, table, where string,
 	var curKind int8 = -1
 	var curKey, curJob int64
 	var group [][]byte
-	var buf []byte
+	var blobs, buf []byte // the series' chunks, copied from the rows
+	var dec store.Decoder
 	n := 0
 	flush := func() error {
 		if len(group) == 0 {
 			return nil
 		}
-		p, err := store.Decode(group, schemaOf(int(curKind)))
-		group = group[:0]
+		p, err := dec.Decode(group, schemaOf(int(curKind)))
+		group, blobs = group[:0], blobs[:0]
 		if err != nil {
 			s.opt.Log.Error("compaction: dropping a damaged series", "key", curKey, "err", err)
 			return nil
@@ -347,7 +348,7 @@ func (s *Store) scanSeries(ctx context.Context, table, where string,
 	for rows.Next() {
 		var kind int8
 		var key, job int64
-		var data []byte
+		var data sql.RawBytes // (valid until the next row)
 		if err := rows.Scan(&kind, &key, &job, &data); err != nil {
 			return n, err
 		}
@@ -360,7 +361,9 @@ func (s *Store) scanSeries(ctx context.Context, table, where string,
 		if job != 0 {
 			curJob = job // (a process's start may be known from some of its chunks only)
 		}
-		group = append(group, data)
+		at := len(blobs)
+		blobs = append(blobs, data...)
+		group = append(group, blobs[at:len(blobs):len(blobs)])
 	}
 	if err := rows.Err(); err != nil {
 		return n, err
