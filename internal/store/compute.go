@@ -135,21 +135,22 @@ func (d *Decoder) Decode(chunks [][]byte, cols []StoredColumn) (*Points, error) 
 func decodeInOrder(chunks [][]byte, cols []StoredColumn, d *Decoder) (p *Points, ok bool, err error) {
 	if d == nil {
 		d = &Decoder{}
-	} else {
-		// Earlier series' points are dropped: their arrays are reused.
-		clear(d.p.Cols)
-		clear(d.p.Absent)
 	}
-	dec, c := &d.dec, &d.c
-	d.p = Points{Times: d.p.Times[:0], Cols: resize(d.p.Cols, len(cols)), Absent: resize(d.p.Absent, len(cols)), Has: resize(d.p.Has, len(cols))}
+	// Earlier series' points are dropped: their arrays are reused.
+	nc := len(cols)
+	d.p = Points{Times: d.p.Times[:0], Cols: slices.Grow(d.p.Cols[:0], nc)[:nc], Absent: slices.Grow(d.p.Absent[:0], nc)[:nc],
+		Has: slices.Grow(d.p.Has[:0], nc)[:nc]}
 	p = &d.p
+	clear(p.Cols)
+	clear(p.Absent)
 	clear(p.Has)
+	dec, c := &d.dec, &d.c
 	if len(d.cols) < len(cols) {
 		d.cols = append(d.cols, make([][]int64, len(cols)-len(d.cols))...)
 		d.absent = append(d.absent, make([][]bool, len(cols)-len(d.absent))...)
 	}
 	absent := d.absent[:len(cols)]
-	d.in = resize(d.in, len(cols))
+	d.in = slices.Grow(d.in[:0], nc)[:nc]
 	in := d.in
 	last := int64(math.MinInt64)
 	known := 0
@@ -713,13 +714,4 @@ func ProcessEvents(evs []Event, procs []Process) []Event {
 	}
 	sort.SliceStable(evs, func(i, j int) bool { return evs[i].Time < evs[j].Time })
 	return evs
-}
-
-// resize returns s with length n, reusing its array when it is large enough
-// (what it held is left: the caller clears what it needs).
-func resize[T any](s []T, n int) []T {
-	if cap(s) >= n {
-		return s[:n]
-	}
-	return make([]T, n)
 }
