@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/taskscope/taskscope/internal/loadgen"
+	"github.com/taskscope/taskscope/internal/store/storetest"
 	"github.com/taskscope/taskscope/internal/wire"
 )
 
@@ -224,18 +225,7 @@ func BenchmarkCompact(b *testing.B) {
 			b.Fatal(err)
 		}
 		for _, r := range rounds {
-			app, err := s.Begin(ctx)
-			if err != nil {
-				b.Fatal(err)
-			}
-			for _, bt := range r {
-				if _, err := app.Append(bt); err != nil {
-					b.Fatal(err)
-				}
-			}
-			if err := app.Commit(); err != nil {
-				b.Fatal(err)
-			}
+			storetest.Ingest(b, s, r...)
 		}
 		b.StartTimer()
 		if err := s.Compact(ctx); err != nil {
