@@ -200,7 +200,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.Is(res.Err, ErrBusy):
 		h.fail(w, http.StatusServiceUnavailable, "busy", "the server is busy writing; retry")
-	case store.DiskFull(res.Err):
+	case errors.Is(res.Err, store.ErrDiskFull):
 		// Not stored: the agent keeps the batch and retries.
 		h.fail(w, http.StatusServiceUnavailable, "disk_full", "the server's disk is full, the batch is not stored; retry: "+res.Err.Error())
 	case res.Err != nil:

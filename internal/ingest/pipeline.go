@@ -197,7 +197,7 @@ func (p *Pipeline) run() {
 func (p *Pipeline) write(group []*request) {
 	start := time.Now()
 	res, err := p.commit(group)
-	if err != nil && len(group) > 1 && !store.DiskFull(err) {
+	if err != nil && len(group) > 1 && !errors.Is(err, store.ErrDiskFull) {
 		for _, r := range group {
 			p.write([]*request{r})
 		}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -40,7 +41,7 @@ func (h *writeHealth) failed(err error, batches int) {
 	now := time.Now()
 	if h.err == nil {
 		h.err, h.since, h.refused, h.logged = err, now, int64(batches), now
-		if store.DiskFull(err) {
+		if errors.Is(err, store.ErrDiskFull) {
 			h.log.Error("disk full: the store cannot write; agents keep their batches and retry", "data_dir", h.dir,
 				"free_bytes", h.free(), "err", err)
 		} else {
@@ -52,7 +53,7 @@ func (h *writeHealth) failed(err error, batches int) {
 	h.refused += int64(batches)
 	if now.Sub(h.logged) >= remindEvery {
 		h.logged = now
-		h.log.Error("the store still cannot write", "disk_full", store.DiskFull(err), "for", now.Sub(h.since).Round(time.Second),
+		h.log.Error("the store still cannot write", "disk_full", errors.Is(err, store.ErrDiskFull), "for", now.Sub(h.since).Round(time.Second),
 			"batches_refused", h.refused, "free_bytes", h.free(), "err", err)
 	}
 }
@@ -110,7 +111,7 @@ func (h *writeHealth) message() string {
 		return ""
 	}
 	what := "the store cannot write"
-	if store.DiskFull(err) {
+	if errors.Is(err, store.ErrDiskFull) {
 		what = "disk full: the store cannot write"
 	}
 	msg := fmt.Sprintf("%s since %s (%s): %v", what, since.UTC().Format(time.RFC3339), time.Since(since).Round(time.Second), err)
@@ -148,7 +149,7 @@ func (h *writeHealth) Collect(ch chan<- prometheus.Metric) {
 	writable, full, failing := 1.0, 0.0, 0.0
 	if err != nil {
 		writable, failing = 0, time.Since(since).Seconds()
-		if store.DiskFull(err) {
+		if errors.Is(err, store.ErrDiskFull) {
 			full = 1
 		}
 	}

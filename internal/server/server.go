@@ -167,7 +167,7 @@ func (s *Server) maintain(ctx context.Context) {
 			if err := s.cfg.Store.Maintain(ctx, time.Now()); err != nil && ctx.Err() == nil {
 				// A full disk is the health's to say; another failure
 				// (a checkpoint that met a transaction) is tried again.
-				if store.DiskFull(err) {
+				if errors.Is(err, store.ErrDiskFull) {
 					s.health.failed(err, 0)
 				} else {
 					s.cfg.Log.Error("maintenance failed", "err", err)

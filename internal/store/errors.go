@@ -1,22 +1,31 @@
 package store
 
-import (
-	"errors"
-	"strings"
-	"syscall"
-)
+import "errors"
 
-// DiskFull reports whether err says that the store's disk is full: ENOSPC
-// or EDQUOT, as an errno or in the text of a database's error (DuckDB's
-// errors are text: `Could not write file "...wal": No space left on
-// device`).
-func DiskFull(err error) bool {
-	if err == nil {
-		return false
+// ErrNotFound is returned for unknown jobs and attempts.
+var ErrNotFound = errors.New("not found")
+
+// ErrDiskFull is what a store's writes fail with, in their chain
+// (errors.Is), when the store cannot write because its disk (or a quota)
+// is full. Each backend maps its own errors to it (DuckDB's ENOSPC in the
+// text of its errors, a ClickHouse server's NOT_ENOUGH_SPACE), with
+// DiskFullError. The ingest pipeline then answers every batch of a
+// failed group 503 at once, rather than writing them one by one, and the
+// server reports the disk full (/healthz, taskscope_store_disk_full).
+var ErrDiskFull = errors.New("disk full")
+
+// DiskFullError returns err marked as ErrDiskFull: errors.Is(e,
+// ErrDiskFull) and errors.Is(e, target) for every target of err's chain
+// hold, and its text is err's. It returns err itself if it is nil or
+// already so marked.
+func DiskFullError(err error) error {
+	if err == nil || errors.Is(err, ErrDiskFull) {
+		return err
 	}
-	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
-		return true
-	}
-	msg := strings.ToLower(err.Error())
-	return strings.Contains(msg, "no space left on device") || strings.Contains(msg, "disk quota exceeded")
+	return diskFull{err}
 }
+
+type diskFull struct{ err error }
+
+func (e diskFull) Error() string   { return e.err.Error() }
+func (e diskFull) Unwrap() []error { return []error{ErrDiskFull, e.err} }

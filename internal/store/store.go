@@ -75,9 +75,6 @@ type Appender interface {
 	Rollback() error
 }
 
-// ErrNotFound is returned for unknown jobs and attempts.
-var ErrNotFound = errors.New("not found")
-
 // Time is unix milliseconds; it marshals to JSON as an RFC 3339 string, and
 // 0 as null.
 type Time int64

@@ -3,6 +3,7 @@ package duckdb
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -134,7 +135,7 @@ func fill(t *testing.T, dir string) *fullDisk {
 		}
 		r := f.next()
 		if err := f.commit(t, r); err != nil {
-			if !store.DiskFull(err) {
+			if !errors.Is(err, store.ErrDiskFull) {
 				t.Fatalf("a commit on a full disk failed with %v, not ENOSPC", err)
 			}
 			t.Logf("round %d failed: %v", i, err)
@@ -143,7 +144,7 @@ func fill(t *testing.T, dir string) *fullDisk {
 		}
 	}
 	err = f.st.Checkpoint(context.Background())
-	if err == nil || !store.DiskFull(err) || !isFatal(err) {
+	if err == nil || !errors.Is(err, store.ErrDiskFull) || !isFatal(err) {
 		t.Fatalf("a checkpoint on a full disk: %v; want a fatal ENOSPC", err)
 	}
 	t.Logf("checkpoint: %v", err)
@@ -182,13 +183,13 @@ func TestDiskFull(t *testing.T) {
 		ctx := context.Background()
 		// Writes now fail at once, and say why.
 		t0 := time.Now()
-		if err := f.commit(t, f.pending); err == nil || !store.DiskFull(err) {
+		if err := f.commit(t, f.pending); err == nil || !errors.Is(err, store.ErrDiskFull) {
 			t.Fatalf("a commit while the database is reopened: %v", err)
 		}
 		if d := time.Since(t0); d > time.Second {
 			t.Errorf("a commit while the database is reopened took %v to fail", d)
 		}
-		if err := f.st.Maintain(ctx, time.Now()); err == nil || !store.DiskFull(err) {
+		if err := f.st.Maintain(ctx, time.Now()); err == nil || !errors.Is(err, store.ErrDiskFull) {
 			t.Errorf("maintenance while the database is reopened: %v", err)
 		}
 		waitLog(t, f.log, "cannot reopen the database yet")

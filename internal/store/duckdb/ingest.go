@@ -339,8 +339,9 @@ func mergeSummary(dst, src *store.AttemptSummary) {
 	}
 }
 
-// Commit writes the transaction.
-func (t *tx) Commit() error {
+// Commit writes the transaction. A full disk is store.ErrDiskFull.
+func (t *tx) Commit() (err error) {
+	defer func() { err = mapErr(err) }()
 	if t.done {
 		return fmt.Errorf("commit after commit or rollback")
 	}
@@ -365,7 +366,7 @@ func (t *tx) Commit() error {
 	if err := t.describeMembers(); err != nil {
 		return err
 	}
-	err := s.wconn.Raw(func(dc any) error {
+	err = s.wconn.Raw(func(dc any) error {
 		conn := dc.(driver.Conn)
 		ex := conn.(driver.ExecerContext)
 		exec := func(q string) error {

@@ -31,7 +31,7 @@ func (s *Store) Maintain(ctx context.Context, now time.Time) error {
 	if err := s.writable(); err != nil {
 		return err
 	}
-	return s.failed(s.maintain(ctx, now))
+	return mapErr(s.failed(s.maintain(ctx, now)))
 }
 
 func (s *Store) maintain(ctx context.Context, now time.Time) error {
@@ -123,7 +123,7 @@ func (s *Store) Compact(ctx context.Context) error {
 	if err := s.writable(); err != nil {
 		return err
 	}
-	return s.failed(s.compact(ctx))
+	return mapErr(s.failed(s.compact(ctx)))
 }
 
 // compact switches ingest to the other fresh table, then merges every chunk
@@ -383,5 +383,5 @@ func (s *Store) Checkpoint(ctx context.Context) error {
 	}
 	_, err := s.wconn.ExecContext(ctx, "CHECKPOINT")
 	s.failedLocked(err)
-	return err
+	return mapErr(err)
 }

@@ -72,7 +72,7 @@ func (s *Store) unavailableLocked() error {
 	if s.broken == nil {
 		return nil
 	}
-	return fmt.Errorf("store unavailable while its database is reopened, after: %w", s.broken)
+	return mapErr(fmt.Errorf("store unavailable while its database is reopened, after: %w", s.broken))
 }
 
 // reopen closes the invalidated database and opens it again until it can.
