@@ -118,7 +118,7 @@ func canonical(r *analysis.Report) string {
 func TestFindingsReuseReads(t *testing.T) {
 	start := time.Now().Add(-25 * time.Minute)
 	var clock atomic.Int64 // the store's: the data's last second, so that running jobs run
-	st, err := duckdb.Open(duckdb.Options{Dir: t.TempDir(), Now: func() time.Time { return time.UnixMilli(clock.Load()) }})
+	st, err := duckdb.Open(duckdb.Options{Dir: t.TempDir(), Clock: store.Clock{Now: func() time.Time { return time.UnixMilli(clock.Load()) }}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -55,8 +55,8 @@ var loadJobs int // jobs of the loadgen part
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	st, err := duckdb.Open(duckdb.Options{Dir: t.TempDir(), SummaryEvery: -1, StaleAfter: 2 * time.Minute,
-		Now: func() time.Time { return now }})
+	st, err := duckdb.Open(duckdb.Options{Dir: t.TempDir(), SummaryEvery: -1,
+		Clock: store.Clock{Now: func() time.Time { return now }, StaleAfter: 2 * time.Minute}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/taskscope/taskscope/internal/analysis"
 	"github.com/taskscope/taskscope/internal/loadgen"
+	"github.com/taskscope/taskscope/internal/store"
 	"github.com/taskscope/taskscope/internal/store/duckdb"
 )
 
@@ -83,7 +84,7 @@ func BenchmarkHTTPIngestSustained(b *testing.B) {
 func sustained(b *testing.B, cfg loadgen.Config, bodies string, users, queriers int) {
 	var ackedMs atomic.Int64
 	ackedMs.Store(cfg.Start.UnixMilli())
-	st, err := duckdb.Open(duckdb.Options{Dir: b.TempDir(), Now: func() time.Time { return time.UnixMilli(ackedMs.Load()) }})
+	st, err := duckdb.Open(duckdb.Options{Dir: b.TempDir(), Clock: store.Clock{Now: func() time.Time { return time.UnixMilli(ackedMs.Load()) }}})
 	if err != nil {
 		b.Fatal(err)
 	}

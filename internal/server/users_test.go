@@ -10,6 +10,7 @@ import (
 
 	"github.com/taskscope/taskscope/internal/analysis"
 	"github.com/taskscope/taskscope/internal/loadgen"
+	"github.com/taskscope/taskscope/internal/store"
 	"github.com/taskscope/taskscope/internal/store/duckdb"
 )
 
@@ -20,7 +21,7 @@ func TestUsers(t *testing.T) {
 	start := time.Now().Add(-time.Hour)
 	var ackedMs atomic.Int64
 	ackedMs.Store(start.UnixMilli())
-	st, err := duckdb.Open(duckdb.Options{Dir: t.TempDir(), Now: func() time.Time { return time.UnixMilli(ackedMs.Load()) }})
+	st, err := duckdb.Open(duckdb.Options{Dir: t.TempDir(), Clock: store.Clock{Now: func() time.Time { return time.UnixMilli(ackedMs.Load()) }}})
 	if err != nil {
 		t.Fatal(err)
 	}

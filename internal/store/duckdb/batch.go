@@ -378,7 +378,7 @@ const (
 // get returns a copy of the summary of process key over a life that
 // starts at life, and when it was made from the start (nil if none, if made
 // for another life, or made procAggTTL before now). The time is the
-// machine's, not the store's clock (Options.Now, which follows the data in
+// machine's, not the store's clock (Options.Clock, which follows the data in
 // tests and benchmarks): the TTL bounds how long a summary goes without
 // being made again.
 func (c *procAggs) get(key uint64, life int64, now time.Time) (*store.ProcessAgg, time.Time) {

@@ -161,7 +161,7 @@ func (s *Store) attemptProcesses(ctx context.Context, r attemptRange) ([]store.P
 func TestProcessSummariesAddUp(t *testing.T) {
 	start := time.Now().Add(-30 * time.Minute)
 	var clock atomic.Int64
-	s, err := Open(Options{Dir: t.TempDir(), CompactAge: 2 * time.Minute, Now: func() time.Time { return time.UnixMilli(clock.Load()) }})
+	s, err := Open(Options{Dir: t.TempDir(), CompactAge: 2 * time.Minute, Clock: store.Clock{Now: func() time.Time { return time.UnixMilli(clock.Load()) }}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,8 +41,9 @@ type Options struct {
 	// CompactAge (default 10 minutes).
 	CompactRows int64
 	CompactAge  time.Duration
-	// StaleAfter: an attempt that is not ended and not seen for this long is "lost".
-	StaleAfter time.Duration
+	// Clock: what time it is, and when an attempt that has not ended is
+	// lost (store.Clock; zero: the machine's time, store.DefaultStaleAfter).
+	Clock store.Clock
 	// SummaryEvery is how often attempts' and jobs' summaries are written
 	// (default 1 s): time series are visible at once, summaries within this.
 	// Negative: at every commit.
@@ -50,7 +51,6 @@ type Options struct {
 	Threads      int
 	MemoryLimit  string
 	Log          *slog.Logger
-	Now          func() time.Time
 }
 
 // Store is the DuckDB store.
@@ -95,17 +95,12 @@ func Open(opt Options) (*Store, error) {
 	if opt.Log == nil {
 		opt.Log = slog.New(slog.DiscardHandler)
 	}
-	if opt.Now == nil {
-		opt.Now = time.Now
-	}
+	opt.Clock = opt.Clock.WithDefaults()
 	if opt.CompactRows <= 0 {
 		opt.CompactRows = 4 << 20
 	}
 	if opt.CompactAge <= 0 {
 		opt.CompactAge = 10 * time.Minute
-	}
-	if opt.StaleAfter <= 0 {
-		opt.StaleAfter = 2 * time.Minute
 	}
 	if opt.SummaryEvery == 0 {
 		opt.SummaryEvery = time.Second

@@ -2,31 +2,26 @@ package duckdb
 
 import (
 	"testing"
-	"time"
 
 	"github.com/taskscope/taskscope/internal/store"
 	"github.com/taskscope/taskscope/internal/store/storetest"
 )
 
-func testOptions(dir string) Options {
-	return Options{Dir: dir, Now: func() time.Time { return storetest.T0.Add(time.Minute) }, StaleAfter: 2 * time.Minute}
-}
-
 func TestConformance(t *testing.T) {
 	storetest.Run(t, storetest.Factory{
-		Open: func(t *testing.T) store.Store {
-			s, err := Open(testOptions(t.TempDir()))
+		Open: func(t *testing.T, c store.Clock) store.Store {
+			s, err := Open(Options{Dir: t.TempDir(), Clock: c})
 			if err != nil {
 				t.Fatal(err)
 			}
 			return s
 		},
-		Reopen: func(t *testing.T, old store.Store) store.Store {
+		Reopen: func(t *testing.T, old store.Store, c store.Clock) store.Store {
 			dir := old.(*Store).opt.Dir
 			if err := old.Close(); err != nil {
 				t.Fatal(err)
 			}
-			s, err := Open(testOptions(dir))
+			s, err := Open(Options{Dir: dir, Clock: c})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -34,3 +29,7 @@ func TestConformance(t *testing.T) {
 		},
 	})
 }
+
+// testOptions are the options of a store in dir that tells time as the
+// conformance suite's stores do.
+func testOptions(dir string) Options { return Options{Dir: dir, Clock: storetest.Clock} }

@@ -12,9 +12,7 @@ import (
 
 func isNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }
 
-func (s *Store) staleBefore() int64 {
-	return s.opt.Now().Add(-s.opt.StaleAfter).UnixMilli()
-}
+func (s *Store) staleBefore() int64 { return s.opt.Clock.StaleBefore() }
 
 const jobCols = `job_id, coalesce(app_id, ''), coalesce(framework, 'unknown'), coalesce(name, ''), coalesce(user_name, ''),
 	coalesce(queue, ''), coalesce(first_ms, 0), coalesce(last_ms, 0), coalesce(attempts, 0), coalesce(running, 0),
@@ -29,12 +27,7 @@ func (s *Store) scanJob(sc interface{ Scan(...any) error }, extra ...any) (store
 		return j, err
 	}
 	j.Start, j.LastSeen = store.Time(first), store.Time(last)
-	j.State = store.StateFinished
-	if j.Running > 0 && last >= s.staleBefore() {
-		j.State = store.StateRunning
-	} else {
-		j.End = store.Time(last)
-	}
+	j.State, j.End = store.JobState(j.Running, last, s.staleBefore())
 	return j, nil
 }
 
@@ -135,14 +128,7 @@ func (s *Store) scanAttempt(sc interface{ Scan(...any) error }, stale int64) (st
 	}
 	a.Start, a.LastSeen = store.Time(first), store.Time(last)
 	a.DurationMs = last - first
-	switch {
-	case ended:
-		a.State, a.End = store.StateFinished, store.Time(last)
-	case last < stale:
-		a.State, a.End = "lost", store.Time(last)
-	default:
-		a.State = store.StateRunning
-	}
+	a.State, a.End = store.AttemptState(ended, last, stale)
 	return a, nil
 }
 

@@ -20,16 +20,22 @@ import (
 
 // Factory opens stores for the suite.
 type Factory struct {
-	// Open returns a new, empty store; the suite closes it.
-	Open func(t *testing.T) store.Store
-	// Reopen closes s and opens the same data again (nil: not supported).
-	Reopen func(t *testing.T, s store.Store) store.Store
+	// Open returns a new, empty store that tells time by c (its Now, and
+	// its StaleAfter for lost attempts); the suite closes it.
+	Open func(t *testing.T, c store.Clock) store.Store
+	// Reopen closes s and opens the same data again, telling time by c
+	// (nil: not supported).
+	Reopen func(t *testing.T, s store.Store, c store.Clock) store.Store
 }
 
-// T0 is the time the suite's data starts at. Stores under test must be given
-// a clock that says T0 + 1 minute, and consider attempts stale (lost) after
-// 2 minutes without data.
+// T0 is the time the suite's data starts at.
 var T0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+// Clock is what the suite gives the stores it opens (Factory): it is T0 +
+// 1 minute, and an attempt not heard of for 2 minutes is lost. The suite's
+// data, and what it expects of running, lost and finished attempts and
+// jobs, are made for it.
+var Clock = store.Clock{Now: func() time.Time { return T0.Add(time.Minute) }, StaleAfter: 2 * time.Minute}
 
 // Run runs every conformance test.
 func Run(t *testing.T, f Factory) {
@@ -221,7 +227,7 @@ func Ingest(t testing.TB, s store.Store, batches ...*wire.Batch) []bool {
 }
 
 func open(t *testing.T, f Factory) store.Store {
-	s := f.Open(t)
+	s := f.Open(t, Clock)
 	t.Cleanup(func() { s.Close() })
 	return s
 }
@@ -695,7 +701,7 @@ func testProcessSeriesInAttempt(t *testing.T, f Factory) {
 // (Gen sends x_custom, a process's age in seconds, and x_att, twice an
 // attempt's.)
 func testExtraMetrics(t *testing.T, f Factory) {
-	s := f.Open(t)
+	s := f.Open(t, Clock)
 	defer func() { s.Close() }()
 	ctx := context.Background()
 	g := &Gen{Agent: "node6-a", Host: "node6"}
@@ -756,7 +762,7 @@ func testExtraMetrics(t *testing.T, f Factory) {
 	}
 	check("after maintenance")
 	if f.Reopen != nil {
-		s = f.Reopen(t, s)
+		s = f.Reopen(t, s, Clock)
 		check("after a restart")
 	}
 }
@@ -1007,12 +1013,12 @@ func testRestart(t *testing.T, f Factory) {
 	if f.Reopen == nil {
 		t.Fatal("the store must support reopening its data")
 	}
-	s := f.Open(t)
+	s := f.Open(t, Clock)
 	g := &Gen{Agent: "node1-j", Host: "node1"}
 	a := mapAttempt(att1, job1, T0, ProcSpec{PID: 101, Role: wire.RoleTaskJVM, CPUPerS: 400, RSS: 1 << 20})
 	b1 := g.Batch([]*AttemptSpec{a}, 0, 10, false)
 	Ingest(t, s, b1)
-	s = f.Reopen(t, s)
+	s = f.Reopen(t, s, Clock)
 	defer func() { s.Close() }()
 	// The agent retries b1 (answer lost before the restart), then goes on.
 	if d := Ingest(t, s, b1, g.Batch([]*AttemptSpec{a}, 10, 20, false)); !d[0] || d[1] {
@@ -1041,7 +1047,7 @@ func testRestart(t *testing.T, f Factory) {
 	}
 	// After another restart, a commit with an attempt stored before it and
 	// a new one: the first goes on from its summary, the second starts.
-	s = f.Reopen(t, s)
+	s = f.Reopen(t, s, Clock)
 	b := mapAttempt(att2, job1, T0.Add(20*time.Second), ProcSpec{PID: 102, Role: wire.RoleTaskJVM, CPUPerS: 100, RSS: 1 << 20})
 	g2 := &Gen{Agent: "node2-j", Host: "node2"}
 	Ingest(t, s, g.Batch([]*AttemptSpec{a}, 20, 30, false), g2.Batch([]*AttemptSpec{b}, 0, 10, false))
