@@ -184,12 +184,7 @@ func (pr *Preparer) Prepare(b *wire.Batch) *Prepared {
 		pr.buf = pr.encode(pr.buf, b, s, attMap, AttemptColumns)
 		attSpans = append(attSpans, span{lo, len(pr.buf)})
 		ext = pr.encodeExt(ext, b, s, &p.ExtChunks)
-		sum := p.Atts[s.AttemptID]
-		if sum == nil {
-			sum = &AttemptSummary{}
-			p.Atts[s.AttemptID] = sum
-		}
-		summarize(sum, s, attMap)
+		summarizeInto(p.Atts, s, attMap)
 	}
 	data := append([]byte(nil), pr.buf...)
 	p.ProcChunks = make([]SeriesChunk, len(procSpans))
@@ -253,6 +248,29 @@ func (pr *Preparer) encodeExt(dst []byte, b *wire.Batch, s *wire.Series, out *[]
 		*out = append(*out, c)
 	}
 	return dst
+}
+
+// SummarizeBatch is what a validated batch says of the summary of each
+// attempt it has samples of (what Prepare puts in Prepared.Atts), for
+// MergeSummary; by attempt id.
+func SummarizeBatch(b *wire.Batch) map[string]*AttemptSummary {
+	out := make(map[string]*AttemptSummary, len(b.AttemptSeries))
+	m := mapColumns(b.Metrics, AttemptColumns)
+	for si := range b.AttemptSeries {
+		summarizeInto(out, &b.AttemptSeries[si], m)
+	}
+	return out
+}
+
+// summarizeInto adds attempt series s (of a batch whose metrics map to
+// AttemptColumns by m) to its attempt's summary in atts.
+func summarizeInto(atts map[string]*AttemptSummary, s *wire.Series, m []int) {
+	sum := atts[s.AttemptID]
+	if sum == nil {
+		sum = &AttemptSummary{}
+		atts[s.AttemptID] = sum
+	}
+	summarize(sum, s, m)
 }
 
 func summarize(sum *AttemptSummary, s *wire.Series, m []int) {

@@ -222,11 +222,11 @@ func (t *tx) absorb(p *store.Prepared) {
 	for i := range b.Attempts {
 		a := &b.Attempts[i]
 		st := touch(a.AttemptID)
-		mergeMeta(&st.meta, a)
+		store.MergeAttempt(&st.meta, a)
 		st.host = b.Host
 		st.dirty = true
 		if a.JobID != "" {
-			t.job(a.JobID).describe(&st.meta)
+			t.job(a.JobID).Describe(&st.meta)
 		}
 	}
 	for i := range b.Members {
@@ -267,14 +267,7 @@ func (t *tx) absorb(p *store.Prepared) {
 		if st.host == "" {
 			st.host = b.Host
 		}
-		// Join this batch's RSS integral to the previous batch's last point.
-		if st.rss.ms > 0 && sum.FirstMs > st.rss.ms {
-			sum.RSSByteMs += float64(sum.FirstRSS+st.rss.rss) / 2 * float64(sum.FirstMs-st.rss.ms)
-		}
-		if sum.LastMs > st.rss.ms {
-			st.rss = rssPoint{sum.LastMs, sum.LastRSS}
-		}
-		mergeSummary(&st.sum, sum)
+		store.MergeSummary(&st.sum, sum)
 		st.dirty = true
 	}
 	for id, old := range touched {
@@ -287,55 +280,6 @@ func (t *tx) absorb(p *store.Prepared) {
 			}
 			st.counted = now
 		}
-	}
-}
-
-// mergeMeta takes what a new description of an attempt says.
-func mergeMeta(dst, src *wire.Attempt) {
-	first, last, ended := dst.FirstMs, dst.LastMs, dst.Ended
-	keep := *dst
-	*dst = *src
-	if first > 0 && (dst.FirstMs == 0 || first < dst.FirstMs) {
-		dst.FirstMs = first
-	}
-	dst.LastMs = max(last, dst.LastMs)
-	dst.Ended = ended || dst.Ended
-	// A description that leaves a field empty does not erase it.
-	for _, f := range []struct{ d, k *string }{{&dst.JobID, &keep.JobID}, {&dst.AppID, &keep.AppID},
-		{&dst.ContainerID, &keep.ContainerID}, {&dst.Type, &keep.Type}, {&dst.JobName, &keep.JobName},
-		{&dst.User, &keep.User}, {&dst.Queue, &keep.Queue}, {&dst.JavaOpts, &keep.JavaOpts}} {
-		if *f.d == "" {
-			*f.d = *f.k
-		}
-	}
-	if keep.JobID != "" {
-		dst.JobID = keep.JobID // an attempt's job does not change
-	}
-	if dst.Framework == "" || dst.Framework == "unknown" {
-		if keep.Framework != "" {
-			dst.Framework = keep.Framework
-		}
-	}
-	if dst.MemoryMB == 0 {
-		dst.MemoryMB = keep.MemoryMB
-	}
-	if dst.XmxBytes == 0 {
-		dst.XmxBytes = keep.XmxBytes
-	}
-	dst.Streaming = dst.Streaming || keep.Streaming
-}
-
-func mergeSummary(dst, src *store.AttemptSummary) {
-	dst.LastMs = max(dst.LastMs, src.LastMs)
-	dst.PeakRSS, dst.PeakPSS = max(dst.PeakRSS, src.PeakRSS), max(dst.PeakPSS, src.PeakPSS)
-	dst.PeakVMS, dst.PeakHeap = max(dst.PeakVMS, src.PeakVMS), max(dst.PeakHeap, src.PeakHeap)
-	// Counters are cumulative: the latest values (they only grow).
-	dst.CPUMs, dst.ReadBytes = max(dst.CPUMs, src.CPUMs), max(dst.ReadBytes, src.ReadBytes)
-	dst.WriteBytes, dst.GCTimeMs = max(dst.WriteBytes, src.WriteBytes), max(dst.GCTimeMs, src.GCTimeMs)
-	dst.SchedWaitMs = max(dst.SchedWaitMs, src.SchedWaitMs)
-	dst.RSSByteMs += src.RSSByteMs
-	if dst.FirstMs == 0 || (src.FirstMs > 0 && src.FirstMs < dst.FirstMs) {
-		dst.FirstMs = src.FirstMs
 	}
 }
 
@@ -587,7 +531,7 @@ func (t *tx) writeSummaries(conn driver.Conn, exec func(string) error) error {
 		}
 	}
 	for id, j := range t.jobs {
-		if j.dirty && j.attempts > 0 {
+		if j.dirty && j.Attempts > 0 {
 			jobIDs = append(jobIDs, id)
 		}
 	}
@@ -610,12 +554,12 @@ func (t *tx) writeSummaries(conn driver.Conn, exec func(string) error) error {
 		id := attIDs[i]
 		st := t.atts[id]
 		m, s := &st.meta, &st.sum
-		first, last := st.firstLast()
+		first, last := store.AttemptSpan(m, s)
 		return a.AppendRow(id, m.JobID, nullStr(st.host), nullStr(m.ContainerID), nullStr(m.AppID), nullStr(m.Type),
 			nullStr(m.Framework), nullMs(first), nullMs(last), m.Ended, nullStr(m.JobName), nullStr(m.User), nullStr(m.Queue),
 			nullPos(m.MemoryMB), nullStr(m.JavaOpts), nullPos(m.XmxBytes), m.Streaming, s.CPUMs, s.PeakRSS, s.PeakPSS,
 			s.PeakVMS, s.PeakHeap, s.ReadBytes, s.WriteBytes, s.GCTimeMs, s.SchedWaitMs, s.RSSByteMs, int32(len(st.procs)),
-			nullMs(st.rss.ms), st.rss.rss, keyValue(store.AttemptKey(id)), st.genFirst, st.genLast)
+			nullMs(s.LastMs), s.LastRSS, keyValue(store.AttemptKey(id)), st.genFirst, st.genLast)
 	})
 	if err != nil {
 		return err
@@ -623,13 +567,10 @@ func (t *tx) writeSummaries(conn driver.Conn, exec func(string) error) error {
 	err = appendRows(conn, "stage_jobs", len(jobIDs), func(i int, a *duck.Appender) error {
 		id := jobIDs[i]
 		j := t.jobs[id]
-		fw := j.framework
-		if fw == "" {
-			fw = "unknown"
-		}
-		return a.AppendRow(id, nullStr(j.appID), fw, nullStr(j.name), nullStr(j.user), nullStr(j.queue), nullMs(j.first),
-			nullMs(j.last), int32(j.attempts), int32(j.running), j.cpu, j.peak, j.memMBms/1024/3600_000,
-			j.byteMs/(1<<30)/3600_000, int32(len(j.hosts)), formatByType(j.byType), j.genLo, j.genHi)
+		v := j.Job(id, 0)
+		return a.AppendRow(id, nullStr(v.AppID), v.Framework, nullStr(v.Name), nullStr(v.User), nullStr(v.Queue), nullMs(j.First),
+			nullMs(j.Last), int32(v.Attempts), int32(v.Running), v.CPUMs, v.PeakRSS, v.MemGBHours, v.UsedGBHours, int32(v.Hosts),
+			formatByType(v.ByType), j.genLo, j.genHi)
 	})
 	if err != nil {
 		return err
@@ -721,7 +662,7 @@ func (t *tx) apply() {
 		if t.flushed {
 			j.dirty = false
 		}
-		if j.running <= 0 && !j.dirty {
+		if j.Running <= 0 && !j.dirty {
 			delete(c.jobs, id)
 			continue
 		}

@@ -142,14 +142,13 @@ func scanState(sc interface{ Scan(...any) error }) (*attState, error) {
 	err := sc.Scan(&m.AttemptID, &m.JobID, &st.host, &m.ContainerID, &m.Type, &m.Framework, &m.FirstMs, &m.LastMs,
 		&m.Ended, &s.CPUMs, &s.PeakRSS, &s.PeakPSS, &s.PeakVMS, &s.PeakHeap, &processes, &s.ReadBytes, &s.WriteBytes,
 		&s.GCTimeMs, &s.SchedWaitMs, &s.RSSByteMs, &m.MemoryMB, &m.XmxBytes, &m.JavaOpts, &m.Streaming, &m.JobName, &m.User,
-		&m.Queue, &m.AppID, &s.LastMs, &st.rss.rss, &st.genFirst, &st.genLast)
+		&m.Queue, &m.AppID, &s.LastMs, &s.LastRSS, &st.genFirst, &st.genLast)
 	if m.Type == "unknown" {
 		m.Type = ""
 	}
 	if m.Framework == "unknown" {
 		m.Framework = ""
 	}
-	st.rss.ms = s.LastMs
 	s.FirstMs = m.FirstMs
 	return st, err
 }

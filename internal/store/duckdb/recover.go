@@ -108,7 +108,7 @@ func (s *Store) recover(ctx context.Context) error {
 	c := s.cache
 	for _, l := range logs {
 		st := c.atts[l.a.AttemptID]
-		mergeMeta(&st.meta, &l.a)
+		store.MergeAttempt(&st.meta, &l.a)
 		st.host = l.host
 		if st.genFirst == 0 || l.gen < st.genFirst {
 			st.genFirst = l.gen
@@ -141,13 +141,7 @@ func (s *Store) recover(ctx context.Context) error {
 			if st.host == "" {
 				st.host = "unknown"
 			}
-			if st.rss.ms > 0 && inc.FirstMs > st.rss.ms {
-				inc.RSSByteMs += float64(inc.FirstRSS+st.rss.rss) / 2 * float64(inc.FirstMs-st.rss.ms)
-			}
-			if inc.LastMs > st.rss.ms {
-				st.rss = rssPoint{inc.LastMs, inc.LastRSS}
-			}
-			mergeSummary(&st.sum, inc)
+			store.MergeSummary(&st.sum, inc)
 		}
 		st.dirty = true
 		st.counted = st.contribution()
@@ -160,12 +154,14 @@ func (s *Store) recover(ctx context.Context) error {
 	if err := s.Flush(ctx); err != nil {
 		return err
 	}
-	// The jobs, counted again from their attempts: those the job's row
-	// counted (gen_first from its gen_lo) and those stored since.
+	// The jobs, counted again from their attempts (store.JobTotals, as
+	// ingest counts them): those the job's row counted (gen_first from its
+	// gen_lo) and those stored since.
 	var jargs []any
 	for j := range jobs {
 		jargs = append(jargs, j)
 	}
+	clear(c.jobs)
 	for len(jargs) > 0 {
 		part := jargs[:min(256, len(jargs))]
 		jargs = jargs[len(part):]
@@ -176,54 +172,43 @@ func (s *Store) recover(ctx context.Context) error {
 			return err
 		}
 		lo = min(lo, firstRecovered(c.atts, ids))
-		args := append([]any{lo}, part...)
-		_, err = s.wconn.ExecContext(ctx, `INSERT INTO jobs SELECT job_id, max(app_id), coalesce(max(framework) FILTER
-				(WHERE framework <> 'unknown'), max(framework), 'unknown'), max(job_name), max(user_name), max(queue),
-			min(first_ms), max(last_ms), count(*), count(*) FILTER (WHERE NOT coalesce(ended, false)),
-			sum(coalesce(cpu_ms, 0)), max(coalesce(peak_rss, 0)),
-			sum(coalesce(memory_mb, 0) * (last_ms - first_ms)) / 1024.0 / 3600000.0,
-			sum(coalesce(rss_byte_ms, 0)) / 1073741824.0 / 3600000.0, count(DISTINCT host), NULL,
-			min(gen_first), max(gen_first)
-			FROM attempts WHERE gen_first >= ? AND job_id IN (`+placeholders(len(part))+`) GROUP BY job_id
-			ON CONFLICT (job_id) DO UPDATE SET app_id = excluded.app_id, framework = excluded.framework,
-			name = excluded.name, user_name = excluded.user_name, queue = excluded.queue, first_ms = excluded.first_ms,
-			last_ms = excluded.last_ms, attempts = excluded.attempts, running = excluded.running, cpu_ms = excluded.cpu_ms,
-			peak_rss = excluded.peak_rss, mem_gb_hours = excluded.mem_gb_hours, used_gb_hours = excluded.used_gb_hours,
-			hosts = excluded.hosts, gen_lo = excluded.gen_lo, gen_hi = excluded.gen_hi`, args...)
-		if err != nil {
+		if err := s.recount(ctx, lo, part); err != nil {
 			return fmt.Errorf("cannot count jobs again: %w", err)
 		}
-		// And their attempts by type.
-		rows, err := s.handle().QueryContext(ctx, `SELECT job_id, coalesce(type, 'unknown'), count(*) FROM attempts
-			WHERE gen_first >= ? AND job_id IN (`+placeholders(len(part))+`) GROUP BY ALL`, args...)
+	}
+	// Written as ingest writes them; those that run stay in the cache.
+	return s.Flush(ctx)
+}
+
+// recount counts jobs ids again from their attempts whose first commit is
+// lo or later, in the order of their first commits, into the cache (to be
+// written).
+func (s *Store) recount(ctx context.Context, lo uint64, ids []any) error {
+	rows, err := s.handle().QueryContext(ctx, `SELECT `+attemptCols+`, coalesce(sample_ms, 0), coalesce(last_rss, 0),
+		coalesce(gen_first, 0), coalesce(gen_last, 0) FROM attempts WHERE gen_first >= ? AND job_id IN (`+
+		placeholders(len(ids))+`) ORDER BY gen_first, attempt_id`, append([]any{lo}, ids...)...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		st, err := scanState(rows)
 		if err != nil {
 			return err
 		}
-		byType := map[string]map[string]int{}
-		for rows.Next() {
-			var job, typ string
-			var n int
-			if err := rows.Scan(&job, &typ, &n); err != nil {
-				rows.Close()
-				return err
-			}
-			if byType[job] == nil {
-				byType[job] = map[string]int{}
-			}
-			byType[job][typ] = n
+		if cur := s.cache.atts[st.meta.AttemptID]; cur != nil {
+			st = cur
 		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
+		j := s.cache.jobs[st.meta.JobID]
+		if j == nil {
+			j = newJobState()
+			s.cache.jobs[st.meta.JobID] = j
 		}
-		for job, m := range byType {
-			if _, err := s.wconn.ExecContext(ctx, `UPDATE jobs SET by_type = ? WHERE job_id = ?`, formatByType(m), job); err != nil {
-				return err
-			}
-		}
+		j.Describe(&st.meta)
+		st.counted = st.contribution()
+		j.apply(contrib{}, st.counted)
 	}
-	clear(c.jobs)
-	return nil
+	return rows.Err()
 }
 
 // firstRecovered is the smallest genFirst of the attempts recovered.

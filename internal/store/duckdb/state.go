@@ -32,16 +32,14 @@ type agentState struct {
 	dirty   bool
 }
 
-type rssPoint struct{ ms, rss int64 }
-
 // attState is an attempt as the store knows it: its description, its
-// summary in absolute values, the processes of its memberships, and what
-// it last added to its job.
+// summary in absolute values (whose LastMs and LastRSS are the last RSS
+// point, to integrate across batches: store.MergeSummary), the processes
+// of its memberships, and what it last added to its job.
 type attState struct {
 	meta wire.Attempt
 	host string
 	sum  store.AttemptSummary
-	rss  rssPoint // last RSS point, to integrate across batches
 	// procs are the processes of its memberships, each with a hash of the
 	// command line last logged for it in this attempt's rows (0: none yet).
 	procs   map[uint64]uint64
@@ -52,44 +50,19 @@ type attState struct {
 	genFirst, genLast uint64
 }
 
-// contrib is what one attempt adds to its job's figures.
+// contrib is what one attempt adds to its job's figures, with the first
+// commit of the attempt (the job keeps the range of its attempts').
 type contrib struct {
-	in      bool // counted in the job at all (it has a job id)
-	running bool
-	cpu     int64
-	peak    int64
-	first   int64
-	last    int64
-	memMBms float64
-	byteMs  float64
-	host    string
-	typ     string // "unknown" when not said
-	gen     uint64 // the attempt's genFirst
+	store.Contribution
+	gen uint64 // the attempt's genFirst
 }
 
 func (a *attState) contribution() contrib {
-	m, s := &a.meta, &a.sum
-	if m.JobID == "" {
-		return contrib{}
-	}
-	first, last := a.firstLast()
-	c := contrib{in: true, running: !m.Ended, cpu: s.CPUMs, peak: s.PeakRSS, first: first, last: last,
-		byteMs: s.RSSByteMs, host: a.host, typ: m.Type, gen: a.genFirst}
-	if c.typ == "" {
-		c.typ = "unknown"
-	}
-	if m.MemoryMB > 0 && first > 0 && last > first {
-		c.memMBms = float64(m.MemoryMB) * float64(last-first)
+	c := contrib{Contribution: store.AttemptContribution(&a.meta, a.host, &a.sum)}
+	if c.In {
+		c.gen = a.genFirst
 	}
 	return c
-}
-
-func (a *attState) firstLast() (int64, int64) {
-	first := a.meta.FirstMs
-	if first == 0 {
-		first = a.sum.FirstMs
-	}
-	return first, max(a.meta.LastMs, a.sum.LastMs)
 }
 
 func (a *attState) addProc(k uint64) {
@@ -111,96 +84,32 @@ func (a *attState) setCmd(k, h uint64) {
 	a.procs[k] = h
 }
 
-// jobState is a job's figures, kept as sums over its attempts.
+// jobState is a job's figures, kept as sums over its attempts
+// (store.JobTotals), with the range of its attempts' first commits.
 type jobState struct {
-	appID, framework, name, user, queue string
-	attempts, running                   int
-	cpu, peak                           int64
-	first, last                         int64
-	memMBms, byteMs                     float64
-	hosts                               map[string]int
-	byType                              map[string]int
-	genLo, genHi                        uint64 // the range of its attempts' genFirst
-	dirty                               bool
+	store.JobTotals
+	genLo, genHi uint64 // the range of its attempts' genFirst
+	dirty        bool
 }
 
 func newJobState() *jobState {
-	return &jobState{hosts: map[string]int{}, byType: map[string]int{}}
+	return &jobState{JobTotals: store.JobTotals{Hosts: map[string]int{}, ByType: map[string]int{}}}
 }
 
 func (j *jobState) clone() *jobState {
-	c := *j
-	c.hosts = maps.Clone(j.hosts)
-	c.byType = maps.Clone(j.byType)
-	return &c
+	return &jobState{JobTotals: j.JobTotals.Clone(), genLo: j.genLo, genHi: j.genHi, dirty: j.dirty}
 }
 
 // apply replaces old's share of the job by now's.
 func (j *jobState) apply(old, now contrib) {
-	if old.in {
-		j.attempts--
-		if old.running {
-			j.running--
+	j.Apply(old.Contribution, now.Contribution)
+	if now.In && now.gen > 0 {
+		if j.genLo == 0 || now.gen < j.genLo {
+			j.genLo = now.gen
 		}
-		j.cpu -= old.cpu
-		j.memMBms -= old.memMBms
-		j.byteMs -= old.byteMs
-		if old.host != "" {
-			if j.hosts[old.host]--; j.hosts[old.host] <= 0 {
-				delete(j.hosts, old.host)
-			}
-		}
-		if j.byType[old.typ]--; j.byType[old.typ] <= 0 {
-			delete(j.byType, old.typ)
-		}
-	}
-	if now.in {
-		j.attempts++
-		if now.running {
-			j.running++
-		}
-		j.cpu += now.cpu
-		j.memMBms += now.memMBms
-		j.byteMs += now.byteMs
-		j.peak = max(j.peak, now.peak)
-		if now.first > 0 && (j.first == 0 || now.first < j.first) {
-			j.first = now.first
-		}
-		j.last = max(j.last, now.last)
-		if now.host != "" {
-			if j.hosts == nil {
-				j.hosts = map[string]int{}
-			}
-			j.hosts[now.host]++
-		}
-		if j.byType == nil {
-			j.byType = map[string]int{}
-		}
-		j.byType[now.typ]++
-		if now.gen > 0 {
-			if j.genLo == 0 || now.gen < j.genLo {
-				j.genLo = now.gen
-			}
-			j.genHi = max(j.genHi, now.gen)
-		}
+		j.genHi = max(j.genHi, now.gen)
 	}
 	j.dirty = true
-}
-
-// describe takes what an attempt's description says of its job.
-func (j *jobState) describe(m *wire.Attempt) {
-	set := func(dst *string, v string) {
-		if v != "" {
-			*dst = v
-		}
-	}
-	set(&j.appID, m.AppID)
-	set(&j.name, m.JobName)
-	set(&j.user, m.User)
-	set(&j.queue, m.Queue)
-	if m.Framework != "" && (m.Framework != "unknown" || j.framework == "") {
-		j.framework = m.Framework
-	}
 }
 
 // caches hold the states; guarded by the writer's lock.
@@ -416,14 +325,13 @@ func (s *Store) loadJobs(ctx context.Context, db querier, ids []string) error {
 		var id, byType string
 		var memGBh, usedGBh float64
 		j := newJobState()
-		if err := rows.Scan(&id, &j.appID, &j.framework, &j.name, &j.user, &j.queue, &j.first, &j.last, &j.attempts,
-			&j.running, &j.cpu, &j.peak, &memGBh, &usedGBh, &byType, &j.genLo, &j.genHi); err != nil {
+		if err := rows.Scan(&id, &j.AppID, &j.Framework, &j.Name, &j.User, &j.Queue, &j.First, &j.Last, &j.Attempts,
+			&j.Running, &j.CPUMs, &j.PeakRSS, &memGBh, &usedGBh, &byType, &j.genLo, &j.genHi); err != nil {
 			rows.Close()
 			return err
 		}
-		j.memMBms = memGBh * 1024 * 3600_000
-		j.byteMs = usedGBh * (1 << 30) * 3600_000
-		j.byType = parseByType(byType)
+		j.SetGBHours(memGBh, usedGBh)
+		j.ByType = parseByType(byType)
 		found[id] = j
 	}
 	rows.Close()
@@ -447,7 +355,7 @@ func (s *Store) loadJobs(ctx context.Context, db querier, ids []string) error {
 
 // loadJobHosts counts the job's attempts by host.
 func (s *Store) loadJobHosts(ctx context.Context, db querier, id string, j *jobState) error {
-	if j.attempts == 0 {
+	if j.Attempts == 0 {
 		return nil
 	}
 	rows, err := db.QueryContext(ctx, `SELECT host, count(*) FROM attempts WHERE job_id = ? AND gen_first BETWEEN ? AND ?
@@ -462,7 +370,7 @@ func (s *Store) loadJobHosts(ctx context.Context, db querier, id string, j *jobS
 		if err := rows.Scan(&host, &n); err != nil {
 			return err
 		}
-		j.hosts[host] = n
+		j.Hosts[host] = n
 	}
 	return rows.Err()
 }

@@ -1,0 +1,95 @@
+package store
+
+import "github.com/taskscope/taskscope/internal/wire"
+
+// What every backend needs to keep an attempt's description and summary
+// as batches come: pure functions of the attempt's values so far and of a
+// batch's, which a backend applies to the states it keeps (DuckDB keeps
+// the running attempts in memory) or to the rows it reads back (a store
+// with no in-place updates folds an attempt's rows in the order its agent
+// sent them). An attempt's batches come from one agent, in order; the
+// attempts of a job come from many agents, through many servers at once:
+// what adds attempts up into their job (JobTotals) does not depend on
+// their order.
+
+// MergeAttempt takes into dst, an attempt's description so far, what a new
+// description src says: the later description wins, field by field,
+// except that a field it leaves empty does not erase one; an attempt's
+// job does not change; its first sighting is the earliest and its last
+// the latest said; once ended it stays ended; a framework said is not
+// replaced by "unknown"; and once Streaming, it stays so. A new field of
+// wire.Attempt follows the later description unless a rule for it is
+// added here.
+func MergeAttempt(dst, src *wire.Attempt) {
+	first, last, ended := dst.FirstMs, dst.LastMs, dst.Ended
+	keep := *dst
+	*dst = *src
+	if first > 0 && (dst.FirstMs == 0 || first < dst.FirstMs) {
+		dst.FirstMs = first
+	}
+	dst.LastMs = max(last, dst.LastMs)
+	dst.Ended = ended || dst.Ended
+	// A description that leaves a field empty does not erase it.
+	for _, f := range []struct{ d, k *string }{{&dst.JobID, &keep.JobID}, {&dst.AppID, &keep.AppID},
+		{&dst.ContainerID, &keep.ContainerID}, {&dst.Type, &keep.Type}, {&dst.JobName, &keep.JobName},
+		{&dst.User, &keep.User}, {&dst.Queue, &keep.Queue}, {&dst.JavaOpts, &keep.JavaOpts}} {
+		if *f.d == "" {
+			*f.d = *f.k
+		}
+	}
+	if keep.JobID != "" {
+		dst.JobID = keep.JobID // an attempt's job does not change
+	}
+	if dst.Framework == "" || dst.Framework == "unknown" {
+		if keep.Framework != "" {
+			dst.Framework = keep.Framework
+		}
+	}
+	if dst.MemoryMB == 0 {
+		dst.MemoryMB = keep.MemoryMB
+	}
+	if dst.XmxBytes == 0 {
+		dst.XmxBytes = keep.XmxBytes
+	}
+	dst.Streaming = dst.Streaming || keep.Streaming
+}
+
+// MergeSummary adds to dst, an attempt's summary so far, src: what the
+// next batch of its agent says of it (Prepared.Atts, SummarizeBatch, or
+// SummarizePoints of the samples after dst's last). Peaks and counters
+// (cumulative) take the larger; the RSS integral adds src's, and the
+// trapezoid from dst's last RSS point to src's first when src comes
+// after it; dst's last point becomes src's when src ends later. src is
+// not changed.
+func MergeSummary(dst, src *AttemptSummary) {
+	gap := 0.0
+	if dst.LastMs > 0 && src.FirstMs > dst.LastMs {
+		// Join this batch's RSS integral to the previous batch's last point.
+		gap = float64(src.FirstRSS+dst.LastRSS) / 2 * float64(src.FirstMs-dst.LastMs)
+	}
+	if src.LastMs > dst.LastMs {
+		dst.LastRSS = src.LastRSS
+	}
+	dst.LastMs = max(dst.LastMs, src.LastMs)
+	dst.PeakRSS, dst.PeakPSS = max(dst.PeakRSS, src.PeakRSS), max(dst.PeakPSS, src.PeakPSS)
+	dst.PeakVMS, dst.PeakHeap = max(dst.PeakVMS, src.PeakVMS), max(dst.PeakHeap, src.PeakHeap)
+	// Counters are cumulative: the latest values (they only grow).
+	dst.CPUMs, dst.ReadBytes = max(dst.CPUMs, src.CPUMs), max(dst.ReadBytes, src.ReadBytes)
+	dst.WriteBytes, dst.GCTimeMs = max(dst.WriteBytes, src.WriteBytes), max(dst.GCTimeMs, src.GCTimeMs)
+	dst.SchedWaitMs = max(dst.SchedWaitMs, src.SchedWaitMs)
+	dst.RSSByteMs += src.RSSByteMs + gap
+	if dst.FirstMs == 0 || (src.FirstMs > 0 && src.FirstMs < dst.FirstMs) {
+		dst.FirstMs, dst.FirstRSS = src.FirstMs, src.FirstRSS
+	}
+}
+
+// AttemptSpan is an attempt's first and last sighting: its description's
+// first (the samples' when it has none), and the later of its
+// description's last and its last sample.
+func AttemptSpan(m *wire.Attempt, s *AttemptSummary) (first, last int64) {
+	first = m.FirstMs
+	if first == 0 {
+		first = s.FirstMs
+	}
+	return first, max(m.LastMs, s.LastMs)
+}
