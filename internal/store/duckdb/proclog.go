@@ -225,69 +225,26 @@ func (r attemptRange) args(extra ...any) []any {
 const procLogCols = `gen, proc_key, member, host, pid, ppid, sid, start_ms, end_ms, cmd_tmpl, cmd_args, cmdline, comm,
 	role, uid, user_name, from_ms, to_ms, cpu_base_ms, member_role`
 
-// procView merges the rows of one process: the latest of each column of its
-// records, the earliest start and latest end, and its memberships' widest
-// span.
+// procView merges the rows of one process (store.ProcessView), with the
+// command line of the latest row that logged one, still encoded.
 type procView struct {
-	p          store.Process
-	described  bool // a process record was read
-	member     bool
-	openEnded  bool // a membership row without an end
-	gen        uint64
-	cmdGen     uint64
-	cmd        cmdline
-	role, mrol string
-	mrolGen    uint64 // the commit of the membership row that gave mrol
-	uid        uint32
+	store.ProcessView
+	cmd cmdline
 }
 
-func (v *procView) add(gen uint64, member sql.NullBool, host sql.NullString, pid, ppid, sid sql.NullInt32,
-	start, end sql.NullInt64, cmd cmdline, comm, role sql.NullString, uid sql.NullInt64, user sql.NullString,
-	from, to, base sql.NullInt64, mrole sql.NullString) {
-	p := &v.p
-	if pid.Valid && gen >= v.gen {
-		v.described, v.gen = true, gen
-		p.PID, p.PPID, p.SID, v.uid = pid.Int32, ppid.Int32, sid.Int32, uint32(uid.Int64)
-		if host.Valid {
-			p.Host = host.String
-		}
-		if comm.Valid {
-			p.Comm = comm.String
-		}
-		if role.Valid {
-			v.role = role.String
-		}
-		if user.Valid {
-			p.User = user.String
-		}
+// add merges a row of proc_log (procLogCols): a description where pid is
+// set, a membership where member is.
+func (v *procView) add(r *procLogRow) {
+	if r.pid.Valid {
+		v.Describe(r.gen, r.host.String, &wire.Process{PID: r.pid.Int32, PPID: r.ppid.Int32, SID: r.sid.Int32,
+			StartMs: r.start.Int64, EndMs: r.end.Int64, Comm: r.comm.String, Role: r.role.String, UID: uint32(r.uid.Int64),
+			User: r.user.String})
 	}
-	if start.Valid && (p.Start == 0 || store.Time(start.Int64) < p.Start) {
-		p.Start = store.Time(start.Int64)
+	if (r.cmd.text.Valid || r.cmd.tmpl.Valid) && v.LatestCmd(r.gen) {
+		v.cmd = r.cmd
 	}
-	if end.Valid && store.Time(end.Int64) > p.End {
-		p.End = store.Time(end.Int64)
-	}
-	if (cmd.text.Valid || cmd.tmpl.Valid) && gen >= v.cmdGen {
-		v.cmd, v.cmdGen = cmd, gen
-	}
-	if member.Valid && member.Bool {
-		if !v.member {
-			v.member, v.p.CPUBaseMs = true, base.Int64
-		}
-		if from.Valid && (p.From == 0 || store.Time(from.Int64) < p.From) {
-			p.From = store.Time(from.Int64)
-		}
-		if to.Valid {
-			p.To = max(p.To, store.Time(to.Int64))
-		} else {
-			v.openEnded = true
-		}
-		if base.Valid {
-			p.CPUBaseMs = min(p.CPUBaseMs, base.Int64)
-		}
-		if v.mrol == "" && mrole.Valid {
-			v.mrol, v.mrolGen = mrole.String, gen
-		}
+	if r.member.Valid && r.member.Bool {
+		v.Join(r.gen, &wire.Membership{FromMs: r.from.Int64, ToMs: r.to.Int64, CPUBaseMs: r.base.Int64, Role: r.mrole.String})
 	}
 }
 
@@ -328,12 +285,11 @@ func (r *procLogRow) dest() []any {
 func (r *procLogRow) addTo(views map[uint64]*procView, order *[]uint64) {
 	v := views[uint64(r.key)]
 	if v == nil {
-		v = &procView{p: store.Process{Key: store.Key(uint64(r.key))}}
+		v = &procView{}
 		views[uint64(r.key)] = v
 		*order = append(*order, uint64(r.key))
 	}
-	v.add(r.gen, r.member, r.host, r.pid, r.ppid, r.sid, r.start, r.end, r.cmd, r.comm, r.role, r.uid, r.user, r.from, r.to,
-		r.base, r.mrole)
+	v.add(r)
 }
 
 // attemptsProcesses lists the processes of attempts ids (those of their
@@ -429,7 +385,7 @@ func (s *Store) attemptsProcesses(ctx context.Context, ids []string) (map[string
 func (s *Store) processesOf(ctx context.Context, views map[uint64]*procView, order []uint64) ([]store.Process, error) {
 	var missing []any
 	for _, k := range order {
-		if v := views[k]; v.member && !v.described {
+		if v := views[k]; v.Member() && !v.Described() {
 			missing = append(missing, keyValue(k))
 		}
 	}
@@ -446,13 +402,7 @@ func (s *Store) processesOf(ctx context.Context, views map[uint64]*procView, ord
 		}
 		for k, ov := range others {
 			v := views[k]
-			v.p.Host, v.p.PID, v.p.PPID, v.p.SID, v.p.Comm, v.p.User = ov.p.Host, ov.p.PID, ov.p.PPID, ov.p.SID, ov.p.Comm, ov.p.User
-			v.role, v.described = ov.role, true
-			if v.p.Start == 0 || (ov.p.Start > 0 && ov.p.Start < v.p.Start) {
-				v.p.Start = ov.p.Start
-			}
-			v.p.End = max(v.p.End, ov.p.End)
-			if !v.cmd.text.Valid && !v.cmd.tmpl.Valid {
+			if v.DescribeFrom(&ov.ProcessView) {
 				v.cmd = ov.cmd
 			}
 		}
@@ -460,21 +410,10 @@ func (s *Store) processesOf(ctx context.Context, views map[uint64]*procView, ord
 	out := []store.Process{}
 	for _, k := range order {
 		v := views[k]
-		if !v.member || !v.described {
+		if !v.Member() || !v.Described() {
 			continue
 		}
-		p := v.p
-		if v.openEnded {
-			p.To = 0
-		}
-		// The role it had in the attempt when it joined, unless the agent
-		// described it again since: one seen between fork and exec (a
-		// wrapper's child, a jspawnhelper) joined as "child" and became the
-		// task JVM or a Streaming process when it exec'd.
-		p.Role = v.mrol
-		if p.Role == "" || (v.gen > v.mrolGen && v.role != "") {
-			p.Role = v.role
-		}
+		p := v.Process(store.Key(k))
 		c, _, err := v.cmd.decode(ctx, s.handle(), s.tmpls)
 		if err != nil {
 			return nil, fmt.Errorf("process %s: %w", p.Key, err)
@@ -561,10 +500,10 @@ func (t *tx) describeMembers() error {
 		if err != nil || !ok {
 			continue
 		}
-		p := &wire.Process{Key: k, PID: v.p.PID, PPID: v.p.PPID, SID: v.p.SID, StartMs: int64(v.p.Start),
-			EndMs: int64(v.p.End), Cmdline: c, Comm: v.p.Comm, Role: v.role, UID: v.uid, User: v.p.User}
+		p, host := v.Description()
+		p.Key, p.Cmdline = k, c
 		for _, r := range need[k] {
-			t.describe(r, p, v.p.Host, t.atts[r.att])
+			t.describe(r, &p, host, t.atts[r.att])
 		}
 	}
 	return nil
