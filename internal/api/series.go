@@ -115,16 +115,10 @@ func (a *API) jobSeries(w http.ResponseWriter, r *http.Request) {
 	a.serveSeries(w, r, q)
 }
 
-// jobSummarizer is a store that returns a job's summary alone, without its
-// attempts: what the job series endpoint needs of it.
-type jobSummarizer interface {
-	JobSummary(ctx context.Context, id string) (*store.Job, error)
-}
-
 // jobSummary is the job id names: by JobSummary where the store has it, else
 // by Job.
 func (a *API) jobSummary(ctx context.Context, id string) (*store.Job, error) {
-	if s, ok := a.st.(jobSummarizer); ok {
+	if s, ok := a.st.(store.JobSummarizer); ok {
 		return s.JobSummary(ctx, id)
 	}
 	d, err := a.st.Job(ctx, id)
@@ -134,17 +128,10 @@ func (a *API) jobSummary(ctx context.Context, id string) (*store.Job, error) {
 	return &d.Job, nil
 }
 
-// attemptSummarizer is a store that returns an attempt's summary alone,
-// without the processes and events of Attempt: what the series endpoints
-// need of it.
-type attemptSummarizer interface {
-	AttemptSummary(ctx context.Context, id string) (*store.Attempt, error)
-}
-
 // attemptSummary is the attempt id names: by AttemptSummary where the store
 // has it, else by Attempt.
 func (a *API) attemptSummary(ctx context.Context, id string) (*store.Attempt, error) {
-	if s, ok := a.st.(attemptSummarizer); ok {
+	if s, ok := a.st.(store.AttemptSummarizer); ok {
 		return s.AttemptSummary(ctx, id)
 	}
 	d, err := a.st.Attempt(ctx, id)

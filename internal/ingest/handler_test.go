@@ -40,7 +40,13 @@ type rig struct {
 type rigOptions struct {
 	handler  HandlerOptions
 	pipeline PipelineOptions
+	// unprepared hides the store's store.BatchPreparer from the pipeline
+	// (a backend that prepares nothing ahead).
+	unprepared bool
 }
+
+// unprepared is a store without its capabilities: only store.Store.
+type unprepared struct{ store.Store }
 
 func newRig(t testing.TB, o rigOptions) *rig {
 	t.Helper()
@@ -49,7 +55,11 @@ func newRig(t testing.TB, o rigOptions) *rig {
 		t.Fatal(err)
 	}
 	gs := &gatedStore{Store: st}
-	p := NewPipeline(gs, o.pipeline)
+	var ps store.Store = gs
+	if o.unprepared {
+		ps = unprepared{gs}
+	}
+	p := NewPipeline(ps, o.pipeline)
 	if o.handler.Tokens == nil {
 		o.handler.Tokens = []string{"another-token", token}
 	}
@@ -74,6 +84,8 @@ type gatedStore struct {
 	entered  chan struct{} // signalled when Begin starts waiting
 	poison   string        // host whose batches fail to append
 	failures int
+	// Batches appended prepared (store.PreparedAppender) and not.
+	prepared, plain int
 }
 
 func (g *gatedStore) hold() (entered chan struct{}) {
@@ -112,13 +124,35 @@ type gatedAppender struct {
 	g *gatedStore
 }
 
+// Prepare passes the store's capability on (store.BatchPreparer): the
+// pipeline prepares batches, and appends them prepared.
+func (g *gatedStore) Prepare(b *wire.Batch) *store.Prepared {
+	return g.Store.(store.BatchPreparer).Prepare(b)
+}
+
 func (a *gatedAppender) AppendPrepared(p *store.Prepared) (bool, error) {
-	dup, err := a.Appender.AppendPrepared(p)
+	dup, err := a.Appender.(store.PreparedAppender).AppendPrepared(p)
+	return a.poisoned(p.Batch, true, dup, err)
+}
+
+func (a *gatedAppender) Append(b *wire.Batch) (bool, error) {
+	dup, err := a.Appender.Append(b)
+	return a.poisoned(b, false, dup, err)
+}
+
+// poisoned counts the append of b, and fails it if it comes from the
+// poisoned host.
+func (a *gatedAppender) poisoned(b *wire.Batch, prepared, dup bool, err error) (bool, error) {
 	a.g.mu.Lock()
 	defer a.g.mu.Unlock()
-	if err == nil && a.g.poison != "" && p.Batch.Host == a.g.poison {
+	if prepared {
+		a.g.prepared++
+	} else {
+		a.g.plain++
+	}
+	if err == nil && a.g.poison != "" && b.Host == a.g.poison {
 		a.g.failures++
-		return false, fmt.Errorf("injected failure for host %s", p.Batch.Host)
+		return false, fmt.Errorf("injected failure for host %s", b.Host)
 	}
 	return dup, err
 }
@@ -436,7 +470,22 @@ func TestHandlerStoreFailure(t *testing.T) {
 // and the others are written alone: they are stored once, the failing one
 // not at all (not half).
 func TestPipelineBadBatchInGroup(t *testing.T) {
-	r := newRig(t, rigOptions{})
+	// With a store that prepares batches ahead (DuckDB), and with one that
+	// does not: the pipeline appends each as its store takes it.
+	for _, unprepared := range []bool{false, true} {
+		t.Run(fmt.Sprintf("unprepared=%v", unprepared), func(t *testing.T) {
+			r := newRig(t, rigOptions{unprepared: unprepared})
+			testBadBatchInGroup(t, r)
+			r.gs.mu.Lock()
+			defer r.gs.mu.Unlock()
+			if unprepared && (r.gs.prepared > 0 || r.gs.plain == 0) || !unprepared && (r.gs.plain > 0 || r.gs.prepared == 0) {
+				t.Errorf("appended %d batches prepared, %d not", r.gs.prepared, r.gs.plain)
+			}
+		})
+	}
+}
+
+func testBadBatchInGroup(t *testing.T, r *rig) {
 	entered := r.gs.hold()
 	r.gs.mu.Lock()
 	r.gs.poison = "poisoned"

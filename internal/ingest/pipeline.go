@@ -31,17 +31,17 @@ type Result struct {
 }
 
 type request struct {
-	p    *store.Prepared
-	n    int64 // samples
+	b    *wire.Batch
+	p    *store.Prepared // prepared by the store (store.BatchPreparer), or nil
+	n    int64           // samples
 	done chan Result
 }
-
-var preparers = sync.Pool{New: func() any { return &store.Preparer{} }}
 
 // Pipeline is the single writer: it takes queued batches, appends as many as
 // are waiting (up to a bound) in one store transaction, commits, and answers.
 type Pipeline struct {
 	st              store.Store
+	prep            store.BatchPreparer // nil: the store prepares nothing ahead
 	q               chan *request
 	maxGroup        int
 	maxGroupSamples int
@@ -106,6 +106,7 @@ func NewPipeline(st store.Store, o PipelineOptions) *Pipeline {
 		groupSize: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "taskscope_ingest_group_batches",
 			Help: "Batches per store transaction.", Buckets: prometheus.ExponentialBuckets(1, 2, 9)}),
 	}
+	p.prep, _ = st.(store.BatchPreparer)
 	if o.Registry != nil {
 		o.Registry.MustRegister(p.commitDur, p.batches, p.samples, p.groupSize,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "taskscope_ingest_queue_batches",
@@ -116,9 +117,10 @@ func NewPipeline(st store.Store, o PipelineOptions) *Pipeline {
 	return p
 }
 
-// Submit prepares a validated batch for the store (on the caller's
-// goroutine, so that requests prepare their batches in parallel), queues it
-// and waits until it is durable (or failed). It never blocks on a full
+// Submit prepares a validated batch for the store, when it prepares batches
+// (store.BatchPreparer: on the caller's goroutine, so that requests prepare
+// their batches in parallel), queues it and waits until it is durable (or
+// failed). It never blocks on a full
 // queue: it returns ErrBusy.
 func (p *Pipeline) Submit(ctx context.Context, b *wire.Batch) Result {
 	select {
@@ -131,9 +133,10 @@ func (p *Pipeline) Submit(ctx context.Context, b *wire.Batch) Result {
 		p.queued.Add(-n)
 		return Result{Err: ErrBusy}
 	}
-	pr := preparers.Get().(*store.Preparer)
-	r := &request{p: pr.Prepare(b), n: n, done: make(chan Result, 1)}
-	preparers.Put(pr)
+	r := &request{b: b, n: n, done: make(chan Result, 1)}
+	if p.prep != nil {
+		r.p = p.prep.Prepare(b)
+	}
 	select {
 	case p.q <- r:
 	default:
@@ -223,7 +226,7 @@ func (p *Pipeline) write(group []*request) {
 		switch {
 		case err != nil:
 			p.batches.WithLabelValues("failed").Inc()
-			p.log.Log(context.Background(), level, "cannot store batch", "agent", r.p.Batch.AgentID, "seq", r.p.Batch.Seq, "err", err)
+			p.log.Log(context.Background(), level, "cannot store batch", "agent", r.b.AgentID, "seq", r.b.Seq, "err", err)
 		case out.Duplicate:
 			p.batches.WithLabelValues("duplicate").Inc()
 		default:
@@ -241,8 +244,14 @@ func (p *Pipeline) commit(group []*request) ([]bool, error) {
 		return nil, err
 	}
 	dups := make([]bool, len(group))
+	pa, _ := app.(store.PreparedAppender)
 	for i, r := range group {
-		d, err := app.AppendPrepared(r.p)
+		var d bool
+		if r.p != nil && pa != nil {
+			d, err = pa.AppendPrepared(r.p)
+		} else {
+			d, err = app.Append(r.b)
+		}
 		if err != nil {
 			app.Rollback()
 			return nil, err

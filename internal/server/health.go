@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -96,10 +95,11 @@ func diskSpace(dir string) (free, size int64) {
 	return int64(st.Bavail) * st.Bsize, int64(st.Blocks) * st.Bsize
 }
 
-// dataDir is the directory of the store's files, when it has some.
+// dataDir is the directory of the store's files, when it has some
+// (store.LocalData).
 func dataDir(st store.Store) string {
-	if p, ok := st.(interface{ Path() string }); ok && p.Path() != "" {
-		return filepath.Dir(p.Path())
+	if l, ok := st.(store.LocalData); ok {
+		return l.DataDir()
 	}
 	return ""
 }

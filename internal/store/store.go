@@ -3,6 +3,26 @@
 // backend implements (embedded DuckDB, ClickHouse); storetest is the
 // conformance suite they all pass. The types here are also what the REST API
 // returns.
+//
+// What the data means lives here, above any backend, as pure functions of
+// values that a backend applies to the states it keeps or to the rows it
+// reads back (docs/architecture.md, "The store seam"):
+//
+//   - an attempt's description and summary as batches come: MergeAttempt,
+//     MergeSummary (of SummarizeBatch, Prepared.Atts or SummarizePoints),
+//     AttemptSpan;
+//   - how attempts add up into their job: AttemptContribution, JobTotals;
+//   - which description of a process is its latest: ProcessView;
+//   - when an attempt is lost and a job finished: Clock, AttemptState,
+//     JobState;
+//   - series: Points, ComputeOne, JobAccumulator, ProcessAgg.
+//
+// A backend must implement Store and Appender, map a full disk to
+// ErrDiskFull, take a Clock, and pass storetest. Beyond that it may offer
+// capabilities, which callers find by a type assertion and do without
+// when a store has none: BatchPreparer (with PreparedAppender),
+// SeriesBatcher, ProcessLister, JobSummarizer, AttemptSummarizer,
+// LocalData.
 package store
 
 import (
@@ -45,20 +65,6 @@ type Store interface {
 	Close() error
 }
 
-// SeriesBatcher is a store that reads many series together (the findings
-// of a job read tens): SeriesMany returns what Series returns for each
-// query, nil for a series that is not found.
-type SeriesBatcher interface {
-	SeriesMany(ctx context.Context, qs []SeriesQuery) ([]*SeriesResult, error)
-}
-
-// ProcessLister is a store that reads the process lists of many attempts
-// together: AttemptProcesses returns each attempt's ProcessList as Attempt
-// does; unknown attempts, and attempts without processes, are absent.
-type ProcessLister interface {
-	AttemptProcesses(ctx context.Context, attemptIDs []string) (map[string][]Process, error)
-}
-
 // Appender is one ingest transaction (prometheus storage.Appender style):
 // Append any number of validated batches, then Commit or Rollback.
 type Appender interface {
@@ -66,13 +72,72 @@ type Appender interface {
 	// before: then nothing is written. An error leaves the transaction
 	// unusable: Rollback it.
 	Append(b *wire.Batch) (dup bool, err error)
-	// AppendPrepared is Append of a batch already prepared with Prepare (or a
-	// Preparer), which callers can do on their own goroutines.
-	AppendPrepared(p *Prepared) (dup bool, err error)
-	// Commit makes everything appended durable.
+	// Commit makes everything appended durable. A full disk fails it with
+	// ErrDiskFull in its chain.
 	Commit() error
 	// Rollback discards everything appended.
 	Rollback() error
+}
+
+// The optional capabilities of a store. Each is found by a type assertion;
+// whoever uses one does without it on a store that has none.
+
+// BatchPreparer is a store that can do part of Append's work outside the
+// transaction, on the caller's goroutine: the ingest pipeline prepares
+// batches on the requests' goroutines, in parallel, and its single writer
+// appends them prepared (PreparedAppender). DuckDB's is the chunk
+// encoding (package chunk, Preparer), most of what ingest costs. Prepare
+// is safe for concurrent use; what it returns is for the Appenders of the
+// same store only.
+type BatchPreparer interface {
+	Prepare(b *wire.Batch) *Prepared
+}
+
+// PreparedAppender is the Appender of a BatchPreparer: AppendPrepared is
+// Append of a batch its store prepared.
+type PreparedAppender interface {
+	Appender
+	AppendPrepared(p *Prepared) (dup bool, err error)
+}
+
+// SeriesBatcher is a store that reads many series together (the findings
+// of a job read tens): SeriesMany returns what Series returns for each
+// query, nil for a series that is not found. Without it, the analysis
+// reads them one by one.
+type SeriesBatcher interface {
+	SeriesMany(ctx context.Context, qs []SeriesQuery) ([]*SeriesResult, error)
+}
+
+// ProcessLister is a store that reads the process lists of many attempts
+// together: AttemptProcesses returns each attempt's ProcessList as Attempt
+// does; unknown attempts, and attempts without processes, are absent.
+// Without it, the analysis reads attempts one by one.
+type ProcessLister interface {
+	AttemptProcesses(ctx context.Context, attemptIDs []string) (map[string][]Process, error)
+}
+
+// JobSummarizer is a store that reads a job's summary without its
+// attempts: what Job says of it, but ByType (ErrNotFound if unknown). The
+// series endpoints need no more; without it they read Job.
+type JobSummarizer interface {
+	JobSummary(ctx context.Context, jobID string) (*Job, error)
+}
+
+// AttemptSummarizer is a store that reads an attempt's summary without
+// its processes and events: what Attempt says of it (ErrNotFound if
+// unknown). The series endpoints need no more; without it they read
+// Attempt.
+type AttemptSummarizer interface {
+	AttemptSummary(ctx context.Context, attemptID string) (*Attempt, error)
+}
+
+// LocalData is a store that keeps its data in files on this machine:
+// DataDir is their directory ("" if it has none, as in memory). The
+// server's /healthz and metrics report that filesystem's free space beside
+// whether the store writes; a store that is not local reports its own
+// (Usage, ErrDiskFull).
+type LocalData interface {
+	DataDir() string
 }
 
 // Time is unix milliseconds; it marshals to JSON as an RFC 3339 string, and

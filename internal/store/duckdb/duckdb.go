@@ -273,6 +273,10 @@ func (s *Store) DB() *sql.DB { return s.handle() }
 // Path is the database file ("" in memory).
 func (s *Store) Path() string { return s.path }
 
+// DataDir is the directory of the database's files ("" in memory): the
+// store is store.LocalData.
+func (s *Store) DataDir() string { return s.opt.Dir }
+
 // Usage reports rows and the file size.
 func (s *Store) Usage(ctx context.Context) (store.Usage, error) {
 	var u store.Usage

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	duck "github.com/duckdb/duckdb-go/v2"
@@ -81,14 +82,31 @@ func (t *tx) Rollback() error {
 	return nil
 }
 
+// The store prepares batches (store.BatchPreparer): their chunks.
+var (
+	_ store.BatchPreparer    = (*Store)(nil)
+	_ store.PreparedAppender = (*tx)(nil)
+)
+
+// preparers keep their buffers from one batch to the next.
+var preparers = sync.Pool{New: func() any { return &store.Preparer{} }}
+
+// Prepare encodes a batch's series as chunks and sums up what it says of
+// each attempt (store.Prepare), with buffers kept between calls; the ingest
+// pipeline calls it on the requests' goroutines, beside the writer.
+func (s *Store) Prepare(b *wire.Batch) *store.Prepared {
+	pr := preparers.Get().(*store.Preparer)
+	defer preparers.Put(pr)
+	return pr.Prepare(b)
+}
+
 // Append checks the batch's sequence; the batch is prepared here and
 // written at Commit.
 func (t *tx) Append(b *wire.Batch) (bool, error) {
 	return t.AppendPrepared(store.Prepare(b))
 }
 
-// AppendPrepared is Append of a batch already prepared (the ingest pipeline
-// prepares batches on the requests' goroutines, beside the writer).
+// AppendPrepared is Append of a batch Prepare prepared.
 func (t *tx) AppendPrepared(p *store.Prepared) (bool, error) {
 	if t.done {
 		return false, fmt.Errorf("append after commit or rollback")

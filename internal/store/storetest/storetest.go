@@ -264,9 +264,7 @@ func testIngestAndSummaries(t *testing.T, f Factory) {
 	}
 	// A store that answers a job's summary alone answers what Job says of it
 	// (but the count of attempts by type, which takes the attempts).
-	if js, ok := s.(interface {
-		JobSummary(context.Context, string) (*store.Job, error)
-	}); ok {
+	if js, ok := s.(store.JobSummarizer); ok {
 		sum, err := js.JobSummary(ctx, job1)
 		want := j.Job
 		want.ByType = nil
