@@ -93,3 +93,25 @@ func AttemptSpan(m *wire.Attempt, s *AttemptSummary) (first, last int64) {
 	}
 	return first, max(m.LastMs, s.LastMs)
 }
+
+// AttemptOf is the attempt as the API shows it: its description m (as
+// merged), the host it ran on, its summary s, the number of processes of
+// its memberships, and its state decided by staleBefore
+// (Clock.StaleBefore). Its type and framework are "unknown" when not said.
+func AttemptOf(m *wire.Attempt, host string, s *AttemptSummary, processes int, staleBefore int64) Attempt {
+	first, last := AttemptSpan(m, s)
+	a := Attempt{AttemptID: m.AttemptID, JobID: m.JobID, Host: host, ContainerID: m.ContainerID, AppID: m.AppID,
+		Type: m.Type, Framework: m.Framework, Start: Time(first), LastSeen: Time(last), DurationMs: last - first,
+		CPUMs: s.CPUMs, PeakRSS: s.PeakRSS, PeakPSS: s.PeakPSS, PeakVMS: s.PeakVMS, PeakHeap: s.PeakHeap,
+		Processes: processes, ReadBytes: s.ReadBytes, WriteBytes: s.WriteBytes, GCTimeMs: s.GCTimeMs,
+		SchedWaitMs: s.SchedWaitMs, RSSByteMs: s.RSSByteMs, MemoryMB: m.MemoryMB, XmxBytes: m.XmxBytes,
+		JavaOpts: m.JavaOpts, Streaming: m.Streaming, JobName: m.JobName, User: m.User, Queue: m.Queue}
+	if a.Type == "" {
+		a.Type = "unknown"
+	}
+	if a.Framework == "" {
+		a.Framework = "unknown"
+	}
+	a.State, a.End = AttemptState(m.Ended, last, staleBefore)
+	return a
+}

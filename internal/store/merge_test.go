@@ -137,3 +137,35 @@ func TestSummarizeBatch(t *testing.T) {
 		t.Errorf("a2: %+v", a2)
 	}
 }
+
+func TestAttemptOf(t *testing.T) {
+	m := wire.Attempt{AttemptID: "a", JobID: "j", AppID: "app", ContainerID: "c", Type: "map", Framework: "mapreduce",
+		FirstMs: 1000, LastMs: 5000, Ended: true, JobName: "wc", User: "u", Queue: "q", MemoryMB: 2048, JavaOpts: "-Xmx1g",
+		XmxBytes: 1 << 30, Streaming: true}
+	s := AttemptSummary{FirstMs: 1200, LastMs: 6000, CPUMs: 1, PeakRSS: 2, PeakPSS: 3, PeakVMS: 4, PeakHeap: 5, ReadBytes: 6,
+		WriteBytes: 7, GCTimeMs: 8, SchedWaitMs: 9, RSSByteMs: 10}
+	a := AttemptOf(&m, "h", &s, 3, 0)
+	// Every field the API shows is filled from what was given: a field
+	// added to Attempt and not mapped here fails.
+	v := reflect.ValueOf(a)
+	for i := 0; i < v.NumField(); i++ {
+		if v.Field(i).IsZero() {
+			t.Errorf("AttemptOf leaves %s empty", v.Type().Field(i).Name)
+		}
+	}
+	if a.Start != 1000 || a.LastSeen != 6000 || a.End != 6000 || a.DurationMs != 5000 || a.State != StateFinished ||
+		a.Processes != 3 || a.Host != "h" || a.CPUMs != 1 || a.SchedWaitMs != 9 {
+		t.Errorf("%+v", a)
+	}
+	m.Ended, m.Type, m.Framework = false, "", ""
+	for _, c := range []struct {
+		stale int64
+		state string
+		end   Time
+	}{{6000, StateRunning, 0}, {6001, StateLost, 6000}} {
+		a := AttemptOf(&m, "h", &s, 3, c.stale)
+		if a.State != c.state || a.End != c.end || a.Type != "unknown" || a.Framework != "unknown" {
+			t.Errorf("stale before %d: %s, end %d, type %q, framework %q", c.stale, a.State, a.End, a.Type, a.Framework)
+		}
+	}
+}

@@ -10,7 +10,7 @@
 //
 //   - an attempt's description and summary as batches come: MergeAttempt,
 //     MergeSummary (of SummarizeBatch, Prepared.Atts or SummarizePoints),
-//     AttemptSpan;
+//     AttemptSpan; and the attempt the API shows of them, AttemptOf;
 //   - how attempts add up into their job: AttemptContribution, JobTotals;
 //   - which description of a process is its latest: ProcessView;
 //   - when an attempt is lost and a job finished: Clock, AttemptState,

@@ -53,6 +53,16 @@ type Options struct {
 	Log          *slog.Logger
 }
 
+// The store's contract and the capabilities it offers (package store).
+var (
+	_ store.Store             = (*Store)(nil)
+	_ store.SeriesBatcher     = (*Store)(nil)
+	_ store.ProcessLister     = (*Store)(nil)
+	_ store.JobSummarizer     = (*Store)(nil)
+	_ store.AttemptSummarizer = (*Store)(nil)
+	_ store.LocalData         = (*Store)(nil)
+)
+
 // Store is the DuckDB store.
 type Store struct {
 	opt  Options

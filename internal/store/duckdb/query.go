@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/taskscope/taskscope/internal/store"
+	"github.com/taskscope/taskscope/internal/wire"
 )
 
 func isNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }
@@ -115,34 +116,36 @@ const attemptCols = `attempt_id, job_id, coalesce(host, ''), coalesce(container_
 	coalesce(java_opts, ''), coalesce(streaming, false), coalesce(job_name, ''), coalesce(user_name, ''), coalesce(queue, ''),
 	coalesce(app_id, '')`
 
+// scanAttemptRow reads a row of attemptCols into an attempt's description,
+// host, summary and count of processes, and extra columns after them.
+func scanAttemptRow(sc interface{ Scan(...any) error }, m *wire.Attempt, host *string, s *store.AttemptSummary,
+	processes *int, extra ...any) error {
+	return sc.Scan(append([]any{&m.AttemptID, &m.JobID, host, &m.ContainerID, &m.Type, &m.Framework, &m.FirstMs,
+		&m.LastMs, &m.Ended, &s.CPUMs, &s.PeakRSS, &s.PeakPSS, &s.PeakVMS, &s.PeakHeap, processes, &s.ReadBytes,
+		&s.WriteBytes, &s.GCTimeMs, &s.SchedWaitMs, &s.RSSByteMs, &m.MemoryMB, &m.XmxBytes, &m.JavaOpts, &m.Streaming,
+		&m.JobName, &m.User, &m.Queue, &m.AppID}, extra...)...)
+}
+
 func (s *Store) scanAttempt(sc interface{ Scan(...any) error }, stale int64) (store.Attempt, error) {
-	var a store.Attempt
-	var first, last int64
-	var ended bool
-	err := sc.Scan(&a.AttemptID, &a.JobID, &a.Host, &a.ContainerID, &a.Type, &a.Framework, &first, &last, &ended,
-		&a.CPUMs, &a.PeakRSS, &a.PeakPSS, &a.PeakVMS, &a.PeakHeap, &a.Processes, &a.ReadBytes, &a.WriteBytes,
-		&a.GCTimeMs, &a.SchedWaitMs, &a.RSSByteMs, &a.MemoryMB, &a.XmxBytes, &a.JavaOpts, &a.Streaming, &a.JobName, &a.User, &a.Queue,
-		&a.AppID)
-	if err != nil {
-		return a, err
+	var r struct {
+		m         wire.Attempt
+		host      string
+		s         store.AttemptSummary
+		processes int
 	}
-	a.Start, a.LastSeen = store.Time(first), store.Time(last)
-	a.DurationMs = last - first
-	a.State, a.End = store.AttemptState(ended, last, stale)
-	return a, nil
+	if err := scanAttemptRow(sc, &r.m, &r.host, &r.s, &r.processes); err != nil {
+		return store.Attempt{}, err
+	}
+	return store.AttemptOf(&r.m, r.host, &r.s, r.processes, stale), nil
 }
 
 // scanState reads an attempts row (attemptCols, sample_ms, last_rss,
-// gen_first, gen_last) into
-// the state ingest keeps.
+// gen_first, gen_last) into the state ingest keeps.
 func scanState(sc interface{ Scan(...any) error }) (*attState, error) {
 	st := &attState{}
 	m, s := &st.meta, &st.sum
-	var processes int64
-	err := sc.Scan(&m.AttemptID, &m.JobID, &st.host, &m.ContainerID, &m.Type, &m.Framework, &m.FirstMs, &m.LastMs,
-		&m.Ended, &s.CPUMs, &s.PeakRSS, &s.PeakPSS, &s.PeakVMS, &s.PeakHeap, &processes, &s.ReadBytes, &s.WriteBytes,
-		&s.GCTimeMs, &s.SchedWaitMs, &s.RSSByteMs, &m.MemoryMB, &m.XmxBytes, &m.JavaOpts, &m.Streaming, &m.JobName, &m.User,
-		&m.Queue, &m.AppID, &s.LastMs, &s.LastRSS, &st.genFirst, &st.genLast)
+	var processes int
+	err := scanAttemptRow(sc, m, &st.host, s, &processes, &s.LastMs, &s.LastRSS, &st.genFirst, &st.genLast)
 	if m.Type == "unknown" {
 		m.Type = ""
 	}

@@ -1,6 +1,7 @@
 // Package storetest is the conformance suite every store.Store passes. A
 // backend's test calls Run with a factory that opens an empty store (and
-// reopens one on the same data, to check durability and restarts).
+// reopens one on the same data, to check durability and restarts), telling
+// time by the store.Clock the suite passes it (Clock).
 package storetest
 
 import (
