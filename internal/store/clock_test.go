@@ -21,43 +21,33 @@ func TestClockStaleBefore(t *testing.T) {
 	}
 }
 
-func TestAttemptState(t *testing.T) {
+// An attempt's and a job's states at the edges of staleness.
+func TestStates(t *testing.T) {
 	const stale = 1000
+	attempt := func(ended bool, last int64) func() (string, Time) {
+		return func() (string, Time) { return AttemptState(ended, last, stale) }
+	}
+	job := func(running int, last int64) func() (string, Time) {
+		return func() (string, Time) { return JobState(running, last, stale) }
+	}
 	for _, c := range []struct {
-		ended bool
-		last  int64
-		state string
+		what  string
+		state func() (string, Time)
+		want  string
 		end   Time
 	}{
-		{false, 1000, StateRunning, 0}, // seen at the boundary: still running
-		{false, 5000, StateRunning, 0},
-		{false, 999, StateLost, 999},
-		{true, 999, StateFinished, 999}, // ended long ago: finished, not lost
-		{true, 5000, StateFinished, 5000},
+		{"an attempt seen at the boundary runs", attempt(false, 1000), StateRunning, 0},
+		{"an attempt seen since runs", attempt(false, 5000), StateRunning, 0},
+		{"an attempt not seen since is lost", attempt(false, 999), StateLost, 999},
+		{"an attempt that ended long ago is finished, not lost", attempt(true, 999), StateFinished, 999},
+		{"an attempt that ended is finished", attempt(true, 5000), StateFinished, 5000},
+		{"a job seen at the boundary with an attempt running runs", job(1, 1000), StateRunning, 0},
+		{"a job with attempts running runs", job(3, 5000), StateRunning, 0},
+		{"a job whose running attempts are lost is finished", job(1, 999), StateFinished, 999},
+		{"a job with no attempt running is finished", job(0, 5000), StateFinished, 5000},
 	} {
-		state, end := AttemptState(c.ended, c.last, stale)
-		if state != c.state || end != c.end {
-			t.Errorf("AttemptState(ended %v, last %d) = %s, %d; want %s, %d", c.ended, c.last, state, end, c.state, c.end)
-		}
-	}
-}
-
-func TestJobState(t *testing.T) {
-	const stale = 1000
-	for _, c := range []struct {
-		running int
-		last    int64
-		state   string
-		end     Time
-	}{
-		{1, 1000, StateRunning, 0},
-		{3, 5000, StateRunning, 0},
-		{1, 999, StateFinished, 999}, // its running attempts are lost
-		{0, 5000, StateFinished, 5000},
-	} {
-		state, end := JobState(c.running, c.last, stale)
-		if state != c.state || end != c.end {
-			t.Errorf("JobState(running %d, last %d) = %s, %d; want %s, %d", c.running, c.last, state, end, c.state, c.end)
+		if state, end := c.state(); state != c.want || end != c.end {
+			t.Errorf("%s: %s, end %d; want %s, end %d", c.what, state, end, c.want, c.end)
 		}
 	}
 }
