@@ -120,8 +120,7 @@ func NewPipeline(st store.Store, o PipelineOptions) *Pipeline {
 // Submit prepares a validated batch for the store, when it prepares batches
 // (store.BatchPreparer: on the caller's goroutine, so that requests prepare
 // their batches in parallel), queues it and waits until it is durable (or
-// failed). It never blocks on a full
-// queue: it returns ErrBusy.
+// failed). It never blocks on a full queue: it returns ErrBusy.
 func (p *Pipeline) Submit(ctx context.Context, b *wire.Batch) Result {
 	select {
 	case <-p.stop:
