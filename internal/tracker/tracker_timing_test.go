@@ -354,13 +354,16 @@ func startNodeWorking(b testing.TB, containers, others, churnTask, churnOther in
 // JVM (the tracker reads it to tell a Streaming process); stat, io and
 // schedstat of task processes held open and read with one pread each every
 // tick, status every statusEvery ticks of a process's life, its first
-// included (as the tracker's status source does).
+// included (as the tracker's status source does). Those are the files of
+// the tick benchmarks (baseFiles); the agent's (BenchmarkAgent) reads
+// stat, statm and io (agentBaseFiles).
 type baseline struct {
 	dirfd       int
 	dents       []byte
 	known       map[int32]*basePID
 	cycle       uint64
 	statusEvery uint64
+	files       []string // read every tick (status every statusEvery)
 	buf         []byte
 	path        []byte
 }
@@ -371,18 +374,21 @@ type basePID struct {
 	age  uint64 // ticks sampled
 	task bool
 	jvm  bool
-	fds  [4]int
+	fds  []int // one per baseline.files, -1 until opened
 }
 
-var baseFiles = [4]string{"stat", "status", "io", "schedstat"}
+var (
+	baseFiles      = []string{"stat", "status", "io", "schedstat"}
+	agentBaseFiles = []string{"stat", "statm", "io"}
+)
 
-func newBaseline(statusEvery int) *baseline {
+func newBaseline(statusEvery int, files []string) *baseline {
 	fd, err := unix.Open("/proc", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		panic(err)
 	}
 	return &baseline{dirfd: fd, dents: make([]byte, 32<<10), known: map[int32]*basePID{}, buf: make([]byte, 64<<10),
-		statusEvery: uint64(max(statusEvery, 1))}
+		statusEvery: uint64(max(statusEvery, 1)), files: files}
 }
 
 // open opens /proc/<pid>/<name> (a path built in a reused buffer).
@@ -449,11 +455,11 @@ func (bl *baseline) tick() {
 			continue
 		}
 		for i, fd := range p.fds {
-			if i == 1 && p.age%bl.statusEvery != 0 {
-				continue // status
+			if bl.files[i] == "status" && p.age%bl.statusEvery != 0 {
+				continue
 			}
 			if fd < 0 {
-				if fd = bl.open(pid, baseFiles[i]); fd < 0 {
+				if fd = bl.open(pid, bl.files[i]); fd < 0 {
 					continue
 				}
 				p.fds[i] = fd
@@ -473,7 +479,10 @@ func (bl *baseline) entry(pid int32, ino uint64) {
 	if p != nil {
 		p.close()
 	}
-	p = &basePID{ino: ino, seen: bl.cycle, fds: [4]int{-1, -1, -1, -1}}
+	p = &basePID{ino: ino, seen: bl.cycle, fds: make([]int, len(bl.files))}
+	for i := range p.fds {
+		p.fds[i] = -1
+	}
 	bl.known[pid] = p
 	stat := bl.readOnce(pid, "stat")
 	i := bytes.LastIndexByte(stat, ')')
@@ -566,7 +575,7 @@ func benchTick(b *testing.B, interval time.Duration, exits bool, statusEvery int
 		b.Fatal(err)
 	}
 	defer tr.Close()
-	bl := newBaseline(statusEvery)
+	bl := newBaseline(statusEvery, baseFiles)
 	defer bl.close()
 	// Warm up: both have classified every process, and under churn the
 	// tracker's maps and buffers have reached their working size.
