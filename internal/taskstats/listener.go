@@ -11,7 +11,6 @@ import (
 	"unsafe"
 
 	"github.com/mdlayher/genetlink"
-	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -20,32 +19,33 @@ const (
 	attrRegisterCPUMask = 3
 )
 
-// Listener receives exit records for every CPU.
+// Listener receives exit records for every CPU, on a netlink socket of its
+// own that the Go runtime's poller does not watch: the kernel queues a
+// record on it for every thread that exits on the machine, and a socket
+// in the poller would wake one of the agent's threads for each (500 new
+// processes a second: 500 wake-ups). Records wait in the socket's buffer
+// until Drain reads them, without waiting, into one reused buffer.
 type Listener struct {
-	c      *genetlink.Conn
-	family genetlink.Family
-	mask   string
-	lost   uint64
-	rc     syscall.RawConn
-	buf    []byte
-	// The receive of Drain: one method value, its results in fields, and a
-	// scratch record, so that draining allocates nothing per record.
-	recvFn func(fd uintptr) bool
-	recvN  int
-	recvEr error
-	rec    Record
+	fd   int
+	lost uint64
+	buf  []byte
+	fam  uint16
+	rec  Record // scratch: draining allocates nothing per record
 }
 
-// recv receives one datagram without waiting (recvfrom without a source
-// address: unix.Recvfrom would allocate one per call).
-func (l *Listener) recv(fd uintptr) bool {
-	n, _, errno := unix.Syscall6(unix.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&l.buf[0])), uintptr(len(l.buf)),
-		unix.MSG_DONTWAIT, 0, 0)
-	l.recvN, l.recvEr = int(n), nil
-	if errno != 0 {
-		l.recvN, l.recvEr = 0, errno
+// recv receives one datagram, without waiting when dontWait (recvfrom
+// without a source address: unix.Recvfrom would allocate one per call).
+func (l *Listener) recv(dontWait bool) (int, error) {
+	flags := 0
+	if dontWait {
+		flags = unix.MSG_DONTWAIT
 	}
-	return true
+	n, _, errno := unix.Syscall6(unix.SYS_RECVFROM, uintptr(l.fd), uintptr(unsafe.Pointer(&l.buf[0])), uintptr(len(l.buf)),
+		uintptr(flags), 0, 0)
+	if errno != 0 {
+		return 0, errno
+	}
+	return int(n), nil
 }
 
 // ErrPIDNamespace says that this process is not in the initial pid
@@ -89,24 +89,46 @@ func Listen() (*Listener, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.Close() // the family's id and version: records come on a socket of their own
 	mask := "0-1023"
 	if b, err := os.ReadFile("/sys/devices/system/cpu/possible"); err == nil {
 		mask = strings.TrimSpace(string(b))
 	}
-	_ = c.SetReadBuffer(8 << 20)
-	ae := netlink.NewAttributeEncoder()
-	ae.String(attrRegisterCPUMask, mask)
-	body, err := ae.Encode()
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_GENERIC)
 	if err != nil {
-		c.Close()
-		return nil, err
+		return nil, fmt.Errorf("taskstats: cannot open a generic netlink socket: %w", err)
 	}
-	msg := genetlink.Message{Header: genetlink.Header{Command: cmdGet, Version: f.Version}, Data: body}
-	if _, err := c.Send(msg, f.ID, netlink.Request); err != nil {
-		c.Close()
-		return nil, fmt.Errorf("taskstats: cannot register for CPUs %s (needs CAP_NET_ADMIN): %w", mask, err)
+	l := &Listener{fd: fd, fam: f.ID, buf: make([]byte, 64<<10)}
+	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("taskstats: bind: %w", err)
 	}
-	l := &Listener{c: c, family: f, mask: mask}
+	// Room for the records of a burst of exits between two ticks (beyond
+	// the system's limit as root; else the limit).
+	if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 8<<20) != nil {
+		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 8<<20)
+	}
+	// The probe's reads wait at most this long.
+	tv := unix.Timeval{Usec: 50000}
+	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("taskstats: receive timeout: %w", err)
+	}
+	// TASKSTATS_CMD_GET with TASKSTATS_CMD_ATTR_REGISTER_CPUMASK, acknowledged.
+	attr := len(mask) + 1
+	msg := make([]byte, 16+4+(4+attr+3)&^3)
+	binary.NativeEndian.PutUint32(msg[0:], uint32(len(msg)))
+	binary.NativeEndian.PutUint16(msg[4:], f.ID)
+	binary.NativeEndian.PutUint16(msg[6:], unix.NLM_F_REQUEST|unix.NLM_F_ACK)
+	binary.NativeEndian.PutUint32(msg[8:], 1)
+	msg[16], msg[17] = cmdGet, f.Version
+	binary.NativeEndian.PutUint16(msg[20:], uint16(4+attr))
+	binary.NativeEndian.PutUint16(msg[22:], attrRegisterCPUMask)
+	copy(msg[24:], mask)
+	if err := unix.Sendto(fd, msg, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("taskstats: cannot register for CPUs %s: %w", mask, err)
+	}
 	// A first record proves the registration works: wait for our own child.
 	if err := l.probe(); err != nil {
 		l.Close()
@@ -124,7 +146,20 @@ func (l *Listener) probe() error {
 	p.Wait()
 	found := false
 	for deadline := time.Now().Add(2 * time.Second); !found && time.Now().Before(deadline); {
-		if err := l.receive(time.Now().Add(50*time.Millisecond), func(r *Record) {
+		n, err := l.recv(false)
+		switch {
+		case err == unix.EAGAIN || err == unix.EWOULDBLOCK || err == unix.EINTR:
+			continue
+		case err == unix.ENOBUFS:
+			l.lost++
+			continue
+		case err != nil:
+			return fmt.Errorf("taskstats: receive: %w", err)
+		}
+		if err := ackError(l.buf[:n]); err != nil {
+			return fmt.Errorf("taskstats: cannot register for exit records (needs CAP_NET_ADMIN): %w", err)
+		}
+		if err := parseNetlinkInto(l.buf[:n], l.fam, &l.rec, func(r *Record) {
 			if r.PID == int32(pid) {
 				found = true
 			}
@@ -138,6 +173,24 @@ func (l *Listener) probe() error {
 	return nil
 }
 
+// ackError is the error a netlink acknowledgement in b carries, if any.
+func ackError(b []byte) error {
+	const nlHdr = 16
+	for len(b) >= nlHdr+4 {
+		l := int(binary.NativeEndian.Uint32(b[0:4]))
+		if l < nlHdr || l > len(b) {
+			return nil
+		}
+		if binary.NativeEndian.Uint16(b[4:6]) == unix.NLMSG_ERROR {
+			if code := int32(binary.NativeEndian.Uint32(b[nlHdr:])); code != 0 {
+				return syscall.Errno(-code)
+			}
+		}
+		b = b[min((l+3)&^3, len(b)):]
+	}
+	return nil
+}
+
 // Drain delivers every record queued on the socket, without waiting: it
 // reads with MSG_DONTWAIT until the queue is empty, into one reused buffer.
 // (A read deadline would not do: a read whose deadline has passed fails at
@@ -145,26 +198,8 @@ func (l *Listener) probe() error {
 // thousands of records are queued stops half-way, leaving the records of
 // processes the caller already saw leave /proc for the next call.)
 func (l *Listener) Drain(fn func(*Record)) error {
-	if l.rc == nil {
-		rc, err := l.c.SyscallConn()
-		if err != nil {
-			return err
-		}
-		// No deadline: the reads below never wait (the probe set one).
-		if err := l.c.SetReadDeadline(time.Time{}); err != nil {
-			return err
-		}
-		l.rc = rc
-		l.buf = make([]byte, 64<<10)
-	}
 	for {
-		if l.recvFn == nil {
-			l.recvFn = l.recv
-		}
-		if err := l.rc.Read(l.recvFn); err != nil {
-			return fmt.Errorf("taskstats: receive: %w", err)
-		}
-		n, rerr := l.recvN, l.recvEr
+		n, rerr := l.recv(true)
 		switch {
 		case rerr == unix.EAGAIN || rerr == unix.EWOULDBLOCK:
 			return nil
@@ -178,7 +213,7 @@ func (l *Listener) Drain(fn func(*Record)) error {
 		case n == 0:
 			return nil
 		}
-		if err := parseNetlinkInto(l.buf[:n], l.family.ID, &l.rec, fn); err != nil {
+		if err := parseNetlinkInto(l.buf[:n], l.fam, &l.rec, fn); err != nil {
 			return err
 		}
 	}
@@ -217,34 +252,5 @@ func parseNetlinkInto(b []byte, family uint16, r *Record, fn func(*Record)) erro
 // Lost is the number of times the socket overflowed (records lost).
 func (l *Listener) Lost() uint64 { return l.lost }
 
-// receive delivers records until a read finds none before deadline.
-func (l *Listener) receive(deadline time.Time, fn func(*Record)) error {
-	if err := l.c.SetReadDeadline(deadline); err != nil {
-		return err
-	}
-	for {
-		msgs, _, err := l.c.Receive()
-		if err != nil {
-			var ne interface{ Timeout() bool }
-			if errors.As(err, &ne) && ne.Timeout() {
-				return nil
-			}
-			if errors.Is(err, unix.ENOBUFS) {
-				l.lost++
-				continue
-			}
-			return fmt.Errorf("taskstats: receive: %w", err)
-		}
-		for _, m := range msgs {
-			if err := ParseMessage(m.Data, fn); err != nil {
-				return err
-			}
-		}
-		if len(msgs) == 0 && !deadline.After(time.Now()) {
-			return nil
-		}
-	}
-}
-
-// Close deregisters and closes the socket.
-func (l *Listener) Close() error { return l.c.Close() }
+// Close closes the socket (the kernel forgets a listener whose socket is gone).
+func (l *Listener) Close() error { return unix.Close(l.fd) }

@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestListenerLive registers for exit records (root, CAP_NET_ADMIN) and
@@ -126,5 +128,37 @@ func TestListenPIDNamespace(t *testing.T) {
 			t.Skipf("cannot make a pid namespace: %v", err)
 		}
 		t.Fatalf("child: %v\n%s", err, out)
+	}
+}
+
+// TestListenerOutsidePoller: the listener's socket is a blocking one, which
+// the Go runtime's poller never watches (it only takes non-blocking
+// descriptors): a record queued on it, one for every thread that exits on
+// the machine, must not wake the agent.
+func TestListenerOutsidePoller(t *testing.T) {
+	if testing.Short() {
+		t.Skip("live taskstats in -short mode")
+	}
+	l, err := Listen()
+	if err != nil {
+		if os.Geteuid() != 0 {
+			t.Skipf("not root: %v", err)
+		}
+		t.Fatalf("Listen as root: %v", err)
+	}
+	defer l.Close()
+	flags, err := unix.FcntlInt(uintptr(l.fd), unix.F_GETFL, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if flags&unix.O_NONBLOCK != 0 {
+		t.Errorf("the listener's socket is non-blocking (flags %#x): the runtime's poller may watch it", flags)
+	}
+	// Drain reads what is queued without waiting (MSG_DONTWAIT): with
+	// nothing queued it returns, twice.
+	for i := 0; i < 2; i++ {
+		if err := l.Drain(func(*Record) {}); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

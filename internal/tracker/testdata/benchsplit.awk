@@ -1,17 +1,31 @@
-# benchsplit.awk turns each line of the Tick benchmarks into two, impl=baseline
-# and impl=tracker, with the CPU per tick of each as sec/op, so that benchstat
-# compares them:
+# benchsplit.awk turns each line of the Tick and Agent benchmarks into one
+# line per implementation (impl=baseline, impl=tracker; impl=baseline and
+# one per agent), with the CPU per tick of each as sec/op (and, where the
+# line has them, its context switches per tick as switches/op), so that
+# benchstat compares them:
 #
 #	awk -f internal/tracker/testdata/benchsplit.awk bench.txt > split.txt
 #	benchstat -col /impl split.txt
 /^Benchmark.*cpu-ns\/tick/ {
   name = $1; sub(/-[0-9]+$/, "", name)
+  delete cpu; delete sw; n = 0
   for (i = 3; i < NF; i++) {
-    if ($(i+1) == "tracker-cpu-ns/tick") tr = $i
-    if ($(i+1) == "baseline-cpu-ns/tick") bl = $i
+    unit = $(i+1)
+    if (unit ~ /-cpu-ns\/tick$/) {
+      impl = unit; sub(/-cpu-ns\/tick$/, "", impl)
+      cpu[impl] = $i; order[++n] = impl
+    }
+    if (unit ~ /-switches\/tick$/) {
+      impl = unit; sub(/-switches\/tick$/, "", impl)
+      sw[impl] = $i
+    }
   }
-  printf "%s/impl=baseline 1 %s ns/op\n", name, bl
-  printf "%s/impl=tracker 1 %s ns/op\n", name, tr
+  for (k = 1; k <= n; k++) {
+    impl = order[k]
+    line = sprintf("%s/impl=%s 1 %s ns/op", name, impl, cpu[impl])
+    if (impl in sw) line = line sprintf(" %s switches/op", sw[impl])
+    print line
+  }
   next
 }
 /^Benchmark/ { next }
