@@ -75,6 +75,12 @@ type item struct {
 	size    int64
 	file    string // spool file, if spooled
 	gone    bool   // delivered, rejected or dropped
+	// synced: the spool file is on disk (fsync), not only in the page
+	// cache; cache: the body of a spooled batch kept for its first send
+	// (then the file is not read back). Only a batch queued behind none
+	// is spooled unsynced and cached (see Enqueue).
+	synced bool
+	cache  []byte
 }
 
 // Shipper delivers batches. Enqueue may be called from one goroutine while
@@ -193,8 +199,19 @@ func (s *Shipper) Enqueue(b *wire.Batch) error {
 	limit := s.cfg.MaxMemoryBytes
 	if s.spool != nil {
 		limit = s.cfg.MaxSpoolBytes
-		err := s.spool.write(it)
+		// A batch queued behind none is sent at once, and its file
+		// removed as soon as the server has it: it is written (a SIGKILL
+		// loses nothing written) but synced only if that first delivery
+		// fails (Run), and its body is kept for that delivery. One queued
+		// behind others waits: it is synced now.
+		s.mu.Lock()
+		waits := len(s.queue) > 0
+		s.mu.Unlock()
+		err := s.spool.write(it, waits)
 		if err == nil {
+			if !waits {
+				it.cache = it.body
+			}
 			it.body = nil // read back from the file when it is sent
 		}
 		s.spooled(err)
@@ -289,7 +306,7 @@ func (s *Shipper) respool() int {
 	n := 0
 	for _, it := range held {
 		// it.body is only set to nil by this goroutine: reading it is safe.
-		name, err := s.spool.writeFile(it)
+		name, err := s.spool.writeFile(it, true)
 		if err != nil {
 			return n // full again: they stay in memory
 		}
@@ -297,7 +314,7 @@ func (s *Shipper) respool() int {
 		if it.gone || it.file != "" {
 			os.Remove(name)
 		} else {
-			it.file, it.body = name, nil
+			it.file, it.body, it.synced = name, nil, true
 			s.mbytes -= it.size
 			n++
 		}
@@ -308,23 +325,30 @@ func (s *Shipper) respool() int {
 
 // Close is for after Run has returned: the batches still held in memory
 // are written to the spool, for the next agent to send, or else said to
-// be lost. It returns how many batches were lost.
+// be lost; those spooled unsynced are synced. It returns how many batches
+// were lost.
 func (s *Shipper) Close() int {
 	s.mu.Lock()
-	var held []*item
+	var held, unsynced []*item
 	samples := 0
 	for _, it := range s.queue {
 		if it.body != nil && it.file == "" {
 			held = append(held, it)
 		}
+		if it.file != "" && !it.synced {
+			unsynced = append(unsynced, it)
+		}
 	}
 	s.mu.Unlock()
+	for _, it := range unsynced {
+		s.sync(it)
+	}
 	lost := 0
 	for _, it := range held {
 		if s.spool != nil {
-			if name, err := s.spool.writeFile(it); err == nil {
+			if name, err := s.spool.writeFile(it, true); err == nil {
 				s.mu.Lock()
-				it.file, it.body = name, nil
+				it.file, it.body, it.synced = name, nil, true
 				s.mbytes -= it.size
 				s.mu.Unlock()
 				continue
@@ -362,6 +386,7 @@ func (s *Shipper) Run(ctx context.Context) {
 			}
 		}
 		retryAfter, err := s.send(ctx, it)
+		it.cache = nil // the first delivery is over: read back from the file when sent again
 		if err == nil {
 			backoff = 0
 			s.done(it)
@@ -387,6 +412,8 @@ func (s *Shipper) Run(ctx context.Context) {
 		s.stats.Retries++
 		s.url = (s.url + 1) % len(s.cfg.URLs)
 		s.mu.Unlock()
+		// The batch waits in the spool now: on disk, not only in memory.
+		s.sync(it)
 		backoff = nextBackoff(backoff, s.cfg.MinBackoff, s.cfg.MaxBackoff)
 		wait := time.Duration(mrand.Int64N(int64(backoff)) + 1) // full jitter
 		if retryAfter > wait {
@@ -450,6 +477,9 @@ func (s *Shipper) send(ctx context.Context, it *item) (time.Duration, error) {
 	url := s.cfg.URLs[s.url] + "/api/v1/ingest"
 	body, file := it.body, it.file
 	s.mu.Unlock()
+	if body == nil {
+		body = it.cache // set and cleared by this goroutine only (Enqueue sets it before queueing)
+	}
 	if body == nil && file != "" {
 		back, err := readSpoolFile(file)
 		if err != nil {
@@ -497,6 +527,27 @@ func (s *Shipper) send(ctx context.Context, it *item) (time.Duration, error) {
 	default:
 		return 0, &rejectedError{status: resp.StatusCode, msg: strings.TrimSpace(string(msg))}
 	}
+}
+
+// sync makes the spool file of it durable if it is not yet (a failure is
+// logged: the batch is still in the file and in the page cache).
+func (s *Shipper) sync(it *item) {
+	s.mu.Lock()
+	file := it.file
+	need := file != "" && !it.synced && !it.gone
+	s.mu.Unlock()
+	if !need {
+		return
+	}
+	if err := s.spool.sync(file); err != nil {
+		s.cfg.Log.Warn("cannot sync a spool file", "file", file, "err", err)
+		return
+	}
+	s.mu.Lock()
+	if it.file == file {
+		it.synced = true
+	}
+	s.mu.Unlock()
 }
 
 // Flush waits until the queue is empty or ctx is done.

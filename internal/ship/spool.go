@@ -13,9 +13,13 @@ import (
 )
 
 // spool keeps each batch in a file of its own until the server has it:
-// <dir>/<unix nanos>-<seq>.batch, written to a temporary name, synced and
-// renamed, so that a crash leaves whole batches or none. The file starts with
-// one line "tsb1 <agent id> <seq> <samples>", then the compressed body.
+// <dir>/<unix nanos>-<seq>.batch, written to a temporary name and renamed,
+// so that a crash leaves whole batches or none. A batch that waits is
+// synced (the file, then the directory) before it is renamed; one sent at
+// once is synced only if that delivery fails (Shipper): a killed agent
+// loses nothing written, a machine that loses power may lose the batch of
+// the moment. The file starts with one line "tsb1 <agent id> <seq>
+// <samples>", then the compressed body.
 type spool struct {
 	dir string
 }
@@ -77,19 +81,20 @@ func readSpoolFile(name string) (*item, error) {
 	return &item{agentID: fields[1], seq: seq, samples: samples, body: body, size: int64(len(body)), file: name}, nil
 }
 
-// write writes it to the spool and notes its file in it.
-func (s *spool) write(it *item) error {
-	name, err := s.writeFile(it)
+// write writes it to the spool (synced when sync) and notes its file in it.
+func (s *spool) write(it *item, sync bool) error {
+	name, err := s.writeFile(it, sync)
 	if err == nil {
-		it.file = name
+		it.file, it.synced = name, sync
 	}
 	return err
 }
 
 // writeFile writes it to a spool file named by when it was queued, so that
 // a batch spooled late (held in memory while the spool was full) is still
-// replayed in order, and returns the file's name.
-func (s *spool) writeFile(it *item) (string, error) {
+// replayed in order, and returns the file's name. sync: on disk before
+// the rename, and the rename too.
+func (s *spool) writeFile(it *item, sync bool) (string, error) {
 	name := filepath.Join(s.dir, fmt.Sprintf("%020d-%012d.batch", it.made, it.seq))
 	tmp := name + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o640)
@@ -102,7 +107,7 @@ func (s *spool) writeFile(it *item) (string, error) {
 	if err == nil {
 		_, err = f.Write(it.body)
 	}
-	if err == nil {
+	if err == nil && sync {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
@@ -111,11 +116,44 @@ func (s *spool) writeFile(it *item) (string, error) {
 	if err == nil {
 		err = os.Rename(tmp, name)
 	}
+	if err == nil && sync {
+		err = s.syncDir()
+	}
 	if err != nil {
 		os.Remove(tmp)
 		return "", err
 	}
 	return name, nil
+}
+
+// sync makes a spool file written unsynced durable: its data, then the
+// directory that names it.
+func (s *spool) sync(name string) error {
+	f, err := os.Open(name)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	return s.syncDir()
+}
+
+// syncDir makes the spool directory's entries (a rename) durable.
+func (s *spool) syncDir() error {
+	d, err := os.Open(s.dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 func (s *spool) remove(it *item) {
