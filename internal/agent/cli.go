@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -104,6 +105,14 @@ func runCmd(ctx context.Context, args []string, stderr io.Writer) error {
 			return fmt.Errorf("cannot read token: %w", err)
 		}
 		cfg.Token = strings.TrimSpace(string(b))
+	}
+	// One thread runs Go code: the agent's work is one tick after another
+	// (the sender mostly waits for the server), and a second P would have
+	// the scheduler wake a thread to look for work at every timer, channel
+	// send and network event, each a context switch. GOMAXPROCS set in
+	// the environment is kept.
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(1)
 	}
 	res, err := Run(ctx, cfg)
 	if *maxTicks >= 0 {

@@ -268,7 +268,7 @@ func runSteady(b *testing.B, q *taskstats.Querier, sc agentScenario, name string
 	time.Sleep(time.Until(t0))
 	h0 := readHostLoad()
 	g0 := processGroup(q, int(pid))
-	if dir := os.Getenv("TASKSCOPE_AGENT_PERF"); dir != "" && name != "baseline" {
+	if dir := os.Getenv("TASKSCOPE_AGENT_PERF"); dir != "" {
 		out := filepath.Join(dir, fmt.Sprintf("%s-%s-%d.perf", sc.name, name, agentRound))
 		perf := exec.Command("perf", "record", "-q", "-e", "cpu-clock", "-F", "9999", "-g", "-o", out,
 			"-p", strconv.Itoa(int(pid)), "--", "sleep", strconv.FormatFloat((time.Duration(agentWindow)*iv).Seconds(), 'f', 3, 64))

@@ -4,10 +4,17 @@
 #
 #	perf script -i DIR/50of300-250ms-new-3.perf | awk -v ticks=20 -f testdata/perfsplit.awk
 #
-# A sample goes to the part of the innermost frame (leaf first) that names
-# one: the garbage collector's work where an allocation helps it, the
-# batch builder's where a tick hands it a sample, the tick's otherwise.
+# A sample of the runtime's own threads and goroutines (sysmon, the
+# garbage collector's workers, the sweeper, the scavenger) is theirs;
+# another goes to the part of the innermost frame (leaf first) that names
+# one: the garbage collector's where an allocation helps it, the batch
+# builder's where a tick hands it a sample, the tick's otherwise.
 # ticks: the ticks the profile covers (its window), for the CPU per tick.
+function root(f) {
+  if (f ~ /^runtime\.sysmon/) return "runtime: sysmon"
+  if (f ~ /^runtime\.(gcBgMarkWorker|bgsweep|bgscavenge|forcegchelper)/) return "runtime: GC"
+  return ""
+}
 function part(f) {
   if (f ~ /^runtime\.(gcBgMarkWorker|gcAssistAlloc|gcDrain|bgsweep|bgscavenge|gcStart|markroot|scanobject|sweepone|gcMarkTermination|forEachP|stopTheWorld)/) return "runtime: GC"
   if (f ~ /^runtime\.sysmon/) return "runtime: sysmon"
@@ -34,6 +41,10 @@ function flush(   i, p, f) {
   if (!inSample) return
   inSample = 0
   p = ""
+  for (i = 1; i <= n && p == ""; i++) {
+    f = frame[i]; sub(/\+0x[0-9a-f]+$/, "", f)
+    p = root(f)
+  }
   for (i = 1; i <= n && p == ""; i++) {
     f = frame[i]; sub(/\+0x[0-9a-f]+$/, "", f)
     p = part(f)
