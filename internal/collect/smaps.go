@@ -6,7 +6,8 @@ import (
 )
 
 // smapsSource reads PSS from /proc/PID/smaps_rollup every Config.PSSEvery
-// ticks of a process's life (the first tick included): the kernel walks every
+// ticks of a process's life (the first tick included, except at the
+// agent's first tick): the kernel walks every
 // mapping to produce it, which costs about 0.7 ms for a JVM. A process whose
 // RSS (from the stat read anyway) moved by less than 1/16 since the last read
 // keeps the PSS of that read, re-read at least every PSSStaleEvery × PSSEvery
@@ -35,7 +36,12 @@ type smapsState struct {
 
 func (smapsSource) Sample(cfg *Config, t *Target, slot int, out Values) error {
 	every := uint64(cfg.PSSEvery)
-	if t.Age%every != 0 {
+	if t.Age%every != 0 || t.Age == 0 && t.Tick == 1 && every > 1 {
+		// A process that was there when the agent started (sampled at
+		// its first tick) gets its first PSS at its second period: the
+		// agent's first tick reads every task process of the node at
+		// once, and their page tables' walks were most of its start's
+		// CPU. One that starts later is read at its first sample.
 		return nil
 	}
 	st, _ := t.State[slot].(*smapsState)

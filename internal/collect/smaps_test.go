@@ -68,3 +68,47 @@ func TestPSSKeptWhileRSSHolds(t *testing.T) {
 		t.Fatalf("PSS %d after RSS moved, want it read again", v)
 	}
 }
+
+// TestPSSNotAtTheAgentsFirstTick: the processes the agent finds when it
+// starts get their first PSS at their second period, not at its first tick;
+// one that starts later gets it at its first sample; with PSSEvery 1 (a
+// snapshot) at once.
+func TestPSSNotAtTheAgentsFirstTick(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "42")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "smaps_rollup"), []byte("Rss: 4000 kB\nPss: 100 kB\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fs := procfs.NewFS(root)
+	h := fs.OpenProc(42)
+	defer h.Close()
+	var buf []byte
+	read := func(every int, tick, age uint64) bool {
+		out := valuesMap{}
+		tg := &Target{PID: 42, Tick: tick, Age: age, Proc: h, Stat: &procfs.Stat{RSS: 1000}, Buf: &buf, State: make([]any, 1)}
+		if err := (smapsSource{}).Sample(&Config{FS: &fs, PSSEvery: every}, tg, 0, out); err != nil {
+			t.Fatal(err)
+		}
+		_, ok := out[0]
+		return ok
+	}
+	for _, c := range []struct {
+		every     int
+		tick, age uint64
+		want      bool
+	}{
+		{10, 1, 0, false}, // there at the agent's start
+		{10, 10, 9, false},
+		{10, 11, 10, true}, // its second period
+		{10, 5, 0, true},   // started later: at once
+		{10, 15, 10, true},
+		{1, 1, 0, true}, // a snapshot
+	} {
+		if got := read(c.every, c.tick, c.age); got != c.want {
+			t.Errorf("PSSEvery %d, tick %d, age %d: read %v, want %v", c.every, c.tick, c.age, got, c.want)
+		}
+	}
+}
