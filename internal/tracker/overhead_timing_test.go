@@ -222,6 +222,9 @@ func benchAgentSteady(b *testing.B, sc agentScenario, impls []agentImpl) {
 	}
 	n := float64(b.N)
 	for _, name := range names {
+		if rss[name] > 25 {
+			b.Errorf("%s: peak RSS %.1f MB, over 25 MB", name, rss[name])
+		}
 		b.ReportMetric(sum[name]/n, name+"-cpu-ns/tick")
 		b.ReportMetric(switches[name]/n, name+"-switches/tick")
 		if name != "baseline" {
@@ -354,6 +357,9 @@ func benchAgentStart(b *testing.B, impls []agentImpl) {
 		}
 	}
 	for _, im := range impls {
+		if rss[im.name] > 25 {
+			b.Errorf("%s: peak RSS %.1f MB, over 25 MB", im.name, rss[im.name])
+		}
 		b.ReportMetric(sum[im.name]/float64(b.N), im.name+"-start-cpu-ms")
 		b.ReportMetric(rss[im.name], im.name+"-rss-MB")
 	}
