@@ -146,15 +146,12 @@ func (l *Listener) probe() error {
 	p.Wait()
 	found := false
 	for deadline := time.Now().Add(2 * time.Second); !found && time.Now().Before(deadline); {
-		n, err := l.recv(false)
-		switch {
-		case err == unix.EAGAIN || err == unix.EWOULDBLOCK || err == unix.EINTR:
+		n, ok, err := l.read(false)
+		if err != nil {
+			return err
+		}
+		if !ok {
 			continue
-		case err == unix.ENOBUFS:
-			l.lost++
-			continue
-		case err != nil:
-			return fmt.Errorf("taskstats: receive: %w", err)
 		}
 		if err := ackError(l.buf[:n]); err != nil {
 			return fmt.Errorf("taskstats: cannot register for exit records (needs CAP_NET_ADMIN): %w", err)
@@ -199,23 +196,33 @@ func ackError(b []byte) error {
 // processes the caller already saw leave /proc for the next call.)
 func (l *Listener) Drain(fn func(*Record)) error {
 	for {
-		n, rerr := l.recv(true)
-		switch {
-		case rerr == unix.EAGAIN || rerr == unix.EWOULDBLOCK:
-			return nil
-		case rerr == unix.EINTR:
-			continue
-		case rerr == unix.ENOBUFS:
-			l.lost++
-			continue
-		case rerr != nil:
-			return fmt.Errorf("taskstats: receive: %w", rerr)
-		case n == 0:
-			return nil
+		n, ok, err := l.read(true)
+		if err != nil || !ok {
+			return err
 		}
 		if err := parseNetlinkInto(l.buf[:n], l.fam, &l.rec, fn); err != nil {
 			return err
 		}
+	}
+}
+
+// read receives one datagram into l.buf; ok is false when there was none
+// (none queued, or the probe's wait ran out). Overflows are counted.
+func (l *Listener) read(dontWait bool) (n int, ok bool, err error) {
+	for {
+		n, err := l.recv(dontWait)
+		switch {
+		case err == unix.EAGAIN || err == unix.EWOULDBLOCK:
+			return 0, false, nil
+		case err == unix.EINTR:
+			continue
+		case err == unix.ENOBUFS:
+			l.lost++
+			continue
+		case err != nil:
+			return 0, false, fmt.Errorf("taskstats: receive: %w", err)
+		}
+		return n, n > 0, nil
 	}
 }
 

@@ -17,14 +17,7 @@ func TestListenerLive(t *testing.T) {
 	if testing.Short() {
 		t.Skip("live taskstats in -short mode")
 	}
-	l, err := Listen()
-	if err != nil {
-		if os.Geteuid() != 0 {
-			t.Skipf("not root: %v", err)
-		}
-		t.Fatalf("Listen as root: %v", err)
-	}
-	defer l.Close()
+	l := listenOrSkip(t)
 	cmd := exec.Command("/bin/sh", "-c", "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; exit 3")
 	start := time.Now()
 	if err := cmd.Run(); err == nil {
@@ -71,14 +64,7 @@ func TestDrainAll(t *testing.T) {
 	if testing.Short() {
 		t.Skip("live taskstats in -short mode")
 	}
-	l, err := Listen()
-	if err != nil {
-		if os.Geteuid() != 0 {
-			t.Skipf("not root: %v", err)
-		}
-		t.Fatalf("Listen as root: %v", err)
-	}
-	defer l.Close()
+	l := listenOrSkip(t)
 	const n = 300
 	want := map[int32]bool{}
 	for i := 0; i < n; i++ {
@@ -139,14 +125,7 @@ func TestListenerOutsidePoller(t *testing.T) {
 	if testing.Short() {
 		t.Skip("live taskstats in -short mode")
 	}
-	l, err := Listen()
-	if err != nil {
-		if os.Geteuid() != 0 {
-			t.Skipf("not root: %v", err)
-		}
-		t.Fatalf("Listen as root: %v", err)
-	}
-	defer l.Close()
+	l := listenOrSkip(t)
 	flags, err := unix.FcntlInt(uintptr(l.fd), unix.F_GETFL, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -161,4 +140,18 @@ func TestListenerOutsidePoller(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// listenOrSkip is a Listener for the test, which is skipped when not root.
+func listenOrSkip(t *testing.T) *Listener {
+	t.Helper()
+	l, err := Listen()
+	if err != nil {
+		if os.Geteuid() != 0 {
+			t.Skipf("not root: %v", err)
+		}
+		t.Fatalf("Listen as root: %v", err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
 }

@@ -33,7 +33,7 @@ import (
 //	CGO_ENABLED=0 go build -trimpath -o /tmp/ab/agent-new ./cmd/taskscope-agent
 //	go test -c -o /tmp/ab/tracker.test ./internal/tracker
 //	cd internal/tracker && TASKSCOPE_AGENTS=start=/tmp/ab/agent-start,new=/tmp/ab/agent-new \
-//	    flock /tmp/bench.lock /tmp/ab/tracker.test -test.run '^$' -test.bench 'Agent/' -test.benchtime 1x -test.count 5 -test.v | tee agent.txt
+//	    flock /tmp/bench.lock /tmp/ab/tracker.test -test.run '^$' -test.bench 'Agent/^(50of300-1s|50of300-250ms|churn500-250ms|start)$' -test.benchtime 1x -test.count 5 -test.v | tee agent.txt
 //	benchstat -filter '.unit:/ratio$/' agent.txt          # each agent's CPU per tick over the baseline's
 //	awk -f testdata/benchsplit.awk agent.txt > split.txt
 //	benchstat -col /impl split.txt                         # CPU per tick, the agents and the baseline
@@ -271,10 +271,9 @@ func runSteady(b *testing.B, q *taskstats.Querier, sc agentScenario, name string
 	time.Sleep(time.Until(t0))
 	h0 := readHostLoad()
 	g0 := processGroup(q, int(pid))
-	if dir := os.Getenv("TASKSCOPE_AGENT_PERF"); dir != "" {
-		out := filepath.Join(dir, fmt.Sprintf("%s-%s-%d.perf", sc.name, name, agentRound))
-		perf := exec.Command("perf", "record", "-q", "-e", "cpu-clock", "-F", "9999", "-g", "-o", out,
-			"-p", strconv.Itoa(int(pid)), "--", "sleep", strconv.FormatFloat((time.Duration(agentWindow)*iv).Seconds(), 'f', 3, 64))
+	if perfArgs := agentPerf(fmt.Sprintf("%s-%s-%d", sc.name, name, agentRound)); perfArgs != nil {
+		perf := exec.Command("perf", append(perfArgs, "-p", strconv.Itoa(int(pid)), "--",
+			"sleep", strconv.FormatFloat((time.Duration(agentWindow)*iv).Seconds(), 'f', 3, 64))...)
 		perf.Stderr = os.Stderr
 		if err := perf.Start(); err != nil {
 			b.Fatalf("perf: %v", err)
@@ -332,10 +331,9 @@ func benchAgentStart(b *testing.B, impls []agentImpl) {
 		for k := range impls {
 			im := impls[(k+agentRound)%len(impls)]
 			cmd := exec.Command(im.bin, append(agentArgs(b, hs.URL, time.Second), "--max-ticks", "1")...)
-			if dir := os.Getenv("TASKSCOPE_AGENT_PERF"); dir != "" {
+			if perfArgs := agentPerf(fmt.Sprintf("start-%s-%d", im.name, agentRound)); perfArgs != nil {
 				// perf's own CPU counts too: take the figures from runs without it.
-				out := filepath.Join(dir, fmt.Sprintf("start-%s-%d.perf", im.name, agentRound))
-				cmd = exec.Command("perf", append([]string{"record", "-q", "-e", "cpu-clock", "-F", "9999", "-g", "-o", out, "--", im.bin}, cmd.Args[1:]...)...)
+				cmd = exec.Command("perf", append(append(perfArgs, "--", im.bin), cmd.Args[1:]...)...)
 			}
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
@@ -366,6 +364,16 @@ func benchAgentStart(b *testing.B, impls []agentImpl) {
 	b.ReportMetric(load.busyPct(), "host-busy-%")
 	b.ReportMetric(load.stealPct(), "host-steal-%")
 	b.ReportMetric(0, "ns/op")
+}
+
+// agentPerf is the start of a perf record command line writing
+// TASKSCOPE_AGENT_PERF/<name>.perf, nil without TASKSCOPE_AGENT_PERF.
+func agentPerf(name string) []string {
+	dir := os.Getenv("TASKSCOPE_AGENT_PERF")
+	if dir == "" {
+		return nil
+	}
+	return []string{"record", "-q", "-e", "cpu-clock", "-F", "9999", "-g", "-o", filepath.Join(dir, name+".perf")}
 }
 
 func implNames(impls []agentImpl) []string {
