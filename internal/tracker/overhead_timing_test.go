@@ -12,10 +12,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/taskscope/taskscope/internal/procfs"
 	"github.com/taskscope/taskscope/internal/taskstats"
 )
 
@@ -58,6 +60,12 @@ import (
 // The start: BenchmarkAgent/start runs each agent with --max-ticks 1 over 300
 // processes and reports its whole CPU (wait4: start, the first tick that
 // classifies every process, the one batch shipped, the exit) as X-start-cpu-ms.
+//
+// TASKSCOPE_AGENT_TOGETHER=1 runs the baseline and the agents of a round
+// at once instead of in turn, over the same seconds: on a machine that
+// other work loads unevenly (other engineers' builds, whose processes the
+// agents classify and whose exit records they receive), each round's
+// ratios then compare runs under the same load.
 //
 // TASKSCOPE_AGENT_PERF=DIR profiles every agent's steady window with
 // `perf record -e cpu-clock -g` into DIR (perf's sampling costs the
@@ -193,24 +201,52 @@ func benchAgentSteady(b *testing.B, sc agentScenario, impls []agentImpl) {
 	defer hs.Close()
 	q, err := taskstats.NewQuerier()
 	if err != nil {
-		b.Skipf("the agent's CPU needs taskstats: %v", err)
+		b.Logf("CPU from the threads' schedstat (taskstats: %v)", err)
+	} else {
+		defer q.Close()
 	}
-	defer q.Close()
 	names := append([]string{"baseline"}, implNames(impls)...)
 	sum := map[string]float64{}
 	switches := map[string]float64{}
 	rss := map[string]float64{}
 	var load hostLoad
+	together := os.Getenv("TASKSCOPE_AGENT_TOGETHER") != ""
+	self := selfExe(b)
+	run := func(name string, q *taskstats.Querier) agentRun {
+		if name == "baseline" {
+			return runSteady(b, q, sc, name, exec.Command(self), agentBaselineEnv+"="+sc.interval.String())
+		}
+		bin := impls[slices.Index(names, name)-1].bin
+		return runSteady(b, q, sc, name, exec.Command(bin, agentArgs(b, hs.URL, sc.interval)...))
+	}
 	for i := 0; i < b.N; i++ {
 		agentRound++
-		for k := range names {
-			name := names[(k+agentRound)%len(names)]
-			var r agentRun
-			if name == "baseline" {
-				r = runSteady(b, q, sc, name, exec.Command(selfExe(b)), agentBaselineEnv+"="+sc.interval.String())
-			} else {
-				bin := impls[slices.Index(names, name)-1].bin
-				r = runSteady(b, q, sc, name, exec.Command(bin, agentArgs(b, hs.URL, sc.interval)...))
+		runs := make([]agentRun, len(names))
+		if together {
+			// All at once, each with a querier of its own (not safe for
+			// concurrent use).
+			var wg sync.WaitGroup
+			for k, name := range names {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					q, err := taskstats.NewQuerier()
+					if err == nil {
+						defer q.Close()
+					}
+					runs[k] = run(name, q)
+				}()
+			}
+			wg.Wait()
+		} else {
+			for j := range names {
+				k := (j + agentRound) % len(names)
+				runs[k] = run(names[k], q)
+			}
+		}
+		for k, name := range names {
+			r := runs[k]
+			if name != "baseline" {
 				rss[name] = max(rss[name], r.rssMB)
 			}
 			sum[name] += r.cpuPerTick
@@ -247,14 +283,17 @@ func agentArgs(b *testing.B, url string, interval time.Duration) []string {
 }
 
 // runSteady starts cmd, lets it warm up, measures its CPU over agentWindow
-// ticks from midway between two of its ticks, and stops it.
+// ticks from midway between two of its ticks, and stops it. It may run in
+// a goroutine of its own (TASKSCOPE_AGENT_TOGETHER): it fails the benchmark
+// with Errorf, and returns a zero run.
 func runSteady(b *testing.B, q *taskstats.Querier, sc agentScenario, name string, cmd *exec.Cmd, env ...string) agentRun {
 	cmd.Env = append(os.Environ(), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
+		b.Error(err)
+		return agentRun{}
 	}
 	pid := int32(cmd.Process.Pid)
 	iv := sc.interval
@@ -276,9 +315,10 @@ func runSteady(b *testing.B, q *taskstats.Querier, sc agentScenario, name string
 			"sleep", strconv.FormatFloat((time.Duration(agentWindow)*iv).Seconds(), 'f', 3, 64))...)
 		perf.Stderr = os.Stderr
 		if err := perf.Start(); err != nil {
-			b.Fatalf("perf: %v", err)
+			b.Errorf("perf: %v", err)
+		} else {
+			defer perf.Wait()
 		}
-		defer perf.Wait()
 	}
 	time.Sleep(time.Until(t0.Add(time.Duration(agentWindow) * iv)))
 	g1 := processGroup(q, int(pid))
@@ -286,13 +326,15 @@ func runSteady(b *testing.B, q *taskstats.Querier, sc agentScenario, name string
 	cmd.Process.Signal(syscall.SIGTERM)
 	err := cmd.Wait()
 	if name != "baseline" && err != nil {
-		b.Fatalf("%s: %v\n%s", name, err, stderr.String())
+		b.Errorf("%s: %v\n%s", name, err, stderr.String())
+		return agentRun{}
 	}
 	if name != "baseline" && stderr.Len() > 0 {
 		b.Logf("%s said:\n%s", name, stderr.String())
 	}
 	if g0.RunNs == 0 || g1.RunNs < g0.RunNs {
-		b.Fatalf("%s: CPU %d then %d: gone?", name, g0.RunNs, g1.RunNs)
+		b.Errorf("%s: CPU %d then %d: gone?", name, g0.RunNs, g1.RunNs)
+		return agentRun{}
 	}
 	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
 	ticks := float64(agentWindow)
@@ -448,9 +490,38 @@ func (h hostLoad) String() string {
 // ones included: taskstats' thread group runtime. 0 when it is gone.
 func processCPU(q *taskstats.Querier, pid int) int64 { return int64(processGroup(q, pid).RunNs) }
 
-// processGroup is what taskstats says of a process's threads (zero when it is gone).
+// processGroup is what taskstats says of a process's threads (zero when it
+// is gone). Without taskstats (q nil: another pid namespace than the
+// host's), the sums over its live threads of their schedstat and their
+// context switches (status): exited threads are missed, and Go's threads
+// rarely exit.
 func processGroup(q *taskstats.Querier, pid int) taskstats.Group {
 	var g taskstats.Group
-	q.ThreadGroup(int32(pid), &g)
+	if q != nil {
+		q.ThreadGroup(int32(pid), &g)
+		return g
+	}
+	fs := procfs.NewFS("")
+	dir := fs.PidPath(int32(pid), "task")
+	tids, err := os.ReadDir(dir)
+	if err != nil {
+		return g
+	}
+	var buf []byte
+	for _, tid := range tids {
+		if buf, err = procfs.ReadFile(dir+"/"+tid.Name()+"/schedstat", buf); err == nil {
+			var ss procfs.Schedstat
+			if procfs.ParseSchedstat(buf, &ss) == nil {
+				g.RunNs += ss.RunNs
+			}
+		}
+		if buf, err = procfs.ReadFile(dir+"/"+tid.Name()+"/status", buf); err == nil {
+			var st procfs.Status
+			if procfs.ParseStatus(buf, &st) == nil {
+				g.VolCtx += st.VoluntaryCtx
+				g.InvolCtx += st.InvoluntaryCtx
+			}
+		}
+	}
 	return g
 }
