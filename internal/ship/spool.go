@@ -15,8 +15,8 @@ import (
 // spool keeps each batch in a file of its own until the server has it:
 // <dir>/<unix nanos>-<seq>.batch, written to a temporary name and renamed,
 // so that a crash leaves whole batches or none. A batch that waits is
-// synced (the file, then the directory) before it is renamed; one sent at
-// once is synced only if that delivery fails (Shipper): a killed agent
+// synced before it is renamed; one sent at once is synced (the file, then
+// the directory) only if that delivery fails (Shipper): a killed agent
 // loses nothing written, a machine that loses power may lose the batch of
 // the moment. The file starts with one line "tsb1 <agent id> <seq>
 // <samples>", then the compressed body.
@@ -93,7 +93,8 @@ func (s *spool) write(it *item, sync bool) error {
 // writeFile writes it to a spool file named by when it was queued, so that
 // a batch spooled late (held in memory while the spool was full) is still
 // replayed in order, and returns the file's name. sync: on disk before
-// the rename, and the rename too.
+// the rename (the directory is not synced for each: a batch whose
+// delivery fails has it synced then, Shipper.sync).
 func (s *spool) writeFile(it *item, sync bool) (string, error) {
 	name := filepath.Join(s.dir, fmt.Sprintf("%020d-%012d.batch", it.made, it.seq))
 	tmp := name + ".tmp"
@@ -115,9 +116,6 @@ func (s *spool) writeFile(it *item, sync bool) (string, error) {
 	}
 	if err == nil {
 		err = os.Rename(tmp, name)
-	}
-	if err == nil && sync {
-		err = s.syncDir()
 	}
 	if err != nil {
 		os.Remove(tmp)
