@@ -108,7 +108,7 @@ func newFixture(t *testing.T) *fixture {
 		}
 	}
 
-	a := New(st, analysis.New(st), NewLive(10*time.Millisecond))
+	a := New(st, analysis.New(st), NewLive(10*time.Millisecond, LiveOptions{}))
 	a.now = func() time.Time { return now }
 	mux := http.NewServeMux()
 	a.Register(mux)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/taskscope/taskscope/internal/store"
@@ -14,6 +15,9 @@ import (
 const (
 	defaultPoints = 300
 	maxPoints     = 5000
+	// maxMetrics bounds the metrics of one query (the catalogs hold about
+	// 30): a query costs its metrics times its points at most.
+	maxMetrics = 32
 )
 
 // niceSteps are the bucket widths, in ms, that series are cut into.
@@ -93,7 +97,15 @@ func (a *API) seriesQuery(r *http.Request, q *store.SeriesQuery, start, end int6
 		return bad("step %d ms makes more than %d buckets of this window", q.Step, maxPoints)
 	}
 	if m := v.Get("metrics"); m != "" {
+		if n := strings.Count(m, ",") + 1; n > maxMetrics {
+			return bad("metrics: %d names, at most %d", n, maxMetrics)
+		}
 		q.Metrics = strings.Split(m, ",")
+		for i, name := range q.Metrics {
+			if slices.Contains(q.Metrics[:i], name) {
+				return bad("metrics: %q is listed twice", name)
+			}
+		}
 	}
 	if _, err := store.LookupMetrics(q.Scope, q.Metrics); err != nil {
 		return bad("%v", err)

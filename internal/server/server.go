@@ -34,6 +34,7 @@ type Config struct {
 	Log           *slog.Logger
 	Ingest        ingest.HandlerOptions
 	Pipeline      ingest.PipelineOptions
+	Live          api.LiveOptions
 }
 
 // Server is a running server.
@@ -64,7 +65,7 @@ func Start(cfg Config) (*Server, error) {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector())
-	live := api.NewLive(time.Second)
+	live := api.NewLive(time.Second, cfg.Live)
 	health := &writeHealth{log: cfg.Log, dir: dataDir(cfg.Store)}
 	s := &Server{live: live, health: health}
 	po := cfg.Pipeline

@@ -141,12 +141,13 @@ type LocalData interface {
 }
 
 // Time is unix milliseconds; it marshals to JSON as an RFC 3339 string, and
-// 0 as null.
+// 0 as null (and a time outside 1970..2100, which batches may no longer
+// carry, also as null: RFC 3339 has four digits of year).
 type Time int64
 
 // MarshalJSON implements json.Marshaler.
 func (t Time) MarshalJSON() ([]byte, error) {
-	if t == 0 {
+	if t <= 0 || t > wire.MaxTimeMs {
 		return []byte("null"), nil
 	}
 	// Appended, not json.Marshal of the formatted string: a job of 10,000
