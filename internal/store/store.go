@@ -223,6 +223,15 @@ type JobFilter struct {
 	From, To                            int64  // jobs active within [From, To), ms
 	Limit                               int    // default 50, at most 1000
 	Offset                              int
+	// Visible, when set, keeps only the jobs a reader may see (package
+	// auth decides which): paging and the total count those alone.
+	Visible *Visible
+}
+
+// Visible are the jobs of one of Users or in one of Queues (either list
+// may be empty; both empty: none).
+type Visible struct {
+	Users, Queues []string
 }
 
 // JobPage is one page of jobs.

@@ -51,6 +51,21 @@ func (s *Store) Jobs(ctx context.Context, f store.JobFilter) (store.JobPage, err
 	if f.Framework != "" {
 		where, args = append(where, "framework = ?"), append(args, f.Framework)
 	}
+	if v := f.Visible; v != nil {
+		// user_name IN (...) OR queue IN (...), each list of at least one
+		// (NULL matches nothing).
+		in := func(col string, vals []string) string {
+			if len(vals) == 0 {
+				args = append(args, nil)
+				return col + " = ?"
+			}
+			for _, x := range vals {
+				args = append(args, x)
+			}
+			return col + " IN (?" + strings.Repeat(", ?", len(vals)-1) + ")"
+		}
+		where = append(where, "("+in("user_name", v.Users)+" OR "+in("queue", v.Queues)+")")
+	}
 	if f.Name != "" {
 		where, args = append(where, `(name ILIKE ? ESCAPE '\' OR job_id ILIKE ? ESCAPE '\')`), append(args, "%"+likeEscape(f.Name)+"%", "%"+likeEscape(f.Name)+"%")
 	}

@@ -592,6 +592,37 @@ func testJobsList(t *testing.T, f Factory) {
 	if _, err := s.Jobs(ctx, store.JobFilter{State: "bogus"}); err == nil {
 		t.Error("bogus state accepted")
 	}
+	// What a reader may see: their own jobs, or their queues' (users
+	// alternate alice, bob, carol; queues q0000, q0001).
+	for _, c := range []struct {
+		name  string
+		f     store.JobFilter
+		total int
+		ok    func(j store.Job) bool
+	}{
+		{"own", store.JobFilter{Visible: &store.Visible{Users: []string{"bob"}}}, 4, func(j store.Job) bool { return j.User == "bob" }},
+		{"own or queue", store.JobFilter{Visible: &store.Visible{Users: []string{"bob"}, Queues: []string{"q0000"}}}, 8,
+			func(j store.Job) bool { return j.User == "bob" || j.Queue == "q0000" }},
+		{"two users", store.JobFilter{Visible: &store.Visible{Users: []string{"alice", "carol"}}}, 8, func(j store.Job) bool { return j.User != "bob" }},
+		{"nothing", store.JobFilter{Visible: &store.Visible{}}, 0, nil},
+		{"unknown user", store.JobFilter{Visible: &store.Visible{Users: []string{"mallory"}}}, 0, nil},
+		{"and the user filter", store.JobFilter{User: "alice", Visible: &store.Visible{Users: []string{"bob"}, Queues: []string{"q0000"}}}, 2,
+			func(j store.Job) bool { return j.User == "alice" && j.Queue == "q0000" }},
+		{"paged", store.JobFilter{Limit: 3, Offset: 3, Visible: &store.Visible{Queues: []string{"q0001"}}}, 6, func(j store.Job) bool { return j.Queue == "q0001" }},
+	} {
+		page, err := s.Jobs(ctx, c.f)
+		if err != nil {
+			t.Fatalf("visible %s: %v", c.name, err)
+		}
+		if page.Total != c.total {
+			t.Errorf("visible %s: total %d, want %d", c.name, page.Total, c.total)
+		}
+		for _, j := range page.Jobs {
+			if c.ok == nil || !c.ok(j) {
+				t.Errorf("visible %s: job %s of %s in %s let through", c.name, j.JobID, j.User, j.Queue)
+			}
+		}
+	}
 }
 
 // testJobAcrossCommits: three jobs whose attempts start one by one over 45
