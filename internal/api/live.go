@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/taskscope/taskscope/internal/auth"
 )
 
 // Live tells browsers, as server-sent events, that new data arrived: at
@@ -26,8 +28,9 @@ type Live struct {
 type LiveOptions struct {
 	MaxConns     int // in all (default 1000)
 	MaxPerClient int // per client (default 16: a browser's tabs)
-	// Client names the client of a request (default: its address without
-	// the port; the server passes the logged-in user where there is one).
+	// Client names the client of a request (default: the logged-in user,
+	// or the request's address without its port when reads need no login:
+	// behind an SSO proxy every request comes from the proxy).
 	Client func(r *http.Request) string
 }
 
@@ -40,9 +43,16 @@ func NewLive(interval time.Duration, o LiveOptions) *Live {
 		o.MaxPerClient = 16
 	}
 	if o.Client == nil {
-		o.Client = RemoteHost
+		o.Client = client
 	}
 	return &Live{changed: make(chan struct{}), interval: interval, o: o, per: map[string]int{}}
+}
+
+func client(r *http.Request) string {
+	if id := auth.FromContext(r.Context()); id != nil && id.Via != auth.Open.Via {
+		return "user " + id.User
+	}
+	return RemoteHost(r)
 }
 
 // RemoteHost is the address of a request's peer, without its port.

@@ -115,6 +115,9 @@ func (a *API) seriesQuery(r *http.Request, q *store.SeriesQuery, start, end int6
 
 func (a *API) jobSeries(w http.ResponseWriter, r *http.Request) {
 	j, err := a.jobSummary(r.Context(), r.PathValue("job"))
+	if err == nil && !reader(r).Sees(j.User, j.Queue) {
+		err = errHidden(j.JobID)
+	}
 	if err != nil {
 		fail(w, err)
 		return
@@ -154,7 +157,11 @@ func (a *API) attemptSummary(ctx context.Context, id string) (*store.Attempt, er
 }
 
 func (a *API) attemptSeries(w http.ResponseWriter, r *http.Request) {
-	d, err := a.attemptSummary(r.Context(), r.PathValue("attempt"))
+	err := a.checkJob(r, r.PathValue("job"))
+	var d *store.Attempt
+	if err == nil {
+		d, err = a.attemptSummary(r.Context(), r.PathValue("attempt"))
+	}
 	if err == nil && d.JobID != r.PathValue("job") {
 		err = fmt.Errorf("attempt %s is not in job %s: %w", d.AttemptID, r.PathValue("job"), store.ErrNotFound)
 	}
@@ -180,6 +187,22 @@ func (a *API) processSeries(w http.ResponseWriter, r *http.Request) {
 	// its own from/to so that the charts line up.
 	v := r.URL.Query()
 	q := store.SeriesQuery{Scope: store.ScopeProcess, Process: key, AttemptID: v.Get("attempt")}
+	if !reader(r).Operator {
+		// A reader finds a process through an attempt of a job they
+		// see (the store answers 404 for a process not in it).
+		if q.AttemptID == "" {
+			fail(w, forbidden("a process's series need attempt= (an attempt it ran in) unless you are an operator"))
+			return
+		}
+		d, err := a.attemptSummary(r.Context(), q.AttemptID)
+		if err == nil {
+			err = a.checkJob(r, d.JobID)
+		}
+		if err != nil {
+			fail(w, err)
+			return
+		}
+	}
 	if v.Get("from") == "" || v.Get("to") == "" {
 		if v.Get("attempt") == "" {
 			fail(w, bad("give from and to, or attempt"))

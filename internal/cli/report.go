@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -20,8 +21,9 @@ func reportCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fl := flag.NewFlagSet("report", flag.ContinueOnError)
 	fl.SetOutput(stderr)
 	server := fl.String("server", "http://localhost:8080", "server URL")
+	tokenFile := fl.String("token-file", "", "file holding an API token (when the server's reads need a login)")
 	fl.Usage = func() {
-		fmt.Fprintln(stderr, "usage: taskscope report [--server URL] JOB_ID [ATTEMPT_ID]")
+		fmt.Fprintln(stderr, "usage: taskscope report [--server URL] [--token-file F] JOB_ID [ATTEMPT_ID]")
 		fl.PrintDefaults()
 	}
 	if err := fl.Parse(args); err != nil {
@@ -33,6 +35,13 @@ func reportCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	base := strings.TrimRight(*server, "/") + "/api/v1/jobs/" + url.PathEscape(fl.Arg(0))
 	c := &http.Client{Timeout: 30 * time.Second}
+	if *tokenFile != "" {
+		b, err := os.ReadFile(*tokenFile)
+		if err != nil {
+			return fmt.Errorf("cannot read token: %w", err)
+		}
+		c.Transport = bearer{token: strings.TrimSpace(string(b)), next: http.DefaultTransport}
+	}
 	if fl.NArg() == 2 {
 		var d store.AttemptDetail
 		if err := getJSON(ctx, c, base+"/attempts/"+url.PathEscape(fl.Arg(1)), &d); err != nil {
@@ -49,6 +58,18 @@ func reportCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	return report.Job(stdout, &j, &r)
+}
+
+// bearer sends an API token with every request.
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
 }
 
 func getJSON(ctx context.Context, c *http.Client, u string, v any) error {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +17,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/taskscope/taskscope/internal/auth"
 	"github.com/taskscope/taskscope/internal/redact"
 	"github.com/taskscope/taskscope/internal/store"
 	"github.com/taskscope/taskscope/internal/wire"
@@ -25,7 +25,9 @@ import (
 
 // HandlerOptions configure the endpoint.
 type HandlerOptions struct {
-	Tokens []string // accepted bearer tokens; empty: no authentication
+	// Tokens are the accepted bearer tokens (none: no authentication). A
+	// token followed by a host name writes only that host's data.
+	Tokens *auth.Tokens
 	// MaxBodyBytes bounds the request body as sent (default 32 MiB);
 	// MaxDecodedBytes bounds it decompressed (default 64 MiB).
 	MaxBodyBytes    int64
@@ -107,26 +109,6 @@ func NewHandler(p *Pipeline, o HandlerOptions) *Handler {
 	return h
 }
 
-// LoadTokens reads a token file: one token per line; blank lines and lines
-// starting with # are ignored.
-func LoadTokens(path string) ([]string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("cannot read ingest tokens: %w", err)
-	}
-	var out []string
-	for _, line := range strings.Split(string(b), "\n") {
-		line = strings.TrimSpace(line)
-		if line != "" && !strings.HasPrefix(line, "#") {
-			out = append(out, line)
-		}
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("ingest token file %s holds no token", path)
-	}
-	return out, nil
-}
-
 type reply struct {
 	Status  string `json:"status"`
 	Samples int    `json:"samples,omitempty"`
@@ -147,22 +129,40 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	json.NewEncoder(w).Encode(v)
 }
 
-func (h *Handler) authorized(r *http.Request) bool {
-	if len(h.o.Tokens) == 0 {
-		return true
+// authorized reports whether r carries an accepted token, and the host it
+// is bound to ("" for any).
+func (h *Handler) authorized(r *http.Request) (host string, ok bool) {
+	if h.o.Tokens.Len() == 0 {
+		return "", true
 	}
-	// The scheme is case-insensitive (RFC 9110 11.1).
-	scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return false
+	tok, ok := h.o.Tokens.Lookup(auth.Bearer(r.Header.Get("Authorization")))
+	if !ok {
+		return "", false
 	}
-	got = strings.TrimLeft(got, " ")
-	match := 0
-	for _, t := range h.o.Tokens {
-		// Compare with every token, always: the time taken tells nothing.
-		match |= subtle.ConstantTimeCompare([]byte(got), []byte(t))
+	if len(tok.Fields) > 0 {
+		host = tok.Fields[0]
 	}
-	return match == 1
+	return host, true
+}
+
+// ownHost checks that a batch sent with a token bound to host writes only
+// that host's data: it names the host, its agent is the host's (agent_id
+// is the host name, or starts with it and a dash), and the processes it
+// describes are the host's (their keys are wire.ProcessKey of the host).
+func ownHost(b *wire.Batch, host string) error {
+	if b.Host != host {
+		return fmt.Errorf("this token writes host %s's data, not %s's", host, b.Host)
+	}
+	if b.AgentID != host && !strings.HasPrefix(b.AgentID, host+"-") {
+		return fmt.Errorf("this token's agents are host %s's: agent_id must be %s or start with %s-, not %q", host, host, host, b.AgentID)
+	}
+	for i := range b.Processes {
+		p := &b.Processes[i]
+		if p.Key != wire.ProcessKey(host, p.PID, p.StartMs) {
+			return fmt.Errorf("processes[%d] (pid %d): key %016x is not host %s's process key of that pid and start", i, p.PID, p.Key, host)
+		}
+	}
+	return nil
 }
 
 // ServeHTTP implements http.Handler.
@@ -172,7 +172,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, http.StatusMethodNotAllowed, "method", "ingest takes POST")
 		return
 	}
-	if !h.authorized(r) {
+	host, ok := h.authorized(r)
+	if !ok {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="taskscope ingest"`)
 		h.fail(w, http.StatusUnauthorized, "auth", "missing or wrong bearer token")
 		return
@@ -223,6 +224,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err := wire.Validate(b); err != nil {
 		h.fail(w, http.StatusUnprocessableEntity, "invalid", err.Error())
 		return
+	}
+	if host != "" {
+		if err := ownHost(b, host); err != nil {
+			h.fail(w, http.StatusForbidden, "host", err.Error())
+			return
+		}
 	}
 	// Other agents may not mask what the reference agent masks.
 	h.o.Redact.Batch(b)

@@ -618,8 +618,13 @@ func TestServerFlags(t *testing.T) {
 		args []string
 		msg  string
 	}{
-		{[]string{"--ingest-token-file", filepath.Join(dir, "missing")}, "cannot read ingest tokens"},
+		{[]string{"--ingest-token-file", filepath.Join(dir, "missing")}, "--ingest-token-file: cannot read token file"},
 		{[]string{"--ingest-token-file", empty}, "holds no token"},
+		{[]string{"--api-token-file", empty}, "--api-token-file: token file " + empty + ": holds no token"},
+		{[]string{"--auth-header", "X-Forwarded-User"}, "--auth-header needs --auth-proxy"},
+		{[]string{"--auth-header", "X-Forwarded-User", "--auth-proxy", "proxy.example"}, `--auth-proxy: "proxy.example" is not an address`},
+		{[]string{"--access-file", empty}, "--access-file needs a login"},
+		{[]string{"--redact-pattern", "("}, "--redact-pattern: redaction pattern"},
 		{[]string{"--tls-cert", empty}, "--tls-cert and --tls-key go together"},
 		{[]string{"--store", "sqlite"}, "--store must be duckdb or clickhouse"},
 		{[]string{"--listen", "127.0.0.1:99999"}, "cannot listen"},
