@@ -206,6 +206,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	lim := h.o.Limits
 	lim.Reserve = l.take
 	b, err := wire.Unmarshal(data, lim)
+	if err == nil {
+		err = wire.Validate(b)
+	}
+	if err != nil && h.storedBefore(r.Context(), data) {
+		// As docs/wire.md says: a (agent_id, seq) stored before is a
+		// duplicate, whatever the rest of the body.
+		h.duplicate(w)
+		return
+	}
 	// The batch holds no reference to the bytes: they go back at once.
 	inflated.drop()
 	body.drop()
@@ -213,16 +222,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case errors.Is(err, errBusy), errors.Is(err, errRequestMemory):
 			h.failBody(w, err)
-		case errors.Is(err, wire.ErrWireType):
-			// Protobuf, but a known field holds the wrong type.
+		case errors.Is(err, wire.ErrWireType), errors.Is(err, wire.ErrInvalid):
+			// Protobuf, but a known field holds the wrong type, or a
+			// rule is broken.
 			h.fail(w, http.StatusUnprocessableEntity, "invalid", err.Error())
 		default:
 			h.fail(w, http.StatusBadRequest, "malformed", err.Error())
 		}
-		return
-	}
-	if err := wire.Validate(b); err != nil {
-		h.fail(w, http.StatusUnprocessableEntity, "invalid", err.Error())
 		return
 	}
 	if host != "" {
@@ -246,11 +252,32 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// Not stored (or not known to be): the agent keeps the batch and retries.
 		h.fail(w, http.StatusServiceUnavailable, "store", "cannot store the batch now: "+res.Err.Error())
 	case res.Duplicate:
-		w.Header().Set("X-Taskscope-Duplicate", "true")
-		writeJSON(w, http.StatusOK, reply{Status: "duplicate"})
+		h.duplicate(w)
 	default:
 		writeJSON(w, http.StatusOK, reply{Status: "stored", Samples: b.SampleCount()})
 	}
+}
+
+func (h *Handler) duplicate(w http.ResponseWriter) {
+	w.Header().Set("X-Taskscope-Duplicate", "true")
+	writeJSON(w, http.StatusOK, reply{Status: "duplicate"})
+}
+
+// storedBefore reports whether a body that cannot be taken names an
+// (agent_id, seq) that was stored before (a retry whose first try got
+// through, changed since): then it is answered as a duplicate. Only stores
+// that say their agents' sequences (store.SeqReader) are asked.
+func (h *Handler) storedBefore(ctx context.Context, data []byte) bool {
+	sr, ok := h.p.st.(store.SeqReader)
+	if !ok {
+		return false
+	}
+	agent, seq, ok := wire.PeekID(data)
+	if !ok {
+		return false
+	}
+	stored, err := sr.AgentSeq(ctx, agent)
+	return err == nil && seq <= stored
 }
 
 var (

@@ -119,6 +119,11 @@ func (g *gatedStore) Begin(ctx context.Context) (store.Appender, error) {
 	return &gatedAppender{Appender: app, g: g}, nil
 }
 
+// AgentSeq passes the store's capability on.
+func (g *gatedStore) AgentSeq(ctx context.Context, agent string) (uint64, error) {
+	return g.Store.(store.SeqReader).AgentSeq(ctx, agent)
+}
+
 type gatedAppender struct {
 	store.Appender
 	g *gatedStore

@@ -72,3 +72,35 @@ func TestServerMasks(t *testing.T) {
 		t.Errorf("stored: %q, java opts %q", cmd, d.JavaOpts)
 	}
 }
+
+// TestDuplicateBrokenBody: a batch whose (agent_id, seq) was stored is
+// answered 200 with X-Taskscope-Duplicate as docs/wire.md says, even when
+// its body is cut or breaks a rule now (issue 16: it was answered 400/422);
+// a broken body of a new seq is refused as before.
+func TestDuplicateBrokenBody(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	b := batch("agent-d", 3, "node1")
+	if a := r.send(t, b); a.code != http.StatusOK || a.reply.Status != "stored" {
+		t.Fatalf("%d %s", a.code, a.raw)
+	}
+	data := wire.Marshal(nil, b)
+	bad := batch("agent-d", 2, "node1") // an earlier seq, now invalid
+	bad.Metrics[0] = "NOT A NAME"
+	for name, body := range map[string][]byte{
+		"cut":              data[:len(data)-9],
+		"an earlier seq":   wire.Marshal(nil, bad),
+		"garbage appended": append(append([]byte(nil), data...), 0xff, 0xff),
+	} {
+		a := r.post(t, strings.NewReader(string(zstdBytes(t, body))), nil)
+		if a.code != http.StatusOK || a.reply.Status != "duplicate" || a.header.Get("X-Taskscope-Duplicate") != "true" {
+			t.Errorf("%s: %d %s", name, a.code, a.raw)
+		}
+	}
+	next := wire.Marshal(nil, batch("agent-d", 4, "node1"))
+	if a := r.post(t, strings.NewReader(string(zstdBytes(t, next[:len(next)-9]))), nil); a.code != http.StatusBadRequest {
+		t.Errorf("a broken new batch: %d %s", a.code, a.raw)
+	}
+	if u := r.samples(t); u.Samples != 10 {
+		t.Errorf("the store holds %d samples, want 10", u.Samples)
+	}
+}

@@ -100,6 +100,14 @@ type PreparedAppender interface {
 	AppendPrepared(p *Prepared) (dup bool, err error)
 }
 
+// SeqReader is a store that says the highest sequence number it stored of
+// an agent (0 for an agent it has none of), as Append decides duplicates:
+// the ingest endpoint answers a batch whose (agent, seq) was stored as a
+// duplicate even when the rest of its body cannot be read (docs/wire.md).
+type SeqReader interface {
+	AgentSeq(ctx context.Context, agentID string) (uint64, error)
+}
+
 // SeriesBatcher is a store that reads many series together (the findings
 // of a job read tens): SeriesMany returns what Series returns for each
 // query, nil for a series that is not found. Without it, the analysis

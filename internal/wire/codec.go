@@ -286,6 +286,43 @@ func Unmarshal(data []byte, lim Limits) (*Batch, error) {
 	return b, nil
 }
 
+// PeekID reads agent_id and seq from the top level of a batch's encoding
+// as far as it can be read (the rest may be broken), without decoding
+// anything else; ok says both were found.
+func PeekID(data []byte) (agentID string, seq uint64, ok bool) {
+	var hasAgent, hasSeq bool
+	for len(data) > 0 {
+		n, t, l := protowire.ConsumeTag(data)
+		if l < 0 {
+			break
+		}
+		data = data[l:]
+		switch {
+		case n == fBatchAgent && t == protowire.BytesType:
+			v, l := protowire.ConsumeBytes(data)
+			if l < 0 {
+				return agentID, seq, hasAgent && hasSeq
+			}
+			agentID, hasAgent = string(v), len(v) > 0
+			data = data[l:]
+			continue
+		case n == fBatchSeq && t == protowire.VarintType:
+			v, l := protowire.ConsumeVarint(data)
+			if l < 0 {
+				return agentID, seq, hasAgent && hasSeq
+			}
+			seq, hasSeq = v, v > 0
+			data = data[l:]
+			continue
+		}
+		if l = protowire.ConsumeFieldValue(n, t, data); l < 0 {
+			break
+		}
+		data = data[l:]
+	}
+	return agentID, seq, hasAgent && hasSeq
+}
+
 type dec struct {
 	lim     Limits
 	records int

@@ -512,3 +512,39 @@ func TestReserve(t *testing.T) {
 		t.Errorf("a refused reservation: %v", err)
 	}
 }
+
+// TestPeekID: agent_id and seq are read from a batch however broken the rest.
+func TestPeekID(t *testing.T) {
+	data := Marshal(nil, realisticBatch(3, 5))
+	want, _ := Unmarshal(data, DefaultLimits)
+	for _, c := range []struct {
+		name string
+		data []byte
+		ok   bool
+	}{
+		{"whole", data, true},
+		{"cut", data[:len(data)-7], true},
+		{"garbage after", append(append([]byte(nil), data[:40]...), 0xff, 0xff, 0xff), true},
+		{"no seq", data[:12], false},
+		{"nothing", nil, false},
+		{"garbage", []byte{0xff, 0xff, 0xff}, false},
+	} {
+		agent, seq, ok := PeekID(c.data)
+		if ok != c.ok || ok && (agent != want.AgentID || seq != want.Seq) {
+			t.Errorf("%s: %q %d %v, want %q %d %v", c.name, agent, seq, ok, want.AgentID, want.Seq, c.ok)
+		}
+	}
+}
+
+// FuzzPeekID: never panics; what it finds in a batch that decodes is what
+// decoding finds.
+func FuzzPeekID(f *testing.F) {
+	f.Add(Marshal(nil, realisticBatch(1, 2)))
+	f.Add([]byte{0x12, 0x01, 'a', 0x18, 0x05})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		agent, seq, ok := PeekID(data)
+		if b, err := Unmarshal(data, DefaultLimits); err == nil && ok && (b.AgentID != agent || b.Seq != seq) {
+			t.Fatalf("PeekID %q %d, Unmarshal %q %d", agent, seq, b.AgentID, b.Seq)
+		}
+	})
+}

@@ -381,3 +381,15 @@ func (s *Store) Hosts(ctx context.Context) ([]store.Host, error) {
 	}
 	return out, rows.Err()
 }
+
+// AgentSeq is the highest sequence stored of an agent: in agent_seqs, its
+// log since the agents' rows were last written, or in its row.
+func (s *Store) AgentSeq(ctx context.Context, agentID string) (uint64, error) {
+	var seq uint64
+	err := s.queryRow(ctx, `SELECT coalesce(max(seq), 0) FROM (SELECT seq FROM agent_seqs WHERE agent_id = ?
+		UNION ALL SELECT seq FROM agents WHERE agent_id = ?)`, agentID, agentID).Scan(&seq)
+	if err != nil {
+		return 0, fmt.Errorf("cannot read the sequence of agent %s: %w", agentID, err)
+	}
+	return seq, nil
+}

@@ -389,6 +389,22 @@ func testExactlyOnce(t *testing.T, f Factory) {
 	if d := Ingest(t, s, g2.Batch([]*AttemptSpec{a2}, 0, 3, false)); d[0] {
 		t.Fatal("new agent's seq 1 reported as duplicate")
 	}
+	// A store that says which sequence it stored last says what Append
+	// decided, also once its summaries are written.
+	if sr, ok := s.(store.SeqReader); ok {
+		check := func(when string) {
+			for agent, want := range map[string]uint64{"node1-b": b2.Seq, "node1-c": 1, "node9-none": 0} {
+				if got, err := sr.AgentSeq(context.Background(), agent); err != nil || got != want {
+					t.Errorf("%s: AgentSeq(%s) = %d, %v; want %d", when, agent, got, err, want)
+				}
+			}
+		}
+		check("after the commits")
+		if err := s.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		check("after a flush")
+	}
 }
 
 func testRollback(t *testing.T, f Factory) {
