@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"strings"
 )
@@ -139,4 +140,24 @@ func Bearer(header string) string {
 		return ""
 	}
 	return strings.TrimLeft(tok, " ")
+}
+
+// Transport sends token as a bearer token with every request of next (nil:
+// http.DefaultTransport): a client of the API with an API token.
+func Transport(token string, next http.RoundTripper) http.RoundTripper {
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	return bearer{token, next}
+}
+
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
 }

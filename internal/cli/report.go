@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/taskscope/taskscope/internal/analysis"
+	"github.com/taskscope/taskscope/internal/auth"
 	"github.com/taskscope/taskscope/internal/report"
 	"github.com/taskscope/taskscope/internal/store"
 )
@@ -40,7 +41,7 @@ func reportCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if err != nil {
 			return fmt.Errorf("cannot read token: %w", err)
 		}
-		c.Transport = bearer{token: strings.TrimSpace(string(b)), next: http.DefaultTransport}
+		c.Transport = auth.Transport(strings.TrimSpace(string(b)), nil)
 	}
 	if fl.NArg() == 2 {
 		var d store.AttemptDetail
@@ -58,18 +59,6 @@ func reportCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	return report.Job(stdout, &j, &r)
-}
-
-// bearer sends an API token with every request.
-type bearer struct {
-	token string
-	next  http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return b.next.RoundTrip(r)
 }
 
 func getJSON(ctx context.Context, c *http.Client, u string, v any) error {

@@ -58,7 +58,7 @@ func TestSecretsAndLogins(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := &harness{t: t, srv: srv, st: st, c: &http.Client{Timeout: 30 * time.Second,
-		Transport: bearer{"op-token", http.DefaultTransport}}}
+		Transport: auth.Transport("op-token", nil)}}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
@@ -200,18 +200,6 @@ func TestSecretsAndLogins(t *testing.T) {
 			t.Errorf("jobs with token %q: %d %s, want %d", tok, code, b, want)
 		}
 	}
-}
-
-// bearer sends a token with every request.
-type bearer struct {
-	token string
-	next  http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return b.next.RoundTrip(r)
 }
 
 // getAs reads path with token ("" for none).
