@@ -54,6 +54,7 @@ type HandlerOptions struct {
 const (
 	zstdCharge = 1 << 20
 	gzipCharge = 64 << 10
+	zstdBlock  = 128<<10 + 64 // zstd's largest block, and what its decoder writes beyond
 )
 
 // Handler serves POST /api/v1/ingest.
@@ -394,11 +395,15 @@ func (h *Handler) unzstd(b []byte, l *lease) ([]byte, *buffer, error) {
 		if err == nil {
 			return out.b, out, nil
 		}
+		// Out of room: the size error, or (within a block, where the
+		// decoder has no sentinel for it) an error with the buffer full
+		// to less than a block from its end.
+		full := errors.Is(err, zstd.ErrDecoderSizeExceeded) || cap(out.b)-len(out.b) <= zstdBlock
 		out.drop()
-		if !errors.Is(err, zstd.ErrDecoderSizeExceeded) {
-			if errors.Is(err, zstd.ErrWindowSizeExceeded) {
-				return nil, nil, h.tooLarge()
-			}
+		if errors.Is(err, zstd.ErrWindowSizeExceeded) {
+			return nil, nil, h.tooLarge()
+		}
+		if !full {
 			return nil, nil, fmt.Errorf("cannot decompress zstd body: %w", err)
 		}
 		if size >= limit {

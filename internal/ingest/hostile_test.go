@@ -73,6 +73,39 @@ func TestHostileBombs(t *testing.T) {
 	}
 }
 
+// TestZstdStreams: zstd bodies written as streams (no content size in the
+// frame): one that expands far beyond the first guess of its size is taken
+// whole; a bomb of 1 GiB is refused at the limit.
+func TestZstdStreams(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	stream := func(data []byte, chunks int) []byte {
+		var out bytes.Buffer
+		enc, _ := zstd.NewWriter(&out, zstd.WithEncoderLevel(zstd.SpeedFastest))
+		for range chunks {
+			enc.Write(data)
+		}
+		enc.Close()
+		return out.Bytes()
+	}
+	// A valid batch with a long, repetitive command line: it compresses
+	// more than 8 times.
+	b := batch("agent-z", 1, "node1")
+	b.Processes[0].Cmdline = strings.Repeat("java -Dx=y ", 5000)[:50000]
+	b.Processes[1].Cmdline = strings.Repeat(" -Dz=1", 10000)
+	b.Attempts[0].JavaOpts = strings.Repeat(" -Dq=2", 10000)
+	body := stream(wire.Marshal(nil, b), 1)
+	if a := r.post(t, bytes.NewReader(body), nil); a.code != http.StatusOK {
+		t.Errorf("a stream of %d bytes: %d %s", len(body), a.code, a.raw)
+	}
+	bomb := stream(make([]byte, 1<<20), 1024)
+	if a := r.post(t, bytes.NewReader(bomb), nil); a.code != http.StatusRequestEntityTooLarge || !strings.Contains(a.reply.Error, "decompressed body too large") {
+		t.Errorf("a stream bomb of %d bytes: %d %s", len(bomb), a.code, a.raw)
+	}
+	if a := r.post(t, bytes.NewReader(append(stream([]byte("garbage"), 1)[:12], 0xff, 0xff, 0xff)), nil); a.code != http.StatusBadRequest {
+		t.Errorf("a broken stream: %d %s", a.code, a.raw)
+	}
+}
+
 // TestHostileBombsAtOnce: eight gzip and eight zstd bombs at once, while
 // an agent sends ordinary batches: the bombs are refused (413, or 503 when
 // the budget is spent: retry), what they take together stays within the
