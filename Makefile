@@ -7,7 +7,7 @@ LDFLAGS   := -s -w -X github.com/taskscope/taskscope/internal/agent.Version=$(VE
 TESTFLAGS ?= -race -timeout 40m
 WEB_STAMP := web/node_modules/.stamp
 
-.PHONY: all build ui agent server demo test test-go test-accuracy test-deps bench-deps vet fmt-check bench fuzz clean
+.PHONY: all build ui agent server demo test test-go test-accuracy test-deps test-dist dist bench-deps vet fmt-check bench fuzz clean
 
 all: build
 
@@ -29,7 +29,7 @@ $(WEB_STAMP): $(wildcard web/package.json web/package-lock.json)
 demo: build
 	./bin/taskscope demo
 
-test: test-deps ui vet fmt-check test-go test-accuracy
+test: test-deps ui vet fmt-check test-go test-accuracy test-dist
 
 # Installs what the tests need beyond Go, node and java (Chromium for the UI
 # tests); needs root, as CI has.
@@ -50,6 +50,29 @@ vet:
 fmt-check:
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
+# Packages for operators: .deb and .rpm of the agent and of the server, with
+# their systemd units (packaging/), built by nfpm (from tools/go.mod) into
+# dist/. The version is the last tag's (0.0.0 without one), the commit's
+# date and hash.
+ARCH        ?= $(shell $(GO) env GOARCH)
+PKG_VERSION ?= $(shell v=$$(git describe --tags --abbrev=0 2>/dev/null | sed 's/^v//'); echo "$${v:-0.0.0}~git$$(git log -1 --format=%cd --date=format:%Y%m%d).$$(git rev-parse --short HEAD)")
+NFPM        := bin/nfpm
+
+$(NFPM): tools/go.mod tools/go.sum
+	cd tools && $(GO) build -o ../$(NFPM) github.com/goreleaser/nfpm/v2/cmd/nfpm
+
+dist: build $(NFPM)
+	rm -rf dist && mkdir -p dist
+	for p in agent server; do for f in deb rpm; do \
+		VERSION='$(PKG_VERSION)' ARCH='$(ARCH)' $(NFPM) package -f packaging/nfpm-$$p.yaml -p $$f -t dist/ || exit 1; \
+	done; done
+	ls -l dist
+
+# Installs the packages on this machine, checks them and removes them
+# (needs root; installs Debian's rpm for the .rpm).
+test-dist: dist
+	./scripts/test-dist.sh
+
 # Installs what the benchmarks need beyond the tests (VictoriaMetrics, the
 # baseline of the ingest benchmark); needs root.
 bench-deps:
@@ -64,4 +87,4 @@ fuzz:
 	./scripts/fuzz-all.sh $(FUZZTIME)
 
 clean:
-	rm -rf bin web/dist/assets web/dist/index.html
+	rm -rf bin dist web/dist/assets web/dist/index.html

@@ -43,17 +43,23 @@ const notBuilt = `<!doctype html><meta charset="utf-8"><title>taskscope</title>
 // path (the app routes in the browser).
 func Handler() http.Handler {
 	sub, _ := fs.Sub(dist, "dist")
+	return handler(sub, Built())
+}
+
+// handler serves the UI built into sub.
+func handler(sub fs.FS, built bool) http.Handler {
 	files := http.FileServerFS(sub)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		SecurityHeaders(w.Header())
-		if !Built() {
+		if !built {
 			w.Header().Set("Content-Type", "text/html; charset=utf-8")
 			w.Write([]byte(notBuilt))
 			return
 		}
 		p := strings.TrimPrefix(path.Clean(r.URL.Path), "/")
 		if p != "" && p != "index.html" {
-			if _, err := fs.Stat(sub, p); err == nil {
+			// Files only: a directory (assets/) is not listed.
+			if fi, err := fs.Stat(sub, p); err == nil && !fi.IsDir() {
 				if strings.HasPrefix(p, "assets/") {
 					// Vite names assets by content hash.
 					w.Header().Set("Cache-Control", "public, max-age=31536000, immutable")
@@ -61,7 +67,7 @@ func Handler() http.Handler {
 				files.ServeHTTP(w, r)
 				return
 			}
-			if strings.HasPrefix(p, "assets/") || strings.HasPrefix(p, "api/") {
+			if p == "assets" || p == "api" || strings.HasPrefix(p, "assets/") || strings.HasPrefix(p, "api/") {
 				http.NotFound(w, r)
 				return
 			}

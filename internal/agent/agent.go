@@ -23,6 +23,7 @@ import (
 	"github.com/taskscope/taskscope/internal/collect"
 	"github.com/taskscope/taskscope/internal/procfs"
 	"github.com/taskscope/taskscope/internal/reaper"
+	"github.com/taskscope/taskscope/internal/redact"
 	"github.com/taskscope/taskscope/internal/ship"
 	"github.com/taskscope/taskscope/internal/taskstats"
 	"github.com/taskscope/taskscope/internal/tracker"
@@ -61,6 +62,9 @@ type Config struct {
 	ReapDryRun bool
 	ReapGrace  time.Duration
 	ReapAllow  func(pid int32) bool
+	// Redact masks the values of secrets in every batch before it is
+	// spooled or sent (nil: redact.Default()).
+	Redact *redact.Masker
 }
 
 // Result is what a finished run reports.
@@ -87,6 +91,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	if cfg.Host == "" {
 		cfg.Host, _ = os.Hostname()
+	}
+	if cfg.Redact == nil {
+		cfg.Redact = redact.Default()
 	}
 	fs := procfs.NewFS(cfg.ProcFS)
 	tcfg := tracker.Config{
@@ -268,6 +275,8 @@ func (a *loop) cut() {
 		DroppedSamples: ss.DroppedSamples, DroppedBatches: ss.DroppedBatches, SpoolBytes: uint64(ss.QueuedBytes),
 		Ticks: st.Ticks, Overruns: overruns, ReadErrors: st.ReadErrors,
 	})
+	// Secrets never leave the node: masked before the spool or the wire.
+	a.cfg.Redact.Batch(b)
 	if err := a.sh.Enqueue(b); err != nil {
 		a.cfg.Log.Error("cannot queue batch", "err", err)
 	}

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/taskscope/taskscope/internal/redact"
 )
 
 const usage = `taskscope-agent: samples every process of every Hadoop task attempt on this node.
@@ -82,8 +84,13 @@ func runCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	reapAfter := fl.Duration("reap-orphans", 0, "end task processes identified as lost (orphaned, unknown to the NodeManager, "+
 		"lost Child JVMs, outlived their job) for at least this long: SIGTERM to the process group, SIGKILL after a grace period (0: never)")
 	reapDry := fl.Bool("reap-dry-run", false, "with --reap-orphans: log and report what would be signalled, signal nothing")
+	pattern := redactFlag(fl)
 	if err := fl.Parse(args); err != nil {
 		return err
+	}
+	masker, err := redact.New(*pattern)
+	if err != nil {
+		return fmt.Errorf("--redact-pattern: %w", err)
 	}
 	if *servers == "" {
 		return ErrNoServer
@@ -96,7 +103,7 @@ func runCmd(ctx context.Context, args []string, stderr io.Writer) error {
 		Servers: strings.Split(*servers, ","), Interval: *interval, FlushInterval: *flush, ProcFS: *procRoot,
 		Host: *host, SpoolDir: *spool, MaxSpoolBytes: *spoolMax, Listen: *listen, MaxTicks: *maxTicks,
 		PSSEvery: *pss, StatusEvery: *statusEvery, FDs: *fds, Exits: *exits, CgroupPrefix: *cgroup,
-		ReapAfter: *reapAfter, ReapDryRun: *reapDry,
+		ReapAfter: *reapAfter, ReapDryRun: *reapDry, Redact: masker,
 		Log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl})),
 	}
 	if *tokenFile != "" {
@@ -121,6 +128,12 @@ func runCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	return err
 }
 
+// redactFlag is --redact-pattern, of run and snapshot.
+func redactFlag(fl *flag.FlagSet) *string {
+	return fl.String("redact-pattern", redact.DefaultPattern, "options and environment variables whose names match this regular expression "+
+		"have their values masked in everything the agent ships, spools or prints")
+}
+
 func snapshotCmd(args []string, stdout, stderr io.Writer) error {
 	fl := flag.NewFlagSet("snapshot", flag.ContinueOnError)
 	fl.SetOutput(stderr)
@@ -128,10 +141,15 @@ func snapshotCmd(args []string, stdout, stderr io.Writer) error {
 	asJSON := fl.Bool("json", false, "print JSON (see CONTRACT.md) instead of a tree")
 	interval := fl.Duration("interval", time.Second, "time between the two samples (for CPU %)")
 	host := fl.String("host", "", "node name (default: hostname)")
+	pattern := redactFlag(fl)
 	if err := fl.Parse(args); err != nil {
 		return err
 	}
-	s, err := TakeSnapshot(*procRoot, *host, *interval)
+	masker, err := redact.New(*pattern)
+	if err != nil {
+		return fmt.Errorf("--redact-pattern: %w", err)
+	}
+	s, err := TakeSnapshot(*procRoot, *host, *interval, masker)
 	if err != nil {
 		return err
 	}

@@ -29,6 +29,11 @@ const (
 	fxTracked   = 7
 )
 
+// Secrets on the fixture node, in the forms real nodes have them: a JVM
+// option, a program's flag and its value, a job.xml's java opts, an
+// environment entry. None may leave the agent.
+var fxSecrets = []string{"FXSECRET1", "FXSECRET2", "FXSECRET3", "FXSECRET4"}
+
 type fxProc struct {
 	pid, ppid, sid int32
 	argv           []string
@@ -61,8 +66,9 @@ func writeNode(t testing.TB) string {
 		return append([]string{fxJava, "-Xmx820m", "-Dyarn.app.container.log.dir=" + logs(c), main}, args...)
 	}
 	mapJVM := jvm(fxMapC, "org.apache.hadoop.mapred.YarnChild", "10.0.0.7", "40123", fxAttempt, "2")
+	mapJVM = append(mapJVM[:2:2], append([]string{"-Dfs.s3a.secret.key=FXSECRET1"}, mapJVM[2:]...)...)
 	amJVM := jvm(fxAMC, "org.apache.hadoop.mapreduce.v2.app.MRAppMaster")
-	streaming := []string{"CONTAINER_ID=" + fxMapC, "mapreduce_task_attempt_id=" + fxAttempt, "mapreduce_job_id=" + fxJob}
+	streaming := []string{"CONTAINER_ID=" + fxMapC, "mapreduce_task_attempt_id=" + fxAttempt, "mapreduce_job_id=" + fxJob, "DB_PASSWORD=FXSECRET4"}
 	procs := []fxProc{
 		{pid: 1, argv: []string{"/sbin/init"}},
 		{pid: 2, argv: nil},
@@ -74,7 +80,7 @@ func writeNode(t testing.TB) string {
 		{pid: 2101, ppid: 100, sid: 100, argv: []string{"bash", work(fxMapC) + "/default_container_executor.sh"}},
 		{pid: 2102, ppid: 2101, argv: []string{"/bin/bash", "-c", strings.Join(mapJVM, " ")}},
 		{pid: 2103, ppid: 2102, sid: 2102, argv: mapJVM, utime: 1234, stime: 56, rssPages: 80_000, threads: 40},
-		{pid: 2110, ppid: 2103, sid: 2102, argv: []string{"/usr/bin/python3", "mapper.py", "<b>"}, env: streaming, utime: 300, rssPages: 2000, garbageIO: true},
+		{pid: 2110, ppid: 2103, sid: 2102, argv: []string{"/usr/bin/python3", "mapper.py", "<b>", "--password", "FXSECRET2"}, env: streaming, utime: 300, rssPages: 2000, garbageIO: true},
 	}
 	for _, p := range procs {
 		if p.sid == 0 {
@@ -112,5 +118,11 @@ func writeNode(t testing.TB) string {
 		write(dir+"environ", strings.Join(p.env, "\x00"))
 		write(dir+"cgroup", "0::/\n")
 	}
+	// The map JVM's working directory holds its job.xml.
+	write("2103/cwd/job.xml", `<configuration>
+<property><name>mapreduce.job.name</name><value>fixture</value></property>
+<property><name>mapreduce.map.memory.mb</name><value>1024</value></property>
+<property><name>mapreduce.map.java.opts</name><value>-Xmx820m -Djavax.net.ssl.trustStorePassword=FXSECRET3</value></property>
+</configuration>`)
 	return root
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/taskscope/taskscope/internal/collect"
 	"github.com/taskscope/taskscope/internal/procfs"
+	"github.com/taskscope/taskscope/internal/redact"
 	"github.com/taskscope/taskscope/internal/tracker"
 	"github.com/taskscope/taskscope/internal/wire"
 )
@@ -63,8 +64,12 @@ type SnapshotProcess struct {
 	User       string   `json:"user,omitempty"`
 }
 
-// TakeSnapshot samples twice, interval apart, and returns what it saw.
-func TakeSnapshot(procRoot, host string, interval time.Duration) (*Snapshot, error) {
+// TakeSnapshot samples twice, interval apart, and returns what it saw, with
+// the values of secrets masked by m (nil: redact.Default()).
+func TakeSnapshot(procRoot, host string, interval time.Duration, m *redact.Masker) (*Snapshot, error) {
+	if m == nil {
+		m = redact.Default()
+	}
 	fs := procfs.NewFS(procRoot)
 	if host == "" {
 		host, _ = os.Hostname()
@@ -89,9 +94,10 @@ func TakeSnapshot(procRoot, host string, interval time.Duration) (*Snapshot, err
 		sj := SnapshotJob{JobID: j.JobID, Framework: j.Framework}
 		for _, a := range j.Attempts {
 			sa := SnapshotAttempt{AttemptID: a.AttemptID, ContainerID: a.ContainerID, Type: a.Type, CPUMs: a.CPUMs,
-				MemoryMB: a.Info.MemoryMB, JobName: a.Info.JobName, User: a.Info.User, Queue: a.Info.Queue, Orphaned: a.Orphaned}
+				MemoryMB: a.Info.MemoryMB, JobName: m.String(a.Info.JobName), User: a.Info.User, Queue: a.Info.Queue, Orphaned: a.Orphaned}
 			for _, p := range a.Processes {
 				sp := snapshotProcess(p)
+				sp.Cmdline = m.String(sp.Cmdline)
 				sa.Processes = append(sa.Processes, sp)
 				if a.Orphaned {
 					sp.AttemptID = a.AttemptID

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/taskscope/taskscope/internal/auth"
 	"github.com/taskscope/taskscope/internal/store"
 	"github.com/taskscope/taskscope/internal/wire"
 )
@@ -31,30 +32,68 @@ type API struct {
 	analyzer Analyzer
 	now      func() time.Time
 	live     *Live
+	authn    *auth.Authenticator
 }
 
-// New returns the API over st. analyzer may be nil (no findings).
-func New(st store.Store, analyzer Analyzer, live *Live) *API {
-	return &API{st: st, analyzer: analyzer, now: time.Now, live: live}
-}
-
-// Register adds the routes to mux.
-func (a *API) Register(mux *http.ServeMux) {
-	mux.HandleFunc("GET /api/v1/jobs", a.jobs)
-	mux.HandleFunc("GET /api/v1/jobs/{job}", a.job)
-	mux.HandleFunc("GET /api/v1/jobs/{job}/series", a.jobSeries)
-	mux.HandleFunc("GET /api/v1/jobs/{job}/events", a.jobEvents)
-	mux.HandleFunc("GET /api/v1/jobs/{job}/findings", a.findings)
-	mux.HandleFunc("GET /api/v1/jobs/{job}/attempts/{attempt}", a.attempt)
-	mux.HandleFunc("GET /api/v1/jobs/{job}/attempts/{attempt}/series", a.attemptSeries)
-	mux.HandleFunc("GET /api/v1/processes/{key}/series", a.processSeries)
-	mux.HandleFunc("GET /api/v1/hosts", a.hosts)
-	mux.HandleFunc("GET /api/v1/hosts/{host}", a.host)
-	mux.HandleFunc("GET /api/v1/events", a.events)
-	mux.HandleFunc("GET /api/v1/metrics", a.metricCatalog)
-	if a.live != nil {
-		mux.Handle("GET /api/v1/live", a.live)
+// New returns the API over st. analyzer may be nil (no findings); authn
+// nil, or without a login configured, lets everyone see everything.
+func New(st store.Store, analyzer Analyzer, live *Live, authn *auth.Authenticator) *API {
+	if authn == nil {
+		authn = auth.New(auth.Options{})
 	}
+	return &API{st: st, analyzer: analyzer, now: time.Now, live: live, authn: authn}
+}
+
+// Register adds the routes to mux. Every route identifies its reader
+// first (401 or 403 without a login, when one is needed); what a reader
+// may see is checked by each.
+func (a *API) Register(mux *http.ServeMux) {
+	route := func(pattern string, h http.HandlerFunc) { mux.Handle(pattern, a.authn.Require(false, h)) }
+	route("GET /api/v1/jobs", a.jobs)
+	route("GET /api/v1/jobs/{job}", a.job)
+	route("GET /api/v1/jobs/{job}/series", a.jobSeries)
+	route("GET /api/v1/jobs/{job}/events", a.jobEvents)
+	route("GET /api/v1/jobs/{job}/findings", a.findings)
+	route("GET /api/v1/jobs/{job}/attempts/{attempt}", a.attempt)
+	route("GET /api/v1/jobs/{job}/attempts/{attempt}/series", a.attemptSeries)
+	route("GET /api/v1/processes/{key}/series", a.processSeries)
+	mux.Handle("GET /api/v1/hosts", a.authn.Require(true, http.HandlerFunc(a.hosts)))
+	mux.Handle("GET /api/v1/hosts/{host}", a.authn.Require(true, http.HandlerFunc(a.host)))
+	route("GET /api/v1/events", a.events)
+	route("GET /api/v1/metrics", a.metricCatalog)
+	if a.live != nil {
+		route("GET /api/v1/live", a.live.ServeHTTP)
+	}
+}
+
+// reader is who makes r, as Register's wrapper identified them (no one,
+// who sees nothing, if a route was not wrapped).
+func reader(r *http.Request) *auth.Identity {
+	if id := auth.FromContext(r.Context()); id != nil {
+		return id
+	}
+	return &auth.Identity{}
+}
+
+// errHidden is a job that exists but that the reader may not see: it is
+// answered as if it did not exist.
+func errHidden(job string) error { return fmt.Errorf("job %s: %w", job, store.ErrNotFound) }
+
+// checkJob returns nil if r's reader may see job (and ErrNotFound if it is
+// unknown or hidden from them). Operators are not asked about.
+func (a *API) checkJob(r *http.Request, job string) error {
+	id := reader(r)
+	if id.Operator {
+		return nil
+	}
+	j, err := a.jobSummary(r.Context(), job)
+	if err != nil {
+		return err
+	}
+	if !id.Sees(j.User, j.Queue) {
+		return errHidden(job)
+	}
+	return nil
 }
 
 // Error is the body of every error answer.
@@ -73,9 +112,12 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 
 func fail(w http.ResponseWriter, err error) {
 	var bad badRequest
+	var no forbidden
 	switch {
 	case errors.As(err, &bad):
 		writeJSON(w, http.StatusBadRequest, Error{bad.msg})
+	case errors.As(err, &no):
+		writeJSON(w, http.StatusForbidden, Error{no.Error()})
 	case errors.Is(err, store.ErrUnknownMetric):
 		writeJSON(w, http.StatusBadRequest, Error{err.Error()})
 	case errors.Is(err, store.ErrNotFound):
@@ -86,6 +128,10 @@ func fail(w http.ResponseWriter, err error) {
 		writeJSON(w, http.StatusInternalServerError, Error{err.Error()})
 	}
 }
+
+type forbidden string
+
+func (f forbidden) Error() string { return string(f) }
 
 type badRequest struct{ msg string }
 
@@ -151,6 +197,9 @@ func (a *API) jobs(w http.ResponseWriter, r *http.Request) {
 		fail(w, bad("state must be running or finished"))
 		return
 	}
+	if id := reader(r); !id.Operator {
+		f.Visible = &store.Visible{Users: id.Users, Queues: id.Queues}
+	}
 	page, err := a.st.Jobs(r.Context(), f)
 	if err != nil {
 		fail(w, err)
@@ -161,6 +210,9 @@ func (a *API) jobs(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) job(w http.ResponseWriter, r *http.Request) {
 	j, err := a.st.Job(r.Context(), r.PathValue("job"))
+	if err == nil && !reader(r).Sees(j.User, j.Queue) {
+		err = errHidden(j.JobID)
+	}
 	if err != nil {
 		fail(w, err)
 		return
@@ -169,6 +221,9 @@ func (a *API) job(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) attemptOf(r *http.Request) (*store.AttemptDetail, error) {
+	if err := a.checkJob(r, r.PathValue("job")); err != nil {
+		return nil, err
+	}
 	d, err := a.st.Attempt(r.Context(), r.PathValue("attempt"))
 	if err != nil {
 		return nil, err
@@ -191,7 +246,11 @@ func (a *API) attempt(w http.ResponseWriter, r *http.Request) {
 func (a *API) findings(w http.ResponseWriter, r *http.Request) {
 	// (The analyzer reads the job itself, or keeps its findings for a few
 	// seconds: a 404 needs only its summary.)
-	if _, err := a.jobSummary(r.Context(), r.PathValue("job")); err != nil {
+	j, err := a.jobSummary(r.Context(), r.PathValue("job"))
+	if err == nil && !reader(r).Sees(j.User, j.Queue) {
+		err = errHidden(j.JobID)
+	}
+	if err != nil {
 		fail(w, err)
 		return
 	}
@@ -208,6 +267,10 @@ func (a *API) findings(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) jobEvents(w http.ResponseWriter, r *http.Request) {
+	if err := a.checkJob(r, r.PathValue("job")); err != nil {
+		fail(w, err)
+		return
+	}
 	evs, err := a.st.Events(r.Context(), store.EventFilter{JobID: r.PathValue("job"), Limit: 10000})
 	if err != nil {
 		fail(w, err)
@@ -225,6 +288,15 @@ func (a *API) events(w http.ResponseWriter, r *http.Request) {
 	}
 	if err == nil {
 		f.Limit, err = intParam(r, "limit", 1000, 1, 100000)
+	}
+	if err == nil && !reader(r).Operator {
+		// Events of hosts and of lost processes are operators'; a
+		// reader lists those of a job they see.
+		if f.JobID == "" {
+			err = forbidden("only operators list events across jobs: give job=")
+		} else {
+			err = a.checkJob(r, f.JobID)
+		}
 	}
 	if err != nil {
 		fail(w, err)

@@ -108,7 +108,7 @@ func newFixture(t *testing.T) *fixture {
 		}
 	}
 
-	a := New(st, analysis.New(st), NewLive(10*time.Millisecond))
+	a := New(st, analysis.New(st), NewLive(10*time.Millisecond, LiveOptions{}), nil)
 	a.now = func() time.Time { return now }
 	mux := http.NewServeMux()
 	a.Register(mux)
@@ -653,7 +653,7 @@ func testHostileText(t *testing.T, f *fixture) {
 	// the answer is still valid JSON and UTF-8.
 	raw := &rawStore{Store: f.st, cmdline: "cat \xff\xfe </script>"}
 	mux := http.NewServeMux()
-	New(raw, nil, nil).Register(mux)
+	New(raw, nil, nil, nil).Register(mux)
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	g := &fixture{srv: srv}

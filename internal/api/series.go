@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/taskscope/taskscope/internal/store"
@@ -14,6 +15,9 @@ import (
 const (
 	defaultPoints = 300
 	maxPoints     = 5000
+	// maxMetrics bounds the metrics of one query (the catalogs hold about
+	// 30): a query costs its metrics times its points at most.
+	maxMetrics = 32
 )
 
 // niceSteps are the bucket widths, in ms, that series are cut into.
@@ -93,7 +97,15 @@ func (a *API) seriesQuery(r *http.Request, q *store.SeriesQuery, start, end int6
 		return bad("step %d ms makes more than %d buckets of this window", q.Step, maxPoints)
 	}
 	if m := v.Get("metrics"); m != "" {
+		if n := strings.Count(m, ",") + 1; n > maxMetrics {
+			return bad("metrics: %d names, at most %d", n, maxMetrics)
+		}
 		q.Metrics = strings.Split(m, ",")
+		for i, name := range q.Metrics {
+			if slices.Contains(q.Metrics[:i], name) {
+				return bad("metrics: %q is listed twice", name)
+			}
+		}
 	}
 	if _, err := store.LookupMetrics(q.Scope, q.Metrics); err != nil {
 		return bad("%v", err)
@@ -103,6 +115,9 @@ func (a *API) seriesQuery(r *http.Request, q *store.SeriesQuery, start, end int6
 
 func (a *API) jobSeries(w http.ResponseWriter, r *http.Request) {
 	j, err := a.jobSummary(r.Context(), r.PathValue("job"))
+	if err == nil && !reader(r).Sees(j.User, j.Queue) {
+		err = errHidden(j.JobID)
+	}
 	if err != nil {
 		fail(w, err)
 		return
@@ -142,7 +157,11 @@ func (a *API) attemptSummary(ctx context.Context, id string) (*store.Attempt, er
 }
 
 func (a *API) attemptSeries(w http.ResponseWriter, r *http.Request) {
-	d, err := a.attemptSummary(r.Context(), r.PathValue("attempt"))
+	err := a.checkJob(r, r.PathValue("job"))
+	var d *store.Attempt
+	if err == nil {
+		d, err = a.attemptSummary(r.Context(), r.PathValue("attempt"))
+	}
 	if err == nil && d.JobID != r.PathValue("job") {
 		err = fmt.Errorf("attempt %s is not in job %s: %w", d.AttemptID, r.PathValue("job"), store.ErrNotFound)
 	}
@@ -168,6 +187,22 @@ func (a *API) processSeries(w http.ResponseWriter, r *http.Request) {
 	// its own from/to so that the charts line up.
 	v := r.URL.Query()
 	q := store.SeriesQuery{Scope: store.ScopeProcess, Process: key, AttemptID: v.Get("attempt")}
+	if !reader(r).Operator {
+		// A reader finds a process through an attempt of a job they
+		// see (the store answers 404 for a process not in it).
+		if q.AttemptID == "" {
+			fail(w, forbidden("a process's series need attempt= (an attempt it ran in) unless you are an operator"))
+			return
+		}
+		d, err := a.attemptSummary(r.Context(), q.AttemptID)
+		if err == nil {
+			err = a.checkJob(r, d.JobID)
+		}
+		if err != nil {
+			fail(w, err)
+			return
+		}
+	}
 	if v.Get("from") == "" || v.Get("to") == "" {
 		if v.Get("attempt") == "" {
 			fail(w, bad("give from and to, or attempt"))

@@ -26,6 +26,7 @@ Commands:
   simulate  start simulated Hadoop task processes (for trying the agent)
   report    print a job (or an attempt) as tables
   loadgen   send realistic agent batches from many simulated nodes
+  token     make a random token and the line that stands for it in a token file
   version   print the version
 
 Run 'taskscope <command> -h' for the flags of a command.
@@ -51,6 +52,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		err = reportCmd(ctx, args[1:], stdout, stderr)
 	case "loadgen":
 		err = loadgenCmd(ctx, args[1:], stdout, stderr)
+	case "token":
+		err = tokenCmd(args[1:], stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "taskscope", Version)
 	case "-h", "--help", "help":

@@ -23,7 +23,7 @@ import (
 func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fl := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fl.SetOutput(stderr)
-	listen := fl.String("listen", ":8080", "address of the server and its UI")
+	listen := fl.String("listen", "127.0.0.1:8080", "address of the server and its UI (the demo has no login: keep it on loopback)")
 	nodes := fl.Int("nodes", 3, "simulated worker nodes")
 	kind := fl.String("kind", "mixed", "simulated nodes: yarn, hadoop1 or mixed")
 	dataDir := fl.String("data-dir", "", "keep the store here (default: a temporary directory, removed at exit)")
@@ -57,6 +57,7 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer st.Close()
+	warnIfOpen(stderr, log, *listen, false, false)
 	srv, err := server.Start(server.Config{Listen: *listen, Store: st, Analyzer: analysis.New(st), Log: log})
 	if err != nil {
 		return err

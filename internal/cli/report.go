@@ -8,10 +8,12 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/taskscope/taskscope/internal/analysis"
+	"github.com/taskscope/taskscope/internal/auth"
 	"github.com/taskscope/taskscope/internal/report"
 	"github.com/taskscope/taskscope/internal/store"
 )
@@ -20,8 +22,9 @@ func reportCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fl := flag.NewFlagSet("report", flag.ContinueOnError)
 	fl.SetOutput(stderr)
 	server := fl.String("server", "http://localhost:8080", "server URL")
+	tokenFile := fl.String("token-file", "", "file holding an API token (when the server's reads need a login)")
 	fl.Usage = func() {
-		fmt.Fprintln(stderr, "usage: taskscope report [--server URL] JOB_ID [ATTEMPT_ID]")
+		fmt.Fprintln(stderr, "usage: taskscope report [--server URL] [--token-file F] JOB_ID [ATTEMPT_ID]")
 		fl.PrintDefaults()
 	}
 	if err := fl.Parse(args); err != nil {
@@ -33,6 +36,13 @@ func reportCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	base := strings.TrimRight(*server, "/") + "/api/v1/jobs/" + url.PathEscape(fl.Arg(0))
 	c := &http.Client{Timeout: 30 * time.Second}
+	if *tokenFile != "" {
+		b, err := os.ReadFile(*tokenFile)
+		if err != nil {
+			return fmt.Errorf("cannot read token: %w", err)
+		}
+		c.Transport = auth.Transport(strings.TrimSpace(string(b)), nil)
+	}
 	if fl.NArg() == 2 {
 		var d store.AttemptDetail
 		if err := getJSON(ctx, c, base+"/attempts/"+url.PathEscape(fl.Arg(1)), &d); err != nil {

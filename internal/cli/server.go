@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/taskscope/taskscope/internal/analysis"
+	"github.com/taskscope/taskscope/internal/auth"
 	"github.com/taskscope/taskscope/internal/ingest"
+	"github.com/taskscope/taskscope/internal/redact"
 	"github.com/taskscope/taskscope/internal/server"
 	"github.com/taskscope/taskscope/internal/store"
 	"github.com/taskscope/taskscope/internal/store/duckdb"
@@ -43,7 +46,11 @@ func serverCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fl := flag.NewFlagSet("server", flag.ContinueOnError)
 	fl.SetOutput(stderr)
 	listen := fl.String("listen", ":8080", "address to serve on")
-	tokenFile := fl.String("ingest-token-file", "", "file of accepted agent tokens, one per line (empty: ingest is open)")
+	tokenFile := fl.String("ingest-token-file", "", "file of accepted agent tokens, one per line, each optionally followed by the host it writes for (empty: ingest is open)")
+	var af authFlags
+	af.register(fl)
+	redactPattern := fl.String("redact-pattern", redact.DefaultPattern, "options and environment variables whose names match this regular expression have their values masked in what agents send")
+	ingestMemory := fl.Int64("ingest-memory", 256<<20, "bytes that request bodies may take together while they are read, decompressed and decoded")
 	cert := fl.String("tls-cert", "", "TLS certificate file (serves HTTPS with --tls-key)")
 	key := fl.String("tls-key", "", "TLS key file")
 	logLevel := fl.String("log-level", "info", "debug, info, warn or error")
@@ -60,19 +67,33 @@ func serverCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if (*cert == "") != (*key == "") {
 		return fmt.Errorf("--tls-cert and --tls-key go together")
 	}
-	var tokens []string
+	var tokens *auth.Tokens
 	if *tokenFile != "" {
-		if tokens, err = ingest.LoadTokens(*tokenFile); err != nil {
-			return err
+		// A token may be followed by the host it writes for.
+		if tokens, err = auth.LoadTokens(*tokenFile, 0, 1); err != nil {
+			return fmt.Errorf("--ingest-token-file: %w", err)
 		}
 	}
+	authn, err := af.authenticator()
+	if err != nil {
+		return err
+	}
+	masker, err := redact.New(*redactPattern)
+	if err != nil {
+		return fmt.Errorf("--redact-pattern: %w", err)
+	}
+	if *ingestMemory < 16<<20 {
+		return fmt.Errorf("--ingest-memory must be at least 16 MiB (16777216)")
+	}
+	warnIfOpen(stderr, log, *listen, authn.Enabled(), tokens.Len() > 0)
 	st, err := sf.open(log)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	srv, err := server.Start(server.Config{Listen: *listen, Store: st, Tokens: tokens, TLSCert: *cert, TLSKey: *key,
-		Analyzer: analysis.New(st), Log: log, MaintainEvery: *maintainEvery})
+	srv, err := server.Start(server.Config{Listen: *listen, Store: st, Tokens: tokens, Auth: authn, TLSCert: *cert, TLSKey: *key,
+		Analyzer: analysis.New(st), Log: log, MaintainEvery: *maintainEvery,
+		Ingest: ingest.HandlerOptions{Redact: masker, Budget: ingest.NewBudget(*ingestMemory)}})
 	if err != nil {
 		return err
 	}
@@ -88,4 +109,89 @@ func serverCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return srv.Shutdown(sctx)
+}
+
+// authFlags are the flags of read authentication.
+type authFlags struct {
+	header, groupsHeader, proxies, tokenFile, accessFile string
+}
+
+func (f *authFlags) register(fl *flag.FlagSet) {
+	fl.StringVar(&f.header, "auth-header", "", "header in which the SSO proxy names the user (X-Forwarded-User, ...): reads need a login")
+	fl.StringVar(&f.groupsHeader, "auth-groups-header", "", "header in which the SSO proxy names the user's groups, comma-separated")
+	fl.StringVar(&f.proxies, "auth-proxy", "", "addresses and networks of the SSO proxies, comma-separated: the user header is believed from these only")
+	fl.StringVar(&f.tokenFile, "api-token-file", "", "API tokens for scripts, one per line: TOKEN (or sha256:HASH) USER [GROUP...]; reads need a login")
+	fl.StringVar(&f.accessFile, "access-file", "", "who sees what: operator, queue, user and group rules (docs/security.md)")
+}
+
+func (f *authFlags) authenticator() (*auth.Authenticator, error) {
+	var o auth.Options
+	var err error
+	if f.header != "" {
+		if f.proxies == "" {
+			return nil, fmt.Errorf("--auth-header needs --auth-proxy: the header is believed only from the SSO proxies")
+		}
+		o.UserHeader, o.GroupsHeader = f.header, f.groupsHeader
+	}
+	if f.proxies != "" {
+		if f.header == "" {
+			return nil, fmt.Errorf("--auth-proxy goes with --auth-header")
+		}
+		if o.Proxies, err = auth.ParseProxies(f.proxies); err != nil {
+			return nil, fmt.Errorf("--auth-proxy: %w", err)
+		}
+	}
+	if f.groupsHeader != "" && f.header == "" {
+		return nil, fmt.Errorf("--auth-groups-header goes with --auth-header")
+	}
+	if f.tokenFile != "" {
+		if o.Tokens, err = auth.LoadTokens(f.tokenFile, 1, 64); err != nil {
+			return nil, fmt.Errorf("--api-token-file: %w", err)
+		}
+	}
+	if f.accessFile != "" {
+		if o.Policy, err = auth.LoadPolicy(f.accessFile); err != nil {
+			return nil, fmt.Errorf("--access-file: %w", err)
+		}
+	}
+	a := auth.New(o)
+	if o.Policy != nil && !a.Enabled() {
+		return nil, fmt.Errorf("--access-file needs a login: --auth-header or --api-token-file")
+	}
+	return a, nil
+}
+
+// warnIfOpen says loudly, at start, that a server others can reach lets
+// anyone read (or write) what it holds.
+func warnIfOpen(stderr io.Writer, log *slog.Logger, listen string, readAuth, ingestAuth bool) {
+	if loopback(listen) || (readAuth && ingestAuth) {
+		return
+	}
+	var open []string
+	if !readAuth {
+		open = append(open, "anyone who can reach it reads every job, command line and host it holds (no --auth-header or --api-token-file)")
+	}
+	if !ingestAuth {
+		open = append(open, "anyone who can reach it writes data (no --ingest-token-file)")
+	}
+	fmt.Fprintf(stderr, "\n*** WARNING: taskscope server on %s, not a loopback address:\n", listen)
+	for _, o := range open {
+		fmt.Fprintf(stderr, "***   %s\n", o)
+	}
+	fmt.Fprintf(stderr, "*** See docs/security.md: deploy behind an SSO proxy, give scripts API tokens, give agents tokens.\n\n")
+	log.Warn("server reachable without authentication", "listen", listen, "read_auth", readAuth, "ingest_auth", ingestAuth)
+}
+
+// loopback reports whether listen (host:port) is bound to a loopback
+// address only.
+func loopback(listen string) bool {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil || host == "" {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

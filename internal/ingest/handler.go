@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,33 +12,56 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/taskscope/taskscope/internal/auth"
+	"github.com/taskscope/taskscope/internal/redact"
 	"github.com/taskscope/taskscope/internal/store"
 	"github.com/taskscope/taskscope/internal/wire"
 )
 
 // HandlerOptions configure the endpoint.
 type HandlerOptions struct {
-	Tokens []string // accepted bearer tokens; empty: no authentication
+	// Tokens are the accepted bearer tokens (none: no authentication). A
+	// token followed by a host name writes only that host's data.
+	Tokens *auth.Tokens
 	// MaxBodyBytes bounds the request body as sent (default 32 MiB);
-	// MaxDecodedBytes bounds it decompressed (default 256 MiB).
+	// MaxDecodedBytes bounds it decompressed (default 64 MiB).
 	MaxBodyBytes    int64
 	MaxDecodedBytes int64
-	Limits          wire.Limits
-	Timeout         time.Duration // how long a request waits for its commit (default 30 s)
-	Registry        prometheus.Registerer
+	// MaxRequestBytes bounds the memory one request takes: its body as
+	// sent, decompressed and decoded (default 128 MiB).
+	MaxRequestBytes int64
+	// Budget is the memory all requests' bodies take together (default:
+	// a budget of 256 MiB of the handler's own).
+	Budget *Budget
+	// BodyTimeout is how long a request may take to send its body
+	// (default 30 s): a client that sends a byte now and then is cut off.
+	BodyTimeout time.Duration
+	Limits      wire.Limits
+	Timeout     time.Duration // how long a request waits for its commit (default 30 s)
+	// Redact masks secrets in what agents send (nil: redact.Default()).
+	Redact   *redact.Masker
+	Registry prometheus.Registerer
 }
+
+// What a decompression in flight is charged beside its output: the
+// decoder's own buffers (zstd decodes into the output, which holds its
+// window; gzip keeps a window of 32 KiB).
+const (
+	zstdCharge = 1 << 20
+	gzipCharge = 64 << 10
+	zstdBlock  = 128<<10 + 64 // zstd's largest block, and what its decoder writes beyond
+)
 
 // Handler serves POST /api/v1/ingest.
 type Handler struct {
 	p        *Pipeline
 	o        HandlerOptions
-	zdec     *zstd.Decoder
+	zstd     chan *zstd.Decoder // decoders kept for the next requests (a few)
 	rejected *prometheus.CounterVec
 	received prometheus.Counter
 }
@@ -50,45 +72,42 @@ func NewHandler(p *Pipeline, o HandlerOptions) *Handler {
 		o.MaxBodyBytes = 32 << 20
 	}
 	if o.MaxDecodedBytes <= 0 {
-		o.MaxDecodedBytes = 256 << 20
+		o.MaxDecodedBytes = 64 << 20
 	}
-	if o.Limits == (wire.Limits{}) {
+	if o.MaxRequestBytes <= 0 {
+		o.MaxRequestBytes = 128 << 20
+	}
+	if o.Budget == nil {
+		o.Budget = NewBudget(256 << 20)
+	}
+	if o.BodyTimeout <= 0 {
+		o.BodyTimeout = 30 * time.Second
+	}
+	if o.Limits.MaxPoints == 0 {
 		o.Limits = wire.DefaultLimits
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = 30 * time.Second
 	}
-	zdec, _ := zstd.NewReader(nil, zstd.WithDecoderMaxMemory(uint64(o.MaxDecodedBytes)), zstd.WithDecoderConcurrency(0))
-	h := &Handler{p: p, o: o, zdec: zdec,
+	if o.Redact == nil {
+		o.Redact = redact.Default()
+	}
+	h := &Handler{p: p, o: o, zstd: make(chan *zstd.Decoder, 4),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "taskscope_ingest_rejected_total",
 			Help: "Requests refused, by reason."}, []string{"reason"}),
 		received: prometheus.NewCounter(prometheus.CounterOpts{Name: "taskscope_ingest_received_bytes_total",
 			Help: "Request body bytes received, as sent."}),
 	}
 	if o.Registry != nil {
-		o.Registry.MustRegister(h.rejected, h.received)
+		o.Registry.MustRegister(h.rejected, h.received,
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "taskscope_ingest_memory_bytes",
+				Help: "Memory that request bodies take now, read, decompressed and decoded (of the budget)."},
+				func() float64 { return float64(o.Budget.InUse()) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "taskscope_ingest_memory_budget_bytes",
+				Help: "The memory request bodies may take together."},
+				func() float64 { return float64(o.Budget.Max()) }))
 	}
 	return h
-}
-
-// LoadTokens reads a token file: one token per line; blank lines and lines
-// starting with # are ignored.
-func LoadTokens(path string) ([]string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("cannot read ingest tokens: %w", err)
-	}
-	var out []string
-	for _, line := range strings.Split(string(b), "\n") {
-		line = strings.TrimSpace(line)
-		if line != "" && !strings.HasPrefix(line, "#") {
-			out = append(out, line)
-		}
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("ingest token file %s holds no token", path)
-	}
-	return out, nil
 }
 
 type reply struct {
@@ -111,22 +130,40 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	json.NewEncoder(w).Encode(v)
 }
 
-func (h *Handler) authorized(r *http.Request) bool {
-	if len(h.o.Tokens) == 0 {
-		return true
+// authorized reports whether r carries an accepted token, and the host it
+// is bound to ("" for any).
+func (h *Handler) authorized(r *http.Request) (host string, ok bool) {
+	if h.o.Tokens.Len() == 0 {
+		return "", true
 	}
-	// The scheme is case-insensitive (RFC 9110 11.1).
-	scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return false
+	tok, ok := h.o.Tokens.Lookup(auth.Bearer(r.Header.Get("Authorization")))
+	if !ok {
+		return "", false
 	}
-	got = strings.TrimLeft(got, " ")
-	match := 0
-	for _, t := range h.o.Tokens {
-		// Compare with every token, always: the time taken tells nothing.
-		match |= subtle.ConstantTimeCompare([]byte(got), []byte(t))
+	if len(tok.Fields) > 0 {
+		host = tok.Fields[0]
 	}
-	return match == 1
+	return host, true
+}
+
+// ownHost checks that a batch sent with a token bound to host writes only
+// that host's data: it names the host, its agent is the host's (agent_id
+// is the host name, or starts with it and a dash), and the processes it
+// describes are the host's (their keys are wire.ProcessKey of the host).
+func ownHost(b *wire.Batch, host string) error {
+	if b.Host != host {
+		return fmt.Errorf("this token writes host %s's data, not %s's", host, b.Host)
+	}
+	if b.AgentID != host && !strings.HasPrefix(b.AgentID, host+"-") {
+		return fmt.Errorf("this token's agents are host %s's: agent_id must be %s or start with %s-, not %q", host, host, host, b.AgentID)
+	}
+	for i := range b.Processes {
+		p := &b.Processes[i]
+		if p.Key != wire.ProcessKey(host, p.PID, p.StartMs) {
+			return fmt.Errorf("processes[%d] (pid %d): key %016x is not host %s's process key of that pid and start", i, p.PID, p.Key, host)
+		}
+	}
+	return nil
 }
 
 // ServeHTTP implements http.Handler.
@@ -136,7 +173,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, http.StatusMethodNotAllowed, "method", "ingest takes POST")
 		return
 	}
-	if !h.authorized(r) {
+	host, ok := h.authorized(r)
+	if !ok {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="taskscope ingest"`)
 		h.fail(w, http.StatusUnauthorized, "auth", "missing or wrong bearer token")
 		return
@@ -149,51 +187,59 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("body of %d bytes exceeds the limit of %d", r.ContentLength, h.o.MaxBodyBytes))
 		return
 	}
-	// The body and its decompressed bytes are read into buffers used again
-	// by later requests: Unmarshal copies out what it keeps.
-	bodyBuf, dataBuf := getBuf(), getBuf()
-	defer putBuf(bodyBuf)
-	defer putBuf(dataBuf)
-	body, err := readAll(http.MaxBytesReader(w, r.Body, h.o.MaxBodyBytes), (*bodyBuf)[:0], r.ContentLength)
-	*bodyBuf = body
+	// Everything this request allocates for its body is taken from the
+	// budget first, and given back when it is answered.
+	l := &lease{b: h.o.Budget, max: h.o.MaxRequestBytes}
+	defer l.release()
+	body, err := h.readBody(w, r, l)
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			h.fail(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("body exceeds the limit of %d bytes", h.o.MaxBodyBytes))
-			return
-		}
-		h.fail(w, http.StatusBadRequest, "read", "cannot read body: "+err.Error())
+		h.failBody(w, err)
 		return
 	}
-	h.received.Add(float64(len(body)))
-	data, err := h.decode(r.Header.Get("Content-Encoding"), body, (*dataBuf)[:0])
-	if len(data) > 0 && &data[0] != &body[0] {
-		*dataBuf = data
-	}
+	defer body.drop()
+	h.received.Add(float64(len(body.b)))
+	data, inflated, err := h.inflate(r.Header.Get("Content-Encoding"), body, l)
 	if err != nil {
-		code, reason := http.StatusBadRequest, "encoding"
-		if errors.Is(err, errTooLarge) {
-			code, reason = http.StatusRequestEntityTooLarge, "too_large"
-		} else if errors.Is(err, errEncoding) {
-			code = http.StatusUnsupportedMediaType
-		}
-		h.fail(w, code, reason, err.Error())
+		h.failBody(w, err)
 		return
 	}
-	b, err := wire.Unmarshal(data, h.o.Limits)
+	defer inflated.drop()
+	lim := h.o.Limits
+	lim.Reserve = l.take
+	b, err := wire.Unmarshal(data, lim)
+	if err == nil {
+		err = wire.Validate(b)
+	}
+	if err != nil && h.storedBefore(r.Context(), data) {
+		// As docs/wire.md says: a (agent_id, seq) stored before is a
+		// duplicate, whatever the rest of the body.
+		h.duplicate(w)
+		return
+	}
+	// The batch holds no reference to the bytes: they go back at once.
+	inflated.drop()
+	body.drop()
 	if err != nil {
-		if errors.Is(err, wire.ErrWireType) {
-			// Protobuf, but a known field holds the wrong type.
+		switch {
+		case errors.Is(err, errBusy), errors.Is(err, errRequestMemory):
+			h.failBody(w, err)
+		case errors.Is(err, wire.ErrWireType), errors.Is(err, wire.ErrInvalid):
+			// Protobuf, but a known field holds the wrong type, or a
+			// rule is broken.
 			h.fail(w, http.StatusUnprocessableEntity, "invalid", err.Error())
+		default:
+			h.fail(w, http.StatusBadRequest, "malformed", err.Error())
+		}
+		return
+	}
+	if host != "" {
+		if err := ownHost(b, host); err != nil {
+			h.fail(w, http.StatusForbidden, "host", err.Error())
 			return
 		}
-		h.fail(w, http.StatusBadRequest, "malformed", err.Error())
-		return
 	}
-	if err := wire.Validate(b); err != nil {
-		h.fail(w, http.StatusUnprocessableEntity, "invalid", err.Error())
-		return
-	}
+	// Other agents may not mask what the reference agent masks.
+	h.o.Redact.Batch(b)
 	ctx, cancel := context.WithTimeout(r.Context(), h.o.Timeout)
 	defer cancel()
 	res := h.p.Submit(ctx, b)
@@ -207,83 +253,218 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// Not stored (or not known to be): the agent keeps the batch and retries.
 		h.fail(w, http.StatusServiceUnavailable, "store", "cannot store the batch now: "+res.Err.Error())
 	case res.Duplicate:
-		w.Header().Set("X-Taskscope-Duplicate", "true")
-		writeJSON(w, http.StatusOK, reply{Status: "duplicate"})
+		h.duplicate(w)
 	default:
 		writeJSON(w, http.StatusOK, reply{Status: "stored", Samples: b.SampleCount()})
 	}
 }
 
-// Request buffers, kept for the next requests (up to maxPooledBuf each).
-var bufPool = sync.Pool{New: func() any { return new([]byte) }}
-
-const maxPooledBuf = 4 << 20
-
-func getBuf() *[]byte { return bufPool.Get().(*[]byte) }
-
-func putBuf(b *[]byte) {
-	if cap(*b) <= maxPooledBuf {
-		*b = (*b)[:0]
-		bufPool.Put(b)
-	}
+func (h *Handler) duplicate(w http.ResponseWriter) {
+	w.Header().Set("X-Taskscope-Duplicate", "true")
+	writeJSON(w, http.StatusOK, reply{Status: "duplicate"})
 }
 
-// readAll is io.ReadAll into buf, sized from the request's Content-Length
-// when it gives one.
-func readAll(r io.Reader, buf []byte, length int64) ([]byte, error) {
-	if length > 0 && int64(cap(buf)) < length+1 {
-		buf = make([]byte, 0, length+1) // +1: EOF is seen without growing
+// storedBefore reports whether a body that cannot be taken names an
+// (agent_id, seq) that was stored before (a retry whose first try got
+// through, changed since): then it is answered as a duplicate. Only stores
+// that say their agents' sequences (store.SeqReader) are asked.
+func (h *Handler) storedBefore(ctx context.Context, data []byte) bool {
+	sr, ok := h.p.st.(store.SeqReader)
+	if !ok {
+		return false
 	}
-	for {
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
-		}
-		n, err := r.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err != nil {
-			if err == io.EOF {
-				err = nil
-			}
-			return buf, err
-		}
+	agent, seq, ok := wire.PeekID(data)
+	if !ok {
+		return false
 	}
+	stored, err := sr.AgentSeq(ctx, agent)
+	return err == nil && seq <= stored
 }
 
 var (
-	errTooLarge = errors.New("decompressed body too large")
-	errEncoding = errors.New("unsupported Content-Encoding")
+	errTooLarge    = errors.New("decompressed body too large")
+	errBodyTooBig  = errors.New("body too large")
+	errBodyTimeout = errors.New("body not received in time")
+	errEncoding    = errors.New("unsupported Content-Encoding")
 )
 
-// decode returns the body decompressed (in buf when it is zstd).
-func (h *Handler) decode(enc string, body, buf []byte) ([]byte, error) {
+// failBody answers a body that could not be read, decompressed or decoded
+// within the limits.
+func (h *Handler) failBody(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, errBusy):
+		h.fail(w, http.StatusServiceUnavailable, "memory", err.Error())
+	case errors.Is(err, errRequestMemory), errors.Is(err, errTooLarge), errors.Is(err, errBodyTooBig):
+		h.fail(w, http.StatusRequestEntityTooLarge, "too_large", err.Error())
+	case errors.Is(err, errBodyTimeout):
+		h.fail(w, http.StatusRequestTimeout, "timeout", err.Error())
+	case errors.Is(err, errEncoding):
+		h.fail(w, http.StatusUnsupportedMediaType, "encoding", err.Error())
+	default:
+		h.fail(w, http.StatusBadRequest, "encoding", err.Error())
+	}
+}
+
+// readBody reads the request's body within BodyTimeout, MaxBodyBytes and
+// the lease: its buffer grows with what arrives, whatever the request
+// announced.
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, l *lease) (*buffer, error) {
+	rc := http.NewResponseController(w)
+	// The deadline is for the body only: cleared once it is in (the
+	// connection is then read in the background for its closing).
+	rc.SetReadDeadline(time.Now().Add(h.o.BodyTimeout))
+	defer rc.SetReadDeadline(time.Time{})
+	buf, err := newBuffer(l)
+	if err != nil {
+		return nil, err
+	}
+	src := http.MaxBytesReader(w, r.Body, h.o.MaxBodyBytes)
+	for {
+		if err := buf.room(int(h.o.MaxBodyBytes) + 1); err != nil {
+			buf.drop()
+			return nil, err
+		}
+		n, err := src.Read(buf.b[len(buf.b):cap(buf.b)])
+		buf.b = buf.b[:len(buf.b)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			buf.drop()
+			var mbe *http.MaxBytesError
+			switch {
+			case errors.As(err, &mbe):
+				return nil, fmt.Errorf("%w: body exceeds the limit of %d bytes", errBodyTooBig, h.o.MaxBodyBytes)
+			case errors.Is(err, os.ErrDeadlineExceeded):
+				return nil, fmt.Errorf("%w: the body did not arrive within %v", errBodyTimeout, h.o.BodyTimeout)
+			}
+			return nil, fmt.Errorf("cannot read body: %w", err)
+		}
+	}
+}
+
+// inflate returns the body decompressed as Content-Encoding says, and the
+// buffer that holds it (nil when the body is not compressed: then it is
+// the body itself).
+func (h *Handler) inflate(enc string, body *buffer, l *lease) ([]byte, *buffer, error) {
 	switch strings.ToLower(strings.TrimSpace(enc)) {
 	case "", "identity":
-		return body, nil
+		return body.b, nil, nil
 	case "zstd":
-		out, err := h.zdec.DecodeAll(body, buf)
-		if err != nil {
-			if errors.Is(err, zstd.ErrDecoderSizeExceeded) || errors.Is(err, zstd.ErrWindowSizeExceeded) {
-				return nil, fmt.Errorf("%w: limit %d bytes", errTooLarge, h.o.MaxDecodedBytes)
-			}
-			return nil, fmt.Errorf("cannot decompress zstd body: %v", err)
-		}
-		if int64(len(out)) > h.o.MaxDecodedBytes {
-			return nil, fmt.Errorf("%w: limit %d bytes", errTooLarge, h.o.MaxDecodedBytes)
-		}
-		return out, nil
+		return h.unzstd(body.b, l)
 	case "gzip":
-		zr, err := gzip.NewReader(bytes.NewReader(body))
-		if err != nil {
-			return nil, fmt.Errorf("cannot decompress gzip body: %v", err)
-		}
-		out, err := io.ReadAll(io.LimitReader(zr, h.o.MaxDecodedBytes+1))
-		if err != nil {
-			return nil, fmt.Errorf("cannot decompress gzip body: %v", err)
-		}
-		if int64(len(out)) > h.o.MaxDecodedBytes {
-			return nil, fmt.Errorf("%w: limit %d bytes", errTooLarge, h.o.MaxDecodedBytes)
-		}
-		return out, nil
+		return h.gunzip(body.b, l)
 	}
-	return nil, fmt.Errorf("%w %q: use zstd, gzip or identity", errEncoding, enc)
+	return nil, nil, fmt.Errorf("%w %q: use zstd, gzip or identity", errEncoding, enc)
+}
+
+func (h *Handler) tooLarge() error {
+	return fmt.Errorf("%w: limit %d bytes", errTooLarge, h.o.MaxDecodedBytes)
+}
+
+// unzstd decodes b into a buffer of a size it chooses (the first frame's
+// content size when it says, else a few times the body's), within which the
+// decoder must stay; if it does not, again into one four times larger, up to
+// MaxDecodedBytes. A bomb is refused having taken at most that, whatever it
+// expands to, and no more than one buffer is held at a time.
+func (h *Handler) unzstd(b []byte, l *lease) ([]byte, *buffer, error) {
+	if err := l.take(zstdCharge); err != nil {
+		return nil, nil, err
+	}
+	defer l.give(zstdCharge)
+	limit := int(h.o.MaxDecodedBytes)
+	size := min(max(8*len(b), 64<<10), limit)
+	var hdr zstd.Header
+	if hdr.Decode(b) == nil && hdr.HasFCS {
+		if hdr.FrameContentSize > uint64(limit) {
+			return nil, nil, h.tooLarge()
+		}
+		size = max(int(hdr.FrameContentSize), 1)
+	}
+	d, err := h.zstdDecoder()
+	if err != nil {
+		return nil, nil, fmt.Errorf("cannot decompress zstd body: %w", err)
+	}
+	defer h.putZstd(d)
+	for {
+		if err := l.take(int64(size)); err != nil {
+			return nil, nil, err
+		}
+		out := &buffer{b: make([]byte, 0, size), l: l}
+		out.b, err = d.DecodeAll(b, out.b)
+		if err == nil {
+			return out.b, out, nil
+		}
+		// Out of room: the size error, or (within a block, where the
+		// decoder has no sentinel for it) an error with the buffer full
+		// to less than a block from its end.
+		full := errors.Is(err, zstd.ErrDecoderSizeExceeded) || cap(out.b)-len(out.b) <= zstdBlock
+		out.drop()
+		if errors.Is(err, zstd.ErrWindowSizeExceeded) {
+			return nil, nil, h.tooLarge()
+		}
+		if !full {
+			return nil, nil, fmt.Errorf("cannot decompress zstd body: %w", err)
+		}
+		if size >= limit {
+			return nil, nil, h.tooLarge()
+		}
+		size = min(4*size, limit)
+	}
+}
+
+// zstdDecoder returns a decoder (one kept from an earlier request, or a
+// new one) that decodes on the request's goroutine and never beyond the
+// capacity it is given.
+func (h *Handler) zstdDecoder() (*zstd.Decoder, error) {
+	select {
+	case d := <-h.zstd:
+		return d, nil
+	default:
+	}
+	return zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecodeAllCapLimit(true),
+		zstd.WithDecoderMaxMemory(uint64(h.o.MaxDecodedBytes)), zstd.WithDecoderMaxWindow(uint64(h.o.MaxDecodedBytes)))
+}
+
+func (h *Handler) putZstd(d *zstd.Decoder) {
+	select {
+	case h.zstd <- d:
+	default:
+		d.Close()
+	}
+}
+
+// gunzip decodes b as it streams, into a buffer that grows with what
+// comes out, up to MaxDecodedBytes.
+func (h *Handler) gunzip(b []byte, l *lease) ([]byte, *buffer, error) {
+	if err := l.take(gzipCharge); err != nil {
+		return nil, nil, err
+	}
+	defer l.give(gzipCharge)
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return nil, nil, fmt.Errorf("cannot decompress gzip body: %w", err)
+	}
+	out, err := newBuffer(l)
+	if err != nil {
+		return nil, nil, err
+	}
+	for {
+		if err := out.room(int(h.o.MaxDecodedBytes) + 1); err != nil {
+			out.drop()
+			if errors.Is(err, errFull) {
+				return nil, nil, h.tooLarge()
+			}
+			return nil, nil, err
+		}
+		n, err := zr.Read(out.b[len(out.b):cap(out.b)])
+		out.b = out.b[:len(out.b)+n]
+		if err == io.EOF {
+			return out.b, out, nil
+		}
+		if err != nil {
+			out.drop()
+			return nil, nil, fmt.Errorf("cannot decompress gzip body: %w", err)
+		}
+	}
 }

@@ -10,7 +10,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +18,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/taskscope/taskscope/internal/auth"
 	"github.com/taskscope/taskscope/internal/store"
 	"github.com/taskscope/taskscope/internal/store/duckdb"
 	"github.com/taskscope/taskscope/internal/store/storetest"
@@ -61,7 +61,7 @@ func newRig(t testing.TB, o rigOptions) *rig {
 	}
 	p := NewPipeline(ps, o.pipeline)
 	if o.handler.Tokens == nil {
-		o.handler.Tokens = []string{"another-token", token}
+		o.handler.Tokens = tokens(t, "another-token\n"+token)
 	}
 	h := NewHandler(p, o.handler)
 	srv := httptest.NewServer(h)
@@ -117,6 +117,11 @@ func (g *gatedStore) Begin(ctx context.Context) (store.Appender, error) {
 		return nil, err
 	}
 	return &gatedAppender{Appender: app, g: g}, nil
+}
+
+// AgentSeq passes the store's capability on.
+func (g *gatedStore) AgentSeq(ctx context.Context, agent string) (uint64, error) {
+	return g.Store.(store.SeqReader).AgentSeq(ctx, agent)
 }
 
 type gatedAppender struct {
@@ -380,32 +385,21 @@ func TestHandlerRejects(t *testing.T) {
 
 // TestHandlerNoTokens: without tokens, ingest is open.
 func TestHandlerNoTokens(t *testing.T) {
-	r := newRig(t, rigOptions{handler: HandlerOptions{Tokens: []string{}}})
+	r := newRig(t, rigOptions{handler: HandlerOptions{Tokens: &auth.Tokens{}}})
 	a := r.post(t, bytes.NewReader(zstdBytes(t, wire.Marshal(nil, batch("a", 1, "n")))), map[string]string{"Authorization": ""})
 	if a.code != http.StatusOK {
 		t.Errorf("open ingest: %d %s", a.code, a.raw)
 	}
 }
 
-func TestLoadTokens(t *testing.T) {
-	dir := t.TempDir()
-	write := func(name, s string) string {
-		p := dir + "/" + name
-		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
+// tokens are the tokens of a token file's lines.
+func tokens(t testing.TB, lines string) *auth.Tokens {
+	t.Helper()
+	tok, err := auth.ParseTokens(strings.NewReader(lines), 0, 1)
+	if err != nil {
+		t.Fatal(err)
 	}
-	got, err := LoadTokens(write("ok", "# agents\n\n  tok1  \ntok2\r\n"))
-	if err != nil || len(got) != 2 || got[0] != "tok1" || got[1] != "tok2" {
-		t.Errorf("LoadTokens = %q, %v", got, err)
-	}
-	if _, err := LoadTokens(write("empty", "# nothing\n\n")); err == nil || !strings.Contains(err.Error(), "holds no token") {
-		t.Errorf("empty token file: %v", err)
-	}
-	if _, err := LoadTokens(dir + "/missing"); err == nil {
-		t.Error("missing token file: no error")
-	}
+	return tok
 }
 
 // TestHandlerDuplicate: a batch sent again, or an older seq of the same

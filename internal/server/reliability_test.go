@@ -54,8 +54,8 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// taskscope builds the binary the first time a test needs it (benchmarks do not).
-func taskscope(t *testing.T) string {
+// taskscope builds the binary the first time a test needs it.
+func taskscope(t testing.TB) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and runs the taskscope binary")
@@ -107,9 +107,14 @@ func freeAddr(t testing.TB) string {
 
 // startServer runs `taskscope server` on addr with its data in dir and waits
 // until it answers /healthz.
-func startServer(t *testing.T, addr, dir string, client *http.Client, scheme string, args ...string) *serverProc {
+func startServer(t testing.TB, addr, dir string, client *http.Client, scheme string, args ...string) *serverProc {
 	t.Helper()
-	bin := taskscope(t)
+	return startServerBin(t, taskscope(t), addr, dir, client, scheme, args...)
+}
+
+// startServerBin is startServer of the binary bin.
+func startServerBin(t testing.TB, bin, addr, dir string, client *http.Client, scheme string, args ...string) *serverProc {
+	t.Helper()
 	args = append([]string{"server", "--listen", addr, "--data-dir", dir, "--log-level", "warn"}, args...)
 	cmd := exec.Command(bin, args...)
 	p := &serverProc{cmd: cmd, out: &bytes.Buffer{}, mu: &sync.Mutex{}, done: make(chan struct{}), url: scheme + "://" + addr, client: client}
@@ -163,7 +168,7 @@ func (p *serverProc) kill() {
 }
 
 // stop shuts the server down cleanly (SIGTERM).
-func (p *serverProc) stop(t *testing.T) {
+func (p *serverProc) stop(t testing.TB) {
 	t.Helper()
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
@@ -618,8 +623,13 @@ func TestServerFlags(t *testing.T) {
 		args []string
 		msg  string
 	}{
-		{[]string{"--ingest-token-file", filepath.Join(dir, "missing")}, "cannot read ingest tokens"},
+		{[]string{"--ingest-token-file", filepath.Join(dir, "missing")}, "--ingest-token-file: cannot read token file"},
 		{[]string{"--ingest-token-file", empty}, "holds no token"},
+		{[]string{"--api-token-file", empty}, "--api-token-file: token file " + empty + ": holds no token"},
+		{[]string{"--auth-header", "X-Forwarded-User"}, "--auth-header needs --auth-proxy"},
+		{[]string{"--auth-header", "X-Forwarded-User", "--auth-proxy", "proxy.example"}, `--auth-proxy: "proxy.example" is not an address`},
+		{[]string{"--access-file", empty}, "--access-file needs a login"},
+		{[]string{"--redact-pattern", "("}, "--redact-pattern: redaction pattern"},
 		{[]string{"--tls-cert", empty}, "--tls-cert and --tls-key go together"},
 		{[]string{"--store", "sqlite"}, "--store must be duckdb or clickhouse"},
 		{[]string{"--listen", "127.0.0.1:99999"}, "cannot listen"},

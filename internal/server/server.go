@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/taskscope/taskscope/internal/api"
+	"github.com/taskscope/taskscope/internal/auth"
 	"github.com/taskscope/taskscope/internal/ingest"
 	"github.com/taskscope/taskscope/internal/store"
 	"github.com/taskscope/taskscope/web"
@@ -24,9 +25,12 @@ import (
 
 // Config configures a server.
 type Config struct {
-	Listen        string // ":8080"
-	Store         store.Store
-	Tokens        []string // ingest bearer tokens; empty: ingest is open
+	Listen string // ":8080"
+	Store  store.Store
+	Tokens *auth.Tokens // ingest bearer tokens, each bound to a host or not; none: ingest is open
+	// Auth identifies readers of the API, the UI's data and /metrics
+	// (nil, or without a login configured: everyone reads everything).
+	Auth          *auth.Authenticator
 	TLSCert       string
 	TLSKey        string
 	Analyzer      api.Analyzer
@@ -34,6 +38,7 @@ type Config struct {
 	Log           *slog.Logger
 	Ingest        ingest.HandlerOptions
 	Pipeline      ingest.PipelineOptions
+	Live          api.LiveOptions
 }
 
 // Server is a running server.
@@ -64,7 +69,7 @@ func Start(cfg Config) (*Server, error) {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector())
-	live := api.NewLive(time.Second)
+	live := api.NewLive(time.Second, cfg.Live)
 	health := &writeHealth{log: cfg.Log, dir: dataDir(cfg.Store)}
 	s := &Server{live: live, health: health}
 	po := cfg.Pipeline
@@ -83,8 +88,12 @@ func Start(cfg Config) (*Server, error) {
 
 	mux := http.NewServeMux()
 	mux.Handle("POST /api/v1/ingest", ih)
-	api.New(cfg.Store, cfg.Analyzer, live).Register(mux)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	if cfg.Auth == nil {
+		cfg.Auth = auth.New(auth.Options{})
+	}
+	api.New(cfg.Store, cfg.Analyzer, live, cfg.Auth).Register(mux)
+	// The server's own metrics are operators'.
+	mux.Handle("GET /metrics", cfg.Auth.Require(true, promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		if msg := health.message(); msg != "" {
@@ -123,7 +132,7 @@ func Start(cfg Config) (*Server, error) {
 	mctx, cancel := context.WithCancel(context.Background())
 	s.stopMnt = cancel
 	go s.maintain(mctx)
-	cfg.Log.Info("server listening", "addr", ln.Addr().String(), "tls", cfg.TLSCert != "", "ingest_auth", len(cfg.Tokens) > 0)
+	cfg.Log.Info("server listening", "addr", ln.Addr().String(), "tls", cfg.TLSCert != "", "ingest_auth", cfg.Tokens.Len() > 0, "read_auth", cfg.Auth.Enabled())
 	return s, nil
 }
 

@@ -7,10 +7,12 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/taskscope/taskscope/internal/auth"
 	"github.com/taskscope/taskscope/internal/server"
 	"github.com/taskscope/taskscope/internal/store/duckdb"
 	"github.com/taskscope/taskscope/internal/wire"
@@ -46,7 +48,11 @@ func TestRealServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	srv, err := server.Start(server.Config{Listen: "127.0.0.1:0", Store: st, Tokens: []string{"tok"}})
+	tokens, err := auth.ParseTokens(strings.NewReader("tok"), 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.Start(server.Config{Listen: "127.0.0.1:0", Store: st, Tokens: tokens})
 	if err != nil {
 		t.Fatal(err)
 	}

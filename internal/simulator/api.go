@@ -126,6 +126,7 @@ type JobSpec struct {
 	TaskMemMB int           // memory each task holds; default 32
 	MemoryMB  int           // container or slot size asked for (mapreduce.map.memory.mb, ...); default 1024
 	Xmx       string        // -Xmx of the task JVMs; default from TaskMemMB, leak and GC settings
+	JavaOpts  string        // more options of the task JVMs (their command lines and the job's configuration)
 	Hold      time.Duration // each task lasts at least this long (wall clock)
 	IOMB      int           // each task writes, syncs and reads back this many MB
 

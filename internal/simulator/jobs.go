@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/taskscope/taskscope/internal/hadoop"
@@ -441,7 +442,7 @@ func (c *Cluster) taskJavaOpts(s JobSpec) string {
 	if xmx == "" {
 		xmx = strconv.Itoa(c.taskXmxMB(s)) + "m"
 	}
-	return "-Xmx" + xmx + " " + lightJVM
+	return strings.TrimSpace("-Xmx" + xmx + " " + lightJVM + " " + s.JavaOpts)
 }
 
 // lightJVM keeps the stand-in JVMs cheap to start. Perf data stays on

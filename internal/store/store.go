@@ -100,6 +100,14 @@ type PreparedAppender interface {
 	AppendPrepared(p *Prepared) (dup bool, err error)
 }
 
+// SeqReader is a store that says the highest sequence number it stored of
+// an agent (0 for an agent it has none of), as Append decides duplicates:
+// the ingest endpoint answers a batch whose (agent, seq) was stored as a
+// duplicate even when the rest of its body cannot be read (docs/wire.md).
+type SeqReader interface {
+	AgentSeq(ctx context.Context, agentID string) (uint64, error)
+}
+
 // SeriesBatcher is a store that reads many series together (the findings
 // of a job read tens): SeriesMany returns what Series returns for each
 // query, nil for a series that is not found. Without it, the analysis
@@ -141,12 +149,13 @@ type LocalData interface {
 }
 
 // Time is unix milliseconds; it marshals to JSON as an RFC 3339 string, and
-// 0 as null.
+// 0 as null (and a time outside 1970..2100, which batches may no longer
+// carry, also as null: RFC 3339 has four digits of year).
 type Time int64
 
 // MarshalJSON implements json.Marshaler.
 func (t Time) MarshalJSON() ([]byte, error) {
-	if t == 0 {
+	if t <= 0 || t > wire.MaxTimeMs {
 		return []byte("null"), nil
 	}
 	// Appended, not json.Marshal of the formatted string: a job of 10,000
@@ -222,6 +231,15 @@ type JobFilter struct {
 	From, To                            int64  // jobs active within [From, To), ms
 	Limit                               int    // default 50, at most 1000
 	Offset                              int
+	// Visible, when set, keeps only the jobs a reader may see (package
+	// auth decides which): paging and the total count those alone.
+	Visible *Visible
+}
+
+// Visible are the jobs of one of Users or in one of Queues (either list
+// may be empty; both empty: none).
+type Visible struct {
+	Users, Queues []string
 }
 
 // JobPage is one page of jobs.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"unsafe"
 
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -246,7 +247,27 @@ type Limits struct {
 	MaxMetrics     int
 	MaxRecords     int // processes + attempts + memberships + series + events
 	MaxPoints      int // all values of all columns of all series, and all times
+	// Reserve, if set, is called before decoding allocates beyond what it
+	// reserved before, with the bytes it is about to take (at least
+	// ReserveStep at a time). An error stops decoding and is returned
+	// wrapped: the caller bounds the memory that decoding bodies takes,
+	// together.
+	Reserve func(bytes int64) error
 }
+
+// ReserveStep is the least that Limits.Reserve is asked for at a time.
+const ReserveStep = 256 << 10
+
+// Sizes of what decoding allocates.
+const (
+	sizeProcess = int(unsafe.Sizeof(Process{}))
+	sizeAttempt = int(unsafe.Sizeof(Attempt{}))
+	sizeMember  = int(unsafe.Sizeof(Membership{}))
+	sizeSeries  = int(unsafe.Sizeof(Series{}))
+	sizeEvent   = int(unsafe.Sizeof(Event{}))
+	sizeColumn  = int(unsafe.Sizeof(Column{}))
+	sizeString  = int(unsafe.Sizeof(""))
+)
 
 // DefaultLimits fit a batch of several minutes from a busy node many times over.
 var DefaultLimits = Limits{MaxStringBytes: 64 << 10, MaxMetrics: 256, MaxRecords: 1 << 20, MaxPoints: 64 << 20}
@@ -265,10 +286,50 @@ func Unmarshal(data []byte, lim Limits) (*Batch, error) {
 	return b, nil
 }
 
+// PeekID reads agent_id and seq from the top level of a batch's encoding
+// as far as it can be read (the rest may be broken), without decoding
+// anything else; ok says both were found.
+func PeekID(data []byte) (agentID string, seq uint64, ok bool) {
+	var hasAgent, hasSeq bool
+	for len(data) > 0 {
+		n, t, l := protowire.ConsumeTag(data)
+		if l < 0 {
+			break
+		}
+		data = data[l:]
+		switch {
+		case n == fBatchAgent && t == protowire.BytesType:
+			v, l := protowire.ConsumeBytes(data)
+			if l < 0 {
+				return agentID, seq, hasAgent && hasSeq
+			}
+			agentID, hasAgent = string(v), len(v) > 0
+			data = data[l:]
+			continue
+		case n == fBatchSeq && t == protowire.VarintType:
+			v, l := protowire.ConsumeVarint(data)
+			if l < 0 {
+				return agentID, seq, hasAgent && hasSeq
+			}
+			seq, hasSeq = v, v > 0
+			data = data[l:]
+			continue
+		}
+		if l = protowire.ConsumeFieldValue(n, t, data); l < 0 {
+			break
+		}
+		data = data[l:]
+	}
+	return agentID, seq, hasAgent && hasSeq
+}
+
 type dec struct {
 	lim     Limits
 	records int
 	points  int
+	// mem is the estimate of the memory the batch takes, reserved the
+	// memory Reserve granted.
+	mem, reserved int64
 	// A batch's values, columns and bitmaps are cut from a few large
 	// allocations (a batch has some 25 columns of 5 to 10 values per
 	// series: one allocation each cost more than decoding them).
@@ -280,38 +341,47 @@ type dec struct {
 
 // takeVals returns an empty slice with room for n values (and no more: an
 // append beyond them copies).
-func (d *dec) takeVals(n int) []int64 {
+func (d *dec) takeVals(n int) ([]int64, error) {
 	if cap(d.vals)-len(d.vals) < n {
+		if err := d.charge(8 * max(n, 4096)); err != nil {
+			return nil, err
+		}
 		d.vals = make([]int64, 0, max(n, 4096))
 	}
 	l := len(d.vals)
 	d.vals = d.vals[:l+n]
-	return d.vals[l : l : l+n]
+	return d.vals[l : l : l+n], nil
 }
 
 // takeCols returns a copy of cols.
-func (d *dec) takeCols(cols []Column) []Column {
+func (d *dec) takeCols(cols []Column) ([]Column, error) {
 	n := len(cols)
 	if n == 0 {
-		return nil
+		return nil, nil
 	}
 	if cap(d.cs)-len(d.cs) < n {
+		if err := d.charge(sizeColumn * max(n, 256) * 9 / 8); err != nil { // 9/8: the allocator's size classes
+			return nil, err
+		}
 		d.cs = make([]Column, 0, max(n, 256))
 	}
 	l := len(d.cs)
 	d.cs = append(d.cs, cols...)
-	return d.cs[l : l+n : l+n]
+	return d.cs[l : l+n : l+n], nil
 }
 
 // takeBytes returns a copy of b.
-func (d *dec) takeBytes(b []byte) []byte {
+func (d *dec) takeBytes(b []byte) ([]byte, error) {
 	n := len(b)
 	if cap(d.bits)-len(d.bits) < n {
+		if err := d.charge(max(n, 4096)); err != nil {
+			return nil, err
+		}
 		d.bits = make([]byte, 0, max(n, 4096))
 	}
 	l := len(d.bits)
 	d.bits = append(d.bits, b...)
-	return d.bits[l : l+n : l+n]
+	return d.bits[l : l+n : l+n], nil
 }
 
 // fields calls f for each field of a message, with the field's bytes (v) for
@@ -385,6 +455,9 @@ func (d *dec) str(t protowire.Type, v []byte) (string, error) {
 	if len(v) > d.lim.MaxStringBytes {
 		return "", fmt.Errorf("string of %d bytes exceeds the limit of %d", len(v), d.lim.MaxStringBytes)
 	}
+	if err := d.charge(len(v)); err != nil {
+		return "", err
+	}
 	return string(v), nil
 }
 
@@ -393,6 +466,24 @@ func (d *dec) record() error {
 	if d.records > d.lim.MaxRecords {
 		return fmt.Errorf("more than %d records", d.lim.MaxRecords)
 	}
+	return nil
+}
+
+// charge counts n more bytes of the decoded batch, reserving them first.
+func (d *dec) charge(n int) error {
+	d.mem += int64(n)
+	if d.mem <= d.reserved {
+		return nil
+	}
+	if d.lim.Reserve == nil {
+		d.reserved = d.mem
+		return nil
+	}
+	step := max(d.mem-d.reserved, ReserveStep)
+	if err := d.lim.Reserve(step); err != nil {
+		return err
+	}
+	d.reserved += step
 	return nil
 }
 
@@ -413,6 +504,9 @@ func int32of(t protowire.Type, u uint64) (int32, error) {
 func fixed(t protowire.Type, u uint64) (uint64, error) { return u, want(t, protowire.Fixed64Type) }
 
 func (d *dec) batch(data []byte, b *Batch) error {
+	if err := d.sizeLists(data, b); err != nil {
+		return err
+	}
 	return d.fields(data, func(n protowire.Number, t protowire.Type, v []byte, u uint64) error {
 		var err error
 		switch n {
@@ -441,37 +535,33 @@ func (d *dec) batch(data []byte, b *Batch) error {
 			}
 		case fBatchProcesses:
 			if err = d.sub(t); err == nil {
-				var p Process
-				err = d.process(v, &p)
-				b.Processes = append(b.Processes, p)
+				b.Processes = append(b.Processes, Process{})
+				err = d.process(v, &b.Processes[len(b.Processes)-1])
 			}
 		case fBatchAttempts:
 			if err = d.sub(t); err == nil {
-				var a Attempt
-				err = d.attempt(v, &a)
-				b.Attempts = append(b.Attempts, a)
+				b.Attempts = append(b.Attempts, Attempt{})
+				err = d.attempt(v, &b.Attempts[len(b.Attempts)-1])
 			}
 		case fBatchMembers:
 			if err = d.sub(t); err == nil {
-				var m Membership
-				err = d.member(v, &m)
-				b.Members = append(b.Members, m)
+				b.Members = append(b.Members, Membership{})
+				err = d.member(v, &b.Members[len(b.Members)-1])
 			}
-		case fBatchProcSer, fBatchAttSer:
+		case fBatchProcSer:
 			if err = d.sub(t); err == nil {
-				var s Series
-				err = d.series(v, &s)
-				if n == fBatchProcSer {
-					b.ProcSeries = append(b.ProcSeries, s)
-				} else {
-					b.AttemptSeries = append(b.AttemptSeries, s)
-				}
+				b.ProcSeries = append(b.ProcSeries, Series{})
+				err = d.series(v, &b.ProcSeries[len(b.ProcSeries)-1])
+			}
+		case fBatchAttSer:
+			if err = d.sub(t); err == nil {
+				b.AttemptSeries = append(b.AttemptSeries, Series{})
+				err = d.series(v, &b.AttemptSeries[len(b.AttemptSeries)-1])
 			}
 		case fBatchEvents:
 			if err = d.sub(t); err == nil {
-				var e Event
-				err = d.event(v, &e)
-				b.Events = append(b.Events, e)
+				b.Events = append(b.Events, Event{})
+				err = d.event(v, &b.Events[len(b.Events)-1])
 			}
 		case fBatchStats:
 			if err = want(t, protowire.BytesType); err == nil {
@@ -480,6 +570,52 @@ func (d *dec) batch(data []byte, b *Batch) error {
 		}
 		return err
 	})
+}
+
+// sizeLists counts the batch's records and metric names (their tags only)
+// and allocates its lists at their size: a batch's lists are allocated
+// once, and what they take is known (and reserved) before decoding.
+func (d *dec) sizeLists(data []byte, b *Batch) error {
+	var count [fBatchStats + 1]int
+	for len(data) > 0 {
+		n, t, l := protowire.ConsumeTag(data)
+		if l < 0 {
+			break // decoding says where
+		}
+		data = data[l:]
+		if l = protowire.ConsumeFieldValue(n, t, data); l < 0 {
+			break
+		}
+		data = data[l:]
+		if t == protowire.BytesType && n >= fBatchMetrics && n <= fBatchEvents {
+			count[n]++
+		}
+	}
+	records := count[fBatchProcesses] + count[fBatchAttempts] + count[fBatchMembers] + count[fBatchProcSer] + count[fBatchAttSer] + count[fBatchEvents]
+	if records > d.lim.MaxRecords {
+		return fmt.Errorf("more than %d records", d.lim.MaxRecords)
+	}
+	metrics := min(count[fBatchMetrics], d.lim.MaxMetrics)
+	if err := d.charge(metrics*sizeString + count[fBatchProcesses]*sizeProcess + count[fBatchAttempts]*sizeAttempt +
+		count[fBatchMembers]*sizeMember + (count[fBatchProcSer]+count[fBatchAttSer])*sizeSeries + count[fBatchEvents]*sizeEvent); err != nil {
+		return err
+	}
+	b.Metrics = alloc[string](metrics)
+	b.Processes = alloc[Process](count[fBatchProcesses])
+	b.Attempts = alloc[Attempt](count[fBatchAttempts])
+	b.Members = alloc[Membership](count[fBatchMembers])
+	b.ProcSeries = alloc[Series](count[fBatchProcSer])
+	b.AttemptSeries = alloc[Series](count[fBatchAttSer])
+	b.Events = alloc[Event](count[fBatchEvents])
+	return nil
+}
+
+// alloc is an empty list with room for n, nil for none.
+func alloc[T any](n int) []T {
+	if n == 0 {
+		return nil
+	}
+	return make([]T, 0, n)
 }
 
 func (d *dec) sub(t protowire.Type) error {
@@ -604,14 +740,20 @@ func (d *dec) series(data []byte, s *Series) error {
 			s.Times, err = d.deltas(t, v, u, s.Times)
 		case 4:
 			if err = want(t, protowire.BytesType); err == nil {
-				var c Column
-				err = d.column(v, &c)
-				d.cols = append(d.cols, c)
+				// A column per metric at most (a valid series has no more).
+				if len(d.cols) >= d.lim.MaxMetrics {
+					return fmt.Errorf("more than %d columns", d.lim.MaxMetrics)
+				}
+				d.cols = append(d.cols, Column{})
+				err = d.column(v, &d.cols[len(d.cols)-1])
 			}
 		}
 		return err
 	})
-	s.Columns = d.takeCols(d.cols)
+	if err != nil {
+		return err
+	}
+	s.Columns, err = d.takeCols(d.cols)
 	return err
 }
 
@@ -636,7 +778,7 @@ func (d *dec) column(data []byte, c *Column) error {
 				}
 				c.Absent = nil // an empty bitmap is protobuf's default: none absent
 				if len(v) > 0 {
-					c.Absent = d.takeBytes(v)
+					c.Absent, err = d.takeBytes(v)
 				}
 			}
 		}
@@ -658,6 +800,12 @@ func (d *dec) deltas(t protowire.Type, v []byte, u uint64, dst []int64) ([]int64
 		if d.points++; d.points > d.lim.MaxPoints {
 			return dst, fmt.Errorf("more than %d points", d.lim.MaxPoints)
 		}
+		if len(dst) == cap(dst) {
+			// Appended one at a time: the list grows (to at most twice).
+			if err := d.charge(16 * (cap(dst) + 4)); err != nil {
+				return dst, err
+			}
+		}
 		return append(dst, prev+protowire.DecodeZigZag(u)), nil
 	case protowire.BytesType:
 	default:
@@ -675,8 +823,14 @@ func (d *dec) deltas(t protowire.Type, v []byte, u uint64, dst []int64) ([]int64
 	}
 	d.points += n
 	if len(dst) == 0 && n > 0 {
-		dst = d.takeVals(n)
-	} else {
+		var err error
+		if dst, err = d.takeVals(n); err != nil {
+			return nil, err
+		}
+	} else if cap(dst)-len(dst) < n {
+		if err := d.charge(8 * (len(dst) + n)); err != nil {
+			return dst, err
+		}
 		dst = slices.Grow(dst, n)
 	}
 	for len(v) > 0 {

@@ -396,11 +396,11 @@ func TestLimits(t *testing.T) {
 	}
 	// Points count however they come: packed, one per field, or in the bitmap.
 	one := wrap(append(fieldOf(3, protowire.VarintType), fieldOf(3, protowire.VarintType)...), msgPath["Series"])
-	if _, err := Unmarshal(one, Limits{MaxRecords: 1, MaxPoints: 1}); err == nil || !strings.Contains(err.Error(), "more than 1 points") {
+	if _, err := Unmarshal(one, Limits{MaxMetrics: 2, MaxRecords: 1, MaxPoints: 1}); err == nil || !strings.Contains(err.Error(), "more than 1 points") {
 		t.Errorf("unpacked points over the limit: %v", err)
 	}
 	abs := wrap(protowire.AppendBytes([]byte{0x1a}, make([]byte, 5)), msgPath["Column"])
-	if _, err := Unmarshal(abs, Limits{MaxRecords: 1, MaxPoints: 4}); err == nil || !strings.Contains(err.Error(), "more than 4 points") {
+	if _, err := Unmarshal(abs, Limits{MaxMetrics: 2, MaxRecords: 1, MaxPoints: 4}); err == nil || !strings.Contains(err.Error(), "more than 4 points") {
 		t.Errorf("absent bytes over the limit: %v", err)
 	}
 	// A huge claimed count of values is refused before anything is allocated.
@@ -457,4 +457,94 @@ func TestMarshalDoesNotAllocate(t *testing.T) {
 	if n != 0 {
 		t.Errorf("Marshal into a large enough buffer: %v allocs, want 0", n)
 	}
+}
+
+// TestReserve: what Limits.Reserve is asked for bounds what Unmarshal
+// allocates, for a real batch and for bodies built to make the decoder
+// allocate most per byte (empty records, empty columns, one point per
+// field); and a refusal stops decoding.
+func TestReserve(t *testing.T) {
+	repeat := func(field []byte, n int) []byte {
+		var out []byte
+		for range n {
+			out = append(out, field...)
+		}
+		return out
+	}
+	emptyColumn := protowire.AppendBytes([]byte{0x22}, nil)                              // columns {}
+	series := repeat(protowire.AppendBytes([]byte{0x52}, repeat(emptyColumn, 256)), 400) // process_series { columns{} × 256 } × 400
+	onePerField := protowire.AppendBytes([]byte{0x52}, repeat([]byte{0x18, 2}, 1<<18))   // times as 262,144 varint fields
+	bodies := map[string][]byte{
+		"real":          Marshal(nil, realisticBatch(50, 10)),
+		"empty records": repeat([]byte{0x3a, 0}, 200_000), // processes {} × 200,000
+		"empty columns": series,
+		"one per field": onePerField,
+		"strings":       repeat(protowire.AppendBytes([]byte{0x32}, []byte("m")), 200), // metrics "m" × 200
+	}
+	for name, data := range bodies {
+		t.Run(name, func(t *testing.T) {
+			var reserved int64
+			lim := DefaultLimits
+			lim.Reserve = func(n int64) error { reserved += n; return nil }
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			_, err := Unmarshal(data, lim)
+			runtime.ReadMemStats(&after)
+			alloc := int64(after.TotalAlloc - before.TotalAlloc)
+			t.Logf("%d bytes: %d allocated, %d reserved (%v)", len(data), alloc, reserved, err)
+			if alloc > reserved+reserved/32+64<<10 { // the allocator rounds up
+				t.Errorf("allocated %d bytes, reserved %d", alloc, reserved)
+			}
+		})
+	}
+	stop := errors.New("no more")
+	lim := DefaultLimits
+	var reserved int64
+	lim.Reserve = func(n int64) error {
+		if reserved+n > 1<<20 {
+			return stop
+		}
+		reserved += n
+		return nil
+	}
+	if _, err := Unmarshal(bodies["empty records"], lim); !errors.Is(err, stop) {
+		t.Errorf("a refused reservation: %v", err)
+	}
+}
+
+// TestPeekID: agent_id and seq are read from a batch however broken the rest.
+func TestPeekID(t *testing.T) {
+	data := Marshal(nil, realisticBatch(3, 5))
+	want, _ := Unmarshal(data, DefaultLimits)
+	for _, c := range []struct {
+		name string
+		data []byte
+		ok   bool
+	}{
+		{"whole", data, true},
+		{"cut", data[:len(data)-7], true},
+		{"garbage after", append(append([]byte(nil), data[:40]...), 0xff, 0xff, 0xff), true},
+		{"no seq", data[:12], false},
+		{"nothing", nil, false},
+		{"garbage", []byte{0xff, 0xff, 0xff}, false},
+	} {
+		agent, seq, ok := PeekID(c.data)
+		if ok != c.ok || ok && (agent != want.AgentID || seq != want.Seq) {
+			t.Errorf("%s: %q %d %v, want %q %d %v", c.name, agent, seq, ok, want.AgentID, want.Seq, c.ok)
+		}
+	}
+}
+
+// FuzzPeekID: never panics; what it finds in a batch that decodes is what
+// decoding finds.
+func FuzzPeekID(f *testing.F) {
+	f.Add(Marshal(nil, realisticBatch(1, 2)))
+	f.Add([]byte{0x12, 0x01, 'a', 0x18, 0x05})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		agent, seq, ok := PeekID(data)
+		if b, err := Unmarshal(data, DefaultLimits); err == nil && ok && (b.AgentID != agent || b.Seq != seq) {
+			t.Fatalf("PeekID %q %d, Unmarshal %q %d", agent, seq, b.AgentID, b.Seq)
+		}
+	})
 }

@@ -81,7 +81,7 @@ func FuzzDeltas(f *testing.F) {
 			raw = raw[8:]
 		}
 		b := &Batch{ProcSeries: []Series{{Key: 1, Times: vals, Columns: []Column{{Metric: 1, Values: vals}}}}}
-		got, err := Unmarshal(Marshal(nil, b), Limits{MaxRecords: 1, MaxPoints: 2 * len(vals)})
+		got, err := Unmarshal(Marshal(nil, b), Limits{MaxMetrics: 2, MaxRecords: 1, MaxPoints: 2 * len(vals)})
 		if err != nil {
 			t.Fatal(err)
 		}

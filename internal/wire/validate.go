@@ -39,6 +39,9 @@ func validate(b *Batch) error {
 	if err := utf(b.AgentID, b.Host); err != nil {
 		return fmt.Errorf("agent_id or host: %v", err)
 	}
+	if err := times("sent_ms", b.SentMs); err != nil {
+		return err
+	}
 	seen := make(map[string]bool, len(b.Metrics))
 	for i, m := range b.Metrics {
 		if !validName(m) {
@@ -53,6 +56,9 @@ func validate(b *Batch) error {
 		p := &b.Processes[i]
 		if p.Key == 0 || p.PID <= 0 {
 			return fmt.Errorf("processes[%d]: key and pid are required (key %d, pid %d)", i, p.Key, p.PID)
+		}
+		if err := times("start_ms", p.StartMs, "end_ms", p.EndMs); err != nil {
+			return fmt.Errorf("processes[%d] (pid %d): %v", i, p.PID, err)
 		}
 		if err := utf(p.Cmdline, p.Comm, p.Role, p.User); err != nil {
 			return fmt.Errorf("processes[%d] (pid %d): %v", i, p.PID, err)

@@ -61,6 +61,11 @@ func TestValidate(t *testing.T) {
 		{"negative memory", func(b *Batch) { b.Attempts[0].MemoryMB = -1 }, "memory_mb -1 and xmx_bytes 859832320 must not be negative"},
 		{"negative xmx", func(b *Batch) { b.Attempts[0].XmxBytes = -5 }, "xmx_bytes -5 must not be negative"},
 		{"negative first_ms", func(b *Batch) { b.Attempts[0].FirstMs = -5 }, "first_ms -5 is not a unix time in milliseconds"},
+		// Issue 16: a process end of 2^62 ms was stored and answered as a
+		// time of year 146140482.
+		{"process end 2^62", func(b *Batch) { b.Processes[0].EndMs = 1 << 62 }, "processes[0] (pid 4242): end_ms 4611686018427387904 is not a unix time in milliseconds"},
+		{"negative process start", func(b *Batch) { b.Processes[0].StartMs = -1 }, "start_ms -1 is not a unix time in milliseconds"},
+		{"sent in microseconds", func(b *Batch) { b.SentMs = 1_700_000_000_000_000 }, "sent_ms 1700000000000000 is not a unix time in milliseconds"},
 		{"negative cpu base", func(b *Batch) { b.Members[0].CPUBaseMs = -1 }, "memberships[0]: cpu_base_ms -1 must not be negative"},
 		{"membership to in nanoseconds", func(b *Batch) { b.Members[0].ToMs = 1_700_000_000_000_000_000 }, "memberships[0]: to_ms 1700000000000000000 is not a unix time in milliseconds"},
 		{"event in microseconds", func(b *Batch) { b.Events[0].Ms = 1_700_000_000_000_000 }, "events[0]: ms 1700000000000000 is not a unix time in milliseconds (after 2100)"},

@@ -51,6 +51,21 @@ func (s *Store) Jobs(ctx context.Context, f store.JobFilter) (store.JobPage, err
 	if f.Framework != "" {
 		where, args = append(where, "framework = ?"), append(args, f.Framework)
 	}
+	if v := f.Visible; v != nil {
+		// user_name IN (...) OR queue IN (...), each list of at least one
+		// (NULL matches nothing).
+		in := func(col string, vals []string) string {
+			if len(vals) == 0 {
+				args = append(args, nil)
+				return col + " = ?"
+			}
+			for _, x := range vals {
+				args = append(args, x)
+			}
+			return col + " IN (?" + strings.Repeat(", ?", len(vals)-1) + ")"
+		}
+		where = append(where, "("+in("user_name", v.Users)+" OR "+in("queue", v.Queues)+")")
+	}
 	if f.Name != "" {
 		where, args = append(where, `(name ILIKE ? ESCAPE '\' OR job_id ILIKE ? ESCAPE '\')`), append(args, "%"+likeEscape(f.Name)+"%", "%"+likeEscape(f.Name)+"%")
 	}
@@ -365,4 +380,16 @@ func (s *Store) Hosts(ctx context.Context) ([]store.Host, error) {
 		out = append(out, h)
 	}
 	return out, rows.Err()
+}
+
+// AgentSeq is the highest sequence stored of an agent: in agent_seqs, its
+// log since the agents' rows were last written, or in its row.
+func (s *Store) AgentSeq(ctx context.Context, agentID string) (uint64, error) {
+	var seq uint64
+	err := s.queryRow(ctx, `SELECT coalesce(max(seq), 0) FROM (SELECT seq FROM agent_seqs WHERE agent_id = ?
+		UNION ALL SELECT seq FROM agents WHERE agent_id = ?)`, agentID, agentID).Scan(&seq)
+	if err != nil {
+		return 0, fmt.Errorf("cannot read the sequence of agent %s: %w", agentID, err)
+	}
+	return seq, nil
 }

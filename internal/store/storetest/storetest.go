@@ -389,6 +389,22 @@ func testExactlyOnce(t *testing.T, f Factory) {
 	if d := Ingest(t, s, g2.Batch([]*AttemptSpec{a2}, 0, 3, false)); d[0] {
 		t.Fatal("new agent's seq 1 reported as duplicate")
 	}
+	// A store that says which sequence it stored last says what Append
+	// decided, also once its summaries are written.
+	if sr, ok := s.(store.SeqReader); ok {
+		check := func(when string) {
+			for agent, want := range map[string]uint64{"node1-b": b2.Seq, "node1-c": 1, "node9-none": 0} {
+				if got, err := sr.AgentSeq(context.Background(), agent); err != nil || got != want {
+					t.Errorf("%s: AgentSeq(%s) = %d, %v; want %d", when, agent, got, err, want)
+				}
+			}
+		}
+		check("after the commits")
+		if err := s.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		check("after a flush")
+	}
 }
 
 func testRollback(t *testing.T, f Factory) {
@@ -591,6 +607,37 @@ func testJobsList(t *testing.T, f Factory) {
 	}
 	if _, err := s.Jobs(ctx, store.JobFilter{State: "bogus"}); err == nil {
 		t.Error("bogus state accepted")
+	}
+	// What a reader may see: their own jobs, or their queues' (users
+	// alternate alice, bob, carol; queues q0000, q0001).
+	for _, c := range []struct {
+		name  string
+		f     store.JobFilter
+		total int
+		ok    func(j store.Job) bool
+	}{
+		{"own", store.JobFilter{Visible: &store.Visible{Users: []string{"bob"}}}, 4, func(j store.Job) bool { return j.User == "bob" }},
+		{"own or queue", store.JobFilter{Visible: &store.Visible{Users: []string{"bob"}, Queues: []string{"q0000"}}}, 8,
+			func(j store.Job) bool { return j.User == "bob" || j.Queue == "q0000" }},
+		{"two users", store.JobFilter{Visible: &store.Visible{Users: []string{"alice", "carol"}}}, 8, func(j store.Job) bool { return j.User != "bob" }},
+		{"nothing", store.JobFilter{Visible: &store.Visible{}}, 0, nil},
+		{"unknown user", store.JobFilter{Visible: &store.Visible{Users: []string{"mallory"}}}, 0, nil},
+		{"and the user filter", store.JobFilter{User: "alice", Visible: &store.Visible{Users: []string{"bob"}, Queues: []string{"q0000"}}}, 2,
+			func(j store.Job) bool { return j.User == "alice" && j.Queue == "q0000" }},
+		{"paged", store.JobFilter{Limit: 3, Offset: 3, Visible: &store.Visible{Queues: []string{"q0001"}}}, 6, func(j store.Job) bool { return j.Queue == "q0001" }},
+	} {
+		page, err := s.Jobs(ctx, c.f)
+		if err != nil {
+			t.Fatalf("visible %s: %v", c.name, err)
+		}
+		if page.Total != c.total {
+			t.Errorf("visible %s: total %d, want %d", c.name, page.Total, c.total)
+		}
+		for _, j := range page.Jobs {
+			if c.ok == nil || !c.ok(j) {
+				t.Errorf("visible %s: job %s of %s in %s let through", c.name, j.JobID, j.User, j.Queue)
+			}
+		}
 	}
 }
 

@@ -1,0 +1,237 @@
+// Package redact masks the values of secrets in text that describes
+// processes: command lines, java options, environment entries. The agent
+// masks what it ships, spools and prints; the server masks what any agent
+// sends it the same way (docs/security.md). The name of an option stays; its
+// value becomes Mask.
+package redact
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/taskscope/taskscope/internal/wire"
+)
+
+// DefaultPattern is the default of --redact-pattern, in the spirit of
+// Spark's spark.redaction.regex and Hadoop's
+// hadoop.security.sensitive-config-keys: an option or variable whose name
+// matches it anywhere (any case) holds a secret.
+const DefaultPattern = `(?i)secret|password|passwd|passphrase|token|access[._-]?key|account[._-]?key|credential|api[._-]?key|private[._-]?key|` +
+	`session[._-]?key|signature|storepass|keypass|auth[._-]?key`
+
+// Mask is what a secret's value becomes.
+const Mask = "*****"
+
+// maxCached bounds the names whose verdict is kept: a hostile agent that
+// sends many distinct names costs the regular expression, never memory.
+const maxCached = 1 << 16
+
+// Masker masks the values of the options and variables whose names match
+// its pattern. It is safe for concurrent use.
+type Masker struct {
+	re *regexp.Regexp
+	// names caches the pattern's verdict per name (the same -D options
+	// come with every JVM).
+	names  sync.Map
+	cached atomic.Int64
+}
+
+// New compiles pattern (a Go regular expression matched against names).
+func New(pattern string) (*Masker, error) {
+	re, err := regexp.Compile(pattern)
+	if err != nil {
+		return nil, fmt.Errorf("redaction pattern %q: %w", pattern, err)
+	}
+	if re.MatchString("") {
+		return nil, fmt.Errorf("redaction pattern %q matches every name", pattern)
+	}
+	return &Masker{re: re}, nil
+}
+
+// Default is a Masker of DefaultPattern.
+func Default() *Masker {
+	m, err := New(DefaultPattern)
+	if err != nil {
+		panic(err)
+	}
+	return m
+}
+
+// Pattern is the masker's pattern.
+func (m *Masker) Pattern() string { return m.re.String() }
+
+// secretName reports whether name names a secret.
+func (m *Masker) secretName(name string) bool {
+	if name == "" {
+		return false
+	}
+	if v, ok := m.names.Load(name); ok {
+		return v.(bool)
+	}
+	hit := m.re.MatchString(name)
+	if m.cached.Load() < maxCached {
+		m.cached.Add(1)
+		m.names.Store(strings.Clone(name), hit)
+	}
+	return hit
+}
+
+func isSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'
+}
+
+// String returns s with the values of secrets masked, in every form command
+// lines and scripts use:
+//
+//	-Dname=value  --name=value  -name=value  name=value  (the value after the first '=')
+//	--name value  -name value   (the next word; not after -D, which sets a property)
+//	scheme://user:password@host (a URL's password)
+//
+// where name matches the pattern. A value that starts with a quote is masked
+// up to its closing quote. Masking is idempotent: String(String(s)) ==
+// String(s). Text without '=', '-' or "://" is returned as it is, without
+// looking further.
+func (m *Masker) String(s string) string {
+	if m == nil || !strings.ContainsAny(s, "=-:") {
+		return s
+	}
+	var out []byte // nil while nothing changed
+	done := 0      // s[:done] is in out (or unchanged)
+	replace := func(from, to int) {
+		if out == nil {
+			out = make([]byte, 0, len(s))
+		}
+		out = append(out, s[done:from]...)
+		out = append(out, Mask...)
+		done = to
+	}
+	maskNext := false
+	for i := 0; i < len(s); {
+		for i < len(s) && isSpace(s[i]) {
+			i++
+		}
+		if i == len(s) {
+			break
+		}
+		end := i
+		for end < len(s) && !isSpace(s[end]) {
+			end++
+		}
+		w := s[i:end]
+		// Leading quotes do not change the name; a quoted word ends at its
+		// closing quote.
+		name := strings.TrimLeft(w, `"'`)
+		var quote byte
+		if len(name) < len(w) {
+			quote = w[0]
+		}
+		off := i + len(w) - len(name)
+		dashes := len(name) - len(strings.TrimLeft(name, "-"))
+		name = name[dashes:]
+		eq := strings.IndexByte(name, '=')
+		flag := dashes > 0 && eq < 0 && (dashes > 1 || !strings.HasPrefix(name, "D")) && m.secretName(strings.TrimRight(name, `"'`))
+		if maskNext && !flag {
+			// The value of a flag that names a secret (unless it is
+			// another such flag: --secret --password x).
+			maskNext = false
+			if w != Mask {
+				end = valueEnd(s, i, end, 0)
+				replace(i, end)
+			}
+			i = end
+			continue
+		}
+		maskNext = flag
+		if eq > 0 {
+			key := name[:eq]
+			if dashes == 1 && strings.HasPrefix(key, "D") {
+				key = key[1:] // -Dname=value
+			}
+			vstart := off + dashes + eq + 1
+			if vstart < end && s[vstart:end] != Mask && m.secretName(key) {
+				end = valueEnd(s, vstart, end, quote)
+				replace(vstart, end)
+				i = end
+				continue
+			}
+		}
+		if j := strings.Index(w, "://"); j >= 0 {
+			if from, to, ok := urlPassword(w, j+3); ok {
+				replace(i+from, i+to)
+			}
+		}
+		i = end
+	}
+	if out == nil {
+		return s
+	}
+	out = append(out, s[done:]...)
+	return string(out)
+}
+
+// valueEnd is where the value that starts at s[from] ends: at the end of its
+// word, or past its closing quote when it starts with one, or when its word
+// started with quote and does not close it.
+func valueEnd(s string, from, wordEnd int, quote byte) int {
+	q, at := quote, from
+	if c := s[from]; c == '"' || c == '\'' {
+		q, at = c, from+1
+	} else if q != 0 && strings.IndexByte(s[from:wordEnd], q) >= 0 {
+		q = 0 // closed within the word
+	}
+	if q != 0 {
+		if k := strings.IndexByte(s[at:], q); k >= 0 {
+			end := at + k + 1
+			// Up to the end of the word that holds the closing quote.
+			for end < len(s) && !isSpace(s[end]) {
+				end++
+			}
+			return end
+		}
+	}
+	return wordEnd
+}
+
+// urlPassword finds the password of the URL whose authority starts at
+// w[at]: user:password@host.
+func urlPassword(w string, at int) (from, to int, ok bool) {
+	auth := w[at:]
+	if k := strings.IndexAny(auth, "/?#"); k >= 0 {
+		auth = auth[:k]
+	}
+	a := strings.LastIndexByte(auth, '@')
+	if a < 0 {
+		return 0, 0, false
+	}
+	c := strings.IndexByte(auth[:a], ':')
+	if c < 0 || auth[c+1:a] == Mask || c+1 == a {
+		return 0, 0, false
+	}
+	return at + c + 1, at + a, true
+}
+
+// Batch masks every text of b that comes from a process or a job's
+// configuration: command lines, process names, java options, job names and
+// event messages. Identifiers (hosts, job, attempt and container ids) are
+// left as they are.
+func (m *Masker) Batch(b *wire.Batch) {
+	if m == nil {
+		return
+	}
+	for i := range b.Processes {
+		p := &b.Processes[i]
+		p.Cmdline = m.String(p.Cmdline)
+		p.Comm = m.String(p.Comm)
+	}
+	for i := range b.Attempts {
+		a := &b.Attempts[i]
+		a.JavaOpts = m.String(a.JavaOpts)
+		a.JobName = m.String(a.JobName)
+	}
+	for i := range b.Events {
+		b.Events[i].Message = m.String(b.Events[i].Message)
+	}
+}

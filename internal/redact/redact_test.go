@@ -1,0 +1,169 @@
+package redact
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/taskscope/taskscope/internal/wire"
+)
+
+func TestString(t *testing.T) {
+	m := Default()
+	for _, c := range []struct{ in, want string }{
+		// The forms of the issue, and the name stays.
+		{"java -Dfs.s3a.secret.key=AKIAXX/abc org.X", "java -Dfs.s3a.secret.key=***** org.X"},
+		{"java -Djavax.net.ssl.trustStorePassword=changeit -Xmx1g", "java -Djavax.net.ssl.trustStorePassword=***** -Xmx1g"},
+		{"sqoop import --password=hunter2 --table t", "sqoop import --password=***** --table t"},
+		{"sqoop import --password hunter2 --table t", "sqoop import --password ***** --table t"},
+		{"env AWS_SECRET_ACCESS_KEY=wJalr/K7MDENG python m.py", "env AWS_SECRET_ACCESS_KEY=***** python m.py"},
+		{"hadoop jar x.jar -D fs.azure.account.key.acct.blob.core.windows.net=Zm9v in out", "hadoop jar x.jar -D fs.azure.account.key.acct.blob.core.windows.net=***** in out"},
+		{"spark-submit --conf spark.hadoop.fs.s3a.access.key=AKIA1 --conf spark.authenticate.secret=s3", "spark-submit --conf spark.hadoop.fs.s3a.access.key=***** --conf spark.authenticate.secret=*****"},
+		{"keytool -storepass abc -keypass def", "keytool -storepass ***** -keypass *****"},
+		{"x -api-key=k1 --API_KEY k2 --oauth.token T", "x -api-key=***** --API_KEY ***** --oauth.token *****"},
+		{"HADOOP_CREDSTORE_PASSWORD=pw java", "HADOOP_CREDSTORE_PASSWORD=***** java"},
+		// Quoted values, in bash -c scripts: up to the closing quote.
+		{`bash -c exec java -Dx.password="a b c" -cp x Y`, `bash -c exec java -Dx.password=***** -cp x Y`},
+		{`bash -c "java '--password=a b' x"`, `bash -c "java '--password=***** x"`},
+		{`run --secret 'p q' next`, `run --secret ***** next`},
+		{`export DB_PASSWORD='s3 cr3t'; exec java`, `export DB_PASSWORD=***** exec java`},
+		// URLs with a password.
+		{"sqoop --connect jdbc:mysql://etl:pw0rd@db:3306/x", "sqoop --connect jdbc:mysql://etl:*****@db:3306/x"},
+		{"distcp s3a://AKIA:SEKRIT@bucket/p hdfs://nn:8020/p", "distcp s3a://AKIA:*****@bucket/p hdfs://nn:8020/p"},
+		// Not secrets: untouched.
+		{"java -Xmx1638m -Dyarn.app.container.log.dir=/x org.apache.hadoop.mapred.YarnChild 10.0.0.1 4 attempt_1_0001_m_000001_0 2",
+			"java -Xmx1638m -Dyarn.app.container.log.dir=/x org.apache.hadoop.mapred.YarnChild 10.0.0.1 4 attempt_1_0001_m_000001_0 2"},
+		{"-Dpassword.policy -Dfoo=bar secretsauce.jar", "-Dpassword.policy -Dfoo=bar secretsauce.jar"},
+		{"python mapper.py", "python mapper.py"},
+		{"", ""},
+		{"--password", "--password"},
+		{"--password=", "--password="},
+		{"héllo --token=é x", "héllo --token=***** x"},
+		// Tabs and newlines separate words too.
+		{"a\t--password\tx\nb", "a\t--password\t*****\nb"},
+	} {
+		got := m.String(c.in)
+		if got != c.want {
+			t.Errorf("String(%q)\n got %q\nwant %q", c.in, got, c.want)
+		}
+		if again := m.String(got); again != got {
+			t.Errorf("not idempotent on %q: %q", got, again)
+		}
+	}
+}
+
+func TestPattern(t *testing.T) {
+	m, err := New(`(?i)^db\.pass$`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.String("-Ddb.pass=x -Ddb.password=y"); got != "-Ddb.pass=***** -Ddb.password=y" {
+		t.Errorf("custom pattern: %q", got)
+	}
+	if _, err := New("("); err == nil {
+		t.Error("a broken pattern was accepted")
+	}
+	if _, err := New("x*"); err == nil || !strings.Contains(err.Error(), "every name") {
+		t.Errorf("a pattern that matches every name: %v", err)
+	}
+	var none *Masker
+	if none.String("--password x") != "--password x" {
+		t.Error("a nil Masker masks")
+	}
+}
+
+func TestBatch(t *testing.T) {
+	b := &wire.Batch{
+		Processes: []wire.Process{{Cmdline: "java -Dx.secret=S1 Y", Comm: "token=S2"}},
+		Attempts:  []wire.Attempt{{AttemptID: "attempt_1_0001_m_000001_0", JavaOpts: "-Xmx1g -Dssl.keystore.password=S3", JobName: "etl password=S4"}},
+		Events:    []wire.Event{{Message: "killed --token S5"}},
+	}
+	Default().Batch(b)
+	enc := string(wire.Marshal(nil, b))
+	for _, s := range []string{"S1", "S2", "S3", "S4", "S5"} {
+		if strings.Contains(enc, s) {
+			t.Errorf("%s is still in the batch", s)
+		}
+	}
+	if !strings.Contains(enc, "ssl.keystore.password=*****") || b.Attempts[0].AttemptID != "attempt_1_0001_m_000001_0" {
+		t.Errorf("batch after masking: %+v", b)
+	}
+}
+
+// The cache of verdicts is bounded: names beyond it are matched each time.
+func TestCacheBounded(t *testing.T) {
+	m := Default()
+	for i := range maxCached + 100 {
+		m.String("--n" + strings.Repeat("x", i%50) + string(rune('a'+i%26)) + itoa(i) + " v")
+	}
+	if n := m.cached.Load(); n > maxCached {
+		t.Errorf("%d names cached, bound %d", n, maxCached)
+	}
+	if m.String("--password v") != "--password *****" {
+		t.Error("a full cache stops masking")
+	}
+}
+
+func itoa(i int) string {
+	var b []byte
+	for {
+		b = append([]byte{byte('0' + i%10)}, b...)
+		if i /= 10; i == 0 {
+			return string(b)
+		}
+	}
+}
+
+// FuzzString: masking never panics, keeps valid UTF-8 valid, is
+// idempotent, and a secret planted in any of the forms does not survive.
+func FuzzString(f *testing.F) {
+	for _, s := range []string{"java -Dx.password=1 Y", "--token a b", "a=b c=d", "s3a://k:s@b/p", `-Dx.secret="a b`, "--secret", "'--password' x", "-D"} {
+		f.Add(s, "hunter2")
+	}
+	m := Default()
+	forms := []string{" -Dfs.s3a.secret.key=%s ", " --password=%s ", " --password %s ", " DB_TOKEN=%s ", " jdbc:mysql://u:%s@db/x "}
+	f.Fuzz(func(t *testing.T, s, secret string) {
+		out := m.String(s)
+		if utf8.ValidString(s) && !utf8.ValidString(out) {
+			t.Fatalf("String(%q) = %q: not UTF-8", s, out)
+		}
+		if again := m.String(out); again != out {
+			t.Fatalf("not idempotent: %q -> %q -> %q", s, out, again)
+		}
+		if len(secret) < 4 || strings.ContainsAny(secret, " \t\n\r\v\f'\"@/?#:") || strings.Contains(s, secret) || strings.Contains(Mask, secret) {
+			return
+		}
+		for _, form := range forms {
+			in := s + strings.Replace(form, "%s", secret, 1) + s
+			if out := m.String(in); strings.Contains(out, secret) {
+				t.Fatalf("String(%q) = %q keeps the secret", in, out)
+			}
+		}
+	})
+}
+
+var yarnChild = "/usr/lib/jvm/java-8/bin/java -Djava.net.preferIPv4Stack=true -Dhadoop.metrics.log.level=WARN -Xmx820m " +
+	"-Djava.io.tmpdir=/data/yarn/local/usercache/alice/appcache/application_1700000000000_0042/container_e01_1700000000000_0042_01_000005/tmp " +
+	"-Dlog4j.configuration=container-log4j.properties -Dyarn.app.container.log.dir=/var/log/hadoop-yarn/containers/application_1700000000000_0042/container_e01_1700000000000_0042_01_000005 " +
+	"-Dyarn.app.container.log.filesize=0 -Dhadoop.root.logger=INFO,CLA -Dhadoop.root.logfile=syslog " +
+	"org.apache.hadoop.mapred.YarnChild 10.0.0.1 40111 attempt_1700000000000_0042_m_000003_0 5"
+
+// BenchmarkString: the cost per command line (the agent masks each
+// process's description, the server each batch's).
+func BenchmarkString(b *testing.B) {
+	m := Default()
+	for _, c := range []struct{ name, s string }{
+		{"yarnchild", yarnChild},
+		{"yarnchild-secret", yarnChild + " -Dfs.s3a.secret.key=abc"},
+		{"bash-c", "/bin/bash -c " + yarnChild + " 1>/var/log/stdout 2>/var/log/stderr"},
+		{"sort", "sort -k1,1 -t \t"},
+		{"plain", "python mapper.py"},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				m.String(c.s)
+			}
+		})
+	}
+}
