@@ -31,6 +31,7 @@ import (
 	"github.com/taskscope/taskscope/internal/store"
 	"github.com/taskscope/taskscope/internal/store/duckdb"
 	"github.com/taskscope/taskscope/internal/store/storetest"
+	"github.com/taskscope/taskscope/internal/testsrv"
 	"github.com/taskscope/taskscope/internal/wire"
 )
 
@@ -93,16 +94,6 @@ func (w syncWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.b.Write(p)
-}
-
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // startServer runs `taskscope server` on addr with its data in dir and waits
@@ -349,24 +340,13 @@ func (s *shippers) enqueue(t *testing.T, exp *expected, g *loadgen.Generator) {
 	}
 }
 
-func waitUntil(t testing.TB, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 var plainClient = &http.Client{Timeout: 10 * time.Second}
 
 // TestServerKilledDuringIngest: the server is killed with SIGKILL twice
 // while agents ship, and restarted on the same data directory; the agents
 // retry from their spools; in the end the store holds every sample once.
 func TestServerKilledDuringIngest(t *testing.T) {
-	addr, dir := freeAddr(t), t.TempDir()
+	addr, dir := testsrv.FreeAddr(t), t.TempDir()
 	srv := startServer(t, addr, dir, plainClient, "http")
 	const nodes, total = 3, 90
 	g := source(nodes)
@@ -384,7 +364,7 @@ func TestServerKilledDuringIngest(t *testing.T) {
 		// Kill once some, not all, of what was queued is acknowledged:
 		// requests are in flight.
 		want := uint64(kill*30*nodes) / 2
-		waitUntil(t, "batches acknowledged", 20*time.Second, func() bool { return sh.sent() >= want })
+		testsrv.WaitUntil(t, "batches acknowledged", 20*time.Second, func() bool { return sh.sent() >= want })
 		srv.kill()
 		if ok := sh.sent(); ok >= uint64(kill*30*nodes) {
 			t.Logf("kill %d came after everything was acknowledged", kill)
@@ -416,7 +396,7 @@ func TestServerKilledDuringIngest(t *testing.T) {
 // spooled batches go with their first identity and seq, and the store holds
 // everything once.
 func TestShipperRestart(t *testing.T) {
-	addr, dir := freeAddr(t), t.TempDir()
+	addr, dir := testsrv.FreeAddr(t), t.TempDir()
 	srv := startServer(t, addr, dir, plainClient, "http")
 	const nodes, total = 2, 60
 	g := source(nodes)
@@ -431,7 +411,7 @@ func TestShipperRestart(t *testing.T) {
 		if stage < 2 {
 			// Stop once part of it is through.
 			want := uint64((from + (to-from)/2) * nodes)
-			waitUntil(t, "half delivered", 20*time.Second, func() bool { return sh.sent() >= want-uint64(from*nodes) })
+			testsrv.WaitUntil(t, "half delivered", 20*time.Second, func() bool { return sh.sent() >= want-uint64(from*nodes) })
 			sh.stop()
 			var queued int
 			for _, s := range sh.list {
@@ -488,7 +468,7 @@ func TestStoreFailure(t *testing.T) {
 	for r := 10; r < total; r++ {
 		sh.enqueue(t, &exp, g)
 	}
-	waitUntil(t, "retries against the failing store", 20*time.Second, func() bool {
+	testsrv.WaitUntil(t, "retries against the failing store", 20*time.Second, func() bool {
 		var retries uint64
 		for _, s := range sh.list {
 			retries += s.Stats().Retries
@@ -561,7 +541,7 @@ func TestTLSAndToken(t *testing.T) {
 	tokens := filepath.Join(dir, "tokens")
 	os.WriteFile(tokens, []byte("# agents of rack 1\nold-token\nrack1-token\n"), 0o600)
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
-	addr, data := freeAddr(t), t.TempDir()
+	addr, data := testsrv.FreeAddr(t), t.TempDir()
 	srv := startServer(t, addr, data, client, "https", "--tls-cert", cert, "--tls-key", key, "--ingest-token-file", tokens)
 
 	g := source(1)
@@ -586,7 +566,7 @@ func TestTLSAndToken(t *testing.T) {
 	// A wrong token: 401, and the shipper keeps the batch.
 	bad := newShippers(t, 1, srv.url, client, t.TempDir(), "rack2-token")
 	bad.list[0].Enqueue(g.Next()[0])
-	waitUntil(t, "retries with a wrong token", 10*time.Second, func() bool { return bad.list[0].Stats().Retries >= 1 })
+	testsrv.WaitUntil(t, "retries with a wrong token", 10*time.Second, func() bool { return bad.list[0].Stats().Retries >= 1 })
 	if st := bad.list[0].Stats(); st.Sent != 0 || st.QueuedBatches != 1 || st.Rejected != 0 {
 		t.Errorf("with a wrong token: %+v", st)
 	}
