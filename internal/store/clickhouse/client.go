@@ -295,9 +295,10 @@ func ParseVersion(s string) (Version, error) {
 	return v, nil
 }
 
-// ServerVersion asks the server its version.
+// ServerVersion asks the server its version (the store's database need
+// not exist yet).
 func (c *Client) ServerVersion(ctx context.Context) (Version, error) {
-	rows, err := c.Query(ctx, "SELECT version()", nil)
+	rows, err := c.WithDatabase("system").Query(ctx, "SELECT version()", nil)
 	if err != nil {
 		return Version{}, err
 	}
