@@ -82,8 +82,14 @@ func cols(spec string) []column {
 // process's key (or an attempt's, or store.ExtKey of either).
 var tables = []table{
 	{name: "meta", columns: cols("key String, value String"), orderBy: "key"},
-	// Every batch stored, by agent and sequence: the exactly-once check
-	// (an agent's highest stored sequence) and the agents' figures.
+	// Agents: the last batch stored of each (its sequence is the version),
+	// with counts over its batches: the exactly-once check and the hosts'
+	// page.
+	{name: "agents", columns: cols(`agent_key UInt64, agent_id String, seq UInt64, host String lc, first_ms Int64,
+		last_ms Int64, batches UInt64, samples UInt64, dropped_samples UInt64, dropped_batches UInt64, read_errors UInt64,
+		overruns UInt64`), version: "seq", orderBy: "(agent_key, agent_id)", shardKey: "agent_key"},
+	// Every batch stored, by agent and sequence (a ledger: what was stored
+	// once, and its samples).
 	{name: "batches", columns: cols(`day Date, agent_key UInt64, agent_id String, seq UInt64, host String lc,
 		sent_ms Int64 codec=Delta+ZSTD, samples UInt64, dropped_samples UInt64, dropped_batches UInt64, read_errors UInt64,
 		overruns UInt64`),
@@ -103,10 +109,11 @@ var tables = []table{
 	// one partition).
 	{name: "attempts", columns: cols(`day Date, job_key UInt64, attempt_id String, attempt_key UInt64, version UInt64,
 		job_id String, host String lc, container_id String, app_id String, type String lc, framework String lc,
-		first_ms Int64, last_ms Int64, ended UInt8, job_name String, user_name String lc, queue String lc, memory_mb Int64,
-		java_opts String, xmx_bytes Int64, streaming UInt8, cpu_ms Int64, peak_rss Int64, peak_pss Int64, peak_vms Int64,
-		peak_heap Int64, read_bytes Int64, write_bytes Int64, gc_time_ms Int64, sched_wait_ms Int64, rss_byte_ms Float64,
-		processes UInt32, sample_ms Int64, last_rss Int64, writer_agent String, writer_seq UInt64`),
+		meta_first_ms Int64, meta_last_ms Int64, first_ms Int64, last_ms Int64, ended UInt8, job_name String,
+		user_name String lc, queue String lc, memory_mb Int64, java_opts String, xmx_bytes Int64, streaming UInt8,
+		cpu_ms Int64, peak_rss Int64, peak_pss Int64, peak_vms Int64, peak_heap Int64, read_bytes Int64,
+		write_bytes Int64, gc_time_ms Int64, sched_wait_ms Int64, rss_byte_ms Float64, sum_first_ms Int64,
+		sum_last_ms Int64, first_rss Int64, last_rss Int64, processes UInt32, writer_agent String, writer_seq UInt64`),
 		version: "version", partition: "day", orderBy: "(job_key, attempt_id)", shardKey: "job_key", retention: keepRollup},
 	// Where an attempt is, by its id alone (its job's key).
 	{name: "attempt_index", columns: cols("day Date, attempt_key UInt64, attempt_id String, job_key UInt64"),
@@ -116,7 +123,7 @@ var tables = []table{
 	// orders the rows of an attempt's process (the batch's time and
 	// sequence).
 	{name: "procs", columns: cols(`day Date, job_key UInt64, attempt_key UInt64, proc_key UInt64, gen UInt64,
-		member UInt8, described UInt8, host String lc, pid Int32, ppid Int32, sid Int32, start_ms Int64, end_ms Int64,
+		member UInt8, described UInt8, has_cmd UInt8, host String lc, pid Int32, ppid Int32, sid Int32, start_ms Int64, end_ms Int64,
 		cmdline String, comm String lc, role String lc, uid UInt32, user_name String lc, from_ms Int64, to_ms Int64,
 		cpu_base_ms Int64, member_role String lc`),
 		partition: "day", orderBy: "(job_key, attempt_key, proc_key, gen)", shardKey: "job_key", retention: keepRollup},
@@ -155,23 +162,37 @@ type Schema struct {
 // the Distributed table over every shard in a cluster.
 func (s *Schema) Read(name string) string { return s.Database + "." + name }
 
-// Write is the name inserts write table by: on one server the table; in a
-// cluster the shard's local table, on a replica of the shard its rows go
-// to (the store routes them: see ShardOf).
-func (s *Schema) Write(name string) string {
+// Write is the name inserts write table by: the same as Read. In a
+// cluster the Distributed table takes each insert's block, splits it by
+// shard (shard key modulo the shards) and, with InsertSettings, writes each
+// shard's rows to one live replica of it before it answers.
+func (s *Schema) Write(name string) string { return s.Read(name) }
+
+// Local is the name of a table on each server (the replicated table in a
+// cluster): what ALTERs of partitions name.
+func (s *Schema) Local(name string) string {
 	if s.Cluster == "" {
 		return s.Database + "." + name
 	}
 	return s.Database + "." + name + "_local"
 }
 
-// ShardOf is the shard (0-based, of n with equal weights) of a shard key,
-// as the Distributed tables route it: key modulo n.
-func ShardOf(key uint64, n int) int {
-	if n <= 1 {
-		return 0
+// InsertSettings are the settings of inserts: in a cluster, synchronous
+// inserts through the Distributed tables (the answer comes once every
+// shard's rows are on a replica).
+func (s *Schema) InsertSettings() Settings {
+	if s.Cluster == "" {
+		return nil
 	}
-	return int(key % uint64(n))
+	return Settings{"insert_distributed_sync": "1"}
+}
+
+// On is " ON CLUSTER name" in a cluster, "" on one server.
+func (s *Schema) On() string {
+	if s.Cluster == "" {
+		return ""
+	}
+	return " ON CLUSTER " + s.Cluster
 }
 
 // DDL is the statements that make the database and its tables, each
@@ -191,7 +212,7 @@ func (s *Schema) DDL() []string {
 				key = "0"
 			}
 			out = append(out, fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s%s AS %s ENGINE = Distributed(%s, %s, %s, %s)",
-				s.Read(t.name), on, s.Write(t.name), s.Cluster, s.Database, t.name+"_local", key))
+				s.Read(t.name), on, s.Local(t.name), s.Cluster, s.Database, t.name+"_local", key))
 		}
 	}
 	return out
@@ -199,7 +220,7 @@ func (s *Schema) DDL() []string {
 
 func (s *Schema) createTable(t *table, on string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "CREATE TABLE IF NOT EXISTS %s%s (", s.Write(t.name), on)
+	fmt.Fprintf(&b, "CREATE TABLE IF NOT EXISTS %s%s (", s.Local(t.name), on)
 	for i, c := range t.columns {
 		if i > 0 {
 			b.WriteString(", ")
@@ -249,7 +270,7 @@ func (s *Schema) TTL(days map[retentionKind]int) []string {
 	for i := range tables {
 		t := &tables[i]
 		if d := days[t.retention]; d > 0 && t.partition == "day" {
-			out = append(out, fmt.Sprintf("ALTER TABLE %s%s MODIFY TTL day + INTERVAL %d DAY", s.Write(t.name), on, d))
+			out = append(out, fmt.Sprintf("ALTER TABLE %s%s MODIFY TTL day + INTERVAL %d DAY", s.Local(t.name), on, d))
 		}
 	}
 	return out
