@@ -150,6 +150,11 @@ func (s *Server) maintain(ctx context.Context) {
 	// them when ingest goes quiet.
 	f := time.NewTicker(time.Second)
 	defer f.Stop()
+	// A store that other servers write too (ClickHouse behind several
+	// replicas) says when anything was stored, by anyone: the browsers of
+	// this server are told of the others' commits as of its own.
+	changes, shared := s.cfg.Store.(changeSource)
+	var seen uint64
 	for {
 		select {
 		case <-ctx.Done():
@@ -163,6 +168,14 @@ func (s *Server) maintain(ctx context.Context) {
 			} else if committed {
 				s.live.Changed()
 			}
+			if shared {
+				if v, err := changes.Changes(ctx); err == nil && v != seen {
+					if seen != 0 {
+						s.live.Changed()
+					}
+					seen = v
+				}
+			}
 		case <-t.C:
 			if err := s.cfg.Store.Maintain(ctx, time.Now()); err != nil && ctx.Err() == nil {
 				// A full disk is the health's to say; another failure
@@ -175,6 +188,12 @@ func (s *Server) maintain(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// changeSource is a store shared by several servers: Changes moves when
+// any of them stores a batch.
+type changeSource interface {
+	Changes(ctx context.Context) (uint64, error)
 }
 
 // Shutdown stops in a fixed order: no new requests, the writer drains its

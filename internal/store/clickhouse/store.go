@@ -251,3 +251,16 @@ func (s *Store) Maintain(ctx context.Context, now time.Time) error {
 	}
 	return nil
 }
+
+// Changes is a number that changes whenever any server (any replica of
+// taskscope on this ClickHouse) stores a batch: the sum of the agents'
+// last sequences and of their rows. The server polls it every second to
+// tell the browsers connected to it of data another replica stored.
+func (s *Store) Changes(ctx context.Context) (uint64, error) {
+	rows, err := s.query(ctx, "SELECT sum(seq) + count() FROM "+s.read("agents"))
+	if err != nil {
+		return 0, err
+	}
+	v := rows.UInt64()
+	return v, rows.Err()
+}
