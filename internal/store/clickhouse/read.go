@@ -120,9 +120,12 @@ func (s *Store) Job(ctx context.Context, id string) (*store.JobDetail, error) {
 	var j jobTotals
 	d := &store.JobDetail{AttemptList: make([]store.Attempt, 0, len(atts))}
 	for _, st := range atts {
-		j.Describe(&st.meta)
 		j.Add(attemptContribution(&st.meta, st.host, &st.sum))
 		d.AttemptList = append(d.AttemptList, apiAttempt(st, stale))
+	}
+	describeOrder(atts)
+	for _, st := range atts {
+		j.Describe(&st.meta)
 	}
 	d.Job = j.Job(id, stale)
 	d.ByType = map[string]int{}

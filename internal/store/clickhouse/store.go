@@ -264,3 +264,9 @@ func (s *Store) Changes(ctx context.Context) (uint64, error) {
 	v := rows.UInt64()
 	return v, rows.Err()
 }
+
+// SetClock sets the store's clock (tests that compare it with another
+// store on the same clock).
+func (s *Store) SetClock(now func() time.Time, staleAfter time.Duration) {
+	s.opt.Clock = clock{Now: now, StaleAfter: staleAfter}.WithDefaults()
+}

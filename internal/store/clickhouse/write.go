@@ -568,19 +568,33 @@ func (w *writeSet) agentRow(id string, a *agentState) {
 	r.UInt64(a.stats.Overruns)
 }
 
-// insert writes the blocks: the data first, the agents' last batches
-// last, so that a commit that fails half way is stored again whole by the
-// agents' retries (its rows written twice are kept once).
+// insert writes the blocks: the data's tables at once, then the agents'
+// last batches, so that a commit that fails half way is stored again whole
+// by the agents' retries (its rows written twice are kept once).
 func (w *writeSet) insert(ctx context.Context) error {
-	for _, t := range []struct {
+	type ins struct {
 		name string
 		cols []string
 		b    *Block
-	}{{"chunks", chunkCols, &w.chunks}, {"ext_metrics", extCols, &w.ext}, {"procs", procCols, &w.procs},
-		{"proc_index", procIndexCols, &w.procIndex}, {"attempt_index", attIndexCols, &w.attIndex}, {"events", eventCols, &w.events},
-		{"attempts", attemptCols, &w.atts}, {"batches", batchCols, &w.batches}, {"agents", agentColList, &w.agents}} {
-		if err := w.s.insert(ctx, t.name, t.cols, t.b); err != nil {
-			return err
+	}
+	for _, stage := range [][]ins{
+		{{"chunks", chunkCols, &w.chunks}, {"ext_metrics", extCols, &w.ext}, {"procs", procCols, &w.procs},
+			{"proc_index", procIndexCols, &w.procIndex}, {"attempt_index", attIndexCols, &w.attIndex},
+			{"events", eventCols, &w.events}, {"attempts", attemptCols, &w.atts}, {"batches", batchCols, &w.batches}},
+		{{"agents", agentColList, &w.agents}},
+	} {
+		errs := make(chan error, len(stage))
+		for _, t := range stage {
+			go func() { errs <- w.s.insert(ctx, t.name, t.cols, t.b) }()
+		}
+		var first error
+		for range stage {
+			if err := <-errs; err != nil && first == nil {
+				first = err
+			}
+		}
+		if first != nil {
+			return first
 		}
 	}
 	return nil

@@ -60,13 +60,22 @@ type Options struct {
 	replica    int
 }
 
-// Start starts one ClickHouse server; the test's cleanup stops it.
+// Start starts one ClickHouse server; the test's cleanup stops it. A
+// port taken between its choice and the server's start (by another test's
+// server) is chosen again.
 func Start(tb testing.TB) *Server {
 	tb.Helper()
-	s := newServer(tb, "clickhouse")
-	s.configure(tb, Options{})
-	s.Start(tb)
-	return s
+	for try := 0; ; try++ {
+		s := newServer(tb, "clickhouse")
+		s.configure(tb, Options{})
+		err := s.start(tb)
+		if err == nil {
+			return s
+		}
+		if try == 2 || !strings.Contains(err.Error(), "Address already in use") {
+			tb.Fatal(err)
+		}
+	}
 }
 
 func newServer(tb testing.TB, name string) *Server {
@@ -128,15 +137,22 @@ func (s *Server) configure(tb testing.TB, o Options) {
 // and waits until it answers.
 func (s *Server) Start(tb testing.TB) {
 	tb.Helper()
+	if err := s.start(tb); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+func (s *Server) start(tb testing.TB) error {
+	tb.Helper()
 	s.mu.Lock()
 	if s.cmd != nil {
 		s.mu.Unlock()
-		tb.Fatalf("%s is running", s.Name)
+		return fmt.Errorf("%s is running", s.Name)
 	}
 	out, err := os.OpenFile(filepath.Join(s.Dir, "stdout.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		s.mu.Unlock()
-		tb.Fatal(err)
+		return err
 	}
 	cmd := exec.Command(ServerBinary, "--config-file="+filepath.Join(s.Dir, "config.xml"))
 	cmd.Dir, cmd.Stdout, cmd.Stderr = s.Dir, out, out
@@ -145,7 +161,7 @@ func (s *Server) Start(tb testing.TB) {
 	if err := cmd.Start(); err != nil {
 		out.Close()
 		s.mu.Unlock()
-		tb.Fatalf("cannot start %s: %v", s.Name, err)
+		return fmt.Errorf("cannot start %s: %v", s.Name, err)
 	}
 	done := make(chan struct{})
 	go func() { cmd.Wait(); out.Close(); close(done) }()
@@ -165,8 +181,9 @@ func (s *Server) Start(tb testing.TB) {
 		s.mu.Lock()
 		s.cmd = nil
 		s.mu.Unlock()
-		tb.Fatalf("%s exited at start:\n%s", s.Name, s.Logs())
+		return fmt.Errorf("%s exited at start:\n%s", s.Name, s.Logs())
 	}
+	return nil
 }
 
 func ping(url string) error {
