@@ -19,7 +19,7 @@ import (
 // storeFlags are the flags that choose and configure the store.
 type storeFlags struct {
 	kind, dataDir, clickhouseURL, clickhouseCluster string
-	retention, rollupRetention   time.Duration
+	retention, rollupRetention                      time.Duration
 }
 
 func (f *storeFlags) register(fl *flag.FlagSet) {
