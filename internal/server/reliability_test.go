@@ -115,7 +115,8 @@ func startServer(t *testing.T, addr, dir string, client *http.Client, scheme str
 			t.Logf("server output:\n%s", p.output())
 		}
 	})
-	deadline := time.Now().Add(20 * time.Second)
+	// (A server on a ClickHouse cluster makes its tables ON CLUSTER first.)
+	deadline := time.Now().Add(60 * time.Second)
 	for {
 		resp, err := client.Get(p.url + "/healthz")
 		if err == nil {
@@ -130,7 +131,7 @@ func startServer(t *testing.T, addr, dir string, client *http.Client, scheme str
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("server not up after 20 s: %v\n%s", err, p.output())
+			t.Fatalf("server not up after 60 s: %v\n%s", err, p.output())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -201,8 +202,7 @@ func (e *expected) add(b *wire.Batch) {
 }
 
 // check opens the store in dir (the server has stopped) and asserts that it
-// holds every sample sent exactly once: the total, and per process the
-// number of samples and one value in each second it was sampled.
+// holds every sample sent exactly once (checkStore).
 func (e *expected) check(t *testing.T, dir string) {
 	t.Helper()
 	st, err := duckdb.Open(duckdb.Options{Dir: dir})
@@ -210,6 +210,14 @@ func (e *expected) check(t *testing.T, dir string) {
 		t.Fatal(err)
 	}
 	defer st.Close()
+	e.checkStore(t, st)
+}
+
+// checkStore asserts that st holds every sample sent exactly once: the
+// total, and per process the number of samples and one value in each
+// second it was sampled.
+func (e *expected) checkStore(t *testing.T, st store.Store) {
+	t.Helper()
 	ctx := context.Background()
 	u, err := st.Usage(ctx)
 	if err != nil {

@@ -204,6 +204,14 @@ func (s *Schema) On() string {
 	return " ON CLUSTER " + s.Cluster
 }
 
+// Tables is how many tables the schema makes on each server.
+func (s *Schema) Tables() int {
+	if s.Cluster != "" {
+		return 2 * len(tables)
+	}
+	return len(tables)
+}
+
 // DDL is the statements that make the database and its tables, each
 // idempotent (IF NOT EXISTS), in order.
 func (s *Schema) DDL() []string {
