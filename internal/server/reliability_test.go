@@ -311,6 +311,20 @@ func (s *shippers) stop() {
 	s.wg.Wait()
 }
 
+// totals sums the shippers' retries and the batches answered as
+// duplicates; a batch refused or dropped fails the test.
+func (s *shippers) totals(t *testing.T) (retries, dups uint64) {
+	t.Helper()
+	for _, sh := range s.list {
+		st := sh.Stats()
+		retries, dups = retries+st.Retries, dups+st.Duplicates
+		if st.Rejected != 0 || st.DroppedBatches != 0 {
+			t.Errorf("shipper stats %+v", st)
+		}
+	}
+	return retries, dups
+}
+
 func (s *shippers) sent() (n uint64) {
 	for _, sh := range s.list {
 		n += sh.Stats().Sent
@@ -382,14 +396,7 @@ func TestServerKilledDuringIngest(t *testing.T) {
 	}
 	feed(total)
 	sh.flush(t, 25*time.Second)
-	var retries, dups uint64
-	for _, s := range sh.list {
-		st := s.Stats()
-		retries, dups = retries+st.Retries, dups+st.Duplicates
-		if st.Rejected != 0 || st.DroppedBatches != 0 {
-			t.Errorf("shipper stats %+v", st)
-		}
-	}
+	retries, dups := sh.totals(t)
 	t.Logf("%d batches, %d samples; %d retries, %d answered as duplicates", total*nodes, exp.samples, retries, dups)
 	if retries == 0 {
 		t.Error("no retries: the kills did not interrupt ingest")

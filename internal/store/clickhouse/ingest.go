@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/taskscope/taskscope/internal/store"
@@ -175,12 +177,12 @@ func (s *Store) loadAgents(ctx context.Context, ids []string) (map[string]*agent
 	for len(ids) > 0 {
 		part := ids[:min(len(ids), 1000)]
 		ids = ids[len(part):]
-		keys := make([]string, len(part))
+		keys := make([]uint64, len(part))
 		for i, id := range part {
-			keys[i] = fmt.Sprint(store.AttemptKey(id))
+			keys[i] = store.AttemptKey(id)
 		}
 		rows, err := s.query(ctx, "SELECT "+agentCols+" FROM "+s.read("agents")+" FINAL WHERE agent_key IN ("+
-			joinList(keys)+") AND agent_id IN ("+QuoteList(part)+")")
+			numList(keys)+") AND agent_id IN ("+QuoteList(part)+")")
 		if err != nil {
 			return nil, fmt.Errorf("cannot read agents: %w", err)
 		}
@@ -200,15 +202,29 @@ func (s *Store) loadAgents(ctx context.Context, ids []string) (map[string]*agent
 	return out, nil
 }
 
-func joinList(ss []string) string {
-	out := ""
-	for i, s := range ss {
+// numList is numbers as a list for IN (...).
+func numList(ns []uint64) string {
+	var b strings.Builder
+	for i, n := range ns {
 		if i > 0 {
-			out += ","
+			b.WriteByte(',')
 		}
-		out += s
+		b.WriteString(strconv.FormatUint(n, 10))
 	}
-	return out
+	return b.String()
+}
+
+// uint64s runs a query of one UInt64 column and returns its values.
+func (s *Store) uint64s(ctx context.Context, q string) ([]uint64, error) {
+	rows, err := s.query(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	var out []uint64
+	for rows.Next() {
+		out = append(out, rows.UInt64())
+	}
+	return out, rows.Err()
 }
 
 // Commit stores the transaction's batches: once InsertEvery has passed

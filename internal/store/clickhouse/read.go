@@ -290,14 +290,14 @@ func (s *Store) processLists(ctx context.Context, sts []*attState) (map[string][
 			return nil, err
 		}
 		// Members its rows do not describe: their descriptions elsewhere.
-		var missing []string
+		var missing []uint64
 		for _, k := range order {
 			if v := views[k]; v.v.Member() && !v.v.Described() {
-				missing = append(missing, fmt.Sprint(k))
+				missing = append(missing, k)
 			}
 		}
 		if len(missing) > 0 {
-			rows, err := s.query(ctx, procSelect+s.read("procs")+" FINAL WHERE described AND proc_key IN ("+joinList(missing)+") ORDER BY gen")
+			rows, err := s.query(ctx, procSelect+s.read("procs")+" FINAL WHERE described AND proc_key IN ("+numList(missing)+") ORDER BY gen")
 			if err != nil {
 				return nil, err
 			}
@@ -382,16 +382,8 @@ func (s *Store) Events(ctx context.Context, f store.EventFilter) ([]store.Event,
 
 // memberKeys lists an attempt's member processes.
 func (s *Store) memberKeys(ctx context.Context, st *attState) ([]uint64, error) {
-	rows, err := s.query(ctx, fmt.Sprintf("SELECT DISTINCT proc_key FROM %s WHERE job_key IN (%d, %d) AND attempt_key = %d AND member",
+	return s.uint64s(ctx, fmt.Sprintf("SELECT DISTINCT proc_key FROM %s WHERE job_key IN (%d, %d) AND attempt_key = %d AND member",
 		s.read("procs"), jobKey(st.meta.JobID), jobKey(""), store.AttemptKey(st.meta.AttemptID)))
-	if err != nil {
-		return nil, err
-	}
-	var out []uint64
-	for rows.Next() {
-		out = append(out, rows.UInt64())
-	}
-	return out, rows.Err()
 }
 
 func (s *Store) events(ctx context.Context, f store.EventFilter, keys []uint64) ([]store.Event, error) {
@@ -409,11 +401,7 @@ func (s *Store) events(ctx context.Context, f store.EventFilter, keys []uint64) 
 		if len(keys) == 0 {
 			where = append(where, "attempt_id = "+Quote(f.AttemptID))
 		} else {
-			ks := make([]string, len(keys))
-			for i, k := range keys {
-				ks[i] = fmt.Sprint(k)
-			}
-			where = append(where, "(attempt_id = "+Quote(f.AttemptID)+" OR proc_key IN ("+joinList(ks)+"))")
+			where = append(where, "(attempt_id = "+Quote(f.AttemptID)+" OR proc_key IN ("+numList(keys)+"))")
 		}
 	}
 	if f.Kind != "" {

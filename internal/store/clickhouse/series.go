@@ -27,19 +27,11 @@ type chunkRec struct {
 // overlapping [from, to), by series, in time order; raw and rollups.
 func (s *Store) chunksOf(ctx context.Context, kind uint8, jobs []uint64, keys []uint64, from, to int64) (map[uint64][]chunkRec, error) {
 	out := map[uint64][]chunkRec{}
-	js := make([]string, len(jobs))
-	for i, j := range jobs {
-		js[i] = fmt.Sprint(j)
-	}
 	for len(keys) > 0 {
 		part := keys[:min(len(keys), 1000)]
 		keys = keys[len(part):]
-		ks := make([]string, len(part))
-		for i, k := range part {
-			ks[i] = fmt.Sprint(k)
-		}
-		where := fmt.Sprintf("kind = %d AND job_key IN (%s) AND key IN (%s) AND t_max >= %d AND t_min < %d", kind, joinList(js),
-			joinList(ks), from, to)
+		where := fmt.Sprintf("kind = %d AND job_key IN (%s) AND key IN (%s) AND t_max >= %d AND t_min < %d", kind, numList(jobs),
+			numList(part), from, to)
 		if err := s.readChunks(ctx, where, out); err != nil {
 			return nil, err
 		}
@@ -206,7 +198,6 @@ func (s *Store) processSeries(ctx context.Context, q *store.SeriesQuery, metrics
 	}
 	key := uint64(q.Process)
 	var jobs []uint64
-	start := int64(-1)
 	if q.AttemptID != "" {
 		st, err := s.attempt(ctx, q.AttemptID)
 		if err != nil {
@@ -253,21 +244,12 @@ func (s *Store) processSeries(ctx context.Context, q *store.SeriesQuery, metrics
 			return store.ErrNotFound
 		}
 	}
-	_ = start
 	return rows.Err()
 }
 
 // procJobs lists the job keys a process's rows are under.
 func (s *Store) procJobs(ctx context.Context, key uint64) ([]uint64, error) {
-	rows, err := s.query(ctx, fmt.Sprintf("SELECT DISTINCT job_key FROM %s WHERE proc_key = %d", s.read("proc_index"), key))
-	if err != nil {
-		return nil, err
-	}
-	var out []uint64
-	for rows.Next() {
-		out = append(out, rows.UInt64())
-	}
-	return out, rows.Err()
+	return s.uint64s(ctx, fmt.Sprintf("SELECT DISTINCT job_key FROM %s WHERE proc_key = %d", s.read("proc_index"), key))
 }
 
 // jobSeries sums the job's attempts.

@@ -81,16 +81,16 @@ func (s *Store) loadAttempts(ctx context.Context, ids []string) (map[string]*att
 			continue
 		}
 		byKey := map[uint64]*attState{}
-		var jobs, keys []string
+		var jobs, keys []uint64
 		for _, st := range sts {
 			st.procs = map[uint64]uint64{}
 			out[st.meta.AttemptID] = st
 			byKey[store.AttemptKey(st.meta.AttemptID)] = st
-			jobs = append(jobs, fmt.Sprint(jobKey(st.meta.JobID)))
-			keys = append(keys, fmt.Sprint(store.AttemptKey(st.meta.AttemptID)))
+			jobs = append(jobs, jobKey(st.meta.JobID))
+			keys = append(keys, store.AttemptKey(st.meta.AttemptID))
 		}
 		rows, err := s.query(ctx, "SELECT DISTINCT attempt_key, proc_key FROM "+s.read("procs")+" WHERE job_key IN ("+
-			joinList(jobs)+") AND attempt_key IN ("+joinList(keys)+") AND member")
+			numList(jobs)+") AND attempt_key IN ("+numList(keys)+") AND member")
 		if err != nil {
 			return nil, fmt.Errorf("cannot read memberships: %w", err)
 		}
@@ -114,17 +114,13 @@ func (s *Store) procAttempts(ctx context.Context, keys []uint64) (map[uint64]*li
 	for len(keys) > 0 {
 		part := keys[:min(len(keys), 1000)]
 		keys = keys[len(part):]
-		ks := make([]string, len(part))
-		for i, k := range part {
-			ks[i] = fmt.Sprint(k)
-		}
-		rows, err := s.query(ctx, "SELECT DISTINCT proc_key, attempt_id, start_ms FROM "+s.read("proc_index")+
-			" WHERE proc_key IN ("+joinList(ks)+") ORDER BY proc_key, attempt_id")
+		rows, err := s.query(ctx, "SELECT DISTINCT proc_key, attempt_id FROM "+s.read("proc_index")+
+			" WHERE proc_key IN ("+numList(part)+") ORDER BY proc_key, attempt_id")
 		if err != nil {
 			return nil, fmt.Errorf("cannot read the processes' attempts: %w", err)
 		}
 		for rows.Next() {
-			k, id, start := rows.UInt64(), rows.String(), rows.Int64()
+			k, id := rows.UInt64(), rows.String()
 			lp := out[k]
 			if lp == nil {
 				lp = &liveProc{}
@@ -133,7 +129,6 @@ func (s *Store) procAttempts(ctx context.Context, keys []uint64) (map[uint64]*li
 			if !contains(lp.atts, id) {
 				lp.atts = append(lp.atts, id)
 			}
-			_ = start
 		}
 		if err := rows.Err(); err != nil {
 			return nil, err
@@ -167,11 +162,11 @@ func (s *Store) flushJobs(ctx context.Context) error {
 	for len(ids) > 0 {
 		part := ids[:min(len(ids), 200)]
 		ids = ids[len(part):]
-		keys := make([]string, len(part))
+		keys := make([]uint64, len(part))
 		for i, id := range part {
-			keys[i] = fmt.Sprint(jobKey(id))
+			keys[i] = jobKey(id)
 		}
-		atts, err := s.readAttempts(ctx, "job_key IN ("+joinList(keys)+") AND job_id IN ("+QuoteList(part)+")")
+		atts, err := s.readAttempts(ctx, "job_key IN ("+numList(keys)+") AND job_id IN ("+QuoteList(part)+")")
 		if err != nil {
 			return err
 		}

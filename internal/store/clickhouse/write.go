@@ -161,7 +161,7 @@ func (t *tx) fold() (*writeSet, error) {
 		for _, id := range load {
 			st := loaded[id]
 			if st == nil {
-				st = &attState{meta: wire.Attempt{AttemptID: id}, procs: map[uint64]uint64{}}
+				st = newAttemptState(id)
 				w.fresh[id] = true
 			}
 			w.states[id] = st
@@ -199,7 +199,7 @@ func (w *writeSet) absorb(p *store.Prepared, touched map[string]bool) {
 	touch := func(id string) *attState {
 		st := w.states[id]
 		if st == nil { // (fold reads every attempt a batch names first)
-			st = &attState{meta: wire.Attempt{AttemptID: id}, procs: map[uint64]uint64{}}
+			st = newAttemptState(id)
 			w.states[id], w.fresh[id] = st, true
 		}
 		touched[id] = true

@@ -38,10 +38,7 @@ type Server struct {
 	Name                               string
 	Dir                                string // its configuration, data and logs
 	HTTPPort, TCPPort, InterserverPort int
-
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
+	proc
 }
 
 // URL is the server's HTTP interface.
@@ -144,46 +141,69 @@ func (s *Server) Start(tb testing.TB) {
 
 func (s *Server) start(tb testing.TB) error {
 	tb.Helper()
-	s.mu.Lock()
-	if s.cmd != nil {
-		s.mu.Unlock()
-		return fmt.Errorf("%s is running", s.Name)
-	}
-	out, err := os.OpenFile(filepath.Join(s.Dir, "stdout.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		s.mu.Unlock()
+	cmd := exec.Command(ServerBinary, "--config-file="+filepath.Join(s.Dir, "config.xml"))
+	if err := s.run(cmd, s.Dir, s.Name); err != nil {
 		return err
 	}
-	cmd := exec.Command(ServerBinary, "--config-file="+filepath.Join(s.Dir, "config.xml"))
-	cmd.Dir, cmd.Stdout, cmd.Stderr = s.Dir, out, out
+	if !s.waitUp(tb, s.Name, func() bool { return ping(s.URL()+"ping") == nil }) {
+		return fmt.Errorf("%s exited at start:\n%s", s.Name, s.Logs())
+	}
+	return nil
+}
+
+// proc is a server process the test started (ClickHouse, ZooKeeper).
+type proc struct {
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// run starts cmd in dir, its output appended to dir/stdout.log.
+func (p *proc) run(cmd *exec.Cmd, dir, name string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd != nil {
+		return fmt.Errorf("%s is running", name)
+	}
+	out, err := os.OpenFile(filepath.Join(dir, "stdout.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd.Dir, cmd.Stdout, cmd.Stderr = dir, out, out
 	// Killed with the test binary, should it die without its cleanups.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		out.Close()
-		s.mu.Unlock()
-		return fmt.Errorf("cannot start %s: %v", s.Name, err)
+		return fmt.Errorf("cannot start %s: %v", name, err)
 	}
 	done := make(chan struct{})
 	go func() { cmd.Wait(); out.Close(); close(done) }()
-	s.cmd, s.done = cmd, done
-	s.mu.Unlock()
+	p.cmd, p.done = cmd, done
+	return nil
+}
+
+// waitUp waits until ready holds (true), or the process exits (false).
+func (p *proc) waitUp(tb testing.TB, name string, ready func() bool) bool {
+	tb.Helper()
+	p.mu.Lock()
+	done := p.done
+	p.mu.Unlock()
 	exited := false
-	testsrv.WaitUntil(tb, s.Name+" to answer", startTimeout, func() bool {
+	testsrv.WaitUntil(tb, name+" to answer", startTimeout, func() bool {
 		select {
 		case <-done:
 			exited = true
 			return true
 		default:
 		}
-		return ping(s.URL()+"ping") == nil
+		return ready()
 	})
 	if exited {
-		s.mu.Lock()
-		s.cmd = nil
-		s.mu.Unlock()
-		return fmt.Errorf("%s exited at start:\n%s", s.Name, s.Logs())
+		p.mu.Lock()
+		p.cmd = nil
+		p.mu.Unlock()
 	}
-	return nil
+	return !exited
 }
 
 func ping(url string) error {
@@ -200,43 +220,43 @@ func ping(url string) error {
 	return nil
 }
 
-// Kill kills the server with SIGKILL and waits for it to exit.
-func (s *Server) Kill() { s.signal(syscall.SIGKILL, 0) }
+// Kill kills the process with SIGKILL and waits for it to exit.
+func (p *proc) Kill() { p.signal(syscall.SIGKILL, 0) }
 
 // Stop stops the server (SIGTERM; SIGKILL after 30 s) and waits for it
 // (18.16 takes 10 s).
 func (s *Server) Stop() { s.signal(syscall.SIGTERM, stopTimeout) }
 
-func (s *Server) signal(sig syscall.Signal, grace time.Duration) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd == nil {
+func (p *proc) signal(sig syscall.Signal, grace time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
 		return
 	}
-	s.cmd.Process.Signal(sig)
+	p.cmd.Process.Signal(sig)
 	if grace > 0 {
 		select {
-		case <-s.done:
+		case <-p.done:
 		case <-time.After(grace):
-			s.cmd.Process.Kill()
+			p.cmd.Process.Kill()
 		}
 	}
-	<-s.done
-	s.cmd = nil
+	<-p.done
+	p.cmd = nil
 }
 
-// Pid is the server's process id (0 when it is not running).
-func (s *Server) Pid() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd == nil {
+// Pid is the process's id (0 when it is not running).
+func (p *proc) Pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
 		return 0
 	}
-	return s.cmd.Process.Pid
+	return p.cmd.Process.Pid
 }
 
-// RSS is the server's resident memory now, in bytes (0 if not running).
-func (s *Server) RSS() int64 { return rssOf(s.Pid()) }
+// RSS is the process's resident memory now, in bytes (0 if not running).
+func (p *proc) RSS() int64 { return rssOf(p.Pid()) }
 
 // Logs is the tail of the server's error log and output, for a failure's
 // message.

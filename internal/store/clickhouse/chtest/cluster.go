@@ -8,8 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,10 +19,7 @@ import (
 type ZooKeeper struct {
 	Dir  string
 	Port int
-
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
+	proc
 }
 
 // StartZooKeeper starts a standalone ZooKeeper on loopback; the test's
@@ -45,32 +40,13 @@ func StartZooKeeper(tb testing.TB) *ZooKeeper {
 	if err := os.WriteFile(filepath.Join(z.Dir, "zoo.cfg"), []byte(cfg), 0o644); err != nil {
 		tb.Fatal(err)
 	}
-	out, err := os.Create(filepath.Join(z.Dir, "stdout.log"))
-	if err != nil {
-		tb.Fatal(err)
-	}
 	// A small heap and the serial collector: it holds a few hundred nodes.
 	cmd := exec.Command(java, "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", ZooKeeperJar,
 		"org.apache.zookeeper.server.ZooKeeperServerMain", filepath.Join(z.Dir, "zoo.cfg"))
-	cmd.Dir, cmd.Stdout, cmd.Stderr = z.Dir, out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		out.Close()
-		tb.Fatalf("cannot start ZooKeeper: %v", err)
+	if err := z.run(cmd, z.Dir, "ZooKeeper"); err != nil {
+		tb.Fatal(err)
 	}
-	z.cmd, z.done = cmd, make(chan struct{})
-	go func() { cmd.Wait(); out.Close(); close(z.done) }()
-	exited := false
-	testsrv.WaitUntil(tb, "ZooKeeper to answer", startTimeout, func() bool {
-		select {
-		case <-z.done:
-			exited = true
-			return true
-		default:
-		}
-		return z.ruok()
-	})
-	if exited {
+	if !z.waitUp(tb, "ZooKeeper", z.ruok) {
 		tb.Fatalf("ZooKeeper exited at start:\n%s", tails(z.Dir, "stdout.log"))
 	}
 	return z
@@ -89,28 +65,6 @@ func (z *ZooKeeper) ruok() bool {
 	}
 	line, _ := bufio.NewReader(c).ReadString('\n')
 	return strings.HasPrefix(line, "imok")
-}
-
-// Kill kills ZooKeeper and waits for it to exit.
-func (z *ZooKeeper) Kill() {
-	z.mu.Lock()
-	defer z.mu.Unlock()
-	if z.cmd == nil {
-		return
-	}
-	z.cmd.Process.Kill()
-	<-z.done
-	z.cmd = nil
-}
-
-// RSS is ZooKeeper's resident memory now, in bytes.
-func (z *ZooKeeper) RSS() int64 {
-	z.mu.Lock()
-	defer z.mu.Unlock()
-	if z.cmd == nil {
-		return 0
-	}
-	return rssOf(z.cmd.Process.Pid)
 }
 
 // Cluster is ClickHouse servers forming one cluster of shards, each of
