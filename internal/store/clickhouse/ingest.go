@@ -38,6 +38,7 @@ type attState struct {
 	nprocs  int               // their count, as the row says (read without procs)
 	version uint64
 	day     uint16
+	stored  bool // it has a row (and its index one)
 	// The batch that wrote this state: a replica's cached state is the
 	// attempt's only while its agent's last stored batch is this one.
 	writerAgent string

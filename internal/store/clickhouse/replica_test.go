@@ -121,7 +121,7 @@ func TestReplicasRotate(t *testing.T) {
 	defer ref.Close()
 	start := storetest.T0.Add(-10 * time.Minute)
 	g := loadgen.NewGenerator(loadgen.Config{Nodes: 3, Slots: 3, BatchTicks: 5, Seed: 5, Start: start})
-	for r := 0; r < 24; r++ {
+	for r := 0; r < 12; r++ {
 		for i, bt := range g.Next() {
 			storetest.Ingest(t, rs[(r+i)%2], bt)
 			storetest.Ingest(t, ref, bt)

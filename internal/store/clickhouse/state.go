@@ -29,6 +29,7 @@ func scanAttempt(r *Rows) *attState {
 	s.FirstMs, s.LastMs, s.FirstRSS, s.LastRSS = r.Int64(), r.Int64(), r.Int64(), r.Int64()
 	st.nprocs = int(r.UInt32())
 	st.version, st.day, st.writerAgent, st.writerSeq = r.UInt64(), r.UInt16(), r.String(), r.UInt64()
+	st.stored = true
 	return st
 }
 

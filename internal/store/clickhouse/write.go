@@ -37,7 +37,6 @@ type writeSet struct {
 	chunks, procs, procIndex, attIndex, events, ext, atts Block
 	batches, agents                                       Block
 	states                                                map[string]*attState // attempts touched, as they will be
-	fresh                                                 map[string]bool      // attempts new to the store
 	live                                                  map[uint64]*liveProc // changes to the live processes (nil: exited)
 	newExt                                                []extName
 	jobs                                                  map[string]bool
@@ -86,7 +85,7 @@ func contains(ss []string, s string) bool {
 // replica's copy may be stale).
 func (t *tx) fold() (*writeSet, error) {
 	s := t.s
-	w := &writeSet{s: s, states: map[string]*attState{}, fresh: map[string]bool{}, live: map[uint64]*liveProc{},
+	w := &writeSet{s: s, states: map[string]*attState{}, live: map[uint64]*liveProc{},
 		jobs: map[string]bool{}}
 	// The attempts the batches touch, and by which agent first.
 	touchedBy := map[string]string{}
@@ -162,7 +161,6 @@ func (t *tx) fold() (*writeSet, error) {
 			st := loaded[id]
 			if st == nil {
 				st = newAttemptState(id)
-				w.fresh[id] = true
 			}
 			w.states[id] = st
 			for k := range st.procs {
@@ -176,11 +174,15 @@ func (t *tx) fold() (*writeSet, error) {
 	}
 	for id := range touched {
 		st := w.states[id]
+		if st.meta.JobID == "" {
+			// Samples of an attempt no batch described yet wait, in this
+			// replica's memory, for its description (as the embedded
+			// store's): its rows are under its job's key.
+			continue
+		}
 		st.version++
 		w.attemptRow(id, st)
-		if st.meta.JobID != "" {
-			w.jobs[st.meta.JobID] = true
-		}
+		w.jobs[st.meta.JobID] = true
 	}
 	for _, p := range t.prepared {
 		w.batchRow(p)
@@ -200,7 +202,7 @@ func (w *writeSet) absorb(p *store.Prepared, touched map[string]bool) {
 		st := w.states[id]
 		if st == nil { // (fold reads every attempt a batch names first)
 			st = newAttemptState(id)
-			w.states[id], w.fresh[id] = st, true
+			w.states[id] = st
 		}
 		touched[id] = true
 		st.writerAgent, st.writerSeq = b.AgentID, b.Seq
@@ -524,7 +526,8 @@ func (w *writeSet) attemptRow(id string, st *attState) {
 	r.UInt32(uint32(len(st.procs)))
 	r.String(st.writerAgent)
 	r.UInt64(st.writerSeq)
-	if w.fresh[id] {
+	if !st.stored {
+		st.stored = true
 		x := &w.attIndex
 		x.Row()
 		x.UInt16(st.day)
