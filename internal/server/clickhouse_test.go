@@ -37,9 +37,9 @@ func TestAPISameOnClickHouse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	setClock(cst, now)
+	cst.SetClock(store.Clock{Now: now, StaleAfter: 2 * time.Minute})
 	defer cst.Close()
-	dst, err := duckdb.Open(duckdb.Options{Dir: t.TempDir(), Now: now, StaleAfter: 2 * time.Minute})
+	dst, err := duckdb.Open(duckdb.Options{Dir: t.TempDir(), Clock: store.Clock{Now: now, StaleAfter: 2 * time.Minute}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,9 +129,6 @@ func TestAPISameOnClickHouse(t *testing.T) {
 	}
 	t.Logf("%d routes compared (%d jobs, %d attempts), %d differ", len(paths), len(jobs), attempts, differ)
 }
-
-// setClock gives the ClickHouse store the test's clock.
-func setClock(s *clickhouse.Store, now func() time.Time) { s.SetClock(now, 2*time.Minute) }
 
 // diff describes the first difference between two decoded JSON values
 // (floats equal to 1e-9 relative; a report's evaluation time ignored).

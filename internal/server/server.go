@@ -153,7 +153,7 @@ func (s *Server) maintain(ctx context.Context) {
 	// A store that other servers write too (ClickHouse behind several
 	// replicas) says when anything was stored, by anyone: the browsers of
 	// this server are told of the others' commits as of its own.
-	changes, shared := s.cfg.Store.(changeSource)
+	changes, shared := s.cfg.Store.(store.SharedData)
 	var seen uint64
 	for {
 		select {
@@ -188,12 +188,6 @@ func (s *Server) maintain(ctx context.Context) {
 			}
 		}
 	}
-}
-
-// changeSource is a store shared by several servers: Changes moves when
-// any of them stores a batch.
-type changeSource interface {
-	Changes(ctx context.Context) (uint64, error)
 }
 
 // Shutdown stops in a fixed order: no new requests, the writer drains its

@@ -124,6 +124,11 @@ func (t *tx) Rollback() error {
 
 func (t *tx) Append(b *wire.Batch) (bool, error) { return t.AppendPrepared(store.Prepare(b)) }
 
+// Prepare encodes a batch's series as chunks (store.Prepare: the store
+// keeps the embedded store's chunks), on the ingest requests' goroutines
+// (store.BatchPreparer).
+func (s *Store) Prepare(b *wire.Batch) *store.Prepared { return store.Prepare(b) }
+
 // AppendPrepared checks the batch's sequence against its agent's last
 // stored batch (read from the agents table the first time this replica
 // meets the agent).

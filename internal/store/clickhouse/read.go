@@ -76,7 +76,7 @@ func (s *Store) Jobs(ctx context.Context, f store.JobFilter) (store.JobPage, err
 	}
 	page := store.JobPage{Jobs: []store.Job{}}
 	for rows.Next() {
-		var j jobTotals
+		var j store.JobTotals
 		id := rows.String()
 		j.AppID, j.Framework, j.Name, j.User, j.Queue = rows.String(), rows.String(), rows.String(), rows.String(), rows.String()
 		j.First, j.Last, j.Attempts, j.Running = rows.Int64(), rows.Int64(), int(rows.UInt32()), int(rows.UInt32())
@@ -117,10 +117,10 @@ func (s *Store) Job(ctx context.Context, id string) (*store.JobDetail, error) {
 		return nil, store.ErrNotFound
 	}
 	stale := s.staleBefore()
-	var j jobTotals
+	var j store.JobTotals
 	d := &store.JobDetail{AttemptList: make([]store.Attempt, 0, len(atts))}
 	for _, st := range atts {
-		j.Add(attemptContribution(&st.meta, st.host, &st.sum))
+		j.Add(store.AttemptContribution(&st.meta, st.host, &st.sum))
 		d.AttemptList = append(d.AttemptList, apiAttempt(st, stale))
 	}
 	describeOrder(atts)
@@ -247,7 +247,7 @@ func scanProc(r *Rows) procRecord {
 
 // procView is a process's view with its command line.
 type procView struct {
-	v   processView
+	v   store.ProcessView
 	cmd string
 }
 

@@ -21,7 +21,7 @@ func replicas(t *testing.T, srv *chtest.Server, db string, n int) []*Store {
 	t.Helper()
 	var out []*Store
 	for i := 0; i < n; i++ {
-		s, err := Open(context.Background(), Options{URL: srv.URL() + "?database=" + db, Clock: suiteClock, InsertEvery: -1})
+		s, err := Open(context.Background(), Options{URL: srv.URL() + "?database=" + db, Clock: storetest.Clock, InsertEvery: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -114,7 +114,7 @@ func TestReplicasExactlyOnce(t *testing.T) {
 func TestReplicasRotate(t *testing.T) {
 	srv := chtest.Start(t)
 	rs := replicas(t, srv, "rot", 2)
-	ref, err := duckdb.Open(duckdb.Options{Now: suiteClock.Now, StaleAfter: suiteClock.StaleAfter})
+	ref, err := duckdb.Open(duckdb.Options{Clock: storetest.Clock})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -186,7 +186,7 @@ func (s *Store) attemptSeries(ctx context.Context, q *store.SeriesQuery, metrics
 	if err != nil {
 		return err
 	}
-	first, _ := attemptSpan(&st.meta, &st.sum)
+	first, _ := store.AttemptSpan(&st.meta, &st.sum)
 	_, err = s.one(ctx, q, metrics, res, kindAttempt, kindAttemptExt, []uint64{jobKey(st.meta.JobID), jobKey("")},
 		store.AttemptKey(q.AttemptID), first, false)
 	return err
@@ -267,7 +267,7 @@ func (s *Store) jobSeries(ctx context.Context, q *store.SeriesQuery, metrics []s
 	starts := map[uint64]int64{}
 	var keys []uint64
 	for _, st := range atts {
-		first, _ := attemptSpan(&st.meta, &st.sum)
+		first, _ := store.AttemptSpan(&st.meta, &st.sum)
 		k := store.AttemptKey(st.meta.AttemptID)
 		starts[k] = first
 		keys = append(keys, k)

@@ -35,22 +35,7 @@ func scanAttempt(r *Rows) *attState {
 
 // apiAttempt is an attempt as the API shows it.
 func apiAttempt(st *attState, staleBefore int64) store.Attempt {
-	m, s := &st.meta, &st.sum
-	first, last := attemptSpan(m, s)
-	a := store.Attempt{AttemptID: m.AttemptID, JobID: m.JobID, Host: st.host, ContainerID: m.ContainerID, AppID: m.AppID,
-		Type: m.Type, Framework: m.Framework, Start: store.Time(first), LastSeen: store.Time(last), DurationMs: last - first,
-		CPUMs: s.CPUMs, PeakRSS: s.PeakRSS, PeakPSS: s.PeakPSS, PeakVMS: s.PeakVMS, PeakHeap: s.PeakHeap,
-		Processes: st.processes(), ReadBytes: s.ReadBytes, WriteBytes: s.WriteBytes, GCTimeMs: s.GCTimeMs,
-		SchedWaitMs: s.SchedWaitMs, RSSByteMs: s.RSSByteMs, MemoryMB: m.MemoryMB, XmxBytes: m.XmxBytes, JavaOpts: m.JavaOpts,
-		Streaming: m.Streaming, JobName: m.JobName, User: m.User, Queue: m.Queue}
-	if a.Type == "" {
-		a.Type = "unknown"
-	}
-	if a.Framework == "" {
-		a.Framework = "unknown"
-	}
-	a.State, a.End = attemptState(m.Ended, last, staleBefore)
-	return a
+	return store.AttemptOf(&st.meta, st.host, &st.sum, st.processes(), staleBefore)
 }
 
 // readAttempts reads the attempts a condition selects (on the attempts
@@ -171,7 +156,7 @@ func (s *Store) flushJobs(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		totals := map[string]*jobTotals{}
+		totals := map[string]*store.JobTotals{}
 		versions := map[string]uint64{}
 		days := map[string]uint16{}
 		var order []string
@@ -180,13 +165,13 @@ func (s *Store) flushJobs(ctx context.Context) error {
 			id := st.meta.JobID
 			j := totals[id]
 			if j == nil {
-				j = &jobTotals{}
+				j = &store.JobTotals{}
 				totals[id] = j
 				order = append(order, id)
 				days[id] = st.day
 			}
 			j.Describe(&st.meta)
-			j.Add(attemptContribution(&st.meta, st.host, &st.sum))
+			j.Add(store.AttemptContribution(&st.meta, st.host, &st.sum))
 			versions[id] += st.version
 			days[id] = min(days[id], st.day)
 		}
@@ -217,7 +202,7 @@ func describeOrder(atts []*attState) {
 var jobCols = []string{"day", "job_key", "job_id", "version", "app_id", "framework", "name", "user_name", "queue", "first_ms",
 	"last_ms", "attempts", "running", "cpu_ms", "peak_rss", "mem_gb_hours", "used_gb_hours", "hosts", "by_type"}
 
-func jobRow(b *Block, id string, j *jobTotals, version uint64, day uint16) {
+func jobRow(b *Block, id string, j *store.JobTotals, version uint64, day uint16) {
 	b.Row()
 	b.UInt16(day)
 	b.UInt64(jobKey(id))

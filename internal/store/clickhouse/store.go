@@ -24,7 +24,7 @@ type Options struct {
 	// events, attempts, processes and jobs are kept RollupRetention.
 	Retention       time.Duration
 	RollupRetention time.Duration
-	Clock           clock
+	Clock           store.Clock
 	// InsertEvery is how often a table is inserted into at most (default
 	// 1 s): a commit waits for it, so that the batches of a second go in
 	// one block per table, whatever the pipeline's groups.
@@ -156,19 +156,15 @@ func (s *Store) insert(ctx context.Context, name string, cols []string, b *Block
 	return nil
 }
 
-// diskFull marks an error of a server whose disk is full (its text: the
-// errno's, or NOT_ENOUGH_SPACE) as the store's disk-full error.
+// diskFull marks an error of a server whose disk is full (NOT_ENOUGH_SPACE,
+// or the errno's text in its message) as store.ErrDiskFull.
 func diskFull(err error) error {
 	var ex *Exception
 	if errors.As(err, &ex) && (ex.Code == CodeNotEnoughSpace || strings.Contains(strings.ToLower(ex.Message), "no space left on device")) {
-		return fmt.Errorf("%w (%w)", err, errDiskFull)
+		return store.DiskFullError(err)
 	}
 	return err
 }
-
-// errDiskFull stands for store.ErrDiskFull until the seam lands
-// (store.DiskFull reads the text meanwhile).
-var errDiskFull = errors.New("no space left on device")
 
 // Usage reports rows, and the bytes of the database's parts on the server
 // (on every server of the cluster).
@@ -285,6 +281,4 @@ func (s *Store) Changes(ctx context.Context) (uint64, error) {
 
 // SetClock sets the store's clock (tests that compare it with another
 // store on the same clock).
-func (s *Store) SetClock(now func() time.Time, staleAfter time.Duration) {
-	s.opt.Clock = clock{Now: now, StaleAfter: staleAfter}.WithDefaults()
-}
+func (s *Store) SetClock(c store.Clock) { s.opt.Clock = c.WithDefaults() }

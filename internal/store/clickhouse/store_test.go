@@ -4,7 +4,6 @@ import (
 	"context"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/taskscope/taskscope/internal/store"
 	"github.com/taskscope/taskscope/internal/store/clickhouse/chtest"
@@ -13,16 +12,12 @@ import (
 
 var testDB atomic.Int64
 
-// suiteClock is the conformance suite's clock (T0 + 1 minute, lost after
-// 2 minutes).
-var suiteClock = clock{Now: func() time.Time { return storetest.T0.Add(time.Minute) }, StaleAfter: 2 * time.Minute}
-
 // TestConformance runs the conformance suite against one ClickHouse
 // server started for it, each test in a database of its own.
 func TestConformance(t *testing.T) {
 	srv := chtest.Start(t)
-	open := func(t *testing.T, db string) store.Store {
-		s, err := Open(context.Background(), Options{URL: srv.URL() + "?database=" + db, Clock: suiteClock, InsertEvery: -1})
+	open := func(t *testing.T, db string, c store.Clock) store.Store {
+		s, err := Open(context.Background(), Options{URL: srv.URL() + "?database=" + db, Clock: c, InsertEvery: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -30,18 +25,18 @@ func TestConformance(t *testing.T) {
 	}
 	dbs := map[store.Store]string{}
 	storetest.Run(t, storetest.Factory{
-		Open: func(t *testing.T) store.Store {
+		Open: func(t *testing.T, c store.Clock) store.Store {
 			db := "conf" + itoa(testDB.Add(1))
-			s := open(t, db)
+			s := open(t, db, c)
 			dbs[s] = db
 			return s
 		},
-		Reopen: func(t *testing.T, old store.Store) store.Store {
+		Reopen: func(t *testing.T, old store.Store, c store.Clock) store.Store {
 			db := dbs[old]
 			if err := old.Close(); err != nil {
 				t.Fatal(err)
 			}
-			s := open(t, db)
+			s := open(t, db, c)
 			dbs[s] = db
 			return s
 		},

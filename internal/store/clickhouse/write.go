@@ -216,7 +216,7 @@ func (w *writeSet) absorb(p *store.Prepared, touched map[string]bool) {
 	for i := range b.Attempts {
 		a := &b.Attempts[i]
 		st := touch(a.AttemptID)
-		mergeAttempt(&st.meta, a)
+		store.MergeAttempt(&st.meta, a)
 		st.host = b.Host
 	}
 	for i := range b.Members {
@@ -258,7 +258,7 @@ func (w *writeSet) absorb(p *store.Prepared, touched map[string]bool) {
 		if st.host == "" {
 			st.host = b.Host
 		}
-		mergeSummary(&st.sum, sum)
+		store.MergeSummary(&st.sum, sum)
 	}
 	// Series: each process's chunks under its job's key (the job of its
 	// attempt), with its start.
@@ -483,7 +483,7 @@ func (w *writeSet) eventRow(b *wire.Batch, i int) {
 
 func (w *writeSet) attemptRow(id string, st *attState) {
 	m, s := &st.meta, &st.sum
-	first, last := attemptSpan(m, s)
+	first, last := store.AttemptSpan(m, s)
 	r := &w.atts
 	r.Row()
 	r.UInt16(st.day)
