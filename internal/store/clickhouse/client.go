@@ -17,6 +17,7 @@ import (
 	"net/url"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -222,16 +223,27 @@ func (c *Client) do(ctx context.Context, query string, data []byte, s Settings) 
 	} else {
 		params.Set("query", query)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"?"+params.Encode(), bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Content-Type", "application/octet-stream")
-	if c.user != "" {
-		req.SetBasicAuth(c.user, c.password)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
+	var resp *http.Response
+	for try := 0; ; try++ {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"?"+params.Encode(), bytes.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Content-Type", "application/octet-stream")
+		if c.user != "" {
+			req.SetBasicAuth(c.user, c.password)
+		}
+		resp, err = c.http.Do(req)
+		if err == nil {
+			break
+		}
+		// A kept-alive connection the server closed as the request went
+		// (EOF before any answer): sent again once, on a new connection.
+		// Every statement the store sends may go twice: reads, DDL IF NOT
+		// EXISTS, and inserts whose rows are kept once.
+		if try == 0 && ctx.Err() == nil && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)) {
+			continue
+		}
 		return nil, fmt.Errorf("ClickHouse %s: %w", c.host, err)
 	}
 	defer resp.Body.Close()
