@@ -7,7 +7,7 @@ LDFLAGS   := -s -w -X github.com/taskscope/taskscope/internal/agent.Version=$(VE
 TESTFLAGS ?= -race -timeout 40m
 WEB_STAMP := web/node_modules/.stamp
 
-.PHONY: all build ui agent server demo test test-go test-accuracy test-deps test-dist dist bench-deps vet fmt-check bench fuzz clean
+.PHONY: all build ui agent server demo test test-go test-accuracy test-cluster test-deps test-dist dist bench-deps vet fmt-check bench fuzz clean
 
 all: build
 
@@ -32,7 +32,8 @@ demo: build
 test: test-deps ui vet fmt-check test-go test-accuracy test-dist
 
 # Installs what the tests need beyond Go, node and java (Chromium for the UI
-# tests); needs root, as CI has.
+# tests, clickhouse-server and zookeeper for the ClickHouse store's); needs
+# root, as CI has.
 test-deps:
 	./scripts/test-deps.sh
 
@@ -43,6 +44,12 @@ test-go:
 # without the race detector and with nothing else running beside it.
 test-accuracy:
 	$(GO) test -count=1 -p 1 -run 'TestLive' ./internal/tracker/
+
+# The ClickHouse cluster tests at full size: 2 shards of 2 replicas on one
+# ZooKeeper (make test runs them on 2 shards of one replica each).
+test-cluster: test-deps
+	$(GO) test -count=1 -timeout 40m -run 'TestCluster|TestSchemaCluster' ./internal/store/clickhouse/...
+	$(GO) test -count=1 -timeout 40m -run 'TestClickHouseClusterKilled' ./internal/server/ -ch.cluster=2x2
 
 vet:
 	$(GO) vet ./...

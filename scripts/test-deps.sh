@@ -1,9 +1,16 @@
 #!/usr/bin/env bash
 # Installs what taskscope's tests need beyond Go, node and java: Debian's
-# Chromium (headless browser tests). Idempotent; needs root for apt-get.
+# Chromium (headless browser tests), clickhouse-server 18.16 and zookeeper
+# 3.8 (the ClickHouse store's tests, which start their own servers on
+# loopback: the packages start no service here, there is no systemd).
+# Idempotent; needs root for apt-get.
 set -euo pipefail
 need=()
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
+# Debian's server is /usr/sbin/clickhouse-server; ZooKeeper's classes are
+# /usr/share/java/zookeeper.jar (its manifest names its dependencies).
+[ -x /usr/sbin/clickhouse-server ] || need+=(clickhouse-server)
+[ -f /usr/share/java/zookeeper.jar ] || need+=(zookeeper)
 if [ ${#need[@]} -gt 0 ]; then
 	if [ "$(id -u)" != 0 ]; then
 		echo "test-deps: need ${need[*]} (run as root, or install them)" >&2
@@ -13,4 +20,4 @@ if [ ${#need[@]} -gt 0 ]; then
 	apt-get update -qq
 	apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
-echo "test-deps: ok ($(chromium --version 2>/dev/null || echo 'no chromium'))"
+echo "test-deps: ok ($(chromium --version 2>/dev/null || echo 'no chromium'); clickhouse-server $(dpkg-query -W -f '${Version}' clickhouse-server); zookeeper $(dpkg-query -W -f '${Version}' zookeeper))"

@@ -15,7 +15,6 @@ import (
 	"github.com/taskscope/taskscope/internal/analysis"
 	"github.com/taskscope/taskscope/internal/server"
 	"github.com/taskscope/taskscope/internal/simulator"
-	"github.com/taskscope/taskscope/internal/store/duckdb"
 )
 
 // demoCmd runs a server with an embedded store, a local agent and a
@@ -32,6 +31,7 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	jobs := fl.Int("concurrency", 0, "jobs running at once (default: one per node)")
 	cgroups := fl.Bool("cgroups", false, "put YARN containers into cgroups (root and cgroup v1 only)")
 	logLevel := fl.String("log-level", "warn", "debug, info, warn or error")
+	chURL := fl.String("clickhouse-url", "", "keep the store in ClickHouse, http://HOST:8123/?database=NAME (default: the embedded store)")
 	if err := fl.Parse(args); err != nil {
 		return err
 	}
@@ -52,7 +52,11 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if dir == "" {
 		dir = filepath.Join(tmp, "data")
 	}
-	st, err := duckdb.Open(duckdb.Options{Dir: dir, Log: log})
+	sf := storeFlags{kind: "duckdb", dataDir: dir}
+	if *chURL != "" {
+		sf.kind, sf.clickhouseURL = "clickhouse", *chURL
+	}
+	st, err := sf.open(log)
 	if err != nil {
 		return err
 	}

@@ -15,19 +15,21 @@ import (
 	"github.com/taskscope/taskscope/internal/redact"
 	"github.com/taskscope/taskscope/internal/server"
 	"github.com/taskscope/taskscope/internal/store"
+	"github.com/taskscope/taskscope/internal/store/clickhouse"
 	"github.com/taskscope/taskscope/internal/store/duckdb"
 )
 
 // storeFlags are the flags that choose and configure the store.
 type storeFlags struct {
-	kind, dataDir, clickhouseURL string
-	retention, rollupRetention   time.Duration
+	kind, dataDir, clickhouseURL, clickhouseCluster string
+	retention, rollupRetention                      time.Duration
 }
 
 func (f *storeFlags) register(fl *flag.FlagSet) {
 	fl.StringVar(&f.kind, "store", "duckdb", "store: duckdb (embedded) or clickhouse")
 	fl.StringVar(&f.dataDir, "data-dir", "./taskscope-data", "directory of the embedded store")
-	fl.StringVar(&f.clickhouseURL, "clickhouse-url", "", "ClickHouse URL (with --store clickhouse)")
+	fl.StringVar(&f.clickhouseURL, "clickhouse-url", "", "ClickHouse URL, http://HOST:8123/?database=NAME (with --store clickhouse)")
+	fl.StringVar(&f.clickhouseCluster, "clickhouse-cluster", "", "ClickHouse cluster (of its remote_servers) to make the tables on, replicated and sharded (with --store clickhouse)")
 	fl.DurationVar(&f.retention, "retention", 14*24*time.Hour, "how long raw samples are kept (0: forever)")
 	fl.DurationVar(&f.rollupRetention, "rollup-retention", 180*24*time.Hour, "how long per-minute rollups and events are kept (0: forever)")
 }
@@ -37,7 +39,13 @@ func (f *storeFlags) open(log *slog.Logger) (store.Store, error) {
 	case "duckdb":
 		return duckdb.Open(duckdb.Options{Dir: f.dataDir, Retention: f.retention, RollupRetention: f.rollupRetention, Log: log})
 	case "clickhouse":
-		return nil, fmt.Errorf("--store clickhouse is not available in this build yet")
+		if f.clickhouseURL == "" {
+			return nil, fmt.Errorf("--store clickhouse needs --clickhouse-url http://HOST:8123/?database=NAME")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // (ON CLUSTER DDL waits for every server)
+		defer cancel()
+		return clickhouse.Open(ctx, clickhouse.Options{URL: f.clickhouseURL, Cluster: f.clickhouseCluster,
+			Retention: f.retention, RollupRetention: f.rollupRetention, Log: log})
 	}
 	return nil, fmt.Errorf("--store must be duckdb or clickhouse, not %q", f.kind)
 }
@@ -97,7 +105,11 @@ func serverCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "taskscope server on %s (data in %s)\n", srv.URL(), sf.dataDir)
+	where := "data in " + sf.dataDir
+	if sf.kind == "clickhouse" {
+		where = "data in ClickHouse"
+	}
+	fmt.Fprintf(stdout, "taskscope server on %s (%s)\n", srv.URL(), where)
 	select {
 	case <-ctx.Done():
 	case err := <-srv.Err():

@@ -18,6 +18,7 @@ import (
 
 	"github.com/taskscope/taskscope/internal/loadgen"
 	"github.com/taskscope/taskscope/internal/procfs"
+	"github.com/taskscope/taskscope/internal/testsrv"
 	"github.com/taskscope/taskscope/internal/wire"
 )
 
@@ -49,7 +50,7 @@ func victoriaMetrics(b *testing.B, cfg loadgen.Config) {
 	}
 	b.Logf("prepared %d remote write bodies, %.1f MB", vm.Batches, float64(vm.Bytes)/1e6)
 	dir := b.TempDir()
-	addr := freeAddr(b)
+	addr := testsrv.FreeAddr(b)
 	cmd := exec.Command(bin, "-storageDataPath="+dir, "-httpListenAddr="+addr, "-retentionPeriod=100y",
 		"-loggerLevel=ERROR", "-maxInsertRequestSize=256MB")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
@@ -66,7 +67,7 @@ func victoriaMetrics(b *testing.B, cfg loadgen.Config) {
 	}
 	defer stop()
 	base := "http://" + addr
-	waitUntil(b, "VictoriaMetrics to start", 10*time.Second, func() bool { return get(base+"/health", nil) == nil })
+	testsrv.WaitUntil(b, "VictoriaMetrics to start", 10*time.Second, func() bool { return get(base+"/health", nil) == nil })
 	cfg.URL, cfg.Endpoint = base, loadgen.RemoteWrite
 	cfg.Client = &http.Client{Timeout: 5 * time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
 	vmCPU0, cpu0 := processCPU(b, cmd.Process.Pid), cpuTime()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/taskscope/taskscope/internal/loadgen"
 	"github.com/taskscope/taskscope/internal/testfs"
+	"github.com/taskscope/taskscope/internal/testsrv"
 	"github.com/taskscope/taskscope/internal/wire"
 )
 
@@ -63,7 +64,7 @@ func healthz(t *testing.T, base string) (int, string) {
 // once.
 func TestServerDiskFull(t *testing.T) {
 	testfs.Run(t, 48<<20, func(t *testing.T, dir string) {
-		addr := freeAddr(t)
+		addr := testsrv.FreeAddr(t)
 		srv := startServer(t, addr, dir, plainClient, "http", "--maintain-every", "1s")
 		const nodes = 4
 		g := source(nodes)
@@ -210,8 +211,8 @@ func TestServerDiskFull(t *testing.T) {
 		t1 := time.Now()
 		sh.flush(t, 90*time.Second)
 		catchUp := time.Since(t1)
-		waitUntil(t, "/healthz ok", 10*time.Second, func() bool { code, _ := healthz(t, srv.url); return code == http.StatusOK })
-		waitUntil(t, "metrics of a store that writes", 10*time.Second, func() bool {
+		testsrv.WaitUntil(t, "/healthz ok", 10*time.Second, func() bool { code, _ := healthz(t, srv.url); return code == http.StatusOK })
+		testsrv.WaitUntil(t, "metrics of a store that writes", 10*time.Second, func() bool {
 			m = scrapeServer(t, srv.url)
 			return m["taskscope_store_disk_full"] == 0 && m["taskscope_store_writable"] == 1
 		})
@@ -269,7 +270,7 @@ func TestServerDiskFull(t *testing.T) {
 // server comes back, and the store holds every sample once.
 func TestSpoolDiskFull(t *testing.T) {
 	testfs.Run(t, 1<<20, func(t *testing.T, spool string) {
-		addr, dir := freeAddr(t), t.TempDir()
+		addr, dir := testsrv.FreeAddr(t), t.TempDir()
 		srv := startServer(t, addr, dir, plainClient, "http")
 		const nodes = 3
 		g := source(nodes)

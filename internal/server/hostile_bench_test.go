@@ -22,6 +22,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/taskscope/taskscope/internal/loadgen"
+	"github.com/taskscope/taskscope/internal/testsrv"
 	"github.com/taskscope/taskscope/internal/wire"
 )
 
@@ -101,7 +102,7 @@ func runHostile(b *testing.B, bin string, h hostile) {
 	dir := b.TempDir()
 	tokens := filepath.Join(dir, "tokens")
 	os.WriteFile(tokens, []byte("bench-token\n"), 0o600)
-	addr := freeAddr(b)
+	addr := testsrv.FreeAddr(b)
 	c := &http.Client{Timeout: 120 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	srv := startServerBin(b, bin, addr, filepath.Join(dir, "data"), c, "http", "--ingest-token-file", tokens)
 	defer srv.stop(b)

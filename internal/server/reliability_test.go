@@ -31,6 +31,7 @@ import (
 	"github.com/taskscope/taskscope/internal/store"
 	"github.com/taskscope/taskscope/internal/store/duckdb"
 	"github.com/taskscope/taskscope/internal/store/storetest"
+	"github.com/taskscope/taskscope/internal/testsrv"
 	"github.com/taskscope/taskscope/internal/wire"
 )
 
@@ -95,16 +96,6 @@ func (w syncWriter) Write(p []byte) (int, error) {
 	return w.b.Write(p)
 }
 
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // startServer runs `taskscope server` on addr with its data in dir and waits
 // until it answers /healthz.
 func startServer(t testing.TB, addr, dir string, client *http.Client, scheme string, args ...string) *serverProc {
@@ -129,7 +120,8 @@ func startServerBin(t testing.TB, bin, addr, dir string, client *http.Client, sc
 			t.Logf("server output:\n%s", p.output())
 		}
 	})
-	deadline := time.Now().Add(20 * time.Second)
+	// (A server on a ClickHouse cluster makes its tables ON CLUSTER first.)
+	deadline := time.Now().Add(60 * time.Second)
 	for {
 		resp, err := client.Get(p.url + "/healthz")
 		if err == nil {
@@ -144,7 +136,7 @@ func startServerBin(t testing.TB, bin, addr, dir string, client *http.Client, sc
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("server not up after 20 s: %v\n%s", err, p.output())
+			t.Fatalf("server not up after 60 s: %v\n%s", err, p.output())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -215,8 +207,7 @@ func (e *expected) add(b *wire.Batch) {
 }
 
 // check opens the store in dir (the server has stopped) and asserts that it
-// holds every sample sent exactly once: the total, and per process the
-// number of samples and one value in each second it was sampled.
+// holds every sample sent exactly once (checkStore).
 func (e *expected) check(t *testing.T, dir string) {
 	t.Helper()
 	st, err := duckdb.Open(duckdb.Options{Dir: dir})
@@ -224,6 +215,14 @@ func (e *expected) check(t *testing.T, dir string) {
 		t.Fatal(err)
 	}
 	defer st.Close()
+	e.checkStore(t, st)
+}
+
+// checkStore asserts that st holds every sample sent exactly once: the
+// total, and per process the number of samples and one value in each
+// second it was sampled.
+func (e *expected) checkStore(t *testing.T, st store.Store) {
+	t.Helper()
 	ctx := context.Background()
 	u, err := st.Usage(ctx)
 	if err != nil {
@@ -317,6 +316,20 @@ func (s *shippers) stop() {
 	s.wg.Wait()
 }
 
+// totals sums the shippers' retries and the batches answered as
+// duplicates; a batch refused or dropped fails the test.
+func (s *shippers) totals(t *testing.T) (retries, dups uint64) {
+	t.Helper()
+	for _, sh := range s.list {
+		st := sh.Stats()
+		retries, dups = retries+st.Retries, dups+st.Duplicates
+		if st.Rejected != 0 || st.DroppedBatches != 0 {
+			t.Errorf("shipper stats %+v", st)
+		}
+	}
+	return retries, dups
+}
+
 func (s *shippers) sent() (n uint64) {
 	for _, sh := range s.list {
 		n += sh.Stats().Sent
@@ -354,24 +367,13 @@ func (s *shippers) enqueue(t *testing.T, exp *expected, g *loadgen.Generator) {
 	}
 }
 
-func waitUntil(t testing.TB, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 var plainClient = &http.Client{Timeout: 10 * time.Second}
 
 // TestServerKilledDuringIngest: the server is killed with SIGKILL twice
 // while agents ship, and restarted on the same data directory; the agents
 // retry from their spools; in the end the store holds every sample once.
 func TestServerKilledDuringIngest(t *testing.T) {
-	addr, dir := freeAddr(t), t.TempDir()
+	addr, dir := testsrv.FreeAddr(t), t.TempDir()
 	srv := startServer(t, addr, dir, plainClient, "http")
 	const nodes, total = 3, 90
 	g := source(nodes)
@@ -389,7 +391,7 @@ func TestServerKilledDuringIngest(t *testing.T) {
 		// Kill once some, not all, of what was queued is acknowledged:
 		// requests are in flight.
 		want := uint64(kill*30*nodes) / 2
-		waitUntil(t, "batches acknowledged", 20*time.Second, func() bool { return sh.sent() >= want })
+		testsrv.WaitUntil(t, "batches acknowledged", 20*time.Second, func() bool { return sh.sent() >= want })
 		srv.kill()
 		if ok := sh.sent(); ok >= uint64(kill*30*nodes) {
 			t.Logf("kill %d came after everything was acknowledged", kill)
@@ -399,14 +401,7 @@ func TestServerKilledDuringIngest(t *testing.T) {
 	}
 	feed(total)
 	sh.flush(t, 25*time.Second)
-	var retries, dups uint64
-	for _, s := range sh.list {
-		st := s.Stats()
-		retries, dups = retries+st.Retries, dups+st.Duplicates
-		if st.Rejected != 0 || st.DroppedBatches != 0 {
-			t.Errorf("shipper stats %+v", st)
-		}
-	}
+	retries, dups := sh.totals(t)
 	t.Logf("%d batches, %d samples; %d retries, %d answered as duplicates", total*nodes, exp.samples, retries, dups)
 	if retries == 0 {
 		t.Error("no retries: the kills did not interrupt ingest")
@@ -421,7 +416,7 @@ func TestServerKilledDuringIngest(t *testing.T) {
 // spooled batches go with their first identity and seq, and the store holds
 // everything once.
 func TestShipperRestart(t *testing.T) {
-	addr, dir := freeAddr(t), t.TempDir()
+	addr, dir := testsrv.FreeAddr(t), t.TempDir()
 	srv := startServer(t, addr, dir, plainClient, "http")
 	const nodes, total = 2, 60
 	g := source(nodes)
@@ -436,7 +431,7 @@ func TestShipperRestart(t *testing.T) {
 		if stage < 2 {
 			// Stop once part of it is through.
 			want := uint64((from + (to-from)/2) * nodes)
-			waitUntil(t, "half delivered", 20*time.Second, func() bool { return sh.sent() >= want-uint64(from*nodes) })
+			testsrv.WaitUntil(t, "half delivered", 20*time.Second, func() bool { return sh.sent() >= want-uint64(from*nodes) })
 			sh.stop()
 			var queued int
 			for _, s := range sh.list {
@@ -493,7 +488,7 @@ func TestStoreFailure(t *testing.T) {
 	for r := 10; r < total; r++ {
 		sh.enqueue(t, &exp, g)
 	}
-	waitUntil(t, "retries against the failing store", 20*time.Second, func() bool {
+	testsrv.WaitUntil(t, "retries against the failing store", 20*time.Second, func() bool {
 		var retries uint64
 		for _, s := range sh.list {
 			retries += s.Stats().Retries
@@ -566,7 +561,7 @@ func TestTLSAndToken(t *testing.T) {
 	tokens := filepath.Join(dir, "tokens")
 	os.WriteFile(tokens, []byte("# agents of rack 1\nold-token\nrack1-token\n"), 0o600)
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
-	addr, data := freeAddr(t), t.TempDir()
+	addr, data := testsrv.FreeAddr(t), t.TempDir()
 	srv := startServer(t, addr, data, client, "https", "--tls-cert", cert, "--tls-key", key, "--ingest-token-file", tokens)
 
 	g := source(1)
@@ -591,7 +586,7 @@ func TestTLSAndToken(t *testing.T) {
 	// A wrong token: 401, and the shipper keeps the batch.
 	bad := newShippers(t, 1, srv.url, client, t.TempDir(), "rack2-token")
 	bad.list[0].Enqueue(g.Next()[0])
-	waitUntil(t, "retries with a wrong token", 10*time.Second, func() bool { return bad.list[0].Stats().Retries >= 1 })
+	testsrv.WaitUntil(t, "retries with a wrong token", 10*time.Second, func() bool { return bad.list[0].Stats().Retries >= 1 })
 	if st := bad.list[0].Stats(); st.Sent != 0 || st.QueuedBatches != 1 || st.Rejected != 0 {
 		t.Errorf("with a wrong token: %+v", st)
 	}

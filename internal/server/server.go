@@ -159,6 +159,11 @@ func (s *Server) maintain(ctx context.Context) {
 	// them when ingest goes quiet.
 	f := time.NewTicker(time.Second)
 	defer f.Stop()
+	// A store that other servers write too (ClickHouse behind several
+	// replicas) says when anything was stored, by anyone: the browsers of
+	// this server are told of the others' commits as of its own.
+	changes, shared := s.cfg.Store.(store.SharedData)
+	var seen uint64
 	for {
 		select {
 		case <-ctx.Done():
@@ -171,6 +176,14 @@ func (s *Server) maintain(ctx context.Context) {
 				s.cfg.Log.Debug("cannot write summaries", "err", err)
 			} else if committed {
 				s.live.Changed()
+			}
+			if shared {
+				if v, err := changes.Changes(ctx); err == nil && v != seen {
+					if seen != 0 {
+						s.live.Changed()
+					}
+					seen = v
+				}
 			}
 		case <-t.C:
 			if err := s.cfg.Store.Maintain(ctx, time.Now()); err != nil && ctx.Err() == nil {

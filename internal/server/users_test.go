@@ -12,6 +12,7 @@ import (
 	"github.com/taskscope/taskscope/internal/loadgen"
 	"github.com/taskscope/taskscope/internal/store"
 	"github.com/taskscope/taskscope/internal/store/duckdb"
+	"github.com/taskscope/taskscope/internal/testsrv"
 )
 
 // The UI's users (the sustained benchmark's query model) make every
@@ -64,7 +65,7 @@ func TestUsers(t *testing.T) {
 		_, err := loadgen.Send(ctx, cfg, bodies)
 		sent <- err
 	}()
-	waitUntil(t, "a running job", 30*time.Second, func() bool {
+	testsrv.WaitUntil(t, "a running job", 30*time.Second, func() bool {
 		resp, err := http.Get(srv.URL() + "/api/v1/jobs?state=running")
 		if err != nil {
 			return false

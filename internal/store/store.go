@@ -139,6 +139,15 @@ type AttemptSummarizer interface {
 	AttemptSummary(ctx context.Context, attemptID string) (*Attempt, error)
 }
 
+// SharedData is a store that several servers write at once (ClickHouse
+// behind several taskscope replicas): Changes is a number that moves
+// whenever any of them stores a batch. A server polls it to tell its
+// browsers of the others' commits (live updates); without it, a server
+// tells them of its own commits only.
+type SharedData interface {
+	Changes(ctx context.Context) (uint64, error)
+}
+
 // LocalData is a store that keeps its data in files on this machine:
 // DataDir is their directory ("" if it has none, as in memory). The
 // server's /healthz and metrics report that filesystem's free space beside

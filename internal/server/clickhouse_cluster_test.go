@@ -1,0 +1,172 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/taskscope/taskscope/internal/store/clickhouse"
+	"github.com/taskscope/taskscope/internal/store/clickhouse/chtest"
+	"github.com/taskscope/taskscope/internal/testsrv"
+)
+
+var chShape = flag.String("ch.cluster", "2x1", "TestClickHouseClusterKilled: ClickHouse shards x replicas (make test-cluster: 2x2)")
+
+// balancer is an HTTP load balancer: each request to the next backend in
+// turn, and to the one after if that one does not answer (as a balancer
+// that takes a dead server out). Consecutive batches of one agent go to
+// different taskscope replicas.
+type balancer struct {
+	backends []string
+	next     atomic.Int64
+	client   *http.Client
+	resent   atomic.Int64 // requests sent again to another backend
+}
+
+func (lb *balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<20))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	first := int(lb.next.Add(1))
+	for i := range lb.backends {
+		be := lb.backends[(first+i)%len(lb.backends)]
+		req, err := http.NewRequestWithContext(r.Context(), r.Method, be+r.URL.RequestURI(), bytes.NewReader(body))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		req.Header = r.Header.Clone()
+		resp, err := lb.client.Do(req)
+		if err != nil {
+			// Down, or killed before it answered: the next one (a batch
+			// it may have stored is sent again).
+			if i+1 < len(lb.backends) {
+				lb.resent.Add(1)
+			}
+			continue
+		}
+		for k, v := range resp.Header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(resp.StatusCode)
+		io.Copy(w, resp.Body)
+		resp.Body.Close()
+		return
+	}
+	http.Error(w, "no backend answers", http.StatusBadGateway)
+}
+
+// TestClickHouseClusterKilled: two taskscope replicas behind a round-robin
+// balancer store into a ClickHouse cluster (2 shards on one ZooKeeper; 2
+// replicas each with -ch.cluster=2x2, make test-cluster) while agents ship;
+// one taskscope replica and one ClickHouse server are killed with SIGKILL
+// mid-ingest and started again. In the end every sample the agents sent is
+// stored exactly once: the counts against what was sent, per process too.
+func TestClickHouseClusterKilled(t *testing.T) {
+	var shards, reps int
+	if _, err := fmt.Sscanf(*chShape, "%dx%d", &shards, &reps); err != nil || shards < 1 || reps < 1 {
+		t.Fatalf("-ch.cluster %q: want SHARDSxREPLICAS", *chShape)
+	}
+	t0 := time.Now()
+	cl := chtest.StartCluster(t, "tsc", shards, reps)
+	t.Logf("%d x %d ClickHouse servers and ZooKeeper up in %s, RSS %.0f MB", shards, reps, time.Since(t0).Round(time.Millisecond),
+		float64(cl.RSS())/1e6)
+	first, last := cl.Shards[0][0], cl.Shards[shards-1][reps-1]
+	urlA, urlB := first.URL()+"?database=ts", last.URL()+"?database=ts"
+	// The schema, made ON CLUSTER once before the servers start.
+	pre, err := clickhouse.Open(context.Background(), clickhouse.Options{URL: urlA, Cluster: "tsc"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pre.Close()
+	args := func(u string) []string {
+		return []string{"--store", "clickhouse", "--clickhouse-url", u, "--clickhouse-cluster", "tsc"}
+	}
+	addrA, addrB := testsrv.FreeAddr(t), testsrv.FreeAddr(t)
+	a := startServer(t, addrA, t.TempDir(), plainClient, "http", args(urlA)...)
+	b := startServer(t, addrB, t.TempDir(), plainClient, "http", args(urlB)...)
+	lb := &balancer{backends: []string{a.url, b.url}, client: &http.Client{Timeout: 30 * time.Second}}
+	lbSrv := &http.Server{Handler: lb}
+	lbAddr := testsrv.FreeAddr(t)
+	ln, err := netListen(lbAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go lbSrv.Serve(ln)
+	defer lbSrv.Close()
+
+	const nodes, total = 4, 48
+	g := source(nodes)
+	sh := newShippers(t, nodes, "http://"+lbAddr, &http.Client{Timeout: 30 * time.Second}, t.TempDir(), "")
+	var exp expected
+	next := 0
+	feed := func(until int) {
+		for ; next < until; next++ {
+			sh.enqueue(t, &exp, g)
+		}
+	}
+	feed(total / 3)
+	testsrv.WaitUntil(t, "batches acknowledged", 120*time.Second, func() bool { return sh.sent() >= uint64(total/6*nodes) })
+	// Mid-ingest: a taskscope replica and a ClickHouse server (of the
+	// second shard: its other replica takes its writes, or with one
+	// replica the shard's writes wait for it).
+	victim := cl.Shards[shards-1][0]
+	a.kill()
+	victim.Kill()
+	killedAt := sh.sent()
+	feed(2 * total / 3)
+	testsrv.WaitUntil(t, "some batches while they are down", 120*time.Second, func() bool { return sh.sent() > killedAt || reps == 1 })
+	victim.Start(t)
+	a = startServer(t, addrA, t.TempDir(), plainClient, "http", args(urlA)...)
+	lb.backends[0] = a.url
+	feed(total)
+	sh.flush(t, 180*time.Second)
+	retries, dups := sh.totals(t)
+	t.Logf("%d batches, %d samples sent; %d sends retried by the agents, %d sent again to the other replica by the balancer, %d answered as duplicates",
+		total*nodes, exp.samples, retries, lb.resent.Load(), dups)
+	if retries == 0 && lb.resent.Load() == 0 {
+		t.Error("no retries: the kills did not interrupt ingest")
+	}
+	sh.stop()
+	a.stop(t)
+	b.stop(t)
+	// Every replica of every shard has its shard's rows.
+	st, err := clickhouse.Open(context.Background(), clickhouse.Options{URL: urlA, Cluster: "tsc"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	exp.checkStore(t, st)
+	c := st.Client()
+	physical := func() uint64 {
+		rows, err := c.Query(context.Background(), "SELECT sum(n) FROM ts.chunks WHERE kind = 0", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rows.UInt64()
+	}
+	before := physical()
+	// (18.16 fails OPTIMIZE of a replicated table ON CLUSTER: each
+	// shard's first replica is asked, and its replicas merge alike.)
+	for _, row := range cl.Shards {
+		if err := c.WithHost(row[0].Addr()).Exec(context.Background(), "OPTIMIZE TABLE ts.chunks_local FINAL", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var after uint64
+	testsrv.WaitUntil(t, "the merges", 60*time.Second, func() bool { after = physical(); return after == uint64(exp.samples) })
+	t.Logf("process samples: %d sent; %d in the chunks' rows before the merges (rows written twice by retries not merged yet), %d after",
+		exp.samples, before, after)
+	t.Logf("test took %s; RSS of ClickHouse and ZooKeeper at the end %.0f MB", time.Since(t0).Round(time.Second), float64(cl.RSS())/1e6)
+}
+
+func netListen(addr string) (net.Listener, error) { return net.Listen("tcp", addr) }

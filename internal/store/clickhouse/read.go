@@ -1,0 +1,502 @@
+package clickhouse
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/taskscope/taskscope/internal/store"
+	"github.com/taskscope/taskscope/internal/wire"
+)
+
+func formatByType(m map[string]int) string {
+	if len(m) == 0 {
+		return ""
+	}
+	b, _ := json.Marshal(m)
+	return string(b)
+}
+
+func parseByType(s string) map[string]int {
+	m := map[string]int{}
+	if s != "" {
+		json.Unmarshal([]byte(s), &m)
+	}
+	return m
+}
+
+func (s *Store) staleBefore() int64 { return s.opt.Clock.StaleBefore() }
+
+// Jobs lists jobs, newest first.
+func (s *Store) Jobs(ctx context.Context, f store.JobFilter) (store.JobPage, error) {
+	if f.Limit <= 0 {
+		f.Limit = 50
+	}
+	f.Limit = min(f.Limit, 1000)
+	f.Offset = max(f.Offset, 0)
+	stale := s.staleBefore()
+	where := []string{"attempts > 0"}
+	if f.User != "" {
+		where = append(where, "user_name = "+Quote(f.User))
+	}
+	if f.Queue != "" {
+		where = append(where, "queue = "+Quote(f.Queue))
+	}
+	if f.Framework != "" {
+		where = append(where, "framework = "+Quote(f.Framework))
+	}
+	if v := f.Visible; v != nil {
+		// user_name IN (...) OR queue IN (...); an empty list matches nothing.
+		in := func(col string, vals []string) string {
+			if len(vals) == 0 {
+				return "0"
+			}
+			q := make([]string, len(vals))
+			for i, x := range vals {
+				q[i] = Quote(x)
+			}
+			return col + " IN (" + strings.Join(q, ", ") + ")"
+		}
+		where = append(where, "("+in("user_name", v.Users)+" OR "+in("queue", v.Queues)+")")
+	}
+	if f.Name != "" {
+		// A substring in any case (as ILIKE '%name%', which 18.16 lacks).
+		where = append(where, fmt.Sprintf("(positionCaseInsensitiveUTF8(name, %[1]s) > 0 OR positionCaseInsensitiveUTF8(job_id, %[1]s) > 0)", Quote(f.Name)))
+	}
+	if f.From > 0 {
+		where = append(where, fmt.Sprintf("last_ms >= %d", f.From))
+	}
+	if f.To > 0 {
+		where = append(where, fmt.Sprintf("first_ms < %d", f.To))
+	}
+	switch f.State {
+	case "":
+	case store.StateRunning:
+		where = append(where, fmt.Sprintf("running > 0 AND last_ms >= %d", stale))
+	case store.StateFinished:
+		where = append(where, fmt.Sprintf("NOT (running > 0 AND last_ms >= %d)", stale))
+	default:
+		return store.JobPage{}, fmt.Errorf("state must be running or finished, not %q", f.State)
+	}
+	from := "(SELECT * FROM " + s.read("jobs") + " FINAL) WHERE " + strings.Join(where, " AND ")
+	rows, err := s.query(ctx, "SELECT job_id, app_id, framework, name, user_name, queue, first_ms, last_ms, attempts, running, "+
+		"cpu_ms, peak_rss, mem_gb_hours, used_gb_hours, hosts, by_type FROM "+from+
+		fmt.Sprintf(" ORDER BY first_ms DESC, job_id DESC LIMIT %d, %d", f.Offset, f.Limit))
+	if err != nil {
+		return store.JobPage{}, fmt.Errorf("cannot list jobs: %w", err)
+	}
+	page := store.JobPage{Jobs: []store.Job{}}
+	for rows.Next() {
+		var j store.JobTotals
+		id := rows.String()
+		j.AppID, j.Framework, j.Name, j.User, j.Queue = rows.String(), rows.String(), rows.String(), rows.String(), rows.String()
+		j.First, j.Last, j.Attempts, j.Running = rows.Int64(), rows.Int64(), int(rows.UInt32()), int(rows.UInt32())
+		j.CPUMs, j.PeakRSS = rows.Int64(), rows.Int64()
+		j.SetGBHours(rows.Float64(), rows.Float64())
+		hosts := int(rows.UInt32())
+		j.ByType = parseByType(rows.String())
+		job := j.Job(id, stale)
+		job.Hosts = hosts
+		if len(j.ByType) == 0 {
+			job.ByType = nil
+		}
+		page.Jobs = append(page.Jobs, job)
+	}
+	if err := rows.Err(); err != nil {
+		return page, err
+	}
+	rows, err = s.query(ctx, "SELECT count() FROM "+from)
+	if err != nil {
+		return page, fmt.Errorf("cannot count jobs: %w", err)
+	}
+	page.Total = int(rows.UInt64())
+	return page, rows.Err()
+}
+
+// jobAttempts reads a job's attempts.
+func (s *Store) jobAttempts(ctx context.Context, id string) ([]*attState, error) {
+	return s.readAttempts(ctx, fmt.Sprintf("job_key = %d AND job_id = %s", jobKey(id), Quote(id)))
+}
+
+// Job returns a job with its attempts, its figures added up from them.
+func (s *Store) Job(ctx context.Context, id string) (*store.JobDetail, error) {
+	atts, err := s.jobAttempts(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if len(atts) == 0 {
+		return nil, store.ErrNotFound
+	}
+	stale := s.staleBefore()
+	var j store.JobTotals
+	d := &store.JobDetail{AttemptList: make([]store.Attempt, 0, len(atts))}
+	for _, st := range atts {
+		j.Add(store.AttemptContribution(&st.meta, st.host, &st.sum))
+		d.AttemptList = append(d.AttemptList, apiAttempt(st, stale))
+	}
+	describeOrder(atts)
+	for _, st := range atts {
+		j.Describe(&st.meta)
+	}
+	d.Job = j.Job(id, stale)
+	d.ByType = map[string]int{}
+	for _, a := range d.AttemptList {
+		d.ByType[a.Type]++
+	}
+	return d, nil
+}
+
+// attempt reads one attempt (ErrNotFound if unknown): its job's key from
+// the index, then its row.
+func (s *Store) attempt(ctx context.Context, id string) (*attState, error) {
+	rows, err := s.query(ctx, fmt.Sprintf("SELECT job_key FROM %s WHERE attempt_key = %d AND attempt_id = %s LIMIT 1",
+		s.read("attempt_index"), store.AttemptKey(id), Quote(id)))
+	if err != nil {
+		return nil, fmt.Errorf("cannot find attempt %s: %w", id, err)
+	}
+	if !rows.Next() {
+		return nil, store.ErrNotFound
+	}
+	job := rows.UInt64()
+	// (An attempt stored before its description named its job has a row
+	// under the empty job's key first.)
+	atts, err := s.readAttempts(ctx, fmt.Sprintf("job_key IN (%d, %d) AND attempt_id = %s", job, jobKey(""), Quote(id)))
+	if err != nil {
+		return nil, err
+	}
+	if len(atts) == 0 {
+		return nil, store.ErrNotFound
+	}
+	return atts[len(atts)-1], nil
+}
+
+// HostAttempts lists the attempts that ran on host within [from, to).
+func (s *Store) HostAttempts(ctx context.Context, host string, from, to int64) ([]store.Attempt, error) {
+	if to <= 0 {
+		to = 1 << 62
+	}
+	atts, err := s.readAttempts(ctx, fmt.Sprintf("host = %s AND last_ms >= %d AND first_ms < %d", Quote(host), from, to))
+	if err != nil {
+		return nil, err
+	}
+	return s.apiAttempts(ctx, atts)
+}
+
+func (s *Store) apiAttempts(ctx context.Context, atts []*attState) ([]store.Attempt, error) {
+	stale := s.staleBefore()
+	out := make([]store.Attempt, 0, len(atts))
+	for _, st := range atts {
+		out = append(out, apiAttempt(st, stale))
+	}
+	return out, nil
+}
+
+// Attempt returns an attempt with its processes and events.
+func (s *Store) Attempt(ctx context.Context, id string) (*store.AttemptDetail, error) {
+	st, err := s.attempt(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	lists, err := s.processLists(ctx, []*attState{st})
+	if err != nil {
+		return nil, err
+	}
+	d := &store.AttemptDetail{Attempt: apiAttempt(st, s.staleBefore()), ProcessList: []store.Process{}}
+	if l := lists[id]; l != nil {
+		d.ProcessList = l
+	}
+	d.Processes = len(d.ProcessList)
+	keys := make([]uint64, len(d.ProcessList))
+	for i, p := range d.ProcessList {
+		keys[i] = uint64(p.Key)
+	}
+	d.Events, err = s.events(ctx, store.EventFilter{AttemptID: id, Limit: 5000}, keys)
+	if err != nil {
+		return nil, err
+	}
+	d.Events = store.ProcessEvents(d.Events, d.ProcessList)
+	return d, nil
+}
+
+// AttemptProcesses returns the process lists of attempts as Attempt does.
+func (s *Store) AttemptProcesses(ctx context.Context, ids []string) (map[string][]store.Process, error) {
+	var sts []*attState
+	for _, id := range ids {
+		st, err := s.attempt(ctx, id)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		sts = append(sts, st)
+	}
+	return s.processLists(ctx, sts)
+}
+
+const procSelect = `SELECT proc_key, gen, member, described, has_cmd, host, pid, ppid, sid, start_ms, end_ms, cmdline, comm,
+	role, uid, user_name, from_ms, to_ms, cpu_base_ms, member_role FROM `
+
+// procRecord is a row of procs.
+type procRecord struct {
+	key, gen                  uint64
+	member, described, hasCmd bool
+	host                      string
+	p                         wire.Process
+	m                         wire.Membership
+}
+
+func scanProc(r *Rows) procRecord {
+	var x procRecord
+	x.key, x.gen, x.member, x.described, x.hasCmd, x.host = r.UInt64(), r.UInt64(), r.Bool(), r.Bool(), r.Bool(), r.String()
+	x.p.PID, x.p.PPID, x.p.SID, x.p.StartMs, x.p.EndMs = r.Int32(), r.Int32(), r.Int32(), r.Int64(), r.Int64()
+	x.p.Cmdline, x.p.Comm, x.p.Role, x.p.UID, x.p.User = r.String(), r.String(), r.String(), r.UInt32(), r.String()
+	x.m.FromMs, x.m.ToMs, x.m.CPUBaseMs, x.m.Role = r.Int64(), r.Int64(), r.Int64(), r.String()
+	x.p.Key, x.m.Process = x.key, x.key
+	return x
+}
+
+// procView is a process's view with its command line.
+type procView struct {
+	v   store.ProcessView
+	cmd string
+}
+
+func (pv *procView) add(x *procRecord) {
+	if x.described {
+		pv.v.Describe(x.gen, x.host, &x.p)
+		if x.hasCmd && pv.v.LatestCmd(x.gen) {
+			pv.cmd = x.p.Cmdline
+		}
+	}
+	if x.member {
+		pv.v.Join(x.gen, &x.m)
+	}
+}
+
+// processLists reads the processes of attempts (their members, with
+// their latest descriptions and their summaries from their samples).
+func (s *Store) processLists(ctx context.Context, sts []*attState) (map[string][]store.Process, error) {
+	out := map[string][]store.Process{}
+	for _, st := range sts {
+		id := st.meta.AttemptID
+		rows, err := s.query(ctx, procSelect+s.read("procs")+fmt.Sprintf(" FINAL WHERE job_key IN (%d, %d) AND attempt_key = %d ORDER BY gen",
+			jobKey(st.meta.JobID), jobKey(""), store.AttemptKey(id)))
+		if err != nil {
+			return nil, fmt.Errorf("cannot read the processes of %s: %w", id, err)
+		}
+		views := map[uint64]*procView{}
+		var order []uint64
+		for rows.Next() {
+			x := scanProc(rows)
+			v := views[x.key]
+			if v == nil {
+				v = &procView{}
+				views[x.key] = v
+				order = append(order, x.key)
+			}
+			v.add(&x)
+		}
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		// Members its rows do not describe: their descriptions elsewhere.
+		var missing []uint64
+		for _, k := range order {
+			if v := views[k]; v.v.Member() && !v.v.Described() {
+				missing = append(missing, k)
+			}
+		}
+		if len(missing) > 0 {
+			rows, err := s.query(ctx, procSelect+s.read("procs")+" FINAL WHERE described AND proc_key IN ("+numList(missing)+") ORDER BY gen")
+			if err != nil {
+				return nil, err
+			}
+			others := map[uint64]*procView{}
+			for rows.Next() {
+				x := scanProc(rows)
+				o := others[x.key]
+				if o == nil {
+					o = &procView{}
+					others[x.key] = o
+				}
+				o.add(&x)
+			}
+			if err := rows.Err(); err != nil {
+				return nil, err
+			}
+			for k, o := range others {
+				if v := views[k]; v.v.DescribeFrom(&o.v) {
+					v.cmd = o.cmd
+				}
+			}
+		}
+		var list []store.Process
+		var keys []uint64
+		for _, k := range order {
+			v := views[k]
+			if !v.v.Member() || !v.v.Described() {
+				continue
+			}
+			p := v.v.Process(store.Key(k))
+			p.Cmdline = v.cmd
+			list = append(list, p)
+			keys = append(keys, k)
+		}
+		if len(list) == 0 {
+			continue
+		}
+		// Summaries from each process's samples.
+		byKey, err := s.chunksOf(ctx, kindProcess, []uint64{jobKey(st.meta.JobID), jobKey("")}, keys, 0, 1<<62)
+		if err != nil {
+			return nil, err
+		}
+		for i := range list {
+			pts, err := pointsOf(byKey[uint64(list[i].Key)], store.SampleColumns)
+			if err != nil {
+				return nil, err
+			}
+			store.ProcessSummary(pts, &list[i])
+		}
+		sort.SliceStable(list, func(i, j int) bool {
+			if list[i].Start != list[j].Start {
+				return list[i].Start < list[j].Start
+			}
+			return list[i].PID < list[j].PID
+		})
+		out[id] = list
+	}
+	return out, nil
+}
+
+// Events lists events, oldest first; by attempt, with its processes'.
+func (s *Store) Events(ctx context.Context, f store.EventFilter) ([]store.Event, error) {
+	var keys []uint64
+	if f.AttemptID != "" {
+		st, err := s.attempt(ctx, f.AttemptID)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return nil, err
+		}
+		if err == nil {
+			for k := range st.procs {
+				keys = append(keys, k)
+			}
+			if len(keys) == 0 {
+				if keys, err = s.memberKeys(ctx, st); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	return s.events(ctx, f, keys)
+}
+
+// memberKeys lists an attempt's member processes.
+func (s *Store) memberKeys(ctx context.Context, st *attState) ([]uint64, error) {
+	return s.uint64s(ctx, fmt.Sprintf("SELECT DISTINCT proc_key FROM %s WHERE job_key IN (%d, %d) AND attempt_key = %d AND member",
+		s.read("procs"), jobKey(st.meta.JobID), jobKey(""), store.AttemptKey(st.meta.AttemptID)))
+}
+
+func (s *Store) events(ctx context.Context, f store.EventFilter, keys []uint64) ([]store.Event, error) {
+	if f.Limit <= 0 || f.Limit > 100000 {
+		f.Limit = 1000
+	}
+	var where []string
+	if f.Host != "" {
+		where = append(where, "host = "+Quote(f.Host))
+	}
+	if f.JobID != "" {
+		where = append(where, "job_id = "+Quote(f.JobID))
+	}
+	if f.AttemptID != "" {
+		if len(keys) == 0 {
+			where = append(where, "attempt_id = "+Quote(f.AttemptID))
+		} else {
+			where = append(where, "(attempt_id = "+Quote(f.AttemptID)+" OR proc_key IN ("+numList(keys)+"))")
+		}
+	}
+	if f.Kind != "" {
+		where = append(where, "kind = "+Quote(f.Kind))
+	}
+	if f.From > 0 {
+		where = append(where, fmt.Sprintf("ts >= %d", f.From))
+	}
+	if f.To > 0 {
+		where = append(where, fmt.Sprintf("ts < %d", f.To))
+	}
+	q := "SELECT ts, host, kind, job_id, attempt_id, proc_key, pid, message, value FROM " + s.read("events") + " FINAL"
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += fmt.Sprintf(" ORDER BY ts, kind LIMIT %d", f.Limit)
+	rows, err := s.query(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("cannot list events: %w", err)
+	}
+	out := []store.Event{}
+	for rows.Next() {
+		var e store.Event
+		e.Time, e.Host, e.Kind, e.JobID, e.AttemptID = store.Time(rows.Int64()), rows.String(), rows.String(), rows.String(), rows.String()
+		e.Process, e.PID, e.Message, e.Value = store.Key(rows.UInt64()), rows.Int32(), rows.String(), rows.Int64()
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// Hosts lists the hosts that sent data: their agents, attempts and
+// orphan events, read apart (18.16 joins one table a query) and put
+// together here.
+func (s *Store) Hosts(ctx context.Context) ([]store.Host, error) {
+	byHost := map[string]*store.Host{}
+	var order []string
+	rows, err := s.query(ctx, "SELECT host, max(last_ms), count(), sum(dropped_samples) FROM "+s.read("agents")+
+		" FINAL GROUP BY host ORDER BY host")
+	if err != nil {
+		return nil, fmt.Errorf("cannot list hosts: %w", err)
+	}
+	for rows.Next() {
+		h := &store.Host{Host: rows.String(), LastSeen: store.Time(rows.Int64()), Agents: int(rows.UInt64()), DroppedSamples: rows.UInt64()}
+		byHost[h.Host] = h
+		order = append(order, h.Host)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	rows, err = s.query(ctx, fmt.Sprintf("SELECT host, count(), countIf(NOT ended AND last_ms >= %d), max(last_ms) FROM %s FINAL GROUP BY host",
+		s.staleBefore(), s.read("attempts")))
+	if err != nil {
+		return nil, fmt.Errorf("cannot list hosts' attempts: %w", err)
+	}
+	for rows.Next() {
+		host, n, running, last := rows.String(), rows.UInt64(), rows.UInt64(), rows.Int64()
+		if h := byHost[host]; h != nil {
+			h.Attempts, h.Running = int(n), int(running)
+			h.LastSeen = max(h.LastSeen, store.Time(last))
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	rows, err = s.query(ctx, "SELECT host, count() FROM "+s.read("events")+
+		" FINAL WHERE kind IN ('orphan', 'lost_jvm', 'unknown_container', 'outlived_job') GROUP BY host")
+	if err != nil {
+		return nil, fmt.Errorf("cannot count orphans: %w", err)
+	}
+	for rows.Next() {
+		host, n := rows.String(), rows.UInt64()
+		if h := byHost[host]; h != nil {
+			h.Orphans = int(n)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	out := make([]store.Host, 0, len(order))
+	for _, h := range order {
+		out = append(out, *byHost[h])
+	}
+	return out, nil
+}

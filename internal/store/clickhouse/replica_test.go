@@ -1,0 +1,151 @@
+package clickhouse
+
+import (
+	"context"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/taskscope/taskscope/internal/loadgen"
+	"github.com/taskscope/taskscope/internal/store"
+	"github.com/taskscope/taskscope/internal/store/clickhouse/chtest"
+	"github.com/taskscope/taskscope/internal/store/duckdb"
+	"github.com/taskscope/taskscope/internal/store/storetest"
+	"github.com/taskscope/taskscope/internal/wire"
+)
+
+// replicas opens n stores on the same database of one server: what n
+// taskscope servers behind a load balancer are.
+func replicas(t *testing.T, srv *chtest.Server, db string, n int) []*Store {
+	t.Helper()
+	var out []*Store
+	for i := 0; i < n; i++ {
+		s, err := Open(context.Background(), Options{URL: srv.URL() + "?database=" + db, Clock: storetest.Clock, InsertEvery: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		out = append(out, s)
+	}
+	return out
+}
+
+// TestReplicasExactlyOnce: a batch stored through one replica and retried
+// to another is a duplicate there; the same batch stored by two replicas
+// at once (neither knowing the other's) is kept once: its rows are the
+// same both times, and the tables keep a row once.
+func TestReplicasExactlyOnce(t *testing.T) {
+	srv := chtest.Start(t)
+	rs := replicas(t, srv, "eo", 2)
+	a, b := rs[0], rs[1]
+	g := &storetest.Gen{Agent: "node1-eo", Host: "node1"}
+	at := &storetest.AttemptSpec{ID: "attempt_1700000000000_0001_m_000000_0", JobID: "job_1700000000000_0001", Type: "map",
+		Start: storetest.T0, MemoryMB: 1024, JobName: "eo", User: "u", Queue: "q",
+		Procs: []storetest.ProcSpec{{PID: 101, Role: wire.RoleTaskJVM, CPUPerS: 500, RSS: 1 << 20}}}
+	b1, b2, b3 := g.Batch([]*storetest.AttemptSpec{at}, 0, 5, false), g.Batch([]*storetest.AttemptSpec{at}, 5, 10, false),
+		g.Batch([]*storetest.AttemptSpec{at}, 10, 15, false)
+	if d := storetest.Ingest(t, a, b1); d[0] {
+		t.Fatal("b1 through a: a duplicate")
+	}
+	// The agent's answer was lost: it retries b1 through b, then sends b2.
+	if d := storetest.Ingest(t, b, b1, b2); !d[0] || d[1] {
+		t.Fatalf("b1 again and b2 through b: duplicates %v, want [true false]", d)
+	}
+	// b3 through both at once: each begins before the other commits.
+	var wg sync.WaitGroup
+	for _, s := range rs {
+		app, err := s.Begin(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if dup, err := app.Append(b3); err != nil || dup {
+			t.Fatalf("b3: dup %v, %v", dup, err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := app.Commit(); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, s := range rs {
+		if err := s.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, s := range rs {
+		u, err := s.Usage(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u.Samples != 15 || u.AttemptSamples != 15 {
+			t.Errorf("replica %d: %d process samples, %d attempt samples; 15 and 15 were sent", i, u.Samples, u.AttemptSamples)
+		}
+		d, err := s.Attempt(context.Background(), at.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.CPUMs != 7500 || d.ProcessList[0].Samples != 15 {
+			t.Errorf("replica %d: cpu %d, samples %d; want 7500 and 15", i, d.CPUMs, d.ProcessList[0].Samples)
+		}
+	}
+	// Physically: the rows written twice go when the parts merge.
+	c := a.Client()
+	raw := count(t, c, "SELECT count() FROM eo.chunks")
+	if err := c.Exec(context.Background(), "OPTIMIZE TABLE eo.chunks FINAL", nil); err != nil {
+		t.Fatal(err)
+	}
+	merged := count(t, c, "SELECT count() FROM eo.chunks")
+	// 3 batches of 4 series: a process, an attempt, and a metric of each
+	// with no column of its own.
+	if merged != 12 || raw != 16 {
+		t.Errorf("%d chunk rows after the merge, %d before; want 12 and 16 (b3's 4 twice)", merged, raw)
+	}
+	t.Logf("chunk rows: %d written (b3 by both replicas), %d after the merge", raw, merged)
+}
+
+// TestReplicasRotate: an agent's batches go to two replicas in turn (a
+// round-robin balancer), each replica's copy of the attempts is stale at
+// every other batch: what they answer is what one embedded store answers
+// of the same batches.
+func TestReplicasRotate(t *testing.T) {
+	srv := chtest.Start(t)
+	rs := replicas(t, srv, "rot", 2)
+	ref, err := duckdb.Open(duckdb.Options{Clock: storetest.Clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ref.Close()
+	start := storetest.T0.Add(-10 * time.Minute)
+	g := loadgen.NewGenerator(loadgen.Config{Nodes: 3, Slots: 3, BatchTicks: 5, Seed: 5, Start: start})
+	for r := 0; r < 12; r++ {
+		for i, bt := range g.Next() {
+			storetest.Ingest(t, rs[(r+i)%2], bt)
+			storetest.Ingest(t, ref, bt)
+		}
+	}
+	for _, s := range rs {
+		if err := s.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := storetest.Attempts(t, ref)
+	for i, s := range rs {
+		got := storetest.Attempts(t, s)
+		if len(got) != len(want) || len(got) == 0 {
+			t.Fatalf("replica %d: %d attempts, the embedded store %d", i, len(got), len(want))
+		}
+		byID := map[string]store.Attempt{}
+		for _, a := range got {
+			byID[a.AttemptID] = a
+		}
+		for _, w := range want {
+			if g := byID[w.AttemptID]; !reflect.DeepEqual(g, w) {
+				t.Errorf("replica %d, %s:\n clickhouse %+v\n embedded   %+v", i, w.AttemptID, g, w)
+			}
+		}
+	}
+}

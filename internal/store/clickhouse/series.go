@@ -1,0 +1,331 @@
+package clickhouse
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/taskscope/taskscope/internal/store"
+)
+
+// lookback is how far before a window the chunks are read, so that the
+// window's first sample has the one before it to make a rate from (as the
+// embedded store: a series with a gap of more than that just before the
+// window has, in its first bucket, the average since its start).
+const lookback = 2 * 60 * 1000
+
+// chunk is a chunk as the tables hold it.
+type chunkRec struct {
+	tMin  int64
+	level uint8
+	start int64
+	data  []byte
+}
+
+// chunksOf reads the chunks of kind, of the series keys under the job keys,
+// overlapping [from, to), by series, in time order; raw and rollups.
+func (s *Store) chunksOf(ctx context.Context, kind uint8, jobs []uint64, keys []uint64, from, to int64) (map[uint64][]chunkRec, error) {
+	out := map[uint64][]chunkRec{}
+	for len(keys) > 0 {
+		part := keys[:min(len(keys), 1000)]
+		keys = keys[len(part):]
+		where := fmt.Sprintf("kind = %d AND job_key IN (%s) AND key IN (%s) AND t_max >= %d AND t_min < %d", kind, numList(jobs),
+			numList(part), from, to)
+		if err := s.readChunks(ctx, where, out); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// readChunks reads the chunks (and rollups) a condition selects into out,
+// by series. A chunk stored twice (a batch written by two replicas) is read
+// once: DISTINCT over the row, which is the same both times.
+func (s *Store) readChunks(ctx context.Context, where string, out map[uint64][]chunkRec) error {
+	for _, t := range []string{"chunks", "rollups"} {
+		rows, err := s.query(ctx, "SELECT DISTINCT key, t_min, level, start_ms, data FROM "+s.read(t)+" WHERE "+where)
+		if err != nil {
+			return fmt.Errorf("cannot read series: %w", err)
+		}
+		for rows.Next() {
+			k := rows.UInt64()
+			c := chunkRec{tMin: rows.Int64(), level: rows.UInt8(), start: rows.Int64(), data: rows.Bytes()}
+			out[k] = append(out[k], c)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+	}
+	for k, cs := range out {
+		sort.SliceStable(cs, func(i, j int) bool { return cs[i].tMin < cs[j].tMin })
+		out[k] = cs
+	}
+	return nil
+}
+
+// pointsOf decodes a series' chunks: raw samples, and rollups before the
+// oldest raw one.
+func pointsOf(cs []chunkRec, cols []store.StoredColumn) (*store.Points, error) {
+	var raw, rollup [][]byte
+	for _, c := range cs {
+		if c.level >= 2 {
+			rollup = append(rollup, c.data)
+		} else {
+			raw = append(raw, c.data)
+		}
+	}
+	p, err := store.Decode(raw, cols)
+	if err != nil || len(rollup) == 0 {
+		return p, err
+	}
+	r, err := store.Decode(rollup, cols)
+	if err != nil {
+		return nil, err
+	}
+	if len(p.Times) == 0 {
+		return r, nil
+	}
+	return store.Prepend(r, p), nil
+}
+
+func schemaOf(kind uint8) []store.StoredColumn {
+	switch kind {
+	case kindProcess:
+		return store.SampleColumns
+	case kindAttempt:
+		return store.AttemptColumns
+	}
+	return store.ExtColumns
+}
+
+// checkExt returns ErrUnknownMetric for an ext metric no agent sent for
+// series of this kind.
+func (s *Store) checkExt(scope store.Scope, kind uint8, metrics []store.SeriesMetric) error {
+	for _, m := range metrics {
+		if m.Ext != "" && !s.knownExt(extName{kind, m.Ext}) {
+			return store.UnknownMetric(scope, m.Name)
+		}
+	}
+	return nil
+}
+
+// Series returns bucketed series, computed from the chunks by package
+// store's shared code.
+func (s *Store) Series(ctx context.Context, q store.SeriesQuery) (*store.SeriesResult, error) {
+	if q.Step <= 0 || q.To <= q.From {
+		return nil, fmt.Errorf("series needs from < to and a step > 0")
+	}
+	if q.Buckets() > 100000 {
+		return nil, fmt.Errorf("series of %d buckets: at most 100000", q.Buckets())
+	}
+	metrics, err := store.LookupMetrics(q.Scope, q.Metrics)
+	if err != nil {
+		return nil, err
+	}
+	res := store.NewSeriesResult(&q, metrics)
+	switch q.Scope {
+	case store.ScopeProcess:
+		err = s.processSeries(ctx, &q, metrics, res)
+	case store.ScopeAttempt:
+		err = s.attemptSeries(ctx, &q, metrics, res)
+	case store.ScopeJob:
+		err = s.jobSeries(ctx, &q, metrics, res)
+	default:
+		err = fmt.Errorf("unknown scope %q", q.Scope)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// one computes the metrics of one series, and its ext metrics.
+func (s *Store) one(ctx context.Context, q *store.SeriesQuery, metrics []store.SeriesMetric, res *store.SeriesResult,
+	kind, extKind uint8, jobs []uint64, key uint64, start int64, fromChunks bool) (bool, error) {
+	byKey, err := s.chunksOf(ctx, kind, jobs, []uint64{key}, q.From-lookback, q.To)
+	if err != nil {
+		return false, err
+	}
+	cs := byKey[key]
+	if fromChunks {
+		for _, c := range cs {
+			start = max(start, c.start)
+		}
+	}
+	p, err := pointsOf(cs, schemaOf(kind))
+	if err != nil {
+		return false, err
+	}
+	store.ComputeOne(q, res, metrics, schemaOf(kind), p, start)
+	for i, m := range metrics {
+		if m.Ext == "" {
+			continue
+		}
+		ek := store.ExtKey(key, m.Ext)
+		byKey, err := s.chunksOf(ctx, extKind, jobs, []uint64{ek}, q.From-lookback, q.To)
+		if err != nil {
+			return false, err
+		}
+		ep, err := pointsOf(byKey[ek], store.ExtColumns)
+		if err != nil {
+			return false, err
+		}
+		one := *res
+		one.Series = res.Series[i : i+1]
+		store.ComputeOne(q, &one, metrics[i:i+1], store.ExtColumns, ep, start)
+	}
+	return len(p.Times) > 0, nil
+}
+
+func (s *Store) attemptSeries(ctx context.Context, q *store.SeriesQuery, metrics []store.SeriesMetric, res *store.SeriesResult) error {
+	if err := s.checkExt(q.Scope, kindAttemptExt, metrics); err != nil {
+		return err
+	}
+	st, err := s.attempt(ctx, q.AttemptID)
+	if err != nil {
+		return err
+	}
+	first, _ := store.AttemptSpan(&st.meta, &st.sum)
+	_, err = s.one(ctx, q, metrics, res, kindAttempt, kindAttemptExt, []uint64{jobKey(st.meta.JobID), jobKey("")},
+		store.AttemptKey(q.AttemptID), first, false)
+	return err
+}
+
+func (s *Store) processSeries(ctx context.Context, q *store.SeriesQuery, metrics []store.SeriesMetric, res *store.SeriesResult) error {
+	if err := s.checkExt(q.Scope, kindProcessExt, metrics); err != nil {
+		return err
+	}
+	key := uint64(q.Process)
+	var jobs []uint64
+	if q.AttemptID != "" {
+		st, err := s.attempt(ctx, q.AttemptID)
+		if err != nil {
+			return err
+		}
+		rows, err := s.query(ctx, fmt.Sprintf("SELECT minIf(start_ms, start_ms != 0), countIf(member) FROM %s FINAL WHERE job_key IN (%d, %d) AND attempt_key = %d AND proc_key = %d",
+			s.read("procs"), jobKey(st.meta.JobID), jobKey(""), store.AttemptKey(q.AttemptID), key))
+		if err != nil {
+			return err
+		}
+		start, members := rows.Int64(), rows.UInt64()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if members == 0 {
+			return fmt.Errorf("process %s is not in attempt %s: %w", q.Process, q.AttemptID, store.ErrNotFound)
+		}
+		jobs = []uint64{jobKey(st.meta.JobID), jobKey("")}
+		_, err = s.one(ctx, q, metrics, res, kindProcess, kindProcessExt, jobs, key, start, false)
+		return err
+	}
+	// Without an attempt: its job from the index (or none known).
+	js, err := s.procJobs(ctx, key)
+	if err != nil {
+		return err
+	}
+	jobs = append(js, jobKey(""))
+	found, err := s.one(ctx, q, metrics, res, kindProcess, kindProcessExt, jobs, key, 0, true)
+	if err != nil || found {
+		return err
+	}
+	// Known by its records?
+	rows, err := s.query(ctx, fmt.Sprintf("SELECT count() FROM %s WHERE proc_key = %d", s.read("procs"), key))
+	if err != nil {
+		return err
+	}
+	if rows.UInt64() == 0 && rows.Err() == nil {
+		// Without samples in the window nor records: is it known at all?
+		byKey, err := s.chunksOf(ctx, kindProcess, jobs, []uint64{key}, 0, 1<<62)
+		if err != nil {
+			return err
+		}
+		if len(byKey[key]) == 0 {
+			return store.ErrNotFound
+		}
+	}
+	return rows.Err()
+}
+
+// procJobs lists the job keys a process's rows are under.
+func (s *Store) procJobs(ctx context.Context, key uint64) ([]uint64, error) {
+	return s.uint64s(ctx, fmt.Sprintf("SELECT DISTINCT job_key FROM %s WHERE proc_key = %d", s.read("proc_index"), key))
+}
+
+// jobSeries sums the job's attempts.
+func (s *Store) jobSeries(ctx context.Context, q *store.SeriesQuery, metrics []store.SeriesMetric, res *store.SeriesResult) error {
+	if err := s.checkExt(q.Scope, kindAttemptExt, metrics); err != nil {
+		return err
+	}
+	atts, err := s.jobAttempts(ctx, q.JobID)
+	if err != nil {
+		return err
+	}
+	if len(atts) == 0 {
+		return store.ErrNotFound
+	}
+	starts := map[uint64]int64{}
+	var keys []uint64
+	for _, st := range atts {
+		first, _ := store.AttemptSpan(&st.meta, &st.sum)
+		k := store.AttemptKey(st.meta.AttemptID)
+		starts[k] = first
+		keys = append(keys, k)
+	}
+	jobs := []uint64{jobKey(q.JobID)}
+	add := func(kind uint8, acc *store.JobAccumulator, keyOf func(uint64) uint64) error {
+		var ks []uint64
+		start := map[uint64]int64{}
+		for _, k := range keys {
+			ks = append(ks, keyOf(k))
+			start[keyOf(k)] = starts[k]
+		}
+		byKey, err := s.chunksOf(ctx, kind, jobs, ks, q.From-lookback, q.To)
+		if err != nil {
+			return err
+		}
+		found := make([]uint64, 0, len(byKey))
+		for k := range byKey {
+			found = append(found, k)
+		}
+		// The order the sums are taken in, as the embedded store's (its
+		// keys are signed).
+		slices.SortFunc(found, func(a, b uint64) int { return cmpInt(int64(a), int64(b)) })
+		for _, k := range found {
+			p, err := pointsOf(byKey[k], schemaOf(kind))
+			if err != nil {
+				return err
+			}
+			acc.Add(p, start[k])
+		}
+		return nil
+	}
+	acc := store.NewJobAccumulator(q, metrics)
+	if err := add(kindAttempt, acc, func(k uint64) uint64 { return k }); err != nil {
+		return err
+	}
+	acc.Fill(res)
+	for i, m := range metrics {
+		if m.Ext == "" {
+			continue
+		}
+		acc := store.NewExtAccumulator(q, m)
+		if err := add(kindAttemptExt, acc, func(k uint64) uint64 { return store.ExtKey(k, m.Ext) }); err != nil {
+			return err
+		}
+		one := *res
+		one.Series = res.Series[i : i+1]
+		acc.Fill(&one)
+	}
+	return nil
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}

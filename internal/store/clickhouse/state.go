@@ -1,0 +1,231 @@
+package clickhouse
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/taskscope/taskscope/internal/store"
+	"github.com/taskscope/taskscope/internal/wire"
+)
+
+// attemptSelect reads attempts' rows (the latest version of each) in the
+// order scanAttempt takes them.
+const attemptSelect = `SELECT attempt_id, job_id, host, container_id, app_id, type, framework, meta_first_ms, meta_last_ms,
+	ended, job_name, user_name, queue, memory_mb, java_opts, xmx_bytes, streaming, cpu_ms, peak_rss, peak_pss, peak_vms,
+	peak_heap, read_bytes, write_bytes, gc_time_ms, sched_wait_ms, rss_byte_ms, sum_first_ms, sum_last_ms, first_rss,
+	last_rss, processes, version, day, writer_agent, writer_seq FROM `
+
+func scanAttempt(r *Rows) *attState {
+	st := &attState{}
+	m, s := &st.meta, &st.sum
+	m.AttemptID, m.JobID, st.host, m.ContainerID, m.AppID, m.Type, m.Framework = r.String(), r.String(), r.String(), r.String(),
+		r.String(), r.String(), r.String()
+	m.FirstMs, m.LastMs, m.Ended = r.Int64(), r.Int64(), r.Bool()
+	m.JobName, m.User, m.Queue, m.MemoryMB, m.JavaOpts, m.XmxBytes, m.Streaming = r.String(), r.String(), r.String(), r.Int64(),
+		r.String(), r.Int64(), r.Bool()
+	s.CPUMs, s.PeakRSS, s.PeakPSS, s.PeakVMS, s.PeakHeap = r.Int64(), r.Int64(), r.Int64(), r.Int64(), r.Int64()
+	s.ReadBytes, s.WriteBytes, s.GCTimeMs, s.SchedWaitMs, s.RSSByteMs = r.Int64(), r.Int64(), r.Int64(), r.Int64(), r.Float64()
+	s.FirstMs, s.LastMs, s.FirstRSS, s.LastRSS = r.Int64(), r.Int64(), r.Int64(), r.Int64()
+	st.nprocs = int(r.UInt32())
+	st.version, st.day, st.writerAgent, st.writerSeq = r.UInt64(), r.UInt16(), r.String(), r.UInt64()
+	st.stored = true
+	return st
+}
+
+// apiAttempt is an attempt as the API shows it.
+func apiAttempt(st *attState, staleBefore int64) store.Attempt {
+	return store.AttemptOf(&st.meta, st.host, &st.sum, st.processes(), staleBefore)
+}
+
+// readAttempts reads the attempts a condition selects (on the attempts
+// table), each its latest version, with its member processes' count.
+func (s *Store) readAttempts(ctx context.Context, where string) ([]*attState, error) {
+	rows, err := s.query(ctx, attemptSelect+s.read("attempts")+" FINAL WHERE "+where+" ORDER BY first_ms, attempt_id")
+	if err != nil {
+		return nil, fmt.Errorf("cannot read attempts: %w", err)
+	}
+	var out []*attState
+	for rows.Next() {
+		out = append(out, scanAttempt(rows))
+	}
+	return out, rows.Err()
+}
+
+// loadAttempts reads attempts' states with their member processes; those
+// not found are absent.
+func (s *Store) loadAttempts(ctx context.Context, ids []string) (map[string]*attState, error) {
+	out := map[string]*attState{}
+	for len(ids) > 0 {
+		part := ids[:min(len(ids), 1000)]
+		ids = ids[len(part):]
+		sts, err := s.readAttempts(ctx, "attempt_id IN ("+QuoteList(part)+")")
+		if err != nil {
+			return nil, err
+		}
+		if len(sts) == 0 {
+			continue
+		}
+		byKey := map[uint64]*attState{}
+		var jobs, keys []uint64
+		for _, st := range sts {
+			st.procs = map[uint64]uint64{}
+			out[st.meta.AttemptID] = st
+			byKey[store.AttemptKey(st.meta.AttemptID)] = st
+			jobs = append(jobs, jobKey(st.meta.JobID))
+			keys = append(keys, store.AttemptKey(st.meta.AttemptID))
+		}
+		rows, err := s.query(ctx, "SELECT DISTINCT attempt_key, proc_key FROM "+s.read("procs")+" WHERE job_key IN ("+
+			numList(jobs)+") AND attempt_key IN ("+numList(keys)+") AND member")
+		if err != nil {
+			return nil, fmt.Errorf("cannot read memberships: %w", err)
+		}
+		for rows.Next() {
+			a, k := rows.UInt64(), rows.UInt64()
+			if st := byKey[a]; st != nil {
+				st.procs[k] = 0
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// procAttempts reads the attempts processes are members of, from the
+// index; processes without any are absent.
+func (s *Store) procAttempts(ctx context.Context, keys []uint64) (map[uint64]*liveProc, error) {
+	out := map[uint64]*liveProc{}
+	for len(keys) > 0 {
+		part := keys[:min(len(keys), 1000)]
+		keys = keys[len(part):]
+		rows, err := s.query(ctx, "SELECT DISTINCT proc_key, attempt_id FROM "+s.read("proc_index")+
+			" WHERE proc_key IN ("+numList(part)+") ORDER BY proc_key, attempt_id")
+		if err != nil {
+			return nil, fmt.Errorf("cannot read the processes' attempts: %w", err)
+		}
+		for rows.Next() {
+			k, id := rows.UInt64(), rows.String()
+			lp := out[k]
+			if lp == nil {
+				lp = &liveProc{}
+				out[k] = lp
+			}
+			if !contains(lp.atts, id) {
+				lp.atts = append(lp.atts, id)
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// Flush writes the jobs whose attempts changed since they were last
+// written: each job's figures added up again from its attempts.
+func (s *Store) Flush(ctx context.Context) error {
+	app, err := s.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	t := app.(*tx)
+	t.flush = true
+	return t.Commit()
+}
+
+// flushJobs writes the dirty jobs (the writer's lock held).
+func (s *Store) flushJobs(ctx context.Context) error {
+	if len(s.dirtyJobs) == 0 {
+		return nil
+	}
+	var ids []string
+	for id := range s.dirtyJobs {
+		ids = append(ids, id)
+	}
+	var b Block
+	for len(ids) > 0 {
+		part := ids[:min(len(ids), 200)]
+		ids = ids[len(part):]
+		keys := make([]uint64, len(part))
+		for i, id := range part {
+			keys[i] = jobKey(id)
+		}
+		atts, err := s.readAttempts(ctx, "job_key IN ("+numList(keys)+") AND job_id IN ("+QuoteList(part)+")")
+		if err != nil {
+			return err
+		}
+		totals := map[string]*store.JobTotals{}
+		versions := map[string]uint64{}
+		days := map[string]uint16{}
+		var order []string
+		describeOrder(atts)
+		for _, st := range atts {
+			id := st.meta.JobID
+			j := totals[id]
+			if j == nil {
+				j = &store.JobTotals{}
+				totals[id] = j
+				order = append(order, id)
+				days[id] = st.day
+			}
+			j.Describe(&st.meta)
+			j.Add(store.AttemptContribution(&st.meta, st.host, &st.sum))
+			versions[id] += st.version
+			days[id] = min(days[id], st.day)
+		}
+		for _, id := range order {
+			jobRow(&b, id, totals[id], versions[id], days[id])
+		}
+	}
+	if err := s.insert(ctx, "jobs", jobCols, &b); err != nil {
+		return err
+	}
+	clear(s.dirtyJobs)
+	return nil
+}
+
+// describeOrder sorts a job's attempts in the order their last
+// descriptions were sent (the later description of a job's name, user or
+// queue wins, as it did when the embedded store took them one by one).
+func describeOrder(atts []*attState) {
+	sort.SliceStable(atts, func(i, j int) bool {
+		a, b := atts[i].meta.LastMs, atts[j].meta.LastMs
+		if a != b {
+			return a < b
+		}
+		return atts[i].meta.AttemptID < atts[j].meta.AttemptID
+	})
+}
+
+var jobCols = []string{"day", "job_key", "job_id", "version", "app_id", "framework", "name", "user_name", "queue", "first_ms",
+	"last_ms", "attempts", "running", "cpu_ms", "peak_rss", "mem_gb_hours", "used_gb_hours", "hosts", "by_type"}
+
+func jobRow(b *Block, id string, j *store.JobTotals, version uint64, day uint16) {
+	b.Row()
+	b.UInt16(day)
+	b.UInt64(jobKey(id))
+	b.String(id)
+	b.UInt64(version)
+	b.String(j.AppID)
+	b.String(j.Framework)
+	b.String(j.Name)
+	b.String(j.User)
+	b.String(j.Queue)
+	b.Int64(j.First)
+	b.Int64(j.Last)
+	b.UInt32(uint32(j.Attempts))
+	b.UInt32(uint32(j.Running))
+	b.Int64(j.CPUMs)
+	b.Int64(j.PeakRSS)
+	b.Float64(j.MemGBHours())
+	b.Float64(j.UsedGBHours())
+	b.UInt32(uint32(len(j.Hosts)))
+	b.String(formatByType(j.ByType))
+}
+
+// newAttemptState is an attempt the store has no row of.
+func newAttemptState(id string) *attState {
+	return &attState{meta: wire.Attempt{AttemptID: id}, procs: map[uint64]uint64{}}
+}

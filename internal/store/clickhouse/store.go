@@ -1,0 +1,284 @@
+package clickhouse
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/taskscope/taskscope/internal/store"
+)
+
+// Options configure the store.
+type Options struct {
+	// URL is the server's: http://HOST:8123/?database=NAME (in a cluster,
+	// any server of it; settings in the URL go with every request).
+	URL string
+	// Cluster names the cluster of the servers' remote_servers: the
+	// tables are made ON CLUSTER, replicated, under Distributed tables.
+	Cluster string
+	// Retention is how long raw samples are kept (0: forever); rollups,
+	// events, attempts, processes and jobs are kept RollupRetention.
+	Retention       time.Duration
+	RollupRetention time.Duration
+	Clock           store.Clock
+	// InsertEvery is how often a table is inserted into at most (default
+	// 1 s): a commit waits for it, so that the batches of a second go in
+	// one block per table, whatever the pipeline's groups.
+	InsertEvery time.Duration
+	Log         *slog.Logger
+	Client      ClientOptions
+}
+
+// Store is the ClickHouse store.
+type Store struct {
+	opt    Options
+	c      *Client
+	schema *Schema
+
+	wmu        sync.Mutex // one transaction at a time; guards what follows
+	cache      *caches
+	lastInsert time.Time
+	closed     bool
+	dirtyJobs  map[string]bool
+
+	emu sync.Mutex
+	ext map[extName]bool
+}
+
+type extName struct {
+	kind   uint8
+	metric string
+}
+
+// Open connects, checks the server's version and makes the schema (if it
+// is not there).
+func Open(ctx context.Context, opt Options) (*Store, error) {
+	if opt.Log == nil {
+		opt.Log = slog.New(slog.DiscardHandler)
+	}
+	opt.Clock = opt.Clock.WithDefaults()
+	if opt.InsertEvery == 0 {
+		opt.InsertEvery = time.Second
+	}
+	c, err := NewClient(opt.URL, opt.Client)
+	if err != nil {
+		return nil, err
+	}
+	if opt.Cluster != "" && !validIdent(opt.Cluster) {
+		return nil, fmt.Errorf("cluster %q: letters, digits and _ only", opt.Cluster)
+	}
+	v, err := c.ServerVersion(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("cannot reach ClickHouse: %w", err)
+	}
+	s := &Store{opt: opt, c: c, schema: &Schema{Database: c.Database(), Cluster: opt.Cluster, Features: FeaturesOf(v)},
+		cache: newCaches(), dirtyJobs: map[string]bool{}, ext: map[extName]bool{}}
+	// The tables are made once: ON CLUSTER, each statement waits for every
+	// server (13 s for the schema on 2 x 2 servers).
+	have, err := s.tablesHere(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if have < s.schema.Tables() {
+		if err := s.schema.Create(ctx, c); err != nil {
+			return nil, err
+		}
+	}
+	ttl := map[retentionKind]int{keepRaw: days(opt.Retention), keepRollup: days(opt.RollupRetention)}
+	for _, q := range s.schema.TTL(ttl) {
+		if err := c.Exec(ctx, q, nil); err != nil {
+			return nil, fmt.Errorf("cannot set the tables' TTL: %w", err)
+		}
+	}
+	if err := s.loadExt(ctx); err != nil {
+		return nil, err
+	}
+	opt.Log.Info("ClickHouse store", "server", c.Host(), "version", v.String(), "database", c.Database(), "cluster", opt.Cluster)
+	return s, nil
+}
+
+// tablesHere counts the store's tables on the server it talks to.
+func (s *Store) tablesHere(ctx context.Context) (int, error) {
+	rows, err := s.c.WithDatabase("system").Query(ctx, "SELECT count() FROM system.tables WHERE database = "+Quote(s.c.Database()), nil)
+	if err != nil {
+		return 0, fmt.Errorf("cannot list tables: %w", err)
+	}
+	n := int(rows.UInt64())
+	return n, rows.Err()
+}
+
+// days is d in whole days, rounded up (0 for 0).
+func days(d time.Duration) int {
+	if d <= 0 {
+		return 0
+	}
+	return int((d + 24*time.Hour - 1) / (24 * time.Hour))
+}
+
+// Close writes what waits to be written. The data is in ClickHouse: a
+// store opened again on it goes on.
+func (s *Store) Close() error {
+	err := s.Flush(context.Background())
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	s.closed = true
+	return err
+}
+
+var errClosed = errors.New("store is closed")
+
+// Client is the store's ClickHouse client (tools and tests).
+func (s *Store) Client() *Client { return s.c }
+
+// Schema is the store's schema (tools and tests).
+func (s *Store) Schema() *Schema { return s.schema }
+
+func (s *Store) read(name string) string { return s.schema.Read(name) }
+
+// query runs a read.
+func (s *Store) query(ctx context.Context, q string) (*Rows, error) {
+	return s.c.Query(ctx, q, nil)
+}
+
+// insert writes a block into a table (nothing if it is empty).
+func (s *Store) insert(ctx context.Context, name string, cols []string, b *Block) error {
+	if b.Rows() == 0 {
+		return nil
+	}
+	err := s.c.Insert(ctx, s.schema.Write(name), cols, b.Bytes(), s.schema.InsertSettings())
+	if err != nil {
+		return diskFull(fmt.Errorf("cannot insert into %s: %w", name, err))
+	}
+	return nil
+}
+
+// diskFull marks an error of a server whose disk is full (NOT_ENOUGH_SPACE,
+// or the errno's text in its message) as store.ErrDiskFull.
+func diskFull(err error) error {
+	var ex *Exception
+	if errors.As(err, &ex) && (ex.Code == CodeNotEnoughSpace || strings.Contains(strings.ToLower(ex.Message), "no space left on device")) {
+		return store.DiskFullError(err)
+	}
+	return err
+}
+
+// Usage reports rows, and the bytes of the database's parts on the server
+// (on every server of the cluster).
+func (s *Store) Usage(ctx context.Context) (store.Usage, error) {
+	var u store.Usage
+	rows, err := s.query(ctx, fmt.Sprintf(`SELECT
+		(SELECT sum(n) FROM %[1]s FINAL WHERE kind = 0 AND level < 2),
+		(SELECT sum(n) FROM %[1]s FINAL WHERE kind = 1 AND level < 2),
+		(SELECT count() FROM %[2]s FINAL), (SELECT uniqExact(attempt_id) FROM %[3]s),
+		(SELECT uniqExact(job_id) FROM %[3]s WHERE job_id != '')`, s.read("chunks"), s.read("procs"), s.read("attempts")))
+	if err != nil {
+		return u, fmt.Errorf("cannot read usage: %w", err)
+	}
+	u.Samples, u.AttemptSamples = rows.Int64(), rows.Int64()
+	u.Processes, u.Attempts, u.Jobs = int64(rows.UInt64()), int64(rows.UInt64()), int64(rows.UInt64())
+	if err := rows.Err(); err != nil {
+		return u, err
+	}
+	q := "SELECT sum(bytes_on_disk) FROM system.parts WHERE database = " + Quote(s.c.Database()) + " AND active"
+	if s.schema.Cluster != "" {
+		// Every replica of every shard: 18.16 has no clusterAllReplicas,
+		// so each server is asked through remote().
+		hosts, err := s.clusterHosts(ctx)
+		if err != nil {
+			return u, err
+		}
+		var parts []string
+		for _, h := range hosts {
+			parts = append(parts, "SELECT bytes_on_disk FROM remote("+Quote(h)+", system.parts) WHERE database = "+
+				Quote(s.c.Database())+" AND active")
+		}
+		q = "SELECT sum(bytes_on_disk) FROM (" + strings.Join(parts, " UNION ALL ") + ")"
+	}
+	rows, err = s.query(ctx, q)
+	if err != nil {
+		return u, fmt.Errorf("cannot read the parts' sizes: %w", err)
+	}
+	u.Bytes = int64(rows.UInt64())
+	return u, rows.Err()
+}
+
+// clusterHosts lists the servers of the cluster (host:port of their native
+// protocol, as remote() takes them).
+func (s *Store) clusterHosts(ctx context.Context) ([]string, error) {
+	rows, err := s.query(ctx, "SELECT host_address, port FROM system.clusters WHERE cluster = "+Quote(s.schema.Cluster))
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for rows.Next() {
+		h, p := rows.String(), rows.UInt16()
+		out = append(out, fmt.Sprintf("%s:%d", h, p))
+	}
+	return out, rows.Err()
+}
+
+// Maintain drops the partitions past their retention: raw samples past
+// Retention (after their per-minute rollups are made), everything else
+// past RollupRetention.
+func (s *Store) Maintain(ctx context.Context, now time.Time) error {
+	for _, t := range tables {
+		var keep time.Duration
+		switch t.retention {
+		case keepRaw:
+			keep = s.opt.Retention
+		case keepRollup:
+			keep = s.opt.RollupRetention
+		}
+		if keep <= 0 || t.partition != "day" {
+			continue
+		}
+		cut := DayOf(now.Add(-keep).UnixMilli())
+		rows, err := s.query(ctx, "SELECT DISTINCT toUInt16(toDate(partition)) FROM system.parts WHERE database = "+
+			Quote(s.c.Database())+" AND table = "+Quote(strings.TrimPrefix(s.schema.Local(t.name), s.c.Database()+"."))+" AND active")
+		if err != nil {
+			return fmt.Errorf("cannot list partitions: %w", err)
+		}
+		var old []uint16
+		for rows.Next() {
+			if d := rows.UInt16(); d < cut {
+				old = append(old, d)
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, d := range old {
+			if t.name == "chunks" {
+				if err := s.rollup(ctx, d); err != nil {
+					return err
+				}
+			}
+			day := time.UnixMilli(int64(d) * 86_400_000).UTC().Format("2006-01-02")
+			if err := s.c.Exec(ctx, "ALTER TABLE "+s.schema.Local(t.name)+s.schema.On()+" DROP PARTITION "+Quote(day), nil); err != nil {
+				return fmt.Errorf("cannot drop %s's partition %s: %w", t.name, day, err)
+			}
+		}
+	}
+	return nil
+}
+
+// Changes is a number that changes whenever any server (any replica of
+// taskscope on this ClickHouse) stores a batch: the sum of the agents'
+// last sequences and of their rows. The server polls it every second to
+// tell the browsers connected to it of data another replica stored.
+func (s *Store) Changes(ctx context.Context) (uint64, error) {
+	rows, err := s.query(ctx, "SELECT sum(seq) + count() FROM "+s.read("agents"))
+	if err != nil {
+		return 0, err
+	}
+	v := rows.UInt64()
+	return v, rows.Err()
+}
+
+// SetClock sets the store's clock (tests that compare it with another
+// store on the same clock).
+func (s *Store) SetClock(c store.Clock) { s.opt.Clock = c.WithDefaults() }

@@ -1,0 +1,58 @@
+// Package testsrv is for tests that start servers of their own on loopback
+// (taskscope's, ClickHouse, ZooKeeper, VictoriaMetrics): a free address to
+// give one, and the one way tests wait for a condition (polling, never a
+// fixed sleep).
+package testsrv
+
+import (
+	"net"
+	"testing"
+	"time"
+)
+
+// FreeAddr is a loopback address with a port that was free a moment ago.
+func FreeAddr(tb testing.TB) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// FreePort is the port of FreeAddr.
+func FreePort(tb testing.TB) int {
+	tb.Helper()
+	_, p, err := net.SplitHostPort(FreeAddr(tb))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	port, err := net.LookupPort("tcp", p)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return port
+}
+
+// WaitUntil polls cond every 10 ms until it holds, and fails the test if it
+// does not within d.
+func WaitUntil(tb testing.TB, what string, d time.Duration, cond func() bool) {
+	tb.Helper()
+	if !Poll(d, cond) {
+		tb.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+// Poll polls cond every 10 ms until it holds (true) or d has passed
+// (false): WaitUntil for a caller that handles the timeout itself.
+func Poll(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return true
+}
