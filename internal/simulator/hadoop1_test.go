@@ -119,7 +119,7 @@ func TestHadoop1Reuse(t *testing.T) {
 		jvms++
 		if a.Unit == ch.Unit {
 			// Two attempts, each the JVM's share and the mapper's.
-			wantCPU(t, a.Unit, a.CPU, 2*c.scaled(spec.TaskCPU+spec.StreamCPU))
+			wantCPU(t, a.Unit, a, 2*c.scaled(spec.TaskCPU+spec.StreamCPU))
 		}
 	}
 	if jvms != 2 {

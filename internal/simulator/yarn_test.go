@@ -378,7 +378,7 @@ func testMapReduce(t *testing.T, c *Cluster, cg bool) {
 			} else {
 				reduces++
 			}
-			wantCPU(t, r.Unit, r.CPU, c.scaled(spec.TaskCPU))
+			wantCPU(t, r.Unit, r, c.scaled(spec.TaskCPU))
 			if r.MaxRSSBytes < 32<<20 {
 				t.Errorf("%s: maxrss %d, want at least the 32 MB the task holds", r.Unit, r.MaxRSSBytes)
 			}
@@ -466,7 +466,7 @@ func testStreaming(t *testing.T, c *Cluster) {
 	for _, a := range res.Attempts {
 		if a.Type == "map" || a.Type == "reduce" {
 			// The JVM's own CPU and the script's, which the JVM waited for: short-lived children count too.
-			wantCPU(t, a.Unit, a.CPU, c.scaled(spec.TaskCPU+spec.StreamCPU))
+			wantCPU(t, a.Unit, a, c.scaled(spec.TaskCPU+spec.StreamCPU))
 		}
 	}
 }
@@ -606,9 +606,9 @@ func testSpark(t *testing.T, c *Cluster) {
 			continue
 		}
 		// Two tasks each, burnt in python workers the daemon waited for; plus the JVM's and python's start.
-		want := 2 * c.scaled(spec.TaskCPU)
+		want := 2*c.scaled(spec.TaskCPU) + startCPU(t, a)
 		if a.CPU < want*95/100 || a.CPU > want+700*time.Millisecond {
-			t.Errorf("%s: wait4 CPU %v, want %v plus start-up", a.Unit, a.CPU, want)
+			t.Errorf("%s: wait4 CPU %v, want %v plus python's start-up", a.Unit, a.CPU, want)
 		} else {
 			t.Logf("%s: wait4 CPU %v for %v of python tasks", a.Unit, a.CPU, want)
 		}
@@ -678,7 +678,7 @@ func testTez(t *testing.T, c *Cluster) {
 		!r.Switches[1].At.After(r.Switches[0].At) {
 		t.Errorf("switches %+v, want %q in order", r.Switches, attempts)
 	}
-	wantCPU(t, r.Unit, r.CPU, 2*c.scaled(spec.TaskCPU))
+	wantCPU(t, r.Unit, r, 2*c.scaled(spec.TaskCPU))
 	last, _ := findProc(res.Attempts, func(r AttemptResult) bool { return r.Type == "tez" && r.Unit != tc.Unit })
 	if !strings.Contains(last.Unit, "_1_01_000000_") || last.Unit != last.AttemptID {
 		t.Errorf("vertex 2's container: unit %q attempt %q", last.Unit, last.AttemptID)

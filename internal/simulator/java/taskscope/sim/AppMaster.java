@@ -36,7 +36,7 @@ public final class AppMaster {
             }
         }
         log.info("Instantiated umbilical server at 127.0.0.1:" + ss.getLocalPort());
-        Work.run(p, 0, start, log, null);
+        Work.run(p, start, log, null);
         while (true) {
             try (Socket s = ss.accept()) {
                 s.setSoTimeout(5000);

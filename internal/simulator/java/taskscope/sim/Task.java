@@ -50,7 +50,7 @@ public final class Task {
     }
 
     /** Runs the attempt's work: streaming command first when the job has one, then the JVM's own share. */
-    public static int work(Conf job, String attempt, long cpuBase, long start, Log log) {
+    public static int work(Conf job, String attempt, long start, Log log) {
         Params p = Params.resolve(job, attempt, unit(attempt));
         String cmd = Streaming.command(job, isMap(attempt));
         int[] rc = {0};
@@ -65,7 +65,7 @@ public final class Task {
                 }
             };
         }
-        Work.run(p, cpuBase, start, log, during);
+        Work.run(p, start, log, during);
         if (rc[0] != 0) {
             log.warn("PipeMapRed.waitOutputThreads(): subprocess failed with code " + rc[0]);
             return 1;

@@ -95,11 +95,14 @@ public final class Work {
     }
 
     /**
-     * Runs one attempt's work. cpuBaseMs is the process CPU this attempt's
-     * target adds to (0 for the first attempt of a JVM: its start counts).
-     * Returns the process CPU when it ended.
+     * Runs one attempt's work: p.cpuMs of CPU on top of what the process
+     * has used when it starts (the JVM's own start, which a loaded machine
+     * makes cost anything from 0.2 to 1.5 s, is not the task's work; it is
+     * logged so that tests can add it). Returns the process CPU when it ended.
      */
-    public static long run(Params p, long cpuBaseMs, long startMs, Log log, Runnable during) {
+    public static long run(Params p, long startMs, Log log, Runnable during) {
+        long cpuBaseMs = processCpuMs();
+        log.info("taskscope simulator work start: process cpu " + cpuBaseMs + " ms");
         log.info("taskscope simulator work: " + p);
         List<byte[]> held = new ArrayList<>(); // the attempt's working set, released when it ends
         hold(held, p.memMb);

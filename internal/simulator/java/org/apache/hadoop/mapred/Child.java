@@ -36,7 +36,7 @@ public final class Child {
         }
         Umbilical u = new Umbilical(host, port);
         long start = System.currentTimeMillis();
-        long cpu = 0;
+        boolean firstRun = true;
         int failures = 0;
         while (true) {
             String r;
@@ -66,8 +66,9 @@ public final class Child {
             Task.configure(job, attempt);
             log.info("Task " + attempt + " using conf " + f[2]);
             Thread pinger = pinger(u, attempt, log);
-            int rc = Task.work(job, attempt, cpu, cpu == 0 ? start : t, log);
-            cpu = Work.processCpuMs();
+            // The first attempt holds on from the JVM's start, later ones from their own.
+            int rc = Task.work(job, attempt, firstRun ? start : t, log);
+            firstRun = false;
             pinger.interrupt();
             try {
                 u.call("done " + attempt + " " + rc);

@@ -27,7 +27,7 @@ public final class YarnChild {
             job.set("mapreduce.cluster.local.dir", local);
         }
         job.writeXml(jobFile);
-        int rc = Task.work(job, attempt, 0, start, log);
+        int rc = Task.work(job, attempt, start, log);
         log.info("Task '" + attempt + "' done.");
         System.exit(rc);
     }

@@ -48,7 +48,8 @@ public final class YarnCoarseGrainedExecutorBackend {
             // The JVM runs the tasks: its CPU target is all of them.
             p.cpuMs = perTask * tasks;
             final int threads = Math.max(1, cores);
-            final long target = p.cpuMs;
+            // On top of the JVM's start, as Work.run counts it.
+            final long target = Work.processCpuMs() + p.cpuMs;
             Runnable spin = () -> {
                 List<Thread> ts = new ArrayList<>();
                 for (int i = 1; i < threads; i++) {
@@ -58,11 +59,11 @@ public final class YarnCoarseGrainedExecutorBackend {
                     ts.add(t);
                 }
             };
-            Work.run(p, 0, start, log, spin);
+            Work.run(p, start, log, spin);
         } else {
             p.cpuMs = 0;
             final int threads = Math.max(1, cores);
-            Work.run(p, 0, start, log, () -> runPython(tasks, perTask, threads, log));
+            Work.run(p, start, log, () -> runPython(tasks, perTask, threads, log));
         }
         log.info("Driver commanded a shutdown");
         System.exit(p.exitCode);

@@ -23,7 +23,7 @@ public final class TezChild {
         log.info("TezChild starting for " + containerId + " of " + args[3] + " attempt " + args[4] + ", umbilical " + args[0] + ":" + args[1]);
         Conf conf = Conf.readTezPb(new File("tez-conf.pb"));
         String list = conf.get(Params.PREFIX + "tez.attempts." + containerId, "");
-        long cpu = 0;
+        boolean first = true;
         int rc = 0;
         for (String attempt : list.split(",")) {
             if (attempt.isEmpty()) {
@@ -34,7 +34,8 @@ public final class TezChild {
             al.info("Running task, taskAttemptId=" + attempt);
             log.info("Got a task: " + attempt);
             Params p = Params.resolve(conf, attempt);
-            cpu = Work.run(p, cpu, cpu == 0 ? start : t, al, null);
+            Work.run(p, first ? start : t, al, null);
+            first = false;
             al.info("Task completed, taskAttemptId=" + attempt);
             rc = p.exitCode;
         }
