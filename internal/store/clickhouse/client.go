@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -285,14 +286,32 @@ func (c *Client) do(ctx context.Context, query string, data []byte, s Settings) 
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 		return nil, fmt.Errorf("ClickHouse %s: %w (in %s)", c.host, parseException(resp, msg), abbrev(query))
 	}
-	out, err := io.ReadAll(io.LimitReader(resp.Body, c.opt.MaxResponse+1))
-	if err != nil {
+	// Read into a buffer kept from an earlier answer, then copied out at
+	// its size: the answer's length is not known (chunked), and growing
+	// a new buffer to megabytes took more time than the query (a job of
+	// 10,000 attempts).
+	buf := answers.Get().(*bytes.Buffer)
+	defer putAnswer(buf)
+	buf.Reset()
+	if _, err := buf.ReadFrom(io.LimitReader(resp.Body, c.opt.MaxResponse+1)); err != nil {
 		return nil, fmt.Errorf("ClickHouse %s: reading the answer: %w", c.host, err)
 	}
-	if int64(len(out)) > c.opt.MaxResponse {
+	if int64(buf.Len()) > c.opt.MaxResponse {
 		return nil, fmt.Errorf("ClickHouse %s: %w: more than %d bytes (in %s)", c.host, ErrTooLarge, c.opt.MaxResponse, abbrev(query))
 	}
-	return out, nil
+	return append([]byte(nil), buf.Bytes()...), nil
+}
+
+// answers are buffers answers are read into (do).
+var answers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxKeptAnswer bounds the buffers kept in answers.
+const maxKeptAnswer = 64 << 20
+
+func putAnswer(b *bytes.Buffer) {
+	if b.Cap() <= maxKeptAnswer {
+		answers.Put(b)
+	}
 }
 
 // connectionLost reports whether err is a connection that broke before
