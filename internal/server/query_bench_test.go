@@ -89,7 +89,9 @@ func benchGet(b *testing.B, url string) {
 // ClickHouse (one server), with the same data (the answers compared).
 // Target: 100 ms.
 //
-//	go test -run '^$' -bench QueryJob -benchtime 20x -count 6 ./internal/server/
+// Alternate the stores by running the benchmark several times (-count 1).
+//
+//	go test -run '^$' -bench QueryJob -benchtime 20x -benchmem ./internal/server/
 func BenchmarkQueryJob(b *testing.B) {
 	start := time.Now().Add(-24 * time.Hour).Truncate(time.Second)
 	cfg := loadgen.Config{Nodes: 100, Slots: 8, BatchTicks: 5, Seed: 5, Start: start}
@@ -114,7 +116,7 @@ func BenchmarkQueryJob(b *testing.B) {
 // the embedded store and on ClickHouse (one server), with the same data.
 // Target: 20 ms.
 //
-//	go test -run '^$' -bench QueryAttemptSeries -benchtime 50x -count 6 ./internal/server/
+//	go test -run '^$' -bench QueryAttemptSeries -benchtime 50x -benchmem ./internal/server/
 func BenchmarkQueryAttemptSeries(b *testing.B) {
 	start := time.Now().Add(-3 * time.Hour).Truncate(time.Hour)
 	cfg := loadgen.Config{Nodes: 50, Slots: 8, BatchTicks: 5, Seed: 6, Start: start}
