@@ -24,7 +24,8 @@ type proc struct {
 	startTicks uint64
 	state      procState
 	kind       hadoop.Kind // daemons and tracked processes
-	second     bool        // classified a second time (after its exec)
+	looks      uint8       // more looks taken or queued (between fork and exec)
+	fork       bool        // a daemon's fork that has not exec'd yet: launches like its daemon
 	t          *tracked
 }
 

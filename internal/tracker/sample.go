@@ -24,6 +24,20 @@ func (t *Tracker) sampleUnits(ms int64) {
 		for _, p := range u.members {
 			t.sampleProc(p)
 		}
+		if u.cur == nil {
+			if _, ok := t.jobOf(u); !ok && t.cycle-u.bornCycle < undecidedTicks {
+				// No attempt until its job is known (jobOf): its
+				// processes' samples go out, their memberships start
+				// with its first attempt, from their starts.
+				for _, p := range u.members {
+					if !p.t.vanished {
+						t.sink.ProcessSample(p.t.key, ms, p.t.vals, p.t.present)
+						tracked++
+					}
+				}
+				continue
+			}
+		}
 		u.poll(t)
 		if want := u.wantAttempt(); u.cur == nil || u.cur.info.AttemptID != want {
 			t.switchAttempt(u, want, ms)
@@ -50,6 +64,18 @@ func (t *Tracker) sampleUnits(ms int64) {
 	}
 	t.stats.Tracked = tracked
 	t.stats.Units = len(t.units)
+	if t.cycle%64 == 0 {
+		// Forget the frameworks of applications no unit runs any more.
+		live := make(map[string]bool, len(t.units))
+		for _, u := range t.units {
+			live[u.app()] = true
+		}
+		for app := range t.apps {
+			if !live[app] {
+				delete(t.apps, app)
+			}
+		}
+	}
 }
 
 // idleFullEvery is how often (in ticks of its life) an idle process is read
@@ -425,17 +451,15 @@ func (t *Tracker) switchAttempt(u *unit, want string, ms int64) {
 	}
 	a := &attempt{unit: u}
 	a.info = wire.Attempt{
-		AttemptID: want, JobID: u.jobID, AppID: u.appID, ContainerID: u.containerID,
+		AttemptID: want, AppID: u.appID, ContainerID: u.containerID,
 		Type: u.attemptType(want), Framework: u.framework, FirstMs: ms, LastMs: ms,
 	}
+	a.info.JobID, _ = t.jobOf(u)
 	if at, ok := hadoop.ParseAttempt(want); ok {
 		a.info.JobID = at.JobID()
 		if at.Tez && u.appID == "" {
 			a.info.AppID = at.JobID()
 		}
-	}
-	if a.info.JobID == "" {
-		a.info.JobID = u.key
 	}
 	if old == nil {
 		// The unit's first attempt began when its first process did.

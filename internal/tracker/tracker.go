@@ -101,6 +101,7 @@ type Tracker struct {
 	entries      []procfs.PidEntry
 	procs        map[int32]*proc
 	units        map[string]*unit
+	apps         map[string]string // application id -> framework, as its units told
 	sources      []collect.Source
 	setters      []setter
 	metrics      []string
@@ -175,6 +176,7 @@ func New(cfg Config) (*Tracker, error) {
 		lister:  cfg.FS.NewLister(),
 		procs:   make(map[int32]*proc, 1024),
 		units:   map[string]*unit{},
+		apps:    map[string]string{},
 		bootMs:  btime * 1000,
 		buf:     make([]byte, 0, 8192),
 		cmdBuf:  make([]byte, 0, 8192),
