@@ -283,7 +283,7 @@ func (t *Tracker) join(p *proc, u *unit, argv []string, cmdline string, l *hadoo
 	p.state = stTracked
 	startMs := t.startMs(p.startTicks)
 	tr := &tracked{
-		key:       wire.ProcessKey(t.cfg.Host, p.pid, startMs),
+		key:       wire.ProcessKey(t.cfg.Host, p.pid, t.keyMs(p.startTicks)),
 		startMs:   startMs,
 		cmdline:   cmdline,
 		launch:    *l,
