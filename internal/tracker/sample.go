@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/taskscope/taskscope/internal/collect"
 	"github.com/taskscope/taskscope/internal/hadoop"
@@ -104,10 +105,14 @@ func (t *Tracker) sampleProc(p *proc) {
 		return
 	}
 	var sched *procfs.Schedstat
+	var schedAt time.Time // tests: when the scheduler figures were read (debugSched)
 	if t.mayBeIdle(p) && !t.exitedRecord(p.pid) {
 		if sched = t.readSched(p); sched != nil && sched.RunNs == tr.runNs {
 			t.stayIdle(tr, sched)
 			return
+		}
+		if t.debugSched != nil {
+			schedAt = time.Now()
 		}
 	}
 	if err := t.readStat(p.pid, tr.h); err != nil || t.stat.StartTime != p.startTicks {
@@ -151,8 +156,19 @@ func (t *Tracker) sampleProc(p *proc) {
 		t.recheck(p)
 	}
 	tr.threads = t.stat.Threads
+	var statAt time.Time
+	if t.debugSched != nil {
+		statAt = time.Now()
+	}
 	if sched == nil || (tr.threads > 1 && !tr.groupSched && t.cfg.Groups != nil) {
 		sched = t.readSched(p)
+		if t.debugSched != nil {
+			schedAt = time.Now()
+		}
+	}
+	if t.debugSched != nil {
+		// Positive: read after the stat, the thread group ran meanwhile.
+		t.debugSched(p, schedAt.Sub(statAt))
 	}
 	tr.present = 0
 	tg := &t.target

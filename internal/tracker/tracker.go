@@ -141,6 +141,9 @@ type Tracker struct {
 	debugUnclaimed func(*taskstats.Record)   // tests
 	debugClassify  func(p *proc, why string) // tests
 	debugExit      func(p *proc, attempt string, own, children, final, charge int64, charged bool)
+	// debugSched gets the time from a sample's read of the stat to its
+	// read of the scheduler figures (negative: those came first).
+	debugSched func(p *proc, statToSched time.Duration)
 }
 
 // metricIndex holds the positions of the metrics the tracker sums per attempt.
