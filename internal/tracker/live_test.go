@@ -255,8 +255,8 @@ func (l *live) checkSched() {
 			continue
 		}
 		gap, ok := l.schedGap[p.pid]
-		if !ok {
-			continue // not read in full this tick (idle)
+		if !ok || p.t.exiting {
+			continue // not read in full this tick (idle), or its figures kept while it exits
 		}
 		v := p.t.vals
 		run := v[tr.idx.run] / 1e6

@@ -160,7 +160,18 @@ func (t *Tracker) sampleProc(p *proc) {
 	if t.debugSched != nil {
 		statAt = time.Now()
 	}
-	if sched == nil || (tr.threads > 1 && !tr.groupSched && t.cfg.Groups != nil) {
+	// A process whose threads are exiting (exit_group: its leader has
+	// PF_EXITING, or has exited already) is counted twice by the
+	// kernel's thread group totals: each exiting thread is added to the
+	// group's dead threads' sums before it leaves the thread list, and
+	// unmapping a JVM's heap can hold the last one there for long (its
+	// scheduler runtime was seen hundreds of ms ahead of its CPU). Its
+	// scheduler figures keep their last values until it is gone.
+	tr.exiting = t.stat.Flags&procfs.PFExiting != 0 || t.stat.State == 'Z'
+	if tr.exiting && tr.groupSched {
+		t.sched = procfs.Schedstat{RunNs: tr.runNs, WaitNs: uint64(max(val(tr, t.idx.wait), 0))}
+		sched = &t.sched
+	} else if sched == nil || (tr.threads > 1 && !tr.groupSched && t.cfg.Groups != nil) {
 		sched = t.readSched(p)
 		if t.debugSched != nil {
 			schedAt = time.Now()
