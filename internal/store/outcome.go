@@ -184,6 +184,20 @@ func LinkAttempts(atts []Attempt) {
 	}
 }
 
+// LinkAttempt sets a's RetryOf and Speculative from the attempts of its
+// task (task, which may hold a itself; LinkAttempts of them and a).
+func LinkAttempt(a *Attempt, task []Attempt) {
+	all := make([]Attempt, 0, len(task)+1)
+	for _, t := range task {
+		if t.AttemptID != a.AttemptID {
+			all = append(all, t)
+		}
+	}
+	all = append(all, *a)
+	LinkAttempts(all)
+	a.RetryOf, a.Speculative = all[len(all)-1].RetryOf, all[len(all)-1].Speculative
+}
+
 // TaskPrefix is the prefix every attempt id of attemptID's task shares
 // (its id up to the attempt number, with the last '_'), for a backend to
 // find the attempts LinkAttempts needs beside one; "" for an id that is
