@@ -328,11 +328,14 @@ func ExitCodeFile(localDir, appID, containerID string) string {
 
 // LocalDirs are the NodeManager's local dirs as a container's LOCAL_DIRS
 // names them (<local dir>/usercache/<user>/appcache/<app>, comma
-// separated); those not of that shape are left out.
+// separated, absolute); those not of that shape are left out.
 func LocalDirs(localDirsEnv string) []string {
 	var out []string
 	for _, d := range strings.Split(localDirsEnv, ",") {
 		d = filepath.Clean(strings.TrimSpace(d))
+		if !filepath.IsAbs(d) {
+			continue
+		}
 		app := filepath.Base(d)
 		base := filepath.Dir(d)
 		if !strings.HasPrefix(app, "application_") || filepath.Base(base) != "appcache" {
