@@ -33,6 +33,7 @@ type unit struct {
 	tez         *dirWatch // Tez container reuse: syslog_attempt_* in the log dir
 	scriptTried bool
 	createdMs   int64
+	end         unitEnd // exits.go
 }
 
 // attempt is one task attempt (or the pseudo-attempt of a container that
