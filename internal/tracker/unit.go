@@ -35,6 +35,7 @@ type unit struct {
 	scriptTried bool
 	createdMs   int64
 	bornCycle   uint64 // the tick it was found
+	end         unitEnd // exits.go
 }
 
 // attempt is one task attempt (or the pseudo-attempt of a container that
