@@ -348,9 +348,9 @@ func lastWave(j *Job) []Finding {
 // its slots; an attempt starts when it is ready and a slot is free, and
 // runs its duration. An attempt is ready when it started, unless it
 // started when an attempt of its type ended (it waited for that slot):
-// then it is ready when its type began. A reduce ends no earlier than the
-// maps' end plus what it ran after the last map ended (shuffle, merge,
-// reduce).
+// then it is ready when its type began. A reduce that started before the
+// last map ended (slow start) ends what it ran after the last map (the
+// rest of its shuffle, merge, reduce) after the maps' end.
 type sim struct {
 	atts   []store.Attempt
 	byType map[string][]int // indexes in start order
@@ -429,7 +429,9 @@ func (s *sim) run(slots map[string]int, dur []int64) int64 {
 			st := max(free, s.ready[i])
 			e := st + dur[i]
 			if typ == "reduce" && mapEnd > 0 {
-				e = max(e, mapEnd+s.tail[i])
+				// What it ran before the last map ended was mostly
+				// waiting for maps: it ends its tail after them.
+				e = max(st, mapEnd) + min(s.tail[i], dur[i])
 			}
 			heap.Push(h, e)
 			end = max(end, e)

@@ -146,12 +146,7 @@ func outliers(j *Job) []Finding {
 		a := o.a
 		m := typeMedians(j)[a.Type]
 		causes, nums := explain(j, o, m)
-		sort.SliceStable(causes, func(x, y int) bool {
-			if causes[x].secs != causes[y].secs {
-				return causes[x].secs > causes[y].secs
-			}
-			return causes[x].score > causes[y].score
-		})
+		sortCauses(causes)
 		what := []string{}
 		if o.slow {
 			what = append(what, fmt.Sprintf("took %.1f× the median time of its type (%.0f s against %.0f s)",
@@ -202,7 +197,7 @@ func explain(j *Job, o outlier, m typeStats) ([]cause, []Number) {
 	nums = append(nums, Number{"io_ratio", ratio(io, m.io), "x"}, Number{"io", io, "bytes"})
 	if r := ratio(io, m.io); io >= 16<<20 && (m.io <= 0 || r >= 1.5) {
 		cs = append(cs, cause{name: "more_io", secs: 0, score: math.Min(r, 100),
-			text: fmt.Sprintf("more IO: %.0f MB read and written, %s the median", io/(1<<20), timesText(r))})
+			text: fmt.Sprintf("more IO: %.0f MB read and written, %s", io/(1<<20), timesText(r))})
 	}
 	// Garbage collection: its own share.
 	g := gcShare(a)
@@ -256,12 +251,31 @@ func explain(j *Job, o outlier, m typeStats) ([]cause, []Number) {
 	if o.slow {
 		if here, there, n := hostRatio(j, a); n >= 2 && there > 0 && here/there >= 1.5 {
 			nums = append(nums, Number{"host_ratio", here / there, "x"})
-			cs = append(cs, cause{name: "slow_node", score: here / there,
+			cs = append(cs, cause{name: "slow_node", secs: explains(here - there), score: here / there,
 				text: fmt.Sprintf("a slow node: the %d %s attempts on %s took a median %.0f s, %.1f× the %.0f s elsewhere",
 					n, a.Type, a.Host, here/1000, here/there, there/1000)})
 		}
 	}
 	return cs, nums
+}
+
+// causeOrder ranks causes that explain about as much time (within 10 %):
+// the more basic first (a slow node explains the IO wait of its attempts).
+var causeOrder = map[string]int{"more_work": 0, "gc": 1, "slow_node": 2, "cpu_wait": 3, "io_wait": 4, "neighbours": 5,
+	"memory": 6, "more_io": 7}
+
+// sortCauses puts the cause that explains the most time first.
+func sortCauses(cs []cause) {
+	sort.SliceStable(cs, func(x, y int) bool {
+		a, b := cs[x], cs[y]
+		if math.Abs(a.secs-b.secs) > 0.1*math.Max(a.secs, b.secs) {
+			return a.secs > b.secs
+		}
+		if causeOrder[a.name] != causeOrder[b.name] {
+			return causeOrder[a.name] < causeOrder[b.name]
+		}
+		return a.score > b.score
+	})
 }
 
 func ratio(v, med float64) float64 {
@@ -275,7 +289,7 @@ func timesText(r float64) string {
 	if r <= 0 {
 		return "where the median did none"
 	}
-	return fmt.Sprintf("%.1f×", r)
+	return fmt.Sprintf("%.1f× the median", r)
 }
 
 // neighbourLoad is the CPU of the other attempts on a's host that
