@@ -76,7 +76,7 @@ func TestThresholds(t *testing.T) {
 				}
 			}},
 		{name: "straggler on a busy node",
-			tasks: cat(same(5, m), []task{with(m, func(t *task) { t.host, t.d, t.cpu, t.waitMs = "h9", 30, 0.3, 12000 })}),
+			tasks:  cat(same(5, m), []task{with(m, func(t *task) { t.host, t.d, t.cpu, t.waitMs = "h9", 30, 0.3, 12000 })}),
 			others: []task{{typ: "map", host: "h9", d: 30, cpu: 1}, {typ: "map", host: "h9", d: 30, cpu: 1}},
 			want: map[string]analysis.Severity{"straggler": analysis.Moderate, "outlier": analysis.Moderate,
 				"noisy_neighbours": analysis.Severe, "skew": analysis.Low},
@@ -144,7 +144,7 @@ func TestThresholds(t *testing.T) {
 		sev   analysis.Severity
 	}{{1.9, analysis.None}, {2, analysis.Low}, {3, analysis.Moderate}, {4, analysis.Severe}, {5.9, analysis.Severe}, {6, analysis.Critical}} {
 		cases = append(cases, tc{name: fmt.Sprintf("straggler %.1fx", c.ratio),
-			tasks: cat(same(4, m), []task{with(m, func(t *task) { t.host, t.d, t.cpu = "h1", 10*c.ratio, 0.9 / c.ratio })}),
+			tasks: cat(same(4, m), []task{with(m, func(t *task) { t.host, t.d, t.cpu = "h1", 10*c.ratio, 0.9/c.ratio })}),
 			want:  map[string]analysis.Severity{"straggler": c.sev}, loose: true})
 	}
 	// gc_pressure of a type: 5, 10, 15, 25 % of runnable time.
