@@ -116,6 +116,7 @@ type Analyzer struct {
 
 	mu      sync.Mutex
 	reports map[string]*cachedReport // Findings' last reports, by job
+	runs    runCache                 // measures of recurring jobs' runs
 }
 
 // cachedReport is a report being made (done open) or made at `at`.
@@ -150,6 +151,7 @@ type Job struct {
 	err   error // the first store error met: the report fails with it
 
 	medians map[string]typeStats // by task type
+	runs    *runCache            // the analyzer's
 }
 
 // fail records a store error met while reading for the report: the report
@@ -179,6 +181,7 @@ var heuristics = []heuristic{
 	{"noisy_neighbours", neighbourReads, noisyNeighbours},
 	{"skew", nil, skew},
 	{"last_wave", nil, lastWave},
+	{"recurring", recurringReads, recurring},
 	{"memory_headroom", nil, memoryHeadroom},
 	{"heap_headroom", heapReads, heapHeadroom},
 	{"memory_growth", growthReads, memoryGrowth},
@@ -279,7 +282,7 @@ func (a *Analyzer) report(ctx context.Context, jobID string, prev kept) (*Report
 	if err != nil {
 		return nil, nil, err
 	}
-	j := &Job{JobDetail: d, st: a.st, ctx: ctx, reads: reads{series: map[string]*store.SeriesResult{},
+	j := &Job{JobDetail: d, st: a.st, ctx: ctx, runs: &a.runs, reads: reads{series: map[string]*store.SeriesResult{},
 		owner: map[string]string{}, procs: map[string][]store.Process{}, heapMax: map[string]int64{},
 		prev: reusable(prev, d.AttemptList, a.now())}}
 	j.readAhead()

@@ -20,14 +20,16 @@ import (
 
 // reads are a report's reads, done and to do.
 type reads struct {
-	series     map[string]*store.SeriesResult // by seriesID; nil: not found
-	owner      map[string]string              // the attempt each series read is of, by seriesID
-	prev       kept                           // an earlier report's reads that still hold (reusable)
-	procs      map[string][]store.Process     // by attempt; read (possibly empty) when present
-	heapMax    map[string]int64               // by attempt
-	hosts      map[string]hostRead            // the attempts on a host, by host
-	events     []store.Event                  // the job's events, when eventsRead
-	eventsRead bool
+	series      map[string]*store.SeriesResult // by seriesID; nil: not found
+	owner       map[string]string              // the attempt each series read is of, by seriesID
+	prev        kept                           // an earlier report's reads that still hold (reusable)
+	procs       map[string][]store.Process     // by attempt; read (possibly empty) when present
+	heapMax     map[string]int64               // by attempt
+	hosts       map[string]hostRead            // the attempts on a host, by host
+	events      []store.Event                  // the job's events, when eventsRead
+	eventsRead  bool
+	history     []Run // the earlier runs of the job's recurring job, when historyRead
+	historyRead bool
 }
 
 // hostRead is what was read of a host: its attempts within [from, to).
@@ -39,10 +41,11 @@ type hostRead struct {
 // plan is what the heuristics will read beyond the job's summaries; each
 // heuristic adds what it needs (heuristic.reads).
 type plan struct {
-	series []store.SeriesQuery
-	procs  []string            // process lists, by attempt
-	hosts  map[string][2]int64 // other attempts on a host within [from, to)
-	events bool                // the job's events
+	series  []store.SeriesQuery
+	procs   []string            // process lists, by attempt
+	hosts   map[string][2]int64 // other attempts on a host within [from, to)
+	events  bool                // the job's events
+	history bool                // the earlier runs of its recurring job
 }
 
 // host asks for the attempts on host within [from, to) (the windows asked
@@ -255,6 +258,9 @@ func (j *Job) readAhead() {
 	}
 	if p.events {
 		j.events()
+	}
+	if p.history {
+		j.history()
 	}
 }
 
