@@ -114,9 +114,10 @@ type Analyzer struct {
 	st  store.Store
 	now func() time.Time
 
-	mu      sync.Mutex
-	reports map[string]*cachedReport // Findings' last reports, by job
-	runs    runCache                 // measures of recurring jobs' runs
+	mu       sync.Mutex
+	reports  map[string]*cachedReport // Findings' last reports, by job
+	runs     runCache                 // measures of recurring jobs' runs
+	attempts attemptCache             // finished jobs' attempts, for waste reports
 }
 
 // cachedReport is a report being made (done open) or made at `at`.
@@ -182,6 +183,7 @@ var heuristics = []heuristic{
 	{"skew", nil, skew},
 	{"last_wave", nil, lastWave},
 	{"recurring", recurringReads, recurring},
+	{"waste", nil, waste},
 	{"memory_headroom", nil, memoryHeadroom},
 	{"heap_headroom", heapReads, heapHeadroom},
 	{"memory_growth", growthReads, memoryGrowth},

@@ -1,6 +1,7 @@
 package analysis_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sort"
@@ -142,6 +143,8 @@ type task struct {
 	ioMB         int64
 	rssMB        int64
 	memMB        int64
+	outcome      string // "" succeeded
+	spec         bool   // a speculative copy
 }
 
 // job builds a finished job of the tasks: attempt i of a type is
@@ -165,7 +168,8 @@ func job(n int, name string, tasks ...task) *store.JobDetail {
 			Start: store.Time(start.UnixMilli()), End: store.Time(end.UnixMilli()), LastSeen: store.Time(end.UnixMilli()),
 			DurationMs: end.Sub(start).Milliseconds(), CPUMs: int64(t.cpu * t.d * 1000), PeakRSS: rss << 20,
 			Processes: 2, ReadBytes: t.ioMB << 20, GCTimeMs: t.gcMs, SchedWaitMs: t.waitMs, MemoryMB: max(t.memMB, 1024),
-			XmxBytes: 800 << 20, JobName: name, User: "alice", Queue: "default"}
+			XmxBytes: 800 << 20, JobName: name, User: "alice", Queue: "default", Outcome: cmp.Or(t.outcome, store.OutcomeSucceeded),
+			Speculative: t.spec, RSSByteMs: float64(rss<<20) * t.d * 1000}
 		d.AttemptList = append(d.AttemptList, a)
 		if d.Start == 0 || a.Start < d.Start {
 			d.Start = a.Start
