@@ -347,3 +347,8 @@ func (a *Analyzer) History(ctx context.Context, jobID string, n int) (*History, 
 	sort.SliceStable(h.Runs, func(x, y int) bool { return h.Runs[x].Start < h.Runs[y].Start })
 	return h, nil
 }
+
+// JobHistory implements api.HistoryAnalyzer.
+func (a *Analyzer) JobHistory(ctx context.Context, jobID string, runs int) (any, error) {
+	return a.History(ctx, jobID, runs)
+}

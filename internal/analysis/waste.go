@@ -314,3 +314,8 @@ func (c *attemptCache) put(id string, lastSeen store.Time, atts []store.Attempt)
 	c.n += len(atts) - len(c.jobs[id].atts)
 	c.jobs[id] = cachedAttempts{lastSeen, atts}
 }
+
+// JobWaste implements api.WasteAnalyzer.
+func (a *Analyzer) JobWaste(ctx context.Context, f store.JobFilter, by string) (any, error) {
+	return a.WasteBy(ctx, f, by)
+}
