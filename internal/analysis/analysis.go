@@ -284,6 +284,7 @@ func (a *Analyzer) report(ctx context.Context, jobID string, prev kept) (*Report
 	if err != nil {
 		return nil, nil, err
 	}
+	linkAttempts(d.AttemptList)
 	j := &Job{JobDetail: d, st: a.st, ctx: ctx, runs: &a.runs, reads: reads{series: map[string]*store.SeriesResult{},
 		owner: map[string]string{}, procs: map[string][]store.Process{}, heapMax: map[string]int64{},
 		prev: reusable(prev, d.AttemptList, a.now())}}
@@ -313,6 +314,17 @@ func (a *Analyzer) report(ctx context.Context, jobID string, prev kept) (*Report
 	sortFindings(r.Findings)
 	r.Path = j.criticalPath()
 	return r, j.kept(), nil
+}
+
+// linkAttempts links the retries and speculative copies of a job's
+// attempts (store.LinkAttempts) when the store did not.
+func linkAttempts(atts []store.Attempt) {
+	for _, a := range atts {
+		if a.RetryOf != "" || a.Speculative {
+			return
+		}
+	}
+	store.LinkAttempts(atts)
 }
 
 // sortFindings puts findings worst first; those of equal severity in the

@@ -277,6 +277,7 @@ func (a *Analyzer) jobAttempts(ctx context.Context, j *store.Job) ([]store.Attem
 	if err != nil {
 		return nil, fmt.Errorf("waste: job %s: %w", j.JobID, err)
 	}
+	linkAttempts(d.AttemptList)
 	if d.State == store.StateFinished {
 		a.attempts.put(j.JobID, j.LastSeen, d.AttemptList)
 	}
