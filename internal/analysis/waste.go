@@ -28,8 +28,9 @@ type Cost struct {
 	MemGBHours     float64 `json:"memory_gb_hours"`
 	UsedMemGBHours float64 `json:"used_memory_gb_hours"`
 	// What the attempts that ended badly were given: failed (failed,
-	// killed_memory, lost), killed, and the losing copies of speculative
-	// execution (the speculative copy, or the original it beat).
+	// killed_memory, lost), killed (and run again), and the losing copies
+	// of speculative execution (the speculative copy, or the original it
+	// beat).
 	Failed      Waste `json:"failed"`
 	Killed      Waste `json:"killed"`
 	Speculative Waste `json:"speculative"`
@@ -55,31 +56,42 @@ func (w *Waste) add(n int, cpu, mem float64) {
 }
 
 // wasteKind is how an attempt's resources are counted: "" for work that
-// counts (its over-allocation aside), or failed, killed, speculative.
-// losers are the attempts that lost to a speculative copy or whose
-// speculative copy lost.
-func wasteKind(a store.Attempt, spec map[string]bool) string {
+// counts (its over-allocation aside), or failed, killed, speculative. A
+// killed attempt is waste when it lost to a speculative copy (or was one
+// that lost: speculative) or when its task ran again (killed); one that
+// nothing repeated was killed after its work, as a framework stops the
+// containers of its finished tasks and executors (exit 143), and counts.
+func wasteKind(a store.Attempt, l links) string {
 	switch a.Outcome {
 	case store.OutcomeFailed, store.OutcomeKilledMemory, store.OutcomeLost:
 		return "failed"
 	case store.OutcomeKilled:
-		if a.Speculative || spec[a.AttemptID] {
+		switch {
+		case a.Speculative || l.speculated[a.AttemptID]:
 			return "speculative"
+		case l.retried[a.AttemptID]:
+			return "killed"
 		}
-		return "killed"
 	}
 	return ""
 }
 
-// speculated are the attempts that have a speculative copy.
-func speculated(atts []store.Attempt) map[string]bool {
-	m := map[string]bool{}
+// links are the attempts that have a speculative copy, and those that
+// were retried.
+type links struct{ speculated, retried map[string]bool }
+
+func linksOf(atts []store.Attempt) links {
+	l := links{map[string]bool{}, map[string]bool{}}
 	for _, a := range atts {
-		if a.Speculative && a.RetryOf != "" {
-			m[a.RetryOf] = true
+		switch {
+		case a.RetryOf == "":
+		case a.Speculative:
+			l.speculated[a.RetryOf] = true
+		default:
+			l.retried[a.RetryOf] = true
 		}
 	}
-	return m
+	return l
 }
 
 // add counts an attempt in c.
@@ -121,9 +133,9 @@ func (c *Cost) finish() {
 // included: their containers are the job's too).
 func JobCost(atts []store.Attempt) Cost {
 	var c Cost
-	spec := speculated(atts)
+	l := linksOf(atts)
 	for _, a := range atts {
-		c.add(a, wasteKind(a, spec))
+		c.add(a, wasteKind(a, l))
 	}
 	c.finish()
 	return c
@@ -142,9 +154,9 @@ func waste(j *Job) []Finding {
 		sev = Low
 	}
 	var ids []string
-	spec := speculated(j.AttemptList)
+	l := linksOf(j.AttemptList)
 	for _, a := range j.AttemptList {
-		if wasteKind(a, spec) != "" {
+		if wasteKind(a, l) != "" {
 			ids = append(ids, a.AttemptID)
 		}
 	}
@@ -222,7 +234,7 @@ func (a *Analyzer) WasteBy(ctx context.Context, f store.JobFilter, by string) (*
 				return nil, err
 			}
 			r.Jobs++
-			spec := speculated(atts)
+			l := linksOf(atts)
 			counted := map[string]bool{}
 			for _, at := range atts {
 				k := key(j, at)
@@ -235,7 +247,7 @@ func (a *Analyzer) WasteBy(ctx context.Context, f store.JobFilter, by string) (*
 					counted[k] = true
 					g.Jobs++
 				}
-				kind := wasteKind(at, spec)
+				kind := wasteKind(at, l)
 				g.add(at, kind)
 				r.Total.add(at, kind)
 			}
