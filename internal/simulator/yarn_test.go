@@ -13,8 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/taskscope/taskscope/internal/hadoop"
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/taskscope/taskscope/internal/hadoop"
+	"github.com/taskscope/taskscope/internal/testsrv"
 )
 
 // TestYARN starts a two-node YARN cluster (with cgroups where this machine
@@ -266,7 +268,7 @@ func checkContainer(t *testing.T, c *Cluster, user string, r AttemptResult, jvmK
 		t.Errorf("launch_container.sh:\n%s", launch)
 	}
 	// Perf data stays on: the agent reads /tmp/hsperfdata_<user>/<pid>.
-	eventually(t, 10*time.Second, "hsperfdata of the JVM", func() bool {
+	testsrv.WaitUntil(t, "hsperfdata of the JVM", 10*time.Second, func() bool {
 		_, err := os.Stat(filepath.Join("/tmp", "hsperfdata_"+c.realUser, strconv.Itoa(jv.PID)))
 		return err == nil
 	})
@@ -322,7 +324,7 @@ func testMapReduce(t *testing.T, c *Cluster, cg bool) {
 		t.Errorf("HADOOP_CLIENT_OPTS %q", cv.jvm.Env["HADOOP_CLIENT_OPTS"])
 	}
 	// job.xml: the job's settings; YarnChild has written its own copy with the attempt in it.
-	eventually(t, 10*time.Second, "YarnChild's job.xml", func() bool {
+	testsrv.WaitUntil(t, "YarnChild's job.xml", 10*time.Second, func() bool {
 		return readConf(t, filepath.Join(cv.work, "job.xml"))["mapreduce.task.attempt.id"] == m.AttemptID
 	})
 	job = readConf(t, filepath.Join(cv.work, "job.xml"))
@@ -575,7 +577,7 @@ func testSpark(t *testing.T, c *Cluster) {
 	}
 	// The python daemon and its forked workers.
 	var daemon procView
-	eventually(t, 20*time.Second, "pyspark.daemon", func() bool {
+	testsrv.WaitUntil(t, "pyspark.daemon", 20*time.Second, func() bool {
 		for _, ch := range children(cv.jvm.PID) {
 			if v, err := tryReadProc(ch.PID); err == nil && slices.Equal(v.Argv[1:], []string{"-m", "pyspark.daemon"}) {
 				daemon = v
@@ -589,7 +591,7 @@ func testSpark(t *testing.T, c *Cluster) {
 		t.Errorf("daemon argv %q cwd %s", daemon.Argv, daemon.Cwd)
 	}
 	wantEnv(t, daemon, map[string]string{"CONTAINER_ID": e.ContainerID, EnvUnit: e.Unit, "PYTHONPATH": cv.work + "/pyspark.zip:" + cv.work + "/py4j-0.10.9.7-src.zip"})
-	eventually(t, 20*time.Second, "a pyspark worker", func() bool {
+	testsrv.WaitUntil(t, "a pyspark worker", 20*time.Second, func() bool {
 		for _, ch := range children(daemon.PID) {
 			if v, err := tryReadProc(ch.PID); err == nil && slices.Equal(v.Argv, daemon.Argv) && v.Env[EnvUnit] == e.Unit {
 				return true
@@ -661,7 +663,7 @@ func testTez(t *testing.T, c *Cluster) {
 			t.Errorf("bad Tez attempt %q", a)
 		}
 	}
-	eventually(t, 30*time.Second, "the second attempt's syslog", func() bool {
+	testsrv.WaitUntil(t, "the second attempt's syslog", 30*time.Second, func() bool {
 		_, err := os.Stat(filepath.Join(cv.logDir, "syslog_"+attempts[1]))
 		return err == nil
 	})

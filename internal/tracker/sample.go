@@ -577,6 +577,7 @@ func (t *Tracker) endUnit(u *unit, ms int64) {
 		return
 	}
 	t.emitAttemptSample(u.cur, ms)
+	t.closeUnit(u, ms) // exits.go
 	t.finishAttempt(u.cur, ms, wire.EventAttemptEnd)
 }
 
@@ -687,6 +688,7 @@ func (t *Tracker) gone(p *proc, ms int64) {
 			ms = end
 		}
 	}
+	t.noteExit(p, final, ms) // exits.go
 	t.endMembership(p, final, ms)
 	u := tr.unit
 	for i, m := range u.members {

@@ -137,6 +137,7 @@ type Tracker struct {
 	bootNowMs    int64             // bootClock at this tick's listing
 	ncpu         int
 	lost         *lostState // orphans.go
+	closing      []*closing // exits.go: ended containers' attempts whose end may still be told
 
 	debugUnclaimed func(*taskstats.Record)   // tests
 	debugClassify  func(p *proc, why string) // tests
@@ -394,6 +395,7 @@ func (t *Tracker) Tick(now time.Time, sink Sink) error {
 		}
 	}
 	t.sampleUnits(ms)
+	t.watchEnds(ms) // exits.go
 	t.watchReapers()
 	t.expireRecords()
 	t.checkLost(ms) // orphans.go

@@ -34,7 +34,8 @@ type unit struct {
 	tez         *dirWatch // Tez container reuse: syslog_attempt_* in the log dir
 	scriptTried bool
 	createdMs   int64
-	bornCycle   uint64 // the tick it was found
+	bornCycle   uint64  // the tick it was found
+	end         unitEnd // exits.go
 }
 
 // attempt is one task attempt (or the pseudo-attempt of a container that

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/taskscope/taskscope/internal/testsrv"
 )
 
 // TestBrowse walks jobs -> job -> attempt -> process -> host by clicking,
@@ -192,7 +194,7 @@ func TestLive(t *testing.T) {
 	const job = "job_1700000000000_0888"
 	r := newRunningJob(job)
 	e.post(r.next(10))
-	waitFor(t, "job summary", func() bool { return e.jobCPU(job) > 0 })
+	testsrv.WaitUntil(t, "job summary", 20*time.Second, func() bool { return e.jobCPU(job) > 0 })
 	tb := newTab(t, e.url)
 	tb.open("/", `[data-table=jobs] .vt-row a`)
 	eval[bool](tb, `window.__marker = 1, true`)
@@ -240,15 +242,4 @@ func jsString(s string) string {
 	}
 	b.WriteByte('"')
 	return b.String()
-}
-
-func waitFor(t testing.TB, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: timed out", what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
