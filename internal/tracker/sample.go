@@ -249,7 +249,6 @@ func (t *Tracker) exitZombie(p *proc) {
 	t.settleChildren(tr, children-tr.lastChildren)
 	tr.lastChildren = children
 	tr.exited, tr.vanished = true, true
-	tr.tMs, tr.bootMs = t.nowMs, t.bootNowMs
 }
 
 // mayBeIdle reports whether p's scheduler runtime can tell that it has not
@@ -684,7 +683,9 @@ func (t *Tracker) gone(p *proc, ms int64) {
 	// It ended when it exited, not when it was reaped: the exit record
 	// says when (its life since its start).
 	if final != nil && final.EtimeUs > 0 {
-		if end := tr.startMs + int64(final.EtimeUs/1000); end > tr.startMs && end < ms {
+		// (Not before it was last seen alive: a record that says so is
+		// not to be believed, a clock suspended meanwhile.)
+		if end := tr.startMs + int64(final.EtimeUs/1000); end > tr.startMs && end >= tr.tMs && end < ms {
 			ms = end
 		}
 	}
