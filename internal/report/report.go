@@ -192,6 +192,7 @@ func Job(w io.Writer, j *store.JobDetail, r *analysis.Report) error {
 	typeOutcome(w, j.AttemptList)
 	if r != nil {
 		findings(w, r)
+		path(w, r.Path)
 	}
 	distributions(w, j.AttemptList)
 

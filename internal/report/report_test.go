@@ -76,7 +76,14 @@ func TestJob(t *testing.T) {
 			Recommendation: "Smaller containers.", Parameter: "mapreduce.reduce.memory.mb", Value: "1024",
 			Numbers: []analysis.Number{{Name: "peak_memory", Value: 700 << 20, Unit: "bytes"}, {Name: "used_share", Value: 34.2, Unit: "percent"}}},
 		{Heuristic: "gc_pressure", Severity: analysis.None, Message: "fine"},
-	}}
+	}, Path: &analysis.Path{Start: t0, End: t0 + 400_000, Duration: 400, Steps: []analysis.Step{
+		{AttemptID: "attempt_1700000000000_0001_m_000003_0", Type: "map", Host: "node1", Start: t0 + 6_000, End: t0 + 306_000, Wave: 1,
+			Note: "300 s, CPU 97% of a core, outlier: more_work"},
+		{AttemptID: "attempt_1700000000000_0001_r_000000_0", Type: "reduce", Host: "node\x1b2", Start: t0 + 70_000, End: t0 + 400_000, Wave: 1,
+			Gap: -236, Shuffle: 236, Note: "90 s, CPU 89% of a core"}},
+		Waves: []analysis.Waves{{TaskType: "map", Attempts: 4, Slots: 4, Waves: 1, LastWave: 4, LastWaveFill: 100, MedianDuration: 61.5, Kind: "full"}},
+		WhatIf: []analysis.WhatIf{{Kind: "without_attempt", AttemptID: "attempt_1700000000000_0001_m_000003_0",
+			Text: "Had attempt_1700000000000_0001_m_000003_0 taken the median 62 s of its type instead of 300 s, the job would have ended 238 s earlier."}}}}
 	var b bytes.Buffer
 	if err := Job(&b, j, r); err != nil {
 		t.Fatal(err)
@@ -127,4 +134,31 @@ func TestUnits(t *testing.T) {
 			t.Errorf("got %q, want %q", c.got, c.want)
 		}
 	}
+}
+
+func TestHistory(t *testing.T) {
+	h := &analysis.History{Name: "daily-etl <date>", User: "alice", Queue: "etl", JobID: "job_1700000000000_0003", Baseline: 2,
+		Median: []analysis.Band{{Measure: "duration", Unit: "s", Median: 1200, Limit: 1500}, {Measure: "peak_memory", Unit: "bytes", Median: 1 << 30, Limit: 1.25 * (1 << 30)}},
+		Runs: []analysis.Run{
+			{JobID: "job_1700000000000_0001", Start: t0 - 2*86_400_000, Duration: 1180, CPU: 3600, PeakRSS: 1 << 30, GCShare: 3, IO: 5 << 30, Outside: []string{}},
+			{JobID: "job_1700000000000_0002", Start: t0 - 86_400_000, Duration: 1220, CPU: 3700, PeakRSS: 1 << 30, GCShare: 3.2, IO: 5 << 30, Outside: []string{}},
+			{JobID: "job_1700000000000_0003", Start: t0, Duration: 1900, CPU: 3650, PeakRSS: 1 << 30, GCShare: 2.9, IO: 5 << 30, Outside: []string{"duration"}}}}
+	var b bytes.Buffer
+	if err := History(&b, h); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "history", b.Bytes())
+}
+
+func TestWaste(t *testing.T) {
+	c := analysis.Cost{Attempts: 7, CPUHours: 0.16, UsedCPUHours: 0.08, MemGBHours: 0.16, UsedMemGBHours: 0.08,
+		Failed: analysis.Waste{Attempts: 1, CPUHours: 0.03, MemGBHours: 0.03}, Speculative: analysis.Waste{Attempts: 1, CPUHours: 0.01, MemGBHours: 0.01},
+		OverAllocated: analysis.Waste{Attempts: 4, CPUHours: 0.05, MemGBHours: 0.05}, WastedShare: 25}
+	r := &analysis.WasteReport{By: "user", From: t0 - 86_400_000, To: t0, Jobs: 3, Total: c,
+		Groups: []analysis.WasteGroup{{Key: "alice", Jobs: 2, Cost: c}, {Key: "bob\x1b", Jobs: 1, Cost: analysis.Cost{Attempts: 1, CPUHours: 0.01}}}}
+	var b bytes.Buffer
+	if err := Waste(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "waste", b.Bytes())
 }
