@@ -105,6 +105,11 @@ type Options struct {
 	// Epoch is the ResourceManager epoch in container ids (container_e<epoch>_...);
 	// 0 means 1, negative means none (container_<ts>_...).
 	Epoch int
+	// ReapDelay makes every NodeManager and TaskTracker reap what it
+	// launched (a container's default_container_executor.sh, a Child JVM)
+	// this long after it exited, as a busy daemon does: it stays a zombie
+	// meanwhile. Attempts' End is when it exited.
+	ReapDelay time.Duration
 	// Notify, if set, is called for every job and process event, from the
 	// cluster's goroutines, one call at a time. It must not block for long.
 	Notify func(Event)

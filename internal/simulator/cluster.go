@@ -253,6 +253,7 @@ func (c *Cluster) startNode(i int, kind NodeKind) (*node, error) {
 		Name: name, ClusterID: c.id, Dir: root, ConfDir: n.info.ConfDir, LocalDir: n.info.LocalDir,
 		JavaHome: c.java.Home, Java: c.java.Java, Classes: c.java.Classes,
 		MapSlots: c.o.MapSlots, ReduceSlots: c.o.ReduceSlots, DaemonLogs: daemonLogs,
+		ReapDelayMs: c.o.ReapDelay.Milliseconds(),
 	}
 	var argv []string
 	var env []kv

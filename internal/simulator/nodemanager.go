@@ -367,8 +367,9 @@ func (nm *nodeManager) follow(ct *nmContainer) {
 	waited := make(chan struct{})
 	var ps *os.ProcessState
 	var werr error
+	var end time.Time
 	go func() {
-		werr = ct.cmd.Wait()
+		end, werr = reapLate(ct.cmd, time.Duration(nm.cfg.ReapDelayMs)*time.Millisecond)
 		ps = ct.cmd.ProcessState
 		close(waited)
 	}()
@@ -404,7 +405,6 @@ func (nm *nodeManager) follow(ct *nmContainer) {
 	}
 	sendEvent(nm.c, nm.log, &message{Op: evStarted, Key: req.Unit, Proc: info})
 	<-waited
-	end := time.Now()
 	done := *info
 	done.End = end.UnixNano()
 	if werr == nil || ps != nil {

@@ -67,6 +67,9 @@ type daemonConfig struct {
 	ReduceSlots int      `json:"reduce_slots"`
 	Cgroups     []string `json:"cgroups,omitempty"` // controller mounts, e.g. /sys/fs/cgroup/cpu
 	SiteConf    []kv     `json:"site_conf"`         // yarn-site.xml / mapred-site.xml before the daemon adds its addresses
+	// ReapDelayMs: the daemon reaps what it launched this long after it
+	// exited (Options.ReapDelay).
+	ReapDelayMs int64 `json:"reap_delay_ms,omitempty"`
 }
 
 // readyInfo is what a daemon tells once it listens.

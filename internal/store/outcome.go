@@ -128,14 +128,22 @@ func mergeExits(dst, keep *wire.Attempt) {
 	dst.OOMKills = max(dst.OOMKills, keep.OOMKills)
 }
 
+// SpeculativeOverlap is how long after an attempt started an earlier
+// attempt of its task must still have run for the later one to be a
+// speculative copy rather than a retry: an attempt's end is when its
+// agent saw it gone (up to an interval late), and a retry can start
+// within that (YARN takes an AM heartbeat and an allocation, a second or
+// more; a speculative copy runs beside its original for far longer).
+const SpeculativeOverlap = 2000 // ms
+
 // LinkAttempts sets RetryOf and Speculative of the attempts of one job (in
 // any order; a subset of a job's attempts links within itself): an
 // attempt numbered n > 0 repeats an earlier-numbered attempt of the same
 // task (its attempt id but the number: attempt_..._m_000003_1 repeats
 // attempt_..._m_000003_0). It is a speculative copy when an earlier
 // attempt of its task was still running when it started (started no
-// later, and ended, or was last seen, after its start): it repeats the
-// first started of those. Otherwise it is a retry of the latest-numbered
+// later, and ended, or was last seen, more than SpeculativeOverlap after
+// its start): it repeats the first started of those. Otherwise it is a retry of the latest-numbered
 // earlier attempt (which had ended: failed, killed, lost). An attempt
 // whose earlier attempts were never seen repeats none. Containers that
 // run no task attempt are not linked.
@@ -170,7 +178,7 @@ func LinkAttempts(atts []Attempt) {
 				if end == 0 {
 					end = e.LastSeen
 				}
-				if e.Start <= a.Start && end > a.Start && (orig < 0 || e.Start < atts[orig].Start) {
+				if e.Start <= a.Start && end > a.Start+SpeculativeOverlap && (orig < 0 || e.Start < atts[orig].Start) {
 					orig = refs[j].i
 				}
 			}
@@ -182,6 +190,20 @@ func LinkAttempts(atts []Attempt) {
 		}
 		lo = hi
 	}
+}
+
+// LinkAttempt sets a's RetryOf and Speculative from the attempts of its
+// task (task, which may hold a itself; LinkAttempts of them and a).
+func LinkAttempt(a *Attempt, task []Attempt) {
+	all := make([]Attempt, 0, len(task)+1)
+	for _, t := range task {
+		if t.AttemptID != a.AttemptID {
+			all = append(all, t)
+		}
+	}
+	all = append(all, *a)
+	LinkAttempts(all)
+	a.RetryOf, a.Speculative = all[len(all)-1].RetryOf, all[len(all)-1].Speculative
 }
 
 // TaskPrefix is the prefix every attempt id of attemptID's task shares

@@ -115,6 +115,8 @@ func TestLinkAttempts(t *testing.T) {
 			want: []link{{}, {task + "0", true}}},
 		{name: "a copy of a running one (no end yet)", atts: []Attempt{at("0", 1000, 0, 9000), at("1", 5000, 0, 9000)},
 			want: []link{{}, {task + "0", true}}},
+		{name: "a retry that started before its failed attempt was seen gone (within the overlap)",
+			atts: []Attempt{at("0", 1000, 4000, 4000), at("1", 3500, 8000, 8000)}, want: []link{{}, {task + "0", false}}},
 		{name: "a retry of a retry", atts: []Attempt{at("0", 1000, 2000, 2000), at("1", 3000, 4000, 4000), at("2", 5000, 6000, 6000)},
 			want: []link{{}, {task + "0", false}, {task + "1", false}}},
 		{name: "the first attempt never seen: nothing to link", atts: []Attempt{at("1", 3000, 4000, 4000)}, want: []link{{}}},

@@ -101,12 +101,15 @@ type Tracker struct {
 	entries      []procfs.PidEntry
 	procs        map[int32]*proc
 	units        map[string]*unit
+	apps         map[string]string // application id -> framework, as its units told
 	sources      []collect.Source
 	setters      []setter
 	metrics      []string
 	idx          metricIndex
 	cycle        uint64
-	bootMs       int64
+	bootMs       int64 // when the machine booted, ms: btime's second, made exact at the first tick
+	btimeMs      int64 // btime's second, ms: what process keys are made from (stable across restarts)
+	bootFixed    bool
 	buf          []byte
 	cmdBuf       []byte
 	stat         procfs.Stat
@@ -134,6 +137,7 @@ type Tracker struct {
 	bootNowMs    int64             // bootClock at this tick's listing
 	ncpu         int
 	lost         *lostState // orphans.go
+	closing      []*closing // exits.go: ended containers' attempts whose end may still be told
 
 	debugUnclaimed func(*taskstats.Record)   // tests
 	debugClassify  func(p *proc, why string) // tests
@@ -175,7 +179,9 @@ func New(cfg Config) (*Tracker, error) {
 		lister:  cfg.FS.NewLister(),
 		procs:   make(map[int32]*proc, 1024),
 		units:   map[string]*unit{},
+		apps:    map[string]string{},
 		bootMs:  btime * 1000,
+		btimeMs: btime * 1000,
 		buf:     make([]byte, 0, 8192),
 		cmdBuf:  make([]byte, 0, 8192),
 		recs:    map[int32]*heldRecord{},
@@ -287,6 +293,16 @@ func (t *Tracker) Tick(now time.Time, sink Sink) error {
 	t.nowMs = ms
 	entries, err := t.lister.List(t.entries[:0])
 	t.bootNowMs = t.bootClock()
+	if !t.bootFixed {
+		// btime is whole seconds: processes' starts from it would be up to
+		// a second early, and attempts that long. The wall clock less the
+		// time since boot is exact (when it agrees with btime: a procfs of
+		// this machine).
+		t.bootFixed = true
+		if cand := ms - t.bootNowMs; t.bootNowMs > 0 && cand >= t.btimeMs-1000 && cand < t.btimeMs+2000 {
+			t.bootMs = cand
+		}
+	}
 	t.entries = entries
 	if err != nil {
 		return err
@@ -352,7 +368,7 @@ func (t *Tracker) Tick(now time.Time, sink Sink) error {
 	// CPU, which the kernel put in its cutime.
 	gone := t.reused
 	for _, p := range t.procs {
-		if p.seen != t.cycle && p.t != nil {
+		if p.seen != t.cycle && (p.t != nil || p.zombieLife != 0) {
 			gone = append(gone, p)
 		}
 	}
@@ -376,6 +392,7 @@ func (t *Tracker) Tick(now time.Time, sink Sink) error {
 		}
 	}
 	t.sampleUnits(ms)
+	t.watchEnds(ms) // exits.go
 	t.watchReapers()
 	t.expireRecords()
 	t.checkLost(ms) // orphans.go
@@ -398,6 +415,12 @@ func (t *Tracker) readStat(pid int32, h *procfs.Proc) error {
 
 func (t *Tracker) startMs(ticks uint64) int64 {
 	return t.bootMs + int64(ticks)*1000/procfs.UserHZ
+}
+
+// keyMs is a process's start as its key has it: from btime alone, so that
+// an agent that starts again gives a process the key it had.
+func (t *Tracker) keyMs(ticks uint64) int64 {
+	return t.btimeMs + int64(ticks)*1000/procfs.UserHZ
 }
 
 func (t *Tracker) countErr(source string, err error) {

@@ -88,6 +88,9 @@ func Open(ctx context.Context, opt Options) (*Store, error) {
 			return nil, err
 		}
 	}
+	if err := s.schema.Migrate(ctx, c); err != nil {
+		return nil, err
+	}
 	ttl := map[retentionKind]int{keepRaw: days(opt.Retention), keepRollup: days(opt.RollupRetention)}
 	for _, q := range s.schema.TTL(ttl) {
 		if err := c.Exec(ctx, q, nil); err != nil {

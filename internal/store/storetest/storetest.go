@@ -61,6 +61,7 @@ func Run(t *testing.T, f Factory) {
 		{"NotFound", testNotFound},
 		{"Restart", testRestart},
 		{"BatchReads", testBatchReads},
+		{"Outcomes", testOutcomes},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, f) })
