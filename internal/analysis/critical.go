@@ -139,7 +139,8 @@ func (j *Job) criticalPath() *Path {
 // endOf is when an attempt ended (or was last seen running).
 func endOf(a store.Attempt) int64 { _, t := span(a); return t - 1 }
 
-// criticalChain walks back from the attempt that ended last: a reduce's
+// criticalChain walks back from the attempt that ended last (one that
+// succeeded, of those that ended within a second of it): a reduce's
 // predecessor is the map that ended last if it ended after the reduce
 // started (the reduce waited for it); any other attempt's is the one that
 // ended last before it started (it took that one's container, or that one's
@@ -159,7 +160,17 @@ func criticalChain(atts []store.Attempt) []store.Attempt {
 			lastMap = &sorted[i]
 		}
 	}
-	cur := sorted[len(sorted)-1]
+	// The attempt that ended last; of those that ended together, one
+	// whose work counted (a speculative copy killed when the other
+	// finished did not set the end).
+	last := len(sorted) - 1
+	for i := last; i >= 0 && endOf(sorted[i]) >= endOf(sorted[last])-1000; i-- {
+		if o := sorted[i].Outcome; o != store.OutcomeKilled && o != store.OutcomeFailed {
+			last = i
+			break
+		}
+	}
+	cur := sorted[last]
 	chain := []store.Attempt{cur}
 	seen := map[string]bool{cur.AttemptID: true}
 	for len(chain) < maxSteps {
@@ -256,7 +267,9 @@ func wavesOf(atts []store.Attempt) (Waves, map[string]int) {
 		switch {
 		case slowest(last) >= 2*med && med > 0:
 			w.Kind = "straggler"
-		case w.LastWaveFill <= 50:
+		case w.LastWaveFill <= 50 && len(sorted) >= 2*slots:
+			// (A few attempts over few containers, a retry after a
+			// failure say, are not waves.)
 			w.Kind = "partial"
 		}
 	}
@@ -348,21 +361,39 @@ func lastWave(j *Job) []Finding {
 // its slots; an attempt starts when it is ready and a slot is free, and
 // runs its duration. An attempt is ready when it started, unless it
 // started when an attempt of its type ended (it waited for that slot):
-// then it is ready when its type began. A reduce that started before the
-// last map ended (slow start) ends what it ran after the last map (the
-// rest of its shuffle, merge, reduce) after the maps' end.
+// then it is ready when its type began. A retry starts after the attempt
+// it retries ends, a speculative copy as long after its original as it
+// did. A reduce that started before the last map ended (slow start) ends
+// what it ran after the last map (the rest of its shuffle, merge, reduce)
+// after the maps' end; one that started after it starts when the maps end.
 type sim struct {
 	atts   []store.Attempt
 	byType map[string][]int // indexes in start order
 	ready  []int64
 	tail   []int64 // reduces: what ran after the last map
+	after  []int   // a retry: the attempt it follows (-1: none)
+	copyOf []int   // a speculative copy: its original (-1: none) ...
+	offset []int64 // ... and how long after the original it started
 }
 
 func newSim(atts []store.Attempt) *sim {
-	s := &sim{atts: atts, byType: map[string][]int{}, ready: make([]int64, len(atts)), tail: make([]int64, len(atts))}
+	s := &sim{atts: atts, byType: map[string][]int{}, ready: make([]int64, len(atts)), tail: make([]int64, len(atts)),
+		after: make([]int, len(atts)), copyOf: make([]int, len(atts)), offset: make([]int64, len(atts))}
 	idx := make([]int, len(atts))
+	byID := map[string]int{}
 	for i := range idx {
 		idx[i] = i
+		byID[atts[i].AttemptID] = i
+	}
+	for i, a := range atts {
+		s.after[i], s.copyOf[i] = -1, -1
+		if k, ok := byID[a.RetryOf]; ok && a.RetryOf != "" {
+			if a.Speculative {
+				s.copyOf[i], s.offset[i] = k, int64(a.Start-atts[k].Start)
+			} else {
+				s.after[i] = k
+			}
+		}
 	}
 	sort.SliceStable(idx, func(x, y int) bool { return atts[idx[x]].Start < atts[idx[y]].Start })
 	lastMap := int64(0)
@@ -384,6 +415,9 @@ func newSim(atts []store.Attempt) *sim {
 			}
 			if atts[i].Type == "reduce" && lastMap > 0 {
 				s.tail[i] = endOf(atts[i]) - max(int64(atts[i].Start), lastMap)
+				if int64(atts[i].Start) >= lastMap-1000 {
+					s.ready[i] = 0 // it waited for the maps: it starts when they end
+				}
 			}
 		}
 	}
@@ -408,6 +442,7 @@ func (h *freeSlots) Pop() any {
 func (s *sim) run(slots map[string]int, dur []int64) int64 {
 	end := int64(0)
 	mapEnd := int64(0)
+	simStart, simEnd := make([]int64, len(s.atts)), make([]int64, len(s.atts))
 	order := make([]string, 0, len(s.byType))
 	for t := range s.byType {
 		order = append(order, t)
@@ -427,12 +462,19 @@ func (s *sim) run(slots map[string]int, dur []int64) int64 {
 		for _, i := range ids {
 			free := heap.Pop(h).(int64)
 			st := max(free, s.ready[i])
+			if k := s.after[i]; k >= 0 {
+				st = max(st, simEnd[k]) // a retry starts after what it retries
+			}
+			if k := s.copyOf[i]; k >= 0 {
+				st = max(st, simStart[k]+s.offset[i])
+			}
 			e := st + dur[i]
 			if typ == "reduce" && mapEnd > 0 {
 				// What it ran before the last map ended was mostly
 				// waiting for maps: it ends its tail after them.
 				e = max(st, mapEnd) + min(s.tail[i], dur[i])
 			}
+			simStart[i], simEnd[i] = st, e
 			heap.Push(h, e)
 			end = max(end, e)
 			if typ == "map" {

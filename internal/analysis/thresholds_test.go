@@ -62,7 +62,7 @@ func TestThresholds(t *testing.T) {
 	}
 	cases := []tc{
 		{name: "healthy", tasks: cat(same(6, m), []task{r})},
-		{name: "healthy under load", // GC time stretched 3× by the load, CPU time not: 600 ms of GC over 5 s of CPU is 12 %
+		{name: "healthy under load", // GC time stretched 3× by the load, CPU time not: 600 ms of GC over 5 s of CPU is 12 %; over 10 s runnable 6 %
 			tasks: same(6, with(m, func(t *task) { t.cpu, t.gcMs, t.waitMs = 0.5, 600, 10000 }))},
 		{name: "GC-bound single attempt", tasks: cat(same(5, m), []task{with(m, func(t *task) { t.host, t.gcMs = "h1", 1500 })}),
 			want: map[string]analysis.Severity{"gc_pressure": analysis.Severe},
