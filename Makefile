@@ -45,8 +45,15 @@ test: test-deps ui vet fmt-check test-go test-accuracy test-dist
 test-deps:
 	./scripts/test-deps.sh
 
+# Packages whose tests run real process trees (the simulator's JVMs, the
+# agent's live accounting, the browser) and compare what they measure with
+# the clock: they run one package at a time, after the others, so that two
+# of them never share CI's 2 cores.
+TIMED_PKGS := ./internal/simulator/ ./internal/tracker/ ./internal/agent/ ./internal/e2e/ ./internal/loadgen/ ./internal/server/ ./web/uitest/
+
 test-go:
-	$(GO) test $(TESTFLAGS) ./...
+	$(GO) test $(TESTFLAGS) $$($(GO) list ./... | grep -v -x -F $(foreach p,$(TIMED_PKGS),-e github.com/taskscope/taskscope/$(patsubst ./%/,%,$(p))))
+	$(GO) test $(TESTFLAGS) -p 1 $(TIMED_PKGS)
 
 # The agent's CPU accounting against wait4 of real process trees (within 3%),
 # without the race detector and with nothing else running beside it.

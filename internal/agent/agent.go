@@ -4,21 +4,22 @@
 package agent
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/VictoriaMetrics/metrics"
 
 	"github.com/taskscope/taskscope/internal/collect"
 	"github.com/taskscope/taskscope/internal/procfs"
@@ -153,11 +154,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	// said to be lost.
 	defer func() { stopShip(); shipWG.Wait(); sh.Close() }()
 
-	a := &loop{cfg: cfg, tr: tr, sh: sh, b: newBuilder(tr.ProcessMetrics(), tr.AttemptMetrics()),
-		tickDur: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "taskscope_agent_tick_seconds", Help: "Time taken by one tick (list, classify, sample).",
-			Buckets: []float64{.0002, .0005, .001, .002, .005, .01, .02, .05, .1, .5},
-		})}
+	a := &loop{cfg: cfg, tr: tr, sh: sh, b: newBuilder(tr.ProcessMetrics(), tr.AttemptMetrics()), tickSet: metrics.NewSet()}
+	a.tickDur = a.tickSet.NewPrometheusHistogramExt(tickSecondsName, []float64{.0002, .0005, .001, .002, .005, .01, .02, .05, .1, .5})
 	if l, ok := tcfg.Exits.(*taskstats.Listener); ok {
 		a.exits = l
 	}
@@ -209,7 +207,8 @@ type loop struct {
 	stats    tracker.Stats
 	srcErrs  map[string]uint64
 	overruns uint64
-	tickDur  prometheus.Histogram
+	tickSet  *metrics.Set // holds tickDur alone
+	tickDur  *metrics.PrometheusHistogram
 	exits    *taskstats.Listener // nil without exit records
 }
 
@@ -234,7 +233,7 @@ func (a *loop) run(ctx context.Context) error {
 			return fmt.Errorf("tick: %w", err)
 		}
 		took := time.Since(start)
-		a.tickDur.Observe(took.Seconds())
+		a.tickDur.Update(took.Seconds())
 		if time.Since(a.lastCut) >= a.cfg.FlushInterval || a.b.samples >= a.cfg.MaxBatchSamples {
 			a.cut()
 		}
@@ -290,67 +289,107 @@ func copyMap(m map[string]uint64) map[string]uint64 {
 	return out
 }
 
+// metricsHandler serves the agent's own metrics at /metrics in Prometheus'
+// text format: its own with their help texts, then the Go runtime's and
+// the process's (github.com/VictoriaMetrics/metrics: a fraction of the
+// Prometheus client's start and memory).
 func (a *loop) metricsHandler() http.Handler {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector())
-	reg.MustRegister(a.tickDur)
-	read := func(f func(s *tracker.Stats) float64) func() float64 {
-		return func() float64 { a.mu.Lock(); defer a.mu.Unlock(); return f(&a.stats) }
-	}
-	shipped := func(f func(s ship.Stats) float64) func() float64 {
-		return func() float64 { return f(a.sh.Stats()) }
-	}
-	reg.MustRegister(
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "taskscope_agent_ticks_total", Help: "Ticks taken."}, read(func(s *tracker.Stats) float64 { return float64(s.Ticks) })),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "taskscope_agent_overruns_total", Help: "Ticks skipped because a tick took longer than the interval."}, func() float64 { a.mu.Lock(); defer a.mu.Unlock(); return float64(a.overruns) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "taskscope_agent_processes_scanned", Help: "Processes listed in /proc at the last tick."}, read(func(s *tracker.Stats) float64 { return float64(s.Scanned) })),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "taskscope_agent_processes_tracked", Help: "Task processes sampled at the last tick."}, read(func(s *tracker.Stats) float64 { return float64(s.Tracked) })),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "taskscope_agent_units", Help: "Containers and task JVMs being tracked."}, read(func(s *tracker.Stats) float64 { return float64(s.Units) })),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "taskscope_agent_processes_classified_total", Help: "New processes looked at."}, read(func(s *tracker.Stats) float64 { return float64(s.New) })),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "taskscope_agent_processes_attributed_total", Help: "Processes attributed to a task attempt."}, read(func(s *tracker.Stats) float64 { return float64(s.Attributed) })),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "taskscope_agent_short_lived_processes_total", Help: "Processes that lived less than one tick, charged from exit records."}, read(func(s *tracker.Stats) float64 { return float64(s.ShortLived) })),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "taskscope_agent_vanished_reads_total", Help: "Reads that failed because the process had just exited."}, read(func(s *tracker.Stats) float64 { return float64(s.Vanished) })),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "taskscope_agent_idle_samples_total", Help: "Samples of processes that had not run since the last, kept after reading their scheduler runtime only."}, read(func(s *tracker.Stats) float64 { return float64(s.IdleSkips) })),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "taskscope_agent_listings_reused_total", Help: "Ticks whose /proc listing was the last one again (no task created or reaped since, by /proc/loadavg)."}, read(func(s *tracker.Stats) float64 { return float64(s.ListingsReused) })),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "taskscope_agent_exit_records_total", Help: "Taskstats exit records received."}, read(func(s *tracker.Stats) float64 { return float64(s.ExitRecords) })),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "taskscope_agent_exit_records_unclaimed_total", Help: "Exit records of processes that were no task's, or whose ancestry was lost."}, read(func(s *tracker.Stats) float64 { return float64(s.Unclaimed) })),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "taskscope_agent_exit_records_lost_total", Help: "Times the kernel's exit records overflowed the agent's socket (records lost)."}, func() float64 {
-			if a.exits == nil {
-				return 0
-			}
-			return float64(a.exits.Lost())
-		}),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "taskscope_agent_processes_exited_total", Help: "Task processes that exited."}, read(func(s *tracker.Stats) float64 { return float64(s.Exited) })),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "taskscope_agent_queue_batches", Help: "Batches waiting for the server (memory and spool)."}, shipped(func(s ship.Stats) float64 { return float64(s.QueuedBatches) })),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "taskscope_agent_queue_bytes", Help: "Compressed bytes waiting for the server."}, shipped(func(s ship.Stats) float64 { return float64(s.QueuedBytes) })),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "taskscope_agent_spool_batches", Help: "Batches waiting in the spool directory."}, shipped(func(s ship.Stats) float64 { return float64(s.SpooledBatches) })),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "taskscope_agent_spool_bytes", Help: "Compressed bytes waiting in the spool directory."}, shipped(func(s ship.Stats) float64 { return float64(s.SpooledBytes) })),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "taskscope_agent_batches_sent_total", Help: "Batches the server acknowledged."}, shipped(func(s ship.Stats) float64 { return float64(s.Sent) })),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "taskscope_agent_samples_sent_total", Help: "Process samples the server acknowledged."}, shipped(func(s ship.Stats) float64 { return float64(s.SentSamples) })),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "taskscope_agent_send_retries_total", Help: "Failed deliveries that will be retried."}, shipped(func(s ship.Stats) float64 { return float64(s.Retries) })),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "taskscope_agent_batches_rejected_total", Help: "Batches the server refused as invalid."}, shipped(func(s ship.Stats) float64 { return float64(s.Rejected) })),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "taskscope_agent_dropped_samples_total", Help: "Samples dropped because the queue or spool was full."}, shipped(func(s ship.Stats) float64 { return float64(s.DroppedSamples) })),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "taskscope_agent_dropped_batches_total", Help: "Batches dropped because the queue or spool was full."}, shipped(func(s ship.Stats) float64 { return float64(s.DroppedBatches) })),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "taskscope_agent_spool_errors_total", Help: "Batches that could not be written to the spool."}, shipped(func(s ship.Stats) float64 { return float64(s.SpoolErrors) })),
-	)
-	reg.MustRegister(readErrCollector{a})
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		bw := bufio.NewWriter(w)
+		a.writeMetrics(bw)
+		metrics.WriteProcessMetrics(bw)
+		bw.Flush()
+	})
 	return mux
 }
 
-var readErrDesc = prometheus.NewDesc("taskscope_agent_read_errors_total",
-	"Reads of optional /proc and job files that failed, by source (vanished processes not counted).", []string{"source"}, nil)
+const tickSecondsName = "taskscope_agent_tick_seconds"
 
-type readErrCollector struct{ a *loop }
+// agentMetric is one of the agent's own metrics: a counter (its name ends
+// in _total) or a gauge.
+type agentMetric struct {
+	name, help string
+	value      func(a *loop, t *tracker.Stats, s *ship.Stats) uint64
+}
 
-func (c readErrCollector) Describe(ch chan<- *prometheus.Desc) { ch <- readErrDesc }
+// agentMetrics are the agent's metrics besides the tick histogram and the
+// read errors by source (CONTRACT.md, docs/operations.md).
+var agentMetrics = []agentMetric{
+	{"taskscope_agent_ticks_total", "Ticks taken.", func(_ *loop, t *tracker.Stats, _ *ship.Stats) uint64 { return t.Ticks }},
+	{"taskscope_agent_overruns_total", "Ticks skipped because a tick took longer than the interval.", func(a *loop, _ *tracker.Stats, _ *ship.Stats) uint64 { return a.overruns }},
+	{"taskscope_agent_processes_scanned", "Processes listed in /proc at the last tick.", func(_ *loop, t *tracker.Stats, _ *ship.Stats) uint64 { return uint64(t.Scanned) }},
+	{"taskscope_agent_processes_tracked", "Task processes sampled at the last tick.", func(_ *loop, t *tracker.Stats, _ *ship.Stats) uint64 { return uint64(t.Tracked) }},
+	{"taskscope_agent_units", "Containers and task JVMs being tracked.", func(_ *loop, t *tracker.Stats, _ *ship.Stats) uint64 { return uint64(t.Units) }},
+	{"taskscope_agent_processes_classified_total", "New processes looked at.", func(_ *loop, t *tracker.Stats, _ *ship.Stats) uint64 { return t.New }},
+	{"taskscope_agent_processes_attributed_total", "Processes attributed to a task attempt.", func(_ *loop, t *tracker.Stats, _ *ship.Stats) uint64 { return t.Attributed }},
+	{"taskscope_agent_short_lived_processes_total", "Processes that lived less than one tick, charged from exit records.", func(_ *loop, t *tracker.Stats, _ *ship.Stats) uint64 { return t.ShortLived }},
+	{"taskscope_agent_vanished_reads_total", "Reads that failed because the process had just exited.", func(_ *loop, t *tracker.Stats, _ *ship.Stats) uint64 { return t.Vanished }},
+	{"taskscope_agent_idle_samples_total", "Samples of processes that had not run since the last, kept after reading their scheduler runtime only.", func(_ *loop, t *tracker.Stats, _ *ship.Stats) uint64 { return t.IdleSkips }},
+	{"taskscope_agent_listings_reused_total", "Ticks whose /proc listing was the last one again (no task created or reaped since, by /proc/loadavg).", func(_ *loop, t *tracker.Stats, _ *ship.Stats) uint64 { return t.ListingsReused }},
+	{"taskscope_agent_exit_records_total", "Taskstats exit records received.", func(_ *loop, t *tracker.Stats, _ *ship.Stats) uint64 { return t.ExitRecords }},
+	{"taskscope_agent_exit_records_unclaimed_total", "Exit records of processes that were no task's, or whose ancestry was lost.", func(_ *loop, t *tracker.Stats, _ *ship.Stats) uint64 { return t.Unclaimed }},
+	{"taskscope_agent_exit_records_lost_total", "Times the kernel's exit records overflowed the agent's socket (records lost).", func(a *loop, _ *tracker.Stats, _ *ship.Stats) uint64 {
+		if a.exits == nil {
+			return 0
+		}
+		return a.exits.Lost()
+	}},
+	{"taskscope_agent_processes_exited_total", "Task processes that exited.", func(_ *loop, t *tracker.Stats, _ *ship.Stats) uint64 { return t.Exited }},
+	{"taskscope_agent_queue_batches", "Batches waiting for the server (memory and spool).", func(_ *loop, _ *tracker.Stats, s *ship.Stats) uint64 { return uint64(s.QueuedBatches) }},
+	{"taskscope_agent_queue_bytes", "Compressed bytes waiting for the server.", func(_ *loop, _ *tracker.Stats, s *ship.Stats) uint64 { return uint64(s.QueuedBytes) }},
+	{"taskscope_agent_spool_batches", "Batches waiting in the spool directory.", func(_ *loop, _ *tracker.Stats, s *ship.Stats) uint64 { return uint64(s.SpooledBatches) }},
+	{"taskscope_agent_spool_bytes", "Compressed bytes waiting in the spool directory.", func(_ *loop, _ *tracker.Stats, s *ship.Stats) uint64 { return uint64(s.SpooledBytes) }},
+	{"taskscope_agent_batches_sent_total", "Batches the server acknowledged.", func(_ *loop, _ *tracker.Stats, s *ship.Stats) uint64 { return s.Sent }},
+	{"taskscope_agent_samples_sent_total", "Process samples the server acknowledged.", func(_ *loop, _ *tracker.Stats, s *ship.Stats) uint64 { return s.SentSamples }},
+	{"taskscope_agent_send_retries_total", "Failed deliveries that will be retried.", func(_ *loop, _ *tracker.Stats, s *ship.Stats) uint64 { return s.Retries }},
+	{"taskscope_agent_batches_rejected_total", "Batches the server refused as invalid.", func(_ *loop, _ *tracker.Stats, s *ship.Stats) uint64 { return s.Rejected }},
+	{"taskscope_agent_dropped_samples_total", "Samples dropped because the queue or spool was full.", func(_ *loop, _ *tracker.Stats, s *ship.Stats) uint64 { return s.DroppedSamples }},
+	{"taskscope_agent_dropped_batches_total", "Batches dropped because the queue or spool was full.", func(_ *loop, _ *tracker.Stats, s *ship.Stats) uint64 { return s.DroppedBatches }},
+	{"taskscope_agent_spool_errors_total", "Batches that could not be written to the spool.", func(_ *loop, _ *tracker.Stats, s *ship.Stats) uint64 { return s.SpoolErrors }},
+}
 
-func (c readErrCollector) Collect(ch chan<- prometheus.Metric) {
-	c.a.mu.Lock()
-	defer c.a.mu.Unlock()
-	for src, n := range c.a.srcErrs {
-		ch <- prometheus.MustNewConstMetric(readErrDesc, prometheus.CounterValue, float64(n), src)
+const readErrorsName, readErrorsHelp = "taskscope_agent_read_errors_total",
+	"Reads of optional /proc and job files that failed, by source (vanished processes not counted)."
+
+// writeMetrics writes the agent's own metrics, each with its HELP and TYPE.
+func (a *loop) writeMetrics(w io.Writer) {
+	ss := a.sh.Stats()
+	a.mu.Lock()
+	st := a.stats
+	srcs := make([]string, 0, len(a.srcErrs))
+	for src := range a.srcErrs {
+		srcs = append(srcs, src)
+	}
+	slices.Sort(srcs)
+	errs := make([]uint64, len(srcs))
+	for i, src := range srcs {
+		errs[i] = a.srcErrs[src]
+	}
+	vals := make([]uint64, len(agentMetrics))
+	for i, m := range agentMetrics {
+		vals[i] = m.value(a, &st, &ss)
+	}
+	a.mu.Unlock()
+
+	for i, m := range agentMetrics {
+		typ := "gauge"
+		if strings.HasSuffix(m.name, "_total") {
+			typ = "counter"
+		}
+		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n", m.name, m.help, m.name, typ)
+		if typ == "counter" {
+			metrics.WriteCounterUint64(w, m.name, vals[i])
+		} else {
+			metrics.WriteGaugeUint64(w, m.name, vals[i])
+		}
+	}
+	fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s histogram\n", tickSecondsName, "Time taken by one tick (list, classify, sample).", tickSecondsName)
+	a.tickSet.WritePrometheus(w)
+	fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s counter\n", readErrorsName, readErrorsHelp, readErrorsName)
+	for i, src := range srcs {
+		metrics.WriteCounterUint64(w, fmt.Sprintf("%s{source=%q}", readErrorsName, src), errs[i])
 	}
 }
 

@@ -128,6 +128,7 @@ func TestMetricsScrape(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	checkExposition(t, addr)
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)

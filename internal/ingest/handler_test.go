@@ -22,6 +22,7 @@ import (
 	"github.com/taskscope/taskscope/internal/store"
 	"github.com/taskscope/taskscope/internal/store/duckdb"
 	"github.com/taskscope/taskscope/internal/store/storetest"
+	"github.com/taskscope/taskscope/internal/testsrv"
 	"github.com/taskscope/taskscope/internal/wire"
 )
 
@@ -498,7 +499,7 @@ func testBadBatchInGroup(t *testing.T, r *rig) {
 	for i, h := range hosts {
 		send(batch(fmt.Sprintf("agent-g%d", i+1), uint64(i+2), h)) // seqs apart: attempts apart
 	}
-	waitFor(t, "4 batches queued", func() bool { return len(r.p.q) == 4 })
+	testsrv.WaitUntil(t, "4 batches queued", 10*time.Second, func() bool { return len(r.p.q) == 4 })
 	r.gs.open()
 	for range 5 {
 		x := <-out
@@ -553,7 +554,7 @@ func TestPipelineDiskFullGroup(t *testing.T) {
 	for i := range 4 {
 		send(batch(fmt.Sprintf("agent-d%d", i+1), 1, fmt.Sprintf("node%d", i+1)))
 	}
-	waitFor(t, "4 batches queued", func() bool { return len(r.p.q) == 4 })
+	testsrv.WaitUntil(t, "4 batches queued", 10*time.Second, func() bool { return len(r.p.q) == 4 })
 	r.gs.open()
 	for range 5 {
 		a := <-out
@@ -581,7 +582,7 @@ func TestHandlerBackPressure(t *testing.T) {
 	go func() { out <- r.send(t, batch("agent-b", 1, "node1")) }()
 	<-entered
 	go func() { out <- r.send(t, batch("agent-b", 2, "node1")) }()
-	waitFor(t, "a batch queued", func() bool { return len(r.p.q) == 1 })
+	testsrv.WaitUntil(t, "a batch queued", 10*time.Second, func() bool { return len(r.p.q) == 1 })
 	start := time.Now()
 	a := r.send(t, batch("agent-b", 3, "node1"))
 	if a.code != http.StatusServiceUnavailable || a.header.Get("Retry-After") != "1" || !strings.Contains(a.reply.Error, "busy") {
@@ -646,7 +647,7 @@ func TestHandlerTimeout(t *testing.T) {
 		t.Errorf("commit too slow: %d %s", a.code, a.raw)
 	}
 	r.gs.open()
-	waitFor(t, "the batch committed", func() bool { return r.samples(t).Samples == 10 })
+	testsrv.WaitUntil(t, "the batch committed", 10*time.Second, func() bool { return r.samples(t).Samples == 10 })
 	if a := r.send(t, b); a.code != http.StatusOK || a.reply.Status != "duplicate" {
 		t.Errorf("retry: %d %s", a.code, a.raw)
 	}
@@ -676,17 +677,6 @@ func TestHandlerHostileText(t *testing.T) {
 	}
 	if !found || d.JobName != b.Attempts[0].JobName {
 		t.Errorf("stored attempt %+v does not hold the text as sent", d)
-	}
-}
-
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/taskscope/taskscope/internal/testfs"
+	"github.com/taskscope/taskscope/internal/testsrv"
 	"github.com/taskscope/taskscope/internal/wire"
 )
 
@@ -153,7 +154,7 @@ func TestCloseSpoolsHeldBatches(t *testing.T) {
 		for range 10 {
 			a.Enqueue(batch(5))
 		}
-		waitFor(t, "a failed delivery", func() bool { return a.Stats().Retries > 0 })
+		testsrv.WaitUntil(t, "a failed delivery", 10*time.Second, func() bool { return a.Stats().Retries > 0 })
 		a.stop()
 		spooled := a.Stats().SpooledBatches
 		if spooled == 0 || spooled == 10 {

@@ -15,6 +15,7 @@ import (
 	"github.com/taskscope/taskscope/internal/auth"
 	"github.com/taskscope/taskscope/internal/server"
 	"github.com/taskscope/taskscope/internal/store/duckdb"
+	"github.com/taskscope/taskscope/internal/testsrv"
 	"github.com/taskscope/taskscope/internal/wire"
 )
 
@@ -108,7 +109,7 @@ func TestRealServer(t *testing.T) {
 	// A wrong token is retried, not rejected: nothing is lost.
 	bad := start(t, Config{URLs: []string{srv.URL()}, Token: "wrong"})
 	bad.Enqueue(jobBatch(1, t0+30_000))
-	waitFor(t, "retries with a wrong token", func() bool { return bad.Stats().Retries >= 2 })
+	testsrv.WaitUntil(t, "retries with a wrong token", 10*time.Second, func() bool { return bad.Stats().Retries >= 2 })
 	if stt := bad.Stats(); stt.Rejected != 0 || stt.QueuedBatches != 1 {
 		t.Errorf("with a wrong token: %+v", stt)
 	}

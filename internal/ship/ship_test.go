@@ -16,6 +16,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/taskscope/taskscope/internal/testsrv"
 	"github.com/taskscope/taskscope/internal/wire"
 )
 
@@ -188,16 +189,6 @@ func (r *running) flush(t *testing.T, d time.Duration) {
 	}
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func spoolFiles(t *testing.T, dir string) []string {
 	t.Helper()
 	names, err := filepath.Glob(filepath.Join(dir, "*.batch"))
@@ -237,7 +228,7 @@ func TestSpoolReplayAfterRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "a failed delivery", func() bool { return a.Stats().Retries > 0 })
+	testsrv.WaitUntil(t, "a failed delivery", 10*time.Second, func() bool { return a.Stats().Retries > 0 })
 	a.stop()
 	if n := len(spoolFiles(t, dir)); n != 5 {
 		t.Fatalf("%d batches in the spool after the agent stopped, want 5", n)
@@ -281,7 +272,7 @@ func TestCatchUpWhenServerReturns(t *testing.T) {
 				s.Enqueue(batch(2))
 				time.Sleep(2 * time.Millisecond)
 			}
-			waitFor(t, "retries", func() bool { return s.Stats().Retries >= 3 })
+			testsrv.WaitUntil(t, "retries", 10*time.Second, func() bool { return s.Stats().Retries >= 3 })
 			if spool && len(spoolFiles(t, cfg.SpoolDir)) != 10 {
 				t.Errorf("%d batches spooled, want 10", len(spoolFiles(t, cfg.SpoolDir)))
 			}

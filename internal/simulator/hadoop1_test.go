@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/taskscope/taskscope/internal/hadoop"
+	"github.com/taskscope/taskscope/internal/testsrv"
 )
 
 // TestHadoop1Reuse runs a Streaming job on one TaskTracker with one map
@@ -68,7 +69,7 @@ func TestHadoop1Reuse(t *testing.T) {
 	}
 	wantFiles(t, jobDir, "job.xml", "jobToken", "jars/mapper.sh", "jars/reducer.py")
 	wantFiles(t, work, "tmp", "mapper.sh")
-	eventually(t, 10*time.Second, "log.index of the first attempt", func() bool { return logIndexDir(filepath.Join(logDir, "log.index")) == logDir })
+	testsrv.WaitUntil(t, "log.index of the first attempt", 10*time.Second, func() bool { return logIndexDir(filepath.Join(logDir, "log.index")) == logDir })
 	mapper, kids := watchStreaming(t, v.PID, "mapper.sh", 30*time.Second)
 	wantEnv(t, mapper, map[string]string{"mapred_task_id": first, "mapred_job_id": j.ID, "mapred_job_name": spec.Name, EnvUnit: ch.Unit})
 	if mapper.Cwd != work {
@@ -97,7 +98,7 @@ func TestHadoop1Reuse(t *testing.T) {
 		t.Errorf("the reused JVM's argv, cwd or HADOOP_CLIENT_OPTS changed")
 	}
 	secondLog := filepath.Join(n.LogDir, "userlogs", j.ID, second)
-	eventually(t, 10*time.Second, "log.index of the second attempt", func() bool {
+	testsrv.WaitUntil(t, "log.index of the second attempt", 10*time.Second, func() bool {
 		return logIndexDir(filepath.Join(secondLog, "log.index")) == v.Argv[len(v.Argv)-2]
 	})
 	if got := readConf(t, filepath.Join(jobDir, second, "job.xml"))["mapred.task.id"]; got != second {
@@ -195,7 +196,7 @@ func checkChild(t *testing.T, c *Cluster, n NodeInfo, r AttemptResult, user, wor
 		t.Errorf("Classify(bash taskjvm.sh) attempt %q", sl.Attempt.Raw)
 	}
 	wantFiles(t, logDir, "stdout", "stderr")
-	eventually(t, 10*time.Second, "the Child's syslog", func() bool {
+	testsrv.WaitUntil(t, "the Child's syslog", 10*time.Second, func() bool {
 		_, err := os.Stat(filepath.Join(logDir, "syslog"))
 		return err == nil
 	})
@@ -255,7 +256,7 @@ func TestHadoop1LostChildAndKillDaemon(t *testing.T) {
 		t.Errorf("node %s still alive", n.Name)
 	}
 	// Orphaned: reparented to init, still running, still pinging.
-	eventually(t, 2*time.Second, "the orphaned Child's reparenting", func() bool {
+	testsrv.WaitUntil(t, "the orphaned Child's reparenting", 2*time.Second, func() bool {
 		st, err := statOf(running.JVMPID)
 		return err == nil && st.PPID != n.PID
 	})
@@ -264,7 +265,7 @@ func TestHadoop1LostChildAndKillDaemon(t *testing.T) {
 	}
 	// Three failed pings later it exits 65.
 	var gone bool
-	eventually(t, 15*time.Second, "the orphaned Child to exit", func() bool {
+	testsrv.WaitUntil(t, "the orphaned Child to exit", 15*time.Second, func() bool {
 		st, err := statOf(running.JVMPID)
 		if err != nil {
 			gone = true

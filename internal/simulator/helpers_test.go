@@ -131,18 +131,6 @@ func children(pid int) []procEntry {
 	return out
 }
 
-// eventually polls f until it returns true or d passes.
-func eventually(t *testing.T, d time.Duration, what string, f func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !f() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func wantEnv(t *testing.T, v procView, want map[string]string) {
 	t.Helper()
 	for k, w := range want {

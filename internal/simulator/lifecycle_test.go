@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/taskscope/taskscope/internal/hadoop"
+	"github.com/taskscope/taskscope/internal/testsrv"
 )
 
 // TestYARNKillDaemon kills a NodeManager under a running container: the
@@ -31,7 +32,7 @@ func TestYARNKillDaemon(t *testing.T) {
 	if err := c.KillDaemon(m.Node); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 2*time.Second, "the launcher's reparenting", func() bool {
+	testsrv.WaitUntil(t, "the launcher's reparenting", 2*time.Second, func() bool {
 		st, err := statOf(m.LauncherPID)
 		return err == nil && st.PPID != n.PID
 	})

@@ -13,8 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/taskscope/taskscope/internal/hadoop"
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/taskscope/taskscope/internal/hadoop"
+	"github.com/taskscope/taskscope/internal/testsrv"
 )
 
 // TestYARN starts a two-node YARN cluster (with cgroups where this machine
@@ -92,11 +94,7 @@ func getJSON(t *testing.T, url string, v any) {
 
 type nmContainers struct {
 	Containers struct {
-		Container []struct {
-			ID    string `json:"id"`
-			State string `json:"state"`
-			User  string `json:"user"`
-		} `json:"container"`
+		Container []nmContainerInfo `json:"container"`
 	} `json:"containers"`
 }
 
@@ -266,7 +264,7 @@ func checkContainer(t *testing.T, c *Cluster, user string, r AttemptResult, jvmK
 		t.Errorf("launch_container.sh:\n%s", launch)
 	}
 	// Perf data stays on: the agent reads /tmp/hsperfdata_<user>/<pid>.
-	eventually(t, 10*time.Second, "hsperfdata of the JVM", func() bool {
+	testsrv.WaitUntil(t, "hsperfdata of the JVM", 10*time.Second, func() bool {
 		_, err := os.Stat(filepath.Join("/tmp", "hsperfdata_"+c.realUser, strconv.Itoa(jv.PID)))
 		return err == nil
 	})
@@ -322,7 +320,7 @@ func testMapReduce(t *testing.T, c *Cluster, cg bool) {
 		t.Errorf("HADOOP_CLIENT_OPTS %q", cv.jvm.Env["HADOOP_CLIENT_OPTS"])
 	}
 	// job.xml: the job's settings; YarnChild has written its own copy with the attempt in it.
-	eventually(t, 10*time.Second, "YarnChild's job.xml", func() bool {
+	testsrv.WaitUntil(t, "YarnChild's job.xml", 10*time.Second, func() bool {
 		return readConf(t, filepath.Join(cv.work, "job.xml"))["mapreduce.task.attempt.id"] == m.AttemptID
 	})
 	job = readConf(t, filepath.Join(cv.work, "job.xml"))
@@ -336,12 +334,8 @@ func testMapReduce(t *testing.T, c *Cluster, cg bool) {
 	// The NodeManager lists the container.
 	var list nmContainers
 	getJSON(t, "http://"+cv.node.WebAddress+"/ws/v1/node/containers", &list)
-	if !slices.ContainsFunc(list.Containers.Container, func(x struct {
-		ID    string `json:"id"`
-		State string `json:"state"`
-		User  string `json:"user"`
-	}) bool {
-		return x.ID == m.ContainerID && x.State == "RUNNING" && x.User == "alice"
+	if !slices.ContainsFunc(list.Containers.Container, func(x nmContainerInfo) bool {
+		return x.ID == m.ContainerID && x.State == "RUNNING" && x.User == "alice" && x.ExitCode == yarnInvalid
 	}) {
 		t.Errorf("the NodeManager does not list %s as RUNNING: %+v", m.ContainerID, list)
 	}
@@ -387,21 +381,37 @@ func testMapReduce(t *testing.T, c *Cluster, cg bool) {
 	if maps != 2 || reduces != 1 {
 		t.Errorf("%d maps %d reduces", maps, reduces)
 	}
-	if got := strings.TrimSpace(mustRead(t, filepath.Join(cv.priv, m.ContainerID+".pid.exitcode"))); got != "0" {
-		t.Errorf("exit code file %q", got)
-	}
+	// The container's cleanup deletes its pid and exit-code files, as a
+	// NodeManager's does (the exit code is its REST API's, below).
+	testsrv.WaitUntil(t, "the cleanup of the pid and exit-code files", 10*time.Second, func() bool {
+		_, err1 := os.Stat(filepath.Join(cv.priv, m.ContainerID+".pid.exitcode"))
+		_, err2 := os.Stat(filepath.Join(cv.priv, m.ContainerID+".pid"))
+		return os.IsNotExist(err1) && os.IsNotExist(err2)
+	})
 	for _, p := range cgPaths {
 		if _, err := os.Stat(p); !os.IsNotExist(err) {
 			t.Errorf("cgroup %s is still there: %v", p, err)
 		}
 	}
-	var after nmContainers
-	getJSON(t, "http://"+cv.node.WebAddress+"/ws/v1/node/containers", &after)
-	for _, x := range after.Containers.Container {
-		if xc, _ := hadoop.FindContainer(x.ID); xc.AppID() == cid.AppID() {
-			t.Errorf("container %s still listed after the job", x.ID)
+	// Completed containers stay listed a moment (until the ResourceManager
+	// would acknowledge them), COMPLETE with their exit code; then they go.
+	listed := func() []nmContainerInfo {
+		var after nmContainers
+		getJSON(t, "http://"+cv.node.WebAddress+"/ws/v1/node/containers", &after)
+		var out []nmContainerInfo
+		for _, x := range after.Containers.Container {
+			if xc, _ := hadoop.FindContainer(x.ID); xc.AppID() == cid.AppID() {
+				out = append(out, x)
+			}
+		}
+		return out
+	}
+	for _, x := range listed() {
+		if x.State != "COMPLETE" || x.ExitCode != 0 {
+			t.Errorf("container %s listed after the job as %s, exit code %d", x.ID, x.State, x.ExitCode)
 		}
 	}
+	testsrv.WaitUntil(t, "the completed containers to go from the list", 10*time.Second, func() bool { return len(listed()) == 0 })
 }
 
 func testStreaming(t *testing.T, c *Cluster) {
@@ -575,7 +585,7 @@ func testSpark(t *testing.T, c *Cluster) {
 	}
 	// The python daemon and its forked workers.
 	var daemon procView
-	eventually(t, 20*time.Second, "pyspark.daemon", func() bool {
+	testsrv.WaitUntil(t, "pyspark.daemon", 20*time.Second, func() bool {
 		for _, ch := range children(cv.jvm.PID) {
 			if v, err := tryReadProc(ch.PID); err == nil && slices.Equal(v.Argv[1:], []string{"-m", "pyspark.daemon"}) {
 				daemon = v
@@ -589,7 +599,7 @@ func testSpark(t *testing.T, c *Cluster) {
 		t.Errorf("daemon argv %q cwd %s", daemon.Argv, daemon.Cwd)
 	}
 	wantEnv(t, daemon, map[string]string{"CONTAINER_ID": e.ContainerID, EnvUnit: e.Unit, "PYTHONPATH": cv.work + "/pyspark.zip:" + cv.work + "/py4j-0.10.9.7-src.zip"})
-	eventually(t, 20*time.Second, "a pyspark worker", func() bool {
+	testsrv.WaitUntil(t, "a pyspark worker", 20*time.Second, func() bool {
 		for _, ch := range children(daemon.PID) {
 			if v, err := tryReadProc(ch.PID); err == nil && slices.Equal(v.Argv, daemon.Argv) && v.Env[EnvUnit] == e.Unit {
 				return true
@@ -661,7 +671,7 @@ func testTez(t *testing.T, c *Cluster) {
 			t.Errorf("bad Tez attempt %q", a)
 		}
 	}
-	eventually(t, 30*time.Second, "the second attempt's syslog", func() bool {
+	testsrv.WaitUntil(t, "the second attempt's syslog", 30*time.Second, func() bool {
 		_, err := os.Stat(filepath.Join(cv.logDir, "syslog_"+attempts[1]))
 		return err == nil
 	})

@@ -43,3 +43,28 @@ func cpuNow() int64 {
 	unix.Getrusage(unix.RUSAGE_SELF, &ru)
 	return ru.Utime.Nano() + ru.Stime.Nano()
 }
+
+// BenchmarkListen: the CPU that registering for exit records takes (the
+// agent's start), this process's and its children's (a probe by a child
+// process counted the child's fork and exec).
+//
+//	go test -run '^$' -bench Listen -count 6 ./internal/taskstats/
+func BenchmarkListen(b *testing.B) {
+	var cpu int64
+	for i := 0; i < b.N; i++ {
+		c0 := cpuNow() + childrenCPU()
+		l, err := Listen()
+		if err != nil {
+			b.Skipf("taskstats: %v", err)
+		}
+		cpu += cpuNow() + childrenCPU() - c0
+		l.Close()
+	}
+	b.ReportMetric(float64(cpu)/float64(b.N), "cpu-ns/op")
+}
+
+func childrenCPU() int64 {
+	var ru unix.Rusage
+	unix.Getrusage(unix.RUSAGE_CHILDREN, &ru)
+	return ru.Utime.Nano() + ru.Stime.Nano()
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -159,13 +160,12 @@ func Listen() (*Listener, error) {
 	return l, nil
 }
 
+// probe waits for the exit record of a thread of this process's own,
+// started for it and ended at once: a thread costs a fraction of a child
+// process (fork, exec and the child's own start, counted in the agent's
+// CPU).
 func (l *Listener) probe() error {
-	p, err := os.StartProcess("/bin/true", []string{"true"}, &os.ProcAttr{})
-	if err != nil {
-		return nil // nothing to probe with: trust the registration
-	}
-	pid := p.Pid
-	p.Wait()
+	tid := exitThread()
 	found := false
 	for deadline := time.Now().Add(2 * time.Second); !found && time.Now().Before(deadline); {
 		n, ok, err := l.read()
@@ -179,7 +179,7 @@ func (l *Listener) probe() error {
 			return fmt.Errorf("taskstats: cannot register for exit records (needs CAP_NET_ADMIN): %w", err)
 		}
 		if err := parseNetlinkInto(l.buf[:n], l.fam, &l.rec, func(r *Record) {
-			if r.PID == int32(pid) {
+			if r.TID == tid && r.PID == int32(os.Getpid()) {
 				found = true
 			}
 		}); err != nil {
@@ -190,6 +190,31 @@ func (l *Listener) probe() error {
 		return errors.New("taskstats: registered, but no exit record arrived")
 	}
 	return nil
+}
+
+// exitThread ends one thread of this process and returns its id: a
+// goroutine that returns locked to its thread takes the thread with it,
+// except the main thread, which the runtime keeps (wedged). A goroutine
+// that finds itself on the main thread holds it while a second one, which
+// then runs on another thread, ends its own.
+func exitThread() int32 {
+	tids := make(chan int32, 1)
+	go func() {
+		runtime.LockOSThread()
+		if tid := unix.Gettid(); tid != unix.Getpid() {
+			tids <- int32(tid)
+			return // locked: the thread exits
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			runtime.LockOSThread()
+			tids <- int32(unix.Gettid())
+		}()
+		<-done
+		runtime.UnlockOSThread()
+	}()
+	return <-tids
 }
 
 // ackError is the error a netlink acknowledgement in b carries, if any.

@@ -2,13 +2,18 @@ package taskstats
 
 import (
 	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
+	"runtime"
 	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/taskscope/taskscope/internal/testsrv"
 )
 
 // TestListenerLive registers for exit records (root, CAP_NET_ADMIN) and
@@ -154,4 +159,21 @@ func listenOrSkip(t *testing.T) *Listener {
 	}
 	t.Cleanup(func() { l.Close() })
 	return l
+}
+
+// TestExitThread checks the probe's thread: each call ends a thread of this
+// process's own, never the main one, also with one P (where the goroutine
+// may start on the main thread).
+func TestExitThread(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	for range 20 {
+		tid := exitThread()
+		if int(tid) == os.Getpid() || tid <= 0 {
+			t.Fatalf("exitThread returned %d (pid %d)", tid, os.Getpid())
+		}
+		testsrv.WaitUntil(t, fmt.Sprintf("thread %d to exit", tid), 5*time.Second, func() bool {
+			_, err := os.Stat(fmt.Sprintf("/proc/self/task/%d", tid))
+			return errors.Is(err, fs.ErrNotExist)
+		})
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/taskscope/taskscope/internal/agent"
 	"github.com/taskscope/taskscope/internal/simulator"
 	"github.com/taskscope/taskscope/internal/store"
+	"github.com/taskscope/taskscope/internal/testsrv"
 )
 
 // TestSimulatedJob: the real agent samples a Hadoop Streaming job that the
@@ -64,7 +65,7 @@ func TestSimulatedJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Wait for the agent to ship the end, and the store to see every attempt end.
-	waitFor(t, "the job's attempts end", func() bool {
+	testsrv.WaitUntil(t, "the job's attempts end", time.Minute, func() bool {
 		d, err := e.st.Job(ctx, j.ID)
 		if err != nil || len(d.AttemptList) < len(res.Attempts) {
 			return false

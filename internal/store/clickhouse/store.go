@@ -88,6 +88,9 @@ func Open(ctx context.Context, opt Options) (*Store, error) {
 			return nil, err
 		}
 	}
+	if err := s.schema.Migrate(ctx, c); err != nil {
+		return nil, err
+	}
 	if err := s.checkSchemaVersion(ctx); err != nil {
 		return nil, err
 	}

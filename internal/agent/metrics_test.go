@@ -1,0 +1,88 @@
+package agent
+
+import (
+	"net/http"
+	"testing"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// agentMetricHelp is every metric of the agent's with its help text and
+// type, as operators' dashboards and alerts know them (docs/operations.md).
+var agentMetricHelp = map[string]struct {
+	help string
+	typ  dto.MetricType
+}{
+	"taskscope_agent_tick_seconds":                 {"Time taken by one tick (list, classify, sample).", dto.MetricType_HISTOGRAM},
+	"taskscope_agent_ticks_total":                  {"Ticks taken.", dto.MetricType_COUNTER},
+	"taskscope_agent_overruns_total":               {"Ticks skipped because a tick took longer than the interval.", dto.MetricType_COUNTER},
+	"taskscope_agent_processes_scanned":            {"Processes listed in /proc at the last tick.", dto.MetricType_GAUGE},
+	"taskscope_agent_processes_tracked":            {"Task processes sampled at the last tick.", dto.MetricType_GAUGE},
+	"taskscope_agent_units":                        {"Containers and task JVMs being tracked.", dto.MetricType_GAUGE},
+	"taskscope_agent_processes_classified_total":   {"New processes looked at.", dto.MetricType_COUNTER},
+	"taskscope_agent_processes_attributed_total":   {"Processes attributed to a task attempt.", dto.MetricType_COUNTER},
+	"taskscope_agent_short_lived_processes_total":  {"Processes that lived less than one tick, charged from exit records.", dto.MetricType_COUNTER},
+	"taskscope_agent_vanished_reads_total":         {"Reads that failed because the process had just exited.", dto.MetricType_COUNTER},
+	"taskscope_agent_idle_samples_total":           {"Samples of processes that had not run since the last, kept after reading their scheduler runtime only.", dto.MetricType_COUNTER},
+	"taskscope_agent_listings_reused_total":        {"Ticks whose /proc listing was the last one again (no task created or reaped since, by /proc/loadavg).", dto.MetricType_COUNTER},
+	"taskscope_agent_exit_records_total":           {"Taskstats exit records received.", dto.MetricType_COUNTER},
+	"taskscope_agent_exit_records_unclaimed_total": {"Exit records of processes that were no task's, or whose ancestry was lost.", dto.MetricType_COUNTER},
+	"taskscope_agent_exit_records_lost_total":      {"Times the kernel's exit records overflowed the agent's socket (records lost).", dto.MetricType_COUNTER},
+	"taskscope_agent_processes_exited_total":       {"Task processes that exited.", dto.MetricType_COUNTER},
+	"taskscope_agent_queue_batches":                {"Batches waiting for the server (memory and spool).", dto.MetricType_GAUGE},
+	"taskscope_agent_queue_bytes":                  {"Compressed bytes waiting for the server.", dto.MetricType_GAUGE},
+	"taskscope_agent_spool_batches":                {"Batches waiting in the spool directory.", dto.MetricType_GAUGE},
+	"taskscope_agent_spool_bytes":                  {"Compressed bytes waiting in the spool directory.", dto.MetricType_GAUGE},
+	"taskscope_agent_batches_sent_total":           {"Batches the server acknowledged.", dto.MetricType_COUNTER},
+	"taskscope_agent_samples_sent_total":           {"Process samples the server acknowledged.", dto.MetricType_COUNTER},
+	"taskscope_agent_send_retries_total":           {"Failed deliveries that will be retried.", dto.MetricType_COUNTER},
+	"taskscope_agent_batches_rejected_total":       {"Batches the server refused as invalid.", dto.MetricType_COUNTER},
+	"taskscope_agent_dropped_samples_total":        {"Samples dropped because the queue or spool was full.", dto.MetricType_COUNTER},
+	"taskscope_agent_dropped_batches_total":        {"Batches dropped because the queue or spool was full.", dto.MetricType_COUNTER},
+	"taskscope_agent_spool_errors_total":           {"Batches that could not be written to the spool.", dto.MetricType_COUNTER},
+	"taskscope_agent_read_errors_total":            {"Reads of optional /proc and job files that failed, by source (vanished processes not counted).", dto.MetricType_COUNTER},
+}
+
+// checkExposition parses the agent's /metrics as Prometheus does and checks
+// that every metric of the agent's is there once, with its help and type,
+// the tick histogram with its buckets, and no metric of the agent's that
+// the table above does not know.
+func checkExposition(t *testing.T, addr string) {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	p := expfmt.NewTextParser(model.LegacyValidation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("the exposition does not parse: %v", err)
+	}
+	for name, want := range agentMetricHelp {
+		f, ok := fams[name]
+		if !ok {
+			t.Errorf("%s is missing", name)
+			continue
+		}
+		if f.GetHelp() != want.help || f.GetType() != want.typ {
+			t.Errorf("%s: help %q type %v, want %q %v", name, f.GetHelp(), f.GetType(), want.help, want.typ)
+		}
+	}
+	for name := range fams {
+		if _, ok := agentMetricHelp[name]; !ok && len(name) > len("taskscope_agent_") && name[:len("taskscope_agent_")] == "taskscope_agent_" {
+			t.Errorf("%s is not documented in the test's table", name)
+		}
+	}
+	if h := fams["taskscope_agent_tick_seconds"].GetMetric()[0].GetHistogram(); len(h.GetBucket()) != 11 || // 10 bounds and +Inf
+		h.GetSampleCount() == 0 {
+		t.Errorf("tick histogram: %d buckets, %d observations", len(h.GetBucket()), h.GetSampleCount())
+	}
+	for _, name := range []string{"go_goroutines", "process_resident_memory_bytes", "process_cpu_seconds_total"} {
+		if _, ok := fams[name]; !ok {
+			t.Errorf("%s is missing", name)
+		}
+	}
+}
