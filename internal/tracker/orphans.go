@@ -75,6 +75,7 @@ type daemonConf struct {
 	confDir              string // as the daemon sees it
 	mapSlots, reduceSlot int64
 	webURL               string
+	localDirs            []string // yarn.nodemanager.local-dirs, mapred.local.dir
 }
 
 // unitFlags are what the checks found about one unit.
@@ -149,7 +150,7 @@ func (t *Tracker) checkLost(ms int64) {
 	var tts []daemonID
 	live := map[daemonID]bool{}
 	for pid, p := range t.procs {
-		if p.state != stDaemon || (p.kind != hadoop.KindTaskTracker && p.kind != hadoop.KindNodeManager) {
+		if p.state != stDaemon || (p.kind != hadoop.KindTaskTracker && p.kind != hadoop.KindNodeManager) || !t.ownDaemon(pid) {
 			continue
 		}
 		id := daemonID{pid, p.startTicks}
@@ -502,6 +503,7 @@ func (t *Tracker) readDaemonConf(pid int32, kind hadoop.Kind) *daemonConf {
 				continue
 			}
 			dc.confDir = d
+			dc.localDirs = localDirsOf(conf, kind)
 			if n, ok := conf.Int("mapred.tasktracker.map.tasks.maximum"); ok {
 				dc.mapSlots = n
 			}
@@ -515,6 +517,12 @@ func (t *Tracker) readDaemonConf(pid int32, kind hadoop.Kind) *daemonConf {
 				continue
 			}
 			dc.confDir, dc.webURL = d, "http://"+addr
+			if f, err := os.Open(root + d + "/yarn-site.xml"); err == nil {
+				if conf, err := hadoop.ParseConf(f); err == nil {
+					dc.localDirs = localDirsOf(conf, kind)
+				}
+				f.Close()
+			}
 			return dc
 		}
 	}

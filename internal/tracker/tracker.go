@@ -60,6 +60,8 @@ type Config struct {
 	Log     *slog.Logger
 	// Lost configures the search for lost and runaway task processes (orphans.go).
 	Lost LostConfig
+	// Scope limits the tracker to one daemon's tasks (scope.go).
+	Scope Scope
 	// Groups, when set, gives the scheduler totals of a whole thread group
 	// (taskstats.Querier): a JVM's time on a CPU and waiting for one over
 	// all its threads. Without it they are its leader thread's.
@@ -137,6 +139,7 @@ type Tracker struct {
 	bootNowMs    int64             // bootClock at this tick's listing
 	ncpu         int
 	lost         *lostState // orphans.go
+	scope        scopeState // scope.go
 	closing      []*closing // exits.go: ended containers' attempts whose end may still be told
 
 	debugUnclaimed func(*taskstats.Record)   // tests
@@ -342,6 +345,7 @@ func (t *Tracker) Tick(now time.Time, sink Sink) error {
 		t.procs[e.PID] = np
 		t.newProcs = append(t.newProcs, np)
 	}
+	t.scopeDaemon() // scope.go
 	// Parents start before their children: classify in start order.
 	slices.SortFunc(t.newProcs, func(a, b *proc) int {
 		if a.startTicks != b.startTicks {
