@@ -91,6 +91,8 @@ type Stats struct {
 	ListingsReused uint64
 	ExitRecords    uint64 // taskstats records received
 	Unclaimed      uint64 // exit records of processes that were no task's (or whose ancestry was lost)
+	// NMPollErrors counts the polls of NodeManagers that failed (nmpoll.go).
+	NMPollErrors uint64
 	// ExitCorrectionMs is how much the CPU estimates of exited processes
 	// exceeded what their reapers' cutime/cstime showed, cumulative (signed).
 	ExitCorrectionMs int64
