@@ -112,8 +112,9 @@ func (t *Tracker) classify(p *proc, ms int64) {
 }
 
 // maxForkLooks bounds the looks at a daemon's fork that keeps its daemon's
-// command line (one a tick).
-const maxForkLooks = 10
+// command line (one a tick: a command line's read): on a loaded node the
+// fork may wait seconds to run its exec.
+const maxForkLooks = 60
 
 // launches reports whether p starts containers or task JVMs: a Hadoop
 // daemon, or its fork on the way to exec'ing a launcher.

@@ -60,6 +60,10 @@ type Config struct {
 	Log     *slog.Logger
 	// Lost configures the search for lost and runaway task processes (orphans.go).
 	Lost LostConfig
+	// CgroupRoot is where the cgroup controllers are mounted (default
+	// /sys/fs/cgroup; "-": none), for the OOM kills in containers' memory
+	// cgroups (oom.go).
+	CgroupRoot string
 	// Groups, when set, gives the scheduler totals of a whole thread group
 	// (taskstats.Querier): a JVM's time on a CPU and waiting for one over
 	// all its threads. Without it they are its leader thread's.
@@ -142,6 +146,9 @@ type Tracker struct {
 	debugUnclaimed func(*taskstats.Record)   // tests
 	debugClassify  func(p *proc, why string) // tests
 	debugExit      func(p *proc, attempt string, own, children, final, charge int64, charged bool)
+	// debugSched gets the time from a sample's read of the stat to its
+	// read of the scheduler figures (negative: those came first).
+	debugSched func(p *proc, statToSched time.Duration)
 }
 
 // metricIndex holds the positions of the metrics the tracker sums per attempt.
@@ -253,7 +260,8 @@ func (t *Tracker) Exact() bool { return t.exact }
 
 // Close releases every held file and the exit source.
 func (t *Tracker) Close() error {
-	t.closeLost() // orphans.go
+	t.closeLost()       // orphans.go
+	t.closeOOMWatches() // oom.go
 	for _, p := range t.procs {
 		if p.t != nil && p.t.h != nil {
 			p.t.h.Close()

@@ -54,6 +54,14 @@ export interface Attempt {
   job_name?: string;
   user?: string;
   queue?: string;
+  // How it ended (docs/api.md): succeeded, failed, killed, killed_memory,
+  // lost, or '' while it runs or when nothing of its end was seen.
+  outcome?: string;
+  exit_code?: number | null;
+  exit_source?: string;
+  exit_diagnostics?: string;
+  retry_of?: string;
+  speculative?: boolean;
   // Parsed by the UI.
   t0?: number;
   t1?: number;
