@@ -93,6 +93,7 @@ type Finding struct {
 	Recommendation string   `json:"recommendation"`
 	Parameter      string   `json:"parameter,omitempty"` // the setting to change
 	Value          string   `json:"value,omitempty"`     // its recommended value
+	Cause          string   `json:"cause,omitempty"`     // outlier: the main measured cause
 	Numbers        []Number `json:"numbers"`
 }
 
@@ -103,6 +104,9 @@ type Report struct {
 	Evaluated store.Time `json:"evaluated"`
 	Worst     Severity   `json:"worst"`
 	Findings  []Finding  `json:"findings"`
+	// Path is the critical path, the waves and the what-ifs (nil for a
+	// job without task attempts).
+	Path *Path `json:"critical_path,omitempty"`
 }
 
 // Analyzer computes reports from a store.
@@ -110,8 +114,10 @@ type Analyzer struct {
 	st  store.Store
 	now func() time.Time
 
-	mu      sync.Mutex
-	reports map[string]*cachedReport // Findings' last reports, by job
+	mu       sync.Mutex
+	reports  map[string]*cachedReport // Findings' last reports, by job
+	runs     runCache                 // measures of recurring jobs' runs
+	attempts attemptCache             // finished jobs' attempts, for waste reports
 }
 
 // cachedReport is a report being made (done open) or made at `at`.
@@ -143,28 +149,59 @@ type Job struct {
 	ctx   context.Context
 	reads reads
 	byID  map[string]int
+	err   error // the first store error met: the report fails with it
+
+	medians map[string]typeStats // by task type
+	runs    *runCache            // the analyzer's
 }
 
-// heuristic is one check. It returns findings, possibly none.
+// fail records a store error met while reading for the report: the report
+// fails with the first (a heuristic that met one says nothing rather than
+// something made of half its data).
+func (j *Job) fail(err error) {
+	if err != nil && j.err == nil {
+		j.err = err
+	}
+}
+
+// heuristic is one check: what it reads beyond the job's summaries
+// (reads, nil when the summaries are all it needs: the report reads what
+// all of them name at once, before any runs) and what it computes (run,
+// which returns findings, possibly none, and finds what it named read).
+// Adding one is adding it to heuristics.
 type heuristic struct {
-	name string
-	run  func(j *Job) []Finding
+	name  string
+	reads func(j *Job, p *plan)
+	run   func(j *Job) []Finding
 }
 
-// heuristics, in the order reports list them.
+// heuristics, in the order reports list findings of equal severity.
 var heuristics = []heuristic{
-	{"straggler", stragglers},
-	{"noisy_neighbours", noisyNeighbours},
-	{"skew", skew},
-	{"memory_headroom", memoryHeadroom},
-	{"heap_headroom", heapHeadroom},
-	{"memory_growth", memoryGrowth},
-	{"cpu_efficiency", cpuEfficiency},
-	{"gc_pressure", gcPressure},
-	{"streaming_bottleneck", streamingBottleneck},
-	{"short_lived_processes", shortLived},
-	{"lost_processes", lostProcesses},
+	{"straggler", nil, stragglers},
+	{"noisy_neighbours", neighbourReads, noisyNeighbours},
+	{"outlier", outlierReads, outliers},
+	{"skew", nil, skew},
+	{"last_wave", nil, lastWave},
+	{"recurring", recurringReads, recurring},
+	{"waste", nil, waste},
+	{"memory_headroom", nil, memoryHeadroom},
+	{"heap_headroom", heapReads, heapHeadroom},
+	{"memory_growth", growthReads, memoryGrowth},
+	{"cpu_efficiency", nil, cpuEfficiency},
+	{"gc_pressure", nil, gcPressure},
+	{"streaming_bottleneck", streamingReads, streamingBottleneck},
+	{"short_lived_processes", shortLivedReads, shortLived},
+	{"lost_processes", lostReads, lostProcesses},
 }
+
+// heuristicRank is each heuristic's place in heuristics.
+var heuristicRank = func() map[string]int {
+	m := map[string]int{}
+	for i, h := range heuristics {
+		m[h.name] = i
+	}
+	return m
+}()
 
 // Findings implements api.Analyzer: the job's report, made at most
 // findingsTTL ago (its Evaluated says when); requests that arrive while it
@@ -247,11 +284,15 @@ func (a *Analyzer) report(ctx context.Context, jobID string, prev kept) (*Report
 	if err != nil {
 		return nil, nil, err
 	}
-	j := &Job{JobDetail: d, st: a.st, ctx: ctx, reads: reads{series: map[string]*store.SeriesResult{},
+	linkAttempts(d.AttemptList)
+	j := &Job{JobDetail: d, st: a.st, ctx: ctx, runs: &a.runs, reads: reads{series: map[string]*store.SeriesResult{},
 		owner: map[string]string{}, procs: map[string][]store.Process{}, heapMax: map[string]int64{},
 		prev: reusable(prev, d.AttemptList, a.now())}}
 	j.readAhead()
 	r := &Report{JobID: jobID, State: d.State, Evaluated: store.Time(a.now().UnixMilli()), Findings: []Finding{}}
+	if j.err != nil {
+		return nil, nil, fmt.Errorf("analysis of job %s: %w", jobID, j.err)
+	}
 	for _, h := range heuristics {
 		for _, f := range h.run(j) {
 			f.Heuristic = h.name
@@ -267,20 +308,71 @@ func (a *Analyzer) report(ctx context.Context, jobID string, prev kept) (*Report
 			}
 		}
 	}
-	sort.SliceStable(r.Findings, func(x, y int) bool { return r.Findings[x].Severity > r.Findings[y].Severity })
+	if j.err != nil {
+		return nil, nil, fmt.Errorf("analysis of job %s: %w", jobID, j.err)
+	}
+	sortFindings(r.Findings)
+	r.Path = j.criticalPath()
 	return r, j.kept(), nil
+}
+
+// linkAttempts links the retries and speculative copies of a job's
+// attempts (store.LinkAttempts) when the store did not.
+func linkAttempts(atts []store.Attempt) {
+	for _, a := range atts {
+		if a.RetryOf != "" || a.Speculative {
+			return
+		}
+	}
+	store.LinkAttempts(atts)
+}
+
+// sortFindings puts findings worst first; those of equal severity in the
+// order of heuristics, then by task type, first attempt and message, so
+// that a report lists the same findings in the same order every time.
+func sortFindings(fs []Finding) {
+	first := func(f Finding) string {
+		if len(f.AttemptIDs) > 0 {
+			return f.AttemptIDs[0]
+		}
+		return ""
+	}
+	sort.SliceStable(fs, func(x, y int) bool {
+		a, b := fs[x], fs[y]
+		if a.Severity != b.Severity {
+			return a.Severity > b.Severity
+		}
+		if ra, rb := heuristicRank[a.Heuristic], heuristicRank[b.Heuristic]; ra != rb {
+			return ra < rb
+		}
+		if a.TaskType != b.TaskType {
+			return a.TaskType < b.TaskType
+		}
+		if first(a) != first(b) {
+			return first(a) < first(b)
+		}
+		return a.Message < b.Message
+	})
 }
 
 // byType groups the job's task attempts by type, leaving out ApplicationMasters.
 func (j *Job) byType() map[string][]store.Attempt {
 	out := map[string][]store.Attempt{}
 	for _, a := range j.AttemptList {
-		switch a.Type {
-		case "map", "reduce", "tez", "executor":
+		if isTask(a) {
 			out[a.Type] = append(out[a.Type], a)
 		}
 	}
 	return out
+}
+
+// isTask reports whether a is a task attempt (not an ApplicationMaster).
+func isTask(a store.Attempt) bool {
+	switch a.Type {
+	case "map", "reduce", "tez", "executor":
+		return true
+	}
+	return false
 }
 
 func median(v []float64) float64 {

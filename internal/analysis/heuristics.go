@@ -155,42 +155,84 @@ func cpuEfficiency(j *Job) []Finding {
 	return out
 }
 
-// gcPressure is JVM GC time over CPU time.
+// gcPressure is JVM GC time against the time the JVMs were runnable (see
+// gcShare), over each task type and of each attempt on its own: one
+// GC-bound attempt among many healthy ones is named even when its type's
+// share stays low.
 func gcPressure(j *Job) []Finding {
 	var out []Finding
-	for typ, atts := range j.byType() {
-		var gc, cpu float64
+	byType := j.byType()
+	for _, typ := range sortedTypes(byType) {
+		atts := byType[typ]
+		var gc, run float64
 		var worst store.Attempt
 		for _, a := range atts {
 			gc += float64(a.GCTimeMs)
-			cpu += float64(a.CPUMs)
+			run += runnable(a)
 			if a.GCTimeMs > worst.GCTimeMs {
 				worst = a
 			}
 		}
-		if cpu < gcMinCPUMs || gc < gcMinPerAttemptMs*float64(len(atts)) {
-			continue
-		}
-		r := gc / cpu
-		sev := grade(r, [4]float64{0.05, 0.1, 0.15, 0.25})
-		if sev == None {
-			continue
-		}
-		rec := ""
-		if worst.XmxBytes > 0 {
-			rec = fmt.Sprintf("-Xmx%dm", worst.XmxBytes>>20*3/2)
-			if worst.MemoryMB > 0 && worst.XmxBytes*3/2 > worst.MemoryMB<<20*8/10 {
-				rec += fmt.Sprintf(" (and mapreduce.%s.memory.mb=%d)", typ, roundUp256(float64(worst.XmxBytes)*1.5/0.8))
+		typeSev := None
+		if run >= gcMinCPUMs && gc >= gcMinPerAttemptMs*float64(len(atts)) {
+			r := gc / run
+			typeSev = grade(r, gcThresholds)
+			if typeSev > None {
+				out = append(out, Finding{Severity: typeSev, TaskType: typ, AttemptIDs: []string{worst.AttemptID},
+					Message: fmt.Sprintf("%s JVMs spent %.0f%% of their runnable time (CPU time and time waiting for a CPU) in garbage collection.",
+						typ, r*100),
+					Recommendation: "Give the heap more room (and the container with it), or make the task allocate less.",
+					Parameter:      "mapreduce." + typ + ".java.opts", Value: heapAdvice(worst, typ),
+					Numbers: []Number{{"gc_share", r * 100, "percent"}, {"gc_time", gc / 1000, "s"}, {"runnable_time", run / 1000, "s"},
+						{"attempts", float64(len(atts)), "count"}}})
 			}
 		}
-		out = append(out, Finding{Severity: sev, TaskType: typ, AttemptIDs: []string{worst.AttemptID},
-			Message:        fmt.Sprintf("%s JVMs spent %.0f%% of their CPU time in garbage collection.", typ, r*100),
-			Recommendation: "Give the heap more room (and the container with it), or make the task allocate less.",
-			Parameter:      "mapreduce." + typ + ".java.opts", Value: rec,
-			Numbers: []Number{{"gc_share", r * 100, "percent"}, {"gc_time", gc / 1000, "s"}, {"cpu_time", cpu / 1000, "s"}},
+		// The attempts GC-bound on their own, beyond their type's grade.
+		var bound []store.Attempt
+		for _, a := range atts {
+			if a.GCTimeMs >= gcMinPerAttemptMs && runnable(a) >= gcMinCPUMs/3 && grade(gcShare(a), gcThresholds) > typeSev {
+				bound = append(bound, a)
+			}
+		}
+		if len(bound) == 0 {
+			continue
+		}
+		sort.SliceStable(bound, func(x, y int) bool {
+			if gx, gy := gcShare(bound[x]), gcShare(bound[y]); gx != gy {
+				return gx > gy
+			}
+			return bound[x].AttemptID < bound[y].AttemptID
 		})
+		w := bound[0]
+		ids := []string{}
+		for _, a := range bound {
+			ids = append(ids, a.AttemptID)
+		}
+		out = append(out, Finding{Severity: grade(gcShare(w), gcThresholds), TaskType: typ, AttemptIDs: ids,
+			Message: fmt.Sprintf("%d of %d %s attempts spent much of their time in garbage collection on their own: %s on %s %.0f%% of its runnable time (%.1f s of GC, %.1f s of CPU).",
+				len(bound), len(atts), typ, w.AttemptID, w.Host, gcShare(w)*100, float64(w.GCTimeMs)/1000, float64(w.CPUMs)/1000),
+			Recommendation: "Its heap is too small for what it holds (a larger input, a big key): give it more room, or make it keep less in memory.",
+			Parameter:      "mapreduce." + typ + ".java.opts", Value: heapAdvice(w, typ),
+			Numbers: []Number{{"gc_share", gcShare(w) * 100, "percent"}, {"gc_time", float64(w.GCTimeMs) / 1000, "s"},
+				{"cpu_time", float64(w.CPUMs) / 1000, "s"}, {"sched_wait", float64(w.SchedWaitMs) / 1000, "s"},
+				{"gc_bound_attempts", float64(len(bound)), "count"}}})
 	}
 	return out
+}
+
+// gcThresholds grade a GC share.
+var gcThresholds = [4]float64{0.05, 0.1, 0.15, 0.25}
+
+// heapAdvice is the -Xmx to give an attempt's type (1.5× its own).
+func heapAdvice(a store.Attempt, typ string) string {
+	if a.XmxBytes <= 0 {
+		return ""
+	}
+	rec := fmt.Sprintf("-Xmx%dm", a.XmxBytes>>20*3/2)
+	if a.MemoryMB > 0 && a.XmxBytes*3/2 > a.MemoryMB<<20*8/10 {
+		rec += fmt.Sprintf(" (and mapreduce.%s.memory.mb=%d)", typ, roundUp256(float64(a.XmxBytes)*1.5/0.8))
+	}
+	return rec
 }
 
 // GC pressure is judged for a type whose attempts used gcMinCPUMs of CPU

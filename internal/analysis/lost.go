@@ -24,7 +24,7 @@ var lostKinds = []struct {
 // lostProcesses reports the job's task processes that the agents found
 // lost: they hold memory and CPU that the scheduler no longer counts.
 func lostProcesses(j *Job) []Finding {
-	evs, err := j.st.Events(j.ctx, store.EventFilter{JobID: j.JobID, Limit: 10000})
+	evs, err := j.events()
 	if err != nil {
 		return nil
 	}

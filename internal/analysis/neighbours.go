@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/taskscope/taskscope/internal/store"
 )
 
 // noisyNeighbours looks, for each straggler that did not do more work than
@@ -12,31 +14,15 @@ import (
 // the straggler waited for a CPU while runnable (sched_wait).
 func noisyNeighbours(j *Job) []Finding {
 	var out []Finding
-	byType := j.byType()
-	for _, typ := range sortedTypes(byType) {
-		atts := byType[typ]
-		if len(atts) < 3 {
+	for _, a := range neighbourCandidates(j) {
+		typ := a.Type
+		ratio := float64(a.DurationMs) / typeMedians(j)[typ].duration
+		from, to := span(a)
+		others, err := j.hostAttempts(a.Host, from, to)
+		if err != nil {
 			continue
 		}
-		var d, c []float64
-		for _, a := range atts {
-			d = append(d, float64(a.DurationMs))
-			c = append(c, float64(a.CPUMs))
-		}
-		medD, medC := median(d), median(c)
-		if medD <= 0 {
-			continue
-		}
-		for _, a := range atts {
-			ratio := float64(a.DurationMs) / medD
-			if ratio < 2 || (medC > 0 && float64(a.CPUMs)/medC >= 1.5) {
-				continue // not a straggler, or one that did more work
-			}
-			from, to := span(a)
-			others, err := j.st.HostAttempts(j.ctx, a.Host, from, to)
-			if err != nil {
-				continue
-			}
+		{
 			wait := float64(a.SchedWaitMs) / float64(max(a.DurationMs, 1))
 			var names []string
 			var cpu float64
@@ -74,6 +60,28 @@ func noisyNeighbours(j *Job) []Finding {
 				Parameter: "mapreduce." + typ + ".speculative", Value: "true",
 				Numbers: []Number{{"duration_ratio", ratio, "x"}, {"sched_wait_percent", wait * 100, "percent"},
 					{"neighbour_cores", busy, "cores"}, {"neighbours", float64(len(names)), "count"}}})
+		}
+	}
+	return out
+}
+
+// neighbourCandidates are the stragglers noisyNeighbours looks at: at
+// least twice the median duration of their type (3+ attempts) without 1.5×
+// its median CPU.
+func neighbourCandidates(j *Job) []store.Attempt {
+	var out []store.Attempt
+	byType := j.byType()
+	for _, typ := range sortedTypes(byType) {
+		atts := byType[typ]
+		m := typeMedians(j)[typ]
+		if len(atts) < 3 || m.duration <= 0 {
+			continue
+		}
+		for _, a := range atts {
+			if float64(a.DurationMs)/m.duration < 2 || (m.cpu > 0 && float64(a.CPUMs)/m.cpu >= 1.5) {
+				continue // not a straggler, or one that did more work
+			}
+			out = append(out, a)
 		}
 	}
 	return out

@@ -1,7 +1,9 @@
 package analysis
 
 import (
+	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -18,11 +20,56 @@ import (
 
 // reads are a report's reads, done and to do.
 type reads struct {
-	series  map[string]*store.SeriesResult // by seriesID; nil: failed or not found
-	owner   map[string]string              // the attempt each series read is of, by seriesID
-	prev    kept                           // an earlier report's reads that still hold (reusable)
-	procs   map[string][]store.Process     // by attempt; read (possibly empty) when present
-	heapMax map[string]int64               // by attempt
+	series      map[string]*store.SeriesResult // by seriesID; nil: not found
+	owner       map[string]string              // the attempt each series read is of, by seriesID
+	prev        kept                           // an earlier report's reads that still hold (reusable)
+	procs       map[string][]store.Process     // by attempt; read (possibly empty) when present
+	heapMax     map[string]int64               // by attempt
+	hosts       map[string]hostRead            // the attempts on a host, by host
+	events      []store.Event                  // the job's events, when eventsRead
+	eventsRead  bool
+	history     []Run // the earlier runs of the job's recurring job, when historyRead
+	historyRead bool
+}
+
+// hostRead is what was read of a host: its attempts within [from, to).
+type hostRead struct {
+	from, to int64
+	atts     []store.Attempt
+}
+
+// plan is what the heuristics will read beyond the job's summaries; each
+// heuristic adds what it needs (heuristic.reads).
+type plan struct {
+	series  []store.SeriesQuery
+	procs   []string            // process lists, by attempt
+	hosts   map[string][2]int64 // other attempts on a host within [from, to)
+	events  bool                // the job's events
+	history bool                // the earlier runs of its recurring job
+}
+
+// host asks for the attempts on host within [from, to) (the windows asked
+// of one host are read as one).
+func (p *plan) host(host string, from, to int64) {
+	if p.hosts == nil {
+		p.hosts = map[string][2]int64{}
+	}
+	if w, ok := p.hosts[host]; ok {
+		from, to = min(from, w[0]), max(to, w[1])
+	}
+	p.hosts[host] = [2]int64{from, to}
+}
+
+// readErr is a read's error as the report takes it: a series or attempt
+// that is not there is absent, anything else fails the report.
+func (j *Job) readErr(err error) bool {
+	if err == nil {
+		return false
+	}
+	if !errors.Is(err, store.ErrNotFound) {
+		j.fail(err)
+	}
+	return true
 }
 
 func seriesID(q store.SeriesQuery) string {
@@ -77,7 +124,7 @@ func (j *Job) readSeries(qs []store.SeriesQuery) {
 	}
 	for _, q := range todo {
 		r, err := j.st.Series(j.ctx, q)
-		if err != nil {
+		if j.readErr(err) {
 			r = nil
 		}
 		j.reads.series[seriesID(q)] = r
@@ -118,11 +165,49 @@ func (j *Job) readProcesses(ids []string) {
 	}
 	for _, id := range todo {
 		d, err := j.st.Attempt(j.ctx, id)
-		if err != nil {
+		if j.readErr(err) {
 			continue // not read: processes says so
 		}
 		j.reads.procs[id] = d.ProcessList
 	}
+}
+
+// hostAttempts returns the attempts on host that overlap [from, to), read
+// ahead (with the other windows asked of the host) or now.
+func (j *Job) hostAttempts(host string, from, to int64) ([]store.Attempt, error) {
+	h, ok := j.reads.hosts[host]
+	if !ok || from < h.from || to > h.to {
+		atts, err := j.st.HostAttempts(j.ctx, host, from, to)
+		if err != nil {
+			j.fail(err)
+			return nil, fmt.Errorf("attempts on %s: %w", host, err)
+		}
+		h = hostRead{from: from, to: to, atts: atts}
+		if j.reads.hosts == nil {
+			j.reads.hosts = map[string]hostRead{}
+		}
+		j.reads.hosts[host] = h
+	}
+	var out []store.Attempt
+	for _, a := range h.atts {
+		if af, at := span(a); af < to && at > from {
+			out = append(out, a)
+		}
+	}
+	return out, nil
+}
+
+// events returns the job's events, read ahead or now.
+func (j *Job) events() ([]store.Event, error) {
+	if !j.reads.eventsRead {
+		evs, err := j.st.Events(j.ctx, store.EventFilter{JobID: j.JobID, Limit: 10000})
+		if err != nil {
+			j.fail(err)
+			return nil, fmt.Errorf("events of %s: %w", j.JobID, err)
+		}
+		j.reads.events, j.reads.eventsRead = evs, true
+	}
+	return j.reads.events, nil
 }
 
 // processes returns an attempt's processes as Attempt lists them.
@@ -135,37 +220,25 @@ func (j *Job) processes(id string) ([]store.Process, error) {
 	return ps, nil
 }
 
-// plan is what the heuristics that read more than the summaries will read.
-func (j *Job) plan() (series []store.SeriesQuery, procs []string) {
-	byType := j.byType()
-	for _, typ := range sortedTypes(byType) {
-		for _, a := range growthAttempts(byType[typ]) {
-			series = append(series, growthQuery(a))
-			if a.XmxBytes <= 0 {
-				procs = append(procs, a.AttemptID)
-			}
-		}
-		for _, a := range shortLivedAttempts(byType[typ]) {
-			series = append(series, shortLivedQuery(a))
-		}
-		for _, a := range streamingAttempts(byType[typ]) {
-			procs = append(procs, a.AttemptID)
-		}
-		for _, a := range byType[typ] {
-			if a.PeakHeap > 0 && a.XmxBytes <= 0 {
-				procs = append(procs, a.AttemptID) // heap_headroom's heapMax
-			}
+// plan is what the heuristics will read, as each names it.
+func (j *Job) plan() *plan {
+	p := &plan{}
+	for _, h := range heuristics {
+		if h.reads != nil {
+			h.reads(j, p)
 		}
 	}
-	return series, procs
+	return p
 }
 
 // readAhead reads what the plan names: the process lists first, then the
-// series, with those of the JVMs whose heap maximum heapMax reads.
+// series, with those of the JVMs whose heap maximum heapMax reads; the
+// hosts' attempts and the job's events.
 func (j *Job) readAhead() {
-	series, procs := j.plan()
-	j.readProcesses(procs)
-	for _, id := range procs {
+	p := j.plan()
+	series := p.series
+	j.readProcesses(p.procs)
+	for _, id := range p.procs {
 		if a, ok := j.attempt(id); ok && a.XmxBytes <= 0 {
 			for _, q := range j.heapMaxQueries(a) {
 				j.reads.owner[seriesID(q)] = id
@@ -174,6 +247,21 @@ func (j *Job) readAhead() {
 		}
 	}
 	j.readSeries(series)
+	hosts := make([]string, 0, len(p.hosts))
+	for h := range p.hosts {
+		hosts = append(hosts, h)
+	}
+	sort.Strings(hosts)
+	for _, h := range hosts {
+		w := p.hosts[h]
+		j.hostAttempts(h, w[0], w[1])
+	}
+	if p.events {
+		j.events()
+	}
+	if p.history {
+		j.history()
+	}
 }
 
 // attempt finds one of the job's attempts.
@@ -267,4 +355,53 @@ func (j *Job) kept() kept {
 		}
 	}
 	return out
+}
+
+// What each heuristic reads beyond the summaries (heuristic.reads).
+
+func growthReads(j *Job, p *plan) {
+	byType := j.byType()
+	for _, typ := range sortedTypes(byType) {
+		for _, a := range growthAttempts(byType[typ]) {
+			p.series = append(p.series, growthQuery(a))
+			if a.XmxBytes <= 0 {
+				p.procs = append(p.procs, a.AttemptID) // heapMax
+			}
+		}
+	}
+}
+
+func heapReads(j *Job, p *plan) {
+	for _, a := range j.AttemptList {
+		if isTask(a) && a.PeakHeap > 0 && a.XmxBytes <= 0 {
+			p.procs = append(p.procs, a.AttemptID) // heapMax
+		}
+	}
+}
+
+func shortLivedReads(j *Job, p *plan) {
+	byType := j.byType()
+	for _, typ := range sortedTypes(byType) {
+		for _, a := range shortLivedAttempts(byType[typ]) {
+			p.series = append(p.series, shortLivedQuery(a))
+		}
+	}
+}
+
+func streamingReads(j *Job, p *plan) {
+	byType := j.byType()
+	for _, typ := range sortedTypes(byType) {
+		for _, a := range streamingAttempts(byType[typ]) {
+			p.procs = append(p.procs, a.AttemptID)
+		}
+	}
+}
+
+func lostReads(_ *Job, p *plan) { p.events = true }
+
+func neighbourReads(j *Job, p *plan) {
+	for _, a := range neighbourCandidates(j) {
+		from, to := span(a)
+		p.host(a.Host, from, to)
+	}
 }

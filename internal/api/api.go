@@ -26,6 +26,19 @@ type Analyzer interface {
 	Findings(ctx context.Context, jobID string) (any, error)
 }
 
+// HistoryAnalyzer is an Analyzer that also compares a job with the
+// earlier runs of its recurring job (GET /api/v1/jobs/{job}/history):
+// up to runs of them.
+type HistoryAnalyzer interface {
+	JobHistory(ctx context.Context, jobID string, runs int) (any, error)
+}
+
+// WasteAnalyzer is an Analyzer that also reports the cost of waste of the
+// jobs f selects, grouped by job, user, queue or day (GET /api/v1/waste).
+type WasteAnalyzer interface {
+	JobWaste(ctx context.Context, f store.JobFilter, by string) (any, error)
+}
+
 // API serves the REST endpoints.
 type API struct {
 	st       store.Store
@@ -54,6 +67,8 @@ func (a *API) Register(mux *http.ServeMux) {
 	route("GET /api/v1/jobs/{job}/series", a.jobSeries)
 	route("GET /api/v1/jobs/{job}/events", a.jobEvents)
 	route("GET /api/v1/jobs/{job}/findings", a.findings)
+	route("GET /api/v1/jobs/{job}/history", a.history)
+	route("GET /api/v1/waste", a.waste)
 	route("GET /api/v1/jobs/{job}/attempts/{attempt}", a.attempt)
 	route("GET /api/v1/jobs/{job}/attempts/{attempt}/series", a.attemptSeries)
 	route("GET /api/v1/processes/{key}/series", a.processSeries)
@@ -264,6 +279,80 @@ func (a *API) findings(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, f)
+}
+
+// history is the recurring job of a job: its runs up to this one, each
+// against the median of the runs before it. The runs are of the job's user
+// and queue: who sees the job sees them.
+func (a *API) history(w http.ResponseWriter, r *http.Request) {
+	if err := a.checkJob(r, r.PathValue("job")); err != nil {
+		fail(w, err)
+		return
+	}
+	runs, err := intParam(r, "runs", 30, 1, 200)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	h, ok := a.analyzer.(HistoryAnalyzer)
+	if !ok {
+		fail(w, fmt.Errorf("no analysis of recurring jobs on this server: %w", store.ErrNotFound))
+		return
+	}
+	v, err := h.JobHistory(r.Context(), r.PathValue("job"), runs)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+// waste is the cost of waste of the jobs active in a window (from, to: the
+// last 7 days by default), of a user or queue, by job, user, queue or day:
+// of the jobs the reader sees.
+func (a *API) waste(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	by := q.Get("by")
+	if by == "" {
+		by = "user"
+	}
+	if by != "job" && by != "user" && by != "queue" && by != "day" {
+		fail(w, bad("by must be job, user, queue or day"))
+		return
+	}
+	f := store.JobFilter{User: q.Get("user"), Queue: q.Get("queue")}
+	var err error
+	if f.From, err = a.parseTime("from", q.Get("from")); err == nil {
+		f.To, err = a.parseTime("to", q.Get("to"))
+	}
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	if f.To == 0 {
+		f.To = a.now().UnixMilli() + 1
+	}
+	if f.From == 0 {
+		f.From = f.To - int64(7*24*time.Hour/time.Millisecond)
+	}
+	if f.From >= f.To {
+		fail(w, bad("from must be before to"))
+		return
+	}
+	if id := reader(r); !id.Operator {
+		f.Visible = &store.Visible{Users: id.Users, Queues: id.Queues}
+	}
+	wa, ok := a.analyzer.(WasteAnalyzer)
+	if !ok {
+		fail(w, fmt.Errorf("no waste analysis on this server: %w", store.ErrNotFound))
+		return
+	}
+	v, err := wa.JobWaste(r.Context(), f, by)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
 }
 
 func (a *API) jobEvents(w http.ResponseWriter, r *http.Request) {

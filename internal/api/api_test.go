@@ -160,6 +160,7 @@ func TestAPI(t *testing.T) {
 	t.Run("point budget", func(t *testing.T) { testPointBudget(t, f) })
 	t.Run("hosts", func(t *testing.T) { testHosts(t, f) })
 	t.Run("findings", func(t *testing.T) { testFindings(t, f) })
+	t.Run("history and waste", func(t *testing.T) { testHistoryWaste(t, f) })
 	t.Run("events and catalog", func(t *testing.T) { testEventsAndCatalog(t, f) })
 	t.Run("errors", func(t *testing.T) { testErrors(t, f) })
 	t.Run("hostile text", func(t *testing.T) { testHostileText(t, f) })
@@ -564,6 +565,61 @@ func testFindings(t *testing.T, f *fixture) {
 	}
 	if seen == 0 {
 		t.Error("no job has a finding")
+	}
+}
+
+func testHistoryWaste(t *testing.T, f *fixture) {
+	var h struct {
+		Name  string `json:"name"`
+		User  string `json:"user"`
+		JobID string `json:"job_id"`
+		Runs  []struct {
+			JobID    string   `json:"job_id"`
+			Duration float64  `json:"duration_s"`
+			Outside  []string `json:"outside"`
+		} `json:"runs"`
+	}
+	f.must(t, "/api/v1/jobs/"+jobWC+"/history?runs=5", &h)
+	if h.Name != "CraftedWordCount" || h.User != "zoe" || len(h.Runs) != 1 || h.Runs[0].JobID != jobWC || h.Runs[0].Outside == nil {
+		t.Errorf("history of %s: %+v", jobWC, h)
+	}
+	var w struct {
+		By     string `json:"by"`
+		Jobs   int    `json:"jobs"`
+		Groups []struct {
+			Key      string  `json:"key"`
+			Jobs     int     `json:"jobs"`
+			CPUHours float64 `json:"cpu_hours"`
+			Failed   struct {
+				CPUHours float64 `json:"cpu_hours"`
+			} `json:"failed"`
+		} `json:"groups"`
+		Total struct {
+			CPUHours float64 `json:"cpu_hours"`
+		} `json:"total"`
+	}
+	f.must(t, "/api/v1/waste?by=user&from=-24h", &w)
+	sum := 0.0
+	for _, g := range w.Groups {
+		sum += g.CPUHours
+	}
+	if w.By != "user" || w.Jobs < 3 || len(w.Groups) < 3 || w.Total.CPUHours <= 0 || math.Abs(sum-w.Total.CPUHours) > 1e-9 {
+		t.Errorf("waste by user: %+v", w)
+	}
+	f.must(t, "/api/v1/waste?by=queue&queue=crafted&from=-24h", &w)
+	if len(w.Groups) != 1 || w.Groups[0].Key != "crafted" || w.Groups[0].Jobs != 1 {
+		t.Errorf("waste of queue crafted: %+v", w)
+	}
+	for path, want := range map[string]string{
+		"/api/v1/waste?by=color":                      "by must be",
+		"/api/v1/waste?from=-1h&to=-2h":               "from must be before to",
+		"/api/v1/jobs/" + jobWC + "/history?runs=0":   "runs must be",
+		"/api/v1/jobs/job_1700000000000_9999/history": "not found",
+	} {
+		code, body := f.get(t, path, nil)
+		if code/100 != 4 || !strings.Contains(body, want) {
+			t.Errorf("%s: %d %s, want %q", path, code, body, want)
+		}
 	}
 }
 

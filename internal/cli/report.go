@@ -23,25 +23,60 @@ func reportCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fl.SetOutput(stderr)
 	server := fl.String("server", "http://localhost:8080", "server URL")
 	tokenFile := fl.String("token-file", "", "file holding an API token (when the server's reads need a login)")
+	history := fl.Bool("history", false, "print the runs of JOB_ID's recurring job, each against its band")
+	runs := fl.Int("runs", 30, "with --history: the runs to print, at most")
+	waste := fl.Bool("waste", false, "print the cost of waste (no JOB_ID): failed, killed, speculative attempts, over-allocation")
+	by := fl.String("by", "user", "with --waste: group by user, queue, job or day")
+	from := fl.String("from", "-7d", "with --waste: the window's start (unix ms, RFC 3339 or -DURATION)")
+	to := fl.String("to", "", "with --waste: the window's end (default now)")
+	user := fl.String("user", "", "with --waste: only this user's jobs")
+	queue := fl.String("queue", "", "with --waste: only this queue's jobs")
 	fl.Usage = func() {
-		fmt.Fprintln(stderr, "usage: taskscope report [--server URL] [--token-file F] JOB_ID [ATTEMPT_ID]")
+		fmt.Fprintln(stderr, "usage: taskscope report [--server URL] [--token-file F] JOB_ID [ATTEMPT_ID]\n"+
+			"       taskscope report [--server URL] --history [--runs N] JOB_ID\n"+
+			"       taskscope report [--server URL] --waste [--by user|queue|job|day] [--from T] [--to T] [--user U] [--queue Q]")
 		fl.PrintDefaults()
 	}
 	if err := fl.Parse(args); err != nil {
 		return err
 	}
-	if fl.NArg() < 1 || fl.NArg() > 2 {
-		fl.Usage()
-		return fmt.Errorf("give a job id, and optionally an attempt id")
-	}
-	base := strings.TrimRight(*server, "/") + "/api/v1/jobs/" + url.PathEscape(fl.Arg(0))
-	c := &http.Client{Timeout: 30 * time.Second}
+	c := &http.Client{Timeout: 60 * time.Second}
 	if *tokenFile != "" {
 		b, err := os.ReadFile(*tokenFile)
 		if err != nil {
 			return fmt.Errorf("cannot read token: %w", err)
 		}
 		c.Transport = auth.Transport(strings.TrimSpace(string(b)), nil)
+	}
+	api := strings.TrimRight(*server, "/") + "/api/v1"
+	if *waste {
+		if fl.NArg() != 0 {
+			fl.Usage()
+			return fmt.Errorf("--waste takes no job id")
+		}
+		q := url.Values{"by": {*by}, "from": {fixDays(*from)}}
+		for k, v := range map[string]string{"to": fixDays(*to), "user": *user, "queue": *queue} {
+			if v != "" {
+				q.Set(k, v)
+			}
+		}
+		var r analysis.WasteReport
+		if err := getJSON(ctx, c, api+"/waste?"+q.Encode(), &r); err != nil {
+			return err
+		}
+		return report.Waste(stdout, &r)
+	}
+	if fl.NArg() < 1 || fl.NArg() > 2 || *history && fl.NArg() != 1 {
+		fl.Usage()
+		return fmt.Errorf("give a job id, and optionally an attempt id")
+	}
+	base := api + "/jobs/" + url.PathEscape(fl.Arg(0))
+	if *history {
+		var h analysis.History
+		if err := getJSON(ctx, c, base+"/history?runs="+fmt.Sprint(*runs), &h); err != nil {
+			return err
+		}
+		return report.History(stdout, &h)
 	}
 	if fl.NArg() == 2 {
 		var d store.AttemptDetail
@@ -59,6 +94,18 @@ func reportCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	return report.Job(stdout, &j, &r)
+}
+
+// fixDays turns a -Nd into hours (-7d: -168h), which Go's durations and
+// the API's times take.
+func fixDays(v string) string {
+	if strings.HasPrefix(v, "-") && strings.HasSuffix(v, "d") {
+		var n int
+		if _, err := fmt.Sscanf(v, "-%dd", &n); err == nil && fmt.Sprintf("-%dd", n) == v {
+			return fmt.Sprintf("-%dh", 24*n)
+		}
+	}
+	return v
 }
 
 func getJSON(ctx context.Context, c *http.Client, u string, v any) error {

@@ -216,3 +216,25 @@ func ParseLogIndex(b []byte) (string, bool) {
 	}
 	return string(dir), true
 }
+
+// ParseTezDAGLog finds the DAG's name in the head of a Tez
+// ApplicationMaster's DAG log (syslog_dag_<dag id>): DAGAppMaster logs
+// "Running DAG: <name>", followed since Tez 0.9 by ", callerContext=..."
+// when the DAG has one. Empty when there is no such line.
+func ParseTezDAGLog(b []byte) string {
+	const mark = "Running DAG: "
+	i := bytes.Index(b, []byte(mark))
+	if i < 0 {
+		return ""
+	}
+	line := b[i+len(mark):]
+	j := bytes.IndexByte(line, '\n')
+	if j < 0 {
+		return "" // cut off: the line is not whole yet
+	}
+	line = line[:j]
+	if j := bytes.Index(line, []byte(", callerContext=")); j >= 0 {
+		line = line[:j]
+	}
+	return strings.TrimSpace(string(bytes.TrimRight(line, "\r")))
+}

@@ -215,3 +215,18 @@ func TestParseLogIndex(t *testing.T) {
 		}
 	}
 }
+
+func TestParseTezDAGLog(t *testing.T) {
+	for in, want := range map[string]string{
+		"2026-12-04 10:00:00,123 [INFO] [IPC Server handler 0] |app.DAGAppMaster|: Running DAG: wordcount\n":              "wordcount",
+		"x\n2026-12-04 10:00:00,123 INFO DAGAppMaster: Running DAG: q1 (stage 2), callerContext={ context=HIVE }\nmore\n": "q1 (stage 2)",
+		"... Running DAG: half a line":           "",
+		"no dag here\n":                          "",
+		"Running DAG: with a CR\r\n":             "with a CR",
+		"Running DAG: first\nRunning DAG: two\n": "first",
+	} {
+		if got := ParseTezDAGLog([]byte(in)); got != want {
+			t.Errorf("ParseTezDAGLog(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

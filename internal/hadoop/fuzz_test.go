@@ -408,3 +408,22 @@ func BenchmarkFindContainer(b *testing.B) {
 		})
 	}
 }
+
+func FuzzParseTezDAGLog(f *testing.F) {
+	f.Add([]byte("2026-12-04 10:00:00,123 [INFO] [IPC Server handler 0 on 40123] |app.DAGAppMaster|: Running DAG: wordcount, callerContext={ context=HIVE, callerType=HIVE_QUERY_ID }\n"))
+	f.Add([]byte("Running DAG: cut off"))
+	f.Add([]byte("Running DAG: \r\n"))
+	f.Add([]byte(""))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		name := ParseTezDAGLog(b)
+		if name == "" {
+			return
+		}
+		if strings.ContainsAny(name, "\n") || !bytes.Contains(b, []byte("Running DAG: ")) || !bytes.Contains(b, []byte(name)) {
+			t.Fatalf("name %q from %q", name, b)
+		}
+		if strings.Contains(name, ", callerContext=") {
+			t.Fatalf("name %q keeps the caller context", name)
+		}
+	})
+}

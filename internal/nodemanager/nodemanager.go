@@ -8,8 +8,13 @@
 //	  {"apps":{"app":[{"id":"application_...","state":"RUNNING","containerids":[...]}]}}
 //
 // The agent uses it to tell task processes whose container the NodeManager
-// has forgotten (it lost track of them, or restarted) from live ones. Polls
-// run in their own goroutine (Watcher), never in the sampling loop.
+// has forgotten (it lost track of them, or restarted) from live ones, and
+// to learn how a container ended: its exitCode (YARN's ContainerExitStatus,
+// -104 for a container killed over its physical memory, ..., or the exit
+// code) and diagnostics, listed for a while after it completed (until the
+// ResourceManager acknowledges it), and the exit-code file the launch
+// script writes (ExitCodeFile). Polls run in their own goroutine (Watcher),
+// never in the sampling loop.
 package nodemanager
 
 import (
@@ -21,6 +26,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -73,7 +79,28 @@ type Container struct {
 	ID    string `json:"id"`
 	State string `json:"state"`
 	User  string `json:"user"`
+	// ExitCode is the container's exit status as the NodeManager has it
+	// (nil when the answer has none): Invalid while it runs, YARN's
+	// ContainerExitStatus once it was killed (-104, -103, -105, ...), or
+	// its exit code once it exited.
+	ExitCode    *int32 `json:"exitCode"`
+	Diagnostics string `json:"diagnostics"`
 }
+
+// Invalid is the exitCode of a container that has not ended
+// (ContainerExitStatus.INVALID).
+const Invalid = -1000
+
+// Exit is how a container ended, as its NodeManager says.
+type Exit struct {
+	Code        int32
+	Diagnostics string
+	State       string
+}
+
+// maxDiagnostics bounds the diagnostics kept of a container (a pmem
+// kill's dump the container's process tree).
+const maxDiagnostics = 4096
 
 // App is one application as the NodeManager lists it.
 type App struct {
@@ -147,6 +174,9 @@ type Listing struct {
 	Containers map[string]string // id -> state
 	Apps       map[string]string // id -> state; nil if the apps could not be listed
 	Polls      uint64            // successful polls so far
+	// Exits are the containers listed with an exit status (not Invalid):
+	// completed ones, and ones being killed.
+	Exits map[string]Exit
 }
 
 // Watcher polls one NodeManager in the background. Its methods are safe
@@ -208,6 +238,15 @@ func (w *Watcher) Latest() (last, prev *Listing) {
 	return w.last, w.prev
 }
 
+// PollSoon asks for a poll now, beside the regular ones (a container just
+// ended: its exit status is listed for a short while).
+func (w *Watcher) PollSoon() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
 // Start polls until Stop.
 func (w *Watcher) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -251,6 +290,16 @@ func (w *Watcher) PollOnce(ctx context.Context) {
 	l.Containers = make(map[string]string, len(cs))
 	for _, c := range cs {
 		l.Containers[c.ID] = c.State
+		if c.ExitCode != nil && *c.ExitCode != Invalid {
+			if l.Exits == nil {
+				l.Exits = map[string]Exit{}
+			}
+			d := c.Diagnostics
+			if len(d) > maxDiagnostics {
+				d = strings.ToValidUTF8(d[:maxDiagnostics], "")
+			}
+			l.Exits[c.ID] = Exit{Code: *c.ExitCode, Diagnostics: d, State: c.State}
+		}
 	}
 	if apps, err := Apps(ctx, w.client, url); err == nil {
 		l.Apps = make(map[string]string, len(apps))
@@ -266,4 +315,64 @@ func (w *Watcher) PollOnce(ctx context.Context) {
 	w.polls++
 	l.Polls = w.polls
 	w.prev, w.last = w.last, l
+}
+
+// ExitCodeFile is where a NodeManager's container launch writes a
+// container's exit code (ContainerLaunch: the pid file's path with
+// ".exitcode"): <local dir>/nmPrivate/<app>/<container>/<container>.pid.exitcode,
+// in one of yarn.nodemanager.local-dirs. The NodeManager deletes it (with
+// the pid file) once it has read it: it can be read for a moment only.
+func ExitCodeFile(localDir, appID, containerID string) string {
+	return filepath.Join(localDir, "nmPrivate", appID, containerID, containerID+".pid.exitcode")
+}
+
+// LocalDirs are the NodeManager's local dirs as a container's LOCAL_DIRS
+// names them (<local dir>/usercache/<user>/appcache/<app>, comma
+// separated, absolute); those not of that shape are left out.
+func LocalDirs(localDirsEnv string) []string {
+	var out []string
+	for _, d := range strings.Split(localDirsEnv, ",") {
+		d = filepath.Clean(strings.TrimSpace(d))
+		if !filepath.IsAbs(d) {
+			continue
+		}
+		app := filepath.Base(d)
+		base := filepath.Dir(d)
+		if !strings.HasPrefix(app, "application_") || filepath.Base(base) != "appcache" {
+			continue
+		}
+		user := filepath.Dir(base)
+		if filepath.Base(filepath.Dir(user)) != "usercache" {
+			continue
+		}
+		out = append(out, filepath.Dir(filepath.Dir(user)))
+	}
+	return out
+}
+
+// ReadExitCode reads an exit-code file: the number the launch script
+// wrote ($? of the container's root: its exit code, or 128 + the signal
+// that ended it).
+func ReadExitCode(path string) (int32, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 32))
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", path, err)
+	}
+	return ParseExitCode(b)
+}
+
+// ParseExitCode parses what an exit-code file holds: a decimal number and
+// a newline.
+func ParseExitCode(b []byte) (int32, error) {
+	s := strings.TrimSpace(string(b))
+	v, err := strconv.ParseInt(s, 10, 32)
+	if err != nil {
+		return 0, fmt.Errorf("not an exit code: %.32q", s)
+	}
+	return int32(v), nil
 }

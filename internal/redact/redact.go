@@ -214,8 +214,8 @@ func urlPassword(w string, at int) (from, to int, ok bool) {
 }
 
 // Batch masks every text of b that comes from a process or a job's
-// configuration: command lines, process names, java options, job names and
-// event messages. Identifiers (hosts, job, attempt and container ids) are
+// configuration: command lines, process names, java options, job names,
+// NodeManagers' diagnostics and event messages. Identifiers (hosts, job, attempt and container ids) are
 // left as they are.
 func (m *Masker) Batch(b *wire.Batch) {
 	if m == nil {
@@ -230,6 +230,9 @@ func (m *Masker) Batch(b *wire.Batch) {
 		a := &b.Attempts[i]
 		a.JavaOpts = m.String(a.JavaOpts)
 		a.JobName = m.String(a.JobName)
+		// A NodeManager's diagnostics of a container killed for its
+		// memory dump its process tree, command lines included.
+		a.ExitDiagnostics = m.String(a.ExitDiagnostics)
 	}
 	for i := range b.Events {
 		b.Events[i].Message = m.String(b.Events[i].Message)

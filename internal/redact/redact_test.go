@@ -75,12 +75,13 @@ func TestPattern(t *testing.T) {
 func TestBatch(t *testing.T) {
 	b := &wire.Batch{
 		Processes: []wire.Process{{Cmdline: "java -Dx.secret=S1 Y", Comm: "token=S2"}},
-		Attempts:  []wire.Attempt{{AttemptID: "attempt_1_0001_m_000001_0", JavaOpts: "-Xmx1g -Dssl.keystore.password=S3", JobName: "etl password=S4"}},
-		Events:    []wire.Event{{Message: "killed --token S5"}},
+		Attempts: []wire.Attempt{{AttemptID: "attempt_1_0001_m_000001_0", JavaOpts: "-Xmx1g -Dssl.keystore.password=S3", JobName: "etl password=S4",
+			ExitDiagnostics: "Dump of the process-tree: |- 4243 4242 java -Dfs.s3a.secret.key=S6 YarnChild"}},
+		Events: []wire.Event{{Message: "killed --token S5"}},
 	}
 	Default().Batch(b)
 	enc := string(wire.Marshal(nil, b))
-	for _, s := range []string{"S1", "S2", "S3", "S4", "S5"} {
+	for _, s := range []string{"S1", "S2", "S3", "S4", "S5", "S6"} {
 		if strings.Contains(enc, s) {
 			t.Errorf("%s is still in the batch", s)
 		}

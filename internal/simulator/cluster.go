@@ -253,6 +253,7 @@ func (c *Cluster) startNode(i int, kind NodeKind) (*node, error) {
 		Name: name, ClusterID: c.id, Dir: root, ConfDir: n.info.ConfDir, LocalDir: n.info.LocalDir,
 		JavaHome: c.java.Home, Java: c.java.Java, Classes: c.java.Classes,
 		MapSlots: c.o.MapSlots, ReduceSlots: c.o.ReduceSlots, DaemonLogs: daemonLogs,
+		ReapDelayMs: c.o.ReapDelay.Milliseconds(),
 	}
 	var argv []string
 	var env []kv
@@ -531,6 +532,7 @@ func (c *Cluster) procExited(n *node, m *message) {
 	r.ExitCode = info.ExitCode
 	r.CPU = time.Duration(info.CPUNanos)
 	r.MaxRSSBytes = info.MaxRSS
+	r.YarnExitStatus, r.Diagnostics = info.YarnExitStatus, info.Diagnostics
 	if r.Start.IsZero() && info.Start != 0 {
 		r.Start = time.Unix(0, info.Start)
 	}

@@ -7,9 +7,12 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Environment variables of the simulator's processes.
@@ -167,4 +170,25 @@ func waitFile(path string, timeout time.Duration, stop <-chan struct{}) ([]byte,
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
+}
+
+// reapLate waits for what a daemon launched and reaps it, delay after it
+// exited (a busy daemon reaps late: its child stays a zombie meanwhile).
+// It returns when the process exited.
+func reapLate(cmd *exec.Cmd, delay time.Duration) (time.Time, error) {
+	if delay > 0 {
+		var info unix.Siginfo
+		for {
+			// WNOWAIT: see it exit, leave it a zombie.
+			err := unix.Waitid(unix.P_PID, cmd.Process.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+			if err != unix.EINTR {
+				break
+			}
+		}
+		exited := time.Now()
+		time.Sleep(delay)
+		return exited, cmd.Wait()
+	}
+	err := cmd.Wait()
+	return time.Now(), err
 }

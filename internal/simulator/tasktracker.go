@@ -409,11 +409,10 @@ func (tt *taskTracker) lostTimer(j *ttJVM, after time.Duration) {
 
 func (tt *taskTracker) reap(j *ttJVM, cmd *exec.Cmd, start time.Time, exited chan struct{}) {
 	defer tt.wg.Done()
-	cmd.Wait()
+	end, _ := reapLate(cmd, time.Duration(tt.cfg.ReapDelayMs)*time.Millisecond)
 	close(exited)
 	<-j.announced
 	ps := cmd.ProcessState
-	end := time.Now()
 	tt.mu.Lock()
 	delete(tt.jvms, j.id)
 	var failed []string

@@ -17,7 +17,8 @@ import "github.com/taskscope/taskscope/internal/wire"
 // except that a field it leaves empty does not erase one; an attempt's
 // job does not change; its first sighting is the earliest and its last
 // the latest said; once ended it stays ended; a framework said is not
-// replaced by "unknown"; and once Streaming, it stays so. A new field of
+// replaced by "unknown"; once Streaming, it stays so; an exit status seen
+// stays until its source says another (mergeExits). A new field of
 // wire.Attempt follows the later description unless a rule for it is
 // added here.
 func MergeAttempt(dst, src *wire.Attempt) {
@@ -52,6 +53,7 @@ func MergeAttempt(dst, src *wire.Attempt) {
 		dst.XmxBytes = keep.XmxBytes
 	}
 	dst.Streaming = dst.Streaming || keep.Streaming
+	mergeExits(dst, &keep)
 }
 
 // MergeSummary adds to dst, an attempt's summary so far, src: what the
@@ -97,7 +99,9 @@ func AttemptSpan(m *wire.Attempt, s *AttemptSummary) (first, last int64) {
 // AttemptOf is the attempt as the API shows it: its description m (as
 // merged), the host it ran on, its summary s, the number of processes of
 // its memberships, and its state decided by staleBefore
-// (Clock.StaleBefore). Its type and framework are "unknown" when not said.
+// (Clock.StaleBefore), with its outcome (Outcome). Its type and framework
+// are "unknown" when not said. RetryOf and Speculative need the other
+// attempts of its task: LinkAttempts sets them.
 func AttemptOf(m *wire.Attempt, host string, s *AttemptSummary, processes int, staleBefore int64) Attempt {
 	first, last := AttemptSpan(m, s)
 	a := Attempt{AttemptID: m.AttemptID, JobID: m.JobID, Host: host, ContainerID: m.ContainerID, AppID: m.AppID,
@@ -113,5 +117,7 @@ func AttemptOf(m *wire.Attempt, host string, s *AttemptSummary, processes int, s
 		a.Framework = "unknown"
 	}
 	a.State, a.End = AttemptState(m.Ended, last, staleBefore)
+	a.Outcome, a.ExitCode, a.ExitSource = Outcome(m, a.State)
+	a.ExitDiagnostics = m.ExitDiagnostics
 	return a
 }

@@ -317,6 +317,27 @@ type Attempt struct {
 	JobName     string  `json:"job_name,omitempty"`
 	User        string  `json:"user,omitempty"`
 	Queue       string  `json:"queue,omitempty"`
+	// Outcome is how it ended: OutcomeSucceeded, OutcomeFailed,
+	// OutcomeKilled, OutcomeKilledMemory, OutcomeLost; "" while it runs or
+	// when nothing of its end was seen (store.Outcome says how it is read).
+	Outcome string `json:"outcome"`
+	// ExitCode is the exit status it is read from, as the node showed it:
+	// the exit code, or 128 + the signal that ended the process (137 is
+	// SIGKILL, 143 SIGTERM), as a shell and YARN's exit-code file say it;
+	// or YARN's ContainerExitStatus from the NodeManager (-104: over its
+	// physical memory, -103 virtual, -100 aborted or lost, ...). nil (null)
+	// when none was seen.
+	ExitCode *int32 `json:"exit_code"`
+	// ExitSource says where ExitCode came from: ExitSourceNodeManager,
+	// ExitSourceExitCodeFile, ExitSourceContainerRoot, ExitSourceTaskJVM.
+	ExitSource string `json:"exit_source,omitempty"`
+	// ExitDiagnostics is the NodeManager's diagnostics for its container.
+	ExitDiagnostics string `json:"exit_diagnostics,omitempty"`
+	// RetryOf is the attempt of the same task this one repeats ("" if
+	// none): the one it retries, or, Speculative, the one it is a
+	// speculative copy of (LinkAttempts).
+	RetryOf     string `json:"retry_of"`
+	Speculative bool   `json:"speculative"`
 }
 
 // Process is one process (pid + start) with its summary.

@@ -26,8 +26,8 @@ func (t *Tracker) classify(p *proc, ms int64) {
 			} else if p.state == stDaemon {
 				why = "daemon"
 			}
-			if p.second {
-				why += " (second look queued or done)"
+			if p.looks > 0 {
+				why += " (another look queued or done)"
 			}
 			t.debugClassify(p, why)
 		}()
@@ -52,14 +52,19 @@ func (t *Tracker) classify(p *proc, ms int64) {
 	}
 	l := hadoop.Classify(argv)
 	p.kind = l.Kind
+	p.fork = false
 	if l.Kind.IsDaemon() {
-		p.state = stDaemon
-		if parent != nil && parent.state == stDaemon {
+		if parent != nil && parent.state == stDaemon && parent.kind == l.Kind {
 			// A daemon's child that still shows the daemon's command line
 			// has not exec'd yet (the NodeManager's and TaskTracker's
-			// launchers look like this for a moment).
-			t.later(p)
+			// launchers look like this for a moment, longer when the
+			// machine is busy): not a daemon, and looked at again until it
+			// has exec'd. Its children are launched as the daemon's are.
+			p.kind, p.fork = hadoop.KindNone, true
+			t.laterN(p, maxForkLooks)
+			return
 		}
+		p.state = stDaemon
 		return
 	}
 	// 1. Descendants of a tracked process. A task JVM under its wrapper
@@ -101,15 +106,27 @@ func (t *Tracker) classify(p *proc, ms int64) {
 		}
 	}
 	// A daemon's child that matched nothing may be about to exec what will.
-	if parent != nil && parent.state == stDaemon {
+	if parent.launches() {
 		t.later(p)
 	}
 }
 
+// maxForkLooks bounds the looks at a daemon's fork that keeps its daemon's
+// command line (one a tick: a command line's read): on a loaded node the
+// fork may wait seconds to run its exec.
+const maxForkLooks = 60
+
+// launches reports whether p starts containers or task JVMs: a Hadoop
+// daemon, or its fork on the way to exec'ing a launcher.
+func (p *proc) launches() bool { return p != nil && (p.state == stDaemon || p.fork) }
+
 // later queues p to be classified once more at the next tick.
-func (t *Tracker) later(p *proc) {
-	if !p.second {
-		p.second = true
+func (t *Tracker) later(p *proc) { t.laterN(p, 1) }
+
+// laterN queues p to be classified again at the next tick, up to n times.
+func (t *Tracker) laterN(p *proc, n uint8) {
+	if p.looks < n {
+		p.looks++
 		t.again = append(t.again, p)
 	}
 }
@@ -267,7 +284,7 @@ func (t *Tracker) join(p *proc, u *unit, argv []string, cmdline string, l *hadoo
 	p.state = stTracked
 	startMs := t.startMs(p.startTicks)
 	tr := &tracked{
-		key:       wire.ProcessKey(t.cfg.Host, p.pid, startMs),
+		key:       wire.ProcessKey(t.cfg.Host, p.pid, t.keyMs(p.startTicks)),
 		startMs:   startMs,
 		cmdline:   cmdline,
 		launch:    *l,

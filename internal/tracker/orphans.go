@@ -193,7 +193,7 @@ func (t *Tracker) checkLost(ms int64) {
 			continue
 		}
 		if top := t.topMember(u); top != nil {
-			if parent := t.procs[top.ppid]; top.ppid > 1 && parent != nil && parent.state == stDaemon {
+			if parent := t.procs[top.ppid]; top.ppid > 1 && parent.launches() {
 				u.launcherPID = top.ppid
 			} else if top.ppid == 1 && top.t != nil && (top.t.role == wire.RoleWrapper || top.t.role == wire.RoleTaskJVM) {
 				u.orphaned = true

@@ -24,7 +24,12 @@ type proc struct {
 	startTicks uint64
 	state      procState
 	kind       hadoop.Kind // daemons and tracked processes
-	second     bool        // classified a second time (after its exec)
+	looks      uint8       // more looks taken or queued (between fork and exec)
+	fork       bool        // a daemon's fork that has not exec'd yet: launches like its daemon
+	// zombieLife is the CPU (its own and its children's, ms) of a tracked
+	// process that exited but was not reaped yet: what its reaper's
+	// cutime will show when it reaps it, not to be charged to anyone else.
+	zombieLife int64
 	t          *tracked
 }
 
@@ -50,6 +55,8 @@ type tracked struct {
 	age      uint64 // ticks sampled
 	srcState []any
 	vanished bool
+	exited   bool // a zombie: it exited (its stat says Z), its parent has not reaped it
+	exiting  bool // its threads are exiting (PF_EXITING, or its leader exited): its last stat said so
 	// pending is CPU of exited children that this process reaped (or will)
 	// but that its cutime/cstime did not show yet; lastChildren is its
 	// cutime+cstime at the last sample; credit is cutime growth that came

@@ -1,8 +1,11 @@
 package tracker
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/taskscope/taskscope/internal/collect"
 	"github.com/taskscope/taskscope/internal/hadoop"
@@ -24,6 +27,20 @@ func (t *Tracker) sampleUnits(ms int64) {
 		for _, p := range u.members {
 			t.sampleProc(p)
 		}
+		if u.cur == nil {
+			if _, ok := t.jobOf(u); !ok && t.cycle-u.bornCycle < undecidedTicks {
+				// No attempt until its job is known (jobOf): its
+				// processes' samples go out, their memberships start
+				// with its first attempt, from their starts.
+				for _, p := range u.members {
+					if !p.t.vanished {
+						t.sink.ProcessSample(p.t.key, ms, p.t.vals, p.t.present)
+						tracked++
+					}
+				}
+				continue
+			}
+		}
 		u.poll(t)
 		if want := u.wantAttempt(); u.cur == nil || u.cur.info.AttemptID != want {
 			t.switchAttempt(u, want, ms)
@@ -35,6 +52,7 @@ func (t *Tracker) sampleUnits(ms int64) {
 			t.sink.Event(&wire.Event{Ms: ms, Kind: wire.EventOrphan, AttemptID: u.cur.info.AttemptID,
 				JobID: u.cur.info.JobID, PID: u.launcherPID, Message: "the process that launched this task is gone"})
 		}
+		zombies := false
 		for _, p := range u.members {
 			tr := p.t
 			if tr.mem == nil {
@@ -44,12 +62,30 @@ func (t *Tracker) sampleUnits(ms int64) {
 				t.sink.ProcessSample(tr.key, ms, tr.vals, tr.present)
 				tracked++
 			}
+			zombies = zombies || tr.exited
+		}
+		if zombies && t.endZombies(u, ms) {
+			t.endUnit(u, ms)
+			delete(t.units, key)
+			continue
 		}
 		t.emitAttemptSample(u.cur, ms)
 		u.cur.info.LastMs = ms
 	}
 	t.stats.Tracked = tracked
 	t.stats.Units = len(t.units)
+	if t.cycle%64 == 0 {
+		// Forget the frameworks of applications no unit runs any more.
+		live := make(map[string]bool, len(t.units))
+		for _, u := range t.units {
+			live[u.app()] = true
+		}
+		for app := range t.apps {
+			if !live[app] {
+				delete(t.apps, app)
+			}
+		}
+	}
 }
 
 // idleFullEvery is how often (in ticks of its life) an idle process is read
@@ -69,10 +105,14 @@ func (t *Tracker) sampleProc(p *proc) {
 		return
 	}
 	var sched *procfs.Schedstat
-	if t.mayBeIdle(p) {
+	var schedAt time.Time // tests: when the scheduler figures were read (debugSched)
+	if t.mayBeIdle(p) && !t.exitedRecord(p.pid) {
 		if sched = t.readSched(p); sched != nil && sched.RunNs == tr.runNs {
 			t.stayIdle(tr, sched)
 			return
+		}
+		if t.debugSched != nil {
+			schedAt = time.Now()
 		}
 	}
 	if err := t.readStat(p.pid, tr.h); err != nil || t.stat.StartTime != p.startTicks {
@@ -88,6 +128,13 @@ func (t *Tracker) sampleProc(p *proc) {
 		return
 	}
 	p.ppid, p.sid, p.pgrp = t.stat.PPID, t.stat.Session, t.stat.PGRP
+	if t.stat.State == 'Z' && t.stat.Threads <= 1 {
+		// It exited; its parent has not reaped it yet (a busy launcher
+		// waits late). It ends now, not when it is reaped: its stat holds
+		// its final CPU and that of the children it reaped.
+		t.exitZombie(p)
+		return
+	}
 	first := tr.age == 0
 	if first {
 		tr.comm = wire.SanitizeText(t.stat.Comm)
@@ -109,8 +156,30 @@ func (t *Tracker) sampleProc(p *proc) {
 		t.recheck(p)
 	}
 	tr.threads = t.stat.Threads
-	if sched == nil || (tr.threads > 1 && !tr.groupSched && t.cfg.Groups != nil) {
+	var statAt time.Time
+	if t.debugSched != nil {
+		statAt = time.Now()
+	}
+	// A process whose threads are exiting (exit_group: its leader has
+	// PF_EXITING, or has exited already) is counted twice by the
+	// kernel's thread group totals: each exiting thread is added to the
+	// group's dead threads' sums before it leaves the thread list, and
+	// unmapping a JVM's heap can hold the last one there for long (its
+	// scheduler runtime was seen hundreds of ms ahead of its CPU). Its
+	// scheduler figures keep their last values until it is gone.
+	tr.exiting = t.stat.Flags&procfs.PFExiting != 0 || t.stat.State == 'Z'
+	if tr.exiting && tr.groupSched {
+		t.sched = procfs.Schedstat{RunNs: tr.runNs, WaitNs: uint64(max(val(tr, t.idx.wait), 0))}
+		sched = &t.sched
+	} else if sched == nil || (tr.threads > 1 && !tr.groupSched && t.cfg.Groups != nil) {
 		sched = t.readSched(p)
+		if t.debugSched != nil {
+			schedAt = time.Now()
+		}
+	}
+	if t.debugSched != nil {
+		// Positive: read after the stat, the thread group ran meanwhile.
+		t.debugSched(p, schedAt.Sub(statAt))
 	}
 	tr.present = 0
 	tg := &t.target
@@ -151,6 +220,35 @@ func (t *Tracker) sampleProc(p *proc) {
 	tr.cpuMs = collect.TicksToMs(t.stat.UTime + t.stat.STime)
 	tr.tMs = t.nowMs
 	tr.bootMs = t.bootNowMs
+}
+
+// exitedRecord reports whether the exit record of pid's thread group
+// leader is in: then it has exited, or will have at the next tick.
+func (t *Tracker) exitedRecord(pid int32) bool {
+	h := t.recs[pid]
+	return h != nil && h.leader
+}
+
+// exitZombie takes the last figures of a process that exited but was not
+// reaped: its stat, read last, has its final CPU and that of the children
+// it reaped. It is sampled no more, and ends with this tick's exits.
+func (t *Tracker) exitZombie(p *proc) {
+	tr := p.t
+	st := &t.stat
+	for i, v := range [...]struct {
+		idx   int
+		ticks uint64
+	}{{t.idx.cpuUser, st.UTime}, {t.idx.cpuSys, st.STime}, {t.idx.cpuCUser, st.CUTime}, {t.idx.cpuCSys, st.CSTime}} {
+		_ = i
+		if v.idx >= 0 {
+			tr.vals[v.idx] = collect.TicksToMs(v.ticks)
+			tr.present |= 1 << uint(v.idx)
+		}
+	}
+	children := collect.TicksToMs(st.CUTime + st.CSTime)
+	t.settleChildren(tr, children-tr.lastChildren)
+	tr.lastChildren = children
+	tr.exited, tr.vanished = true, true
 }
 
 // mayBeIdle reports whether p's scheduler runtime can tell that it has not
@@ -357,7 +455,8 @@ func (t *Tracker) endMembership(p *proc, final *taskstats.Record, ms int64) {
 	// it twice. It stays pending there until the parent's cutime shows it.
 	charged := true
 	ppid := int32(0)
-	if p.seen != t.cycle {
+	exited := p.seen != t.cycle || tr.exited
+	if exited {
 		ppid = p.ppid
 		if final != nil && final.PPID > 0 {
 			ppid = final.PPID
@@ -366,11 +465,13 @@ func (t *Tracker) endMembership(p *proc, final *taskstats.Record, ms int64) {
 			charged = false
 			// The parent's cutime will show all the child used; what of it
 			// earlier attempts had (a reused unit) is not this attempt's.
-			if t.alive(t.procs[ppid]) {
+			if t.alive(t.procs[ppid]) && !tr.exited {
 				// It left /proc before the listing, so its parent had reaped
 				// it: the parent's stat, read after, shows it.
 				par.addCertain(max(0, cpu))
 			} else {
+				// Its parent exited too, or has not reaped it yet (a
+				// zombie): its cutime will show it when it does.
 				par.addPending(max(0, cpu))
 			}
 			par.mem.cpuBase += m.cpuBase
@@ -380,7 +481,7 @@ func (t *Tracker) endMembership(p *proc, final *taskstats.Record, ms int64) {
 			}
 		}
 	}
-	if t.debugExit != nil && p.seen != t.cycle {
+	if t.debugExit != nil && exited {
 		fin := int64(-1)
 		if final != nil {
 			fin = final.CPUMs()
@@ -390,7 +491,12 @@ func (t *Tracker) endMembership(p *proc, final *taskstats.Record, ms int64) {
 	if charged {
 		// Reaped by a process that is no task's (a NodeManager, a
 		// TaskTracker, init): that process's cutime says what it cost.
-		if cpu > m.cpuBase && (ppid == 0 || !t.chargeToReaper(ppid, a, cpu, cpu-m.cpuBase, tail)) {
+		if tr.exited {
+			// Not reaped yet: its stat's last figures are final, and its
+			// reaper's cutime will show them when it reaps it (reaped).
+			p.zombieLife = max(cpu, 1)
+		}
+		if cpu > m.cpuBase && (ppid == 0 || tr.exited || !t.chargeToReaper(ppid, a, cpu, cpu-m.cpuBase, tail)) {
 			a.exitedCPU += cpu - m.cpuBase
 		}
 		if read > m.readBase {
@@ -425,17 +531,15 @@ func (t *Tracker) switchAttempt(u *unit, want string, ms int64) {
 	}
 	a := &attempt{unit: u}
 	a.info = wire.Attempt{
-		AttemptID: want, JobID: u.jobID, AppID: u.appID, ContainerID: u.containerID,
+		AttemptID: want, AppID: u.appID, ContainerID: u.containerID,
 		Type: u.attemptType(want), Framework: u.framework, FirstMs: ms, LastMs: ms,
 	}
+	a.info.JobID, _ = t.jobOf(u)
 	if at, ok := hadoop.ParseAttempt(want); ok {
 		a.info.JobID = at.JobID()
 		if at.Tez && u.appID == "" {
 			a.info.AppID = at.JobID()
 		}
-	}
-	if a.info.JobID == "" {
-		a.info.JobID = u.key
 	}
 	if old == nil {
 		// The unit's first attempt began when its first process did.
@@ -472,6 +576,7 @@ func (t *Tracker) endUnit(u *unit, ms int64) {
 		return
 	}
 	t.emitAttemptSample(u.cur, ms)
+	t.closeUnit(u, ms) // exits.go
 	t.finishAttempt(u.cur, ms, wire.EventAttemptEnd)
 }
 
@@ -527,10 +632,45 @@ func (t *Tracker) emitAttemptSample(a *attempt, ms int64) {
 	t.sink.AttemptSample(a.info.AttemptID, ms, v, present)
 }
 
-// gone handles a process that left /proc (or whose pid now names another).
+// endZombies ends the unit's members that exited but were not reaped
+// (children first, as exits are), and reports whether none is left.
+func (t *Tracker) endZombies(u *unit, ms int64) bool {
+	var zs []*proc
+	for _, p := range u.members {
+		if p.t.exited {
+			zs = append(zs, p)
+		}
+	}
+	slices.SortFunc(zs, func(a, b *proc) int {
+		if a.startTicks != b.startTicks {
+			return cmp.Compare(b.startTicks, a.startTicks)
+		}
+		return cmp.Compare(b.pid, a.pid)
+	})
+	for _, p := range zs {
+		t.gone(p, ms)
+	}
+	return len(u.members) == 0
+}
+
+// reaped notes that a process that had ended as a zombie left /proc: its
+// reaper's cutime grew by its life, which was charged when it exited.
+func (t *Tracker) reaped(p *proc) {
+	if p.zombieLife == 0 {
+		return
+	}
+	if r := t.reapers[p.ppid]; r != nil {
+		r.other += p.zombieLife
+	}
+	p.zombieLife = 0
+}
+
+// gone handles a process that exited: it left /proc (or its pid now names
+// another), or it is a zombie its parent has not reaped yet.
 func (t *Tracker) gone(p *proc, ms int64) {
 	tr := p.t
 	if tr == nil {
+		t.reaped(p)
 		return
 	}
 	var final *taskstats.Record
@@ -540,6 +680,16 @@ func (t *Tracker) gone(p *proc, ms int64) {
 		}
 		delete(t.recs, p.pid)
 	}
+	// It ended when it exited, not when it was reaped: the exit record
+	// says when (its life since its start).
+	if final != nil && final.EtimeUs > 0 {
+		// (Not before it was last seen alive: a record that says so is
+		// not to be believed, a clock suspended meanwhile.)
+		if end := tr.startMs + int64(final.EtimeUs/1000); end > tr.startMs && end >= tr.tMs && end < ms {
+			ms = end
+		}
+	}
+	t.noteExit(p, final, ms) // exits.go
 	t.endMembership(p, final, ms)
 	u := tr.unit
 	for i, m := range u.members {

@@ -60,6 +60,10 @@ type Config struct {
 	Log     *slog.Logger
 	// Lost configures the search for lost and runaway task processes (orphans.go).
 	Lost LostConfig
+	// CgroupRoot is where the cgroup controllers are mounted (default
+	// /sys/fs/cgroup; "-": none), for the OOM kills in containers' memory
+	// cgroups (oom.go).
+	CgroupRoot string
 	// Groups, when set, gives the scheduler totals of a whole thread group
 	// (taskstats.Querier): a JVM's time on a CPU and waiting for one over
 	// all its threads. Without it they are its leader thread's.
@@ -101,12 +105,15 @@ type Tracker struct {
 	entries      []procfs.PidEntry
 	procs        map[int32]*proc
 	units        map[string]*unit
+	apps         map[string]string // application id -> framework, as its units told
 	sources      []collect.Source
 	setters      []setter
 	metrics      []string
 	idx          metricIndex
 	cycle        uint64
-	bootMs       int64
+	bootMs       int64 // when the machine booted, ms: btime's second, made exact at the first tick
+	btimeMs      int64 // btime's second, ms: what process keys are made from (stable across restarts)
+	bootFixed    bool
 	buf          []byte
 	cmdBuf       []byte
 	stat         procfs.Stat
@@ -134,10 +141,14 @@ type Tracker struct {
 	bootNowMs    int64             // bootClock at this tick's listing
 	ncpu         int
 	lost         *lostState // orphans.go
+	closing      []*closing // exits.go: ended containers' attempts whose end may still be told
 
 	debugUnclaimed func(*taskstats.Record)   // tests
 	debugClassify  func(p *proc, why string) // tests
 	debugExit      func(p *proc, attempt string, own, children, final, charge int64, charged bool)
+	// debugSched gets the time from a sample's read of the stat to its
+	// read of the scheduler figures (negative: those came first).
+	debugSched func(p *proc, statToSched time.Duration)
 }
 
 // metricIndex holds the positions of the metrics the tracker sums per attempt.
@@ -175,7 +186,9 @@ func New(cfg Config) (*Tracker, error) {
 		lister:  cfg.FS.NewLister(),
 		procs:   make(map[int32]*proc, 1024),
 		units:   map[string]*unit{},
+		apps:    map[string]string{},
 		bootMs:  btime * 1000,
+		btimeMs: btime * 1000,
 		buf:     make([]byte, 0, 8192),
 		cmdBuf:  make([]byte, 0, 8192),
 		recs:    map[int32]*heldRecord{},
@@ -247,7 +260,8 @@ func (t *Tracker) Exact() bool { return t.exact }
 
 // Close releases every held file and the exit source.
 func (t *Tracker) Close() error {
-	t.closeLost() // orphans.go
+	t.closeLost()       // orphans.go
+	t.closeOOMWatches() // oom.go
 	for _, p := range t.procs {
 		if p.t != nil && p.t.h != nil {
 			p.t.h.Close()
@@ -287,6 +301,16 @@ func (t *Tracker) Tick(now time.Time, sink Sink) error {
 	t.nowMs = ms
 	entries, err := t.lister.List(t.entries[:0])
 	t.bootNowMs = t.bootClock()
+	if !t.bootFixed {
+		// btime is whole seconds: processes' starts from it would be up to
+		// a second early, and attempts that long. The wall clock less the
+		// time since boot is exact (when it agrees with btime: a procfs of
+		// this machine).
+		t.bootFixed = true
+		if cand := ms - t.bootNowMs; t.bootNowMs > 0 && cand >= t.btimeMs-1000 && cand < t.btimeMs+2000 {
+			t.bootMs = cand
+		}
+	}
 	t.entries = entries
 	if err != nil {
 		return err
@@ -352,7 +376,7 @@ func (t *Tracker) Tick(now time.Time, sink Sink) error {
 	// CPU, which the kernel put in its cutime.
 	gone := t.reused
 	for _, p := range t.procs {
-		if p.seen != t.cycle && p.t != nil {
+		if p.seen != t.cycle && (p.t != nil || p.zombieLife != 0) {
 			gone = append(gone, p)
 		}
 	}
@@ -376,6 +400,7 @@ func (t *Tracker) Tick(now time.Time, sink Sink) error {
 		}
 	}
 	t.sampleUnits(ms)
+	t.watchEnds(ms) // exits.go
 	t.watchReapers()
 	t.expireRecords()
 	t.checkLost(ms) // orphans.go
@@ -398,6 +423,12 @@ func (t *Tracker) readStat(pid int32, h *procfs.Proc) error {
 
 func (t *Tracker) startMs(ticks uint64) int64 {
 	return t.bootMs + int64(ticks)*1000/procfs.UserHZ
+}
+
+// keyMs is a process's start as its key has it: from btime alone, so that
+// an agent that starts again gives a process the key it had.
+func (t *Tracker) keyMs(ticks uint64) int64 {
+	return t.btimeMs + int64(ticks)*1000/procfs.UserHZ
 }
 
 func (t *Tracker) countErr(source string, err error) {

@@ -3,8 +3,10 @@ package tracker
 import (
 	"bufio"
 	"bytes"
+	"io"
 	"os"
 	"path"
+	"sort"
 	"strings"
 
 	"github.com/taskscope/taskscope/internal/hadoop"
@@ -18,7 +20,6 @@ type unit struct {
 	key         string
 	containerID string
 	appID       string
-	jobID       string
 	framework   string
 	jvmKind     hadoop.Kind // the kind of task JVM the unit runs, once known
 	attemptID   string      // the attempt it runs now, once known
@@ -33,6 +34,8 @@ type unit struct {
 	tez         *dirWatch // Tez container reuse: syslog_attempt_* in the log dir
 	scriptTried bool
 	createdMs   int64
+	bornCycle   uint64  // the tick it was found
+	end         unitEnd // exits.go
 }
 
 // attempt is one task attempt (or the pseudo-attempt of a container that
@@ -57,16 +60,67 @@ type attempt struct {
 const maxConfTries = 5
 
 func (t *Tracker) newUnit(key, container string, p *proc) *unit {
-	u := &unit{key: key, containerID: container, framework: hadoop.FrameworkUnknown}
+	u := &unit{key: key, containerID: container, framework: hadoop.FrameworkUnknown, bornCycle: t.cycle}
 	if c, ok := hadoop.FindContainer(container); ok {
 		u.appID = c.AppID()
-		u.jobID = c.JobID()
 	} else if a, ok := hadoop.ParseAttempt(key); ok {
-		u.jobID = a.JobID()
 		u.framework = hadoop.FrameworkMapReduce
+		if a.Tez {
+			u.framework = hadoop.FrameworkTez
+		}
 	}
 	t.units[key] = u
 	return u
+}
+
+// undecidedTicks is how long a YARN unit whose framework is unknown (a
+// container's wrappers seen before its JVM, whose command lines and launch
+// script did not tell, as on a busy node) waits for it before it reports
+// an attempt: its job's name depends on it (MapReduce's job_X_N,
+// everything else's application_X_N), and an attempt's job never changes
+// once reported. A container that runs no task JVM (YARN's distributed
+// shell) is reported after that long, under application_X_N.
+const undecidedTicks = 30
+
+// jobOf decides the job of the unit's attempts: an attempt id names it
+// (MapReduce's job_X_N, Tez's application_X_N); a container's application
+// is MapReduce's job_X_N or, for Spark, Tez and the rest, application_X_N,
+// by the framework of the unit or of any other unit of the application
+// (its ApplicationMaster, another executor). It reports false while that
+// is unknown (then application_X_N is the best guess).
+func (t *Tracker) jobOf(u *unit) (string, bool) {
+	if a, ok := hadoop.ParseAttempt(u.attemptID); ok {
+		return a.JobID(), true
+	}
+	app := u.app()
+	if app == "" {
+		if a, ok := hadoop.ParseAttempt(u.key); ok {
+			return a.JobID(), true
+		}
+		return u.key, true
+	}
+	fw := u.framework
+	if fw == hadoop.FrameworkUnknown {
+		fw = t.apps[app]
+	}
+	switch fw {
+	case hadoop.FrameworkMapReduce:
+		return hadoop.JobForApp(app), true
+	case hadoop.FrameworkSpark, hadoop.FrameworkTez:
+		return app, true
+	}
+	return app, false
+}
+
+// app is the unit's YARN application, if it has one.
+func (u *unit) app() string {
+	if u.appID != "" {
+		return u.appID
+	}
+	if c, ok := hadoop.FindContainer(u.containerID); ok {
+		return c.AppID()
+	}
+	return ""
 }
 
 // learn takes what a member's command line says about the unit.
@@ -80,15 +134,22 @@ func (u *unit) learn(t *Tracker, p *proc, l *hadoop.Launch) {
 	}
 	if fw := l.Framework(); fw != hadoop.FrameworkUnknown {
 		u.framework = fw
-	}
-	if j := l.JobID(); j != "" {
-		u.jobID = j
+		if app := u.app(); app != "" {
+			// Every container of the application is of this framework.
+			t.apps[app] = fw
+		}
 	}
 	jvm := l
 	if l.Inner != nil {
 		jvm = l.Inner
 	}
 	if jvm.Kind.IsJVM() {
+		if a := u.cur; a != nil && u.jvmKind != jvm.Kind {
+			// Its attempt began before its JVM was known (an executor
+			// whose AM told the framework): what the JVM's
+			// configuration says is read again.
+			a.confTries, a.confRetryAt = 1, t.cycle+1
+		}
 		u.jvmKind = jvm.Kind
 		if jvm.LogDir != "" {
 			u.logDir = jvm.LogDir
@@ -269,8 +330,15 @@ func (t *Tracker) readConf(u *unit, a *wire.Attempt) bool {
 		complete = jc.JobName != "" && (jc.MemoryMB != 0 || !sizedTask(a.Type))
 		break
 	}
-	if u.jvmKind == hadoop.KindSparkExecutor {
-		t.readSparkConf(cwd, a)
+	switch u.jvmKind {
+	case hadoop.KindSparkExecutor, hadoop.KindSparkAM:
+		t.readSparkConf(cwd, a, u.jvmKind == hadoop.KindSparkAM)
+		complete = a.JobName != ""
+	case hadoop.KindTezAM:
+		if name := t.tezDAGName(pid, u.logDir); name != "" {
+			a.JobName = name
+		}
+		complete = a.JobName != ""
 	}
 	if u.jvmPID != 0 {
 		for _, m := range u.members {
@@ -285,8 +353,66 @@ func (t *Tracker) readConf(u *unit, a *wire.Attempt) bool {
 		a.User = u.members[0].t.user
 	}
 	// Only MapReduce units are sure to have a job.xml (Hadoop 1's are
-	// MapReduce's, keyed by attempt).
+	// MapReduce's, keyed by attempt); Spark's containers their
+	// __spark_conf__; a Tez AM names its DAG once it runs one.
+	switch u.jvmKind {
+	case hadoop.KindSparkExecutor, hadoop.KindSparkAM, hadoop.KindTezAM:
+		return complete
+	}
 	return complete || (u.framework != hadoop.FrameworkMapReduce && u.containerID != "")
+}
+
+// tezDAGName is the name of the newest DAG a Tez ApplicationMaster runs:
+// DAGAppMaster logs "Running DAG: <name>" (Tez 0.9 on: followed by
+// ", callerContext=...") at the start of each DAG's log, syslog_dag_<dag
+// id>, in its container's log directory (read as the AM sees it).
+func (t *Tracker) tezDAGName(pid int32, logDir string) string {
+	if pid == 0 || logDir == "" {
+		return ""
+	}
+	dir := t.cfg.FS.PidPath(pid, "root") + logDir
+	d, err := os.Open(dir)
+	if err != nil {
+		return ""
+	}
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	var logs []string
+	for _, n := range names {
+		if strings.HasPrefix(n, "syslog_dag_") {
+			logs = append(logs, n)
+		}
+	}
+	// The newest DAG first: dag_<ts>_<app>_<n>, n growing.
+	sort.Slice(logs, func(i, j int) bool {
+		if len(logs[i]) != len(logs[j]) {
+			return len(logs[i]) > len(logs[j])
+		}
+		return logs[i] > logs[j]
+	})
+	for _, n := range logs {
+		if name := hadoop.ParseTezDAGLog(readHead(dir+"/"+n, 64<<10)); name != "" {
+			if len(name) > maxJobName {
+				name = name[:maxJobName]
+			}
+			return wire.SanitizeText([]byte(name))
+		}
+	}
+	return ""
+}
+
+// maxJobName bounds a job name read from a log.
+const maxJobName = 1024
+
+// readHead reads at most n bytes from the start of a file.
+func readHead(path string, n int64) []byte {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	b, _ := io.ReadAll(io.LimitReader(f, n))
+	return b
 }
 
 // sizedTask reports whether job.xml gives the memory of a task of this type.
@@ -300,9 +426,16 @@ func (t *Tracker) retryConf(u *unit, a *attempt) {
 	before := confFields(&a.info)
 	ok := t.readConf(u, &a.info)
 	a.confTries++
-	if ok || a.confTries >= maxConfTries {
+	switch {
+	case ok:
 		a.confRetryAt = 0
-	} else {
+	case u.jvmKind == hadoop.KindTezAM:
+		// A Tez session may run its first DAG any time: look every 8
+		// ticks at most (a directory listing) until it names one.
+		a.confRetryAt = t.cycle + 1<<uint(min(a.confTries-1, 3))
+	case a.confTries >= maxConfTries:
+		a.confRetryAt = 0
+	default:
 		a.confRetryAt = t.cycle + 1<<uint(a.confTries-1)
 	}
 	if confFields(&a.info) != before {
@@ -320,7 +453,7 @@ func confFields(a *wire.Attempt) attemptConf {
 	return attemptConf{a.JobName, a.User, a.Queue, a.JavaOpts, a.MemoryMB, a.XmxBytes, a.Streaming}
 }
 
-func (t *Tracker) readSparkConf(cwd string, a *wire.Attempt) {
+func (t *Tracker) readSparkConf(cwd string, a *wire.Attempt, am bool) {
 	f, err := os.Open(cwd + "/__spark_conf__/__spark_conf__.properties")
 	if err != nil {
 		return
@@ -343,12 +476,19 @@ func (t *Tracker) readSparkConf(cwd string, a *wire.Attempt) {
 	if q := props["spark.yarn.queue"]; q != "" {
 		a.Queue = q
 	}
-	if mem, ok := sparkSize(props["spark.executor.memory"]); ok {
+	// The container's memory: the heap asked for and its overhead (at
+	// least 384 MiB, a tenth by default). The ApplicationMaster's (client
+	// mode's ExecutorLauncher) is spark.yarn.am.memory's.
+	heap, overhead := "spark.executor.memory", "spark.executor.memoryOverhead"
+	if am {
+		heap, overhead = "spark.yarn.am.memory", "spark.yarn.am.memoryOverhead"
+	}
+	if mem, ok := sparkSize(props[heap]); ok {
 		over := mem / 10
 		if over < 384<<20 {
 			over = 384 << 20
 		}
-		if o, ok := sparkSize(props["spark.executor.memoryOverhead"]); ok {
+		if o, ok := sparkSize(props[overhead]); ok {
 			over = o
 		}
 		a.MemoryMB = (mem + over) >> 20

@@ -63,7 +63,35 @@ type Attempt struct {
 	JavaOpts    string
 	XmxBytes    int64
 	Streaming   bool
+	// How it ended, as the node showed it: each status as its source gave
+	// it, sent once seen (and again in every later description of the
+	// attempt); what it means (succeeded, killed for memory, ...) is the
+	// server's to say (package store, Outcome).
+	JVMExit  ExitStatus // the task JVM's wait status, from its taskstats exit record
+	RootExit ExitStatus // the container root's (or the task process tree's top) wait status
+	FileExit ExitStatus // the number in the NodeManager's container exit-code file (<container>.pid.exitcode)
+	NMExit   ExitStatus // the NodeManager's exitCode for the container (REST): a ContainerExitStatus such as -104, or the exit code
+	// ExitDiagnostics is the NodeManager's diagnostics for the container
+	// ("Container ... is running beyond physical memory limits ...").
+	ExitDiagnostics string
+	// OOMKills counts the kernel OOM killer's kills in the container's
+	// memory cgroup while the attempt ran (memory.events oom_kill).
+	OOMKills uint32
 }
+
+// ExitStatus is one exit status an agent saw, and when. Ms is 0 when none
+// was seen (Status 0 with Ms > 0 is a status of 0).
+type ExitStatus struct {
+	// Status is the status as its source gives it: a wait status for a
+	// process (the exit code << 8, or the terminating signal, | 0x80 with a
+	// core dump, as wait(2) and taskstats' ac_exitcode say it), the number
+	// written for an exit-code file or a NodeManager.
+	Status int32
+	Ms     int64 // when the agent saw it, unix ms
+}
+
+// Seen reports whether the status was seen.
+func (e ExitStatus) Seen() bool { return e.Ms > 0 }
 
 // Membership says that a process belonged to an attempt from FromMs to ToMs
 // (0: still). A JVM that runs several attempts (Hadoop 1 JVM reuse, Tez

@@ -114,6 +114,16 @@ func (a *Attempt) marshal(e *enc) {
 	e.sint(14, a.XmxBytes)
 	e.bool(15, a.Streaming)
 	e.str(16, a.AppID)
+	for i, x := range [...]*ExitStatus{&a.JVMExit, &a.RootExit, &a.FileExit, &a.NMExit} {
+		if x.Seen() {
+			at := e.open(protowire.Number(17 + i))
+			e.sint(1, int64(x.Status))
+			e.sint(2, x.Ms)
+			e.close(at)
+		}
+	}
+	e.str(21, a.ExitDiagnostics)
+	e.uint(22, uint64(a.OOMKills))
 }
 
 func (m *Membership) marshal(e *enc) {
@@ -701,6 +711,33 @@ func (d *dec) attempt(data []byte, a *Attempt) error {
 			a.Streaming = x != 0
 		case 16:
 			a.AppID, err = d.str(t, v)
+		case 17, 18, 19, 20:
+			if err = want(t, protowire.BytesType); err == nil {
+				err = d.exit(v, [...]*ExitStatus{&a.JVMExit, &a.RootExit, &a.FileExit, &a.NMExit}[n-17])
+			}
+		case 21:
+			a.ExitDiagnostics, err = d.str(t, v)
+		case 22:
+			var x uint64
+			x, err = varint(t, u)
+			if x > math.MaxUint32 {
+				err = fmt.Errorf("oom_kills %d out of range", x)
+			}
+			a.OOMKills = uint32(x)
+		}
+		return err
+	})
+}
+
+func (d *dec) exit(data []byte, x *ExitStatus) error {
+	*x = ExitStatus{}
+	return d.fields(data, func(n protowire.Number, t protowire.Type, v []byte, u uint64) error {
+		var err error
+		switch n {
+		case 1:
+			x.Status, err = int32of(t, u)
+		case 2:
+			x.Ms, err = svarint(t, u)
 		}
 		return err
 	})

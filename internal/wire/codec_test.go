@@ -209,7 +209,7 @@ func annotate(t *testing.T, data []byte) string {
 
 // path of sub-message fields from a Batch to each message.
 var msgPath = map[string][]protowire.Number{"Batch": nil, "Process": {7}, "Attempt": {8}, "Membership": {9},
-	"Series": {10}, "Column": {10, 4}, "Event": {12}, "AgentStats": {13}}
+	"Series": {10}, "Column": {10, 4}, "Event": {12}, "AgentStats": {13}, "ExitStatus": {8, 17}}
 
 // wrap nests body in the sub-message fields of path.
 func wrap(body []byte, path []protowire.Number) []byte {

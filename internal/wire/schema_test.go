@@ -77,7 +77,11 @@ var schema = []msgSpec{
 		f(7, "last_ms", "LastMs", tSint64), f(8, "ended", "Ended", tBool), f(9, "job_name", "JobName", tString),
 		f(10, "user", "User", tString), f(11, "queue", "Queue", tString), f(12, "memory_mb", "MemoryMB", tSint64),
 		f(13, "java_opts", "JavaOpts", tString), f(14, "xmx_bytes", "XmxBytes", tSint64), f(15, "streaming", "Streaming", tBool),
-		f(16, "app_id", "AppID", tString)}},
+		f(16, "app_id", "AppID", tString), sub(17, "task_jvm_exit", "JVMExit", "ExitStatus", false),
+		sub(18, "container_root_exit", "RootExit", "ExitStatus", false), sub(19, "exit_code_file", "FileExit", "ExitStatus", false),
+		sub(20, "nodemanager_exit", "NMExit", "ExitStatus", false), f(21, "exit_diagnostics", "ExitDiagnostics", tString),
+		f(22, "oom_kills", "OOMKills", tUint32)}},
+	{"ExitStatus", reflect.TypeFor[ExitStatus](), []fieldSpec{f(1, "status", "Status", tSint32), f(2, "ms", "Ms", tSint64)}},
 	{"Membership", reflect.TypeFor[Membership](), []fieldSpec{
 		f(1, "process", "Process", tFixed64), f(2, "attempt_id", "AttemptID", tString), f(3, "from_ms", "FromMs", tSint64),
 		f(4, "to_ms", "ToMs", tSint64), f(5, "cpu_base_ms", "CPUBaseMs", tSint64), f(6, "role", "Role", tString)}},

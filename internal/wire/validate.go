@@ -75,7 +75,12 @@ func validate(b *Batch) error {
 		if err := times("first_ms", a.FirstMs, "last_ms", a.LastMs); err != nil {
 			return fmt.Errorf("attempts[%d] (%s): %v", i, a.AttemptID, err)
 		}
-		if err := utf(a.AttemptID, a.JobID, a.AppID, a.ContainerID, a.Type, a.Framework, a.JobName, a.User, a.Queue, a.JavaOpts); err != nil {
+		if err := times("task_jvm_exit.ms", a.JVMExit.Ms, "container_root_exit.ms", a.RootExit.Ms,
+			"exit_code_file.ms", a.FileExit.Ms, "nodemanager_exit.ms", a.NMExit.Ms); err != nil {
+			return fmt.Errorf("attempts[%d] (%s): %v", i, a.AttemptID, err)
+		}
+		if err := utf(a.AttemptID, a.JobID, a.AppID, a.ContainerID, a.Type, a.Framework, a.JobName, a.User, a.Queue, a.JavaOpts,
+			a.ExitDiagnostics); err != nil {
 			return fmt.Errorf("attempts[%d] (%s): %v", i, a.AttemptID, err)
 		}
 	}

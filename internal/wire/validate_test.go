@@ -61,6 +61,8 @@ func TestValidate(t *testing.T) {
 		{"negative memory", func(b *Batch) { b.Attempts[0].MemoryMB = -1 }, "memory_mb -1 and xmx_bytes 859832320 must not be negative"},
 		{"negative xmx", func(b *Batch) { b.Attempts[0].XmxBytes = -5 }, "xmx_bytes -5 must not be negative"},
 		{"negative first_ms", func(b *Batch) { b.Attempts[0].FirstMs = -5 }, "first_ms -5 is not a unix time in milliseconds"},
+		{"exit status in microseconds", func(b *Batch) { b.Attempts[0].FileExit.Ms = MaxTimeMs * 1000 }, "exit_code_file.ms 4102444800000000 is not a unix time in milliseconds"},
+		{"diagnostics not UTF-8", func(b *Batch) { b.Attempts[0].ExitDiagnostics = "\xff" }, "is not valid UTF-8"},
 		// Issue 16: a process end of 2^62 ms was stored and answered as a
 		// time of year 146140482.
 		{"process end 2^62", func(b *Batch) { b.Processes[0].EndMs = 1 << 62 }, "processes[0] (pid 4242): end_ms 4611686018427387904 is not a unix time in milliseconds"},

@@ -54,6 +54,14 @@ export interface Attempt {
   job_name?: string;
   user?: string;
   queue?: string;
+  // How it ended (docs/api.md): succeeded, failed, killed, killed_memory,
+  // lost, or '' while it runs or when nothing of its end was seen.
+  outcome?: string;
+  exit_code?: number | null;
+  exit_source?: string;
+  exit_diagnostics?: string;
+  retry_of?: string;
+  speculative?: boolean;
   // Parsed by the UI.
   t0?: number;
   t1?: number;
@@ -113,10 +121,42 @@ export interface Finding {
   recommendation: string;
   parameter?: string;
   value?: string;
+  cause?: string;
   numbers: FindingNumber[] | null;
 }
 
-export interface Findings { job_id: string; state: string; evaluated: string | null; worst: string; findings: Finding[] | null }
+// The critical path, waves and what-ifs (package analysis, critical.go).
+export interface PathStep {
+  attempt_id: string; type: string; host: string; start: string | null; end: string | null; wave: number;
+  gap_s: number; shuffle_wait_s?: number; duration_s: number; cpu_percent: number; gc_percent: number;
+  sched_wait_percent: number; off_cpu_percent: number; read_bytes: number; write_bytes: number; peak_rss_bytes: number;
+  cause?: string; note: string;
+}
+export interface Waves {
+  task_type: string; attempts: number; slots: number; waves: number; last_wave_attempts: number; last_wave_fill_percent: number;
+  last_wave_start: string | null; end: string | null; median_duration_s: number; last_wave_kind: string; idle_percent: number;
+}
+export interface WhatIf { kind: string; attempt_id?: string; task_type?: string; containers?: number; end: string | null; saved_s: number; text: string }
+export interface CriticalPath { start: string | null; end: string | null; duration_s: number; steps: PathStep[] | null; waves: Waves[] | null; what_if: WhatIf[] | null }
+
+export interface Findings { job_id: string; state: string; evaluated: string | null; worst: string; findings: Finding[] | null; critical_path?: CriticalPath | null }
+
+// A recurring job (package analysis, recurring.go).
+export interface Run {
+  job_id: string; name: string; state: string; start: string | null; end: string | null; duration_s: number; cpu_s: number;
+  peak_rss_bytes: number; gc_percent: number; io_bytes: number; outside: string[] | null;
+}
+export interface Band { measure: string; unit: string; median: number; limit: number }
+export interface History { name: string; user: string; queue: string; job_id: string; runs: Run[] | null; median: Band[] | null; baseline_runs: number }
+
+// The cost of waste (package analysis, waste.go).
+export interface WasteAmount { attempts: number; cpu_hours: number; memory_gb_hours: number }
+export interface Cost {
+  attempts: number; cpu_hours: number; used_cpu_hours: number; memory_gb_hours: number; used_memory_gb_hours: number;
+  failed: WasteAmount; killed: WasteAmount; speculative: WasteAmount; over_allocated: WasteAmount; wasted_percent: number;
+}
+export interface WasteGroup extends Cost { key: string; jobs: number }
+export interface WasteReport { by: string; from: string | null; to: string | null; jobs: number; truncated: boolean; total: Cost; groups: WasteGroup[] | null }
 
 export interface Host {
   host: string;
@@ -182,6 +222,9 @@ export function attemptURL(job: string, att: string): string {
 }
 export function processURL(job: string, att: string, key: string): string {
   return attemptURL(job, att) + '/processes/' + enc(key);
+}
+export function historyURL(job: string): string {
+  return '/jobs/' + enc(job) + '/history';
 }
 export function hostURL(host: string): string {
   return '/hosts/' + enc(host);

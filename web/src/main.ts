@@ -6,6 +6,8 @@ import { jobPage } from './pages/job';
 import { attemptPage } from './pages/attempt';
 import { processPage } from './pages/process';
 import { hostsPage, hostPage } from './pages/hosts';
+import { historyPage } from './pages/history';
+import { wastePage } from './pages/waste';
 
 import { Ctx, setNavigate, showError, isAbort } from './nav';
 
@@ -16,7 +18,9 @@ const routes: [RegExp, Page, string][] = [
   [/^\/jobs\/?$/, jobsPage, 'jobs'],
   [/^\/jobs\/([^/]+)\/attempts\/([^/]+)\/processes\/([^/]+)\/?$/, processPage, 'jobs'],
   [/^\/jobs\/([^/]+)\/attempts\/([^/]+)\/?$/, attemptPage, 'jobs'],
+  [/^\/jobs\/([^/]+)\/history\/?$/, historyPage, 'jobs'],
   [/^\/jobs\/([^/]+)\/?$/, jobPage, 'jobs'],
+  [/^\/waste\/?$/, wastePage, 'waste'],
   [/^\/hosts\/?$/, hostsPage, 'hosts'],
   [/^\/hosts\/([^/]+)\/?$/, hostPage, 'hosts'],
 ];

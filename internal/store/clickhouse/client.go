@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -51,8 +52,14 @@ type Client struct {
 	defaults Settings // settings of the URL, sent with every request
 	opt      ClientOptions
 	http     *http.Client
+	fresh    *http.Client  // a request sent again after a reset: on a new connection
 	retries  *atomic.Int64 // inserts sent again (too many parts)
+	resent   *atomic.Int64 // requests sent again after a reset connection
 }
+
+// maxResends is how many times a request whose connection was reset or
+// closed before any answer is sent again, each time on a new connection.
+const maxResends = 2
 
 // maxErrorBody bounds what is read of an error's body.
 const maxErrorBody = 64 << 10
@@ -73,7 +80,8 @@ func NewClient(rawURL string, opt ClientOptions) (*Client, error) {
 	if u.Path != "" && u.Path != "/" {
 		return nil, fmt.Errorf("ClickHouse URL %q: give the database as ?database=NAME, not as a path", redact(u))
 	}
-	c := &Client{base: u.Scheme + "://" + u.Host + "/", host: u.Host, defaults: Settings{}, opt: opt, retries: &atomic.Int64{}}
+	c := &Client{base: u.Scheme + "://" + u.Host + "/", host: u.Host, defaults: Settings{}, opt: opt, retries: &atomic.Int64{},
+		resent: &atomic.Int64{}}
 	if u.User != nil {
 		c.user = u.User.Username()
 		c.password, _ = u.User.Password()
@@ -110,6 +118,17 @@ func NewClient(rawURL string, opt ClientOptions) (*Client, error) {
 			MaxIdleConnsPerHost: 32,
 			IdleConnTimeout:     2 * time.Second, // below the server's keep_alive_timeout (3 s by default)
 		}}
+	}
+	// Requests sent again go through a copy of the transport that keeps
+	// no connection (so they dial anew); with a transport of another kind,
+	// the idle connections are closed before a request is sent again.
+	c.fresh = c.http
+	if tr, ok := c.http.Transport.(*http.Transport); ok {
+		t := tr.Clone()
+		t.DisableKeepAlives = true
+		fc := *c.http
+		fc.Transport = t
+		c.fresh = &fc
 	}
 	return c, nil
 }
@@ -149,6 +168,11 @@ func (c *Client) WithDatabase(db string) *Client {
 // InsertRetries is how many times inserts were sent again because the
 // server had too many parts (this client and those made from it).
 func (c *Client) InsertRetries() int64 { return c.retries.Load() }
+
+// Resent is how many times requests were sent again because their
+// connection was reset or closed before an answer (this client and those
+// made from it).
+func (c *Client) Resent() int64 { return c.resent.Load() }
 
 // Exec runs a statement that answers nothing worth reading (DDL, ALTER,
 // INSERT ... SELECT).
@@ -224,6 +248,7 @@ func (c *Client) do(ctx context.Context, query string, data []byte, s Settings) 
 		params.Set("query", query)
 	}
 	var resp *http.Response
+	hc := c.http
 	for try := 0; ; try++ {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"?"+params.Encode(), bytes.NewReader(body))
 		if err != nil {
@@ -233,16 +258,26 @@ func (c *Client) do(ctx context.Context, query string, data []byte, s Settings) 
 		if c.user != "" {
 			req.SetBasicAuth(c.user, c.password)
 		}
-		resp, err = c.http.Do(req)
+		resp, err = hc.Do(req)
 		if err == nil {
 			break
 		}
-		// A kept-alive connection the server closed as the request went
-		// (EOF before any answer): sent again once, on a new connection.
-		// Every statement the store sends may go twice: reads, DDL IF NOT
-		// EXISTS, and inserts whose rows are kept once.
-		if try == 0 && ctx.Err() == nil && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)) {
+		// A connection reset, or closed by the server as the request went
+		// (a kept-alive one it had timed out, a server restarting): the
+		// request is sent again, up to maxResends times, each on a new
+		// connection. Every statement the store sends may go twice: reads,
+		// DDL IF NOT EXISTS, and inserts, whose rows are kept once (every
+		// table is a ReplacingMergeTree keyed by what names a row; a
+		// replicated table also drops a block it has already seen).
+		if try < maxResends && ctx.Err() == nil && connectionLost(err) {
+			c.resent.Add(1)
+			if hc = c.fresh; hc == c.http {
+				c.http.CloseIdleConnections()
+			}
 			continue
+		}
+		if try > 0 {
+			return nil, fmt.Errorf("ClickHouse %s (sent %d times): %w", c.host, try+1, err)
 		}
 		return nil, fmt.Errorf("ClickHouse %s: %w", c.host, err)
 	}
@@ -251,14 +286,40 @@ func (c *Client) do(ctx context.Context, query string, data []byte, s Settings) 
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 		return nil, fmt.Errorf("ClickHouse %s: %w (in %s)", c.host, parseException(resp, msg), abbrev(query))
 	}
-	out, err := io.ReadAll(io.LimitReader(resp.Body, c.opt.MaxResponse+1))
-	if err != nil {
+	// Read into a buffer kept from an earlier answer, then copied out at
+	// its size: the answer's length is not known (chunked), and growing
+	// a new buffer to megabytes took more time than the query (a job of
+	// 10,000 attempts).
+	buf := answers.Get().(*bytes.Buffer)
+	defer putAnswer(buf)
+	buf.Reset()
+	if _, err := buf.ReadFrom(io.LimitReader(resp.Body, c.opt.MaxResponse+1)); err != nil {
 		return nil, fmt.Errorf("ClickHouse %s: reading the answer: %w", c.host, err)
 	}
-	if int64(len(out)) > c.opt.MaxResponse {
+	if int64(buf.Len()) > c.opt.MaxResponse {
 		return nil, fmt.Errorf("ClickHouse %s: %w: more than %d bytes (in %s)", c.host, ErrTooLarge, c.opt.MaxResponse, abbrev(query))
 	}
-	return out, nil
+	return append([]byte(nil), buf.Bytes()...), nil
+}
+
+// answers are buffers answers are read into (do).
+var answers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxKeptAnswer bounds the buffers kept in answers.
+const maxKeptAnswer = 64 << 20
+
+func putAnswer(b *bytes.Buffer) {
+	if b.Cap() <= maxKeptAnswer {
+		answers.Put(b)
+	}
+}
+
+// connectionLost reports whether err is a connection that broke before
+// any answer came: reset by the peer, closed (EOF), or written to after
+// the peer closed it.
+func connectionLost(err error) bool {
+	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.EPIPE)
 }
 
 // ErrTooLarge is an answer larger than MaxResponse.

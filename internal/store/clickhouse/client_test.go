@@ -1,11 +1,16 @@
 package clickhouse
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -370,4 +375,94 @@ func FuzzQuote(f *testing.F) {
 func ExampleQuote() {
 	fmt.Println(Quote(`it's a \ test`))
 	// Output: 'it\'s a \\ test'
+}
+
+// resetServer is an HTTP server on loopback that answers "ok" to a
+// request when answer(connection, request on it) says so (both counted
+// from 1), and else resets the connection (RST) once it has read the
+// request. It counts the connections it accepted.
+func resetServer(t *testing.T, answer func(conn, req int) bool) (string, *atomic.Int32) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	conns := &atomic.Int32{}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			n := int(conns.Add(1))
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for req := 1; ; req++ {
+					r, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					io.Copy(io.Discard, r.Body)
+					if !answer(n, req) {
+						c.(*net.TCPConn).SetLinger(0) // close with a reset
+						return
+					}
+					if _, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return "http://" + ln.Addr().String() + "/?database=db", conns
+}
+
+// TestResendAfterReset: a request whose connection is reset is sent again
+// on a new connection, up to twice; the third reset is the error.
+func TestResendAfterReset(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		answer func(conn, req int) bool
+		reqs   int   // requests sent
+		conns  int32 // connections the server saw
+		resent int64
+		fails  bool
+	}{
+		{"first two connections reset", func(conn, req int) bool { return conn > 2 }, 1, 3, 2, false},
+		{"every connection reset", func(conn, req int) bool { return false }, 1, 3, 2, true},
+		// The second request goes on the kept-alive connection, which the
+		// server resets: it is sent again on a new one.
+		{"kept-alive connection reset", func(conn, req int) bool { return req == 1 }, 2, 2, 1, false},
+		{"no reset", func(conn, req int) bool { return true }, 3, 1, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u, conns := resetServer(t, tc.answer)
+			c, err := NewClient(u, ClientOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < tc.reqs; i++ {
+				err = c.Insert(ctx, "t", []string{"a"}, []byte{1}, nil)
+				if i < tc.reqs-1 && err != nil {
+					t.Fatalf("request %d: %v", i+1, err)
+				}
+			}
+			if tc.fails {
+				if !errors.Is(err, syscall.ECONNRESET) {
+					t.Errorf("err = %v, want a connection reset", err)
+				}
+			} else if err != nil {
+				t.Errorf("err = %v", err)
+			}
+			if got := conns.Load(); got != tc.conns {
+				t.Errorf("%d connections, want %d", got, tc.conns)
+			}
+			if got := c.Resent(); got != tc.resent {
+				t.Errorf("sent again %d times, want %d", got, tc.resent)
+			}
+		})
+	}
 }

@@ -137,6 +137,7 @@ func (s *Store) Job(ctx context.Context, id string) (*store.JobDetail, error) {
 		j.Add(store.AttemptContribution(&st.meta, st.host, &st.sum))
 		d.AttemptList = append(d.AttemptList, apiAttempt(st, stale))
 	}
+	store.LinkAttempts(d.AttemptList)
 	describeOrder(atts)
 	for _, st := range atts {
 		j.Describe(&st.meta)
@@ -173,6 +174,26 @@ func (s *Store) attempt(ctx context.Context, id string) (*attState, error) {
 	return atts[len(atts)-1], nil
 }
 
+// link sets a's RetryOf and Speculative from the attempts of its task
+// (store.LinkAttempt).
+func (s *Store) link(ctx context.Context, a *store.Attempt) error {
+	prefix := store.TaskPrefix(a.AttemptID)
+	if prefix == "" {
+		return nil
+	}
+	task, err := s.readAttempts(ctx, fmt.Sprintf("job_key = %d AND job_id = %s AND startsWith(attempt_id, %s)",
+		jobKey(a.JobID), Quote(a.JobID), Quote(prefix)))
+	if err != nil {
+		return err
+	}
+	list, err := s.apiAttempts(ctx, task)
+	if err != nil {
+		return err
+	}
+	store.LinkAttempt(a, list)
+	return nil
+}
+
 // HostAttempts lists the attempts that ran on host within [from, to).
 func (s *Store) HostAttempts(ctx context.Context, host string, from, to int64) ([]store.Attempt, error) {
 	if to <= 0 {
@@ -205,6 +226,9 @@ func (s *Store) Attempt(ctx context.Context, id string) (*store.AttemptDetail, e
 		return nil, err
 	}
 	d := &store.AttemptDetail{Attempt: apiAttempt(st, s.staleBefore()), ProcessList: []store.Process{}}
+	if err := s.link(ctx, &d.Attempt); err != nil {
+		return nil, err
+	}
 	if l := lists[id]; l != nil {
 		d.ProcessList = l
 	}

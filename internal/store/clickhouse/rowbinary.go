@@ -78,9 +78,10 @@ func (b *Block) Blob(p []byte) {
 // order, with the types of the query's columns. A read past the end or of
 // a malformed value sets Err, and every read after it returns zero values.
 type Rows struct {
-	buf []byte
-	pos int
-	err error
+	buf    []byte
+	pos    int
+	err    error
+	shared map[string]string // Shared's strings
 }
 
 // ErrMalformed is a RowBinary answer that does not parse as the columns
@@ -163,6 +164,22 @@ func (r *Rows) Bytes() []byte {
 
 // String reads a String.
 func (r *Rows) String() string { return string(r.Bytes()) }
+
+// Shared reads a String, as one string shared by every equal value that
+// Shared read of this answer: one allocation for a column whose values
+// repeat (hosts, types, the job's names) rather than one a row.
+func (r *Rows) Shared() string {
+	b := r.Bytes()
+	if s, ok := r.shared[string(b)]; ok {
+		return s
+	}
+	if r.shared == nil {
+		r.shared = map[string]string{}
+	}
+	s := string(b)
+	r.shared[s] = s
+	return s
+}
 
 // Quote is s as a ClickHouse string literal. 18.16 has no query
 // parameters, so values go into the text: every byte but the backslash

@@ -120,7 +120,9 @@ var tables = []table{
 		user_name String lc, queue String lc, memory_mb Int64, java_opts String, xmx_bytes Int64, streaming UInt8,
 		cpu_ms Int64, peak_rss Int64, peak_pss Int64, peak_vms Int64, peak_heap Int64, read_bytes Int64,
 		write_bytes Int64, gc_time_ms Int64, sched_wait_ms Int64, rss_byte_ms Float64, sum_first_ms Int64,
-		sum_last_ms Int64, first_rss Int64, last_rss Int64, processes UInt32, writer_agent String, writer_seq UInt64`),
+		sum_last_ms Int64, first_rss Int64, last_rss Int64, processes UInt32, writer_agent String, writer_seq UInt64,
+		exit_jvm Int32, exit_jvm_ms Int64, exit_root Int32, exit_root_ms Int64, exit_file Int32, exit_file_ms Int64,
+		exit_nm Int32, exit_nm_ms Int64, exit_diag String, oom_kills UInt32`),
 		version: "version", partition: "day", orderBy: "(job_key, attempt_id)", shardKey: "job_key", retention: keepRollup},
 	// Where an attempt is, by its id alone (its job's key).
 	{name: "attempt_index", columns: cols("day Date, attempt_key UInt64, attempt_id String, job_key UInt64"),
@@ -242,14 +244,7 @@ func (s *Schema) createTable(t *table, on string) string {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		typ := c.typ
-		if c.lowCard && s.Features.LowCardinality {
-			typ = "LowCardinality(" + typ + ")"
-		}
-		b.WriteString(c.name + " " + typ)
-		if c.codec != "" && s.Features.Codecs {
-			b.WriteString(" CODEC(" + c.codec + ")")
-		}
+		b.WriteString(c.name + " " + s.columnType(c))
 	}
 	b.WriteString(") ENGINE = ")
 	if s.Cluster != "" {
@@ -294,6 +289,69 @@ func (s *Schema) TTL(days map[retentionKind]int) []string {
 		}
 	}
 	return out
+}
+
+// Migrate adds to the tables on c the columns this version has that an
+// older one made them without (the exit columns of attempts: a store of
+// before them), ALTER TABLE ... ADD COLUMN, ON CLUSTER in a cluster (the
+// replicated tables and the Distributed ones over them). Missing columns
+// are read from this server's system.columns: every server of a cluster
+// has the same.
+func (s *Schema) Migrate(ctx context.Context, c *Client) error {
+	rows, err := c.WithDatabase("system").Query(ctx, "SELECT table, name FROM system.columns WHERE database = "+
+		Quote(s.Database), nil)
+	if err != nil {
+		return fmt.Errorf("cannot list the tables' columns: %w", err)
+	}
+	have := map[[2]string]bool{}
+	for rows.Next() {
+		have[[2]string{rows.String(), rows.String()}] = true
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("cannot list the tables' columns: %w", err)
+	}
+	for _, q := range s.migrations(have) {
+		if err := c.WithDatabase("default").Exec(ctx, q, nil); err != nil {
+			return fmt.Errorf("cannot add a column: %w", err)
+		}
+	}
+	return nil
+}
+
+// migrations are the ALTERs that add the columns missing from have
+// (table, column) on this server.
+func (s *Schema) migrations(have map[[2]string]bool) []string {
+	var out []string
+	for i := range tables {
+		t := &tables[i]
+		names := []string{s.Local(t.name)}
+		if s.Cluster != "" {
+			names = append(names, s.Read(t.name))
+		}
+		for _, full := range names {
+			local := strings.TrimPrefix(full, s.Database+".")
+			if !have[[2]string{local, t.columns[0].name}] {
+				continue // no such table here: DDL makes it whole
+			}
+			for _, c := range t.columns {
+				if !have[[2]string{local, c.name}] {
+					out = append(out, fmt.Sprintf("ALTER TABLE %s%s ADD COLUMN %s %s", full, s.On(), c.name, s.columnType(c)))
+				}
+			}
+		}
+	}
+	return out
+}
+
+func (s *Schema) columnType(c column) string {
+	typ := c.typ
+	if c.lowCard && s.Features.LowCardinality {
+		typ = "LowCardinality(" + typ + ")"
+	}
+	if c.codec != "" && s.Features.Codecs {
+		typ += " CODEC(" + c.codec + ")"
+	}
+	return typ
 }
 
 // Create runs DDL on c (one server; in a cluster, any server of it: the

@@ -205,3 +205,89 @@ func TestSchemaCluster(t *testing.T) {
 	}
 	t.Logf("RSS of ZooKeeper and the 4 servers: %.0f MB", float64(cl.RSS())/1e6)
 }
+
+// exitColumnNames are the columns of attempts that the first schema had
+// not (an attempt's end).
+var exitColumnNames = []string{"exit_jvm", "exit_jvm_ms", "exit_root", "exit_root_ms", "exit_file", "exit_file_ms", "exit_nm",
+	"exit_nm_ms", "exit_diag", "oom_kills"}
+
+// TestSchemaMigrate: a database made before the exit columns (18.16 here)
+// gets them when a store opens it, keeps its rows (read with the new
+// columns' defaults), and takes attempts' ends; opening it again changes
+// nothing.
+func TestSchemaMigrate(t *testing.T) {
+	srv := chtest.Start(t)
+	ctx := context.Background()
+	st, err := Open(ctx, Options{URL: srv.URL() + "?database=old", InsertEvery: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := st.Client()
+	for _, col := range exitColumnNames {
+		if err := c.Exec(ctx, "ALTER TABLE old.attempts DROP COLUMN "+col, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := st.Schema()
+	var b Block
+	b.Row()
+	b.Date(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC).UnixMilli())
+	b.UInt64(jobKey("job_1_0001"))
+	b.String("attempt_1_0001_m_000000_0")
+	b.UInt64(1)
+	b.UInt64(1)
+	b.String("job_1_0001")
+	if err := c.Insert(ctx, old.Write("attempts"), []string{"day", "job_key", "attempt_id", "attempt_key", "version", "job_id"},
+		b.Bytes(), nil); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	have := func() int {
+		return int(count(t, c, "SELECT count() FROM system.columns WHERE database = 'old' AND table = 'attempts' AND name IN ("+
+			QuoteList(exitColumnNames)+")"))
+	}
+	if n := have(); n != 0 {
+		t.Fatalf("%d exit columns after dropping them", n)
+	}
+	for i := 0; i < 2; i++ {
+		st, err := Open(ctx, Options{URL: srv.URL() + "?database=old", InsertEvery: -1})
+		if err != nil {
+			t.Fatalf("open %d: %v", i, err)
+		}
+		if n := have(); n != len(exitColumnNames) {
+			t.Errorf("open %d: %d exit columns, want %d", i, n, len(exitColumnNames))
+		}
+		j, err := st.Job(ctx, "job_1_0001")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(j.AttemptList) != 1 || j.AttemptList[0].ExitCode != nil || j.AttemptList[0].ExitSource != "" {
+			t.Errorf("open %d: the old row reads %+v", i, j.AttemptList)
+		}
+		st.Close()
+	}
+}
+
+// TestSchemaMigrations: in a cluster, a column missing is added ON
+// CLUSTER to the replicated table and to the Distributed one over it.
+func TestSchemaMigrations(t *testing.T) {
+	s := &Schema{Database: "ts", Cluster: "c1", Features: FeaturesOf(Version{23, 8, 0})}
+	have := map[[2]string]bool{}
+	for _, tb := range tables {
+		for _, c := range tb.columns {
+			have[[2]string{tb.name + "_local", c.name}] = true
+			have[[2]string{tb.name, c.name}] = true
+		}
+	}
+	if m := s.migrations(have); len(m) != 0 {
+		t.Errorf("nothing missing: %v", m)
+	}
+	delete(have, [2]string{"attempts_local", "exit_diag"})
+	delete(have, [2]string{"attempts", "exit_diag"})
+	got := strings.Join(s.migrations(have), "\n")
+	want := "ALTER TABLE ts.attempts_local ON CLUSTER c1 ADD COLUMN exit_diag String\n" +
+		"ALTER TABLE ts.attempts ON CLUSTER c1 ADD COLUMN exit_diag String"
+	if got != want {
+		t.Errorf("migrations:\n%s\nwant\n%s", got, want)
+	}
+}

@@ -27,7 +27,7 @@ var (
 	extCols       = []string{"kind", "metric"}
 	batchCols     = []string{"day", "agent_key", "agent_id", "seq", "host", "sent_ms", "samples", "dropped_samples", "dropped_batches", "read_errors", "overruns"}
 	agentColList  = []string{"agent_key", "agent_id", "seq", "host", "first_ms", "last_ms", "batches", "samples", "dropped_samples", "dropped_batches", "read_errors", "overruns"}
-	attemptCols   = []string{"day", "job_key", "attempt_id", "attempt_key", "version", "job_id", "host", "container_id", "app_id", "type", "framework", "meta_first_ms", "meta_last_ms", "first_ms", "last_ms", "ended", "job_name", "user_name", "queue", "memory_mb", "java_opts", "xmx_bytes", "streaming", "cpu_ms", "peak_rss", "peak_pss", "peak_vms", "peak_heap", "read_bytes", "write_bytes", "gc_time_ms", "sched_wait_ms", "rss_byte_ms", "sum_first_ms", "sum_last_ms", "first_rss", "last_rss", "processes", "writer_agent", "writer_seq"}
+	attemptCols   = []string{"day", "job_key", "attempt_id", "attempt_key", "version", "job_id", "host", "container_id", "app_id", "type", "framework", "meta_first_ms", "meta_last_ms", "first_ms", "last_ms", "ended", "job_name", "user_name", "queue", "memory_mb", "java_opts", "xmx_bytes", "streaming", "cpu_ms", "peak_rss", "peak_pss", "peak_vms", "peak_heap", "read_bytes", "write_bytes", "gc_time_ms", "sched_wait_ms", "rss_byte_ms", "sum_first_ms", "sum_last_ms", "first_rss", "last_rss", "processes", "writer_agent", "writer_seq", "exit_jvm", "exit_jvm_ms", "exit_root", "exit_root_ms", "exit_file", "exit_file_ms", "exit_nm", "exit_nm_ms", "exit_diag", "oom_kills"}
 )
 
 // writeSet is what a commit writes: each table's block, and the states it
@@ -526,6 +526,12 @@ func (w *writeSet) attemptRow(id string, st *attState) {
 	r.UInt32(uint32(len(st.procs)))
 	r.String(st.writerAgent)
 	r.UInt64(st.writerSeq)
+	for _, x := range [...]*wire.ExitStatus{&m.JVMExit, &m.RootExit, &m.FileExit, &m.NMExit} {
+		r.Int32(x.Status)
+		r.Int64(x.Ms)
+	}
+	r.String(m.ExitDiagnostics)
+	r.UInt32(m.OOMKills)
 	if !st.stored {
 		st.stored = true
 		x := &w.attIndex

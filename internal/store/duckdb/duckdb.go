@@ -184,6 +184,14 @@ func (s *Store) open(ctx context.Context) error {
 		meta[k] = v
 	}
 	rows.Close()
+	if m, ok := migrations()[meta["schema_version"]]; ok {
+		for _, q := range m {
+			if _, err := s.handle().ExecContext(ctx, q); err != nil {
+				return fmt.Errorf("cannot migrate schema %s to %s: %w (%s)", meta["schema_version"], schemaVersion, err, q)
+			}
+		}
+		meta["schema_version"] = schemaVersion
+	}
 	if v := meta["schema_version"]; v != schemaVersion {
 		return fmt.Errorf("data directory holds schema version %q; this server writes %q", v, schemaVersion)
 	}

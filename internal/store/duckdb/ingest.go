@@ -479,9 +479,10 @@ func (t *tx) write(conn driver.Conn, exec func(string) error) error {
 		err := appendRows(conn, "attempt_log", len(rs), func(i int, a *duck.Appender) error {
 			r := rs[i]
 			m := &r.b.Attempts[r.i]
-			return a.AppendRow(t.gen, r.b.Host, m.AttemptID, m.JobID, nullStr(m.AppID), nullStr(m.ContainerID), nullStr(m.Type),
-				nullStr(m.Framework), nullMs(m.FirstMs), nullMs(m.LastMs), m.Ended, nullStr(m.JobName), nullStr(m.User),
-				nullStr(m.Queue), nullPos(m.MemoryMB), nullStr(m.JavaOpts), nullPos(m.XmxBytes), m.Streaming)
+			return a.AppendRow(append([]driver.Value{t.gen, r.b.Host, m.AttemptID, m.JobID, nullStr(m.AppID), nullStr(m.ContainerID),
+				nullStr(m.Type), nullStr(m.Framework), nullMs(m.FirstMs), nullMs(m.LastMs), m.Ended, nullStr(m.JobName),
+				nullStr(m.User), nullStr(m.Queue), nullPos(m.MemoryMB), nullStr(m.JavaOpts), nullPos(m.XmxBytes), m.Streaming},
+				exitValues(m)...)...)
 		})
 		if err != nil {
 			return err
@@ -573,11 +574,11 @@ func (t *tx) writeSummaries(conn driver.Conn, exec func(string) error) error {
 		st := t.atts[id]
 		m, s := &st.meta, &st.sum
 		first, last := store.AttemptSpan(m, s)
-		return a.AppendRow(id, m.JobID, nullStr(st.host), nullStr(m.ContainerID), nullStr(m.AppID), nullStr(m.Type),
+		return a.AppendRow(append([]driver.Value{id, m.JobID, nullStr(st.host), nullStr(m.ContainerID), nullStr(m.AppID), nullStr(m.Type),
 			nullStr(m.Framework), nullMs(first), nullMs(last), m.Ended, nullStr(m.JobName), nullStr(m.User), nullStr(m.Queue),
 			nullPos(m.MemoryMB), nullStr(m.JavaOpts), nullPos(m.XmxBytes), m.Streaming, s.CPUMs, s.PeakRSS, s.PeakPSS,
 			s.PeakVMS, s.PeakHeap, s.ReadBytes, s.WriteBytes, s.GCTimeMs, s.SchedWaitMs, s.RSSByteMs, int32(len(st.procs)),
-			nullMs(s.LastMs), s.LastRSS, keyValue(store.AttemptKey(id)), st.genFirst, st.genLast)
+			nullMs(s.LastMs), s.LastRSS, keyValue(store.AttemptKey(id)), st.genFirst, st.genLast}, exitValues(m)...)...)
 	})
 	if err != nil {
 		return err

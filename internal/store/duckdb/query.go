@@ -3,6 +3,7 @@ package duckdb
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"strings"
@@ -129,16 +130,40 @@ const attemptCols = `attempt_id, job_id, coalesce(host, ''), coalesce(container_
 	coalesce(processes, 0), coalesce(read_bytes, 0), coalesce(write_bytes, 0), coalesce(gc_time_ms, 0),
 	coalesce(sched_wait_ms, 0), coalesce(rss_byte_ms, 0), coalesce(memory_mb, 0), coalesce(xmx_bytes, 0),
 	coalesce(java_opts, ''), coalesce(streaming, false), coalesce(job_name, ''), coalesce(user_name, ''), coalesce(queue, ''),
-	coalesce(app_id, '')`
+	coalesce(app_id, ''), ` + exitCols
+
+// exitCols are the exit columns of attempts and attempt_log, as scanExits reads them.
+const exitCols = `coalesce(exit_jvm, 0), coalesce(exit_jvm_ms, 0), coalesce(exit_root, 0), coalesce(exit_root_ms, 0),
+	coalesce(exit_file, 0), coalesce(exit_file_ms, 0), coalesce(exit_nm, 0), coalesce(exit_nm_ms, 0), coalesce(exit_diag, ''),
+	coalesce(oom_kills, 0)`
+
+// scanExits are the destinations of exitCols.
+func scanExits(m *wire.Attempt) []any {
+	return []any{&m.JVMExit.Status, &m.JVMExit.Ms, &m.RootExit.Status, &m.RootExit.Ms, &m.FileExit.Status, &m.FileExit.Ms,
+		&m.NMExit.Status, &m.NMExit.Ms, &m.ExitDiagnostics, &m.OOMKills}
+}
+
+// exitValues are m's values of the exit columns, to append.
+func exitValues(m *wire.Attempt) []driver.Value {
+	v := make([]driver.Value, 0, 10)
+	for _, x := range [...]*wire.ExitStatus{&m.JVMExit, &m.RootExit, &m.FileExit, &m.NMExit} {
+		if x.Seen() {
+			v = append(v, x.Status, x.Ms)
+		} else {
+			v = append(v, nil, nil)
+		}
+	}
+	return append(v, nullStr(m.ExitDiagnostics), m.OOMKills)
+}
 
 // scanAttemptRow reads a row of attemptCols into an attempt's description,
 // host, summary and count of processes, and extra columns after them.
 func scanAttemptRow(sc interface{ Scan(...any) error }, m *wire.Attempt, host *string, s *store.AttemptSummary,
 	processes *int, extra ...any) error {
-	return sc.Scan(append([]any{&m.AttemptID, &m.JobID, host, &m.ContainerID, &m.Type, &m.Framework, &m.FirstMs,
+	return sc.Scan(append(append([]any{&m.AttemptID, &m.JobID, host, &m.ContainerID, &m.Type, &m.Framework, &m.FirstMs,
 		&m.LastMs, &m.Ended, &s.CPUMs, &s.PeakRSS, &s.PeakPSS, &s.PeakVMS, &s.PeakHeap, processes, &s.ReadBytes,
 		&s.WriteBytes, &s.GCTimeMs, &s.SchedWaitMs, &s.RSSByteMs, &m.MemoryMB, &m.XmxBytes, &m.JavaOpts, &m.Streaming,
-		&m.JobName, &m.User, &m.Queue, &m.AppID}, extra...)...)
+		&m.JobName, &m.User, &m.Queue, &m.AppID}, scanExits(m)...), extra...)...)
 }
 
 func (s *Store) scanAttempt(sc interface{ Scan(...any) error }, stale int64) (store.Attempt, error) {
@@ -202,6 +227,7 @@ func (s *Store) Job(ctx context.Context, id string) (*store.JobDetail, error) {
 	if err != nil {
 		return nil, err
 	}
+	store.LinkAttempts(atts)
 	d.AttemptList = atts
 	d.ByType = map[string]int{}
 	for _, a := range atts {
@@ -251,7 +277,29 @@ func (s *Store) AttemptSummary(ctx context.Context, id string) (*store.Attempt, 
 	if len(atts) == 0 {
 		return nil, store.ErrNotFound
 	}
-	return &atts[0], nil
+	return &atts[0], s.link(ctx, &atts[0])
+}
+
+// link sets a's RetryOf and Speculative from the attempts of its task
+// (store.LinkAttempt).
+func (s *Store) link(ctx context.Context, a *store.Attempt) error {
+	prefix := store.TaskPrefix(a.AttemptID)
+	if prefix == "" {
+		return nil
+	}
+	_, lo, hi, err := s.job(ctx, a.JobID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	task, err := s.attempts(ctx, jobAttempts+` AND starts_with(attempt_id, ?)`, a.JobID, lo, hi, prefix)
+	if err != nil {
+		return err
+	}
+	store.LinkAttempt(a, task)
+	return nil
 }
 
 // Attempt returns an attempt with its processes and events.
@@ -262,6 +310,9 @@ func (s *Store) Attempt(ctx context.Context, id string) (*store.AttemptDetail, e
 	}
 	if len(atts) == 0 {
 		return nil, store.ErrNotFound
+	}
+	if err := s.link(ctx, &atts[0]); err != nil {
+		return nil, err
 	}
 	d := &store.AttemptDetail{Attempt: atts[0], ProcessList: []store.Process{}}
 	lists := map[string][]store.Process{}

@@ -27,7 +27,7 @@ func (s *Store) recover(ctx context.Context) error {
 	rows, err := s.handle().QueryContext(ctx, `SELECT gen, coalesce(host, ''), attempt_id, job_id, coalesce(app_id, ''),
 		coalesce(container_id, ''), coalesce(type, ''), coalesce(framework, ''), coalesce(first_ms, 0), coalesce(last_ms, 0),
 		coalesce(ended, false), coalesce(job_name, ''), coalesce(user_name, ''), coalesce(queue, ''), coalesce(memory_mb, 0),
-		coalesce(java_opts, ''), coalesce(xmx_bytes, 0), coalesce(streaming, false)
+		coalesce(java_opts, ''), coalesce(xmx_bytes, 0), coalesce(streaming, false), `+exitCols+`
 		FROM attempt_log WHERE gen > ? ORDER BY gen`, s.flushedGen)
 	if err != nil {
 		return err
@@ -36,9 +36,9 @@ func (s *Store) recover(ctx context.Context) error {
 	for rows.Next() {
 		var l logged
 		a := &l.a
-		if err := rows.Scan(&l.gen, &l.host, &a.AttemptID, &a.JobID, &a.AppID, &a.ContainerID, &a.Type, &a.Framework,
-			&a.FirstMs, &a.LastMs, &a.Ended, &a.JobName, &a.User, &a.Queue, &a.MemoryMB, &a.JavaOpts, &a.XmxBytes,
-			&a.Streaming); err != nil {
+		if err := rows.Scan(append([]any{&l.gen, &l.host, &a.AttemptID, &a.JobID, &a.AppID, &a.ContainerID, &a.Type,
+			&a.Framework, &a.FirstMs, &a.LastMs, &a.Ended, &a.JobName, &a.User, &a.Queue, &a.MemoryMB, &a.JavaOpts,
+			&a.XmxBytes, &a.Streaming}, scanExits(a)...)...); err != nil {
 			rows.Close()
 			return err
 		}

@@ -2,7 +2,39 @@ package duckdb
 
 import "fmt"
 
-const schemaVersion = "8"
+const schemaVersion = "9"
+
+// What the node showed of an attempt's end (wire.Attempt's exit fields):
+// the last columns of attempts and attempt_log. Schema 9 added them; a
+// data directory of schema 8 gets them by migrate.
+var exitColumns = [][2]string{{"exit_jvm", "INTEGER"}, {"exit_jvm_ms", "BIGINT"}, {"exit_root", "INTEGER"},
+	{"exit_root_ms", "BIGINT"}, {"exit_file", "INTEGER"}, {"exit_file_ms", "BIGINT"}, {"exit_nm", "INTEGER"},
+	{"exit_nm_ms", "BIGINT"}, {"exit_diag", "VARCHAR"}, {"oom_kills", "UINTEGER"}}
+
+var exitColumnsDDL = func() string {
+	s := ""
+	for i, c := range exitColumns {
+		if i > 0 {
+			s += ", "
+		}
+		s += c[0] + " " + c[1]
+	}
+	return s
+}()
+
+// migrations bring a data directory of an older schema version to this
+// one, each from the version it names; the tables were created (IF NOT
+// EXISTS) before, so they add what is missing.
+func migrations() map[string][]string {
+	var v8 []string
+	for _, t := range []string{"attempts", "attempt_log"} {
+		for _, c := range exitColumns {
+			v8 = append(v8, "ALTER TABLE "+t+" ADD COLUMN IF NOT EXISTS "+c[0]+" "+c[1])
+		}
+	}
+	v8 = append(v8, `UPDATE meta SET value = '9' WHERE key = 'schema_version'`)
+	return map[string][]string{"8": v8}
+}
 
 func schema() []string {
 	return []string{
@@ -32,14 +64,14 @@ func schema() []string {
 			xmx_bytes BIGINT, streaming BOOLEAN, cpu_ms BIGINT, peak_rss BIGINT, peak_pss BIGINT, peak_vms BIGINT,
 			peak_heap BIGINT, read_bytes BIGINT, write_bytes BIGINT, gc_time_ms BIGINT, sched_wait_ms BIGINT,
 			rss_byte_ms DOUBLE, processes INTEGER, sample_ms BIGINT, last_rss BIGINT, attempt_key BIGINT,
-			gen_first UBIGINT, gen_last UBIGINT)`,
+			gen_first UBIGINT, gen_last UBIGINT, ` + exitColumnsDDL + `)`,
 		// Every description of an attempt an agent sent, with the commit that
 		// stored it: after a crash, those the summaries had not taken in yet
 		// are read again.
 		`CREATE TABLE IF NOT EXISTS attempt_log (gen UBIGINT, host VARCHAR, attempt_id VARCHAR, job_id VARCHAR,
 			app_id VARCHAR, container_id VARCHAR, type VARCHAR, framework VARCHAR, first_ms BIGINT, last_ms BIGINT,
 			ended BOOLEAN, job_name VARCHAR, user_name VARCHAR, queue VARCHAR, memory_mb BIGINT, java_opts VARCHAR,
-			xmx_bytes BIGINT, streaming BOOLEAN)`,
+			xmx_bytes BIGINT, streaming BOOLEAN, ` + exitColumnsDDL + `)`,
 		// What an attempt's page shows of its processes, as a log: a row
 		// each time an agent describes a process of the attempt (first
 		// sight, exec, exit: the process's columns) or its membership
@@ -115,7 +147,8 @@ var (
 	attemptColumns = []string{"attempt_id", "job_id", "host", "container_id", "app_id", "type", "framework", "first_ms",
 		"last_ms", "ended", "job_name", "user_name", "queue", "memory_mb", "java_opts", "xmx_bytes", "streaming", "cpu_ms",
 		"peak_rss", "peak_pss", "peak_vms", "peak_heap", "read_bytes", "write_bytes", "gc_time_ms", "sched_wait_ms",
-		"rss_byte_ms", "processes", "sample_ms", "last_rss", "attempt_key", "gen_first", "gen_last"}
+		"rss_byte_ms", "processes", "sample_ms", "last_rss", "attempt_key", "gen_first", "gen_last", "exit_jvm", "exit_jvm_ms",
+		"exit_root", "exit_root_ms", "exit_file", "exit_file_ms", "exit_nm", "exit_nm_ms", "exit_diag", "oom_kills"}
 	jobColumns = []string{"job_id", "app_id", "framework", "name", "user_name", "queue", "first_ms", "last_ms", "attempts",
 		"running", "cpu_ms", "peak_rss", "mem_gb_hours", "used_gb_hours", "hosts", "by_type", "gen_lo", "gen_hi"}
 	agentColumns = []string{"agent_id", "host", "seq", "first_ms", "last_ms", "batches", "samples", "dropped_samples",

@@ -61,6 +61,7 @@ func Run(t *testing.T, f Factory) {
 		{"NotFound", testNotFound},
 		{"Restart", testRestart},
 		{"BatchReads", testBatchReads},
+		{"Outcomes", testOutcomes},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, f) })
@@ -580,6 +581,21 @@ func testJobsList(t *testing.T, f Factory) {
 	page, _ = s.Jobs(ctx, store.JobFilter{Name: "ETL-CAR"})
 	if page.Total != 4 {
 		t.Errorf("name ETL-CAR: %d jobs, want 4 (substring, any case)", page.Total)
+	}
+	// The runs of a recurring job before one of them (package analysis):
+	// user, queue, name, state and time together.
+	for _, c := range []struct {
+		to   time.Duration
+		want []string
+	}{{40 * time.Second, []string{"job_1700000000000_0008", "job_1700000000000_0002"}}, {30 * time.Second, []string{"job_1700000000000_0002"}}} {
+		page, err = s.Jobs(ctx, store.JobFilter{User: "bob", Queue: "q0001", Name: "etl-", State: store.StateFinished, To: T0.Add(c.to).UnixMilli()})
+		var got []string
+		for _, j := range page.Jobs {
+			got = append(got, j.JobID)
+		}
+		if err != nil || fmt.Sprint(got) != fmt.Sprint(c.want) || page.Total != len(c.want) {
+			t.Errorf("bob's finished etl- jobs in q0001 before %s: %v (total %d, %v), want %v", c.to, got, page.Total, err, c.want)
+		}
 	}
 	page, _ = s.Jobs(ctx, store.JobFilter{State: store.StateRunning})
 	if page.Total != 2 {

@@ -2,12 +2,12 @@
 // time, distributions per task type, and the attempts table.
 import { h, clear } from '../dom';
 import * as fmt from '../fmt';
-import { get, JobDetail, Findings, Finding, LiveSeries, Attempt, ms, prepare, attemptURL, hostURL, enc } from '../api';
+import { get, JobDetail, Findings, Finding, LiveSeries, Attempt, CriticalPath, ms, prepare, attemptURL, hostURL, historyURL, enc } from '../api';
 import { Ctx, showError, isAbort, navigate } from '../nav';
 import { refresher } from '../live';
 import { VTable, Column } from '../vtable';
 import { Chart } from '../charts';
-import { byTypeText, figure, grid, kv, section, sevBadge, stateBadge, typeBadge, typeStateTable } from './common';
+import { byTypeText, exitText, exitTitle, figure, grid, kv, outcomeBadge, outcomeColor, outcomeKey, outcomeText, repeatsCell, section, sevBadge, stateBadge, typeBadge, typeStateTable } from './common';
 import { attachAttemptClick, attemptsOption, cpuOption, distOption, fixDistAxes, ioOption, memOption, timelineOption } from './jobcharts';
 
 const SERIES = 'cpu_percent,rss_bytes,pss_bytes,heap_used_bytes,attempts,read_bytes_per_s,write_bytes_per_s';
@@ -26,11 +26,13 @@ export async function jobPage(c: Ctx): Promise<void> {
   sumCard.classList.add('summary-card');
   const findCard = h('section.card', { 'data-section': 'findings' });
   root.appendChild(findCard);
+  const pathCard = h('section.card.quiet', { 'data-section': 'critical-path' });
 
   // The attempts table is built first (it is what a big job waits for);
   // charts follow in the next frames.
   const tableCard = h('section.card', { 'data-section': 'attempts' });
   const timelineGrid = grid(root, 'one');
+  root.appendChild(pathCard);
   const seriesGrid = grid(root, 'two');
   const distHead = h('h2.section-title', null, 'Distributions per task type');
   root.appendChild(distHead);
@@ -41,6 +43,9 @@ export async function jobPage(c: Ctx): Promise<void> {
     { id: 'attempt', title: 'Attempt', width: 286, flex: true, kind: 'text', get: (a) => a.attempt_id, href: (a) => attemptURL(a.job_id, a.attempt_id), cls: () => 'mono' },
     { id: 'type', title: 'Type', width: 64, kind: 'text', get: (a) => a.type, cell: (a, td) => td.appendChild(typeBadge(a.type)) },
     { id: 'state', title: 'State', width: 76, kind: 'text', get: (a) => a.state, cell: (a, td) => td.appendChild(stateBadge(a.state)) },
+    { id: 'outcome', title: 'Outcome', width: 104, kind: 'text', get: (a) => a.outcome ?? '', fmt: (a) => outcomeText(a.outcome), cell: (a, td) => td.appendChild(outcomeBadge(a.outcome)), tip: 'How it ended, as its node showed it: succeeded, failed, killed, killed: memory (YARN\'s memory check or the kernel\'s OOM killer), lost' },
+    { id: 'exit', title: 'Exit', width: 50, kind: 'num', get: (a) => a.exit_code ?? -1e9, fmt: exitText, tip: 'The exit code it ended with (128 + n: killed by signal n; YARN\'s own below 0: -104 over its physical memory, -105 killed by the application master, ...); hover a cell for where it came from', cell: (a, td) => { td.textContent = exitText(a); td.title = exitTitle(a); } },
+    { id: 'repeats', title: 'Repeats', width: 92, kind: 'text', get: (a) => (a.retry_of ? (a.speculative ? 'copy of ' : 'retry of ') + a.retry_of : ''), cell: repeatsCell, tip: 'The attempt of the same task this one repeats: a retry after it ended, or a speculative copy beside it' },
     { id: 'host', title: 'Host', width: 116, kind: 'text', get: (a) => a.host, href: (a) => hostURL(a.host) },
     { id: 'start', title: 'Start', width: 76, kind: 'time', get: (a) => a.t0!, fmt: (a) => fmt.shortTime(a.t0), filter: false },
     { id: 'dur', title: 'Duration', width: 72, kind: 'dur', get: (a) => a.duration_ms, fmt: (a) => fmt.dur(a.duration_ms) },
@@ -61,9 +66,11 @@ export async function jobPage(c: Ctx): Promise<void> {
 
   let cur = job;
   let curAtts = atts;
+  let path: CriticalPath | null = null;
   const renderHead = (): void => {
     clear(head);
-    head.append(h('h1', null, 'Job ', h('span.mono', null, cur.job_id)), stateBadge(cur.state), h('span.sub', null, cur.name));
+    head.append(h('h1', null, 'Job ', h('span.mono', null, cur.job_id)), stateBadge(cur.state), h('span.sub', null, cur.name), h('span.spacer'),
+      h('a.button', { href: historyURL(cur.job_id), 'data-link': 'history', title: 'This run against the earlier runs of the same job (its name with dates and numbers normalized, user, queue)' }, 'Runs of this job'));
   };
   const renderSummary = (): void => {
     const body = sumCard.querySelector('.sum-body') ?? sumCard.appendChild(h('div.sum-body'));
@@ -98,7 +105,16 @@ export async function jobPage(c: Ctx): Promise<void> {
   const group = 'job-' + jobID;
   const sub = `job ${jobID} · ${job.name}`;
   const file = (s: string) => `${jobID}-${s}`;
-  const timeline = new Chart(timelineGrid, { title: 'Attempts per host over time', subtitle: sub, file: file('timeline'), group, height: 200, wide: true, note: 'each bar an attempt, coloured by task type, lost ones outlined red; click one to open it; scroll to zoom (all time charts follow, and fetch finer data)' });
+  const timeline = new Chart(timelineGrid, { title: 'Attempts per host over time', subtitle: sub, file: file('timeline'), group, height: 200, wide: true, note: 'each bar an attempt, coloured by its outcome or its task type, failed, killed and lost ones outlined red; the critical path outlined black and joined by a dashed line; dotted lines: where each type\'s last wave began; click a bar to open it; scroll to zoom (all time charts follow, and fetch finer data)' });
+  // Colour the timeline by outcome (the default) or by task type.
+  let colorBy: 'outcome' | 'type' = 'outcome';
+  const colorSel = h('select.small', { 'data-timeline-color': '', title: 'What the bars are coloured by' },
+    h('option', { value: 'outcome' }, 'by outcome'), h('option', { value: 'type' }, 'by type')) as HTMLSelectElement;
+  colorSel.addEventListener('change', () => {
+    colorBy = colorSel.value === 'type' ? 'type' : 'outcome';
+    drawAttemptCharts();
+  });
+  timeline.card.querySelector('.card-head .spacer')?.after(colorSel);
   const cpu = new Chart(seriesGrid, { title: 'CPU of the job (cores)', subtitle: sub, file: file('cpu'), group, height: 200 });
   const mem = new Chart(seriesGrid, { title: 'Memory of the job', subtitle: sub, file: file('memory'), group, height: 200, note: 'allocated: memory.mb of the attempts running; RSS and PSS summed over their processes' });
   const running = new Chart(seriesGrid, { title: 'Attempts running', subtitle: sub, file: file('attempts'), group, height: 160 });
@@ -125,7 +141,9 @@ export async function jobPage(c: Ctx): Promise<void> {
       return;
     }
     const [from, to] = window();
-    const tl = timelineOption(curAtts, from, to);
+    const marks = (path?.waves ?? []).filter((w) => w.waves > 1).map((w) => ({ t: ms(w.last_wave_start), label: `${w.task_type} wave ${w.waves} (${fmt.pct(w.last_wave_fill_percent)} full)` }));
+    const colors = colorBy === 'outcome' ? { colorKey: outcomeKey, colors: outcomeColor } : {};
+    const tl = timelineOption(curAtts, from, to, { ...colors, critical: (path?.steps ?? []).map((s) => s.attempt_id), marks });
     timeline.body.style.height = Math.min(640, Math.max(140, Math.min(tl.rows, 40) * 18 + 64)) + 'px';
     timeline.inst?.resize();
     attachAttemptClick(timeline, curAtts);
@@ -168,8 +186,16 @@ export async function jobPage(c: Ctx): Promise<void> {
     zoom = [a, b];
     void loadSeries().catch(() => {});
   };
-  void get<Findings>('/api/v1/jobs/' + enc(jobID) + '/findings', c.signal).then((f) => renderFindings(findCard, f, jobID), (e) => {
-    if (!isAbort(e)) renderFindings(findCard, null, jobID);
+  const gotFindings = (f: Findings | null): void => {
+    renderFindings(findCard, f, jobID);
+    path = f?.critical_path ?? null;
+    renderPath(pathCard, path, jobID);
+  };
+  void get<Findings>('/api/v1/jobs/' + enc(jobID) + '/findings', c.signal).then((f) => {
+    gotFindings(f);
+    if (curAtts.length) drawAttemptCharts();
+  }, (e) => {
+    if (!isAbort(e)) gotFindings(null);
   });
   await new Promise((r) => requestAnimationFrame(() => setTimeout(r, 0)));
   try {
@@ -188,11 +214,57 @@ export async function jobPage(c: Ctx): Promise<void> {
     curAtts = (j.attempt_list ?? []).map(prepare);
     renderHead();
     renderSummary();
-    renderFindings(findCard, f, jobID);
+    gotFindings(f);
     table.setRows(curAtts);
     drawAttemptCharts();
     await loadSeries(true);
   }, () => (curAtts.length > 2000 ? 10000 : 0)));
+}
+
+// renderPath shows the critical path (each step with what its processes
+// did), the waves of each task type and the what-ifs.
+export function renderPath(card: HTMLElement, p: CriticalPath | null, jobID: string): void {
+  clear(card);
+  const steps = p?.steps ?? [];
+  card.append(h('div.card-head', null, h('h2', null, 'Critical path'), h('span.spacer'),
+    h('span.muted', null, steps.length ? `${steps.length} attempts set the job's ${fmt.dur((p?.duration_s ?? 0) * 1000)}` : 'no attempts yet')));
+  if (!p || !steps.length) {
+    card.classList.add('quiet');
+    return;
+  }
+  card.classList.remove('quiet');
+  const t = h('table.mini.path', { 'data-table': 'critical-path' });
+  t.appendChild(h('thead', null, h('tr', null, ...['attempt', 'type', 'wave', 'host', 'start', 'duration', 'waited', 'CPU', 'GC', 'CPU wait', 'off CPU', 'what its processes did'].map((x) => h('th', null, x)))));
+  const tb = h('tbody');
+  steps.forEach((s, i) => {
+    const waited = i === 0 ? '–' : s.shuffle_wait_s ? 'shuffle ' + fmt.dur(s.shuffle_wait_s * 1000) : fmt.dur(s.gap_s * 1000);
+    tb.appendChild(h('tr', { 'data-attempt': s.attempt_id, class: s.cause ? 'outlier' : null },
+      h('td.mono', null, h('a', { href: attemptURL(jobID, s.attempt_id) }, s.attempt_id)), h('td', null, typeBadge(s.type)), h('td.num', null, String(s.wave)),
+      h('td', null, h('a', { href: hostURL(s.host) }, s.host)), h('td', null, fmt.shortTime(ms(s.start))), h('td.num', null, fmt.dur(s.duration_s * 1000)),
+      h('td.num', null, waited), h('td.num', null, fmt.pct(s.cpu_percent)), h('td.num', null, fmt.pct(s.gc_percent)), h('td.num', null, fmt.pct(s.sched_wait_percent)),
+      h('td.num', null, fmt.pct(s.off_cpu_percent)), h('td', null, s.note)));
+  });
+  t.appendChild(tb);
+  card.appendChild(h('div.scroll-x', null, t));
+  const waves = p.waves ?? [];
+  if (waves.length) {
+    const wt = h('table.mini', { 'data-table': 'waves' });
+    wt.appendChild(h('thead', null, h('tr', null, ...['type', 'attempts', 'containers', 'waves', 'last wave', 'full', 'idle', 'median', 'last wave is'].map((x) => h('th', null, x)))));
+    const wb = h('tbody');
+    for (const w of waves) {
+      wb.appendChild(h('tr', { 'data-kind': w.last_wave_kind }, h('td', null, typeBadge(w.task_type)), h('td.num', null, fmt.num(w.attempts)), h('td.num', null, fmt.num(w.slots)),
+        h('td.num', null, fmt.num(w.waves)), h('td.num', null, fmt.num(w.last_wave_attempts)), h('td.num', null, fmt.pct(w.last_wave_fill_percent)),
+        h('td.num', null, fmt.pct(w.idle_percent)), h('td.num', null, fmt.dur(w.median_duration_s * 1000)),
+        h('td', { class: w.last_wave_kind === 'full' ? null : 'warn' }, w.last_wave_kind === 'partial' ? 'badly filled' : w.last_wave_kind === 'straggler' ? 'a straggler' : 'full')));
+    }
+    wt.appendChild(wb);
+    card.append(h('h4', null, 'Waves per task type'), wt);
+  }
+  const whatIf = p.what_if ?? [];
+  if (whatIf.length) {
+    card.append(h('h4', null, 'What if (the measured durations replayed through the containers)'),
+      h('ul.what-if', { 'data-list': 'what-if' }, ...whatIf.map((w) => h('li', { 'data-kind': w.kind }, w.text))));
+  }
 }
 
 function numberName(n: string): string {

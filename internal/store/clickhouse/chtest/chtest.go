@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,6 +39,9 @@ type Server struct {
 	Name                               string
 	Dir                                string // its configuration, data and logs
 	HTTPPort, TCPPort, InterserverPort int
+	// zk: a member of a cluster, whose start waits until it reads
+	// ZooKeeper (system.zookeeper), not only until it answers.
+	zk bool
 	proc
 }
 
@@ -145,8 +149,31 @@ func (s *Server) start(tb testing.TB) error {
 	if err := s.run(cmd, s.Dir, s.Name); err != nil {
 		return err
 	}
-	if !s.waitUp(tb, s.Name, func() bool { return ping(s.URL()+"ping") == nil }) {
+	ready := func() bool { return ping(s.URL()+"ping") == nil }
+	if s.zk {
+		// Its session with ZooKeeper is up when it can list the root (the
+		// first replicated DDL would otherwise fail on a server that
+		// answers but has not yet connected).
+		ready = func() bool { return s.readsZooKeeper() == nil }
+	}
+	if !s.waitUp(tb, s.Name, ready) {
 		return fmt.Errorf("%s exited at start:\n%s", s.Name, s.Logs())
+	}
+	return nil
+}
+
+// readsZooKeeper asks the server for the root of ZooKeeper.
+func (s *Server) readsZooKeeper() error {
+	q := url.Values{"query": {"SELECT count() FROM system.zookeeper WHERE path = '/'"}}
+	c := http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get(s.URL() + "?" + q.Encode())
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", resp.Status, bytes.TrimSpace(body))
 	}
 	return nil
 }

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
+
 	"github.com/taskscope/taskscope/internal/testsrv"
 )
 
@@ -46,11 +48,41 @@ func StartZooKeeper(tb testing.TB) *ZooKeeper {
 	if err := z.run(cmd, z.Dir, "ZooKeeper"); err != nil {
 		tb.Fatal(err)
 	}
-	if !z.waitUp(tb, "ZooKeeper", z.ruok) {
+	// Up when a client gets a session and reads the root: ruok answers
+	// imok as soon as the process listens, before it serves sessions.
+	if !z.waitUp(tb, "ZooKeeper", func() bool { return z.ruok() && z.session() == nil }) {
 		tb.Fatalf("ZooKeeper exited at start:\n%s", tails(z.Dir, "stdout.log"))
 	}
 	return z
 }
+
+// session opens a ZooKeeper session, reads the root and closes it.
+func (z *ZooKeeper) session() error {
+	c, events, err := zk.Connect([]string{fmt.Sprintf("127.0.0.1:%d", z.Port)}, 4*time.Second,
+		zk.WithLogger(quiet{}))
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	timeout := time.After(3 * time.Second)
+	for {
+		select {
+		case ev := <-events:
+			if ev.State != zk.StateHasSession {
+				continue
+			}
+			_, _, err := c.Exists("/")
+			return err
+		case <-timeout:
+			return fmt.Errorf("no ZooKeeper session in 3 s (state %v)", c.State())
+		}
+	}
+}
+
+// quiet drops the ZooKeeper client's log.
+type quiet struct{}
+
+func (quiet) Printf(string, ...any) {}
 
 // ruok asks ZooKeeper whether it serves (its four-letter command).
 func (z *ZooKeeper) ruok() bool {
@@ -102,12 +134,24 @@ func StartCluster(tb testing.TB, name string, shards, replicas int) *Cluster {
 	fmt.Fprintf(&xml, "</%s></remote_servers>", name)
 	for i, row := range c.Shards {
 		for j, s := range row {
+			s.zk = true
 			s.configure(tb, Options{clusterXML: xml.String(), zkPort: c.ZK.Port, shard: i + 1, replica: j + 1})
 		}
 	}
-	// Started one after the other: each takes a second or so.
+	// Started one after the other (each takes a second or so), each until
+	// it reads ZooKeeper; one that exits at start (seen under load) is
+	// started again, twice at most.
 	for _, s := range c.Servers() {
-		s.Start(tb)
+		for try := 1; ; try++ {
+			err := s.start(tb)
+			if err == nil {
+				break
+			}
+			if try == 3 {
+				tb.Fatal(err)
+			}
+			tb.Logf("starting it again (try %d of 3): %v", try+1, err)
+		}
 	}
 	return c
 }

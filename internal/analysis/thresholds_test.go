@@ -1,0 +1,244 @@
+package analysis_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+	"testing"
+
+	"github.com/taskscope/taskscope/internal/analysis"
+	"github.com/taskscope/taskscope/internal/store"
+)
+
+func finding(r *analysis.Report, heuristic string) *analysis.Finding {
+	var w *analysis.Finding
+	for i := range r.Findings {
+		if f := &r.Findings[i]; f.Heuristic == heuristic && (w == nil || f.Severity > w.Severity) {
+			w = f
+		}
+	}
+	return w
+}
+
+func number(f *analysis.Finding, name string) float64 {
+	for _, n := range f.Numbers {
+		if n.Name == name {
+			return n.Value
+		}
+	}
+	return math.NaN()
+}
+
+func near(got, want, tol float64) bool { return math.Abs(got-want) <= tol }
+
+func report(t *testing.T, st store.Store, id string) *analysis.Report {
+	t.Helper()
+	r, err := analysis.New(st).Report(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range r.Findings {
+		t.Logf("[%s] %s %s: %s -> %s (%s=%s) %v", f.Severity, f.Heuristic, f.Cause, f.Message, f.Recommendation, f.Parameter, f.Value, f.Numbers)
+	}
+	return r
+}
+
+// TestThresholds runs the heuristics on hand-built jobs (no database):
+// each raises its finding at the severity its thresholds give, with the
+// numbers behind it, and healthy jobs raise nothing above low.
+func TestThresholds(t *testing.T) {
+	m := task{typ: "map", d: 10, cpu: 0.9, gcMs: 200, ioMB: 100} // a healthy map
+	r := task{typ: "reduce", host: "h1", s: 10, d: 10, cpu: 0.9, gcMs: 200, ioMB: 100}
+	with := func(t task, f func(*task)) task { f(&t); return t }
+	type tc struct {
+		name   string
+		tasks  []task
+		others []task // another job's attempts (neighbours)
+		want   map[string]analysis.Severity
+		loose  bool // other heuristics may raise what they will
+		check  func(t *testing.T, r *analysis.Report)
+	}
+	cases := []tc{
+		{name: "healthy", tasks: cat(same(6, m), []task{r})},
+		{name: "healthy under load", // GC time stretched 3× by the load, CPU time not: 600 ms of GC over 5 s of CPU is 12 %; over 10 s runnable 6 %
+			tasks: same(6, with(m, func(t *task) { t.cpu, t.gcMs, t.waitMs = 0.5, 600, 10000 }))},
+		{name: "GC-bound single attempt", tasks: cat(same(5, m), []task{with(m, func(t *task) { t.host, t.gcMs = "h1", 1500 })}),
+			want: map[string]analysis.Severity{"gc_pressure": analysis.Severe},
+			check: func(t *testing.T, r *analysis.Report) {
+				f := finding(r, "gc_pressure")
+				if len(f.AttemptIDs) != 1 || f.AttemptIDs[0] != "attempt_1700000000000_0001_m_000005_0" {
+					t.Errorf("gc_pressure names %v", f.AttemptIDs)
+				}
+				if g := number(f, "gc_share"); !near(g, 1500.0/9000*100, 0.1) {
+					t.Errorf("gc_share %.2f, want 16.7", g)
+				}
+			}},
+		{name: "straggler on a busy node",
+			tasks:  cat(same(5, m), []task{with(m, func(t *task) { t.host, t.d, t.cpu, t.waitMs = "h9", 30, 0.3, 12000 })}),
+			others: []task{{typ: "map", host: "h9", d: 30, cpu: 1}, {typ: "map", host: "h9", d: 30, cpu: 1}},
+			want: map[string]analysis.Severity{"straggler": analysis.Moderate, "outlier": analysis.Moderate,
+				"noisy_neighbours": analysis.Severe, "skew": analysis.Low},
+			check: func(t *testing.T, r *analysis.Report) {
+				f := finding(r, "outlier")
+				if f.Cause != "cpu_wait" || !near(number(f, "neighbour_cores"), 2, 0.01) || !near(number(f, "sched_wait_share"), 40, 0.1) {
+					t.Errorf("outlier: cause %s, numbers %v", f.Cause, f.Numbers)
+				}
+			}},
+		{name: "straggler with more work", tasks: cat(same(5, m), []task{with(m, func(t *task) { t.host, t.d = "h1", 35 })}),
+			want: map[string]analysis.Severity{"straggler": analysis.Moderate, "outlier": analysis.Moderate, "noisy_neighbours": analysis.None},
+			check: func(t *testing.T, r *analysis.Report) {
+				if f := finding(r, "outlier"); f.Cause != "more_work" || !near(number(f, "cpu_ratio"), 3.5, 0.01) {
+					t.Errorf("outlier: cause %s, numbers %v", f.Cause, f.Numbers)
+				}
+			}},
+		{name: "slow node", tasks: cat(same(6, m), []task{with(m, func(t *task) { t.host, t.d, t.cpu = "h4", 25, 0.36 }),
+			with(m, func(t *task) { t.host, t.s, t.d, t.cpu = "h4", 1, 26, 0.35 })}),
+			want: map[string]analysis.Severity{"straggler": analysis.Low, "outlier": analysis.Low},
+			check: func(t *testing.T, r *analysis.Report) {
+				if f := finding(r, "outlier"); f.Cause != "slow_node" || !near(number(f, "host_ratio"), 2.55, 0.01) {
+					t.Errorf("outlier: cause %s, numbers %v", f.Cause, f.Numbers)
+				}
+			}},
+		{name: "waiting on IO", tasks: cat(same(5, m), []task{with(m, func(t *task) { t.host, t.d, t.cpu, t.ioMB = "h1", 45, 0.2, 3000 })}),
+			want: map[string]analysis.Severity{"straggler": analysis.Severe, "outlier": analysis.Severe, "skew": analysis.Moderate},
+			check: func(t *testing.T, r *analysis.Report) {
+				if f := finding(r, "outlier"); f.Cause != "io_wait" || !near(number(f, "off_cpu_share"), 80, 0.1) {
+					t.Errorf("outlier: cause %s, numbers %v", f.Cause, f.Numbers)
+				}
+			}},
+		{name: "memory pressure", tasks: cat(same(5, m), []task{with(m, func(t *task) { t.host, t.rssMB = "h1", 1000 })}),
+			want: map[string]analysis.Severity{"outlier": analysis.Critical, "skew": analysis.Critical, "memory_headroom": analysis.Moderate},
+			check: func(t *testing.T, r *analysis.Report) {
+				if f := finding(r, "outlier"); f.Cause != "memory" || !near(number(f, "memory_ratio"), 5, 0.01) {
+					t.Errorf("outlier: cause %s, numbers %v", f.Cause, f.Numbers)
+				}
+			}},
+		{name: "badly filled last wave", // 9 maps on 4 containers: the last wave runs one for 10 s
+			tasks: cat(same(4, m), same(4, with(m, func(t *task) { t.s = 10 })), []task{with(m, func(t *task) { t.s = 20 })}),
+			want:  map[string]analysis.Severity{"last_wave": analysis.Moderate, "straggler": analysis.None, "outlier": analysis.None},
+			check: func(t *testing.T, r *analysis.Report) {
+				f := finding(r, "last_wave")
+				if number(f, "waves") != 3 || number(f, "slots") != 4 || number(f, "last_wave_fill") != 25 || !near(number(f, "idle_share"), 25, 0.01) {
+					t.Errorf("last_wave numbers %v", f.Numbers)
+				}
+				w := r.Path.Waves[0]
+				if w.Kind != "partial" || w.Waves != 3 {
+					t.Errorf("waves %+v", w)
+				}
+			}},
+		{name: "a straggler in the last wave is not a badly filled wave",
+			tasks: cat(same(4, m), []task{with(m, func(t *task) { t.host, t.s, t.d, t.cpu = "h1", 10, 45, 0.2 })}),
+			want: map[string]analysis.Severity{"last_wave": analysis.None, "straggler": analysis.Severe, "outlier": analysis.Severe,
+				"skew": analysis.Moderate},
+			check: func(t *testing.T, r *analysis.Report) {
+				if w := r.Path.Waves[0]; w.Kind != "straggler" {
+					t.Errorf("last wave %+v, want a straggler's", w)
+				}
+			}},
+	}
+	// straggler: slowest/median 2, 3, 4, 6.
+	for _, c := range []struct {
+		ratio float64
+		sev   analysis.Severity
+	}{{1.9, analysis.None}, {2, analysis.Low}, {3, analysis.Moderate}, {4, analysis.Severe}, {5.9, analysis.Severe}, {6, analysis.Critical}} {
+		cases = append(cases, tc{name: fmt.Sprintf("straggler %.1fx", c.ratio),
+			tasks: cat(same(4, m), []task{with(m, func(t *task) { t.host, t.d, t.cpu = "h1", 10*c.ratio, 0.9/c.ratio })}),
+			want:  map[string]analysis.Severity{"straggler": c.sev}, loose: true})
+	}
+	// gc_pressure of a type: 5, 10, 15, 25 % of runnable time.
+	for _, c := range []struct {
+		share float64
+		sev   analysis.Severity
+	}{{0.04, analysis.None}, {0.05, analysis.Low}, {0.1, analysis.Moderate}, {0.15, analysis.Severe}, {0.25, analysis.Critical}} {
+		cases = append(cases, tc{name: fmt.Sprintf("gc %.0f%%", c.share*100),
+			tasks: same(4, with(m, func(t *task) { t.d, t.gcMs = 20, int64(c.share*18000) })),
+			want:  map[string]analysis.Severity{"gc_pressure": c.sev}})
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d := job(1, "wordcount", c.tasks...)
+			fs := newFake(d)
+			if c.others != nil {
+				fs = newFake(d, job(2, "other", c.others...))
+			}
+			r := report(t, fs, d.JobID)
+			for h, want := range c.want {
+				got := analysis.None
+				if f := finding(r, h); f != nil {
+					got = f.Severity
+					if f.Severity > analysis.None && (f.Message == "" || len(f.Numbers) == 0) {
+						t.Errorf("%s without message or numbers", h)
+					}
+				}
+				if got != want {
+					t.Errorf("%s is %s, want %s", h, got, want)
+				}
+			}
+			for _, f := range r.Findings {
+				if _, ok := c.want[f.Heuristic]; !ok && !c.loose && f.Severity > analysis.Low {
+					t.Errorf("unexpected [%s] %s: %s", f.Severity, f.Heuristic, f.Message)
+				}
+			}
+			if c.check != nil {
+				c.check(t, r)
+			}
+		})
+	}
+}
+
+// TestStoreErrorFails: a store error during the analysis fails the report
+// (instead of a report that looks clean), whichever read meets it.
+func TestStoreErrorFails(t *testing.T) {
+	m := task{typ: "map", d: 10, cpu: 0.9, gcMs: 200}
+	d := job(1, "wordcount", cat(same(5, m), []task{{typ: "map", host: "h9", d: 30, cpu: 0.3, waitMs: 9000}})...)
+	for _, what := range []string{"job", "host", "events"} {
+		fs := newFake(d)
+		fs.failOn = what
+		_, err := analysis.New(fs).Report(context.Background(), d.JobID)
+		if !errors.Is(err, errBroken) {
+			t.Errorf("a failing %s read: report error %v", what, err)
+		}
+		if fs.reads[what] == 0 {
+			t.Errorf("no %s read", what)
+		}
+	}
+	// A series that is not there is not an error.
+	fs := newFake(d)
+	if _, err := analysis.New(fs).Report(context.Background(), d.JobID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestStableOrder: findings of equal severity come in the order of the
+// heuristics, then by task type and attempt, every time.
+func TestStableOrder(t *testing.T) {
+	m := task{typ: "map", d: 10, cpu: 0.9, gcMs: 200}
+	rd := task{typ: "reduce", s: 20, d: 10, cpu: 0.9, gcMs: 200}
+	d := job(1, "wordcount", cat(same(4, m), same(4, rd),
+		[]task{{typ: "map", host: "h1", d: 30, cpu: 0.9}, {typ: "reduce", s: 20, host: "h2", d: 30, cpu: 0.9}})...)
+	var first []analysis.Finding
+	for i := 0; i < 20; i++ {
+		r, err := analysis.New(newFake(d)).Report(context.Background(), d.JobID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			first = r.Findings
+			for k := 1; k < len(first); k++ {
+				a, b := first[k-1], first[k]
+				if a.Severity < b.Severity || a.Severity == b.Severity && a.Heuristic == b.Heuristic && a.TaskType > b.TaskType {
+					t.Errorf("out of order: %s %s %s before %s %s %s", a.Severity, a.Heuristic, a.TaskType, b.Severity, b.Heuristic, b.TaskType)
+				}
+			}
+			if len(first) < 4 {
+				t.Fatalf("only %d findings", len(first))
+			}
+			continue
+		}
+		if !reflect.DeepEqual(r.Findings, first) {
+			t.Fatalf("run %d lists the findings in another order", i)
+		}
+	}
+}

@@ -1,0 +1,135 @@
+package duckdb
+
+import (
+	"context"
+	"database/sql"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	duck "github.com/duckdb/duckdb-go/v2"
+
+	"github.com/taskscope/taskscope/internal/store"
+	"github.com/taskscope/taskscope/internal/store/storetest"
+	"github.com/taskscope/taskscope/internal/wire"
+)
+
+// TestMigrateSchema8: a data directory of schema 8 (before attempts' exit
+// columns) opens: the columns are added, its attempts read as before
+// (nothing seen of their end), and new ones take their exits.
+func TestMigrateSchema8(t *testing.T) {
+	dir := t.TempDir()
+	c, err := duck.NewConnector(filepath.Join(dir, "taskscope.duckdb"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := sql.OpenDB(c)
+	for _, q := range schema() {
+		q = strings.ReplaceAll(q, ", "+exitColumnsDDL, "")
+		q = strings.ReplaceAll(q, "'schema_version', '"+schemaVersion+"'", "'schema_version', '8'")
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	var n int
+	if err := db.QueryRow(`SELECT count(*) FROM duckdb_columns() WHERE table_name = 'attempts' AND column_name = 'exit_nm'`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("schema 8 has exit_nm (%d, %v)", n, err)
+	}
+	old := "attempt_1700000000000_0009_m_000000_0"
+	if _, err := db.Exec(`INSERT INTO attempts (attempt_id, job_id, host, first_ms, last_ms, ended, gen_first, gen_last)
+		VALUES (?, 'job_1700000000000_0009', 'node1', ?, ?, true, 1, 1)`, old, storetest.T0.UnixMilli(),
+		storetest.T0.Add(time.Second).UnixMilli()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`INSERT INTO jobs (job_id, first_ms, last_ms, attempts, running, gen_lo, gen_hi)
+		VALUES ('job_1700000000000_0009', 0, 0, 1, 0, 1, 1)`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	c.Close()
+	for i := 0; i < 2; i++ {
+		s, err := Open(testOptions(dir))
+		if err != nil {
+			t.Fatalf("open %d: %v", i, err)
+		}
+		ctx := context.Background()
+		a, err := s.Attempt(ctx, old)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.State != store.StateFinished || a.Outcome != "" || a.ExitCode != nil {
+			t.Errorf("open %d: the old attempt: %s, outcome %q, exit %v", i, a.State, a.Outcome, a.ExitCode)
+		}
+		if i == 0 {
+			g := &storetest.Gen{Agent: "node1-m", Host: "node1"}
+			spec := &storetest.AttemptSpec{ID: "attempt_1700000000000_0009_m_000000_1", JobID: "job_1700000000000_0009",
+				Type: "map", Start: storetest.T0.Add(5 * time.Second),
+				Procs: []storetest.ProcSpec{{PID: 10, Role: wire.RoleTaskJVM, CPUPerS: 10, RSS: 1 << 20}}}
+			b := g.Batch([]*storetest.AttemptSpec{spec}, 0, 3, true)
+			b.Attempts[len(b.Attempts)-1].JVMExit = wire.ExitStatus{Status: 1 << 8, Ms: storetest.T0.Add(8 * time.Second).UnixMilli()}
+			storetest.Ingest(t, s, b)
+		}
+		j, err := s.Job(ctx, "job_1700000000000_0009")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(j.AttemptList) != 2 || j.AttemptList[1].Outcome != store.OutcomeFailed || j.AttemptList[1].RetryOf != old {
+			t.Errorf("open %d: %+v", i, j.AttemptList)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestRecoverExits: exits committed but not yet in the summaries when the
+// store crashed are read again from the attempts' log.
+func TestRecoverExits(t *testing.T) {
+	opt := testOptions(t.TempDir())
+	opt.SummaryEvery = time.Hour
+	s, err := Open(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	g := &storetest.Gen{Agent: "node1-x", Host: "node1"}
+	spec := &storetest.AttemptSpec{ID: "attempt_1700000000000_0010_m_000000_0", JobID: "job_1700000000000_0010",
+		Type: "map", Start: storetest.T0, Procs: []storetest.ProcSpec{{PID: 10, Role: wire.RoleTaskJVM, CPUPerS: 10, RSS: 1 << 20}}}
+	commit := func(b *wire.Batch) {
+		app, err := s.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := app.Append(b); err != nil {
+			t.Fatal(err)
+		}
+		if err := app.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	commit(g.Batch([]*storetest.AttemptSpec{spec}, 0, 3, false))
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b := g.Batch([]*storetest.AttemptSpec{spec}, 3, 6, true)
+	a := &b.Attempts[len(b.Attempts)-1]
+	a.RootExit = wire.ExitStatus{Status: 15, Ms: storetest.T0.Add(6 * time.Second).UnixMilli()}
+	a.NMExit = wire.ExitStatus{Status: store.YarnKilledExceededPmem, Ms: storetest.T0.Add(7 * time.Second).UnixMilli()}
+	a.ExitDiagnostics = "running beyond physical memory limits"
+	commit(b)
+	r, err := Open(testOptions(crashImage(t, s)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	got, err := r.Attempt(ctx, spec.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Outcome != store.OutcomeKilledMemory || got.ExitCode == nil || *got.ExitCode != -104 ||
+		got.ExitDiagnostics != "running beyond physical memory limits" {
+		t.Errorf("recovered: %q %v %q", got.Outcome, got.ExitCode, got.ExitDiagnostics)
+	}
+}
