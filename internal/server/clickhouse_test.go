@@ -223,6 +223,16 @@ var apiRoutes = []apiCase{
 		return append(f.attemptPaths(""), "/api/v1/jobs/job_1_0001/attempts/attempt_1_0001_m_000000_0")
 	}},
 	{route: "GET /api/v1/jobs/{job_id}/findings", paths: func(f *apiFixture) []string { return f.jobPaths("/findings") }},
+	{route: "GET /api/v1/jobs/{job_id}/history", paths: func(f *apiFixture) []string {
+		return append(f.jobPaths("/history", "/history?runs=1"), "/api/v1/jobs/job_0_0/history")
+	}},
+	{route: "GET /api/v1/waste", paths: func(f *apiFixture) []string {
+		var out []string
+		for _, by := range []string{"user", "queue", "job", "day"} {
+			out = append(out, "/api/v1/waste?by="+by+"&"+f.window)
+		}
+		return append(out, "/api/v1/waste?by=nothing")
+	}},
 	{route: "GET /api/v1/jobs/{job_id}/series", paths: func(f *apiFixture) []string {
 		return f.jobPaths("/series?metrics=cpu_percent,rss_bytes,attempts,read_bytes_per_s&"+f.window, "/series?points=50&"+f.window)
 	}},
