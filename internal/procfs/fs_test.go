@@ -710,3 +710,16 @@ func btoi(b bool) int {
 	}
 	return 0
 }
+
+func TestParseStatFlags(t *testing.T) {
+	// A JVM's leader in exit_group: PF_EXITING (0x4) among its flags.
+	line := "4242 (java) S 1 4242 4242 0 -1 4210756 900 0 0 0 40 5 0 0 20 0 2 0 9000 100000 200 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n"
+	var s Stat
+	if err := ParseStat([]byte(line), &s); err != nil || s.Flags != 4210756 || s.Flags&PFExiting == 0 || s.Threads != 2 {
+		t.Errorf("ParseStat: flags %#x threads %d, %v", s.Flags, s.Threads, err)
+	}
+	line = strings.Replace(line, "4210756", "4210752", 1)
+	if err := ParseStat([]byte(line), &s); err != nil || s.Flags&PFExiting != 0 {
+		t.Errorf("ParseStat of a live task: flags %#x, %v", s.Flags, err)
+	}
+}

@@ -25,7 +25,7 @@ func addFixtures(f *testing.F, name string) {
 // renderStat writes s back in the kernel's format (the fields ParseStat
 // does not keep as 0).
 func renderStat(s *Stat) []byte {
-	fields := map[int]string{3: string([]byte{s.State}), 4: fmt.Sprint(s.PPID), 5: fmt.Sprint(s.PGRP), 6: fmt.Sprint(s.Session),
+	fields := map[int]string{3: string([]byte{s.State}), 9: fmt.Sprint(s.Flags), 4: fmt.Sprint(s.PPID), 5: fmt.Sprint(s.PGRP), 6: fmt.Sprint(s.Session),
 		10: fmt.Sprint(s.MinFlt), 11: fmt.Sprint(s.CMinFlt), 12: fmt.Sprint(s.MajFlt), 13: fmt.Sprint(s.CMajFlt),
 		14: fmt.Sprint(s.UTime), 15: fmt.Sprint(s.STime), 16: fmt.Sprint(s.CUTime), 17: fmt.Sprint(s.CSTime),
 		20: fmt.Sprint(s.Threads), 22: fmt.Sprint(s.StartTime), 23: fmt.Sprint(s.VSize), 24: fmt.Sprint(s.RSS), 28: fmt.Sprint(s.StartStack), 42: fmt.Sprint(s.BlkioTicks)}

@@ -8,9 +8,12 @@ import (
 
 // Stat is /proc/PID/stat (proc(5)). Times are in clock ticks (UserHZ).
 type Stat struct {
-	PID       int32
-	Comm      []byte // inside the buffer that was parsed: copy it to keep it
-	State     byte
+	PID   int32
+	Comm  []byte // inside the buffer that was parsed: copy it to keep it
+	State byte
+	// Flags are the kernel's PF_* flags of the thread group leader
+	// (PFExiting: it is exiting).
+	Flags     uint64
 	PPID      int32
 	PGRP      int32
 	Session   int32
@@ -32,6 +35,9 @@ type Stat struct {
 	StartStack uint64
 	BlkioTicks uint64 // delayacct_blkio_ticks: time waiting for block IO
 }
+
+// PFExiting is the PF_EXITING flag of Stat.Flags: the task is exiting.
+const PFExiting = 0x4
 
 var errShortStat = errors.New("stat has too few fields")
 
@@ -69,7 +75,7 @@ func ParseStat(b []byte, s *Stat) error {
 		case 4, 5, 6: // pids
 			v, ok = parseInt(tok)
 			ok = ok && v >= -1<<31 && v <= 1<<31-1
-		case 10, 11, 12, 13, 14, 15, 16, 17, 22, 23, 28, 42: // kept as unsigned
+		case 9, 10, 11, 12, 13, 14, 15, 16, 17, 22, 23, 28, 42: // kept as unsigned
 			u, ok = parseUint(tok)
 		default: // tpgid, nice, ... may be negative
 			v, ok = parseInt(tok)
@@ -78,6 +84,8 @@ func ParseStat(b []byte, s *Stat) error {
 			return fmt.Errorf("cannot parse stat of pid %d: field %d is %.20q", pid, field, tok)
 		}
 		switch field {
+		case 9:
+			s.Flags = u
 		case 4:
 			s.PPID = int32(v)
 		case 5:

@@ -56,6 +56,7 @@ type tracked struct {
 	srcState []any
 	vanished bool
 	exited   bool // a zombie: it exited (its stat says Z), its parent has not reaped it
+	exiting  bool // its threads are exiting (PF_EXITING, or its leader exited): its last stat said so
 	// pending is CPU of exited children that this process reaped (or will)
 	// but that its cutime/cstime did not show yet; lastChildren is its
 	// cutime+cstime at the last sample; credit is cutime growth that came

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/taskscope/taskscope/internal/collect"
 	"github.com/taskscope/taskscope/internal/hadoop"
@@ -104,10 +105,14 @@ func (t *Tracker) sampleProc(p *proc) {
 		return
 	}
 	var sched *procfs.Schedstat
+	var schedAt time.Time // tests: when the scheduler figures were read (debugSched)
 	if t.mayBeIdle(p) && !t.exitedRecord(p.pid) {
 		if sched = t.readSched(p); sched != nil && sched.RunNs == tr.runNs {
 			t.stayIdle(tr, sched)
 			return
+		}
+		if t.debugSched != nil {
+			schedAt = time.Now()
 		}
 	}
 	if err := t.readStat(p.pid, tr.h); err != nil || t.stat.StartTime != p.startTicks {
@@ -151,8 +156,30 @@ func (t *Tracker) sampleProc(p *proc) {
 		t.recheck(p)
 	}
 	tr.threads = t.stat.Threads
-	if sched == nil || (tr.threads > 1 && !tr.groupSched && t.cfg.Groups != nil) {
+	var statAt time.Time
+	if t.debugSched != nil {
+		statAt = time.Now()
+	}
+	// A process whose threads are exiting (exit_group: its leader has
+	// PF_EXITING, or has exited already) is counted twice by the
+	// kernel's thread group totals: each exiting thread is added to the
+	// group's dead threads' sums before it leaves the thread list, and
+	// unmapping a JVM's heap can hold the last one there for long (its
+	// scheduler runtime was seen hundreds of ms ahead of its CPU). Its
+	// scheduler figures keep their last values until it is gone.
+	tr.exiting = t.stat.Flags&procfs.PFExiting != 0 || t.stat.State == 'Z'
+	if tr.exiting && tr.groupSched {
+		t.sched = procfs.Schedstat{RunNs: tr.runNs, WaitNs: uint64(max(val(tr, t.idx.wait), 0))}
+		sched = &t.sched
+	} else if sched == nil || (tr.threads > 1 && !tr.groupSched && t.cfg.Groups != nil) {
 		sched = t.readSched(p)
+		if t.debugSched != nil {
+			schedAt = time.Now()
+		}
+	}
+	if t.debugSched != nil {
+		// Positive: read after the stat, the thread group ran meanwhile.
+		t.debugSched(p, schedAt.Sub(statAt))
 	}
 	tr.present = 0
 	tg := &t.target
@@ -222,7 +249,6 @@ func (t *Tracker) exitZombie(p *proc) {
 	t.settleChildren(tr, children-tr.lastChildren)
 	tr.lastChildren = children
 	tr.exited, tr.vanished = true, true
-	tr.tMs, tr.bootMs = t.nowMs, t.bootNowMs
 }
 
 // mayBeIdle reports whether p's scheduler runtime can tell that it has not
@@ -657,7 +683,9 @@ func (t *Tracker) gone(p *proc, ms int64) {
 	// It ended when it exited, not when it was reaped: the exit record
 	// says when (its life since its start).
 	if final != nil && final.EtimeUs > 0 {
-		if end := tr.startMs + int64(final.EtimeUs/1000); end > tr.startMs && end < ms {
+		// (Not before it was last seen alive: a record that says so is
+		// not to be believed, a clock suspended meanwhile.)
+		if end := tr.startMs + int64(final.EtimeUs/1000); end > tr.startMs && end >= tr.tMs && end < ms {
 			ms = end
 		}
 	}
