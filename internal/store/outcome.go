@@ -131,10 +131,12 @@ func mergeExits(dst, keep *wire.Attempt) {
 // SpeculativeOverlap is how long after an attempt started an earlier
 // attempt of its task must still have run for the later one to be a
 // speculative copy rather than a retry: an attempt's end is when its
-// agent saw it gone (up to an interval late), and a retry can start
-// within that (YARN takes an AM heartbeat and an allocation, a second or
-// more; a speculative copy runs beside its original for far longer).
-const SpeculativeOverlap = 2000 // ms
+// agent saw it gone (up to an interval, 1 s by default, late), and a
+// retry can start within that (YARN takes an AM heartbeat and an
+// allocation, a second or more; a speculative copy runs beside its
+// original for longer). An earlier attempt that succeeded is not retried:
+// any overlap makes the later one its copy.
+const SpeculativeOverlap = 1000 // ms
 
 // LinkAttempts sets RetryOf and Speculative of the attempts of one job (in
 // any order; a subset of a job's attempts links within itself): an
@@ -143,7 +145,8 @@ const SpeculativeOverlap = 2000 // ms
 // attempt_..._m_000003_0). It is a speculative copy when an earlier
 // attempt of its task was still running when it started (started no
 // later, and ended, or was last seen, more than SpeculativeOverlap after
-// its start): it repeats the first started of those. Otherwise it is a retry of the latest-numbered
+// its start; after its start at all if it succeeded): it repeats the
+// first started of those. Otherwise it is a retry of the latest-numbered
 // earlier attempt (which had ended: failed, killed, lost). An attempt
 // whose earlier attempts were never seen repeats none. Containers that
 // run no task attempt are not linked.
@@ -178,7 +181,11 @@ func LinkAttempts(atts []Attempt) {
 				if end == 0 {
 					end = e.LastSeen
 				}
-				if e.Start <= a.Start && end > a.Start+SpeculativeOverlap && (orig < 0 || e.Start < atts[orig].Start) {
+				overlap := Time(SpeculativeOverlap)
+				if e.Outcome == OutcomeSucceeded {
+					overlap = 0
+				}
+				if e.Start <= a.Start && end > a.Start+overlap && (orig < 0 || e.Start < atts[orig].Start) {
 					orig = refs[j].i
 				}
 			}
