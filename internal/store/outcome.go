@@ -3,9 +3,9 @@ package store
 import (
 	"cmp"
 	"slices"
+	"strconv"
 	"strings"
 
-	"github.com/taskscope/taskscope/internal/hadoop"
 	"github.com/taskscope/taskscope/internal/wire"
 )
 
@@ -159,8 +159,8 @@ func LinkAttempts(atts []Attempt) {
 	refs := make([]ref, 0, len(atts))
 	for i := range atts {
 		atts[i].RetryOf, atts[i].Speculative = "", false
-		if id, ok := hadoop.ParseAttempt(atts[i].AttemptID); ok {
-			refs = append(refs, ref{i, id.TaskID(), id.Attempt})
+		if task, n, ok := taskOf(atts[i].AttemptID); ok {
+			refs = append(refs, ref{i, task, n})
 		}
 	}
 	slices.SortFunc(refs, func(a, b ref) int { return cmp.Or(cmp.Compare(a.task, b.task), cmp.Compare(a.n, b.n)) })
@@ -213,13 +213,44 @@ func LinkAttempt(a *Attempt, task []Attempt) {
 	a.RetryOf, a.Speculative = all[len(all)-1].RetryOf, all[len(all)-1].Speculative
 }
 
+// taskOf splits a task attempt id (MapReduce's or Tez's) into its task's
+// prefix (the id up to the attempt number, with the last '_') and its
+// number; hadoop.ParseAttempt's shape, checked without its regular
+// expression (a job's list of 10,000 attempts is linked at every read).
+func taskOf(id string) (task string, n int, ok bool) {
+	rest, found := strings.CutPrefix(id, "attempt_")
+	if !found {
+		return "", 0, false
+	}
+	parts := 0
+	for i := 0; i < len(rest); i++ {
+		c := rest[i]
+		switch {
+		case c == '_':
+			parts++
+		case c >= '0' && c <= '9':
+		case parts == 2 && c >= 'a' && c <= 'z' && i > 0 && rest[i-1] == '_' && (i+1 < len(rest) && rest[i+1] == '_'):
+			// MapReduce's task type (m, r, s, c, t)
+		default:
+			return "", 0, false
+		}
+	}
+	last := strings.LastIndexByte(id, '_')
+	if parts < 4 || parts > 5 || last == len(id)-1 || id[last-1] == '_' {
+		return "", 0, false
+	}
+	v, err := strconv.Atoi(id[last+1:])
+	if err != nil {
+		return "", 0, false
+	}
+	return id[:last+1], v, true
+}
+
 // TaskPrefix is the prefix every attempt id of attemptID's task shares
 // (its id up to the attempt number, with the last '_'), for a backend to
 // find the attempts LinkAttempts needs beside one; "" for an id that is
 // no task attempt's.
 func TaskPrefix(attemptID string) string {
-	if _, ok := hadoop.ParseAttempt(attemptID); !ok {
-		return ""
-	}
-	return attemptID[:strings.LastIndexByte(attemptID, '_')+1]
+	task, _, _ := taskOf(attemptID)
+	return task
 }
