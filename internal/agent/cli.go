@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/taskscope/taskscope/internal/redact"
+	"github.com/taskscope/taskscope/internal/tracker"
 )
 
 const usage = `taskscope-agent: samples every process of every Hadoop task attempt on this node.
@@ -68,7 +69,7 @@ func runCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	servers := fl.String("server", "", "server URL(s), comma-separated; batches fail over in order")
 	tokenFile := fl.String("token-file", "", "file holding the ingest token")
 	interval := fl.Duration("interval", time.Second, "sampling interval")
-	flush := fl.Duration("flush", 0, "how often a batch is sent (default 5 intervals, at most 10s)")
+	flush := fl.Duration("flush", 0, "how often a batch is sent (default 5 intervals, at least 5s and at most 10s)")
 	procRoot := fl.String("procfs", "/proc", "procfs mount point")
 	host := fl.String("host", "", "node name reported to the server (default: hostname)")
 	spool := fl.String("spool-dir", "", "directory that keeps batches while no server answers")
@@ -80,6 +81,8 @@ func runCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	fds := fl.Bool("fds", false, "count open file descriptors (one directory read per process per tick)")
 	exits := fl.String("exits", "auto", "exit accounting: auto (taskstats when permitted), taskstats, off")
 	cgroup := fl.String("cgroup-prefix", "hadoop-yarn", "YARN cgroup hierarchy name")
+	daemonPID := fl.Int("daemon-pid", 0, "track only the tasks of this NodeManager or TaskTracker (a host that runs several: one agent each, with --host)")
+	daemonPIDFile := fl.String("daemon-pidfile", "", "as --daemon-pid, from the daemon's pid file (read again when it restarts), e.g. /var/run/hadoop-yarn/yarn-yarn-nodemanager.pid")
 	logLevel := fl.String("log-level", "info", "debug, info, warn or error")
 	reapAfter := fl.Duration("reap-orphans", 0, "end task processes identified as lost (orphaned, unknown to the NodeManager, "+
 		"lost Child JVMs, outlived their job) for at least this long: SIGTERM to the process group, SIGKILL after a grace period (0: never)")
@@ -104,7 +107,8 @@ func runCmd(ctx context.Context, args []string, stderr io.Writer) error {
 		Host: *host, SpoolDir: *spool, MaxSpoolBytes: *spoolMax, Listen: *listen, MaxTicks: *maxTicks,
 		PSSEvery: *pss, StatusEvery: *statusEvery, FDs: *fds, Exits: *exits, CgroupPrefix: *cgroup,
 		ReapAfter: *reapAfter, ReapDryRun: *reapDry, Redact: masker,
-		Log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl})),
+		Scope: tracker.Scope{DaemonPID: int32(*daemonPID), DaemonPIDFile: *daemonPIDFile},
+		Log:   slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl})),
 	}
 	if *tokenFile != "" {
 		b, err := os.ReadFile(*tokenFile)

@@ -218,17 +218,10 @@ func (t *Tracker) lookAtEnd(c *closing, ms int64) bool {
 	return changed
 }
 
-// nmWatchers are the NodeManager watchers of the lost checks (orphans.go).
-func (t *Tracker) nmWatchers() []*nodemanager.Watcher {
+// nmWatchers are the NodeManagers the lost checks poll (nmpoll.go).
+func (t *Tracker) nmWatchers() []ContainerLister {
 	if t.lost == nil {
 		return nil
 	}
-	var out []*nodemanager.Watcher
-	if t.lost.nm != nil {
-		out = append(out, t.lost.nm)
-	}
-	for _, w := range t.lost.nms {
-		out = append(out, w)
-	}
-	return out
+	return t.lost.nm.all()
 }
