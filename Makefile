@@ -7,7 +7,7 @@ LDFLAGS   := -s -w -X github.com/taskscope/taskscope/internal/agent.Version=$(VE
 TESTFLAGS ?= -race -timeout 40m
 WEB_STAMP := web/node_modules/.stamp
 
-.PHONY: all build ui agent server demo test test-go test-accuracy test-cluster test-deps test-dist dist bench-deps vet fmt-check bench fuzz clean
+.PHONY: all build ui agent server demo demo-clickhouse test test-go test-accuracy test-cluster test-deps test-dist dist bench-deps vet fmt-check bench fuzz clean
 
 all: build
 
@@ -28,6 +28,14 @@ $(WEB_STAMP): $(wildcard web/package.json web/package-lock.json)
 
 demo: build
 	./bin/taskscope demo
+
+# The demo with its data in a local ClickHouse (Debian's clickhouse-server,
+# started by scripts/clickhouse-local.sh if none answers on port 8123; as
+# root then). See docs/scaling.md.
+CLICKHOUSE_DEMO_URL ?= http://127.0.0.1:8123/?database=taskscope_demo
+demo-clickhouse: build
+	./scripts/clickhouse-local.sh
+	./bin/taskscope demo --clickhouse-url '$(CLICKHOUSE_DEMO_URL)'
 
 test: test-deps ui vet fmt-check test-go test-accuracy test-dist
 

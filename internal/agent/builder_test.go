@@ -3,6 +3,7 @@ package agent
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/taskscope/taskscope/internal/wire"
 )
@@ -59,5 +60,22 @@ func TestBuilderRecycles(t *testing.T) {
 		b.take("h", wire.AgentStats{})
 	}); n > 8 {
 		t.Errorf("%v allocations per batch of 2 series", n)
+	}
+}
+
+// TestFlushEvery: a batch every 5 intervals, at least 5 s and at most 10 s
+// apart.
+func TestFlushEvery(t *testing.T) {
+	for _, c := range []struct{ interval, want time.Duration }{
+		{100 * time.Millisecond, 5 * time.Second},
+		{250 * time.Millisecond, 5 * time.Second},
+		{time.Second, 5 * time.Second},
+		{1500 * time.Millisecond, 7500 * time.Millisecond},
+		{2 * time.Second, 10 * time.Second},
+		{30 * time.Second, 10 * time.Second},
+	} {
+		if got := flushEvery(c.interval); got != c.want {
+			t.Errorf("flushEvery(%v) = %v, want %v", c.interval, got, c.want)
+		}
 	}
 }

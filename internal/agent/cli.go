@@ -69,7 +69,7 @@ func runCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	servers := fl.String("server", "", "server URL(s), comma-separated; batches fail over in order")
 	tokenFile := fl.String("token-file", "", "file holding the ingest token")
 	interval := fl.Duration("interval", time.Second, "sampling interval")
-	flush := fl.Duration("flush", 0, "how often a batch is sent (default 5 intervals, at most 10s)")
+	flush := fl.Duration("flush", 0, "how often a batch is sent (default 5 intervals, at least 5s and at most 10s)")
 	procRoot := fl.String("procfs", "/proc", "procfs mount point")
 	host := fl.String("host", "", "node name reported to the server (default: hostname)")
 	spool := fl.String("spool-dir", "", "directory that keeps batches while no server answers")

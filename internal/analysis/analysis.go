@@ -178,8 +178,8 @@ type heuristic struct {
 // heuristics, in the order reports list findings of equal severity.
 var heuristics = []heuristic{
 	{"straggler", nil, stragglers},
-	{"outlier", outlierReads, outliers},
 	{"noisy_neighbours", neighbourReads, noisyNeighbours},
+	{"outlier", outlierReads, outliers},
 	{"skew", nil, skew},
 	{"last_wave", nil, lastWave},
 	{"recurring", recurringReads, recurring},

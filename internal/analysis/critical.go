@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/taskscope/taskscope/internal/hadoop"
 	"github.com/taskscope/taskscope/internal/store"
 )
 
@@ -48,9 +49,11 @@ type Step struct {
 	Note           string  `json:"note"`
 }
 
-// Waves is how a task type's attempts ran in waves of its containers.
+// Waves is how a task type's attempts (a Tez vertex's) ran in waves of
+// its containers.
 type Waves struct {
 	TaskType string `json:"task_type"`
+	Vertex   string `json:"vertex,omitempty"` // Tez: the vertex (of its DAG)
 	Attempts int    `json:"attempts"`
 	// Slots is the most attempts of the type that ran at once: the
 	// containers it had.
@@ -102,9 +105,9 @@ func (j *Job) criticalPath() *Path {
 	}
 	p := &Path{Start: store.Time(start), End: store.Time(end), Duration: float64(end-start) / 1000, Steps: []Step{}}
 	waves := map[string]int{} // wave of each attempt
-	byType := j.byType()
-	for _, typ := range sortedTypes(byType) {
-		w, of := wavesOf(byType[typ])
+	for _, g := range waveGroups(j) {
+		w, of := wavesOf(g.atts)
+		w.Vertex = g.vertex
 		for id, n := range of {
 			waves[id] = n
 		}
@@ -136,10 +139,43 @@ func (j *Job) criticalPath() *Path {
 	return p
 }
 
+// waveGroup is the attempts that run in waves together: a task type's, or
+// a Tez vertex's (DAG and vertex from the attempt id).
+type waveGroup struct {
+	typ, vertex string
+	atts        []store.Attempt
+}
+
+// waveGroups are the job's wave groups in a stable order.
+func waveGroups(j *Job) []waveGroup {
+	var out []waveGroup
+	byType := j.byType()
+	for _, typ := range sortedTypes(byType) {
+		byVertex := map[string][]store.Attempt{}
+		for _, a := range byType[typ] {
+			v := ""
+			if id, ok := hadoop.ParseAttempt(a.AttemptID); ok && id.Tez {
+				v = id.DAG + "/" + id.Vertex
+			}
+			byVertex[v] = append(byVertex[v], a)
+		}
+		vs := make([]string, 0, len(byVertex))
+		for v := range byVertex {
+			vs = append(vs, v)
+		}
+		sort.Strings(vs)
+		for _, v := range vs {
+			out = append(out, waveGroup{typ: typ, vertex: v, atts: byVertex[v]})
+		}
+	}
+	return out
+}
+
 // endOf is when an attempt ended (or was last seen running).
 func endOf(a store.Attempt) int64 { _, t := span(a); return t - 1 }
 
-// criticalChain walks back from the attempt that ended last: a reduce's
+// criticalChain walks back from the attempt that ended last (one that
+// succeeded, of those that ended within a second of it): a reduce's
 // predecessor is the map that ended last if it ended after the reduce
 // started (the reduce waited for it); any other attempt's is the one that
 // ended last before it started (it took that one's container, or that one's
@@ -159,7 +195,17 @@ func criticalChain(atts []store.Attempt) []store.Attempt {
 			lastMap = &sorted[i]
 		}
 	}
-	cur := sorted[len(sorted)-1]
+	// The attempt that ended last; of those that ended together, one
+	// whose work counted (a speculative copy killed when the other
+	// finished did not set the end).
+	last := len(sorted) - 1
+	for i := last; i >= 0 && endOf(sorted[i]) >= endOf(sorted[last])-1000; i-- {
+		if o := sorted[i].Outcome; o != store.OutcomeKilled && o != store.OutcomeFailed {
+			last = i
+			break
+		}
+	}
+	cur := sorted[last]
 	chain := []store.Attempt{cur}
 	seen := map[string]bool{cur.AttemptID: true}
 	for len(chain) < maxSteps {
@@ -256,7 +302,9 @@ func wavesOf(atts []store.Attempt) (Waves, map[string]int) {
 		switch {
 		case slowest(last) >= 2*med && med > 0:
 			w.Kind = "straggler"
-		case w.LastWaveFill <= 50:
+		case w.LastWaveFill <= 50 && len(sorted) >= 2*slots:
+			// (A few attempts over few containers, a retry after a
+			// failure say, are not waves.)
 			w.Kind = "partial"
 		}
 	}
@@ -302,9 +350,9 @@ func concurrency(atts []store.Attempt) int {
 // outlier) and not told here.
 func lastWave(j *Job) []Finding {
 	var out []Finding
-	byType := j.byType()
-	for _, typ := range sortedTypes(byType) {
-		w, _ := wavesOf(byType[typ])
+	for _, g := range waveGroups(j) {
+		typ := g.typ
+		w, _ := wavesOf(g.atts)
 		if w.Kind != "partial" || w.Slots < 2 {
 			continue
 		}
@@ -323,7 +371,10 @@ func lastWave(j *Job) []Finding {
 			Numbers: []Number{{"waves", float64(w.Waves), "count"}, {"slots", float64(w.Slots), "count"},
 				{"last_wave_attempts", float64(w.LastWave), "count"}, {"last_wave_fill", w.LastWaveFill, "percent"},
 				{"idle_share", w.IdleShare, "percent"}, {"last_wave_time", lastSecs, "s"}}}
-		for _, a := range byType[typ] {
+		if g.vertex != "" {
+			f.Message = "Tez vertex " + g.vertex + ": " + f.Message
+		}
+		for _, a := range g.atts {
 			if a.Start >= w.LastWaveStart {
 				f.AttemptIDs = append(f.AttemptIDs, a.AttemptID)
 			}
@@ -348,21 +399,39 @@ func lastWave(j *Job) []Finding {
 // its slots; an attempt starts when it is ready and a slot is free, and
 // runs its duration. An attempt is ready when it started, unless it
 // started when an attempt of its type ended (it waited for that slot):
-// then it is ready when its type began. A reduce that started before the
-// last map ended (slow start) ends what it ran after the last map (the
-// rest of its shuffle, merge, reduce) after the maps' end.
+// then it is ready when its type began. A retry starts after the attempt
+// it retries ends, a speculative copy as long after its original as it
+// did. A reduce that started before the last map ended (slow start) ends
+// what it ran after the last map (the rest of its shuffle, merge, reduce)
+// after the maps' end; one that started after it starts when the maps end.
 type sim struct {
 	atts   []store.Attempt
 	byType map[string][]int // indexes in start order
 	ready  []int64
 	tail   []int64 // reduces: what ran after the last map
+	after  []int   // a retry: the attempt it follows (-1: none)
+	copyOf []int   // a speculative copy: its original (-1: none) ...
+	offset []int64 // ... and how long after the original it started
 }
 
 func newSim(atts []store.Attempt) *sim {
-	s := &sim{atts: atts, byType: map[string][]int{}, ready: make([]int64, len(atts)), tail: make([]int64, len(atts))}
+	s := &sim{atts: atts, byType: map[string][]int{}, ready: make([]int64, len(atts)), tail: make([]int64, len(atts)),
+		after: make([]int, len(atts)), copyOf: make([]int, len(atts)), offset: make([]int64, len(atts))}
 	idx := make([]int, len(atts))
+	byID := map[string]int{}
 	for i := range idx {
 		idx[i] = i
+		byID[atts[i].AttemptID] = i
+	}
+	for i, a := range atts {
+		s.after[i], s.copyOf[i] = -1, -1
+		if k, ok := byID[a.RetryOf]; ok && a.RetryOf != "" {
+			if a.Speculative {
+				s.copyOf[i], s.offset[i] = k, int64(a.Start-atts[k].Start)
+			} else {
+				s.after[i] = k
+			}
+		}
 	}
 	sort.SliceStable(idx, func(x, y int) bool { return atts[idx[x]].Start < atts[idx[y]].Start })
 	lastMap := int64(0)
@@ -384,6 +453,9 @@ func newSim(atts []store.Attempt) *sim {
 			}
 			if atts[i].Type == "reduce" && lastMap > 0 {
 				s.tail[i] = endOf(atts[i]) - max(int64(atts[i].Start), lastMap)
+				if int64(atts[i].Start) >= lastMap-1000 {
+					s.ready[i] = 0 // it waited for the maps: it starts when they end
+				}
 			}
 		}
 	}
@@ -408,6 +480,7 @@ func (h *freeSlots) Pop() any {
 func (s *sim) run(slots map[string]int, dur []int64) int64 {
 	end := int64(0)
 	mapEnd := int64(0)
+	simStart, simEnd := make([]int64, len(s.atts)), make([]int64, len(s.atts))
 	order := make([]string, 0, len(s.byType))
 	for t := range s.byType {
 		order = append(order, t)
@@ -427,12 +500,19 @@ func (s *sim) run(slots map[string]int, dur []int64) int64 {
 		for _, i := range ids {
 			free := heap.Pop(h).(int64)
 			st := max(free, s.ready[i])
+			if k := s.after[i]; k >= 0 {
+				st = max(st, simEnd[k]) // a retry starts after what it retries
+			}
+			if k := s.copyOf[i]; k >= 0 {
+				st = max(st, simStart[k]+s.offset[i])
+			}
 			e := st + dur[i]
 			if typ == "reduce" && mapEnd > 0 {
 				// What it ran before the last map ended was mostly
 				// waiting for maps: it ends its tail after them.
 				e = max(st, mapEnd) + min(s.tail[i], dur[i])
 			}
+			simStart[i], simEnd[i] = st, e
 			heap.Push(h, e)
 			end = max(end, e)
 			if typ == "map" {
@@ -451,7 +531,7 @@ func whatIfs(j *Job, atts []store.Attempt, p *Path) []WhatIf {
 	s := newSim(atts)
 	slots := map[string]int{}
 	for _, w := range p.Waves {
-		slots[w.TaskType] = w.Slots
+		slots[w.TaskType] = max(slots[w.TaskType], w.Slots) // Tez: its vertices' most
 	}
 	dur := make([]int64, len(atts))
 	for i, a := range atts {
@@ -483,10 +563,13 @@ func whatIfs(j *Job, atts []store.Attempt, p *Path) []WhatIf {
 			Text: fmt.Sprintf("Had %s taken the median %.0f s of its type instead of %.0f s, the job would have ended %.0f s earlier (%.0f s instead of %.0f s).",
 				st.AttemptID, m/1000, float64(dur[i])/1000, saved, p.Duration-saved, p.Duration)})
 	}
+	asked := map[string]bool{}
 	for _, w := range p.Waves {
-		if w.Waves < 2 {
+		if w.Waves < 2 || asked[w.TaskType] {
 			continue
 		}
+		asked[w.TaskType] = true
+		w.Slots = slots[w.TaskType]
 		for _, more := range []int{max(1, w.Slots/2), w.Slots} {
 			sl := map[string]int{}
 			for k, v := range slots {

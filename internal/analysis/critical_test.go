@@ -1,7 +1,11 @@
 package analysis_test
 
 import (
+	"fmt"
 	"testing"
+
+	"github.com/taskscope/taskscope/internal/analysis"
+	"github.com/taskscope/taskscope/internal/store"
 )
 
 // TestCriticalPath: a MapReduce job of 4 maps on 2 containers, one of
@@ -64,5 +68,68 @@ func TestCriticalPath(t *testing.T) {
 	}
 	if got := saved["more_containers map2"]; got != 10 {
 		t.Errorf("two more map containers: %.0f s saved, want 10", got)
+	}
+}
+
+// TestWhatIfWaves: 9 maps of 10 minutes on 4 containers (a third wave of
+// one map), then a reduce that failed after a minute and its retry: with 2
+// more map containers the maps end after two waves, and the reduces
+// follow 10 minutes earlier; more reduce containers change nothing (the
+// retry waits for the failure).
+func TestWhatIfWaves(t *testing.T) {
+	var ts []task
+	for i := 0; i < 9; i++ {
+		ts = append(ts, task{typ: "map", host: fmt.Sprintf("h%d", i%4), s: float64(600 * (i / 4)), d: 600, cpu: 0.8})
+	}
+	ts = append(ts, task{typ: "reduce", host: "h1", s: 1800, d: 60, cpu: 0.8, outcome: store.OutcomeFailed},
+		task{typ: "reduce", host: "h2", s: 1860, d: 60, cpu: 0.8})
+	d := job(1, "nightly", ts...)
+	d.AttemptList[10].RetryOf = d.AttemptList[9].AttemptID
+	r := report(t, newFake(d), d.JobID)
+	got := map[string]float64{}
+	for _, w := range r.Path.WhatIf {
+		t.Log(w.Text)
+		got[fmt.Sprintf("%s %s+%d", w.Kind, w.TaskType, w.Containers)] = w.Saved
+	}
+	want := map[string]float64{"more_containers map+2": 600, "more_containers map+4": 600}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: %v s saved, want %v (%v)", k, got[k], v, got)
+		}
+	}
+	if f := finding(r, "last_wave"); f == nil || f.Severity != analysis.Moderate || f.TaskType != "map" {
+		t.Errorf("last wave finding %+v", f)
+	}
+	if n := len(r.Path.Steps); n != 5 || r.Path.Steps[4].AttemptID != d.AttemptList[10].AttemptID {
+		t.Errorf("critical path of %d steps ending %s", n, r.Path.Steps[n-1].AttemptID)
+	}
+}
+
+// TestTezVertexWaves: the waves of a Tez DAG are a vertex's: vertex 01's
+// 6 tasks on 2 containers, vertex 02's 2 tasks after them.
+func TestTezVertexWaves(t *testing.T) {
+	var atts []store.Attempt
+	add := func(vertex, task int, s, d int64) {
+		start := t0.UnixMilli() + s*1000
+		atts = append(atts, store.Attempt{AttemptID: fmt.Sprintf("attempt_1700000000000_0007_1_%02d_%06d_0", vertex, task),
+			JobID: "application_1700000000000_0007", Host: "h1", Type: "tez", State: "finished", Start: store.Time(start),
+			End: store.Time(start + d*1000), LastSeen: store.Time(start + d*1000), DurationMs: d * 1000, CPUMs: d * 800})
+	}
+	for i := 0; i < 6; i++ {
+		add(1, i, int64(10*(i/2)), 10)
+	}
+	add(2, 0, 30, 10)
+	add(2, 1, 30, 10)
+	d := &store.JobDetail{Job: store.Job{JobID: "application_1700000000000_0007", State: store.StateFinished}, AttemptList: atts}
+	r := report(t, newFake(d), d.JobID)
+	if len(r.Path.Waves) != 2 {
+		t.Fatalf("waves %+v, want one per vertex", r.Path.Waves)
+	}
+	v1, v2 := r.Path.Waves[0], r.Path.Waves[1]
+	if v1.Vertex != "1/01" || v1.Slots != 2 || v1.Waves != 3 || v2.Vertex != "1/02" || v2.Waves != 1 {
+		t.Errorf("vertex waves %+v, %+v", v1, v2)
+	}
+	if n := len(r.Path.Steps); n != 4 || r.Path.Steps[3].AttemptID != "attempt_1700000000000_0007_1_02_000001_0" {
+		t.Errorf("critical path %+v", r.Path.Steps)
 	}
 }

@@ -168,7 +168,7 @@ func gcPressure(j *Job) []Finding {
 		var worst store.Attempt
 		for _, a := range atts {
 			gc += float64(a.GCTimeMs)
-			run += float64(a.CPUMs + max(a.SchedWaitMs, 0))
+			run += runnable(a)
 			if a.GCTimeMs > worst.GCTimeMs {
 				worst = a
 			}
@@ -190,7 +190,7 @@ func gcPressure(j *Job) []Finding {
 		// The attempts GC-bound on their own, beyond their type's grade.
 		var bound []store.Attempt
 		for _, a := range atts {
-			if a.GCTimeMs >= gcMinPerAttemptMs && a.CPUMs+max(a.SchedWaitMs, 0) >= gcMinCPUMs/3 && grade(gcShare(a), gcThresholds) > typeSev {
+			if a.GCTimeMs >= gcMinPerAttemptMs && runnable(a) >= gcMinCPUMs/3 && grade(gcShare(a), gcThresholds) > typeSev {
 				bound = append(bound, a)
 			}
 		}

@@ -40,19 +40,28 @@ func typeMedians(j *Job) map[string]typeStats {
 	return j.medians
 }
 
-// gcShare is an attempt's GC time against the time its threads were
-// runnable: on a CPU (its CPU time) or waiting for one (sched_wait). GC
-// time is wall-clock time of pauses, which stretch on a loaded node as the
-// collector's threads wait for a CPU; CPU time does not stretch, so GC
-// over CPU alone rises with the node's load. Runnable time stretches with
-// the pauses, and on an idle node it is the CPU time (Dr. Elephant's GC
-// over CPU).
+// gcShare is an attempt's GC time against the time it was runnable (see
+// runnable). GC time is wall-clock time of pauses, which stretch on a
+// loaded node as the collector's threads wait for a CPU; CPU time does
+// not, so GC over CPU alone rises with the node's load. Runnable time
+// stretches with the pauses, and on an idle node it is the CPU time (Dr.
+// Elephant's GC over CPU).
 func gcShare(a store.Attempt) float64 {
-	d := float64(a.CPUMs + max(a.SchedWaitMs, 0))
+	d := runnable(a)
 	if d <= 0 || a.GCTimeMs <= 0 {
 		return 0
 	}
 	return float64(a.GCTimeMs) / d
+}
+
+// runnable is the time an attempt's processes were on a CPU or waiting for
+// one (ms): its CPU time and its sched_wait, counted up to its wall time
+// (its threads' waits add up over threads: several waiting together, a
+// JVM's parallel collector on few cores, are wall time once), or its CPU
+// time where that is more (threads running in parallel).
+func runnable(a store.Attempt) float64 {
+	cpu := float64(a.CPUMs)
+	return math.Max(cpu, math.Min(cpu+float64(max(a.SchedWaitMs, 0)), float64(a.DurationMs)))
 }
 
 // offCPU is the time an attempt was neither on a CPU nor waiting for one

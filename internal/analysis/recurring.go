@@ -171,7 +171,7 @@ func runOf(d *store.JobDetail) Run {
 	for _, a := range d.AttemptList {
 		r.IO += float64(a.ReadBytes + a.WriteBytes)
 		gc += float64(a.GCTimeMs)
-		run += float64(a.CPUMs + max(a.SchedWaitMs, 0))
+		run += runnable(a)
 	}
 	if run > 0 {
 		r.GCShare = gc / run * 100

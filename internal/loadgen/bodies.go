@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/taskscope/taskscope/internal/wire"
 )
@@ -31,19 +32,34 @@ type Prepared struct {
 // Prepare does, and writes the bodies to a new file at path, in the order
 // they are to be sent.
 func PrepareFile(cfg Config, path string) (Prepared, error) {
-	return writeBodies(cfg, path, NewEncoder().Encode)
+	return writeBodies(generate(cfg), path, NewEncoder().Encode)
 }
 
-// writeBodies writes the bodies encode makes of cfg's batches to a new
-// file at path.
-func writeBodies(cfg Config, path string, encode func(*wire.Batch) Body) (Prepared, error) {
+// PrepareReplayFile writes passes passes of r (the first starting at
+// start), every node's batches in time order, to a new bodies file at
+// path, as PrepareFile does with generated batches.
+func PrepareReplayFile(r *Replay, passes int, start time.Time, path string) (Prepared, error) {
+	rounds := make(chan []*wire.Batch, 1)
+	go func() {
+		for i := 0; i < passes; i++ {
+			rounds <- r.Pass(start.UnixMilli())
+		}
+		close(rounds)
+	}()
+	return writeBodies(rounds, path, NewEncoder().Encode)
+}
+
+// writeBodies writes the bodies encode makes of the batches of rounds to
+// a new file at path (and drains rounds).
+func writeBodies(batches <-chan []*wire.Batch, path string, encode func(*wire.Batch) Body) (Prepared, error) {
 	out := Prepared{Path: path}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
+		for range batches {
+		}
 		return out, err
 	}
 	w := bufio.NewWriterSize(f, 1<<20)
-	batches := generate(cfg)
 	var hdr []byte
 	for r := range batches {
 		for _, b := range r {

@@ -28,7 +28,7 @@ var RemoteWrite = Endpoint{Path: "/api/v1/write", ContentType: "application/x-pr
 // as a taskscope body's does.
 func PrepareRemoteWriteFile(cfg Config, path string) (Prepared, error) {
 	v := &rwEncoder{procs: map[uint64][]byte{}, attempts: map[uint64]string{}, pids: map[uint64]int32{}, jobs: map[string]string{}}
-	return writeBodies(cfg, path, v.encode)
+	return writeBodies(generate(cfg), path, v.encode)
 }
 
 // rwEncoder keeps the labels that the batch carrying a series does not

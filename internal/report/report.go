@@ -189,6 +189,7 @@ func Job(w io.Writer, j *store.JobDetail, r *analysis.Report) error {
 	tw.Flush()
 
 	typeState(w, j.AttemptList)
+	typeOutcome(w, j.AttemptList)
 	if r != nil {
 		findings(w, r)
 		path(w, r.Path)
@@ -197,7 +198,7 @@ func Job(w io.Writer, j *store.JobDetail, r *analysis.Report) error {
 
 	fmt.Fprintln(w, "\nAttempts")
 	tw = tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "attempt\ttype\tstate\thost\tstart\tduration\tCPU\tCPU %\tpeak RSS\tpeak PSS\tlimit\tused\tprocs\tread\twritten\tGC\t")
+	fmt.Fprintln(tw, "attempt\ttype\tstate\toutcome\texit\trepeats\thost\tstart\tduration\tCPU\tCPU %\tpeak RSS\tpeak PSS\tlimit\tused\tprocs\tread\twritten\tGC\t")
 	for _, a := range j.AttemptList {
 		limit, used := "-", "-"
 		if a.MemoryMB > 0 {
@@ -212,10 +213,84 @@ func Job(w io.Writer, j *store.JobDetail, r *analysis.Report) error {
 		if a.PeakPSS > 0 {
 			pss = Bytes(a.PeakPSS)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t\n", a.AttemptID, a.Type, a.State, Clean(a.Host), clock(a.Start),
-			Duration(a.DurationMs), Duration(a.CPUMs), util, Bytes(a.PeakRSS), pss, limit, used, a.Processes, Bytes(a.ReadBytes), Bytes(a.WriteBytes), Duration(a.GCTimeMs))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t\n", a.AttemptID, a.Type, a.State,
+			orDash(a.Outcome), exitCode(&a), orDash(repeats(&a)), Clean(a.Host), clock(a.Start), Duration(a.DurationMs), Duration(a.CPUMs), util,
+			Bytes(a.PeakRSS), pss, limit, used, a.Processes, Bytes(a.ReadBytes), Bytes(a.WriteBytes), Duration(a.GCTimeMs))
 	}
 	return tw.Flush()
+}
+
+// exitCode is the attempt's exit code, "-" when none was seen.
+func exitCode(a *store.Attempt) string {
+	if a.ExitCode == nil {
+		return "-"
+	}
+	return fmt.Sprint(*a.ExitCode)
+}
+
+// repeats names the attempt a retry or a speculative copy repeats by its
+// number: "retry of _0", "copy of _0".
+func repeats(a *store.Attempt) string {
+	if a.RetryOf == "" {
+		return ""
+	}
+	n := a.RetryOf[strings.LastIndexByte(a.RetryOf, '_'):]
+	if a.Speculative {
+		return "copy of " + n
+	}
+	return "retry of " + n
+}
+
+// typeOutcome prints the ended attempts counted by type and outcome, when
+// any did not succeed.
+func typeOutcome(w io.Writer, as []store.Attempt) {
+	counts := map[string]map[string]int{}
+	seen := map[string]bool{}
+	bad := false
+	for _, a := range as {
+		o := a.Outcome
+		if a.State == store.StateRunning {
+			continue
+		}
+		if o == "" {
+			o = "unknown"
+		}
+		bad = bad || o != store.OutcomeSucceeded
+		if counts[a.Type] == nil {
+			counts[a.Type] = map[string]int{}
+		}
+		counts[a.Type][o]++
+		seen[o] = true
+	}
+	if !bad {
+		return
+	}
+	var outcomes []string
+	for _, o := range []string{store.OutcomeSucceeded, store.OutcomeFailed, store.OutcomeKilled, store.OutcomeKilledMemory, store.OutcomeLost, "unknown"} {
+		if seen[o] {
+			outcomes = append(outcomes, o)
+		}
+	}
+	types := make([]string, 0, len(counts))
+	for t := range counts {
+		types = append(types, t)
+	}
+	sortTypes(types)
+	fmt.Fprintln(w, "\nEnded attempts by type and outcome")
+	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "type\t%s\t\n", strings.Join(outcomes, "\t"))
+	for _, t := range types {
+		row := []string{}
+		for _, o := range outcomes {
+			if n := counts[t][o]; n > 0 {
+				row = append(row, fmt.Sprint(n))
+			} else {
+				row = append(row, "")
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t\n", t, strings.Join(row, "\t"))
+	}
+	tw.Flush()
 }
 
 // typeState prints the attempts counted by type and state.
@@ -432,7 +507,27 @@ func Attempt(w io.Writer, d *store.AttemptDetail) error {
 	if d.JavaOpts != "" {
 		fmt.Fprintf(tw, "  java opts\t%s\n", Clean(d.JavaOpts))
 	}
+	if d.State != store.StateRunning {
+		from := ""
+		if d.ExitSource != "" {
+			from = " (from " + strings.ReplaceAll(d.ExitSource, "_", " ") + ")"
+		}
+		fmt.Fprintf(tw, "  outcome\t%s\texit\t%s%s\n", orDash(d.Outcome), exitCode(&d.Attempt), from)
+	}
+	if d.RetryOf != "" {
+		kind := "retry of"
+		if d.Speculative {
+			kind = "speculative copy of"
+		}
+		fmt.Fprintf(tw, "  repeats\t%s %s\n", kind, d.RetryOf)
+	}
 	tw.Flush()
+	if d.ExitDiagnostics != "" {
+		fmt.Fprintln(w, "\nThe NodeManager's diagnostics")
+		for _, l := range strings.Split(strings.TrimRight(d.ExitDiagnostics, "\n"), "\n") {
+			fmt.Fprintf(w, "  %s\n", Clean(l))
+		}
+	}
 	fmt.Fprintf(w, "\nProcesses (%d, children under their parent)\n", len(d.ProcessList))
 	tw = tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "pid\tppid\trole\tstart\tlived\tCPU\tchildren CPU\tpeak RSS\tpeak PSS\tthreads\tread\twritten\tcommand")

@@ -54,6 +54,20 @@ func TestJob(t *testing.T) {
 		attempt("attempt_1700000000000_0001_r_000000_0", "reduce", "node2", 70_000, 90_000, 80_000, 700<<20),
 	}
 	j.AttemptList[4].State = "lost"
+	// How they ended: map 1 failed and was retried, map 2 killed over its memory.
+	code := func(v int32) *int32 { return &v }
+	for i := range j.AttemptList {
+		a := &j.AttemptList[i]
+		a.Outcome, a.ExitCode, a.ExitSource = store.OutcomeSucceeded, code(0), store.ExitSourceNodeManager
+	}
+	j.AttemptList[2].Outcome, j.AttemptList[2].ExitCode, j.AttemptList[2].ExitSource = store.OutcomeFailed, code(1), store.ExitSourceTaskJVM
+	j.AttemptList[3].Outcome, j.AttemptList[3].ExitCode = store.OutcomeKilledMemory, code(store.YarnKilledExceededPmem)
+	j.AttemptList[4].Outcome, j.AttemptList[4].ExitCode, j.AttemptList[4].ExitSource = store.OutcomeLost, nil, ""
+	retry := attempt("attempt_1700000000000_0001_m_000001_1", "map", "node1", 70_000, 58_000, 54_000, 500<<20)
+	retry.Outcome, retry.ExitCode, retry.ExitSource, retry.RetryOf = store.OutcomeSucceeded, code(0), store.ExitSourceNodeManager, j.AttemptList[2].AttemptID
+	copy := attempt("attempt_1700000000000_0001_m_000003_1", "map", "node2", 120_000, 50_000, 48_000, 500<<20)
+	copy.Outcome, copy.ExitCode, copy.ExitSource, copy.RetryOf, copy.Speculative = store.OutcomeSucceeded, code(0), store.ExitSourceNodeManager, j.AttemptList[4].AttemptID, true
+	j.AttemptList = append(j.AttemptList, retry, copy)
 	r := &analysis.Report{JobID: j.JobID, State: j.State, Worst: analysis.Severe, Findings: []analysis.Finding{
 		{Heuristic: "straggler", Severity: analysis.Severe, TaskType: "map", AttemptIDs: []string{"attempt_1700000000000_0001_m_000003_0"},
 			Message: "1 of 4 map attempts take at least twice the median", Recommendation: "Split the input more evenly.",
@@ -83,6 +97,10 @@ func TestJob(t *testing.T) {
 func TestAttempt(t *testing.T) {
 	d := &store.AttemptDetail{Attempt: attempt("attempt_1700000000000_0001_m_000000_0", "map", "node1", 5_000, 60_000, 55_000, 500<<20)}
 	d.ContainerID, d.Framework, d.Streaming, d.XmxBytes, d.JavaOpts = "container_1700000000000_0001_01_000002", "mapreduce", true, 820<<20, "-Xmx820m"
+	code := int32(store.YarnKilledExceededPmem)
+	d.Outcome, d.ExitCode, d.ExitSource, d.RetryOf = store.OutcomeKilledMemory, &code, store.ExitSourceNodeManager, "attempt_1700000000000_0001_m_000000_9"
+	d.ExitDiagnostics = "Container [pid=4242,containerID=container_1700000000000_0001_01_000002] is running 1B beyond the 'PHYSICAL' memory limit.\n" +
+		"Dump of the process-tree: |- 4243 java \x1b[2J\nContainer killed on request. Exit code is 143\n"
 	proc := func(key store.Key, pid, ppid int32, role, cmd string, start, end int64, cpu, rss int64) store.Process {
 		return store.Process{Key: key, Host: "node1", PID: pid, PPID: ppid, Role: role, Cmdline: cmd, Start: t0 + store.Time(start),
 			End: t0 + store.Time(end), CPUMs: cpu, PeakRSS: rss, MaxThreads: 1}

@@ -155,6 +155,12 @@ type JobSpec struct {
 	Cores     int  // Spark executor cores (default 1)
 
 	FailMaps int // the first FailMaps map attempts exit 1 (and are retried once)
+
+	// Faults says how each map task's first attempt ends, by map index
+	// (MapReduce and Streaming on YARN): exit 1, kill -9, killed by the
+	// NodeManager over its memory, by the kernel's OOM killer, or killed
+	// by the ApplicationMaster after a speculative copy won (see Fault).
+	Faults []Fault
 }
 
 // Switch says when a JVM began one of its attempts (Hadoop 1 JVM reuse, Tez container reuse).
@@ -187,6 +193,11 @@ type AttemptResult struct {
 	// waited-for processes, so short-lived children count.
 	CPU         time.Duration
 	MaxRSSBytes int64 // wait4 ru_maxrss: the largest process of the tree
+	// YarnExitStatus is the NodeManager's exitCode for the container
+	// (YARN): a kill's ContainerExitStatus (-104 over its physical memory,
+	// -105 by the ApplicationMaster), else ExitCode; Diagnostics its text.
+	YarnExitStatus int
+	Diagnostics    string
 
 	Switches []Switch
 

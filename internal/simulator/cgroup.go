@@ -69,8 +69,9 @@ func detectCgroups() ([]string, error) {
 	return out, nil
 }
 
-// containerCgroups creates <mount>/hadoop-yarn/<id> in each mount.
-func containerCgroups(mounts []string, id string, vcores int) ([]string, error) {
+// containerCgroups creates <mount>/hadoop-yarn/<id> in each mount; a
+// memLimit > 0 is written to the memory controller's memory.limit_in_bytes.
+func containerCgroups(mounts []string, id string, vcores int, memLimit int64) ([]string, error) {
 	var paths []string
 	for _, m := range mounts {
 		p := filepath.Join(m, cgroupHierarchy, id)
@@ -81,6 +82,12 @@ func containerCgroups(mounts []string, id string, vcores int) ([]string, error) 
 		paths = append(paths, p)
 		if strings.HasSuffix(m, "/cpu") || strings.Contains(m, "cpu,") {
 			os.WriteFile(filepath.Join(p, "cpu.shares"), []byte(strconv.Itoa(1024*max(vcores, 1))), 0)
+		}
+		if memLimit > 0 && (strings.HasSuffix(m, "/memory") || strings.Contains(m, "memory,")) {
+			if err := os.WriteFile(filepath.Join(p, "memory.limit_in_bytes"), []byte(strconv.FormatInt(memLimit, 10)), 0); err != nil {
+				removeCgroups(paths)
+				return nil, fmt.Errorf("cannot limit the memory of cgroup %s: %w", p, err)
+			}
 		}
 	}
 	return paths, nil

@@ -545,6 +545,7 @@ func (c *Cluster) procExited(n *node, m *message) {
 	r.ExitCode = info.ExitCode
 	r.CPU = time.Duration(info.CPUNanos)
 	r.MaxRSSBytes = info.MaxRSS
+	r.YarnExitStatus, r.Diagnostics = info.YarnExitStatus, info.Diagnostics
 	if r.Start.IsZero() && info.Start != 0 {
 		r.Start = time.Unix(0, info.Start)
 	}

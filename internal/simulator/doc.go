@@ -40,6 +40,15 @@
 // mapper and a python3 reducer that burn CPU and fork short-lived children;
 // PySpark executors run a python3 pyspark.daemon that forks workers.
 //
+// # How attempts end
+//
+// JobSpec.Faults ends a map task's first attempt on demand (exit 1, kill
+// -9, over its container's memory, the kernel's OOM killer in a limited
+// memory cgroup, a speculative copy that wins); the NodeManager reports it
+// as a real one does (the exit-code file, COMPLETE in its REST API with
+// its exitCode and diagnostics), and AttemptResult keeps it (ExitCode,
+// YarnExitStatus, Diagnostics).
+//
 // # Ground truth
 //
 // Every process the simulator starts for a job, and every descendant, has

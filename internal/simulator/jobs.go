@@ -48,6 +48,9 @@ func (c *Cluster) Submit(ctx context.Context, spec JobSpec) (*Job, error) {
 	if spec.Kind < JobMapReduce || spec.Kind > JobHadoop1Streaming {
 		return nil, fmt.Errorf("unknown job kind %d", spec.Kind)
 	}
+	if err := c.checkFaults(normalize(spec, 0)); err != nil {
+		return nil, err
+	}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()

@@ -17,7 +17,10 @@ import (
 //	GET /ws/v1/node/containers/{id}     {"container":{...}}
 //	GET /ws/v1/node/apps                {"apps":{"app":[{...}]}}
 //
-// A container is listed from its launch until it has exited.
+// A container is listed from its launch until a moment after it has
+// exited (COMPLETE, with its exitCode and diagnostics: completedKeep).
+// exitCode is -1000 (INVALID) while it runs, the kill's ContainerExitStatus
+// once it is being killed for a reason.
 
 type nmContainerInfo struct {
 	ID                  string   `json:"id"`
@@ -73,8 +76,15 @@ func (nm *nodeManager) info(ct *nmContainer) nmContainerInfo {
 	if state == "LOCALIZED" {
 		state = "LOCALIZING"
 	}
+	code := yarnInvalid
+	switch {
+	case ct.done:
+		code = ct.exitStatus
+	case ct.killStatus != 0:
+		code = ct.killStatus
+	}
 	return nmContainerInfo{
-		ID: r.ContainerID, State: state, ExitCode: -1000, User: r.User,
+		ID: r.ContainerID, State: state, ExitCode: code, Diagnostics: ct.diag, User: r.User,
 		TotalMemoryNeededMB: int64(r.MemoryMB), TotalVCoresNeeded: int64(max(r.VCores, 1)),
 		ContainerLogsLink: "http://" + nm.webAddr + "/node/containerlogs/" + r.ContainerID + "/" + r.User,
 		NodeID:            nm.host + ":" + strconv.Itoa(nm.nmPort),

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/taskscope/taskscope/internal/procfs"
 )
 
 // The NodeManager stand-in launches containers exactly as YARN's
@@ -30,6 +32,18 @@ import (
 // `exec /bin/bash -c "<java command> 1><LOG_DIR>/stdout 2><LOG_DIR>/stderr"`:
 // that bash (the pid in the pid file, session and group leader) forks the
 // JVM. The NM waits for its child with wait4 and reports the rusage.
+//
+// How a container ends, as a NodeManager tells it: the launch script's
+// <container>.pid.exitcode beside the pid file (deleted with it by the
+// container's cleanup, a moment later: exitFilesKeep), and in the REST API
+// the container COMPLETE with its exitCode and diagnostics (until the
+// ResourceManager would acknowledge it: completedKeep). Its monitor
+// (ContainersMonitorImpl, every yarn.nodemanager.container-monitor.interval-ms)
+// kills a container whose process tree's RSS is over its memory (twice
+// running, or more than twice at once), exitCode -104 (KILLED_EXCEEDED_PMEM)
+// with YARN's diagnostics; a kill by the ApplicationMaster is -105. A
+// kill signals the container's process group with SIGTERM, and SIGKILL
+// 250 ms later (yarn.nodemanager.sleep-delay-before-sigkill.ms).
 
 type nodeManager struct {
 	cfg      *daemonConfig
@@ -56,7 +70,25 @@ type nmContainer struct {
 	work     string
 	logDir   string
 	cgroups  []string
+	// How it ends: killStatus is the ContainerExitStatus of a kill (0:
+	// none), exitStatus the exitCode once done; diag the diagnostics.
+	killStatus int
+	exitStatus int
+	diag       string
+	done       bool
+	overOnce   bool // over its memory at the monitor's last look
 }
+
+// YARN's ContainerExitStatus values the stand-in gives.
+const (
+	yarnInvalid              = -1000
+	yarnKilledExceededPmem   = -104
+	yarnKilledByAppMaster    = -105
+	completedKeep            = 3 * time.Second // a COMPLETE container stays listed
+	exitFilesKeep            = time.Second     // the pid and exit-code files stay
+	sleepDelayBeforeSIGKILL  = 250 * time.Millisecond
+	defaultMonitorIntervalMs = 3000
+)
 
 func runNodeManager(cfg *daemonConfig, c *conn, log *slog.Logger) error {
 	nm := &nodeManager{cfg: cfg, c: c, log: log, containers: map[string]*nmContainer{}, host: cfg.Name}
@@ -93,6 +125,9 @@ func runNodeManager(cfg *daemonConfig, c *conn, log *slog.Logger) error {
 	if err := writeFileAtomic(filepath.Join(cfg.ConfDir, "yarn-site.xml"), xmlConf(site, "yarn-site.xml"), 0o644); err != nil {
 		return err
 	}
+	stopMonitor := make(chan struct{})
+	defer close(stopMonitor)
+	go nm.monitor(site, stopMonitor)
 	log.Info("NodeManager started", "web", nm.webAddr, "nm_port", nm.nmPort)
 	sendEvent(c, log, &message{Op: evReady, Ready: &readyInfo{PID: os.Getpid(), WebAddr: nm.webAddr, NMAddr: "127.0.0.1:" + strconv.Itoa(nm.nmPort)}})
 
@@ -126,7 +161,9 @@ func (nm *nodeManager) shutdown() {
 	nm.stopping = true
 	var all []*nmContainer
 	for _, ct := range nm.containers {
-		all = append(all, ct)
+		if !ct.done {
+			all = append(all, ct)
+		}
 	}
 	nm.mu.Unlock()
 	for _, ct := range all {
@@ -135,18 +172,59 @@ func (nm *nodeManager) shutdown() {
 	nm.wg.Wait()
 }
 
+// kill kills a container (by its id, or its unit's key) for the
+// ApplicationMaster.
 func (nm *nodeManager) kill(id string) {
 	nm.mu.Lock()
 	ct := nm.containers[id]
+	for _, c := range nm.containers {
+		if ct == nil && c.req.Unit == id && !c.done {
+			ct = c
+		}
+	}
 	nm.mu.Unlock()
 	if ct == nil {
 		return
 	}
-	nm.killContainer(ct, syscall.SIGTERM)
+	nm.killFor(ct, yarnKilledByAppMaster, "Container killed by the ApplicationMaster.\n")
+}
+
+// killFor kills a container for a reason (its ContainerExitStatus and
+// diagnostics), as ContainerLaunch.cleanupContainer does: SIGTERM to its
+// process group, SIGKILL after the delay.
+func (nm *nodeManager) killFor(ct *nmContainer, status int, diag string) {
+	nm.mu.Lock()
+	if ct.done {
+		nm.mu.Unlock()
+		return
+	}
+	if ct.killStatus == 0 {
+		ct.killStatus, ct.diag = status, diag
+	}
+	nm.mu.Unlock()
+	nm.signalGroup(ct, syscall.SIGTERM)
 	go func() {
-		time.Sleep(250 * time.Millisecond)
-		nm.killContainer(ct, syscall.SIGKILL)
+		time.Sleep(sleepDelayBeforeSIGKILL)
+		nm.signalGroup(ct, syscall.SIGKILL)
 	}()
+}
+
+// signalGroup signals the container's process group (the session its
+// launch script made), or its launcher while that is not known yet.
+func (nm *nodeManager) signalGroup(ct *nmContainer, sig syscall.Signal) {
+	nm.mu.Lock()
+	root, launcher, done := ct.root, ct.launcher, ct.done
+	if ct.state == "RUNNING" {
+		ct.state = "KILLING"
+	}
+	nm.mu.Unlock()
+	switch {
+	case done:
+	case root > 1:
+		syscall.Kill(-root, sig)
+	case launcher > 1:
+		syscall.Kill(launcher, sig)
+	}
 }
 
 // killContainer signals the container's process group (the session the
@@ -334,8 +412,16 @@ func (nm *nodeManager) start(ct *nmContainer) error {
 	}
 	nm.containers[ct.req.ContainerID] = ct
 	nm.mu.Unlock()
+	if ct.req.MemoryLimit && len(nm.cfg.Cgroups) == 0 {
+		nm.forget(ct)
+		return fmt.Errorf("a memory limit needs cgroups")
+	}
 	if len(nm.cfg.Cgroups) > 0 {
-		paths, err := containerCgroups(nm.cfg.Cgroups, ct.req.ContainerID, ct.req.VCores)
+		var limit int64
+		if ct.req.MemoryLimit {
+			limit = int64(ct.req.MemoryMB) << 20
+		}
+		paths, err := containerCgroups(nm.cfg.Cgroups, ct.req.ContainerID, ct.req.VCores, limit)
 		if err != nil {
 			nm.forget(ct)
 			return err
@@ -357,8 +443,120 @@ func (nm *nodeManager) start(ct *nmContainer) error {
 
 func (nm *nodeManager) forget(ct *nmContainer) {
 	nm.mu.Lock()
-	delete(nm.containers, ct.req.ContainerID)
+	if nm.containers[ct.req.ContainerID] == ct {
+		delete(nm.containers, ct.req.ContainerID)
+	}
 	nm.mu.Unlock()
+}
+
+// monitor is ContainersMonitorImpl's physical memory check: every
+// interval, the RSS of each running container's processes (its session:
+// the launch script's setsid) against its memory; a container over it at
+// two looks in a row, or over twice it at once, is killed with -104. A
+// container whose memory cgroup is limited (MemoryLimit) is left to the
+// kernel.
+func (nm *nodeManager) monitor(site confList, stop <-chan struct{}) {
+	ms, err := strconv.Atoi(site.get("yarn.nodemanager.container-monitor.interval-ms"))
+	if err != nil || ms <= 0 {
+		ms = defaultMonitorIntervalMs
+	}
+	t := time.NewTicker(time.Duration(ms) * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		nm.checkMemory()
+	}
+}
+
+func (nm *nodeManager) checkMemory() {
+	nm.mu.Lock()
+	var cts []*nmContainer
+	for _, ct := range nm.containers {
+		if !ct.done && ct.state == "RUNNING" && ct.root > 1 && ct.req.MemoryMB > 0 && !ct.req.MemoryLimit {
+			cts = append(cts, ct)
+		}
+	}
+	nm.mu.Unlock()
+	if len(cts) == 0 {
+		return
+	}
+	trees := sessionTrees()
+	for _, ct := range cts {
+		tree := trees[ct.root]
+		var rss, vmem int64
+		for _, p := range tree {
+			rss += p.rssBytes
+			vmem += p.vsize
+		}
+		limit := int64(ct.req.MemoryMB) << 20
+		nm.mu.Lock()
+		over := rss > limit && (ct.overOnce || rss > 2*limit)
+		ct.overOnce = rss > limit
+		nm.mu.Unlock()
+		if !over {
+			continue
+		}
+		var b strings.Builder
+		fmt.Fprintf(&b, "Container [pid=%d,containerID=%s] is running %dB beyond the 'PHYSICAL' memory limit. "+
+			"Current usage: %s of %s physical memory used; %s of %s virtual memory used. Killing container.\n",
+			ct.root, ct.req.ContainerID, rss-limit, humanMB(rss), humanMB(limit), humanMB(vmem), humanMB(limit*21/10))
+		fmt.Fprintf(&b, "Dump of the process-tree for %s :\n\t|- PID PPID PGRPID SESSID CMD_NAME USER_MODE_TIME(MILLIS) "+
+			"SYSTEM_TIME(MILLIS) VMEM_USAGE(BYTES) RSSMEM_USAGE(PAGES) FULL_CMD_LINE\n", ct.req.ContainerID)
+		for _, p := range tree {
+			cmdline := ""
+			if cl, err := os.ReadFile("/proc/" + strconv.Itoa(int(p.pid)) + "/cmdline"); err == nil {
+				cmdline = strings.TrimSpace(strings.ReplaceAll(string(cl), "\x00", " "))
+			}
+			fmt.Fprintf(&b, "\t|- %d %d %d %d (%s) %d %d %d %d %s\n", p.pid, p.ppid, p.pgrp, p.sid, p.comm, p.utimeMs, p.stimeMs,
+				p.vsize, p.rssBytes/int64(os.Getpagesize()), cmdline)
+		}
+		b.WriteString("\n")
+		nm.log.Info("container over its physical memory: killing", "container", ct.req.ContainerID, "rss", rss, "limit", limit)
+		nm.killFor(ct, yarnKilledExceededPmem, b.String())
+	}
+}
+
+// humanMB writes bytes as YARN's monitor does (StringUtils.TraditionalBinaryPrefix).
+func humanMB(b int64) string {
+	if b >= 1<<30 {
+		return fmt.Sprintf("%.1f GB", float64(b)/(1<<30))
+	}
+	return fmt.Sprintf("%.1f MB", float64(b)/(1<<20))
+}
+
+// treeProc is a process of a container's tree as the monitor dumps it.
+type treeProc struct {
+	pid, ppid, pgrp, sid int32
+	comm                 string
+	utimeMs, stimeMs     int64
+	vsize, rssBytes      int64
+}
+
+// sessionTrees reads every process's stat, by session.
+func sessionTrees() map[int][]treeProc {
+	out := map[int][]treeProc{}
+	pids, err := procFS.NewLister().List(nil)
+	if err != nil {
+		return out
+	}
+	var buf []byte
+	var st procfs.Stat
+	page := int64(os.Getpagesize())
+	for _, e := range pids {
+		buf, err = procFS.ReadPidFile(e.PID, "stat", buf)
+		if err != nil || procfs.ParseStat(buf, &st) != nil || st.Session <= 1 {
+			continue
+		}
+		p := treeProc{pid: st.PID, ppid: st.PPID, pgrp: st.PGRP, sid: st.Session, comm: string(st.Comm),
+			utimeMs: int64(st.UTime) * 1000 / procfs.UserHZ, stimeMs: int64(st.STime) * 1000 / procfs.UserHZ,
+			vsize: int64(st.VSize), rssBytes: st.RSS * page}
+		out[int(st.Session)] = append(out[int(st.Session)], p)
+	}
+	return out
 }
 
 // follow reports the container's pids, then waits for it.
@@ -414,12 +612,32 @@ func (nm *nodeManager) follow(ct *nmContainer) {
 			done.MaxRSS = ru.Maxrss * 1024
 		}
 	}
+	// The verdict: a kill's status, else the exit code; YARN's diagnostics.
+	nm.mu.Lock()
+	status, diag := ct.killStatus, ct.diag
+	if status != 0 {
+		diag += fmt.Sprintf("Container killed on request. Exit code is %d\n", done.ExitCode)
+	} else {
+		status = done.ExitCode
+	}
+	if done.ExitCode != 0 {
+		diag += fmt.Sprintf("Container exited with a non-zero exit code %d. \n", done.ExitCode)
+	}
+	ct.state, ct.done, ct.exitStatus, ct.diag = "COMPLETE", true, status, diag
+	nm.mu.Unlock()
+	done.YarnExitStatus, done.Diagnostics = status, diag
 	if len(ct.cgroups) > 0 {
 		if err := removeCgroups(ct.cgroups); err != nil {
 			nm.log.Warn("cgroup cleanup", "err", err)
 		}
 	}
-	nm.forget(ct)
+	// The container's cleanup deletes its pid and exit-code files; the
+	// ResourceManager's acknowledgement takes it off the NodeManager's list.
+	time.AfterFunc(exitFilesKeep, func() {
+		os.Remove(pidFile)
+		os.Remove(pidFile + ".exitcode")
+	})
+	time.AfterFunc(completedKeep, func() { nm.forget(ct) })
 	nm.log.Info("container exited", "container", req.ContainerID, "exit", done.ExitCode, "cpu_ms", done.CPUNanos/1e6)
 	sendEvent(nm.c, nm.log, &message{Op: evExited, Key: req.Unit, Proc: &done})
 }

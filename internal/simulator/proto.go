@@ -99,6 +99,11 @@ type procInfo struct {
 	MaxRSS      int64  `json:"max_rss,omitempty"`
 	WorkDir     string `json:"work_dir,omitempty"`
 	LogDir      string `json:"log_dir,omitempty"`
+	// The NodeManager's verdict (YARN): its exitCode for the container
+	// (ContainerExitStatus: -104 killed over its physical memory, -105 by
+	// the ApplicationMaster, ..., or the exit code) and diagnostics.
+	YarnExitStatus int    `json:"yarn_exit_status,omitempty"`
+	Diagnostics    string `json:"diagnostics,omitempty"`
 }
 
 // launchReq asks a NodeManager for a container.
@@ -112,6 +117,11 @@ type launchReq struct {
 	AttemptID   string `json:"attempt_id,omitempty"`
 	MemoryMB    int    `json:"memory_mb"`
 	VCores      int    `json:"vcores"`
+	// MemoryLimit limits the container's memory cgroup to MemoryMB
+	// (memory.limit_in_bytes, as yarn.nodemanager.resource.memory.enforced
+	// does: the kernel's OOM killer enforces it, not the NodeManager's
+	// monitor). Needs the cluster's cgroups.
+	MemoryLimit bool `json:"memory_limit,omitempty"`
 	// Command is the container's command line: <LOG_DIR> is replaced by the
 	// NodeManager, $JAVA_HOME and $PWD are left to the shell.
 	Command string `json:"command"`

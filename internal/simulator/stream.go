@@ -161,7 +161,18 @@ func randomSpec(r *rand.Rand, kinds []JobKind, anomalyRate float64) JobSpec {
 				s.Straggler = true
 			}
 		case 6:
-			s.FailMaps = 1
+			// A map's first attempt ends badly: exit 1, kill -9, over its
+			// container's memory (a small container: the task holds 1.5
+			// times it), or beaten by a speculative copy.
+			if k == JobMapReduce || k == JobStreaming {
+				f := []Fault{FaultExit1, FaultKill9, FaultPmem, FaultSpeculate}[r.IntN(4)]
+				if f == FaultPmem {
+					s.MemoryMB = 256
+				}
+				s.Faults = []Fault{f}
+			} else {
+				s.FailMaps = 1
+			}
 		case 7:
 			if k.Hadoop1() {
 				s.LostChild = true

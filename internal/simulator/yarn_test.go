@@ -94,11 +94,7 @@ func getJSON(t *testing.T, url string, v any) {
 
 type nmContainers struct {
 	Containers struct {
-		Container []struct {
-			ID    string `json:"id"`
-			State string `json:"state"`
-			User  string `json:"user"`
-		} `json:"container"`
+		Container []nmContainerInfo `json:"container"`
 	} `json:"containers"`
 }
 
@@ -338,12 +334,8 @@ func testMapReduce(t *testing.T, c *Cluster, cg bool) {
 	// The NodeManager lists the container.
 	var list nmContainers
 	getJSON(t, "http://"+cv.node.WebAddress+"/ws/v1/node/containers", &list)
-	if !slices.ContainsFunc(list.Containers.Container, func(x struct {
-		ID    string `json:"id"`
-		State string `json:"state"`
-		User  string `json:"user"`
-	}) bool {
-		return x.ID == m.ContainerID && x.State == "RUNNING" && x.User == "alice"
+	if !slices.ContainsFunc(list.Containers.Container, func(x nmContainerInfo) bool {
+		return x.ID == m.ContainerID && x.State == "RUNNING" && x.User == "alice" && x.ExitCode == yarnInvalid
 	}) {
 		t.Errorf("the NodeManager does not list %s as RUNNING: %+v", m.ContainerID, list)
 	}
@@ -389,21 +381,37 @@ func testMapReduce(t *testing.T, c *Cluster, cg bool) {
 	if maps != 2 || reduces != 1 {
 		t.Errorf("%d maps %d reduces", maps, reduces)
 	}
-	if got := strings.TrimSpace(mustRead(t, filepath.Join(cv.priv, m.ContainerID+".pid.exitcode"))); got != "0" {
-		t.Errorf("exit code file %q", got)
-	}
+	// The container's cleanup deletes its pid and exit-code files, as a
+	// NodeManager's does (the exit code is its REST API's, below).
+	testsrv.WaitUntil(t, "the cleanup of the pid and exit-code files", 10*time.Second, func() bool {
+		_, err1 := os.Stat(filepath.Join(cv.priv, m.ContainerID+".pid.exitcode"))
+		_, err2 := os.Stat(filepath.Join(cv.priv, m.ContainerID+".pid"))
+		return os.IsNotExist(err1) && os.IsNotExist(err2)
+	})
 	for _, p := range cgPaths {
 		if _, err := os.Stat(p); !os.IsNotExist(err) {
 			t.Errorf("cgroup %s is still there: %v", p, err)
 		}
 	}
-	var after nmContainers
-	getJSON(t, "http://"+cv.node.WebAddress+"/ws/v1/node/containers", &after)
-	for _, x := range after.Containers.Container {
-		if xc, _ := hadoop.FindContainer(x.ID); xc.AppID() == cid.AppID() {
-			t.Errorf("container %s still listed after the job", x.ID)
+	// Completed containers stay listed a moment (until the ResourceManager
+	// would acknowledge them), COMPLETE with their exit code; then they go.
+	listed := func() []nmContainerInfo {
+		var after nmContainers
+		getJSON(t, "http://"+cv.node.WebAddress+"/ws/v1/node/containers", &after)
+		var out []nmContainerInfo
+		for _, x := range after.Containers.Container {
+			if xc, _ := hadoop.FindContainer(x.ID); xc.AppID() == cid.AppID() {
+				out = append(out, x)
+			}
+		}
+		return out
+	}
+	for _, x := range listed() {
+		if x.State != "COMPLETE" || x.ExitCode != 0 {
+			t.Errorf("container %s listed after the job as %s, exit code %d", x.ID, x.State, x.ExitCode)
 		}
 	}
+	testsrv.WaitUntil(t, "the completed containers to go from the list", 10*time.Second, func() bool { return len(listed()) == 0 })
 }
 
 func testStreaming(t *testing.T, c *Cluster) {

@@ -92,6 +92,7 @@ func (c *Cluster) mrJobConf(j *Job, amPort int) confList {
 		conf.set("mapreduce.job.cache.files", staging+"/files/mapper.sh#mapper.sh,"+staging+"/files/reducer.py#reducer.py")
 	}
 	c.workConf(&conf, j)
+	c.faultConf(&conf, j)
 	conf.set("taskscope.sim.am.port", strconv.Itoa(amPort))
 	return conf
 }
@@ -123,12 +124,20 @@ func (c *Cluster) runMapReduce(j *Job) error {
 		cmd := "$JAVA_HOME/bin/java " + mrAdminOpts + " " + strings.ReplaceAll(opts, "@taskid@", attempt) +
 			" -Djava.io.tmpdir=$PWD/tmp " + mrLog4jProps + " org.apache.hadoop.mapred.YarnChild 127.0.0.1 " +
 			strconv.Itoa(amPort) + " " + attempt + " " + strconv.FormatInt(containerJVMID(c.epoch, seq), 10) + " " + redirects
-		return &launchReq{ContainerID: cid, AppID: j.AppID, User: s.User, Unit: attempt, Type: kind,
+		req := &launchReq{ContainerID: cid, AppID: j.AppID, User: s.User, Unit: attempt, Type: kind,
 			MainClass: "org.apache.hadoop.mapred.YarnChild", AttemptID: attempt, MemoryMB: c.containerMB(s), VCores: 1,
-			Command: cmd, Env: c.mrEnv(false), Resources: res}, nil
+			Command: cmd, Env: c.mrEnv(false), Resources: res}
+		if typ == "m" {
+			c.faultReq(s, i, n, req)
+		}
+		return req, nil
 	}
 	err = c.phase(s.Maps, func(i int) error {
-		return c.runContainerTask(j, func(n int) (*launchReq, error) { return task("m", i, n) })
+		build := func(n int) (*launchReq, error) { return task("m", i, n) }
+		if s.fault(i) != FaultNone {
+			return c.runFaultedTask(j, i, build)
+		}
+		return c.runContainerTask(j, build)
 	})
 	if err == nil && s.Reduces > 0 {
 		err = c.phase(s.Reduces, func(i int) error {

@@ -41,6 +41,8 @@ type ExitSource interface {
 type unitEnd struct {
 	localDirs []string // the NodeManager's local dirs (LOCAL_DIRS), for the exit-code file
 	envTries  int      // reads of a member's environment for them
+	oom       *oomWatch
+	oomTried  bool
 }
 
 // closing is an ended attempt of a YARN container whose exit-code file or
@@ -100,6 +102,10 @@ func (t *Tracker) watchEnds(ms int64) {
 		}
 		u.end.envTries++
 		u.end.localDirs = t.localDirsOf(u)
+		if !u.end.oomTried {
+			u.end.oomTried = true
+			t.watchOOM(u) // oom.go
+		}
 	}
 	if len(t.closing) == 0 {
 		return
@@ -155,6 +161,9 @@ func (t *Tracker) localDirsOf(u *unit) []string {
 // NodeManager deletes it soon), and a container's attempt waits for its
 // NodeManager's verdict.
 func (t *Tracker) closeUnit(u *unit, ms int64) {
+	if u.cur != nil {
+		u.cur.info.OOMKills = max(u.cur.info.OOMKills, t.oomKills(u))
+	}
 	if u.cur == nil || u.containerID == "" || u.appID == "" {
 		return
 	}

@@ -60,6 +60,10 @@ type Config struct {
 	Log     *slog.Logger
 	// Lost configures the search for lost and runaway task processes (orphans.go).
 	Lost LostConfig
+	// CgroupRoot is where the cgroup controllers are mounted (default
+	// /sys/fs/cgroup; "-": none), for the OOM kills in containers' memory
+	// cgroups (oom.go).
+	CgroupRoot string
 	// Scope limits the tracker to one daemon's tasks (scope.go).
 	Scope Scope
 	// Groups, when set, gives the scheduler totals of a whole thread group
@@ -261,7 +265,8 @@ func (t *Tracker) Exact() bool { return t.exact }
 
 // Close releases every held file and the exit source.
 func (t *Tracker) Close() error {
-	t.closeLost() // orphans.go
+	t.closeLost()       // orphans.go
+	t.closeOOMWatches() // oom.go
 	for _, p := range t.procs {
 		if p.t != nil && p.t.h != nil {
 			p.t.h.Close()

@@ -54,6 +54,14 @@ export interface Attempt {
   job_name?: string;
   user?: string;
   queue?: string;
+  // How it ended (docs/api.md): succeeded, failed, killed, killed_memory,
+  // lost, or '' while it runs or when nothing of its end was seen.
+  outcome?: string;
+  exit_code?: number | null;
+  exit_source?: string;
+  exit_diagnostics?: string;
+  retry_of?: string;
+  speculative?: boolean;
   // Parsed by the UI.
   t0?: number;
   t1?: number;
@@ -125,7 +133,7 @@ export interface PathStep {
   cause?: string; note: string;
 }
 export interface Waves {
-  task_type: string; attempts: number; slots: number; waves: number; last_wave_attempts: number; last_wave_fill_percent: number;
+  task_type: string; vertex?: string; attempts: number; slots: number; waves: number; last_wave_attempts: number; last_wave_fill_percent: number;
   last_wave_start: string | null; end: string | null; median_duration_s: number; last_wave_kind: string; idle_percent: number;
 }
 export interface WhatIf { kind: string; attempt_id?: string; task_type?: string; containers?: number; end: string | null; saved_s: number; text: string }

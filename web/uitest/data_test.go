@@ -61,6 +61,10 @@ var (
 		wire.SanitizeText([]byte{0xff, 0xfe, 'o', 'k'}) + ` "quoted" & done`
 	hostileJob = "job_1700000000000_0666"
 	hostileAtt = "attempt_1700000000000_0666_m_000000_0"
+	// hostileDiag is the NodeManager's diagnostics of the hostile job's
+	// first attempt, killed over its memory (retried as hostileRetry).
+	hostileDiag  = "Container [pid=4000] is running 1B beyond the 'PHYSICAL' memory limit. <script>alert(4)</script> <b>dump</b>"
+	hostileRetry = "attempt_1700000000000_0666_m_000000_1"
 )
 
 // hostileData is a finished streaming job whose command lines and names
@@ -87,6 +91,25 @@ func (e *env) hostileData() {
 	}
 	b1 := g.Batch(atts, 0, 20, false)
 	b2 := g.Batch(atts, 20, 40, true)
+	// How they ended: the first killed over its memory (and retried, a
+	// moment later), the second failed; the rest succeeded.
+	for i := range b2.Attempts {
+		a := &b2.Attempts[i]
+		end := wire.ExitStatus{Status: 0, Ms: a.LastMs}
+		switch a.AttemptID {
+		case atts[0].ID:
+			a.RootExit, a.NMExit, a.ExitDiagnostics = wire.ExitStatus{Status: 143 << 8, Ms: a.LastMs}, wire.ExitStatus{Status: -104, Ms: a.LastMs}, hostileDiag
+			continue
+		case atts[1].ID:
+			end.Status = 1 << 8
+		}
+		a.JVMExit, a.RootExit = end, end
+	}
+	retry := &storetest.AttemptSpec{ID: hostileRetry, JobID: hostileJob, Type: "map", Container: "container_1700000000000_0666_01_000099",
+		JobName: atts[0].JobName, User: atts[0].User, Queue: "default", MemoryMB: 2048, Start: start.Add(45 * time.Second),
+		Procs: []storetest.ProcSpec{{PID: 4900, Role: wire.RoleTaskJVM, Cmdline: "/usr/lib/jvm/bin/java -Xmx1600m org.apache.hadoop.mapred.YarnChild", CPUPerS: 400, RSS: 300 << 20}}}
+	r1, r2 := g.Batch([]*storetest.AttemptSpec{retry}, 0, 10, false), g.Batch([]*storetest.AttemptSpec{retry}, 10, 20, true)
+	r2.Attempts[len(r2.Attempts)-1].JVMExit = wire.ExitStatus{Status: 0, Ms: r2.Attempts[len(r2.Attempts)-1].LastMs}
 	// The tree: bash -> java -> python.
 	for _, b := range []*wire.Batch{b1, b2} {
 		for i := range b.Processes {
@@ -98,7 +121,7 @@ func (e *env) hostileData() {
 	p := atts[0].Procs[2]
 	b2.Events = append(b2.Events, wire.Event{Ms: start.Add(41 * time.Second).UnixMilli(), Kind: "orphan", Process: g.Key(atts[0], p), PID: p.PID,
 		AttemptID: atts[0].ID, JobID: hostileJob, Message: "still running after its container ended: " + hostileCmd})
-	e.ingest(b1, b2)
+	e.ingest(b1, b2, r1, r2)
 }
 
 // bigJob makes a job of n attempts over many hosts, each a JVM with a few

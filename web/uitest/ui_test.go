@@ -60,9 +60,25 @@ func TestBrowse(t *testing.T) {
 		t.Log("no findings for the hostile job")
 	}
 	tb.shot("02-job")
-	// A tooltip over the timeline names the attempt (built as text, not HTML).
+	// How each attempt ended: outcome badges, exit codes, the retry linked
+	// to the attempt it repeats.
+	outcomes := eval[string](tb, `[...document.querySelectorAll('[data-table=attempts] .vt-row:not([hidden]) .badge[class*=outcome-]')].map(e => e.textContent).sort().join(',')`)
+	if outcomes != "failed,killed: memory,succeeded,succeeded,succeeded,succeeded,succeeded" {
+		t.Errorf("outcomes in the attempts table: %s", outcomes)
+	}
+	if got := eval[string](tb, `[...document.querySelectorAll('[data-table=attempts] .vt-row:not([hidden])')].filter(r => r.textContent.includes('`+hostileRetry+`')).map(r => [...r.querySelectorAll('a[href$="/attempts/`+hostileAtt+`"]')].map(a => a.closest('.vt-td').textContent).join('')).join('')`); got != "retry of _0" {
+		t.Errorf("the retry's repeats cell: %q", got)
+	}
+	if got := eval[string](tb, `[...document.querySelectorAll('[data-table=attempts] .vt-row:not([hidden])')].filter(r => r.textContent.includes('`+hostileAtt+`')).map(r => r.textContent).join('')`); !strings.Contains(got, "-104") {
+		t.Errorf("the memory-killed attempt's row shows no exit code -104: %q", got)
+	}
+	// A tooltip over the timeline names the attempt (built as text, not
+	// HTML), and how it ended.
 	tb.hover(`[data-chart$="-timeline"] .chart-body`, 0.3, 0.5)
 	tb.waitJS("timeline tooltip", `[...document.querySelectorAll('.tip-title')].some(e => e.offsetParent && e.textContent.startsWith('attempt_'))`, 5*time.Second)
+	if !eval[bool](tb, `[...document.querySelectorAll('.tip')].some(e => e.offsetParent && e.textContent.includes('outcome'))`) {
+		t.Error("the timeline's tooltip does not say how the attempt ended")
+	}
 	tb.viewShot("02b-job-tooltip")
 	tb.checkClean("job page")
 
@@ -74,6 +90,17 @@ func TestBrowse(t *testing.T) {
 	svg := tb.download(`[data-chart$="-timeline"] button[data-dl=svg]`)
 	if !bytes.Contains(svg, []byte("<svg")) || !bytes.Contains(svg, []byte("<rect")) || bytes.Contains(svg, []byte("<script")) {
 		t.Errorf("SVG download: %d bytes: %.200s", len(svg), svg)
+	}
+	// The timeline is coloured by outcome, with its legend; or by type.
+	for _, want := range []string{"succeeded", "failed", "killed_memory", "#3a9d5d", "#c8423b", "#8a5cc7"} {
+		if !bytes.Contains(svg, []byte(want)) {
+			t.Errorf("the timeline by outcome lacks %s", want)
+		}
+	}
+	tb.do("colour by type", chromedp.SetValue(`[data-chart$="-timeline"] select[data-timeline-color]`, "type"))
+	tb.do("change", chromedp.Evaluate[chromedp.Void](`document.querySelector('[data-chart$="-timeline"] select[data-timeline-color]').dispatchEvent(new Event('change'))`))
+	if svg := tb.download(`[data-chart$="-timeline"] button[data-dl=svg]`); !bytes.Contains(svg, []byte(">map<")) || bytes.Contains(svg, []byte("succeeded")) {
+		t.Errorf("the timeline by type: %.300s", svg)
 	}
 	tb.checkClean("downloads")
 
@@ -91,8 +118,14 @@ func TestBrowse(t *testing.T) {
 	if !found {
 		t.Errorf("the hostile command line is not shown as text; shown: %q", cmds)
 	}
-	if eval[int](tb, `document.querySelectorAll('#app script, #app img').length`) != 0 {
-		t.Error("markup from a command line became elements on the attempt page")
+	if eval[int](tb, `document.querySelectorAll('#app script, #app img, #app .diag-text b').length`) != 0 {
+		t.Error("markup from a command line or diagnostics became elements on the attempt page")
+	}
+	if got := eval[string](tb, `document.querySelector('[data-diagnostics] pre').textContent`); got != hostileDiag {
+		t.Errorf("the NodeManager's diagnostics shown as %q", got)
+	}
+	if got := eval[string](tb, `document.querySelector('[data-outcome]').textContent`); got != "killed: memory exit -104" {
+		t.Errorf("the attempt's outcome shown as %q", got)
 	}
 	if got := eval[string](tb, `[...document.querySelectorAll('[data-section=processes] .esc')].map(e => e.textContent).join('')`); got != `\xff\xfe` {
 		t.Errorf("escaped bytes marked as %q", got)

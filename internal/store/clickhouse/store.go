@@ -91,6 +91,9 @@ func Open(ctx context.Context, opt Options) (*Store, error) {
 	if err := s.schema.Migrate(ctx, c); err != nil {
 		return nil, err
 	}
+	if err := s.checkSchemaVersion(ctx); err != nil {
+		return nil, err
+	}
 	ttl := map[retentionKind]int{keepRaw: days(opt.Retention), keepRollup: days(opt.RollupRetention)}
 	for _, q := range s.schema.TTL(ttl) {
 		if err := c.Exec(ctx, q, nil); err != nil {
@@ -102,6 +105,40 @@ func Open(ctx context.Context, opt Options) (*Store, error) {
 	}
 	opt.Log.Info("ClickHouse store", "server", c.Host(), "version", v.String(), "database", c.Database(), "cluster", opt.Cluster)
 	return s, nil
+}
+
+// ErrSchemaVersion is a database whose tables another version of the
+// schema made (a newer taskscope's, or one that needs a migration).
+var ErrSchemaVersion = errors.New("tables of another schema version")
+
+// checkSchemaVersion reads the schema's version from meta, and writes it
+// there when the tables are new: a store does not write into tables of
+// another version. (Replicas starting together may each write it: the
+// same row, kept once.)
+func (s *Store) checkSchemaVersion(ctx context.Context) error {
+	rows, err := s.query(ctx, "SELECT value FROM "+s.read("meta")+" FINAL WHERE key = 'schema_version'")
+	if err != nil {
+		return fmt.Errorf("cannot read the schema's version: %w", err)
+	}
+	if rows.Next() {
+		v := rows.String()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("cannot read the schema's version: %w", err)
+		}
+		if v != SchemaVersion {
+			return fmt.Errorf("ClickHouse database %s: %w: version %q, and this taskscope writes version %q (see docs/scaling.md, Upgrades)",
+				s.c.Database(), ErrSchemaVersion, v, SchemaVersion)
+		}
+		return nil
+	}
+	var b Block
+	b.Row()
+	b.String("schema_version")
+	b.String(SchemaVersion)
+	if err := s.insert(ctx, "meta", []string{"key", "value"}, &b); err != nil {
+		return fmt.Errorf("cannot write the schema's version: %w", err)
+	}
+	return nil
 }
 
 // tablesHere counts the store's tables on the server it talks to.

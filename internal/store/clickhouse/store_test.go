@@ -2,6 +2,7 @@ package clickhouse
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 
@@ -52,4 +53,51 @@ func itoa(n int64) string {
 		b = append([]byte{byte('0' + n%10)}, b...)
 	}
 	return string(b)
+}
+
+// TestSchemaVersion: a store writes its schema's version into new tables,
+// opens tables of its own version again, and refuses tables of another.
+func TestSchemaVersion(t *testing.T) {
+	srv := chtest.Start(t)
+	ctx := context.Background()
+	url := srv.URL() + "?database=ver"
+	s, err := Open(ctx, Options{URL: url, InsertEvery: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	c, err := NewClient(url, ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	version := func() string {
+		rows, err := c.Query(ctx, "SELECT value FROM meta FINAL WHERE key = 'schema_version'", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rows.String()
+	}
+	if v := version(); v != SchemaVersion {
+		t.Fatalf("schema_version %q in meta, want %q", v, SchemaVersion)
+	}
+	s, err = Open(ctx, Options{URL: url, InsertEvery: -1})
+	if err != nil {
+		t.Fatalf("opening its own tables again: %v", err)
+	}
+	s.Close()
+	var b Block
+	b.Row()
+	b.String("schema_version")
+	b.String("999")
+	if err := c.Insert(ctx, "meta", []string{"key", "value"}, b.Bytes(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if v := version(); v != "999" {
+		t.Fatalf("schema_version %q after writing 999", v)
+	}
+	if _, err := Open(ctx, Options{URL: url, InsertEvery: -1}); !errors.Is(err, ErrSchemaVersion) {
+		t.Fatalf("opening tables of version 999: %v, want ErrSchemaVersion", err)
+	} else {
+		t.Log(err)
+	}
 }

@@ -7,7 +7,7 @@ import { get, AttemptDetail, LiveSeries, Proc, TSEvent, ms, enc, jobURL, hostURL
 import { Ctx, showError, isAbort } from '../nav';
 import { refresher } from '../live';
 import { Chart, Option, axisFmt, axisTip, colorOf, lineSeries, limitLine, roleColor, timeOption, Fmt, fillGaps } from '../charts';
-import { figure, grid, kv, roleBadge, section, stateBadge, typeBadge } from './common';
+import { exitTitle, figure, grid, kv, outcomeBadge, repeatsCell, roleBadge, section, stateBadge, typeBadge } from './common';
 
 const PROC_METRICS = 'cpu_percent,rss_bytes,pss_bytes,vms_bytes,threads,read_bytes_per_s,write_bytes_per_s';
 const ATT_METRICS = 'cpu_percent,rss_bytes,pss_bytes,vms_bytes,processes,read_bytes_per_s,write_bytes_per_s';
@@ -76,7 +76,7 @@ export async function attemptPage(c: Ctx): Promise<void> {
 
   const renderTop = (): void => {
     clear(head);
-    head.append(h('h1', null, 'Attempt ', h('span.mono', null, d.attempt_id)), typeBadge(d.type), stateBadge(d.state));
+    head.append(h('h1', null, 'Attempt ', h('span.mono', null, d.attempt_id)), typeBadge(d.type), stateBadge(d.state), d.outcome ? outcomeBadge(d.outcome) : '');
     const body = sum.querySelector('.sum-body') ?? sum.appendChild(h('div.sum-body'));
     clear(body);
     const limit = d.memory_mb * 1048576;
@@ -92,7 +92,12 @@ export async function attemptPage(c: Ctx): Promise<void> {
         figure('GC', fmt.dur(d.gc_time_ms), d.peak_heap_bytes ? 'peak heap ' + fmt.bytes(d.peak_heap_bytes) : '')),
       kv([['host', h('a', { href: hostURL(d.host) }, d.host)], ['container', d.container_id || '–'], ['job', h('a', { href: jobURL(d.job_id) }, d.job_id)],
         ['framework', d.framework], ['start', fmt.time(ms(d.start)), fmt.utc(ms(d.start))], ['end', d.end ? fmt.time(ms(d.end)) : d.state],
-        ['streaming', d.streaming ? 'yes' : 'no'], ['java opts', d.java_opts ? h('code', null, rawText(d.java_opts)) : '–']]));
+        ['streaming', d.streaming ? 'yes' : 'no'], ['java opts', d.java_opts ? h('code', null, rawText(d.java_opts)) : '–'],
+        ['outcome', h('span', { 'data-outcome': d.outcome ?? '' }, outcomeBadge(d.outcome), d.exit_code != null ? ' exit ' + d.exit_code : ''), exitTitle(d)],
+        ['repeats', d.retry_of ? (() => { const s = h('span'); repeatsCell(d, s); return s; })() : '–']]));
+    if (d.exit_diagnostics) {
+      body.append(h('div.diag', { 'data-diagnostics': '' }, h('h4', null, "The NodeManager's diagnostics"), h('pre.diag-text', null, rawText(d.exit_diagnostics))));
+    }
   };
   const renderTree = (): void => {
     clear(treeCard);

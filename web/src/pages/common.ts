@@ -1,7 +1,7 @@
 // Pieces several pages share.
 import { h } from '../dom';
 import * as fmt from '../fmt';
-import type { Attempt } from '../api';
+import { attemptURL, type Attempt } from '../api';
 
 export function kv(items: [string, Node | string, string?][]): HTMLElement {
   const dl = h('dl.kv');
@@ -14,6 +14,62 @@ export function kv(items: [string, Node | string, string?][]): HTMLElement {
 
 export function stateBadge(state: string): HTMLElement {
   return h('span.badge.state-' + state.replace(/[^a-z_-]/gi, ''), null, state);
+}
+
+// outcomeText names an outcome for people.
+export function outcomeText(o: string | undefined): string {
+  switch (o) {
+    case 'killed_memory':
+      return 'killed: memory';
+    case undefined:
+    case '':
+      return '–';
+  }
+  return o;
+}
+
+// outcomeColor is an outcome's colour on the timeline and in its legend.
+export const outcomeColor: Record<string, string> = {
+  succeeded: '#3a9d5d', failed: '#c8423b', killed: '#e8892b', killed_memory: '#8a5cc7', lost: '#7d8791', running: '#3b6fd4', unknown: '#b9c0c9',
+};
+
+// outcomeKey is what the timeline colours an attempt by: its outcome,
+// 'running' while it runs, 'unknown' when its end was not seen.
+export function outcomeKey(a: Attempt): string {
+  if (a.outcome) return a.outcome;
+  return a.state === 'running' ? 'running' : 'unknown';
+}
+
+export function outcomeBadge(o: string | undefined): HTMLElement {
+  return h('span.badge.outcome-' + (o || 'none').replace(/[^a-z_-]/gi, ''), null, outcomeText(o));
+}
+
+// exitText is an attempt's exit code as the node showed it, and where from.
+export function exitText(a: Attempt): string {
+  return a.exit_code == null ? '–' : String(a.exit_code);
+}
+
+export function exitTitle(a: Attempt): string {
+  if (a.exit_code == null) return 'no exit status seen';
+  const from: Record<string, string> = {
+    nodemanager: "the NodeManager's exit status for the container", exit_code_file: "the container's exit-code file",
+    container_root: "the container's top process", task_jvm: 'the task JVM',
+  };
+  let t = `exit code ${a.exit_code}, from ${from[a.exit_source ?? ''] ?? a.exit_source}`;
+  if (a.exit_code > 128 && a.exit_code < 160) t += ` (signal ${a.exit_code - 128})`;
+  if (a.exit_diagnostics) t += '\n' + a.exit_diagnostics;
+  return t;
+}
+
+// repeatsCell shows the attempt a retry or a speculative copy repeats, as
+// a link to it named by its attempt number.
+export function repeatsCell(a: Attempt, td: HTMLElement): void {
+  if (!a.retry_of) {
+    td.textContent = '';
+    return;
+  }
+  const n = a.retry_of.slice(a.retry_of.lastIndexOf('_'));
+  td.append(h('span.muted', null, a.speculative ? 'copy of ' : 'retry of '), h('a.mono', { href: attemptURL(a.job_id, a.retry_of), title: a.retry_of }, n));
 }
 
 export function sevBadge(sev: string): HTMLElement {

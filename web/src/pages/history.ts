@@ -66,7 +66,7 @@ export async function historyPage(c: Ctx): Promise<void> {
       xAxis: { type: 'category', data: labels, axisLabel: { fontSize: 10, hideOverlap: true } },
       yAxis: { type: 'value', min: 0, axisLabel: { formatter: m.axis, fontSize: 10 }, splitLine: { lineStyle: { color: '#eef0f3' } } },
       series: [{
-        type: 'line', name: m.title, data: runs.map((r) => ({ value: m.value(r), itemStyle: { color: (r.outside ?? []).includes(m.id) ? '#c8423b' : '#2f62c9' }, symbolSize: (r.outside ?? []).includes(m.id) ? 9 : 6 })),
+        type: 'line', name: m.title, data: runs.map((r, i) => ({ value: [i, m.value(r)], itemStyle: { color: (r.outside ?? []).includes(m.id) ? '#c8423b' : '#2f62c9' }, symbolSize: (r.outside ?? []).includes(m.id) ? 9 : 6 })),
         lineStyle: { color: '#2f62c9', width: 1.5 }, showSymbol: true,
         markLine: b ? {
           silent: true, symbol: 'none', label: { fontSize: 10, position: 'insideEndTop' },

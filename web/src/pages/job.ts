@@ -7,7 +7,7 @@ import { Ctx, showError, isAbort, navigate } from '../nav';
 import { refresher } from '../live';
 import { VTable, Column } from '../vtable';
 import { Chart } from '../charts';
-import { byTypeText, figure, grid, kv, section, sevBadge, stateBadge, typeBadge, typeStateTable } from './common';
+import { byTypeText, exitText, exitTitle, figure, grid, kv, outcomeBadge, outcomeColor, outcomeKey, outcomeText, repeatsCell, section, sevBadge, stateBadge, typeBadge, typeStateTable } from './common';
 import { attachAttemptClick, attemptsOption, cpuOption, distOption, fixDistAxes, ioOption, memOption, timelineOption } from './jobcharts';
 
 const SERIES = 'cpu_percent,rss_bytes,pss_bytes,heap_used_bytes,attempts,read_bytes_per_s,write_bytes_per_s';
@@ -43,6 +43,9 @@ export async function jobPage(c: Ctx): Promise<void> {
     { id: 'attempt', title: 'Attempt', width: 286, flex: true, kind: 'text', get: (a) => a.attempt_id, href: (a) => attemptURL(a.job_id, a.attempt_id), cls: () => 'mono' },
     { id: 'type', title: 'Type', width: 64, kind: 'text', get: (a) => a.type, cell: (a, td) => td.appendChild(typeBadge(a.type)) },
     { id: 'state', title: 'State', width: 76, kind: 'text', get: (a) => a.state, cell: (a, td) => td.appendChild(stateBadge(a.state)) },
+    { id: 'outcome', title: 'Outcome', width: 104, kind: 'text', get: (a) => a.outcome ?? '', fmt: (a) => outcomeText(a.outcome), cell: (a, td) => td.appendChild(outcomeBadge(a.outcome)), tip: 'How it ended, as its node showed it: succeeded, failed, killed, killed: memory (YARN\'s memory check or the kernel\'s OOM killer), lost' },
+    { id: 'exit', title: 'Exit', width: 50, kind: 'num', get: (a) => a.exit_code ?? -1e9, fmt: exitText, tip: 'The exit code it ended with (128 + n: killed by signal n; YARN\'s own below 0: -104 over its physical memory, -105 killed by the application master, ...); hover a cell for where it came from', cell: (a, td) => { td.textContent = exitText(a); td.title = exitTitle(a); } },
+    { id: 'repeats', title: 'Repeats', width: 92, kind: 'text', get: (a) => (a.retry_of ? (a.speculative ? 'copy of ' : 'retry of ') + a.retry_of : ''), cell: repeatsCell, tip: 'The attempt of the same task this one repeats: a retry after it ended, or a speculative copy beside it' },
     { id: 'host', title: 'Host', width: 116, kind: 'text', get: (a) => a.host, href: (a) => hostURL(a.host) },
     { id: 'start', title: 'Start', width: 76, kind: 'time', get: (a) => a.t0!, fmt: (a) => fmt.shortTime(a.t0), filter: false },
     { id: 'dur', title: 'Duration', width: 72, kind: 'dur', get: (a) => a.duration_ms, fmt: (a) => fmt.dur(a.duration_ms) },
@@ -102,7 +105,16 @@ export async function jobPage(c: Ctx): Promise<void> {
   const group = 'job-' + jobID;
   const sub = `job ${jobID} · ${job.name}`;
   const file = (s: string) => `${jobID}-${s}`;
-  const timeline = new Chart(timelineGrid, { title: 'Attempts per host over time', subtitle: sub, file: file('timeline'), group, height: 200, wide: true, note: 'each bar an attempt, coloured by task type, lost ones outlined red; the critical path outlined black and joined by a dashed line; dotted lines: where each type\'s last wave began; click a bar to open it; scroll to zoom (all time charts follow, and fetch finer data)' });
+  const timeline = new Chart(timelineGrid, { title: 'Attempts per host over time', subtitle: sub, file: file('timeline'), group, height: 200, wide: true, note: 'each bar an attempt, coloured by its outcome or its task type, failed, killed and lost ones outlined red; the critical path outlined black and joined by a dashed line; dotted lines: where each type\'s last wave began; click a bar to open it; scroll to zoom (all time charts follow, and fetch finer data)' });
+  // Colour the timeline by outcome (the default) or by task type.
+  let colorBy: 'outcome' | 'type' = 'outcome';
+  const colorSel = h('select.small', { 'data-timeline-color': '', title: 'What the bars are coloured by' },
+    h('option', { value: 'outcome' }, 'by outcome'), h('option', { value: 'type' }, 'by type')) as HTMLSelectElement;
+  colorSel.addEventListener('change', () => {
+    colorBy = colorSel.value === 'type' ? 'type' : 'outcome';
+    drawAttemptCharts();
+  });
+  timeline.card.querySelector('.card-head .spacer')?.after(colorSel);
   const cpu = new Chart(seriesGrid, { title: 'CPU of the job (cores)', subtitle: sub, file: file('cpu'), group, height: 200 });
   const mem = new Chart(seriesGrid, { title: 'Memory of the job', subtitle: sub, file: file('memory'), group, height: 200, note: 'allocated: memory.mb of the attempts running; RSS and PSS summed over their processes' });
   const running = new Chart(seriesGrid, { title: 'Attempts running', subtitle: sub, file: file('attempts'), group, height: 160 });
@@ -129,8 +141,9 @@ export async function jobPage(c: Ctx): Promise<void> {
       return;
     }
     const [from, to] = window();
-    const marks = (path?.waves ?? []).filter((w) => w.waves > 1).map((w) => ({ t: ms(w.last_wave_start), label: `${w.task_type} wave ${w.waves} (${fmt.pct(w.last_wave_fill_percent)} full)` }));
-    const tl = timelineOption(curAtts, from, to, { critical: (path?.steps ?? []).map((s) => s.attempt_id), marks });
+    const marks = (path?.waves ?? []).filter((w) => w.waves > 1).map((w) => ({ t: ms(w.last_wave_start), label: `${w.task_type}${w.vertex ? ' ' + w.vertex : ''} wave ${w.waves} (${fmt.pct(w.last_wave_fill_percent)} full)` }));
+    const colors = colorBy === 'outcome' ? { colorKey: outcomeKey, colors: outcomeColor } : {};
+    const tl = timelineOption(curAtts, from, to, { ...colors, critical: (path?.steps ?? []).map((s) => s.attempt_id), marks });
     timeline.body.style.height = Math.min(640, Math.max(140, Math.min(tl.rows, 40) * 18 + 64)) + 'px';
     timeline.inst?.resize();
     attachAttemptClick(timeline, curAtts);
@@ -239,7 +252,7 @@ export function renderPath(card: HTMLElement, p: CriticalPath | null, jobID: str
     wt.appendChild(h('thead', null, h('tr', null, ...['type', 'attempts', 'containers', 'waves', 'last wave', 'full', 'idle', 'median', 'last wave is'].map((x) => h('th', null, x)))));
     const wb = h('tbody');
     for (const w of waves) {
-      wb.appendChild(h('tr', { 'data-kind': w.last_wave_kind }, h('td', null, typeBadge(w.task_type)), h('td.num', null, fmt.num(w.attempts)), h('td.num', null, fmt.num(w.slots)),
+      wb.appendChild(h('tr', { 'data-kind': w.last_wave_kind }, h('td', null, typeBadge(w.task_type), w.vertex ? ' vertex ' + w.vertex : ''), h('td.num', null, fmt.num(w.attempts)), h('td.num', null, fmt.num(w.slots)),
         h('td.num', null, fmt.num(w.waves)), h('td.num', null, fmt.num(w.last_wave_attempts)), h('td.num', null, fmt.pct(w.last_wave_fill_percent)),
         h('td.num', null, fmt.pct(w.idle_percent)), h('td.num', null, fmt.dur(w.median_duration_s * 1000)),
         h('td', { class: w.last_wave_kind === 'full' ? null : 'warn' }, w.last_wave_kind === 'partial' ? 'badly filled' : w.last_wave_kind === 'straggler' ? 'a straggler' : 'full')));

@@ -4,18 +4,25 @@ import * as fmt from '../fmt';
 import { Attempt, Series, seriesValues, attemptURL } from '../api';
 import { Chart, Option, axisFmt, axisTip, colorOf, lineSeries, pairs, timeOption, tip, typeColor, clipRect } from '../charts';
 import { navigate } from '../nav';
-import { lanes } from './common';
+import { lanes, outcomeText } from './common';
+
+// failedOutcome: the outcomes outlined in red on the timeline.
+function failedOutcome(o: string | undefined): boolean {
+  return o === 'failed' || o === 'killed' || o === 'killed_memory' || o === 'lost';
+}
 import { box } from '../stats';
 
 // timeline draws attempts as bars, one row per host (lanes inside a row
 // for attempts that overlap), coloured by task type.
 // opts.critical are the attempts of the critical path (outlined in black,
 // joined by a line in their order); opts.marks vertical lines with a label
-// (the start of each task type's last wave).
-export function timelineOption(atts: Attempt[], from: number, to: number, opts: { rowKey?: (a: Attempt) => string; colorKey?: (a: Attempt) => string; label?: string; critical?: string[]; marks?: { t: number; label: string }[] } = {}): { option: () => Option; rows: number } {
+// (the start of each task type's last wave); opts.colors the colours of
+// colorKey's values (default: by task type).
+export function timelineOption(atts: Attempt[], from: number, to: number, opts: { rowKey?: (a: Attempt) => string; colorKey?: (a: Attempt) => string; colors?: Record<string, string>; label?: string; critical?: string[]; marks?: { t: number; label: string }[] } = {}): { option: () => Option; rows: number } {
   const critical = new Set(opts.critical ?? []);
   const rowKey = opts.rowKey ?? ((a: Attempt) => a.host);
   const colorKey = opts.colorKey ?? ((a: Attempt) => a.type);
+  const colors = opts.colors ?? typeColor;
   const rows = [...new Set(atts.map(rowKey))].sort();
   const rowIdx = new Map(rows.map((r, i) => [r, i]));
   const perRow = new Map<string, number[]>();
@@ -38,9 +45,9 @@ export function timelineOption(atts: Attempt[], from: number, to: number, opts: 
   const series = keys.map((k, ki) => {
     const data: number[][] = [];
     atts.forEach((a, i) => {
-      if (colorKey(a) === k) data.push([rowIdx.get(rowKey(a))!, a.t0!, Math.max(a.t1!, a.t0! + 500), laneOf[i], laneCount[i], i, a.state === 'lost' || a.state === 'failed' || a.state === 'killed' ? 1 : 0, critical.has(a.attempt_id) ? 1 : 0]);
+      if (colorKey(a) === k) data.push([rowIdx.get(rowKey(a))!, a.t0!, Math.max(a.t1!, a.t0! + 500), laneOf[i], laneCount[i], i, a.state === 'lost' || failedOutcome(a.outcome) ? 1 : 0, critical.has(a.attempt_id) ? 1 : 0]);
     });
-    const color = colorOf(k, typeColor, ki);
+    const color = colorOf(k, colors, ki);
     return {
       type: 'custom', name: k, data, encode: { x: [1, 2], y: 0 }, itemStyle: { color },
       renderItem: (params: { coordSys: { x: number; y: number; width: number; height: number } }, api: { value: (i: number) => number; coord: (v: number[]) => number[]; size: (v: number[]) => number[] }) => {
@@ -54,7 +61,8 @@ export function timelineOption(atts: Attempt[], from: number, to: number, opts: 
         const shape = clipRect({ x: s[0], y, width: Math.max(1.5, e[0] - s[0]), height: Math.max(1, lh - (lh > 3 ? 1 : 0)) }, { x: cs.x, y: cs.y, width: cs.width, height: cs.height });
         // A hairline between consecutive bars (Tez and JVM reuse run attempts back to back).
         const sh = shape as { width: number } | undefined;
-        // The critical path's attempts are outlined in black; lost ones in red.
+        // The critical path's attempts are outlined in black; failed,
+        // killed and lost ones in red.
         if (sh && api.value(7)) return { type: 'rect', shape: sh, style: { fill: color, stroke: '#16181d', lineWidth: 2.5 } };
         if (sh && api.value(6)) return { type: 'rect', shape: sh, style: { fill: color, stroke: '#c8423b', lineWidth: 1.5 } };
         return sh && { type: 'rect', shape: sh, style: sh.width > 4 ? { fill: color, stroke: '#fff', lineWidth: 0.6 } : { fill: color } };
@@ -92,8 +100,11 @@ export function timelineOption(atts: Attempt[], from: number, to: number, opts: 
       trigger: 'item', confine: true, formatter: (p: { value: number[]; color: string; seriesType?: string }) => {
         const a = p.seriesType === 'custom' ? atts[p.value[5]] : undefined;
         if (!a) return '';
-        return tip(a.attempt_id, [[p.color, a.type + ' · ' + a.state, a.host], ['transparent', 'start', fmt.time(a.t0)], ['transparent', 'duration', fmt.dur(a.duration_ms)],
-          ['transparent', 'CPU', fmt.dur(a.cpu_ms)], ['transparent', 'peak RSS', fmt.bytes(a.peak_rss_bytes)]]);
+        const rows: [string, string, string?][] = [[p.color, a.type + ' · ' + a.state, a.host], ['transparent', 'start', fmt.time(a.t0)], ['transparent', 'duration', fmt.dur(a.duration_ms)],
+          ['transparent', 'CPU', fmt.dur(a.cpu_ms)], ['transparent', 'peak RSS', fmt.bytes(a.peak_rss_bytes)]];
+        if (a.outcome) rows.push(['transparent', 'outcome', outcomeText(a.outcome) + (a.exit_code != null ? ' (exit ' + a.exit_code + ')' : '')]);
+        if (a.retry_of) rows.push(['transparent', a.speculative ? 'speculative copy of' : 'retry of', a.retry_of]);
+        return tip(a.attempt_id, rows);
       },
     },
     xAxis: { type: 'time', min: from, max: to, axisLabel: { fontSize: 10, hideOverlap: true }, splitLine: { show: true, lineStyle: { color: '#f0f1f4' } } },
