@@ -446,8 +446,11 @@ func (t *Tracker) endMembership(p *proc, final *taskstats.Record, ms int64) {
 		// exited before: the last sample is then the better figure). What it
 		// had reaped is in its last sample's cutime/cstime.
 		own := tr.vals[t.idx.cpuUser] + tr.vals[t.idx.cpuSys]
-		tail = t.tail(p, final, max(0, final.CPUMs()-own))
-		cpu += tail
+		if !tr.exited {
+			// (A zombie's last stat is read after its exit: nothing follows it.)
+			tail = t.tail(p, final, max(0, final.CPUMs()-own))
+			cpu += tail
+		}
 		read, write = max(read, int64(final.ReadBytes)+tr.pendRead), max(write, int64(final.WriteBytes)+tr.pendWrite)
 	}
 	// An exited process reaped by a parent of the same attempt is in that
