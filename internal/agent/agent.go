@@ -63,6 +63,10 @@ type Config struct {
 	ReapDryRun bool
 	ReapGrace  time.Duration
 	ReapAllow  func(pid int32) bool
+	// Scope limits the agent to one daemon's tasks (--daemon-pid,
+	// --daemon-pidfile): one agent per NodeManager or TaskTracker where a
+	// host runs several, each with its own Host.
+	Scope tracker.Scope
 	// Redact masks the values of secrets in every batch before it is
 	// spooled or sent (nil: redact.Default()).
 	Redact *redact.Masker
@@ -98,7 +102,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	fs := procfs.NewFS(cfg.ProcFS)
 	tcfg := tracker.Config{
-		FS: &fs, Host: cfg.Host, CgroupPrefix: cfg.CgroupPrefix, Log: cfg.Log,
+		FS: &fs, Host: cfg.Host, CgroupPrefix: cfg.CgroupPrefix, Log: cfg.Log, Scope: cfg.Scope,
 		Collect: collect.Config{FS: &fs, PSSEvery: cfg.PSSEvery, StatusEvery: cfg.StatusEvery, FDs: cfg.FDs, JVM: true},
 	}
 	switch cfg.Exits {
@@ -130,6 +134,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	var tr *tracker.Tracker
 	tcfg.Lost = cfg.Lost
 	tcfg.Lost.Enabled = true
+	if tcfg.Lost.Context == nil {
+		tcfg.Lost.Context = ctx // the NodeManager pollers stop with the agent
+	}
 	if cfg.ReapAfter > 0 {
 		tcfg.Lost.Reaper = reaper.New(reaper.Config{After: cfg.ReapAfter, Grace: cfg.ReapGrace, DryRun: cfg.ReapDryRun, Log: cfg.Log,
 			Protect: func(pid int32) bool { return tr.IsDaemon(pid) }, Allow: cfg.ReapAllow})
@@ -282,6 +289,7 @@ func (a *loop) cut() {
 		DroppedSamples: ss.DroppedSamples, DroppedBatches: ss.DroppedBatches, SpoolBytes: uint64(ss.QueuedBytes),
 		Ticks: st.Ticks, Overruns: overruns, ReadErrors: st.ReadErrors,
 	})
+	b.KeyStartOffsetMs = a.tr.KeyStartOffsetMs()
 	// Secrets never leave the node: masked before the spool or the wire.
 	a.cfg.Redact.Batch(b)
 	if err := a.sh.Enqueue(b); err != nil {
@@ -344,6 +352,7 @@ var agentMetrics = []agentMetric{
 		}
 		return a.exits.Lost()
 	}},
+	{"taskscope_agent_nodemanager_poll_errors_total", "Polls of the node's NodeManager REST API that failed.", func(_ *loop, t *tracker.Stats, _ *ship.Stats) uint64 { return t.NMPollErrors }},
 	{"taskscope_agent_processes_exited_total", "Task processes that exited.", func(_ *loop, t *tracker.Stats, _ *ship.Stats) uint64 { return t.Exited }},
 	{"taskscope_agent_queue_batches", "Batches waiting for the server (memory and spool).", func(_ *loop, _ *tracker.Stats, s *ship.Stats) uint64 { return uint64(s.QueuedBatches) }},
 	{"taskscope_agent_queue_bytes", "Compressed bytes waiting for the server.", func(_ *loop, _ *tracker.Stats, s *ship.Stats) uint64 { return uint64(s.QueuedBytes) }},

@@ -155,6 +155,7 @@ func TestMetricsScrape(t *testing.T) {
 		"taskscope_agent_overruns_total":                 func(v float64) bool { return v >= 0 },
 		"taskscope_agent_exit_records_total":             func(v float64) bool { return v == 0 },
 		"taskscope_agent_exit_records_lost_total":        func(v float64) bool { return v == 0 },
+		"taskscope_agent_nodemanager_poll_errors_total":  func(v float64) bool { return v == 0 },
 		"taskscope_agent_exit_records_unclaimed_total":   func(v float64) bool { return v == 0 },
 		"taskscope_agent_vanished_reads_total":           func(v float64) bool { return v == 0 },
 		"taskscope_agent_short_lived_processes_total":    func(v float64) bool { return v == 0 },

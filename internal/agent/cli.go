@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/taskscope/taskscope/internal/redact"
+	"github.com/taskscope/taskscope/internal/tracker"
 )
 
 const usage = `taskscope-agent: samples every process of every Hadoop task attempt on this node.
@@ -80,6 +81,8 @@ func runCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	fds := fl.Bool("fds", false, "count open file descriptors (one directory read per process per tick)")
 	exits := fl.String("exits", "auto", "exit accounting: auto (taskstats when permitted), taskstats, off")
 	cgroup := fl.String("cgroup-prefix", "hadoop-yarn", "YARN cgroup hierarchy name")
+	daemonPID := fl.Int("daemon-pid", 0, "track only the tasks of this NodeManager or TaskTracker (a host that runs several: one agent each, with --host)")
+	daemonPIDFile := fl.String("daemon-pidfile", "", "as --daemon-pid, from the daemon's pid file (read again when it restarts), e.g. /var/run/hadoop-yarn/yarn-yarn-nodemanager.pid")
 	logLevel := fl.String("log-level", "info", "debug, info, warn or error")
 	reapAfter := fl.Duration("reap-orphans", 0, "end task processes identified as lost (orphaned, unknown to the NodeManager, "+
 		"lost Child JVMs, outlived their job) for at least this long: SIGTERM to the process group, SIGKILL after a grace period (0: never)")
@@ -104,7 +107,8 @@ func runCmd(ctx context.Context, args []string, stderr io.Writer) error {
 		Host: *host, SpoolDir: *spool, MaxSpoolBytes: *spoolMax, Listen: *listen, MaxTicks: *maxTicks,
 		PSSEvery: *pss, StatusEvery: *statusEvery, FDs: *fds, Exits: *exits, CgroupPrefix: *cgroup,
 		ReapAfter: *reapAfter, ReapDryRun: *reapDry, Redact: masker,
-		Log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl})),
+		Scope: tracker.Scope{DaemonPID: int32(*daemonPID), DaemonPIDFile: *daemonPIDFile},
+		Log:   slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl})),
 	}
 	if *tokenFile != "" {
 		b, err := os.ReadFile(*tokenFile)
@@ -141,6 +145,8 @@ func snapshotCmd(args []string, stdout, stderr io.Writer) error {
 	asJSON := fl.Bool("json", false, "print JSON (see CONTRACT.md) instead of a tree")
 	interval := fl.Duration("interval", time.Second, "time between the two samples (for CPU %)")
 	host := fl.String("host", "", "node name (default: hostname)")
+	daemonPID := fl.Int("daemon-pid", 0, "only the tasks of this NodeManager or TaskTracker")
+	daemonPIDFile := fl.String("daemon-pidfile", "", "as --daemon-pid, from the daemon's pid file")
 	pattern := redactFlag(fl)
 	if err := fl.Parse(args); err != nil {
 		return err
@@ -149,7 +155,7 @@ func snapshotCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("--redact-pattern: %w", err)
 	}
-	s, err := TakeSnapshot(*procRoot, *host, *interval, masker)
+	s, err := TakeSnapshot(*procRoot, *host, tracker.Scope{DaemonPID: int32(*daemonPID), DaemonPIDFile: *daemonPIDFile}, *interval, masker)
 	if err != nil {
 		return err
 	}

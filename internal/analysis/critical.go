@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/taskscope/taskscope/internal/hadoop"
 	"github.com/taskscope/taskscope/internal/store"
 )
 
@@ -48,9 +49,11 @@ type Step struct {
 	Note           string  `json:"note"`
 }
 
-// Waves is how a task type's attempts ran in waves of its containers.
+// Waves is how a task type's attempts (a Tez vertex's) ran in waves of
+// its containers.
 type Waves struct {
 	TaskType string `json:"task_type"`
+	Vertex   string `json:"vertex,omitempty"` // Tez: the vertex (of its DAG)
 	Attempts int    `json:"attempts"`
 	// Slots is the most attempts of the type that ran at once: the
 	// containers it had.
@@ -102,9 +105,9 @@ func (j *Job) criticalPath() *Path {
 	}
 	p := &Path{Start: store.Time(start), End: store.Time(end), Duration: float64(end-start) / 1000, Steps: []Step{}}
 	waves := map[string]int{} // wave of each attempt
-	byType := j.byType()
-	for _, typ := range sortedTypes(byType) {
-		w, of := wavesOf(byType[typ])
+	for _, g := range waveGroups(j) {
+		w, of := wavesOf(g.atts)
+		w.Vertex = g.vertex
 		for id, n := range of {
 			waves[id] = n
 		}
@@ -134,6 +137,38 @@ func (j *Job) criticalPath() *Path {
 	}
 	p.WhatIf = whatIfs(j, atts, p)
 	return p
+}
+
+// waveGroup is the attempts that run in waves together: a task type's, or
+// a Tez vertex's (DAG and vertex from the attempt id).
+type waveGroup struct {
+	typ, vertex string
+	atts        []store.Attempt
+}
+
+// waveGroups are the job's wave groups in a stable order.
+func waveGroups(j *Job) []waveGroup {
+	var out []waveGroup
+	byType := j.byType()
+	for _, typ := range sortedTypes(byType) {
+		byVertex := map[string][]store.Attempt{}
+		for _, a := range byType[typ] {
+			v := ""
+			if id, ok := hadoop.ParseAttempt(a.AttemptID); ok && id.Tez {
+				v = id.DAG + "/" + id.Vertex
+			}
+			byVertex[v] = append(byVertex[v], a)
+		}
+		vs := make([]string, 0, len(byVertex))
+		for v := range byVertex {
+			vs = append(vs, v)
+		}
+		sort.Strings(vs)
+		for _, v := range vs {
+			out = append(out, waveGroup{typ: typ, vertex: v, atts: byVertex[v]})
+		}
+	}
+	return out
 }
 
 // endOf is when an attempt ended (or was last seen running).
@@ -315,9 +350,9 @@ func concurrency(atts []store.Attempt) int {
 // outlier) and not told here.
 func lastWave(j *Job) []Finding {
 	var out []Finding
-	byType := j.byType()
-	for _, typ := range sortedTypes(byType) {
-		w, _ := wavesOf(byType[typ])
+	for _, g := range waveGroups(j) {
+		typ := g.typ
+		w, _ := wavesOf(g.atts)
 		if w.Kind != "partial" || w.Slots < 2 {
 			continue
 		}
@@ -336,7 +371,10 @@ func lastWave(j *Job) []Finding {
 			Numbers: []Number{{"waves", float64(w.Waves), "count"}, {"slots", float64(w.Slots), "count"},
 				{"last_wave_attempts", float64(w.LastWave), "count"}, {"last_wave_fill", w.LastWaveFill, "percent"},
 				{"idle_share", w.IdleShare, "percent"}, {"last_wave_time", lastSecs, "s"}}}
-		for _, a := range byType[typ] {
+		if g.vertex != "" {
+			f.Message = "Tez vertex " + g.vertex + ": " + f.Message
+		}
+		for _, a := range g.atts {
 			if a.Start >= w.LastWaveStart {
 				f.AttemptIDs = append(f.AttemptIDs, a.AttemptID)
 			}
@@ -493,7 +531,7 @@ func whatIfs(j *Job, atts []store.Attempt, p *Path) []WhatIf {
 	s := newSim(atts)
 	slots := map[string]int{}
 	for _, w := range p.Waves {
-		slots[w.TaskType] = w.Slots
+		slots[w.TaskType] = max(slots[w.TaskType], w.Slots) // Tez: its vertices' most
 	}
 	dur := make([]int64, len(atts))
 	for i, a := range atts {
@@ -525,11 +563,17 @@ func whatIfs(j *Job, atts []store.Attempt, p *Path) []WhatIf {
 			Text: fmt.Sprintf("Had %s taken the median %.0f s of its type instead of %.0f s, the job would have ended %.0f s earlier (%.0f s instead of %.0f s).",
 				st.AttemptID, m/1000, float64(dur[i])/1000, saved, p.Duration-saved, p.Duration)})
 	}
+	asked := map[string]bool{}
 	for _, w := range p.Waves {
-		if w.Waves < 2 {
+		if w.Waves < 2 || asked[w.TaskType] {
 			continue
 		}
+		asked[w.TaskType] = true
+		w.Slots = slots[w.TaskType]
 		for _, more := range []int{max(1, w.Slots/2), w.Slots} {
+			if more == max(1, w.Slots/2) && more == w.Slots && len(out) > 0 && out[len(out)-1].TaskType == w.TaskType && out[len(out)-1].Kind == "more_containers" {
+				continue // one slot: half and all are one
+			}
 			sl := map[string]int{}
 			for k, v := range slots {
 				sl[k] = v
@@ -537,9 +581,17 @@ func whatIfs(j *Job, atts []store.Attempt, p *Path) []WhatIf {
 			sl[w.TaskType] += more
 			e, saved := at(s.run(sl, dur))
 			out = append(out, WhatIf{Kind: "more_containers", TaskType: w.TaskType, Containers: more, End: e, Saved: saved,
-				Text: fmt.Sprintf("With %d more containers for the %s attempts (%d instead of %d), the job would have ended %.0f s earlier (%.0f s instead of %.0f s).",
-					more, w.TaskType, w.Slots+more, w.Slots, saved, p.Duration-saved, p.Duration)})
+				Text: fmt.Sprintf("With %d more %s for the %s attempts (%d instead of %d), the job would have ended %.0f s earlier (%.0f s instead of %.0f s).",
+					more, plural(more, "container"), w.TaskType, w.Slots+more, w.Slots, saved, p.Duration-saved, p.Duration)})
 		}
 	}
 	return out
+}
+
+// plural is n's noun.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return noun
+	}
+	return noun + "s"
 }

@@ -104,3 +104,32 @@ func TestWhatIfWaves(t *testing.T) {
 		t.Errorf("critical path of %d steps ending %s", n, r.Path.Steps[n-1].AttemptID)
 	}
 }
+
+// TestTezVertexWaves: the waves of a Tez DAG are a vertex's: vertex 01's
+// 6 tasks on 2 containers, vertex 02's 2 tasks after them.
+func TestTezVertexWaves(t *testing.T) {
+	var atts []store.Attempt
+	add := func(vertex, task int, s, d int64) {
+		start := t0.UnixMilli() + s*1000
+		atts = append(atts, store.Attempt{AttemptID: fmt.Sprintf("attempt_1700000000000_0007_1_%02d_%06d_0", vertex, task),
+			JobID: "application_1700000000000_0007", Host: "h1", Type: "tez", State: "finished", Start: store.Time(start),
+			End: store.Time(start + d*1000), LastSeen: store.Time(start + d*1000), DurationMs: d * 1000, CPUMs: d * 800})
+	}
+	for i := 0; i < 6; i++ {
+		add(1, i, int64(10*(i/2)), 10)
+	}
+	add(2, 0, 30, 10)
+	add(2, 1, 30, 10)
+	d := &store.JobDetail{Job: store.Job{JobID: "application_1700000000000_0007", State: store.StateFinished}, AttemptList: atts}
+	r := report(t, newFake(d), d.JobID)
+	if len(r.Path.Waves) != 2 {
+		t.Fatalf("waves %+v, want one per vertex", r.Path.Waves)
+	}
+	v1, v2 := r.Path.Waves[0], r.Path.Waves[1]
+	if v1.Vertex != "1/01" || v1.Slots != 2 || v1.Waves != 3 || v2.Vertex != "1/02" || v2.Waves != 1 {
+		t.Errorf("vertex waves %+v, %+v", v1, v2)
+	}
+	if n := len(r.Path.Steps); n != 4 || r.Path.Steps[3].AttemptID != "attempt_1700000000000_0007_1_02_000001_0" {
+		t.Errorf("critical path %+v", r.Path.Steps)
+	}
+}

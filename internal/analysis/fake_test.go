@@ -22,6 +22,9 @@ type fakeStore struct {
 	// "attempt", "jobs").
 	failOn string
 	reads  map[string]int
+	// series are values of attempt metrics ("attempt/metric"): a series
+	// query of the attempt answers one bucket of that value.
+	series map[string]float64
 }
 
 var errBroken = fmt.Errorf("the store is broken")
@@ -112,6 +115,12 @@ func (f *fakeStore) Series(_ context.Context, q store.SeriesQuery) (*store.Serie
 	if err := f.fail("series"); err != nil {
 		return nil, err
 	}
+	for _, m := range q.Metrics {
+		if v, ok := f.series[q.AttemptID+"/"+m]; ok && q.AttemptID != "" {
+			return &store.SeriesResult{Scope: q.Scope, Step: q.Step, From: q.From, To: q.To, Times: []int64{q.From},
+				Series: []store.MetricSeries{{Metric: m, Values: []store.Float{store.Float(v)}}}}, nil
+		}
+	}
 	return nil, fmt.Errorf("no series: %w", store.ErrNotFound)
 }
 
@@ -145,6 +154,7 @@ type task struct {
 	memMB        int64
 	outcome      string // "" succeeded
 	spec         bool   // a speculative copy
+	heapMB       int64  // peak heap used
 }
 
 // job builds a finished job of the tasks: attempt i of a type is
@@ -169,7 +179,7 @@ func job(n int, name string, tasks ...task) *store.JobDetail {
 			DurationMs: end.Sub(start).Milliseconds(), CPUMs: int64(t.cpu * t.d * 1000), PeakRSS: rss << 20,
 			Processes: 2, ReadBytes: t.ioMB << 20, GCTimeMs: t.gcMs, SchedWaitMs: t.waitMs, MemoryMB: max(t.memMB, 1024),
 			XmxBytes: 800 << 20, JobName: name, User: "alice", Queue: "default", Outcome: cmp.Or(t.outcome, store.OutcomeSucceeded),
-			Speculative: t.spec, RSSByteMs: float64(rss<<20) * t.d * 1000}
+			Speculative: t.spec, RSSByteMs: float64(rss<<20) * t.d * 1000, PeakHeap: t.heapMB << 20}
 		d.AttemptList = append(d.AttemptList, a)
 		if d.Start == 0 || a.Start < d.Start {
 			d.Start = a.Start

@@ -56,6 +56,8 @@ func TestThresholds(t *testing.T) {
 		name   string
 		tasks  []task
 		others []task // another job's attempts (neighbours)
+		events []store.Event
+		series map[string]float64 // fakeStore.series
 		want   map[string]analysis.Severity
 		loose  bool // other heuristics may raise what they will
 		check  func(t *testing.T, r *analysis.Report)
@@ -138,6 +140,31 @@ func TestThresholds(t *testing.T) {
 				}
 			}},
 	}
+	a5 := "attempt_1700000000000_0001_m_000005_0"
+	cases = append(cases,
+		tc{name: "skew of CPU 4x", tasks: cat(same(5, m), []task{with(m, func(t *task) { t.host, t.cpu = "h1", 3.6 })}),
+			want: map[string]analysis.Severity{"skew": analysis.Moderate, "outlier": analysis.Moderate}},
+		tc{name: "memory too close to the container", tasks: same(4, with(m, func(t *task) { t.rssMB = 980 })),
+			want: map[string]analysis.Severity{"memory_headroom": analysis.Moderate}},
+		tc{name: "memory reserved but unused", tasks: same(4, with(m, func(t *task) { t.rssMB, t.memMB = 500, 4096 })),
+			want: map[string]analysis.Severity{"memory_headroom": analysis.Critical}},
+		tc{name: "heap full", tasks: same(4, with(m, func(t *task) { t.heapMB = 790 })),
+			want: map[string]analysis.Severity{"heap_headroom": analysis.Severe}},
+		tc{name: "cpu mostly idle", tasks: same(4, with(m, func(t *task) { t.d, t.cpu = 30, 0.1 })),
+			want: map[string]analysis.Severity{"cpu_efficiency": analysis.Severe}},
+		tc{name: "one lost process", tasks: same(4, m),
+			events: []store.Event{{Kind: "orphan", JobID: "job_1700000000000_0001", Host: "h1", PID: 42, AttemptID: a5}},
+			want:   map[string]analysis.Severity{"lost_processes": analysis.Severe}},
+		tc{name: "three lost processes", tasks: same(4, m),
+			events: []store.Event{{Kind: "orphan", JobID: "job_1700000000000_0001", Host: "h1", PID: 42}, {Kind: "orphan", JobID: "job_1700000000000_0001", Host: "h1", PID: 43},
+				{Kind: "orphan", JobID: "job_1700000000000_0001", Host: "h2", PID: 42}},
+			want: map[string]analysis.Severity{"lost_processes": analysis.Critical}},
+		tc{name: "short-lived processes 50/s", tasks: same(4, m),
+			series: map[string]float64{"attempt_1700000000000_0001_m_000000_0/short_lived": 500},
+			want:   map[string]analysis.Severity{"short_lived_processes": analysis.Severe}},
+		tc{name: "short-lived processes below 50", tasks: same(4, m),
+			series: map[string]float64{"attempt_1700000000000_0001_m_000000_0/short_lived": 49}},
+	)
 	// straggler: slowest/median 2, 3, 4, 6.
 	for _, c := range []struct {
 		ratio float64
@@ -163,6 +190,7 @@ func TestThresholds(t *testing.T) {
 			if c.others != nil {
 				fs = newFake(d, job(2, "other", c.others...))
 			}
+			fs.events, fs.series = c.events, c.series
 			r := report(t, fs, d.JobID)
 			for h, want := range c.want {
 				got := analysis.None

@@ -15,6 +15,7 @@ import (
 	"github.com/taskscope/taskscope/internal/analysis"
 	"github.com/taskscope/taskscope/internal/server"
 	"github.com/taskscope/taskscope/internal/simulator"
+	"github.com/taskscope/taskscope/internal/tracker"
 )
 
 // demoCmd runs a server with an embedded store, a local agent and a
@@ -30,6 +31,7 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	scale := fl.Float64("scale", 1, "multiplies the simulated tasks' CPU and durations")
 	jobs := fl.Int("concurrency", 0, "jobs running at once (default: one per node)")
 	cgroups := fl.Bool("cgroups", false, "put YARN containers into cgroups (root and cgroup v1 only)")
+	reapDelay := fl.Duration("reap-delay", 0, "the simulated NodeManagers and TaskTrackers reap their containers this long after they exited (a busy daemon)")
 	logLevel := fl.String("log-level", "warn", "debug, info, warn or error")
 	chURL := fl.String("clickhouse-url", "", "keep the store in ClickHouse, http://HOST:8123/?database=NAME (default: the embedded store)")
 	if err := fl.Parse(args); err != nil {
@@ -72,21 +74,33 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		srv.Shutdown(sctx)
 	}()
 	cluster, err := simulator.Start(ctx, simulator.Options{Dir: filepath.Join(tmp, "sim"), Nodes: *nodes, Kind: nk,
-		Scale: *scale, Cgroups: *cgroups, Log: log})
+		Scale: *scale, Cgroups: *cgroups, ReapDelay: *reapDelay, Log: log})
 	if err != nil {
 		return fmt.Errorf("cannot start the simulated cluster: %w", err)
 	}
 	defer cluster.Close()
 
+	// One agent per node, as on a real cluster: each reports under its
+	// node's name and tracks the tasks of its node's daemon only (the
+	// simulated nodes share one kernel; a real host is its own hostname).
 	agentCtx, stopAgent := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
-	var agentErr error
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		_, agentErr = agent.Run(agentCtx, agent.Config{Servers: []string{srv.URL()}, Interval: *interval,
-			MaxTicks: -1, PSSEvery: 5, Log: log})
-	}()
+	var agentMu sync.Mutex
+	var agentErrs []error
+	for _, n := range cluster.Nodes() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := agent.Run(agentCtx, agent.Config{Servers: []string{srv.URL()}, Interval: *interval,
+				MaxTicks: -1, PSSEvery: 5, Log: log.With("node", n.Name), Host: n.Name,
+				Scope: tracker.Scope{DaemonPIDFile: n.PIDFile}})
+			if err != nil {
+				agentMu.Lock()
+				agentErrs = append(agentErrs, fmt.Errorf("agent of %s: %w", n.Name, err))
+				agentMu.Unlock()
+			}
+		}()
+	}
 	streamCtx, stopStream := context.WithCancel(ctx)
 	wg.Add(1)
 	go func() {
@@ -99,7 +113,7 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if h, p, err := splitHostPort(srv.Addr()); err == nil && (h == "::" || h == "0.0.0.0" || h == "") {
 		url = "http://localhost:" + p
 	}
-	fmt.Fprintf(stdout, "taskscope demo: %d simulated %s nodes, agent sampling every %s\n", *nodes, nk, *interval)
+	fmt.Fprintf(stdout, "taskscope demo: %d simulated %s nodes, an agent on each sampling every %s\n", *nodes, nk, *interval)
 	fmt.Fprintf(stdout, "UI on %s  (Ctrl-C stops everything)\n", url)
 	select {
 	case <-ctx.Done():
@@ -118,7 +132,7 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if left := cluster.Leftovers(); len(left) > 0 {
 		return fmt.Errorf("processes left behind: %v", left)
 	}
-	return agentErr
+	return errors.Join(agentErrs...)
 }
 
 func simulateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -190,6 +190,7 @@ type Watcher struct {
 	last   *Listing
 	prev   *Listing
 	polls  uint64
+	errs   uint64
 	wake   chan struct{}
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -248,8 +249,11 @@ func (w *Watcher) PollSoon() {
 }
 
 // Start polls until Stop.
-func (w *Watcher) Start() {
-	ctx, cancel := context.WithCancel(context.Background())
+func (w *Watcher) Start() { w.StartContext(context.Background()) }
+
+// StartContext polls until ctx is done or Stop.
+func (w *Watcher) StartContext(ctx context.Context) {
+	ctx, cancel := context.WithCancel(ctx)
 	w.cancel, w.done = cancel, make(chan struct{})
 	go func() {
 		defer close(w.done)
@@ -266,6 +270,10 @@ func (w *Watcher) Start() {
 		}
 	}()
 }
+
+// Done is closed when polling has stopped (its context is done, or Stop);
+// nil before Start.
+func (w *Watcher) Done() <-chan struct{} { return w.done }
 
 // Stop stops polling.
 func (w *Watcher) Stop() {
@@ -285,6 +293,9 @@ func (w *Watcher) PollOnce(ctx context.Context) {
 	l := &Listing{URL: url, At: time.Now()}
 	cs, err := Containers(ctx, w.client, url)
 	if err != nil {
+		if ctx.Err() == nil {
+			w.countErr()
+		}
 		return // unreachable now: keep what it said before, and judge nothing new
 	}
 	l.Containers = make(map[string]string, len(cs))
@@ -306,6 +317,8 @@ func (w *Watcher) PollOnce(ctx context.Context) {
 		for _, a := range apps {
 			l.Apps[a.ID] = a.State
 		}
+	} else if ctx.Err() == nil {
+		w.countErr()
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -315,6 +328,20 @@ func (w *Watcher) PollOnce(ctx context.Context) {
 	w.polls++
 	l.Polls = w.polls
 	w.prev, w.last = w.last, l
+}
+
+func (w *Watcher) countErr() {
+	w.mu.Lock()
+	w.errs++
+	w.mu.Unlock()
+}
+
+// Errors counts the polls that failed (the NodeManager did not answer, or
+// not with a listing), cumulative.
+func (w *Watcher) Errors() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.errs
 }
 
 // ExitCodeFile is where a NodeManager's container launch writes a

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/taskscope/taskscope/internal/testsrv"
 )
 
 func writeSite(t *testing.T, props string) string {
@@ -100,29 +102,35 @@ func TestWatcher(t *testing.T) {
 		t.Fatal("a listing before any poll")
 	}
 	w.SetURL(s.URL)
-	w.Start()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w.StartContext(ctx)
 	defer w.Stop()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		last, prev := w.Latest()
-		if last != nil && prev != nil {
-			if last.Containers["c1"] != "RUNNING" || last.Apps == nil || last.Polls < 2 || !last.At.After(prev.At) {
-				t.Fatalf("%+v %+v", last, prev)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no two polls")
-		}
-		time.Sleep(10 * time.Millisecond)
+	testsrv.WaitUntil(t, "two polls", 5*time.Second, func() bool { last, prev := w.Latest(); return last != nil && prev != nil })
+	if last, prev := w.Latest(); last.Containers["c1"] != "RUNNING" || last.Apps == nil || last.Polls < 2 || !last.At.After(prev.At) {
+		t.Fatalf("%+v %+v", last, prev)
 	}
-	// An unreachable NodeManager: the old listings stay, no new ones.
+	if n := w.Errors(); n != 0 {
+		t.Errorf("%d errors polling a NodeManager that answers", n)
+	}
+	// An unreachable NodeManager: its polls fail and are counted, the old
+	// listings stay, no new ones.
 	s.Close()
 	last, _ := w.Latest()
-	time.Sleep(100 * time.Millisecond)
+	testsrv.WaitUntil(t, "failed polls counted", 5*time.Second, func() bool { return w.Errors() >= 2 })
 	if l2, _ := w.Latest(); l2.Polls > last.Polls+1 {
 		t.Errorf("polls went on: %d -> %d", last.Polls, l2.Polls)
 	}
+	// It stops with its context.
+	cancel()
+	testsrv.WaitUntil(t, "the watcher stops with its context", 5*time.Second, func() bool {
+		select {
+		case <-w.Done():
+			return true
+		default:
+			return false
+		}
+	})
 	w.SetURL("http://127.0.0.1:1")
 	if l, _ := w.Latest(); l != nil {
 		t.Error("a new URL kept the old listing")

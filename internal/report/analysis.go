@@ -34,7 +34,11 @@ func path(w io.Writer, p *analysis.Path) {
 		tw = tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "type\tattempts\tcontainers\twaves\tlast wave\tfull\tidle\tmedian\tlast wave is\t")
 		for _, v := range p.Waves {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t\n", v.TaskType, v.Attempts, v.Slots, v.Waves, v.LastWave,
+			typ := v.TaskType
+			if v.Vertex != "" {
+				typ += " " + v.Vertex
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t\n", typ, v.Attempts, v.Slots, v.Waves, v.LastWave,
 				pct(v.LastWaveFill), pct(v.IdleShare), Duration(int64(v.MedianDuration*1000)), v.Kind)
 		}
 		tw.Flush()

@@ -21,12 +21,12 @@ func TestAnomalies(t *testing.T) {
 		t.Fatal(err)
 	}
 	leaky, err := c.Submit(ctx, JobSpec{Kind: JobMapReduce, Name: "leaky", Maps: 1, NoReduces: true, TaskCPU: time.Second,
-		Hold: 10 * time.Second, Leak: true})
+		Hold: 20 * time.Second, Leak: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	steady, err := c.Submit(ctx, JobSpec{Kind: JobMapReduce, Name: "steady", Maps: 1, NoReduces: true, TaskCPU: time.Second,
-		Hold: 10 * time.Second})
+		Hold: 20 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -228,6 +228,9 @@ type NodeInfo struct {
 	LocalDir string   // yarn.nodemanager.local-dirs / mapred.local.dir
 	LogDir   string   // yarn.nodemanager.log-dirs / hadoop.log.dir
 	PID      int      // the NodeManager or TaskTracker stand-in
+	// PIDFile holds PID, as Hadoop's daemon scripts write it:
+	// <root>/pids/yarn-<user>-nodemanager.pid, hadoop-<user>-tasktracker.pid.
+	PIDFile string
 	// WebAddress is the NodeManager's web address (host:port): GET
 	// http://<WebAddress>/ws/v1/node/containers lists its containers.
 	WebAddress string

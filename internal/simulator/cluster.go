@@ -371,6 +371,19 @@ func (c *Cluster) startNode(i int, kind NodeKind) (*node, error) {
 	n.cmd = cmd
 	n.info.PID = cmd.Process.Pid
 	n.info.Alive = true
+	// As hadoop-daemon.sh and yarn-daemon.sh do ($HADOOP_PID_DIR): one
+	// agent per node finds its daemon there (the demo's, the tests').
+	pidName := "yarn-" + c.realUser + "-nodemanager.pid"
+	if kind != NodeYARN {
+		pidName = "hadoop-" + c.realUser + "-tasktracker.pid"
+	}
+	n.info.PIDFile = filepath.Join(root, "pids", pidName)
+	if err := writeFileAtomic(n.info.PIDFile, []byte(strconv.Itoa(n.info.PID)+"\n"), 0o644); err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		nc.Close()
+		return nil, err
+	}
 	n.conn = newConn(nc)
 	go func() {
 		cmd.Wait()

@@ -224,6 +224,9 @@ func (t *Tracker) unitFor(p *proc, l *hadoop.Launch) *unit {
 	}
 	u := t.units[key]
 	if u == nil {
+		if !t.inScope(p) {
+			return nil // another daemon's (scope.go)
+		}
 		u = t.newUnit(key, container, p)
 	}
 	u.learn(t, p, l)
@@ -246,6 +249,9 @@ func (t *Tracker) unitFromCgroupOrEnv(p *proc) (*unit, bool) {
 				if u := t.units[c.Raw]; u != nil {
 					return u, false
 				}
+				if !t.inScopeDirs(p) {
+					return nil, false
+				}
 				return t.newUnit(c.Raw, c.Raw, p), false
 			}
 		}
@@ -255,6 +261,18 @@ func (t *Tracker) unitFromCgroupOrEnv(p *proc) (*unit, bool) {
 		if u := t.units[env.ContainerID]; u != nil {
 			return u, env.Streaming
 		}
+	}
+	if (env.ContainerID != "" || env.AttemptID != "") && !t.inScopeDirs(p) {
+		// Units it would be new in are another daemon's (scope.go),
+		// unless it is a known unit's attempt's.
+		for _, u := range t.units {
+			if env.AttemptID != "" && u.attemptID == env.AttemptID {
+				return u, true
+			}
+		}
+		return nil, false
+	}
+	if env.ContainerID != "" {
 		if env.AttemptID == "" {
 			return t.newUnit(env.ContainerID, env.ContainerID, p), false
 		}

@@ -2,6 +2,7 @@ package tracker
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net/http"
 	"os"
@@ -47,21 +48,24 @@ type LostConfig struct {
 	NoNM       bool
 	NMPoll     time.Duration
 	HTTPClient *http.Client
-	Reaper     *orphanreaper.Reaper
+	// Context, when set, stops the NodeManager pollers when it is done
+	// (Tracker.Close stops them anyway).
+	Context context.Context
+	Reaper  Reaper
 }
 
 // lostState is the tracker's memory of the checks.
 type lostState struct {
-	lastMs   int64
-	daemons  map[daemonID]*daemonConf
-	nm       *nodemanager.Watcher           // NMURL's, for every unit
-	nms      map[int32]*nodemanager.Watcher // per NodeManager process found (a test machine may run several)
-	flagged  map[*unit]*unitFlags
-	excess   map[string]string // "<tt pid>/<type>" -> what was last reported
-	nmStatic bool
+	lastMs  int64
+	daemons map[daemonID]*daemonConf
+	nm      *nmPollers // nmpoll.go
+	flagged map[*unit]*unitFlags
+	excess  map[string]string // "<tt pid>/<type>" -> what was last reported
 	// h1Index: some Child's log.index was found, so a Child without one
 	// has really not got its task (and is not merely unreadable here).
 	h1Index bool
+	keys    []string // the units' keys, sorted: the checks report in this order
+	tts     []daemonID
 }
 
 type daemonID struct {
@@ -75,6 +79,7 @@ type daemonConf struct {
 	confDir              string // as the daemon sees it
 	mapSlots, reduceSlot int64
 	webURL               string
+	localDirs            []string // yarn.nodemanager.local-dirs, mapred.local.dir
 }
 
 // unitFlags are what the checks found about one unit.
@@ -88,32 +93,30 @@ type unitFlags struct {
 func (t *Tracker) lostStateInit() *lostState {
 	if t.lost == nil {
 		t.lost = &lostState{daemons: map[daemonID]*daemonConf{}, flagged: map[*unit]*unitFlags{}, excess: map[string]string{},
-			nms: map[int32]*nodemanager.Watcher{}}
-		c := t.cfg.Lost
-		if !c.NoNM && c.NMURL != "" {
-			t.lost.nm = nodemanager.NewWatcher(c.NMPoll, c.HTTPClient)
-			t.lost.nm.SetURL(c.NMURL)
-			t.lost.nmStatic = true
-			t.lost.nm.Start()
-		}
+			nm: newNMPollers(&t.cfg.Lost)}
 	}
 	return t.lost
 }
 
-// closeLost stops the NodeManager watcher.
+// closeLost stops the NodeManager pollers.
 func (t *Tracker) closeLost() {
-	if t.lost == nil {
-		return
-	}
-	if t.lost.nm != nil {
-		t.lost.nm.Stop()
-	}
-	for _, w := range t.lost.nms {
-		w.Stop()
+	if t.lost != nil {
+		t.lost.nm.stop()
 	}
 }
 
-// checkLost runs the checks of LostConfig, at most every CheckEvery.
+// flags are what the checks found of u so far.
+func (ls *lostState) flags(u *unit) *unitFlags {
+	f := ls.flagged[u]
+	if f == nil {
+		f = &unitFlags{}
+		ls.flagged[u] = f
+	}
+	return f
+}
+
+// checkLost runs the checks of LostConfig, at most every CheckEvery. They
+// are independent: each reports what it finds on its own.
 func (t *Tracker) checkLost(ms int64) {
 	c := &t.cfg.Lost
 	if !c.Enabled {
@@ -128,28 +131,35 @@ func (t *Tracker) checkLost(ms int64) {
 		return
 	}
 	ls.lastMs = ms
-	lostAfter := c.LostAfter
-	if lostAfter <= 0 {
-		lostAfter = time.Minute
-	}
 	for u := range ls.flagged {
 		if t.units[u.key] != u {
 			delete(ls.flagged, u)
 		}
 	}
-	flags := func(u *unit) *unitFlags {
-		f := ls.flagged[u]
-		if f == nil {
-			f = &unitFlags{}
-			ls.flagged[u] = f
-		}
-		return f
+	ls.keys = ls.keys[:0]
+	for k := range t.units {
+		ls.keys = append(ls.keys, k)
 	}
-	// The daemons of the node, and what their conf dirs say.
-	var tts []daemonID
+	sort.Strings(ls.keys)
+	t.findDaemons(ls)
+	t.checkReparented(ls, ms)
+	t.checkChildSlots(ls, ms)
+	t.checkUnknownContainers(ls, ms)
+	t.checkOutlived(ls, ms)
+	t.stats.NMPollErrors = ls.nm.errors()
+	if c.Reaper != nil {
+		t.reap(ms)
+	}
+}
+
+// findDaemons finds the node's TaskTrackers and NodeManagers (the scope's
+// only, with a Scope), reads their conf dirs once, and polls the
+// NodeManagers.
+func (t *Tracker) findDaemons(ls *lostState) {
+	ls.tts = ls.tts[:0]
 	live := map[daemonID]bool{}
 	for pid, p := range t.procs {
-		if p.state != stDaemon || (p.kind != hadoop.KindTaskTracker && p.kind != hadoop.KindNodeManager) {
+		if p.state != stDaemon || (p.kind != hadoop.KindTaskTracker && p.kind != hadoop.KindNodeManager) || !t.ownDaemon(pid) {
 			continue
 		}
 		id := daemonID{pid, p.startTicks}
@@ -160,12 +170,9 @@ func (t *Tracker) checkLost(ms int64) {
 			ls.daemons[id] = dc
 		}
 		if p.kind == hadoop.KindTaskTracker {
-			tts = append(tts, id)
-		} else if !c.NoNM && !ls.nmStatic && dc.webURL != "" && ls.nms[pid] == nil {
-			w := nodemanager.NewWatcher(c.NMPoll, c.HTTPClient)
-			w.SetURL(dc.webURL)
-			w.Start()
-			ls.nms[pid] = w
+			ls.tts = append(ls.tts, id)
+		} else if !t.cfg.Lost.NoNM {
+			ls.nm.watch(pid, dc.webURL)
 		}
 	}
 	for id := range ls.daemons {
@@ -173,43 +180,46 @@ func (t *Tracker) checkLost(ms int64) {
 			delete(ls.daemons, id)
 		}
 	}
-	for pid, w := range ls.nms {
-		if p := t.procs[pid]; p == nil || p.state != stDaemon {
-			w.Stop()
-			delete(ls.nms, pid)
-		}
-	}
-	keys := make([]string, 0, len(t.units))
-	for k := range t.units {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	// Orphans that the launcher check of sampleUnits cannot see: the
-	// launcher recorded is a member of the unit (the agent came after the
-	// unit's first process), so look at the topmost member's parent.
-	for _, k := range keys {
+	ls.nm.keep(func(pid int32) bool { p := t.procs[pid]; return p != nil && p.state == stDaemon })
+}
+
+// checkReparented finds the orphans that the launcher check of sampleUnits
+// cannot see: the launcher recorded is a member of the unit (the agent came
+// after the unit's first process), so it looks at the topmost member's
+// parent.
+func (t *Tracker) checkReparented(ls *lostState, ms int64) {
+	for _, k := range ls.keys {
 		u := t.units[k]
 		if u.orphaned || u.cur == nil {
 			continue
 		}
-		if top := t.topMember(u); top != nil {
-			if parent := t.procs[top.ppid]; top.ppid > 1 && parent.launches() {
-				u.launcherPID = top.ppid
-			} else if top.ppid == 1 && top.t != nil && (top.t.role == wire.RoleWrapper || top.t.role == wire.RoleTaskJVM) {
-				u.orphaned = true
-				t.sink.Event(&wire.Event{Ms: ms, Kind: wire.EventOrphan, AttemptID: u.cur.info.AttemptID, JobID: u.cur.info.JobID,
-					PID: top.pid, Process: top.t.key, Message: fmt.Sprintf("%s (pid %d) was reparented to init: the process that launched this task is gone", top.t.comm, top.pid)})
-			}
+		top := t.topMember(u)
+		if top == nil {
+			continue
+		}
+		if parent := t.procs[top.ppid]; top.ppid > 1 && parent.launches() {
+			u.launcherPID = top.ppid
+		} else if top.ppid == 1 && top.t != nil && (top.t.role == wire.RoleWrapper || top.t.role == wire.RoleTaskJVM) {
+			u.orphaned = true
+			t.sink.Event(&wire.Event{Ms: ms, Kind: wire.EventOrphan, AttemptID: u.cur.info.AttemptID, JobID: u.cur.info.JobID,
+				PID: top.pid, Process: top.t.key, Message: fmt.Sprintf("%s (pid %d) was reparented to init: the process that launched this task is gone", top.t.comm, top.pid)})
 		}
 	}
-	// Hadoop 1: Child JVMs per TaskTracker and type against its slots, and
-	// Children that never got their task.
+}
+
+// checkChildSlots counts Hadoop 1 Child JVMs per TaskTracker and type
+// against its slots, and finds Children that never got their task.
+func (t *Tracker) checkChildSlots(ls *lostState, ms int64) {
+	lostAfter := t.cfg.Lost.LostAfter
+	if lostAfter <= 0 {
+		lostAfter = time.Minute
+	}
 	type child struct {
 		u   *unit
 		jvm *proc
 	}
 	byTT := map[string][]child{}
-	for _, k := range keys {
+	for _, k := range ls.keys {
 		u := t.units[k]
 		if u.jvmKind != hadoop.KindChild || u.cur == nil || u.orphaned {
 			continue
@@ -225,7 +235,7 @@ func (t *Tracker) checkLost(ms int64) {
 		if !ok {
 			continue
 		}
-		f := flags(u)
+		f := ls.flags(u)
 		if u.h1 != nil && len(u.h1.known) > 0 {
 			ls.h1Index = true
 		}
@@ -242,7 +252,7 @@ func (t *Tracker) checkLost(ms int64) {
 		key := strconv.Itoa(int(u.launcherPID)) + "/" + a.Type
 		byTT[key] = append(byTT[key], child{u, jvm})
 	}
-	for _, tt := range tts {
+	for _, tt := range ls.tts {
 		dc := ls.daemons[tt]
 		for _, typ := range []string{"map", "reduce"} {
 			key := strconv.Itoa(int(tt.pid)) + "/" + typ
@@ -258,7 +268,7 @@ func (t *Tracker) checkLost(ms int64) {
 			// The likeliest lost first: those found lost, then those that have
 			// not got a task (no log.index yet), the oldest first.
 			sort.Slice(cs, func(i, j int) bool {
-				li, lj := flags(cs[i].u).lost, flags(cs[j].u).lost
+				li, lj := ls.flags(cs[i].u).lost, ls.flags(cs[j].u).lost
 				if li != lj {
 					return li
 				}
@@ -284,71 +294,72 @@ func (t *Tracker) checkLost(ms int64) {
 				PID: first.jvm.pid, Process: first.jvm.t.key, Value: excess, Message: what})
 		}
 	}
-	// YARN: containers the NodeManager no longer lists. A container counts
-	// as unknown when three listings in a row, each begun after it started,
-	// lack it while its processes live on (a container that ends leaves the
-	// list as its launcher exits, and its processes with it).
-	for _, k := range keys {
+}
+
+// checkUnknownContainers finds the containers their NodeManager no longer
+// lists. A container counts as unknown when three listings in a row, each
+// begun after it started, lack it while its processes live on (a
+// container that ends leaves the list as its launcher exits, and its
+// processes with it).
+func (t *Tracker) checkUnknownContainers(ls *lostState, ms int64) {
+	for _, k := range ls.keys {
 		u := t.units[k]
 		if u.containerID == "" || u.cur == nil {
 			continue
 		}
-		// The unit's NodeManager: the one that launched it, else the node's only one.
-		w := ls.nm
-		if w == nil {
-			if w = ls.nms[u.launcherPID]; w == nil && len(ls.nms) == 1 {
-				for _, only := range ls.nms {
-					w = only
-				}
-			}
-		}
 		var last *nodemanager.Listing
-		if w != nil {
-			last, _ = w.Latest()
+		if l := ls.nm.forLauncher(u.launcherPID); l != nil {
+			last, _ = l.Latest()
 		}
-		f := flags(u)
-		if last != nil && last.Polls != f.lastPoll && !f.unknown && !f.outlived {
-			f.lastPoll = last.Polls
-			first := u.cur.info.FirstMs
-			if _, listed := last.Containers[u.containerID]; listed || first <= 0 || first >= last.At.UnixMilli() {
-				f.missing = 0
-			} else {
-				f.missing++
-			}
-			if f.missing >= 3 {
-				appGone := false
-				if last.Apps != nil && u.appID != "" {
-					_, ok := last.Apps[u.appID]
-					appGone = !ok
-				}
-				kind, msg := wire.EventUnknownContainer, "the NodeManager ("+last.URL+") no longer lists container "+u.containerID
-				if appGone {
-					kind, msg = wire.EventOutlived, "the NodeManager ("+last.URL+") no longer lists application "+u.appID+" nor its container "+u.containerID+": the task outlived its job"
-					f.outlived = true
-				} else {
-					f.unknown = true
-				}
-				if f.sinceMs == 0 {
-					f.sinceMs = ms
-				}
-				top := t.topMember(u)
-				ev := &wire.Event{Ms: ms, Kind: kind, AttemptID: u.cur.info.AttemptID, JobID: u.cur.info.JobID, Message: msg}
-				if top != nil {
-					ev.PID, ev.Process = top.pid, top.t.key
-				}
-				t.sink.Event(ev)
-			}
+		f := ls.flags(u)
+		if last == nil || last.Polls == f.lastPoll || f.unknown || f.outlived {
+			continue
 		}
+		f.lastPoll = last.Polls
+		first := u.cur.info.FirstMs
+		if _, listed := last.Containers[u.containerID]; listed || first <= 0 || first >= last.At.UnixMilli() {
+			f.missing = 0
+		} else {
+			f.missing++
+		}
+		if f.missing < 3 {
+			continue
+		}
+		appGone := false
+		if last.Apps != nil && u.appID != "" {
+			_, ok := last.Apps[u.appID]
+			appGone = !ok
+		}
+		kind, msg := wire.EventUnknownContainer, "the NodeManager ("+last.URL+") no longer lists container "+u.containerID
+		if appGone {
+			kind, msg = wire.EventOutlived, "the NodeManager ("+last.URL+") no longer lists application "+u.appID+" nor its container "+u.containerID+": the task outlived its job"
+			f.outlived = true
+		} else {
+			f.unknown = true
+		}
+		if f.sinceMs == 0 {
+			f.sinceMs = ms
+		}
+		top := t.topMember(u)
+		ev := &wire.Event{Ms: ms, Kind: kind, AttemptID: u.cur.info.AttemptID, JobID: u.cur.info.JobID, Message: msg}
+		if top != nil {
+			ev.PID, ev.Process = top.pid, top.t.key
+		}
+		t.sink.Event(ev)
 	}
-	// Processes that outlive their job: the framework removed their working
-	// directory (the TaskTracker purges jobcache/<job> when the job is
-	// done; the NodeManager deletes the container's directory).
-	for _, k := range keys {
+}
+
+// checkOutlived finds processes that outlive their job: the framework
+// removed their working directory (the TaskTracker purges jobcache/<job>
+// when the job is done; the NodeManager deletes the container's
+// directory).
+func (t *Tracker) checkOutlived(ls *lostState, ms int64) {
+	for _, k := range ls.keys {
 		u := t.units[k]
 		if u.cur == nil {
 			continue
 		}
-		f := flags(u)
+		f := ls.flags(u)
 		if f.outlived {
 			continue
 		}
@@ -369,9 +380,6 @@ func (t *Tracker) checkLost(ms int64) {
 		}
 		t.sink.Event(&wire.Event{Ms: ms, Kind: wire.EventOutlived, AttemptID: u.cur.info.AttemptID, JobID: u.cur.info.JobID,
 			PID: p.pid, Process: p.t.key, Message: fmt.Sprintf("the working directory of pid %d was removed (%s): the task outlived its job", p.pid, cwd)})
-	}
-	if c.Reaper != nil {
-		t.reap(ms)
 	}
 }
 
@@ -502,6 +510,7 @@ func (t *Tracker) readDaemonConf(pid int32, kind hadoop.Kind) *daemonConf {
 				continue
 			}
 			dc.confDir = d
+			dc.localDirs = localDirsOf(conf, kind)
 			if n, ok := conf.Int("mapred.tasktracker.map.tasks.maximum"); ok {
 				dc.mapSlots = n
 			}
@@ -515,6 +524,12 @@ func (t *Tracker) readDaemonConf(pid int32, kind hadoop.Kind) *daemonConf {
 				continue
 			}
 			dc.confDir, dc.webURL = d, "http://"+addr
+			if f, err := os.Open(root + d + "/yarn-site.xml"); err == nil {
+				if conf, err := hadoop.ParseConf(f); err == nil {
+					dc.localDirs = localDirsOf(conf, kind)
+				}
+				f.Close()
+			}
 			return dc
 		}
 	}

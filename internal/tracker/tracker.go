@@ -64,6 +64,8 @@ type Config struct {
 	// /sys/fs/cgroup; "-": none), for the OOM kills in containers' memory
 	// cgroups (oom.go).
 	CgroupRoot string
+	// Scope limits the tracker to one daemon's tasks (scope.go).
+	Scope Scope
 	// Groups, when set, gives the scheduler totals of a whole thread group
 	// (taskstats.Querier): a JVM's time on a CPU and waiting for one over
 	// all its threads. Without it they are its leader thread's.
@@ -93,6 +95,8 @@ type Stats struct {
 	ListingsReused uint64
 	ExitRecords    uint64 // taskstats records received
 	Unclaimed      uint64 // exit records of processes that were no task's (or whose ancestry was lost)
+	// NMPollErrors counts the polls of NodeManagers that failed (nmpoll.go).
+	NMPollErrors uint64
 	// ExitCorrectionMs is how much the CPU estimates of exited processes
 	// exceeded what their reapers' cutime/cstime showed, cumulative (signed).
 	ExitCorrectionMs int64
@@ -141,6 +145,7 @@ type Tracker struct {
 	bootNowMs    int64             // bootClock at this tick's listing
 	ncpu         int
 	lost         *lostState // orphans.go
+	scope        scopeState // scope.go
 	closing      []*closing // exits.go: ended containers' attempts whose end may still be told
 
 	debugUnclaimed func(*taskstats.Record)   // tests
@@ -347,6 +352,7 @@ func (t *Tracker) Tick(now time.Time, sink Sink) error {
 		t.procs[e.PID] = np
 		t.newProcs = append(t.newProcs, np)
 	}
+	t.scopeDaemon() // scope.go
 	// Parents start before their children: classify in start order.
 	slices.SortFunc(t.newProcs, func(a, b *proc) int {
 		if a.startTicks != b.startTicks {
@@ -424,6 +430,11 @@ func (t *Tracker) readStat(pid int32, h *procfs.Proc) error {
 func (t *Tracker) startMs(ticks uint64) int64 {
 	return t.bootMs + int64(ticks)*1000/procfs.UserHZ
 }
+
+// KeyStartOffsetMs is how much later the starts the tracker reports are
+// than the starts their process keys are made from (wire.Batch's
+// KeyStartOffsetMs): the exact boot time over btime's second.
+func (t *Tracker) KeyStartOffsetMs() int64 { return t.bootMs - t.btimeMs }
 
 // keyMs is a process's start as its key has it: from btime alone, so that
 // an agent that starts again gives a process the key it had.

@@ -133,7 +133,7 @@ export interface PathStep {
   cause?: string; note: string;
 }
 export interface Waves {
-  task_type: string; attempts: number; slots: number; waves: number; last_wave_attempts: number; last_wave_fill_percent: number;
+  task_type: string; vertex?: string; attempts: number; slots: number; waves: number; last_wave_attempts: number; last_wave_fill_percent: number;
   last_wave_start: string | null; end: string | null; median_duration_s: number; last_wave_kind: string; idle_percent: number;
 }
 export interface WhatIf { kind: string; attempt_id?: string; task_type?: string; containers?: number; end: string | null; saved_s: number; text: string }

@@ -119,7 +119,7 @@ func TestAnalysisPages(t *testing.T) {
 
 	// The job: findings, critical path, waves, what-ifs.
 	tb.open("/jobs/"+job, `[data-table=critical-path] tbody tr`)
-	tb.waitJS("job charts", chartsSettled(8), 15*time.Second)
+	tb.waitJS("job charts", chartsSettled(8)+` && document.querySelector('[data-chart$="-timeline"] [data-drawn]')`, 15*time.Second)
 	want := []string{"last_wave", "recurring"}
 	if withOutcomes {
 		want = append(want, "waste")
@@ -158,7 +158,7 @@ func TestAnalysisPages(t *testing.T) {
 
 	// The recurring job's page, by its link.
 	tb.click(`a[data-link=history]`, `[data-table=runs] tbody tr`)
-	tb.waitJS("history charts", chartsSettled(5), 15*time.Second)
+	tb.waitJS("history charts", `document.querySelectorAll('[data-chart] [data-drawn]').length >= 5`, 15*time.Second)
 	if n := eval[int](tb, `document.querySelectorAll('[data-table=runs] tbody tr').length`); n != 5 {
 		t.Errorf("%d runs listed, want 5", n)
 	}
@@ -179,7 +179,7 @@ func TestAnalysisPages(t *testing.T) {
 
 	// Waste, from the navigation bar: by user, then by queue.
 	tb.click(`nav a[data-nav=waste]`, `[data-table=waste] tbody tr`)
-	tb.waitJS("waste charts", chartsSettled(2), 15*time.Second)
+	tb.waitJS("waste charts", `document.querySelectorAll('[data-chart] [data-drawn]').length >= 2`, 15*time.Second)
 	row := eval[[]string](tb, `[...document.querySelectorAll('[data-table=waste] tr[data-key=rita] td')].map(c => c.textContent)`)
 	if len(row) != 13 || row[1] != "5" || row[2] != "48" || withOutcomes && (row[7] == "–" || row[9] == "–" || row[8] != "–") {
 		t.Errorf("rita's waste row %q: want 5 jobs of 48 attempts, a failed and a speculative attempt, none killed", row)

@@ -153,25 +153,37 @@ func (s *Store) Job(ctx context.Context, id string) (*store.JobDetail, error) {
 // attempt reads one attempt (ErrNotFound if unknown): its job's key from
 // the index, then its row.
 func (s *Store) attempt(ctx context.Context, id string) (*attState, error) {
-	rows, err := s.query(ctx, fmt.Sprintf("SELECT job_key FROM %s WHERE attempt_key = %d AND attempt_id = %s LIMIT 1",
+	rows, err := s.query(ctx, fmt.Sprintf("SELECT DISTINCT job_key FROM %s WHERE attempt_key = %d AND attempt_id = %s",
 		s.read("attempt_index"), store.AttemptKey(id), Quote(id)))
 	if err != nil {
 		return nil, fmt.Errorf("cannot find attempt %s: %w", id, err)
 	}
-	if !rows.Next() {
+	// (An attempt stored before its description named its job has a row
+	// under the empty job's key first, and an index row for each job.)
+	jobs := []uint64{jobKey("")}
+	for rows.Next() {
+		jobs = append(jobs, rows.UInt64())
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if len(jobs) == 1 {
 		return nil, store.ErrNotFound
 	}
-	job := rows.UInt64()
-	// (An attempt stored before its description named its job has a row
-	// under the empty job's key first.)
-	atts, err := s.readAttempts(ctx, fmt.Sprintf("job_key IN (%d, %d) AND attempt_id = %s", job, jobKey(""), Quote(id)))
+	atts, err := s.readAttempts(ctx, fmt.Sprintf("job_key IN (%s) AND attempt_id = %s", numList(jobs), Quote(id)))
 	if err != nil {
 		return nil, err
 	}
 	if len(atts) == 0 {
 		return nil, store.ErrNotFound
 	}
-	return atts[len(atts)-1], nil
+	last := atts[0]
+	for _, st := range atts[1:] {
+		if st.version > last.version {
+			last = st
+		}
+	}
+	return last, nil
 }
 
 // link sets a's RetryOf and Speculative from the attempts of its task
@@ -213,6 +225,22 @@ func (s *Store) apiAttempts(ctx context.Context, atts []*attState) ([]store.Atte
 		out = append(out, apiAttempt(st, stale))
 	}
 	return out, nil
+}
+
+// AttemptSummary returns what Attempt says of an attempt, without its
+// processes and events (store.AttemptSummarizer): the series routes need
+// no more, and reading every process's series and events made an
+// attempt's series take several times what its chunks take.
+func (s *Store) AttemptSummary(ctx context.Context, id string) (*store.Attempt, error) {
+	st, err := s.attempt(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	a := apiAttempt(st, s.staleBefore())
+	if err := s.link(ctx, &a); err != nil {
+		return nil, err
+	}
+	return &a, nil
 }
 
 // Attempt returns an attempt with its processes and events.

@@ -90,7 +90,8 @@ export async function jobPage(c: Ctx): Promise<void> {
         kv([['framework', cur.framework], ['user', cur.user], ['queue', cur.queue], ['application', cur.app_id ?? '–'],
           ['start', fmt.time(start), fmt.utc(start)], ['end', cur.end ? fmt.time(ms(cur.end)) : 'running (last data ' + fmt.shortTime(ms(cur.last_seen)) + ')'],
           ['by type', byTypeText(cur.attempts_by_type) || '–']]),
-        h('div', null, h('h4', null, 'Attempts by type and state'), typeStateTable(curAtts))));
+        h('div', null, h('h4', null, 'Attempts by type and state'), typeStateTable(curAtts), h('h4', null, 'Attempts by type and outcome'),
+          h('div', { 'data-outcomes': '' }, typeStateTable(curAtts, outcomeLabel, OUTCOME_ORDER)))));
   };
   renderHead();
   renderSummary();
@@ -141,7 +142,7 @@ export async function jobPage(c: Ctx): Promise<void> {
       return;
     }
     const [from, to] = window();
-    const marks = (path?.waves ?? []).filter((w) => w.waves > 1).map((w) => ({ t: ms(w.last_wave_start), label: `${w.task_type} wave ${w.waves} (${fmt.pct(w.last_wave_fill_percent)} full)` }));
+    const marks = (path?.waves ?? []).filter((w) => w.waves > 1).map((w) => ({ t: ms(w.last_wave_start), label: `${w.task_type}${w.vertex ? ' ' + w.vertex : ''} wave ${w.waves} (${fmt.pct(w.last_wave_fill_percent)} full)` }));
     const colors = colorBy === 'outcome' ? { colorKey: outcomeKey, colors: outcomeColor } : {};
     const tl = timelineOption(curAtts, from, to, { ...colors, critical: (path?.steps ?? []).map((s) => s.attempt_id), marks });
     timeline.body.style.height = Math.min(640, Math.max(140, Math.min(tl.rows, 40) * 18 + 64)) + 'px';
@@ -252,7 +253,7 @@ export function renderPath(card: HTMLElement, p: CriticalPath | null, jobID: str
     wt.appendChild(h('thead', null, h('tr', null, ...['type', 'attempts', 'containers', 'waves', 'last wave', 'full', 'idle', 'median', 'last wave is'].map((x) => h('th', null, x)))));
     const wb = h('tbody');
     for (const w of waves) {
-      wb.appendChild(h('tr', { 'data-kind': w.last_wave_kind }, h('td', null, typeBadge(w.task_type)), h('td.num', null, fmt.num(w.attempts)), h('td.num', null, fmt.num(w.slots)),
+      wb.appendChild(h('tr', { 'data-kind': w.last_wave_kind }, h('td', null, typeBadge(w.task_type), w.vertex ? ' vertex ' + w.vertex : ''), h('td.num', null, fmt.num(w.attempts)), h('td.num', null, fmt.num(w.slots)),
         h('td.num', null, fmt.num(w.waves)), h('td.num', null, fmt.num(w.last_wave_attempts)), h('td.num', null, fmt.pct(w.last_wave_fill_percent)),
         h('td.num', null, fmt.pct(w.idle_percent)), h('td.num', null, fmt.dur(w.median_duration_s * 1000)),
         h('td', { class: w.last_wave_kind === 'full' ? null : 'warn' }, w.last_wave_kind === 'partial' ? 'badly filled' : w.last_wave_kind === 'straggler' ? 'a straggler' : 'full')));
@@ -266,6 +267,13 @@ export function renderPath(card: HTMLElement, p: CriticalPath | null, jobID: str
       h('ul.what-if', { 'data-list': 'what-if' }, ...whatIf.map((w) => h('li', { 'data-kind': w.kind }, w.text))));
   }
 }
+
+// outcomeLabel names an attempt's outcome in the summary's table.
+function outcomeLabel(a: Attempt): string {
+  const k = outcomeKey(a);
+  return k === 'running' || k === 'unknown' ? k : outcomeText(k);
+}
+const OUTCOME_ORDER = ['running', 'succeeded', 'failed', 'killed', 'killed: memory', 'lost', 'unknown'];
 
 function numberName(n: string): string {
   return n.replace(/_/g, ' ');
