@@ -316,6 +316,7 @@ func (a *loop) metricsHandler() http.Handler {
 		bw := bufio.NewWriter(w)
 		a.writeMetrics(bw)
 		metrics.WriteProcessMetrics(bw)
+		metrics.WriteFDMetrics(bw)
 		bw.Flush()
 	})
 	return mux
