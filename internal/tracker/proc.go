@@ -35,7 +35,7 @@ type proc struct {
 	// charged to zombieAtt with it.
 	zombieCredit int64
 	zombieAtt    *attempt
-	t          *tracked
+	t            *tracked
 }
 
 func (p *proc) setStat(s *procfs.Stat) {
