@@ -235,11 +235,10 @@ func (t *Tracker) exitedRecord(pid int32) bool {
 func (t *Tracker) exitZombie(p *proc) {
 	tr := p.t
 	st := &t.stat
-	for i, v := range [...]struct {
+	for _, v := range [...]struct {
 		idx   int
 		ticks uint64
 	}{{t.idx.cpuUser, st.UTime}, {t.idx.cpuSys, st.STime}, {t.idx.cpuCUser, st.CUTime}, {t.idx.cpuCSys, st.CSTime}} {
-		_ = i
 		if v.idx >= 0 {
 			tr.vals[v.idx] = collect.TicksToMs(v.ticks)
 			tr.present |= 1 << uint(v.idx)
