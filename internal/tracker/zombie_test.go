@@ -139,8 +139,8 @@ func TestLiveLateReap(t *testing.T) {
 		kind simulator.NodeKind
 		spec simulator.JobSpec
 	}{
-		{simulator.NodeYARN, simulator.JobSpec{Kind: simulator.JobMapReduce, Maps: 3, NoReduces: true, Reduces: 0, TaskCPU: 500 * time.Millisecond}},
-		{simulator.NodeHadoop1, simulator.JobSpec{Kind: simulator.JobHadoop1, Maps: 2, NoReduces: true, Reduces: 0, TaskCPU: 500 * time.Millisecond}},
+		{simulator.NodeYARN, simulator.JobSpec{Kind: simulator.JobMapReduce, Maps: 3, NoReduces: true, Reduces: 0, TaskCPU: 1500 * time.Millisecond}},
+		{simulator.NodeHadoop1, simulator.JobSpec{Kind: simulator.JobHadoop1, Maps: 2, NoReduces: true, Reduces: 0, TaskCPU: 1500 * time.Millisecond}},
 	} {
 		t.Run(tc.kind.String(), func(t *testing.T) {
 			c, err := simulator.Start(context.Background(), simulator.Options{Dir: filepath.Join(t.TempDir(), "sim"), Nodes: 1,
