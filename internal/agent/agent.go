@@ -289,6 +289,7 @@ func (a *loop) cut() {
 		DroppedSamples: ss.DroppedSamples, DroppedBatches: ss.DroppedBatches, SpoolBytes: uint64(ss.QueuedBytes),
 		Ticks: st.Ticks, Overruns: overruns, ReadErrors: st.ReadErrors,
 	})
+	b.KeyStartOffsetMs = a.tr.KeyStartOffsetMs()
 	// Secrets never leave the node: masked before the spool or the wire.
 	a.cfg.Redact.Batch(b)
 	if err := a.sh.Enqueue(b); err != nil {
@@ -315,6 +316,7 @@ func (a *loop) metricsHandler() http.Handler {
 		bw := bufio.NewWriter(w)
 		a.writeMetrics(bw)
 		metrics.WriteProcessMetrics(bw)
+		metrics.WriteFDMetrics(bw)
 		bw.Flush()
 	})
 	return mux

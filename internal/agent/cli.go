@@ -145,6 +145,8 @@ func snapshotCmd(args []string, stdout, stderr io.Writer) error {
 	asJSON := fl.Bool("json", false, "print JSON (see CONTRACT.md) instead of a tree")
 	interval := fl.Duration("interval", time.Second, "time between the two samples (for CPU %)")
 	host := fl.String("host", "", "node name (default: hostname)")
+	daemonPID := fl.Int("daemon-pid", 0, "only the tasks of this NodeManager or TaskTracker")
+	daemonPIDFile := fl.String("daemon-pidfile", "", "as --daemon-pid, from the daemon's pid file")
 	pattern := redactFlag(fl)
 	if err := fl.Parse(args); err != nil {
 		return err
@@ -153,7 +155,7 @@ func snapshotCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("--redact-pattern: %w", err)
 	}
-	s, err := TakeSnapshot(*procRoot, *host, *interval, masker)
+	s, err := TakeSnapshot(*procRoot, *host, tracker.Scope{DaemonPID: int32(*daemonPID), DaemonPIDFile: *daemonPIDFile}, *interval, masker)
 	if err != nil {
 		return err
 	}

@@ -81,7 +81,7 @@ func checkExposition(t *testing.T, addr string) {
 		h.GetSampleCount() == 0 {
 		t.Errorf("tick histogram: %d buckets, %d observations", len(h.GetBucket()), h.GetSampleCount())
 	}
-	for _, name := range []string{"go_goroutines", "process_resident_memory_bytes", "process_cpu_seconds_total"} {
+	for _, name := range []string{"go_goroutines", "process_resident_memory_bytes", "process_cpu_seconds_total", "process_open_fds", "process_max_fds"} {
 		if _, ok := fams[name]; !ok {
 			t.Errorf("%s is missing", name)
 		}

@@ -64,9 +64,10 @@ type SnapshotProcess struct {
 	User       string   `json:"user,omitempty"`
 }
 
-// TakeSnapshot samples twice, interval apart, and returns what it saw, with
-// the values of secrets masked by m (nil: redact.Default()).
-func TakeSnapshot(procRoot, host string, interval time.Duration, m *redact.Masker) (*Snapshot, error) {
+// TakeSnapshot samples twice, interval apart, and returns what it saw (of
+// scope's daemon only, when it names one), with the values of secrets
+// masked by m (nil: redact.Default()).
+func TakeSnapshot(procRoot, host string, scope tracker.Scope, interval time.Duration, m *redact.Masker) (*Snapshot, error) {
 	if m == nil {
 		m = redact.Default()
 	}
@@ -74,7 +75,7 @@ func TakeSnapshot(procRoot, host string, interval time.Duration, m *redact.Maske
 	if host == "" {
 		host, _ = os.Hostname()
 	}
-	tr, err := tracker.New(tracker.Config{FS: &fs, Host: host, Collect: collect.Config{FS: &fs, PSSEvery: 1, JVM: true}})
+	tr, err := tracker.New(tracker.Config{FS: &fs, Host: host, Scope: scope, Collect: collect.Config{FS: &fs, PSSEvery: 1, JVM: true}})
 	if err != nil {
 		return nil, err
 	}

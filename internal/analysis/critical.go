@@ -571,6 +571,9 @@ func whatIfs(j *Job, atts []store.Attempt, p *Path) []WhatIf {
 		asked[w.TaskType] = true
 		w.Slots = slots[w.TaskType]
 		for _, more := range []int{max(1, w.Slots/2), w.Slots} {
+			if more == max(1, w.Slots/2) && more == w.Slots && len(out) > 0 && out[len(out)-1].TaskType == w.TaskType && out[len(out)-1].Kind == "more_containers" {
+				continue // one slot: half and all are one
+			}
 			sl := map[string]int{}
 			for k, v := range slots {
 				sl[k] = v
@@ -578,9 +581,17 @@ func whatIfs(j *Job, atts []store.Attempt, p *Path) []WhatIf {
 			sl[w.TaskType] += more
 			e, saved := at(s.run(sl, dur))
 			out = append(out, WhatIf{Kind: "more_containers", TaskType: w.TaskType, Containers: more, End: e, Saved: saved,
-				Text: fmt.Sprintf("With %d more containers for the %s attempts (%d instead of %d), the job would have ended %.0f s earlier (%.0f s instead of %.0f s).",
-					more, w.TaskType, w.Slots+more, w.Slots, saved, p.Duration-saved, p.Duration)})
+				Text: fmt.Sprintf("With %d more %s for the %s attempts (%d instead of %d), the job would have ended %.0f s earlier (%.0f s instead of %.0f s).",
+					more, plural(more, "container"), w.TaskType, w.Slots+more, w.Slots, saved, p.Duration-saved, p.Duration)})
 		}
 	}
 	return out
+}
+
+// plural is n's noun.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return noun
+	}
+	return noun + "s"
 }

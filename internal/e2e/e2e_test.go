@@ -27,6 +27,7 @@ import (
 	"github.com/taskscope/taskscope/internal/simulator"
 	"github.com/taskscope/taskscope/internal/store"
 	"github.com/taskscope/taskscope/internal/store/duckdb"
+	"github.com/taskscope/taskscope/internal/testsrv"
 	"github.com/taskscope/taskscope/internal/tracker"
 	"github.com/taskscope/taskscope/internal/wire"
 )
@@ -281,6 +282,35 @@ func TestCraftedJobs(t *testing.T) {
 			}
 		})
 	}
+	t.Run("failed-and-speculative", func(t *testing.T) {
+		// A map that fails once (its retry succeeds) and one that gets a
+		// speculative copy (the original is killed): what they were given
+		// is the job's waste, as soon as their outcomes are in. (3 s of
+		// CPU: the original runs on beside its copy for longer than
+		// store.SpeculativeOverlap, and the copy is told from a retry.)
+		res := run(t, c, simulator.JobSpec{Kind: simulator.JobMapReduce, Name: "failed-and-speculative", Maps: 4, NoReduces: true,
+			TaskCPU: 3 * time.Second, Faults: []simulator.Fault{simulator.FaultExit1, simulator.FaultSpeculate}})
+		h.waitJob(res.JobID, 6)
+		var r *analysis.Report
+		var w *analysis.Finding
+		ok := testsrv.Poll(60*time.Second, func() bool {
+			time.Sleep(time.Second) // the report is kept 5 s: ask again about as often
+			r, w = h.findings(res.JobID), nil
+			for i := range r.Findings {
+				if r.Findings[i].Heuristic == "waste" {
+					w = &r.Findings[i]
+				}
+			}
+			return w != nil && number(w, "failed_attempts") == 1 && number(w, "speculative_attempts") == 1
+		})
+		logReport(t, "failed-and-speculative", r)
+		if !ok {
+			t.Fatalf("no waste finding of 1 failed and 1 speculative attempt: %+v", w)
+		}
+		if w.Severity < analysis.Low || number(w, "wasted_share") <= 0 || len(w.AttemptIDs) != 2 {
+			t.Errorf("waste finding %+v", w)
+		}
+	})
 	t.Run("running", func(t *testing.T) {
 		// Findings of a job that still runs: the leak shows before the task ends.
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -631,4 +661,14 @@ func TestUnknownContainers(t *testing.T) {
 			t.Errorf("the agent that asks the simulator's NodeManager reported %s: %s", e.Kind, e.Message)
 		}
 	}
+}
+
+// number is a finding's number of that name (-1 if it has none).
+func number(f *analysis.Finding, name string) float64 {
+	for _, n := range f.Numbers {
+		if n.Name == name {
+			return n.Value
+		}
+	}
+	return -1
 }

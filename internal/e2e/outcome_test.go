@@ -51,29 +51,78 @@ func TestOutcomes(t *testing.T) {
 	attempt := func(i, n int) string {
 		return strings.Replace(res.JobID, "job_", "attempt_", 1) + "_m_00000" + string(rune('0'+i)) + "_" + string(rune('0'+n))
 	}
-	type want struct {
-		outcome string
-		code    int32
-		retryOf string
-		spec    bool
-	}
-	wants := map[string]want{}
+	wants := map[string]outcomeWant{}
 	for i, f := range faults {
 		first, second := attempt(i, 0), attempt(i, 1)
-		wants[second] = want{store.OutcomeSucceeded, 0, first, f == simulator.FaultSpeculate}
+		wants[second] = outcomeWant{store.OutcomeSucceeded, 0, first, f == simulator.FaultSpeculate}
 		switch f {
 		case simulator.FaultExit1:
-			wants[first] = want{store.OutcomeFailed, 1, "", false}
+			wants[first] = outcomeWant{store.OutcomeFailed, 1, "", false}
 		case simulator.FaultKill9:
-			wants[first] = want{store.OutcomeKilled, 137, "", false}
+			wants[first] = outcomeWant{store.OutcomeKilled, 137, "", false}
 		case simulator.FaultPmem:
-			wants[first] = want{store.OutcomeKilledMemory, store.YarnKilledExceededPmem, "", false}
+			wants[first] = outcomeWant{store.OutcomeKilledMemory, store.YarnKilledExceededPmem, "", false}
 		case simulator.FaultSpeculate:
-			wants[first] = want{store.OutcomeKilled, store.YarnKilledByAppMaster, "", false}
+			wants[first] = outcomeWant{store.OutcomeKilled, store.YarnKilledByAppMaster, "", false}
 		case simulator.FaultOOM:
-			wants[first] = want{store.OutcomeKilledMemory, 137, "", false}
+			wants[first] = outcomeWant{store.OutcomeKilledMemory, 137, "", false}
 		}
 	}
+	h.waitOutcomes(t, res.JobID, wants)
+	// The attempt's own page says the same, and the NodeManager's words.
+	var d store.AttemptDetail
+	if err := h.get("/api/v1/jobs/"+res.JobID+"/attempts/"+attempt(2, 0), &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Outcome != store.OutcomeKilledMemory || !strings.Contains(d.ExitDiagnostics, "beyond the 'PHYSICAL' memory limit") {
+		t.Errorf("the pmem attempt's page: %s %q", d.Outcome, d.ExitDiagnostics)
+	}
+	if err := h.get("/api/v1/jobs/"+res.JobID+"/attempts/"+attempt(3, 1), &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.RetryOf != attempt(3, 0) || !d.Speculative {
+		t.Errorf("the speculative copy's page: retry of %q, speculative %v", d.RetryOf, d.Speculative)
+	}
+}
+
+// TestOutcomesHadoop1: on a TaskTracker (no NodeManager, no exit-code
+// file), a Child JVM that exits 1 is read failed from its own exit record
+// (the Child is its tree's top), and its retry is linked to it.
+func TestOutcomesHadoop1(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs JVMs on a simulated cluster")
+	}
+	if !exactExits() {
+		t.Skip("a Hadoop 1 attempt's end is known from its exit records only (taskstats: root)")
+	}
+	h := newHarness(t)
+	c := startCluster(t, simulator.NodeHadoop1)
+	h.startAgent("e2e-h1-outcomes", nil)
+	res := run(t, c, simulator.JobSpec{Kind: simulator.JobHadoop1, Name: "h1-outcomes", Maps: 2, NoReduces: true,
+		TaskCPU: 300 * time.Millisecond, FailMaps: 1})
+	first := strings.Replace(res.JobID, "job_", "attempt_", 1) + "_m_000000_0"
+	second := first[:len(first)-1] + "1"
+	other := strings.Replace(first, "_m_000000_", "_m_000001_", 1)
+	h.waitOutcomes(t, res.JobID, map[string]outcomeWant{
+		first:  {store.OutcomeFailed, 1, "", false},
+		second: {store.OutcomeSucceeded, 0, first, false},
+		other:  {store.OutcomeSucceeded, 0, "", false},
+	})
+}
+
+// outcomeWant is what the API should say of how an attempt ended.
+type outcomeWant struct {
+	outcome string
+	code    int32
+	retryOf string
+	spec    bool
+}
+
+// waitOutcomes waits until the job's attempts in the API are as wants says
+// (the NodeManager's verdicts come a moment after the attempts end), and
+// fails with what it shows otherwise.
+func (h *harness) waitOutcomes(t *testing.T, jobID string, wants map[string]outcomeWant) {
+	t.Helper()
 	var j store.JobDetail
 	var last time.Time
 	ok := testsrv.Poll(60*time.Second, func() bool {
@@ -82,7 +131,7 @@ func TestOutcomes(t *testing.T) {
 		}
 		last = time.Now()
 		j = store.JobDetail{}
-		if h.get("/api/v1/jobs/"+res.JobID, &j) != nil {
+		if h.get("/api/v1/jobs/"+jobID, &j) != nil {
 			return false
 		}
 		got := map[string]store.Attempt{}
@@ -110,20 +159,6 @@ func TestOutcomes(t *testing.T) {
 			t.Logf("want %s: %+v", id, w)
 		}
 		t.Fatal("the API does not show every injected outcome as it was")
-	}
-	// The attempt's own page says the same, and the NodeManager's words.
-	var d store.AttemptDetail
-	if err := h.get("/api/v1/jobs/"+res.JobID+"/attempts/"+attempt(2, 0), &d); err != nil {
-		t.Fatal(err)
-	}
-	if d.Outcome != store.OutcomeKilledMemory || !strings.Contains(d.ExitDiagnostics, "beyond the 'PHYSICAL' memory limit") {
-		t.Errorf("the pmem attempt's page: %s %q", d.Outcome, d.ExitDiagnostics)
-	}
-	if err := h.get("/api/v1/jobs/"+res.JobID+"/attempts/"+attempt(3, 1), &d); err != nil {
-		t.Fatal(err)
-	}
-	if d.RetryOf != attempt(3, 0) || !d.Speculative {
-		t.Errorf("the speculative copy's page: retry of %q, speculative %v", d.RetryOf, d.Speculative)
 	}
 }
 

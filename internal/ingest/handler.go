@@ -159,7 +159,7 @@ func ownHost(b *wire.Batch, host string) error {
 	}
 	for i := range b.Processes {
 		p := &b.Processes[i]
-		if p.Key != wire.ProcessKey(host, p.PID, p.StartMs) {
+		if p.Key != wire.ProcessKey(host, p.PID, p.StartMs-b.KeyStartOffsetMs) {
 			return fmt.Errorf("processes[%d] (pid %d): key %016x is not host %s's process key of that pid and start", i, p.PID, p.Key, host)
 		}
 	}

@@ -23,6 +23,16 @@ func TestHostToken(t *testing.T) {
 	if a := send("node1-token", own); a.code != http.StatusOK || a.reply.Status != "stored" {
 		t.Fatalf("the host's own batch: %d %s", a.code, a.raw)
 	}
+	// An agent keys its processes by their starts from btime and reports
+	// exact starts, up to a second later: the batch says by how much.
+	exact := batch("node1-4f2a", 2, "node1")
+	exact.KeyStartOffsetMs = 637
+	for i := range exact.Processes {
+		exact.Processes[i].StartMs += 637
+	}
+	if a := send("node1-token", exact); a.code != http.StatusOK || a.reply.Status != "stored" {
+		t.Fatalf("the host's own batch with exact starts: %d %s", a.code, a.raw)
+	}
 	for _, c := range []struct {
 		name string
 		b    func() *wire.Batch
@@ -33,6 +43,11 @@ func TestHostToken(t *testing.T) {
 		{"another host's process", func() *wire.Batch {
 			b := batch("node1-4f2a", 3, "node1")
 			b.Processes[0].Key = wire.ProcessKey("node2", b.Processes[0].PID, b.Processes[0].StartMs)
+			return b
+		}, "is not host node1's process key"},
+		{"exact starts without their offset", func() *wire.Batch {
+			b := batch("node1-4f2a", 3, "node1")
+			b.Processes[0].StartMs += 637
 			return b
 		}, "is not host node1's process key"},
 	} {

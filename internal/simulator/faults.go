@@ -54,6 +54,7 @@ func (f Fault) String() string {
 const (
 	faultRun   = 120 * time.Second
 	faultAfter = 2 * time.Second
+	copyRun    = 3 * time.Second // a speculative copy lasts at least this
 )
 
 // checkFaults says why spec's faults cannot run, if they cannot.
@@ -98,8 +99,12 @@ func (c *Cluster) faultConf(conf *confList, j *Job) {
 		switch f {
 		case FaultExit1:
 			conf.set(p+"exit.code."+a, "1")
-		case FaultKill9, FaultSpeculate:
+		case FaultKill9:
 			conf.set(p+"hold.ms."+a, c.ms(faultRun))
+		case FaultSpeculate:
+			// The copy runs a while beside its original, as a real one does.
+			conf.set(p+"hold.ms."+a, c.ms(faultRun))
+			conf.set(p+"hold.ms."+attemptID(c.ts, j.seq, "m", i, 1), c.ms(copyRun))
 		case FaultPmem, FaultOOM:
 			conf.set(p+"hold.ms."+a, c.ms(faultRun))
 			conf.set(p+"mem.mb."+a, strconv.Itoa(c.faultMemMB(s)))

@@ -3,9 +3,9 @@ package store
 import (
 	"cmp"
 	"slices"
+	"strconv"
 	"strings"
 
-	"github.com/taskscope/taskscope/internal/hadoop"
 	"github.com/taskscope/taskscope/internal/wire"
 )
 
@@ -131,10 +131,12 @@ func mergeExits(dst, keep *wire.Attempt) {
 // SpeculativeOverlap is how long after an attempt started an earlier
 // attempt of its task must still have run for the later one to be a
 // speculative copy rather than a retry: an attempt's end is when its
-// agent saw it gone (up to an interval late), and a retry can start
-// within that (YARN takes an AM heartbeat and an allocation, a second or
-// more; a speculative copy runs beside its original for far longer).
-const SpeculativeOverlap = 2000 // ms
+// agent saw it gone (up to an interval, 1 s by default, late), and a
+// retry can start within that (YARN takes an AM heartbeat and an
+// allocation, a second or more; a speculative copy runs beside its
+// original for longer). An earlier attempt that succeeded is not retried:
+// any overlap makes the later one its copy.
+const SpeculativeOverlap = 1000 // ms
 
 // LinkAttempts sets RetryOf and Speculative of the attempts of one job (in
 // any order; a subset of a job's attempts links within itself): an
@@ -143,7 +145,8 @@ const SpeculativeOverlap = 2000 // ms
 // attempt_..._m_000003_0). It is a speculative copy when an earlier
 // attempt of its task was still running when it started (started no
 // later, and ended, or was last seen, more than SpeculativeOverlap after
-// its start): it repeats the first started of those. Otherwise it is a retry of the latest-numbered
+// its start; after its start at all if it succeeded): it repeats the
+// first started of those. Otherwise it is a retry of the latest-numbered
 // earlier attempt (which had ended: failed, killed, lost). An attempt
 // whose earlier attempts were never seen repeats none. Containers that
 // run no task attempt are not linked.
@@ -156,8 +159,8 @@ func LinkAttempts(atts []Attempt) {
 	refs := make([]ref, 0, len(atts))
 	for i := range atts {
 		atts[i].RetryOf, atts[i].Speculative = "", false
-		if id, ok := hadoop.ParseAttempt(atts[i].AttemptID); ok {
-			refs = append(refs, ref{i, id.TaskID(), id.Attempt})
+		if task, n, ok := taskOf(atts[i].AttemptID); ok {
+			refs = append(refs, ref{i, task, n})
 		}
 	}
 	slices.SortFunc(refs, func(a, b ref) int { return cmp.Or(cmp.Compare(a.task, b.task), cmp.Compare(a.n, b.n)) })
@@ -178,7 +181,11 @@ func LinkAttempts(atts []Attempt) {
 				if end == 0 {
 					end = e.LastSeen
 				}
-				if e.Start <= a.Start && end > a.Start+SpeculativeOverlap && (orig < 0 || e.Start < atts[orig].Start) {
+				overlap := Time(SpeculativeOverlap)
+				if e.Outcome == OutcomeSucceeded {
+					overlap = 0
+				}
+				if e.Start <= a.Start && end > a.Start+overlap && (orig < 0 || e.Start < atts[orig].Start) {
 					orig = refs[j].i
 				}
 			}
@@ -206,13 +213,44 @@ func LinkAttempt(a *Attempt, task []Attempt) {
 	a.RetryOf, a.Speculative = all[len(all)-1].RetryOf, all[len(all)-1].Speculative
 }
 
+// taskOf splits a task attempt id (MapReduce's or Tez's) into its task's
+// prefix (the id up to the attempt number, with the last '_') and its
+// number; hadoop.ParseAttempt's shape, checked without its regular
+// expression (a job's list of 10,000 attempts is linked at every read).
+func taskOf(id string) (task string, n int, ok bool) {
+	rest, found := strings.CutPrefix(id, "attempt_")
+	if !found {
+		return "", 0, false
+	}
+	parts := 0
+	for i := 0; i < len(rest); i++ {
+		c := rest[i]
+		switch {
+		case c == '_':
+			parts++
+		case c >= '0' && c <= '9':
+		case parts == 2 && c >= 'a' && c <= 'z' && i > 0 && rest[i-1] == '_' && (i+1 < len(rest) && rest[i+1] == '_'):
+			// MapReduce's task type (m, r, s, c, t)
+		default:
+			return "", 0, false
+		}
+	}
+	last := strings.LastIndexByte(id, '_')
+	if parts < 4 || parts > 5 || last == len(id)-1 || id[last-1] == '_' {
+		return "", 0, false
+	}
+	v, err := strconv.Atoi(id[last+1:])
+	if err != nil {
+		return "", 0, false
+	}
+	return id[:last+1], v, true
+}
+
 // TaskPrefix is the prefix every attempt id of attemptID's task shares
 // (its id up to the attempt number, with the last '_'), for a backend to
 // find the attempts LinkAttempts needs beside one; "" for an id that is
 // no task attempt's.
 func TaskPrefix(attemptID string) string {
-	if _, ok := hadoop.ParseAttempt(attemptID); !ok {
-		return ""
-	}
-	return attemptID[:strings.LastIndexByte(attemptID, '_')+1]
+	task, _, _ := taskOf(attemptID)
+	return task
 }

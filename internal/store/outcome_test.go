@@ -2,7 +2,10 @@ package store
 
 import (
 	"reflect"
+	"strings"
 	"testing"
+
+	"github.com/taskscope/taskscope/internal/hadoop"
 
 	"github.com/taskscope/taskscope/internal/wire"
 )
@@ -117,6 +120,9 @@ func TestLinkAttempts(t *testing.T) {
 			want: []link{{}, {task + "0", true}}},
 		{name: "a retry that started before its failed attempt was seen gone (within the overlap)",
 			atts: []Attempt{at("0", 1000, 4000, 4000), at("1", 3500, 8000, 8000)}, want: []link{{}, {task + "0", false}}},
+		{name: "a copy that overlapped its original a moment, which succeeded",
+			atts: []Attempt{func() Attempt { a := at("0", 1000, 4000, 4000); a.Outcome = OutcomeSucceeded; return a }(), at("1", 3500, 8000, 8000)},
+			want: []link{{}, {task + "0", true}}},
 		{name: "a retry of a retry", atts: []Attempt{at("0", 1000, 2000, 2000), at("1", 3000, 4000, 4000), at("2", 5000, 6000, 6000)},
 			want: []link{{}, {task + "0", false}, {task + "1", false}}},
 		{name: "the first attempt never seen: nothing to link", atts: []Attempt{at("1", 3000, 4000, 4000)}, want: []link{{}}},
@@ -153,4 +159,22 @@ func TestTaskPrefix(t *testing.T) {
 			t.Errorf("TaskPrefix(%q) = %q, want %q", id, got, want)
 		}
 	}
+}
+
+// taskOf agrees with hadoop.ParseAttempt on every id that parses.
+func FuzzTaskOf(f *testing.F) {
+	for _, s := range []string{"attempt_1700000000000_0042_m_000003_12", "attempt_1700000000000_0042_1_00_000003_0",
+		"container_1700000000000_0042_01_000002", "attempt_x", "attempt_1_0001_r_000000_", "attempt__0001_m_000000_1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, id string) {
+		task, n, ok := taskOf(id)
+		a, parsed := hadoop.ParseAttempt(id)
+		if parsed && (!ok || n != a.Attempt || task != id[:strings.LastIndexByte(id, '_')+1]) {
+			t.Errorf("%q: taskOf %q %d %v, ParseAttempt %+v", id, task, n, ok, a)
+		}
+		if ok && (!strings.HasPrefix(id, task) || !strings.HasPrefix(task, "attempt_")) {
+			t.Errorf("%q: task %q", id, task)
+		}
+	})
 }

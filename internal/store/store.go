@@ -132,7 +132,8 @@ type JobSummarizer interface {
 }
 
 // AttemptSummarizer is a store that reads an attempt's summary without
-// its processes and events: what Attempt says of it (ErrNotFound if
+// its processes and events: what Attempt says of it but RetryOf and
+// Speculative, which need the attempts of its task (ErrNotFound if
 // unknown). The series endpoints need no more; without it they read
 // Attempt.
 type AttemptSummarizer interface {

@@ -53,7 +53,14 @@ type closing struct {
 	localDirs []string
 	untilMs   int64
 	file, nm  bool // seen
+	fileTries int  // reads of the exit-code file
 }
+
+// maxFileTries bounds the reads of an ended container's exit-code file:
+// it is written before the launch script exits (before the container's
+// last process is gone), so it is there at once or deleted already; a
+// few more ticks cover a launch script the agent did not track.
+const maxFileTries = 3
 
 // closeFor is how long an ended container's exit-code file and
 // NodeManager verdict are waited for.
@@ -115,8 +122,8 @@ func (t *Tracker) watchEnds(ms int64) {
 	for _, c := range t.closing {
 		t.lookAtEnd(c, ms)
 		// The NodeManager's verdict settles it; without a NodeManager to
-		// ask, the exit-code file is looked for until closeFor.
-		if ms < c.untilMs && !c.nm && (watched || !c.file) {
+		// ask, the exit-code file is looked for a few ticks.
+		if ms < c.untilMs && !c.nm && (watched || !c.file && c.fileTries < maxFileTries) {
 			kept = append(kept, c)
 		}
 	}
@@ -185,7 +192,8 @@ func (t *Tracker) closeUnit(u *unit, ms int64) {
 func (t *Tracker) lookAtEnd(c *closing, ms int64) bool {
 	changed := false
 	a := c.info
-	if !c.file {
+	if !c.file && c.fileTries < maxFileTries {
+		c.fileTries++
 		for _, d := range c.localDirs {
 			code, err := nodemanager.ReadExitCode(nodemanager.ExitCodeFile(d, a.AppID, c.container))
 			if err == nil {

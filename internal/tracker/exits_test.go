@@ -68,6 +68,14 @@ func TestExitStatuses(t *testing.T) {
 	if a := r.sink.attempts[aFail]; !a.Ended || a.JVMExit.Status != 1<<8 || a.RootExit.Status != 1<<8 || a.FileExit.Seen() {
 		t.Errorf("failed container's attempt: %+v", a)
 	}
+	// With no NodeManager to ask, an ended container's file is looked for
+	// a few ticks, then forgotten.
+	for i := 0; i < maxFileTries; i++ {
+		r.tick()
+	}
+	if len(r.tr.closing) != 0 {
+		t.Errorf("%d ended containers still wait without a NodeManager", len(r.tr.closing))
+	}
 }
 
 // Without exit records nothing of a process's end is known.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/taskscope/taskscope/internal/procfs"
 	"github.com/taskscope/taskscope/internal/taskstats"
@@ -291,7 +294,8 @@ func runSteady(b *testing.B, q *taskstats.Querier, sc agentScenario, name string
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
+	slack := timerSlackOf(name)
+	if err := startWithSlack(cmd, slack); err != nil {
 		b.Error(err)
 		return agentRun{}
 	}
@@ -342,6 +346,47 @@ func runSteady(b *testing.B, q *taskstats.Querier, sc agentScenario, name string
 	ticks := float64(agentWindow)
 	return agentRun{cpuPerTick: float64(g1.RunNs-g0.RunNs) / ticks, rssMB: rssMB, host: h1.sub(h0),
 		switches: float64(int64(g1.VolCtx+g1.InvolCtx)-int64(g0.VolCtx+g0.InvolCtx)) / ticks}
+}
+
+// agentTimerSlack is the unit's TimerSlackNSec
+// (packaging/taskscope-agent.service): agents run with it, as deployed.
+const agentTimerSlack = time.Millisecond
+
+// timerSlackOf is the timer slack a run starts with: the unit's for an
+// agent, except those named in TASKSCOPE_AGENT_NOSLACK (name,...: agents
+// of before the unit set it, as they were deployed); the system's default
+// for the baseline, or the agents' with TASKSCOPE_BASELINE_SLACK=1.
+func timerSlackOf(name string) time.Duration {
+	if name == "baseline" {
+		if os.Getenv("TASKSCOPE_BASELINE_SLACK") != "" {
+			return agentTimerSlack
+		}
+		return 0
+	}
+	if slices.Contains(strings.Split(os.Getenv("TASKSCOPE_AGENT_NOSLACK"), ","), name) {
+		return 0
+	}
+	return agentTimerSlack
+}
+
+// startWithSlack starts cmd with a timer slack of slack (0: the system's
+// default, 50 µs) as systemd's TimerSlackNSec does: the child inherits the
+// slack of the thread that forks it, through exec, and its threads theirs.
+func startWithSlack(cmd *exec.Cmd, slack time.Duration) error {
+	if slack <= 0 {
+		return cmd.Start()
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	old, err := unix.PrctlRetInt(unix.PR_GET_TIMERSLACK, 0, 0, 0, 0)
+	if err != nil {
+		return fmt.Errorf("timer slack: %w", err)
+	}
+	if err := unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(slack.Nanoseconds()), 0, 0, 0); err != nil {
+		return fmt.Errorf("timer slack: %w", err)
+	}
+	defer unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(old), 0, 0, 0)
+	return cmd.Start()
 }
 
 // vmHWM is pid's peak RSS in MB (VmHWM in its status), 0 once it is gone.
@@ -397,7 +442,7 @@ func benchAgentStart(b *testing.B, impls []agentImpl) {
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
 			h0 := readHostLoad()
-			if err := cmd.Start(); err != nil {
+			if err := startWithSlack(cmd, timerSlackOf(im.name)); err != nil {
 				b.Fatal(err)
 			}
 			// Its peak RSS: its VmHWM, polled until it exits (wait4's

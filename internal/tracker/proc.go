@@ -30,7 +30,12 @@ type proc struct {
 	// process that exited but was not reaped yet: what its reaper's
 	// cutime will show when it reaps it, not to be charged to anyone else.
 	zombieLife int64
-	t          *tracked
+	// zombieCredit is the part of such a zombie's last cutime no handled
+	// exit accounted for (its children reaped whose exits come later),
+	// charged to zombieAtt with it.
+	zombieCredit int64
+	zombieAtt    *attempt
+	t            *tracked
 }
 
 func (p *proc) setStat(s *procfs.Stat) {

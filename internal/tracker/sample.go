@@ -235,11 +235,10 @@ func (t *Tracker) exitedRecord(pid int32) bool {
 func (t *Tracker) exitZombie(p *proc) {
 	tr := p.t
 	st := &t.stat
-	for i, v := range [...]struct {
+	for _, v := range [...]struct {
 		idx   int
 		ticks uint64
 	}{{t.idx.cpuUser, st.UTime}, {t.idx.cpuSys, st.STime}, {t.idx.cpuCUser, st.CUTime}, {t.idx.cpuCSys, st.CSTime}} {
-		_ = i
 		if v.idx >= 0 {
 			tr.vals[v.idx] = collect.TicksToMs(v.ticks)
 			tr.present |= 1 << uint(v.idx)
@@ -446,8 +445,11 @@ func (t *Tracker) endMembership(p *proc, final *taskstats.Record, ms int64) {
 		// exited before: the last sample is then the better figure). What it
 		// had reaped is in its last sample's cutime/cstime.
 		own := tr.vals[t.idx.cpuUser] + tr.vals[t.idx.cpuSys]
-		tail = t.tail(p, final, max(0, final.CPUMs()-own))
-		cpu += tail
+		if !tr.exited {
+			// (A zombie's last stat is read after its exit: nothing follows it.)
+			tail = t.tail(p, final, max(0, final.CPUMs()-own))
+			cpu += tail
+		}
 		read, write = max(read, int64(final.ReadBytes)+tr.pendRead), max(write, int64(final.WriteBytes)+tr.pendWrite)
 	}
 	// An exited process reaped by a parent of the same attempt is in that
@@ -479,6 +481,14 @@ func (t *Tracker) endMembership(p *proc, final *taskstats.Record, ms int64) {
 				par.pendRead += max(0, read-m.readBase)
 				par.pendWrite += max(0, write-m.writeBase)
 			}
+		} else if zp := t.procs[ppid]; zp != nil && zp.t == nil && zp.zombieAtt == a && zp.zombieCredit > 0 {
+			// Its parent ended as a zombie before this exit was handled
+			// (it was gone when read, at the tick its parent was found a
+			// zombie): it had reaped it, and its last cutime, charged
+			// then, holds it already.
+			used := min(max(cpu, 0), zp.zombieCredit)
+			zp.zombieCredit -= used
+			cpu -= used
 		}
 	}
 	if t.debugExit != nil && exited {
@@ -494,7 +504,10 @@ func (t *Tracker) endMembership(p *proc, final *taskstats.Record, ms int64) {
 		if tr.exited {
 			// Not reaped yet: its stat's last figures are final, and its
 			// reaper's cutime will show them when it reaps it (reaped).
+			// Its cutime's growth that no exit handled yet stands for
+			// children whose exits come later.
 			p.zombieLife = max(cpu, 1)
+			p.zombieCredit, p.zombieAtt = tr.credit, a
 		}
 		if cpu > m.cpuBase && (ppid == 0 || tr.exited || !t.chargeToReaper(ppid, a, cpu, cpu-m.cpuBase, tail)) {
 			a.exitedCPU += cpu - m.cpuBase
@@ -662,7 +675,7 @@ func (t *Tracker) reaped(p *proc) {
 	if r := t.reapers[p.ppid]; r != nil {
 		r.other += p.zombieLife
 	}
-	p.zombieLife = 0
+	p.zombieLife, p.zombieCredit, p.zombieAtt = 0, 0, nil
 }
 
 // gone handles a process that exited: it left /proc (or its pid now names

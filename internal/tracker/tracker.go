@@ -431,6 +431,11 @@ func (t *Tracker) startMs(ticks uint64) int64 {
 	return t.bootMs + int64(ticks)*1000/procfs.UserHZ
 }
 
+// KeyStartOffsetMs is how much later the starts the tracker reports are
+// than the starts their process keys are made from (wire.Batch's
+// KeyStartOffsetMs): the exact boot time over btime's second.
+func (t *Tracker) KeyStartOffsetMs() int64 { return t.bootMs - t.btimeMs }
+
 // keyMs is a process's start as its key has it: from btime alone, so that
 // an agent that starts again gives a process the key it had.
 func (t *Tracker) keyMs(ticks uint64) int64 {

@@ -139,8 +139,8 @@ func TestLiveLateReap(t *testing.T) {
 		kind simulator.NodeKind
 		spec simulator.JobSpec
 	}{
-		{simulator.NodeYARN, simulator.JobSpec{Kind: simulator.JobMapReduce, Maps: 3, NoReduces: true, Reduces: 0, TaskCPU: 500 * time.Millisecond}},
-		{simulator.NodeHadoop1, simulator.JobSpec{Kind: simulator.JobHadoop1, Maps: 2, NoReduces: true, Reduces: 0, TaskCPU: 500 * time.Millisecond}},
+		{simulator.NodeYARN, simulator.JobSpec{Kind: simulator.JobMapReduce, Maps: 3, NoReduces: true, Reduces: 0, TaskCPU: 1500 * time.Millisecond}},
+		{simulator.NodeHadoop1, simulator.JobSpec{Kind: simulator.JobHadoop1, Maps: 2, NoReduces: true, Reduces: 0, TaskCPU: 1500 * time.Millisecond}},
 	} {
 		t.Run(tc.kind.String(), func(t *testing.T) {
 			c, err := simulator.Start(context.Background(), simulator.Options{Dir: filepath.Join(t.TempDir(), "sim"), Nodes: 1,
@@ -177,6 +177,49 @@ func TestLiveLateReap(t *testing.T) {
 				if d := got.FirstMs - a.Start.UnixMilli(); d < -slack || d > slack {
 					t.Errorf("%s began %d ms from its launch", a.AttemptID, d)
 				}
+			}
+		})
+	}
+}
+
+// The top process ends as a zombie at a tick where its child, which it
+// reaped before it exited, is still listed but gone when read: the child's
+// exit, handled at the next tick, is in the zombie's last cutime already
+// and is not charged again (seen under -race, twice an attempt's CPU).
+func TestTickZombieChildAfter(t *testing.T) {
+	for _, exact := range []bool{false, true} {
+		t.Run(fmt.Sprintf("exits=%v", exact), func(t *testing.T) {
+			c2, m0 := fxContainer(2), fxAttempt("m", 0, 0)
+			f := newFixture(t)
+			fxYARNNode(f)
+			yarnContainer(f, 2001, c2, yarnChild(c2, m0)) // JVM 2003: 3200 ms
+			r := f.tracker(exact)
+			r.tick()
+			// The JVM exits, reaped by bash -c.
+			if exact {
+				r.exits.exit(2003, 2002, 3200, 5000, 0)
+			}
+			f.remove(2003)
+			f.set(2002, func(p *fproc) { p.cutime = 320 })
+			r.tick()
+			// bash -c exits, reaped by default_container_executor.sh (listed
+			// still, gone when read: its pid names another process), which
+			// exits: a zombie the NodeManager does not reap.
+			if exact {
+				r.exits.exit(2002, 2001, 0, 5000, 0)
+				r.exits.exit(2001, fxNMPID, 0, 5000, 0)
+			}
+			f.set(2002, func(p *fproc) { p.start += 7 })
+			f.set(2001, func(p *fproc) { p.state, p.cutime = 'Z', 320 })
+			r.tick()
+			f.remove(2002)
+			r.tick()
+			r.tick()
+			if got := r.sink.lastCPU[m0]; got != 3200 {
+				t.Errorf("the attempt's CPU: %d ms, want 3200", got)
+			}
+			if a := r.sink.attempts[m0]; !a.Ended {
+				t.Errorf("not ended: %+v", a)
 			}
 		})
 	}

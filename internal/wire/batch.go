@@ -26,7 +26,20 @@ type Batch struct {
 	AttemptSeries []Series // AttemptID names the attempt
 	Events        []Event
 	Stats         AgentStats
+	// KeyStartOffsetMs is how much later the processes' StartMs are than
+	// the starts their keys were made from: an agent keys a process by its
+	// start from the kernel's btime (whole seconds, the same after the
+	// agent restarts) and reports its exact start (btime's second made
+	// exact), so that a server can check a key against the batch's host
+	// (ProcessKey(host, pid, StartMs-KeyStartOffsetMs)). 0 when they agree;
+	// within ±MaxKeyStartOffsetMs.
+	KeyStartOffsetMs int64
 }
+
+// MaxKeyStartOffsetMs bounds Batch.KeyStartOffsetMs: btime is the boot
+// time's second, so an exact boot time is less than a second after it
+// (two, to allow for a clock read between the kernel's ticks).
+const MaxKeyStartOffsetMs = 2000
 
 // Process describes one process (pid + start time) once; later batches may
 // repeat it with EndMs set when it exits.

@@ -25,6 +25,7 @@ const (
 	fBatchAttSer    = 11
 	fBatchEvents    = 12
 	fBatchStats     = 13
+	fBatchKeyOffset = 14
 )
 
 // ErrMalformed wraps every decoding error.
@@ -80,6 +81,7 @@ func Marshal(dst []byte, b *Batch) []byte {
 		b.Stats.marshal(&e)
 		e.close(at)
 	}
+	e.sint(fBatchKeyOffset, b.KeyStartOffsetMs)
 	return e.b
 }
 
@@ -577,6 +579,8 @@ func (d *dec) batch(data []byte, b *Batch) error {
 			if err = want(t, protowire.BytesType); err == nil {
 				err = d.stats(v, &b.Stats)
 			}
+		case fBatchKeyOffset:
+			b.KeyStartOffsetMs, err = svarint(t, u)
 		}
 		return err
 	})

@@ -66,7 +66,7 @@ var schema = []msgSpec{
 		sub(7, "processes", "Processes", "Process", true), sub(8, "attempts", "Attempts", "Attempt", true),
 		sub(9, "memberships", "Members", "Membership", true), sub(10, "process_series", "ProcSeries", "Series", true),
 		sub(11, "attempt_series", "AttemptSeries", "Series", true), sub(12, "events", "Events", "Event", true),
-		sub(13, "stats", "Stats", "AgentStats", false)}},
+		sub(13, "stats", "Stats", "AgentStats", false), f(14, "key_start_offset_ms", "KeyStartOffsetMs", tSint64)}},
 	{"Process", reflect.TypeFor[Process](), []fieldSpec{
 		f(1, "key", "Key", tFixed64), f(2, "pid", "PID", tSint32), f(3, "ppid", "PPID", tSint32), f(4, "start_ms", "StartMs", tSint64),
 		f(5, "cmdline", "Cmdline", tString), f(6, "comm", "Comm", tString), f(7, "role", "Role", tString), f(8, "uid", "UID", tUint32),

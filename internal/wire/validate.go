@@ -42,6 +42,9 @@ func validate(b *Batch) error {
 	if err := times("sent_ms", b.SentMs); err != nil {
 		return err
 	}
+	if b.KeyStartOffsetMs < -MaxKeyStartOffsetMs || b.KeyStartOffsetMs > MaxKeyStartOffsetMs {
+		return fmt.Errorf("key_start_offset_ms %d: must be within ±%d", b.KeyStartOffsetMs, MaxKeyStartOffsetMs)
+	}
 	seen := make(map[string]bool, len(b.Metrics))
 	for i, m := range b.Metrics {
 		if !validName(m) {

@@ -68,6 +68,7 @@ func TestValidate(t *testing.T) {
 		{"process end 2^62", func(b *Batch) { b.Processes[0].EndMs = 1 << 62 }, "processes[0] (pid 4242): end_ms 4611686018427387904 is not a unix time in milliseconds"},
 		{"negative process start", func(b *Batch) { b.Processes[0].StartMs = -1 }, "start_ms -1 is not a unix time in milliseconds"},
 		{"sent in microseconds", func(b *Batch) { b.SentMs = 1_700_000_000_000_000 }, "sent_ms 1700000000000000 is not a unix time in milliseconds"},
+		{"key start offset beyond btime's second", func(b *Batch) { b.KeyStartOffsetMs = 2001 }, "key_start_offset_ms 2001: must be within ±2000"},
 		{"negative cpu base", func(b *Batch) { b.Members[0].CPUBaseMs = -1 }, "memberships[0]: cpu_base_ms -1 must not be negative"},
 		{"membership to in nanoseconds", func(b *Batch) { b.Members[0].ToMs = 1_700_000_000_000_000_000 }, "memberships[0]: to_ms 1700000000000000000 is not a unix time in milliseconds"},
 		{"event in microseconds", func(b *Batch) { b.Events[0].Ms = 1_700_000_000_000_000 }, "events[0]: ms 1700000000000000 is not a unix time in milliseconds (after 2100)"},

@@ -66,6 +66,9 @@ func TestBrowse(t *testing.T) {
 	if outcomes != "failed,killed: memory,succeeded,succeeded,succeeded,succeeded,succeeded" {
 		t.Errorf("outcomes in the attempts table: %s", outcomes)
 	}
+	if got := eval[string](tb, `[...document.querySelectorAll('[data-outcomes] th')].map(e => e.textContent).join(',')`); got != "type,succeeded,failed,killed: memory,all" {
+		t.Errorf("the summary's outcome table heads: %s", got)
+	}
 	if got := eval[string](tb, `[...document.querySelectorAll('[data-table=attempts] .vt-row:not([hidden])')].filter(r => r.textContent.includes('`+hostileRetry+`')).map(r => [...r.querySelectorAll('a[href$="/attempts/`+hostileAtt+`"]')].map(a => a.closest('.vt-td').textContent).join('')).join('')`); got != "retry of _0" {
 		t.Errorf("the retry's repeats cell: %q", got)
 	}

@@ -277,7 +277,7 @@ func (s *Store) AttemptSummary(ctx context.Context, id string) (*store.Attempt, 
 	if len(atts) == 0 {
 		return nil, store.ErrNotFound
 	}
-	return &atts[0], s.link(ctx, &atts[0])
+	return &atts[0], nil
 }
 
 // link sets a's RetryOf and Speculative from the attempts of its task

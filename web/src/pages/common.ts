@@ -92,17 +92,19 @@ export function byTypeText(m: Record<string, number> | null | undefined): string
     .map(([t, n]) => `${n} ${t}`).join(' · ');
 }
 
-// typeStateTable counts attempts by type and state.
-export function typeStateTable(atts: Attempt[]): HTMLElement {
+// typeStateTable counts attempts by type and state (or by another key of
+// theirs, in the order given).
+export function typeStateTable(atts: Attempt[], key: (a: Attempt) => string = (a) => a.state, order?: string[]): HTMLElement {
   const types = new Map<string, Map<string, number>>();
   const states = new Set<string>();
   for (const a of atts) {
     let m = types.get(a.type);
     if (!m) types.set(a.type, (m = new Map()));
-    m.set(a.state, (m.get(a.state) ?? 0) + 1);
-    states.add(a.state);
+    const k = key(a);
+    m.set(k, (m.get(k) ?? 0) + 1);
+    states.add(k);
   }
-  const st = [...states].sort();
+  const st = order ? order.filter((s) => states.has(s)) : [...states].sort();
   const t = h('table.mini');
   t.appendChild(h('thead', null, h('tr', null, h('th', null, 'type'), ...st.map((s) => h('th.num', null, s)), h('th.num', null, 'all'))));
   const tb = h('tbody');

@@ -9,20 +9,28 @@ import { Ctx, navigate } from '../nav';
 import { Chart, Option, tip, axisFmt } from '../charts';
 import { grid, section, stateBadge } from './common';
 
-interface Measure { id: string; title: string; value: (r: Run) => number; f: (v: number) => string; axis: (v: number) => string }
+interface Measure { id: string; title: string; value: (r: Run) => number; f: (v: number) => string; axis: (v: number) => string; bytes?: boolean }
 
 const measures: Measure[] = [
   { id: 'duration', title: 'Duration', value: (r) => r.duration_s * 1000, f: fmt.dur, axis: (v) => fmt.dur(v) },
   { id: 'cpu', title: 'CPU time', value: (r) => r.cpu_s * 1000, f: fmt.dur, axis: (v) => fmt.dur(v) },
-  { id: 'peak_memory', title: 'Peak memory (largest attempt)', value: (r) => r.peak_rss_bytes, f: fmt.bytes, axis: axisFmt.bytes },
+  { id: 'peak_memory', title: 'Peak memory (largest attempt)', value: (r) => r.peak_rss_bytes, f: fmt.bytes, axis: axisFmt.bytes, bytes: true },
   { id: 'gc', title: 'GC share of runnable time', value: (r) => r.gc_percent, f: (v) => fmt.pct(v, 1), axis: (v) => fmt.pct(v) },
-  { id: 'io', title: 'IO (read and written)', value: (r) => r.io_bytes, f: fmt.bytes, axis: axisFmt.bytes },
+  { id: 'io', title: 'IO (read and written)', value: (r) => r.io_bytes, f: fmt.bytes, axis: axisFmt.bytes, bytes: true },
 ];
 
 // A band's median and limit are in the API's units (s, bytes, percent):
 // to the chart's (ms for times).
 function bandScale(id: string): number {
   return id === 'duration' || id === 'cpu' ? 1000 : 1;
+}
+
+// roundUp rounds an axis maximum up to a round number (1, 2 or 5 × a power of ten).
+function roundUp(x: number): number {
+  if (x <= 0) return 1;
+  const p = Math.pow(10, Math.floor(Math.log10(x)));
+  for (const k of [1, 2, 5, 10]) if (k * p >= x) return k * p;
+  return 10 * p;
 }
 
 export async function historyPage(c: Ctx): Promise<void> {
@@ -64,7 +72,10 @@ export async function historyPage(c: Ctx): Promise<void> {
         },
       },
       xAxis: { type: 'category', data: labels, axisLabel: { fontSize: 10, hideOverlap: true } },
-      yAxis: { type: 'value', min: 0, axisLabel: { formatter: m.axis, fontSize: 10 }, splitLine: { lineStyle: { color: '#eef0f3' } } },
+      // The band's limit is drawn even above the runs (byte axes: the
+      // chart helper sizes them from the data and the lines).
+      yAxis: { type: 'value', min: 0, bytes: m.bytes, max: !m.bytes && b ? (v: { max: number }) => roundUp(Math.max(v.max, b.limit * bandScale(m.id) * 1.08)) : undefined,
+        axisLabel: { formatter: m.axis, fontSize: 10 }, splitLine: { lineStyle: { color: '#eef0f3' } } },
       series: [{
         type: 'line', name: m.title, data: runs.map((r, i) => ({ value: [i, m.value(r)], itemStyle: { color: (r.outside ?? []).includes(m.id) ? '#c8423b' : '#2f62c9' }, symbolSize: (r.outside ?? []).includes(m.id) ? 9 : 6 })),
         lineStyle: { color: '#2f62c9', width: 1.5 }, showSymbol: true,

@@ -90,7 +90,8 @@ export async function jobPage(c: Ctx): Promise<void> {
         kv([['framework', cur.framework], ['user', cur.user], ['queue', cur.queue], ['application', cur.app_id ?? '–'],
           ['start', fmt.time(start), fmt.utc(start)], ['end', cur.end ? fmt.time(ms(cur.end)) : 'running (last data ' + fmt.shortTime(ms(cur.last_seen)) + ')'],
           ['by type', byTypeText(cur.attempts_by_type) || '–']]),
-        h('div', null, h('h4', null, 'Attempts by type and state'), typeStateTable(curAtts))));
+        h('div', null, h('h4', null, 'Attempts by type and state'), typeStateTable(curAtts), h('h4', null, 'Attempts by type and outcome'),
+          h('div', { 'data-outcomes': '' }, typeStateTable(curAtts, outcomeLabel, OUTCOME_ORDER)))));
   };
   renderHead();
   renderSummary();
@@ -266,6 +267,13 @@ export function renderPath(card: HTMLElement, p: CriticalPath | null, jobID: str
       h('ul.what-if', { 'data-list': 'what-if' }, ...whatIf.map((w) => h('li', { 'data-kind': w.kind }, w.text))));
   }
 }
+
+// outcomeLabel names an attempt's outcome in the summary's table.
+function outcomeLabel(a: Attempt): string {
+  const k = outcomeKey(a);
+  return k === 'running' || k === 'unknown' ? k : outcomeText(k);
+}
+const OUTCOME_ORDER = ['running', 'succeeded', 'failed', 'killed', 'killed: memory', 'lost', 'unknown'];
 
 function numberName(n: string): string {
   return n.replace(/_/g, ' ');
