@@ -122,6 +122,37 @@ func StartCluster(tb testing.TB, name string, shards, replicas int) *Cluster {
 		}
 		c.Shards = append(c.Shards, row)
 	}
+	// Started one after the other (each takes a second or so), each until
+	// it reads ZooKeeper. A server that exits at start (seen under load)
+	// is started again: the whole cluster, twice at most, on new ports
+	// when one was taken meanwhile (by another test's server), as every
+	// server's configuration names every other's port.
+	for try := 1; ; try++ {
+		c.configure(tb, name)
+		err := c.startAll(tb)
+		if err == nil {
+			break
+		}
+		for _, s := range c.Servers() {
+			s.Kill()
+		}
+		if try == 3 {
+			tb.Fatal(err)
+		}
+		tb.Logf("starting the cluster again (try %d of 3): %v", try+1, err)
+		if strings.Contains(err.Error(), "Address already in use") {
+			for _, s := range c.Servers() {
+				s.HTTPPort, s.TCPPort, s.InterserverPort = testsrv.FreePort(tb), testsrv.FreePort(tb), testsrv.FreePort(tb)
+			}
+		}
+	}
+	return c
+}
+
+// configure writes every server's configuration: the cluster (each
+// replica by its native port), ZooKeeper and its macros.
+func (c *Cluster) configure(tb testing.TB, name string) {
+	tb.Helper()
 	var xml strings.Builder
 	fmt.Fprintf(&xml, "\n  <remote_servers><%s>", name)
 	for _, row := range c.Shards {
@@ -138,22 +169,17 @@ func StartCluster(tb testing.TB, name string, shards, replicas int) *Cluster {
 			s.configure(tb, Options{clusterXML: xml.String(), zkPort: c.ZK.Port, shard: i + 1, replica: j + 1})
 		}
 	}
-	// Started one after the other (each takes a second or so), each until
-	// it reads ZooKeeper; one that exits at start (seen under load) is
-	// started again, twice at most.
+}
+
+// startAll starts every server, one after the other.
+func (c *Cluster) startAll(tb testing.TB) error {
+	tb.Helper()
 	for _, s := range c.Servers() {
-		for try := 1; ; try++ {
-			err := s.start(tb)
-			if err == nil {
-				break
-			}
-			if try == 3 {
-				tb.Fatal(err)
-			}
-			tb.Logf("starting it again (try %d of 3): %v", try+1, err)
+		if err := s.start(tb); err != nil {
+			return err
 		}
 	}
-	return c
+	return nil
 }
 
 // Servers lists every server, shard by shard.
