@@ -245,7 +245,10 @@ func TestLive(t *testing.T) {
 	tb.waitJS("charts", chartsSettled(8), 15*time.Second)
 	fig := `document.querySelectorAll('.figs .fig-v')[2].textContent + '|' + document.querySelectorAll('.figs .fig-v')[0].textContent`
 	before = eval[string](tb, fig)
-	dur := `[...document.querySelectorAll('[data-table=attempts] .vt-row:not([hidden]) .vt-td')][5].textContent`
+	// The duration cell of the first row, found by its column's header
+	// (columns come and go: outcome, exit, repeats were added before it).
+	dur := `(() => { const i = [...document.querySelectorAll('[data-table=attempts] .vt-th')].findIndex((th) => th.dataset.col === 'dur');
+		return document.querySelector('[data-table=attempts] .vt-row:not([hidden])').querySelectorAll('.vt-td')[i].textContent })()`
 	durBefore := eval[string](tb, dur)
 	tb.shot("09-live-before")
 	e.post(r.next(30))
