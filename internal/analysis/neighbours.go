@@ -17,50 +17,32 @@ func noisyNeighbours(j *Job) []Finding {
 	for _, a := range neighbourCandidates(j) {
 		typ := a.Type
 		ratio := float64(a.DurationMs) / typeMedians(j)[typ].duration
-		from, to := span(a)
-		others, err := j.hostAttempts(a.Host, from, to)
-		if err != nil {
+		others, busy := neighbourLoad(j, a) // busy: cores the neighbours kept busy, on average
+		wait := float64(a.SchedWaitMs) / float64(max(a.DurationMs, 1))
+		var names []string
+		jobs := map[string]bool{}
+		for _, o := range others {
+			jobs[o.JobID] = true
+			names = append(names, o.AttemptID)
+		}
+		sev := max(grade(wait, [4]float64{0.05, 0.1, 0.25, 0.5}), grade(busy, [4]float64{1, 2, 4, 8}))
+		if sev == None {
 			continue
 		}
-		{
-			wait := float64(a.SchedWaitMs) / float64(max(a.DurationMs, 1))
-			var names []string
-			var cpu float64
-			jobs := map[string]bool{}
-			for _, o := range others {
-				if o.AttemptID == a.AttemptID {
-					continue
-				}
-				of, ot := span(o)
-				ov := float64(min(ot, to) - max(of, from))
-				if ov <= 0 {
-					continue
-				}
-				share := ov / float64(max(ot-of, 1))
-				cpu += float64(o.CPUMs) * share
-				jobs[o.JobID] = true
-				names = append(names, o.AttemptID)
-			}
-			busy := cpu / float64(max(to-from, 1)) // cores the neighbours kept busy, on average
-			sev := max(grade(wait, [4]float64{0.05, 0.1, 0.25, 0.5}), grade(busy, [4]float64{1, 2, 4, 8}))
-			if sev == None {
-				continue
-			}
-			sort.Strings(names)
-			shown := names
-			if len(shown) > 5 {
-				shown = append(shown[:5:5], fmt.Sprintf("and %d more", len(names)-5))
-			}
-			ids := append([]string{a.AttemptID}, names...)
-			out = append(out, Finding{Severity: sev, TaskType: typ, AttemptIDs: ids,
-				Message: fmt.Sprintf("%s took %.1f× the median time without doing more work. On %s meanwhile %d other attempts of %d jobs ran (%s), keeping %.1f cores busy on average, and its threads waited for a CPU %.0f%% of the time.",
-					a.AttemptID, ratio, a.Host, len(names), len(jobs), strings.Join(shown, ", "), busy, wait*100),
-				Recommendation: "The node was busy with other work: speculative execution re-runs such attempts elsewhere; " +
-					"fewer concurrent containers on the node (or CPU isolation with cgroups) keeps tasks from starving each other.",
-				Parameter: "mapreduce." + typ + ".speculative", Value: "true",
-				Numbers: []Number{{"duration_ratio", ratio, "x"}, {"sched_wait_percent", wait * 100, "percent"},
-					{"neighbour_cores", busy, "cores"}, {"neighbours", float64(len(names)), "count"}}})
+		sort.Strings(names)
+		shown := names
+		if len(shown) > 5 {
+			shown = append(shown[:5:5], fmt.Sprintf("and %d more", len(names)-5))
 		}
+		ids := append([]string{a.AttemptID}, names...)
+		out = append(out, Finding{Severity: sev, TaskType: typ, AttemptIDs: ids,
+			Message: fmt.Sprintf("%s took %.1f× the median time without doing more work. On %s meanwhile %d other attempts of %d jobs ran (%s), keeping %.1f cores busy on average, and its threads waited for a CPU %.0f%% of the time.",
+				a.AttemptID, ratio, a.Host, len(names), len(jobs), strings.Join(shown, ", "), busy, wait*100),
+			Recommendation: "The node was busy with other work: speculative execution re-runs such attempts elsewhere; " +
+				"fewer concurrent containers on the node (or CPU isolation with cgroups) keeps tasks from starving each other.",
+			Parameter: "mapreduce." + typ + ".speculative", Value: "true",
+			Numbers: []Number{{"duration_ratio", ratio, "x"}, {"sched_wait_percent", wait * 100, "percent"},
+				{"neighbour_cores", busy, "cores"}, {"neighbours", float64(len(names)), "count"}}})
 	}
 	return out
 }

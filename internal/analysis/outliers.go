@@ -220,7 +220,8 @@ func explain(j *Job, o outlier, m typeStats) ([]cause, []Number) {
 	wait := float64(max(a.SchedWaitMs, 0))
 	nums = append(nums, Number{"sched_wait_share", wait / math.Max(dur, 1) * 100, "percent"})
 	if o.slow {
-		busy, n := neighbourLoad(j, a)
+		others, busy := neighbourLoad(j, a)
+		n := len(others)
 		nums = append(nums, Number{"neighbour_cores", busy, "cores"}, Number{"neighbours", float64(n), "count"})
 		if wait/math.Max(dur, 1) >= 0.1 || busy >= 1 {
 			if wait/math.Max(dur, 1) >= 0.05 {
@@ -301,17 +302,17 @@ func timesText(r float64) string {
 	return fmt.Sprintf("%.1f× the median", r)
 }
 
-// neighbourLoad is the CPU of the other attempts on a's host that
-// overlapped it, as cores kept busy on average over its life, and their
-// number.
-func neighbourLoad(j *Job, a store.Attempt) (float64, int) {
+// neighbourLoad is the other attempts on a's host that overlapped it, and
+// their CPU in the overlap as cores kept busy on average over a's life. A
+// store error leaves none: the Job recorded it, and the report fails.
+func neighbourLoad(j *Job, a store.Attempt) ([]store.Attempt, float64) {
 	from, to := span(a)
 	others, err := j.hostAttempts(a.Host, from, to)
 	if err != nil {
-		return 0, 0
+		return nil, 0
 	}
+	var out []store.Attempt
 	var cpu float64
-	n := 0
 	for _, o := range others {
 		if o.AttemptID == a.AttemptID {
 			continue
@@ -322,9 +323,9 @@ func neighbourLoad(j *Job, a store.Attempt) (float64, int) {
 			continue
 		}
 		cpu += float64(o.CPUMs) * ov / float64(max(ot-of, 1))
-		n++
+		out = append(out, o)
 	}
-	return cpu / float64(max(to-from, 1)), n
+	return out, cpu / float64(max(to-from, 1))
 }
 
 // hostRatio is the median duration of a's type on its host and on the
