@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -9,7 +8,6 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,25 +22,6 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// syncBuffer is a bytes.Buffer safe to write from the demo while the test
-// reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestDemoOnClickHouse runs `taskscope demo --clickhouse-url` (what make
 // demo-clickhouse runs) on a ClickHouse server of its own: the simulated
 // jobs' attempts, with their CPU and processes, are served from rows in
@@ -52,7 +31,7 @@ func TestDemoOnClickHouse(t *testing.T) {
 	addr := testsrv.FreeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stdout, stderr syncBuffer
+	var stdout, stderr testsrv.SyncBuffer
 	done := make(chan error, 1)
 	go func() {
 		done <- demoCmd(ctx, []string{"--listen", addr, "--nodes", "1", "--concurrency", "1",

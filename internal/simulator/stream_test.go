@@ -1,18 +1,19 @@
 package simulator
 
 import (
-	"bytes"
 	"context"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/taskscope/taskscope/internal/testsrv"
 )
 
 // TestCommand runs `taskscope simulate` on a mixed cluster.
 func TestCommand(t *testing.T) {
 	ctx := testCtx(t, 120*time.Second)
-	var out, errb syncBuffer
+	var out, errb testsrv.SyncBuffer
 	err := Command(ctx, []string{"--dir", t.TempDir(), "--nodes", "2", "--kind", "mixed", "--jobs", "3", "--scale", "0.1", "--seed", "5"}, &out, &errb)
 	if err != nil {
 		t.Fatalf("simulate: %v\n%s\n%s", err, out.String(), errb.String())
@@ -66,21 +67,4 @@ func TestRunStream(t *testing.T) {
 	if err := c.RunStream(ctx2, StreamOptions{}); err != nil {
 		t.Errorf("RunStream after its ctx: %v", err)
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

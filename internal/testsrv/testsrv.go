@@ -1,11 +1,13 @@
 // Package testsrv is for tests that start servers of their own on loopback
 // (taskscope's, ClickHouse, ZooKeeper, VictoriaMetrics): a free address to
-// give one, and the one way tests wait for a condition (polling, never a
-// fixed sleep).
+// give one, a buffer for their output, and the one way tests wait for a
+// condition (polling, never a fixed sleep).
 package testsrv
 
 import (
+	"bytes"
 	"net"
+	"sync"
 	"testing"
 	"time"
 )
@@ -55,4 +57,23 @@ func Poll(d time.Duration, cond func() bool) bool {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return true
+}
+
+// SyncBuffer is a bytes.Buffer that a server or daemon under test may
+// write (its log) while the test reads it.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
