@@ -218,3 +218,36 @@ func TestExitTailBound(t *testing.T) {
 		t.Errorf("attempt CPU %d ms, want 4200 and at most 0.1 s more", got)
 	}
 }
+
+// A Tez container's JVM first seen in the tick where its first attempt has
+// begun (it started and wrote the attempt's syslog between two ticks): all
+// it used goes to that attempt. Carried over from the container's own
+// pseudo-attempt, which never counted it, it would be lost.
+func TestSwitchCountsANewJVMFromItsStart(t *testing.T) {
+	c2 := fxContainer(2)
+	f := newFixture(t)
+	fxYARNNode(f)
+	_, logs := yarnPaths(c2)
+	yarnContainer(f, 2001, c2, yarnJVMArgv(c2, "org.apache.tez.runtime.task.TezChild", fxAMHost, "41000", c2, fxApp, "1"))
+	jvm := *f.procs[2003]
+	f.remove(2003)
+	r := f.tracker(true)
+	r.tick()
+	if _, ok := r.sink.attempts[c2]; !ok {
+		t.Fatalf("the container without its JVM is not its own pseudo-attempt: %v", r.sink.attempts)
+	}
+	jvm.utime, jvm.stime = 20, 2 // 220 ms of start-up, then the attempt's first 0.1 s
+	jvm.start += 50
+	f.add(jvm)
+	a := fxTezAttempt(0, 0, 0)
+	f.file(2003, "root"+logs+"/syslog_"+a, "", fixtureT0.Add(time.Second))
+	r.tick()
+	if got := r.sink.lastCPU[c2] + r.sink.lastCPU[a]; got != 220 {
+		t.Errorf("container %d ms + attempt %d ms = %d, want the JVM's 220", r.sink.lastCPU[c2], r.sink.lastCPU[a], got)
+	}
+	f.set(2003, func(p *fproc) { p.utime = 120 })
+	r.tick()
+	if got := r.sink.lastCPU[a]; got != 1220 {
+		t.Errorf("attempt %d ms, want 1220", got)
+	}
+}

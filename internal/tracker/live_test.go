@@ -330,11 +330,26 @@ func idleContainer(res *simulator.JobResult, w wrongAttempt) bool {
 }
 
 // cpuOf is the tracker's total CPU for one of the simulator's process
-// trees: over all the attempts it ran.
+// trees: over all the attempts it ran, those the test saw it under and
+// those it can only have been reported under: a Tez container is its own
+// pseudo-attempt until its first attempt begins, which may fall between
+// two of the test's looks at /proc.
 func (l *live) cpuOf(a simulator.AttemptResult) int64 {
-	var ms int64
+	ids := map[string]bool{}
 	for id := range l.seen[a.Unit] {
-		ms += l.sink.lastCPU[id]
+		ids[id] = true
+	}
+	for _, id := range []string{a.Unit, a.AttemptID, a.ContainerID} {
+		ids[id] = id != ""
+	}
+	for _, s := range a.Switches {
+		ids[s.AttemptID] = true
+	}
+	var ms int64
+	for id, ok := range ids {
+		if ok {
+			ms += l.sink.lastCPU[id]
+		}
 	}
 	return ms
 }

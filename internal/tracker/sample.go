@@ -533,11 +533,16 @@ func (t *Tracker) endMembership(p *proc, final *taskstats.Record, ms int64) {
 // switchAttempt ends the unit's current attempt, if any, and starts want.
 func (t *Tracker) switchAttempt(u *unit, want string, ms int64) {
 	old := u.cur
+	// Only the processes counted in old move on from now; one first seen
+	// in this tick (a container's JVM that began its attempt before the
+	// agent's first look at it) counts in want from its start.
+	var carried []*proc
 	if old != nil {
 		t.emitAttemptSample(old, ms)
 		for _, p := range u.members {
 			if p.t.mem != nil && p.t.mem.att == old {
 				t.endMembership(p, nil, ms)
+				carried = append(carried, p)
 			}
 		}
 		t.finishAttempt(old, ms, wire.EventAttemptSwitch)
@@ -569,10 +574,8 @@ func (t *Tracker) switchAttempt(u *unit, want string, ms int64) {
 	u.cur = a
 	t.sink.Attempt(&a.info)
 	t.sink.Event(&wire.Event{Ms: ms, Kind: wire.EventAttemptStart, AttemptID: want, JobID: a.info.JobID})
-	if old != nil {
-		for _, p := range u.members {
-			t.startMembership(p, a, true, ms)
-		}
+	for _, p := range carried {
+		t.startMembership(p, a, true, ms)
 	}
 }
 
