@@ -426,11 +426,12 @@ func (t *Tracker) Tick(now time.Time, sink Sink) error {
 // processes can hold.
 const maxHeldNew = 256
 
-// readNewStat reads a new process's stat into t.stat and, for up to
-// maxHeldNew processes a tick, keeps it open in p.h until the process is
-// classified: the first sample of one that is a task's reads it again
-// through the same descriptor (no second open, and no close of a file of a
-// process that may be gone by then).
+// readNewStat reads a new process's stat into t.stat and, when its parent
+// is tracked (then it is a task's too), for up to maxHeldNew processes a
+// tick, keeps it open in p.h until the process is classified: its first
+// sample reads it again through the same descriptor (no second open, and
+// no close of a file of a process that may be gone by then). Another's is
+// closed at once, while it lives.
 func (t *Tracker) readNewStat(p *proc) error {
 	if t.heldNew >= maxHeldNew {
 		return t.readStat(p.pid, nil)
@@ -440,7 +441,8 @@ func (t *Tracker) readNewStat(p *proc) error {
 	if err != nil {
 		return err
 	}
-	if err := procfs.ParseStat(b, &t.stat); err != nil {
+	err = procfs.ParseStat(b, &t.stat)
+	if par := t.procs[t.stat.PPID]; err != nil || par == nil || par.t == nil {
 		h.Close()
 		return err
 	}
