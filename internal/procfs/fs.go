@@ -216,6 +216,22 @@ func (p *Proc) Release() {
 	}
 }
 
+// Owner is the owner of the process's held stat file (fstat: no read):
+// the kernel makes it the process's effective uid, or root's when the
+// process is not dumpable (setuid programs, changed credentials) or is a
+// zombie. False when stat is not held or fstat fails.
+func (p *Proc) Owner() (uint32, bool) {
+	fd := p.fds[FileStat] - 1
+	if fd < 0 {
+		return 0, false
+	}
+	var st unix.Stat_t
+	if unix.Fstat(int(fd), &st) != nil {
+		return 0, false
+	}
+	return st.Uid, true
+}
+
 // Close closes every held file.
 func (p *Proc) Close() {
 	for i, fd := range p.fds {

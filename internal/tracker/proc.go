@@ -95,6 +95,10 @@ type tracked struct {
 	runNs      uint64
 	runKnown   bool
 	groupSched bool
+	// firstGroup: its first sample's scheduler figures and context
+	// switches were its thread group's (taskstats) though it had one
+	// thread; later ones are its schedstat's unless that shows less.
+	firstGroup bool
 	// ctx is the thread group's context switches (voluntary, involuntary)
 	// counted from taskstats; ctxRaw the live threads' sums last read.
 	ctx, ctxRaw [2]uint64
