@@ -483,18 +483,29 @@ func (h *Handler) gunzip(b []byte, l *lease) ([]byte, *buffer, error) {
 }
 
 // readAll reads r to its end into a buffer charged to l: first of size
-// bytes (0: a small one), growing with what comes, up to limit bytes;
-// errFull when r has more. The buffer is grown only when more does come
-// (a byte read aside tells), so a size that is right is allocated once.
+// bytes (0: a small one), then in further chunks, each twice the last, up
+// to limit bytes in all; errFull when r has more. A chunk is added only
+// when more does come (a byte read aside tells), so a size that is right
+// is allocated once; chunks are joined at the end (a body that is refused,
+// a bomb, never is: it allocates the limit, not twice as growing one buffer
+// would).
 func readAll(r io.Reader, l *lease, size, limit int) (*buffer, error) {
 	out, err := newBuffer(l)
 	if err != nil {
 		return nil, err
 	}
+	var done []*buffer // full chunks before out
+	total := 0         // bytes in them
+	fail := func(err error) (*buffer, error) {
+		for _, c := range done {
+			c.drop()
+		}
+		out.drop()
+		return nil, err
+	}
 	if size > cap(out.b) {
 		if err := out.grow(min(size, limit)); err != nil {
-			out.drop()
-			return nil, err
+			return fail(err)
 		}
 	}
 	var one [1]byte
@@ -504,18 +515,36 @@ func readAll(r io.Reader, l *lease, size, limit int) (*buffer, error) {
 			n, err = r.Read(out.b[len(out.b):cap(out.b)])
 			out.b = out.b[:len(out.b)+n]
 		} else if n, err = r.Read(one[:]); n > 0 {
-			if gerr := out.room(limit); gerr != nil {
-				out.drop()
-				return nil, gerr
+			left := limit - total - len(out.b)
+			if left <= 0 {
+				return fail(errFull)
 			}
+			next := &buffer{l: l}
+			if gerr := next.grow(min(max(2*cap(out.b), minGrow), left)); gerr != nil {
+				next.drop()
+				return fail(gerr)
+			}
+			done, total = append(done, out), total+len(out.b)
+			out = next
 			out.b = append(out.b, one[0])
 		}
 		if err == io.EOF {
-			return out, nil
+			break
 		}
 		if err != nil {
-			out.drop()
-			return nil, err
+			return fail(err)
 		}
 	}
+	if len(done) == 0 {
+		return out, nil
+	}
+	all := &buffer{l: l}
+	if err := all.grow(total + len(out.b)); err != nil {
+		return fail(err)
+	}
+	for _, c := range append(done, out) {
+		all.b = append(all.b, c.b...)
+		c.drop()
+	}
+	return all, nil
 }
