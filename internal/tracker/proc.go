@@ -36,6 +36,9 @@ type proc struct {
 	zombieCredit int64
 	zombieAtt    *attempt
 	t            *tracked
+	// h holds the stat read when the listing found it, until it is
+	// classified: a task's first sample reads it again through it.
+	h *procfs.Proc
 }
 
 func (p *proc) setStat(s *procfs.Stat) {

@@ -220,6 +220,14 @@ func (t *Tracker) sampleProc(p *proc) {
 	tr.cpuMs = collect.TicksToMs(t.stat.UTime + t.stat.STime)
 	tr.tMs = t.nowMs
 	tr.bootMs = t.bootNowMs
+	if first && !tr.firstTick {
+		// Most new processes are seen once (under churn, a task's short
+		// children): its files are closed now, while it lives, and held
+		// from its second sample on. A file closed after its process is
+		// gone costs the closer the freeing of the process's /proc
+		// entries, which its exit does otherwise.
+		tr.h.Release()
+	}
 }
 
 // exitedRecord reports whether the exit record of pid's thread group
