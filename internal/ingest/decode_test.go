@@ -150,3 +150,62 @@ func TestZstdWindows(t *testing.T) {
 		t.Errorf("a frame saying it holds the limit and a byte: %v", err)
 	}
 }
+
+// FuzzInflate: any body said to be zstd or gzip is decompressed as a
+// reference decoder does, whole and within the limit, or refused with an
+// error of the handler's (413 beyond the limit, 400 otherwise); the memory
+// it took always goes back.
+//
+//	go test -run '^$' -fuzz FuzzInflate -fuzztime 1m ./internal/ingest/
+func FuzzInflate(f *testing.F) {
+	const limit = 64 << 10
+	h := NewHandler(nil, HandlerOptions{MaxDecodedBytes: limit})
+	ref, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(1<<30))
+	if err != nil {
+		f.Fatal(err)
+	}
+	enc, _ := zstd.NewWriter(nil)
+	for _, data := range [][]byte{nil, []byte("x"), text(5000, 1), text(limit, 2), text(limit+1, 3)} {
+		f.Add(enc.EncodeAll(data, nil), true)
+		f.Add(gzipBytes(f, data), false)
+		var s bytes.Buffer
+		w, _ := zstd.NewWriter(&s, zstd.WithWindowSize(32<<10))
+		w.Write(data)
+		w.Close()
+		f.Add(s.Bytes(), true)
+		f.Add(append(bytes.Clone(s.Bytes()), s.Bytes()...), true)
+	}
+	f.Add([]byte{0x28, 0xb5, 0x2f, 0xfd, 0x00, 17 << 3, 0x01, 0x00, 0x00}, true)
+	f.Fuzz(func(t *testing.T, body []byte, isZstd bool) {
+		l := &lease{b: h.o.Budget, max: h.o.MaxRequestBytes}
+		var data []byte
+		var buf *buffer
+		var err error
+		if isZstd {
+			data, buf, err = h.unzstd(body, l)
+		} else {
+			data, buf, err = h.gunzip(body, l)
+		}
+		switch {
+		case err == nil:
+			if len(data) > limit {
+				t.Errorf("%d bytes out, beyond the limit of %d", len(data), limit)
+			}
+			if isZstd {
+				want, rerr := ref.DecodeAll(body, nil)
+				if rerr != nil || !bytes.Equal(data, want) {
+					t.Errorf("decoded %d bytes; the reference decoder %d, %v", len(data), len(want), rerr)
+				}
+			}
+		case errors.Is(err, errTooLarge):
+		case strings.HasPrefix(err.Error(), "cannot decompress zstd body: "), strings.HasPrefix(err.Error(), "cannot decompress gzip body: "):
+		default:
+			t.Errorf("an error that is not the handler's: %v", err)
+		}
+		buf.drop()
+		l.release()
+		if u := h.o.Budget.InUse(); u != 0 {
+			t.Fatalf("%d bytes of the budget still taken", u)
+		}
+	})
+}
