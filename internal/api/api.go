@@ -4,7 +4,6 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -12,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/segmentio/encoding/json"
 
 	"github.com/taskscope/taskscope/internal/auth"
 	"github.com/taskscope/taskscope/internal/store"
@@ -116,6 +117,11 @@ type Error struct {
 	Error string `json:"error"`
 }
 
+// writeJSON writes an answer: the bytes encoding/json writes (HTML
+// escaped, map keys sorted), by github.com/segmentio/encoding/json,
+// which writes them in half the time: a job of 10,000 attempts is 7.7 MB
+// of JSON, and encoding it was the largest part of its answer's time
+// (TestWriteJSONAsEncodingJSON, docs/scaling.md "Reads").
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")

@@ -174,7 +174,18 @@ func (a *API) attemptSeries(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	a.serveSeries(w, r, q)
+	rs, ok := a.st.(store.AttemptSeriesReader)
+	if !ok {
+		a.serveSeries(w, r, q)
+		return
+	}
+	// The attempt just read, not read again.
+	res, err := rs.AttemptSeries(r.Context(), d, q)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
 }
 
 func (a *API) processSeries(w http.ResponseWriter, r *http.Request) {

@@ -22,7 +22,7 @@
 // capabilities, which callers find by a type assertion and do without
 // when a store has none: BatchPreparer (with PreparedAppender),
 // SeriesBatcher, ProcessLister, JobSummarizer, AttemptSummarizer,
-// LocalData.
+// AttemptSeriesReader, LocalData.
 package store
 
 import (
@@ -138,6 +138,16 @@ type JobSummarizer interface {
 // Attempt.
 type AttemptSummarizer interface {
 	AttemptSummary(ctx context.Context, attemptID string) (*Attempt, error)
+}
+
+// AttemptSeriesReader is a store that reads an attempt's series from the
+// attempt as AttemptSummary (or Attempt) returned it, without reading the
+// attempt again: AttemptSeries(ctx, a, q) returns what Series(ctx, q)
+// returns, for a query of ScopeAttempt whose AttemptID is a's. The
+// attempt series route reads the attempt first (its job, and its life for
+// the default window); without it the store reads it twice.
+type AttemptSeriesReader interface {
+	AttemptSeries(ctx context.Context, a *Attempt, q SeriesQuery) (*SeriesResult, error)
 }
 
 // SharedData is a store that several servers write at once (ClickHouse

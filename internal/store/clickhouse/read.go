@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -150,10 +151,10 @@ func (s *Store) Job(ctx context.Context, id string) (*store.JobDetail, error) {
 	return d, nil
 }
 
-// attempt reads one attempt (ErrNotFound if unknown): its job's key from
-// the index, then its row.
+// attempt reads one attempt (ErrNotFound if unknown): its job's key and
+// its day from the index, then its row in that day's partition.
 func (s *Store) attempt(ctx context.Context, id string) (*attState, error) {
-	rows, err := s.query(ctx, fmt.Sprintf("SELECT job_key FROM %s WHERE attempt_key = %d AND attempt_id = %s LIMIT 1",
+	rows, err := s.query(ctx, fmt.Sprintf("SELECT job_key, day FROM %s WHERE attempt_key = %d AND attempt_id = %s LIMIT 8",
 		s.read("attempt_index"), store.AttemptKey(id), Quote(id)))
 	if err != nil {
 		return nil, fmt.Errorf("cannot find attempt %s: %w", id, err)
@@ -162,9 +163,28 @@ func (s *Store) attempt(ctx context.Context, id string) (*attState, error) {
 		return nil, store.ErrNotFound
 	}
 	job := rows.UInt64()
+	days := []uint64{uint64(rows.UInt16())}
+	// (Another replica may have indexed it too, in the same day.)
+	for rows.Next() {
+		rows.UInt64()
+		if d := uint64(rows.UInt16()); !slices.Contains(days, d) {
+			days = append(days, d)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("cannot find attempt %s: %w", id, err)
+	}
 	// (An attempt stored before its description named its job has a row
 	// under the empty job's key first.)
-	atts, err := s.readAttempts(ctx, fmt.Sprintf("job_key IN (%d, %d) AND attempt_id = %s", job, jobKey(""), Quote(id)))
+	where := fmt.Sprintf("job_key IN (%d, %d) AND attempt_id = %s", job, jobKey(""), Quote(id))
+	// Its rows are all in the day it was first stored, as its index rows
+	// (writeSet.attemptRow): a read of one partition, where a read of
+	// every day's took a few milliseconds a day on 18.16.
+	atts, err := s.readAttempts(ctx, where+" AND day IN ("+numList(days)+")")
+	if err == nil && len(atts) == 0 {
+		// (Not where its index says: read every day's.)
+		atts, err = s.readAttempts(ctx, where)
+	}
 	if err != nil {
 		return nil, err
 	}

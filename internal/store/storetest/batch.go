@@ -16,12 +16,15 @@ import (
 // (store.SeriesBatcher, store.ProcessLister) gives what reading them one
 // by one gives: the same buckets, the same processes with the same
 // summaries, nothing for what is unknown; over fresh and compacted chunks,
-// windows that overlap and windows far apart.
+// windows that overlap and windows far apart. One that reads an attempt's
+// series from its summary (store.AttemptSeriesReader) gives what Series
+// gives.
 func testBatchReads(t *testing.T, f Factory) {
 	s := open(t, f)
 	sb, batches := s.(store.SeriesBatcher)
 	pl, lists := s.(store.ProcessLister)
-	if !batches && !lists {
+	ar, ofAttempt := s.(store.AttemptSeriesReader)
+	if !batches && !lists && !ofAttempt {
 		t.Skip("the store reads series one by one")
 	}
 	ctx := context.Background()
@@ -99,6 +102,46 @@ func testBatchReads(t *testing.T, f Factory) {
 			}
 		}
 	}
+	if ofAttempt {
+		n := 0
+		for i, q := range qs {
+			if q.Scope != store.ScopeAttempt {
+				continue
+			}
+			a, err := summary(ctx, s, q.AttemptID)
+			if errors.Is(err, store.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := ar.AttemptSeries(ctx, a, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := s.Series(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !sameSeries(got, want) {
+				t.Errorf("query %d (%+v):\n of the summary %+v\n by its id      %+v", i, q, got, want)
+			}
+			n++
+		}
+		if n < 20 {
+			t.Errorf("%d attempts' series compared: want more", n)
+		}
+		// The series of another attempt than the one given: an error.
+		a, err := summary(ctx, s, atts[0].AttemptID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := store.SeriesQuery{Scope: store.ScopeAttempt, AttemptID: atts[1].AttemptID, Metrics: []string{"rss_bytes"},
+			From: start.UnixMilli(), To: T0.UnixMilli(), Step: 60_000}
+		if res, err := ar.AttemptSeries(ctx, a, q); err == nil {
+			t.Errorf("the series of %s from the summary of %s: %+v, no error", atts[1].AttemptID, a.AttemptID, res)
+		}
+	}
 	if lists {
 		got, err := pl.AttemptProcesses(ctx, append(ids, "attempt_0_0_m_0_0"))
 		if err != nil {
@@ -138,4 +181,17 @@ func sameSeries(a, b *store.SeriesResult) bool {
 		}
 	}
 	return true
+}
+
+// summary is an attempt as the series routes read it: by AttemptSummary
+// where the store has it, else by Attempt.
+func summary(ctx context.Context, s store.Store, id string) (*store.Attempt, error) {
+	if sum, ok := s.(store.AttemptSummarizer); ok {
+		return sum.AttemptSummary(ctx, id)
+	}
+	d, err := s.Attempt(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return &d.Attempt, nil
 }
