@@ -28,6 +28,46 @@ type builder struct {
 	attSerOrder  []string
 	samples      int
 	firstMs      int64
+	// spare are emptied buffers of short series (under churn, processes
+	// seen at a tick or two), for new series to take.
+	spare []*seriesBuf
+}
+
+// maxSpare bounds the spare buffers (each of at most spareCap samples).
+const (
+	maxSpare = 256
+	spareCap = 8
+)
+
+// seriesFirst is how many samples a new series's columns hold before each
+// grows on its own: they start as parts of one array.
+const seriesFirst = 4
+
+// newSeries is a buffer for a series of n metrics: a spare one, or a new
+// one whose columns share one array (two allocations for all, not one per
+// column).
+func (b *builder) newSeries(n int) *seriesBuf {
+	if k := len(b.spare); k > 0 && len(b.spare[k-1].cols) == n {
+		s := b.spare[k-1]
+		b.spare[k-1] = nil
+		b.spare = b.spare[:k-1]
+		return s
+	}
+	vals := make([]int64, n*seriesFirst)
+	bits := make([]byte, n)
+	s := &seriesBuf{times: make([]int64, 0, seriesFirst), cols: make([][]int64, n), absent: make([][]byte, n)}
+	for i := range s.cols {
+		s.cols[i] = vals[i*seriesFirst : i*seriesFirst : (i+1)*seriesFirst]
+		s.absent[i] = bits[i : i : i+1]
+	}
+	return s
+}
+
+// drop lets a series's buffer go, to the spares if it is a short one's.
+func (b *builder) drop(s *seriesBuf) {
+	if len(b.spare) < maxSpare && cap(s.times) <= spareCap {
+		b.spare = append(b.spare, s)
+	}
 }
 
 type seriesBuf struct {
@@ -86,6 +126,7 @@ func (b *builder) reset() {
 	for k, s := range b.procSer {
 		if !s.recycle() {
 			delete(b.procSer, k)
+			b.drop(s)
 		}
 	}
 	b.procSerOrder = b.procSerOrder[:0]
@@ -124,7 +165,7 @@ func (b *builder) Event(e *wire.Event) { b.events = append(b.events, *e) }
 func (b *builder) ProcessSample(key uint64, ms int64, vals []int64, present uint64) {
 	s := b.procSer[key]
 	if s == nil {
-		s = &seriesBuf{cols: make([][]int64, len(vals)), absent: make([][]byte, len(vals))}
+		s = b.newSeries(len(vals))
 		b.procSer[key] = s
 	}
 	if len(s.times) == 0 {
@@ -140,7 +181,7 @@ func (b *builder) ProcessSample(key uint64, ms int64, vals []int64, present uint
 func (b *builder) AttemptSample(id string, ms int64, vals []int64, present uint64) {
 	s := b.attSer[id]
 	if s == nil {
-		s = &seriesBuf{cols: make([][]int64, len(vals)), absent: make([][]byte, len(vals))}
+		s = b.newSeries(len(vals))
 		b.attSer[id] = s
 	}
 	if len(s.times) == 0 {

@@ -79,3 +79,72 @@ func TestFlushEvery(t *testing.T) {
 		}
 	}
 }
+
+// TestBuilderChurn: under churn most series are a process's one or two
+// samples. Their buffers go back to the builder when they are dropped and
+// serve new processes' series without leaking what they held (values,
+// absent bits), and a new series costs no allocation per column.
+func TestBuilderChurn(t *testing.T) {
+	b := newBuilder([]string{"a", "b", "c"}, []string{"x"})
+	key := uint64(100)
+	ms := int64(0)
+	batch := func(n int, present uint64) *wire.Batch {
+		for i := 0; i < n; i++ {
+			key++
+			ms += 250
+			b.ProcessSample(key, ms, []int64{int64(key), 2, 3}, present)
+		}
+		return b.take("h", wire.AgentStats{})
+	}
+	batch(10, 0b011) // "c" absent
+	batch(10, 0b111)
+	// The first batch's buffers are spare now (their series had no samples
+	// in the second): the third batch's new series take them.
+	if len(b.spare) != 10 {
+		t.Fatalf("%d spare buffers after a batch without the first's series, want 10", len(b.spare))
+	}
+	b3 := batch(10, 0b111)
+	if len(b3.ProcSeries) != 10 {
+		t.Fatalf("%d series", len(b3.ProcSeries))
+	}
+	for _, s := range b3.ProcSeries {
+		if len(s.Times) != 1 || len(s.Columns) != 3 || s.Columns[0].Values[0] != int64(s.Key) {
+			t.Fatalf("series %d: %+v", s.Key, s)
+		}
+		for _, c := range s.Columns {
+			if c.Absent != nil || len(c.Values) != 1 {
+				t.Errorf("series %d column %d: %+v (an old absent bit or value)", s.Key, c.Metric, c)
+			}
+		}
+	}
+	// A series of many samples grows past its first array, each column on
+	// its own, with its values intact.
+	for i := 0; i < 3*seriesFirst; i++ {
+		ms += 250
+		present := uint64(0b111)
+		if i < 8 {
+			present = 0b101
+		}
+		b.ProcessSample(1, ms, []int64{int64(i), int64(10 * i), int64(100 * i)}, present)
+	}
+	long := b.take("h", wire.AgentStats{}).ProcSeries[0]
+	for i := 0; i < 3*seriesFirst; i++ {
+		wantB := int64(10 * i)
+		if i < 8 {
+			wantB = 0
+		}
+		if long.Columns[0].Values[i] != int64(i) || long.Columns[1].Values[i] != wantB || long.Columns[2].Values[i] != int64(100*i) {
+			t.Fatalf("sample %d of a long series: %+v", i, long.Columns)
+		}
+	}
+	if len(long.Columns[1].Absent) != (3*seriesFirst+7)/8 || long.Columns[1].Absent[0] != 0xff || long.Columns[1].Absent[1] != 0 {
+		t.Errorf("absent bits of a long series: %v", long.Columns[1].Absent)
+	}
+	// Steady churn: a batch of 10 new one-sample series allocates the
+	// batch's own structures and the maps' entries, nothing per column
+	// (106 allocations before the buffers were kept).
+	batch(10, 0b111)
+	if n := testing.AllocsPerRun(20, func() { batch(10, 0b111) }); n > 40 {
+		t.Errorf("%v allocations per batch of 10 new series", n)
+	}
+}

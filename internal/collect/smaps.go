@@ -6,9 +6,16 @@ import (
 )
 
 // smapsSource reads PSS from /proc/PID/smaps_rollup every Config.PSSEvery
-// ticks of a process's life (the first tick included, except at the
-// agent's first tick): the kernel walks every
-// mapping to produce it, which costs about 0.7 ms for a JVM. A process whose
+// ticks of a process's life: the kernel walks every mapping to produce it,
+// which costs about 0.7 ms for a JVM. A process gets its first PSS at its
+// second sample, not at its first (with PSSEvery 1, every sample has it):
+// under churn most new processes are seen once, and reading their PSS was
+// a quarter of the agent's CPU; a process seen at one tick only has no PSS,
+// and an attempt's PSS leaves out, at the tick it is first seen, a process
+// that was not there at the last. A process that was there when the agent
+// started (sampled at its first tick) gets its first PSS at its second
+// period: the agent's first tick reads every task process of the node at
+// once, and their page tables' walks were most of its start's CPU. A process whose
 // RSS (from the stat read anyway) moved by less than 1/16 since the last read
 // keeps the PSS of that read, re-read at least every PSSStaleEvery × PSSEvery
 // ticks (the PSS of a process whose RSS holds still changes only as the
@@ -35,15 +42,10 @@ type smapsState struct {
 }
 
 func (smapsSource) Sample(cfg *Config, t *Target, slot int, out Values) error {
-	every := uint64(cfg.PSSEvery)
-	if t.Age%every != 0 || t.Age == 0 && t.Tick == 1 && every > 1 {
-		// A process that was there when the agent started (sampled at
-		// its first tick) gets its first PSS at its second period: the
-		// agent's first tick reads every task process of the node at
-		// once, and their page tables' walks were most of its start's
-		// CPU. One that starts later is read at its first sample.
+	if !pssDue(uint64(cfg.PSSEvery), t.Tick, t.Age) {
 		return nil
 	}
+	every := uint64(cfg.PSSEvery)
 	st, _ := t.State[slot].(*smapsState)
 	if st != nil && t.Stat != nil && t.Age-st.age < PSSStaleEvery*every {
 		if d := t.Stat.RSS - st.rss; d*16 <= st.rss && -d*16 <= st.rss {
@@ -70,4 +72,21 @@ func (smapsSource) Sample(cfg *Config, t *Target, slot int, out Values) error {
 	}
 	out.Set(0, st.pss)
 	return nil
+}
+
+// pssDue reports whether a process sampled for the age-th time (0: its
+// first sample) at the agent's tick-th tick has its PSS read: every
+// period's tick of its life, and at its second sample; never at its first,
+// nor at its second if it was there at the agent's first tick (its first
+// then comes at its second period). With every 1: at every sample.
+func pssDue(every, tick, age uint64) bool {
+	switch {
+	case every <= 1:
+		return true
+	case age == 0:
+		return false
+	case age == 1:
+		return tick != 2 // sampled at every tick since; not there at the first
+	}
+	return age%every == 0
 }

@@ -46,33 +46,37 @@ func TestPSSKeptWhileRSSHolds(t *testing.T) {
 		return v, ok
 	}
 	setPSS(100)
-	if v, ok := sample(0); !ok || v != 100<<10 {
-		t.Fatalf("first tick: %d %v", v, ok)
+	if _, ok := sample(0); ok {
+		t.Fatal("PSS at the first sample")
 	}
-	if _, ok := sample(1); ok {
+	if v, ok := sample(1); !ok || v != 100<<10 {
+		t.Fatalf("second sample: %d %v", v, ok)
+	}
+	if _, ok := sample(3); ok {
 		t.Fatal("PSS between periods")
 	}
 	setPSS(200)
 	stat.RSS = 1050 // within 1/16
-	for age := uint64(2); age < 2*PSSStaleEvery; age += 2 {
+	// Read at age 1: kept up to age 1 + PSSStaleEvery periods.
+	for age := uint64(2); age <= 2*PSSStaleEvery; age += 2 {
 		if v, _ := sample(age); v != 100<<10 {
 			t.Fatalf("age %d: PSS %d, want the value kept while RSS holds", age, v)
 		}
 	}
-	if v, _ := sample(2 * PSSStaleEvery); v != 200<<10 {
+	if v, _ := sample(2*PSSStaleEvery + 2); v != 200<<10 {
 		t.Fatalf("PSS %d after %d periods, want it read again", v, PSSStaleEvery)
 	}
 	setPSS(300)
 	stat.RSS = 1200
-	if v, _ := sample(2*PSSStaleEvery + 2); v != 300<<10 {
+	if v, _ := sample(2*PSSStaleEvery + 4); v != 300<<10 {
 		t.Fatalf("PSS %d after RSS moved, want it read again", v)
 	}
 }
 
 // TestPSSNotAtTheAgentsFirstTick: the processes the agent finds when it
 // starts get their first PSS at their second period, not at its first tick;
-// one that starts later gets it at its first sample; with PSSEvery 1 (a
-// snapshot) at once.
+// one that starts later gets it at its second sample, not at its first (most
+// processes of a churn are seen once); with PSSEvery 1 (a snapshot) at once.
 func TestPSSNotAtTheAgentsFirstTick(t *testing.T) {
 	root := t.TempDir()
 	dir := filepath.Join(root, "42")
@@ -103,9 +107,16 @@ func TestPSSNotAtTheAgentsFirstTick(t *testing.T) {
 		{10, 1, 0, false}, // there at the agent's start
 		{10, 10, 9, false},
 		{10, 11, 10, true}, // its second period
-		{10, 5, 0, true},   // started later: at once
+		{10, 2, 1, false},
+		{10, 5, 0, false}, // started later: not at its first sample,
+		{10, 6, 1, true},  // at its second
+		{10, 7, 2, false},
 		{10, 15, 10, true},
+		{2, 5, 0, false},
+		{2, 6, 1, true},
+		{2, 7, 2, true},
 		{1, 1, 0, true}, // a snapshot
+		{1, 5, 0, true},
 	} {
 		if got := read(c.every, c.tick, c.age); got != c.want {
 			t.Errorf("PSSEvery %d, tick %d, age %d: read %v, want %v", c.every, c.tick, c.age, got, c.want)

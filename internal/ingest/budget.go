@@ -121,6 +121,11 @@ func (x *buffer) room(limit int) error {
 	if 2*n > limit {
 		n = limit // not a last step of a few bytes that copies all
 	}
+	return x.grow(n)
+}
+
+// grow moves the buffer to one of capacity n.
+func (x *buffer) grow(n int) error {
 	if err := x.l.take(int64(n)); err != nil {
 		return err
 	}

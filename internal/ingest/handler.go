@@ -49,13 +49,23 @@ type HandlerOptions struct {
 }
 
 // What a decompression in flight is charged beside its output: the
-// decoder's own buffers (zstd decodes into the output, which holds its
-// window; gzip keeps a window of 32 KiB).
+// decoder's own buffers. gzip keeps a window of 32 KiB. zstd decodes a
+// stream into a ring of its frame's window and two blocks (zstdRing), beside
+// tables and a block's literals and sequences (zstdCharge).
 const (
-	zstdCharge = 1 << 20
 	gzipCharge = 64 << 10
+	zstdCharge = 1 << 20
 	zstdBlock  = 128<<10 + 64 // zstd's largest block, and what its decoder writes beyond
+	// zstdMinWindow is the window any frame of a body may use, whatever
+	// its first frame's: a larger one may be as large as the first's.
+	zstdMinWindow = 1 << 20
+	// zstdKeepWindow: decoders whose ring held a window up to this are kept
+	// for the next requests (a few); larger ones are let go.
+	zstdKeepWindow = 8 << 20
 )
+
+// zstdRing is what a zstd stream decoder allocates for a window of w bytes.
+func zstdRing(w int64) int64 { return w + 2*(min(w, 128<<10)+64) }
 
 // Handler serves POST /api/v1/ingest.
 type Handler struct {
@@ -362,76 +372,91 @@ func (h *Handler) tooLarge() error {
 	return fmt.Errorf("%w: limit %d bytes", errTooLarge, h.o.MaxDecodedBytes)
 }
 
-// unzstd decodes b into a buffer of a size it chooses (the first frame's
-// content size when it says, else a few times the body's), within which the
-// decoder must stay; if it does not, again into one four times larger, up to
-// MaxDecodedBytes. A bomb is refused having taken at most that, whatever it
-// expands to, and no more than one buffer is held at a time.
+// unzstd decodes b as a stream into a buffer that grows with what comes
+// out (sized from the first frame's content size when it says), up to
+// MaxDecodedBytes: each byte is decoded once, and a bomb is refused having
+// taken at most the limit and the decoder's window, whatever it expands to.
+// The window is bounded too: any frame may use the first frame's (within
+// the limit) or zstdMinWindow, whichever is larger, and that is charged.
 func (h *Handler) unzstd(b []byte, l *lease) ([]byte, *buffer, error) {
-	if err := l.take(zstdCharge); err != nil {
+	limit := h.o.MaxDecodedBytes
+	window, size := int64(zstdMinWindow), 0
+	var hdr zstd.Header
+	if hdr.Decode(b) == nil && !hdr.Skippable {
+		w := int64(min(hdr.WindowSize, uint64(limit)+1))
+		if hdr.SingleSegment {
+			// (Its window is its content.)
+			w = int64(min(hdr.FrameContentSize, uint64(limit)+1))
+		}
+		if hdr.HasFCS {
+			if hdr.FrameContentSize > uint64(limit) {
+				return nil, nil, h.tooLarge()
+			}
+			size = int(hdr.FrameContentSize)
+		}
+		if w > limit {
+			return nil, nil, h.windowTooLarge(limit)
+		}
+		window = max(window, w)
+	}
+	window = min(window, limit)
+	charge := zstdCharge + zstdRing(window)
+	if err := l.take(charge); err != nil {
 		return nil, nil, err
 	}
-	defer l.give(zstdCharge)
-	limit := int(h.o.MaxDecodedBytes)
-	size := min(max(8*len(b), 64<<10), limit)
-	var hdr zstd.Header
-	if hdr.Decode(b) == nil && hdr.HasFCS {
-		if hdr.FrameContentSize > uint64(limit) {
-			return nil, nil, h.tooLarge()
-		}
-		size = max(int(hdr.FrameContentSize), 1)
-	}
+	defer l.give(charge)
 	d, err := h.zstdDecoder()
 	if err != nil {
 		return nil, nil, fmt.Errorf("cannot decompress zstd body: %w", err)
 	}
-	defer h.putZstd(d)
-	for {
-		if err := l.take(int64(size)); err != nil {
-			return nil, nil, err
-		}
-		out := &buffer{b: make([]byte, 0, size), l: l}
-		out.b, err = d.DecodeAll(b, out.b)
-		if err == nil {
-			return out.b, out, nil
-		}
-		// Out of room: the size error, or (within a block, where the
-		// decoder has no sentinel for it) an error with the buffer full
-		// to less than a block from its end.
-		full := errors.Is(err, zstd.ErrDecoderSizeExceeded) || cap(out.b)-len(out.b) <= zstdBlock
-		out.drop()
-		if errors.Is(err, zstd.ErrWindowSizeExceeded) {
-			return nil, nil, h.tooLarge()
-		}
-		if !full {
-			return nil, nil, fmt.Errorf("cannot decompress zstd body: %w", err)
-		}
-		if size >= limit {
-			return nil, nil, h.tooLarge()
-		}
-		size = min(4*size, limit)
+	defer h.putZstd(d, window)
+	if err := d.ResetWithOptions(bytes.NewReader(b), zstd.WithDecoderMaxWindow(uint64(window))); err != nil {
+		return nil, nil, fmt.Errorf("cannot decompress zstd body: %w", err)
 	}
+	out, err := readAll(d, l, size, int(limit))
+	switch {
+	case err == nil:
+		return out.b, out, nil
+	case errors.Is(err, errFull):
+		return nil, nil, h.tooLarge()
+	case errors.Is(err, zstd.ErrWindowSizeExceeded), errors.Is(err, zstd.ErrDecoderSizeExceeded):
+		// (A stream's window, as the decoder says it.)
+		return nil, nil, h.windowTooLarge(window)
+	case errors.Is(err, errBusy), errors.Is(err, errRequestMemory):
+		return nil, nil, err
+	}
+	return nil, nil, fmt.Errorf("cannot decompress zstd body: %w", err)
 }
 
-// zstdDecoder returns a decoder (one kept from an earlier request, or a
-// new one) that decodes on the request's goroutine and never beyond the
-// capacity it is given.
+func (h *Handler) windowTooLarge(w int64) error {
+	return fmt.Errorf("%w: a zstd frame needs a window of more than %d bytes (the first frame's, or 1 MiB, within the limit of %d)",
+		errTooLarge, w, h.o.MaxDecodedBytes)
+}
+
+// zstdDecoder returns a stream decoder (one kept from an earlier request,
+// or a new one) that decodes on the request's goroutine.
 func (h *Handler) zstdDecoder() (*zstd.Decoder, error) {
 	select {
 	case d := <-h.zstd:
 		return d, nil
 	default:
 	}
-	return zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecodeAllCapLimit(true),
+	return zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true),
 		zstd.WithDecoderMaxMemory(uint64(h.o.MaxDecodedBytes)), zstd.WithDecoderMaxWindow(uint64(h.o.MaxDecodedBytes)))
 }
 
-func (h *Handler) putZstd(d *zstd.Decoder) {
-	select {
-	case h.zstd <- d:
-	default:
-		d.Close()
+// putZstd keeps d for the next requests, unless its ring may hold more than
+// zstdKeepWindow (kept, it would be live memory no request is charged for).
+func (h *Handler) putZstd(d *zstd.Decoder, window int64) {
+	d.Reset(nil) // (lets go of the body)
+	if window <= zstdKeepWindow {
+		select {
+		case h.zstd <- d:
+			return
+		default:
+		}
 	}
+	d.Close()
 }
 
 // gunzip decodes b as it streams, into a buffer that grows with what
@@ -445,26 +470,81 @@ func (h *Handler) gunzip(b []byte, l *lease) ([]byte, *buffer, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("cannot decompress gzip body: %w", err)
 	}
-	out, err := newBuffer(l)
-	if err != nil {
+	out, err := readAll(zr, l, 0, int(h.o.MaxDecodedBytes))
+	switch {
+	case err == nil:
+		return out.b, out, nil
+	case errors.Is(err, errFull):
+		return nil, nil, h.tooLarge()
+	case errors.Is(err, errBusy), errors.Is(err, errRequestMemory):
 		return nil, nil, err
 	}
-	for {
-		if err := out.room(int(h.o.MaxDecodedBytes) + 1); err != nil {
-			out.drop()
-			if errors.Is(err, errFull) {
-				return nil, nil, h.tooLarge()
-			}
-			return nil, nil, err
+	return nil, nil, fmt.Errorf("cannot decompress gzip body: %w", err)
+}
+
+// readAll reads r to its end into a buffer charged to l: first of size
+// bytes (0: a small one), then in further chunks, each twice the last, up
+// to limit bytes in all; errFull when r has more. A chunk is added only
+// when more does come (a byte read aside tells), so a size that is right
+// is allocated once; chunks are joined at the end (a body that is refused,
+// a bomb, never is: it allocates the limit, not twice as growing one buffer
+// would).
+func readAll(r io.Reader, l *lease, size, limit int) (*buffer, error) {
+	out, err := newBuffer(l)
+	if err != nil {
+		return nil, err
+	}
+	var done []*buffer // full chunks before out
+	total := 0         // bytes in them
+	fail := func(err error) (*buffer, error) {
+		for _, c := range done {
+			c.drop()
 		}
-		n, err := zr.Read(out.b[len(out.b):cap(out.b)])
-		out.b = out.b[:len(out.b)+n]
-		if err == io.EOF {
-			return out.b, out, nil
-		}
-		if err != nil {
-			out.drop()
-			return nil, nil, fmt.Errorf("cannot decompress gzip body: %w", err)
+		out.drop()
+		return nil, err
+	}
+	if size > cap(out.b) {
+		if err := out.grow(min(size, limit)); err != nil {
+			return fail(err)
 		}
 	}
+	var one [1]byte
+	for {
+		var n int
+		if len(out.b) < cap(out.b) {
+			n, err = r.Read(out.b[len(out.b):cap(out.b)])
+			out.b = out.b[:len(out.b)+n]
+		} else if n, err = r.Read(one[:]); n > 0 {
+			left := limit - total - len(out.b)
+			if left <= 0 {
+				return fail(errFull)
+			}
+			next := &buffer{l: l}
+			if gerr := next.grow(min(max(2*cap(out.b), minGrow), left)); gerr != nil {
+				next.drop()
+				return fail(gerr)
+			}
+			done, total = append(done, out), total+len(out.b)
+			out = next
+			out.b = append(out.b, one[0])
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fail(err)
+		}
+	}
+	if len(done) == 0 {
+		return out, nil
+	}
+	all := &buffer{l: l}
+	if err := all.grow(total + len(out.b)); err != nil {
+		return fail(err)
+	}
+	for _, c := range append(done, out) {
+		all.b = append(all.b, c.b...)
+		c.drop()
+	}
+	return all, nil
 }

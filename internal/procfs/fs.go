@@ -179,6 +179,59 @@ func (p *Proc) Read(file File, buf []byte) ([]byte, error) {
 	return b, err
 }
 
+// OpenProcFile reads file of pid into buf and returns a handle on pid's
+// directory that holds it open (the next Read of file preads it again),
+// or the error of its open or read, as ReadPidFile does (then no handle).
+func (f FS) OpenProcFile(pid int32, file File, buf []byte) (*Proc, []byte, error) {
+	name := fileNames[file]
+	fd, err := f.openPid(pid, name)
+	if err != nil {
+		return nil, buf[:0], &fs.PathError{Op: "open", Path: f.PidPath(pid, name), Err: err}
+	}
+	b, err := readAll(fd, "", buf, true)
+	if err != nil {
+		unix.Close(fd)
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			pe.Path = f.PidPath(pid, name)
+		}
+		return nil, b, err
+	}
+	p := &Proc{PID: pid, fs: f}
+	p.fds[file] = int32(fd) + 1
+	return p, b, nil
+}
+
+// Release closes the held files of a process that is still alive and keeps
+// the handle: its next reads open them again, and a file found unavailable
+// is not tried again. (Closing a file of a process that is gone makes the
+// closing process free its /proc entries; closed while it lives, they are
+// freed by its exit.)
+func (p *Proc) Release() {
+	for i, fd := range p.fds {
+		if fd > 0 {
+			unix.Close(int(fd - 1))
+			p.fds[i] = notOpened
+		}
+	}
+}
+
+// Owner is the owner of the process's held stat file (fstat: no read):
+// the kernel makes it the process's effective uid, or root's when the
+// process is not dumpable (setuid programs, changed credentials) or is a
+// zombie. False when stat is not held or fstat fails.
+func (p *Proc) Owner() (uint32, bool) {
+	fd := p.fds[FileStat] - 1
+	if fd < 0 {
+		return 0, false
+	}
+	var st unix.Stat_t
+	if unix.Fstat(int(fd), &st) != nil {
+		return 0, false
+	}
+	return st.Uid, true
+}
+
 // Close closes every held file.
 func (p *Proc) Close() {
 	for i, fd := range p.fds {

@@ -723,3 +723,74 @@ func TestParseStatFlags(t *testing.T) {
 		t.Errorf("ParseStat of a live task: flags %#x, %v", s.Flags, err)
 	}
 }
+
+// TestOpenProcFileAndRelease: OpenProcFile reads a file and hands back a
+// handle that holds it (the next read is of the same descriptor); Release
+// closes what a handle holds and keeps it usable (its files are opened
+// again), and an unavailable file stays unavailable.
+func TestOpenProcFileAndRelease(t *testing.T) {
+	pid := int32(os.Getpid())
+	f := NewFS("")
+	statPath := fmt.Sprintf("/proc/%d/stat", pid)
+	held := func(path string) (n int) {
+		ents, _ := os.ReadDir("/proc/self/fd")
+		for _, e := range ents {
+			if l, _ := os.Readlink("/proc/self/fd/" + e.Name()); l == path {
+				n++
+			}
+		}
+		return n
+	}
+	p, b, err := f.OpenProcFile(pid, FileStat, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	var s Stat
+	if ParseStat(b, &s) != nil || s.PID != pid {
+		t.Fatalf("stat read by OpenProcFile: %q", b)
+	}
+	if n := held(statPath); n != 1 {
+		t.Fatalf("%d descriptors of %s held, want 1", n, statPath)
+	}
+	if _, err := p.Read(FileStat, nil); err != nil || held(statPath) != 1 {
+		t.Fatalf("read of the held stat: %v, %d held", err, held(statPath))
+	}
+	if _, err := p.Read(FileSchedstat, nil); err != nil {
+		t.Fatal(err)
+	}
+	p.Release()
+	if n := held(statPath) + held(fmt.Sprintf("/proc/%d/schedstat", pid)); n != 0 {
+		t.Fatalf("%d descriptors held after Release", n)
+	}
+	if _, err := p.Read(FileStat, nil); err != nil || held(statPath) != 1 {
+		t.Fatalf("read after Release: %v, %d held", err, held(statPath))
+	}
+
+	// Unavailable stays unavailable through Release.
+	tree := t.TempDir()
+	if err := os.Mkdir(tree+"/4242", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(tree+"/4242/stat", fixture(t, "4242/stat"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tf := NewFS(tree)
+	q, _, err := tf.OpenProcFile(4242, FileStat, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	if _, err := q.Read(FileIO, nil); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("missing io: %v", err)
+	}
+	q.Release()
+	if _, err := q.Read(FileIO, nil); err != ErrUnavailable {
+		t.Errorf("io after Release: %v, want ErrUnavailable itself", err)
+	}
+
+	// A pid that is gone: a gone error, no handle.
+	if h, _, err := tf.OpenProcFile(99999, FileStat, nil); h != nil || !IsGone(err) || !strings.Contains(err.Error(), tree+"/99999/stat") {
+		t.Errorf("missing pid: %v %v, want a gone error naming the file", h, err)
+	}
+}

@@ -301,6 +301,11 @@ func (t *Tracker) unitFromCgroupOrEnv(p *proc) (*unit, bool) {
 func (t *Tracker) join(p *proc, u *unit, argv []string, cmdline string, l *hadoop.Launch, role string, ms int64) {
 	p.state = stTracked
 	startMs := t.startMs(p.startTicks)
+	h := p.h // its stat, held since the listing
+	p.h = nil
+	if h == nil {
+		h = t.cfg.FS.OpenProc(p.pid)
+	}
 	tr := &tracked{
 		key:       wire.ProcessKey(t.cfg.Host, p.pid, t.keyMs(p.startTicks)),
 		startMs:   startMs,
@@ -308,7 +313,7 @@ func (t *Tracker) join(p *proc, u *unit, argv []string, cmdline string, l *hadoo
 		launch:    *l,
 		role:      role,
 		unit:      u,
-		h:         t.cfg.FS.OpenProc(p.pid),
+		h:         h,
 		vals:      make([]int64, len(t.metrics)),
 		srcState:  make([]any, len(t.sources)),
 		firstTick: t.stats.Ticks == 1,

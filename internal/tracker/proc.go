@@ -36,6 +36,9 @@ type proc struct {
 	zombieCredit int64
 	zombieAtt    *attempt
 	t            *tracked
+	// h holds the stat read when the listing found it, until it is
+	// classified: a task's first sample reads it again through it.
+	h *procfs.Proc
 }
 
 func (p *proc) setStat(s *procfs.Stat) {
@@ -92,6 +95,10 @@ type tracked struct {
 	runNs      uint64
 	runKnown   bool
 	groupSched bool
+	// firstGroup: its first sample's scheduler figures and context
+	// switches were its thread group's (taskstats) though it had one
+	// thread; later ones are its schedstat's unless that shows less.
+	firstGroup bool
 	// ctx is the thread group's context switches (voluntary, involuntary)
 	// counted from taskstats; ctxRaw the live threads' sums last read.
 	ctx, ctxRaw [2]uint64

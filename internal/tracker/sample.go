@@ -185,12 +185,22 @@ func (t *Tracker) sampleProc(p *proc) {
 	tg := &t.target
 	*tg = collect.Target{PID: p.pid, Tick: t.cycle, Age: tr.age, Proc: tr.h, Stat: &t.stat, Sched: sched,
 		IsJVM: tr.launch.Kind.IsJVM(), User: tr.user, Buf: &t.buf, State: tr.srcState}
-	if tr.groupSched {
+	if tr.groupSched || first && tr.firstGroup {
 		tg.Ctx = &tr.ctx
 	}
+	var owner uint32
 	if first {
-		t.status = procfs.Status{}
-		tg.Status = &t.status // the owner, from the status source's read
+		// Its owner: with its context switches from taskstats, the owner
+		// of its stat (fstat: no read of status for it), unless that is
+		// root (a root process, or one whose credentials changed, whose
+		// real uid status tells).
+		if tg.Ctx != nil {
+			owner, _ = tr.h.Owner()
+		}
+		if owner == 0 {
+			t.status = procfs.Status{}
+			tg.Status = &t.status // the owner, from the status source's read
+		}
 	}
 	for i, s := range t.sources {
 		st := &t.setters[i]
@@ -200,7 +210,9 @@ func (t *Tracker) sampleProc(p *proc) {
 		}
 	}
 	if first {
-		if t.status.HasUID {
+		if owner != 0 {
+			t.setOwner(tr, owner)
+		} else if t.status.HasUID {
 			t.setOwner(tr, t.status.UID)
 		} else {
 			t.readOwner(tr)
@@ -220,6 +232,14 @@ func (t *Tracker) sampleProc(p *proc) {
 	tr.cpuMs = collect.TicksToMs(t.stat.UTime + t.stat.STime)
 	tr.tMs = t.nowMs
 	tr.bootMs = t.bootNowMs
+	if first && !tr.firstTick {
+		// Most new processes are seen once (under churn, a task's short
+		// children): its files are closed now, while it lives, and held
+		// from its second sample on. A file closed after its process is
+		// gone costs the closer the freeing of the process's /proc
+		// entries, which its exit does otherwise.
+		tr.h.Release()
+	}
 }
 
 // exitedRecord reports whether the exit record of pid's thread group
@@ -286,10 +306,24 @@ func (t *Tracker) stayIdle(tr *tracked, sched *procfs.Schedstat) {
 // read.
 func (t *Tracker) readSched(p *proc) *procfs.Schedstat {
 	tr := p.t
+	if t.cfg.Groups != nil && !tr.groupSched && tr.threads == 1 && tr.age == 0 && !tr.firstTick && !tr.exiting {
+		// Its first sample (under churn, most task processes' only one):
+		// its thread group's figures are its own, and bring its context
+		// switches with them, in one request instead of the reads of
+		// schedstat and status. Its later samples read its schedstat.
+		var g taskstats.Group
+		if err := t.cfg.Groups.ThreadGroup(p.pid, &g); err == nil {
+			t.sched = procfs.Schedstat{RunNs: g.RunNs, WaitNs: g.WaitNs}
+			tr.ctx = [2]uint64{g.VolCtx, g.InvolCtx}
+			tr.firstGroup = true
+			return &t.sched
+		}
+	}
 	if t.cfg.Groups != nil && (tr.groupSched || tr.threads > 1) {
 		var g taskstats.Group
 		err := t.cfg.Groups.ThreadGroup(p.pid, &g)
 		if err == nil {
+			tr.firstGroup = false
 			t.sched = procfs.Schedstat{RunNs: g.RunNs, WaitNs: g.WaitNs}
 			// The live threads' context switches: counted on from the
 			// first read, through drops (a thread exited).
@@ -323,6 +357,20 @@ func (t *Tracker) readSched(p *proc) *procfs.Schedstat {
 			t.countErr("schedstat", err)
 		}
 		return nil
+	}
+	if tr.firstGroup {
+		tr.firstGroup = false
+		if tr.runKnown && (t.sched.RunNs < tr.runNs || int64(t.sched.WaitNs) < val(tr, t.idx.wait)) && t.cfg.Groups != nil {
+			// Its first figures, its thread group's, were more than its
+			// leader's: threads of it had exited before. Its group's
+			// from now on, as for a process of many threads.
+			var g taskstats.Group
+			if t.cfg.Groups.ThreadGroup(p.pid, &g) == nil {
+				t.sched = procfs.Schedstat{RunNs: g.RunNs, WaitNs: g.WaitNs}
+				tr.ctx, tr.ctxRaw = [2]uint64{g.VolCtx, g.InvolCtx}, [2]uint64{g.VolCtx, g.InvolCtx}
+				tr.groupSched = true
+			}
+		}
 	}
 	return &t.sched
 }

@@ -2,6 +2,7 @@ package tracker
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -426,5 +427,81 @@ func TestTickGroupCtx(t *testing.T) {
 		if v, iv := ctx(); v != step.want[0] || iv != step.want[1] {
 			t.Errorf("step %d: context switches %d, %d; want %v", i, v, iv, step.want)
 		}
+	}
+}
+
+// A task process first seen after the agent's first tick, of one thread,
+// has its first sample's scheduler figures and context switches from its
+// thread group (taskstats: one request, no schedstat or status read) and
+// its owner from its stat file's (fstat); its later samples read its
+// schedstat, unless that shows less than its group did (threads of it had
+// exited): then its group's for good.
+func TestTickFirstSampleFromGroup(t *testing.T) {
+	c2, m0 := fxContainer(2), fxAttempt("m", 0, 0)
+	for _, deadThreads := range []bool{false, true} {
+		t.Run(fmt.Sprintf("deadThreads=%v", deadThreads), func(t *testing.T) {
+			f := newFixture(t)
+			fxYARNNode(f)
+			yarnContainer(f, 2001, c2, yarnChild(c2, m0))
+			r := f.tracker(false)
+			fg := fakeGroups{2003: {RunNs: 7e9, WaitNs: 2e9}}
+			r.tr.cfg.Groups = fg
+			r.tick()
+			// A child of the JVM, one thread; its status is missing (a
+			// read of it would count an error) and its stat file is
+			// owned by uid 1234.
+			ch := f.add(fproc{pid: 2020, ppid: 2003, sid: 2002, argv: []string{"/bin/sleep", "1"}, utime: 3, ctx: 999,
+				only: []string{"stat", "cmdline", "environ", "io", "schedstat", "smaps_rollup"}})
+			if err := os.Chown(filepath.Join(f.root, "2020", "stat"), 1234, 1234); err != nil {
+				t.Skipf("chown: %v", err)
+			}
+			schedRun := int64((ch.utime + ch.stime) * 10_000_000) // its schedstat's
+			groupRun := uint64(schedRun - 1e6)
+			if deadThreads {
+				groupRun = uint64(schedRun + 50e6)
+			}
+			wait := ch.utime * 100_000 // its schedstat's
+			fg[2020] = taskstats.Group{RunNs: groupRun, WaitNs: wait, VolCtx: 7, InvolCtx: 3}
+			errs := r.tr.Stats().ReadErrors
+			r.tick()
+			_, p, ok := viewOf(r.tr, 2020)
+			if !ok {
+				t.Fatal("the JVM's child is not tracked")
+			}
+			if p.Values[wire.SchedRunNs] != int64(groupRun) || p.Values[wire.SchedWaitNs] != int64(wait) ||
+				p.Values[wire.CtxVoluntary] != 7 || p.Values[wire.CtxInvoluntary] != 3 {
+				t.Errorf("first sample: %v, want its group's figures", p.Values)
+			}
+			var rec wire.Process
+			for _, w := range r.sink.procs {
+				if w.PID == 2020 {
+					rec = w
+				}
+			}
+			if rec.UID != 1234 {
+				t.Errorf("owner %d, want 1234 (its stat file's)", rec.UID)
+			}
+			if n := r.tr.Stats().ReadErrors - errs; n != 0 {
+				t.Errorf("%d read errors: status was read", n)
+			}
+			// Its second sample: it ran.
+			f.set(2020, func(p *fproc) { p.utime++ })
+			g := fg[2020]
+			g.RunNs += 10e6
+			fg[2020] = g
+			r.tick()
+			_, p, _ = viewOf(r.tr, 2020)
+			ch = f.procs[2020]
+			want := int64((ch.utime+ch.stime)*10_000_000 + ch.ran) // its schedstat's
+			if deadThreads {
+				want = int64(g.RunNs) // its group's, which never go back
+			}
+			if p.Values[wire.SchedRunNs] != want {
+				t.Errorf("second sample: sched_run_ns %d, want %d", p.Values[wire.SchedRunNs], want)
+			}
+			if gs := r.tr.procs[2020].t.groupSched; gs != deadThreads {
+				t.Errorf("on its group's figures for good: %v, want %v", gs, deadThreads)
+			}
+		})
 	}
 }

@@ -147,6 +147,7 @@ type Tracker struct {
 	lost         *lostState // orphans.go
 	scope        scopeState // scope.go
 	closing      []*closing // exits.go: ended containers' attempts whose end may still be told
+	heldNew      int        // new processes of this tick whose stat is held (readNewStat)
 
 	debugUnclaimed func(*taskstats.Record)   // tests
 	debugClassify  func(p *proc, why string) // tests
@@ -345,7 +346,7 @@ func (t *Tracker) Tick(now time.Time, sink Sink) error {
 			continue
 		}
 		np := &proc{pid: e.PID, ino: e.Ino, seen: t.cycle}
-		if err := t.readStat(e.PID, nil); err != nil {
+		if err := t.readNewStat(np); err != nil {
 			continue // vanished already; unreadable stat is not a process we can use
 		}
 		np.setStat(&t.stat)
@@ -374,6 +375,13 @@ func (t *Tracker) Tick(now time.Time, sink Sink) error {
 		t.stats.New++
 		t.classify(p, ms)
 	}
+	for _, p := range t.newProcs {
+		if p.h != nil { // no task's (or not yet)
+			p.h.Close()
+			p.h = nil
+		}
+	}
+	t.heldNew = 0
 	// Every process that left /proc before the listing has sent its exit
 	// record by now: drain before sweeping.
 	t.drainExits()
@@ -410,6 +418,36 @@ func (t *Tracker) Tick(now time.Time, sink Sink) error {
 	t.watchReapers()
 	t.expireRecords()
 	t.checkLost(ms) // orphans.go
+	return nil
+}
+
+// maxHeldNew bounds the new processes of a tick whose stat stays open
+// until they are classified (readNewStat): the descriptors a burst of new
+// processes can hold.
+const maxHeldNew = 256
+
+// readNewStat reads a new process's stat into t.stat and, when its parent
+// is tracked (then it is a task's too), for up to maxHeldNew processes a
+// tick, keeps it open in p.h until the process is classified: its first
+// sample reads it again through the same descriptor (no second open, and
+// no close of a file of a process that may be gone by then). Another's is
+// closed at once, while it lives.
+func (t *Tracker) readNewStat(p *proc) error {
+	if t.heldNew >= maxHeldNew {
+		return t.readStat(p.pid, nil)
+	}
+	h, b, err := t.cfg.FS.OpenProcFile(p.pid, procfs.FileStat, t.buf)
+	t.buf = b
+	if err != nil {
+		return err
+	}
+	err = procfs.ParseStat(b, &t.stat)
+	if par := t.procs[t.stat.PPID]; err != nil || par == nil || par.t == nil {
+		h.Close()
+		return err
+	}
+	p.h = h
+	t.heldNew++
 	return nil
 }
 
