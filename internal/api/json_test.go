@@ -71,6 +71,30 @@ func TestWriteJSONAsEncodingJSON(t *testing.T) {
 			t.Errorf("%s:\n got  %s\n want %s", name, got, want)
 		}
 	}
+	// A job's answer, written some attempts at a time: of many attempts
+	// (written in several pieces), of one, of none, without a list.
+	many := *job
+	for len(many.AttemptList) < 2000 {
+		many.AttemptList = append(many.AttemptList, job.AttemptList...)
+	}
+	for name, d := range map[string]*store.JobDetail{"job": job, "many": &many,
+		"one": {Job: job.Job, AttemptList: job.AttemptList[:1]}, "none": {Job: job.Job, AttemptList: []store.Attempt{}},
+		"nil": {Job: job.Job}, "zero": {}} {
+		if got, want := jobWritten(t, d), stdJSON(t, d); !bytes.Equal(got, want) {
+			t.Errorf("writeJob %s:\n got  %.2000s\n want %.2000s", name, got, want)
+		}
+	}
+}
+
+// jobWritten is the body writeJob writes of d.
+func jobWritten(t testing.TB, d *store.JobDetail) []byte {
+	w := httptest.NewRecorder()
+	writeJob(w, d)
+	if w.Code != http.StatusOK || w.Header().Get("Content-Type") != "application/json; charset=utf-8" ||
+		w.Header().Get("Cache-Control") != "no-store" {
+		t.Fatalf("%d %v", w.Code, w.Header())
+	}
+	return w.Body.Bytes()
 }
 
 // FuzzWriteJSON: for any strings, numbers and times in an attempt, the
@@ -92,6 +116,10 @@ func FuzzWriteJSON(f *testing.F) {
 			if got, want := written(t, v), stdJSON(t, v); !bytes.Equal(got, want) {
 				t.Errorf("got  %s\nwant %s", got, want)
 			}
+		}
+		d := &store.JobDetail{Job: j, AttemptList: []store.Attempt{a, a}}
+		if got, want := jobWritten(t, d), stdJSON(t, d); !bytes.Equal(got, want) {
+			t.Errorf("writeJob: got  %s\nwant %s", got, want)
 		}
 	})
 }

@@ -140,14 +140,26 @@ type AttemptSummarizer interface {
 	AttemptSummary(ctx context.Context, attemptID string) (*Attempt, error)
 }
 
-// AttemptSeriesReader is a store that reads an attempt's series from the
-// attempt as AttemptSummary (or Attempt) returned it, without reading the
-// attempt again: AttemptSeries(ctx, a, q) returns what Series(ctx, q)
-// returns, for a query of ScopeAttempt whose AttemptID is a's. The
-// attempt series route reads the attempt first (its job, and its life for
-// the default window); without it the store reads it twice.
+// AttemptSeriesReader is a store that reads what the series routes need
+// of an attempt (AttemptLife: its job and its life, a few columns of a
+// wide row), and an attempt's series from that without reading the
+// attempt again. Without it the routes read AttemptSummary (or Attempt),
+// and the store reads the attempt again for its series.
 type AttemptSeriesReader interface {
-	AttemptSeries(ctx context.Context, a *Attempt, q SeriesQuery) (*SeriesResult, error)
+	// AttemptLife returns what Attempt says of the attempt's id, job,
+	// start and end (ErrNotFound if unknown).
+	AttemptLife(ctx context.Context, attemptID string) (*AttemptLife, error)
+	// AttemptSeries returns what Series returns for q, a query of
+	// ScopeAttempt of the attempt of life.
+	AttemptSeries(ctx context.Context, life *AttemptLife, q SeriesQuery) (*SeriesResult, error)
+}
+
+// AttemptLife is what the series routes need of an attempt: its job (to
+// check the reader may see it), and its start and end (the default
+// window; End 0 while it runs), as Attempt says them.
+type AttemptLife struct {
+	AttemptID, JobID string
+	Start, End       Time
 }
 
 // SharedData is a store that several servers write at once (ClickHouse

@@ -103,19 +103,31 @@ func testBatchReads(t *testing.T, f Factory) {
 		}
 	}
 	if ofAttempt {
+		for _, a := range atts {
+			life, err := ar.AttemptLife(ctx, a.AttemptID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := (store.AttemptLife{AttemptID: a.AttemptID, JobID: a.JobID, Start: a.Start, End: a.End}); *life != want {
+				t.Errorf("%s: life %+v, want %+v as Attempt says", a.AttemptID, *life, want)
+			}
+		}
+		if _, err := ar.AttemptLife(ctx, "attempt_0_0_m_0_0"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("the life of an unknown attempt: %v, want ErrNotFound", err)
+		}
 		n := 0
 		for i, q := range qs {
 			if q.Scope != store.ScopeAttempt {
 				continue
 			}
-			a, err := summary(ctx, s, q.AttemptID)
+			life, err := ar.AttemptLife(ctx, q.AttemptID)
 			if errors.Is(err, store.ErrNotFound) {
 				continue
 			}
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := ar.AttemptSeries(ctx, a, q)
+			got, err := ar.AttemptSeries(ctx, life, q)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -124,22 +136,22 @@ func testBatchReads(t *testing.T, f Factory) {
 				t.Fatal(err)
 			}
 			if !sameSeries(got, want) {
-				t.Errorf("query %d (%+v):\n of the summary %+v\n by its id      %+v", i, q, got, want)
+				t.Errorf("query %d (%+v):\n of its life %+v\n by its id    %+v", i, q, got, want)
 			}
 			n++
 		}
 		if n < 20 {
 			t.Errorf("%d attempts' series compared: want more", n)
 		}
-		// The series of another attempt than the one given: an error.
-		a, err := summary(ctx, s, atts[0].AttemptID)
+		// The series of another attempt than the one of life: an error.
+		life, err := ar.AttemptLife(ctx, atts[0].AttemptID)
 		if err != nil {
 			t.Fatal(err)
 		}
 		q := store.SeriesQuery{Scope: store.ScopeAttempt, AttemptID: atts[1].AttemptID, Metrics: []string{"rss_bytes"},
 			From: start.UnixMilli(), To: T0.UnixMilli(), Step: 60_000}
-		if res, err := ar.AttemptSeries(ctx, a, q); err == nil {
-			t.Errorf("the series of %s from the summary of %s: %+v, no error", atts[1].AttemptID, a.AttemptID, res)
+		if res, err := ar.AttemptSeries(ctx, life, q); err == nil {
+			t.Errorf("the series of %s from the life of %s: %+v, no error", atts[1].AttemptID, life.AttemptID, res)
 		}
 	}
 	if lists {
@@ -181,17 +193,4 @@ func sameSeries(a, b *store.SeriesResult) bool {
 		}
 	}
 	return true
-}
-
-// summary is an attempt as the series routes read it: by AttemptSummary
-// where the store has it, else by Attempt.
-func summary(ctx context.Context, s store.Store, id string) (*store.Attempt, error) {
-	if sum, ok := s.(store.AttemptSummarizer); ok {
-		return sum.AttemptSummary(ctx, id)
-	}
-	d, err := s.Attempt(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	return &d.Attempt, nil
 }
