@@ -4,7 +4,6 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -12,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/segmentio/encoding/json"
 
 	"github.com/taskscope/taskscope/internal/auth"
 	"github.com/taskscope/taskscope/internal/store"
@@ -116,6 +117,11 @@ type Error struct {
 	Error string `json:"error"`
 }
 
+// writeJSON writes an answer: the bytes encoding/json writes (HTML
+// escaped, map keys sorted), by github.com/segmentio/encoding/json,
+// which writes them in half the time: a job of 10,000 attempts is 7.7 MB
+// of JSON, and encoding it was the largest part of its answer's time
+// (TestWriteJSONAsEncodingJSON, docs/scaling.md "Reads").
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
@@ -232,7 +238,55 @@ func (a *API) job(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, j)
+	writeJob(w, j)
+}
+
+// writeJob writes a job's answer as writeJSON would (the same bytes), its
+// attempts encoded and written some at a time: a job of 10,000 attempts is
+// 7.7 MB of JSON, which writeJSON holds whole, grown to that size, before
+// it writes any. The library encodes every value; only the object is
+// framed here: the job's fields, then its last one, attempt_list
+// (JobDetail embeds Job, then has AttemptList).
+func writeJob(w http.ResponseWriter, d *store.JobDetail) {
+	const flags = json.EscapeHTML | json.SortMapKeys
+	head, err := json.Append(make([]byte, 0, 64<<10), &d.Job, flags)
+	if err == nil && (len(head) < 2 || head[len(head)-1] != '}') {
+		err = fmt.Errorf("a job encoded as %.20q", head)
+	}
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	b := head[:len(head)-1]
+	if len(b) > 1 {
+		b = append(b, ',')
+	}
+	b = append(b, `"attempt_list":`...)
+	if d.AttemptList == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '[')
+		for i := range d.AttemptList {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			if b, err = json.Append(b, &d.AttemptList[i], flags); err != nil {
+				// (The answer has begun: the client sees it cut.)
+				return
+			}
+			if len(b) >= 32<<10 {
+				if _, err := w.Write(b); err != nil {
+					return
+				}
+				b = b[:0]
+			}
+		}
+		b = append(b, ']')
+	}
+	w.Write(append(b, "}\n"...))
 }
 
 func (a *API) attemptOf(r *http.Request) (*store.AttemptDetail, error) {

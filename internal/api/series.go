@@ -156,11 +156,24 @@ func (a *API) attemptSummary(ctx context.Context, id string) (*store.Attempt, er
 	return &d.Attempt, nil
 }
 
+// attemptLife is what the series routes need of the attempt id names: by
+// AttemptLife where the store has it, else from attemptSummary.
+func (a *API) attemptLife(ctx context.Context, id string) (*store.AttemptLife, error) {
+	if s, ok := a.st.(store.AttemptSeriesReader); ok {
+		return s.AttemptLife(ctx, id)
+	}
+	d, err := a.attemptSummary(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return &store.AttemptLife{AttemptID: d.AttemptID, JobID: d.JobID, Start: d.Start, End: d.End}, nil
+}
+
 func (a *API) attemptSeries(w http.ResponseWriter, r *http.Request) {
 	err := a.checkJob(r, r.PathValue("job"))
-	var d *store.Attempt
+	var d *store.AttemptLife
 	if err == nil {
-		d, err = a.attemptSummary(r.Context(), r.PathValue("attempt"))
+		d, err = a.attemptLife(r.Context(), r.PathValue("attempt"))
 	}
 	if err == nil && d.JobID != r.PathValue("job") {
 		err = fmt.Errorf("attempt %s is not in job %s: %w", d.AttemptID, r.PathValue("job"), store.ErrNotFound)
@@ -174,7 +187,18 @@ func (a *API) attemptSeries(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	a.serveSeries(w, r, q)
+	rs, ok := a.st.(store.AttemptSeriesReader)
+	if !ok {
+		a.serveSeries(w, r, q)
+		return
+	}
+	// The attempt just read, not read again.
+	res, err := rs.AttemptSeries(r.Context(), d, q)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
 }
 
 func (a *API) processSeries(w http.ResponseWriter, r *http.Request) {
@@ -194,7 +218,7 @@ func (a *API) processSeries(w http.ResponseWriter, r *http.Request) {
 			fail(w, forbidden("a process's series need attempt= (an attempt it ran in) unless you are an operator"))
 			return
 		}
-		d, err := a.attemptSummary(r.Context(), q.AttemptID)
+		d, err := a.attemptLife(r.Context(), q.AttemptID)
 		if err == nil {
 			err = a.checkJob(r, d.JobID)
 		}
@@ -208,7 +232,7 @@ func (a *API) processSeries(w http.ResponseWriter, r *http.Request) {
 			fail(w, bad("give from and to, or attempt"))
 			return
 		}
-		d, err := a.attemptSummary(r.Context(), v.Get("attempt"))
+		d, err := a.attemptLife(r.Context(), v.Get("attempt"))
 		if err != nil {
 			fail(w, err)
 			return

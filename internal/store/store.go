@@ -22,7 +22,7 @@
 // capabilities, which callers find by a type assertion and do without
 // when a store has none: BatchPreparer (with PreparedAppender),
 // SeriesBatcher, ProcessLister, JobSummarizer, AttemptSummarizer,
-// LocalData.
+// AttemptSeriesReader, LocalData.
 package store
 
 import (
@@ -138,6 +138,28 @@ type JobSummarizer interface {
 // Attempt.
 type AttemptSummarizer interface {
 	AttemptSummary(ctx context.Context, attemptID string) (*Attempt, error)
+}
+
+// AttemptSeriesReader is a store that reads what the series routes need
+// of an attempt (AttemptLife: its job and its life, a few columns of a
+// wide row), and an attempt's series from that without reading the
+// attempt again. Without it the routes read AttemptSummary (or Attempt),
+// and the store reads the attempt again for its series.
+type AttemptSeriesReader interface {
+	// AttemptLife returns what Attempt says of the attempt's id, job,
+	// start and end (ErrNotFound if unknown).
+	AttemptLife(ctx context.Context, attemptID string) (*AttemptLife, error)
+	// AttemptSeries returns what Series returns for q, a query of
+	// ScopeAttempt of the attempt of life.
+	AttemptSeries(ctx context.Context, life *AttemptLife, q SeriesQuery) (*SeriesResult, error)
+}
+
+// AttemptLife is what the series routes need of an attempt: its job (to
+// check the reader may see it), and its start and end (the default
+// window; End 0 while it runs), as Attempt says them.
+type AttemptLife struct {
+	AttemptID, JobID string
+	Start, End       Time
 }
 
 // SharedData is a store that several servers write at once (ClickHouse

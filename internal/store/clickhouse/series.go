@@ -113,6 +113,21 @@ func (s *Store) checkExt(scope store.Scope, kind uint8, metrics []store.SeriesMe
 // Series returns bucketed series, computed from the chunks by package
 // store's shared code.
 func (s *Store) Series(ctx context.Context, q store.SeriesQuery) (*store.SeriesResult, error) {
+	return s.series(ctx, q, nil)
+}
+
+// AttemptSeries returns what Series returns for an attempt's series, from
+// its life as AttemptLife read it (store.AttemptSeriesReader): its job and
+// its start, without reading its row again.
+func (s *Store) AttemptSeries(ctx context.Context, life *store.AttemptLife, q store.SeriesQuery) (*store.SeriesResult, error) {
+	if q.Scope != store.ScopeAttempt || q.AttemptID != life.AttemptID {
+		return nil, fmt.Errorf("the series of attempt %s asked for those of %s %q", life.AttemptID, q.Scope, q.AttemptID)
+	}
+	return s.series(ctx, q, life)
+}
+
+// series is Series, of the attempt of life when it is given (ScopeAttempt).
+func (s *Store) series(ctx context.Context, q store.SeriesQuery, life *store.AttemptLife) (*store.SeriesResult, error) {
 	if q.Step <= 0 || q.To <= q.From {
 		return nil, fmt.Errorf("series needs from < to and a step > 0")
 	}
@@ -128,7 +143,7 @@ func (s *Store) Series(ctx context.Context, q store.SeriesQuery) (*store.SeriesR
 	case store.ScopeProcess:
 		err = s.processSeries(ctx, &q, metrics, res)
 	case store.ScopeAttempt:
-		err = s.attemptSeries(ctx, &q, metrics, res)
+		err = s.attemptSeries(ctx, &q, metrics, res, life)
 	case store.ScopeJob:
 		err = s.jobSeries(ctx, &q, metrics, res)
 	default:
@@ -178,16 +193,22 @@ func (s *Store) one(ctx context.Context, q *store.SeriesQuery, metrics []store.S
 	return len(p.Times) > 0, nil
 }
 
-func (s *Store) attemptSeries(ctx context.Context, q *store.SeriesQuery, metrics []store.SeriesMetric, res *store.SeriesResult) error {
+// attemptSeries computes an attempt's series: of life if it is given (its
+// job, and its start: store.AttemptOf's is store.AttemptSpan's first), else
+// of the attempt read.
+func (s *Store) attemptSeries(ctx context.Context, q *store.SeriesQuery, metrics []store.SeriesMetric, res *store.SeriesResult,
+	life *store.AttemptLife) error {
 	if err := s.checkExt(q.Scope, kindAttemptExt, metrics); err != nil {
 		return err
 	}
-	st, err := s.attempt(ctx, q.AttemptID)
-	if err != nil {
-		return err
+	if life == nil {
+		var err error
+		if life, err = s.AttemptLife(ctx, q.AttemptID); err != nil {
+			return err
+		}
 	}
-	first, _ := store.AttemptSpan(&st.meta, &st.sum)
-	_, err = s.one(ctx, q, metrics, res, kindAttempt, kindAttemptExt, []uint64{jobKey(st.meta.JobID), jobKey("")},
+	job, first := life.JobID, int64(life.Start)
+	_, err := s.one(ctx, q, metrics, res, kindAttempt, kindAttemptExt, []uint64{jobKey(job), jobKey("")},
 		store.AttemptKey(q.AttemptID), first, false)
 	return err
 }

@@ -33,6 +33,16 @@ type Options struct {
 	Client      ClientOptions
 }
 
+// The capabilities the store has (package store).
+var (
+	_ store.Store               = (*Store)(nil)
+	_ store.BatchPreparer       = (*Store)(nil)
+	_ store.ProcessLister       = (*Store)(nil)
+	_ store.AttemptSummarizer   = (*Store)(nil)
+	_ store.AttemptSeriesReader = (*Store)(nil)
+	_ store.SharedData          = (*Store)(nil)
+)
+
 // Store is the ClickHouse store.
 type Store struct {
 	opt    Options

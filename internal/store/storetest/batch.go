@@ -16,12 +16,15 @@ import (
 // (store.SeriesBatcher, store.ProcessLister) gives what reading them one
 // by one gives: the same buckets, the same processes with the same
 // summaries, nothing for what is unknown; over fresh and compacted chunks,
-// windows that overlap and windows far apart.
+// windows that overlap and windows far apart. One that reads an attempt's
+// series from its summary (store.AttemptSeriesReader) gives what Series
+// gives.
 func testBatchReads(t *testing.T, f Factory) {
 	s := open(t, f)
 	sb, batches := s.(store.SeriesBatcher)
 	pl, lists := s.(store.ProcessLister)
-	if !batches && !lists {
+	ar, ofAttempt := s.(store.AttemptSeriesReader)
+	if !batches && !lists && !ofAttempt {
 		t.Skip("the store reads series one by one")
 	}
 	ctx := context.Background()
@@ -97,6 +100,58 @@ func testBatchReads(t *testing.T, f Factory) {
 			if !sameSeries(got[i], want) {
 				t.Errorf("query %d (%+v):\n together  %+v\n one by one %+v", i, q, got[i], want)
 			}
+		}
+	}
+	if ofAttempt {
+		for _, a := range atts {
+			life, err := ar.AttemptLife(ctx, a.AttemptID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := (store.AttemptLife{AttemptID: a.AttemptID, JobID: a.JobID, Start: a.Start, End: a.End}); *life != want {
+				t.Errorf("%s: life %+v, want %+v as Attempt says", a.AttemptID, *life, want)
+			}
+		}
+		if _, err := ar.AttemptLife(ctx, "attempt_0_0_m_0_0"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("the life of an unknown attempt: %v, want ErrNotFound", err)
+		}
+		n := 0
+		for i, q := range qs {
+			if q.Scope != store.ScopeAttempt {
+				continue
+			}
+			life, err := ar.AttemptLife(ctx, q.AttemptID)
+			if errors.Is(err, store.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := ar.AttemptSeries(ctx, life, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := s.Series(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !sameSeries(got, want) {
+				t.Errorf("query %d (%+v):\n of its life %+v\n by its id    %+v", i, q, got, want)
+			}
+			n++
+		}
+		if n < 20 {
+			t.Errorf("%d attempts' series compared: want more", n)
+		}
+		// The series of another attempt than the one of life: an error.
+		life, err := ar.AttemptLife(ctx, atts[0].AttemptID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := store.SeriesQuery{Scope: store.ScopeAttempt, AttemptID: atts[1].AttemptID, Metrics: []string{"rss_bytes"},
+			From: start.UnixMilli(), To: T0.UnixMilli(), Step: 60_000}
+		if res, err := ar.AttemptSeries(ctx, life, q); err == nil {
+			t.Errorf("the series of %s from the life of %s: %+v, no error", atts[1].AttemptID, life.AttemptID, res)
 		}
 	}
 	if lists {
