@@ -64,8 +64,9 @@ const (
 	zstdKeepWindow = 8 << 20
 )
 
-// zstdRing is what a zstd stream decoder allocates for a window of w bytes.
-func zstdRing(w int64) int64 { return w + 2*(min(w, 128<<10)+64) }
+// zstdRing is what a zstd stream decoder allocates for a window of w
+// bytes: the window and room for two blocks (of at most the window).
+func zstdRing(w int64) int64 { return w + 2*min(w+64, zstdBlock) }
 
 // Handler serves POST /api/v1/ingest.
 type Handler struct {

@@ -216,20 +216,28 @@ func (p *Proc) Release() {
 	}
 }
 
-// Owner is the owner of the process's held stat file (fstat: no read):
-// the kernel makes it the process's effective uid, or root's when the
-// process is not dumpable (setuid programs, changed credentials) or is a
-// zombie. False when stat is not held or fstat fails.
-func (p *Proc) Owner() (uint32, bool) {
-	fd := p.fds[FileStat] - 1
-	if fd < 0 {
-		return 0, false
-	}
+// Owner is the owner of <root>/<pid> (a stat of the directory: no read of
+// status): the kernel makes it the process's effective uid (a directory's
+// owner is not made root's for a process that is not dumpable, as its
+// files' are), the USER that ps shows.
+func (f FS) Owner(pid int32) (uint32, error) {
+	var b [256]byte
+	p := append(b[:0], f.root...)
+	p = append(p, '/')
+	p = strconv.AppendInt(p, int64(pid), 10)
+	p = append(p, 0)
 	var st unix.Stat_t
-	if unix.Fstat(int(fd), &st) != nil {
-		return 0, false
+	for {
+		_, _, errno := unix.Syscall6(unix.SYS_NEWFSTATAT, atFDCWD, uintptr(unsafe.Pointer(&p[0])),
+			uintptr(unsafe.Pointer(&st)), 0, 0, 0)
+		switch errno {
+		case 0:
+			return st.Uid, nil
+		case unix.EINTR:
+			continue
+		}
+		return 0, &fs.PathError{Op: "stat", Path: f.PidPath(pid, ""), Err: errno}
 	}
-	return st.Uid, true
 }
 
 // Close closes every held file.

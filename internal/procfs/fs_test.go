@@ -794,3 +794,28 @@ func TestOpenProcFileAndRelease(t *testing.T) {
 		t.Errorf("missing pid: %v %v, want a gone error naming the file", h, err)
 	}
 }
+
+// TestOwner: the owner of a process's directory, which the kernel makes its
+// effective uid.
+func TestOwner(t *testing.T) {
+	f := NewFS("")
+	uid, err := f.Owner(int32(os.Getpid()))
+	if err != nil || uid != uint32(os.Geteuid()) {
+		t.Errorf("owner of this process: %d, %v; want %d", uid, err, os.Geteuid())
+	}
+	tree := t.TempDir()
+	if err := os.Mkdir(tree+"/4242", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if os.Geteuid() == 0 {
+		if err := os.Chown(tree+"/4242", 1234, 1234); err != nil {
+			t.Fatal(err)
+		}
+		if uid, err := NewFS(tree).Owner(4242); err != nil || uid != 1234 {
+			t.Errorf("owner of a fixture's directory: %d, %v; want 1234", uid, err)
+		}
+	}
+	if _, err := NewFS(tree).Owner(99999); !IsGone(err) || !strings.Contains(err.Error(), tree+"/99999") {
+		t.Errorf("owner of a missing pid: %v, want a gone error naming it", err)
+	}
+}

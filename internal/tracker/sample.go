@@ -189,15 +189,18 @@ func (t *Tracker) sampleProc(p *proc) {
 		tg.Ctx = &tr.ctx
 	}
 	var owner uint32
+	ownerKnown := false
 	if first {
 		// Its owner: with its context switches from taskstats, the owner
-		// of its stat (fstat: no read of status for it), unless that is
-		// root (a root process, or one whose credentials changed, whose
-		// real uid status tells).
+		// of its /proc directory (its effective uid, as ps shows it: no
+		// read of status for it); else the real uid of the status read
+		// for its context switches. (They differ for a setuid program.)
 		if tg.Ctx != nil {
-			owner, _ = tr.h.Owner()
+			var err error
+			owner, err = t.cfg.FS.Owner(p.pid)
+			ownerKnown = err == nil
 		}
-		if owner == 0 {
+		if !ownerKnown {
 			t.status = procfs.Status{}
 			tg.Status = &t.status // the owner, from the status source's read
 		}
@@ -210,7 +213,7 @@ func (t *Tracker) sampleProc(p *proc) {
 		}
 	}
 	if first {
-		if owner != 0 {
+		if ownerKnown {
 			t.setOwner(tr, owner)
 		} else if t.status.HasUID {
 			t.setOwner(tr, t.status.UID)

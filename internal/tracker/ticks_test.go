@@ -448,11 +448,11 @@ func TestTickFirstSampleFromGroup(t *testing.T) {
 			r.tr.cfg.Groups = fg
 			r.tick()
 			// A child of the JVM, one thread; its status is missing (a
-			// read of it would count an error) and its stat file is
+			// read of it would count an error) and its directory is
 			// owned by uid 1234.
 			ch := f.add(fproc{pid: 2020, ppid: 2003, sid: 2002, argv: []string{"/bin/sleep", "1"}, utime: 3, ctx: 999,
 				only: []string{"stat", "cmdline", "environ", "io", "schedstat", "smaps_rollup"}})
-			if err := os.Chown(filepath.Join(f.root, "2020", "stat"), 1234, 1234); err != nil {
+			if err := os.Chown(filepath.Join(f.root, "2020"), 1234, 1234); err != nil {
 				t.Skipf("chown: %v", err)
 			}
 			schedRun := int64((ch.utime + ch.stime) * 10_000_000) // its schedstat's
@@ -479,7 +479,7 @@ func TestTickFirstSampleFromGroup(t *testing.T) {
 				}
 			}
 			if rec.UID != 1234 {
-				t.Errorf("owner %d, want 1234 (its stat file's)", rec.UID)
+				t.Errorf("owner %d, want 1234 (its directory's)", rec.UID)
 			}
 			if n := r.tr.Stats().ReadErrors - errs; n != 0 {
 				t.Errorf("%d read errors: status was read", n)
