@@ -59,6 +59,7 @@ func serverCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	af.register(fl)
 	redactPattern := fl.String("redact-pattern", redact.DefaultPattern, "options and environment variables whose names match this regular expression have their values masked in what agents send")
 	ingestMemory := fl.Int64("ingest-memory", 256<<20, "bytes that request bodies may take together while they are read, decompressed and decoded")
+	clientConns := fl.Int("max-client-conns", 1024, "open connections one client address may have; more are closed at once (0: unbounded; behind a load balancer, whose address carries every client, 0 and bound clients there)")
 	cert := fl.String("tls-cert", "", "TLS certificate file (serves HTTPS with --tls-key)")
 	key := fl.String("tls-key", "", "TLS key file")
 	logLevel := fl.String("log-level", "info", "debug, info, warn or error")
@@ -90,6 +91,9 @@ func serverCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return fmt.Errorf("--redact-pattern: %w", err)
 	}
+	if *clientConns < 0 {
+		return fmt.Errorf("--max-client-conns must be 0 (unbounded) or more")
+	}
 	if *ingestMemory < 16<<20 {
 		return fmt.Errorf("--ingest-memory must be at least 16 MiB (16777216)")
 	}
@@ -100,7 +104,7 @@ func serverCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	defer st.Close()
 	srv, err := server.Start(server.Config{Listen: *listen, Store: st, Tokens: tokens, Auth: authn, TLSCert: *cert, TLSKey: *key,
-		Analyzer: analysis.New(st), Log: log, MaintainEvery: *maintainEvery,
+		Analyzer: analysis.New(st), Log: log, MaintainEvery: *maintainEvery, ClientConns: *clientConns,
 		Ingest: ingest.HandlerOptions{Redact: masker, Budget: ingest.NewBudget(*ingestMemory)}})
 	if err != nil {
 		return err

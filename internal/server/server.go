@@ -39,6 +39,10 @@ type Config struct {
 	Ingest        ingest.HandlerOptions
 	Pipeline      ingest.PipelineOptions
 	Live          api.LiveOptions
+	// ClientConns bounds the open connections of one client address
+	// (0: unbounded). Behind a load balancer every client comes from its
+	// address: leave it 0 there and bound clients at the balancer.
+	ClientConns int
 }
 
 // Server is a running server.
@@ -117,6 +121,13 @@ func Start(cfg Config) (*Server, error) {
 	}
 	s.cfg, s.ln, s.pipeline, s.mntDone, s.serveErr = cfg, ln, pl, make(chan struct{}), make(chan error, 1)
 	s.http = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	if cfg.ClientConns > 0 {
+		cc := newClientConns(cfg.ClientConns)
+		s.http.ConnState = cc.state
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "taskscope_server_connections_refused_total",
+			Help: "Connections closed at once: their client address had --max-client-conns open already."},
+			func() float64 { return float64(cc.refused.Load()) }))
+	}
 	go func() {
 		var err error
 		if cfg.TLSCert != "" {
