@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"io"
 	"net"
 	"net/http"
@@ -9,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/taskscope/taskscope/internal/store/duckdb"
 	"github.com/taskscope/taskscope/internal/testsrv"
 )
 
@@ -17,20 +15,7 @@ import (
 // closed at once; when one of its own closes, it may open another; the
 // refusals are counted in /metrics.
 func TestClientConnsBounded(t *testing.T) {
-	st, err := duckdb.Open(duckdb.Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	srv, err := Start(Config{Listen: "127.0.0.1:0", Store: st, ClientConns: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-	}()
+	srv := startOnDuckDB(t, Config{ClientConns: 3})
 	healthz := func(c net.Conn) error {
 		c.SetDeadline(time.Now().Add(10 * time.Second))
 		if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {

@@ -20,20 +20,7 @@ import (
 // once the updates stop: the last update comes after the summaries that
 // the batch changed are written (up to a second after its commit).
 func TestLiveUpdateAfterSummaries(t *testing.T) {
-	st, err := duckdb.Open(duckdb.Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	srv, err := Start(Config{Listen: "127.0.0.1:0", Store: st})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-	}()
+	srv := startOnDuckDB(t, Config{})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -116,4 +103,26 @@ func jobListed(t *testing.T, base, job string) bool {
 		}
 	}
 	return false
+}
+
+// startOnDuckDB starts a server of cfg on loopback over a DuckDB store of
+// its own; both stop when the test ends.
+func startOnDuckDB(t *testing.T, cfg Config) *Server {
+	t.Helper()
+	st, err := duckdb.Open(duckdb.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	cfg.Listen, cfg.Store = "127.0.0.1:0", st
+	srv, err := Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+	})
+	return srv
 }
