@@ -415,18 +415,26 @@ func (h *Handler) unzstd(b []byte, l *lease) ([]byte, *buffer, error) {
 		return nil, nil, fmt.Errorf("cannot decompress zstd body: %w", err)
 	}
 	out, err := readAll(d, l, size, int(limit))
+	if errors.Is(err, zstd.ErrWindowSizeExceeded) || errors.Is(err, zstd.ErrDecoderSizeExceeded) {
+		// (A stream's window, as the decoder says it.)
+		return nil, nil, h.windowTooLarge(window)
+	}
+	return h.inflated(out, err, "zstd")
+}
+
+// inflated is what a decompression read by readAll gives: the body, or
+// errFull as the decompressed limit's 413, the budget's errors as they
+// are, any other as the body's.
+func (h *Handler) inflated(out *buffer, err error, format string) ([]byte, *buffer, error) {
 	switch {
 	case err == nil:
 		return out.b, out, nil
 	case errors.Is(err, errFull):
 		return nil, nil, h.tooLarge()
-	case errors.Is(err, zstd.ErrWindowSizeExceeded), errors.Is(err, zstd.ErrDecoderSizeExceeded):
-		// (A stream's window, as the decoder says it.)
-		return nil, nil, h.windowTooLarge(window)
 	case errors.Is(err, errBusy), errors.Is(err, errRequestMemory):
 		return nil, nil, err
 	}
-	return nil, nil, fmt.Errorf("cannot decompress zstd body: %w", err)
+	return nil, nil, fmt.Errorf("cannot decompress %s body: %w", format, err)
 }
 
 func (h *Handler) windowTooLarge(w int64) error {
@@ -472,15 +480,7 @@ func (h *Handler) gunzip(b []byte, l *lease) ([]byte, *buffer, error) {
 		return nil, nil, fmt.Errorf("cannot decompress gzip body: %w", err)
 	}
 	out, err := readAll(zr, l, 0, int(h.o.MaxDecodedBytes))
-	switch {
-	case err == nil:
-		return out.b, out, nil
-	case errors.Is(err, errFull):
-		return nil, nil, h.tooLarge()
-	case errors.Is(err, errBusy), errors.Is(err, errRequestMemory):
-		return nil, nil, err
-	}
-	return nil, nil, fmt.Errorf("cannot decompress gzip body: %w", err)
+	return h.inflated(out, err, "gzip")
 }
 
 // readAll reads r to its end into a buffer charged to l: first of size
