@@ -2,7 +2,6 @@ package api
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -52,15 +51,7 @@ func client(r *http.Request) string {
 	if id := auth.FromContext(r.Context()); id != nil && id.Via != auth.Open.Via {
 		return "user " + id.User
 	}
-	return RemoteHost(r)
-}
-
-// RemoteHost is the address of a request's peer, without its port.
-func RemoteHost(r *http.Request) string {
-	if h, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-		return h
-	}
-	return r.RemoteAddr
+	return auth.PeerHost(r.RemoteAddr)
 }
 
 // enter counts a connection of client in; it says why not when one is too many.

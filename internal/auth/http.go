@@ -78,7 +78,7 @@ func (a *Authenticator) Identify(r *http.Request) (*Identity, error) {
 	user, has := r.Header[a.o.UserHeader]
 	if !a.trusted(r) {
 		if has {
-			return nil, fmt.Errorf("%w: %s is accepted only from the SSO proxy, not from %s", ErrUntrusted, a.o.UserHeader, peer(r))
+			return nil, fmt.Errorf("%w: %s is accepted only from the SSO proxy, not from %s", ErrUntrusted, a.o.UserHeader, PeerHost(r.RemoteAddr))
 		}
 		return nil, fmt.Errorf("%w: log in through the SSO proxy, or give an API token", ErrNoLogin)
 	}
@@ -94,16 +94,18 @@ func (a *Authenticator) Identify(r *http.Request) (*Identity, error) {
 	return a.o.Policy.Identify(strings.TrimSpace(user[0]), groups, "sso"), nil
 }
 
-func peer(r *http.Request) string {
-	if h, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+// PeerHost is the host of a peer's address (a request's RemoteAddr, a
+// connection's), without its port.
+func PeerHost(addr string) string {
+	if h, _, err := net.SplitHostPort(addr); err == nil {
 		return h
 	}
-	return r.RemoteAddr
+	return addr
 }
 
 // trusted reports whether r comes straight from a trusted proxy.
 func (a *Authenticator) trusted(r *http.Request) bool {
-	ip, err := netip.ParseAddr(peer(r))
+	ip, err := netip.ParseAddr(PeerHost(r.RemoteAddr))
 	if err != nil {
 		return false
 	}

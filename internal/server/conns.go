@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+
+	"github.com/taskscope/taskscope/internal/auth"
 )
 
 // clientConns bounds the open connections of one client address: a
@@ -31,7 +33,7 @@ func newClientConns(max int) *clientConns {
 func (c *clientConns) state(conn net.Conn, st http.ConnState) {
 	switch st {
 	case http.StateNew:
-		addr := clientAddr(conn.RemoteAddr())
+		addr := auth.PeerHost(conn.RemoteAddr().String())
 		c.mu.Lock()
 		if c.open[addr] >= c.max {
 			c.mu.Unlock()
@@ -52,16 +54,4 @@ func (c *clientConns) state(conn net.Conn, st http.ConnState) {
 		}
 		c.mu.Unlock()
 	}
-}
-
-// clientAddr is the host part of a remote address (its IP).
-func clientAddr(a net.Addr) string {
-	if t, ok := a.(*net.TCPAddr); ok {
-		return t.IP.String()
-	}
-	host, _, err := net.SplitHostPort(a.String())
-	if err != nil {
-		return a.String()
-	}
-	return host
 }
