@@ -123,12 +123,17 @@ type Error struct {
 // of JSON, and encoding it was the largest part of its answer's time
 // (TestWriteJSONAsEncodingJSON, docs/scaling.md "Reads").
 func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(code)
+	startJSON(w, code)
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(true)
 	enc.Encode(v)
+}
+
+// startJSON writes the status and headers of a JSON answer.
+func startJSON(w http.ResponseWriter, code int) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
 }
 
 func fail(w http.ResponseWriter, err error) {
@@ -257,9 +262,7 @@ func writeJob(w http.ResponseWriter, d *store.JobDetail) {
 		fail(w, err)
 		return
 	}
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(http.StatusOK)
+	startJSON(w, http.StatusOK)
 	b := head[:len(head)-1]
 	if len(b) > 1 {
 		b = append(b, ',')
