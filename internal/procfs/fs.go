@@ -188,13 +188,9 @@ func (f FS) OpenProcFile(pid int32, file File, buf []byte) (*Proc, []byte, error
 	if err != nil {
 		return nil, buf[:0], &fs.PathError{Op: "open", Path: f.PidPath(pid, name), Err: err}
 	}
-	b, err := readAll(fd, "", buf, true)
+	b, err := f.readPid(fd, pid, name, buf)
 	if err != nil {
 		unix.Close(fd)
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			pe.Path = f.PidPath(pid, name)
-		}
 		return nil, b, err
 	}
 	p := &Proc{PID: pid, fs: f}
@@ -222,10 +218,7 @@ func (p *Proc) Release() {
 // files' are), the USER that ps shows.
 func (f FS) Owner(pid int32) (uint32, error) {
 	var b [256]byte
-	p := append(b[:0], f.root...)
-	p = append(p, '/')
-	p = strconv.AppendInt(p, int64(pid), 10)
-	p = append(p, 0)
+	p := f.pidPathZ(b[:0], pid, "")
 	var st unix.Stat_t
 	for {
 		_, _, errno := unix.Syscall6(unix.SYS_NEWFSTATAT, atFDCWD, uintptr(unsafe.Pointer(&p[0])),
@@ -261,6 +254,12 @@ func (f FS) ReadPidFile(pid int32, file string, buf []byte) ([]byte, error) {
 		return buf[:0], &fs.PathError{Op: "open", Path: f.PidPath(pid, file), Err: err}
 	}
 	defer unix.Close(fd)
+	return f.readPid(fd, pid, file, buf)
+}
+
+// readPid reads fd, pid's file open, into buf; an error names the file's
+// path.
+func (f FS) readPid(fd int, pid int32, file string, buf []byte) ([]byte, error) {
 	b, err := readAll(fd, "", buf, onePiece[file])
 	if err != nil {
 		var pe *fs.PathError
@@ -279,12 +278,7 @@ var atFDCWD = func() uintptr { fd := unix.AT_FDCWD; return uintptr(fd) }()
 // path is made as a string only for an error).
 func (f FS) openPid(pid int32, file string) (int, error) {
 	var b [256]byte
-	p := append(b[:0], f.root...)
-	p = append(p, '/')
-	p = strconv.AppendInt(p, int64(pid), 10)
-	p = append(p, '/')
-	p = append(p, file...)
-	p = append(p, 0)
+	p := f.pidPathZ(b[:0], pid, file)
 	for {
 		fd, _, errno := unix.Syscall6(unix.SYS_OPENAT, atFDCWD, uintptr(unsafe.Pointer(&p[0])),
 			uintptr(unix.O_RDONLY|unix.O_CLOEXEC), 0, 0, 0)
@@ -296,6 +290,19 @@ func (f FS) openPid(pid int32, file string) (int, error) {
 		}
 		return -1, errno
 	}
+}
+
+// pidPathZ appends <root>/<pid>, and /<file> unless file is "", with a
+// NUL for a system call, to b (on the caller's stack).
+func (f FS) pidPathZ(b []byte, pid int32, file string) []byte {
+	b = append(b, f.root...)
+	b = append(b, '/')
+	b = strconv.AppendInt(b, int64(pid), 10)
+	if file != "" {
+		b = append(b, '/')
+		b = append(b, file...)
+	}
+	return append(b, 0)
 }
 
 // openPidless opens <root>/<file>, a file of the whole system.
