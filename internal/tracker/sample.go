@@ -323,23 +323,8 @@ func (t *Tracker) readSched(p *proc) *procfs.Schedstat {
 		}
 	}
 	if t.cfg.Groups != nil && (tr.groupSched || tr.threads > 1) {
-		var g taskstats.Group
-		err := t.cfg.Groups.ThreadGroup(p.pid, &g)
+		err := t.readGroup(p)
 		if err == nil {
-			tr.firstGroup = false
-			t.sched = procfs.Schedstat{RunNs: g.RunNs, WaitNs: g.WaitNs}
-			// The live threads' context switches: counted on from the
-			// first read, through drops (a thread exited).
-			raw := [2]uint64{g.VolCtx, g.InvolCtx}
-			for i := range raw {
-				if !tr.groupSched {
-					tr.ctx[i] = raw[i]
-				} else if raw[i] > tr.ctxRaw[i] {
-					tr.ctx[i] += raw[i] - tr.ctxRaw[i]
-				}
-			}
-			tr.ctxRaw = raw
-			tr.groupSched = true
 			return &t.sched
 		}
 		if procfs.IsGone(err) || tr.groupSched {
@@ -367,15 +352,35 @@ func (t *Tracker) readSched(p *proc) *procfs.Schedstat {
 			// Its first figures, its thread group's, were more than its
 			// leader's: threads of it had exited before. Its group's
 			// from now on, as for a process of many threads.
-			var g taskstats.Group
-			if t.cfg.Groups.ThreadGroup(p.pid, &g) == nil {
-				t.sched = procfs.Schedstat{RunNs: g.RunNs, WaitNs: g.WaitNs}
-				tr.ctx, tr.ctxRaw = [2]uint64{g.VolCtx, g.InvolCtx}, [2]uint64{g.VolCtx, g.InvolCtx}
-				tr.groupSched = true
-			}
+			t.readGroup(p)
 		}
 	}
 	return &t.sched
+}
+
+// readGroup reads the process's thread group's figures into t.sched and
+// its context switches, and keeps it on that way from now on.
+func (t *Tracker) readGroup(p *proc) error {
+	tr := p.t
+	var g taskstats.Group
+	if err := t.cfg.Groups.ThreadGroup(p.pid, &g); err != nil {
+		return err
+	}
+	tr.firstGroup = false
+	t.sched = procfs.Schedstat{RunNs: g.RunNs, WaitNs: g.WaitNs}
+	// The live threads' context switches: counted on from the first read,
+	// through drops (a thread exited).
+	raw := [2]uint64{g.VolCtx, g.InvolCtx}
+	for i := range raw {
+		if !tr.groupSched {
+			tr.ctx[i] = raw[i]
+		} else if raw[i] > tr.ctxRaw[i] {
+			tr.ctx[i] += raw[i] - tr.ctxRaw[i]
+		}
+	}
+	tr.ctxRaw = raw
+	tr.groupSched = true
+	return nil
 }
 
 // recheck reads the command line again: the process exec'd (taskjvm.sh
