@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/klauspost/compress/zstd"
-
 	"github.com/taskscope/taskscope/internal/loadgen"
 	"github.com/taskscope/taskscope/internal/wire"
 )
@@ -55,15 +53,6 @@ func BenchmarkServeHTTP(b *testing.B) {
 //	go test -run '^$' -bench Bombs -benchmem -count 6 ./internal/ingest/
 func BenchmarkBombs(b *testing.B) {
 	r := newRig(b, rigOptions{})
-	stream := func(data []byte, times int) []byte {
-		var out bytes.Buffer
-		enc, _ := zstd.NewWriter(&out, zstd.WithEncoderLevel(zstd.SpeedFastest))
-		for range times {
-			enc.Write(data)
-		}
-		enc.Close()
-		return out.Bytes()
-	}
 	g := loadgen.NewGenerator(loadgen.Config{Nodes: 2, Slots: 8, BatchTicks: 60, Seed: 2, Start: time.Now().Add(-time.Hour)})
 	var raw []byte // the largest of a few batches (a node's minute)
 	for range 20 {
@@ -80,10 +69,10 @@ func BenchmarkBombs(b *testing.B) {
 		body      []byte
 		code      int
 	}{
-		{"zstd-stream-bomb", "zstd", stream(make([]byte, 1<<20), 1024), http.StatusRequestEntityTooLarge},
+		{"zstd-stream-bomb", "zstd", zstdStream(make([]byte, 1<<20), 1024), http.StatusRequestEntityTooLarge},
 		{"zstd-frames-bomb", "zstd", zstdBomb(b), http.StatusRequestEntityTooLarge},
 		{"gzip-bomb", "gzip", gzipBomb(b), http.StatusRequestEntityTooLarge},
-		{"zstd-stream-batch", "zstd", stream(raw, 1), http.StatusOK},
+		{"zstd-stream-batch", "zstd", zstdStream(raw, 1), http.StatusOK},
 		{"zstd-batch", "zstd", zstdBytes(b, raw), http.StatusOK},
 	} {
 		b.Run(c.name, func(b *testing.B) {

@@ -80,26 +80,17 @@ func TestHostileBombs(t *testing.T) {
 // into chunks never joined).
 func TestZstdStreams(t *testing.T) {
 	r := newRig(t, rigOptions{})
-	stream := func(data []byte, chunks int) []byte {
-		var out bytes.Buffer
-		enc, _ := zstd.NewWriter(&out, zstd.WithEncoderLevel(zstd.SpeedFastest))
-		for range chunks {
-			enc.Write(data)
-		}
-		enc.Close()
-		return out.Bytes()
-	}
 	// A valid batch with a long, repetitive command line: it compresses
 	// more than 8 times.
 	b := batch("agent-z", 1, "node1")
 	b.Processes[0].Cmdline = strings.Repeat("java -Dx=y ", 5000)[:50000]
 	b.Processes[1].Cmdline = strings.Repeat(" -Dz=1", 10000)
 	b.Attempts[0].JavaOpts = strings.Repeat(" -Dq=2", 10000)
-	body := stream(wire.Marshal(nil, b), 1)
+	body := zstdStream(wire.Marshal(nil, b), 1)
 	if a := r.post(t, bytes.NewReader(body), nil); a.code != http.StatusOK {
 		t.Errorf("a stream of %d bytes: %d %s", len(body), a.code, a.raw)
 	}
-	bomb := stream(make([]byte, 1<<20), 1024)
+	bomb := zstdStream(make([]byte, 1<<20), 1024)
 	var a answer
 	n := allocated(func() { a = r.post(t, bytes.NewReader(bomb), nil) })
 	if a.code != http.StatusRequestEntityTooLarge || !strings.Contains(a.reply.Error, "decompressed body too large") {
@@ -108,7 +99,7 @@ func TestZstdStreams(t *testing.T) {
 	if n > 80<<20 {
 		t.Errorf("a stream bomb: %d MiB allocated, want at most 80", n>>20)
 	}
-	if a := r.post(t, bytes.NewReader(append(stream([]byte("garbage"), 1)[:12], 0xff, 0xff, 0xff)), nil); a.code != http.StatusBadRequest {
+	if a := r.post(t, bytes.NewReader(append(zstdStream([]byte("garbage"), 1)[:12], 0xff, 0xff, 0xff)), nil); a.code != http.StatusBadRequest {
 		t.Errorf("a broken stream: %d %s", a.code, a.raw)
 	}
 }
@@ -281,4 +272,16 @@ func TestHostileTimes(t *testing.T) {
 	if a := r.send(t, b); a.code != http.StatusUnprocessableEntity || !strings.Contains(a.reply.Error, "end_ms 4611686018427387904 is not a unix time in milliseconds") {
 		t.Errorf("end 2^62: %d %s", a.code, a.raw)
 	}
+}
+
+// zstdStream is data written times over to one zstd stream (no content
+// size in its frame), as a client that compresses as it sends writes it.
+func zstdStream(data []byte, times int) []byte {
+	var out bytes.Buffer
+	enc, _ := zstd.NewWriter(&out, zstd.WithEncoderLevel(zstd.SpeedFastest))
+	for range times {
+		enc.Write(data)
+	}
+	enc.Close()
+	return out.Bytes()
 }
