@@ -168,15 +168,23 @@ func TestExitShortLivedRecords(t *testing.T) {
 	}
 }
 
+// tezContainerFixture lays out a YARN node running container c2, a Tez
+// container (TezChild, pid 2003) that has begun no attempt yet, whose log
+// directory is logs.
+func tezContainerFixture(t *testing.T) (f *fixture, c2, logs string) {
+	c2 = fxContainer(2)
+	f = newFixture(t)
+	fxYARNNode(f)
+	_, logs = yarnPaths(c2)
+	yarnContainer(f, 2001, c2, yarnJVMArgv(c2, "org.apache.tez.runtime.task.TezChild", fxAMHost, "41000", c2, fxApp, "1"))
+	return f, c2, logs
+}
+
 // A reused unit: a child reaped after its JVM switched attempts shows in
 // the parent's cutime with all its life; the earlier attempt keeps its
 // part, the later one gets the rest.
 func TestExitAfterAttemptSwitch(t *testing.T) {
-	c2 := fxContainer(2)
-	f := newFixture(t)
-	fxYARNNode(f)
-	_, logs := yarnPaths(c2)
-	yarnContainer(f, 2001, c2, yarnJVMArgv(c2, "org.apache.tez.runtime.task.TezChild", fxAMHost, "41000", c2, fxApp, "1"))
+	f, c2, logs := tezContainerFixture(t)
 	f.set(2003, func(p *fproc) { p.utime, p.stime = 100, 0 })
 	r := f.tracker(true)
 	r.tick()
@@ -224,11 +232,7 @@ func TestExitTailBound(t *testing.T) {
 // it used goes to that attempt. Carried over from the container's own
 // pseudo-attempt, which never counted it, it would be lost.
 func TestSwitchCountsANewJVMFromItsStart(t *testing.T) {
-	c2 := fxContainer(2)
-	f := newFixture(t)
-	fxYARNNode(f)
-	_, logs := yarnPaths(c2)
-	yarnContainer(f, 2001, c2, yarnJVMArgv(c2, "org.apache.tez.runtime.task.TezChild", fxAMHost, "41000", c2, fxApp, "1"))
+	f, c2, logs := tezContainerFixture(t)
 	jvm := *f.procs[2003]
 	f.remove(2003)
 	r := f.tracker(true)
