@@ -145,14 +145,7 @@ func TestProcFixture(t *testing.T) {
 
 	// An optional file that is missing while the process is there is
 	// unavailable, and is not tried again.
-	tree := t.TempDir()
-	if err := os.Mkdir(tree+"/4242", 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(tree+"/4242/stat", fixture(t, "4242/stat"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	tf := NewFS(tree)
+	tree, tf := statOnlyTree(t)
 	q := tf.OpenProc(4242)
 	defer q.Close()
 	_, err := q.Read(FileIO, nil)
@@ -768,14 +761,7 @@ func TestOpenProcFileAndRelease(t *testing.T) {
 	}
 
 	// Unavailable stays unavailable through Release.
-	tree := t.TempDir()
-	if err := os.Mkdir(tree+"/4242", 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(tree+"/4242/stat", fixture(t, "4242/stat"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	tf := NewFS(tree)
+	tree, tf := statOnlyTree(t)
 	q, _, err := tf.OpenProcFile(4242, FileStat, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -818,4 +804,17 @@ func TestOwner(t *testing.T) {
 	if _, err := NewFS(tree).Owner(99999); !IsGone(err) || !strings.Contains(err.Error(), tree+"/99999") {
 		t.Errorf("owner of a missing pid: %v, want a gone error naming it", err)
 	}
+}
+
+// statOnlyTree is a procfs tree of one process, 4242, with its stat alone:
+// its other files are missing while it is there.
+func statOnlyTree(t *testing.T) (string, FS) {
+	tree := t.TempDir()
+	if err := os.Mkdir(tree+"/4242", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(tree+"/4242/stat", fixture(t, "4242/stat"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return tree, NewFS(tree)
 }
