@@ -54,6 +54,24 @@ type JobTotals struct {
 	MemMBms, RSSByteMs                  float64
 	Hosts                               map[string]int // attempts by host
 	ByType                              map[string]int // attempts by type
+	said                                [5]sayer       // who said AppID, Framework, Name, User, Queue
+}
+
+// sayer is the description that said one of a job's descriptive fields:
+// its attempt's last sighting then, and the attempt.
+type sayer struct {
+	ms      int64
+	attempt string
+}
+
+// after tells whether a description of s is later than one of o (ties by
+// attempt id, so that every order of the same descriptions gives one
+// answer).
+func (s sayer) after(o sayer) bool {
+	if s.ms != o.ms {
+		return s.ms > o.ms
+	}
+	return s.attempt > o.attempt
 }
 
 // Clone is a copy of j that changes to it leave j as it is.
@@ -63,22 +81,33 @@ func (j *JobTotals) Clone() JobTotals {
 	return c
 }
 
-// Describe takes what an attempt's description says of its job: each of
-// its application id, name, user and queue that it says replaces the
-// job's, and its framework unless it is "unknown" and the job's is known.
+// Describe takes what an attempt's description says of its job. Each of
+// the job's application id, framework, name, user and queue is what the
+// latest description that says it says (latest by the attempt's last
+// sighting, then by attempt id), whatever order descriptions come in: the
+// attempts of one job normally agree, but a Tez session runs DAGs of
+// several names, and two stores fed the same batches in other orders must
+// answer alike. A framework of "unknown" is taken only while none is known.
 func (j *JobTotals) Describe(m *wire.Attempt) {
-	set := func(dst *string, v string) {
-		if v != "" {
-			*dst = v
+	by := sayer{m.LastMs, m.AttemptID}
+	set := func(i int, dst *string, v string) {
+		if v != "" && (*dst == "" || by.after(j.said[i])) {
+			*dst, j.said[i] = v, by
 		}
 	}
-	set(&j.AppID, m.AppID)
-	set(&j.Name, m.JobName)
-	set(&j.User, m.User)
-	set(&j.Queue, m.Queue)
-	if m.Framework != "" && (m.Framework != "unknown" || j.Framework == "") {
+	set(0, &j.AppID, m.AppID)
+	switch {
+	case m.Framework != "unknown":
+		if j.Framework == "unknown" {
+			j.Framework = "" // its sayer is none: any known framework replaces it
+		}
+		set(1, &j.Framework, m.Framework)
+	case j.Framework == "":
 		j.Framework = m.Framework
 	}
+	set(2, &j.Name, m.JobName)
+	set(3, &j.User, m.User)
+	set(4, &j.Queue, m.Queue)
 }
 
 // Add adds an attempt's contribution.

@@ -97,15 +97,51 @@ func TestJobTotalsApply(t *testing.T) {
 func TestJobTotalsDescribe(t *testing.T) {
 	var j JobTotals
 	for _, m := range []wire.Attempt{
-		{Framework: "unknown"},
-		{AppID: "application_1", JobName: "wc", User: "alice", Queue: "q", Framework: "mapreduce"},
-		{Framework: "unknown", User: ""}, // says nothing new
-		{Queue: "q2"},
+		{AttemptID: "a0", LastMs: 1, Framework: "unknown"},
+		{AttemptID: "a1", LastMs: 2, AppID: "application_1", JobName: "wc", User: "alice", Queue: "q", Framework: "mapreduce"},
+		{AttemptID: "a2", LastMs: 3, Framework: "unknown", User: ""}, // says nothing new
+		{AttemptID: "a3", LastMs: 4, Queue: "q2"},
 	} {
 		j.Describe(&m)
 	}
 	if j.AppID != "application_1" || j.Name != "wc" || j.User != "alice" || j.Queue != "q2" || j.Framework != "mapreduce" {
 		t.Errorf("described: %+v", j)
+	}
+}
+
+// Each descriptive field of a job is what the latest description saying it
+// says (by last sighting, then attempt id), in whatever order descriptions
+// come: servers fed the same batches in other orders answer alike.
+func TestJobTotalsDescribeInAnyOrder(t *testing.T) {
+	descs := []wire.Attempt{
+		{AttemptID: "m_0", LastMs: 5000, Framework: "unknown", Queue: "default"},
+		{AttemptID: "m_1", LastMs: 9000, Framework: "tez", JobName: "dag one", User: "ann", Queue: "etl"},
+		{AttemptID: "m_2", LastMs: 9000, Framework: "tez", JobName: "dag two"}, // tie: the larger attempt id
+		{AttemptID: "m_3", LastMs: 12000, Queue: "adhoc", AppID: "application_7"},
+		{AttemptID: "m_4", LastMs: 20000, Framework: "unknown", User: ""},
+		{AttemptID: "m_5", LastMs: 3000, User: "bob", AppID: "application_6"},
+	}
+	want := JobTotals{AppID: "application_7", Framework: "tez", Name: "dag two", User: "ann", Queue: "adhoc"}
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 200 {
+		r.Shuffle(len(descs), func(i, j int) { descs[i], descs[j] = descs[j], descs[i] })
+		var j JobTotals
+		for _, m := range descs {
+			j.Describe(&m)
+		}
+		if j.AppID != want.AppID || j.Framework != want.Framework || j.Name != want.Name || j.User != want.User ||
+			j.Queue != want.Queue {
+			order := make([]string, len(descs))
+			for i, m := range descs {
+				order[i] = m.AttemptID
+			}
+			t.Fatalf("in order %v: %+v, want %+v", order, j, want)
+		}
+	}
+	var j JobTotals
+	j.Describe(&wire.Attempt{AttemptID: "x", LastMs: 1, Framework: "unknown"})
+	if j.Framework != "unknown" {
+		t.Errorf("framework %q where only unknown was said", j.Framework)
 	}
 }
 

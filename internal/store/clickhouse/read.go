@@ -136,13 +136,10 @@ func (s *Store) Job(ctx context.Context, id string) (*store.JobDetail, error) {
 	d := &store.JobDetail{AttemptList: make([]store.Attempt, 0, len(atts))}
 	for _, st := range atts {
 		j.Add(store.AttemptContribution(&st.meta, st.host, &st.sum))
+		j.Describe(&st.meta)
 		d.AttemptList = append(d.AttemptList, apiAttempt(st, stale))
 	}
 	store.LinkAttempts(d.AttemptList)
-	describeOrder(atts)
-	for _, st := range atts {
-		j.Describe(&st.meta)
-	}
 	d.Job = j.Job(id, stale)
 	d.ByType = map[string]int{}
 	for _, a := range d.AttemptList {

@@ -3,7 +3,6 @@ package clickhouse
 import (
 	"context"
 	"fmt"
-	"sort"
 
 	"github.com/taskscope/taskscope/internal/store"
 	"github.com/taskscope/taskscope/internal/wire"
@@ -167,7 +166,6 @@ func (s *Store) flushJobs(ctx context.Context) error {
 		versions := map[string]uint64{}
 		days := map[string]uint16{}
 		var order []string
-		describeOrder(atts)
 		for _, st := range atts {
 			id := st.meta.JobID
 			j := totals[id]
@@ -191,19 +189,6 @@ func (s *Store) flushJobs(ctx context.Context) error {
 	}
 	clear(s.dirtyJobs)
 	return nil
-}
-
-// describeOrder sorts a job's attempts in the order their last
-// descriptions were sent (the later description of a job's name, user or
-// queue wins, as it did when the embedded store took them one by one).
-func describeOrder(atts []*attState) {
-	sort.SliceStable(atts, func(i, j int) bool {
-		a, b := atts[i].meta.LastMs, atts[j].meta.LastMs
-		if a != b {
-			return a < b
-		}
-		return atts[i].meta.AttemptID < atts[j].meta.AttemptID
-	})
 }
 
 var jobCols = []string{"day", "job_key", "job_id", "version", "app_id", "framework", "name", "user_name", "queue", "first_ms",
