@@ -320,7 +320,15 @@ func slowest(atts []store.Attempt) float64 {
 	return m
 }
 
-// concurrency is the most of atts that ran at once (at least 1).
+// seenLate is how much later than it ended an attempt may be seen to
+// end: its agent sees it gone at a later look, and the attempt that took
+// its container may have started (and been seen) meanwhile. (The critical
+// path and the slot simulator allow the same second.)
+const seenLate = 1000
+
+// concurrency is the most of atts that ran at once (at least 1); an
+// attempt that started within seenLate before another's end (at most half
+// that one's duration) took its container.
 func concurrency(atts []store.Attempt) int {
 	type ev struct {
 		t int64
@@ -328,7 +336,8 @@ func concurrency(atts []store.Attempt) int {
 	}
 	var evs []ev
 	for _, a := range atts {
-		evs = append(evs, ev{int64(a.Start), 1}, ev{endOf(a), -1})
+		e := endOf(a)
+		evs = append(evs, ev{int64(a.Start), 1}, ev{e - min(seenLate, (e-int64(a.Start))/2), -1})
 	}
 	sort.Slice(evs, func(x, y int) bool {
 		if evs[x].t != evs[y].t {

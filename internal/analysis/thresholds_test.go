@@ -130,6 +130,19 @@ func TestThresholds(t *testing.T) {
 					t.Errorf("waves %+v", w)
 				}
 			}},
+		// The same seen by agents: each end seen up to an interval late,
+		// after the attempt that took the container was seen to start
+		// (e2e TestCraftedJobs/last-wave read 6 containers for 3).
+		{name: "badly filled last wave, ends seen late",
+			tasks: cat(same(4, with(m, func(t *task) { t.d = 10.3 })), same(4, with(m, func(t *task) { t.s, t.d = 10, 10.3 })),
+				[]task{with(m, func(t *task) { t.s = 20 })}),
+			want: map[string]analysis.Severity{"last_wave": analysis.Moderate, "straggler": analysis.None, "outlier": analysis.None},
+			check: func(t *testing.T, r *analysis.Report) {
+				f := finding(r, "last_wave")
+				if number(f, "waves") != 3 || number(f, "slots") != 4 || number(f, "last_wave_attempts") != 1 || !near(number(f, "idle_share"), 25, 1) {
+					t.Errorf("last_wave numbers %v", f.Numbers)
+				}
+			}},
 		{name: "a straggler in the last wave is not a badly filled wave",
 			tasks: cat(same(4, m), []task{with(m, func(t *task) { t.host, t.s, t.d, t.cpu = "h1", 10, 45, 0.2 })}),
 			want: map[string]analysis.Severity{"last_wave": analysis.None, "straggler": analysis.Severe, "outlier": analysis.Severe,
