@@ -140,6 +140,18 @@ type JobSpec struct {
 	Oversized bool    // containers and slots ask for 4 times MemoryMB: far more than the task uses
 	Leak      bool    // task memory grows steadily (about TaskMemMB per second)
 	GCBound   bool    // tasks burn their CPU in garbage collection of a nearly full small heap
+	// GCBoundMaps makes the first GCBoundMaps maps alone GC-bound (the
+	// job's heap is GCBound's small one; the other tasks burn their CPU
+	// without churning): one GC-bound attempt among healthy ones.
+	GCBoundMaps int
+
+	// OnCPU0 runs the job's task containers (MapReduce and Streaming
+	// tasks, Spark executors on YARN) on the machine's first CPU alone
+	// (their processes inherit the affinity), as on a node whose one core
+	// they share; OnCPU0Maps only its first OnCPU0Maps maps. A job with
+	// OnCPU0 beside one with OnCPU0Maps makes a busy node for those maps.
+	OnCPU0     bool
+	OnCPU0Maps int
 
 	// ShortLivedChildren is how many short-lived children (sort, awk, sh -c true, ...)
 	// each streaming mapper and reducer forks. Default 6 for streaming jobs.

@@ -93,22 +93,41 @@ func containerCgroups(mounts []string, id string, vcores int, memLimit int64) ([
 	return paths, nil
 }
 
-// startInCgroups starts cmd so that it is born inside the cgroups: the
-// calling OS thread joins them, forks, and goes back. Should going back
-// fail, the thread is left locked and dies with its goroutine.
-func startInCgroups(cmd *exec.Cmd, paths []string) error {
-	if len(paths) == 0 {
+// startIn starts cmd so that it is born inside the cgroups and on the
+// CPUs (none: any): the calling OS thread joins them, forks, and goes
+// back. Should going back fail, the thread is left locked and dies with
+// its goroutine.
+func startIn(cmd *exec.Cmd, paths []string, cpus []int) error {
+	if len(paths) == 0 && len(cpus) == 0 {
 		return cmd.Start()
 	}
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
+		var all unix.CPUSet
+		if len(cpus) > 0 {
+			if err := unix.SchedGetaffinity(0, &all); err != nil {
+				runtime.UnlockOSThread()
+				errc <- fmt.Errorf("cannot read the CPU affinity: %w", err)
+				return
+			}
+			var set unix.CPUSet
+			for _, c := range cpus {
+				set.Set(c)
+			}
+			if err := unix.SchedSetaffinity(0, &set); err != nil {
+				errc <- fmt.Errorf("cannot run on CPUs %v: %w", cpus, err)
+				return // the thread stays locked
+			}
+		}
 		tid := strconv.Itoa(unix.Gettid())
-		orig, err := threadCgroups(tid)
-		if err != nil {
-			runtime.UnlockOSThread()
-			errc <- err
-			return
+		var orig map[string]string
+		if len(paths) > 0 {
+			var err error
+			if orig, err = threadCgroups(tid); err != nil {
+				errc <- err
+				return // the thread stays locked
+			}
 		}
 		for _, p := range paths {
 			if err := os.WriteFile(filepath.Join(p, "tasks"), []byte(tid), 0); err != nil {
@@ -117,8 +136,12 @@ func startInCgroups(cmd *exec.Cmd, paths []string) error {
 				return
 			}
 		}
-		err = cmd.Start()
-		if moveBack(tid, paths, orig) {
+		err := cmd.Start()
+		back := len(paths) == 0 || moveBack(tid, paths, orig)
+		if len(cpus) > 0 && unix.SchedSetaffinity(0, &all) != nil {
+			back = false
+		}
+		if back {
 			runtime.UnlockOSThread()
 		}
 		errc <- err

@@ -405,6 +405,9 @@ func (c *Cluster) workConf(conf *confList, j *Job) {
 	if s.Skew > 0 {
 		conf.set(p+"cpu.ms."+taskUnit("r", 0), c.ms(time.Duration(float64(s.TaskCPU)*(1+s.Skew))))
 	}
+	for i := 0; i < s.GCBoundMaps && i < s.Maps; i++ {
+		conf.set(p+"gc."+taskUnit("m", i), "true")
+	}
 	for i := 0; i < s.FailMaps && i < s.Maps; i++ {
 		conf.set(p+"exit.code."+attemptID(c.ts, j.seq, "m", i, 0), "1")
 	}
@@ -416,7 +419,7 @@ func leakRate(s JobSpec) int { return max(s.TaskMemMB/2, 8) }
 // its longest possible life) and some room; a GC-bound task gets a heap
 // barely twice what it holds.
 func (c *Cluster) taskXmxMB(s JobSpec) int {
-	if s.GCBound {
+	if s.GCBound || s.GCBoundMaps > 0 {
 		return s.TaskMemMB*2 + 16
 	}
 	x := s.TaskMemMB + 64

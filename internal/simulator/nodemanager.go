@@ -428,7 +428,7 @@ func (nm *nodeManager) start(ct *nmContainer) error {
 		}
 		ct.cgroups = paths
 	}
-	if err := startInCgroups(ct.cmd, ct.cgroups); err != nil {
+	if err := startIn(ct.cmd, ct.cgroups, ct.req.CPUs); err != nil {
 		removeCgroups(ct.cgroups)
 		nm.forget(ct)
 		return fmt.Errorf("cannot start %s: %w", ct.cmd.Path, err)

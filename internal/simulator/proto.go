@@ -122,6 +122,9 @@ type launchReq struct {
 	// does: the kernel's OOM killer enforces it, not the NodeManager's
 	// monitor). Needs the cluster's cgroups.
 	MemoryLimit bool `json:"memory_limit,omitempty"`
+	// CPUs, if any, are the only CPUs the container's processes may run on
+	// (sched_setaffinity at its start, inherited).
+	CPUs []int `json:"cpus,omitempty"`
 	// Command is the container's command line: <LOG_DIR> is replaced by the
 	// NodeManager, $JAVA_HOME and $PWD are left to the shell.
 	Command string `json:"command"`

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -182,5 +183,46 @@ func TestCompileJava(t *testing.T) {
 	entries, _ := os.ReadDir(parent)
 	if len(entries) != 1 {
 		t.Errorf("left in %s: %v", parent, entries)
+	}
+}
+
+// TestGCBoundMaps: the first GCBoundMaps maps alone are GC-bound (a
+// unit override the task JVMs resolve), in the job's small heap.
+func TestGCBoundMaps(t *testing.T) {
+	c := &Cluster{scale: 1}
+	j := &Job{Spec: JobSpec{Kind: JobMapReduce, Maps: 5, TaskMemMB: 32, GCBoundMaps: 1}}
+	var conf confList
+	c.workConf(&conf, j)
+	if conf.get("taskscope.sim.gc."+taskUnit("m", 0)) != "true" || conf.get("taskscope.sim.gc."+taskUnit("m", 1)) != "" ||
+		conf.get("taskscope.sim.gc") != "" {
+		t.Errorf("GC-bound keys: m_000000 %q, m_000001 %q, job %q", conf.get("taskscope.sim.gc."+taskUnit("m", 0)),
+			conf.get("taskscope.sim.gc."+taskUnit("m", 1)), conf.get("taskscope.sim.gc"))
+	}
+	if got := c.taskXmxMB(j.Spec); got != 80 {
+		t.Errorf("-Xmx %d MB, want GCBound's 80", got)
+	}
+}
+
+// TestStartOnCPUs: a process started on CPUs runs on those alone, and the
+// starting thread gets its own affinity back.
+func TestStartOnCPUs(t *testing.T) {
+	cmd := exec.Command("cat", "/proc/self/status")
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	if err := startIn(cmd, nil, []int{0}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "Cpus_allowed_list:\t0\n") {
+		t.Errorf("the process may run on other CPUs:\n%s", out.String())
+	}
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "Cpus_allowed_list:\t0\n") && runtime.NumCPU() > 1 {
+		t.Errorf("this process was left on CPU 0")
 	}
 }

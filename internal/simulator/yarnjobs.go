@@ -130,6 +130,9 @@ func (c *Cluster) runMapReduce(j *Job) error {
 		if typ == "m" {
 			c.faultReq(s, i, n, req)
 		}
+		if s.OnCPU0 || typ == "m" && i < s.OnCPU0Maps {
+			req.CPUs = []int{0}
+		}
 		return req, nil
 	}
 	err = c.phase(s.Maps, func(i int) error {
@@ -308,9 +311,13 @@ func (c *Cluster) runSpark(j *Job) error {
 				"org.apache.spark.executor.YarnCoarseGrainedExecutorBackend --driver-url spark://CoarseGrainedScheduler@127.0.0.1:" +
 				strconv.Itoa(driverPort) + " --executor-id " + strconv.Itoa(i+1) + " --hostname $NM_HOST --cores " +
 				strconv.Itoa(s.Cores) + " --app-id " + j.AppID + " --resourceProfileId 0 " + redirects
-			return &launchReq{ContainerID: cid, AppID: j.AppID, User: s.User, Unit: cid, Type: "executor",
+			req := &launchReq{ContainerID: cid, AppID: j.AppID, User: s.User, Unit: cid, Type: "executor",
 				MainClass: "org.apache.spark.executor.YarnCoarseGrainedExecutorBackend", MemoryMB: c.containerMB(s),
-				VCores: s.Cores, Command: cmd, Env: env, Resources: res}, nil
+				VCores: s.Cores, Command: cmd, Env: env, Resources: res}
+			if s.OnCPU0 {
+				req.CPUs = []int{0}
+			}
+			return req, nil
 		})
 	})
 	if ferr := c.finishAM(am, amPort); err == nil {
