@@ -36,8 +36,9 @@ func noisyNeighbours(j *Job) []Finding {
 		}
 		ids := append([]string{a.AttemptID}, names...)
 		out = append(out, Finding{Severity: sev, TaskType: typ, AttemptIDs: ids,
-			Message: fmt.Sprintf("%s took %.1f× the median time without doing more work. On %s meanwhile %d other attempts of %d jobs ran (%s), keeping %.1f cores busy on average, and its threads waited for a CPU %.0f%% of the time.",
-				a.AttemptID, ratio, a.Host, len(names), len(jobs), strings.Join(shown, ", "), busy, wait*100),
+			Message: fmt.Sprintf("%s took %.1f× the median time without doing more work. On %s meanwhile %d other attempts of %d jobs ran (%s), keeping %.1f cores busy on average, and its threads waited for a CPU %s.",
+				a.AttemptID, ratio, a.Host, len(names), len(jobs), strings.Join(shown, ", "), busy,
+				waitText(float64(max(a.SchedWaitMs, 0)), float64(a.DurationMs))),
 			Recommendation: "The node was busy with other work: speculative execution re-runs such attempts elsewhere; " +
 				"fewer concurrent containers on the node (or CPU isolation with cgroups) keeps tasks from starving each other.",
 			Parameter: "mapreduce." + typ + ".speculative", Value: "true",

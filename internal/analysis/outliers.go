@@ -226,8 +226,8 @@ func explain(j *Job, o outlier, m typeStats) ([]cause, []Number) {
 		if wait/math.Max(dur, 1) >= 0.1 || busy >= 1 {
 			if wait/math.Max(dur, 1) >= 0.05 {
 				cs = append(cs, cause{name: "cpu_wait", secs: explains(wait - m.wait), score: busy,
-					text: fmt.Sprintf("waiting for a CPU: its threads were runnable but not running %.0f%% of the time (%.1f s); %d other attempts on %s kept %.1f cores busy meanwhile",
-						wait/dur*100, wait/1000, n, a.Host, busy)})
+					text: fmt.Sprintf("waiting for a CPU: its threads were runnable but not running %s; %d other attempts on %s kept %.1f cores busy meanwhile",
+						waitText(wait, dur), n, a.Host, busy)})
 			} else if busy >= 1 {
 				cs = append(cs, cause{name: "neighbours", score: busy,
 					text: fmt.Sprintf("noisy neighbours: %d other attempts on %s kept %.1f cores busy meanwhile", n, a.Host, busy)})
@@ -286,6 +286,16 @@ func sortCauses(cs []cause) {
 		}
 		return a.score > b.score
 	})
+}
+
+// waitText says how long an attempt's threads waited for a CPU (ms) over
+// its wall time (ms): a share of the time, or, when several waited at
+// once (sched_wait sums over threads), the seconds in all.
+func waitText(wait, dur float64) string {
+	if wait <= dur {
+		return fmt.Sprintf("%.0f%% of the time (%.1f s)", wait/math.Max(dur, 1)*100, wait/1000)
+	}
+	return fmt.Sprintf("%.1f s in all over its %.0f s (%.1f threads at once on average)", wait/1000, dur/1000, wait/dur)
 }
 
 func ratio(v, med float64) float64 {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/taskscope/taskscope/internal/analysis"
@@ -86,6 +87,21 @@ func TestThresholds(t *testing.T) {
 				f := finding(r, "outlier")
 				if f.Cause != "cpu_wait" || !near(number(f, "neighbour_cores"), 2, 0.01) || !near(number(f, "sched_wait_share"), 40, 0.1) {
 					t.Errorf("outlier: cause %s, numbers %v", f.Cause, f.Numbers)
+				}
+			}},
+		// Its threads waited at once: sched_wait sums over threads, three
+		// times its wall time here (e2e straggler-busy-node read 299 %).
+		{name: "straggler on a busy node, threads waiting at once",
+			tasks:  cat(same(5, m), []task{with(m, func(t *task) { t.host, t.d, t.cpu, t.waitMs = "h9", 30, 0.3, 90000 })}),
+			others: []task{{typ: "map", host: "h9", d: 30, cpu: 1}, {typ: "map", host: "h9", d: 30, cpu: 1}},
+			want: map[string]analysis.Severity{"straggler": analysis.Moderate, "outlier": analysis.Moderate,
+				"noisy_neighbours": analysis.Critical, "skew": analysis.Low},
+			check: func(t *testing.T, r *analysis.Report) {
+				for _, h := range []string{"outlier", "noisy_neighbours"} {
+					f := finding(r, h)
+					if strings.Contains(f.Message, "300%") || !strings.Contains(f.Message, "90.0 s in all over its 30 s (3.0 threads at once on average)") {
+						t.Errorf("%s: %s", h, f.Message)
+					}
 				}
 			}},
 		{name: "straggler with more work", tasks: cat(same(5, m), []task{with(m, func(t *task) { t.host, t.d = "h1", 35 })}),
