@@ -148,8 +148,12 @@ type JobSpec struct {
 	// OnCPU0 runs the job's task containers (MapReduce and Streaming
 	// tasks, Spark executors on YARN) on the machine's first CPU alone
 	// (their processes inherit the affinity), as on a node whose one core
-	// they share; OnCPU0Maps only its first OnCPU0Maps maps. A job with
-	// OnCPU0 beside one with OnCPU0Maps makes a busy node for those maps.
+	// they share; OnCPU0Maps only its first OnCPU0Maps maps, and at the
+	// lowest priority of their session's scheduling group (autogroup nice
+	// 19: each container is a session, which the kernel weighs as one
+	// however many threads it runs), as one task among many busy
+	// neighbours gets a CPU. A job with OnCPU0 running beside one with
+	// OnCPU0Maps makes those maps wait for a CPU, and no others.
 	OnCPU0     bool
 	OnCPU0Maps int
 

@@ -405,6 +405,10 @@ func (c *Cluster) workConf(conf *confList, j *Job) {
 	if s.Skew > 0 {
 		conf.set(p+"cpu.ms."+taskUnit("r", 0), c.ms(time.Duration(float64(s.TaskCPU)*(1+s.Skew))))
 	}
+	for i := 0; i < s.OnCPU0Maps && i < s.Maps; i++ {
+		// Last in line for CPU 0 (see OnCPU0Maps).
+		conf.set(p+"nice."+taskUnit("m", i), "19")
+	}
 	for i := 0; i < s.GCBoundMaps && i < s.Maps; i++ {
 		conf.set(p+"gc."+taskUnit("m", i), "true")
 	}

@@ -17,6 +17,7 @@ public final class Params {
     public long streamCpuMs;    // CPU the streaming script burns itself
     public long streamChildren; // short-lived children the streaming script forks
     public int exitCode;        // what the JVM exits with at the end
+    public long nice;           // the nice value of the attempt's session's scheduling group (/proc/self/autogroup), 0: left
 
     /** Resolves the parameters; the first of units with an override of a key wins. */
     public static Params resolve(Conf c, String... units) {
@@ -30,6 +31,7 @@ public final class Params {
         p.streamCpuMs = get(c, "stream.cpu.ms", units, 0);
         p.streamChildren = get(c, "stream.children", units, 0);
         p.exitCode = (int) get(c, "exit.code", units, 0);
+        p.nice = get(c, "nice", units, 0);
         return p;
     }
 
@@ -66,6 +68,6 @@ public final class Params {
     public String toString() {
         return "cpu.ms=" + cpuMs + " mem.mb=" + memMb + " leak.mb.per.s=" + leakMbPerSec + " gc=" + gcBound
             + " io.mb=" + ioMb + " hold.ms=" + holdMs + " stream.cpu.ms=" + streamCpuMs
-            + " stream.children=" + streamChildren;
+            + " stream.children=" + streamChildren + " nice=" + nice;
     }
 }
