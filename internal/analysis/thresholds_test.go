@@ -67,6 +67,28 @@ func TestThresholds(t *testing.T) {
 		{name: "healthy", tasks: cat(same(6, m), []task{r})},
 		{name: "healthy under load", // GC time stretched 3× by the load, CPU time not: 600 ms of GC over 5 s of CPU is 12 %; over 10 s runnable 6 %
 			tasks: same(6, with(m, func(t *task) { t.cpu, t.gcMs, t.waitMs = 0.5, 600, 10000 }))},
+		// The same on a busy node: its runnable time stretched with its
+		// JVM's other threads' waits, its share reads 9 %, its siblings' 1 %:
+		// it stands out, moderate (e2e TestCraftedJobs/gc-bound-single).
+		{name: "GC-bound single attempt on a busy node",
+			tasks: cat(same(5, with(m, func(t *task) { t.d, t.cpu, t.gcMs, t.waitMs = 17, 0.25, 150, 20000 })),
+				[]task{with(m, func(t *task) { t.host, t.d, t.cpu, t.gcMs, t.waitMs = "h1", 17, 0.25, 1530, 20000 })}),
+			want: map[string]analysis.Severity{"gc_pressure": analysis.Moderate},
+			check: func(t *testing.T, r *analysis.Report) {
+				f := finding(r, "gc_pressure")
+				if len(f.AttemptIDs) != 1 || f.AttemptIDs[0] != "attempt_1700000000000_0001_m_000005_0" || !near(number(f, "gc_share"), 9, 0.01) ||
+					!near(number(f, "type_gc_share"), 150.0/17000*100, 0.01) {
+					t.Errorf("gc_pressure %v %v", f.AttemptIDs, f.Numbers)
+				}
+			}},
+		// One with a little more GC than the rest, not 3 times theirs: low.
+		{name: "a little more GC than its type",
+			tasks: cat(same(5, with(m, func(t *task) { t.gcMs = 400 })), []task{with(m, func(t *task) { t.host, t.gcMs = "h1", 600 })}),
+			want:  map[string]analysis.Severity{"gc_pressure": analysis.Low}},
+		// A healthy job on a loaded node, two minutes of attempts: a
+		// fifth of the time on a CPU, most of the rest waiting for one.
+		{name: "healthy on a busy node, a minute long",
+			tasks: same(6, with(m, func(t *task) { t.d, t.cpu, t.waitMs = 20, 0.2, 14000 }))},
 		{name: "GC-bound single attempt", tasks: cat(same(5, m), []task{with(m, func(t *task) { t.host, t.gcMs = "h1", 1500 })}),
 			want: map[string]analysis.Severity{"gc_pressure": analysis.Severe},
 			check: func(t *testing.T, r *analysis.Report) {
