@@ -14,6 +14,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -217,7 +218,16 @@ func TestCraftedJobs(t *testing.T) {
 		// JVMs started in 2.5 s came out 2.9 times the median, below the 3
 		// of a moderate finding.
 		{name: "straggler", spec: simulator.JobSpec{Kind: simulator.JobMapReduce, Maps: 4, NoReduces: true, TaskCPU: 400 * time.Millisecond,
-			Hold: 4 * time.Second, Straggler: true}, tasks: 4, heuristic: "straggler", atLeast: analysis.Moderate},
+			Hold: 4 * time.Second, Straggler: true}, tasks: 4, heuristic: "straggler", atLeast: analysis.Moderate,
+			check: func(t *testing.T, r *analysis.Report) {
+				// A straggler is not a badly filled last wave.
+				if worst(r, "last_wave") > analysis.None {
+					t.Errorf("a straggler read as a badly filled last wave")
+				}
+				if w := mapWaves(r); w == nil || w.Kind == "partial" {
+					t.Errorf("map waves %+v, want a last wave not partial", w)
+				}
+			}},
 		{name: "skewed-reduce", spec: simulator.JobSpec{Kind: simulator.JobMapReduce, Maps: 1, Reduces: 4, TaskCPU: 600 * time.Millisecond,
 			Skew: 9}, tasks: 5, heuristic: "skew", atLeast: analysis.Moderate, check: func(t *testing.T, r *analysis.Report) {
 			for _, f := range r.Findings {
@@ -240,6 +250,17 @@ func TestCraftedJobs(t *testing.T) {
 		// named at moderate or worse (issue 15).
 		{name: "gc-bound", spec: simulator.JobSpec{Kind: simulator.JobMapReduce, Maps: 2, NoReduces: true, TaskCPU: 4 * time.Second,
 			GCBound: true}, tasks: 2, heuristic: "gc_pressure", atLeast: analysis.Moderate},
+		// One GC-bound map among five (issue 15: "a map that spent 16 %
+		// of its CPU in garbage collection, in a job of six maps, raises
+		// nothing"): its type's share stays low, the attempt is named on
+		// its own at moderate or worse with its own GC share.
+		{name: "gc-bound-single", spec: simulator.JobSpec{Kind: simulator.JobMapReduce, Maps: 5, NoReduces: true, TaskCPU: 4 * time.Second,
+			GCBoundMaps: 1}, tasks: 5, heuristic: "gc_pressure", atLeast: analysis.Moderate, check: checkGCBoundSingle},
+		// Seven maps of about the same time on the node's three containers:
+		// waves of 3, 3 and 1, the last one badly filled (a third full),
+		// told apart from a straggler.
+		{name: "last-wave", spec: simulator.JobSpec{Kind: simulator.JobMapReduce, Maps: 7, NoReduces: true, TaskCPU: 300 * time.Millisecond,
+			Hold: 3 * time.Second}, tasks: 7, heuristic: "last_wave", atLeast: analysis.Low, check: checkLastWave},
 		{name: "streaming-bound", spec: simulator.JobSpec{Kind: simulator.JobStreaming, Maps: 2, NoReduces: true, TaskCPU: 200 * time.Millisecond,
 			StreamCPU: 5 * time.Second}, tasks: 2, heuristic: "streaming_bottleneck", atLeast: analysis.Moderate},
 		{name: "leaking-mapper", spec: simulator.JobSpec{Kind: simulator.JobMapReduce, Maps: 1, NoReduces: true, TaskCPU: 500 * time.Millisecond,
@@ -260,6 +281,7 @@ func TestCraftedJobs(t *testing.T) {
 			h.waitJob(res.JobID, tc.tasks)
 			r := h.findings(res.JobID)
 			logReport(t, tc.name, r)
+			h.logAttempts(t, res.JobID)
 			h.logEvents(t, res)
 			if tc.heuristic == "" {
 				for _, f := range r.Findings {
@@ -282,6 +304,81 @@ func TestCraftedJobs(t *testing.T) {
 			}
 		})
 	}
+	t.Run("straggler-busy-node", func(t *testing.T) {
+		// Three maps of the same work; the first runs on CPU 0, last in
+		// line, beside a Spark executor whose four task threads keep CPU
+		// 0 busy for 6 s of CPU (a node with busy neighbours: see
+		// simulator.JobSpec.OnCPU0Maps), the others on the rest of the
+		// machine: the first is a straggler that did no more work, and
+		// its outlier finding says it waited for a CPU while its
+		// neighbours kept cores busy.
+		if runtime.NumCPU() < 2 {
+			t.Skip("needs 2 CPUs: one busy, one for the other maps")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+		defer cancel()
+		nb, err := c.Submit(ctx, simulator.JobSpec{Kind: simulator.JobSpark, Name: "busy-neighbours", Executors: 1, Cores: 4, Maps: 4,
+			TaskCPU: 1500 * time.Millisecond, OnCPU0: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := nb.WaitFor(ctx, func(rs []simulator.AttemptResult) bool {
+			for _, r := range rs {
+				if r.Type == "executor" && r.JVMPID > 0 {
+					return true
+				}
+			}
+			return false
+		}); err != nil {
+			t.Fatal(err)
+		}
+		res := run(t, c, simulator.JobSpec{Kind: simulator.JobMapReduce, Name: "straggler-busy-node", Maps: 3, NoReduces: true,
+			TaskCPU: 500 * time.Millisecond, OnCPU0Maps: 1})
+		if _, err := nb.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		h.waitJob(res.JobID, 3)
+		r := h.findings(res.JobID)
+		logReport(t, "straggler-busy-node", r)
+		h.logAttempts(t, res.JobID)
+		h.logEvents(t, res)
+		var o *analysis.Finding
+		for i, f := range r.Findings {
+			if f.Heuristic == "outlier" && len(f.AttemptIDs) == 1 && strings.HasSuffix(f.AttemptIDs[0], "_m_000000_0") {
+				o = &r.Findings[i]
+			}
+		}
+		if o == nil {
+			t.Fatalf("no outlier finding of the map on the busy CPU")
+		}
+		if o.Cause != "cpu_wait" && o.Cause != "neighbours" {
+			t.Errorf("the straggler's cause is %q, want cpu_wait or neighbours: %s", o.Cause, o.Message)
+		}
+		// Right severity: the grade of its duration ratio (it did no more
+		// work); numbers: how long it waited, and its neighbours' cores.
+		dr := number(o, "duration_ratio")
+		if want := gradeDuration(dr); o.Severity != want || dr < 2 {
+			t.Errorf("outlier %s at %.1f× the median, want %s", o.Severity, dr, want)
+		}
+		if cr := number(o, "cpu_ratio"); cr >= 1.5 {
+			t.Errorf("the straggler used %.1f× the median CPU: more work, not a busy node", cr)
+		}
+		if w := number(o, "sched_wait_share"); w < 10 {
+			t.Errorf("it waited for a CPU %.0f%% of its time, want 10 %% or more", w)
+		}
+		if n := number(o, "neighbour_cores"); n < 0.5 {
+			t.Errorf("its neighbours kept %.1f cores busy, want 0.5 or more", n)
+		}
+		var s *analysis.Finding
+		for i, f := range r.Findings {
+			if f.Heuristic == "straggler" {
+				s = &r.Findings[i]
+			}
+		}
+		if s == nil || s.Parameter != "mapreduce.map.speculative" {
+			t.Errorf("straggler finding %+v, want one that did no more work (speculative execution)", s)
+		}
+	})
 	t.Run("failed-and-speculative", func(t *testing.T) {
 		// A map that fails once (its retry succeeds) and one that gets a
 		// speculative copy (the original is killed): what they were given
@@ -365,6 +462,92 @@ func TestCraftedJobs(t *testing.T) {
 		evs := h.waitEvents(t, "e2e-yarn", wire.EventOrphan, j.ID, 1)
 		t.Logf("orphan: %s", evs[0].Message)
 	})
+}
+
+// checkGCBoundSingle: the GC-bound map, and it alone, is named by
+// gc_pressure at the grade of its own GC share (moderate from 10 %).
+func checkGCBoundSingle(t *testing.T, r *analysis.Report) {
+	named := false
+	for _, f := range r.Findings {
+		if f.Heuristic != "gc_pressure" || f.Severity <= analysis.Low {
+			continue
+		}
+		if len(f.AttemptIDs) != 1 || !strings.HasSuffix(f.AttemptIDs[0], "_m_000000_0") || number(&f, "gc_bound_attempts") != 1 {
+			t.Errorf("gc_pressure names %v, want the GC-bound map alone: %s", f.AttemptIDs, f.Message)
+			continue
+		}
+		named = true
+		if g := number(&f, "gc_share"); g < 10 || f.Severity != gradeGC(g) {
+			t.Errorf("gc_pressure %s with a GC share of %.1f %%", f.Severity, g)
+		}
+	}
+	if !named {
+		t.Errorf("the GC-bound map is not named at moderate or worse")
+	}
+}
+
+// checkLastWave: the maps ran in waves of 3, 3 and 1; the last wave is
+// badly filled ("partial"), its finding graded by the idle share it
+// gives, and no attempt is a straggler.
+func checkLastWave(t *testing.T, r *analysis.Report) {
+	w := mapWaves(r)
+	if w == nil || w.Kind != "partial" || w.Waves != 3 || w.LastWave != 1 || w.Slots != 3 {
+		t.Errorf("map waves %+v, want 3 waves of 3 containers, the last partial with 1 attempt", w)
+	}
+	for _, f := range r.Findings {
+		switch f.Heuristic {
+		case "last_wave":
+			idle := number(&f, "idle_share")
+			if f.Severity != gradeIdle(idle) || number(&f, "last_wave_attempts") != 1 || number(&f, "slots") != 3 || len(f.AttemptIDs) != 1 {
+				t.Errorf("last_wave %s with %.0f %% idle: %+v", f.Severity, idle, f)
+			}
+		case "straggler", "outlier":
+			t.Errorf("a badly filled last wave read as a straggler: %s", f.Message)
+		}
+	}
+}
+
+// mapWaves is the waves of the job's maps in its report.
+func mapWaves(r *analysis.Report) *analysis.Waves {
+	if r.Path == nil {
+		return nil
+	}
+	for i, w := range r.Path.Waves {
+		if w.TaskType == "map" {
+			return &r.Path.Waves[i]
+		}
+	}
+	return nil
+}
+
+// The grades docs/analysis.md gives: an outlier's duration ratio (2, 3,
+// 4, 6), a GC share (5, 10, 15, 25 %), a last wave's idle share (10, 20,
+// 30, 45 %).
+func gradeDuration(r float64) analysis.Severity { return gradeBy(r, 2, 3, 4, 6) }
+func gradeGC(pct float64) analysis.Severity     { return gradeBy(pct, 5, 10, 15, 25) }
+func gradeIdle(pct float64) analysis.Severity   { return gradeBy(pct, 10, 20, 30, 45) }
+
+func gradeBy(v float64, t ...float64) analysis.Severity {
+	s := analysis.None
+	for i, x := range t {
+		if v >= x {
+			s = analysis.Severity(i + 1)
+		}
+	}
+	return s
+}
+
+// logAttempts logs what the analysis reads of each task attempt.
+func (h *harness) logAttempts(t *testing.T, job string) {
+	var j store.JobDetail
+	if err := h.get("/api/v1/jobs/"+job, &j); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range j.AttemptList {
+		t.Logf("%s %s %s %s-%s: %.1f s, CPU %.1f s, sched wait %.1f s, GC %.1f s, peak RSS %d MB, outcome %s",
+			a.AttemptID, a.Type, a.Host, time.UnixMilli(int64(a.Start)).Format("15:04:05.000"), time.UnixMilli(int64(a.End)).Format("15:04:05.000"),
+			float64(a.DurationMs)/1000, float64(a.CPUMs)/1000, float64(a.SchedWaitMs)/1000, float64(a.GCTimeMs)/1000, a.PeakRSS>>20, a.Outcome)
+	}
 }
 
 // logEvents logs the job's events other than starts and ends, with the
