@@ -206,7 +206,10 @@ func gcPressure(j *Job) []Finding {
 		}
 		var bound []store.Attempt
 		for _, a := range atts {
-			if a.GCTimeMs >= gcMinPerAttemptMs && runnable(a) >= gcMinCPUMs/3 && own(a) > typeSev {
+			// GC pauses longer than all the CPU its JVM used were waits (for
+			// a CPU, for its starved threads to reach a safepoint), not
+			// collection work: a starved straggler, not a GC-bound one.
+			if a.GCTimeMs >= gcMinPerAttemptMs && a.GCTimeMs <= a.CPUMs && runnable(a) >= gcMinCPUMs/3 && own(a) > typeSev {
 				bound = append(bound, a)
 			}
 		}

@@ -126,6 +126,20 @@ func TestThresholds(t *testing.T) {
 					}
 				}
 			}},
+		// Starved: its GC pauses (1.3 s) outlast all its CPU (0.7 s), they
+		// were waits for its threads to get a CPU (e2e
+		// straggler-busy-node read a moderate gc_pressure): no GC finding.
+		{name: "starved straggler's stretched GC pauses",
+			tasks: cat(same(5, with(m, func(t *task) { t.d, t.cpu, t.gcMs = 2, 0.3, 100 })),
+				[]task{with(m, func(t *task) { t.host, t.d, t.cpu, t.gcMs, t.waitMs = "h9", 13, 0.054, 1300, 33600 })}),
+			others: []task{{typ: "map", host: "h9", d: 13, cpu: 1}},
+			want: map[string]analysis.Severity{"straggler": analysis.Critical, "outlier": analysis.Critical, "noisy_neighbours": analysis.Critical,
+				"skew": analysis.Moderate, "gc_pressure": analysis.None},
+			check: func(t *testing.T, r *analysis.Report) {
+				if f := finding(r, "outlier"); f.Cause != "cpu_wait" || strings.Contains(f.Message, "garbage") {
+					t.Errorf("outlier: cause %s: %s", f.Cause, f.Message)
+				}
+			}},
 		{name: "straggler with more work", tasks: cat(same(5, m), []task{with(m, func(t *task) { t.host, t.d = "h1", 35 })}),
 			want: map[string]analysis.Severity{"straggler": analysis.Moderate, "outlier": analysis.Moderate, "noisy_neighbours": analysis.None},
 			check: func(t *testing.T, r *analysis.Report) {

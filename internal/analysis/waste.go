@@ -162,7 +162,8 @@ func waste(j *Job) []Finding {
 	}
 	sort.Strings(ids)
 	f := Finding{Severity: sev, AttemptIDs: ids,
-		Message: fmt.Sprintf("%.0f%% of what the job was given went to attempts whose work was thrown away: %d failed (%.2f core-h, %.2f GB-h), %d killed (%.2f core-h, %.2f GB-h), %d lost to speculative execution (%.2f core-h, %.2f GB-h), of %.2f core-h and %.2f GB-h allocated.",
+		// (Three significant digits: a short job's seconds are not 0.00 core-h.)
+		Message: fmt.Sprintf("%.0f%% of what the job was given went to attempts whose work was thrown away: %d failed (%.3g core-h, %.3g GB-h), %d killed (%.3g core-h, %.3g GB-h), %d lost to speculative execution (%.3g core-h, %.3g GB-h), of %.3g core-h and %.3g GB-h allocated.",
 			c.WastedShare, c.Failed.Attempts, c.Failed.CPUHours, c.Failed.MemGBHours, c.Killed.Attempts, c.Killed.CPUHours, c.Killed.MemGBHours,
 			c.Speculative.Attempts, c.Speculative.CPUHours, c.Speculative.MemGBHours, c.CPUHours, c.MemGBHours),
 		Numbers: []Number{{"wasted_share", c.WastedShare, "percent"}, {"failed_attempts", float64(c.Failed.Attempts), "count"},

@@ -2,6 +2,7 @@ package analysis_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/taskscope/taskscope/internal/analysis"
@@ -61,6 +62,9 @@ func TestWaste(t *testing.T) {
 	f := finding(r, "waste")
 	if f == nil || f.Severity != analysis.Moderate || len(f.AttemptIDs) != 3 || !near(number(f, "wasted_share"), c.WastedShare, 1e-9) {
 		t.Fatalf("waste finding %+v, want moderate (%.1f %%: 15 to 30) of 3 attempts", f, c.WastedShare)
+	}
+	if !strings.Contains(f.Message, "1 failed (0.0278 core-h, 0.0278 GB-h)") || !strings.Contains(f.Message, "speculative execution (0.0139 core-h") {
+		t.Errorf("waste message: %s", f.Message)
 	}
 	// A job whose attempts all succeeded wastes nothing.
 	ok := job(2, "etl", same(4, task{typ: "map", d: 100, cpu: 0.5})...)
