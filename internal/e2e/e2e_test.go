@@ -406,8 +406,16 @@ func TestCraftedJobs(t *testing.T) {
 		if !ok {
 			t.Fatalf("no waste finding of 1 failed and 1 speculative attempt: %+v", w)
 		}
-		if w.Severity < analysis.Low || number(w, "wasted_share") <= 0 || len(w.AttemptIDs) != 2 {
-			t.Errorf("waste finding %+v", w)
+		// What they cost: their core-hours and GB-hours, the share of the
+		// job's, graded 5, 15, 30, 50 % (low below).
+		want := max(gradeBy(number(w, "wasted_share"), 5, 15, 30, 50), analysis.Low)
+		if w.Severity != want || number(w, "wasted_share") <= 0 || len(w.AttemptIDs) != 2 {
+			t.Errorf("waste finding %s, want %s: %+v", w.Severity, want, w)
+		}
+		for _, n := range []string{"failed_cpu_hours", "failed_gb_hours", "speculative_cpu_hours", "speculative_gb_hours"} {
+			if v := number(w, n); !(v > 0) || v >= number(w, strings.TrimPrefix(strings.TrimPrefix(n, "failed_"), "speculative_")) {
+				t.Errorf("waste %s %v of %v", n, v, number(w, strings.TrimPrefix(strings.TrimPrefix(n, "failed_"), "speculative_")))
+			}
 		}
 	})
 	t.Run("running", func(t *testing.T) {
