@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -380,6 +381,56 @@ func TestCraftedJobs(t *testing.T) {
 		}
 		if s == nil || s.Parameter != "mapreduce.map.speculative" {
 			t.Errorf("straggler finding %+v, want one that did no more work (speculative execution)", s)
+		}
+	})
+	t.Run("recurring", func(t *testing.T) {
+		// Four nightly runs of one job (a date in its name, same user and
+		// queue); the fourth holds 448 MB where the others held 32: it is
+		// outside its band on peak memory (more than 25 % and 256 MB above
+		// the median of the three before it; each holds it 2 s, seen by
+		// the agent). Its duration band needs
+		// 5 minutes more than the median: too long for a test.
+		var last *simulator.JobResult
+		for i, mb := range []int{32, 32, 32, 448} {
+			last = run(t, c, simulator.JobSpec{Kind: simulator.JobMapReduce, Name: fmt.Sprintf("nightly-load 2026-12-0%d", i+1),
+				User: "rita", Queue: "etl", Maps: 1, NoReduces: true, TaskCPU: 300 * time.Millisecond, Hold: 2 * time.Second, TaskMemMB: mb})
+			h.waitJob(last.JobID, 1)
+		}
+		var f *analysis.Finding
+		var r *analysis.Report
+		if !testsrv.Poll(30*time.Second, func() bool {
+			r, f = h.findings(last.JobID), nil
+			for i := range r.Findings {
+				if r.Findings[i].Heuristic == "recurring" {
+					f = &r.Findings[i]
+				}
+			}
+			return f != nil
+		}) {
+			logReport(t, "recurring", r)
+			t.Fatal("no recurring finding")
+		}
+		logReport(t, "recurring", r)
+		// Graded by the worst ratio of a measure outside its band (GC
+		// share too: 448 MB in a 512 MB heap); not its duration.
+		want := analysis.None
+		for _, n := range f.Numbers {
+			if strings.HasSuffix(n.Name, "_ratio") {
+				want = max(want, gradeBy(n.Value, 1.25, 1.5, 2, 4))
+			}
+		}
+		ratio := number(f, "peak_memory_ratio")
+		if f.Severity != want || ratio < 1.25 || number(f, "baseline_runs") != 3 ||
+			number(f, "peak_memory")-number(f, "median_peak_memory") < 256<<20 || number(f, "duration_ratio") != -1 {
+			t.Errorf("recurring %s (want %s) at %.2f× the median peak memory: %v", f.Severity, want, ratio, f.Numbers)
+		}
+		var hist analysis.History
+		if err := h.get("/api/v1/jobs/"+last.JobID+"/history?runs=4", &hist); err != nil {
+			t.Fatal(err)
+		}
+		if hist.Name != "nightly-load <date>" || len(hist.Runs) != 4 || hist.Baseline != 3 || hist.Runs[3].JobID != last.JobID ||
+			!slices.Contains(hist.Runs[3].Outside, "peak_memory") || len(hist.Runs[0].Outside)+len(hist.Runs[1].Outside)+len(hist.Runs[2].Outside) != 0 {
+			t.Errorf("history %q: %d runs, baseline %d: %+v", hist.Name, len(hist.Runs), hist.Baseline, hist.Runs)
 		}
 	})
 	t.Run("failed-and-speculative", func(t *testing.T) {
