@@ -428,6 +428,11 @@ func TestCraftedJobs(t *testing.T) {
 		if err := h.get("/api/v1/jobs/"+last.JobID+"/history?runs=4", &hist); err != nil {
 			t.Fatal(err)
 		}
+		for _, run := range hist.Runs {
+			t.Logf("run %s %q: %.1f s, CPU %.1f s, peak RSS %.0f MB, GC %.1f %%, outside %v", run.JobID, run.Name, run.Duration, run.CPU,
+				run.PeakRSS/(1<<20), run.GCShare, run.Outside)
+		}
+		h.logAttempts(t, last.JobID)
 		if hist.Name != "nightly-load <date>" || len(hist.Runs) != 4 || hist.Baseline != 3 || hist.Runs[3].JobID != last.JobID ||
 			!slices.Contains(hist.Runs[3].Outside, "peak_memory") || len(hist.Runs[0].Outside)+len(hist.Runs[1].Outside)+len(hist.Runs[2].Outside) != 0 {
 			t.Errorf("history %q: %d runs, baseline %d: %+v", hist.Name, len(hist.Runs), hist.Baseline, hist.Runs)
