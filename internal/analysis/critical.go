@@ -245,7 +245,10 @@ func stepOf(a store.Attempt, wave int, cause string) Step {
 	if s.GCShare >= 1 {
 		parts = append(parts, fmt.Sprintf("GC %.0f%%", s.GCShare))
 	}
-	if s.SchedWaitShare >= 1 {
+	switch {
+	case s.SchedWaitShare > 100: // its threads' waits add up over threads
+		parts = append(parts, fmt.Sprintf("waiting for a CPU %.1f threads at once on average", s.SchedWaitShare/100))
+	case s.SchedWaitShare >= 1:
 		parts = append(parts, fmt.Sprintf("waiting for a CPU %.0f%%", s.SchedWaitShare))
 	}
 	if s.OffCPUShare >= 10 {

@@ -125,6 +125,10 @@ func TestThresholds(t *testing.T) {
 						t.Errorf("%s: %s", h, f.Message)
 					}
 				}
+				last := r.Path.Steps[len(r.Path.Steps)-1]
+				if !strings.Contains(last.Note, "waiting for a CPU 3.0 threads at once") {
+					t.Errorf("critical path step %s: %s", last.AttemptID, last.Note)
+				}
 			}},
 		// Starved: its GC pauses (1.3 s) outlast all its CPU (0.7 s), they
 		// were waits for its threads to get a CPU (e2e
