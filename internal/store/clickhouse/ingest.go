@@ -39,6 +39,9 @@ type attState struct {
 	version uint64
 	day     uint16
 	stored  bool // it has a row (and its index one)
+	// indexed is the job key of its last index row this replica wrote (0:
+	// none, or not known): a row is written again when its job changes.
+	indexed uint64
 	// The batch that wrote this state: a replica's cached state is the
 	// attempt's only while its agent's last stored batch is this one.
 	writerAgent string

@@ -153,31 +153,36 @@ func (s *Store) attempt(ctx context.Context, id string) (*attState, error) {
 	var st *attState
 	err := s.readAttempt(ctx, id, func(where string) (bool, error) {
 		atts, err := s.readAttempts(ctx, where)
-		if len(atts) > 0 {
-			st = atts[len(atts)-1]
+		for _, a := range atts {
+			// Rows of one attempt under two jobs (stored before its job was
+			// known, then under it): the latest version is the attempt.
+			if st == nil || a.version > st.version {
+				st = a
+			}
 		}
 		return st != nil, err
 	})
 	return st, err
 }
 
-// readAttempt finds an attempt (ErrNotFound if unknown): its job's key and
-// its day from the index; then read reads the rows of a condition on the
-// attempts table, and says whether it found the attempt.
+// readAttempt finds an attempt (ErrNotFound if unknown): its jobs' keys
+// and its days from the index; then read reads the rows of a condition on
+// the attempts table, and says whether it found the attempt.
 func (s *Store) readAttempt(ctx context.Context, id string, read func(where string) (bool, error)) error {
-	rows, err := s.query(ctx, fmt.Sprintf("SELECT job_key, day FROM %s WHERE attempt_key = %d AND attempt_id = %s LIMIT 8",
+	rows, err := s.query(ctx, fmt.Sprintf("SELECT DISTINCT job_key, day FROM %s WHERE attempt_key = %d AND attempt_id = %s",
 		s.read("attempt_index"), store.AttemptKey(id), Quote(id)))
 	if err != nil {
 		return fmt.Errorf("cannot find attempt %s: %w", id, err)
 	}
-	if !rows.Next() {
-		return store.ErrNotFound
-	}
-	job := rows.UInt64()
-	days := []uint64{uint64(rows.UInt16())}
-	// (Another replica may have indexed it too, in the same day.)
+	// (An attempt stored before its description named its job has a row
+	// under the empty job's key first, and an index row for each job;
+	// another replica may have indexed it too, in the same day.)
+	jobs := []uint64{jobKey("")}
+	var days []uint64
 	for rows.Next() {
-		rows.UInt64()
+		if j := rows.UInt64(); !slices.Contains(jobs, j) {
+			jobs = append(jobs, j)
+		}
 		if d := uint64(rows.UInt16()); !slices.Contains(days, d) {
 			days = append(days, d)
 		}
@@ -185,9 +190,10 @@ func (s *Store) readAttempt(ctx context.Context, id string, read func(where stri
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("cannot find attempt %s: %w", id, err)
 	}
-	// (An attempt stored before its description named its job has a row
-	// under the empty job's key first.)
-	where := fmt.Sprintf("job_key IN (%d, %d) AND attempt_id = %s", job, jobKey(""), Quote(id))
+	if len(days) == 0 {
+		return store.ErrNotFound
+	}
+	where := fmt.Sprintf("job_key IN (%s) AND attempt_id = %s", numList(jobs), Quote(id))
 	// Its rows are all in the day it was first stored, as its index rows
 	// (writeSet.attemptRow): a read of one partition, where a read of
 	// every day's took a few milliseconds a day on 18.16.
@@ -212,11 +218,11 @@ func (s *Store) AttemptLife(ctx context.Context, id string) (*store.AttemptLife,
 	var life *store.AttemptLife
 	err := s.readAttempt(ctx, id, func(where string) (bool, error) {
 		rows, err := s.query(ctx, "SELECT job_id, meta_first_ms, meta_last_ms, ended, sum_first_ms, sum_last_ms FROM "+
-			s.read("attempts")+" FINAL WHERE "+where+" ORDER BY first_ms, attempt_id")
+			s.read("attempts")+" FINAL WHERE "+where+" ORDER BY version")
 		if err != nil {
 			return false, fmt.Errorf("cannot read attempts: %w", err)
 		}
-		for rows.Next() { // (the last, as attempt)
+		for rows.Next() { // (the latest version, as attempt)
 			var m wire.Attempt
 			var sum store.AttemptSummary
 			m.JobID, m.FirstMs, m.LastMs, m.Ended, sum.FirstMs, sum.LastMs = rows.String(), rows.Int64(), rows.Int64(), rows.Bool(),

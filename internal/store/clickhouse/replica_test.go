@@ -149,3 +149,64 @@ func TestReplicasRotate(t *testing.T) {
 		}
 	}
 }
+
+// TestReplicasJobNamedLate: an attempt (not named the Hadoop way) whose
+// series and processes came before its description, stored through one
+// replica, then given more samples through another, which reads it back
+// by the attempts' index (its job's key, then its rows under that job):
+// both replicas answer what one embedded store answers of the same
+// batches.
+func TestReplicasJobNamedLate(t *testing.T) {
+	srv := chtest.Start(t)
+	rs := replicas(t, srv, "late", 2)
+	ref, err := duckdb.Open(duckdb.Options{Clock: storetest.Clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ref.Close()
+	g := &storetest.Gen{Agent: "node1-late", Host: "node1"}
+	at := &storetest.AttemptSpec{ID: "executor-7", Type: "executor", Start: storetest.T0.Add(-5 * time.Minute),
+		MemoryMB: 1024, JobName: "late", User: "u", Queue: "q",
+		Procs: []storetest.ProcSpec{{PID: 101, Role: wire.RoleTaskJVM, CPUPerS: 500, RSS: 1 << 20}}}
+	at.JobID = "job_1700000000000_0007"
+	b1 := g.Batch([]*storetest.AttemptSpec{at}, 0, 5, false)
+	d := b1.Attempts[0]
+	b1.Attempts = nil // its series and processes, not yet its description
+	named := *at
+	b2 := g.Batch([]*storetest.AttemptSpec{&named}, 5, 10, false)
+	d.LastMs = named.Start.Add(10 * time.Second).UnixMilli()
+	b2.Attempts = append(b2.Attempts, d) // its description, with its job
+	b3 := g.Batch([]*storetest.AttemptSpec{&named}, 10, 15, false)
+	for _, step := range []struct {
+		s store.Store
+		b *wire.Batch
+	}{{rs[0], b1}, {rs[0], b2}, {rs[1], b3}} {
+		storetest.Ingest(t, step.s, step.b)
+		storetest.Ingest(t, ref, step.b)
+	}
+	want := storetest.Attempts(t, ref)
+	if len(want) != 1 || want[0].JobID != named.JobID || want[0].Processes != 1 {
+		t.Fatalf("the embedded store holds %+v", want)
+	}
+	wantDetail, err := ref.Attempt(context.Background(), at.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range rs {
+		got := storetest.Attempts(t, s)
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("replica %d:\n clickhouse %+v\n embedded   %+v", i, got, want)
+		}
+		a, err := s.Attempt(context.Background(), at.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.CPUMs != want[0].CPUMs || a.JobID != named.JobID {
+			t.Errorf("replica %d: Attempt: job %q, cpu_ms %d; want %q, %d", i, a.JobID, a.CPUMs, named.JobID, want[0].CPUMs)
+		}
+		if len(a.ProcessList) != len(wantDetail.ProcessList) || len(a.ProcessList) != 1 ||
+			a.ProcessList[0].Key != wantDetail.ProcessList[0].Key || a.ProcessList[0].CPUMs != wantDetail.ProcessList[0].CPUMs {
+			t.Errorf("replica %d: processes %+v; the embedded store's %+v", i, a.ProcessList, wantDetail.ProcessList)
+		}
+	}
+}

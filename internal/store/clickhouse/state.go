@@ -59,13 +59,43 @@ func (s *Store) readAttempts(ctx context.Context, where string) ([]*attState, er
 }
 
 // loadAttempts reads attempts' states with their member processes; those
-// not found are absent.
-func (s *Store) loadAttempts(ctx context.Context, ids []string) (map[string]*attState, error) {
+// not found are absent. jobOf names the jobs the batches gave some of
+// them.
+//
+// The attempts table is ordered by job: a read by attempt id alone scans
+// all of it, FINAL, at every commit that meets a new attempt (with short
+// tasks, every commit; the cost grew with the table). So their jobs' keys
+// come first from the index (ordered by attempt), and the attempts are read
+// under those jobs, the empty job's and the jobs the batches name.
+func (s *Store) loadAttempts(ctx context.Context, ids []string, jobOf map[string]string) (map[string]*attState, error) {
 	out := map[string]*attState{}
 	for len(ids) > 0 {
 		part := ids[:min(len(ids), 1000)]
 		ids = ids[len(part):]
-		sts, err := s.readAttempts(ctx, "attempt_id IN ("+QuoteList(part)+")")
+		jobSet := map[uint64]bool{jobKey(""): true}
+		var keys []uint64
+		for _, id := range part {
+			keys = append(keys, store.AttemptKey(id))
+			if j, ok := jobOf[id]; ok {
+				jobSet[jobKey(j)] = true
+			}
+		}
+		rows, err := s.query(ctx, "SELECT DISTINCT job_key FROM "+s.read("attempt_index")+" WHERE attempt_key IN ("+
+			numList(keys)+") AND attempt_id IN ("+QuoteList(part)+")")
+		if err != nil {
+			return nil, fmt.Errorf("cannot find attempts in the index: %w", err)
+		}
+		for rows.Next() {
+			jobSet[rows.UInt64()] = true
+		}
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		var jobs []uint64
+		for j := range jobSet {
+			jobs = append(jobs, j)
+		}
+		sts, err := s.readAttempts(ctx, "job_key IN ("+numList(jobs)+") AND attempt_id IN ("+QuoteList(part)+")")
 		if err != nil {
 			return nil, err
 		}
@@ -73,15 +103,25 @@ func (s *Store) loadAttempts(ctx context.Context, ids []string) (map[string]*att
 			continue
 		}
 		byKey := map[uint64]*attState{}
-		var jobs, keys []uint64
+		jobs, keys = jobs[:0], keys[:0]
 		for _, st := range sts {
+			// Memberships under every job the attempt's rows are under.
+			jobs = append(jobs, jobKey(st.meta.JobID))
+			keys = append(keys, store.AttemptKey(st.meta.AttemptID))
+			// Rows of one attempt under two jobs (stored before its job
+			// was known, then under it): the latest version is the
+			// attempt.
+			if old := out[st.meta.AttemptID]; old != nil && old.version > st.version {
+				continue
+			}
 			st.procs = map[uint64]uint64{}
 			out[st.meta.AttemptID] = st
 			byKey[store.AttemptKey(st.meta.AttemptID)] = st
-			jobs = append(jobs, jobKey(st.meta.JobID))
-			keys = append(keys, store.AttemptKey(st.meta.AttemptID))
 		}
-		rows, err := s.query(ctx, "SELECT DISTINCT attempt_key, proc_key FROM "+s.read("procs")+" WHERE job_key IN ("+
+		// (and under the empty job's: memberships an agent sent before the
+		// attempt's description named its job)
+		jobs = append(jobs, jobKey(""))
+		rows, err = s.query(ctx, "SELECT DISTINCT attempt_key, proc_key FROM "+s.read("procs")+" WHERE job_key IN ("+
 			numList(jobs)+") AND attempt_key IN ("+numList(keys)+") AND member")
 		if err != nil {
 			return nil, fmt.Errorf("cannot read memberships: %w", err)

@@ -89,6 +89,7 @@ func (t *tx) fold() (*writeSet, error) {
 		jobs: map[string]bool{}}
 	// The attempts the batches touch, and by which agent first.
 	touchedBy := map[string]string{}
+	jobOf := map[string]string{} // the job a batch names for an attempt
 	var unknownProcs []uint64
 	for _, p := range t.prepared {
 		b := p.Batch
@@ -102,6 +103,9 @@ func (t *tx) fold() (*writeSet, error) {
 		members := map[uint64]bool{}
 		for i := range b.Attempts {
 			add(b.Attempts[i].AttemptID)
+			if j := b.Attempts[i].JobID; j != "" {
+				jobOf[b.Attempts[i].AttemptID] = j
+			}
 		}
 		for i := range b.AttemptSeries {
 			add(b.AttemptSeries[i].AttemptID)
@@ -153,7 +157,7 @@ func (t *tx) fold() (*writeSet, error) {
 		w.states[id] = st.clone()
 	}
 	if len(load) > 0 {
-		loaded, err := s.loadAttempts(t.ctx, load)
+		loaded, err := s.loadAttempts(t.ctx, load, jobOf)
 		if err != nil {
 			return w, err
 		}
@@ -532,8 +536,12 @@ func (w *writeSet) attemptRow(id string, st *attState) {
 	}
 	r.String(m.ExitDiagnostics)
 	r.UInt32(m.OOMKills)
-	if !st.stored {
-		st.stored = true
+	// The index says under which job the attempt's rows are: written with
+	// its first row, and again when its job changes (an attempt stored
+	// before its description named the job): the index is what a read by
+	// attempt (loadAttempts, Attempt) finds its job's rows by.
+	if !st.stored || st.indexed != jobKey(m.JobID) {
+		st.stored, st.indexed = true, jobKey(m.JobID)
 		x := &w.attIndex
 		x.Row()
 		x.UInt16(st.day)

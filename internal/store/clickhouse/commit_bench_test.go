@@ -1,0 +1,74 @@
+package clickhouse
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/taskscope/taskscope/internal/store/clickhouse/chtest"
+	"github.com/taskscope/taskscope/internal/store/storetest"
+	"github.com/taskscope/taskscope/internal/wire"
+)
+
+// BenchmarkCommitNewAttempts times a commit whose batch starts attempts the
+// store has not met (with short tasks, most commits), beside `stored`
+// attempts of earlier days already in the attempts table (and its index):
+// what such a commit costs as retention fills the table. ns/op is a
+// commit of one batch of 4 new attempts, 5 s of their samples.
+func BenchmarkCommitNewAttempts(b *testing.B) {
+	srv := chtest.Start(b)
+	ctx := context.Background()
+	for _, stored := range []int{0, 1_000_000} {
+		b.Run(fmt.Sprintf("stored=%d", stored), func(b *testing.B) {
+			db := fmt.Sprintf("commit%d", stored)
+			s, err := Open(ctx, Options{URL: srv.URL() + "?database=" + db, Clock: storetest.Clock, InsertEvery: -1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			if stored > 0 {
+				// Attempts of 10 earlier days, 20 to a job, as the store
+				// writes them (the columns left out take their defaults).
+				for _, q := range [...]struct{ table, sql string }{
+					{"attempts", `INSERT INTO %s (day, job_key, attempt_id, attempt_key, version, job_id, type, ended)
+					 SELECT toDate('2026-11-20') + intDiv(number, %d), cityHash64(intDiv(number, 20)),
+					        concat('attempt_1700000000000_', toString(intDiv(number, 20)), '_m_', toString(modulo(number, 20)), '_0'),
+					        cityHash64(number), 1, concat('job_1700000000000_', toString(intDiv(number, 20))), 'map', 1
+					 FROM system.numbers LIMIT %d`},
+					{"attempt_index", `INSERT INTO %s (day, attempt_key, attempt_id, job_key)
+					 SELECT toDate('2026-11-20') + intDiv(number, %d), cityHash64(number),
+					        concat('attempt_1700000000000_', toString(intDiv(number, 20)), '_m_', toString(modulo(number, 20)), '_0'),
+					        cityHash64(intDiv(number, 20))
+					 FROM system.numbers LIMIT %d`},
+				} {
+					if err := s.c.Exec(ctx, fmt.Sprintf(q.sql, s.schema.Write(q.table), stored/10, stored), nil); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := s.c.Exec(ctx, "OPTIMIZE TABLE "+s.schema.Write("attempts")+" FINAL", nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+			g := &storetest.Gen{Agent: "node1-commit", Host: "node1"}
+			batch := func(i int) *wire.Batch {
+				var atts []*storetest.AttemptSpec
+				for k := range 4 {
+					n := i*4 + k
+					atts = append(atts, &storetest.AttemptSpec{ID: fmt.Sprintf("attempt_1800000000000_%04d_m_%06d_0", n/20, n%20),
+						JobID: fmt.Sprintf("job_1800000000000_%04d", n/20), Type: "map", Start: storetest.T0.Add(time.Duration(i) * 5 * time.Second),
+						MemoryMB: 1024, JobName: "short", User: "u", Queue: "q",
+						Procs: []storetest.ProcSpec{{PID: int32(1000 + n), Role: wire.RoleTaskJVM, CPUPerS: 500, RSS: 1 << 28}}})
+				}
+				return g.Batch(atts, 0, 5, false)
+			}
+			b.ResetTimer()
+			for i := range b.N {
+				b.StopTimer()
+				bt := batch(i)
+				b.StartTimer()
+				storetest.Ingest(b, s, bt)
+			}
+		})
+	}
+}
