@@ -87,3 +87,37 @@ func firstLine(s string) string {
 	l, _, _ := strings.Cut(s, "\n")
 	return l
 }
+
+// TestLateReapAMSucceeds: an ApplicationMaster that exits 0 when its job
+// is over is not killed because its NodeManager reaps it late (its end is
+// known when it is reaped): its NodeManager says 0, not -105.
+func TestLateReapAMSucceeds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs JVMs")
+	}
+	c := startCluster(t, Options{Nodes: 1, MapSlots: 1, ReduceSlots: 1, ReapDelay: amExitWait + time.Second})
+	j, err := c.Submit(testCtx(t, 10*time.Second), JobSpec{Kind: JobMapReduce, Maps: 1, NoReduces: true,
+		TaskCPU: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := j.Wait(testCtx(t, 120*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ams := 0
+	for _, a := range res.Attempts {
+		t.Logf("%s %s %s exit %d yarn %d %q", a.Type, a.AttemptID, a.ContainerID, a.ExitCode, a.YarnExitStatus, firstLine(a.Diagnostics))
+		if a.Type != "am" {
+			continue
+		}
+		ams++
+		if a.ExitCode != 0 || a.YarnExitStatus != 0 {
+			t.Errorf("the ApplicationMaster exited %d, its NodeManager says %d (%q), want 0 and 0",
+				a.ExitCode, a.YarnExitStatus, firstLine(a.Diagnostics))
+		}
+	}
+	if ams != 1 {
+		t.Errorf("%d ApplicationMasters in the result, want 1", ams)
+	}
+}

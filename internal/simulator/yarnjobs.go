@@ -215,8 +215,14 @@ func (c *Cluster) startAM(j *Job, cmd, mainClass string, env []kv, res []resourc
 	return c.launchContainer(j, n, req)
 }
 
+// amExitWait is how long an ApplicationMaster told the job is over may
+// take to exit before its container is killed.
+const amExitWait = 10 * time.Second
+
 // finishAM tells the ApplicationMaster that the job is over (it exits 0),
-// and kills its container if it does not.
+// and kills its container if it does not. Its end is known when its
+// NodeManager reaps it: with Options.ReapDelay, that much later (an AM
+// that exited 0 is not killed for its NodeManager's delay).
 func (c *Cluster) finishAM(p *proc, port int) error {
 	if p == nil {
 		return nil
@@ -232,7 +238,7 @@ func (c *Cluster) finishAM(p *proc, port int) error {
 		return nil
 	case <-c.ctx.Done():
 		return ErrClosed
-	case <-time.After(10 * time.Second):
+	case <-time.After(amExitWait + c.o.ReapDelay):
 	}
 	c.mu.Lock()
 	n, unit := p.node, p.res.Unit

@@ -185,20 +185,15 @@ func TestReplicasJobNamedLate(t *testing.T) {
 		storetest.Ingest(t, ref, step.b)
 	}
 	want := storetest.Attempts(t, ref)
-	if len(want) != 1 || want[0].JobID != named.JobID {
+	if len(want) != 1 || want[0].JobID != named.JobID || want[0].Processes != 1 {
 		t.Fatalf("the embedded store holds %+v", want)
+	}
+	wantDetail, err := ref.Attempt(context.Background(), at.ID)
+	if err != nil {
+		t.Fatal(err)
 	}
 	for i, s := range rs {
 		got := storetest.Attempts(t, s)
-		// Known, left for its own issue (as before this test's change):
-		// an attempt whose first rows had no job shows 0 processes here
-		// where the embedded store shows 1. Everything else is compared.
-		for j := range got {
-			if j < len(want) && got[j].Processes != want[j].Processes {
-				t.Logf("replica %d: %d processes, the embedded store %d (known)", i, got[j].Processes, want[j].Processes)
-				got[j].Processes = want[j].Processes
-			}
-		}
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("replica %d:\n clickhouse %+v\n embedded   %+v", i, got, want)
 		}
@@ -208,6 +203,10 @@ func TestReplicasJobNamedLate(t *testing.T) {
 		}
 		if a.CPUMs != want[0].CPUMs || a.JobID != named.JobID {
 			t.Errorf("replica %d: Attempt: job %q, cpu_ms %d; want %q, %d", i, a.JobID, a.CPUMs, named.JobID, want[0].CPUMs)
+		}
+		if len(a.ProcessList) != len(wantDetail.ProcessList) || len(a.ProcessList) != 1 ||
+			a.ProcessList[0].Key != wantDetail.ProcessList[0].Key || a.ProcessList[0].CPUMs != wantDetail.ProcessList[0].CPUMs {
+			t.Errorf("replica %d: processes %+v; the embedded store's %+v", i, a.ProcessList, wantDetail.ProcessList)
 		}
 	}
 }

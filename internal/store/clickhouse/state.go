@@ -118,6 +118,9 @@ func (s *Store) loadAttempts(ctx context.Context, ids []string, jobOf map[string
 			out[st.meta.AttemptID] = st
 			byKey[store.AttemptKey(st.meta.AttemptID)] = st
 		}
+		// (and under the empty job's: memberships an agent sent before the
+		// attempt's description named its job)
+		jobs = append(jobs, jobKey(""))
 		rows, err = s.query(ctx, "SELECT DISTINCT attempt_key, proc_key FROM "+s.read("procs")+" WHERE job_key IN ("+
 			numList(jobs)+") AND attempt_key IN ("+numList(keys)+") AND member")
 		if err != nil {
