@@ -385,11 +385,11 @@ func TestCraftedJobs(t *testing.T) {
 	})
 	t.Run("recurring", func(t *testing.T) {
 		// Four nightly runs of one job (a date in its name, same user and
-		// queue); the fourth holds 448 MB where the others held 32: it is
-		// outside its band on peak memory (more than 25 % and 256 MB above
-		// the median of the three before it; each holds it 2 s, seen by
-		// the agent). Its duration band needs
-		// 5 minutes more than the median: too long for a test.
+		// queue); the fourth holds 448 MB where the others held 32 (each
+		// for 2 s, seen by the agent): it is outside its band on peak
+		// memory (more than 25 % and 256 MB above the median of the three
+		// before it). Its duration band needs 5 minutes more than the
+		// median: too long for a test (TestRecurring has it).
 		var last *simulator.JobResult
 		for i, mb := range []int{32, 32, 32, 448} {
 			last = run(t, c, simulator.JobSpec{Kind: simulator.JobMapReduce, Name: fmt.Sprintf("nightly-load 2026-12-0%d", i+1),
