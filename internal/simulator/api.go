@@ -146,7 +146,8 @@ type JobSpec struct {
 	GCBoundMaps int
 
 	// OnCPU0 runs the job's task containers (MapReduce and Streaming
-	// tasks, Spark executors on YARN) on the machine's first CPU alone
+	// tasks, Spark executors on YARN) on the first CPU the simulator may
+	// use alone
 	// (their processes inherit the affinity), as on a node whose one core
 	// they share; OnCPU0Maps only its first OnCPU0Maps maps, and at the
 	// lowest priority of their session's scheduling group (autogroup nice

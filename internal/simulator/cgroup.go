@@ -93,6 +93,20 @@ func containerCgroups(mounts []string, id string, vcores int, memLimit int64) ([
 	return paths, nil
 }
 
+// firstCPU is the first CPU this process may run on ("CPU 0" of
+// JobSpec.OnCPU0: a container's cpuset need not hold CPU 0).
+func firstCPU() int {
+	var set unix.CPUSet
+	if unix.SchedGetaffinity(0, &set) == nil {
+		for i := 0; i < 1024; i++ {
+			if set.IsSet(i) {
+				return i
+			}
+		}
+	}
+	return 0
+}
+
 // startIn starts cmd so that it is born inside the cgroups and on the
 // CPUs (none: any): the calling OS thread joins them, forks, and goes
 // back. Should going back fail, the thread is left locked and dies with

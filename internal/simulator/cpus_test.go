@@ -50,7 +50,7 @@ func TestOnCPU0(t *testing.T) {
 				}
 				if _, seen := want[r.Unit]; !seen {
 					got := allowed(r.JVMPID)
-					want[r.Unit] = got == "0"
+					want[r.Unit] = got == strconv.Itoa(firstCPU())
 					jvm[r.Unit] = r.JVMPID
 					t.Logf("%s %s: CPUs %s", r.Unit, r.Type, got)
 				}

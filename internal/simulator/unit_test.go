@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -209,20 +210,21 @@ func TestStartOnCPUs(t *testing.T) {
 	cmd := exec.Command("cat", "/proc/self/status")
 	var out bytes.Buffer
 	cmd.Stdout = &out
-	if err := startIn(cmd, nil, []int{0}); err != nil {
+	first := strconv.Itoa(firstCPU())
+	if err := startIn(cmd, nil, []int{firstCPU()}); err != nil {
 		t.Fatal(err)
 	}
 	if err := cmd.Wait(); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "Cpus_allowed_list:\t0\n") {
+	if !strings.Contains(out.String(), "Cpus_allowed_list:\t"+first+"\n") {
 		t.Errorf("the process may run on other CPUs:\n%s", out.String())
 	}
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(string(b), "Cpus_allowed_list:\t0\n") && runtime.NumCPU() > 1 {
-		t.Errorf("this process was left on CPU 0")
+	if strings.Contains(string(b), "Cpus_allowed_list:\t"+first+"\n") && runtime.NumCPU() > 1 {
+		t.Errorf("this process was left on CPU %s", first)
 	}
 }

@@ -131,7 +131,7 @@ func (c *Cluster) runMapReduce(j *Job) error {
 			c.faultReq(s, i, n, req)
 		}
 		if s.OnCPU0 || typ == "m" && i < s.OnCPU0Maps {
-			req.CPUs = []int{0}
+			req.CPUs = []int{firstCPU()}
 		}
 		return req, nil
 	}
@@ -321,7 +321,7 @@ func (c *Cluster) runSpark(j *Job) error {
 				MainClass: "org.apache.spark.executor.YarnCoarseGrainedExecutorBackend", MemoryMB: c.containerMB(s),
 				VCores: s.Cores, Command: cmd, Env: env, Resources: res}
 			if s.OnCPU0 {
-				req.CPUs = []int{0}
+				req.CPUs = []int{firstCPU()}
 			}
 			return req, nil
 		})
