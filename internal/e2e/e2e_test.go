@@ -692,6 +692,24 @@ func (h *harness) logCounts(t *testing.T, job string, metrics ...string) {
 	}
 }
 
+// waitTracked waits until the store lists an attempt of job with a
+// process: the agent has found the job's task process.
+func (h *harness) waitTracked(t *testing.T, job string) {
+	t.Helper()
+	testsrv.WaitUntil(t, "a tracked process of "+job, 30*time.Second, func() bool {
+		var j store.JobDetail
+		if h.get("/api/v1/jobs/"+job, &j) != nil {
+			return false
+		}
+		for _, a := range j.AttemptList {
+			if a.Processes > 0 {
+				return true
+			}
+		}
+		return false
+	})
+}
+
 // waitEvents waits until the host endpoint lists n events of kind for job.
 func (h *harness) waitEvents(t *testing.T, host, kind, job string, n int) []store.Event {
 	t.Helper()
@@ -778,11 +796,7 @@ func TestLostTaskProcesses(t *testing.T) {
 	for _, e := range reaps {
 		t.Logf("reap: pid %d %s", e.PID, e.Message)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for alive(lost.JVMPID) && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-	}
-	if alive(lost.JVMPID) {
+	if !testsrv.Poll(20*time.Second, func() bool { return !alive(lost.JVMPID) }) {
 		t.Errorf("the lost Child (pid %d) is still alive", lost.JVMPID)
 	}
 	var r analysis.Report
@@ -807,7 +821,7 @@ func TestLostTaskProcesses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Second)
+	h.waitTracked(t, jo.ID)
 	jobcache := filepath.Dir(filepath.Dir(ops[0].WorkDir)) // <local>/taskTracker/<user>/jobcache/<job>
 	if filepath.Base(jobcache) != jo.ID {
 		t.Fatalf("work dir %s is not under jobcache/%s", ops[0].WorkDir, jo.ID)
@@ -818,11 +832,7 @@ func TestLostTaskProcesses(t *testing.T) {
 	out := h.waitEvents(t, "e2e-h1", wire.EventOutlived, jo.ID, 1)
 	t.Logf("outlived_job: pid %d %s", out[0].PID, out[0].Message)
 	h.waitEvents(t, "e2e-h1", wire.EventReap, jo.ID, 1)
-	deadline = time.Now().Add(20 * time.Second)
-	for alive(ops[0].JVMPID) && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-	}
-	if alive(ops[0].JVMPID) {
+	if !testsrv.Poll(20*time.Second, func() bool { return !alive(ops[0].JVMPID) }) {
 		t.Errorf("the Child that outlived its job (pid %d) is still alive", ops[0].JVMPID)
 	}
 
@@ -839,7 +849,7 @@ func TestLostTaskProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	child := ps[0].JVMPID
-	time.Sleep(time.Second)
+	h.waitTracked(t, j.ID)
 	if err := c.KillDaemon(c.Nodes()[0].Name); err != nil {
 		t.Fatal(err)
 	}
@@ -847,11 +857,7 @@ func TestLostTaskProcesses(t *testing.T) {
 	t.Logf("orphan: pid %d %s", orph[0].PID, orph[0].Message)
 	// A Child whose TaskTracker died exits by itself once its pings fail
 	// (exit 65/66); one that does not is reaped.
-	deadline = time.Now().Add(30 * time.Second)
-	for alive(child) && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-	}
-	if alive(child) {
+	if !testsrv.Poll(30*time.Second, func() bool { return !alive(child) }) {
 		t.Errorf("the orphaned Child (pid %d) is still alive", child)
 	}
 	var d api.HostDetail
@@ -903,16 +909,31 @@ func TestUnknownContainers(t *testing.T) {
 	}))
 	defer nm.Close()
 	h.startAgent("e2e-fake-nm", func(cfg *agent.Config) { cfg.Lost.NMURL = nm.URL; cfg.Lost.NMPoll = 300 * time.Millisecond })
-	h.startAgent("e2e-real-nm", nil)
+	h.startAgent("e2e-real-nm", func(cfg *agent.Config) { cfg.Lost.NMPoll = 300 * time.Millisecond })
 	res := run(t, c, simulator.JobSpec{Kind: simulator.JobMapReduce, Name: "unknown", Maps: 1, NoReduces: true,
 		TaskCPU: 200 * time.Millisecond, Hold: 4 * time.Second})
 	evs := h.waitEvents(t, "e2e-fake-nm", wire.EventUnknownContainer, res.JobID, 1)
 	t.Logf("unknown_container: %s", evs[0].Message)
-	time.Sleep(2 * time.Second)
+	// The other agent listed the same NodeManager every 300 ms while the
+	// job's containers lived, and has reported their end.
 	var d api.HostDetail
-	if err := h.get("/api/v1/hosts/e2e-real-nm", &d); err != nil {
-		t.Fatal(err)
-	}
+	testsrv.WaitUntil(t, "the job's attempts ended on e2e-real-nm", 30*time.Second, func() bool {
+		d = api.HostDetail{}
+		if err := h.get("/api/v1/hosts/e2e-real-nm", &d); err != nil {
+			return false
+		}
+		n := 0
+		for _, a := range d.Attempts {
+			if a.JobID != res.JobID {
+				continue
+			}
+			if a.State == store.StateRunning {
+				return false
+			}
+			n++
+		}
+		return n > 0
+	})
 	for _, e := range d.Events {
 		if e.JobID == res.JobID {
 			t.Errorf("the agent that asks the simulator's NodeManager reported %s: %s", e.Kind, e.Message)
