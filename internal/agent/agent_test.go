@@ -15,6 +15,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/taskscope/taskscope/internal/testsrv"
 	"github.com/taskscope/taskscope/internal/wire"
 )
 
@@ -118,16 +119,10 @@ func TestMetricsScrape(t *testing.T) {
 	}()
 	addr := <-ready
 	var m map[string]float64
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	testsrv.WaitUntil(t, "the agent to tick and ship", 10*time.Second, func() bool {
 		m = scrape(t, addr)
-		if m["taskscope_agent_ticks_total"] >= 5 && m["taskscope_agent_batches_sent_total"] >= 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the agent did not tick and ship: %v", m)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return m["taskscope_agent_ticks_total"] >= 5 && m["taskscope_agent_batches_sent_total"] >= 1
+	})
 	checkExposition(t, addr)
 	cancel()
 	if err := <-done; err != nil {
@@ -231,12 +226,18 @@ func TestDropsInAgentStats(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	res := make(chan Result, 1)
+	ready := make(chan string, 1)
 	go func() {
 		r, _ := Run(ctx, Config{Servers: []string{hs.URL}, Interval: 5 * time.Millisecond, FlushInterval: 10 * time.Millisecond,
-			ProcFS: root, Host: "node1", MaxTicks: 400, Exits: "off", SpoolDir: t.TempDir(), MaxSpoolBytes: 3000})
+			ProcFS: root, Host: "node1", MaxTicks: 400, Exits: "off", SpoolDir: t.TempDir(), MaxSpoolBytes: 3000,
+			Listen: "127.0.0.1:0", Ready: func(addr string) { ready <- addr }})
 		res <- r
 	}()
-	time.Sleep(time.Second)
+	addr := <-ready
+	// The server stays down until the full spool made the agent drop.
+	testsrv.WaitUntil(t, "the agent to drop batches", 10*time.Second, func() bool {
+		return scrape(t, addr)["taskscope_agent_dropped_batches_total"] >= 1
+	})
 	srv.setDown(false)
 	r := <-res
 	if r.Stats.DroppedSamples == 0 || r.Stats.DroppedBatches == 0 {
