@@ -11,6 +11,7 @@ import (
 
 	"github.com/taskscope/taskscope/internal/analysis"
 	"github.com/taskscope/taskscope/internal/auth"
+	"github.com/taskscope/taskscope/internal/testsrv"
 )
 
 // TestAccess: behind an SSO proxy, a user sees their own jobs and those
@@ -186,10 +187,7 @@ func TestLiveCaps(t *testing.T) {
 		t.Errorf("a sixth in all: %d, want 503", code)
 	}
 	closers[0]()
-	deadline := time.Now().Add(5 * time.Second)
-	for l.Conns() > 4 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	testsrv.WaitUntil(t, "the closed connection to leave the count", 5*time.Second, func() bool { return l.Conns() <= 4 })
 	code, c := open("c")
 	defer c()
 	if code != 200 {

@@ -121,25 +121,28 @@ func startServerBin(t testing.TB, bin, addr, dir string, client *http.Client, sc
 		}
 	})
 	// (A server on a ClickHouse cluster makes its tables ON CLUSTER first.)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		resp, err := client.Get(p.url + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return p
-			}
-		}
+	var err error
+	exited := false
+	if !testsrv.Poll(60*time.Second, func() bool {
 		select {
 		case <-p.done:
-			t.Fatalf("server exited: %s", p.output())
+			exited = true
+			return true
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server not up after 60 s: %v\n%s", err, p.output())
+		var resp *http.Response
+		if resp, err = client.Get(p.url + "/healthz"); err != nil {
+			return false
 		}
-		time.Sleep(20 * time.Millisecond)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}) {
+		t.Fatalf("server not up after 60 s: %v\n%s", err, p.output())
 	}
+	if exited {
+		t.Fatalf("server exited: %s", p.output())
+	}
+	return p
 }
 
 func (p *serverProc) output() string {

@@ -31,7 +31,7 @@ func TestListenerLive(t *testing.T) {
 	elapsed := time.Since(start)
 	pid := int32(cmd.Process.Pid)
 	var rec *Record
-	for deadline := time.Now().Add(3 * time.Second); rec == nil && time.Now().Before(deadline); {
+	testsrv.Poll(3*time.Second, func() bool {
 		if err := l.Drain(func(r *Record) {
 			if r.PID == pid && r.TID == pid {
 				c := *r
@@ -40,8 +40,8 @@ func TestListenerLive(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return rec != nil
+	})
 	if rec == nil {
 		t.Fatalf("no exit record of pid %d", pid)
 	}
