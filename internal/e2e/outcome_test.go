@@ -54,18 +54,18 @@ func TestOutcomes(t *testing.T) {
 	wants := map[string]outcomeWant{}
 	for i, f := range faults {
 		first, second := attempt(i, 0), attempt(i, 1)
-		wants[second] = outcomeWant{store.OutcomeSucceeded, 0, first, f == simulator.FaultSpeculate}
+		wants[second] = outcomeWant{store.OutcomeSucceeded, 0, first, f == simulator.FaultSpeculate, ""}
 		switch f {
 		case simulator.FaultExit1:
-			wants[first] = outcomeWant{store.OutcomeFailed, 1, "", false}
+			wants[first] = outcomeWant{store.OutcomeFailed, 1, "", false, ""}
 		case simulator.FaultKill9:
-			wants[first] = outcomeWant{store.OutcomeKilled, 137, "", false}
+			wants[first] = outcomeWant{store.OutcomeKilled, 137, "", false, ""}
 		case simulator.FaultPmem:
-			wants[first] = outcomeWant{store.OutcomeKilledMemory, store.YarnKilledExceededPmem, "", false}
+			wants[first] = outcomeWant{store.OutcomeKilledMemory, store.YarnKilledExceededPmem, "", false, ""}
 		case simulator.FaultSpeculate:
-			wants[first] = outcomeWant{store.OutcomeKilled, store.YarnKilledByAppMaster, "", false}
+			wants[first] = outcomeWant{store.OutcomeKilled, store.YarnKilledByAppMaster, "", false, ""}
 		case simulator.FaultOOM:
-			wants[first] = outcomeWant{store.OutcomeKilledMemory, 137, "", false}
+			wants[first] = outcomeWant{store.OutcomeKilledMemory, 137, "", false, ""}
 		}
 	}
 	h.waitOutcomes(t, res.JobID, wants)
@@ -86,14 +86,14 @@ func TestOutcomes(t *testing.T) {
 }
 
 // TestOutcomesHadoop1: on a TaskTracker (no NodeManager, no exit-code
-// file), a Child JVM that exits 1 is read failed from its own exit record
-// (the Child is its tree's top), and its retry is linked to it.
+// file), a Child whose task fails logs "Error running child" and exits 0,
+// as Hadoop 1's does: it is read failed from its own log (task_log), and
+// its retry, linked to it, succeeded. With JVM reuse, the attempts ended
+// by their JVM taking the next one, and each JVM's last, succeeded, from
+// their log. Without taskstats (not root) too: the log needs none.
 func TestOutcomesHadoop1(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs JVMs on a simulated cluster")
-	}
-	if !exactExits() {
-		t.Skip("a Hadoop 1 attempt's end is known from its exit records only (taskstats: root)")
 	}
 	h := newHarness(t)
 	c := startCluster(t, simulator.NodeHadoop1)
@@ -104,10 +104,27 @@ func TestOutcomesHadoop1(t *testing.T) {
 	second := first[:len(first)-1] + "1"
 	other := strings.Replace(first, "_m_000000_", "_m_000001_", 1)
 	h.waitOutcomes(t, res.JobID, map[string]outcomeWant{
-		first:  {store.OutcomeFailed, 1, "", false},
-		second: {store.OutcomeSucceeded, 0, first, false},
-		other:  {store.OutcomeSucceeded, 0, "", false},
+		first:  {store.OutcomeFailed, 1, "", false, store.ExitSourceTaskLog},
+		second: {store.OutcomeSucceeded, 0, first, false, store.ExitSourceTaskLog},
+		other:  {store.OutcomeSucceeded, 0, "", false, store.ExitSourceTaskLog},
 	})
+	// JVM reuse: 4 maps in the 2 map slots' JVMs, each attempt long
+	// enough for the agent's ticks to see it.
+	res = run(t, c, simulator.JobSpec{Kind: simulator.JobHadoop1, Name: "h1-reuse-outcomes", Maps: 4, NoReduces: true,
+		JVMReuse: -1, TaskCPU: 300 * time.Millisecond, Hold: 1500 * time.Millisecond})
+	units := map[string]bool{}
+	wants := map[string]outcomeWant{}
+	for _, a := range res.Attempts {
+		units[a.Unit] = true
+	}
+	if len(units) >= 4 {
+		t.Fatalf("no JVM reuse: %d JVMs for 4 maps", len(units))
+	}
+	for i := 0; i < 4; i++ {
+		id := strings.Replace(res.JobID, "job_", "attempt_", 1) + "_m_00000" + itoa(i) + "_0"
+		wants[id] = outcomeWant{store.OutcomeSucceeded, 0, "", false, store.ExitSourceTaskLog}
+	}
+	h.waitOutcomes(t, res.JobID, wants)
 }
 
 // outcomeWant is what the API should say of how an attempt ended.
@@ -116,6 +133,7 @@ type outcomeWant struct {
 	code    int32
 	retryOf string
 	spec    bool
+	source  string // where the outcome is read from; "": any
 }
 
 // waitOutcomes waits until the job's attempts in the API are as wants says
@@ -140,7 +158,8 @@ func (h *harness) waitOutcomes(t *testing.T, jobID string, wants map[string]outc
 		}
 		for id, w := range wants {
 			a, ok := got[id]
-			if !ok || a.Outcome != w.outcome || a.ExitCode == nil || *a.ExitCode != w.code || a.RetryOf != w.retryOf || a.Speculative != w.spec {
+			if !ok || a.Outcome != w.outcome || a.ExitCode == nil || *a.ExitCode != w.code || a.RetryOf != w.retryOf || a.Speculative != w.spec ||
+				w.source != "" && a.ExitSource != w.source {
 				return false
 			}
 		}

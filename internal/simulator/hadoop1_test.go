@@ -126,7 +126,14 @@ func TestHadoop1Reuse(t *testing.T) {
 	if jvms != 2 {
 		t.Errorf("%d JVMs for 2 maps with reuse and 1 reduce, want 2", jvms)
 	}
-	if !strings.Contains(mustRead(t, filepath.Join(logDir, "syslog")), "Task "+second) {
+	syslog := mustRead(t, filepath.Join(logDir, "syslog"))
+	for _, a := range []string{first, second} {
+		// Task.done's line, as a real Child's syslog has it.
+		if !strings.Contains(syslog, "Task '"+a+"' done.") {
+			t.Errorf("no done of %s in the JVM's syslog", a)
+		}
+	}
+	if !strings.Contains(syslog, "Task "+second) {
 		t.Errorf("the second attempt did not log into the first attempt's syslog")
 	}
 }
@@ -321,5 +328,42 @@ func TestHadoop1LostChildAndKillDaemon(t *testing.T) {
 	}
 	if st, err := statOf(lost.JVMPID); err == nil && st.State != 'Z' {
 		t.Errorf("the lost Child %d survived Close", lost.JVMPID)
+	}
+}
+
+// TestHadoop1FailedTask: a Child whose task fails logs "Error running
+// child" and exits 0, as Hadoop 1's does (it catches the task's exception
+// and returns from main); its TaskTracker fails the attempt (the JVM exited
+// without its done), which is retried; the retry says it was done.
+func TestHadoop1FailedTask(t *testing.T) {
+	c := startCluster(t, Options{Nodes: 1, Kind: NodeHadoop1, MapSlots: 1, ReduceSlots: 1})
+	ctx := testCtx(t, 120*time.Second)
+	j, err := c.Submit(ctx, JobSpec{Kind: JobHadoop1, Maps: 1, NoReduces: true, FailMaps: 1, TaskCPU: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := j.Wait(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := strings.Replace(j.ID, "job_", "attempt_", 1) + "_m_000000_0"
+	retry := failed[:len(failed)-1] + "1"
+	seen := map[string]bool{}
+	for _, a := range res.Attempts {
+		seen[a.AttemptID] = true
+		syslog := mustRead(t, filepath.Join(a.LogDir, "syslog"))
+		switch a.AttemptID {
+		case failed:
+			if a.ExitCode != 0 || !strings.Contains(syslog, "Error running child") || strings.Contains(syslog, "' done.") {
+				t.Errorf("the failed task's Child: exit %d, syslog:\n%s", a.ExitCode, syslog)
+			}
+		case retry:
+			if a.ExitCode != 0 || !strings.Contains(syslog, "Task '"+retry+"' done.") || strings.Contains(syslog, "Error running child") {
+				t.Errorf("the retry's Child: exit %d, syslog:\n%s", a.ExitCode, syslog)
+			}
+		}
+	}
+	if !seen[failed] || !seen[retry] {
+		t.Errorf("attempts %v, want %s and its retry", seen, failed)
 	}
 }

@@ -431,7 +431,14 @@ func (tt *taskTracker) reap(j *ttJVM, cmd *exec.Cmd, start time.Time, exited cha
 	tt.mu.Unlock()
 	code := exitCode(ps)
 	for _, at := range failed {
-		sendEvent(tt.c, tt.log, &message{Op: evTaskDone, Key: j.unit, Attempt: at, Code: code, Text: "Task process exit with nonzero status"})
+		// A task whose JVM exits before its done failed, whatever the
+		// exit code (TaskInProgress.reportTaskFinished): a Child whose
+		// task failed exits 0.
+		c, text := code, "Task process exit with nonzero status of "+strconv.Itoa(code)
+		if c == 0 {
+			c, text = 1, "JVM exited 0 without the task's done"
+		}
+		sendEvent(tt.c, tt.log, &message{Op: evTaskDone, Key: j.unit, Attempt: at, Code: c, Text: text})
 	}
 	info := &procInfo{Key: j.unit, Unit: j.unit, JVMID: j.jvmID, RootPID: j.pid, JVMPID: j.pid, LauncherPID: j.pid,
 		Start: start.UnixNano(), End: end.UnixNano(), ExitCode: code}

@@ -29,10 +29,16 @@ const (
 
 // Where an attempt's exit status came from (Attempt.ExitSource), most
 // trusted first: the NodeManager's verdict, the exit-code file it wrote,
-// the container root's status, the task JVM's.
+// the attempt's own log, the container root's status, the task JVM's.
 const (
-	ExitSourceNodeManager   = "nodemanager"
-	ExitSourceExitCodeFile  = "exit_code_file"
+	ExitSourceNodeManager  = "nodemanager"
+	ExitSourceExitCodeFile = "exit_code_file"
+	// ExitSourceTaskLog is what the attempt's own log said (Hadoop 1's
+	// syslog): 0 the task said it was done, 1 it logged its failure. On
+	// Hadoop 1 it is the truth where the JVM's exit is not: a Child whose
+	// task failed exits 0 (it catches the exception and returns), and a
+	// reused JVM's last attempt, done, is killed idle at the job's end.
+	ExitSourceTaskLog       = "task_log"
 	ExitSourceContainerRoot = "container_root"
 	ExitSourceTaskJVM       = "task_jvm"
 )
@@ -64,7 +70,8 @@ func ShellCode(wait int32) int32 {
 // exit code it is read from (nil when none was seen: the exit code as
 // ShellCode gives it, or YARN's negative ContainerExitStatus), and where
 // that came from (ExitSource...). The most trusted source seen decides:
-// the NodeManager, its exit-code file, the container root, the task JVM.
+// the NodeManager, its exit-code file, the attempt's own log, the
+// container root, the task JVM.
 // A SIGKILL (137) while the container's memory cgroup counted an OOM kill
 // is OutcomeKilledMemory. An attempt still running has no outcome, even if
 // a process of it exited; a lost one with no exit seen is OutcomeLost.
@@ -78,6 +85,8 @@ func Outcome(m *wire.Attempt, state string) (outcome string, code *int32, source
 		c, source = m.NMExit.Status, ExitSourceNodeManager
 	case m.FileExit.Seen():
 		c, source = m.FileExit.Status, ExitSourceExitCodeFile
+	case m.TaskLog.Seen():
+		c, source = m.TaskLog.Status, ExitSourceTaskLog
 	case m.RootExit.Seen():
 		c, source = ShellCode(m.RootExit.Status), ExitSourceContainerRoot
 	case m.JVMExit.Seen():
@@ -117,7 +126,7 @@ func outcomeOfCode(c int32, oomKills uint32) string {
 // not seen erases nothing; diagnostics likewise; OOM kills only grow.
 func mergeExits(dst, keep *wire.Attempt) {
 	for _, p := range [...]struct{ d, k *wire.ExitStatus }{{&dst.JVMExit, &keep.JVMExit}, {&dst.RootExit, &keep.RootExit},
-		{&dst.FileExit, &keep.FileExit}, {&dst.NMExit, &keep.NMExit}} {
+		{&dst.FileExit, &keep.FileExit}, {&dst.NMExit, &keep.NMExit}, {&dst.TaskLog, &keep.TaskLog}} {
 		if !p.d.Seen() {
 			*p.d = *p.k
 		}

@@ -39,6 +39,12 @@ func TestOutcome(t *testing.T) {
 		{name: "NodeManager's INVALID is passed over", m: wire.Attempt{NMExit: seen(-1000), FileExit: seen(1)}, state: StateFinished, want: OutcomeFailed, from: ExitSourceExitCodeFile, code: ptr(1)},
 		{name: "SIGKILL with an OOM kill: the kernel's OOM killer", m: wire.Attempt{JVMExit: seen(9), RootExit: seen(137 << 8), OOMKills: 1}, state: StateFinished, want: OutcomeKilledMemory, from: ExitSourceContainerRoot, code: ptr(137)},
 		{name: "exit 1 with an OOM kill of a child: failed", m: wire.Attempt{RootExit: seen(1 << 8), OOMKills: 1}, state: StateFinished, want: OutcomeFailed, from: ExitSourceContainerRoot, code: ptr(1)},
+		{name: "Hadoop 1: the task said done, its idle JVM killed later", m: wire.Attempt{JVMExit: seen(143 << 8), RootExit: seen(15), TaskLog: seen(0)}, state: StateFinished, want: OutcomeSucceeded, from: ExitSourceTaskLog, code: ptr(0)},
+		{name: "Hadoop 1: the task logged its failure, the Child exited 0", m: wire.Attempt{JVMExit: seen(0), RootExit: seen(0), TaskLog: seen(1)}, state: StateFinished, want: OutcomeFailed, from: ExitSourceTaskLog, code: ptr(1)},
+		{name: "the task's log alone", m: wire.Attempt{TaskLog: seen(0)}, state: StateLost, want: OutcomeSucceeded, from: ExitSourceTaskLog, code: ptr(0)},
+		{name: "the exit-code file before the task's log", m: wire.Attempt{TaskLog: seen(0), FileExit: seen(1)}, state: StateFinished, want: OutcomeFailed, from: ExitSourceExitCodeFile, code: ptr(1)},
+		{name: "the NodeManager before the task's log", m: wire.Attempt{TaskLog: seen(0), NMExit: seen(-104)}, state: StateFinished, want: OutcomeKilledMemory, from: ExitSourceNodeManager, code: ptr(-104)},
+		{name: "running: the task's log says nothing yet", m: wire.Attempt{TaskLog: seen(0)}, state: StateRunning},
 		{name: "a status of 0 without a time is not seen", m: wire.Attempt{JVMExit: wire.ExitStatus{Status: 9}}, state: StateFinished},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -75,7 +81,10 @@ func TestMergeAttemptExits(t *testing.T) {
 	MergeAttempt(&dst, &wire.Attempt{AttemptID: "a", NMExit: wire.ExitStatus{Status: -104, Ms: 120}, ExitDiagnostics: "beyond"})
 	MergeAttempt(&dst, &wire.Attempt{AttemptID: "a", FileExit: wire.ExitStatus{Status: 137, Ms: 130}})
 	MergeAttempt(&dst, &wire.Attempt{AttemptID: "a", NMExit: wire.ExitStatus{Status: -103, Ms: 140}})
-	want := wire.Attempt{AttemptID: "a", JobID: "j", JVMExit: wire.ExitStatus{Status: 9, Ms: 100},
+	MergeAttempt(&dst, &wire.Attempt{AttemptID: "a", TaskLog: wire.ExitStatus{Status: 1, Ms: 150}})
+	MergeAttempt(&dst, &wire.Attempt{AttemptID: "a", TaskLog: wire.ExitStatus{Status: 0, Ms: 160}})
+	MergeAttempt(&dst, &wire.Attempt{AttemptID: "a"})
+	want := wire.Attempt{AttemptID: "a", JobID: "j", JVMExit: wire.ExitStatus{Status: 9, Ms: 100}, TaskLog: wire.ExitStatus{Status: 0, Ms: 160},
 		RootExit: wire.ExitStatus{Status: 137 << 8, Ms: 110}, FileExit: wire.ExitStatus{Status: 137, Ms: 130},
 		NMExit: wire.ExitStatus{Status: -103, Ms: 140}, ExitDiagnostics: "beyond", OOMKills: 2}
 	if !reflect.DeepEqual(dst, want) {

@@ -83,7 +83,7 @@ func (t *Tracker) noteExit(p *proc, final *taskstats.Record, ms int64) {
 	if tr.mem != nil {
 		a = tr.mem.att
 	}
-	if a == nil {
+	if a == nil || t.cleanupRun(u, a) { // (a cleanup run's end is not its attempt's: tasklog.go)
 		return
 	}
 	st := wire.ExitStatus{Status: final.ExitCode, Ms: ms}
@@ -171,6 +171,7 @@ func (t *Tracker) closeUnit(u *unit, ms int64) {
 	if u.cur != nil {
 		u.cur.info.OOMKills = max(u.cur.info.OOMKills, t.oomKills(u))
 	}
+	t.readTaskLog(u, u.cur, ms) // Hadoop 1 (tasklog.go)
 	if u.cur == nil || u.containerID == "" || u.appID == "" {
 		return
 	}

@@ -601,9 +601,10 @@ func (t *Tracker) switchAttempt(u *unit, want string, ms int64) {
 				carried = append(carried, p)
 			}
 		}
+		t.readTaskLog(u, old, ms) // tasklog.go
 		t.finishAttempt(old, ms, wire.EventAttemptSwitch)
 	}
-	a := &attempt{unit: u}
+	a := &attempt{unit: u, cleanup: u.cleanup}
 	a.info = wire.Attempt{
 		AttemptID: want, AppID: u.appID, ContainerID: u.containerID,
 		Type: u.attemptType(want), Framework: u.framework, FirstMs: ms, LastMs: ms,

@@ -31,6 +31,7 @@ type unit struct {
 	orphaned    bool
 	cur         *attempt
 	h1          *dirWatch // Hadoop 1 JVM reuse: userlogs/<job>/*/log.index
+	cleanup     bool      // Hadoop 1: it runs a task-cleanup attempt now (tasklog.go)
 	tez         *dirWatch // Tez container reuse: syslog_attempt_* in the log dir
 	scriptTried bool
 	createdMs   int64
@@ -49,6 +50,7 @@ type attempt struct {
 	exitedGC    int64
 	exitedWait  int64
 	shortLived  int64
+	cleanup     bool // a Hadoop 1 task-cleanup run (tasklog.go)
 	// confTries counts the reads of its configuration; confRetryAt is the
 	// tick of the next one (0: none).
 	confTries   int
@@ -165,6 +167,7 @@ func (u *unit) learn(t *Tracker, p *proc, l *hadoop.Launch) {
 		}
 		if u.h1 == nil && u.logDir != "" && p != nil && l.Kind.IsJVM() {
 			u.h1 = &dirWatch{dir: path.Dir(u.logDir), pid: p.pid, known: map[string]bool{}}
+			u.cleanup = isCleanupDir(u.logDir)
 		}
 	case jvm.Kind == hadoop.KindTezChild:
 		if u.tez == nil && u.logDir != "" && p != nil && l.Kind.IsJVM() {
@@ -235,7 +238,7 @@ func (u *unit) poll(t *Tracker) {
 			dir, ok := hadoop.ParseLogIndex(b)
 			return ok && dir == logDir
 		}, "/log.index"); id != "" {
-			u.attemptID = strings.TrimSuffix(id, ".cleanup")
+			u.attemptID, u.cleanup = strings.TrimSuffix(id, ".cleanup"), isCleanupDir(id)
 		}
 	case u.tez != nil:
 		if id := u.tez.scan(t, func(name, _ string) bool {

@@ -84,6 +84,11 @@ type Attempt struct {
 	RootExit ExitStatus // the container root's (or the task process tree's top) wait status
 	FileExit ExitStatus // the number in the NodeManager's container exit-code file (<container>.pid.exitcode)
 	NMExit   ExitStatus // the NodeManager's exitCode for the container (REST): a ContainerExitStatus such as -104, or the exit code
+	// TaskLog is what the attempt's own log said of its end (Hadoop 1's
+	// userlogs/<job>/<attempt>/syslog): 0 the task said it was done
+	// ("Task '<attempt>' done."), 1 it logged that it failed ("Error
+	// running child"). Not a wait status.
+	TaskLog ExitStatus
 	// ExitDiagnostics is the NodeManager's diagnostics for the container
 	// ("Container ... is running beyond physical memory limits ...").
 	ExitDiagnostics string

@@ -126,6 +126,12 @@ func (a *Attempt) marshal(e *enc) {
 	}
 	e.str(21, a.ExitDiagnostics)
 	e.uint(22, uint64(a.OOMKills))
+	if a.TaskLog.Seen() {
+		at := e.open(23)
+		e.sint(1, int64(a.TaskLog.Status))
+		e.sint(2, a.TaskLog.Ms)
+		e.close(at)
+	}
 }
 
 func (m *Membership) marshal(e *enc) {
@@ -728,6 +734,10 @@ func (d *dec) attempt(data []byte, a *Attempt) error {
 				err = fmt.Errorf("oom_kills %d out of range", x)
 			}
 			a.OOMKills = uint32(x)
+		case 23:
+			if err = want(t, protowire.BytesType); err == nil {
+				err = d.exit(v, &a.TaskLog)
+			}
 		}
 		return err
 	})

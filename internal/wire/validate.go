@@ -79,7 +79,7 @@ func validate(b *Batch) error {
 			return fmt.Errorf("attempts[%d] (%s): %v", i, a.AttemptID, err)
 		}
 		if err := times("task_jvm_exit.ms", a.JVMExit.Ms, "container_root_exit.ms", a.RootExit.Ms,
-			"exit_code_file.ms", a.FileExit.Ms, "nodemanager_exit.ms", a.NMExit.Ms); err != nil {
+			"exit_code_file.ms", a.FileExit.Ms, "nodemanager_exit.ms", a.NMExit.Ms, "task_log.ms", a.TaskLog.Ms); err != nil {
 			return fmt.Errorf("attempts[%d] (%s): %v", i, a.AttemptID, err)
 		}
 		if err := utf(a.AttemptID, a.JobID, a.AppID, a.ContainerID, a.Type, a.Framework, a.JobName, a.User, a.Queue, a.JavaOpts,

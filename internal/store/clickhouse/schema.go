@@ -122,7 +122,7 @@ var tables = []table{
 		write_bytes Int64, gc_time_ms Int64, sched_wait_ms Int64, rss_byte_ms Float64, sum_first_ms Int64,
 		sum_last_ms Int64, first_rss Int64, last_rss Int64, processes UInt32, writer_agent String, writer_seq UInt64,
 		exit_jvm Int32, exit_jvm_ms Int64, exit_root Int32, exit_root_ms Int64, exit_file Int32, exit_file_ms Int64,
-		exit_nm Int32, exit_nm_ms Int64, exit_diag String, oom_kills UInt32`),
+		exit_nm Int32, exit_nm_ms Int64, exit_diag String, oom_kills UInt32, exit_log Int32, exit_log_ms Int64`),
 		version: "version", partition: "day", orderBy: "(job_key, attempt_id)", shardKey: "job_key", retention: keepRollup,
 		// An attempt is read alone (its page, its series, a commit meeting
 		// it): a mark of 8192 of these wide rows made each such read

@@ -209,7 +209,7 @@ func TestSchemaCluster(t *testing.T) {
 // exitColumnNames are the columns of attempts that the first schema had
 // not (an attempt's end).
 var exitColumnNames = []string{"exit_jvm", "exit_jvm_ms", "exit_root", "exit_root_ms", "exit_file", "exit_file_ms", "exit_nm",
-	"exit_nm_ms", "exit_diag", "oom_kills"}
+	"exit_nm_ms", "exit_diag", "oom_kills", "exit_log", "exit_log_ms"}
 
 // TestSchemaMigrate: a database made before the exit columns (18.16 here)
 // gets them when a store opens it, keeps its rows (read with the new

@@ -14,7 +14,7 @@ const attemptSelect = `SELECT attempt_id, job_id, host, container_id, app_id, ty
 	ended, job_name, user_name, queue, memory_mb, java_opts, xmx_bytes, streaming, cpu_ms, peak_rss, peak_pss, peak_vms,
 	peak_heap, read_bytes, write_bytes, gc_time_ms, sched_wait_ms, rss_byte_ms, sum_first_ms, sum_last_ms, first_rss,
 	last_rss, processes, version, day, writer_agent, writer_seq, exit_jvm, exit_jvm_ms, exit_root, exit_root_ms, exit_file,
-	exit_file_ms, exit_nm, exit_nm_ms, exit_diag, oom_kills FROM `
+	exit_file_ms, exit_nm, exit_nm_ms, exit_diag, oom_kills, exit_log, exit_log_ms FROM `
 
 func scanAttempt(r *Rows) *attState {
 	st := &attState{}
@@ -35,6 +35,7 @@ func scanAttempt(r *Rows) *attState {
 		x.Status, x.Ms = r.Int32(), r.Int64()
 	}
 	m.ExitDiagnostics, m.OOMKills = r.String(), r.UInt32()
+	m.TaskLog.Status, m.TaskLog.Ms = r.Int32(), r.Int64()
 	st.stored = true
 	return st
 }

@@ -27,7 +27,7 @@ var (
 	extCols       = []string{"kind", "metric"}
 	batchCols     = []string{"day", "agent_key", "agent_id", "seq", "host", "sent_ms", "samples", "dropped_samples", "dropped_batches", "read_errors", "overruns"}
 	agentColList  = []string{"agent_key", "agent_id", "seq", "host", "first_ms", "last_ms", "batches", "samples", "dropped_samples", "dropped_batches", "read_errors", "overruns"}
-	attemptCols   = []string{"day", "job_key", "attempt_id", "attempt_key", "version", "job_id", "host", "container_id", "app_id", "type", "framework", "meta_first_ms", "meta_last_ms", "first_ms", "last_ms", "ended", "job_name", "user_name", "queue", "memory_mb", "java_opts", "xmx_bytes", "streaming", "cpu_ms", "peak_rss", "peak_pss", "peak_vms", "peak_heap", "read_bytes", "write_bytes", "gc_time_ms", "sched_wait_ms", "rss_byte_ms", "sum_first_ms", "sum_last_ms", "first_rss", "last_rss", "processes", "writer_agent", "writer_seq", "exit_jvm", "exit_jvm_ms", "exit_root", "exit_root_ms", "exit_file", "exit_file_ms", "exit_nm", "exit_nm_ms", "exit_diag", "oom_kills"}
+	attemptCols   = []string{"day", "job_key", "attempt_id", "attempt_key", "version", "job_id", "host", "container_id", "app_id", "type", "framework", "meta_first_ms", "meta_last_ms", "first_ms", "last_ms", "ended", "job_name", "user_name", "queue", "memory_mb", "java_opts", "xmx_bytes", "streaming", "cpu_ms", "peak_rss", "peak_pss", "peak_vms", "peak_heap", "read_bytes", "write_bytes", "gc_time_ms", "sched_wait_ms", "rss_byte_ms", "sum_first_ms", "sum_last_ms", "first_rss", "last_rss", "processes", "writer_agent", "writer_seq", "exit_jvm", "exit_jvm_ms", "exit_root", "exit_root_ms", "exit_file", "exit_file_ms", "exit_nm", "exit_nm_ms", "exit_diag", "oom_kills", "exit_log", "exit_log_ms"}
 )
 
 // writeSet is what a commit writes: each table's block, and the states it
@@ -536,6 +536,8 @@ func (w *writeSet) attemptRow(id string, st *attState) {
 	}
 	r.String(m.ExitDiagnostics)
 	r.UInt32(m.OOMKills)
+	r.Int32(m.TaskLog.Status)
+	r.Int64(m.TaskLog.Ms)
 	// The index says under which job the attempt's rows are: written with
 	// its first row, and again when its job changes (an attempt stored
 	// before its description named the job): the index is what a read by

@@ -83,6 +83,78 @@ func TestMigrateSchema8(t *testing.T) {
 	}
 }
 
+// TestMigrateSchema9: a data directory of schema 9 (exit columns, but not
+// the task's log) opens: the columns are added, its attempts keep their
+// exits, and new ones take the task's log (Hadoop 1: a Child that exited
+// 0 after its task failed is failed from its log).
+func TestMigrateSchema9(t *testing.T) {
+	dir := t.TempDir()
+	c, err := duck.NewConnector(filepath.Join(dir, "taskscope.duckdb"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := sql.OpenDB(c)
+	for _, q := range schema() {
+		q = strings.ReplaceAll(q, ", "+taskLogColumnsDDL, "")
+		q = strings.ReplaceAll(q, "'schema_version', '"+schemaVersion+"'", "'schema_version', '9'")
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	var n int
+	if err := db.QueryRow(`SELECT count(*) FROM duckdb_columns() WHERE table_name IN ('attempts', 'attempt_log')
+		AND column_name IN ('exit_log', 'exit_log_ms')`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("schema 9 has exit_log (%d, %v)", n, err)
+	}
+	old := "attempt_1700000000000_0011_m_000000_0"
+	if _, err := db.Exec(`INSERT INTO attempts (attempt_id, job_id, host, first_ms, last_ms, ended, gen_first, gen_last,
+		exit_jvm, exit_jvm_ms) VALUES (?, 'job_1700000000000_0011', 'node1', ?, ?, true, 1, 1, ?, ?)`, old,
+		storetest.T0.UnixMilli(), storetest.T0.Add(time.Second).UnixMilli(), 9, storetest.T0.Add(time.Second).UnixMilli()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`INSERT INTO jobs (job_id, first_ms, last_ms, attempts, running, gen_lo, gen_hi)
+		VALUES ('job_1700000000000_0011', 0, 0, 1, 0, 1, 1)`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	c.Close()
+	for i := 0; i < 2; i++ {
+		s, err := Open(testOptions(dir))
+		if err != nil {
+			t.Fatalf("open %d: %v", i, err)
+		}
+		ctx := context.Background()
+		a, err := s.Attempt(ctx, old)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Outcome != store.OutcomeKilled || a.ExitCode == nil || *a.ExitCode != 137 || a.ExitSource != store.ExitSourceTaskJVM {
+			t.Errorf("open %d: the old attempt: outcome %q, exit %v from %q", i, a.Outcome, a.ExitCode, a.ExitSource)
+		}
+		id := "attempt_1700000000000_0011_m_000000_1"
+		if i == 0 {
+			g := &storetest.Gen{Agent: "node1-m", Host: "node1"}
+			spec := &storetest.AttemptSpec{ID: id, JobID: "job_1700000000000_0011", Type: "map", Start: storetest.T0.Add(5 * time.Second),
+				Procs: []storetest.ProcSpec{{PID: 10, Role: wire.RoleTaskJVM, CPUPerS: 10, RSS: 1 << 20}}}
+			b := g.Batch([]*storetest.AttemptSpec{spec}, 0, 3, true)
+			at := storetest.T0.Add(8 * time.Second).UnixMilli()
+			b.Attempts[len(b.Attempts)-1].JVMExit = wire.ExitStatus{Status: 0, Ms: at}
+			b.Attempts[len(b.Attempts)-1].TaskLog = wire.ExitStatus{Status: 1, Ms: at}
+			storetest.Ingest(t, s, b)
+		}
+		a, err = s.Attempt(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Outcome != store.OutcomeFailed || a.ExitCode == nil || *a.ExitCode != 1 || a.ExitSource != store.ExitSourceTaskLog {
+			t.Errorf("open %d: the new attempt: outcome %q, exit %v from %q", i, a.Outcome, a.ExitCode, a.ExitSource)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestRecoverExits: exits committed but not yet in the summaries when the
 // store crashed are read again from the attempts' log.
 func TestRecoverExits(t *testing.T) {
@@ -118,6 +190,7 @@ func TestRecoverExits(t *testing.T) {
 	a.RootExit = wire.ExitStatus{Status: 15, Ms: storetest.T0.Add(6 * time.Second).UnixMilli()}
 	a.NMExit = wire.ExitStatus{Status: store.YarnKilledExceededPmem, Ms: storetest.T0.Add(7 * time.Second).UnixMilli()}
 	a.ExitDiagnostics = "running beyond physical memory limits"
+	a.TaskLog = wire.ExitStatus{Status: 0, Ms: storetest.T0.Add(6 * time.Second).UnixMilli()}
 	commit(b)
 	r, err := Open(testOptions(crashImage(t, s)))
 	if err != nil {
@@ -129,7 +202,7 @@ func TestRecoverExits(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got.Outcome != store.OutcomeKilledMemory || got.ExitCode == nil || *got.ExitCode != -104 ||
-		got.ExitDiagnostics != "running beyond physical memory limits" {
+		got.ExitDiagnostics != "running beyond physical memory limits" || got.ExitSource != store.ExitSourceNodeManager {
 		t.Errorf("recovered: %q %v %q", got.Outcome, got.ExitCode, got.ExitDiagnostics)
 	}
 }

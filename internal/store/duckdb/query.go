@@ -135,25 +135,30 @@ const attemptCols = `attempt_id, job_id, coalesce(host, ''), coalesce(container_
 // exitCols are the exit columns of attempts and attempt_log, as scanExits reads them.
 const exitCols = `coalesce(exit_jvm, 0), coalesce(exit_jvm_ms, 0), coalesce(exit_root, 0), coalesce(exit_root_ms, 0),
 	coalesce(exit_file, 0), coalesce(exit_file_ms, 0), coalesce(exit_nm, 0), coalesce(exit_nm_ms, 0), coalesce(exit_diag, ''),
-	coalesce(oom_kills, 0)`
+	coalesce(oom_kills, 0), coalesce(exit_log, 0), coalesce(exit_log_ms, 0)`
 
 // scanExits are the destinations of exitCols.
 func scanExits(m *wire.Attempt) []any {
 	return []any{&m.JVMExit.Status, &m.JVMExit.Ms, &m.RootExit.Status, &m.RootExit.Ms, &m.FileExit.Status, &m.FileExit.Ms,
-		&m.NMExit.Status, &m.NMExit.Ms, &m.ExitDiagnostics, &m.OOMKills}
+		&m.NMExit.Status, &m.NMExit.Ms, &m.ExitDiagnostics, &m.OOMKills, &m.TaskLog.Status, &m.TaskLog.Ms}
 }
 
 // exitValues are m's values of the exit columns, to append.
 func exitValues(m *wire.Attempt) []driver.Value {
-	v := make([]driver.Value, 0, 10)
-	for _, x := range [...]*wire.ExitStatus{&m.JVMExit, &m.RootExit, &m.FileExit, &m.NMExit} {
+	v := make([]driver.Value, 0, 12)
+	status := func(x *wire.ExitStatus) {
 		if x.Seen() {
 			v = append(v, x.Status, x.Ms)
 		} else {
 			v = append(v, nil, nil)
 		}
 	}
-	return append(v, nullStr(m.ExitDiagnostics), m.OOMKills)
+	for _, x := range [...]*wire.ExitStatus{&m.JVMExit, &m.RootExit, &m.FileExit, &m.NMExit} {
+		status(x)
+	}
+	v = append(v, nullStr(m.ExitDiagnostics), m.OOMKills)
+	status(&m.TaskLog)
+	return v
 }
 
 // scanAttemptRow reads a row of attemptCols into an attempt's description,

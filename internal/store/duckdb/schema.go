@@ -2,38 +2,46 @@ package duckdb
 
 import "fmt"
 
-const schemaVersion = "9"
+const schemaVersion = "10"
 
 // What the node showed of an attempt's end (wire.Attempt's exit fields):
-// the last columns of attempts and attempt_log. Schema 9 added them; a
-// data directory of schema 8 gets them by migrate.
-var exitColumns = [][2]string{{"exit_jvm", "INTEGER"}, {"exit_jvm_ms", "BIGINT"}, {"exit_root", "INTEGER"},
-	{"exit_root_ms", "BIGINT"}, {"exit_file", "INTEGER"}, {"exit_file_ms", "BIGINT"}, {"exit_nm", "INTEGER"},
-	{"exit_nm_ms", "BIGINT"}, {"exit_diag", "VARCHAR"}, {"oom_kills", "UINTEGER"}}
+// the last columns of attempts and attempt_log. Schema 9 added them but
+// the task's log (taskLogColumns), which schema 10 added after them; a data
+// directory of schema 8 or 9 gets what it misses by migrate.
+var (
+	taskLogColumns = [][2]string{{"exit_log", "INTEGER"}, {"exit_log_ms", "BIGINT"}}
+	exitColumns    = append([][2]string{{"exit_jvm", "INTEGER"}, {"exit_jvm_ms", "BIGINT"}, {"exit_root", "INTEGER"},
+		{"exit_root_ms", "BIGINT"}, {"exit_file", "INTEGER"}, {"exit_file_ms", "BIGINT"}, {"exit_nm", "INTEGER"},
+		{"exit_nm_ms", "BIGINT"}, {"exit_diag", "VARCHAR"}, {"oom_kills", "UINTEGER"}}, taskLogColumns...)
+)
 
-var exitColumnsDDL = func() string {
+var exitColumnsDDL, taskLogColumnsDDL = columnsDDL(exitColumns), columnsDDL(taskLogColumns)
+
+func columnsDDL(cols [][2]string) string {
 	s := ""
-	for i, c := range exitColumns {
+	for i, c := range cols {
 		if i > 0 {
 			s += ", "
 		}
 		s += c[0] + " " + c[1]
 	}
 	return s
-}()
+}
 
 // migrations bring a data directory of an older schema version to this
 // one, each from the version it names; the tables were created (IF NOT
 // EXISTS) before, so they add what is missing.
 func migrations() map[string][]string {
-	var v8 []string
-	for _, t := range []string{"attempts", "attempt_log"} {
-		for _, c := range exitColumns {
-			v8 = append(v8, "ALTER TABLE "+t+" ADD COLUMN IF NOT EXISTS "+c[0]+" "+c[1])
+	add := func(cols [][2]string) []string {
+		var m []string
+		for _, t := range []string{"attempts", "attempt_log"} {
+			for _, c := range cols {
+				m = append(m, "ALTER TABLE "+t+" ADD COLUMN IF NOT EXISTS "+c[0]+" "+c[1])
+			}
 		}
+		return append(m, `UPDATE meta SET value = '`+schemaVersion+`' WHERE key = 'schema_version'`)
 	}
-	v8 = append(v8, `UPDATE meta SET value = '9' WHERE key = 'schema_version'`)
-	return map[string][]string{"8": v8}
+	return map[string][]string{"8": add(exitColumns), "9": add(taskLogColumns)}
 }
 
 func schema() []string {
@@ -148,7 +156,8 @@ var (
 		"last_ms", "ended", "job_name", "user_name", "queue", "memory_mb", "java_opts", "xmx_bytes", "streaming", "cpu_ms",
 		"peak_rss", "peak_pss", "peak_vms", "peak_heap", "read_bytes", "write_bytes", "gc_time_ms", "sched_wait_ms",
 		"rss_byte_ms", "processes", "sample_ms", "last_rss", "attempt_key", "gen_first", "gen_last", "exit_jvm", "exit_jvm_ms",
-		"exit_root", "exit_root_ms", "exit_file", "exit_file_ms", "exit_nm", "exit_nm_ms", "exit_diag", "oom_kills"}
+		"exit_root", "exit_root_ms", "exit_file", "exit_file_ms", "exit_nm", "exit_nm_ms", "exit_diag", "oom_kills", "exit_log",
+		"exit_log_ms"}
 	jobColumns = []string{"job_id", "app_id", "framework", "name", "user_name", "queue", "first_ms", "last_ms", "attempts",
 		"running", "cpu_ms", "peak_rss", "mem_gb_hours", "used_gb_hours", "hosts", "by_type", "gen_lo", "gen_hi"}
 	agentColumns = []string{"agent_id", "host", "seq", "first_ms", "last_ms", "batches", "samples", "dropped_samples",

@@ -54,6 +54,10 @@ func testOutcomes(t *testing.T, f Factory) {
 	slow, spec := at("000001", "0", -50, 210), at("000001", "1", -40, 211)
 	pmem, kill9, oom := at("000002", "0", -50, 220), at("000003", "0", -50, 230), at("000004", "0", -50, 240)
 	lost, running := at("000005", "0", -300, 250), at("000006", "0", -20, 260)
+	// Hadoop 1: a Child whose task failed exits 0, its log says it failed;
+	// a task that said it was done in its log, its JVM's exit (killed idle)
+	// seen before or after that.
+	h1fail, h1done, h1idle := at("000007", "0", -50, 270), at("000008", "0", -50, 280), at("000009", "0", -50, 290)
 	Ingest(t, s,
 		withExit(g.Batch([]*AttemptSpec{failed}, 0, 10, true), failed.ID, func(a *wire.Attempt) {
 			a.JVMExit, a.RootExit = wire.ExitStatus{Status: 1 << 8, Ms: ms(-40)}, wire.ExitStatus{Status: 1 << 8, Ms: ms(-40)}
@@ -75,6 +79,15 @@ func testOutcomes(t *testing.T, f Factory) {
 		}),
 		withExit(g.Batch([]*AttemptSpec{oom}, 0, 20, true), oom.ID, func(a *wire.Attempt) {
 			a.JVMExit, a.OOMKills = wire.ExitStatus{Status: 9, Ms: ms(-30)}, 1
+		}),
+		withExit(g.Batch([]*AttemptSpec{h1fail}, 0, 20, true), h1fail.ID, func(a *wire.Attempt) {
+			a.JVMExit, a.RootExit, a.TaskLog = wire.ExitStatus{Status: 0, Ms: ms(-30)}, wire.ExitStatus{Status: 0, Ms: ms(-30)}, wire.ExitStatus{Status: 1, Ms: ms(-30)}
+		}),
+		withExit(g.Batch([]*AttemptSpec{h1done}, 0, 20, true), h1done.ID, func(a *wire.Attempt) {
+			a.RootExit = wire.ExitStatus{Status: 15, Ms: ms(-30)}
+		}),
+		withExit(g2.Batch([]*AttemptSpec{h1idle}, 0, 20, true), h1idle.ID, func(a *wire.Attempt) {
+			a.TaskLog = wire.ExitStatus{Status: 0, Ms: ms(-31)}
 		}),
 		g.Batch([]*AttemptSpec{lost}, 0, 10, false),
 		g2.Batch([]*AttemptSpec{running}, 0, 10, false),
@@ -153,6 +166,9 @@ func testOutcomes(t *testing.T, f Factory) {
 		oom.ID:     {store.OutcomeKilledMemory, store.ExitSourceTaskJVM, c(137), "", false},
 		lost.ID:    {store.OutcomeLost, "", nil, "", false},
 		running.ID: {"", "", nil, "", false},
+		h1fail.ID:  {store.OutcomeFailed, store.ExitSourceTaskLog, c(1), "", false},
+		h1done.ID:  {store.OutcomeKilled, store.ExitSourceContainerRoot, c(143), "", false},
+		h1idle.ID:  {store.OutcomeSucceeded, store.ExitSourceTaskLog, c(0), "", false},
 	}
 	check("first commit", first)
 	// The NodeManager's verdicts come later, in other batches and commits:
@@ -164,9 +180,17 @@ func testOutcomes(t *testing.T, f Factory) {
 		a.NMExit = wire.ExitStatus{Status: store.YarnKilledExceededPmem, Ms: ms(-28)}
 		a.ExitDiagnostics = "Container [pid=220,containerID=container_1] is running beyond physical memory limits. <b>Killing</b> container."
 	}), slow, func(a *wire.Attempt) { a.FileExit = wire.ExitStatus{Status: 143, Ms: ms(-19)} }))
+	// The task's log read after its JVM's exit; a JVM exit (the idle JVM
+	// killed at the job's end) after the task's log: the log decides.
+	Ingest(t, s, describe(describe(g.Batch(nil, 0, 0, false), h1done, func(a *wire.Attempt) {
+		a.TaskLog = wire.ExitStatus{Status: 0, Ms: ms(-29)}
+	}), h1idle, func(a *wire.Attempt) {
+		a.JVMExit, a.RootExit = wire.ExitStatus{Status: 143 << 8, Ms: ms(-20)}, wire.ExitStatus{Status: 15, Ms: ms(-20)}
+	}))
 	later := first
 	later[pmem.ID] = want{store.OutcomeKilledMemory, store.ExitSourceNodeManager, c(-104), "", false}
 	later[slow.ID] = want{store.OutcomeKilled, store.ExitSourceExitCodeFile, c(143), "", false}
+	later[h1done.ID] = want{store.OutcomeSucceeded, store.ExitSourceTaskLog, c(0), "", false}
 	check("after the NodeManager's verdicts", later)
 	d, err := s.Attempt(context.Background(), pmem.ID)
 	if err != nil {

@@ -54,6 +54,7 @@ export function exitTitle(a: Attempt): string {
   const from: Record<string, string> = {
     nodemanager: "the NodeManager's exit status for the container", exit_code_file: "the container's exit-code file",
     container_root: "the container's top process", task_jvm: 'the task JVM',
+    task_log: "the task's own log (Hadoop 1: 0 = it said it was done, 1 = it logged its failure)",
   };
   let t = `exit code ${a.exit_code}, from ${from[a.exit_source ?? ''] ?? a.exit_source}`;
   if (a.exit_code > 128 && a.exit_code < 160) t += ` (signal ${a.exit_code - 128})`;

@@ -15,7 +15,13 @@ import taskscope.sim.Work;
  * from JVM_PID) until told to die, so that with JVM reuse one Child runs
  * several attempts; pings while a task runs and exits 65 after three failed
  * pings, like Task.TaskReporter; exits 66 when the TaskTracker is gone at
- * getTask ("Parent died").
+ * getTask ("Parent died"). A task that completes says so in the syslog as
+ * Task.done does ("Task:<attempt> is done. And is in the process of
+ * commiting", then "Task '<attempt>' done." once the TaskTracker took its
+ * done); a task that fails is caught as Child's catch (Exception) does: it
+ * logs "Error running child" with the exception and main returns, so the
+ * JVM exits 0 (the TaskTracker fails the task: its JVM exited without its
+ * done).
  */
 public final class Child {
     private Child() {}
@@ -70,14 +76,20 @@ public final class Child {
             int rc = Task.work(job, attempt, firstRun ? start : t, log);
             firstRun = false;
             pinger.interrupt();
+            if (rc != 0) {
+                log.warn("Error running child\njava.io.IOException: Task process exit with nonzero status of " + rc + ".\n"
+                        + "\tat org.apache.hadoop.mapred.TaskRunner.run(TaskRunner.java:258)");
+                log.info("Runnning cleanup for the task");
+                return;
+            }
+            log.info("Task:" + attempt + " is done. And is in the process of commiting");
             try {
                 u.call("done " + attempt + " " + rc);
             } catch (IOException e) {
                 log.warn("cannot report done: " + e);
+                return;
             }
-            if (rc != 0) {
-                System.exit(rc);
-            }
+            log.info("Task '" + attempt + "' done.");
         }
     }
 
