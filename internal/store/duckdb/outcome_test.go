@@ -3,6 +3,7 @@ package duckdb
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,35 +20,8 @@ import (
 // columns) opens: the columns are added, its attempts read as before
 // (nothing seen of their end), and new ones take their exits.
 func TestMigrateSchema8(t *testing.T) {
-	dir := t.TempDir()
-	c, err := duck.NewConnector(filepath.Join(dir, "taskscope.duckdb"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := sql.OpenDB(c)
-	for _, q := range schema() {
-		q = strings.ReplaceAll(q, ", "+exitColumnsDDL, "")
-		q = strings.ReplaceAll(q, "'schema_version', '"+schemaVersion+"'", "'schema_version', '8'")
-		if _, err := db.Exec(q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	var n int
-	if err := db.QueryRow(`SELECT count(*) FROM duckdb_columns() WHERE table_name = 'attempts' AND column_name = 'exit_nm'`).Scan(&n); err != nil || n != 0 {
-		t.Fatalf("schema 8 has exit_nm (%d, %v)", n, err)
-	}
 	old := "attempt_1700000000000_0009_m_000000_0"
-	if _, err := db.Exec(`INSERT INTO attempts (attempt_id, job_id, host, first_ms, last_ms, ended, gen_first, gen_last)
-		VALUES (?, 'job_1700000000000_0009', 'node1', ?, ?, true, 1, 1)`, old, storetest.T0.UnixMilli(),
-		storetest.T0.Add(time.Second).UnixMilli()); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Exec(`INSERT INTO jobs (job_id, first_ms, last_ms, attempts, running, gen_lo, gen_hi)
-		VALUES ('job_1700000000000_0009', 0, 0, 1, 0, 1, 1)`); err != nil {
-		t.Fatal(err)
-	}
-	db.Close()
-	c.Close()
+	dir := oldDataDir(t, "8", exitColumnsDDL, []string{"exit_nm"}, old, "job_1700000000000_0009", "", nil)
 	for i := 0; i < 2; i++ {
 		s, err := Open(testOptions(dir))
 		if err != nil {
@@ -62,13 +36,9 @@ func TestMigrateSchema8(t *testing.T) {
 			t.Errorf("open %d: the old attempt: %s, outcome %q, exit %v", i, a.State, a.Outcome, a.ExitCode)
 		}
 		if i == 0 {
-			g := &storetest.Gen{Agent: "node1-m", Host: "node1"}
-			spec := &storetest.AttemptSpec{ID: "attempt_1700000000000_0009_m_000000_1", JobID: "job_1700000000000_0009",
-				Type: "map", Start: storetest.T0.Add(5 * time.Second),
-				Procs: []storetest.ProcSpec{{PID: 10, Role: wire.RoleTaskJVM, CPUPerS: 10, RSS: 1 << 20}}}
-			b := g.Batch([]*storetest.AttemptSpec{spec}, 0, 3, true)
-			b.Attempts[len(b.Attempts)-1].JVMExit = wire.ExitStatus{Status: 1 << 8, Ms: storetest.T0.Add(8 * time.Second).UnixMilli()}
-			storetest.Ingest(t, s, b)
+			storetest.Ingest(t, s, retryBatch("attempt_1700000000000_0009_m_000000_1", "job_1700000000000_0009", func(a *wire.Attempt, at int64) {
+				a.JVMExit = wire.ExitStatus{Status: 1 << 8, Ms: at}
+			}))
 		}
 		j, err := s.Job(ctx, "job_1700000000000_0009")
 		if err != nil {
@@ -88,36 +58,9 @@ func TestMigrateSchema8(t *testing.T) {
 // exits, and new ones take the task's log (Hadoop 1: a Child that exited
 // 0 after its task failed is failed from its log).
 func TestMigrateSchema9(t *testing.T) {
-	dir := t.TempDir()
-	c, err := duck.NewConnector(filepath.Join(dir, "taskscope.duckdb"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := sql.OpenDB(c)
-	for _, q := range schema() {
-		q = strings.ReplaceAll(q, ", "+taskLogColumnsDDL, "")
-		q = strings.ReplaceAll(q, "'schema_version', '"+schemaVersion+"'", "'schema_version', '9'")
-		if _, err := db.Exec(q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	var n int
-	if err := db.QueryRow(`SELECT count(*) FROM duckdb_columns() WHERE table_name IN ('attempts', 'attempt_log')
-		AND column_name IN ('exit_log', 'exit_log_ms')`).Scan(&n); err != nil || n != 0 {
-		t.Fatalf("schema 9 has exit_log (%d, %v)", n, err)
-	}
 	old := "attempt_1700000000000_0011_m_000000_0"
-	if _, err := db.Exec(`INSERT INTO attempts (attempt_id, job_id, host, first_ms, last_ms, ended, gen_first, gen_last,
-		exit_jvm, exit_jvm_ms) VALUES (?, 'job_1700000000000_0011', 'node1', ?, ?, true, 1, 1, ?, ?)`, old,
-		storetest.T0.UnixMilli(), storetest.T0.Add(time.Second).UnixMilli(), 9, storetest.T0.Add(time.Second).UnixMilli()); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Exec(`INSERT INTO jobs (job_id, first_ms, last_ms, attempts, running, gen_lo, gen_hi)
-		VALUES ('job_1700000000000_0011', 0, 0, 1, 0, 1, 1)`); err != nil {
-		t.Fatal(err)
-	}
-	db.Close()
-	c.Close()
+	dir := oldDataDir(t, "9", taskLogColumnsDDL, []string{"exit_log", "exit_log_ms"}, old, "job_1700000000000_0011",
+		"exit_jvm, exit_jvm_ms", []any{9, storetest.T0.Add(time.Second).UnixMilli()})
 	for i := 0; i < 2; i++ {
 		s, err := Open(testOptions(dir))
 		if err != nil {
@@ -133,14 +76,10 @@ func TestMigrateSchema9(t *testing.T) {
 		}
 		id := "attempt_1700000000000_0011_m_000000_1"
 		if i == 0 {
-			g := &storetest.Gen{Agent: "node1-m", Host: "node1"}
-			spec := &storetest.AttemptSpec{ID: id, JobID: "job_1700000000000_0011", Type: "map", Start: storetest.T0.Add(5 * time.Second),
-				Procs: []storetest.ProcSpec{{PID: 10, Role: wire.RoleTaskJVM, CPUPerS: 10, RSS: 1 << 20}}}
-			b := g.Batch([]*storetest.AttemptSpec{spec}, 0, 3, true)
-			at := storetest.T0.Add(8 * time.Second).UnixMilli()
-			b.Attempts[len(b.Attempts)-1].JVMExit = wire.ExitStatus{Status: 0, Ms: at}
-			b.Attempts[len(b.Attempts)-1].TaskLog = wire.ExitStatus{Status: 1, Ms: at}
-			storetest.Ingest(t, s, b)
+			storetest.Ingest(t, s, retryBatch(id, "job_1700000000000_0011", func(a *wire.Attempt, at int64) {
+				a.JVMExit = wire.ExitStatus{Status: 0, Ms: at}
+				a.TaskLog = wire.ExitStatus{Status: 1, Ms: at}
+			}))
 		}
 		a, err = s.Attempt(ctx, id)
 		if err != nil {
@@ -153,6 +92,61 @@ func TestMigrateSchema9(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// oldDataDir makes a data directory of an older schema: today's without
+// the columns of ddl, the version said; it checks that the columns named
+// absent are not there, and stores one ended attempt of job (with the
+// older schema's columns cols set to vals, if any).
+func oldDataDir(t *testing.T, version, ddl string, absent []string, attempt, job, cols string, vals []any) string {
+	t.Helper()
+	dir := t.TempDir()
+	c, err := duck.NewConnector(filepath.Join(dir, "taskscope.duckdb"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	db := sql.OpenDB(c)
+	defer db.Close()
+	for _, q := range schema() {
+		q = strings.ReplaceAll(q, ", "+ddl, "")
+		q = strings.ReplaceAll(q, "'schema_version', '"+schemaVersion+"'", "'schema_version', '"+version+"'")
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	var n int
+	if err := db.QueryRow(`SELECT count(*) FROM duckdb_columns() WHERE table_name IN ('attempts', 'attempt_log')
+		AND column_name IN ('` + strings.Join(absent, "', '") + `')`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("schema %s has %v (%d, %v)", version, absent, n, err)
+	}
+	q := `INSERT INTO attempts (attempt_id, job_id, host, first_ms, last_ms, ended, gen_first, gen_last%s)
+		VALUES (?, ?, 'node1', ?, ?, true, 1, 1%s)`
+	args := []any{attempt, job, storetest.T0.UnixMilli(), storetest.T0.Add(time.Second).UnixMilli()}
+	extra, marks := "", ""
+	if cols != "" {
+		extra, marks = ", "+cols, strings.Repeat(", ?", len(vals))
+		args = append(args, vals...)
+	}
+	if _, err := db.Exec(fmt.Sprintf(q, extra, marks), args...); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`INSERT INTO jobs (job_id, first_ms, last_ms, attempts, running, gen_lo, gen_hi)
+		VALUES (?, 0, 0, 1, 0, 1, 1)`, job); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// retryBatch is a batch of attempt id of job, a map that ran 3 s from
+// T0+5s and ended, its description changed by exit (given when it ended).
+func retryBatch(id, job string, exit func(a *wire.Attempt, at int64)) *wire.Batch {
+	g := &storetest.Gen{Agent: "node1-m", Host: "node1"}
+	spec := &storetest.AttemptSpec{ID: id, JobID: job, Type: "map", Start: storetest.T0.Add(5 * time.Second),
+		Procs: []storetest.ProcSpec{{PID: 10, Role: wire.RoleTaskJVM, CPUPerS: 10, RSS: 1 << 20}}}
+	b := g.Batch([]*storetest.AttemptSpec{spec}, 0, 3, true)
+	exit(&b.Attempts[len(b.Attempts)-1], storetest.T0.Add(8*time.Second).UnixMilli())
+	return b
 }
 
 // TestRecoverExits: exits committed but not yet in the summaries when the
