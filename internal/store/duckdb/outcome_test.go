@@ -22,16 +22,7 @@ import (
 func TestMigrateSchema8(t *testing.T) {
 	old := "attempt_1700000000000_0009_m_000000_0"
 	dir := oldDataDir(t, "8", exitColumnsDDL, []string{"exit_nm"}, old, "job_1700000000000_0009", "", nil)
-	for i := 0; i < 2; i++ {
-		s, err := Open(testOptions(dir))
-		if err != nil {
-			t.Fatalf("open %d: %v", i, err)
-		}
-		ctx := context.Background()
-		a, err := s.Attempt(ctx, old)
-		if err != nil {
-			t.Fatal(err)
-		}
+	openTwice(t, dir, old, func(i int, s *Store, a *store.AttemptDetail) {
 		if a.State != store.StateFinished || a.Outcome != "" || a.ExitCode != nil {
 			t.Errorf("open %d: the old attempt: %s, outcome %q, exit %v", i, a.State, a.Outcome, a.ExitCode)
 		}
@@ -40,17 +31,14 @@ func TestMigrateSchema8(t *testing.T) {
 				a.JVMExit = wire.ExitStatus{Status: 1 << 8, Ms: at}
 			}))
 		}
-		j, err := s.Job(ctx, "job_1700000000000_0009")
+		j, err := s.Job(context.Background(), "job_1700000000000_0009")
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(j.AttemptList) != 2 || j.AttemptList[1].Outcome != store.OutcomeFailed || j.AttemptList[1].RetryOf != old {
 			t.Errorf("open %d: %+v", i, j.AttemptList)
 		}
-		if err := s.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 }
 
 // TestMigrateSchema9: a data directory of schema 9 (exit columns, but not
@@ -61,16 +49,7 @@ func TestMigrateSchema9(t *testing.T) {
 	old := "attempt_1700000000000_0011_m_000000_0"
 	dir := oldDataDir(t, "9", taskLogColumnsDDL, []string{"exit_log", "exit_log_ms"}, old, "job_1700000000000_0011",
 		"exit_jvm, exit_jvm_ms", []any{9, storetest.T0.Add(time.Second).UnixMilli()})
-	for i := 0; i < 2; i++ {
-		s, err := Open(testOptions(dir))
-		if err != nil {
-			t.Fatalf("open %d: %v", i, err)
-		}
-		ctx := context.Background()
-		a, err := s.Attempt(ctx, old)
-		if err != nil {
-			t.Fatal(err)
-		}
+	openTwice(t, dir, old, func(i int, s *Store, a *store.AttemptDetail) {
 		if a.Outcome != store.OutcomeKilled || a.ExitCode == nil || *a.ExitCode != 137 || a.ExitSource != store.ExitSourceTaskJVM {
 			t.Errorf("open %d: the old attempt: outcome %q, exit %v from %q", i, a.Outcome, a.ExitCode, a.ExitSource)
 		}
@@ -81,13 +60,31 @@ func TestMigrateSchema9(t *testing.T) {
 				a.TaskLog = wire.ExitStatus{Status: 1, Ms: at}
 			}))
 		}
-		a, err = s.Attempt(ctx, id)
+		a, err := s.Attempt(context.Background(), id)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if a.Outcome != store.OutcomeFailed || a.ExitCode == nil || *a.ExitCode != 1 || a.ExitSource != store.ExitSourceTaskLog {
 			t.Errorf("open %d: the new attempt: outcome %q, exit %v from %q", i, a.Outcome, a.ExitCode, a.ExitSource)
 		}
+	})
+}
+
+// openTwice opens the data directory dir twice (the migration, then a
+// store already migrated), each time handing check the open store and its
+// attempt old; it closes the store after.
+func openTwice(t *testing.T, dir, old string, check func(i int, s *Store, a *store.AttemptDetail)) {
+	t.Helper()
+	for i := 0; i < 2; i++ {
+		s, err := Open(testOptions(dir))
+		if err != nil {
+			t.Fatalf("open %d: %v", i, err)
+		}
+		a, err := s.Attempt(context.Background(), old)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(i, s, a)
 		if err := s.Close(); err != nil {
 			t.Fatal(err)
 		}
