@@ -169,25 +169,8 @@ func (s *Store) attempt(ctx context.Context, id string) (*attState, error) {
 // and its days from the index; then read reads the rows of a condition on
 // the attempts table, and says whether it found the attempt.
 func (s *Store) readAttempt(ctx context.Context, id string, read func(where string) (bool, error)) error {
-	rows, err := s.query(ctx, fmt.Sprintf("SELECT DISTINCT job_key, day FROM %s WHERE attempt_key = %d AND attempt_id = %s",
-		s.read("attempt_index"), store.AttemptKey(id), Quote(id)))
+	jobs, days, err := s.indexed(ctx, []string{id})
 	if err != nil {
-		return fmt.Errorf("cannot find attempt %s: %w", id, err)
-	}
-	// (An attempt stored before its description named its job has a row
-	// under the empty job's key first, and an index row for each job;
-	// another replica may have indexed it too, in the same day.)
-	jobs := []uint64{jobKey("")}
-	var days []uint64
-	for rows.Next() {
-		if j := rows.UInt64(); !slices.Contains(jobs, j) {
-			jobs = append(jobs, j)
-		}
-		if d := uint64(rows.UInt16()); !slices.Contains(days, d) {
-			days = append(days, d)
-		}
-	}
-	if err := rows.Err(); err != nil {
 		return fmt.Errorf("cannot find attempt %s: %w", id, err)
 	}
 	if len(days) == 0 {
@@ -209,6 +192,34 @@ func (s *Store) readAttempt(ctx context.Context, id string, read func(where stri
 		return store.ErrNotFound
 	}
 	return nil
+}
+
+// indexed reads from the index where the rows of attempts ids are: the
+// keys of the jobs they are stored under, with the empty job's (an
+// attempt stored before its description named its job has rows there
+// first, and an index row for each job), and the days of their partitions
+// (none when no attempt of ids is indexed). Another replica may have
+// indexed an attempt too, in the same day.
+func (s *Store) indexed(ctx context.Context, ids []string) (jobs, days []uint64, err error) {
+	keys := make([]uint64, len(ids))
+	for i, id := range ids {
+		keys[i] = store.AttemptKey(id)
+	}
+	rows, err := s.query(ctx, "SELECT DISTINCT job_key, day FROM "+s.read("attempt_index")+" WHERE attempt_key IN ("+
+		numList(keys)+") AND attempt_id IN ("+QuoteList(ids)+")")
+	if err != nil {
+		return nil, nil, fmt.Errorf("cannot read the attempts' index: %w", err)
+	}
+	jobs = []uint64{jobKey("")}
+	for rows.Next() {
+		if j := rows.UInt64(); !slices.Contains(jobs, j) {
+			jobs = append(jobs, j)
+		}
+		if d := uint64(rows.UInt16()); !slices.Contains(days, d) {
+			days = append(days, d)
+		}
+	}
+	return jobs, days, rows.Err()
 }
 
 // AttemptLife returns an attempt's job and life (store.AttemptSeriesReader):

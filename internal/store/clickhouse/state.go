@@ -3,6 +3,7 @@ package clickhouse
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/taskscope/taskscope/internal/store"
 	"github.com/taskscope/taskscope/internal/wire"
@@ -73,28 +74,14 @@ func (s *Store) loadAttempts(ctx context.Context, ids []string, jobOf map[string
 	for len(ids) > 0 {
 		part := ids[:min(len(ids), 1000)]
 		ids = ids[len(part):]
-		jobSet := map[uint64]bool{jobKey(""): true}
-		var keys []uint64
-		for _, id := range part {
-			keys = append(keys, store.AttemptKey(id))
-			if j, ok := jobOf[id]; ok {
-				jobSet[jobKey(j)] = true
-			}
-		}
-		rows, err := s.query(ctx, "SELECT DISTINCT job_key FROM "+s.read("attempt_index")+" WHERE attempt_key IN ("+
-			numList(keys)+") AND attempt_id IN ("+QuoteList(part)+")")
+		jobs, _, err := s.indexed(ctx, part)
 		if err != nil {
-			return nil, fmt.Errorf("cannot find attempts in the index: %w", err)
-		}
-		for rows.Next() {
-			jobSet[rows.UInt64()] = true
-		}
-		if err := rows.Err(); err != nil {
 			return nil, err
 		}
-		var jobs []uint64
-		for j := range jobSet {
-			jobs = append(jobs, j)
+		for _, id := range part {
+			if j, ok := jobOf[id]; ok && !slices.Contains(jobs, jobKey(j)) {
+				jobs = append(jobs, jobKey(j))
+			}
 		}
 		sts, err := s.readAttempts(ctx, "job_key IN ("+numList(jobs)+") AND attempt_id IN ("+QuoteList(part)+")")
 		if err != nil {
@@ -104,7 +91,8 @@ func (s *Store) loadAttempts(ctx context.Context, ids []string, jobOf map[string
 			continue
 		}
 		byKey := map[uint64]*attState{}
-		jobs, keys = jobs[:0], keys[:0]
+		jobs = jobs[:0]
+		var keys []uint64
 		for _, st := range sts {
 			// Memberships under every job the attempt's rows are under.
 			jobs = append(jobs, jobKey(st.meta.JobID))
@@ -122,7 +110,7 @@ func (s *Store) loadAttempts(ctx context.Context, ids []string, jobOf map[string
 		// (and under the empty job's: memberships an agent sent before the
 		// attempt's description named its job)
 		jobs = append(jobs, jobKey(""))
-		rows, err = s.query(ctx, "SELECT DISTINCT attempt_key, proc_key FROM "+s.read("procs")+" WHERE job_key IN ("+
+		rows, err := s.query(ctx, "SELECT DISTINCT attempt_key, proc_key FROM "+s.read("procs")+" WHERE job_key IN ("+
 			numList(jobs)+") AND attempt_key IN ("+numList(keys)+") AND member")
 		if err != nil {
 			return nil, fmt.Errorf("cannot read memberships: %w", err)
