@@ -206,10 +206,7 @@ func gcPressure(j *Job) []Finding {
 		}
 		var bound []store.Attempt
 		for _, a := range atts {
-			// GC pauses longer than all the CPU its JVM used were waits (for
-			// a CPU, for its starved threads to reach a safepoint), not
-			// collection work: a starved straggler, not a GC-bound one.
-			if a.GCTimeMs >= gcMinPerAttemptMs && a.GCTimeMs <= a.CPUMs && runnable(a) >= gcMinCPUMs/3 && own(a) > typeSev {
+			if a.GCTimeMs >= gcMinPerAttemptMs && !pausesWereWaits(a) && runnable(a) >= gcMinCPUMs/3 && own(a) > typeSev {
 				bound = append(bound, a)
 			}
 		}
@@ -238,6 +235,12 @@ func gcPressure(j *Job) []Finding {
 	}
 	return out
 }
+
+// pausesWereWaits reports whether an attempt's GC pauses were longer
+// than all the CPU its JVM used: then they were waits (for a CPU, for its
+// starved threads to reach a safepoint), not collection work, and the
+// attempt is a starved straggler, not a GC-bound one.
+func pausesWereWaits(a store.Attempt) bool { return a.GCTimeMs > a.CPUMs }
 
 // gcThresholds grade a GC share.
 var gcThresholds = [4]float64{0.05, 0.1, 0.15, 0.25}

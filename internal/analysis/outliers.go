@@ -211,7 +211,7 @@ func explain(j *Job, o outlier, m typeStats) ([]cause, []Number) {
 	// Garbage collection: its own share.
 	g := gcShare(a)
 	nums = append(nums, Number{"gc_share", g * 100, "percent"}, Number{"type_gc_share", m.gcShare * 100, "percent"})
-	if a.GCTimeMs >= gcMinPerAttemptMs && a.GCTimeMs <= a.CPUMs && g >= 0.05 && g >= 2*m.gcShare { // (pauses beyond its CPU were waits: gcPressure)
+	if a.GCTimeMs >= gcMinPerAttemptMs && !pausesWereWaits(a) && g >= 0.05 && g >= 2*m.gcShare {
 		cs = append(cs, cause{name: "gc", secs: explains(float64(a.GCTimeMs) - m.gcShare*dur), score: g * 10,
 			text: fmt.Sprintf("garbage collection: %.0f%% of its runnable time (%.1f s) against %.0f%% for its type",
 				g*100, float64(a.GCTimeMs)/1000, m.gcShare*100)})
