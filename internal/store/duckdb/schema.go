@@ -17,6 +17,15 @@ var (
 
 var exitColumnsDDL, taskLogColumnsDDL = columnsDDL(exitColumns), columnsDDL(taskLogColumns)
 
+// columnNames are the names of cols.
+func columnNames(cols [][2]string) []string {
+	out := make([]string, len(cols))
+	for i, c := range cols {
+		out[i] = c[0]
+	}
+	return out
+}
+
 func columnsDDL(cols [][2]string) string {
 	s := ""
 	for i, c := range cols {
@@ -152,12 +161,10 @@ var upsertJobs = upsertSQL("jobs", "job_id", jobColumns)
 var upsertAgents = upsertSQL("agents", "agent_id", agentColumns)
 
 var (
-	attemptColumns = []string{"attempt_id", "job_id", "host", "container_id", "app_id", "type", "framework", "first_ms",
+	attemptColumns = append([]string{"attempt_id", "job_id", "host", "container_id", "app_id", "type", "framework", "first_ms",
 		"last_ms", "ended", "job_name", "user_name", "queue", "memory_mb", "java_opts", "xmx_bytes", "streaming", "cpu_ms",
 		"peak_rss", "peak_pss", "peak_vms", "peak_heap", "read_bytes", "write_bytes", "gc_time_ms", "sched_wait_ms",
-		"rss_byte_ms", "processes", "sample_ms", "last_rss", "attempt_key", "gen_first", "gen_last", "exit_jvm", "exit_jvm_ms",
-		"exit_root", "exit_root_ms", "exit_file", "exit_file_ms", "exit_nm", "exit_nm_ms", "exit_diag", "oom_kills", "exit_log",
-		"exit_log_ms"}
+		"rss_byte_ms", "processes", "sample_ms", "last_rss", "attempt_key", "gen_first", "gen_last"}, columnNames(exitColumns)...)
 	jobColumns = []string{"job_id", "app_id", "framework", "name", "user_name", "queue", "first_ms", "last_ms", "attempts",
 		"running", "cpu_ms", "peak_rss", "mem_gb_hours", "used_gb_hours", "hosts", "by_type", "gen_lo", "gen_hi"}
 	agentColumns = []string{"agent_id", "host", "seq", "first_ms", "last_ms", "batches", "samples", "dropped_samples",
