@@ -171,6 +171,30 @@ func startCluster(t *testing.T, kind simulator.NodeKind) *simulator.Cluster {
 	return c
 }
 
+// started submits spec and waits until an attempt of type typ ("": any)
+// has its JVM; it returns the job and that attempt. The job lives on
+// until ctx ends.
+func started(ctx context.Context, t *testing.T, c *simulator.Cluster, spec simulator.JobSpec, typ string) (*simulator.Job, simulator.AttemptResult) {
+	t.Helper()
+	j, err := c.Submit(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got simulator.AttemptResult
+	if _, err := j.WaitFor(ctx, func(rs []simulator.AttemptResult) bool {
+		for _, r := range rs {
+			if (typ == "" || r.Type == typ) && r.JVMPID > 0 {
+				got = r
+				return true
+			}
+		}
+		return false
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return j, got
+}
+
 func run(t *testing.T, c *simulator.Cluster, spec simulator.JobSpec) *simulator.JobResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
@@ -317,21 +341,8 @@ func TestCraftedJobs(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 		defer cancel()
-		nb, err := c.Submit(ctx, simulator.JobSpec{Kind: simulator.JobSpark, Name: "busy-neighbours", Executors: 1, Cores: 4, Maps: 4,
-			TaskCPU: 1500 * time.Millisecond, OnCPU0: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := nb.WaitFor(ctx, func(rs []simulator.AttemptResult) bool {
-			for _, r := range rs {
-				if r.Type == "executor" && r.JVMPID > 0 {
-					return true
-				}
-			}
-			return false
-		}); err != nil {
-			t.Fatal(err)
-		}
+		nb, _ := started(ctx, t, c, simulator.JobSpec{Kind: simulator.JobSpark, Name: "busy-neighbours", Executors: 1, Cores: 4, Maps: 4,
+			TaskCPU: 1500 * time.Millisecond, OnCPU0: true}, "executor")
 		res := run(t, c, simulator.JobSpec{Kind: simulator.JobMapReduce, Name: "straggler-busy-node", Maps: 3, NoReduces: true,
 			TaskCPU: 500 * time.Millisecond, OnCPU0Maps: 1})
 		if _, err := nb.Wait(ctx); err != nil {
@@ -506,21 +517,8 @@ func TestCraftedJobs(t *testing.T) {
 	t.Run("killed-nodemanager", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
-		j, err := c.Submit(ctx, simulator.JobSpec{Kind: simulator.JobMapReduce, Name: "orphaned", Maps: 1, NoReduces: true,
-			TaskCPU: 200 * time.Millisecond, Hold: 30 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := j.WaitFor(ctx, func(rs []simulator.AttemptResult) bool {
-			for _, r := range rs {
-				if r.Type == "map" && r.JVMPID > 0 {
-					return true
-				}
-			}
-			return false
-		}); err != nil {
-			t.Fatal(err)
-		}
+		j, _ := started(ctx, t, c, simulator.JobSpec{Kind: simulator.JobMapReduce, Name: "orphaned", Maps: 1, NoReduces: true,
+			TaskCPU: 200 * time.Millisecond, Hold: 30 * time.Second}, "map")
 		testsrv.WaitUntil(t, "the agent tracking the map", 30*time.Second, func() bool {
 			var d store.JobDetail
 			return h.get("/api/v1/jobs/"+j.ID, &d) == nil && d.Running > 0
@@ -812,19 +810,12 @@ func TestLostTaskProcesses(t *testing.T) {
 	// while its Child lives on: it outlived its job, and is reaped.
 	ctx0, cancel0 := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel0()
-	jo, err := c.Submit(ctx0, simulator.JobSpec{Kind: simulator.JobHadoop1, Name: "outlived", Maps: 1, NoReduces: true,
-		TaskCPU: 200 * time.Millisecond, Hold: 60 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ops, err := jo.WaitFor(ctx0, func(rs []simulator.AttemptResult) bool { return len(rs) > 0 && rs[0].JVMPID > 0 })
-	if err != nil {
-		t.Fatal(err)
-	}
+	jo, op := started(ctx0, t, c, simulator.JobSpec{Kind: simulator.JobHadoop1, Name: "outlived", Maps: 1, NoReduces: true,
+		TaskCPU: 200 * time.Millisecond, Hold: 60 * time.Second}, "")
 	h.waitTracked(t, jo.ID)
-	jobcache := filepath.Dir(filepath.Dir(ops[0].WorkDir)) // <local>/taskTracker/<user>/jobcache/<job>
+	jobcache := filepath.Dir(filepath.Dir(op.WorkDir)) // <local>/taskTracker/<user>/jobcache/<job>
 	if filepath.Base(jobcache) != jo.ID {
-		t.Fatalf("work dir %s is not under jobcache/%s", ops[0].WorkDir, jo.ID)
+		t.Fatalf("work dir %s is not under jobcache/%s", op.WorkDir, jo.ID)
 	}
 	if err := os.RemoveAll(jobcache); err != nil {
 		t.Fatal(err)
@@ -832,23 +823,16 @@ func TestLostTaskProcesses(t *testing.T) {
 	out := h.waitEvents(t, "e2e-h1", wire.EventOutlived, jo.ID, 1)
 	t.Logf("outlived_job: pid %d %s", out[0].PID, out[0].Message)
 	h.waitEvents(t, "e2e-h1", wire.EventReap, jo.ID, 1)
-	if !testsrv.Poll(20*time.Second, func() bool { return !alive(ops[0].JVMPID) }) {
-		t.Errorf("the Child that outlived its job (pid %d) is still alive", ops[0].JVMPID)
+	if !testsrv.Poll(20*time.Second, func() bool { return !alive(op.JVMPID) }) {
+		t.Errorf("the Child that outlived its job (pid %d) is still alive", op.JVMPID)
 	}
 
 	// A Child whose TaskTracker is killed: orphaned.
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	j, err := c.Submit(ctx, simulator.JobSpec{Kind: simulator.JobHadoop1, Name: "orphaned-child", Maps: 1, NoReduces: true,
-		TaskCPU: 200 * time.Millisecond, Hold: 60 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ps, err := j.WaitFor(ctx, func(rs []simulator.AttemptResult) bool { return len(rs) > 0 && rs[0].JVMPID > 0 })
-	if err != nil {
-		t.Fatal(err)
-	}
-	child := ps[0].JVMPID
+	j, ch := started(ctx, t, c, simulator.JobSpec{Kind: simulator.JobHadoop1, Name: "orphaned-child", Maps: 1, NoReduces: true,
+		TaskCPU: 200 * time.Millisecond, Hold: 60 * time.Second}, "")
+	child := ch.JVMPID
 	h.waitTracked(t, j.ID)
 	if err := c.KillDaemon(c.Nodes()[0].Name); err != nil {
 		t.Fatal(err)
