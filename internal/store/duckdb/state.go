@@ -307,7 +307,7 @@ func (c *caches) addLive(k uint64, id string) {
 }
 
 // loadJobs reads jobs into the cache (those not in the table are new), with
-// their hosts.
+// their hosts and who described them.
 func (s *Store) loadJobs(ctx context.Context, db querier, ids []string) error {
 	if len(ids) == 0 {
 		return nil
@@ -339,7 +339,7 @@ func (s *Store) loadJobs(ctx context.Context, db querier, ids []string) error {
 		return err
 	}
 	for id, j := range found {
-		if err := s.loadJobHosts(ctx, db, id, j); err != nil {
+		if err := s.loadJobAttempts(ctx, db, id, j); err != nil {
 			return err
 		}
 	}
@@ -353,24 +353,32 @@ func (s *Store) loadJobs(ctx context.Context, db querier, ids []string) error {
 	return nil
 }
 
-// loadJobHosts counts the job's attempts by host.
-func (s *Store) loadJobHosts(ctx context.Context, db querier, id string, j *jobState) error {
+// loadJobAttempts counts the job's attempts by host, and describes the
+// job again from its attempts' descriptions: the jobs table keeps what
+// they said of the job, not which said it, and a job's name, user and
+// queue are the latest description's that says each (JobTotals.Describe),
+// whatever order the rest come in.
+func (s *Store) loadJobAttempts(ctx context.Context, db querier, id string, j *jobState) error {
 	if j.Attempts == 0 {
 		return nil
 	}
-	rows, err := db.QueryContext(ctx, `SELECT host, count(*) FROM attempts WHERE job_id = ? AND gen_first BETWEEN ? AND ?
-		AND host IS NOT NULL GROUP BY ALL`, id, j.genLo, j.genHi)
+	rows, err := db.QueryContext(ctx, `SELECT host, attempt_id, coalesce(last_ms, 0), coalesce(app_id, ''),
+		coalesce(framework, ''), coalesce(job_name, ''), coalesce(user_name, ''), coalesce(queue, '') FROM attempts
+		WHERE job_id = ? AND gen_first BETWEEN ? AND ?`, id, j.genLo, j.genHi)
 	if err != nil {
-		return fmt.Errorf("cannot load job hosts: %w", err)
+		return fmt.Errorf("cannot load job %s's attempts: %w", id, err)
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var host string
-		var n int
-		if err := rows.Scan(&host, &n); err != nil {
+		var host sql.NullString
+		var m wire.Attempt
+		if err := rows.Scan(&host, &m.AttemptID, &m.LastMs, &m.AppID, &m.Framework, &m.JobName, &m.User, &m.Queue); err != nil {
 			return err
 		}
-		j.Hosts[host] = n
+		if host.Valid {
+			j.Hosts[host.String]++
+		}
+		j.Describe(&m)
 	}
 	return rows.Err()
 }

@@ -50,6 +50,7 @@ func Run(t *testing.T, f Factory) {
 		{"IncrementsAcrossBatches", testIncrementsAcrossBatches},
 		{"JobsListFiltersAndPaging", testJobsList},
 		{"JobAttemptsAcrossCommits", testJobAcrossCommits},
+		{"JobDescribedInAnyOrder", testJobDescribedInAnyOrder},
 		{"ProcessSeriesInAttempt", testProcessSeriesInAttempt},
 		{"ExtraMetrics", testExtraMetrics},
 		{"JVMReuseMemberships", testJVMReuse},
@@ -660,6 +661,55 @@ func testJobsList(t *testing.T, f Factory) {
 // testJobAcrossCommits: three jobs whose attempts start one by one over 45
 // commits, interleaved, with maintenance between them; each job lists
 // exactly its attempts, by type.
+// testJobDescribedInAnyOrder: a job's name and queue are those of its
+// latest description that says them (by the attempt's last sighting),
+// whichever of two nodes' batches comes first, and also when the job had
+// ended and been written before the other node's older description came
+// (a store that let the job go from memory must not take the older one).
+func testJobDescribedInAnyOrder(t *testing.T, f Factory) {
+	s := open(t, f)
+	ctx := context.Background()
+	for i, lateFirst := range []bool{true, false} {
+		job := "job_1700000000000_" + pad4(200+i)
+		early := &AttemptSpec{ID: "attempt_1700000000000_" + pad4(200+i) + "_m_000000_0", JobID: job, Type: "map",
+			JobName: "early name", User: "erin", Queue: "early-q", Start: T0,
+			Procs: []ProcSpec{{PID: int32(4000 + i), Role: wire.RoleTaskJVM, CPUPerS: 10, RSS: 1 << 20}}}
+		late := &AttemptSpec{ID: "attempt_1700000000000_" + pad4(200+i) + "_m_000001_0", JobID: job, Type: "map",
+			JobName: "late name", User: "erin", Queue: "late-q", Start: T0.Add(20 * time.Second),
+			Procs: []ProcSpec{{PID: int32(4100 + i), Role: wire.RoleTaskJVM, CPUPerS: 10, RSS: 1 << 20}}}
+		batches := []*wire.Batch{(&Gen{Agent: "node6-d" + pad4(i), Host: "node6"}).Batch([]*AttemptSpec{early}, 0, 5, true),
+			(&Gen{Agent: "node7-d" + pad4(i), Host: "node7"}).Batch([]*AttemptSpec{late}, 0, 5, true)}
+		if lateFirst {
+			batches[0], batches[1] = batches[1], batches[0]
+		}
+		for _, b := range batches {
+			Ingest(t, s, b)
+			if err := s.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		page, err := s.Jobs(ctx, store.JobFilter{User: "erin", Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := s.Job(ctx, job)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range page.Jobs {
+			if j.JobID != job {
+				continue
+			}
+			if j.Name != "late name" || j.Queue != "late-q" {
+				t.Errorf("late first %v: jobs list: %s, name %q, queue %q; want the later description's", lateFirst, job, j.Name, j.Queue)
+			}
+		}
+		if d.Name != "late name" || d.Queue != "late-q" {
+			t.Errorf("late first %v: job %s: name %q, queue %q; want the later description's", lateFirst, job, d.Name, d.Queue)
+		}
+	}
+}
+
 func testJobAcrossCommits(t *testing.T, f Factory) {
 	s := open(t, f)
 	ctx := context.Background()
