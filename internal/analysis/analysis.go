@@ -5,7 +5,6 @@ package analysis
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"sync"
@@ -14,44 +13,18 @@ import (
 	"github.com/taskscope/taskscope/internal/store"
 )
 
-// Severity grades a finding.
-type Severity int
+// Severity grades a finding (store.Severity: the store selects jobs by
+// it).
+type Severity = store.Severity
 
 // Severities, as Dr. Elephant names them.
 const (
-	None Severity = iota
-	Low
-	Moderate
-	Severe
-	Critical
+	None     = store.SeverityNone
+	Low      = store.SeverityLow
+	Moderate = store.SeverityModerate
+	Severe   = store.SeveritySevere
+	Critical = store.SeverityCritical
 )
-
-var severityNames = [...]string{"none", "low", "moderate", "severe", "critical"}
-
-func (s Severity) String() string {
-	if s >= None && s <= Critical {
-		return severityNames[s]
-	}
-	return "unknown"
-}
-
-// MarshalJSON implements json.Marshaler.
-func (s Severity) MarshalJSON() ([]byte, error) { return json.Marshal(s.String()) }
-
-// UnmarshalJSON implements json.Unmarshaler.
-func (s *Severity) UnmarshalJSON(b []byte) error {
-	var v string
-	if err := json.Unmarshal(b, &v); err != nil {
-		return err
-	}
-	for i, n := range severityNames {
-		if n == v {
-			*s = Severity(i)
-			return nil
-		}
-	}
-	return fmt.Errorf("unknown severity %q", v)
-}
 
 // grade maps a value to a severity by ascending thresholds (low, moderate,
 // severe, critical), as Dr. Elephant's heuristics do.

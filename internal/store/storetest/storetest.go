@@ -64,6 +64,7 @@ func Run(t *testing.T, f Factory) {
 		{"BatchReads", testBatchReads},
 		{"Outcomes", testOutcomes},
 	}
+	tests = append(tests, findingTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, f) })
 	}
