@@ -64,7 +64,7 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	defer st.Close()
 	warnIfOpen(stderr, log, *listen, false, false)
-	srv, err := server.Start(server.Config{Listen: *listen, Store: st, Analyzer: analysis.New(st), Log: log})
+	srv, err := server.Start(server.Config{Listen: *listen, Store: st, Analyzer: analysis.NewWith(st, analysis.Options{Build: Version, Log: log}), Log: log})
 	if err != nil {
 		return err
 	}

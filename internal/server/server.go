@@ -53,6 +53,7 @@ type Server struct {
 	pipeline *ingest.Pipeline
 	stopMnt  context.CancelFunc
 	mntDone  chan struct{}
+	bgDone   chan struct{} // closed when the background analysis has stopped
 	serveErr chan error
 	live     *api.Live
 	health   *writeHealth
@@ -143,6 +144,15 @@ func Start(cfg Config) (*Server, error) {
 	mctx, cancel := context.WithCancel(context.Background())
 	s.stopMnt = cancel
 	go s.maintain(mctx)
+	s.bgDone = make(chan struct{})
+	go func() {
+		defer close(s.bgDone)
+		if bg, ok := cfg.Analyzer.(Background); ok {
+			if err := bg.Run(mctx, reg); err != nil {
+				cfg.Log.Error("the background analysis stopped", "err", err)
+			}
+		}
+	}()
 	cfg.Log.Info("server listening", "addr", ln.Addr().String(), "tls", cfg.TLSCert != "", "ingest_auth", cfg.Tokens.Len() > 0, "read_auth", cfg.Auth.Enabled())
 	return s, nil
 }
@@ -210,13 +220,22 @@ func (s *Server) maintain(ctx context.Context) {
 	}
 }
 
+// Background is an Analyzer that also analyses jobs in the background
+// (package analysis: every job when it ends, running ones as they run):
+// the server runs it from Start to Shutdown, its metrics among its own.
+type Background interface {
+	Run(ctx context.Context, reg prometheus.Registerer) error
+}
+
 // Shutdown stops in a fixed order: no new requests, the writer drains its
-// queue, maintenance stops. The caller closes the store.
+// queue, maintenance and the background analysis stop. The caller closes
+// the store.
 func (s *Server) Shutdown(ctx context.Context) error {
 	err := s.http.Shutdown(ctx)
 	s.pipeline.Close()
 	s.stopMnt()
 	<-s.mntDone
+	<-s.bgDone
 	return err
 }
 
