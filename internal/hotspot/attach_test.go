@@ -95,7 +95,7 @@ type jvm struct {
 	cmd  *exec.Cmd
 	pid  int32
 	done chan struct{}
-	err  error // its wait's, once done is closed
+	err  error              // its wait's, once done is closed
 	out  testsrv.SyncBuffer // its standard output after "ready"
 }
 

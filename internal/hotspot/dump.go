@@ -33,10 +33,10 @@ type Wait uint8
 
 // What a thread waits in.
 const (
-	WaitNone    Wait = iota
-	WaitMonitor      // a monitor: entering synchronized (BLOCKED) or Object.wait()
-	WaitParking      // LockSupport.park: java.util.concurrent locks, queues, conditions
-	WaitSleeping     // Thread.sleep
+	WaitNone     Wait = iota
+	WaitMonitor       // a monitor: entering synchronized (BLOCKED) or Object.wait()
+	WaitParking       // LockSupport.park: java.util.concurrent locks, queues, conditions
+	WaitSleeping      // Thread.sleep
 )
 
 // Thread is one thread of a dump. Name and Frames point into the dump's
