@@ -171,16 +171,16 @@ func (vm *VM) Alive() bool {
 	return err == nil && st == vm.start
 }
 
-// gone is ErrGone if the JVM exited, else err. A JVM that refuses a
-// connection, or whose socket went away, may be exiting (its listener
-// closes before the process is gone): it is given a second to go.
+// gone is ErrGone if the JVM exited, else err. A JVM that fails a
+// connection (refuses it, closes it without an answer, or has no socket
+// any more) may be exiting: its listener stops before the process is gone.
+// It is given a second to go.
 func (vm *VM) gone(err error) error {
-	wait := errors.Is(err, unix.ECONNREFUSED) || errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ECONNRESET)
 	for deadline := time.Now().Add(time.Second); ; time.Sleep(20 * time.Millisecond) {
 		if !vm.Alive() {
 			return fmt.Errorf("pid %d: %w (%v)", vm.PID, ErrGone, err)
 		}
-		if !wait || time.Now().After(deadline) {
+		if time.Now().After(deadline) {
 			return err
 		}
 	}

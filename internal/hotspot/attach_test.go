@@ -1,23 +1,21 @@
 package hotspot
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/taskscope/taskscope/internal/testjvm"
 	"github.com/taskscope/taskscope/internal/testsrv"
 )
 
@@ -58,110 +56,27 @@ func childMain(pid string) {
 	os.Exit(0)
 }
 
-var (
-	compileOnce sync.Once
-	classDir    string
-	compileErr  error
-)
-
-// busyClasses compiles testdata/Busy.java once, into a directory every
-// user may read (the tests run JVMs as other users).
-func busyClasses(t testing.TB) string {
+// startBusy starts testdata/Busy.java (exiting after exitMs, 0: never)
+// with the java options given, as uid (0: as the test).
+func startBusy(t testing.TB, uid uint32, exitMs int, opts ...string) *testjvm.JVM {
 	t.Helper()
-	if _, err := exec.LookPath("javac"); err != nil {
-		t.Fatalf("javac is needed (the tests attach to real JVMs): %v", err)
-	}
-	compileOnce.Do(func() {
-		classDir, compileErr = os.MkdirTemp("", "taskscope-hotspot-")
-		if compileErr != nil {
-			return
-		}
-		if compileErr = os.Chmod(classDir, 0o755); compileErr != nil {
-			return
-		}
-		out, err := exec.Command("javac", "-d", classDir, "testdata/Busy.java").CombinedOutput()
+	return testjvm.Start(t, testjvm.Options{Classes: testjvm.Classes(t, "testdata/Busy.java"), Class: "Busy",
+		Args: []string{strconv.Itoa(exitMs)}, Java: opts, UID: uid})
+}
+
+// spinning dumps vm until its main thread is in Busy.spin (it may still
+// be printing "ready").
+func spinning(t testing.TB, vm *VM) {
+	t.Helper()
+	f := ""
+	testsrv.WaitUntil(t, "the main thread in Busy.spin", 10*time.Second, func() bool {
+		dump, err := vm.ThreadDump(context.Background(), nil)
 		if err != nil {
-			compileErr = fmt.Errorf("javac: %v: %s", err, out)
-		}
-	})
-	if compileErr != nil {
-		t.Fatal(compileErr)
-	}
-	return classDir
-}
-
-// jvm is a Busy JVM started by a test.
-type jvm struct {
-	cmd  *exec.Cmd
-	pid  int32
-	done chan struct{}
-	err  error              // its wait's, once done is closed
-	out  testsrv.SyncBuffer // its standard output after "ready"
-}
-
-// startBusy starts Busy (exiting after exitMs, 0: never) with the java
-// options given, as uid (0: as the test), and waits until it is ready.
-func startBusy(t testing.TB, uid uint32, exitMs int, opts ...string) *jvm {
-	t.Helper()
-	dir := busyClasses(t)
-	work := t.TempDir()
-	args := append([]string{"-Xmx64m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"}, opts...)
-	args = append(args, "-cp", dir, "Busy", strconv.Itoa(exitMs))
-	cmd := exec.Command("java", args...)
-	cmd.Dir = work
-	cmd.Stderr = os.Stderr
-	if uid != 0 {
-		// Its working directory is its own, as a container's is its user's.
-		if err := os.Chmod(filepath.Dir(work), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.Chown(work, int(uid), int(uid)); err != nil {
-			t.Fatal(err)
-		}
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	j := &jvm{cmd: cmd, pid: int32(cmd.Process.Pid), done: make(chan struct{})}
-	ready := make(chan string, 1)
-	go func() {
-		line, _ := bufio.NewReader(out).ReadString('\n')
-		ready <- line
-		io.Copy(&j.out, out)
-	}()
-	go func() { j.err = cmd.Wait(); close(j.done) }()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-j.done
+		f = mainFrame(t, dump)
+		return f == "Busy.spin"
 	})
-	select {
-	case line := <-ready:
-		if strings.TrimSpace(line) != "ready" {
-			<-j.done
-			t.Fatalf("the JVM said %q and ended: %v", line, j.err)
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatal("the JVM did not start in 60 s")
-	}
-	return j
-}
-
-// running fails the test if the JVM has ended.
-func (j *jvm) running(t testing.TB) {
-	t.Helper()
-	select {
-	case <-j.done:
-		t.Fatalf("the JVM ended: %v", j.err)
-	default:
-	}
-	if err := unix.Kill(int(j.pid), 0); err != nil {
-		t.Fatalf("the JVM is gone: %v", err)
-	}
 }
 
 func mainFrame(t testing.TB, dump []byte) string {
@@ -181,13 +96,14 @@ func mainFrame(t testing.TB, dump []byte) string {
 func TestAttachAndDump(t *testing.T) {
 	j := startBusy(t, 0, 0)
 	ctx := context.Background()
-	vm, err := Attach(ctx, j.pid, Options{})
+	vm, err := Attach(ctx, j.PID, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !vm.Triggered {
 		t.Error("a JVM that had not listened yet: not triggered")
 	}
+	spinning(t, vm)
 	// Each dump is a connection of its own.
 	for i := 0; i < 3; i++ {
 		dump, err := vm.ThreadDump(ctx, nil)
@@ -228,21 +144,21 @@ func TestAttachAndDump(t *testing.T) {
 		t.Errorf("stopped at safepoints %v before a dump, %v after (%v)", before, after, err)
 	}
 	// Listening now: a second attach sends no signal.
-	vm2, err := Attach(ctx, j.pid, Options{})
+	vm2, err := Attach(ctx, j.PID, Options{})
 	if err != nil || vm2.Triggered {
 		t.Errorf("second attach: %v, triggered %v", err, vm2 != nil && vm2.Triggered)
 	}
 	// The trigger file is gone; the JVM printed no thread dump of its own.
-	if _, err := os.Stat(filepath.Join(j.cmd.Dir, fmt.Sprintf(".attach_pid%d", j.pid))); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(j.Dir, fmt.Sprintf(".attach_pid%d", j.PID))); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf(".attach_pid left behind: %v", err)
 	}
-	if out := j.out.String(); strings.Contains(out, "Full thread dump") {
+	if out := j.Out.String(); strings.Contains(out, "Full thread dump") {
 		t.Errorf("the JVM printed a thread dump on SIGQUIT: %.200s", out)
 	}
 	if _, err := vm.Execute(ctx, nil, "no-such-command"); !errors.Is(err, ErrCommand) {
 		t.Errorf("an unknown command: %v", err)
 	}
-	j.running(t)
+	j.Running(t)
 }
 
 // A JVM started with -Xrs does not catch SIGQUIT: HotSpot then starts its
@@ -251,25 +167,22 @@ func TestAttachAndDump(t *testing.T) {
 func TestAttachXrs(t *testing.T) {
 	ctx := context.Background()
 	j := startBusy(t, 0, 0, "-Xrs")
-	vm, err := Attach(ctx, j.pid, Options{})
+	vm, err := Attach(ctx, j.PID, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if vm.Triggered || vm.Status.CatchesQuit {
 		t.Errorf("-Xrs: triggered %v, catches SIGQUIT %v", vm.Triggered, vm.Status.CatchesQuit)
 	}
-	dump, err := vm.ThreadDump(ctx, nil)
-	if err != nil || mainFrame(t, dump) != "Busy.spin" {
-		t.Errorf("-Xrs dump: %v", err)
-	}
-	j.running(t)
+	spinning(t, vm)
+	j.Running(t)
 
 	k := startBusy(t, 0, 0, "-Xrs", "-XX:+DisableAttachMechanism")
-	if _, err := Attach(ctx, k.pid, Options{StartTimeout: time.Second}); !errors.Is(err, ErrWouldKill) {
+	if _, err := Attach(ctx, k.PID, Options{StartTimeout: time.Second}); !errors.Is(err, ErrWouldKill) {
 		t.Errorf("-Xrs without a listener: %v, want ErrWouldKill", err)
 	}
 	time.Sleep(200 * time.Millisecond) // a SIGQUIT, had one been sent, would have killed it by now
-	k.running(t)
+	k.Running(t)
 }
 
 // A process that does not catch SIGQUIT (as a JVM that has not installed
@@ -298,7 +211,7 @@ func TestAttachGone(t *testing.T) {
 func TestAttachExitMidway(t *testing.T) {
 	j := startBusy(t, 0, 1500)
 	ctx := context.Background()
-	vm, err := Attach(ctx, j.pid, Options{})
+	vm, err := Attach(ctx, j.PID, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +220,7 @@ func TestAttachExitMidway(t *testing.T) {
 		_, last = vm.ThreadDump(ctx, nil)
 		return last != nil
 	})
-	<-j.done
+	<-j.Done
 	if !errors.Is(last, ErrGone) {
 		t.Errorf("dump of an exited JVM: %v, want ErrGone", last)
 	}
@@ -371,36 +284,33 @@ func TestAttachOtherUser(t *testing.T) {
 	// The unit's capabilities before profiles: /proc/PID/root of other
 	// users' processes, and their directories.
 	unit := []uintptr{unix.CAP_SYS_PTRACE, unix.CAP_DAC_READ_SEARCH, unix.CAP_NET_ADMIN}
-	if got := runChild(t, j.pid, unit...); !strings.HasPrefix(got, "error: permission:") {
+	if got := runChild(t, j.PID, unit...); !strings.HasPrefix(got, "error: permission:") {
 		t.Errorf("an agent without CAP_SETUID: %q, want a permission error", got)
 	}
-	j.running(t)
-	if got := runChild(t, j.pid, append(unit, unix.CAP_SETUID, unix.CAP_SETGID)...); got != "main: Busy.spin" {
+	j.Running(t)
+	if got := runChild(t, j.PID, append(unit, unix.CAP_SETUID, unix.CAP_SETGID)...); got != "main: Busy.spin" {
 		t.Errorf("an agent with CAP_SETUID and CAP_SETGID: %q", got)
 	}
-	vm, err := Attach(context.Background(), j.pid, Options{})
+	vm, err := Attach(context.Background(), j.PID, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if vm.Status.EUID != jvmUID || vm.Triggered {
 		t.Errorf("status %+v, triggered %v (the child had started its listener)", vm.Status, vm.Triggered)
 	}
-	dump, err := vm.ThreadDump(context.Background(), nil)
-	if err != nil || mainFrame(t, dump) != "Busy.spin" {
-		t.Errorf("root: %v", err)
-	}
+	spinning(t, vm)
 	// This process's own credentials are untouched.
 	if os.Geteuid() != 0 || os.Getegid() != 0 {
 		t.Errorf("the test now runs as %d:%d", os.Geteuid(), os.Getegid())
 	}
-	j.running(t)
+	j.Running(t)
 }
 
 // A socket another user put where the JVM's would be is not used.
 func TestAttachRefusesForeignSocket(t *testing.T) {
 	asRoot(t)
 	j := startBusy(t, jvmUID, 0)
-	path := fmt.Sprintf("/proc/%d/root/tmp/.java_pid%d", j.pid, j.pid)
+	path := fmt.Sprintf("/proc/%d/root/tmp/.java_pid%d", j.PID, j.PID)
 	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -411,8 +321,8 @@ func TestAttachRefusesForeignSocket(t *testing.T) {
 	}
 	defer os.Remove(path)
 	os.Chmod(path, 0o600) // root's, closed to others, but not the JVM's user's
-	if _, err := Attach(context.Background(), j.pid, Options{}); !errors.Is(err, ErrNotAttachable) {
+	if _, err := Attach(context.Background(), j.PID, Options{}); !errors.Is(err, ErrNotAttachable) {
 		t.Errorf("a socket of root's: %v, want ErrNotAttachable", err)
 	}
-	j.running(t)
+	j.Running(t)
 }
