@@ -198,15 +198,30 @@ func owner(ms []member, job string, t time.Time) string {
 		if m.from.After(t) || !m.until.After(t) {
 			continue
 		}
-		h := fnv.New64a()
-		h.Write([]byte(m.id))
-		h.Write([]byte{0})
-		h.Write([]byte(job))
-		if v := h.Sum64(); best == "" || v > bestH || v == bestH && m.id > best {
+		if v := score(m.id, job); best == "" || v > bestH || v == bestH && m.id > best {
 			best, bestH = m.id, v
 		}
 	}
 	return best
+}
+
+// score is a replica's weight for a job: the two names' hashes mixed
+// (splitmix64's finalizer), so that every bit of each moves the order.
+// (FNV-1a of the two names joined ranked one replica first for every job
+// when the names differed in their first byte only.)
+func score(replica, job string) uint64 {
+	h := func(s string) uint64 {
+		f := fnv.New64a()
+		f.Write([]byte(s))
+		return f.Sum64()
+	}
+	x := h(replica)*0x9e3779b97f4a7c15 ^ h(job)
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
 }
 
 // mine reports whether a job is this replica's now (the poll queues only

@@ -178,3 +178,34 @@ func TestReplicasAlone(t *testing.T) {
 		cancel()
 	}
 }
+
+// TestReplicaScoresSpread: rendezvous hashing gives each of a few
+// replicas, with names as alike as "a" and "b", its share of jobs named
+// alike, and removing one moves only its share.
+func TestReplicaScoresSpread(t *testing.T) {
+	for _, names := range [][]string{{"a", "b"}, {"a", "b", "c"}, {"host1-4242-00", "host1-4242-01", "host2-17-ff"}} {
+		var ms []member
+		for _, n := range names {
+			ms = append(ms, member{id: n, until: time.Now().Add(time.Hour)})
+		}
+		count := map[string]int{}
+		const jobs = 3000
+		moved := 0
+		for i := 0; i < jobs; i++ {
+			job := fmt.Sprintf("job_1796032800000_%04d", i)
+			o := owner(ms, job, time.Now())
+			count[o]++
+			if p := owner(ms[:len(ms)-1], job, time.Now()); p != o && o != names[len(names)-1] {
+				moved++
+			}
+		}
+		for _, n := range names {
+			if share := float64(count[n]) / jobs; share < 0.8/float64(len(names)) || share > 1.2/float64(len(names)) {
+				t.Errorf("%v: %s owns %d of %d jobs", names, n, count[n], jobs)
+			}
+		}
+		if moved != 0 {
+			t.Errorf("%v: without %s, %d jobs of the others moved", names, names[len(names)-1], moved)
+		}
+	}
+}
