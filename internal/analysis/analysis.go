@@ -234,7 +234,7 @@ func (a *Analyzer) Findings(ctx context.Context, jobID string) (any, error) {
 		} else {
 			c.r, c.kept, c.err = a.report(ctx, jobID, prev)
 			if c.err == nil && c.r.State == store.StateFinished && a.owns(jobID) {
-				c.err = a.keep(ctx, c.r, &c.r.job)
+				c.err = a.keep(ctx, c.r)
 			}
 		}
 		c.at = a.now()

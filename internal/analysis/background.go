@@ -345,7 +345,7 @@ func (b *background) plan(states []store.AnalysisState, gen uint64) {
 	var oldest time.Time
 	for _, s := range states {
 		due, ended := a.due(s, now)
-		if !due || !b.coord.mine(s.Job.JobID) || b.retrying(s.Job.JobID, now) {
+		if !due || !b.coord.mine(s.Job.JobID) || b.retrying(s.Job.JobID, time.Now()) {
 			continue
 		}
 		if ended {
@@ -368,12 +368,18 @@ func (b *background) plan(states []store.AnalysisState, gen uint64) {
 }
 
 // due reports whether the job of s is to be analysed now, and whether it
-// has ended. A finished job is, Settle after its last data, unless an
+// has ended (by its summary: the analysis reads the job again, and stores
+// what it read). A finished job is, Settle after its last data, unless an
 // analysis of it as it is now (its mark) was stored after its end; a
 // running one when it has run Every and, Every after its last analysis,
 // new data came (or another version or settings made it).
 func (a *Analyzer) due(s store.AnalysisState, now time.Time) (due, ended bool) {
 	j, st := &s.Job, s.Stored
+	if st != nil && st.LastSeen > j.LastSeen {
+		// Made of newer data than this summary says: the summary lags
+		// (a store may write its jobs' summaries after their attempts').
+		return false, j.State == store.StateFinished
+	}
 	if j.State == store.StateFinished {
 		if now.Sub(time.UnixMilli(int64(j.LastSeen))) < a.opt.Settle {
 			return false, true
@@ -399,7 +405,8 @@ func (b *background) retrying(id string, now time.Time) bool {
 }
 
 // failed records that a job's analysis failed: it is tried again after a
-// delay that doubles, up to 10 minutes.
+// delay that doubles, up to 10 minutes (of this server's clock: the
+// analyser's, the data's, may stand still).
 func (b *background) failed(id string, now time.Time) {
 	b.retryMu.Lock()
 	defer b.retryMu.Unlock()
@@ -440,7 +447,7 @@ func (b *background) work(ctx context.Context) {
 		cancel()
 		b.q.done(j.JobID)
 		if err != nil && ctx.Err() == nil {
-			b.failed(j.JobID, a.opt.Now())
+			b.failed(j.JobID, time.Now())
 			b.m.analysed.WithLabelValues(stateLabel(j.ended), "error").Inc()
 			if time.Since(logged) > time.Minute {
 				logged = time.Now()
@@ -472,7 +479,7 @@ func (a *Analyzer) analyse(ctx context.Context, j *job, b *background) error {
 	} else {
 		a.keepIncremental(j.JobID, k)
 	}
-	if err := a.keep(ctx, r, &j.Job); err != nil {
+	if err := a.keep(ctx, r); err != nil {
 		return err
 	}
 	b.m.analysed.WithLabelValues(stateLabel(r.State == store.StateFinished), "ok").Inc()
@@ -482,10 +489,9 @@ func (a *Analyzer) analyse(ctx context.Context, j *job, b *background) error {
 	return nil
 }
 
-// keep stores a report of job j (its summary when the analysis was
-// asked for) and tells the listeners of it.
-func (a *Analyzer) keep(ctx context.Context, r *Report, j *store.Job) error {
-	s, err := a.toStored(r, j)
+// keep stores a report and tells the listeners of it.
+func (a *Analyzer) keep(ctx context.Context, r *Report) error {
+	s, err := a.toStored(r)
 	if err != nil {
 		return err
 	}
@@ -495,7 +501,7 @@ func (a *Analyzer) keep(ctx context.Context, r *Report, j *store.Job) error {
 	a.mu.Lock()
 	b := a.bg
 	a.mu.Unlock()
-	if b != nil {
+	if b != nil && r.State == store.StateFinished {
 		for _, f := range r.Findings {
 			b.m.findings.WithLabelValues(f.Heuristic, f.Severity.String()).Inc()
 		}
@@ -503,6 +509,7 @@ func (a *Analyzer) keep(ctx context.Context, r *Report, j *store.Job) error {
 	if len(a.opt.Listeners) == 0 {
 		return nil
 	}
+	j := &r.job
 	ev := &Analysed{JobID: r.JobID, Name: j.Name, User: j.User, Queue: j.Queue, State: r.State,
 		Ended: r.State == store.StateFinished, Report: r, Hosts: map[string]string{}}
 	for _, f := range r.Findings {
@@ -579,7 +586,7 @@ func newMetrics(reg prometheus.Registerer, b *background) (*metrics, error) {
 			Help:    "Time from a job's last data (its end) to its analysis stored.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 12)}),
 		findings: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "taskscope_analysis_findings_total",
-			Help: "Findings of the analyses stored, by heuristic and severity."}, []string{"heuristic", "severity"}),
+			Help: "Findings of the jobs analysed at their end, by heuristic and severity."}, []string{"heuristic", "severity"}),
 		due: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "taskscope_analysis_due",
 			Help: "Jobs this server had to analyse at its last look (ended, running), queued or not."}, []string{"state"}),
 		pollErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "taskscope_analysis_poll_errors_total",

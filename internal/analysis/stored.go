@@ -71,13 +71,13 @@ func Mark(j *store.Job) uint64 {
 	return h.Sum64()
 }
 
-// toStored is r as the store keeps it: made of the job j (its summary as
-// the analysis was asked for: its mark says which data it was made of).
-func (a *Analyzer) toStored(r *Report, j *store.Job) (*store.Analysis, error) {
-	out := &store.Analysis{JobID: r.JobID, Name: j.Name, User: j.User, Queue: j.Queue, Start: j.Start, LastSeen: j.LastSeen,
-		Ended: r.State == store.StateFinished, Worst: r.Worst,
+// toStored is r as the store keeps it: its job's summary as the report
+// read it (its mark says which data it was made of).
+func (a *Analyzer) toStored(r *Report) (*store.Analysis, error) {
+	j := &r.job
+	out := &store.Analysis{JobID: r.JobID, Name: j.Name, User: j.User, Queue: j.Queue, Start: j.Start, Worst: r.Worst,
 		AnalysisStamp: store.AnalysisStamp{Evaluated: r.Evaluated, Version: a.version, Settings: a.settings, Mark: Mark(j),
-			Ended: r.State == store.StateFinished}}
+			LastSeen: j.LastSeen, Ended: r.State == store.StateFinished}}
 	for _, f := range r.Findings {
 		b, err := json.Marshal(f)
 		if err != nil {

@@ -40,9 +40,9 @@ func analyseAll(t *testing.T, f *fixture) map[string]store.Severity {
 			fs = append(fs, store.StoredFinding{Heuristic: x.Heuristic, Severity: x.Severity, Body: b})
 		}
 		err = f.st.PutAnalysis(ctx, &store.Analysis{JobID: j.JobID, Name: j.Name, User: j.User, Queue: j.Queue, Start: j.Start,
-			LastSeen: j.LastSeen, Ended: j.State == store.StateFinished, Worst: r.Worst, Findings: fs,
+			Worst: r.Worst, Findings: fs,
 			AnalysisStamp: store.AnalysisStamp{Evaluated: store.Time(now.UnixMilli()), Version: "test", Mark: analysis.Mark(&j),
-				Ended: j.State == store.StateFinished}})
+				LastSeen: j.LastSeen, Ended: j.State == store.StateFinished}})
 		if err != nil {
 			t.Fatal(err)
 		}

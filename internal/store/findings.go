@@ -83,10 +83,7 @@ func (s *Severity) UnmarshalJSON(b []byte) error {
 // analysed, the stamp that says when and how, and its findings.
 type Analysis struct {
 	JobID, Name, User, Queue string
-	// Start and LastSeen are the job's when it was analysed; Ended, that
-	// it had finished.
-	Start, LastSeen Time
-	Ended           bool
+	Start                    Time // the job's
 	AnalysisStamp
 	// Worst is the highest severity of Findings (SeverityNone if none).
 	Worst    Severity
@@ -106,7 +103,10 @@ type AnalysisStamp struct {
 	// the store keeps them as they are given.
 	Version, Settings string
 	Mark              uint64
-	Ended             bool // the job had finished
+	// LastSeen is the job's last sighting when it was analysed; Ended,
+	// that it had finished.
+	LastSeen Time
+	Ended    bool
 }
 
 // StoredFinding is one finding: its heuristic and severity, by which the

@@ -151,7 +151,6 @@ func (s *Store) Analysis(ctx context.Context, jobID string) (*store.Analysis, er
 	a.Name, a.User, a.Queue = rows.String(), rows.String(), rows.String()
 	a.Start, a.LastSeen = store.Time(rows.Int64()), store.Time(rows.Int64())
 	a.Ended = rows.Bool()
-	a.AnalysisStamp.Ended = a.Ended
 	a.Version, a.Settings, a.Mark = rows.String(), rows.String(), rows.UInt64()
 	a.Worst = store.Severity(int8(rows.UInt8()))
 	rows.Strings()
@@ -201,7 +200,7 @@ func (s *Store) AnalysisStates(ctx context.Context, since int64, limit int) ([]s
 		return nil, fmt.Errorf("cannot list the jobs to analyse: %w", err)
 	}
 	rows, err = s.query(ctx, fmt.Sprintf("SELECT job_id, max(evaluated_ms), argMax(version, evaluated_ms), argMax(settings, evaluated_ms), "+
-		"argMax(mark, evaluated_ms), argMax(ended, evaluated_ms) FROM %s WHERE last_ms >= %[2]d OR evaluated_ms >= %[2]d GROUP BY job_id",
+		"argMax(mark, evaluated_ms), argMax(ended, evaluated_ms), argMax(last_ms, evaluated_ms) FROM %s WHERE last_ms >= %[2]d OR evaluated_ms >= %[2]d GROUP BY job_id",
 		s.read("analyses"), since))
 	if err != nil {
 		return nil, fmt.Errorf("cannot read the stamps of analyses: %w", err)
@@ -209,7 +208,7 @@ func (s *Store) AnalysisStates(ctx context.Context, since int64, limit int) ([]s
 	for rows.Next() {
 		id := rows.String()
 		st := &store.AnalysisStamp{Evaluated: store.Time(rows.Int64()), Version: rows.String(), Settings: rows.String(),
-			Mark: rows.UInt64(), Ended: rows.Bool()}
+			Mark: rows.UInt64(), Ended: rows.Bool(), LastSeen: store.Time(rows.Int64())}
 		if i, ok := at[id]; ok && rows.Err() == nil {
 			out[i].Stored = st
 		}

@@ -86,14 +86,13 @@ func scanAnalysis(sc interface{ Scan(...any) error }) (*store.Analysis, error) {
 	var worst int8
 	var heuristics, hworst, fh, fs, fb []any
 	var report string
-	err := sc.Scan(&a.JobID, &a.Name, &a.User, &a.Queue, &start, &last, &a.AnalysisStamp.Ended, &evaluated, &a.Version,
+	err := sc.Scan(&a.JobID, &a.Name, &a.User, &a.Queue, &start, &last, &a.Ended, &evaluated, &a.Version,
 		&a.Settings, &mark, &worst, &heuristics, &hworst, &fh, &fs, &fb, &report)
 	if err != nil {
 		return nil, err
 	}
 	a.Mark = uint64(mark)
-	a.Start, a.LastSeen, a.Evaluated, a.Worst, a.Ended = store.Time(start), store.Time(last), store.Time(evaluated),
-		store.Severity(worst), a.AnalysisStamp.Ended
+	a.Start, a.LastSeen, a.Evaluated, a.Worst = store.Time(start), store.Time(last), store.Time(evaluated), store.Severity(worst)
 	if len(fh) != len(fs) || len(fh) != len(fb) {
 		return nil, fmt.Errorf("analysis of job %s: %d heuristics, %d severities, %d findings", a.JobID, len(fh), len(fs), len(fb))
 	}
@@ -113,8 +112,8 @@ func scanAnalysis(sc interface{ Scan(...any) error }) (*store.Analysis, error) {
 func (s *Store) AnalysisStates(ctx context.Context, since int64, limit int) ([]store.AnalysisState, error) {
 	rows, err := s.handle().QueryContext(ctx, `SELECT `+jobCols+`, coalesce(by_type, ''), a.job_id IS NOT NULL,
 		coalesce(a.evaluated_ms, 0), coalesce(a.version, ''), coalesce(a.settings, ''), coalesce(a.mark, 0),
-		coalesce(a.ended, false)
-		FROM jobs LEFT JOIN (SELECT job_id, evaluated_ms, version, settings, mark, ended FROM analyses) a USING (job_id)
+		coalesce(a.ended, false), coalesce(a.seen_ms, 0)
+		FROM jobs LEFT JOIN (SELECT job_id, evaluated_ms, version, settings, mark, ended, last_ms AS seen_ms FROM analyses) a USING (job_id)
 		WHERE attempts > 0 AND last_ms >= ? ORDER BY last_ms DESC, job_id LIMIT ?`, since, limit)
 	if err != nil {
 		return nil, fmt.Errorf("cannot list the jobs to analyse: %w", err)
@@ -125,8 +124,8 @@ func (s *Store) AnalysisStates(ctx context.Context, since int64, limit int) ([]s
 		var byType string
 		var has bool
 		var st store.AnalysisStamp
-		var evaluated, mark int64
-		j, err := s.scanJob(rows, &byType, &has, &evaluated, &st.Version, &st.Settings, &mark, &st.Ended)
+		var evaluated, mark, seen int64
+		j, err := s.scanJob(rows, &byType, &has, &evaluated, &st.Version, &st.Settings, &mark, &st.Ended, &seen)
 		if err != nil {
 			return nil, fmt.Errorf("cannot list the jobs to analyse: %w", err)
 		}
@@ -135,7 +134,7 @@ func (s *Store) AnalysisStates(ctx context.Context, since int64, limit int) ([]s
 		}
 		as := store.AnalysisState{Job: j}
 		if has {
-			st.Evaluated, st.Mark = store.Time(evaluated), uint64(mark)
+			st.Evaluated, st.Mark, st.LastSeen = store.Time(evaluated), uint64(mark), store.Time(seen)
 			as.Stored = &st
 		}
 		out = append(out, as)

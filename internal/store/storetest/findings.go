@@ -35,10 +35,10 @@ func finding(h string, s store.Severity, n int) store.StoredFinding {
 
 // analysisOf is an analysis of job j (as Jobs lists it) made at ms with fs.
 func analysisOf(j store.Job, ms int64, fs ...store.StoredFinding) *store.Analysis {
-	a := &store.Analysis{JobID: j.JobID, Name: j.Name, User: j.User, Queue: j.Queue, Start: j.Start, LastSeen: j.LastSeen,
-		Ended: j.State == store.StateFinished, Findings: fs, Report: json.RawMessage(`{"critical_path":{"steps":[1,2]}}`),
+	a := &store.Analysis{JobID: j.JobID, Name: j.Name, User: j.User, Queue: j.Queue, Start: j.Start,
+		Findings: fs, Report: json.RawMessage(`{"critical_path":{"steps":[1,2]}}`),
 		AnalysisStamp: store.AnalysisStamp{Evaluated: store.Time(ms), Version: "1+test", Settings: `{"skip":[]}`,
-			Mark: uint64(ms) * 7, Ended: j.State == store.StateFinished}}
+			Mark: uint64(ms) * 7, LastSeen: j.LastSeen, Ended: j.State == store.StateFinished}}
 	for _, f := range fs {
 		a.Worst = max(a.Worst, f.Severity)
 	}
@@ -330,8 +330,8 @@ func testAnalysisStates(t *testing.T, f Factory) {
 	for _, st := range states {
 		desc := st.Job.JobID[len(st.Job.JobID)-2:] + " " + st.Job.State
 		if st.Stored != nil {
-			desc += fmt.Sprintf(" analysed %d %s %s %d %v", int64(st.Stored.Evaluated)-T0.UnixMilli(), st.Stored.Version,
-				st.Stored.Settings, st.Stored.Mark, st.Stored.Ended)
+			desc += fmt.Sprintf(" analysed %d %s %s %d seen %d %v", int64(st.Stored.Evaluated)-T0.UnixMilli(), st.Stored.Version,
+				st.Stored.Settings, st.Stored.Mark, int64(st.Stored.LastSeen)-T0.UnixMilli(), st.Stored.Ended)
 		}
 		got = append(got, desc)
 		want, err := s.Jobs(ctx, store.JobFilter{Name: st.Job.JobID})
@@ -352,8 +352,8 @@ func testAnalysisStates(t *testing.T, f Factory) {
 			}
 		}
 	}
-	want := []string{`12 running analysed 50000 1+test {"skip":[]} 9223372036854775813 false`, "11 running",
-		fmt.Sprintf(`10 finished analysed 40000 1+test {"skip":[]} %d true`, (T0.UnixMilli()+40_000)*7), "09 finished"}
+	want := []string{`12 running analysed 50000 1+test {"skip":[]} 9223372036854775813 seen 60000 false`, "11 running",
+		fmt.Sprintf(`10 finished analysed 40000 1+test {"skip":[]} %d seen 50000 true`, (T0.UnixMilli()+40_000)*7), "09 finished"}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("jobs seen since T0 + 43 s:\n%q\nwant\n%q", got, want)
 	}
