@@ -211,6 +211,21 @@ func (s *Store) loadAgents(ctx context.Context, ids []string) (map[string]*agent
 	return out, nil
 }
 
+// AgentSeq is the highest sequence stored of an agent, 0 if none
+// (store.SeqReader): its row in agents, which every replica's commits
+// write once the batch's data is in, and which a commit checks its
+// batches against (recheck).
+func (s *Store) AgentSeq(ctx context.Context, agentID string) (uint64, error) {
+	got, err := s.loadAgents(ctx, []string{agentID})
+	if err != nil {
+		return 0, fmt.Errorf("cannot read the sequence of agent %s: %w", agentID, err)
+	}
+	if a := got[agentID]; a != nil {
+		return a.seq, nil
+	}
+	return 0, nil
+}
+
 // numList is numbers as a list for IN (...).
 func numList(ns []uint64) string {
 	var b strings.Builder

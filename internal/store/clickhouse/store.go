@@ -37,6 +37,7 @@ type Options struct {
 var (
 	_ store.Store               = (*Store)(nil)
 	_ store.BatchPreparer       = (*Store)(nil)
+	_ store.SeqReader           = (*Store)(nil)
 	_ store.ProcessLister       = (*Store)(nil)
 	_ store.AttemptSummarizer   = (*Store)(nil)
 	_ store.AttemptSeriesReader = (*Store)(nil)

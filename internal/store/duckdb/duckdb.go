@@ -56,6 +56,7 @@ type Options struct {
 // The store's contract and the capabilities it offers (package store).
 var (
 	_ store.Store             = (*Store)(nil)
+	_ store.SeqReader         = (*Store)(nil)
 	_ store.SeriesBatcher     = (*Store)(nil)
 	_ store.ProcessLister     = (*Store)(nil)
 	_ store.JobSummarizer     = (*Store)(nil)
