@@ -148,9 +148,9 @@ type apiFixture struct {
 	sent     []loadgen.Result
 	stored   loadgen.Body // a body sent to both
 	window   string       // from=…&to=… over the data
-	jobs     []any       // the jobs list's entries
-	attempts [][2]string // job, attempt (40 at most)
-	procs    [][2]string // attempt, process key (of those attempts)
+	jobs     []any        // the jobs list's entries
+	attempts [][2]string  // job, attempt (40 at most)
+	procs    [][2]string  // attempt, process key (of those attempts)
 }
 
 // get GETs a path and decodes its JSON answer (or returns the status and
