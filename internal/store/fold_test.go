@@ -31,8 +31,10 @@ func (s *recSink) Process(b *wire.Batch, p *wire.Process, a *AttemptRecord[int],
 func (s *recSink) Event(b *wire.Batch, i int, job string) {
 	s.got = append(s.got, "event "+b.Events[i].Kind+" "+job)
 }
-func (s *recSink) Ext(kind int, metric string) { s.got = append(s.got, fmt.Sprintf("ext %d %s", kind, metric)) }
-func (s *recSink) Batch(p *Prepared)           { s.got = append(s.got, fmt.Sprintf("batch %d", p.Batch.Seq)) }
+func (s *recSink) Ext(kind int, metric string) {
+	s.got = append(s.got, fmt.Sprintf("ext %d %s", kind, metric))
+}
+func (s *recSink) Batch(p *Prepared) { s.got = append(s.got, fmt.Sprintf("batch %d", p.Batch.Seq)) }
 
 // fakeStore is what a fold reads through its options: attempts, jobs'
 // attempts, agents and processes' attempts, as a store would hold them.
