@@ -80,14 +80,7 @@ func TestDrainAll(t *testing.T) {
 	}
 	l := listenOrSkip(t)
 	const n = 300
-	want := map[int32]bool{}
-	for i := 0; i < n; i++ {
-		cmd := exec.Command("/bin/true")
-		if err := cmd.Run(); err != nil {
-			t.Fatal(err)
-		}
-		want[int32(cmd.Process.Pid)] = true
-	}
+	want := runTrue(t, n)
 	if err := l.Drain(func(r *Record) { delete(want, r.PID) }); err != nil {
 		t.Fatal(err)
 	}
@@ -123,19 +116,13 @@ func TestDropped(t *testing.T) {
 	if d := l.Dropped(); d != 0 {
 		t.Fatalf("dropped %d before anything", d)
 	}
+	want := runTrue(t, 20)
+	if mi, err := l.memInfo(); err == nil {
+		t.Logf("%d bytes queued after 20 children (and what else exited meanwhile)", mi[memInfoRmemAlloc])
+	}
 	const n = 300
-	want := map[int32]bool{}
-	for i := 0; i < n; i++ {
-		cmd := exec.Command("/bin/true")
-		if err := cmd.Run(); err != nil {
-			t.Fatal(err)
-		}
-		want[int32(cmd.Process.Pid)] = true
-		if i == 20 {
-			if mi, err := l.memInfo(); err == nil {
-				t.Logf("%d bytes queued after 21 children (and what else exited meanwhile)", mi[memInfoRmemAlloc])
-			}
-		}
+	for pid := range runTrue(t, n-20) {
+		want[pid] = true
 	}
 	got := 0
 	if err := l.Drain(func(r *Record) {
@@ -160,6 +147,20 @@ func TestDropped(t *testing.T) {
 	if got+int(dropped) < n {
 		t.Errorf("%d delivered and %d dropped: fewer than the %d children", got, dropped, n)
 	}
+}
+
+// runTrue runs /bin/true n times, one after the other, and returns their pids.
+func runTrue(t *testing.T, n int) map[int32]bool {
+	t.Helper()
+	pids := map[int32]bool{}
+	for i := 0; i < n; i++ {
+		cmd := exec.Command("/bin/true")
+		if err := cmd.Run(); err != nil {
+			t.Fatal(err)
+		}
+		pids[int32(cmd.Process.Pid)] = true
+	}
+	return pids
 }
 
 // TestListenPIDNamespace runs a child in a new pid namespace (root only):
