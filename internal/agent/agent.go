@@ -22,6 +22,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 
 	"github.com/taskscope/taskscope/internal/collect"
+	"github.com/taskscope/taskscope/internal/nodemanager"
 	"github.com/taskscope/taskscope/internal/procfs"
 	"github.com/taskscope/taskscope/internal/reaper"
 	"github.com/taskscope/taskscope/internal/redact"
@@ -58,7 +59,11 @@ type Config struct {
 	// their timing and the NodeManager's URL here), and the reaper
 	// (--reap-orphans AFTER, off when 0; --reap-dry-run). ReapAllow, when
 	// set, limits the reaper to the processes it accepts.
-	Lost       tracker.LostConfig
+	Lost tracker.LostConfig
+	// NM is how NodeManagers are reached: HTTPS roots, SPNEGO with the
+	// agent's keytab (--nm-ca-file, --nm-keytab, --nm-principal,
+	// --krb5-conf). Its Log defaults to Log.
+	NM         nodemanager.ClientConfig
 	ReapAfter  time.Duration
 	ReapDryRun bool
 	ReapGrace  time.Duration
@@ -134,6 +139,12 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	var tr *tracker.Tracker
 	tcfg.Lost = cfg.Lost
 	tcfg.Lost.Enabled = true
+	nm, err := newNMClient(cfg.NM, cfg.Log)
+	if err != nil {
+		return Result{}, err
+	}
+	defer nm.Close()
+	tcfg.Lost.NMClient = nm
 	if tcfg.Lost.Context == nil {
 		tcfg.Lost.Context = ctx // the NodeManager pollers stop with the agent
 	}
@@ -142,7 +153,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			Protect: func(pid int32) bool { return tr.IsDaemon(pid) }, Allow: cfg.ReapAllow})
 		cfg.Log.Info("reaping lost task processes", "after", cfg.ReapAfter, "dry_run", cfg.ReapDryRun)
 	}
-	tr, err := tracker.New(tcfg)
+	tr, err = tracker.New(tcfg)
 	if err != nil {
 		return Result{}, err
 	}
@@ -161,7 +172,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	// said to be lost.
 	defer func() { stopShip(); shipWG.Wait(); sh.Close() }()
 
-	a := &loop{cfg: cfg, tr: tr, sh: sh, b: newBuilder(tr.ProcessMetrics(), tr.AttemptMetrics()), tickSet: metrics.NewSet()}
+	a := &loop{cfg: cfg, tr: tr, sh: sh, nm: nm, b: newBuilder(tr.ProcessMetrics(), tr.AttemptMetrics()), tickSet: metrics.NewSet()}
 	a.tickDur = a.tickSet.NewPrometheusHistogramExt(tickSecondsName, []float64{.0002, .0005, .001, .002, .005, .01, .02, .05, .1, .5})
 	if l, ok := tcfg.Exits.(*taskstats.Listener); ok {
 		a.exits = l
@@ -225,6 +236,7 @@ type loop struct {
 	tickSet  *metrics.Set // holds tickDur alone
 	tickDur  *metrics.PrometheusHistogram
 	exits    *taskstats.Listener // nil without exit records
+	nm       *nodemanager.Client
 }
 
 func (a *loop) run(ctx context.Context) error {
@@ -409,6 +421,7 @@ func (a *loop) writeMetrics(w io.Writer) {
 	for i, src := range srcs {
 		metrics.WriteCounterUint64(w, fmt.Sprintf("%s{source=%q}", readErrorsName, src), errs[i])
 	}
+	writeNMMetrics(w, a.nm)
 }
 
 // ErrNoServer is returned by the command line when no --server is given.

@@ -53,12 +53,21 @@ func stragglers(j *Job) []Finding {
 		for _, a := range atts {
 			cpus = append(cpus, float64(a.CPUMs))
 		}
-		if mc := median(cpus); mc > 0 && float64(slow[0].CPUMs)/mc < 1.5 {
-			f.Recommendation = "The slow attempt did not do more work: look at its node (noisy neighbours, disk, network). " +
+		mc := median(cpus)
+		cr := ratio(float64(slow[0].CPUMs), mc)
+		if mc > 0 {
+			f.Numbers = append(f.Numbers, Number{"slowest_cpu_ratio", cr, "x"})
+		}
+		switch {
+		case mc <= 0:
+			f.Recommendation = "No CPU was measured of its type: look at the slow attempt's processes and at its node (noisy neighbours, disk, network)."
+		case cr < 1.5:
+			f.Recommendation = "The slow attempt did not do much more work (" + cpuText(slow[0].CPUMs, mc) + "): look at its node (noisy neighbours, disk, network). " +
 				"Speculative execution re-runs such attempts elsewhere."
 			f.Parameter, f.Value = "mapreduce."+typ+".speculative", "true"
-		} else {
-			f.Recommendation = "The slow attempt also did more work: its input is larger. Split the input more evenly, or use a better partitioner for reduces."
+		default:
+			f.Recommendation = "The slow attempt also did more work (" + cpuText(slow[0].CPUMs, mc) + "): its input is larger. " +
+				"Split the input more evenly, or use a better partitioner for reduces."
 			if typ == "reduce" {
 				f.Parameter, f.Value = "mapreduce.job.reduces", fmt.Sprint(2*len(atts))
 			} else {

@@ -16,7 +16,7 @@ func noisyNeighbours(j *Job) []Finding {
 	var out []Finding
 	for _, a := range neighbourCandidates(j) {
 		typ := a.Type
-		ratio := float64(a.DurationMs) / typeMedians(j)[typ].duration
+		durRatio := float64(a.DurationMs) / typeMedians(j)[typ].duration
 		others, busy := neighbourLoad(j, a) // busy: cores the neighbours kept busy, on average
 		wait := float64(a.SchedWaitMs) / float64(max(a.DurationMs, 1))
 		var names []string
@@ -36,14 +36,14 @@ func noisyNeighbours(j *Job) []Finding {
 		}
 		ids := append([]string{a.AttemptID}, names...)
 		out = append(out, Finding{Severity: sev, TaskType: typ, AttemptIDs: ids,
-			Message: fmt.Sprintf("%s took %.1f× the median time without doing more work. On %s meanwhile %d other attempts of %d jobs ran (%s), keeping %.1f cores busy on average, and its threads waited for a CPU %s.",
-				a.AttemptID, ratio, a.Host, len(names), len(jobs), strings.Join(shown, ", "), busy,
+			Message: fmt.Sprintf("%s took %.1f× the median time without doing much more work (%s). On %s meanwhile %d other attempts of %d jobs ran (%s), keeping %.1f cores busy on average, and its threads waited for a CPU %s.",
+				a.AttemptID, durRatio, cpuText(a.CPUMs, typeMedians(j)[typ].cpu), a.Host, len(names), len(jobs), strings.Join(shown, ", "), busy,
 				waitText(float64(max(a.SchedWaitMs, 0)), float64(a.DurationMs))),
 			Recommendation: "The node was busy with other work: speculative execution re-runs such attempts elsewhere; " +
 				"fewer concurrent containers on the node (or CPU isolation with cgroups) keeps tasks from starving each other.",
 			Parameter: "mapreduce." + typ + ".speculative", Value: "true",
-			Numbers: []Number{{"duration_ratio", ratio, "x"}, {"sched_wait_percent", wait * 100, "percent"},
-				{"neighbour_cores", busy, "cores"}, {"neighbours", float64(len(names)), "count"}}})
+			Numbers: []Number{{"duration_ratio", durRatio, "x"}, {"sched_wait_percent", wait * 100, "percent"},
+				{"cpu_ratio", ratio(float64(a.CPUMs), typeMedians(j)[typ].cpu), "x"}, {"neighbour_cores", busy, "cores"}, {"neighbours", float64(len(names)), "count"}}})
 	}
 	return out
 }
@@ -68,4 +68,15 @@ func neighbourCandidates(j *Job) []store.Attempt {
 		}
 	}
 	return out
+}
+
+// cpuText says an attempt's CPU (ms) against its type's median (ms).
+func cpuText(cpu int64, med float64) string {
+	if med <= 0 {
+		return fmt.Sprintf("%.1f s of CPU where its type's median used none", float64(cpu)/1000)
+	}
+	if r := float64(cpu) / med; r < 0.1 {
+		return fmt.Sprintf("%.2f× the median CPU", r)
+	}
+	return fmt.Sprintf("%.1f× the median CPU", float64(cpu)/med)
 }

@@ -171,7 +171,7 @@ func outliers(j *Job) []Finding {
 		msg := fmt.Sprintf("%s (%s on %s) %s", a.AttemptID, a.Type, a.Host, strings.Join(what, " and "))
 		if len(causes) == 0 {
 			f.Cause = "unexplained"
-			f.Message = msg + "; nothing measured explains it (no more CPU or IO, no GC, no wait for a CPU, no memory pressure, its node no slower)."
+			f.Message = msg + "; nothing measured explains it (" + measuredText(o, m, nums) + ")."
 			f.Recommendation = "Look at its processes and their series: the time may have gone to the network (shuffle) or to a slow disk."
 		} else {
 			f.Cause = causes[0].name
@@ -211,8 +211,8 @@ func explain(j *Job, o outlier, m typeStats) ([]cause, []Number) {
 	// Garbage collection: its own share.
 	g := gcShare(a)
 	nums = append(nums, Number{"gc_share", g * 100, "percent"}, Number{"type_gc_share", m.gcShare * 100, "percent"})
-	if a.GCTimeMs >= gcMinPerAttemptMs && !pausesWereWaits(a) && g >= 0.05 && g >= 2*m.gcShare {
-		cs = append(cs, cause{name: "gc", secs: explains(float64(a.GCTimeMs) - m.gcShare*dur), score: g * 10,
+	if a.GCTimeMs >= gcMinPerAttemptMs && !pausesWereWaits(a) && gcAboveType(g, m.gcShare) {
+		cs = append(cs, cause{name: "gc", secs: explains(float64(a.GCTimeMs) - m.gcShare*runnable(a)), score: g * 10,
 			text: fmt.Sprintf("garbage collection: %.0f%% of its runnable time (%.1f s) against %.0f%% for its type",
 				g*100, float64(a.GCTimeMs)/1000, m.gcShare*100)})
 	}
@@ -259,14 +259,85 @@ func explain(j *Job, o outlier, m typeStats) ([]cause, []Number) {
 	}
 	// A slow node: its type slower on its host than on the others.
 	if o.slow {
-		if here, there, n := hostRatio(j, a); n >= 2 && there > 0 && here/there >= 1.5 {
+		if here, there, n := hostRatio(j, a); n >= 2 && there > 0 {
 			nums = append(nums, Number{"host_ratio", here / there, "x"})
-			cs = append(cs, cause{name: "slow_node", secs: explains(here - there), score: here / there,
-				text: fmt.Sprintf("a slow node: the %d %s attempts on %s took a median %.0f s, %.1f× the %.0f s elsewhere",
-					n, a.Type, a.Host, here/1000, here/there, there/1000)})
+			if here/there >= 1.5 {
+				cs = append(cs, cause{name: "slow_node", secs: explains(here - there), score: here / there,
+					text: fmt.Sprintf("a slow node: the %d %s attempts on %s took a median %.0f s, %.1f× the %.0f s elsewhere",
+						n, a.Type, a.Host, here/1000, here/there, there/1000)})
+			}
 		}
 	}
 	return cs, nums
+}
+
+// gcAboveType reports whether an attempt's GC share (g) is well above its
+// type's median share: at least 5 % and twice the type's, or a few per
+// cent (gcStandsOutBy more) and gcStandsOut times the type's, as a GC-bound
+// attempt among siblings that collect next to nothing is, whatever its
+// absolute share (its collector's time stretches its wall time, not its
+// CPU time, and its share reads low beside a long runnable time).
+func gcAboveType(g, typ float64) bool {
+	return g >= 0.05 && g >= 2*typ || g-typ >= gcStandsOutBy && g >= gcStandsOut*typ
+}
+
+// gcStandsOutBy: the share of its runnable time (0.02: 2 points) by which
+// an attempt's GC share must exceed its type's to stand out.
+const gcStandsOutBy = 0.02
+
+// measuredText says what was measured of an outlier that no cause
+// explains, from the same figures as its numbers (nums), so that it never
+// says "no GC" beside a GC share: each measure with its value, or "no"
+// where it is zero.
+func measuredText(o outlier, m typeStats, nums []Number) string {
+	a := o.a
+	num := func(name string) (float64, bool) {
+		for _, n := range nums {
+			if n.Name == name {
+				return n.Value, true
+			}
+		}
+		return 0, false
+	}
+	var parts []string
+	parts = append(parts, "its CPU "+cpuText(a.CPUMs, m.cpu))
+	if io, _ := num("io"); io <= 0 {
+		parts = append(parts, "no IO")
+	} else {
+		r, _ := num("io_ratio")
+		parts = append(parts, fmt.Sprintf("%.0f MB of IO, %s", io/(1<<20), timesText(r)))
+	}
+	switch g, _ := num("gc_share"); {
+	case a.GCTimeMs <= 0:
+		parts = append(parts, "no GC")
+	case pausesWereWaits(a):
+		parts = append(parts, fmt.Sprintf("GC pauses of %.1f s, longer than its %.1f s of CPU (the pauses were waits, not collection work)",
+			float64(a.GCTimeMs)/1000, float64(a.CPUMs)/1000))
+	default:
+		parts = append(parts, fmt.Sprintf("GC %.0f%% of its runnable time (%.1f s) against %.0f%% for its type", g, float64(a.GCTimeMs)/1000, m.gcShare*100))
+	}
+	if w := float64(max(a.SchedWaitMs, 0)); w <= 0 {
+		parts = append(parts, "no wait for a CPU")
+	} else {
+		parts = append(parts, "waiting for a CPU "+waitText(w, float64(a.DurationMs)))
+	}
+	if busy, ok := num("neighbour_cores"); ok {
+		n, _ := num("neighbours")
+		parts = append(parts, fmt.Sprintf("%.0f other attempts on %s kept %.1f cores busy", n, a.Host, busy))
+	}
+	if off, _ := num("off_cpu_share"); o.slow && off >= 1 {
+		parts = append(parts, fmt.Sprintf("off a CPU %.0f%% of the time", off))
+	}
+	if s, ok := num("memory_share"); ok {
+		parts = append(parts, fmt.Sprintf("its peak memory %.0f%% of its container", s))
+	}
+	if a.XmxBytes > 0 && a.PeakHeap > 0 {
+		parts = append(parts, fmt.Sprintf("its heap %.0f%% of -Xmx", float64(a.PeakHeap)/float64(a.XmxBytes)*100))
+	}
+	if r, ok := num("host_ratio"); ok {
+		parts = append(parts, fmt.Sprintf("its type %.1f× as slow on its node as elsewhere", r))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // causeOrder ranks causes that explain about as much time (within 10 %):

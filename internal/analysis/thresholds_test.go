@@ -227,7 +227,12 @@ func TestThresholds(t *testing.T) {
 		tc{name: "three lost processes", tasks: same(4, m),
 			events: []store.Event{{Kind: "orphan", JobID: "job_1700000000000_0001", Host: "h1", PID: 42}, {Kind: "orphan", JobID: "job_1700000000000_0001", Host: "h1", PID: 43},
 				{Kind: "orphan", JobID: "job_1700000000000_0001", Host: "h2", PID: 42}},
-			want: map[string]analysis.Severity{"lost_processes": analysis.Critical}},
+			want: map[string]analysis.Severity{"lost_processes": analysis.Critical},
+			check: func(t *testing.T, r *analysis.Report) {
+				if f := finding(r, "lost_processes"); f.Cause != "orphan" || analysis.LostWhat(f.Cause) == "" || number(f, "processes") != 3 {
+					t.Errorf("lost_processes: cause %q, numbers %v", f.Cause, f.Numbers)
+				}
+			}},
 		tc{name: "short-lived processes 50/s", tasks: same(4, m),
 			series: map[string]float64{"attempt_1700000000000_0001_m_000000_0/short_lived": 500},
 			want:   map[string]analysis.Severity{"short_lived_processes": analysis.Severe}},
@@ -274,6 +279,7 @@ func TestThresholds(t *testing.T) {
 				}
 			}
 			for _, f := range r.Findings {
+				checkAgrees(t, f)
 				if _, ok := c.want[f.Heuristic]; !ok && !c.loose && f.Severity > analysis.Low {
 					t.Errorf("unexpected [%s] %s: %s", f.Severity, f.Heuristic, f.Message)
 				}
@@ -337,5 +343,103 @@ func TestStableOrder(t *testing.T) {
 		if !reflect.DeepEqual(r.Findings, first) {
 			t.Fatalf("run %d lists the findings in another order", i)
 		}
+	}
+}
+
+// contradictions are what a finding's text may say only when its number
+// agrees: "no GC" beside a GC share above 0, "no IO" beside IO, "no wait
+// for a CPU" beside a wait.
+var contradictions = []struct{ text, number string }{
+	{"no GC", "gc_share"}, {"no IO", "io"}, {"no wait for a CPU", "sched_wait_share"}, {"no more CPU", "cpu_ratio"},
+}
+
+// checkAgrees fails when a finding's message says none of something its
+// numbers show.
+func checkAgrees(t *testing.T, f analysis.Finding) {
+	t.Helper()
+	for _, c := range contradictions {
+		if v := number(&f, c.number); strings.Contains(f.Message, c.text) && !math.IsNaN(v) && v > 0 {
+			t.Errorf("%s says %q beside %s=%g: %s", f.Heuristic, c.text, c.number, v, f.Message)
+		}
+	}
+}
+
+// TestExplanations: an outlier's explanation agrees with its numbers. A
+// few per cent of GC where its siblings collect nothing explains it; where
+// no cause does, the message gives what was measured, never "no GC" (no
+// IO, no wait) beside a figure that says otherwise.
+func TestExplanations(t *testing.T) {
+	sib := task{typ: "map", d: 20, cpu: 0.9, ioMB: 100}               // 5 siblings: 18 s of CPU, no GC
+	slow := task{typ: "map", host: "h1", d: 60, cpu: 0.35, gcMs: 700} // 3× as long, 21 s of CPU (1.2×), 65 % off a CPU
+	with := func(t task, f func(*task)) task { f(&t); return t }
+	for _, c := range []struct {
+		name      string
+		siblingGC int64 // ms of GC of each sibling
+		outlier   task
+		cause     string
+		has, not  []string // in the outlier's message
+	}{
+		{name: "a few per cent of GC against none", outlier: slow, cause: "gc",
+			has: []string{"garbage collection: 3% of its runnable time (0.7 s) against 0% for its type"}, not: []string{"no GC", "nothing measured"}},
+		{name: "a few per cent of GC against as much", siblingGC: 450, outlier: slow, cause: "unexplained",
+			has: []string{"nothing measured explains it", "GC 3% of its runnable time (0.7 s) against 2% for its type", "no IO", "no wait for a CPU",
+				"its CPU 1.2× the median CPU", "its type 1.0× as slow on its node as elsewhere"},
+			not: []string{"no GC", "garbage collection:"}},
+		{name: "GC below what is worth tuning", outlier: with(slow, func(t *task) { t.gcMs = 300 }), cause: "unexplained",
+			has: []string{"GC 1% of its runnable time (0.3 s) against 0% for its type"}, not: []string{"no GC"}},
+		{name: "nothing at all", outlier: with(slow, func(t *task) { t.gcMs = 0 }), cause: "unexplained",
+			has: []string{"no GC", "no IO", "no wait for a CPU", "off a CPU 65% of the time"}},
+		{name: "a little wait for a CPU", outlier: with(slow, func(t *task) { t.gcMs, t.waitMs = 0, 2000 }), cause: "unexplained",
+			has: []string{"waiting for a CPU 3% of the time (2.0 s)"}, not: []string{"no wait"}},
+		{name: "a little IO", outlier: with(slow, func(t *task) { t.gcMs, t.d, t.cpu, t.ioMB = 0, 45, 0.55, 10 }), cause: "unexplained",
+			has: []string{"10 MB of IO, 0.1× the median"}, not: []string{"no IO"}},
+		{name: "GC pauses that were waits", outlier: with(slow, func(t *task) { t.cpu, t.gcMs = 0.01, 700 }), cause: "unexplained",
+			has: []string{"GC pauses of 0.7 s, longer than its 0.6 s of CPU (the pauses were waits, not collection work)", "its CPU 0.03× the median CPU"}, not: []string{"no GC", "garbage collection:"}},
+		{name: "much GC against some", siblingGC: 900, outlier: with(slow, func(t *task) { t.gcMs = 4000 }), cause: "gc",
+			has: []string{"garbage collection: 19% of its runnable time (4.0 s) against 5% for its type"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := job(1, "wordcount", cat(same(5, with(sib, func(t *task) { t.gcMs = c.siblingGC })), []task{c.outlier})...)
+			r := report(t, newFake(d), d.JobID)
+			var o *analysis.Finding
+			for i, f := range r.Findings {
+				checkAgrees(t, f)
+				if f.Heuristic == "outlier" && f.AttemptIDs[0] == "attempt_1700000000000_0001_m_000005_0" {
+					o = &r.Findings[i]
+				}
+			}
+			if o == nil {
+				t.Fatal("no outlier finding for the slow attempt")
+			}
+			if o.Cause != c.cause {
+				t.Errorf("cause %s, want %s: %s", o.Cause, c.cause, o.Message)
+			}
+			for _, s := range c.has {
+				if !strings.Contains(o.Message, s) {
+					t.Errorf("message lacks %q: %s", s, o.Message)
+				}
+			}
+			for _, s := range c.not {
+				if strings.Contains(o.Message, s) {
+					t.Errorf("message has %q: %s", s, o.Message)
+				}
+			}
+		})
+	}
+}
+
+// TestWorkTexts: "without doing (much) more work" comes with the CPU it
+// did, for a straggler and its noisy neighbours' finding.
+func TestWorkTexts(t *testing.T) {
+	m := task{typ: "map", d: 10, cpu: 0.9}
+	d := job(1, "wordcount", cat(same(5, m), []task{{typ: "map", host: "h9", d: 30, cpu: 0.4, waitMs: 9000}})...)
+	r := report(t, newFake(d, job(2, "other", task{typ: "map", host: "h9", d: 30, cpu: 1}, task{typ: "map", host: "h9", d: 30, cpu: 1})), d.JobID)
+	if f := finding(r, "straggler"); f == nil || !strings.Contains(f.Recommendation, "did not do much more work (1.3× the median CPU)") ||
+		!near(number(f, "slowest_cpu_ratio"), 12.0/9, 0.01) {
+		t.Errorf("straggler: %+v", f)
+	}
+	if f := finding(r, "noisy_neighbours"); f == nil || !strings.Contains(f.Message, "without doing much more work (1.3× the median CPU)") ||
+		!near(number(f, "cpu_ratio"), 12.0/9, 0.01) {
+		t.Errorf("noisy_neighbours: %+v", f)
 	}
 }

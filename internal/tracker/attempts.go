@@ -56,6 +56,7 @@ func (t *Tracker) sampleUnit(u *unit, ms int64) (int, bool) {
 	} else if a := u.cur; a.confRetryAt != 0 && t.cycle >= a.confRetryAt {
 		t.retryConf(u, a)
 	}
+	t.allocation(u)
 	t.checkLauncher(u, ms) // orphans.go
 	zombies := false
 	for _, p := range u.members {

@@ -14,7 +14,7 @@ type daemonConf struct {
 	kind                 hadoop.Kind
 	confDir              string // as the daemon sees it
 	mapSlots, reduceSlot int64
-	webURL               string
+	endpoint             nodemanager.Endpoint
 	localDirs            []string // yarn.nodemanager.local-dirs, mapred.local.dir
 }
 
@@ -79,11 +79,11 @@ func (t *Tracker) readDaemonConf(pid int32, kind hadoop.Kind) *daemonConf {
 			}
 			return dc
 		case hadoop.KindNodeManager:
-			addr, err := nodemanager.WebAddress(root + d)
+			ep, err := nodemanager.ReadEndpoint(root, d)
 			if err != nil {
 				continue
 			}
-			dc.confDir, dc.webURL = d, "http://"+addr
+			dc.confDir, dc.endpoint = d, ep
 			if f, err := os.Open(root + d + "/yarn-site.xml"); err == nil {
 				if conf, err := hadoop.ParseConf(f); err == nil {
 					dc.localDirs = localDirsOf(conf, kind)

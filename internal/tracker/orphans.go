@@ -3,7 +3,6 @@ package tracker
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"sort"
 	"strconv"
 	"strings"
@@ -39,13 +38,15 @@ type LostConfig struct {
 	// task (it writes its first log.index when it does) before it counts as
 	// lost (default 60 s).
 	LostAfter time.Duration
-	// NodeManager: the web address is read from the conf dir of the
-	// NodeManager process found on the node; NMURL overrides it ("" and
-	// NoNM false: find it). NMPoll is the polling interval (default 10 s).
-	NMURL      string
-	NoNM       bool
-	NMPoll     time.Duration
-	HTTPClient *http.Client
+	// NodeManager: where and how to reach its web services is read from
+	// the conf dir of the NodeManager process found on the node; NMURL
+	// overrides it ("" and NoNM false: find it). NMPoll is the polling
+	// interval (default 10 s). NMClient speaks to it (HTTPS, SPNEGO;
+	// nil: plain HTTP).
+	NMURL    string
+	NoNM     bool
+	NMPoll   time.Duration
+	NMClient *nodemanager.Client
 	// Context, when set, stops the NodeManager pollers when it is done
 	// (Tracker.Close stops them anyway).
 	Context context.Context
@@ -196,7 +197,7 @@ func (ls *lostChecker) findDaemons() {
 		if p.kind == hadoop.KindTaskTracker {
 			ls.tts = append(ls.tts, id)
 		} else if !ls.cfg.NoNM {
-			ls.nm.watch(pid, dc.webURL)
+			ls.nm.watch(pid, dc.endpoint)
 		}
 	}
 	for id := range ls.daemons {

@@ -18,6 +18,7 @@ type unit struct {
 	appID       string
 	framework   string
 	jvmKind     hadoop.Kind // the kind of task JVM the unit runs, once known
+	allocMB     int64       // the memory its NodeManager allocated its container, once listed (alloc.go)
 	attemptID   string      // the attempt it runs now, once known
 	jvmPID      int32
 	jvmArgv     string // the JVM's command line, for -Xmx

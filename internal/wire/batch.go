@@ -34,6 +34,9 @@ type Batch struct {
 	// (ProcessKey(host, pid, StartMs-KeyStartOffsetMs)). 0 when they agree;
 	// within ±MaxKeyStartOffsetMs.
 	KeyStartOffsetMs int64
+	// Profiles are the stack profiles of JVMs that ended since the last
+	// batch (see Profile).
+	Profiles []Profile
 }
 
 // MaxKeyStartOffsetMs bounds Batch.KeyStartOffsetMs: btime is the boot

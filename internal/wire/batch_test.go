@@ -52,7 +52,22 @@ func fullBatch() *Batch {
 		Events: []Event{{Ms: t0 + 64000, Kind: EventProcessExit, Process: sh, PID: 4242, AttemptID: exAttempt, JobID: exJob,
 			Message: "exited with status 143", Value: -15}},
 		Stats: AgentStats{DroppedSamples: 1, DroppedBatches: 2, SpoolBytes: 3, Ticks: 65, Overruns: 4, ReadErrors: 5},
+		Profiles: []Profile{exampleProfile(jvm), {ID: "p-2", AttemptID: exAttempt, Process: jvm, PID: 4243, StartMs: t0 + 3000,
+			EndMs: t0 + 3000, Status: ProfileFailed, Error: "pid 4243: the process exited"}},
 	}
+}
+
+// exampleProfile is a profile of two dumps of the JVM jvm.
+func exampleProfile(jvm uint64) Profile {
+	return Profile{ID: "p-1", AttemptID: exAttempt, Process: jvm, PID: 4243, StartMs: t0 + 2000, EndMs: t0 + 32000,
+		IntervalMs: 200, Dumps: 150, PausedUs: 450000, MaxPauseUs: 9000, Status: ProfilePartial, Error: "pause budget spent",
+		Strings: []string{"main", "org.apache.hadoop.mapred.YarnChild.main", "Work.spin", "GC Thread#N", "fetcher#N", "sun.nio.ch.read"},
+		Stacks: []ProfileStack{
+			{Thread: 0, State: ThreadRunnable, Frames: []uint32{1, 2}, CPUNs: 25e9, WaitNs: 1e9, Samples: 140},
+			{Thread: 3, State: ThreadVM, CPUNs: 3e9, Samples: 150},
+			{Thread: 4, State: ThreadRunnable, Frames: []uint32{5}, WaitNs: 29e9, Samples: 150},
+		},
+		DroppedSamples: 7}
 }
 
 // minimalBatch is the smallest valid batch.

@@ -26,6 +26,7 @@ const (
 	fBatchEvents    = 12
 	fBatchStats     = 13
 	fBatchKeyOffset = 14
+	fBatchProfiles  = 15
 )
 
 // ErrMalformed wraps every decoding error.
@@ -82,6 +83,11 @@ func Marshal(dst []byte, b *Batch) []byte {
 		e.close(at)
 	}
 	e.sint(fBatchKeyOffset, b.KeyStartOffsetMs)
+	for i := range b.Profiles {
+		at := e.open(fBatchProfiles)
+		b.Profiles[i].marshal(&e)
+		e.close(at)
+	}
 	return e.b
 }
 
@@ -285,6 +291,8 @@ const (
 	sizeEvent   = int(unsafe.Sizeof(Event{}))
 	sizeColumn  = int(unsafe.Sizeof(Column{}))
 	sizeString  = int(unsafe.Sizeof(""))
+	sizeProfile = int(unsafe.Sizeof(Profile{}))
+	sizeStack   = int(unsafe.Sizeof(ProfileStack{}))
 )
 
 // DefaultLimits fit a batch of several minutes from a busy node many times over.
@@ -587,6 +595,11 @@ func (d *dec) batch(data []byte, b *Batch) error {
 			}
 		case fBatchKeyOffset:
 			b.KeyStartOffsetMs, err = svarint(t, u)
+		case fBatchProfiles:
+			if err = d.sub(t); err == nil {
+				b.Profiles = append(b.Profiles, Profile{})
+				err = d.profile(v, &b.Profiles[len(b.Profiles)-1])
+			}
 		}
 		return err
 	})
@@ -596,7 +609,7 @@ func (d *dec) batch(data []byte, b *Batch) error {
 // and allocates its lists at their size: a batch's lists are allocated
 // once, and what they take is known (and reserved) before decoding.
 func (d *dec) sizeLists(data []byte, b *Batch) error {
-	var count [fBatchStats + 1]int
+	var count [fBatchProfiles + 1]int
 	for len(data) > 0 {
 		n, t, l := protowire.ConsumeTag(data)
 		if l < 0 {
@@ -607,17 +620,19 @@ func (d *dec) sizeLists(data []byte, b *Batch) error {
 			break
 		}
 		data = data[l:]
-		if t == protowire.BytesType && n >= fBatchMetrics && n <= fBatchEvents {
+		if t == protowire.BytesType && (n >= fBatchMetrics && n <= fBatchEvents || n == fBatchProfiles) {
 			count[n]++
 		}
 	}
-	records := count[fBatchProcesses] + count[fBatchAttempts] + count[fBatchMembers] + count[fBatchProcSer] + count[fBatchAttSer] + count[fBatchEvents]
+	records := count[fBatchProcesses] + count[fBatchAttempts] + count[fBatchMembers] + count[fBatchProcSer] + count[fBatchAttSer] + count[fBatchEvents] +
+		count[fBatchProfiles]
 	if records > d.lim.MaxRecords {
 		return fmt.Errorf("more than %d records", d.lim.MaxRecords)
 	}
 	metrics := min(count[fBatchMetrics], d.lim.MaxMetrics)
 	if err := d.charge(metrics*sizeString + count[fBatchProcesses]*sizeProcess + count[fBatchAttempts]*sizeAttempt +
-		count[fBatchMembers]*sizeMember + (count[fBatchProcSer]+count[fBatchAttSer])*sizeSeries + count[fBatchEvents]*sizeEvent); err != nil {
+		count[fBatchMembers]*sizeMember + (count[fBatchProcSer]+count[fBatchAttSer])*sizeSeries + count[fBatchEvents]*sizeEvent +
+		count[fBatchProfiles]*sizeProfile); err != nil {
 		return err
 	}
 	b.Metrics = alloc[string](metrics)
@@ -627,6 +642,7 @@ func (d *dec) sizeLists(data []byte, b *Batch) error {
 	b.ProcSeries = alloc[Series](count[fBatchProcSer])
 	b.AttemptSeries = alloc[Series](count[fBatchAttSer])
 	b.Events = alloc[Event](count[fBatchEvents])
+	b.Profiles = alloc[Profile](count[fBatchProfiles])
 	return nil
 }
 

@@ -209,7 +209,8 @@ func annotate(t *testing.T, data []byte) string {
 
 // path of sub-message fields from a Batch to each message.
 var msgPath = map[string][]protowire.Number{"Batch": nil, "Process": {7}, "Attempt": {8}, "Membership": {9},
-	"Series": {10}, "Column": {10, 4}, "Event": {12}, "AgentStats": {13}, "ExitStatus": {8, 17}}
+	"Series": {10}, "Column": {10, 4}, "Event": {12}, "AgentStats": {13}, "ExitStatus": {8, 17},
+	"Profile": {15}, "ProfileStack": {15, 14}}
 
 // wrap nests body in the sub-message fields of path.
 func wrap(body []byte, path []protowire.Number) []byte {
@@ -244,7 +245,7 @@ func TestWrongWireTypes(t *testing.T) {
 		for _, fs := range m.fields {
 			var ok []protowire.Type
 			switch {
-			case fs.delta:
+			case fs.delta, fs.repeated && fs.typ == tUint32:
 				ok = []protowire.Type{protowire.BytesType, protowire.VarintType} // packed, or one element
 			case fs.typ == tString || fs.typ == tBytes || fs.typ == tMessage:
 				ok = []protowire.Type{protowire.BytesType}
@@ -547,4 +548,25 @@ func FuzzPeekID(f *testing.F) {
 			t.Fatalf("PeekID %q %d, Unmarshal %q %d", agent, seq, b.AgentID, b.Seq)
 		}
 	})
+}
+
+// A profile is stored as its own message: MarshalProfile and
+// UnmarshalProfile agree, and a profile decodes within its bounds.
+func TestProfileRoundTrip(t *testing.T) {
+	p := exampleProfile(ProcessKey(exHost, 4243, t0+1500))
+	got, err := UnmarshalProfile(MarshalProfile(nil, &p), DefaultLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, &p) {
+		t.Errorf("round trip:\n%+v\nwant\n%+v", *got, p)
+	}
+	if err := ValidateProfile(got); err != nil {
+		t.Error(err)
+	}
+	lim := DefaultLimits
+	lim.MaxPoints = 2
+	if _, err := UnmarshalProfile(MarshalProfile(nil, &p), lim); !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "more than 2 points") {
+		t.Errorf("frames beyond the points: %v", err)
+	}
 }

@@ -66,7 +66,8 @@ var schema = []msgSpec{
 		sub(7, "processes", "Processes", "Process", true), sub(8, "attempts", "Attempts", "Attempt", true),
 		sub(9, "memberships", "Members", "Membership", true), sub(10, "process_series", "ProcSeries", "Series", true),
 		sub(11, "attempt_series", "AttemptSeries", "Series", true), sub(12, "events", "Events", "Event", true),
-		sub(13, "stats", "Stats", "AgentStats", false), f(14, "key_start_offset_ms", "KeyStartOffsetMs", tSint64)}},
+		sub(13, "stats", "Stats", "AgentStats", false), f(14, "key_start_offset_ms", "KeyStartOffsetMs", tSint64),
+		sub(15, "profiles", "Profiles", "Profile", true)}},
 	{"Process", reflect.TypeFor[Process](), []fieldSpec{
 		f(1, "key", "Key", tFixed64), f(2, "pid", "PID", tSint32), f(3, "ppid", "PPID", tSint32), f(4, "start_ms", "StartMs", tSint64),
 		f(5, "cmdline", "Cmdline", tString), f(6, "comm", "Comm", tString), f(7, "role", "Role", tString), f(8, "uid", "UID", tUint32),
@@ -98,6 +99,16 @@ var schema = []msgSpec{
 		f(1, "dropped_samples", "DroppedSamples", tUint64), f(2, "dropped_batches", "DroppedBatches", tUint64),
 		f(3, "spool_bytes", "SpoolBytes", tUint64), f(4, "ticks", "Ticks", tUint64), f(5, "overruns", "Overruns", tUint64),
 		f(6, "read_errors", "ReadErrors", tUint64)}},
+	{"Profile", reflect.TypeFor[Profile](), []fieldSpec{
+		f(1, "id", "ID", tString), f(2, "attempt_id", "AttemptID", tString), f(3, "process", "Process", tFixed64),
+		f(4, "pid", "PID", tSint32), f(5, "start_ms", "StartMs", tSint64), f(6, "end_ms", "EndMs", tSint64),
+		f(7, "interval_ms", "IntervalMs", tSint64), f(8, "dumps", "Dumps", tUint32), f(9, "paused_us", "PausedUs", tSint64),
+		f(10, "max_pause_us", "MaxPauseUs", tSint64), f(11, "status", "Status", tString), f(12, "error", "Error", tString),
+		list(f(13, "strings", "Strings", tString)), sub(14, "stacks", "Stacks", "ProfileStack", true),
+		f(15, "dropped_samples", "DroppedSamples", tUint32)}},
+	{"ProfileStack", reflect.TypeFor[ProfileStack](), []fieldSpec{
+		f(1, "thread", "Thread", tUint32), f(2, "state", "State", tString), list(f(3, "frames", "Frames", tUint32)),
+		f(4, "cpu_ns", "CPUNs", tSint64), f(5, "wait_ns", "WaitNs", tSint64), f(6, "samples", "Samples", tUint32)}},
 }
 
 func specOf(name string) *msgSpec {
@@ -176,10 +187,10 @@ func toDynamic(m protoreflect.Message, v reflect.Value) {
 				l.Append(protoreflect.ValueOfInt64(x - prev))
 				prev = x
 			}
-		case fs.repeated: // strings
+		case fs.repeated: // strings, or uint32
 			l := m.Mutable(fd).List()
 			for i := 0; i < gv.Len(); i++ {
-				l.Append(protoreflect.ValueOfString(gv.Index(i).String()))
+				l.Append(scalarValue(fs.typ, gv.Index(i)))
 			}
 		case gv.IsZero():
 		default:
@@ -234,6 +245,13 @@ func fromDynamic(m protoreflect.Message, v reflect.Value) {
 			for i := range s {
 				prev += l.Get(i).Int()
 				s[i] = prev
+			}
+			gv.Set(reflect.ValueOf(s))
+		case fs.repeated && fs.typ == tUint32:
+			l := m.Get(fd).List()
+			s := make([]uint32, l.Len())
+			for i := range s {
+				s[i] = uint32(l.Get(i).Uint())
 			}
 			gv.Set(reflect.ValueOf(s))
 		case fs.repeated:

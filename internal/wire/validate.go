@@ -134,6 +134,11 @@ func validate(b *Batch) error {
 			return fmt.Errorf("events[%d]: %v", i, err)
 		}
 	}
+	for i := range b.Profiles {
+		if err := validProfile(&b.Profiles[i]); err != nil {
+			return fmt.Errorf("profiles[%d] (%.40s): %v", i, b.Profiles[i].ID, err)
+		}
+	}
 	return nil
 }
 

@@ -1,0 +1,75 @@
+// Work is the JVM of package sampler's tests, its time in known methods:
+// the main thread on a CPU in Work.hotLoop; a thread "reader" sleeping in
+// Work.readInput (a sleep standing for IO); a thread "waiter" blocked in
+// Work.awaitLock on a lock that a thread "holder" keeps in Work.holdLock.
+// args: [exit after ms (0: never)] [extra idle threads]
+public final class Work {
+    static final Object LOCK = new Object();
+    static volatile long sink;
+
+    static void hotLoop(long until) {
+        long x = 1;
+        while (until == 0 || System.currentTimeMillis() < until) {
+            for (int i = 0; i < 100_000; i++) {
+                x = x * 6364136223846793005L + 1442695040888963407L;
+            }
+            sink = x;
+        }
+    }
+
+    static void readInput() throws InterruptedException {
+        Thread.sleep(50);
+    }
+
+    static void holdLock() {
+        synchronized (LOCK) {
+            try {
+                Thread.sleep(Long.MAX_VALUE);
+            } catch (InterruptedException e) {
+                // end
+            }
+        }
+    }
+
+    static void awaitLock() {
+        synchronized (LOCK) {
+            sink = 2;
+        }
+    }
+
+    static Thread daemon(Runnable r, String name) {
+        Thread t = new Thread(r, name);
+        t.setDaemon(true);
+        t.start();
+        return t;
+    }
+
+    public static void main(String[] args) throws Exception {
+        long ms = args.length > 0 ? Long.parseLong(args[0]) : 0;
+        int idle = args.length > 1 ? Integer.parseInt(args[1]) : 0;
+        daemon(Work::holdLock, "holder");
+        Thread.sleep(50);
+        daemon(Work::awaitLock, "waiter");
+        daemon(() -> {
+            try {
+                while (true) {
+                    readInput();
+                }
+            } catch (InterruptedException e) {
+                // end
+            }
+        }, "reader");
+        for (int i = 0; i < idle; i++) {
+            daemon(() -> {
+                try {
+                    Thread.sleep(Long.MAX_VALUE);
+                } catch (InterruptedException e) {
+                    // end
+                }
+            }, "idle-" + i);
+        }
+        System.out.println("ready");
+        System.out.flush();
+        hotLoop(ms == 0 ? 0 : System.currentTimeMillis() + ms);
+    }
+}
