@@ -15,6 +15,14 @@ type ExitSource interface {
 	Close() error
 }
 
+// exitLosses is an ExitSource that counts what it could not deliver
+// (taskstats.Listener): the times its socket overflowed, and the records
+// the kernel dropped then.
+type exitLosses interface {
+	Lost() uint64
+	Dropped() uint64
+}
+
 // exitRecords is the part of the tracker that takes the exit records
 // (taskstats) at each tick, before the sweep: records of a tracked
 // process's threads add up to its exact end, taken when it leaves /proc
@@ -27,7 +35,7 @@ type exitRecords struct {
 	src    ExitSource // nil: no exit records
 	view   exitView
 	ledger *reaperLedger
-	stats  *Stats // ExitRecords, ShortLived, Unclaimed
+	stats  *Stats // ExitRecords, ShortLived, Unclaimed, ExitOverflows, ExitRecordsDropped
 	errs   *readErrors
 	held   map[int32]*heldRecord // records of tracked processes, until they leave /proc
 	// orphans are records not yet attributable; byPID indexes them by
@@ -72,6 +80,7 @@ func (h *heldRecord) add(r *taskstats.Record) {
 	h.rec.PID = r.PID
 	h.rec.UTimeUs += r.UTimeUs
 	h.rec.STimeUs += r.STimeUs
+	h.rec.RunNs += r.RunNs
 	h.rec.ReadBytes += r.ReadBytes
 	h.rec.WriteBytes += r.WriteBytes
 	if r.TID == r.PID {
@@ -91,6 +100,9 @@ func (x *exitRecords) drain(cycle uint64) {
 	x.cycle = cycle
 	if err := x.src.Drain(x.takeFn); err != nil {
 		x.errs.count("taskstats", err)
+	}
+	if l, ok := x.src.(exitLosses); ok {
+		x.stats.ExitOverflows, x.stats.ExitRecordsDropped = l.Lost(), l.Dropped()
 	}
 	// Index the unclaimed records: by process, and which processes exited
 	// (their leader's record is in).

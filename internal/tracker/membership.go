@@ -22,7 +22,7 @@ type accountant struct {
 	view   memberView
 	ledger *reaperLedger
 	idx    metricIndex
-	stats  *Stats // ExitCorrectionMs
+	stats  *Stats // ExitCorrectionMs, ExitsWithoutRecord
 	// exact: exited processes' CPU comes from exit records (short-lived
 	// processes are counted).
 	exact bool
@@ -58,6 +58,7 @@ type cpuAccount struct {
 	// before the exit it stands for was seen (the parent reaped the child
 	// between two of the tracker's reads).
 	pending      int64
+	pendDoubt    int64 // how far off pending may be (children gone without their exit records)
 	certain      int64 // reaped children's CPU that the next sample's cutime must show
 	lastChildren int64
 	credit       int64
@@ -132,6 +133,12 @@ func (c *accountant) join(p *proc, a *attempt, carry bool, ms int64, sink Sink) 
 		CPUBaseMs: m.cpuBase, Role: tr.role})
 }
 
+// exitDoubtMs is how far off a process's CPU is when its exit records give
+// its threads' scheduler runtime: what its exit costs after them (a JVM's
+// 10-20 ms, a shell's less than one), one clock tick, for the split of a
+// reaper's cutime among the processes it reaped.
+const exitDoubtMs = 1000 / procfs.UserHZ
+
 // leave ends p's membership, folding what p used in its attempt into the
 // attempt's totals for exited processes (or, for a process that moves on,
 // for the past). final is p's exit records' sums, if it exited and they
@@ -145,7 +152,25 @@ func (c *accountant) leave(p *proc, final *taskstats.Record, ms int64, sink Sink
 	a := m.att
 	cpu := c.cpuAcct(tr)
 	var tail int64 // the estimate of what it used after its last sample
+	// doubt is how far off cpu may be: the tail, or what its last interval
+	// may have held when no exit record told (a reaper's correction is
+	// split in proportion to it), and what its children's pending
+	// estimates may be off by.
+	var doubt int64
+	exited := !c.view.listed(p) || tr.exited
 	read, write := val(tr, c.idx.read)+tr.pendRead, val(tr, c.idx.write)+tr.pendWrite
+	if final == nil && exited && !tr.exited {
+		// Gone without its exit record: none come without taskstats, and
+		// the kernel drops them when the agent's socket is full (counted:
+		// ExitsWithoutRecord). It ran for some part of the time since its
+		// last sample: half of it at its last rate, give or take as much.
+		if c.exact {
+			c.stats.ExitsWithoutRecord++
+		}
+		tail = c.tailUnknown(p)
+		cpu += tail
+		doubt = tail
+	}
 	if final != nil {
 		// The threads' records add up to the whole process when the agent saw
 		// it born (for one that predates the agent they miss the threads that
@@ -156,15 +181,23 @@ func (c *accountant) leave(p *proc, final *taskstats.Record, ms int64, sink Sink
 			// (A zombie's last stat is read after its exit: nothing follows it.)
 			tail = c.tail(p, final, max(0, final.CPUMs()-own))
 			cpu += tail
+			doubt = tail
+			if final.RunNs > 0 {
+				// The records' scheduler runtime is exact: what the exit
+				// costs after them is unknown, and about the same for
+				// every process, not more for one that ran more since its
+				// last sample.
+				doubt = exitDoubtMs
+			}
 		}
 		read, write = max(read, int64(final.ReadBytes)+tr.pendRead), max(write, int64(final.WriteBytes)+tr.pendWrite)
 	}
 	// An exited process reaped by a parent of the same attempt is in that
 	// parent's counters (exit costs included): charging it here would count
 	// it twice. It stays pending there until the parent's cutime shows it.
+	doubt += tr.pendDoubt
 	charged := true
 	ppid := int32(0)
-	exited := !c.view.listed(p) || tr.exited
 	if exited {
 		ppid = p.ppid
 		if final != nil && final.PPID > 0 {
@@ -183,6 +216,7 @@ func (c *accountant) leave(p *proc, final *taskstats.Record, ms int64, sink Sink
 				// Its parent exited too, or has not reaped it yet (a
 				// zombie): its cutime will show it when it does.
 				par.addPending(max(0, cpu))
+				par.pendDoubt += doubt
 			}
 			par.mem.cpuBase += m.cpuBase
 			if !parentAlive {
@@ -217,7 +251,7 @@ func (c *accountant) leave(p *proc, final *taskstats.Record, ms int64, sink Sink
 			p.zombieLife = max(cpu, 1)
 			p.zombieCredit, p.zombieAtt = tr.credit, a
 		}
-		if cpu > m.cpuBase && (ppid == 0 || tr.exited || !c.ledger.charge(ppid, a, cpu, cpu-m.cpuBase, tail)) {
+		if cpu > m.cpuBase && (ppid == 0 || tr.exited || !c.ledger.charge(ppid, a, cpu, cpu-m.cpuBase, doubt)) {
 			a.exitedCPU += cpu - m.cpuBase
 		}
 		if read > m.readBase {
@@ -239,10 +273,12 @@ func (c *accountant) leave(p *proc, final *taskstats.Record, ms int64, sink Sink
 }
 
 // tail estimates the CPU an exited process used after its last sample.
-// raw is what its exit records say (their sum less the last sample), which
-// carries the error of clock-tick accounting over its whole life: for a
-// process that ran for minutes that can be far more than a tick's worth. So
-// for a process sampled twice or more the tail is bounded by what it could
+// raw is what its exit records say (their sum less the last sample): on a
+// kernel that leaves their scheduler runtime 0 they count clock ticks, an
+// error over its whole life that for a process that ran for minutes can be
+// far more than a tick's worth, and they miss the threads that exited
+// before the agent started. So for a process sampled twice or more the
+// tail is bounded by what it could
 // have used between its last sample and its exit (the record gives its life,
 // hence the moment of its exit): that time on as many CPUs as it had threads,
 // and it is at least what it used at its last rate.
@@ -256,6 +292,19 @@ func (c *accountant) tail(p *proc, final *taskstats.Record, raw int64) int64 {
 	rate := (tr.cpuMs - tr.cpuPrevMs) * dt / (tr.tMs - tr.tPrevMs)
 	cpus := int64(min(max(val(tr, c.idx.threads), 1), int64(c.ncpu)))
 	return max(max(rate, 0), min(raw, dt*cpus))
+}
+
+// tailUnknown estimates what an exited process whose exit record never
+// came used after its last sample: it exited at some moment between that
+// sample and this tick's listing, running meanwhile at its last rate (half
+// of that time, on average).
+func (c *accountant) tailUnknown(p *proc) int64 {
+	tr := p.t
+	if tr.age < 2 || tr.bootMs <= 0 || tr.tMs <= tr.tPrevMs {
+		return 0
+	}
+	dt := max(c.view.bootNow()-tr.bootMs, 0)
+	return max(0, (tr.cpuMs-tr.cpuPrevMs)*dt/(tr.tMs-tr.tPrevMs)/2)
 }
 
 // attemptSample sums the attempt's processes at this tick, to sink.
@@ -329,8 +378,8 @@ func (ca *cpuAccount) addCertain(ms int64) {
 
 // settleChildren takes the growth d of a process's cutime+cstime since
 // its last sample. The kernel adds a reaped child's CPU there as wait4
-// reports it (its scheduler runtime); exit records count clock ticks,
-// which under load may be off by a fifth either way. So the children the
+// reports it (its scheduler runtime), its exit included; exit records miss
+// what the exit costs after them. So the children the
 // process is known to have reaped (certain) cost what cutime says, not
 // what their records said; an estimate that the growth does not cover by
 // half at least (a parent that ignores SIGCHLD accrues nothing) stays
@@ -351,5 +400,8 @@ func (c *accountant) settleChildren(ca *cpuAccount, d int64) {
 		used := min(d, ca.pending)
 		ca.pending -= used
 		ca.credit += d - used
+	}
+	if ca.pending == 0 {
+		ca.pendDoubt = 0
 	}
 }

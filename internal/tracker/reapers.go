@@ -15,8 +15,9 @@ import (
 // cutime grew by, instead of their estimates (last sample plus the exit
 // records' tail): the difference is split in proportion to each estimate's
 // doubt (its tail, and the clock ticks of its last sample). Exit records
-// count clock ticks, which can be off by a fifth under load. The exit
-// records of its other children (helpers it runs) are taken off first.
+// miss what a process's exit costs after them (a JVM's 10-20 ms), and
+// without one (dropped) the tail is a guess. The exit records of its
+// other children (helpers it runs) are taken off first.
 type reaper struct {
 	pid        int32
 	startTicks uint64
@@ -32,7 +33,11 @@ type reapItem struct {
 	a    *attempt
 	life int64 // the estimate of all the process used (what cutime will show)
 	part int64 // the part of it that is a's (a reused unit's earlier attempts had the rest)
-	tail int64 // the part of life after its last sample: the estimated part
+	// tail is how far off life may be beyond its last sample's clock
+	// ticks: the part of it after its last sample (from its exit records,
+	// or, without them, what it may have used since), and the doubt of
+	// its children's estimates.
+	tail int64
 }
 
 // doubt is how far off the item's life may be, ms: its tail, and a clock
@@ -47,6 +52,8 @@ type reaperLedger struct {
 	stats *Stats // ExitCorrectionMs
 	stat  statReader
 	byPID map[int32]*reaper
+
+	debugReap func(r *reaper, it reapItem, avail, est int64) // tests: each item, before it is settled
 }
 
 // statReader is what the ledger reads of the process table: a process's
@@ -125,6 +132,11 @@ func (l *reaperLedger) settle() {
 		}
 		avail := r.grown - r.other
 		scale := est > 0 && 2*avail >= est && avail <= 2*est
+		if l.debugReap != nil {
+			for _, it := range r.items {
+				l.debugReap(r, it, avail, est)
+			}
+		}
 		// What the growth says beyond the estimates is their error, split in
 		// proportion to how uncertain each is: its tail (what it used after
 		// its last sample) and the clock ticks its last sample's user and
