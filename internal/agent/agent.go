@@ -174,9 +174,6 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 
 	a := &loop{cfg: cfg, tr: tr, sh: sh, nm: nm, b: newBuilder(tr.ProcessMetrics(), tr.AttemptMetrics()), tickSet: metrics.NewSet()}
 	a.tickDur = a.tickSet.NewPrometheusHistogramExt(tickSecondsName, []float64{.0002, .0005, .001, .002, .005, .01, .02, .05, .1, .5})
-	if l, ok := tcfg.Exits.(*taskstats.Listener); ok {
-		a.exits = l
-	}
 	metricsAddr := ""
 	if cfg.Listen != "" {
 		ln, err := net.Listen("tcp", cfg.Listen)
@@ -235,7 +232,6 @@ type loop struct {
 	overruns uint64
 	tickSet  *metrics.Set // holds tickDur alone
 	tickDur  *metrics.PrometheusHistogram
-	exits    *taskstats.Listener // nil without exit records
 	nm       *nodemanager.Client
 }
 
@@ -359,12 +355,9 @@ var agentMetrics = []agentMetric{
 	{"taskscope_agent_listings_reused_total", "Ticks whose /proc listing was the last one again (no task created or reaped since, by /proc/loadavg).", func(_ *loop, t *tracker.Stats, _ *ship.Stats) uint64 { return t.ListingsReused }},
 	{"taskscope_agent_exit_records_total", "Taskstats exit records received.", func(_ *loop, t *tracker.Stats, _ *ship.Stats) uint64 { return t.ExitRecords }},
 	{"taskscope_agent_exit_records_unclaimed_total", "Exit records of processes that were no task's, or whose ancestry was lost.", func(_ *loop, t *tracker.Stats, _ *ship.Stats) uint64 { return t.Unclaimed }},
-	{"taskscope_agent_exit_records_lost_total", "Times the kernel's exit records overflowed the agent's socket (records lost).", func(a *loop, _ *tracker.Stats, _ *ship.Stats) uint64 {
-		if a.exits == nil {
-			return 0
-		}
-		return a.exits.Lost()
-	}},
+	{"taskscope_agent_exit_records_lost_total", "Times the kernel's exit records overflowed the agent's socket (records lost).", func(_ *loop, t *tracker.Stats, _ *ship.Stats) uint64 { return t.ExitOverflows }},
+	{"taskscope_agent_exit_records_dropped_total", "Exit records the kernel dropped because the agent's socket was full.", func(_ *loop, t *tracker.Stats, _ *ship.Stats) uint64 { return t.ExitRecordsDropped }},
+	{"taskscope_agent_exits_without_record_total", "Task processes that exited without their exit record (dropped): their CPU after their last sample was estimated.", func(_ *loop, t *tracker.Stats, _ *ship.Stats) uint64 { return t.ExitsWithoutRecord }},
 	{"taskscope_agent_nodemanager_poll_errors_total", "Polls of the node's NodeManager REST API that failed.", func(_ *loop, t *tracker.Stats, _ *ship.Stats) uint64 { return t.NMPollErrors }},
 	{"taskscope_agent_processes_exited_total", "Task processes that exited.", func(_ *loop, t *tracker.Stats, _ *ship.Stats) uint64 { return t.Exited }},
 	{"taskscope_agent_queue_batches", "Batches waiting for the server (memory and spool).", func(_ *loop, _ *tracker.Stats, s *ship.Stats) uint64 { return uint64(s.QueuedBatches) }},

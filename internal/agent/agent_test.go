@@ -150,6 +150,8 @@ func TestMetricsScrape(t *testing.T) {
 		"taskscope_agent_overruns_total":                        func(v float64) bool { return v >= 0 },
 		"taskscope_agent_exit_records_total":                    func(v float64) bool { return v == 0 },
 		"taskscope_agent_exit_records_lost_total":               func(v float64) bool { return v == 0 },
+		"taskscope_agent_exit_records_dropped_total":            func(v float64) bool { return v == 0 },
+		"taskscope_agent_exits_without_record_total":            func(v float64) bool { return v == 0 },
 		"taskscope_agent_nodemanager_poll_errors_total":         func(v float64) bool { return v == 0 },
 		"taskscope_agent_exit_records_unclaimed_total":          func(v float64) bool { return v == 0 },
 		"taskscope_agent_vanished_reads_total":                  func(v float64) bool { return v == 0 },

@@ -30,6 +30,8 @@ var agentMetricHelp = map[string]struct {
 	"taskscope_agent_exit_records_total":                       {"Taskstats exit records received.", dto.MetricType_COUNTER},
 	"taskscope_agent_exit_records_unclaimed_total":             {"Exit records of processes that were no task's, or whose ancestry was lost.", dto.MetricType_COUNTER},
 	"taskscope_agent_exit_records_lost_total":                  {"Times the kernel's exit records overflowed the agent's socket (records lost).", dto.MetricType_COUNTER},
+	"taskscope_agent_exit_records_dropped_total":               {"Exit records the kernel dropped because the agent's socket was full.", dto.MetricType_COUNTER},
+	"taskscope_agent_exits_without_record_total":               {"Task processes that exited without their exit record (dropped): their CPU after their last sample was estimated.", dto.MetricType_COUNTER},
 	"taskscope_agent_nodemanager_poll_errors_total":            {"Polls of the node's NodeManager REST API that failed.", dto.MetricType_COUNTER},
 	"taskscope_agent_processes_exited_total":                   {"Task processes that exited.", dto.MetricType_COUNTER},
 	"taskscope_agent_queue_batches":                            {"Batches waiting for the server (memory and spool).", dto.MetricType_GAUGE},
