@@ -164,6 +164,14 @@ func (cw *Watch) Kills() (kills uint64, err error) {
 	return cw.kills, cw.err
 }
 
+// Seen is the count read so far (when the kernel marked the file
+// modified, or when the watch began), without reading again.
+func (cw *Watch) Seen() uint64 {
+	cw.mu.Lock()
+	defer cw.mu.Unlock()
+	return cw.kills
+}
+
 // Close stops watching the cgroup.
 func (cw *Watch) Close() {
 	w := cw.w
