@@ -110,20 +110,17 @@ func inHierarchy(p string, hs []string, container string) bool {
 	return false
 }
 
-// ContainerOf finds the YARN container whose cgroup, under one of
-// hierarchies, holds a process, from its /proc/PID/cgroup content (any
-// line: a process moved out of the memory controller's cgroup is still
-// in the others'). It returns the path from the hierarchy on
-// ("/hadoop-yarn/container_..."), where the container's id starts.
-func ContainerOf(paths []string, hierarchies []string) (string, bool) {
-	for _, p := range paths {
-		for _, h := range hierarchies {
-			if h == "" {
-				continue
-			}
-			if i := strings.Index(p, "/"+h+"/"); i >= 0 {
-				return p[i:], true
-			}
+// UnderHierarchy says whether a cgroup path (of any line of
+// /proc/PID/cgroup, v1's or v2's) is under one of YARN's hierarchies, and
+// returns it from the hierarchy on ("/hadoop-yarn/container_..."), where
+// a container's id follows.
+func UnderHierarchy(path string, hierarchies []string) (string, bool) {
+	for _, h := range hierarchies {
+		if h == "" {
+			continue
+		}
+		if i := strings.Index(path, "/"+h+"/"); i >= 0 {
+			return path[i:], true
 		}
 	}
 	return "", false

@@ -43,19 +43,22 @@ func TestContainerPath(t *testing.T) {
 	}
 }
 
-func TestContainerOf(t *testing.T) {
+func TestUnderHierarchy(t *testing.T) {
 	for _, tc := range []struct {
-		paths []string
-		hs    []string
-		want  string
+		path string
+		hs   []string
+		want string
 	}{
-		{[]string{"/", "/hadoop-yarn/" + c1}, []string{"hadoop-yarn"}, "/hadoop-yarn/" + c1},
-		{[]string{"/yarn.slice/nm1/" + c1}, []string{"hadoop-yarn", "yarn.slice/nm1"}, "/yarn.slice/nm1/" + c1},
-		{[]string{"/system.slice/sshd.service"}, []string{"hadoop-yarn"}, ""},
+		{"/hadoop-yarn/" + c1, []string{"hadoop-yarn"}, "/hadoop-yarn/" + c1},
+		{"/system.slice/hadoop-yarn/" + c1, []string{"hadoop-yarn"}, "/hadoop-yarn/" + c1},
+		{"/yarn.slice/nm1/" + c1, []string{"hadoop-yarn", "yarn.slice/nm1"}, "/yarn.slice/nm1/" + c1},
+		{"/system.slice/sshd.service", []string{"hadoop-yarn"}, ""},
+		{"/hadoop-yarn-2/" + c1, []string{"hadoop-yarn"}, ""},
+		{"/", []string{""}, ""},
 	} {
-		got, ok := ContainerOf(tc.paths, tc.hs)
+		got, ok := UnderHierarchy(tc.path, tc.hs)
 		if got != tc.want || ok != (tc.want != "") {
-			t.Errorf("%v: %q %v, want %q", tc.paths, got, ok, tc.want)
+			t.Errorf("%v: %q %v, want %q", tc.path, got, ok, tc.want)
 		}
 	}
 }
