@@ -155,6 +155,7 @@ type Tracker struct {
 	lost         *lostState // orphans.go
 	scope        scopeState // scope.go
 	closing      []*closing // exits.go: ended containers' attempts whose end may still be told
+	jobConfs     jobConfs   // jobconf.go: what each job's job.xml said
 	heldNew      int        // new processes of this tick whose stat is held (readNewStat)
 
 	debugUnclaimed func(*taskstats.Record)   // tests

@@ -320,7 +320,7 @@ func (t *Tracker) readConf(u *unit, a *wire.Attempt) bool {
 		if err != nil {
 			continue
 		}
-		conf, err := hadoop.ParseConf(f)
+		conf, err := t.jobConfs.read(a.JobID, f, t.cycle) // jobconf.go
 		f.Close()
 		if err != nil {
 			t.countErr("job.xml", err)
