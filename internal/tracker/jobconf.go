@@ -10,10 +10,11 @@ import (
 // (hadoop.Conf.JobKeys): every container of a job on a node has a copy of
 // the same job.xml, and parsing one (a real job's has some 900 properties)
 // costs the agent tens of milliseconds, once per job instead of once per
-// attempt. A copy of another size is parsed again. Entries no attempt used
-// for jobConfIdleTicks are dropped.
+// attempt. A copy of another size is parsed again. Entries no read used
+// in the last jobConfIdleReads reads are dropped.
 type jobConfs struct {
 	byJob     map[string]*jobConf
+	reads     uint64
 	lastSweep uint64
 	parses    uint64 // job.xml files parsed (tests)
 }
@@ -21,18 +22,20 @@ type jobConfs struct {
 type jobConf struct {
 	size int64
 	conf hadoop.Conf
-	used uint64 // the tick it was last used
+	used uint64 // the read that last used it
 }
 
-const jobConfIdleTicks = 1024
+const jobConfIdleReads = 256
 
 // read returns the job's configuration from f (job.xml of one of its
 // attempts), parsing it unless a copy of the same size was.
-func (c *jobConfs) read(jobID string, f *os.File, cycle uint64) (hadoop.Conf, error) {
-	if cycle-c.lastSweep >= jobConfIdleTicks {
+func (c *jobConfs) read(jobID string, f *os.File) (hadoop.Conf, error) {
+	c.reads++
+	cycle := c.reads
+	if cycle-c.lastSweep >= jobConfIdleReads {
 		c.lastSweep = cycle
 		for id, e := range c.byJob {
-			if cycle-e.used >= jobConfIdleTicks {
+			if cycle-e.used >= jobConfIdleReads {
 				delete(c.byJob, id)
 			}
 		}

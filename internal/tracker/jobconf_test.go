@@ -28,9 +28,9 @@ func TestJobConfOncePerJob(t *testing.T) {
 		return f
 	}
 	var c jobConfs
-	read := func(job string, f *os.File, cycle uint64, wantName string, wantParses uint64) {
+	read := func(job string, f *os.File, wantName string, wantParses uint64) {
 		t.Helper()
-		conf, err := c.read(job, f, cycle)
+		conf, err := c.read(job, f)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -41,18 +41,21 @@ func TestJobConfOncePerJob(t *testing.T) {
 			t.Errorf("%s: kept a key JobConfFor does not read", job)
 		}
 		if c.parses != wantParses {
-			t.Errorf("%s at tick %d: %d parses, want %d", job, cycle, c.parses, wantParses)
+			t.Errorf("%s at read %d: %d parses, want %d", job, c.reads, c.parses, wantParses)
 		}
 	}
-	read("job_1_0001", write("a.xml", "wc", 10), 1, "wc", 1)
-	read("job_1_0001", write("b.xml", "wc", 10), 2, "wc", 1)       // the same job's copy
-	read("job_1_0002", write("c.xml", "sort", 10), 3, "sort", 2)   // another job
-	read("job_1_0001", write("d.xml", "wc-v2", 20), 4, "wc-v2", 3) // another size
-	read("job_1_0001", write("e.xml", "wc-v2", 20), 5, "wc-v2", 3) // as that one
-	read("", write("f.xml", "nojob", 10), 6, "nojob", 4)           // no job id: never kept
-	read("", write("g.xml", "nojob", 10), 7, "nojob", 5)
-	read("job_1_0002", write("h.xml", "sort", 10), 6+jobConfIdleTicks, "sort", 6) // both forgotten
-	if len(c.byJob) != 1 {
-		t.Errorf("%d jobs kept, want the one read last", len(c.byJob))
+	read("job_1_0001", write("a.xml", "wc", 10), "wc", 1)
+	read("job_1_0001", write("b.xml", "wc", 10), "wc", 1)       // the same job's copy
+	read("job_1_0002", write("c.xml", "sort", 10), "sort", 2)   // another job
+	read("job_1_0001", write("d.xml", "wc-v2", 20), "wc-v2", 3) // another size
+	read("job_1_0001", write("e.xml", "wc-v2", 20), "wc-v2", 3) // as that one
+	read("", write("f.xml", "nojob", 10), "nojob", 4)           // no job id: never kept
+	read("", write("g.xml", "nojob", 10), "nojob", 5)
+	for c.reads < 2*jobConfIdleReads {
+		read("job_1_0003", write("i.xml", "other", 10), "other", 6)
+	}
+	read("job_1_0002", write("h.xml", "sort", 10), "sort", 7) // forgotten meanwhile
+	if len(c.byJob) != 2 {
+		t.Errorf("%d jobs kept, want the two read last", len(c.byJob))
 	}
 }
