@@ -15,6 +15,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -67,6 +68,9 @@ type Result struct {
 	Rejected   int64 // batches refused for good (4xx)
 	Retries    int64 // sends that got 503/429 or no answer and were repeated
 	Duplicates int64 // acknowledged as already stored (a retry whose first try got through)
+	// Acks are the times batches took from their first send to their
+	// acknowledgement (retries included): the latency an agent sees.
+	Acks Latencies
 }
 
 // SamplesPerSec is the accepted sample rate.
@@ -255,14 +259,16 @@ func Send(ctx context.Context, cfg Config, bodies <-chan Body) (Result, error) {
 	var res Result
 	start := time.Now()
 	queues := make([]chan Body, cfg.Concurrency)
+	acks := make([][]time.Duration, cfg.Concurrency)
 	var wg sync.WaitGroup
 	var firstErr atomic.Value
 	for w := range queues {
 		queues[w] = make(chan Body, 64)
 		wg.Add(1)
-		go func(q <-chan Body) {
+		go func(q <-chan Body, acks *[]time.Duration) {
 			defer wg.Done()
 			for b := range q {
+				t0 := time.Now()
 				out, err := post(ctx, cfg, b.Data, &res.Retries)
 				if err != nil {
 					firstErr.CompareAndSwap(nil, err)
@@ -275,6 +281,7 @@ func Send(ctx context.Context, cfg Config, bodies <-chan Body) (Result, error) {
 					}
 					return
 				}
+				*acks = append(*acks, time.Since(t0))
 				if out == outDuplicate {
 					atomic.AddInt64(&res.Duplicates, 1)
 				}
@@ -293,7 +300,7 @@ func Send(ctx context.Context, cfg Config, bodies <-chan Body) (Result, error) {
 				}
 				atomic.AddInt64(&res.Bytes, int64(len(b.Data)))
 			}
-		}(queues[w])
+		}(queues[w], &acks[w])
 	}
 	owner := map[string]int{}
 	for b := range bodies {
@@ -309,6 +316,7 @@ func Send(ctx context.Context, cfg Config, bodies <-chan Body) (Result, error) {
 	}
 	wg.Wait()
 	res.Elapsed = time.Since(start)
+	res.Acks = percentiles("ack", slices.Concat(acks...), 0)
 	if err, _ := firstErr.Load().(error); err != nil {
 		return res, err
 	}

@@ -3,14 +3,21 @@ package server
 import (
 	"context"
 	"flag"
+	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
+	"os"
 	"path/filepath"
+	"runtime/pprof"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/taskscope/taskscope/internal/analysis"
 	"github.com/taskscope/taskscope/internal/loadgen"
+	"github.com/taskscope/taskscope/internal/procfs"
 	"github.com/taskscope/taskscope/internal/store"
 	"github.com/taskscope/taskscope/internal/store/clickhouse"
 	"github.com/taskscope/taskscope/internal/store/clickhouse/chtest"
@@ -121,6 +128,11 @@ func ingestInto(b *testing.B, st store.Store, cfg loadgen.Config, bodies string,
 		}
 		return d
 	}
+	threads0 := map[int]map[string]time.Duration{}
+	for _, pid := range pids {
+		threads0[pid] = threadCPU(pid)
+	}
+	stopProfile := startProfile(b)
 	cpu0, other0 := cpuTime(), others()
 	b.ResetTimer()
 	t0 := time.Now()
@@ -128,6 +140,22 @@ func ingestInto(b *testing.B, st store.Store, cfg loadgen.Config, bodies string,
 	elapsed := time.Since(t0)
 	b.StopTimer()
 	cpu, other := cpuTime()-cpu0, others()-other0
+	stopProfile()
+	for _, pid := range pids {
+		// Each server's CPU by thread name (BackgrProcPool: merges;
+		// HTTPHandler and the unnamed: queries and inserts), of the
+		// threads alive at the end ("exited": the others').
+		now, was := threadCPU(pid), threads0[pid]
+		var parts []string
+		for _, name := range slices.Sorted(maps.Keys(now)) {
+			if d := now[name] - was[name]; d > 0 {
+				parts = append(parts, fmt.Sprintf("%s %s", name, d.Round(10*time.Millisecond)))
+			}
+		}
+		b.Logf("pid %d's CPU by thread: %s", pid, strings.Join(parts, ", "))
+	}
+	b.ReportMetric(float64(res.Acks.P99.Microseconds())/1000, "ack-p99-ms")
+	b.Logf("acknowledgements: %s", res.Acks)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -151,4 +179,48 @@ func ingestInto(b *testing.B, st store.Store, cfg loadgen.Config, bodies string,
 	b.Logf("%d samples in %s: %.0f samples/s; CPU of the test process %.0f%%, of the ClickHouse servers %.0f%% of 2 cores; %.2f B/sample on disk",
 		res.Samples, elapsed.Round(time.Millisecond), rate, 100*cpu.Seconds()/elapsed.Seconds()/2,
 		100*other.Seconds()/elapsed.Seconds()/2, float64(u.Bytes)/float64(u.Samples))
+}
+
+// startProfile starts a CPU profile of the test process when
+// -bench.cpuprofile names a file (suffixed with the benchmark's name), and
+// returns what stops it.
+func startProfile(b *testing.B) func() {
+	if *benchProfile == "" {
+		return func() {}
+	}
+	name := strings.NewReplacer("/", "-", "=", "-", "+", "-").Replace(b.Name())
+	f, err := os.Create(*benchProfile + "." + name)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}
+}
+
+// threadCPU is the CPU time of each of pid's threads alive now, summed by
+// the threads' names, with "total" the process's (exited threads
+// included).
+func threadCPU(pid int) map[string]time.Duration {
+	out := map[string]time.Duration{}
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	var st procfs.Stat
+	sum := time.Duration(0)
+	for _, t := range tasks {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, t.Name()))
+		if err != nil || procfs.ParseStat(data, &st) != nil {
+			continue
+		}
+		d := time.Duration(st.UTime+st.STime) * 10 * time.Millisecond
+		out[string(st.Comm)] += d
+		sum += d
+	}
+	if data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && procfs.ParseStat(data, &st) == nil {
+		out["exited"] = time.Duration(st.UTime+st.STime)*10*time.Millisecond - sum
+	}
+	return out
 }
