@@ -171,6 +171,7 @@ func (p *Pipeline) run() {
 				}
 			}
 		}
+		p.pace()
 		group := []*request{first}
 		n := first.n
 	more:
@@ -187,6 +188,28 @@ func (p *Pipeline) run() {
 		p.queued.Add(-n)
 	}
 }
+
+// pace waits, with the queue open, until the store wants a commit
+// (store.NextCommit): the batches that arrive meanwhile go into the
+// commit. The time is asked again every paceCheck (a store may move it),
+// and the wait ends when the pipeline stops.
+func (p *Pipeline) pace() {
+	for {
+		wait := time.Until(store.NextCommit(p.st))
+		if wait <= 0 {
+			return
+		}
+		t := time.NewTimer(min(wait, paceCheck))
+		select {
+		case <-t.C:
+		case <-p.stop:
+			t.Stop()
+			return
+		}
+	}
+}
+
+const paceCheck = 50 * time.Millisecond
 
 // write appends a group in one transaction. If any batch fails, the group is
 // rolled back and each batch is written alone, so that one bad batch cannot

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/taskscope/taskscope/internal/wire"
 )
@@ -32,6 +33,15 @@ func AppendBatch(app Appender, b *wire.Batch, p *Prepared) (dup bool, err error)
 		return pa.AppendPrepared(p)
 	}
 	return app.Append(b)
+}
+
+// NextCommit is the time before which st wants no commit (CommitPacer);
+// the zero time for a store that paces none.
+func NextCommit(st Store) time.Time {
+	if cp, ok := st.(CommitPacer); ok {
+		return cp.NextCommit()
+	}
+	return time.Time{}
 }
 
 // ReadAgentSeq is the highest sequence number st stored of an agent (0 for

@@ -164,6 +164,17 @@ type AttemptLife struct {
 	Start, End       Time
 }
 
+// CommitPacer is a store that paces its commits: it wants none before
+// NextCommit (ClickHouse inserts into a table at most every InsertEvery,
+// so that its parts stay few). The ingest pipeline waits for that time
+// before it takes the batches waiting into a commit, so that those that
+// arrive meanwhile go into it, rather than the store waiting inside a
+// commit of the batches that had arrived before (which then waited for
+// one commit and the pause, and those behind them for the next).
+type CommitPacer interface {
+	NextCommit() time.Time
+}
+
 // SharedData is a store that several servers write at once (ClickHouse
 // behind several taskscope replicas): Changes is a number that moves
 // whenever any of them stores a batch. A server polls it to tell its

@@ -168,7 +168,9 @@ func (s *Store) uint64s(ctx context.Context, q string) ([]uint64, error) {
 }
 
 // Commit stores the transaction's batches: once InsertEvery has passed
-// since the last insert, one block per table.
+// since the last insert began, one block per table. (The ingest pipeline
+// waits for that before it takes the batches into the transaction,
+// NextCommit: this wait is for other callers.)
 func (t *tx) Commit() error {
 	if t.done {
 		return fmt.Errorf("commit after commit or rollback")
@@ -203,11 +205,13 @@ func (t *tx) Commit() error {
 	for id, a := range t.f.StoredAgents() {
 		w.agentRow(id, a)
 	}
+	started := time.Now()
 	if err := w.insert(t.ctx, s); err != nil {
 		s.fold.Failed(t.f)
 		return fmt.Errorf("cannot store batches: %w", err)
 	}
-	s.lastInsert = time.Now()
+	// Inserts start InsertEvery apart (the pipeline waits for NextCommit).
+	s.lastInsert = started
 	s.fold.Commit(t.f, true, &s.ext)
 	return nil
 }
