@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -156,6 +158,7 @@ func ingestInto(b *testing.B, st store.Store, cfg loadgen.Config, bodies string,
 	}
 	b.ReportMetric(float64(res.Acks.P99.Microseconds())/1000, "ack-p99-ms")
 	b.Logf("acknowledgements: %s", res.Acks)
+	b.Logf("commits: %s", commitStats(srv.URL()))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -223,4 +226,27 @@ func threadCPU(pid int) map[string]time.Duration {
 		out["exited"] = time.Duration(st.UTime+st.STime)*10*time.Millisecond - sum
 	}
 	return out
+}
+
+// commitStats sums up the ingest pipeline's commits from the server's
+// metrics: how many, their mean time and batches.
+func commitStats(url string) string {
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	v := map[string]float64{}
+	for _, line := range strings.Split(string(body), "\n") {
+		for _, name := range []string{"taskscope_ingest_commit_seconds_sum", "taskscope_ingest_commit_seconds_count",
+			"taskscope_ingest_group_batches_sum"} {
+			if rest, ok := strings.CutPrefix(line, name+" "); ok {
+				v[name], _ = strconv.ParseFloat(rest, 64)
+			}
+		}
+	}
+	n := v["taskscope_ingest_commit_seconds_count"]
+	return fmt.Sprintf("%.0f, %.3f s and %.1f batches each on average", n, v["taskscope_ingest_commit_seconds_sum"]/max(n, 1),
+		v["taskscope_ingest_group_batches_sum"]/max(n, 1))
 }
