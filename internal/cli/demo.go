@@ -13,6 +13,7 @@ import (
 
 	"github.com/taskscope/taskscope/internal/agent"
 	"github.com/taskscope/taskscope/internal/analysis"
+	"github.com/taskscope/taskscope/internal/profiling"
 	"github.com/taskscope/taskscope/internal/server"
 	"github.com/taskscope/taskscope/internal/simulator"
 	"github.com/taskscope/taskscope/internal/tracker"
@@ -64,7 +65,9 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	defer st.Close()
 	warnIfOpen(stderr, log, *listen, false, false)
-	srv, err := server.Start(server.Config{Listen: *listen, Store: st, Analyzer: analysis.New(st), Log: log})
+	// Profiles on demand and automatic, on every node.
+	profiles := profiling.New(st, profiling.Config{OnDemand: true, Auto: true, Log: log})
+	srv, err := server.Start(server.Config{Listen: *listen, Store: st, Analyzer: analysis.New(st), Log: log, Profiles: profiles})
 	if err != nil {
 		return err
 	}

@@ -268,6 +268,11 @@ func (t *tx) Commit() error {
 		s.forget(w)
 		return err
 	}
+	// The profiles first, the agents' rows last (profiles.go).
+	if err := s.insertProfiles(t.ctx, t.prepared); err != nil {
+		s.forget(w)
+		return fmt.Errorf("cannot store batches: %w", err)
+	}
 	if err := w.insert(t.ctx); err != nil {
 		s.forget(w)
 		return fmt.Errorf("cannot store batches: %w", err)

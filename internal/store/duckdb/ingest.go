@@ -473,6 +473,9 @@ func (t *tx) write(conn driver.Conn, exec func(string) error) error {
 	if err := t.writeProcRows(conn); err != nil {
 		return err
 	}
+	if err := t.writeProfiles(conn); err != nil {
+		return err
+	}
 	if atts > 0 {
 		t.s.logged = true
 		rs := each(func(p *store.Prepared) int { return len(p.Batch.Attempts) })
