@@ -31,8 +31,9 @@ const (
 
 // Secrets on the fixture node, in the forms real nodes have them: a JVM
 // option, a program's flag and its value, a job.xml's java opts, an
-// environment entry. None may leave the agent.
-var fxSecrets = []string{"FXSECRET1", "FXSECRET2", "FXSECRET3", "FXSECRET4"}
+// environment entry, parameters of JDBC URLs (a query's, SQL Server's
+// ;key=value). None may leave the agent.
+var fxSecrets = []string{"FXSECRET1", "FXSECRET2", "FXSECRET3", "FXSECRET4", "FXSECRET5", "FXSECRET6"}
 
 type fxProc struct {
 	pid, ppid, sid int32
@@ -80,7 +81,8 @@ func writeNode(t testing.TB) string {
 		{pid: 2101, ppid: 100, sid: 100, argv: []string{"bash", work(fxMapC) + "/default_container_executor.sh"}},
 		{pid: 2102, ppid: 2101, argv: []string{"/bin/bash", "-c", strings.Join(mapJVM, " ")}},
 		{pid: 2103, ppid: 2102, sid: 2102, argv: mapJVM, utime: 1234, stime: 56, rssPages: 80_000, threads: 40},
-		{pid: 2110, ppid: 2103, sid: 2102, argv: []string{"/usr/bin/python3", "mapper.py", "<b>", "--password", "FXSECRET2"}, env: streaming, utime: 300, rssPages: 2000, garbageIO: true},
+		{pid: 2110, ppid: 2103, sid: 2102, argv: []string{"/usr/bin/python3", "mapper.py", "<b>", "--password", "FXSECRET2",
+			"--jdbc", "jdbc:mysql://db:3306/x?user=etl&password=FXSECRET5", "--mssql", "jdbc:sqlserver://db:1433;user=sa;password=FXSECRET6;encrypt=true"}, env: streaming, utime: 300, rssPages: 2000, garbageIO: true},
 	}
 	for _, p := range procs {
 		if p.sid == 0 {

@@ -31,7 +31,8 @@ func TestSecretsStayOnNode(t *testing.T) {
 			}
 		}
 	}
-	masked := []string{"-Dfs.s3a.secret.key=*****", "mapper.py <b> --password *****", "-Djavax.net.ssl.trustStorePassword=*****"}
+	masked := []string{"-Dfs.s3a.secret.key=*****", "mapper.py <b> --password *****", "-Djavax.net.ssl.trustStorePassword=*****",
+		"jdbc:mysql://db:3306/x?user=etl&password=*****", "jdbc:sqlserver://db:1433;user=sa;password=*****;encrypt=true"}
 	has := func(where string, b []byte) {
 		t.Helper()
 		for _, m := range masked {

@@ -132,27 +132,43 @@ func TestIdentify(t *testing.T) {
 	for _, c := range []struct {
 		name   string
 		peer   string
-		hdr    map[string]string
+		hdr    []string // "Name: value", in order (a name may repeat)
 		code   int
 		opCode int
 		user   string
 		msg    string
 	}{
 		{"anonymous", "10.9.9.9:1", nil, 401, 401, "", "log in through the SSO proxy"},
-		{"from the proxy", "10.0.0.5:4444", map[string]string{"X-Forwarded-User": "alice"}, 200, 403, "alice", ""},
-		{"from a proxy's network", "192.168.7.1:4444", map[string]string{"X-Forwarded-User": "alice", "X-Forwarded-Groups": "ops, etl"}, 200, 200, "alice", ""},
-		{"IPv6 loopback proxy", "[::1]:4444", map[string]string{"X-Forwarded-User": "alice"}, 200, 403, "alice", ""},
-		{"not from the proxy", "10.0.0.6:4444", map[string]string{"X-Forwarded-User": "root"}, 403, 403, "", "X-Forwarded-User is accepted only from the SSO proxy, not from 10.0.0.6"},
-		{"an empty user", "10.0.0.5:4444", map[string]string{"X-Forwarded-User": " "}, 401, 401, "", "the proxy named no user"},
-		{"a token", "10.9.9.9:1", map[string]string{"Authorization": "Bearer script-token"}, 200, 403, "svc-report", ""},
-		{"a token beats the header", "10.0.0.5:1", map[string]string{"Authorization": "Bearer script-token", "X-Forwarded-User": "root"}, 200, 403, "svc-report", ""},
-		{"a wrong token", "10.0.0.5:1", map[string]string{"Authorization": "Bearer nope", "X-Forwarded-User": "root"}, 403, 403, "", "unknown API token"},
+		{"from the proxy", "10.0.0.5:4444", []string{"X-Forwarded-User: alice"}, 200, 403, "alice", ""},
+		{"from a proxy's network", "192.168.7.1:4444", []string{"X-Forwarded-User: alice", "X-Forwarded-Groups: ops, etl"}, 200, 200, "alice", ""},
+		{"IPv6 loopback proxy", "[::1]:4444", []string{"X-Forwarded-User: alice"}, 200, 403, "alice", ""},
+		{"not from the proxy", "10.0.0.6:4444", []string{"X-Forwarded-User: root"}, 403, 403, "", "X-Forwarded-User is accepted only from the SSO proxy, not from 10.0.0.6"},
+		{"an empty user", "10.0.0.5:4444", []string{"X-Forwarded-User:  "}, 401, 401, "", "the proxy named no user"},
+		{"a token", "10.9.9.9:1", []string{"Authorization: Bearer script-token"}, 200, 403, "svc-report", ""},
+		{"a token beats the header", "10.0.0.5:1", []string{"Authorization: Bearer script-token", "X-Forwarded-User: root"}, 200, 403, "svc-report", ""},
+		{"a wrong token", "10.0.0.5:1", []string{"Authorization: Bearer nope", "X-Forwarded-User: root"}, 403, 403, "", "unknown API token"},
+		// Issue 27: the rules the doc states, each case of its own.
+		{"a token with the header from elsewhere", "10.0.0.6:1", []string{"Authorization: Bearer script-token", "X-Forwarded-User: root"}, 403, 403, "", "X-Forwarded-User is accepted only from the SSO proxy, not from 10.0.0.6"},
+		{"a token with an empty header from elsewhere", "10.0.0.6:1", []string{"Authorization: Bearer script-token", "X-Forwarded-User: "}, 403, 403, "", "accepted only from the SSO proxy"},
+		{"a proxy's Basic beside its user", "10.0.0.5:1", []string{"Authorization: Basic YWxpY2U6cHc=", "X-Forwarded-User: alice"}, 200, 403, "alice", ""},
+		{"a Negotiate beside the user", "10.0.0.5:1", []string{"Authorization: Negotiate YII=", "X-Forwarded-User: alice"}, 200, 403, "alice", ""},
+		{"Basic alone, from the proxy", "10.0.0.5:1", []string{"Authorization: Basic YWxpY2U6cHc="}, 401, 401, "", "the proxy named no user"},
+		{"Basic alone, from elsewhere", "10.9.9.9:1", []string{"Authorization: Basic YWxpY2U6cHc="}, 401, 401, "", "log in through the SSO proxy"},
+		{"Basic and a token", "10.9.9.9:1", []string{"Authorization: Basic YWxpY2U6cHc=", "Authorization: Bearer script-token"}, 200, 403, "svc-report", ""},
+		{"two tokens", "10.9.9.9:1", []string{"Authorization: Bearer script-token", "Authorization: Bearer script-token"}, 403, 403, "", "more than one bearer token"},
+		{"an empty bearer", "10.9.9.9:1", []string{"Authorization: Bearer "}, 403, 403, "", "unknown API token"},
+		{"the header twice, one user", "10.0.0.5:1", []string{"X-Forwarded-User: alice", "X-Forwarded-User: alice"}, 200, 403, "alice", ""},
+		{"the header twice, two users", "10.0.0.5:1", []string{"X-Forwarded-User: root", "X-Forwarded-User: alice"}, 403, 403, "", "X-Forwarded-User names more than one user"},
+		{"the header joined, two users", "10.0.0.5:1", []string{"X-Forwarded-User: root, alice"}, 403, 403, "", "names more than one user"},
+		{"the header twice, one blank", "10.0.0.5:1", []string{"X-Forwarded-User: alice", "X-Forwarded-User: "}, 200, 403, "alice", ""},
+		{"the header twice from elsewhere", "10.0.0.6:1", []string{"X-Forwarded-User: alice", "X-Forwarded-User: alice"}, 403, 403, "", "accepted only from the SSO proxy"},
 	} {
 		for _, op := range []bool{false, true} {
 			req := httptest.NewRequest(http.MethodGet, "/api/v1/jobs", nil)
 			req.RemoteAddr = c.peer
-			for k, v := range c.hdr {
-				req.Header.Set(k, v)
+			for _, h := range c.hdr {
+				k, v, _ := strings.Cut(h, ": ")
+				req.Header.Add(k, v)
 			}
 			rec := httptest.NewRecorder()
 			want := c.code

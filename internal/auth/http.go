@@ -58,16 +58,38 @@ var (
 	ErrUntrusted = errors.New("not trusted")
 )
 
-// Identify returns who makes r: the user of its bearer token, or the user
-// the trusted proxy names; Open when reads need no login.
+// Identify returns who makes r; Open when reads need no login. In order
+// (docs/security.md, "How a request is identified"):
+//
+//  1. a user header from an address that is not a trusted proxy is refused
+//     (403), whatever else the request carries: a client that reaches
+//     the server directly cannot claim to be someone, with or without a
+//     token beside it;
+//  2. an Authorization header of the Bearer scheme is an API token: its
+//     user, or 403 for a token the server does not know (it wins over a
+//     user header from the proxy); any other scheme (Basic, Negotiate: a
+//     proxy's own login passed on) is not for the server and is ignored;
+//  3. the user the trusted proxy names in the user header. A header sent
+//     more than once, or holding a list, names one user only if every
+//     copy names the same; copies that differ are refused (403): a proxy
+//     that adds its header to the client's instead of replacing it.
 func (a *Authenticator) Identify(r *http.Request) (*Identity, error) {
 	if !a.Enabled() {
 		return Open, nil
 	}
-	if h := r.Header.Get("Authorization"); h != "" {
-		secret := Bearer(h)
-		tok, ok := a.o.Tokens.Lookup(secret)
-		if !ok {
+	var users []string
+	if a.o.UserHeader != "" {
+		users = r.Header.Values(a.o.UserHeader)
+	}
+	trusted := a.trusted(r)
+	if len(users) > 0 && !trusted {
+		return nil, fmt.Errorf("%w: %s is accepted only from the SSO proxy, not from %s", ErrUntrusted, a.o.UserHeader, PeerHost(r.RemoteAddr))
+	}
+	if secret, ok, err := bearerOf(r.Header.Values("Authorization")); err != nil {
+		return nil, err
+	} else if ok {
+		tok, found := a.o.Tokens.Lookup(secret)
+		if !found {
 			return nil, fmt.Errorf("%w: unknown API token", ErrUntrusted)
 		}
 		return a.o.Policy.Identify(tok.Fields[0], tok.Fields[1:], "token"), nil
@@ -75,14 +97,14 @@ func (a *Authenticator) Identify(r *http.Request) (*Identity, error) {
 	if a.o.UserHeader == "" {
 		return nil, fmt.Errorf("%w: give an API token (Authorization: Bearer ...)", ErrNoLogin)
 	}
-	user, has := r.Header[a.o.UserHeader]
-	if !a.trusted(r) {
-		if has {
-			return nil, fmt.Errorf("%w: %s is accepted only from the SSO proxy, not from %s", ErrUntrusted, a.o.UserHeader, PeerHost(r.RemoteAddr))
-		}
+	if !trusted {
 		return nil, fmt.Errorf("%w: log in through the SSO proxy, or give an API token", ErrNoLogin)
 	}
-	if len(user) != 1 || strings.TrimSpace(user[0]) == "" {
+	user, err := oneUser(users)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s %w", ErrUntrusted, a.o.UserHeader, err)
+	}
+	if user == "" {
 		return nil, fmt.Errorf("%w: the proxy named no user (%s)", ErrNoLogin, a.o.UserHeader)
 	}
 	var groups []string
@@ -91,7 +113,46 @@ func (a *Authenticator) Identify(r *http.Request) (*Identity, error) {
 			groups = append(groups, strings.Split(v, ",")...)
 		}
 	}
-	return a.o.Policy.Identify(strings.TrimSpace(user[0]), groups, "sso"), nil
+	return a.o.Policy.Identify(user, groups, "sso"), nil
+}
+
+// errUsers: the user header names several users.
+var errUsers = errors.New("names more than one user: the SSO proxy must replace the header a client sends, not add to it")
+
+// oneUser is the user that every copy of the user header names ("" if
+// none names any), or errUsers if they name different users (each copy
+// may be a list, as a proxy that joins copies writes them).
+func oneUser(values []string) (string, error) {
+	user := ""
+	for _, v := range values {
+		for _, u := range strings.Split(v, ",") {
+			if u = strings.TrimSpace(u); u == "" {
+				continue
+			}
+			if user != "" && u != user {
+				return "", errUsers
+			}
+			user = u
+		}
+	}
+	return user, nil
+}
+
+// bearerOf is the API token of a request's Authorization headers: ok if
+// one of them is of the Bearer scheme; an error if more than one is.
+// Headers of other schemes are not the server's (a proxy's Basic login).
+func bearerOf(values []string) (secret string, ok bool, err error) {
+	for _, h := range values {
+		scheme, tok, _ := strings.Cut(strings.TrimSpace(h), " ")
+		if !strings.EqualFold(scheme, "Bearer") {
+			continue
+		}
+		if ok {
+			return "", false, fmt.Errorf("%w: more than one bearer token", ErrUntrusted)
+		}
+		secret, ok = strings.TrimLeft(tok, " "), true
+	}
+	return secret, ok, nil
 }
 
 // PeerHost is the host of a peer's address (a request's RemoteAddr, a

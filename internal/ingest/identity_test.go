@@ -69,7 +69,7 @@ func TestHostToken(t *testing.T) {
 func TestServerMasks(t *testing.T) {
 	r := newRig(t, rigOptions{})
 	b := batch("agent-m", 1, "node1")
-	b.Processes[0].Cmdline = "java -Dfs.s3a.secret.key=SRVSECRET1 org.apache.hadoop.mapred.YarnChild"
+	b.Processes[0].Cmdline = "java -Dfs.s3a.secret.key=SRVSECRET1 org.apache.hadoop.mapred.YarnChild --jdbc jdbc:mysql://db/x?user=etl&password=SRVSECRET3"
 	b.Attempts[0].JavaOpts = "-Xmx1g -Djavax.net.ssl.keyStorePassword=SRVSECRET2"
 	if a := r.send(t, b); a.code != http.StatusOK {
 		t.Fatalf("%d %s", a.code, a.raw)
@@ -83,6 +83,7 @@ func TestServerMasks(t *testing.T) {
 		cmd += p.Cmdline + "\n"
 	}
 	if strings.Contains(cmd+d.JavaOpts, "SRVSECRET") || !strings.Contains(cmd, "-Dfs.s3a.secret.key=*****") ||
+		!strings.Contains(cmd, "?user=etl&password=*****") ||
 		d.JavaOpts != "-Xmx1g -Djavax.net.ssl.keyStorePassword=*****" {
 		t.Errorf("stored: %q, java opts %q", cmd, d.JavaOpts)
 	}

@@ -85,6 +85,9 @@ type Container struct {
 	// its exit code once it exited.
 	ExitCode    *int32 `json:"exitCode"`
 	Diagnostics string `json:"diagnostics"`
+	// TotalMemoryNeededMB is the memory allocated to the container (its
+	// Resource's, in MB).
+	TotalMemoryNeededMB int64 `json:"totalMemoryNeededMB"`
 }
 
 // Invalid is the exitCode of a container that has not ended
@@ -177,6 +180,9 @@ type Listing struct {
 	// Exits are the containers listed with an exit status (not Invalid):
 	// completed ones, and ones being killed.
 	Exits map[string]Exit
+	// Memory is the memory allocated to each container listed with one
+	// (totalMemoryNeededMB), in MB.
+	Memory map[string]int64
 }
 
 // Watcher polls one NodeManager in the background. Its methods are safe
@@ -301,6 +307,12 @@ func (w *Watcher) PollOnce(ctx context.Context) {
 	l.Containers = make(map[string]string, len(cs))
 	for _, c := range cs {
 		l.Containers[c.ID] = c.State
+		if c.TotalMemoryNeededMB > 0 {
+			if l.Memory == nil {
+				l.Memory = map[string]int64{}
+			}
+			l.Memory[c.ID] = c.TotalMemoryNeededMB
+		}
 		if c.ExitCode != nil && *c.ExitCode != Invalid {
 			if l.Exits == nil {
 				l.Exits = map[string]Exit{}

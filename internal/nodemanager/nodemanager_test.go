@@ -72,7 +72,8 @@ func TestContainersAndApps(t *testing.T) {
 	s := nm(t, &cs, &as)
 	ctx := context.Background()
 	got, err := Containers(ctx, s.Client(), s.URL)
-	if err != nil || len(got) != 2 || got[0].State != "RUNNING" || got[1].ID != "container_e01_1700000000000_0001_01_000003" {
+	if err != nil || len(got) != 2 || got[0].State != "RUNNING" || got[1].ID != "container_e01_1700000000000_0001_01_000003" ||
+		got[0].TotalMemoryNeededMB != 1024 || got[1].TotalMemoryNeededMB != 0 {
 		t.Fatalf("%+v %v", got, err)
 	}
 	apps, err := Apps(ctx, s.Client(), s.URL)
@@ -94,7 +95,7 @@ func TestContainersAndApps(t *testing.T) {
 
 func TestWatcher(t *testing.T) {
 	var cs, as atomic.Value
-	cs.Store(`{"containers":{"container":[{"id":"c1","state":"RUNNING"}]}}`)
+	cs.Store(`{"containers":{"container":[{"id":"c1","state":"RUNNING","totalMemoryNeededMB":3072},{"id":"c2","state":"NEW"}]}}`)
 	as.Store(`{"apps":{}}`)
 	s := nm(t, &cs, &as)
 	w := NewWatcher(20*time.Millisecond, s.Client())
@@ -107,7 +108,8 @@ func TestWatcher(t *testing.T) {
 	w.StartContext(ctx)
 	defer w.Stop()
 	testsrv.WaitUntil(t, "two polls", 5*time.Second, func() bool { last, prev := w.Latest(); return last != nil && prev != nil })
-	if last, prev := w.Latest(); last.Containers["c1"] != "RUNNING" || last.Apps == nil || last.Polls < 2 || !last.At.After(prev.At) {
+	if last, prev := w.Latest(); last.Containers["c1"] != "RUNNING" || last.Apps == nil || last.Polls < 2 || !last.At.After(prev.At) ||
+		len(last.Memory) != 1 || last.Memory["c1"] != 3072 {
 		t.Fatalf("%+v %+v", last, prev)
 	}
 	if n := w.Errors(); n != 0 {

@@ -8,6 +8,7 @@ package redact
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -89,6 +90,9 @@ func isSpace(c byte) bool {
 //	-Dname=value  --name=value  -name=value  name=value  (the value after the first '=')
 //	--name value  -name value   (the next word; not after -D, which sets a property)
 //	scheme://user:password@host (a URL's password)
+//	...?name=value&name=value, ...;name=value;... (parameters of URLs and
+//	connection strings: after ?, &, ; or #, up to the next &, ;, # or quote)
+//	jdbc:oracle:thin:user/password@host
 //
 // where name matches the pattern. A value that starts with a quote is masked
 // up to its closing quote. Masking is idempotent: String(String(s)) ==
@@ -109,6 +113,7 @@ func (m *Masker) String(s string) string {
 		done = to
 	}
 	maskNext := false
+	var spans [4][2]int
 	for i := 0; i < len(s); {
 		for i < len(s) && isSpace(s[i]) {
 			i++
@@ -117,8 +122,14 @@ func (m *Masker) String(s string) string {
 			break
 		}
 		end := i
-		for end < len(s) && !isSpace(s[end]) {
-			end++
+		eqs, seps := 0, false // (for mayHoldSecrets, in the same pass)
+		for ; end < len(s) && !isSpace(s[end]); end++ {
+			switch s[end] {
+			case '=':
+				eqs++
+			case '?', '&', ';', '#', '@':
+				seps = true
+			}
 		}
 		w := s[i:end]
 		// Leading quotes do not change the name; a quoted word ends at its
@@ -145,7 +156,7 @@ func (m *Masker) String(s string) string {
 			continue
 		}
 		maskNext = flag
-		if eq > 0 {
+		if eq > 0 && isName(name[:eq]) {
 			key := name[:eq]
 			if dashes == 1 && strings.HasPrefix(key, "D") {
 				key = key[1:] // -Dname=value
@@ -158,9 +169,11 @@ func (m *Masker) String(s string) string {
 				continue
 			}
 		}
-		if j := strings.Index(w, "://"); j >= 0 {
-			if from, to, ok := urlPassword(w, j+3); ok {
-				replace(i+from, i+to)
+		if seps || eqs >= 2 {
+			// A password before an @, or a parameter after one of
+			// paramSeps (after an =, one that follows another =).
+			for _, sp := range m.wordSecrets(spans[:0], w) {
+				replace(i+sp[0], i+sp[1])
 			}
 		}
 		i = end
@@ -211,6 +224,140 @@ func urlPassword(w string, at int) (from, to int, ok bool) {
 		return 0, 0, false
 	}
 	return at + c + 1, at + a, true
+}
+
+// wordSecrets appends to spans the spans of secrets inside the word w, in
+// order and apart: a URL's password, an Oracle JDBC URL's, the values of
+// parameters that name secrets.
+func (m *Masker) wordSecrets(spans [][2]int, w string) [][2]int {
+	if j := strings.Index(w, "://"); j >= 0 {
+		if from, to, ok := urlPassword(w, j+3); ok {
+			spans = append(spans, [2]int{from, to})
+		}
+	}
+	if from, to, ok := oraclePassword(w); ok {
+		spans = append(spans, [2]int{from, to})
+	}
+	for p := 0; p < len(w); {
+		from, to, ok := m.param(w, p)
+		if !ok {
+			break
+		}
+		spans = append(spans, [2]int{from, to})
+		p = to
+	}
+	if len(spans) < 2 {
+		return spans
+	}
+	slices.SortFunc(spans, func(a, b [2]int) int { return a[0] - b[0] })
+	out := spans[:1]
+	for _, sp := range spans[1:] {
+		last := &out[len(out)-1]
+		if sp[0] < last[1] { // overlapping: one span
+			last[1] = max(last[1], sp[1])
+			continue
+		}
+		out = append(out, sp)
+	}
+	return out
+}
+
+// paramSeps start a parameter inside a word: a URL's query (?a=b&c=d) and
+// fragment (#access_token=...), the key=value;key=value lists of
+// connection strings (SQL Server's JDBC URLs, ODBC and ADO.NET), and a
+// value that sets another (--conf=spark.authenticate.secret=x).
+const paramSeps = "?&;#="
+
+// paramEnds end a parameter's value (and quotes, which close the word's).
+const paramEnds = "&;#'\""
+
+// param finds, in w from w[at], the value of the first parameter whose
+// name names a secret: name=value right after one of paramSeps. The value
+// runs to the next of paramEnds (past its closing brace first when it
+// starts with one: SQL Server's {a;b}); a value already masked is skipped.
+func (m *Masker) param(w string, at int) (from, to int, ok bool) {
+	for at < len(w) {
+		k := strings.IndexAny(w[at:], paramSeps)
+		if k < 0 {
+			return 0, 0, false
+		}
+		start := at + k + 1
+		at = start
+		eq := start
+		for eq < len(w) && isNameByte(w[eq]) {
+			eq++
+		}
+		if eq == start || eq == len(w) || w[eq] != '=' || !m.secretName(w[start:eq]) {
+			continue
+		}
+		from, to = eq+1, eq+1
+		if to < len(w) && w[to] == '{' {
+			if c := strings.IndexByte(w[to:], '}'); c >= 0 {
+				to += c + 1
+			} else {
+				to = len(w)
+			}
+		}
+		if e := strings.IndexAny(w[to:], paramEnds); e >= 0 {
+			to += e
+		} else {
+			to = len(w)
+		}
+		if from == to || w[from:to] == Mask {
+			at = to
+			continue
+		}
+		return from, to, true
+	}
+	return 0, 0, false
+}
+
+// isName reports whether s is made of isNameByte alone (not a URL, say,
+// whose parameters are found one by one).
+func isName(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if !isNameByte(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// isNameByte reports whether c may be in a parameter's name (password,
+// ssl_password, fs.s3a.secret.key, api-key, Password).
+func isNameByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
+}
+
+// oraclePassword finds the password of an Oracle JDBC URL's
+// user/password@ (jdbc:oracle:thin:scott/tiger@db:1521/svc), which has
+// no "://".
+func oraclePassword(w string) (from, to int, ok bool) {
+	const prefix = "jdbc:oracle:"
+	k := strings.Index(w, prefix[5:])
+	if k < 0 {
+		k = strings.Index(w, "ORACLE:")
+	}
+	if k < 5 || !strings.EqualFold(w[k-5:k+len(prefix)-5], prefix) {
+		return 0, 0, false
+	}
+	k -= 5
+	rest := w[k+len("jdbc:oracle:"):]
+	c := strings.IndexByte(rest, ':') // after the driver (thin, oci)
+	if c < 0 {
+		return 0, 0, false
+	}
+	base := k + len("jdbc:oracle:") + c + 1
+	cred := w[base:]
+	a := strings.IndexByte(cred, '@')
+	if a < 0 {
+		return 0, 0, false
+	}
+	s := strings.IndexByte(cred[:a], '/')
+	if s < 0 || s+1 == a || cred[s+1:a] == Mask {
+		return 0, 0, false
+	}
+	return base + s + 1, base + a, true
 }
 
 // Batch masks every text of b that comes from a process or a job's

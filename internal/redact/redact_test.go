@@ -30,7 +30,22 @@ func TestString(t *testing.T) {
 		// URLs with a password.
 		{"sqoop --connect jdbc:mysql://etl:pw0rd@db:3306/x", "sqoop --connect jdbc:mysql://etl:*****@db:3306/x"},
 		{"distcp s3a://AKIA:SEKRIT@bucket/p hdfs://nn:8020/p", "distcp s3a://AKIA:*****@bucket/p hdfs://nn:8020/p"},
+		// Parameters of URLs and connection strings, wherever they stand.
+		{"mapper.py --jdbc 'jdbc:mysql://db:3306/x?user=etl&password=pw1'", "mapper.py --jdbc 'jdbc:mysql://db:3306/x?user=etl&password=*****'"},
+		{"x jdbc:mysql://db/x?password=pw1&user=etl", "x jdbc:mysql://db/x?password=*****&user=etl"},
+		{"jdbc:sqlserver://db:1433;databaseName=x;user=sa;password=pw2;encrypt=true", "jdbc:sqlserver://db:1433;databaseName=x;user=sa;password=*****;encrypt=true"},
+		{"jdbc:sqlserver://db;Password={a;b}c;user=sa", "jdbc:sqlserver://db;Password=*****;user=sa"},
+		{"--url=postgresql://db/x?sslmode=require&sslpassword=pw3", "--url=postgresql://db/x?sslmode=require&sslpassword=*****"},
+		{"curl https://api.example.com/v1?apikey=K1&q=1 https://h/cb#access_token=T1&state=s", "curl https://api.example.com/v1?apikey=*****&q=1 https://h/cb#access_token=*****&state=s"},
+		{"-Dx.url=jdbc:hive2://h:10000/db;ssl=true;sslTrustStore=/t;trustStorePassword=pw4", "-Dx.url=jdbc:hive2://h:10000/db;ssl=true;sslTrustStore=/t;trustStorePassword=*****"},
+		{`"Server=db;Database=x;User Id=sa;Password=pw5;"`, `"Server=db;Database=x;User Id=sa;Password=*****;"`},
+		{"sqoop --connect jdbc:oracle:thin:scott/tiger@db:1521/svc", "sqoop --connect jdbc:oracle:thin:scott/*****@db:1521/svc"},
+		{"s3a://KEY:S@b/p?x-amz-signature=abc&token=t", "s3a://KEY:*****@b/p?x-amz-signature=*****&token=*****"},
 		// Not secrets: untouched.
+		{"jdbc:mysql://db/x?user=etl&useSSL=true;a=b#frag", "jdbc:mysql://db/x?user=etl&useSSL=true;a=b#frag"},
+		{"https://h/x?password_policy&q=1", "https://h/x?password_policy&q=1"},
+		// A value that sets another.
+		{"--conf=spark.authenticate.secret=s3 x", "--conf=spark.authenticate.secret=***** x"},
 		{"java -Xmx1638m -Dyarn.app.container.log.dir=/x org.apache.hadoop.mapred.YarnChild 10.0.0.1 4 attempt_1_0001_m_000001_0 2",
 			"java -Xmx1638m -Dyarn.app.container.log.dir=/x org.apache.hadoop.mapred.YarnChild 10.0.0.1 4 attempt_1_0001_m_000001_0 2"},
 		{"-Dpassword.policy -Dfoo=bar secretsauce.jar", "-Dpassword.policy -Dfoo=bar secretsauce.jar"},
@@ -122,7 +137,9 @@ func FuzzString(f *testing.F) {
 		f.Add(s, "hunter2")
 	}
 	m := Default()
-	forms := []string{" -Dfs.s3a.secret.key=%s ", " --password=%s ", " --password %s ", " DB_TOKEN=%s ", " jdbc:mysql://u:%s@db/x "}
+	forms := []string{" -Dfs.s3a.secret.key=%s ", " --password=%s ", " --password %s ", " DB_TOKEN=%s ", " jdbc:mysql://u:%s@db/x ",
+		" jdbc:mysql://db/x?user=u&password=%s&x=1 ", " jdbc:sqlserver://db;user=sa;password=%s ", " https://h/p?apikey=%s ",
+		" postgresql://db/x?sslpassword=%s ", " h/cb#access_token=%s ", " jdbc:oracle:thin:u/%s@db:1521/s "}
 	f.Fuzz(func(t *testing.T, s, secret string) {
 		out := m.String(s)
 		if utf8.ValidString(s) && !utf8.ValidString(out) {
@@ -131,13 +148,83 @@ func FuzzString(f *testing.F) {
 		if again := m.String(out); again != out {
 			t.Fatalf("not idempotent: %q -> %q -> %q", s, out, again)
 		}
-		if len(secret) < 4 || strings.ContainsAny(secret, " \t\n\r\v\f'\"@/?#:") || strings.Contains(s, secret) || strings.Contains(Mask, secret) {
+		if len(secret) < 4 || strings.ContainsAny(secret, " \t\n\r\v\f'\"@/?#:&;{}=") || strings.Contains(s, secret) || strings.Contains(Mask, secret) {
 			return
 		}
 		for _, form := range forms {
 			in := s + strings.Replace(form, "%s", secret, 1) + s
 			if out := m.String(in); strings.Contains(out, secret) {
 				t.Fatalf("String(%q) = %q keeps the secret", in, out)
+			}
+		}
+	})
+}
+
+// FuzzURL: a secret in a URL or a connection string that the fuzzer
+// builds (a parameter of its query, fragment or key=value list whose name
+// names a secret, the password of its user:password@ or of an Oracle
+// user/password@) never survives masking; the parameter's name does, and
+// masking is idempotent.
+func FuzzURL(f *testing.F) {
+	f.Add("jdbc:mysql", "db:3306", "x", "", "password", "", "hunter22", uint8(0))
+	f.Add("jdbc:sqlserver", "db:1433", "databaseName=x", "ssl", "password", "", "pw;x", uint8(2))
+	f.Add("https", "api.example.com", "v1/q", "", "api", "key", "K123", uint8(1))
+	f.Add("postgresql", "db", "x", "", "access", "_token", "T-1.2", uint8(4))
+	f.Add("s3a", "bucket", "p", "", "secret", "", "ab+/cd", uint8(5))
+	f.Add("jdbc:oracle:thin", "db:1521", "svc", "", "token", "", "tiger", uint8(6))
+	m := Default()
+	words := []string{"password", "secret", "token", "passwd", "apikey", "api_key", "access_token", "sslpassword", "PWD_password"}
+	f.Fuzz(func(t *testing.T, scheme, host, path, pre, word, suf, secret string, form uint8) {
+		keep := func(s, drop string) string {
+			return strings.Map(func(r rune) rune {
+				if r <= ' ' || r == 0x7f || strings.ContainsRune(drop, r) || !utf8.ValidRune(r) || r == utf8.RuneError {
+					return -1
+				}
+				return r
+			}, s)
+		}
+		scheme, host, path = keep(scheme, `'"/@?#&;={}:`), keep(host, `'"/@?#&;={}`), keep(path, `'"@?#&;{}`)
+		name := keep(pre, "") + word + keep(suf, "")
+		if !isName(name) || !m.secretName(name) {
+			name = words[int(form)%len(words)]
+		}
+		secret = keep(secret, `'"@/?#&;={}:\`)
+		if scheme == "" || len(secret) < 4 || strings.Contains(Mask, secret) {
+			return
+		}
+		var u string
+		switch form % 7 {
+		case 0:
+			u = scheme + "://" + host + "/" + path + "?a=1&" + name + "=" + secret + "&b=2"
+		case 1:
+			u = scheme + "://" + host + "/" + path + "?" + name + "=" + secret
+		case 2:
+			u = "jdbc:sqlserver://" + host + ";" + path + ";" + name + "={" + secret + "};x=y"
+		case 3:
+			u = `"Server=` + host + ";Database=" + path + ";User Id=u;" + name + "=" + secret + `;"`
+		case 4:
+			u = scheme + "://" + host + "/" + path + "#" + name + "=" + secret + "&state=1"
+		case 5:
+			u = scheme + "://user:" + secret + "@" + host + "/" + path + "?x=1"
+		case 6:
+			u = "jdbc:oracle:thin:user/" + secret + "@" + host + "/" + path
+		}
+		if strings.Contains(strings.ReplaceAll(u, secret, ""), secret) {
+			return
+		}
+		for _, in := range []string{u, "java -cp x Y --url " + u + " -v", "--conf=spark.x.url=" + u, "'" + u + "'"} {
+			if strings.Count(in, secret) != 1 {
+				continue // the secret is also in another part
+			}
+			out := m.String(in)
+			if strings.Contains(out, secret) {
+				t.Fatalf("String(%q) = %q keeps the secret", in, out)
+			}
+			if form%7 < 5 && !strings.Contains(out, name+"=") {
+				t.Fatalf("String(%q) = %q lost the name %q", in, out, name)
+			}
+			if again := m.String(out); again != out {
+				t.Fatalf("not idempotent: %q -> %q -> %q", in, out, again)
 			}
 		}
 	})

@@ -47,6 +47,7 @@ func (t *Tracker) sampleUnits(ms int64) {
 		} else if a := u.cur; a.confRetryAt != 0 && t.cycle >= a.confRetryAt {
 			t.retryConf(u, a)
 		}
+		t.allocation(u)
 		if !u.orphaned && u.launcherPID > 1 && t.procs[u.launcherPID] == nil {
 			u.orphaned = true
 			t.sink.Event(&wire.Event{Ms: ms, Kind: wire.EventOrphan, AttemptID: u.cur.info.AttemptID,

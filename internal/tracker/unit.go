@@ -1,8 +1,6 @@
 package tracker
 
 import (
-	"bufio"
-	"bytes"
 	"io"
 	"os"
 	"path"
@@ -22,6 +20,7 @@ type unit struct {
 	appID       string
 	framework   string
 	jvmKind     hadoop.Kind // the kind of task JVM the unit runs, once known
+	allocMB     int64       // the memory its NodeManager allocated its container, once listed (alloc.go)
 	attemptID   string      // the attempt it runs now, once known
 	jvmPID      int32
 	jvmArgv     string // the JVM's command line, for -Xmx
@@ -338,10 +337,16 @@ func (t *Tracker) readConf(u *unit, a *wire.Attempt) bool {
 		t.readSparkConf(cwd, a, u.jvmKind == hadoop.KindSparkAM)
 		complete = a.JobName != ""
 	case hadoop.KindTezAM:
+		t.readTezConf(cwd, a, true)
 		if name := t.tezDAGName(pid, u.logDir); name != "" {
 			a.JobName = name
 		}
 		complete = a.JobName != ""
+	case hadoop.KindTezChild:
+		t.readTezConf(cwd, a, false)
+	}
+	if u.allocMB > 0 {
+		a.MemoryMB = u.allocMB // what the NodeManager allocated (alloc.go)
 	}
 	if u.jvmPID != 0 {
 		for _, m := range u.members {
@@ -456,52 +461,60 @@ func confFields(a *wire.Attempt) attemptConf {
 	return attemptConf{a.JobName, a.User, a.Queue, a.JavaOpts, a.MemoryMB, a.XmxBytes, a.Streaming}
 }
 
+// readSparkConf reads a Spark container's __spark_conf__ (see
+// hadoop.SparkConfFor).
 func (t *Tracker) readSparkConf(cwd string, a *wire.Attempt, am bool) {
-	f, err := os.Open(cwd + "/__spark_conf__/__spark_conf__.properties")
-	if err != nil {
-		return
-	}
-	defer f.Close()
-	props := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := bytes.TrimSpace(sc.Bytes())
-		if len(line) == 0 || line[0] == '#' {
-			continue
-		}
-		k, v, ok := bytes.Cut(line, []byte("="))
-		if !ok {
-			continue
-		}
-		props[string(bytes.TrimSpace(k))] = string(bytes.TrimSpace(v))
-	}
-	a.JobName = props["spark.app.name"]
-	if q := props["spark.yarn.queue"]; q != "" {
-		a.Queue = q
-	}
-	// The container's memory: the heap asked for and its overhead (at
-	// least 384 MiB, a tenth by default). The ApplicationMaster's (client
-	// mode's ExecutorLauncher) is spark.yarn.am.memory's.
-	heap, overhead := "spark.executor.memory", "spark.executor.memoryOverhead"
-	if am {
-		heap, overhead = "spark.yarn.am.memory", "spark.yarn.am.memoryOverhead"
-	}
-	if mem, ok := sparkSize(props[heap]); ok {
-		over := mem / 10
-		if over < 384<<20 {
-			over = 384 << 20
-		}
-		if o, ok := sparkSize(props[overhead]); ok {
-			over = o
-		}
-		a.MemoryMB = (mem + over) >> 20
+	if c, ok := t.readAppConf(cwd+"/"+hadoop.SparkConfFile, hadoop.ParseSparkConf); ok {
+		setConf(a, c.SparkConfFor(am))
 	}
 }
 
-// sparkSize parses a Spark memory setting: a JVM size, MiB when it has no unit.
-func sparkSize(v string) (int64, bool) {
-	if v != "" && v[len(v)-1] >= '0' && v[len(v)-1] <= '9' {
-		v += "m"
+// readTezConf reads a Tez container's tez-conf.pb (see
+// hadoop.TezConfFor): its queue and size; a Tez AM names its job from its
+// DAG's log.
+func (t *Tracker) readTezConf(cwd string, a *wire.Attempt, am bool) {
+	if c, ok := t.readAppConf(cwd+"/"+hadoop.TezConfFile, hadoop.ParseTezConf); ok {
+		setConf(a, c.TezConfFor(am))
 	}
-	return hadoop.ParseJavaSize(v)
+}
+
+// readAppConf reads a framework's configuration file; a missing one is
+// not an error, one that does not parse is counted.
+func (t *Tracker) readAppConf(path string, parse func(io.Reader) (hadoop.Conf, error)) (hadoop.Conf, bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, false
+	}
+	defer f.Close()
+	c, err := parse(f)
+	if err != nil {
+		t.countErr(path[strings.LastIndexByte(path, '/')+1:], err)
+		return nil, false
+	}
+	return c, true
+}
+
+// setConf takes what a Spark or Tez configuration says into the attempt,
+// made safe to send (the files are the job's: any bytes), keeping what
+// it does not say.
+func setConf(a *wire.Attempt, jc hadoop.JobConf) {
+	clean := func(s string) string { return wire.SanitizeText([]byte(s[:min(len(s), maxJobName)])) }
+	if jc.JobName != "" {
+		a.JobName = clean(jc.JobName)
+	}
+	if jc.User != "" {
+		a.User = clean(jc.User)
+	}
+	if jc.Queue != "" {
+		a.Queue = clean(jc.Queue)
+	}
+	if jc.MemoryMB > 0 {
+		a.MemoryMB = jc.MemoryMB
+	}
+	if jc.JavaOpts != "" {
+		a.JavaOpts = wire.SanitizeText([]byte(jc.JavaOpts))
+	}
+	if jc.XmxBytes > 0 {
+		a.XmxBytes = jc.XmxBytes
+	}
 }
