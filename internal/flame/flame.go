@@ -90,28 +90,41 @@ var waitFrames = map[string]string{
 	wire.ThreadOther:    "[waiting]",
 }
 
-// value is a stack's time in a view; in the waiting view the JVM's own
+// QueuedFrame is, at the top of a stack in the waiting view, the time its
+// threads were runnable but waited for a CPU (busy neighbours, too few
+// cores), apart from the time they waited for anything else.
+const QueuedFrame = "[waiting for a CPU]"
+
+// part is one of a stack's times in a view, and the frame it goes under
+// ("" for none).
+type part struct {
+	ns    int64
+	frame string
+}
+
+// parts are a stack's times in a view: on a CPU; or waiting, under what it
+// waited in, and waiting for a CPU. In the waiting view the JVM's own
 // housekeeping threads, which wait always, are left out.
-func value(p *wire.Profile, s *wire.ProfileStack, v View) int64 {
+func parts(p *wire.Profile, s *wire.ProfileStack, v View) [2]part {
 	if v == CPU {
-		return s.CPUNs
+		return [2]part{{s.CPUNs, ""}}
 	}
 	if Group(p.Strings[s.Thread]) == GroupJVM {
-		return 0
+		return [2]part{}
 	}
-	return s.WaitNs
+	return [2]part{{s.WaitNs, waitFrames[s.State]}, {s.QueuedNs, QueuedFrame}}
 }
 
 // path is a stack's names from the root: its group, its thread, its
-// frames, and in the waiting view what it waited in.
-func path(p *wire.Profile, s *wire.ProfileStack, v View, dst []string) []string {
+// frames, and what it waited in (frame, "" for none).
+func path(p *wire.Profile, s *wire.ProfileStack, frame string, dst []string) []string {
 	thread := p.Strings[s.Thread]
 	dst = append(dst, "["+Group(thread)+"]", thread)
 	for _, f := range s.Frames {
 		dst = append(dst, p.Strings[f])
 	}
-	if v == Wait {
-		dst = append(dst, waitFrames[s.State])
+	if frame != "" {
+		dst = append(dst, frame)
 	}
 	return dst
 }
@@ -171,9 +184,11 @@ func Tree(p *wire.Profile, v View) *Node {
 	var names []string
 	for i := range p.Stacks {
 		s := &p.Stacks[i]
-		if x := value(p, s, v); x > 0 {
-			names = path(p, s, v, names[:0])
-			root.add(names, x, 0)
+		for _, x := range parts(p, s, v) {
+			if x.ns > 0 {
+				names = path(p, s, x.frame, names[:0])
+				root.add(names, x.ns, 0)
+			}
 		}
 	}
 	root.sortTree()
@@ -194,16 +209,20 @@ func Diff(p, base *wire.Profile, v View) *Node {
 	var names []string
 	for i := range p.Stacks {
 		s := &p.Stacks[i]
-		if x := value(p, s, v); x > 0 {
-			names = path(p, s, v, names[:0])
-			root.add(names, x, x)
+		for _, x := range parts(p, s, v) {
+			if x.ns > 0 {
+				names = path(p, s, x.frame, names[:0])
+				root.add(names, x.ns, x.ns)
+			}
 		}
 	}
 	for i := range base.Stacks {
 		s := &base.Stacks[i]
-		if x := int64(float64(value(base, s, v)) * scale); x > 0 {
-			names = path(base, s, v, names[:0])
-			root.add(names, 0, -x)
+		for _, x := range parts(base, s, v) {
+			if ns := int64(float64(x.ns) * scale); ns > 0 {
+				names = path(base, s, x.frame, names[:0])
+				root.add(names, 0, -ns)
+			}
 		}
 	}
 	root.sortTree()
@@ -221,22 +240,24 @@ func Collapsed(w io.Writer, p *wire.Profile, v View) error {
 	var b strings.Builder
 	for i := range p.Stacks {
 		s := &p.Stacks[i]
-		x := value(p, s, v) / 1000
-		if x <= 0 {
-			continue
-		}
-		b.Reset()
-		for j, n := range path(p, s, v, names[:0]) {
-			if j > 0 {
-				b.WriteByte(';')
+		for _, pt := range parts(p, s, v) {
+			x := pt.ns / 1000
+			if x <= 0 {
+				continue
 			}
-			b.WriteString(collapsedName.Replace(n))
+			b.Reset()
+			for j, n := range path(p, s, pt.frame, names[:0]) {
+				if j > 0 {
+					b.WriteByte(';')
+				}
+				b.WriteString(collapsedName.Replace(n))
+			}
+			k := b.String()
+			if _, ok := sums[k]; !ok {
+				keys = append(keys, k)
+			}
+			sums[k] += x
 		}
-		k := b.String()
-		if _, ok := sums[k]; !ok {
-			keys = append(keys, k)
-		}
-		sums[k] += x
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
@@ -282,8 +303,10 @@ func AppFrame(frames []string) string {
 }
 
 // Hottest are the n frames of the job's code (AppFrame) that a view's
-// time went to most, with their thread group, largest first. Stacks
-// without frames (the JVM's own threads) count as their thread's name.
+// time went to most, with their thread group, largest first: on a CPU, or
+// waiting (not the time waiting for a CPU, which says how busy the node
+// was rather than where the task waited). Stacks without frames (the
+// JVM's own threads) count as their thread's name.
 func Hottest(p *wire.Profile, v View, n int) []Frame {
 	type k struct{ name, group string }
 	sums := map[k]int64{}
@@ -291,7 +314,7 @@ func Hottest(p *wire.Profile, v View, n int) []Frame {
 	var frames []string
 	for i := range p.Stacks {
 		s := &p.Stacks[i]
-		x := value(p, s, v)
+		x := parts(p, s, v)[0].ns
 		if x <= 0 {
 			continue
 		}

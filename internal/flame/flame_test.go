@@ -19,7 +19,7 @@ func prof() *wire.Profile {
 			"org.apache.hadoop.mapreduce.task.reduce.Fetcher.run", "java.net.SocketInputStream.socketRead0", "GC Thread#N", "Finalizer",
 			"java.lang.Object.wait", "my;odd\nname"},
 		Stacks: []wire.ProfileStack{
-			{Thread: 0, State: wire.ThreadRunnable, Frames: []uint32{1, 2}, CPUNs: 6e9, WaitNs: 0.5e9, Samples: 30},
+			{Thread: 0, State: wire.ThreadRunnable, Frames: []uint32{1, 2}, CPUNs: 6e9, WaitNs: 0.5e9, Samples: 30, QueuedNs: 2e9},
 			{Thread: 0, State: wire.ThreadBlocked, Frames: []uint32{1, 3}, CPUNs: 0, WaitNs: 1e9, Samples: 5},
 			{Thread: 4, State: wire.ThreadRunnable, Frames: []uint32{5, 6}, CPUNs: 0.2e9, WaitNs: 9.8e9, Samples: 50},
 			{Thread: 7, State: wire.ThreadVM, CPUNs: 1e9, Samples: 50},
@@ -68,7 +68,7 @@ func TestTree(t *testing.T) {
 		t.Errorf("gc: %+v", n)
 	}
 	wait := Tree(p, Wait)
-	if wait.Value != 11.3e9 || find(wait, "[jvm]") != nil {
+	if wait.Value != 13.3e9 || find(wait, "[jvm]") != nil {
 		t.Errorf("wait total %d (the finalizer left out: %v)", wait.Value, find(wait, "[jvm]"))
 	}
 	if n := find(wait, "[task]", "main", "org.apache.hadoop.mapred.YarnChild.main", "my.Job.lock", "[blocked on a monitor]"); n == nil || n.Value != 1e9 {
@@ -77,6 +77,9 @@ func TestTree(t *testing.T) {
 	if n := find(wait, "[shuffle]", "fetcher#N", "org.apache.hadoop.mapreduce.task.reduce.Fetcher.run", "java.net.SocketInputStream.socketRead0",
 		"[IO or native code]"); n == nil || n.Value != 9.8e9 {
 		t.Errorf("fetch: %+v", n)
+	}
+	if n := find(wait, "[task]", "main", "org.apache.hadoop.mapred.YarnChild.main", "my.Job.spin", QueuedFrame); n == nil || n.Value != 2e9 {
+		t.Errorf("waiting for a CPU: %+v", n)
 	}
 	// Children in name order.
 	if len(cpu.Children) != 3 || cpu.Children[0].Name != "[gc]" || cpu.Children[2].Name != "[task]" {
@@ -132,7 +135,7 @@ func TestPProf(t *testing.T) {
 	if err := pp.CheckValid(); err != nil {
 		t.Fatal(err)
 	}
-	if len(pp.Sample) != 6 || len(pp.SampleType) != 3 || pp.SampleType[1].Type != "wait" || pp.DurationNanos != 10e9 {
+	if len(pp.Sample) != 6 || len(pp.SampleType) != 4 || pp.SampleType[1].Type != "wait" || pp.SampleType[2].Type != "queued" || pp.DurationNanos != 10e9 {
 		t.Errorf("pprof: %d samples, types %v, duration %d", len(pp.Sample), pp.SampleType, pp.DurationNanos)
 	}
 	s := pp.Sample[0]

@@ -8,15 +8,16 @@ import (
 	"github.com/taskscope/taskscope/internal/wire"
 )
 
-// PProf is p as a pprof profile (github.com/google/pprof/profile): three
-// sample types, cpu and wait (nanoseconds) and samples (dumps that showed
-// the stack); a sample per stack, its locations the frames innermost
+// PProf is p as a pprof profile (github.com/google/pprof/profile): four
+// sample types, cpu, wait and queued (waiting for a CPU), in nanoseconds,
+// and samples (dumps that showed the stack); a sample per stack, its locations the frames innermost
 // first under two of the thread's (its name and, outermost, its group in
 // brackets), as in the flame graphs; labels thread, thread_group and
 // state. go tool pprof -sample_index=wait shows the waiting.
 func PProf(p *wire.Profile) *profile.Profile {
 	out := &profile.Profile{
-		SampleType:        []*profile.ValueType{{Type: "cpu", Unit: "nanoseconds"}, {Type: "wait", Unit: "nanoseconds"}, {Type: "samples", Unit: "count"}},
+		SampleType: []*profile.ValueType{{Type: "cpu", Unit: "nanoseconds"}, {Type: "wait", Unit: "nanoseconds"},
+			{Type: "queued", Unit: "nanoseconds"}, {Type: "samples", Unit: "count"}},
 		DefaultSampleType: "cpu",
 		PeriodType:        &profile.ValueType{Type: "wall", Unit: "nanoseconds"},
 		Period:            p.IntervalMs * 1_000_000,
@@ -40,7 +41,7 @@ func PProf(p *wire.Profile) *profile.Profile {
 		s := &p.Stacks[i]
 		thread := p.Strings[s.Thread]
 		group := Group(thread)
-		smp := &profile.Sample{Value: []int64{s.CPUNs, s.WaitNs, int64(s.Samples)},
+		smp := &profile.Sample{Value: []int64{s.CPUNs, s.WaitNs, s.QueuedNs, int64(s.Samples)},
 			Label: map[string][]string{"thread": {thread}, "thread_group": {group}, "state": {s.State}}}
 		for j := len(s.Frames) - 1; j >= 0; j-- {
 			smp.Location = append(smp.Location, loc(p.Strings[s.Frames[j]]))

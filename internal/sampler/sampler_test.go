@@ -20,14 +20,15 @@ func startWork(t testing.TB, exitMs, idle int) *testjvm.JVM {
 // stack is a profile's stack with its strings.
 type stack struct {
 	thread, state string
-	frames        []string // outermost first
-	cpu, wait     time.Duration
+	frames            []string // outermost first
+	cpu, wait, queued time.Duration
 }
 
 func stacksOf(p *wire.Profile) []stack {
 	var out []stack
 	for _, s := range p.Stacks {
-		st := stack{thread: p.Strings[s.Thread], state: s.State, cpu: time.Duration(s.CPUNs), wait: time.Duration(s.WaitNs)}
+		st := stack{thread: p.Strings[s.Thread], state: s.State, cpu: time.Duration(s.CPUNs), wait: time.Duration(s.WaitNs),
+			queued: time.Duration(s.QueuedNs)}
 		for _, f := range s.Frames {
 			st.frames = append(st.frames, p.Strings[f])
 		}
@@ -110,12 +111,17 @@ func TestProfileKnownMethods(t *testing.T) {
 	ss := stacksOf(p)
 	// On a CPU: the main thread in hotLoop, whatever share of a CPU the
 	// machine gave it; and each thread's time adds up to the window, on a
-	// CPU or not.
+	// CPU, waiting for one, or waiting.
 	cpu, wait := byLeaf(ss, "main")
 	var mainCPU, mainAll time.Duration
 	for f := range cpu {
 		mainCPU += cpu[f]
 		mainAll += cpu[f] + wait[f]
+	}
+	for _, s := range ss {
+		if s.thread == "main" {
+			mainAll += s.queued
+		}
 	}
 	if f, d := top(cpu); f != "Work.hotLoop" || d < mainCPU*9/10 || d < 100*time.Millisecond {
 		t.Errorf("main's top CPU frame: %s with %v of its %v (%v)", f, d, mainCPU, cpu)

@@ -173,6 +173,19 @@ type JobSpec struct {
 
 	FailMaps int // the first FailMaps map attempts exit 1 (and are retried once)
 
+	// Where the tasks' time goes, in methods a profile of their JVMs
+	// shows: InputWait in taskscope.sim.Work.readInput (sleeps standing
+	// for slow input IO), then LockWait in Work.awaitLock (blocked on a
+	// lock that a thread "lock-holder" of the task holds, in
+	// Work.holdLock), then TaskCPU in Work.burnUntil (a hot loop).
+	InputWait, LockWait time.Duration
+	// SlowMap makes map 0 wait that much longer in Work.readInput: a
+	// straggler reading from a slow disk, with its siblings' work.
+	SlowMap time.Duration
+	// Threads starts that many more threads in each task JVM, idle
+	// (parked in Work.idle): JVMs of many threads.
+	Threads int
+
 	// Faults says how each map task's first attempt ends, by map index
 	// (MapReduce and Streaming on YARN): exit 1, kill -9, killed by the
 	// NodeManager over its memory, by the kernel's OOM killer, or killed
