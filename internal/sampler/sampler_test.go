@@ -19,7 +19,7 @@ func startWork(t testing.TB, exitMs, idle int) *testjvm.JVM {
 
 // stack is a profile's stack with its strings.
 type stack struct {
-	thread, state string
+	thread, state     string
 	frames            []string // outermost first
 	cpu, wait, queued time.Duration
 }
