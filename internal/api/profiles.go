@@ -150,6 +150,9 @@ type ProfileView struct {
 	Baseline *store.ProfileInfo       `json:"baseline,omitempty"`
 	DiffCPU  *flame.Node              `json:"diff_cpu,omitempty"`
 	DiffWait *flame.Node              `json:"diff_wait,omitempty"`
+	// More are the frames this JVM spent more time in than the baseline's,
+	// on a CPU and waiting, most first.
+	More map[string][]flame.Frame `json:"more,omitempty"`
 }
 
 // hottestFrames is how many of them a view lists.
@@ -215,6 +218,8 @@ func (a *API) profile(w http.ResponseWriter, r *http.Request) {
 			v.Baseline = &base.info
 			if p != nil && base.p != nil {
 				v.DiffCPU, v.DiffWait = flame.Diff(p, base.p, flame.CPU), flame.Diff(p, base.p, flame.Wait)
+				v.More = map[string][]flame.Frame{"cpu": flame.More(p, base.p, flame.CPU, hottestFrames),
+					"wait": flame.More(p, base.p, flame.Wait, hottestFrames)}
 			}
 		}
 	}

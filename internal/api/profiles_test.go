@@ -227,7 +227,8 @@ func TestProfilesAuto(t *testing.T) {
 	if err := json.Unmarshal(b, &v); code != 200 || err != nil {
 		t.Fatalf("the straggler's profile: %d %v %s", code, err, b)
 	}
-	if v.Baseline == nil || v.Baseline.AttemptID != attP1 || v.DiffCPU == nil || v.DiffCPU.Delta != 10e9 || v.DiffWait == nil || v.DiffWait.Delta != -10e9 {
+	if v.Baseline == nil || v.Baseline.AttemptID != attP1 || v.DiffCPU == nil || v.DiffCPU.Delta != 10e9 || v.DiffWait == nil || v.DiffWait.Delta != -10e9 ||
+		len(v.More["cpu"]) != 1 || v.More["cpu"][0].Name != "my.Job.spin" || v.More["cpu"][0].SelfNs != 10e9 || len(v.More["wait"]) != 0 {
 		t.Errorf("the differential: %s", b)
 	}
 	// With automatic profiles off, or the node off, nothing is asked.

@@ -302,19 +302,14 @@ func AppFrame(frames []string) string {
 	return ""
 }
 
-// Hottest are the n frames of the job's code (AppFrame) that a view's
-// time went to most, with their thread group, largest first: on a CPU, or
-// waiting (not the time waiting for a CPU, which says how busy the node
-// was rather than where the task waited). Stacks without frames (the
-// JVM's own threads) count as their thread's name.
-func Hottest(p *wire.Profile, v View, n int) []Frame {
-	type k struct{ name, group string }
-	sums := map[k]int64{}
+// byFrame adds up a view's time by the job's frame (AppFrame) and thread
+// group, scaled by scale; and its whole time.
+func byFrame(p *wire.Profile, v View, scale float64, into map[[2]string]int64, sign int64) int64 {
 	var total int64
 	var frames []string
 	for i := range p.Stacks {
 		s := &p.Stacks[i]
-		x := parts(p, s, v)[0].ns
+		x := int64(float64(parts(p, s, v)[0].ns) * scale)
 		if x <= 0 {
 			continue
 		}
@@ -328,11 +323,18 @@ func Hottest(p *wire.Profile, v View, n int) []Frame {
 		if name == "" {
 			name = "[" + thread + "]"
 		}
-		sums[k{name, Group(thread)}] += x
+		into[[2]string{name, Group(thread)}] += sign * x
 	}
+	return total
+}
+
+// top sorts frames by time, largest first, and keeps n.
+func top(sums map[[2]string]int64, total int64, n int) []Frame {
 	out := make([]Frame, 0, len(sums))
 	for key, x := range sums {
-		out = append(out, Frame{Name: key.name, Thread: key.group, SelfNs: x, Share: float64(x) / float64(max(total, 1))})
+		if x > 0 {
+			out = append(out, Frame{Name: key[0], Thread: key[1], SelfNs: x, Share: float64(x) / float64(max(total, 1))})
+		}
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].SelfNs != out[j].SelfNs {
@@ -344,4 +346,29 @@ func Hottest(p *wire.Profile, v View, n int) []Frame {
 		out = out[:n]
 	}
 	return out
+}
+
+// More are the n frames of the job's code that p spent more of a view's
+// time in than base (scaled to p's window), most first: what a straggler
+// does more than its sibling. Share is of p's whole time in the view.
+func More(p, base *wire.Profile, v View, n int) []Frame {
+	scale := 1.0
+	if pw, bw := p.EndMs-p.StartMs, base.EndMs-base.StartMs; pw > 0 && bw > 0 {
+		scale = float64(pw) / float64(bw)
+	}
+	sums := map[[2]string]int64{}
+	total := byFrame(p, v, 1, sums, 1)
+	byFrame(base, v, scale, sums, -1)
+	return top(sums, total, n)
+}
+
+// Hottest are the n frames of the job's code (AppFrame) that a view's
+// time went to most, with their thread group, largest first: on a CPU, or
+// waiting (not the time waiting for a CPU, which says how busy the node
+// was rather than where the task waited). Stacks without frames (the
+// JVM's own threads) count as their thread's name.
+func Hottest(p *wire.Profile, v View, n int) []Frame {
+	sums := map[[2]string]int64{}
+	total := byFrame(p, v, 1, sums, 1)
+	return top(sums, total, n)
 }

@@ -163,3 +163,17 @@ func TestHottest(t *testing.T) {
 		t.Errorf("share %v", w[0].Share)
 	}
 }
+
+func TestMore(t *testing.T) {
+	slow, base := prof(), prof()
+	base.Stacks[0].CPUNs = 4e9 // the sibling spun 2 s less
+	base.Stacks[1].WaitNs = 0  // and did not wait on the lock
+	m := More(slow, base, CPU, 5)
+	if len(m) != 1 || m[0].Name != "my.Job.spin" || m[0].SelfNs != 2e9 {
+		t.Errorf("more on a CPU: %+v", m)
+	}
+	w := More(slow, base, Wait, 5)
+	if len(w) != 1 || w[0].Name != "my.Job.lock" || w[0].SelfNs != 1e9 {
+		t.Errorf("more waiting: %+v", w)
+	}
+}
