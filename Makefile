@@ -49,7 +49,8 @@ test-deps:
 # agent's live accounting, the browser) and compare what they measure with
 # the clock: they run one package at a time, after the others, so that two
 # of them never share CI's 2 cores.
-TIMED_PKGS := ./internal/simulator/ ./internal/tracker/ ./internal/agent/ ./internal/e2e/ ./internal/loadgen/ ./internal/server/ ./web/uitest/
+TIMED_PKGS := ./internal/simulator/ ./internal/tracker/ ./internal/agent/ ./internal/e2e/ ./internal/loadgen/ ./internal/server/ ./web/uitest/ \
+	./internal/hotspot/ ./internal/sampler/
 
 test-go:
 	$(GO) test $(TESTFLAGS) $$($(GO) list ./... | grep -v -x -F $(foreach p,$(TIMED_PKGS),-e github.com/taskscope/taskscope/$(patsubst ./%/,%,$(p))))

@@ -108,7 +108,13 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		if err := cluster.RunStream(streamCtx, simulator.StreamOptions{Concurrency: *jobs}); err != nil && !errors.Is(err, context.Canceled) {
+		// A straggler whose profile, and its differential against a
+		// sibling, come without anyone asking, first.
+		var first []simulator.JobSpec
+		if nk != simulator.NodeHadoop1 {
+			first = append(first, simulator.ProfiledStraggler())
+		}
+		if err := cluster.RunStream(streamCtx, simulator.StreamOptions{Concurrency: *jobs, First: first}); err != nil && !errors.Is(err, context.Canceled) {
 			log.Error("job stream stopped", "err", err)
 		}
 	}()

@@ -109,7 +109,8 @@ func TestProfileKnownMethods(t *testing.T) {
 	defer cancel()
 	j, att := started(ctx, t, c, simulator.JobSpec{Kind: simulator.JobMapReduce, Name: "profiled", Maps: 1, NoReduces: true,
 		TaskCPU: 4 * time.Second, InputWait: 3 * time.Second, LockWait: 6 * time.Second, Threads: 20}, "map")
-	req, v := h.profileOf(t, j.ID, att.AttemptID, `{"window_s": 20, "interval_ms": 100}`)
+	// The window covers the task's life (it ends the profile when it exits).
+	req, v := h.profileOf(t, j.ID, att.AttemptID, `{"window_s": 40, "interval_ms": 100}`)
 	p := v.Profile
 	if p.Status != wire.ProfileComplete && p.Status != wire.ProfilePartial || p.Dumps < 10 || p.RequestedBy == "" || int(p.PID) != att.JVMPID {
 		t.Fatalf("profile %+v", p)

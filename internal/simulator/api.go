@@ -306,4 +306,19 @@ type StreamOptions struct {
 	Seed int64
 	// MaxJobs stops after that many jobs were submitted (0: until ctx is done).
 	MaxJobs int
+	// First are submitted before the mix (they count as its jobs).
+	First []JobSpec
+}
+
+// ProfiledStraggler is a job whose straggler shows where its time goes: 30
+// maps in waves (25 s each; their time in a sleep standing for slow input,
+// a lock a thread of their own holds, and a hot loop: the methods of
+// JobSpec.InputWait, LockWait and TaskCPU), map 0 of which reads its input
+// 5 minutes longer. The analysis names it a straggler while siblings of
+// later waves still run: a profile of each over the same window shows what
+// the straggler does more (taskscope demo submits one first).
+func ProfiledStraggler() JobSpec {
+	return JobSpec{Kind: JobMapReduce, Name: "sessionize-clicks-slow-disk", User: "analytics", Queue: "etl", Maps: 30, NoReduces: true,
+		TaskCPU: 2 * time.Second, Hold: 25 * time.Second, InputWait: 5 * time.Second, LockWait: 3 * time.Second,
+		SlowMap: 5 * time.Minute, TaskMemMB: 48, MemoryMB: 1024}
 }

@@ -43,11 +43,15 @@ public final class Work {
         }
     }
 
-    /** Spins until the process CPU reaches targetMs. */
+    /**
+     * Spins until the process CPU reaches targetMs: the task's hot loop,
+     * where a profile finds its CPU (the CPU is read every million rounds,
+     * a few milliseconds: a sliver of the time).
+     */
     public static void burnUntil(long targetMs) {
         long x = 1;
         while (processCpuMs() < targetMs) {
-            for (int i = 0; i < 200_000; i++) {
+            for (int i = 0; i < 1_000_000; i++) {
                 x = x * 6364136223846793005L + 1442695040888963407L;
             }
             sink = x;
