@@ -178,19 +178,25 @@ func (n *Node) sortTree() {
 	sort.Slice(n.Children, func(i, j int) bool { return n.Children[i].Name < n.Children[j].Name })
 }
 
-// Tree is the flame graph of a view of p.
-func Tree(p *wire.Profile, v View) *Node {
-	root := &Node{Name: "all"}
+// addProfile adds the stacks of a view of p, their times scaled: to the
+// values, times value, and to the deltas, times delta.
+func (n *Node) addProfile(p *wire.Profile, v View, scale float64, value, delta int64) {
 	var names []string
 	for i := range p.Stacks {
 		s := &p.Stacks[i]
 		for _, x := range parts(p, s, v) {
-			if x.ns > 0 {
+			if ns := int64(float64(x.ns) * scale); ns > 0 {
 				names = path(p, s, x.frame, names[:0])
-				root.add(names, x.ns, 0)
+				n.add(names, value*ns, delta*ns)
 			}
 		}
 	}
+}
+
+// Tree is the flame graph of a view of p.
+func Tree(p *wire.Profile, v View) *Node {
+	root := &Node{Name: "all"}
+	root.addProfile(p, v, 1, 1, 0)
 	root.sortTree()
 	return root
 }
@@ -201,32 +207,19 @@ func Tree(p *wire.Profile, v View) *Node {
 // windows differ), so what p does more stands out; what only base does
 // has Value 0.
 func Diff(p, base *wire.Profile, v View) *Node {
-	scale := 1.0
-	if pw, bw := p.EndMs-p.StartMs, base.EndMs-base.StartMs; pw > 0 && bw > 0 {
-		scale = float64(pw) / float64(bw)
-	}
 	root := &Node{Name: "all"}
-	var names []string
-	for i := range p.Stacks {
-		s := &p.Stacks[i]
-		for _, x := range parts(p, s, v) {
-			if x.ns > 0 {
-				names = path(p, s, x.frame, names[:0])
-				root.add(names, x.ns, x.ns)
-			}
-		}
-	}
-	for i := range base.Stacks {
-		s := &base.Stacks[i]
-		for _, x := range parts(base, s, v) {
-			if ns := int64(float64(x.ns) * scale); ns > 0 {
-				names = path(base, s, x.frame, names[:0])
-				root.add(names, 0, -ns)
-			}
-		}
-	}
+	root.addProfile(p, v, 1, 1, 1)
+	root.addProfile(base, v, windowScale(p, base), 0, -1)
 	root.sortTree()
 	return root
+}
+
+// windowScale makes base's times p's window's.
+func windowScale(p, base *wire.Profile) float64 {
+	if pw, bw := p.EndMs-p.StartMs, base.EndMs-base.StartMs; pw > 0 && bw > 0 {
+		return float64(pw) / float64(bw)
+	}
+	return 1
 }
 
 // Collapsed writes a view of p as collapsed stacks, one line a stack:
@@ -352,13 +345,9 @@ func top(sums map[[2]string]int64, total int64, n int) []Frame {
 // time in than base (scaled to p's window), most first: what a straggler
 // does more than its sibling. Share is of p's whole time in the view.
 func More(p, base *wire.Profile, v View, n int) []Frame {
-	scale := 1.0
-	if pw, bw := p.EndMs-p.StartMs, base.EndMs-base.StartMs; pw > 0 && bw > 0 {
-		scale = float64(pw) / float64(bw)
-	}
 	sums := map[[2]string]int64{}
 	total := byFrame(p, v, 1, sums, 1)
-	byFrame(base, v, scale, sums, -1)
+	byFrame(base, v, windowScale(p, base), sums, -1)
 	return top(sums, total, n)
 }
 
