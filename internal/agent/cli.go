@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/taskscope/taskscope/internal/nodemanager"
 	"github.com/taskscope/taskscope/internal/redact"
 	"github.com/taskscope/taskscope/internal/sampler"
 	"github.com/taskscope/taskscope/internal/tracker"
@@ -92,6 +93,7 @@ func runCmd(ctx context.Context, args []string, stderr io.Writer) error {
 		"on-demand (asked for on an attempt's page), auto (stragglers and outliers, by the analysis), both comma-separated, or off")
 	profileBudget := fl.Duration("profile-pause-budget", sampler.DefaultPauseBudget, "the time each JVM may be stopped for thread dumps, over all its profiles")
 	pattern := redactFlag(fl)
+	nm := addNMFlags(fl)
 	if err := fl.Parse(args); err != nil {
 		return err
 	}
@@ -116,6 +118,13 @@ func runCmd(ctx context.Context, args []string, stderr io.Writer) error {
 		ReapAfter: *reapAfter, ReapDryRun: *reapDry, Redact: masker, Profiling: *profiling, ProfileBudget: *profileBudget,
 		Scope: tracker.Scope{DaemonPID: int32(*daemonPID), DaemonPIDFile: *daemonPIDFile},
 		Log:   slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl})),
+		NM:    nm.config(),
+		Lost:  tracker.LostConfig{NMURL: *nm.url},
+	}
+	if *nm.url != "" {
+		if _, err := nodemanager.EndpointOf(*nm.url); err != nil {
+			return fmt.Errorf("--nm-url: %w", err)
+		}
 	}
 	if *tokenFile != "" {
 		b, err := os.ReadFile(*tokenFile)
@@ -155,6 +164,7 @@ func snapshotCmd(args []string, stdout, stderr io.Writer) error {
 	daemonPID := fl.Int("daemon-pid", 0, "only the tasks of this NodeManager or TaskTracker")
 	daemonPIDFile := fl.String("daemon-pidfile", "", "as --daemon-pid, from the daemon's pid file")
 	pattern := redactFlag(fl)
+	nm := addNMFlags(fl)
 	if err := fl.Parse(args); err != nil {
 		return err
 	}
@@ -162,7 +172,13 @@ func snapshotCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("--redact-pattern: %w", err)
 	}
-	s, err := TakeSnapshot(*procRoot, *host, tracker.Scope{DaemonPID: int32(*daemonPID), DaemonPIDFile: *daemonPIDFile}, *interval, masker)
+	if *nm.url != "" {
+		if _, err := nodemanager.EndpointOf(*nm.url); err != nil {
+			return fmt.Errorf("--nm-url: %w", err)
+		}
+	}
+	s, err := TakeSnapshot(SnapshotConfig{ProcFS: *procRoot, Host: *host, Scope: tracker.Scope{DaemonPID: int32(*daemonPID), DaemonPIDFile: *daemonPIDFile},
+		Interval: *interval, Redact: masker, NM: nm.config(), NMURL: *nm.url})
 	if err != nil {
 		return err
 	}

@@ -234,7 +234,7 @@ type baselineProfile struct {
 // baseline reads a straggler's baseline: a profile of another attempt of
 // the same job (which whoever sees the job sees), nil if it is not there.
 func (a *API) baseline(r *http.Request, d *store.AttemptDetail, info *store.ProfileInfo) (*baselineProfile, error) {
-	sib, err := a.attemptSummary(r.Context(), info.BaselineAttempt)
+	sib, err := a.attemptLife(r.Context(), info.BaselineAttempt)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
 	}

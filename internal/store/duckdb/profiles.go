@@ -34,7 +34,7 @@ func (t *tx) writeProfiles(conn driver.Conn) error {
 		p    *wire.Profile
 	}
 	var rs []rec
-	for _, p := range t.prepared {
+	for _, p := range t.f.Prepared() {
 		for i := range p.Batch.Profiles {
 			rs = append(rs, rec{p.Batch.Host, &p.Batch.Profiles[i]})
 		}
