@@ -69,14 +69,14 @@ test-go:
 test-accuracy:
 	$(GO) test -count=1 -p 1 -run '$(ACCURACY)' ./internal/tracker/
 
-# The quick loop, for every change (a few minutes less than make test's
-# dozen): vet, gofmt, and the short tests of every package whose tests
-# need no root, browser or server: not the browser's (web/uitest), not
-# those that run real clusters of JVMs (internal/simulator, internal/e2e);
-# a test elsewhere that starts a server skips itself under -short
-# (chtest.Start). Under 2 minutes on the 2-core machines
-# (docs/operations.md has the figure).
-CHECK_SKIP := ./web/uitest/ ./internal/simulator/ ./internal/e2e/
+# The quick loop, for every change: vet, gofmt, and the short tests of
+# every package whose tests need no root, browser, server or JVM: not the
+# browser's (web/uitest), not those that start JVMs (the simulated
+# clusters of internal/simulator and internal/e2e, the attach of
+# internal/hotspot and internal/sampler); a test elsewhere that starts a
+# server, or reads a loadgen cluster's worth of data, skips itself under
+# -short. Under 2 minutes on the 2-core machines (docs/operations.md).
+CHECK_SKIP := ./web/uitest/ ./internal/simulator/ ./internal/e2e/ ./internal/hotspot/ ./internal/sampler/
 
 check: vet fmt-check
 	$(GO) test -short -count=1 $(call pkgs_but,$(CHECK_SKIP))
