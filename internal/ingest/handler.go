@@ -260,6 +260,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(res.Err, store.ErrDiskFull):
 		// Not stored: the agent keeps the batch and retries.
 		h.fail(w, http.StatusServiceUnavailable, "disk_full", "the server's disk is full, the batch is not stored; retry: "+res.Err.Error())
+	case errors.Is(res.Err, store.ErrUnavailable):
+		// Not stored: the agent keeps the batch and retries. (The store's
+		// address is the server's to know: the reason names none.)
+		h.fail(w, http.StatusServiceUnavailable, "unavailable", "the store is unavailable ("+store.UnavailableReason(res.Err)+
+			"), the batch is not stored; retry")
 	case res.Err != nil:
 		// Not stored (or not known to be): the agent keeps the batch and retries.
 		h.fail(w, http.StatusServiceUnavailable, "store", "cannot store the batch now: "+res.Err.Error())
@@ -278,18 +283,14 @@ func (h *Handler) duplicate(w http.ResponseWriter) {
 // storedBefore reports whether a body that cannot be taken names an
 // (agent_id, seq) that was stored before (a retry whose first try got
 // through, changed since): then it is answered as a duplicate. Only stores
-// that say their agents' sequences (store.SeqReader) are asked.
+// that say their agents' sequences (store.ReadAgentSeq) are asked.
 func (h *Handler) storedBefore(ctx context.Context, data []byte) bool {
-	sr, ok := h.p.st.(store.SeqReader)
-	if !ok {
-		return false
-	}
 	agent, seq, ok := wire.PeekID(data)
 	if !ok {
 		return false
 	}
-	stored, err := sr.AgentSeq(ctx, agent)
-	return err == nil && seq <= stored
+	stored, can, err := store.ReadAgentSeq(ctx, h.p.st, agent)
+	return can && err == nil && seq <= stored
 }
 
 var (
