@@ -72,6 +72,7 @@ func (a *API) Register(mux *http.ServeMux) {
 	route("GET /api/v1/jobs/{job}/findings", a.findings)
 	route("GET /api/v1/jobs/{job}/history", a.history)
 	route("GET /api/v1/waste", a.waste)
+	route("GET /api/v1/overview", a.overview)
 	route("GET /api/v1/jobs/{job}/attempts/{attempt}", a.attempt)
 	route("GET /api/v1/jobs/{job}/attempts/{attempt}/series", a.attemptSeries)
 	route("GET /api/v1/processes/{key}/series", a.processSeries)
@@ -486,22 +487,10 @@ type HostDetail struct {
 }
 
 func (a *API) host(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	from, err := a.parseTime("from", q.Get("from"))
+	from, to, err := a.window(r, 6*time.Hour)
 	if err != nil {
 		fail(w, err)
 		return
-	}
-	to, err := a.parseTime("to", q.Get("to"))
-	if err != nil {
-		fail(w, err)
-		return
-	}
-	if to == 0 {
-		to = a.now().UnixMilli() + 1
-	}
-	if from == 0 {
-		from = to - int64(6*time.Hour/time.Millisecond)
 	}
 	host := r.PathValue("host")
 	atts, err := a.st.HostAttempts(r.Context(), host, from, to)
