@@ -15,6 +15,7 @@ import (
 	"github.com/segmentio/encoding/json"
 
 	"github.com/taskscope/taskscope/internal/auth"
+	"github.com/taskscope/taskscope/internal/profiling"
 	"github.com/taskscope/taskscope/internal/store"
 	"github.com/taskscope/taskscope/internal/wire"
 )
@@ -47,6 +48,7 @@ type API struct {
 	now      func() time.Time
 	live     *Live
 	authn    *auth.Authenticator
+	profiles *profiling.Control // nil: the server asks for no profiles (profiles.go)
 }
 
 // New returns the API over st. analyzer may be nil (no findings); authn
@@ -70,6 +72,7 @@ func (a *API) Register(mux *http.ServeMux) {
 	route("GET /api/v1/jobs/{job}/findings", a.findings)
 	route("GET /api/v1/jobs/{job}/history", a.history)
 	route("GET /api/v1/waste", a.waste)
+	route("GET /api/v1/overview", a.overview)
 	route("GET /api/v1/jobs/{job}/attempts/{attempt}", a.attempt)
 	route("GET /api/v1/jobs/{job}/attempts/{attempt}/series", a.attemptSeries)
 	route("GET /api/v1/processes/{key}/series", a.processSeries)
@@ -77,6 +80,7 @@ func (a *API) Register(mux *http.ServeMux) {
 	mux.Handle("GET /api/v1/hosts/{host}", a.authn.Require(true, http.HandlerFunc(a.host)))
 	route("GET /api/v1/events", a.events)
 	route("GET /api/v1/metrics", a.metricCatalog)
+	a.registerProfiles(route)
 	if a.live != nil {
 		route("GET /api/v1/live", a.live.ServeHTTP)
 	}
@@ -483,22 +487,10 @@ type HostDetail struct {
 }
 
 func (a *API) host(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	from, err := a.parseTime("from", q.Get("from"))
+	from, to, err := a.window(r, 6*time.Hour)
 	if err != nil {
 		fail(w, err)
 		return
-	}
-	to, err := a.parseTime("to", q.Get("to"))
-	if err != nil {
-		fail(w, err)
-		return
-	}
-	if to == 0 {
-		to = a.now().UnixMilli() + 1
-	}
-	if from == 0 {
-		from = to - int64(6*time.Hour/time.Millisecond)
 	}
 	host := r.PathValue("host")
 	atts, err := a.st.HostAttempts(r.Context(), host, from, to)

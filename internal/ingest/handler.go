@@ -44,7 +44,12 @@ type HandlerOptions struct {
 	Limits      wire.Limits
 	Timeout     time.Duration // how long a request waits for its commit (default 30 s)
 	// Redact masks secrets in what agents send (nil: redact.Default()).
-	Redact   *redact.Masker
+	Redact *redact.Masker
+	// Orders, when set, gives the profile orders for a host's agent,
+	// carried in the answer to each of its batches that is stored (or a
+	// duplicate): the server's way to the nodes, through the agents' own
+	// requests.
+	Orders   func(host string) []wire.ProfileOrder
 	Registry prometheus.Registerer
 }
 
@@ -121,13 +126,8 @@ func NewHandler(p *Pipeline, o HandlerOptions) *Handler {
 	return h
 }
 
-type reply struct {
-	Status     string `json:"status"`
-	Samples    int    `json:"samples,omitempty"`
-	Batches    int    `json:"batches,omitempty"`    // a list's
-	Duplicates int    `json:"duplicates,omitempty"` // of a list's batches, those stored before
-	Error      string `json:"error,omitempty"`
-}
+// reply is the answer's body (docs/wire.md, "The answer").
+type reply = wire.Answer
 
 func (h *Handler) fail(w http.ResponseWriter, code int, reason, msg string) {
 	h.rejected.WithLabelValues(reason).Inc()
@@ -262,7 +262,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	inflated.drop()
 	body.drop()
 	if len(bs) == 0 {
-		h.duplicate(w)
+		h.duplicate(w, nil)
 		return
 	}
 	last := map[string]uint64{}
@@ -307,13 +307,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// Not stored (or not known to be): the agent keeps the batch and retries.
 		h.fail(w, http.StatusServiceUnavailable, "store", "cannot store "+them+" now: "+res.Err.Error())
 	case res.Duplicate && len(bs) == len(parts):
-		h.duplicate(w)
+		h.duplicate(w, h.orders(bs[0].Host))
 	default:
 		samples := 0
 		for _, b := range bs {
 			samples += b.SampleCount()
 		}
-		rep := reply{Status: "stored", Samples: samples}
+		rep := reply{Status: "stored", Samples: samples, Profiles: h.orders(bs[0].Host)}
 		if list {
 			rep.Batches, rep.Duplicates = len(parts), res.Duplicates+len(parts)-len(bs)
 		}
@@ -321,9 +321,21 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (h *Handler) duplicate(w http.ResponseWriter) {
+func (h *Handler) duplicate(w http.ResponseWriter, orders []wire.ProfileOrder) {
 	w.Header().Set("X-Taskscope-Duplicate", "true")
-	writeJSON(w, http.StatusOK, reply{Status: "duplicate"})
+	writeJSON(w, http.StatusOK, reply{Status: "duplicate", Profiles: orders})
+}
+
+// orders are the profile orders for host's agent (none without Orders).
+func (h *Handler) orders(host string) []wire.ProfileOrder {
+	if h.o.Orders == nil {
+		return nil
+	}
+	os := h.o.Orders(host)
+	if len(os) > wire.MaxOrders {
+		os = os[:wire.MaxOrders]
+	}
+	return os
 }
 
 // storedBefore reports whether a body that cannot be taken names an

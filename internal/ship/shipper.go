@@ -47,6 +47,10 @@ type Config struct {
 	MinBackoff     time.Duration
 	MaxBackoff     time.Duration
 	Host           string
+	// OnOrders, when set, is given the profile orders of each answer that
+	// carries some (wire.Answer), on the sender's goroutine: it must
+	// return quickly.
+	OnOrders func([]wire.ProfileOrder)
 }
 
 // Stats are the shipper's counters, cumulative.
@@ -578,9 +582,8 @@ func (s *Shipper) sendList(ctx context.Context, list []*item) (int, time.Duratio
 	case err != nil:
 		return 0, 0, err
 	case status/100 == 2:
-		var rep struct {
-			Duplicates int `json:"duplicates"`
-		}
+		s.orders([]byte(msg))
+		var rep wire.Answer
 		json.Unmarshal([]byte(msg), &rep)
 		s.mu.Lock()
 		s.stats.Sent += uint64(n)
@@ -625,7 +628,8 @@ func (s *Shipper) post(ctx context.Context, url string, body []byte, contentType
 		return 0, false, 0, "", err
 	}
 	defer resp.Body.Close()
-	text, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	// An answer is small; one with orders is at most wire.MaxOrders of them.
+	text, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs > 0 {
 		retryAfter = time.Duration(secs) * time.Second
 	}
@@ -647,6 +651,7 @@ func (s *Shipper) send(ctx context.Context, it *item) (time.Duration, error) {
 	case err != nil:
 		return 0, err
 	case status/100 == 2:
+		s.orders([]byte(msg))
 		s.mu.Lock()
 		s.stats.Sent++
 		s.stats.SentSamples += uint64(it.samples)
@@ -663,6 +668,25 @@ func (s *Shipper) send(ctx context.Context, it *item) (time.Duration, error) {
 		return 0, fmt.Errorf("%s: %d %s (check --token-file)", url, status, http.StatusText(status))
 	default:
 		return 0, &rejectedError{status: status, msg: msg}
+	}
+}
+
+// orders hands the profile orders of a 2xx answer's body to OnOrders. A
+// body that is not an Answer (a server before them says less) has none.
+func (s *Shipper) orders(body []byte) {
+	if s.cfg.OnOrders == nil || !bytes.Contains(body, []byte(`"profiles"`)) {
+		return
+	}
+	var a wire.Answer
+	if err := json.Unmarshal(body, &a); err != nil {
+		s.cfg.Log.Warn("cannot read the profile orders in the server's answer", "err", err)
+		return
+	}
+	if len(a.Profiles) > wire.MaxOrders {
+		a.Profiles = a.Profiles[:wire.MaxOrders]
+	}
+	if len(a.Profiles) > 0 {
+		s.cfg.OnOrders(a.Profiles)
 	}
 }
 

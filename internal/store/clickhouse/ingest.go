@@ -206,6 +206,11 @@ func (t *tx) Commit() error {
 		w.agentRow(id, a)
 	}
 	started := time.Now()
+	// The profiles first, the agents' rows last (profiles.go).
+	if err := s.insertProfiles(t.ctx, t.f.Prepared()); err != nil {
+		s.fold.Failed(t.f)
+		return fmt.Errorf("cannot store batches: %w", err)
+	}
 	if err := w.insert(t.ctx, s); err != nil {
 		s.fold.Failed(t.f)
 		return fmt.Errorf("cannot store batches: %w", err)
