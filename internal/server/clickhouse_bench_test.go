@@ -29,6 +29,8 @@ import (
 var (
 	benchReplayNodes  = flag.Int("bench.replay-nodes", 50, "BenchmarkStoresIngest: nodes the agent's recording is replayed on")
 	benchReplayPasses = flag.Int("bench.replay-passes", 1, "BenchmarkStoresIngest: passes over the recording (9 minutes each)")
+	benchQueryLog     = flag.Bool("bench.querylog", false,
+		"BenchmarkStoresIngest: the one ClickHouse server logs its queries and parts, and the run logs where its CPU went")
 )
 
 // BenchmarkStoresIngest sends the same pre-encoded batches over HTTP on
@@ -95,12 +97,19 @@ func BenchmarkStoresIngest(b *testing.B) {
 				ingestInto(b, st, cfg, bodies, nil)
 			})
 			b.Run("store=clickhouse", func(b *testing.B) {
-				srv := chtest.Start(b)
+				srv := chtest.StartWith(b, chtest.Options{QueryLog: *benchQueryLog})
 				st, err := clickhouse.Open(context.Background(), clickhouse.Options{URL: srv.URL() + "?database=bench"})
 				if err != nil {
 					b.Fatal(err)
 				}
 				ingestInto(b, st, cfg, bodies, []int{srv.Pid()})
+				if *benchQueryLog {
+					lines, err := srv.QueryCPU()
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.Logf("where ClickHouse's CPU went:\n%s", strings.Join(lines, "\n"))
+				}
 			})
 			b.Run("store=clickhouse-2-shards", func(b *testing.B) {
 				cl := chtest.StartCluster(b, "bench", 2, 1)
