@@ -114,7 +114,8 @@ func BenchmarkStoresIngest(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					b.Logf("where ClickHouse's CPU went:\n%s", strings.Join(lines, "\n"))
+					// (On standard error: a benchmark's log is cut to a few lines.)
+					fmt.Fprintf(os.Stderr, "%s: where ClickHouse's CPU went:\n%s\n", b.Name(), strings.Join(lines, "\n"))
 				}
 			})
 			b.Run("store=clickhouse-2-shards", func(b *testing.B) {
