@@ -290,6 +290,14 @@ func (p *Pipeline) commit(group []*request) ([]bool, error) {
 	if err != nil {
 		return nil, err
 	}
+	var all []*wire.Batch
+	for _, r := range group {
+		all = append(all, r.bs...)
+	}
+	if err := store.PreloadBatches(app, all); err != nil {
+		app.Rollback()
+		return nil, err
+	}
 	var dups []bool
 	for _, r := range group {
 		for i, b := range r.bs {

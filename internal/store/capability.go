@@ -44,6 +44,16 @@ func NextCommit(st Store) time.Time {
 	return time.Time{}
 }
 
+// PreloadBatches tells app the batches it is about to be given (a
+// GroupAppender reads what it needs of them at once); nothing for an
+// Appender that is not one.
+func PreloadBatches(app Appender, bs []*wire.Batch) error {
+	if ga, ok := app.(GroupAppender); ok {
+		return ga.Preload(bs)
+	}
+	return nil
+}
+
 // ReadAgentSeq is the highest sequence number st stored of an agent (0 for
 // one it has none of), as Append decides duplicates (SeqReader); can is
 // false when st cannot say it.

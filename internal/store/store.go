@@ -102,6 +102,16 @@ type PreparedAppender interface {
 	AppendPrepared(p *Prepared) (dup bool, err error)
 }
 
+// GroupAppender is an Appender that is told the batches of a group
+// before they are appended (Preload), so that it reads what it needs of
+// its store for all of them at once: a store shared by several servers
+// (ClickHouse) reads the agents' last stored batches in one query, not
+// one an agent it does not hold.
+type GroupAppender interface {
+	Appender
+	Preload(bs []*wire.Batch) error
+}
+
 // SeqReader is a store that says the highest sequence number it stored of
 // an agent (0 for an agent it has none of), as Append decides duplicates:
 // the ingest endpoint answers a batch whose (agent, seq) was stored as a

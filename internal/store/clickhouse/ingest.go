@@ -94,6 +94,16 @@ func (t *tx) AppendPrepared(p *store.Prepared) (bool, error) {
 	return t.f.Append(t.ctx, p)
 }
 
+// Preload reads the last stored batches of the batches' agents this
+// replica does not hold, in one query (store.GroupAppender).
+func (t *tx) Preload(bs []*wire.Batch) error {
+	ids := make([]string, len(bs))
+	for i, b := range bs {
+		ids[i] = b.AgentID
+	}
+	return t.f.LoadAgents(t.ctx, ids)
+}
+
 const agentCols = `agent_id, seq, host, first_ms, last_ms, batches, samples, dropped_samples, dropped_batches, read_errors, overruns`
 
 // loadAgents reads agents' last stored batches.

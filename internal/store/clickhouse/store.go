@@ -43,6 +43,7 @@ var (
 	_ store.AttemptSeriesReader = (*Store)(nil)
 	_ store.SharedData          = (*Store)(nil)
 	_ store.CommitPacer         = (*Store)(nil)
+	_ store.GroupAppender       = (*tx)(nil)
 )
 
 // Store is the ClickHouse store.
