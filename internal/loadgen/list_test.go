@@ -36,7 +36,7 @@ func TestSendLists(t *testing.T) {
 	}))
 	defer srv.Close()
 	cfg := Config{Nodes: 6, Slots: 2, Duration: 6 * time.Minute, Seed: 5, Start: time.Unix(1_700_000_000, 0), Concurrency: 2,
-		URL: srv.URL}
+		MaxList: 64, URL: srv.URL}
 	bodies := Prepare(cfg)
 	res, err := SendAll(context.Background(), cfg, bodies)
 	if err != nil {

@@ -50,24 +50,24 @@ type Config struct {
 	// Endpoint is where and how the bodies are posted (default: taskscope's
 	// ingest, TaskscopeIngest).
 	Endpoint Endpoint
+	// MaxList is the most bodies a sender posts in one request, as a list
+	// (Endpoint.ListContentType), when several wait for it, as an agent
+	// sends what waited in its spool; 0 or 1: one a request.
+	MaxList int
 }
 
 // Endpoint is the path the bodies are posted to and their headers.
 type Endpoint struct {
 	Path, ContentType, ContentEncoding string
 	// ListContentType, if set, is the media type of a list of zstd
-	// bodies (wire.ListContentType): a sender that finds several bodies
-	// waiting for it sends them as one list, as an agent sends its spool.
+	// bodies (wire.ListContentType): see Config.MaxList.
 	ListContentType string
 }
 
-// TaskscopeIngest is taskscope's ingest: wire batches, zstd, several at a
-// time as lists when they wait.
+// TaskscopeIngest is taskscope's ingest: wire batches, zstd, and lists of
+// them.
 var TaskscopeIngest = Endpoint{Path: "/api/v1/ingest", ContentType: wire.ContentType, ContentEncoding: "zstd",
 	ListContentType: wire.ListContentType}
-
-// MaxList is the most bodies a sender puts into one list.
-const MaxList = 64
 
 // Result sums up a run.
 type Result struct {
@@ -278,7 +278,7 @@ func Send(ctx context.Context, cfg Config, bodies <-chan Body) (Result, error) {
 		go func(q <-chan Body, acks *[]time.Duration) {
 			defer wg.Done()
 			var enc *zstd.Encoder // a list's head frames
-			if cfg.Endpoint.ListContentType != "" {
+			if cfg.Endpoint.ListContentType != "" && cfg.MaxList > 1 {
 				enc, _ = zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1))
 				defer enc.Close()
 			}
@@ -287,7 +287,7 @@ func Send(ctx context.Context, cfg Config, bodies <-chan Body) (Result, error) {
 				// The bodies waiting behind b go with it, as a list.
 				group = append(group[:0], b)
 			more:
-				for enc != nil && len(group) < MaxList {
+				for enc != nil && len(group) < cfg.MaxList {
 					select {
 					case nb, ok := <-q:
 						if !ok {
@@ -299,7 +299,7 @@ func Send(ctx context.Context, cfg Config, bodies <-chan Body) (Result, error) {
 					}
 				}
 				for len(group) > 0 {
-					body, ct, n := listOf(group, enc)
+					body, ct, n := listOf(group, cfg.Endpoint.ListContentType, enc)
 					if n == 1 {
 						body, ct = group[0].Data, cfg.Endpoint.ContentType
 					}
@@ -381,7 +381,7 @@ func (res *Result) acked(cfg Config, b Body) {
 // listOf is the first bodies of group that can go into a list as they are
 // compressed, as a list (wire.AppendZstdListEntry), and how many; n is 1
 // when enc is nil or the first two cannot.
-func listOf(group []Body, enc *zstd.Encoder) (body []byte, contentType string, n int) {
+func listOf(group []Body, listType string, enc *zstd.Encoder) (body []byte, contentType string, n int) {
 	if enc == nil || len(group) < 2 {
 		return nil, "", 1
 	}
@@ -395,7 +395,7 @@ func listOf(group []Body, enc *zstd.Encoder) (body []byte, contentType string, n
 	if n < 2 {
 		return nil, "", 1
 	}
-	return body, wire.ListContentType, n
+	return body, listType, n
 }
 
 // post sends one body of contentType until the server takes it (or

@@ -29,8 +29,8 @@ import (
 var (
 	benchReplayNodes  = flag.Int("bench.replay-nodes", 50, "BenchmarkStoresIngest: nodes the agent's recording is replayed on")
 	benchReplayPasses = flag.Int("bench.replay-passes", 1, "BenchmarkStoresIngest: passes over the recording (9 minutes each)")
-	benchLists        = flag.Bool("bench.lists", true,
-		"BenchmarkStoresIngest: a node's batches waiting go as lists (as an agent catching up sends them); false: one a request")
+	benchLists        = flag.Bool("bench.lists", false,
+		"BenchmarkStoresIngest: a node's batches waiting go as lists of up to 64 (as an agent catching up sends them); false: one a request")
 	benchQueryLog = flag.Bool("bench.querylog", false,
 		"BenchmarkStoresIngest: the one ClickHouse server logs its queries and parts, and the run logs where its CPU went")
 )
@@ -91,9 +91,8 @@ func BenchmarkStoresIngest(b *testing.B) {
 		b.Run("src="+src.name, func(b *testing.B) {
 			bodies := src.path(b)
 			cfg := loadgen.Config{Concurrency: src.nodes}
-			if !*benchLists {
-				cfg.Endpoint = loadgen.TaskscopeIngest
-				cfg.Endpoint.ListContentType = ""
+			if *benchLists {
+				cfg.MaxList = 64
 			}
 			b.Run("store=duckdb", func(b *testing.B) {
 				st, err := duckdb.Open(duckdb.Options{Dir: b.TempDir()})
