@@ -60,6 +60,7 @@ func Run(t *testing.T, f Factory) {
 		{"HostileText", testHostileText},
 		{"MaintainKeepsResults", testMaintain},
 		{"NotFound", testNotFound},
+		{"Owners", testOwners},
 		{"Restart", testRestart},
 		{"BatchReads", testBatchReads},
 		{"Outcomes", testOutcomes},
@@ -707,6 +708,9 @@ func testJobDescribedInAnyOrder(t *testing.T, f Factory) {
 		if d.Name != "late name" || d.Queue != "late-q" {
 			t.Errorf("late first %v: job %s: name %q, queue %q; want the later description's", lateFirst, job, d.Name, d.Queue)
 		}
+		if o, err := store.ReadJobOwner(ctx, s, job); err != nil || o != (store.Owner{User: "erin", Queue: "late-q"}) {
+			t.Errorf("late first %v: job %s: owner %+v, %v; want the later description's", lateFirst, job, o, err)
+		}
 	}
 }
 
@@ -1118,6 +1122,48 @@ func testNotFound(t *testing.T, f Factory) {
 	page, err := s.Jobs(ctx, store.JobFilter{})
 	if err != nil || page.Total != 0 || page.Jobs == nil {
 		t.Errorf("empty Jobs = %+v, %v", page, err)
+	}
+}
+
+// testOwners: whose a job is and which job an attempt is in, as Job and
+// Attempt say them (the API checks them before it reads anything else);
+// unknown ones are ErrNotFound.
+func testOwners(t *testing.T, f Factory) {
+	s := open(t, f)
+	ctx := context.Background()
+	g := &Gen{Agent: "node8-o", Host: "node8"}
+	var specs []*AttemptSpec
+	for i, u := range []struct{ user, queue string }{{"olga", "etl"}, {"otto", "adhoc"}, {"olga", "adhoc"}} {
+		job := "job_1700000000000_" + pad4(300+i)
+		specs = append(specs, &AttemptSpec{ID: "attempt_1700000000000_" + pad4(300+i) + "_m_000000_0", JobID: job, Type: "map",
+			JobName: "owned", User: u.user, Queue: u.queue, Start: T0,
+			Procs: []ProcSpec{{PID: int32(5000 + i), Role: wire.RoleTaskJVM, CPUPerS: 10, RSS: 1 << 20}}})
+	}
+	Ingest(t, s, g.Batch(specs, 0, 5, false))
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range specs {
+		d, err := s.Job(ctx, a.JobID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o, err := store.ReadJobOwner(ctx, s, a.JobID); err != nil || o != (store.Owner{User: d.User, Queue: d.Queue}) || o.User != a.User {
+			t.Errorf("owner of %s: %+v, %v; Job says %s in %s", a.JobID, o, err, d.User, d.Queue)
+		}
+		if j, err := store.ReadAttemptJob(ctx, s, a.ID); err != nil || j != a.JobID {
+			t.Errorf("job of %s: %q, %v; want %s", a.ID, j, err, a.JobID)
+		}
+	}
+	for _, id := range []string{"job_1700000000000_0399", "", "job_1700000000000_0300x"} {
+		if o, err := store.ReadJobOwner(ctx, s, id); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("owner of unknown job %q: %+v, %v; want ErrNotFound", id, o, err)
+		}
+	}
+	for _, id := range []string{"attempt_1700000000000_0399_m_000000_0", "", specs[0].JobID} {
+		if j, err := store.ReadAttemptJob(ctx, s, id); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("job of unknown attempt %q: %q, %v; want ErrNotFound", id, j, err)
+		}
 	}
 }
 
