@@ -653,14 +653,16 @@ func testErrors(t *testing.T, f *fixture) {
 		code int
 		msg  string
 	}{
-		{"/api/v1/jobs/job_0_0", 404, "not found"},
-		{"/api/v1/jobs/job_0_0/findings", 404, "not found"},
-		{"/api/v1/jobs/job_0_0/series", 404, "not found"},
-		{"/api/v1/jobs/" + jobWC + "/attempts/attempt_0_0_m_0_0", 404, "not found"},
-		{"/api/v1/jobs/" + jobETL + "/attempts/" + attWC0, 404, "is not in job " + jobETL},
-		{"/api/v1/jobs/" + jobETL + "/attempts/" + attWC0 + "/series", 404, "is not in job"},
-		{"/api/v1/processes/00000000000000ff/series?" + win, 404, "not found"},
-		{"/api/v1/processes/" + key + "/series?attempt=attempt_0_0_m_0_0", 404, "not found"},
+		{"/api/v1/jobs/job_0_0", 404, "job not found"},
+		{"/api/v1/jobs/job_0_0/findings", 404, "job not found"},
+		{"/api/v1/jobs/job_0_0/series", 404, "job not found"},
+		{"/api/v1/jobs/job_0_0/attempts/" + attWC0, 404, "job not found"},
+		{"/api/v1/jobs/" + jobWC + "/attempts/attempt_0_0_m_0_0", 404, "attempt not found in this job"},
+		{"/api/v1/jobs/" + jobETL + "/attempts/" + attWC0, 404, "attempt not found in this job"},
+		{"/api/v1/jobs/" + jobETL + "/attempts/" + attWC0 + "/series", 404, "attempt not found in this job"},
+		{"/api/v1/processes/00000000000000ff/series?" + win, 404, "process not found"},
+		{"/api/v1/processes/" + key + "/series?attempt=attempt_0_0_m_0_0", 404, "attempt not found"},
+		{"/api/v1/processes/" + key + "/series?attempt=" + attETL, 404, "process not found"},
 		{"/api/v1/processes/xyz/series?" + win, 400, "a process key is 16 hex digits"},
 		{"/api/v1/processes/" + key + "/series", 400, "give from and to, or attempt"},
 		{"/api/v1/processes/" + key + "/series?metrics=attempts&" + win, 400, `unknown process metric "attempts"`},
@@ -687,7 +689,7 @@ func testErrors(t *testing.T, f *fixture) {
 		code, body := f.get(t, tc.path, nil)
 		var e Error
 		json.Unmarshal([]byte(body), &e)
-		if code != tc.code || (tc.msg != "" && !strings.Contains(e.Error, tc.msg)) {
+		if code != tc.code || (tc.msg != "" && !strings.Contains(e.Error, tc.msg)) || code == 404 && e.Error != tc.msg {
 			t.Errorf("%s: %d %s, want %d with %q", tc.path, code, body, tc.code, tc.msg)
 		}
 	}

@@ -117,6 +117,11 @@ func (l *Live) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Accel-Buffering", "no")
+	if r.Method == http.MethodHead {
+		// The headers alone: a stream that no one reads would hold its
+		// connection, which the client thinks free, for ever.
+		return
+	}
 	v, ch := l.state()
 	fmt.Fprintf(w, "retry: 3000\nevent: update\ndata: %d\n\n", v)
 	fl.Flush()

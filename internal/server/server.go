@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -56,6 +57,7 @@ type Server struct {
 	serveErr chan error
 	live     *api.Live
 	health   *writeHealth
+	routes   *routeMux
 	// committed is set by each ingest commit and cleared by the summary
 	// flush after it, which then tells the browsers again: summaries are
 	// written up to a second after the commit, and a page that refetched
@@ -90,7 +92,8 @@ func Start(cfg Config) (*Server, error) {
 	ih := ingest.NewHandler(pl, io)
 	reg.MustRegister(usageCollector{cfg.Store}, health)
 
-	mux := http.NewServeMux()
+	mux := &routeMux{ServeMux: http.NewServeMux()}
+	s.routes = mux
 	mux.Handle("POST /api/v1/ingest", ih)
 	if cfg.Auth == nil {
 		cfg.Auth = auth.New(auth.Options{})
@@ -98,7 +101,7 @@ func Start(cfg Config) (*Server, error) {
 	api.New(cfg.Store, cfg.Analyzer, live, cfg.Auth).Register(mux)
 	// The server's own metrics are operators'.
 	mux.Handle("GET /metrics", cfg.Auth.Require(true, promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("GET /healthz", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		if msg := health.message(); msg != "" {
 			// Serving, but not storing: a balancer sends agents elsewhere.
@@ -107,7 +110,7 @@ func Start(cfg Config) (*Server, error) {
 			return
 		}
 		w.Write([]byte("ok\n"))
-	})
+	}))
 	mux.Handle("/", web.Handler())
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		web.SecurityHeaders(w.Header())
@@ -146,6 +149,28 @@ func Start(cfg Config) (*Server, error) {
 	cfg.Log.Info("server listening", "addr", ln.Addr().String(), "tls", cfg.TLSCert != "", "ingest_auth", cfg.Tokens.Len() > 0, "read_auth", cfg.Auth.Enabled())
 	return s, nil
 }
+
+// routeMux is the server's mux, which records the pattern of every route
+// added to it (Routes).
+type routeMux struct {
+	*http.ServeMux
+	patterns []string
+}
+
+func (m *routeMux) Handle(pattern string, h http.Handler) {
+	m.patterns = append(m.patterns, pattern)
+	m.ServeMux.Handle(pattern, h)
+}
+
+// HandleFunc is Handle of a function.
+func (m *routeMux) HandleFunc(pattern string, h func(http.ResponseWriter, *http.Request)) {
+	m.Handle(pattern, http.HandlerFunc(h))
+}
+
+// Routes are the patterns of every route the server serves (those of
+// package api, ingest, /metrics, /healthz, the UI), as its mux has them:
+// the tests that walk every route walk these.
+func (s *Server) Routes() []string { return slices.Clone(s.routes.patterns) }
 
 // Addr is the address the server listens on.
 func (s *Server) Addr() string { return s.ln.Addr().String() }
