@@ -102,7 +102,9 @@ func (a *API) Routes() []string { return slices.Clone(a.routes) }
 func (a *API) route(mux Mux, pattern string, h http.HandlerFunc) { a.add(mux, pattern, false, h) }
 
 // operatorRoute adds a route for operators only (403 for anyone else).
-func (a *API) operatorRoute(mux Mux, pattern string, h http.HandlerFunc) { a.add(mux, pattern, true, h) }
+func (a *API) operatorRoute(mux Mux, pattern string, h http.HandlerFunc) {
+	a.add(mux, pattern, true, h)
+}
 
 func (a *API) add(mux Mux, pattern string, operators bool, h http.HandlerFunc) {
 	job, attempt := false, false
