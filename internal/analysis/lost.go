@@ -10,7 +10,8 @@ import (
 )
 
 // lostKinds are the events of task processes that escaped the framework's
-// control, and how each is explained.
+// control, and how each is explained (a lost_processes finding's Cause is
+// its kind).
 var lostKinds = []struct {
 	kind string
 	what string
@@ -19,6 +20,18 @@ var lostKinds = []struct {
 	{wire.EventLostJVM, "lost by their TaskTracker (Child JVMs beyond the slots, or that never got their task)"},
 	{wire.EventUnknownContainer, "whose container the NodeManager no longer knows"},
 	{wire.EventOutlived, "that outlived their job"},
+}
+
+// LostWhat says what a task process that an event of this kind reports
+// is ("whose launcher (NodeManager or TaskTracker) died", ...), or "" for
+// a kind that reports no lost process.
+func LostWhat(kind string) string {
+	for _, k := range lostKinds {
+		if k.kind == kind {
+			return k.what
+		}
+	}
+	return ""
 }
 
 // lostProcesses reports the job's task processes that the agents found
@@ -77,7 +90,7 @@ func lostProcesses(j *Job) []Finding {
 				break
 			}
 		}
-		f := Finding{Severity: sev, AttemptIDs: ids,
+		f := Finding{Severity: sev, AttemptIDs: ids, Cause: k.kind,
 			Message: fmt.Sprintf("%d task processes %s (%s); %d were ended by the agent. For instance: %s",
 				len(procs), k.what, strings.Join(where, ", "), nReaped, example.Message),
 			Recommendation: "They keep memory and CPU (and on Hadoop 1, ports and slots) outside the scheduler's control. " +

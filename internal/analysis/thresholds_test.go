@@ -227,7 +227,12 @@ func TestThresholds(t *testing.T) {
 		tc{name: "three lost processes", tasks: same(4, m),
 			events: []store.Event{{Kind: "orphan", JobID: "job_1700000000000_0001", Host: "h1", PID: 42}, {Kind: "orphan", JobID: "job_1700000000000_0001", Host: "h1", PID: 43},
 				{Kind: "orphan", JobID: "job_1700000000000_0001", Host: "h2", PID: 42}},
-			want: map[string]analysis.Severity{"lost_processes": analysis.Critical}},
+			want: map[string]analysis.Severity{"lost_processes": analysis.Critical},
+			check: func(t *testing.T, r *analysis.Report) {
+				if f := finding(r, "lost_processes"); f.Cause != "orphan" || analysis.LostWhat(f.Cause) == "" || number(f, "processes") != 3 {
+					t.Errorf("lost_processes: cause %q, numbers %v", f.Cause, f.Numbers)
+				}
+			}},
 		tc{name: "short-lived processes 50/s", tasks: same(4, m),
 			series: map[string]float64{"attempt_1700000000000_0001_m_000000_0/short_lived": 500},
 			want:   map[string]analysis.Severity{"short_lived_processes": analysis.Severe}},

@@ -9,7 +9,7 @@ import (
 	"sort"
 	"strings"
 
-	"google.golang.org/protobuf/encoding/protowire"
+	"github.com/taskscope/taskscope/internal/hadoop"
 )
 
 // kv is one configuration entry or environment variable; lists of them keep
@@ -98,13 +98,7 @@ func propEscape(s string, key bool) string {
 func tezConfPB(c confList) []byte {
 	var out []byte
 	for _, e := range c {
-		var pair []byte
-		pair = protowire.AppendTag(pair, 1, protowire.BytesType)
-		pair = protowire.AppendString(pair, e.K)
-		pair = protowire.AppendTag(pair, 2, protowire.BytesType)
-		pair = protowire.AppendString(pair, e.V)
-		out = protowire.AppendTag(out, 1, protowire.BytesType)
-		out = protowire.AppendBytes(out, pair)
+		out = hadoop.AppendTezConf(out, e.K, e.V)
 	}
 	return out
 }

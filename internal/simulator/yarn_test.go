@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protowire"
-
 	"github.com/taskscope/taskscope/internal/hadoop"
 	"github.com/taskscope/taskscope/internal/testsrv"
 )
@@ -697,32 +695,9 @@ func testTez(t *testing.T, c *Cluster) {
 
 func decodeTezConf(t *testing.T, s string) map[string]string {
 	t.Helper()
-	b := []byte(s)
-	out := map[string]string{}
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 || num != 1 || typ != protowire.BytesType {
-			t.Fatalf("tez-conf.pb: bad tag")
-		}
-		b = b[n:]
-		pair, n := protowire.ConsumeBytes(b)
-		if n < 0 {
-			t.Fatalf("tez-conf.pb: bad pair")
-		}
-		b = b[n:]
-		var k, v string
-		for len(pair) > 0 {
-			f, _, n := protowire.ConsumeTag(pair)
-			pair = pair[n:]
-			s, n := protowire.ConsumeString(pair)
-			pair = pair[n:]
-			if f == 1 {
-				k = s
-			} else {
-				v = s
-			}
-		}
-		out[k] = v
+	c, err := hadoop.ParseTezConf(strings.NewReader(s))
+	if err != nil {
+		t.Fatal(err)
 	}
-	return out
+	return c
 }
