@@ -24,50 +24,27 @@ type OwnerReader interface {
 }
 
 // ReadJobOwner is the owner of a job (ErrNotFound if unknown): by
-// JobOwner where st has it (OwnerReader), else from its summary
-// (JobSummarizer) or Job.
+// JobOwner where st has it (OwnerReader), else from ReadJobSummary.
 func ReadJobOwner(ctx context.Context, st Store, id string) (Owner, error) {
 	if or, ok := st.(OwnerReader); ok {
 		return or.JobOwner(ctx, id)
 	}
-	if js, ok := st.(JobSummarizer); ok {
-		j, err := js.JobSummary(ctx, id)
-		if err != nil {
-			return Owner{}, err
-		}
-		return Owner{j.User, j.Queue}, nil
-	}
-	d, err := st.Job(ctx, id)
+	j, err := ReadJobSummary(ctx, st, id)
 	if err != nil {
 		return Owner{}, err
 	}
-	return Owner{d.User, d.Queue}, nil
+	return Owner{j.User, j.Queue}, nil
 }
 
 // ReadAttemptJob is the job an attempt is in (ErrNotFound if unknown): by
-// AttemptJob where st has it (OwnerReader), else from what the series
-// routes read of it (AttemptSeriesReader, AttemptSummarizer) or Attempt.
+// AttemptJob where st has it (OwnerReader), else from ReadAttemptLife.
 func ReadAttemptJob(ctx context.Context, st Store, id string) (string, error) {
 	if or, ok := st.(OwnerReader); ok {
 		return or.AttemptJob(ctx, id)
 	}
-	if ar, ok := st.(AttemptSeriesReader); ok {
-		l, err := ar.AttemptLife(ctx, id)
-		if err != nil {
-			return "", err
-		}
-		return l.JobID, nil
-	}
-	if as, ok := st.(AttemptSummarizer); ok {
-		a, err := as.AttemptSummary(ctx, id)
-		if err != nil {
-			return "", err
-		}
-		return a.JobID, nil
-	}
-	d, err := st.Attempt(ctx, id)
+	l, err := ReadAttemptLife(ctx, st, id)
 	if err != nil {
 		return "", err
 	}
-	return d.JobID, nil
+	return l.JobID, nil
 }
