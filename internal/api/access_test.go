@@ -12,6 +12,7 @@ import (
 	"github.com/taskscope/taskscope/internal/analysis"
 	"github.com/taskscope/taskscope/internal/auth"
 	"github.com/taskscope/taskscope/internal/testsrv"
+	"github.com/taskscope/taskscope/internal/wire"
 )
 
 // TestAccess: behind an SSO proxy, a user sees their own jobs and those
@@ -195,5 +196,47 @@ func TestLiveCaps(t *testing.T) {
 	}
 	for _, c := range closers[1:] {
 		c()
+	}
+}
+
+// TestLiveAttribution: a batch's data moves the counters of the readers who
+// see its jobs, found from the batch's descriptions, else from the store
+// (an attempt's series alone: its job, and whose that is); data of an
+// attempt nothing knows moves operators' counters only.
+func TestLiveAttribution(t *testing.T) {
+	f := newFixture(t)
+	l := NewLive(time.Millisecond, LiveOptions{Store: f.st})
+	policy, _ := auth.ParsePolicy(strings.NewReader("queue crafted carl\n"))
+	zoe, yann, carl, nobody := policy.Identify("zoe", nil, "sso"), policy.Identify("yann", nil, "sso"),
+		policy.Identify("carl", nil, "sso"), policy.Identify("nobody", nil, "sso")
+	want := func(what string, v map[*auth.Identity]uint64) {
+		t.Helper()
+		testsrv.WaitUntil(t, what, 10*time.Second, func() bool {
+			for id, n := range v {
+				if l.Version(id) != n {
+					return false
+				}
+			}
+			return !l.resolving.Load()
+		})
+		for id, n := range v {
+			if got := l.Version(id); got != n {
+				t.Errorf("%s: %s's counter %d, want %d", what, id.User, got, n)
+			}
+		}
+	}
+	commit := func(b *wire.Batch) { l.Stored(b); l.Committed() }
+	commit(&wire.Batch{AttemptSeries: []wire.Series{{AttemptID: attWC0}}})
+	want("zoe's attempt's series, its job from the store", map[*auth.Identity]uint64{zoe: 1, yann: 0, carl: 0, nobody: 0})
+	commit(&wire.Batch{Events: []wire.Event{{AttemptID: attETL, Kind: "process_start"}}})
+	want("an event of yann's attempt in queue crafted", map[*auth.Identity]uint64{zoe: 1, yann: 1, carl: 1, nobody: 0})
+	commit(&wire.Batch{Attempts: []wire.Attempt{{AttemptID: "attempt_1800000000000_0001_m_000000_0", JobID: "job_1800000000000_0001",
+		User: "zoe", Queue: "crafted"}}})
+	want("a new job described in the batch", map[*auth.Identity]uint64{zoe: 2, yann: 1, carl: 2, nobody: 0})
+	all := l.Version(auth.Open)
+	commit(&wire.Batch{AttemptSeries: []wire.Series{{AttemptID: "attempt_1900000000000_0001_m_000000_0"}}})
+	want("an attempt nothing knows", map[*auth.Identity]uint64{zoe: 2, yann: 1, carl: 2, nobody: 0})
+	if l.Version(auth.Open) <= all {
+		t.Errorf("an operator's counter did not move: %d", l.Version(auth.Open))
 	}
 }

@@ -55,24 +55,40 @@ var loadJobs int // jobs of the loadgen part
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
+	f := &fixture{keys: map[string]string{}}
+	f.st = f.fill(t, true)
+	a := New(f.st, analysis.New(f.st), NewLive(10*time.Millisecond, LiveOptions{}), nil)
+	a.now = func() time.Time { return now }
+	mux := http.NewServeMux()
+	a.Register(mux)
+	f.srv = httptest.NewServer(mux)
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+// fill opens a store with the crafted dataset: zoe's wordcount, and, if
+// all, loadgen's jobs, yann's ETL job and mallory's hostile one too.
+func (f *fixture) fill(t testing.TB, all bool) *duckdb.Store {
+	t.Helper()
 	st, err := duckdb.Open(duckdb.Options{Dir: t.TempDir(), SummaryEvery: -1,
 		Clock: store.Clock{Now: func() time.Time { return now }, StaleAfter: 2 * time.Minute}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	f := &fixture{st: st, keys: map[string]string{}}
 
-	// Loadgen: 3 nodes, 2 slots, 10 simulated minutes ending 30 minutes before t0.
-	gen := loadgen.NewGenerator(loadgen.Config{Nodes: 3, Slots: 2, BatchTicks: 10, Seed: 7, Start: t0.Add(-40 * time.Minute)})
-	for range 60 {
-		storetest.Ingest(t, st, gen.Next()...)
+	if all {
+		// Loadgen: 3 nodes, 2 slots, 10 simulated minutes ending 30 minutes before t0.
+		gen := loadgen.NewGenerator(loadgen.Config{Nodes: 3, Slots: 2, BatchTicks: 10, Seed: 7, Start: t0.Add(-40 * time.Minute)})
+		for range 60 {
+			storetest.Ingest(t, st, gen.Next()...)
+		}
+		page, err := st.Jobs(context.Background(), store.JobFilter{Limit: 1000})
+		if err != nil || page.Total == 0 {
+			t.Fatalf("loadgen jobs: %d, %v", page.Total, err)
+		}
+		loadJobs = page.Total
 	}
-	page, err := st.Jobs(context.Background(), store.JobFilter{Limit: 1000})
-	if err != nil || page.Total == 0 {
-		t.Fatalf("loadgen jobs: %d, %v", page.Total, err)
-	}
-	loadJobs = page.Total
 
 	g := &storetest.Gen{Agent: "node1-crafted", Host: "node1"}
 	wc0 := &storetest.AttemptSpec{ID: attWC0, JobID: jobWC, Type: "map", JobName: "CraftedWordCount", User: "zoe", Queue: "default",
@@ -97,24 +113,19 @@ func newFixture(t *testing.T) *fixture {
 		return b
 	}
 	storetest.Ingest(t, st, tree(g.Batch([]*storetest.AttemptSpec{wc0, wc1}, 0, 5, false)),
-		tree(g.Batch([]*storetest.AttemptSpec{wc0, wc1}, 5, 10, true)),
-		g.Batch([]*storetest.AttemptSpec{etl}, 0, 30, false))
+		tree(g.Batch([]*storetest.AttemptSpec{wc0, wc1}, 5, 10, true)))
 	evil := &storetest.AttemptSpec{ID: hostileAtt, JobID: hostileJob, Type: "map", JobName: "<b>bold</b>", User: "mallory",
 		Queue: "default", Start: t0.Add(10 * time.Second), Procs: []storetest.ProcSpec{{PID: 400, Role: wire.RoleStreaming, Cmdline: hostile, CPUPerS: 10, RSS: 1 << 20}}}
-	storetest.Ingest(t, st, g.Batch([]*storetest.AttemptSpec{evil}, 0, 5, true))
+	if all {
+		storetest.Ingest(t, st, g.Batch([]*storetest.AttemptSpec{etl}, 0, 30, false))
+		storetest.Ingest(t, st, g.Batch([]*storetest.AttemptSpec{evil}, 0, 5, true))
+	}
 	for _, a := range []*storetest.AttemptSpec{wc0, wc1, etl, evil} {
 		for _, p := range a.Procs {
 			f.keys[fmt.Sprintf("%s/%d", a.ID, p.PID)] = store.Key(g.Key(a, p)).String()
 		}
 	}
-
-	a := New(st, analysis.New(st), NewLive(10*time.Millisecond, LiveOptions{}), nil)
-	a.now = func() time.Time { return now }
-	mux := http.NewServeMux()
-	a.Register(mux)
-	f.srv = httptest.NewServer(mux)
-	t.Cleanup(f.srv.Close)
-	return f
+	return st
 }
 
 // get fetches path and decodes the JSON answer into v (if not nil); it

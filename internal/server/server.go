@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"slices"
@@ -75,15 +76,20 @@ func Start(cfg Config) (*Server, error) {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector())
-	live := api.NewLive(time.Second, cfg.Live)
+	lo := cfg.Live
+	if lo.Store == nil {
+		lo.Store = cfg.Store
+	}
+	live := api.NewLive(time.Second, lo)
 	health := &writeHealth{log: cfg.Log, dir: store.DataDirOf(cfg.Store)}
 	s := &Server{live: live, health: health}
 	po := cfg.Pipeline
 	po.Log, po.Registry = cfg.Log, reg
+	po.OnStored = live.Stored
 	po.OnCommit = func() {
 		health.ok()
 		s.committed.Store(true)
-		live.Changed()
+		live.Committed()
 	}
 	po.OnError = health.failed
 	pl := ingest.NewPipeline(cfg.Store, po)
@@ -200,6 +206,7 @@ func (s *Server) maintain(ctx context.Context) {
 	// this server are told of the others' commits as of its own.
 	changes, shared := store.ChangesOf(s.cfg.Store)
 	var seen uint64
+	active := map[string]seenJob{}
 	for {
 		select {
 		case <-ctx.Done():
@@ -211,12 +218,12 @@ func (s *Server) maintain(ctx context.Context) {
 				s.health.failed(err, 0)
 				s.cfg.Log.Debug("cannot write summaries", "err", err)
 			} else if committed {
-				s.live.Changed()
+				s.live.Flushed()
 			}
 			if shared {
 				if v, err := changes(ctx); err == nil && v != seen {
 					if seen != 0 {
-						s.live.Changed()
+						s.live.Changed(s.othersChanged(ctx, active)...)
 					}
 					seen = v
 				}
@@ -233,6 +240,42 @@ func (s *Server) maintain(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// othersChanged is whose jobs changed since the last call, as the jobs
+// list says them: the running jobs (the newest 1000) whose figures differ
+// from those active had, and those that ran then and no longer do
+// (active becomes the running jobs). Another replica's commits, which
+// this server did not see, move its browsers' live counters so: for a
+// user, only when one of the jobs they see changed.
+func (s *Server) othersChanged(ctx context.Context, active map[string]seenJob) []store.Owner {
+	page, err := s.cfg.Store.Jobs(ctx, store.JobFilter{State: store.StateRunning, Limit: 1000})
+	if err != nil {
+		return nil
+	}
+	var out []store.Owner
+	now := make(map[string]seenJob, len(page.Jobs))
+	for _, j := range page.Jobs {
+		sj := seenJob{fmt.Sprint(j.LastSeen, j.Attempts, j.Running, j.CPUMs), store.Owner{User: j.User, Queue: j.Queue}}
+		now[j.JobID] = sj
+		if active[j.JobID] != sj {
+			out = append(out, sj.owner)
+		}
+	}
+	for id, sj := range active {
+		if _, ok := now[id]; !ok {
+			out = append(out, sj.owner) // ended
+		}
+	}
+	clear(active)
+	maps.Copy(active, now)
+	return out
+}
+
+// seenJob is what othersChanged saw of a running job.
+type seenJob struct {
+	figures string
+	owner   store.Owner
 }
 
 // Shutdown stops in a fixed order: no new requests, the writer drains its
