@@ -17,8 +17,8 @@ import (
 	"github.com/taskscope/taskscope/internal/auth"
 	"github.com/taskscope/taskscope/internal/loadgen"
 	"github.com/taskscope/taskscope/internal/store"
-	"github.com/taskscope/taskscope/internal/testsrv"
 	"github.com/taskscope/taskscope/internal/store/duckdb"
+	"github.com/taskscope/taskscope/internal/testsrv"
 	"github.com/taskscope/taskscope/internal/wire"
 )
 
