@@ -11,6 +11,7 @@ import (
 
 	"github.com/taskscope/taskscope/internal/analysis"
 	"github.com/taskscope/taskscope/internal/auth"
+	"github.com/taskscope/taskscope/internal/store/storetest"
 	"github.com/taskscope/taskscope/internal/testsrv"
 	"github.com/taskscope/taskscope/internal/wire"
 )
@@ -238,5 +239,76 @@ func TestLiveAttribution(t *testing.T) {
 	want("an attempt nothing knows", map[*auth.Identity]uint64{zoe: 2, yann: 1, carl: 2, nobody: 0})
 	if l.Version(auth.Open) <= all {
 		t.Errorf("an operator's counter did not move: %d", l.Version(auth.Open))
+	}
+}
+
+// TestAgentMetricAnswer: a metric outside the catalog asked of one's own
+// job is answered the same before and after an agent sends that name for
+// another user's job (issue 27: 400 until anyone's agent sent it, then 200).
+func TestAgentMetricAnswer(t *testing.T) {
+	f := newFixture(t)
+	path := "/api/v1/jobs/" + jobWC + "/series?metrics=cpu_percent,x_only_theirs"
+	code, before := f.get(t, path, nil)
+	if code != http.StatusOK {
+		t.Fatalf("before: %d %s", code, before)
+	}
+	b := &wire.Batch{Version: wire.Version, AgentID: "node1-theirs", Seq: 1, Host: "node1", Metrics: []string{"x_only_theirs"},
+		AttemptSeries: []wire.Series{{AttemptID: attETL, Times: []int64{t0.Add(25 * time.Second).UnixMilli()},
+			Columns: []wire.Column{{Metric: 0, Values: []int64{7}}}}}}
+	storetest.Ingest(t, f.st, b)
+	if err := f.st.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if code, after := f.get(t, path, nil); code != http.StatusOK || after != before {
+		t.Errorf("after an agent sent it for another job: %d %s\nbefore: %s", code, after, before)
+	}
+	// Theirs has it (an operator asks).
+	if _, body := f.get(t, "/api/v1/jobs/"+jobETL+"/attempts/"+attETL+"/series?metrics=x_only_theirs&from=0&to=4102444800000&points=1", nil); !strings.Contains(body, `"values":[7]`) {
+		t.Errorf("the other job's series: %s", body)
+	}
+}
+
+// stubAnalyzer says which findings it was asked for.
+type stubAnalyzer struct{}
+
+func (stubAnalyzer) Findings(context.Context, string) (any, error) { return map[string]string{"made": "with neighbours"}, nil }
+func (stubAnalyzer) FindingsWithoutNeighbours(context.Context, string) (any, error) {
+	return map[string]string{"made": "without neighbours"}, nil
+}
+
+// TestNeighboursSwitch: with the access file's "neighbours operators", a
+// reader who is not an operator is given the findings made without
+// looking at what else ran on the job's hosts; an operator, and everyone
+// without the rule, those made with.
+func TestNeighboursSwitch(t *testing.T) {
+	f := newFixture(t)
+	proxies, _ := auth.ParseProxies("127.0.0.1")
+	for _, c := range []struct {
+		rules, user, want string
+	}{
+		{"operator root\nneighbours operators\n", "zoe", "without neighbours"},
+		{"operator root\nneighbours operators\n", "root", "with neighbours"},
+		{"operator root\n", "zoe", "with neighbours"},
+	} {
+		policy, err := auth.ParsePolicy(strings.NewReader(c.rules))
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := New(f.st, stubAnalyzer{}, nil, auth.New(auth.Options{UserHeader: "X-Forwarded-User", Proxies: proxies, Policy: policy}))
+		mux := http.NewServeMux()
+		a.Register(mux)
+		srv := httptest.NewServer(mux)
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/api/v1/jobs/"+jobWC+"/findings", nil)
+		req.Header.Set("X-Forwarded-User", c.user)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		srv.Close()
+		if !strings.Contains(string(body), `"`+c.want+`"`) {
+			t.Errorf("%q, %s: %d %s, want findings made %s", c.rules, c.user, resp.StatusCode, body, c.want)
+		}
 	}
 }

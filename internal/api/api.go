@@ -29,6 +29,13 @@ type Analyzer interface {
 	Findings(ctx context.Context, jobID string) (any, error)
 }
 
+// NeighbourHider is an Analyzer that also makes a job's findings without
+// looking at what else ran on its hosts (no other job's attempts, nor
+// their number or CPU), for readers the access file hides them from.
+type NeighbourHider interface {
+	FindingsWithoutNeighbours(ctx context.Context, jobID string) (any, error)
+}
+
 // HistoryAnalyzer is an Analyzer that also compares a job with the
 // earlier runs of its recurring job (GET /api/v1/jobs/{job}/history):
 // up to runs of them.
@@ -389,7 +396,19 @@ func (a *API) findings(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"findings": []any{}})
 		return
 	}
-	f, err := a.analyzer.Findings(r.Context(), r.PathValue("job"))
+	var f any
+	var err error
+	if reader(r).HideNeighbours {
+		// What else ran on the job's hosts is operators' to see.
+		nh, ok := a.analyzer.(NeighbourHider)
+		if !ok {
+			writeJSON(w, http.StatusOK, map[string]any{"findings": []any{}})
+			return
+		}
+		f, err = nh.FindingsWithoutNeighbours(r.Context(), r.PathValue("job"))
+	} else {
+		f, err = a.analyzer.Findings(r.Context(), r.PathValue("job"))
+	}
 	if err != nil {
 		fail(w, err)
 		return

@@ -677,7 +677,9 @@ func testErrors(t *testing.T, f *fixture) {
 		{"/api/v1/processes/xyz/series?" + win, 400, "a process key is 16 hex digits"},
 		{"/api/v1/processes/" + key + "/series", 400, "give from and to, or attempt"},
 		{"/api/v1/processes/" + key + "/series?metrics=attempts&" + win, 400, `unknown process metric "attempts"`},
-		{"/api/v1/jobs/" + jobWC + "/series?metrics=cpu_percent,bogus", 400, `unknown job metric "bogus"`},
+		{"/api/v1/jobs/" + jobWC + "/series?metrics=cpu_percent,bogus", 200, ""}, // an agent's metric: nulls without data
+		{"/api/v1/jobs/" + jobWC + "/series?metrics=cpu_percent,Bogus!", 400, `unknown job metric "Bogus!"`},
+		{"/api/v1/jobs/" + jobWC + "/series?metrics=majflt_per_s", 400, `unknown job metric "majflt_per_s"`},
 		{"/api/v1/jobs/" + jobWC + "/series?metrics=", 200, ""},
 		{"/api/v1/jobs/" + jobWC + "/series?points=0", 400, "points must be an integer from 1 to 5000"},
 		{"/api/v1/jobs/" + jobWC + "/series?points=5001", 400, "points must be an integer from 1 to 5000"},
