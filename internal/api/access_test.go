@@ -271,7 +271,9 @@ func TestAgentMetricAnswer(t *testing.T) {
 // stubAnalyzer says which findings it was asked for.
 type stubAnalyzer struct{}
 
-func (stubAnalyzer) Findings(context.Context, string) (any, error) { return map[string]string{"made": "with neighbours"}, nil }
+func (stubAnalyzer) Findings(context.Context, string) (any, error) {
+	return map[string]string{"made": "with neighbours"}, nil
+}
 func (stubAnalyzer) FindingsWithoutNeighbours(context.Context, string) (any, error) {
 	return map[string]string{"made": "without neighbours"}, nil
 }
