@@ -35,6 +35,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/taskscope/taskscope/internal/cgroups"
 	"github.com/taskscope/taskscope/internal/collect"
 	"github.com/taskscope/taskscope/internal/hadoop"
 	"github.com/taskscope/taskscope/internal/procfs"
@@ -144,6 +145,9 @@ type Tracker struct {
 	again []*proc           // to classify once more (seen between fork and exec)
 	scope scopeState        // scope.go
 	users map[uint32]string
+	// hier are YARN's cgroup hierarchies: Config's, and each NodeManager's
+	// (daemons.go).
+	hier *cgroups.Hierarchies
 
 	// Sampling.
 	sources []collect.Source
@@ -282,7 +286,8 @@ func New(cfg Config) (*Tracker, error) {
 	t.ledger = newReaperLedger(t, &t.stats)
 	t.records = newExitRecords(cfg.Exits, t, t.ledger, &t.stats, &t.errs)
 	t.acct = newAccountant(t, t.ledger, t.idx, &t.stats, cfg.Exits != nil, runtime.NumCPU())
-	t.ends = newOutcomes(cfg.FS, t, &t.errs, cfg.CgroupRoot, cfg.CgroupPrefix)
+	t.hier = cgroups.NewHierarchies(cfg.CgroupPrefix)
+	t.ends = newOutcomes(cfg.FS, t, &t.errs, cfg.CgroupRoot, t.hier)
 	t.desc = describer{fs: cfg.FS, errs: &t.errs}
 	return t, nil
 }
