@@ -97,7 +97,7 @@ type login struct {
 	header http.Header
 }
 
-func newAccessWorld(t *testing.T, backend string) *accessWorld {
+func newAccessWorld(t testing.TB, backend string) *accessWorld {
 	start := time.Date(2026, 11, 30, 11, 0, 0, 0, time.UTC)
 	const minutes = 6
 	now := func() time.Time { return start.Add((minutes + 1) * time.Minute) }
@@ -217,7 +217,7 @@ func renumber(id string) string {
 	return strings.Join(parts, "_")
 }
 
-func mustKey(t *testing.T, s string) uint64 {
+func mustKey(t testing.TB, s string) uint64 {
 	k, err := store.ParseKey(s)
 	if err != nil {
 		t.Fatal(err)
@@ -342,7 +342,7 @@ var rfc3339 = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z`)
 
 // ask makes a request as login. A stream (the live updates) is read for
 // its first event only.
-func (w *accessWorld) ask(t *testing.T, method, path string, l login) answer {
+func (w *accessWorld) ask(t testing.TB, method, path string, l login) answer {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -439,7 +439,7 @@ func checkRoutesDocumented(t *testing.T, routes []string) {
 	}
 }
 
-func getJSON(t *testing.T, c *http.Client, u string, v any) {
+func getJSON(t testing.TB, c *http.Client, u string, v any) {
 	t.Helper()
 	resp, err := c.Get(u)
 	if err != nil {
@@ -453,4 +453,82 @@ func getJSON(t *testing.T, c *http.Client, u string, v any) {
 	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// BenchmarkHiddenVsUnknown times each route of a job, of an attempt and of
+// a process, asked by a user with another user's ids and with unknown ones
+// of the same form, alternately, over HTTP (store, API, JSON, loopback),
+// on the embedded store and on ClickHouse: the medians of the two
+// (hidden-ms, unknown-ms) and their ratio (hidden/unknown, the target
+// within 0.8 to 1.2), and the reader's own (own-ms) beside them.
+//
+//	go test -run '^$' -bench HiddenVsUnknown -benchtime 200x ./internal/server/
+func BenchmarkHiddenVsUnknown(b *testing.B) {
+	for _, backend := range []string{"duckdb", "clickhouse"} {
+		w := newAccessWorld(b, backend)
+		paths := func(x, job ids) []string {
+			return []string{
+				"/api/v1/jobs/" + job.job,
+				"/api/v1/jobs/" + job.job + "/series",
+				"/api/v1/jobs/" + job.job + "/findings",
+				"/api/v1/jobs/" + job.job + "/events",
+				"/api/v1/jobs/" + job.job + "/attempts/" + x.attempt,
+				"/api/v1/jobs/" + job.job + "/attempts/" + x.attempt + "/series",
+				"/api/v1/processes/" + x.key + "/series?attempt=" + x.attempt,
+			}
+		}
+		names := []string{"job", "job-series", "findings", "events", "attempt", "attempt-series", "process-series"}
+		hidden, unknown, own := paths(w.hidden, w.hidden), paths(w.unknown, w.unknown), paths(w.own, w.own)
+		// An attempt of another job, or none, under the reader's own job.
+		names = append(names, "their-attempt-under-own-job")
+		hidden = append(hidden, "/api/v1/jobs/"+w.own.job+"/attempts/"+w.hidden.attempt)
+		unknown = append(unknown, "/api/v1/jobs/"+w.own.job+"/attempts/"+w.unknown.attempt)
+		own = append(own, "/api/v1/jobs/"+w.own.job+"/attempts/"+w.own.attempt)
+		for i, name := range names {
+			b.Run(backend+"/"+name, func(b *testing.B) {
+				var th, tu, to []time.Duration
+				timed := func(p string, want int) time.Duration {
+					t0 := time.Now()
+					a := w.ask(b, http.MethodGet, p, w.logins[0])
+					d := time.Since(t0)
+					if a.code != want {
+						b.Fatalf("GET %s: %d %s", p, a.code, a.body)
+					}
+					return d
+				}
+				for range 5 { // warm the caches of both
+					timed(hidden[i], http.StatusNotFound)
+					timed(unknown[i], http.StatusNotFound)
+				}
+				b.ResetTimer()
+				for n := 0; n < b.N; n++ {
+					if n%2 == 0 {
+						th = append(th, timed(hidden[i], http.StatusNotFound))
+						tu = append(tu, timed(unknown[i], http.StatusNotFound))
+					} else {
+						tu = append(tu, timed(unknown[i], http.StatusNotFound))
+						th = append(th, timed(hidden[i], http.StatusNotFound))
+					}
+					if n%10 == 0 {
+						to = append(to, timed(own[i], http.StatusOK))
+					}
+				}
+				b.StopTimer()
+				mh, mu, mo := medianOf(th), medianOf(tu), medianOf(to)
+				b.ReportMetric(float64(mh)/1e6, "hidden-ms")
+				b.ReportMetric(float64(mu)/1e6, "unknown-ms")
+				b.ReportMetric(float64(mo)/1e6, "own-ms")
+				b.ReportMetric(float64(mh)/float64(mu), "hidden/unknown")
+			})
+		}
+	}
+}
+
+func medianOf(d []time.Duration) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	d = slices.Clone(d)
+	slices.Sort(d)
+	return d[len(d)/2]
 }

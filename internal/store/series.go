@@ -92,8 +92,8 @@ type SeriesMetric struct {
 	Ext string
 }
 
-// ErrUnknownMetric is returned for a metric that is not in the catalog
-// and that no agent sent.
+// ErrUnknownMetric is returned for a metric name that is neither in the
+// scope's catalog nor a well-formed name of an agent's metric.
 var ErrUnknownMetric = errors.New("unknown metric")
 
 // UnknownMetric is ErrUnknownMetric for a metric name of a scope.
@@ -199,7 +199,7 @@ func LookupMetrics(scope Scope, names []string) ([]SeriesMetric, error) {
 			// scope is unknown here.
 			m, ok := extMetric(n)
 			if !ok || inCatalog(n) {
-				return nil, fmt.Errorf("unknown %s metric %q", scope, n)
+				return nil, UnknownMetric(scope, n)
 			}
 			out = append(out, m)
 		}
