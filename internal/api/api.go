@@ -17,6 +17,7 @@ import (
 	"github.com/segmentio/encoding/json"
 
 	"github.com/taskscope/taskscope/internal/auth"
+	"github.com/taskscope/taskscope/internal/profiling"
 	"github.com/taskscope/taskscope/internal/store"
 	"github.com/taskscope/taskscope/internal/wire"
 )
@@ -56,7 +57,8 @@ type API struct {
 	now      func() time.Time
 	live     *Live
 	authn    *auth.Authenticator
-	routes   []string // what Register added
+	routes   []string           // what Register added
+	profiles *profiling.Control // nil: the server asks for no profiles (profiles.go)
 }
 
 // New returns the API over st. analyzer may be nil (no findings); authn
@@ -86,6 +88,7 @@ func (a *API) Register(mux Mux) {
 	a.route(mux, "GET /api/v1/jobs/{job}/findings", a.findings)
 	a.route(mux, "GET /api/v1/jobs/{job}/history", a.history)
 	a.route(mux, "GET /api/v1/waste", a.waste)
+	a.route(mux, "GET /api/v1/overview", a.overview)
 	a.route(mux, "GET /api/v1/jobs/{job}/attempts/{attempt}", a.attempt)
 	a.route(mux, "GET /api/v1/jobs/{job}/attempts/{attempt}/series", a.attemptSeries)
 	a.route(mux, "GET /api/v1/processes/{key}/series", a.processSeries)
@@ -93,6 +96,7 @@ func (a *API) Register(mux Mux) {
 	a.operatorRoute(mux, "GET /api/v1/hosts/{host}", a.host)
 	a.route(mux, "GET /api/v1/events", a.events)
 	a.route(mux, "GET /api/v1/metrics", a.metricCatalog)
+	a.registerProfiles(func(pattern string, h http.HandlerFunc) { a.route(mux, pattern, h) })
 	if a.live != nil {
 		a.route(mux, "GET /api/v1/live", a.live.ServeHTTP)
 	}
@@ -387,11 +391,18 @@ func writeJob(w http.ResponseWriter, d *store.JobDetail) {
 	w.Write(append(b, "}\n"...))
 }
 
-func (a *API) attempt(w http.ResponseWriter, r *http.Request) {
+// attemptOf is the attempt of r's path, which the route's checkPath found
+// in the path's job, visible to the reader.
+func (a *API) attemptOf(r *http.Request) (*store.AttemptDetail, error) {
 	d, err := a.st.Attempt(r.Context(), r.PathValue("attempt"))
 	if err == nil && d.JobID != r.PathValue("job") {
 		err = errNoAttempt // (moved since checkPath)
 	}
+	return d, err
+}
+
+func (a *API) attempt(w http.ResponseWriter, r *http.Request) {
+	d, err := a.attemptOf(r)
 	if err != nil {
 		fail(w, err)
 		return
@@ -553,22 +564,10 @@ type HostDetail struct {
 }
 
 func (a *API) host(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	from, err := a.parseTime("from", q.Get("from"))
+	from, to, err := a.window(r, 6*time.Hour)
 	if err != nil {
 		fail(w, err)
 		return
-	}
-	to, err := a.parseTime("to", q.Get("to"))
-	if err != nil {
-		fail(w, err)
-		return
-	}
-	if to == 0 {
-		to = a.now().UnixMilli() + 1
-	}
-	if from == 0 {
-		from = to - int64(6*time.Hour/time.Millisecond)
 	}
 	host := r.PathValue("host")
 	atts, err := a.st.HostAttempts(r.Context(), host, from, to)
