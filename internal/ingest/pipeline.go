@@ -260,9 +260,13 @@ func (p *Pipeline) write(group []*request) {
 		p.onError(err, batches)
 	}
 	if err == nil && p.onStored != nil {
-		for i, r := range group {
-			if !res[i] {
-				p.onStored(r.b)
+		i := 0
+		for _, r := range group {
+			for _, b := range r.bs {
+				if !res[i] {
+					p.onStored(b)
+				}
+				i++
 			}
 		}
 	}
