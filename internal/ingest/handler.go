@@ -221,13 +221,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer inflated.drop()
 	lim := h.o.Limits
 	lim.Reserve = l.take
-	parts := [][]byte{data}
 	list := mt == wire.ListContentType
-	if list {
-		if parts, err = wire.SplitList(data, wire.MaxListBatches); err != nil {
-			h.fail(w, http.StatusBadRequest, "malformed", err.Error())
-			return
-		}
+	parts, err := wire.Bodies(mt, data)
+	if err != nil {
+		h.fail(w, http.StatusBadRequest, "malformed", err.Error())
+		return
 	}
 	bs := make([]*wire.Batch, 0, len(parts))
 	for i, part := range parts {

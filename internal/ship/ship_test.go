@@ -91,13 +91,11 @@ func (s *ingestServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad body", http.StatusBadRequest)
 		return
 	}
-	parts := [][]byte{raw}
-	if ct == wire.ListContentType {
-		if parts, err = wire.SplitList(raw, wire.MaxListBatches); err != nil {
-			s.t.Errorf("list: %v", err)
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
+	parts, err := wire.Bodies(ct, raw)
+	if err != nil {
+		s.t.Errorf("body: %v", err)
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
 	}
 	var got []received
 	for i, part := range parts {

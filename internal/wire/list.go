@@ -65,6 +65,20 @@ func SplitList(data []byte, max int) ([][]byte, error) {
 	return out, nil
 }
 
+// Bodies returns the encodings of the batches of a request's body
+// (decompressed) of media type contentType: the body itself for
+// ContentType, the list's batches (SplitList, at most MaxListBatches) for
+// ListContentType; another type is an error.
+func Bodies(contentType string, data []byte) ([][]byte, error) {
+	switch contentType {
+	case ContentType:
+		return [][]byte{data}, nil
+	case ListContentType:
+		return SplitList(data, MaxListBatches)
+	}
+	return nil, fmt.Errorf("media type %q: neither %s nor %s", contentType, ContentType, ListContentType)
+}
+
 // AppendListEntry appends to a BatchList being written the head of a
 // batch's entry (its tag and its length, n bytes): the batch's encoding
 // follows.
