@@ -140,10 +140,14 @@ type Tracker struct {
 	cycle    uint64
 	clock    clock
 	newProcs []*proc // this tick's
+	nListed  int     // the processes of the table in this tick's listing (all: nothing to sweep)
 	reused   []*proc // pids found reused by the listing: gone, handled in the sweep
 	heldNew  int     // new processes of this tick whose stat is held (readNewStat)
 	buf      []byte
 	cmdBuf   []byte
+	lineBuf  []byte       // readCmdline's
+	argv     []string     // readCmdline's
+	wp       wire.Process // wireProcess's
 	stat     procfs.Stat
 
 	// Attribution.
@@ -164,6 +168,7 @@ type Tracker struct {
 	target  collect.Target
 	sched   procfs.Schedstat
 	status  procfs.Status
+	group   taskstats.Group // readSched's
 
 	// The parts.
 	records *exitRecords  // exitrecords.go
@@ -389,16 +394,19 @@ func (t *Tracker) list() error {
 	t.stats.ListingsReused = t.lister.Reused()
 	moved := t.ledger.read()
 	t.newProcs = t.newProcs[:0]
+	t.nListed = 0
 	for _, e := range entries {
 		p := t.procs[e.PID]
 		if p != nil {
 			if p.ino == e.Ino {
 				p.seen = t.cycle
+				t.nListed++
 				continue
 			}
 			// A new inode: the pid may belong to a new process now.
 			if t.readStat(e.PID, nil) == nil && t.stat.StartTime == p.startTicks {
 				p.ino, p.seen = e.Ino, t.cycle
+				t.nListed++
 				continue
 			}
 			// Handled after the exit records are in.
@@ -407,6 +415,7 @@ func (t *Tracker) list() error {
 		}
 		if e.PID == t.cfg.SelfPID {
 			t.procs[e.PID] = &proc{pid: e.PID, ino: e.Ino, seen: t.cycle, state: stIgnored}
+			t.nListed++
 			continue
 		}
 		np := &proc{pid: e.PID, ino: e.Ino, seen: t.cycle}
@@ -416,6 +425,7 @@ func (t *Tracker) list() error {
 		np.setStat(&t.stat)
 		t.procs[e.PID] = np
 		t.newProcs = append(t.newProcs, np)
+		t.nListed++
 	}
 	if moved {
 		t.ledger.resolve(t)
@@ -464,6 +474,7 @@ func (t *Tracker) unlist(pid int32) bool {
 // unlistOne takes p out of this tick's listing: a tracked process is gone
 // at this tick's sweep, a new one forgotten.
 func (t *Tracker) unlistOne(p *proc) {
+	t.nListed--
 	i := slices.Index(t.newProcs, p)
 	if i < 0 {
 		p.seen = t.cycle - 1
