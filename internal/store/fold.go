@@ -766,6 +766,7 @@ func (t *FoldTx[B]) DirtyAttempts() []*AttemptRecord[B] {
 	var out []*AttemptRecord[B]
 	for _, a := range t.atts {
 		if a.dirty && a.Meta.JobID != "" {
+			a.NProcs = uint32(a.Processes())
 			out = append(out, a)
 		}
 	}

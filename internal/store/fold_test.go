@@ -236,7 +236,7 @@ func TestFoldShared(t *testing.T) {
 	fs.reads = nil
 	f = NewFold(fs.options(true, false))
 	f.PutAgent("ag", &AgentState{Seq: 1})
-	f.atts[id] = &AttemptRecord[int]{Meta: a, Writer: "ag", WriterSeq: 1}
+	f.atts[id] = &AttemptRecord[int]{AttemptRow: AttemptRow{Meta: a}, Writer: "ag", WriterSeq: 1}
 	_, tx, dups := commit(t, f, &ext, foldBatch("ag", 2, []wire.Attempt{a}, nil, nil), foldBatch("ag", 4, []wire.Attempt{a}, nil, nil))
 	if dups[0] || dups[1] || len(tx.Prepared()) != 1 || tx.Prepared()[0].Batch.Seq != 4 {
 		t.Errorf("after another server stored 2 and 3: %d batches to store", len(tx.Prepared()))

@@ -134,23 +134,23 @@ func (e *oomEvents) close() { e.w.Close() }
 func (w *oomWatch) register(dir string) error {
 	var err error
 	if w.usage, err = os.Open(filepath.Join(dir, "memory.usage_in_bytes")); err != nil {
-		return err
+		return fmt.Errorf("cannot watch the OOM kills of %s: %w", dir, err)
 	}
 	if w.control, err = os.Open(filepath.Join(dir, "memory.oom_control")); err != nil {
-		return err
+		return fmt.Errorf("cannot watch the OOM kills of %s: %w", dir, err)
 	}
 	if w.marker, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
-		return fmt.Errorf("eventfd: %w", err)
+		return fmt.Errorf("cannot make an eventfd for the OOM kills of %s: %w", dir, err)
 	}
 	if w.efd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
-		return fmt.Errorf("eventfd: %w", err)
+		return fmt.Errorf("cannot make an eventfd for the OOM kills of %s: %w", dir, err)
 	}
 	for _, reg := range []string{
 		fmt.Sprintf("%d %d %d", w.marker, w.usage.Fd(), uint64(1)<<62),
 		fmt.Sprintf("%d %d", w.efd, w.control.Fd()),
 	} {
 		if err := os.WriteFile(filepath.Join(dir, "cgroup.event_control"), []byte(reg), 0); err != nil {
-			return err
+			return fmt.Errorf("cannot register an eventfd for the OOM kills of %s: %w", dir, err)
 		}
 	}
 	return nil

@@ -28,7 +28,7 @@ package tracker
 
 import (
 	"cmp"
-	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"runtime"
@@ -259,7 +259,7 @@ func New(cfg Config) (*Tracker, error) {
 	}
 	btime, err := cfg.FS.BootTime()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("cannot start tracking %s: %w", cfg.FS.Root(), err)
 	}
 	t := &Tracker{
 		cfg:    cfg,
@@ -279,7 +279,7 @@ func New(cfg Config) (*Tracker, error) {
 		t.metrics = append(t.metrics, s.Metrics()...)
 	}
 	if len(t.metrics) > 64 {
-		return nil, errors.New("tracker: more than 64 process metrics")
+		return nil, fmt.Errorf("cannot sample %d process metrics: at most 64", len(t.metrics))
 	}
 	find := func(name string) int {
 		for i, m := range t.metrics {
@@ -340,7 +340,10 @@ func (t *Tracker) Close() error {
 	}
 	t.ledger.close()
 	t.lister.Close()
-	return t.records.close()
+	if err := t.records.close(); err != nil {
+		return fmt.Errorf("cannot close the exit records' source: %w", err)
+	}
+	return nil
 }
 
 // setter is a metric source's way to set its values in a process's sample.
@@ -385,7 +388,7 @@ func (t *Tracker) list() error {
 	t.clock.listed()
 	t.entries = entries
 	if err != nil {
-		return err
+		return fmt.Errorf("cannot list the processes of %s: %w", t.cfg.FS.Root(), err)
 	}
 	if t.debugListed != nil {
 		t.debugListed()
