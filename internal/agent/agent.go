@@ -22,9 +22,11 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 
 	"github.com/taskscope/taskscope/internal/collect"
+	"github.com/taskscope/taskscope/internal/nodemanager"
 	"github.com/taskscope/taskscope/internal/procfs"
 	"github.com/taskscope/taskscope/internal/reaper"
 	"github.com/taskscope/taskscope/internal/redact"
+	"github.com/taskscope/taskscope/internal/sampler"
 	"github.com/taskscope/taskscope/internal/ship"
 	"github.com/taskscope/taskscope/internal/taskstats"
 	"github.com/taskscope/taskscope/internal/tracker"
@@ -58,7 +60,11 @@ type Config struct {
 	// their timing and the NodeManager's URL here), and the reaper
 	// (--reap-orphans AFTER, off when 0; --reap-dry-run). ReapAllow, when
 	// set, limits the reaper to the processes it accepts.
-	Lost       tracker.LostConfig
+	Lost tracker.LostConfig
+	// NM is how NodeManagers are reached: HTTPS roots, SPNEGO with the
+	// agent's keytab (--nm-ca-file, --nm-keytab, --nm-principal,
+	// --krb5-conf). Its Log defaults to Log.
+	NM         nodemanager.ClientConfig
 	ReapAfter  time.Duration
 	ReapDryRun bool
 	ReapGrace  time.Duration
@@ -70,6 +76,12 @@ type Config struct {
 	// Redact masks the values of secrets in every batch before it is
 	// spooled or sent (nil: redact.Default()).
 	Redact *redact.Masker
+	// Profiling says which profiles of task JVMs the agent takes when the
+	// server orders them (ParseProfiling: "" is "on-demand,auto"; "off");
+	// ProfileBudget is the time each JVM may be stopped for thread dumps
+	// in all (default sampler.DefaultPauseBudget).
+	Profiling     string
+	ProfileBudget time.Duration
 }
 
 // Result is what a finished run reports.
@@ -110,7 +122,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		l, err := taskstats.Listen()
 		if err != nil {
 			if cfg.Exits == "taskstats" {
-				return Result{}, err
+				return Result{}, fmt.Errorf("cannot receive exit records (--exits taskstats): %w", err)
 			}
 			cfg.Log.Info("exit accounting from cutime/cstime (taskstats unavailable)", "err", err)
 		} else {
@@ -134,6 +146,12 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	var tr *tracker.Tracker
 	tcfg.Lost = cfg.Lost
 	tcfg.Lost.Enabled = true
+	nm, err := newNMClient(cfg.NM, cfg.Log)
+	if err != nil {
+		return Result{}, err
+	}
+	defer nm.Close()
+	tcfg.Lost.NMClient = nm
 	if tcfg.Lost.Context == nil {
 		tcfg.Lost.Context = ctx // the NodeManager pollers stop with the agent
 	}
@@ -142,16 +160,24 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			Protect: func(pid int32) bool { return tr.IsDaemon(pid) }, Allow: cfg.ReapAllow})
 		cfg.Log.Info("reaping lost task processes", "after", cfg.ReapAfter, "dry_run", cfg.ReapDryRun)
 	}
-	tr, err := tracker.New(tcfg)
+	mode, err := ParseProfiling(cfg.Profiling)
 	if err != nil {
 		return Result{}, err
 	}
+	if cfg.ProfileBudget <= 0 {
+		cfg.ProfileBudget = sampler.DefaultPauseBudget
+	}
+	tr, err = tracker.New(tcfg)
+	if err != nil {
+		return Result{}, fmt.Errorf("cannot start the agent: %w", err)
+	}
 	defer tr.Close()
 
+	prof := newProfiler(mode, cfg.ProcFS, cfg.ProfileBudget, cfg.Log)
 	sh, err := ship.New(ship.Config{URLs: cfg.Servers, Token: cfg.Token, SpoolDir: cfg.SpoolDir,
-		MaxSpoolBytes: cfg.MaxSpoolBytes, MaxMemoryBytes: cfg.MaxMemoryBytes, Log: cfg.Log, Host: cfg.Host})
+		MaxSpoolBytes: cfg.MaxSpoolBytes, MaxMemoryBytes: cfg.MaxMemoryBytes, Log: cfg.Log, Host: cfg.Host, OnOrders: prof.take})
 	if err != nil {
-		return Result{}, err
+		return Result{}, fmt.Errorf("cannot start the agent's sender: %w", err)
 	}
 	shipCtx, stopShip := context.WithCancel(context.WithoutCancel(ctx))
 	var shipWG sync.WaitGroup
@@ -161,11 +187,16 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	// said to be lost.
 	defer func() { stopShip(); shipWG.Wait(); sh.Close() }()
 
-	a := &loop{cfg: cfg, tr: tr, sh: sh, b: newBuilder(tr.ProcessMetrics(), tr.AttemptMetrics()), tickSet: metrics.NewSet()}
+	a := &loop{cfg: cfg, tr: tr, sh: sh, nm: nm, b: newBuilder(tr.ProcessMetrics(), tr.AttemptMetrics()), tickSet: metrics.NewSet(), prof: prof}
+	a.sink = jvmSink{Sink: a.b, j: prof.jvms}
+	// Profiles are taken beside the ticks, one session at a time; a
+	// profile under way when the agent stops is cut short and shipped.
+	profCtx, stopProf := context.WithCancel(ctx)
+	var profWG sync.WaitGroup
+	profWG.Add(1)
+	go func() { defer profWG.Done(); prof.run(profCtx) }()
+	defer func() { stopProf(); profWG.Wait() }()
 	a.tickDur = a.tickSet.NewPrometheusHistogramExt(tickSecondsName, []float64{.0002, .0005, .001, .002, .005, .01, .02, .05, .1, .5})
-	if l, ok := tcfg.Exits.(*taskstats.Listener); ok {
-		a.exits = l
-	}
 	metricsAddr := ""
 	if cfg.Listen != "" {
 		ln, err := net.Listen("tcp", cfg.Listen)
@@ -183,14 +214,16 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		cfg.Ready(metricsAddr)
 	}
 	err = a.run(ctx)
-	// Ship what is left, whatever stopped us.
+	// Ship what is left, whatever stopped us: a profile under way too.
+	stopProf()
+	profWG.Wait()
 	a.cut()
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	ferr := sh.Flush(fctx)
 	cancel()
 	res := Result{Ticks: tr.Stats().Ticks, Tracked: tr.Stats().Tracked, Stats: sh.Stats()}
 	if err == nil && ferr != nil && cfg.MaxTicks >= 0 {
-		err = ferr
+		err = fmt.Errorf("cannot ship the last batches: %w", ferr)
 	}
 	return res, err
 }
@@ -216,6 +249,8 @@ type loop struct {
 	tr      *tracker.Tracker
 	sh      *ship.Shipper
 	b       *builder
+	sink    tracker.Sink // b, and the profiler's view of the JVMs
+	prof    *profiler
 	lastCut time.Time
 
 	mu       sync.Mutex // guards what the metrics handler reads
@@ -224,7 +259,7 @@ type loop struct {
 	overruns uint64
 	tickSet  *metrics.Set // holds tickDur alone
 	tickDur  *metrics.PrometheusHistogram
-	exits    *taskstats.Listener // nil without exit records
+	nm       *nodemanager.Client
 }
 
 func (a *loop) run(ctx context.Context) error {
@@ -244,17 +279,22 @@ func (a *loop) run(ctx context.Context) error {
 		case <-timer.C:
 		}
 		start := time.Now()
-		if err := a.tr.Tick(start, a.b); err != nil {
-			return fmt.Errorf("tick: %w", err)
+		if err := a.tr.Tick(start, a.sink); err != nil {
+			return fmt.Errorf("cannot take tick %d: %w", n+1, err)
 		}
 		took := time.Since(start)
 		a.tickDur.Update(took.Seconds())
-		if time.Since(a.lastCut) >= a.cfg.FlushInterval || a.b.samples >= a.cfg.MaxBatchSamples {
+		// A finished profile goes at once: it was waited for.
+		if time.Since(a.lastCut) >= a.cfg.FlushInterval || a.b.samples >= a.cfg.MaxBatchSamples || a.prof.ready() {
 			a.cut()
 		}
+		st := a.tr.Stats()
 		a.mu.Lock()
-		a.stats = a.tr.Stats()
-		a.srcErrs = copyMap(a.tr.SourceErrors())
+		if a.srcErrs == nil || st.ReadErrors != a.stats.ReadErrors {
+			// (Each read error by source counts in ReadErrors too.)
+			a.srcErrs = copyMap(a.tr.SourceErrors())
+		}
+		a.stats = st
 		a.mu.Unlock()
 		// The next tick is one interval after this one was due; a tick that
 		// overran skips the ticks it missed and counts them.
@@ -277,7 +317,8 @@ func (a *loop) run(ctx context.Context) error {
 // cut turns what the builder holds into a batch for the shipper.
 func (a *loop) cut() {
 	a.lastCut = time.Now()
-	if a.b.empty() {
+	profiles := a.prof.profiles()
+	if a.b.empty() && len(profiles) == 0 {
 		return
 	}
 	st := a.tr.Stats()
@@ -290,6 +331,7 @@ func (a *loop) cut() {
 		Ticks: st.Ticks, Overruns: overruns, ReadErrors: st.ReadErrors,
 	})
 	b.KeyStartOffsetMs = a.tr.KeyStartOffsetMs()
+	b.Profiles = profiles
 	// Secrets never leave the node: masked before the spool or the wire.
 	a.cfg.Redact.Batch(b)
 	if err := a.sh.Enqueue(b); err != nil {
@@ -347,12 +389,9 @@ var agentMetrics = []agentMetric{
 	{"taskscope_agent_listings_reused_total", "Ticks whose /proc listing was the last one again (no task created or reaped since, by /proc/loadavg).", func(_ *loop, t *tracker.Stats, _ *ship.Stats) uint64 { return t.ListingsReused }},
 	{"taskscope_agent_exit_records_total", "Taskstats exit records received.", func(_ *loop, t *tracker.Stats, _ *ship.Stats) uint64 { return t.ExitRecords }},
 	{"taskscope_agent_exit_records_unclaimed_total", "Exit records of processes that were no task's, or whose ancestry was lost.", func(_ *loop, t *tracker.Stats, _ *ship.Stats) uint64 { return t.Unclaimed }},
-	{"taskscope_agent_exit_records_lost_total", "Times the kernel's exit records overflowed the agent's socket (records lost).", func(a *loop, _ *tracker.Stats, _ *ship.Stats) uint64 {
-		if a.exits == nil {
-			return 0
-		}
-		return a.exits.Lost()
-	}},
+	{"taskscope_agent_exit_records_lost_total", "Times the kernel's exit records overflowed the agent's socket (records lost).", func(_ *loop, t *tracker.Stats, _ *ship.Stats) uint64 { return t.ExitOverflows }},
+	{"taskscope_agent_exit_records_dropped_total", "Exit records the kernel dropped because the agent's socket was full.", func(_ *loop, t *tracker.Stats, _ *ship.Stats) uint64 { return t.ExitRecordsDropped }},
+	{"taskscope_agent_exits_without_record_total", "Task processes that exited without their exit record (dropped): their CPU after their last sample was estimated.", func(_ *loop, t *tracker.Stats, _ *ship.Stats) uint64 { return t.ExitsWithoutRecord }},
 	{"taskscope_agent_nodemanager_poll_errors_total", "Polls of the node's NodeManager REST API that failed.", func(_ *loop, t *tracker.Stats, _ *ship.Stats) uint64 { return t.NMPollErrors }},
 	{"taskscope_agent_processes_exited_total", "Task processes that exited.", func(_ *loop, t *tracker.Stats, _ *ship.Stats) uint64 { return t.Exited }},
 	{"taskscope_agent_queue_batches", "Batches waiting for the server (memory and spool).", func(_ *loop, _ *tracker.Stats, s *ship.Stats) uint64 { return uint64(s.QueuedBatches) }},
@@ -366,6 +405,9 @@ var agentMetrics = []agentMetric{
 	{"taskscope_agent_dropped_samples_total", "Samples dropped because the queue or spool was full.", func(_ *loop, _ *tracker.Stats, s *ship.Stats) uint64 { return s.DroppedSamples }},
 	{"taskscope_agent_dropped_batches_total", "Batches dropped because the queue or spool was full.", func(_ *loop, _ *tracker.Stats, s *ship.Stats) uint64 { return s.DroppedBatches }},
 	{"taskscope_agent_spool_errors_total", "Batches that could not be written to the spool.", func(_ *loop, _ *tracker.Stats, s *ship.Stats) uint64 { return s.SpoolErrors }},
+	{"taskscope_agent_profiles_running", "JVMs being profiled now (thread dumps).", func(a *loop, _ *tracker.Stats, _ *ship.Stats) uint64 { return uint64(a.prof.busy()) }},
+	{"taskscope_agent_profiles_total", "Profiles the server ordered and the agent answered (taken, cut short, failed or refused).", func(a *loop, _ *tracker.Stats, _ *ship.Stats) uint64 { return a.prof.answered() }},
+	{"taskscope_agent_profile_paused_microseconds_total", "Time the JVMs' threads were stopped for the profiles' thread dumps.", func(a *loop, _ *tracker.Stats, _ *ship.Stats) uint64 { return a.prof.pausedUs() }},
 }
 
 const readErrorsName, readErrorsHelp = "taskscope_agent_read_errors_total",
@@ -409,6 +451,7 @@ func (a *loop) writeMetrics(w io.Writer) {
 	for i, src := range srcs {
 		metrics.WriteCounterUint64(w, fmt.Sprintf("%s{source=%q}", readErrorsName, src), errs[i])
 	}
+	writeNMMetrics(w, a.nm)
 }
 
 // ErrNoServer is returned by the command line when no --server is given.

@@ -51,16 +51,26 @@ func (s *fakeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad", http.StatusBadRequest)
 		return
 	}
-	b, err := wire.Unmarshal(raw, wire.DefaultLimits)
-	if err == nil {
-		err = wire.Validate(b)
-	}
+	parts, err := wire.Bodies(r.Header.Get("Content-Type"), raw)
 	if err != nil {
-		s.t.Errorf("batch: %v", err)
+		s.t.Errorf("body: %v", err)
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	s.batches = append(s.batches, b)
+	var got []*wire.Batch
+	for _, part := range parts {
+		b, err := wire.Unmarshal(part, wire.DefaultLimits)
+		if err == nil {
+			err = wire.Validate(b)
+		}
+		if err != nil {
+			s.t.Errorf("batch: %v", err)
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		got = append(got, b)
+	}
+	s.batches = append(s.batches, got...)
 }
 
 func (s *fakeServer) setDown(down bool) {
@@ -129,35 +139,43 @@ func TestMetricsScrape(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]func(v float64) bool{
-		"taskscope_agent_processes_scanned":              func(v float64) bool { return v == fxProcesses },
-		"taskscope_agent_processes_tracked":              func(v float64) bool { return v == fxTracked },
-		"taskscope_agent_units":                          func(v float64) bool { return v == 2 },
-		"taskscope_agent_tick_seconds_count":             func(v float64) bool { return v >= 5 },
-		"taskscope_agent_tick_seconds_sum":               func(v float64) bool { return v > 0 && v < 5 },
-		`taskscope_agent_tick_seconds_bucket{le="+Inf"}`: func(v float64) bool { return v >= 5 },
-		`taskscope_agent_read_errors_total{source="io"}`: func(v float64) bool { return v >= 1 }, // unparsable at every tick
-		"taskscope_agent_processes_classified_total":     func(v float64) bool { return v == fxProcesses },
-		"taskscope_agent_processes_attributed_total":     func(v float64) bool { return v == fxTracked },
-		"taskscope_agent_queue_batches":                  func(v float64) bool { return v >= 0 },
-		"taskscope_agent_queue_bytes":                    func(v float64) bool { return v >= 0 },
-		"taskscope_agent_spool_batches":                  func(v float64) bool { return v >= 0 },
-		"taskscope_agent_spool_bytes":                    func(v float64) bool { return v >= 0 },
-		"taskscope_agent_dropped_samples_total":          func(v float64) bool { return v == 0 },
-		"taskscope_agent_dropped_batches_total":          func(v float64) bool { return v == 0 },
-		"taskscope_agent_samples_sent_total":             func(v float64) bool { return v >= fxTracked },
-		"taskscope_agent_send_retries_total":             func(v float64) bool { return v == 0 },
-		"taskscope_agent_batches_rejected_total":         func(v float64) bool { return v == 0 },
-		"taskscope_agent_overruns_total":                 func(v float64) bool { return v >= 0 },
-		"taskscope_agent_exit_records_total":             func(v float64) bool { return v == 0 },
-		"taskscope_agent_exit_records_lost_total":        func(v float64) bool { return v == 0 },
-		"taskscope_agent_nodemanager_poll_errors_total":  func(v float64) bool { return v == 0 },
-		"taskscope_agent_exit_records_unclaimed_total":   func(v float64) bool { return v == 0 },
-		"taskscope_agent_vanished_reads_total":           func(v float64) bool { return v == 0 },
-		"taskscope_agent_short_lived_processes_total":    func(v float64) bool { return v == 0 },
-		"taskscope_agent_processes_exited_total":         func(v float64) bool { return v == 0 },
-		"taskscope_agent_spool_errors_total":             func(v float64) bool { return v == 0 },
-		"process_resident_memory_bytes":                  func(v float64) bool { return v > 0 },
-		"go_goroutines":                                  func(v float64) bool { return v > 0 },
+		"taskscope_agent_processes_scanned":                     func(v float64) bool { return v == fxProcesses },
+		"taskscope_agent_processes_tracked":                     func(v float64) bool { return v == fxTracked },
+		"taskscope_agent_units":                                 func(v float64) bool { return v == 2 },
+		"taskscope_agent_tick_seconds_count":                    func(v float64) bool { return v >= 5 },
+		"taskscope_agent_tick_seconds_sum":                      func(v float64) bool { return v > 0 && v < 5 },
+		`taskscope_agent_tick_seconds_bucket{le="+Inf"}`:        func(v float64) bool { return v >= 5 },
+		`taskscope_agent_read_errors_total{source="io"}`:        func(v float64) bool { return v >= 1 }, // unparsable at every tick
+		"taskscope_agent_processes_classified_total":            func(v float64) bool { return v == fxProcesses },
+		"taskscope_agent_processes_attributed_total":            func(v float64) bool { return v == fxTracked },
+		"taskscope_agent_queue_batches":                         func(v float64) bool { return v >= 0 },
+		"taskscope_agent_queue_bytes":                           func(v float64) bool { return v >= 0 },
+		"taskscope_agent_spool_batches":                         func(v float64) bool { return v >= 0 },
+		"taskscope_agent_spool_bytes":                           func(v float64) bool { return v >= 0 },
+		"taskscope_agent_dropped_samples_total":                 func(v float64) bool { return v == 0 },
+		"taskscope_agent_dropped_batches_total":                 func(v float64) bool { return v == 0 },
+		"taskscope_agent_samples_sent_total":                    func(v float64) bool { return v >= fxTracked },
+		"taskscope_agent_send_retries_total":                    func(v float64) bool { return v == 0 },
+		"taskscope_agent_batches_rejected_total":                func(v float64) bool { return v == 0 },
+		"taskscope_agent_overruns_total":                        func(v float64) bool { return v >= 0 },
+		"taskscope_agent_exit_records_total":                    func(v float64) bool { return v == 0 },
+		"taskscope_agent_exit_records_lost_total":               func(v float64) bool { return v == 0 },
+		"taskscope_agent_exit_records_dropped_total":            func(v float64) bool { return v == 0 },
+		"taskscope_agent_exits_without_record_total":            func(v float64) bool { return v == 0 },
+		"taskscope_agent_nodemanager_poll_errors_total":         func(v float64) bool { return v == 0 },
+		"taskscope_agent_exit_records_unclaimed_total":          func(v float64) bool { return v == 0 },
+		"taskscope_agent_vanished_reads_total":                  func(v float64) bool { return v == 0 },
+		"taskscope_agent_short_lived_processes_total":           func(v float64) bool { return v == 0 },
+		"taskscope_agent_processes_exited_total":                func(v float64) bool { return v == 0 },
+		"taskscope_agent_spool_errors_total":                    func(v float64) bool { return v == 0 },
+		"taskscope_agent_profiles_running":                      func(v float64) bool { return v == 0 },
+		"taskscope_agent_profiles_total":                        func(v float64) bool { return v == 0 },
+		"taskscope_agent_profile_paused_microseconds_total":     func(v float64) bool { return v == 0 },
+		`taskscope_agent_nodemanager_failing{cause="kerberos"}`: func(v float64) bool { return v == 0 },
+		`taskscope_agent_nodemanager_failing{cause="tls"}`:      func(v float64) bool { return v == 0 },
+		"taskscope_agent_kerberos_logins_total":                 func(v float64) bool { return v == 0 },
+		"process_resident_memory_bytes":                         func(v float64) bool { return v > 0 },
+		"go_goroutines":                                         func(v float64) bool { return v > 0 },
 	}
 	for name, ok := range want {
 		v, found := m[name]

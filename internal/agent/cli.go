@@ -14,7 +14,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/taskscope/taskscope/internal/nodemanager"
 	"github.com/taskscope/taskscope/internal/redact"
+	"github.com/taskscope/taskscope/internal/sampler"
 	"github.com/taskscope/taskscope/internal/tracker"
 )
 
@@ -80,20 +82,28 @@ func runCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	statusEvery := fl.Int("status-every", 5, "read /proc/PID/status (context switches) every N ticks; 1: every tick")
 	fds := fl.Bool("fds", false, "count open file descriptors (one directory read per process per tick)")
 	exits := fl.String("exits", "auto", "exit accounting: auto (taskstats when permitted), taskstats, off")
-	cgroup := fl.String("cgroup-prefix", "hadoop-yarn", "YARN cgroup hierarchy name")
+	cgroup := fl.String("cgroup-prefix", "hadoop-yarn", "YARN's cgroup hierarchy (yarn.nodemanager.linux-container-executor.cgroups.hierarchy), cgroup v1 or v2; "+
+		"each NodeManager's, from its yarn-site.xml, is used beside it")
 	daemonPID := fl.Int("daemon-pid", 0, "track only the tasks of this NodeManager or TaskTracker (a host that runs several: one agent each, with --host)")
 	daemonPIDFile := fl.String("daemon-pidfile", "", "as --daemon-pid, from the daemon's pid file (read again when it restarts), e.g. /var/run/hadoop-yarn/yarn-yarn-nodemanager.pid")
 	logLevel := fl.String("log-level", "info", "debug, info, warn or error")
 	reapAfter := fl.Duration("reap-orphans", 0, "end task processes identified as lost (orphaned, unknown to the NodeManager, "+
 		"lost Child JVMs, outlived their job) for at least this long: SIGTERM to the process group, SIGKILL after a grace period (0: never)")
 	reapDry := fl.Bool("reap-dry-run", false, "with --reap-orphans: log and report what would be signalled, signal nothing")
+	profiling := fl.String("profiling", "on-demand,auto", "profiles of task JVMs (thread dumps) the agent takes when the server orders them: "+
+		"on-demand (asked for on an attempt's page), auto (stragglers and outliers, by the analysis), both comma-separated, or off")
+	profileBudget := fl.Duration("profile-pause-budget", sampler.DefaultPauseBudget, "the time each JVM may be stopped for thread dumps, over all its profiles")
 	pattern := redactFlag(fl)
+	nm := addNMFlags(fl)
 	if err := fl.Parse(args); err != nil {
 		return err
 	}
 	masker, err := redact.New(*pattern)
 	if err != nil {
 		return fmt.Errorf("--redact-pattern: %w", err)
+	}
+	if _, err := ParseProfiling(*profiling); err != nil {
+		return err
 	}
 	if *servers == "" {
 		return ErrNoServer
@@ -106,9 +116,16 @@ func runCmd(ctx context.Context, args []string, stderr io.Writer) error {
 		Servers: strings.Split(*servers, ","), Interval: *interval, FlushInterval: *flush, ProcFS: *procRoot,
 		Host: *host, SpoolDir: *spool, MaxSpoolBytes: *spoolMax, Listen: *listen, MaxTicks: *maxTicks,
 		PSSEvery: *pss, StatusEvery: *statusEvery, FDs: *fds, Exits: *exits, CgroupPrefix: *cgroup,
-		ReapAfter: *reapAfter, ReapDryRun: *reapDry, Redact: masker,
+		ReapAfter: *reapAfter, ReapDryRun: *reapDry, Redact: masker, Profiling: *profiling, ProfileBudget: *profileBudget,
 		Scope: tracker.Scope{DaemonPID: int32(*daemonPID), DaemonPIDFile: *daemonPIDFile},
 		Log:   slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl})),
+		NM:    nm.config(),
+		Lost:  tracker.LostConfig{NMURL: *nm.url},
+	}
+	if *nm.url != "" {
+		if _, err := nodemanager.EndpointOf(*nm.url); err != nil {
+			return fmt.Errorf("--nm-url: %w", err)
+		}
 	}
 	if *tokenFile != "" {
 		b, err := os.ReadFile(*tokenFile)
@@ -148,6 +165,7 @@ func snapshotCmd(args []string, stdout, stderr io.Writer) error {
 	daemonPID := fl.Int("daemon-pid", 0, "only the tasks of this NodeManager or TaskTracker")
 	daemonPIDFile := fl.String("daemon-pidfile", "", "as --daemon-pid, from the daemon's pid file")
 	pattern := redactFlag(fl)
+	nm := addNMFlags(fl)
 	if err := fl.Parse(args); err != nil {
 		return err
 	}
@@ -155,7 +173,13 @@ func snapshotCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("--redact-pattern: %w", err)
 	}
-	s, err := TakeSnapshot(*procRoot, *host, tracker.Scope{DaemonPID: int32(*daemonPID), DaemonPIDFile: *daemonPIDFile}, *interval, masker)
+	if *nm.url != "" {
+		if _, err := nodemanager.EndpointOf(*nm.url); err != nil {
+			return fmt.Errorf("--nm-url: %w", err)
+		}
+	}
+	s, err := TakeSnapshot(SnapshotConfig{ProcFS: *procRoot, Host: *host, Scope: tracker.Scope{DaemonPID: int32(*daemonPID), DaemonPIDFile: *daemonPIDFile},
+		Interval: *interval, Redact: masker, NM: nm.config(), NMURL: *nm.url})
 	if err != nil {
 		return err
 	}

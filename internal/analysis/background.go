@@ -469,7 +469,7 @@ func stateLabel(ended bool) string {
 func (a *Analyzer) analyse(ctx context.Context, j *job, b *background) error {
 	start := time.Now()
 	prev := a.takeIncremental(j.JobID)
-	r, k, err := a.report(ctx, j.JobID, prev)
+	r, k, err := a.report(ctx, j.JobID, prev, false)
 	if err != nil {
 		return err
 	}

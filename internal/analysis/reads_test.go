@@ -16,10 +16,6 @@ import (
 	"github.com/taskscope/taskscope/internal/store/storetest"
 )
 
-// oneByOne is a store that reads each series and each attempt on its own
-// (it hides store.SeriesBatcher and store.ProcessLister).
-type oneByOne struct{ store.Store }
-
 // A report reads ahead and together what its heuristics read, and finds
 // what reading one by one finds: the same findings, to the numbers, for
 // every job of a loadgen cluster (running jobs and finished ones,
@@ -27,6 +23,9 @@ type oneByOne struct{ store.Store }
 // processes: their counts are read, and are 0; storetest's BatchReads
 // compares those reads.)
 func TestReadAheadSameFindings(t *testing.T) {
+	if testing.Short() {
+		t.Skip("reads a loadgen cluster's worth of data: not in -short runs (make check); make test runs it")
+	}
 	st, err := duckdb.Open(duckdb.Options{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -40,7 +39,7 @@ func TestReadAheadSameFindings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	together, alone := analysis.New(st), analysis.New(oneByOne{st})
+	together, alone := analysis.New(st), analysis.New(storetest.Plain(st)) // each series and attempt read on its own
 	found := map[string]int{}
 	for _, j := range page.Jobs {
 		a, err := together.Report(ctx, j.JobID)
@@ -134,6 +133,9 @@ func canonical(r *analysis.Report) string {
 // attempts, as long as their summaries are unchanged, and are what a report
 // made from scratch finds, before and after more data arrive.
 func TestFindingsReuseReads(t *testing.T) {
+	if testing.Short() {
+		t.Skip("reads a loadgen cluster's worth of data: not in -short runs (make check); make test runs it")
+	}
 	start := time.Now().Add(-25 * time.Minute)
 	var clock atomic.Int64 // the store's: the data's last second, so that running jobs run
 	st, err := duckdb.Open(duckdb.Options{Dir: t.TempDir(), Clock: store.Clock{Now: func() time.Time { return time.UnixMilli(clock.Load()) }}})

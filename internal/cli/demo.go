@@ -13,6 +13,7 @@ import (
 
 	"github.com/taskscope/taskscope/internal/agent"
 	"github.com/taskscope/taskscope/internal/analysis"
+	"github.com/taskscope/taskscope/internal/profiling"
 	"github.com/taskscope/taskscope/internal/server"
 	"github.com/taskscope/taskscope/internal/simulator"
 	"github.com/taskscope/taskscope/internal/tracker"
@@ -34,6 +35,8 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	reapDelay := fl.Duration("reap-delay", 0, "the simulated NodeManagers and TaskTrackers reap their containers this long after they exited (a busy daemon)")
 	logLevel := fl.String("log-level", "warn", "debug, info, warn or error")
 	chURL := fl.String("clickhouse-url", "", "keep the store in ClickHouse, http://HOST:8123/?database=NAME (default: the embedded store)")
+	secure := fl.Bool("secure", false, "secure the simulated cluster as production ones: NodeManagers on HTTPS only, demanding Kerberos (SPNEGO) "+
+		"from a KDC the demo starts on loopback (Debian's krb5-kdc and krb5-admin-server); the agents log in with a keytab")
 	if err := fl.Parse(args); err != nil {
 		return err
 	}
@@ -64,7 +67,10 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	defer st.Close()
 	warnIfOpen(stderr, log, *listen, false, false)
-	srv, err := server.Start(server.Config{Listen: *listen, Store: st, Analyzer: analysis.NewWith(st, analysis.Options{Build: Version, Log: log}), Log: log})
+	// Profiles on demand and automatic, on every node.
+	profiles := profiling.New(st, profiling.Config{OnDemand: true, Auto: true, Log: log})
+	srv, err := server.Start(server.Config{Listen: *listen, Store: st, Analyzer: analysis.NewWith(st, analysis.Options{Build: Version, Log: log}),
+		Log: log, Profiles: profiles})
 	if err != nil {
 		return err
 	}
@@ -73,8 +79,15 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		defer cancel()
 		srv.Shutdown(sctx)
 	}()
+	var sec *demoSecurity
+	if *secure {
+		if sec, err = startDemoSecurity(ctx, filepath.Join(tmp, "kdc")); err != nil {
+			return err
+		}
+		defer sec.kdc.Stop()
+	}
 	cluster, err := simulator.Start(ctx, simulator.Options{Dir: filepath.Join(tmp, "sim"), Nodes: *nodes, Kind: nk,
-		Scale: *scale, Cgroups: *cgroups, ReapDelay: *reapDelay, Log: log})
+		Scale: *scale, Cgroups: *cgroups, ReapDelay: *reapDelay, Log: log, Security: sec.simulator()})
 	if err != nil {
 		return fmt.Errorf("cannot start the simulated cluster: %w", err)
 	}
@@ -93,7 +106,7 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			defer wg.Done()
 			_, err := agent.Run(agentCtx, agent.Config{Servers: []string{srv.URL()}, Interval: *interval,
 				MaxTicks: -1, PSSEvery: 5, Log: log.With("node", n.Name), Host: n.Name,
-				Scope: tracker.Scope{DaemonPIDFile: n.PIDFile}})
+				Scope: tracker.Scope{DaemonPIDFile: n.PIDFile}, NM: sec.agent()})
 			if err != nil {
 				agentMu.Lock()
 				agentErrs = append(agentErrs, fmt.Errorf("agent of %s: %w", n.Name, err))
@@ -105,7 +118,13 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		if err := cluster.RunStream(streamCtx, simulator.StreamOptions{Concurrency: *jobs}); err != nil && !errors.Is(err, context.Canceled) {
+		// A straggler whose profile, and its differential against a
+		// sibling, come without anyone asking, first.
+		var first []simulator.JobSpec
+		if nk != simulator.NodeHadoop1 {
+			first = append(first, simulator.ProfiledStraggler())
+		}
+		if err := cluster.RunStream(streamCtx, simulator.StreamOptions{Concurrency: *jobs, First: first}); err != nil && !errors.Is(err, context.Canceled) {
 			log.Error("job stream stopped", "err", err)
 		}
 	}()
@@ -114,6 +133,10 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		url = "http://localhost:" + p
 	}
 	fmt.Fprintf(stdout, "taskscope demo: %d simulated %s nodes, an agent on each sampling every %s\n", *nodes, nk, *interval)
+	if sec != nil {
+		fmt.Fprintf(stdout, "secured: NodeManagers on HTTPS with SPNEGO (HTTP/%s@%s); a KDC on %s; the agents log in as taskscope/_HOST\n",
+			sec.host, sec.kdc.Realm, sec.kdc.Addr)
+	}
 	fmt.Fprintf(stdout, "UI on %s  (Ctrl-C stops everything)\n", url)
 	select {
 	case <-ctx.Done():

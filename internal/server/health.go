@@ -95,26 +95,21 @@ func diskSpace(dir string) (free, size int64) {
 	return int64(st.Bavail) * st.Bsize, int64(st.Blocks) * st.Bsize
 }
 
-// dataDir is the directory of the store's files, when it has some
-// (store.LocalData).
-func dataDir(st store.Store) string {
-	if l, ok := st.(store.LocalData); ok {
-		return l.DataDir()
-	}
-	return ""
-}
-
 // message is what /healthz says while writes fail.
 func (h *writeHealth) message() string {
 	err, since := h.state()
 	if err == nil {
 		return ""
 	}
-	what := "the store cannot write"
-	if errors.Is(err, store.ErrDiskFull) {
+	what, detail := "the store cannot write", ": "+err.Error()
+	switch {
+	case errors.Is(err, store.ErrDiskFull):
 		what = "disk full: the store cannot write"
+	case errors.Is(err, store.ErrUnavailable):
+		// (its reason only: the error names the store's address)
+		what, detail = "the store is unavailable ("+store.UnavailableReason(err)+")", ""
 	}
-	msg := fmt.Sprintf("%s since %s (%s): %v", what, since.UTC().Format(time.RFC3339), time.Since(since).Round(time.Second), err)
+	msg := fmt.Sprintf("%s since %s (%s)%s", what, since.UTC().Format(time.RFC3339), time.Since(since).Round(time.Second), detail)
 	if free := h.free(); free >= 0 {
 		msg += fmt.Sprintf("; %d bytes free in %s", free, h.dir)
 	}

@@ -3,6 +3,7 @@ package taskstats
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -33,6 +34,7 @@ func statsStruct(version uint16, size int, r Record) []byte {
 	put64(offEtime, r.EtimeUs)
 	put64(offUtime, r.UTimeUs)
 	put64(offStime, r.STimeUs)
+	put64(offRunVirtual, r.RunNs)
 	put64(offReadBytes, r.ReadBytes)
 	put64(offWriteBytes, r.WriteBytes)
 	put32(offTGID, uint32(r.PID))
@@ -44,7 +46,7 @@ const sizeV14 = 432
 
 func TestParseStats(t *testing.T) {
 	leader := Record{PID: 4243, TID: 4243, PPID: 4242, BtimeSec: 1700000000, EtimeUs: 2_500_000, UTimeUs: 1_234_567, STimeUs: 89_000,
-		ReadBytes: 4096, WriteBytes: 1 << 20, ExitCode: 143 << 8, Comm: "java"}
+		RunNs: 1_210_499_999, ReadBytes: 4096, WriteBytes: 1 << 20, ExitCode: 143 << 8, Comm: "java"}
 	thread := Record{PID: 4243, TID: 4301, PPID: 4242, BtimeSec: 1700000001, UTimeUs: 5, Comm: "GC Thread#0"}
 	full := leader
 	full.Comm = strings.Repeat("c", 32) // no NUL: all 32 bytes
@@ -89,8 +91,18 @@ func TestParseStats(t *testing.T) {
 			}
 		})
 	}
-	if ms := leader.CPUMs(); ms != 1323 {
-		t.Errorf("CPUMs = %d, want 1323", ms)
+	// The scheduler's runtime, rounded to the millisecond; the clock
+	// ticks' user and system time where the kernel leaves it 0.
+	if ms := leader.CPUMs(); ms != 1210 {
+		t.Errorf("CPUMs = %d, want 1210 (the runtime)", ms)
+	}
+	if r := (Record{RunNs: 1_500_000}); r.CPUMs() != 2 {
+		t.Errorf("CPUMs of 1.5 ms = %d, want 2", r.CPUMs())
+	}
+	noRun := leader
+	noRun.RunNs = 0
+	if ms := noRun.CPUMs(); ms != 1323 {
+		t.Errorf("CPUMs without the runtime = %d, want 1323 (utime+stime)", ms)
 	}
 }
 
@@ -222,5 +234,27 @@ func TestParseNetlink(t *testing.T) {
 	got = nil
 	if err := parseNetlink(nlmsg(family+1, message(t, a)), family, collect); err != nil || len(got) != 0 {
 		t.Errorf("another family's message: %v, %+v", err, got)
+	}
+}
+
+// A listener's parser keeps each command name once: a record whose name it
+// has seen costs no allocation (under churn the same few names exit by the
+// thousand), and distinct names are kept up to maxComms.
+func TestParseMessageComms(t *testing.T) {
+	msg := message(t, Record{PID: 4243, TID: 4243, PPID: 4242, UTimeUs: 5, Comm: "sort"})
+	p := parser{comms: comms{}}
+	var got string
+	fn := func(r *Record) { got = r.Comm }
+	if err := parseMessage(msg, &p, fn); err != nil || got != "sort" {
+		t.Fatalf("comm %q, %v", got, err)
+	}
+	if n := testing.AllocsPerRun(100, func() { parseMessage(msg, &p, fn) }); n != 0 {
+		t.Errorf("%v allocations per record of a name seen", n)
+	}
+	for i := 0; i < 2*maxComms; i++ {
+		p.comms.of([]byte(fmt.Sprint("c", i)))
+	}
+	if len(p.comms) != maxComms {
+		t.Errorf("%d names kept, want %d", len(p.comms), maxComms)
 	}
 }

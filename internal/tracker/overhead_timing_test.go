@@ -22,6 +22,7 @@ import (
 
 	"github.com/taskscope/taskscope/internal/procfs"
 	"github.com/taskscope/taskscope/internal/taskstats"
+	"github.com/taskscope/taskscope/internal/testsrv"
 )
 
 // BenchmarkAgent measures the whole agent: real taskscope-agent processes,
@@ -70,6 +71,20 @@ import (
 // agents classify and whose exit records they receive), each round's
 // ratios then compare runs under the same load.
 //
+// TASKSCOPE_FLOOR=/path/to/floor makes the floor (../shared/bench/floor,
+// built into a scratch directory: an external yardstick, not the repo's
+// code) the baseline of every round instead of this test binary's loop,
+// run as its README runs it (-interval as the agents', until stopped;
+// TASKSCOPE_FLOOR_ARGS adds flags, e.g. -keepfd); its figures and the
+// ratios are then named floor. Issue 25's steady state is 40of150-250ms
+// (about 40 task processes among 150, a tick every 250 ms), its churn
+// churn500-40of150-250ms; TASKSCOPE_AGENT_WARMUP=15s and
+// TASKSCOPE_AGENT_WINDOW=180 measure as the floor's README does (15 s of
+// warm-up, 45 s counted).
+//
+// TASKSCOPE_AGENT_CALLGRIND=DIR counts each agent's instructions in user
+// space over its window with valgrind's callgrind (agentCallgrind).
+//
 // TASKSCOPE_AGENT_PERF=DIR profiles every agent's steady window with
 // `perf record -e cpu-clock -g` into DIR (perf's sampling costs the
 // agent: take CPU figures from runs without it); testdata/perfsplit.awk
@@ -114,6 +129,13 @@ var agentScenarios = []agentScenario{
 	{name: "working50of300-1s", containers: 10, total: 300, working: true, interval: time.Second},
 	// A big node: 200 task processes among 3,000 and the churn.
 	{name: "busy200of3000-250ms", containers: 40, churnTask: 300, churnOther: 200, total: 3000, interval: 250 * time.Millisecond},
+	// Issue 25's: about 40 task processes among 150 at 250 ms (against the
+	// floor, TASKSCOPE_FLOOR), asleep and working (as a node's running
+	// tasks are: each JVM, mapper and sort never idle between two ticks),
+	// and the same under 500 new processes a second.
+	{name: "40of150-250ms", containers: 8, total: 150, interval: 250 * time.Millisecond},
+	{name: "working40of150-250ms", containers: 8, total: 150, working: true, interval: 250 * time.Millisecond},
+	{name: "churn500-40of150-250ms", containers: 8, churnTask: 300, churnOther: 200, total: 150, interval: 250 * time.Millisecond},
 }
 
 // agentWindow is the steady window, in ticks: a whole number of batches
@@ -126,6 +148,37 @@ var agentWindow = func() int {
 	return 20
 }()
 
+// agentWarmup is how long a run warms up before its window: at least 10
+// intervals and 5 s (the first ticks classify every process; the churn's
+// maps and buffers grow to their working size), or TASKSCOPE_AGENT_WARMUP
+// (a duration; the floor's README says 15 s).
+func agentWarmup(iv time.Duration) time.Duration {
+	if d, err := time.ParseDuration(os.Getenv("TASKSCOPE_AGENT_WARMUP")); err == nil && d > 0 {
+		return d
+	}
+	return max(10*iv, 5*time.Second)
+}
+
+// agentFloor is the floor program (../shared/bench/floor, built by hand:
+// its code is not the repo's) to run as the baseline instead of this test
+// binary's bare loop: TASKSCOPE_FLOOR=/path/to/floor, with
+// TASKSCOPE_FLOOR_ARGS (space-separated, e.g. -keepfd) added to its flags.
+// Its runs and ratios are then named "floor".
+func agentFloor(b *testing.B) (bin string, args []string) {
+	bin = os.Getenv("TASKSCOPE_FLOOR")
+	if bin == "" {
+		return "", nil
+	}
+	if _, err := os.Stat(bin); err != nil {
+		b.Fatalf("TASKSCOPE_FLOOR: %v", err)
+	}
+	return bin, strings.Fields(os.Getenv("TASKSCOPE_FLOOR_ARGS"))
+}
+
+// isBaseline says whether a run's name is the baseline's (this binary's
+// loop, or the floor).
+func isBaseline(name string) bool { return name == "baseline" || name == "floor" }
+
 // agentImpl is one agent binary to measure.
 type agentImpl struct{ name, bin string }
 
@@ -136,8 +189,8 @@ func agentImpls(b *testing.B) []agentImpl {
 		var out []agentImpl
 		for _, kv := range strings.Split(env, ",") {
 			name, bin, ok := strings.Cut(kv, "=")
-			if !ok || name == "" || name == "baseline" {
-				b.Fatalf("TASKSCOPE_AGENTS: %q is not name=binary (name not baseline)", kv)
+			if !ok || name == "" || isBaseline(name) {
+				b.Fatalf("TASKSCOPE_AGENTS: %q is not name=binary (name neither baseline nor floor)", kv)
 			}
 			if _, err := os.Stat(bin); err != nil {
 				b.Fatalf("TASKSCOPE_AGENTS: %v", err)
@@ -185,11 +238,42 @@ func runAgentBaseline(interval string) int {
 // agentRun is what one run measured.
 type agentRun struct {
 	cpuPerTick float64 // ns
+	// What the agent says of itself over the window (its /metrics, read
+	// just before and just after): the ticks it took, its allocations (Go's
+	// heap: objects and bytes) and garbage collections a tick, and the
+	// instructions callgrind counted a tick (TASKSCOPE_AGENT_CALLGRIND)
+	// over those ticks. Zero for the baseline.
+	self agentSelf
 	// Context switches a tick, voluntary and not, of its threads: each a
 	// thread put to sleep and woken, what the runtime's idle wake-ups cost.
 	switches float64
 	rssMB    float64
 	host     hostLoad
+	procs    int // processes on the machine at the window's start
+	// userShare is the part of its CPU in user space (/proc/PID/stat's
+	// utime and stime, clock ticks): the rest is the kernel's, mostly
+	// reading /proc.
+	userShare float64
+}
+
+// userSys is pid's user and system time so far, clock ticks.
+func userSys(pid int) (user, sys uint64) {
+	b, err := procfs.ReadFile(fmt.Sprintf("/proc/%d/stat", pid), nil)
+	if err != nil {
+		return 0, 0
+	}
+	var st procfs.Stat
+	if procfs.ParseStat(b, &st) != nil {
+		return 0, 0
+	}
+	return st.UTime, st.STime
+}
+
+func userShare(user, sys uint64) float64 {
+	if user+sys == 0 {
+		return 0
+	}
+	return float64(user) / float64(user+sys)
 }
 
 // agentRound counts the rounds, to turn the order of the runs.
@@ -208,19 +292,37 @@ func benchAgentSteady(b *testing.B, sc agentScenario, impls []agentImpl) {
 	} else {
 		defer q.Close()
 	}
-	names := append([]string{"baseline"}, implNames(impls)...)
+	base := "baseline"
+	floorBin, floorArgs := agentFloor(b)
+	if floorBin != "" {
+		base = "floor"
+	}
+	names := append([]string{base}, implNames(impls)...)
 	sum := map[string]float64{}
 	switches := map[string]float64{}
 	rss := map[string]float64{}
+	selfSum := map[string]agentSelf{}
 	var load hostLoad
 	together := os.Getenv("TASKSCOPE_AGENT_TOGETHER") != ""
 	self := selfExe(b)
 	run := func(name string, q *taskstats.Querier) agentRun {
+		if name == "floor" {
+			// Until it is stopped: far more ticks than a run lasts.
+			args := append([]string{"-interval", sc.interval.String(), "-ticks", "1000000000"}, floorArgs...)
+			return runSteady(b, q, sc, name, exec.Command(floorBin, args...))
+		}
 		if name == "baseline" {
 			return runSteady(b, q, sc, name, exec.Command(self), agentBaselineEnv+"="+sc.interval.String())
 		}
 		bin := impls[slices.Index(names, name)-1].bin
-		return runSteady(b, q, sc, name, exec.Command(bin, agentArgs(b, hs.URL, sc.interval)...))
+		listen := testsrv.FreeAddr(b)
+		args := agentArgs(b, hs.URL, sc.interval, listen)
+		if cg := agentCallgrind(fmt.Sprintf("%s-%s-%d", sc.name, name, agentRound)); cg != nil {
+			// (Go's preemption signals trip callgrind's signal handling.)
+			return runSteady(b, q, sc, name, exec.Command("valgrind", append(append(cg, bin), args...)...), "GODEBUG=asyncpreemptoff=1",
+				agentListenEnv+"="+listen)
+		}
+		return runSteady(b, q, sc, name, exec.Command(bin, args...), agentListenEnv+"="+listen)
 	}
 	for i := 0; i < b.N; i++ {
 		agentRound++
@@ -249,26 +351,28 @@ func benchAgentSteady(b *testing.B, sc agentScenario, impls []agentImpl) {
 		}
 		for k, name := range names {
 			r := runs[k]
-			if name != "baseline" {
+			if !isBaseline(name) {
 				rss[name] = max(rss[name], r.rssMB)
+				selfSum[name] = selfSum[name].add(r.self)
 			}
 			sum[name] += r.cpuPerTick
 			switches[name] += r.switches
 			load.add(r.host)
-			b.Logf("round %d %s %s: %.0f us CPU a tick, %.1f context switches; host %s", agentRound, sc.name, name,
-				r.cpuPerTick/1e3, r.switches, r.host)
+			b.Logf("round %d %s %s: %.0f us CPU a tick (%.0f%% user), %.1f context switches%s; host %s, %d processes", agentRound, sc.name, name,
+				r.cpuPerTick/1e3, 100*r.userShare, r.switches, r.self, r.host, r.procs)
 		}
 	}
 	n := float64(b.N)
 	for _, name := range names {
-		if rss[name] > 25 {
+		if rss[name] > 25 && os.Getenv("TASKSCOPE_AGENT_CALLGRIND") == "" { // (valgrind's own memory counts under callgrind)
 			b.Errorf("%s: peak RSS %.1f MB, over 25 MB", name, rss[name])
 		}
 		b.ReportMetric(sum[name]/n, name+"-cpu-ns/tick")
 		b.ReportMetric(switches[name]/n, name+"-switches/tick")
-		if name != "baseline" {
-			b.ReportMetric(sum[name]/sum["baseline"], name+"/baseline-ratio")
+		if !isBaseline(name) {
+			b.ReportMetric(sum[name]/sum[base], name+"/"+base+"-ratio")
 			b.ReportMetric(rss[name], name+"-rss-MB")
+			selfSum[name].report(b, name, n)
 		}
 	}
 	b.ReportMetric(load.busyPct(), "host-busy-%")
@@ -276,13 +380,110 @@ func benchAgentSteady(b *testing.B, sc agentScenario, impls []agentImpl) {
 	b.ReportMetric(0, "ns/op")
 }
 
-// agentArgs are the agent's flags as docs/operations.md deploys it.
-func agentArgs(b *testing.B, url string, interval time.Duration) []string {
+// agentArgs are the agent's flags as docs/operations.md deploys it, its
+// metrics on listen.
+func agentArgs(b *testing.B, url string, interval time.Duration, listen string) []string {
 	dir := b.TempDir()
 	token := filepath.Join(dir, "token")
 	os.WriteFile(token, []byte("bench\n"), 0o600)
 	return []string{"run", "--server", url, "--token-file", token, "--spool-dir", filepath.Join(dir, "spool"),
-		"--listen", "127.0.0.1:0", "--interval", interval.String(), "--log-level", "warn"}
+		"--listen", listen, "--interval", interval.String(), "--log-level", "warn"}
+}
+
+// agentListenEnv tells runSteady where the agent serves its metrics (the
+// variable is the runner's, not the agent's: the agent ignores it).
+const agentListenEnv = "TASKSCOPE_BENCH_AGENT_LISTEN"
+
+// agentSelf is what an agent says of itself over a window, from its
+// /metrics: ticks, Go's heap allocations (objects and bytes), garbage
+// collections and their CPU; and callgrind's instructions, when counted.
+type agentSelf struct {
+	ticks, allocs, allocBytes, gcs, gcCPUSec, instructions float64
+}
+
+func (a agentSelf) add(o agentSelf) agentSelf {
+	return agentSelf{a.ticks + o.ticks, a.allocs + o.allocs, a.allocBytes + o.allocBytes, a.gcs + o.gcs, a.gcCPUSec + o.gcCPUSec,
+		a.instructions + o.instructions}
+}
+
+func (a agentSelf) String() string {
+	if a.ticks == 0 {
+		return ""
+	}
+	s := fmt.Sprintf("; %.0f ticks: %.0f allocations (%.0f B) a tick, %.0f GCs (%.0f us of CPU)", a.ticks, a.allocs/a.ticks,
+		a.allocBytes/a.ticks, a.gcs, a.gcCPUSec*1e6)
+	if a.instructions > 0 {
+		s += fmt.Sprintf(", %.0f instructions a tick in user space", a.instructions/a.ticks)
+	}
+	return s
+}
+
+// report reports the sums over the rounds a tick (n rounds).
+func (a agentSelf) report(b *testing.B, name string, n float64) {
+	if a.ticks == 0 {
+		return
+	}
+	b.ReportMetric(a.allocs/a.ticks, name+"-allocs/tick")
+	b.ReportMetric(a.allocBytes/a.ticks, name+"-alloc-B/tick")
+	b.ReportMetric(a.gcs/n, name+"-gcs/window")
+	if a.instructions > 0 {
+		b.ReportMetric(a.instructions/a.ticks, name+"-instructions/tick")
+	}
+}
+
+// agentSelfNow reads what the agent at addr says of itself; ok false when
+// it does not answer.
+func agentSelfNow(addr string) (s agentSelf, ok bool) {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return s, false
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		name, v, found := strings.Cut(sc.Text(), " ")
+		if !found {
+			continue
+		}
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			continue
+		}
+		switch name {
+		case "taskscope_agent_ticks_total":
+			s.ticks = f
+		case "go_memstats_mallocs_total":
+			s.allocs = f
+		case "go_memstats_alloc_bytes_total":
+			s.allocBytes = f
+		case "go_gc_duration_seconds_count":
+			s.gcs = f
+		case "go_gc_cpu_seconds_total":
+			s.gcCPUSec = f
+		}
+	}
+	return s, sc.Err() == nil && s.ticks > 0
+}
+
+func (a agentSelf) sub(o agentSelf) agentSelf {
+	return agentSelf{a.ticks - o.ticks, a.allocs - o.allocs, a.allocBytes - o.allocBytes, a.gcs - o.gcs, a.gcCPUSec - o.gcCPUSec, 0}
+}
+
+// callgrindTotal is the instructions a callgrind output file counted (its
+// "totals:" line), 0 when it cannot be read.
+func callgrindTotal(path string) float64 {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	var total float64
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "totals: "); ok {
+			f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			total += f
+		}
+	}
+	return total
 }
 
 // runSteady starts cmd, lets it warm up, measures its CPU over agentWindow
@@ -303,7 +504,20 @@ func runSteady(b *testing.B, q *taskstats.Querier, sc agentScenario, name string
 	iv := sc.interval
 	// Warm up: the first ticks classify every process; at 250 ms, five
 	// seconds (the churn's maps and buffers at their working size).
-	time.Sleep(max(10*iv, 5*time.Second))
+	time.Sleep(agentWarmup(iv))
+	listen := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, agentListenEnv+"="); ok {
+			listen = v
+		}
+	}
+	if listen != "" {
+		// An agent under valgrind starts slowly: its warm-up is its ticks.
+		warm := float64(agentWarmup(iv) / iv)
+		if !testsrv.Poll(3*time.Minute, func() bool { s, ok := agentSelfNow(listen); return ok && s.ticks >= warm }) {
+			b.Errorf("%s: not %.0f ticks after 3 minutes", name, warm)
+		}
+	}
 	// Its ticks: the moments its CPU jumps (polled every 2 ms over two
 	// intervals); the window starts midway between two.
 	tick := lastTick(q, pid, 2*iv)
@@ -312,8 +526,18 @@ func runSteady(b *testing.B, q *taskstats.Querier, sc agentScenario, name string
 		t0 = t0.Add(iv)
 	}
 	time.Sleep(time.Until(t0))
+	// Two reads of its metrics back to back: what one costs it (its
+	// allocations) is taken off the window's.
+	var self0, scrape agentSelf
+	if listen != "" {
+		first, _ := agentSelfNow(listen)
+		self0, _ = agentSelfNow(listen)
+		scrape = self0.sub(first)
+	}
 	h0 := readHostLoad()
 	g0 := processGroup(q, int(pid))
+	u0, s0 := userSys(int(pid))
+	procs := countProcs()
 	if perfArgs := agentPerf(fmt.Sprintf("%s-%s-%d", sc.name, name, agentRound)); perfArgs != nil {
 		perf := exec.Command("perf", append(perfArgs, "-p", strconv.Itoa(int(pid)), "--",
 			"sleep", strconv.FormatFloat((time.Duration(agentWindow)*iv).Seconds(), 'f', 3, 64))...)
@@ -324,28 +548,52 @@ func runSteady(b *testing.B, q *taskstats.Querier, sc agentScenario, name string
 			defer perf.Wait()
 		}
 	}
+	callgrind := os.Getenv("TASKSCOPE_AGENT_CALLGRIND") != "" && !isBaseline(name)
+	if callgrind {
+		callgrindControl(b, "-i", "on", pid)
+	}
 	time.Sleep(time.Until(t0.Add(time.Duration(agentWindow) * iv)))
+	if callgrind {
+		callgrindControl(b, "-i", "off", pid)
+	}
 	g1 := processGroup(q, int(pid))
+	u1, s1 := userSys(int(pid))
 	h1 := readHostLoad()
+	var self agentSelf
+	if listen != "" {
+		if self1, ok := agentSelfNow(listen); ok {
+			self = self1.sub(self0)
+			self.allocs -= scrape.allocs
+			self.allocBytes -= scrape.allocBytes
+		}
+	}
 	// Its peak RSS so far, from its own VmHWM: wait4's ru_maxrss counts
 	// this process's RSS too (the child shared our memory until exec).
 	rssMB := vmHWM(int(pid))
 	cmd.Process.Signal(syscall.SIGTERM)
 	err := cmd.Wait()
-	if name != "baseline" && err != nil {
+	if !isBaseline(name) && err != nil {
 		b.Errorf("%s: %v\n%s", name, err, stderr.String())
 		return agentRun{}
 	}
-	if name != "baseline" && stderr.Len() > 0 {
+	if !isBaseline(name) && stderr.Len() > 0 {
 		b.Logf("%s said:\n%s", name, stderr.String())
 	}
 	if g0.RunNs == 0 || g1.RunNs < g0.RunNs {
 		b.Errorf("%s: CPU %d then %d: gone?", name, g0.RunNs, g1.RunNs)
 		return agentRun{}
 	}
+	if callgrind {
+		for _, a := range cmd.Args {
+			if out, ok := strings.CutPrefix(a, "--callgrind-out-file="); ok {
+				self.instructions = callgrindTotal(out)
+			}
+		}
+	}
 	ticks := float64(agentWindow)
-	return agentRun{cpuPerTick: float64(g1.RunNs-g0.RunNs) / ticks, rssMB: rssMB, host: h1.sub(h0),
-		switches: float64(int64(g1.VolCtx+g1.InvolCtx)-int64(g0.VolCtx+g0.InvolCtx)) / ticks}
+	return agentRun{cpuPerTick: float64(g1.RunNs-g0.RunNs) / ticks, rssMB: rssMB, host: h1.sub(h0), procs: procs, self: self,
+		userShare: userShare(u1-u0, s1-s0),
+		switches:  float64(int64(g1.VolCtx+g1.InvolCtx)-int64(g0.VolCtx+g0.InvolCtx)) / ticks}
 }
 
 // agentTimerSlack is the unit's TimerSlackNSec
@@ -357,7 +605,7 @@ const agentTimerSlack = time.Millisecond
 // of before the unit set it, as they were deployed); the system's default
 // for the baseline, or the agents' with TASKSCOPE_BASELINE_SLACK=1.
 func timerSlackOf(name string) time.Duration {
-	if name == "baseline" {
+	if isBaseline(name) {
 		if os.Getenv("TASKSCOPE_BASELINE_SLACK") != "" {
 			return agentTimerSlack
 		}
@@ -434,7 +682,7 @@ func benchAgentStart(b *testing.B, impls []agentImpl) {
 		agentRound++
 		for k := range impls {
 			im := impls[(k+agentRound)%len(impls)]
-			cmd := exec.Command(im.bin, append(agentArgs(b, hs.URL, time.Second), "--max-ticks", "1")...)
+			cmd := exec.Command(im.bin, append(agentArgs(b, hs.URL, time.Second, "127.0.0.1:0"), "--max-ticks", "1")...)
 			if perfArgs := agentPerf(fmt.Sprintf("start-%s-%d", im.name, agentRound)); perfArgs != nil {
 				// perf's own CPU counts too: take the figures from runs without it.
 				cmd = exec.Command("perf", append(append(perfArgs, "--", im.bin), cmd.Args[1:]...)...)
@@ -502,6 +750,29 @@ func agentPerf(name string) []string {
 		return nil
 	}
 	return []string{"record", "-q", "-e", "cpu-clock", "-F", "9999", "-g", "-o", filepath.Join(dir, name+".perf")}
+}
+
+// agentCallgrind is the start of a valgrind command line that counts the
+// instructions an agent runs in user space over its steady window into
+// TASKSCOPE_AGENT_CALLGRIND/<name>.callgrind (callgrind_annotate reads it),
+// nil without TASKSCOPE_AGENT_CALLGRIND: counts that do not move with the
+// machine's load, where the CPU figures do. The agent runs many times
+// slower in user space under valgrind (its system calls do not): take its
+// CPU figures from runs without it.
+func agentCallgrind(name string) []string {
+	dir := os.Getenv("TASKSCOPE_AGENT_CALLGRIND")
+	if dir == "" {
+		return nil
+	}
+	return []string{"--tool=callgrind", "--instr-atstart=no", "--callgrind-out-file=" + filepath.Join(dir, name+".callgrind")}
+}
+
+// callgrindControl turns the instrumentation of a process under callgrind
+// on or off.
+func callgrindControl(b *testing.B, flag, arg string, pid int32) {
+	if out, err := exec.Command("callgrind_control", flag, arg, strconv.Itoa(int(pid))).CombinedOutput(); err != nil {
+		b.Errorf("callgrind_control %s %s: %v\n%s", flag, arg, err, out)
+	}
 }
 
 func implNames(impls []agentImpl) []string {

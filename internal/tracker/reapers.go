@@ -10,63 +10,216 @@ import (
 // the NodeManager or TaskTracker above each unit's first process, init above
 // processes that were reparented. When it reaps a child the kernel adds the
 // child's whole CPU, as wait4 reports it, to its cutime/cstime. The tracker
-// reads its stat once per tick, right after listing /proc, and charges the
+// reads its stat at each tick around the listing of /proc, and charges the
 // attempts of the tracked processes it reaped in that interval what its
 // cutime grew by, instead of their estimates (last sample plus the exit
 // records' tail): the difference is split in proportion to each estimate's
 // doubt (its tail, and the clock ticks of its last sample). Exit records
-// count clock ticks, which can be off by a fifth under load. The exit
-// records of its other children (helpers it runs) are taken off first.
+// miss what a process's exit costs after them (a JVM's 10-20 ms), and
+// without one (dropped) the tail is a guess. The exit records of its
+// other children (helpers it runs) are taken off first.
+//
+// The growth must hold the children the listing missed and none that it
+// showed. A child reaped between the listing and the read (a window that
+// grows with the machine's load) is in both: its CPU would settle this
+// tick's other exits and be missing at the next tick, when it is found
+// gone (a map charged twice its CPU, its neighbours less, was seen so).
+// So the cutime is read right before the listing too: when the two reads
+// differ, the reaper reaped something meanwhile, and its children in the
+// listing that are gone from /proc now are taken as gone at this tick
+// (resolve); a read after that check that has not moved shows that those
+// still there were not reaped before it.
 type reaper struct {
 	pid        int32
 	startTicks uint64
 	h          *procfs.Proc
 	children   int64 // cutime+cstime at the last read, ms
+	before     int64 // cutime+cstime read right before this tick's listing, ms (<0: not read)
 	grown      int64 // growth at this tick's read; <0: unknown
 	other      int64 // exit records of its untracked children this tick
 	items      []reapItem
-	seen       uint64
+	// kids are the tracked processes it was the parent of at the last
+	// tick (mark); moved: its cutime moved across this tick's listing;
+	// blind: it would not hold still at the last tick, so its growth at
+	// this one is unknown too.
+	kids         []int32
+	moved, blind bool
+	seen         uint64
 }
 
 type reapItem struct {
 	a    *attempt
 	life int64 // the estimate of all the process used (what cutime will show)
 	part int64 // the part of it that is a's (a reused unit's earlier attempts had the rest)
-	tail int64 // the part of life after its last sample: the estimated part
+	// tail is how far off life may be beyond its last sample's clock
+	// ticks: the part of it after its last sample (from its exit records,
+	// or, without them, what it may have used since), and the doubt of
+	// its children's estimates.
+	tail int64
 }
 
 // doubt is how far off the item's life may be, ms: its tail, and a clock
 // tick each for the user and system time of its last sample.
 func (it reapItem) doubt() int64 { return it.tail + 2*1000/procfs.UserHZ }
 
-// readReapers reads every reaper's stat (right after the listing: a child
-// missing from the listing was reaped before this read).
-func (t *Tracker) readReapers() {
-	for pid, r := range t.reapers {
-		r.grown = -1
-		if t.readStat(pid, r.h) != nil || t.stat.StartTime != r.startTicks {
-			r.h.Close()
-			delete(t.reapers, pid)
-			continue
+// reaperLedger is the part of the tracker that keeps the reapers: what
+// each one's cutime/cstime grew by at this tick, what of that its other
+// children's exit records account for, and the processes it reaped,
+// charged at the end of the tick (settle).
+type reaperLedger struct {
+	stats *Stats // ExitCorrectionMs, ReapedAfterListing, ReapersUnsettled
+	stat  statReader
+	byPID map[int32]*reaper
+	kids  []int32 // resolve's, reused
+
+	debugReap func(r *reaper, it reapItem, avail, est int64) // tests: each item, before it is settled
+}
+
+// statReader is what the ledger reads of the process table: a process's
+// stat, whether it is gone.
+type statReader interface {
+	// openProc is a handle on pid's /proc directory (nothing opened yet).
+	openProc(pid int32) *procfs.Proc
+	// statOf reads pid's stat through h (valid until the next read).
+	statOf(pid int32, h *procfs.Proc) (*procfs.Stat, error)
+	// pidGone reports whether pid has left /proc.
+	pidGone(pid int32) bool
+}
+
+// listing is what the ledger changes of this tick's listing when a
+// reaper's cutime moved across it (resolve).
+type listing interface {
+	// newChildren appends to dst the pids of this tick's new processes
+	// whose parent is ppid.
+	newChildren(ppid int32, dst []int32) []int32
+	// unlist takes pid out of this tick's listing, if it is there: it was
+	// reaped right after it, before its reaper's read.
+	unlist(pid int32) bool
+}
+
+func newReaperLedger(stat statReader, stats *Stats) *reaperLedger {
+	return &reaperLedger{stat: stat, stats: stats, byPID: map[int32]*reaper{}}
+}
+
+// cutime reads a reaper's cutime+cstime, ms; false when it cannot be read
+// or its pid names another process now.
+func (l *reaperLedger) cutime(r *reaper) (int64, bool) {
+	st, err := l.stat.statOf(r.pid, r.h)
+	if err != nil || st.StartTime != r.startTicks {
+		return 0, false
+	}
+	return collect.TicksToMs(st.CUTime + st.CSTime), true
+}
+
+// readBefore reads every reaper's cutime right before the listing.
+func (l *reaperLedger) readBefore() {
+	for _, r := range l.byPID {
+		r.before = -1
+		if c, ok := l.cutime(r); ok {
+			r.before = c
 		}
-		c := collect.TicksToMs(t.stat.CUTime + t.stat.CSTime)
-		r.grown, r.children = c-r.children, c
 	}
 }
 
-// noteOtherExit takes the exit record of a thread of a process that is not
+// read reads every reaper's stat right after the listing (a child missing
+// from the listing was reaped before this read) and reports whether the
+// cutime of one moved since its read before the listing: then a child the
+// listing shows may have been reaped before this read too (resolve).
+func (l *reaperLedger) read() (moved bool) {
+	for pid, r := range l.byPID {
+		r.grown = -1
+		c, ok := l.cutime(r)
+		if !ok {
+			r.h.Close()
+			delete(l.byPID, pid)
+			continue
+		}
+		r.moved = c != r.before
+		if r.blind {
+			// What it reaped at the last tick after its last read there is in
+			// this growth, and was charged then.
+			r.blind, r.moved, r.children = false, false, c
+			continue
+		}
+		r.grown, r.children = c-r.children, c
+		moved = moved || r.moved
+	}
+	return moved
+}
+
+// maxRereads bounds the reads of a reaper's cutime at one tick while it
+// keeps reaping children (resolve).
+const maxRereads = 4
+
+// resolve handles the reapers whose cutime moved across this tick's
+// listing: each of their children the listing shows (its tracked ones at
+// the last tick, and this tick's new ones) that is gone from /proc now was
+// reaped before the check, and is taken out of the listing (it ends at
+// this tick, and its CPU is in this tick's growth). Then the cutime is
+// read again: if it has not moved, those still there were not reaped
+// before that read, which is this tick's. If it has, what it grew by is
+// this tick's too, and the children are looked at again; a reaper that
+// does not hold still within maxRereads reads leaves this tick's growth
+// and the next one's unknown (the estimates stand).
+//
+// (A child is gone from /proc once its reaper has added its CPU to its
+// cutime: wait4 does both, in that order, within microseconds.)
+func (l *reaperLedger) resolve(lst listing) {
+	for _, r := range l.byPID {
+		if !r.moved || r.grown < 0 {
+			continue
+		}
+		r.moved = false
+		l.kids = lst.newChildren(r.pid, append(l.kids[:0], r.kids...))
+		for try := 1; ; try++ {
+			for i, pid := range l.kids {
+				if pid != 0 && l.stat.pidGone(pid) {
+					if lst.unlist(pid) {
+						l.stats.ReapedAfterListing++
+					}
+					l.kids[i] = 0
+				}
+			}
+			c, ok := l.cutime(r)
+			if ok && c == r.children {
+				break
+			}
+			if !ok || try == maxRereads {
+				l.stats.ReapersUnsettled++
+				r.grown, r.blind = -1, true
+				if ok {
+					r.children = c
+				}
+				break
+			}
+			r.grown += c - r.children
+			r.children = c
+		}
+	}
+}
+
+// otherExit takes the exit record of a thread of a process that is not
 // tracked: if a reaper is its parent, the reaper's cutime will hold it.
-func (t *Tracker) noteOtherExit(rec *taskstats.Record) {
-	if r := t.reapers[rec.PPID]; r != nil {
+func (l *reaperLedger) otherExit(rec *taskstats.Record) {
+	if r := l.byPID[rec.PPID]; r != nil {
 		r.other += rec.CPUMs()
 	}
 }
 
-// chargeToReaper defers the charge of an exited process to the settling of
-// its reaper's cutime at the end of the tick. It reports false when ppid is
+// reaped notes that a process that had ended as a zombie under ppid left
+// /proc: its reaper's cutime grew by its life, which was charged when it
+// exited.
+func (l *reaperLedger) reaped(ppid int32, life int64) {
+	if r := l.byPID[ppid]; r != nil {
+		r.other += life
+	}
+}
+
+// charge defers the charge of an exited process to the settling of its
+// reaper's cutime at the end of the tick. It reports false when ppid is
 // not a reaper whose cutime is known at this tick.
-func (t *Tracker) chargeToReaper(ppid int32, a *attempt, life, part, tail int64) bool {
-	r := t.reapers[ppid]
+func (l *reaperLedger) charge(ppid int32, a *attempt, life, part, tail int64) bool {
+	r := l.byPID[ppid]
 	if r == nil || r.grown < 0 {
 		return false
 	}
@@ -74,13 +227,13 @@ func (t *Tracker) chargeToReaper(ppid int32, a *attempt, life, part, tail int64)
 	return true
 }
 
-// settleReapers charges what each reaper's cutime grew by (less its other
-// children's records) to the attempts of the processes it reaped, when that
-// is within a factor of two of their estimates; else the estimates stand
-// (a child reaped between the listing and the read, or one whose parent
-// ignores SIGCHLD, makes the growth mean nothing).
-func (t *Tracker) settleReapers() {
-	for _, r := range t.reapers {
+// settle charges what each reaper's cutime grew by (less its other
+// children's records) to the attempts of the processes it reaped, when
+// that is within a factor of two of their estimates; else the estimates
+// stand (a child reaped between the listing and the read, or one whose
+// parent ignores SIGCHLD, makes the growth mean nothing).
+func (l *reaperLedger) settle() {
+	for _, r := range l.byPID {
 		if len(r.items) == 0 {
 			r.other = 0
 			continue
@@ -92,6 +245,11 @@ func (t *Tracker) settleReapers() {
 		}
 		avail := r.grown - r.other
 		scale := est > 0 && 2*avail >= est && avail <= 2*est
+		if l.debugReap != nil {
+			for _, it := range r.items {
+				l.debugReap(r, it, avail, est)
+			}
+		}
 		// What the growth says beyond the estimates is their error, split in
 		// proportion to how uncertain each is: its tail (what it used after
 		// its last sample) and the clock ticks its last sample's user and
@@ -109,7 +267,7 @@ func (t *Tracker) settleReapers() {
 			}
 			// The correction is all in the tail (the samples were exact),
 			// which is the current attempt's.
-			t.stats.ExitCorrectionMs += it.life - c
+			l.stats.ExitCorrectionMs += it.life - c
 			it.a.exitedCPU += max(0, it.part+c-it.life)
 			r.items[i] = reapItem{}
 		}
@@ -118,84 +276,42 @@ func (t *Tracker) settleReapers() {
 	}
 }
 
-// watchReapers makes every untracked parent of a tracked process a reaper
-// and forgets those that are no longer parents of any.
-func (t *Tracker) watchReapers() {
-	for _, u := range t.units {
-		for _, p := range u.members {
-			if p.t.vanished || p.ppid <= 0 {
-				continue
-			}
-			if par := t.procs[p.ppid]; par != nil && par.t != nil {
-				continue
-			}
-			r := t.reapers[p.ppid]
-			if r == nil {
-				r = t.newReaper(p.ppid)
-				if r == nil {
-					continue
-				}
-			}
-			r.seen = t.cycle
+// mark makes pid, the untracked parent of the tracked process kid, a
+// reaper (from the tick of cycle on).
+func (l *reaperLedger) mark(pid, kid int32, cycle uint64) {
+	r := l.byPID[pid]
+	if r == nil {
+		h := l.stat.openProc(pid)
+		st, err := l.stat.statOf(pid, h)
+		if err != nil {
+			h.Close()
+			return
 		}
+		r = &reaper{pid: pid, startTicks: st.StartTime, h: h, grown: -1,
+			children: collect.TicksToMs(st.CUTime + st.CSTime)}
+		l.byPID[pid] = r
 	}
-	for pid, r := range t.reapers {
-		if r.seen != t.cycle {
+	if r.seen != cycle {
+		r.seen = cycle
+		r.kids = r.kids[:0]
+	}
+	r.kids = append(r.kids, kid)
+}
+
+// sweep forgets the reapers not marked at the tick of cycle: no longer
+// parents of any tracked process.
+func (l *reaperLedger) sweep(cycle uint64) {
+	for pid, r := range l.byPID {
+		if r.seen != cycle {
 			r.h.Close()
-			delete(t.reapers, pid)
+			delete(l.byPID, pid)
 		}
 	}
 }
 
-func (t *Tracker) newReaper(pid int32) *reaper {
-	h := t.cfg.FS.OpenProc(pid)
-	if t.readStat(pid, h) != nil {
-		h.Close()
-		return nil
+// close releases the reapers' held files.
+func (l *reaperLedger) close() {
+	for _, r := range l.byPID {
+		r.h.Close()
 	}
-	r := &reaper{pid: pid, startTicks: t.stat.StartTime, h: h, grown: -1,
-		children: collect.TicksToMs(t.stat.CUTime + t.stat.CSTime)}
-	t.reapers[pid] = r
-	return r
-}
-
-// tail estimates the CPU an exited process used after its last sample.
-// raw is what its exit records say (their sum less the last sample), which
-// carries the error of clock-tick accounting over its whole life: for a
-// process that ran for minutes that can be far more than a tick's worth. So
-// for a process sampled twice or more the tail is bounded by what it could
-// have used between its last sample and its exit (the record gives its life,
-// hence the moment of its exit): that time on as many CPUs as it had threads,
-// and it is at least what it used at its last rate.
-func (t *Tracker) tail(p *proc, final *taskstats.Record, raw int64) int64 {
-	tr := p.t
-	if tr.age < 2 || final.EtimeUs == 0 || tr.bootMs <= 0 || tr.tMs <= tr.tPrevMs {
-		return raw
-	}
-	exitMs := int64(p.startTicks)*1000/procfs.UserHZ + int64(final.EtimeUs/1000)
-	dt := min(max(exitMs-tr.bootMs, 0), max(t.bootNowMs-tr.bootMs, 0))
-	rate := (tr.cpuMs - tr.cpuPrevMs) * dt / (tr.tMs - tr.tPrevMs)
-	cpus := int64(min(max(val(tr, t.idx.threads), 1), int64(t.ncpu)))
-	return max(max(rate, 0), min(raw, dt*cpus))
-}
-
-// reapedInto reports whether the process of an exit record, never seen, is
-// in live's cutime already: it is gone from /proc, and so is every process
-// between it and live, and live will be sampled this tick.
-func (t *Tracker) reapedInto(rec *taskstats.Record, live *tracked) bool {
-	pid, ppid := rec.PID, rec.PPID
-	for depth := 0; depth < 32; depth++ {
-		if !t.cfg.FS.Gone(pid) {
-			return false
-		}
-		if par := t.procs[ppid]; par != nil {
-			return par.t == live && t.alive(par)
-		}
-		h := t.orphanByPID[ppid]
-		if h == nil || !h.leader {
-			return false
-		}
-		pid, ppid = ppid, h.rec.PPID
-	}
-	return false
 }

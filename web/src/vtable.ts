@@ -19,7 +19,8 @@ export interface Column<T> {
   tip?: string; // header tooltip
   cell?: (r: T, td: HTMLElement) => void; // custom content (must set text itself)
   filter?: boolean; // default true
-  flex?: boolean; // takes the width left over
+  flex?: boolean; // takes more of the width left over
+  min?: number; // px its content needs (an id); the header's longest word sets it otherwise
 }
 
 export interface Options<T> {
@@ -74,6 +75,33 @@ function matcher<T>(c: Column<T>, q: string): ((r: T) => boolean) | null {
   };
 }
 
+// Fonts, and what a cell adds to its text: header cells their padding
+// and the sort mark; body cells their padding, badges theirs.
+const HEAD_FONT = '600 12px ';
+const HEAD_EXTRA = 8 + 11;
+const CELL_EXTRA = 12 + 2;
+const BADGE_EXTRA = 12;
+const SAMPLE = 400; // rows measured for a column's content
+
+let measurer: CanvasRenderingContext2D | null = null;
+
+// textWidth measures text in a font ("600 12px"; the page's family).
+function textWidth(text: string, font: string, mono = false): number {
+  if (!measurer) measurer = document.createElement('canvas').getContext('2d');
+  if (!measurer) return text.length * 7;
+  const fam = mono ? getComputedStyle(document.documentElement).getPropertyValue('--mono') || 'monospace' : getComputedStyle(document.body).fontFamily;
+  measurer.font = font + ' ' + fam;
+  return measurer.measureText(text).width;
+}
+
+// headMin is the width a column's header needs: its longest word (headers
+// wrap between words), or what the column says its content needs.
+function headMin<T>(c: Column<T>): number {
+  let word = 0;
+  for (const w of c.title.split(/\s+/)) word = Math.max(word, textWidth(w, HEAD_FONT));
+  return Math.ceil(Math.max(word + HEAD_EXTRA, c.min ?? 0, 36));
+}
+
 export class VTable<T> {
   el: HTMLElement;
   private scroller: HTMLElement;
@@ -87,17 +115,21 @@ export class VTable<T> {
   private filters = new Map<string, string>();
   private heads = new Map<string, HTMLElement>();
   private raf = 0;
-  private template: string;
+  private template = '';
+  private inner: HTMLElement;
+  private grids: HTMLElement[] = []; // the header and filter rows
+  private floors: number[]; // each column's header's need
+  private wants: number[]; // and its content's, up to its width
+  private fitted = '';
 
   constructor(private cols: Column<T>[], private opt: Options<T>) {
     this.rh = opt.rowHeight ?? 26;
     this.sort = opt.sort ?? null;
-    this.template = cols.map((c) => (c.flex ? `minmax(${c.width}px, 1fr)` : c.width + 'px')).join(' ');
-    const width = cols.reduce((s, c) => s + c.width, 0);
+    this.floors = cols.map((c) => headMin(c));
+    this.wants = this.floors.slice();
     const head = h('div.vt-head', { role: 'row' });
     const filt = h('div.vt-filters', { role: 'row' });
-    head.style.gridTemplateColumns = this.template;
-    filt.style.gridTemplateColumns = this.template;
+    this.grids = [head, filt];
     for (const c of cols) {
       const th = h('div.vt-th', { role: 'columnheader', tabindex: 0, title: (c.tip ? c.tip + ' · ' : '') + 'click to sort', 'data-col': c.id, class: c.kind === 'text' ? '' : 'num' }, c.title);
       th.addEventListener('click', () => this.sortBy(c.id));
@@ -122,9 +154,12 @@ export class VTable<T> {
       filt.appendChild(h('div.vt-f', null, inp));
     }
     this.body = h('div.vt-body', { role: 'rowgroup' });
-    const inner = h('div.vt-inner', null, head, opt.noFilters ? null : filt, this.body);
-    inner.style.minWidth = width + 'px';
+    const inner = h('div.vt-inner', null, h('div.vt-sticky', null, head, opt.noFilters ? null : filt), this.body);
+    this.inner = inner;
     this.scroller = h('div.vt-scroll', { role: 'table', 'aria-label': opt.label }, inner);
+    this.fit();
+    // The columns follow the window's width.
+    if (typeof ResizeObserver !== 'undefined') new ResizeObserver(() => this.fit()).observe(this.scroller);
     if (opt.maxHeight) this.scroller.style.maxHeight = opt.maxHeight + 'px';
     this.scroller.addEventListener('scroll', () => this.schedule(), { passive: true });
     this.counter = h('span.vt-count');
@@ -140,7 +175,45 @@ export class VTable<T> {
 
   setRows(rows: T[]): void {
     this.rows = rows;
+    this.measure();
     this.apply();
+  }
+
+  // measure finds what each column's content needs (sampled rows).
+  private measure(): void {
+    const step = Math.max(1, Math.floor(this.rows.length / SAMPLE));
+    this.wants = this.cols.map((c, i) => {
+      let w = 0;
+      for (let k = 0; k < this.rows.length; k += step) {
+        const r = this.rows[k];
+        const text = c.fmt ? c.fmt(r) : String(c.get(r));
+        const mono = c.cls?.(r).includes('mono') ?? false;
+        w = Math.max(w, textWidth(text, mono ? '11.5px' : '13px', mono) + (c.cell ? BADGE_EXTRA : 0));
+      }
+      // A flexible column (a name) shows what its width allows; the
+      // others their content, up to twice their width.
+      return Math.max(this.floors[i], Math.ceil(Math.min(w + CELL_EXTRA, c.flex ? c.width : 2 * c.width)));
+    });
+    this.fit();
+  }
+
+  // fit sets the columns' widths: each at least its header's need, then
+  // as much of its content's as the width of the table allows (shared in
+  // proportion when not all fits), then a share of what is left by its
+  // width. The table fits its card: no header cut, no column out of
+  // sight, down to a 1366 px window.
+  private fit(): void {
+    const avail = this.scroller.clientWidth;
+    const floor = this.floors.reduce((s, w) => s + w, 0);
+    const want = this.wants.reduce((s, w) => s + w, 0);
+    const k = !avail || want <= floor ? 1 : Math.max(0, Math.min(1, (avail - floor) / (want - floor)));
+    const mins = this.wants.map((w, i) => Math.floor(this.floors[i] + (w - this.floors[i]) * k));
+    const template = this.cols.map((c, i) => `minmax(${mins[i]}px, ${c.width * (c.flex ? 2 : 1)}fr)`).join(' ');
+    if (template === this.fitted) return;
+    this.fitted = this.template = template;
+    this.inner.style.minWidth = mins.reduce((s, w) => s + w, 0) + 'px';
+    for (const g of this.grids) g.style.gridTemplateColumns = template;
+    for (const row of this.pool) row.style.gridTemplateColumns = template;
   }
 
   // setFilter sets a column's filter from outside (e.g. a click on a chart).

@@ -2,7 +2,6 @@ package clickhouse
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -12,22 +11,6 @@ import (
 	"github.com/taskscope/taskscope/internal/store"
 	"github.com/taskscope/taskscope/internal/wire"
 )
-
-func formatByType(m map[string]int) string {
-	if len(m) == 0 {
-		return ""
-	}
-	b, _ := json.Marshal(m)
-	return string(b)
-}
-
-func parseByType(s string) map[string]int {
-	m := map[string]int{}
-	if s != "" {
-		json.Unmarshal([]byte(s), &m)
-	}
-	return m
-}
 
 func (s *Store) staleBefore() int64 { return s.opt.Clock.StaleBefore() }
 
@@ -124,7 +107,7 @@ func readJob(rows *Rows, stale int64) store.Job {
 	j.CPUMs, j.PeakRSS = rows.Int64(), rows.Int64()
 	j.SetGBHours(rows.Float64(), rows.Float64())
 	hosts := int(rows.UInt32())
-	j.ByType = parseByType(rows.String())
+	j.ByType = store.ParseByType(rows.String())
 	job := j.Job(id, stale)
 	job.Hosts = hosts
 	if len(j.ByType) == 0 {
@@ -139,7 +122,8 @@ func (s *Store) jobAttempts(ctx context.Context, id string) ([]*attState, error)
 }
 
 // Job returns a job with its attempts, its figures added up from them.
-func (s *Store) Job(ctx context.Context, id string) (*store.JobDetail, error) {
+func (s *Store) Job(ctx context.Context, id string) (_ *store.JobDetail, err error) {
+	defer store.WrapErr(&err, "cannot read job %s", id)
 	atts, err := s.jobAttempts(ctx, id)
 	if err != nil {
 		return nil, err
@@ -151,8 +135,7 @@ func (s *Store) Job(ctx context.Context, id string) (*store.JobDetail, error) {
 	var j store.JobTotals
 	d := &store.JobDetail{AttemptList: make([]store.Attempt, 0, len(atts))}
 	for _, st := range atts {
-		j.Add(store.AttemptContribution(&st.meta, st.host, &st.sum))
-		j.Describe(&st.meta)
+		j.AddAttempt(&st.Meta, st.Host, &st.Sum)
 		d.AttemptList = append(d.AttemptList, apiAttempt(st, stale))
 	}
 	store.LinkAttempts(d.AttemptList)
@@ -172,7 +155,7 @@ func (s *Store) attempt(ctx context.Context, id string) (*attState, error) {
 		for _, a := range atts {
 			// Rows of one attempt under two jobs (stored before its job was
 			// known, then under it): the latest version is the attempt.
-			if st == nil || a.version > st.version {
+			if st == nil || a.B.version > st.B.version {
 				st = a
 			}
 		}
@@ -238,12 +221,54 @@ func (s *Store) indexed(ctx context.Context, ids []string) (jobs, days []uint64,
 	return jobs, days, rows.Err()
 }
 
+// JobOwner is a job's user and queue (store.OwnerReader), from its row of
+// the jobs table (found by its key, whether it exists or not; written by
+// Flush, as the jobs list's): not its attempts, whose number would tell
+// in the time a read takes how large a job is.
+func (s *Store) JobOwner(ctx context.Context, id string) (store.Owner, error) {
+	rows, err := s.query(ctx, fmt.Sprintf("SELECT user_name, queue FROM %s WHERE job_key = %d AND job_id = %s ORDER BY version DESC LIMIT 1",
+		s.read("jobs"), jobKey(id), Quote(id)))
+	if err != nil {
+		return store.Owner{}, fmt.Errorf("cannot read the owner of job %s: %w", id, err)
+	}
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return store.Owner{}, err
+		}
+		return store.Owner{}, store.ErrNotFound
+	}
+	o := store.Owner{User: rows.String(), Queue: rows.String()}
+	return o, rows.Err()
+}
+
+// AttemptJob is the job of an attempt (store.OwnerReader), in one query
+// whether it exists or not: its rows under the jobs' keys and in the days
+// the index gives (GLOBAL: in a cluster, the index's set is made once and
+// sent to the shards).
+func (s *Store) AttemptJob(ctx context.Context, id string) (string, error) {
+	index := fmt.Sprintf("FROM %s WHERE attempt_key = %d AND attempt_id = %s", s.read("attempt_index"), store.AttemptKey(id), Quote(id))
+	rows, err := s.query(ctx, fmt.Sprintf("SELECT job_id FROM %s WHERE job_key GLOBAL IN (SELECT job_key %s) AND day GLOBAL IN (SELECT day %s) "+
+		"AND attempt_id = %s ORDER BY version DESC LIMIT 1", s.read("attempts"), index, index, Quote(id)))
+	if err != nil {
+		return "", fmt.Errorf("cannot read the job of attempt %s: %w", id, err)
+	}
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return "", err
+		}
+		return "", store.ErrNotFound
+	}
+	job := rows.String()
+	return job, rows.Err()
+}
+
 // AttemptLife returns an attempt's job and life (store.AttemptSeriesReader):
 // six columns of its row, which has fifty (a read of the whole row took
 // twice as long).
-func (s *Store) AttemptLife(ctx context.Context, id string) (*store.AttemptLife, error) {
+func (s *Store) AttemptLife(ctx context.Context, id string) (_ *store.AttemptLife, err error) {
+	defer store.WrapErr(&err, "cannot read attempt %s", id)
 	var life *store.AttemptLife
-	err := s.readAttempt(ctx, id, func(where string) (bool, error) {
+	err = s.readAttempt(ctx, id, func(where string) (bool, error) {
 		rows, err := s.query(ctx, "SELECT job_id, meta_first_ms, meta_last_ms, ended, sum_first_ms, sum_last_ms FROM "+
 			s.read("attempts")+" FINAL WHERE "+where+" ORDER BY version")
 		if err != nil {
@@ -284,7 +309,8 @@ func (s *Store) link(ctx context.Context, a *store.Attempt) error {
 }
 
 // HostAttempts lists the attempts that ran on host within [from, to).
-func (s *Store) HostAttempts(ctx context.Context, host string, from, to int64) ([]store.Attempt, error) {
+func (s *Store) HostAttempts(ctx context.Context, host string, from, to int64) (_ []store.Attempt, err error) {
+	defer store.WrapErr(&err, "cannot read the attempts of host %s", host)
 	if to <= 0 {
 		to = 1 << 62
 	}
@@ -309,7 +335,8 @@ func (s *Store) apiAttempts(ctx context.Context, atts []*attState) ([]store.Atte
 // (store.AttemptSummarizer): the series routes need no more, and reading
 // every process's series and events made an attempt's series take
 // several times what its chunks take.
-func (s *Store) AttemptSummary(ctx context.Context, id string) (*store.Attempt, error) {
+func (s *Store) AttemptSummary(ctx context.Context, id string) (_ *store.Attempt, err error) {
+	defer store.WrapErr(&err, "cannot read attempt %s", id)
 	st, err := s.attempt(ctx, id)
 	if err != nil {
 		return nil, err
@@ -319,7 +346,8 @@ func (s *Store) AttemptSummary(ctx context.Context, id string) (*store.Attempt, 
 }
 
 // Attempt returns an attempt with its processes and events.
-func (s *Store) Attempt(ctx context.Context, id string) (*store.AttemptDetail, error) {
+func (s *Store) Attempt(ctx context.Context, id string) (_ *store.AttemptDetail, err error) {
+	defer store.WrapErr(&err, "cannot read attempt %s", id)
 	st, err := s.attempt(ctx, id)
 	if err != nil {
 		return nil, err
@@ -349,7 +377,8 @@ func (s *Store) Attempt(ctx context.Context, id string) (*store.AttemptDetail, e
 }
 
 // AttemptProcesses returns the process lists of attempts as Attempt does.
-func (s *Store) AttemptProcesses(ctx context.Context, ids []string) (map[string][]store.Process, error) {
+func (s *Store) AttemptProcesses(ctx context.Context, ids []string) (_ map[string][]store.Process, err error) {
+	defer store.WrapErr(&err, "cannot read the processes of %d attempts", len(ids))
 	var sts []*attState
 	for _, id := range ids {
 		st, err := s.attempt(ctx, id)
@@ -409,9 +438,9 @@ func (pv *procView) add(x *procRecord) {
 func (s *Store) processLists(ctx context.Context, sts []*attState) (map[string][]store.Process, error) {
 	out := map[string][]store.Process{}
 	for _, st := range sts {
-		id := st.meta.AttemptID
+		id := st.Meta.AttemptID
 		rows, err := s.query(ctx, procSelect+s.read("procs")+fmt.Sprintf(" FINAL WHERE job_key IN (%d, %d) AND attempt_key = %d ORDER BY gen",
-			jobKey(st.meta.JobID), jobKey(""), store.AttemptKey(id)))
+			jobKey(st.Meta.JobID), jobKey(""), store.AttemptKey(id)))
 		if err != nil {
 			return nil, fmt.Errorf("cannot read the processes of %s: %w", id, err)
 		}
@@ -477,7 +506,7 @@ func (s *Store) processLists(ctx context.Context, sts []*attState) (map[string][
 			continue
 		}
 		// Summaries from each process's samples.
-		byKey, err := s.chunksOf(ctx, kindProcess, []uint64{jobKey(st.meta.JobID), jobKey("")}, keys, 0, 1<<62)
+		byKey, err := s.chunksOf(ctx, store.KindProcess, []uint64{jobKey(st.Meta.JobID), jobKey("")}, keys, 0, 1<<62)
 		if err != nil {
 			return nil, err
 		}
@@ -508,13 +537,8 @@ func (s *Store) Events(ctx context.Context, f store.EventFilter) ([]store.Event,
 			return nil, err
 		}
 		if err == nil {
-			for k := range st.procs {
-				keys = append(keys, k)
-			}
-			if len(keys) == 0 {
-				if keys, err = s.memberKeys(ctx, st); err != nil {
-					return nil, err
-				}
+			if keys, err = s.memberKeys(ctx, st); err != nil {
+				return nil, err
 			}
 		}
 	}
@@ -524,7 +548,7 @@ func (s *Store) Events(ctx context.Context, f store.EventFilter) ([]store.Event,
 // memberKeys lists an attempt's member processes.
 func (s *Store) memberKeys(ctx context.Context, st *attState) ([]uint64, error) {
 	return s.uint64s(ctx, fmt.Sprintf("SELECT DISTINCT proc_key FROM %s WHERE job_key IN (%d, %d) AND attempt_key = %d AND member",
-		s.read("procs"), jobKey(st.meta.JobID), jobKey(""), store.AttemptKey(st.meta.AttemptID)))
+		s.read("procs"), jobKey(st.Meta.JobID), jobKey(""), store.AttemptKey(st.Meta.AttemptID)))
 }
 
 func (s *Store) events(ctx context.Context, f store.EventFilter, keys []uint64) ([]store.Event, error) {

@@ -26,8 +26,8 @@ type Options struct {
 	RollupRetention time.Duration
 	Clock           store.Clock
 	// InsertEvery is how often a table is inserted into at most (default
-	// 1 s): a commit waits for it, so that the batches of a second go in
-	// one block per table, whatever the pipeline's groups.
+	// 1 s): the ingest pipeline waits for it (NextCommit) and takes the
+	// batches of that second into one commit, one block per table.
 	InsertEvery time.Duration
 	Log         *slog.Logger
 	Client      ClientOptions
@@ -37,10 +37,13 @@ type Options struct {
 var (
 	_ store.Store               = (*Store)(nil)
 	_ store.BatchPreparer       = (*Store)(nil)
+	_ store.SeqReader           = (*Store)(nil)
 	_ store.ProcessLister       = (*Store)(nil)
 	_ store.AttemptSummarizer   = (*Store)(nil)
 	_ store.AttemptSeriesReader = (*Store)(nil)
 	_ store.SharedData          = (*Store)(nil)
+	_ store.CommitPacer         = (*Store)(nil)
+	_ store.GroupAppender       = (*tx)(nil)
 )
 
 // Store is the ClickHouse store.
@@ -50,18 +53,11 @@ type Store struct {
 	schema *Schema
 
 	wmu        sync.Mutex // one transaction at a time; guards what follows
-	cache      *caches
+	fold       *store.Fold[chRow]
 	lastInsert time.Time
 	closed     bool
-	dirtyJobs  map[string]bool
 
-	emu sync.Mutex
-	ext map[extName]bool
-}
-
-type extName struct {
-	kind   uint8
-	metric string
+	ext store.ExtNames // ext_metrics
 }
 
 // Open connects, checks the server's version and makes the schema (if it
@@ -85,8 +81,8 @@ func Open(ctx context.Context, opt Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot reach ClickHouse: %w", err)
 	}
-	s := &Store{opt: opt, c: c, schema: &Schema{Database: c.Database(), Cluster: opt.Cluster, Features: FeaturesOf(v)},
-		cache: newCaches(), dirtyJobs: map[string]bool{}, ext: map[extName]bool{}}
+	s := &Store{opt: opt, c: c, schema: &Schema{Database: c.Database(), Cluster: opt.Cluster, Features: FeaturesOf(v)}}
+	s.fold = s.newFold()
 	// The tables are made once: ON CLUSTER, each statement waits for every
 	// server (13 s for the schema on 2 x 2 servers).
 	have, err := s.tablesHere(ctx)
@@ -274,7 +270,8 @@ func (s *Store) clusterHosts(ctx context.Context) ([]string, error) {
 // Maintain drops the partitions past their retention: raw samples past
 // Retention (after their per-minute rollups are made), everything else
 // past RollupRetention.
-func (s *Store) Maintain(ctx context.Context, now time.Time) error {
+func (s *Store) Maintain(ctx context.Context, now time.Time) (err error) {
+	defer store.WrapErr(&err, "cannot maintain the store")
 	for _, t := range tables {
 		var keep time.Duration
 		switch t.retention {
@@ -299,12 +296,12 @@ func (s *Store) Maintain(ctx context.Context, now time.Time) error {
 			}
 		}
 		if err := rows.Err(); err != nil {
-			return err
+			return fmt.Errorf("cannot list partitions: %w", err)
 		}
 		for _, d := range old {
 			if t.name == "chunks" {
 				if err := s.rollup(ctx, d); err != nil {
-					return err
+					return fmt.Errorf("cannot roll up day %d: %w", d, err)
 				}
 			}
 			day := time.UnixMilli(int64(d) * 86_400_000).UTC().Format("2006-01-02")
@@ -320,13 +317,25 @@ func (s *Store) Maintain(ctx context.Context, now time.Time) error {
 // taskscope on this ClickHouse) stores a batch: the sum of the agents'
 // last sequences and of their rows. The server polls it every second to
 // tell the browsers connected to it of data another replica stored.
-func (s *Store) Changes(ctx context.Context) (uint64, error) {
+func (s *Store) Changes(ctx context.Context) (_ uint64, err error) {
+	defer store.WrapErr(&err, "cannot read the agents' last batches")
 	rows, err := s.query(ctx, "SELECT sum(seq) + count() FROM "+s.read("agents"))
 	if err != nil {
 		return 0, err
 	}
 	v := rows.UInt64()
 	return v, rows.Err()
+}
+
+// NextCommit is when InsertEvery will have passed since the last insert
+// began (store.CommitPacer).
+func (s *Store) NextCommit() time.Time {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.opt.InsertEvery <= 0 {
+		return time.Time{}
+	}
+	return s.lastInsert.Add(s.opt.InsertEvery)
 }
 
 // SetClock sets the store's clock (tests that compare it with another

@@ -128,7 +128,7 @@ func pointsIn(chunks []chunkRow, kind int, from, to int64) (*store.Points, int, 
 			raw = append(raw, c.data)
 		}
 	}
-	p, err := mergeLevels(raw, rollup, schemaOf(kind))
+	p, err := store.DecodeLevels(raw, rollup, schemaOf(kind))
 	return p, len(raw) + len(rollup), start, err
 }
 
@@ -136,7 +136,8 @@ func pointsIn(chunks []chunkRow, kind int, from, to int64) (*store.Points, int, 
 // not found), reading the chunks of attempt and process series together.
 // (A process's series asked with its attempt, jobs' series and ext metrics
 // are read one by one.) An invalid query fails the whole call.
-func (s *Store) SeriesMany(ctx context.Context, qs []store.SeriesQuery) ([]*store.SeriesResult, error) {
+func (s *Store) SeriesMany(ctx context.Context, qs []store.SeriesQuery) (_ []*store.SeriesResult, err error) {
+	defer store.WrapErr(&err, "cannot read %d series", len(qs))
 	out := make([]*store.SeriesResult, len(qs))
 	metrics := make([][]store.SeriesMetric, len(qs))
 	together := make([]bool, len(qs))
@@ -204,9 +205,9 @@ func (s *Store) SeriesMany(ctx context.Context, qs []store.SeriesQuery) ([]*stor
 			if !ok {
 				continue // not found
 			}
-			f = found{need{kindAttempt, store.AttemptKey(q.AttemptID), q.From - lookback, q.To}, start}
+			f = found{need{store.KindAttempt, store.AttemptKey(q.AttemptID), q.From - lookback, q.To}, start}
 		default: // a process, its start from its chunks
-			f = found{need{kindProcess, uint64(q.Process), q.From - lookback, q.To}, -1}
+			f = found{need{store.KindProcess, uint64(q.Process), q.From - lookback, q.To}, -1}
 		}
 		todo[i] = f
 		needs = append(needs, f.n)
@@ -258,7 +259,8 @@ func hasExt(ms []store.SeriesMetric) bool {
 // AttemptProcesses returns the process lists of attempts as Attempt does
 // (each process with its summary), read together; an unknown attempt, or
 // one without processes, is absent.
-func (s *Store) AttemptProcesses(ctx context.Context, ids []string) (map[string][]store.Process, error) {
+func (s *Store) AttemptProcesses(ctx context.Context, ids []string) (_ map[string][]store.Process, err error) {
+	defer store.WrapErr(&err, "cannot read the processes of %d attempts", len(ids))
 	out := map[string][]store.Process{}
 	for len(ids) > 0 {
 		part := ids[:min(len(ids), maxInKeys)]
@@ -317,7 +319,7 @@ func (s *Store) processLists(ctx context.Context, ids []string, out map[string][
 		if p.End > 0 {
 			to = int64(p.End) + lookback
 		}
-		r := read{need: need{kindProcess, uint64(p.Key), from, to}, life: from, after: math.MinInt64, made: now}
+		r := read{need: need{store.KindProcess, uint64(p.Key), from, to}, life: from, after: math.MinInt64, made: now}
 		if agg, made := s.procAggs.get(uint64(p.Key), from, now); agg != nil {
 			r.agg, r.after, r.made = agg, agg.LastMs, made
 			r.from = max(from, agg.LastMs+1)

@@ -56,6 +56,7 @@ type Options struct {
 // The store's contract and the capabilities it offers (package store).
 var (
 	_ store.Store             = (*Store)(nil)
+	_ store.SeqReader         = (*Store)(nil)
 	_ store.SeriesBatcher     = (*Store)(nil)
 	_ store.ProcessLister     = (*Store)(nil)
 	_ store.JobSummarizer     = (*Store)(nil)
@@ -72,7 +73,7 @@ type Store struct {
 	wmu        sync.Mutex // one writer at a time; guards what follows
 	wconn      *sql.Conn
 	fresh      int // the fresh table ingest appends to
-	cache      *caches
+	fold       *store.Fold[noRow]
 	gen        uint64 // commits so far (attempt_log rows carry theirs)
 	flushedGen uint64 // the last commit that wrote the summaries
 	lastFlush  time.Time
@@ -87,13 +88,19 @@ type Store struct {
 	stopOnce  sync.Once
 	bg        sync.WaitGroup
 	tmpls     *templates
-	emu       sync.Mutex
-	ext       map[extName]bool // ext_metrics
+	ext       store.ExtNames // ext_metrics
+	// pendingFirst: after a crash, the first commit that logged rows of
+	// an attempt the store has no row of yet (by attempt key; recover).
+	pendingFirst map[uint64]uint64
+	// recountFrom: while recover counts jobs again, the first commit of
+	// the attempts it recovered (loadJobAttempts reads from there).
+	recountFrom uint64
 
 	mmu sync.Mutex // one maintenance at a time
 
-	stmts    stmts    // the API's reads, prepared (stmt.go)
-	procAggs procAggs // processes' summaries made by earlier reads (batch.go)
+	layout   attemptLayout // where the columns of the tables of attempts are (attempts.go)
+	stmts    stmts         // the API's reads, prepared (stmt.go)
+	procAggs procAggs      // processes' summaries made by earlier reads (batch.go)
 }
 
 // handle is the database (the one open now).
@@ -149,7 +156,8 @@ func Open(opt Options) (*Store, error) {
 	}
 	db := sql.OpenDB(c)
 	db.SetMaxIdleConns(maxIdleConns)
-	s := &Store{opt: opt, path: path, cache: newCaches(), stop: make(chan struct{}), tmpls: newTemplates()}
+	s := &Store{opt: opt, path: path, stop: make(chan struct{}), tmpls: newTemplates(), pendingFirst: map[uint64]uint64{}}
+	s.fold = s.newFold()
 	s.db.Store(db)
 	if err := s.open(context.Background()); err != nil {
 		// The writer's connection too: a connection left open keeps the
@@ -173,24 +181,41 @@ func (s *Store) open(ctx context.Context) error {
 	meta := map[string]string{}
 	rows, err := s.handle().QueryContext(ctx, `SELECT key, value FROM meta`)
 	if err != nil {
-		return err
+		return fmt.Errorf("cannot read meta: %w", err)
 	}
 	for rows.Next() {
 		var k, v string
 		if err := rows.Scan(&k, &v); err != nil {
 			rows.Close()
-			return err
+			return fmt.Errorf("cannot read meta: %w", err)
 		}
 		meta[k] = v
 	}
 	rows.Close()
-	if m, ok := migrations()[meta["schema_version"]]; ok {
-		for _, q := range m {
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("cannot read meta: %w", err)
+	}
+	switch v := meta["schema_version"]; v {
+	case "8", "9", "10":
+		for _, q := range before11 {
 			if _, err := s.handle().ExecContext(ctx, q); err != nil {
-				return fmt.Errorf("cannot migrate schema %s to %s: %w (%s)", meta["schema_version"], schemaVersion, err, q)
+				return fmt.Errorf("cannot migrate schema %s to %s: %w (%s)", v, schemaVersion, err, q)
 			}
 		}
+	}
+	// The tables of attempts get the columns of fields added since they
+	// were made (attempts.go).
+	if err := s.migrateColumns(ctx); err != nil {
+		return fmt.Errorf("cannot migrate schema %s to %s: %w", meta["schema_version"], schemaVersion, err)
+	}
+	if v := meta["schema_version"]; v == "8" || v == "9" || v == "10" {
+		if _, err := s.handle().ExecContext(ctx, `UPDATE meta SET value = '`+schemaVersion+`' WHERE key = 'schema_version'`); err != nil {
+			return fmt.Errorf("cannot migrate schema %s to %s: %w", v, schemaVersion, err)
+		}
 		meta["schema_version"] = schemaVersion
+	}
+	if err := s.readLayout(ctx); err != nil {
+		return err
 	}
 	if v := meta["schema_version"]; v != schemaVersion {
 		return fmt.Errorf("data directory holds schema version %q; this server writes %q", v, schemaVersion)
@@ -204,20 +229,20 @@ func (s *Store) open(ctx context.Context) error {
 	err = s.handle().QueryRowContext(ctx, `SELECT greatest((SELECT coalesce(max(gen), 0) FROM attempt_log),
 		(SELECT coalesce(max(gen), 0) FROM proc_log WHERE gen > ?))`, s.flushedGen).Scan(&maxGen)
 	if err != nil {
-		return err
+		return fmt.Errorf("cannot read the last commit: %w", err)
 	}
 	s.gen = max(s.flushedGen, maxGen)
 	s.logged = true
 	var next int32
 	if err := s.handle().QueryRowContext(ctx, `SELECT coalesce(max(id) + 1, 0) FROM cmd_templates`).Scan(&next); err != nil {
-		return err
+		return fmt.Errorf("cannot read the command line templates: %w", err)
 	}
 	s.tmpls.nextID = next
 	if err := s.loadExt(ctx); err != nil {
 		return err
 	}
 	if s.wconn, err = s.handle().Conn(ctx); err != nil {
-		return err
+		return fmt.Errorf("cannot open the writer's connection: %w", err)
 	}
 	for _, q := range stagingSchema() {
 		if _, err := s.wconn.ExecContext(ctx, q); err != nil {
@@ -233,7 +258,7 @@ func (s *Store) open(ctx context.Context) error {
 		}
 	}
 	if _, err := s.wconn.ExecContext(ctx, `UPDATE meta SET value = '0' WHERE key = 'clean'`); err != nil {
-		return err
+		return fmt.Errorf("cannot mark the store open: %w", err)
 	}
 	s.lastFlush = time.Now()
 	return nil
@@ -296,9 +321,10 @@ func (s *Store) Path() string { return s.path }
 func (s *Store) DataDir() string { return s.opt.Dir }
 
 // Usage reports rows and the file size.
-func (s *Store) Usage(ctx context.Context) (store.Usage, error) {
+func (s *Store) Usage(ctx context.Context) (_ store.Usage, err error) {
+	defer store.WrapErr(&err, "cannot read the store's usage")
 	var u store.Usage
-	err := s.handle().QueryRowContext(ctx, `SELECT
+	err = s.handle().QueryRowContext(ctx, `SELECT
 		(SELECT coalesce(sum(n), 0) FROM series_all WHERE kind = 0 AND level < 2),
 		(SELECT coalesce(sum(n), 0) FROM series_all WHERE kind = 1 AND level < 2),
 		(SELECT count(*) FROM proc_log), (SELECT count(*) FROM attempts), (SELECT count(*) FROM jobs)`).

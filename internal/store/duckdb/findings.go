@@ -130,7 +130,7 @@ func (s *Store) AnalysisStates(ctx context.Context, since int64, limit int) ([]s
 			return nil, fmt.Errorf("cannot list the jobs to analyse: %w", err)
 		}
 		if byType != "" {
-			j.ByType = parseByType(byType)
+			j.ByType = store.ParseByType(byType)
 		}
 		as := store.AnalysisState{Job: j}
 		if has {

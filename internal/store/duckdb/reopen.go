@@ -9,6 +9,8 @@ import (
 
 	duck "github.com/duckdb/duckdb-go/v2"
 	"golang.org/x/sys/unix"
+
+	"github.com/taskscope/taskscope/internal/store"
 )
 
 // What the store does when DuckDB invalidates its database. Some errors
@@ -72,7 +74,8 @@ func (s *Store) unavailableLocked() error {
 	if s.broken == nil {
 		return nil
 	}
-	return mapErr(fmt.Errorf("store unavailable while its database is reopened, after: %w", s.broken))
+	return store.Unavailable("its database is being opened again after a fatal error",
+		mapErr(fmt.Errorf("store unavailable while its database is reopened, after: %w", s.broken)))
 }
 
 // reopen closes the invalidated database and opens it again until it can.
@@ -169,13 +172,12 @@ func freeBytes(dir string) int64 {
 // file, and the state open made of it (wmu held): every field open sets.
 func (s *Store) adopt(ns *Store) {
 	s.db.Store(ns.handle())
-	s.wconn, s.fresh, s.cache = ns.wconn, ns.fresh, ns.cache
+	s.wconn, s.fresh, s.pendingFirst = ns.wconn, ns.fresh, ns.pendingFirst
+	s.fold.Take(ns.fold)
 	s.gen, s.flushedGen, s.lastFlush, s.logged = ns.gen, ns.flushedGen, ns.lastFlush, ns.logged
 	s.tmpls.adopt(ns.tmpls)
 	s.stmts.adopt(&ns.stmts)
-	s.emu.Lock()
-	s.ext = ns.ext
-	s.emu.Unlock()
+	s.ext.Replace(&ns.ext)
 }
 
 // stopReopening ends a reopening (Close), and waits for it.

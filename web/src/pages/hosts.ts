@@ -54,8 +54,8 @@ export async function hostPage(c: Ctx): Promise<void> {
   const evCard = section(root, 'Lost and orphaned task processes');
   evCard.setAttribute('data-section', 'orphans');
   const cols: Column<Attempt>[] = [
-    { id: 'attempt', title: 'Attempt', width: 286, flex: true, kind: 'text', get: (a) => a.attempt_id, href: (a) => attemptURL(a.job_id, a.attempt_id), cls: () => 'mono' },
-    { id: 'job', title: 'Job', width: 196, kind: 'text', get: (a) => a.job_id, href: (a) => jobURL(a.job_id), cls: () => 'mono' },
+    { id: 'attempt', title: 'Attempt', width: 286, min: 272, kind: 'text', get: (a) => a.attempt_id, href: (a) => attemptURL(a.job_id, a.attempt_id), cls: () => 'mono' },
+    { id: 'job', title: 'Job', width: 196, min: 172, kind: 'text', get: (a) => a.job_id, href: (a) => jobURL(a.job_id), cls: () => 'mono' },
     { id: 'type', title: 'Type', width: 72, kind: 'text', get: (a) => a.type, cell: (a, td) => td.appendChild(typeBadge(a.type)) },
     { id: 'state', title: 'State', width: 80, kind: 'text', get: (a) => a.state, cell: (a, td) => td.appendChild(stateBadge(a.state)) },
     { id: 'user', title: 'User', width: 80, kind: 'text', get: (a) => a.user ?? '' },

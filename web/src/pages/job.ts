@@ -40,7 +40,7 @@ export async function jobPage(c: Ctx): Promise<void> {
   root.appendChild(tableCard);
 
   const cols: Column<Attempt>[] = [
-    { id: 'attempt', title: 'Attempt', width: 286, flex: true, kind: 'text', get: (a) => a.attempt_id, href: (a) => attemptURL(a.job_id, a.attempt_id), cls: () => 'mono' },
+    { id: 'attempt', title: 'Attempt', width: 286, min: 272, kind: 'text', get: (a) => a.attempt_id, href: (a) => attemptURL(a.job_id, a.attempt_id), cls: () => 'mono' },
     { id: 'type', title: 'Type', width: 64, kind: 'text', get: (a) => a.type, cell: (a, td) => td.appendChild(typeBadge(a.type)) },
     { id: 'state', title: 'State', width: 76, kind: 'text', get: (a) => a.state, cell: (a, td) => td.appendChild(stateBadge(a.state)) },
     { id: 'outcome', title: 'Outcome', width: 104, kind: 'text', get: (a) => a.outcome ?? '', fmt: (a) => outcomeText(a.outcome), cell: (a, td) => td.appendChild(outcomeBadge(a.outcome)), tip: 'How it ended, as its node showed it: succeeded, failed, killed, killed: memory (YARN\'s memory check or the kernel\'s OOM killer), lost' },

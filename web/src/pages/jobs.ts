@@ -60,7 +60,7 @@ export async function jobsPage(c: Ctx): Promise<void> {
 
   let offset = Number(q.get('offset') ?? 0) || 0;
   const cols: Column<Job>[] = [
-    { id: 'job', title: 'Job', width: 228, cls: () => 'mono', kind: 'text', get: (j) => j.job_id, href: (j) => jobURL(j.job_id) },
+    { id: 'job', title: 'Job', width: 228, min: 172, cls: () => 'mono', kind: 'text', get: (j) => j.job_id, href: (j) => jobURL(j.job_id) },
     { id: 'name', title: 'Name', width: 120, flex: true, kind: 'text', get: (j) => j.name },
     { id: 'fw', title: 'Framework', width: 92, kind: 'text', get: (j) => j.framework },
     { id: 'user', title: 'User', width: 66, kind: 'text', get: (j) => j.user },
