@@ -105,7 +105,7 @@ type coordinator struct {
 
 func newCoordinator(st store.Store, id string, t ReplicaTiming, log *slog.Logger) *coordinator {
 	c := &coordinator{id: id, t: t, log: log, now: time.Now}
-	if r, ok := st.(store.Replicas); ok {
+	if r, ok := store.ReplicasOf(st); ok {
 		c.reg = r
 	}
 	if c.id == "" {

@@ -134,7 +134,7 @@ func (a *Analyzer) current(s *store.Analysis, j *store.Job) bool {
 // storedReport is the stored report of a finished job while it is
 // current (nil otherwise).
 func (a *Analyzer) storedReport(ctx context.Context, jobID string) (*Report, error) {
-	j, err := a.summary(ctx, jobID)
+	j, err := store.ReadJobSummary(ctx, a.st, jobID)
 	if err != nil || j.State != store.StateFinished {
 		return nil, err
 	}
@@ -149,18 +149,6 @@ func (a *Analyzer) storedReport(ctx context.Context, jobID string) (*Report, err
 		return nil, nil
 	}
 	return fromStored(s)
-}
-
-// summary reads a job's summary, without its attempts where the store can.
-func (a *Analyzer) summary(ctx context.Context, jobID string) (*store.Job, error) {
-	if js, ok := a.st.(store.JobSummarizer); ok {
-		return js.JobSummary(ctx, jobID)
-	}
-	d, err := a.st.Job(ctx, jobID)
-	if err != nil {
-		return nil, err
-	}
-	return &d.Job, nil
 }
 
 // JobFinding is a stored finding with its job (GET /api/v1/findings).

@@ -21,7 +21,7 @@
 // ErrDiskFull, take a Clock, and pass storetest. Beyond that it may offer
 // capabilities: BatchPreparer (with PreparedAppender), SeqReader,
 // SeriesBatcher, ProcessLister, JobSummarizer, AttemptSummarizer, OwnerReader,
-// AttemptSeriesReader, SharedData, LocalData. Callers use each through its
+// AttemptSeriesReader, SharedData, LocalData, Replicas. Callers use each through its
 // one helper (capability.go: PrepareBatch, ReadSeriesMany, ...), which
 // does without it when a store has none.
 package store
