@@ -167,11 +167,18 @@ type JobFinding struct {
 type FindingPage struct {
 	Findings []JobFinding `json:"findings"`
 	Total    int          `json:"total"`
+	// Withheld is how many findings of this page were left out because
+	// they name what else ran on their jobs' hosts (without neighbours).
+	Withheld int `json:"withheld,omitempty"`
 }
 
 // StoredFindings implements api.FindingSearcher: the stored findings f
-// selects, across jobs.
-func (a *Analyzer) StoredFindings(ctx context.Context, f store.FindingFilter) (any, error) {
+// selects, across jobs. Without neighbours, those that name what else
+// ran on a job's hosts (other jobs' attempts, their number or CPU: the
+// stored analyses look at them) are left out, and counted in Withheld:
+// the job's own findings (FindingsWithoutNeighbours) say what its
+// attempts measured alone.
+func (a *Analyzer) StoredFindings(ctx context.Context, f store.FindingFilter, withoutNeighbours bool) (any, error) {
 	p, err := a.st.Findings(ctx, f)
 	if err != nil {
 		return nil, err
@@ -186,9 +193,25 @@ func (a *Analyzer) StoredFindings(ctx context.Context, f store.FindingFilter) (a
 		if err := json.Unmarshal(r.Finding.Body, &jf.Finding); err != nil {
 			return nil, fmt.Errorf("cannot read a stored finding of job %s: %w", r.JobID, err)
 		}
+		if withoutNeighbours && namesNeighbours(&jf.Finding) {
+			out.Withheld++
+			continue
+		}
 		out.Findings = append(out.Findings, jf)
 	}
 	return out, nil
+}
+
+// namesNeighbours reports whether f says what else ran on its attempts'
+// hosts: the numbers of a finding made looking at the neighbours
+// (neighbourLoad's) are among its own.
+func namesNeighbours(f *Finding) bool {
+	for _, n := range f.Numbers {
+		if n.Name == "neighbours" || n.Name == "neighbour_cores" {
+			return true
+		}
+	}
+	return false
 }
 
 // Heuristics implements api.FindingSearcher: the heuristics' names.

@@ -2,7 +2,9 @@ package analysis_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -117,5 +119,54 @@ func TestStoredFindings(t *testing.T) {
 	}
 	if err := (analysis.Settings{Skip: []string{"no_such"}}).Check(); err == nil {
 		t.Error("settings skipping an unknown heuristic pass the check")
+	}
+}
+
+// TestStoredFindingsWithoutNeighbours: for a reader the access file hides
+// the neighbours from, the stored findings that name what else ran on a
+// job's hosts (made looking at them) are left out of the list, and
+// counted; the others are as for anyone.
+func TestStoredFindingsWithoutNeighbours(t *testing.T) {
+	st, err := duckdb.Open(duckdb.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	body := func(f analysis.Finding) store.StoredFinding {
+		b, err := json.Marshal(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return store.StoredFinding{Heuristic: f.Heuristic, Severity: f.Severity, Body: b}
+	}
+	noisy := analysis.Finding{Heuristic: "noisy_neighbour", Severity: store.SeveritySevere, AttemptIDs: []string{"attempt_1_0001_m_000000_0", "attempt_1_0002_m_000000_0"},
+		Message: "On node1 meanwhile 1 other attempts of 1 jobs ran", Numbers: []analysis.Number{{"neighbours", 1, "count"}}}
+	gc := analysis.Finding{Heuristic: "gc", Severity: store.SeverityModerate, AttemptIDs: []string{"attempt_1_0001_m_000000_0"},
+		Message: "GC took 30% of the CPU", Numbers: []analysis.Number{{"gc_percent", 30, "percent"}}}
+	err = st.PutAnalysis(ctx, &store.Analysis{JobID: "job_1_0001", User: "u", Queue: "q", Start: store.Time(time.Now().UnixMilli()),
+		Worst: store.SeveritySevere, Findings: []store.StoredFinding{body(noisy), body(gc)},
+		AnalysisStamp: store.AnalysisStamp{Evaluated: store.Time(time.Now().UnixMilli()), Version: "test", Ended: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := analysis.New(st)
+	for _, hide := range []bool{false, true} {
+		v, err := a.StoredFindings(ctx, store.FindingFilter{Limit: 100}, hide)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := v.(analysis.FindingPage)
+		var got []string
+		for _, f := range p.Findings {
+			got = append(got, f.Heuristic)
+		}
+		want, withheld := "[noisy_neighbour gc]", 0
+		if hide {
+			want, withheld = "[gc]", 1
+		}
+		if fmt.Sprint(got) != want || p.Withheld != withheld || p.Total != 2 {
+			t.Errorf("without neighbours %v: %v, withheld %d, total %d; want %s, %d", hide, got, p.Withheld, p.Total, want, withheld)
+		}
 	}
 }

@@ -54,7 +54,9 @@ type WasteAnalyzer interface {
 // it lists them across jobs (GET /api/v1/findings) and names its
 // heuristics (the jobs' and findings' heuristic=).
 type FindingSearcher interface {
-	StoredFindings(ctx context.Context, f store.FindingFilter) (any, error)
+	// StoredFindings leaves out, withoutNeighbours, the findings that
+	// name what else ran on a job's hosts (NeighbourHider).
+	StoredFindings(ctx context.Context, f store.FindingFilter, withoutNeighbours bool) (any, error)
 	Heuristics() []string
 }
 
@@ -443,7 +445,7 @@ func (a *API) storedFindings(w http.ResponseWriter, r *http.Request) {
 	if id := reader(r); !id.Operator {
 		f.Visible = &store.Visible{Users: id.Users, Queues: id.Queues}
 	}
-	v, err := fs.StoredFindings(r.Context(), f)
+	v, err := fs.StoredFindings(r.Context(), f, reader(r).HideNeighbours)
 	if err != nil {
 		fail(w, err)
 		return
