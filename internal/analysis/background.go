@@ -59,8 +59,9 @@ type Options struct {
 	MaxIncremental int
 	// Listeners are called after each job's analysis made in the
 	// background or for a page and stored, in the worker that made it
-	// (they must return quickly: queue their own work). On a shared
-	// store, only the replica that analysed the job calls them.
+	// (they must return quickly: queue their own work; their time is the
+	// analysis'). On a shared store, only the replica that analysed the
+	// job calls them. Listen adds more.
 	Listeners []Listener
 	// Replicas time the split of work between servers that share a
 	// store (zero: ReplicaTiming's defaults).
@@ -506,7 +507,10 @@ func (a *Analyzer) keep(ctx context.Context, r *Report) error {
 			b.m.findings.WithLabelValues(f.Heuristic, f.Severity.String()).Inc()
 		}
 	}
-	if len(a.opt.Listeners) == 0 {
+	a.mu.Lock()
+	ls := a.opt.Listeners
+	a.mu.Unlock()
+	if len(ls) == 0 {
 		return nil
 	}
 	j := &r.job
@@ -519,10 +523,18 @@ func (a *Analyzer) keep(ctx context.Context, r *Report) error {
 			}
 		}
 	}
-	for _, l := range a.opt.Listeners {
+	for _, l := range ls {
 		l(ctx, ev)
 	}
 	return nil
+}
+
+// Listen adds a listener to those of Options.Listeners (the server adds
+// its alerts' and its automatic profiles').
+func (a *Analyzer) Listen(l Listener) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.opt.Listeners = append(a.opt.Listeners[:len(a.opt.Listeners):len(a.opt.Listeners)], l)
 }
 
 // The reads kept of running jobs between their analyses (kept), at most
