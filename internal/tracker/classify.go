@@ -32,14 +32,16 @@ type attributor struct {
 	scopeCfg *Scope // Config's (tests change it after New)
 	// hier are YARN's cgroup hierarchies: Config's, and each
 	// NodeManager's (daemons.go).
-	hier   *cgroups.Hierarchies
-	units  map[string]*unit
-	apps   map[string]string // application id -> framework, as its units told
-	again  []*proc           // to classify once more (seen between fork and exec)
-	scope  scopeState        // scope.go
-	cycle  uint64            // this tick's
-	buf    []byte
-	cmdBuf []byte
+	hier    *cgroups.Hierarchies
+	units   map[string]*unit
+	apps    map[string]string // application id -> framework, as its units told
+	again   []*proc           // to classify once more (seen between fork and exec)
+	scope   scopeState        // scope.go
+	cycle   uint64            // this tick's
+	buf     []byte
+	cmdBuf  []byte
+	lineBuf []byte   // readCmdline's
+	argv    []string // readCmdline's
 
 	debugClassify func(p *proc, why string) // tests
 }
@@ -208,22 +210,48 @@ func (a *attributor) laterN(p *proc, n uint8) {
 }
 
 // readCmdline reads and splits /proc/PID/cmdline once.
+//
+// Every new pid's command line is read: one string is made of it (the
+// command line, NULs as spaces), and its arguments are cut from that string
+// when it needed no escaping (the bytes are the same), in a slice that is
+// the attributor's, valid until the next read.
 func (a *attributor) readCmdline(pid int32) ([]string, string, bool) {
 	b, err := a.fs.ReadPidFile(pid, "cmdline", a.cmdBuf)
 	a.cmdBuf = b
 	if err != nil || len(b) == 0 {
 		return nil, "", false
 	}
-	argv := procfs.SplitCmdline(b, nil)
+	raw := bytes.TrimRight(b, "\x00")
+	line := append(a.lineBuf[:0], raw...)
+	a.lineBuf = line
+	for i, c := range line {
+		if c == 0 {
+			line[i] = ' '
+		}
+	}
+	if len(line) > maxCmdline {
+		line = line[:maxCmdline]
+	}
+	cmdline := wire.SanitizeText(line)
+	argv := a.argv[:0]
+	if len(raw) == len(cmdline) && cmdline == string(line) {
+		start := 0
+		for i, c := range raw {
+			if c == 0 {
+				argv = append(argv, cmdline[start:i])
+				start = i + 1
+			}
+		}
+		argv = append(argv, cmdline[start:])
+	} else {
+		argv = procfs.SplitCmdline(b, argv)
+	}
+	a.argv = argv
 	if len(argv) == 1 && strings.ContainsRune(argv[0], ' ') {
 		// setproctitle-style: argv rewritten as one string.
 		argv = strings.Fields(argv[0])
 	}
-	line := bytes.ReplaceAll(bytes.TrimRight(b, "\x00"), []byte{0}, []byte{' '})
-	if len(line) > maxCmdline {
-		line = line[:maxCmdline]
-	}
-	return argv, wire.SanitizeText(line), true
+	return argv, cmdline, true
 }
 
 func roleOf(l *hadoop.Launch) string {

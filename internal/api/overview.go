@@ -1,0 +1,64 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/taskscope/taskscope/internal/store"
+)
+
+// OverviewAnalyzer is an Analyzer that also makes the overview (GET
+// /api/v1/overview): what is in trouble now and what the window cost, of
+// the jobs visible (nil: all) active within [from, to).
+type OverviewAnalyzer interface {
+	JobOverview(ctx context.Context, from, to int64, visible *store.Visible) (any, error)
+}
+
+// overview answers GET /api/v1/overview?from=&to= (the last 24 hours by
+// default), of the jobs the reader sees.
+func (a *API) overview(w http.ResponseWriter, r *http.Request) {
+	from, to, err := a.window(r, 24*time.Hour)
+	if err == nil && from >= to {
+		err = bad("from must be before to")
+	}
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	oa, ok := a.analyzer.(OverviewAnalyzer)
+	if !ok {
+		fail(w, fmt.Errorf("no overview on this server: %w", store.ErrNotFound))
+		return
+	}
+	var vis *store.Visible
+	if id := reader(r); !id.Operator {
+		vis = &store.Visible{Users: id.Users, Queues: id.Queues}
+	}
+	v, err := oa.JobOverview(r.Context(), from, to, vis)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+// window reads a request's from and to: to defaults to now, from to def
+// before to.
+func (a *API) window(r *http.Request, def time.Duration) (from, to int64, err error) {
+	q := r.URL.Query()
+	if from, err = a.parseTime("from", q.Get("from")); err != nil {
+		return 0, 0, err
+	}
+	if to, err = a.parseTime("to", q.Get("to")); err != nil {
+		return 0, 0, err
+	}
+	if to == 0 {
+		to = a.now().UnixMilli() + 1
+	}
+	if from == 0 {
+		from = to - def.Milliseconds()
+	}
+	return from, to, nil
+}
