@@ -34,6 +34,8 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	reapDelay := fl.Duration("reap-delay", 0, "the simulated NodeManagers and TaskTrackers reap their containers this long after they exited (a busy daemon)")
 	logLevel := fl.String("log-level", "warn", "debug, info, warn or error")
 	chURL := fl.String("clickhouse-url", "", "keep the store in ClickHouse, http://HOST:8123/?database=NAME (default: the embedded store)")
+	var alf alertFlags
+	alf.register(fl)
 	if err := fl.Parse(args); err != nil {
 		return err
 	}
@@ -42,6 +44,10 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	nk, err := simulator.ParseNodeKind(*kind)
+	if err != nil {
+		return err
+	}
+	alerts, err := alf.options(*listen, false)
 	if err != nil {
 		return err
 	}
@@ -64,7 +70,7 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	defer st.Close()
 	warnIfOpen(stderr, log, *listen, false, false)
-	srv, err := server.Start(server.Config{Listen: *listen, Store: st, Analyzer: analysis.New(st), Log: log})
+	srv, err := server.Start(server.Config{Listen: *listen, Store: st, Analyzer: analysis.New(st), Log: log, Alerts: alerts})
 	if err != nil {
 		return err
 	}
