@@ -1,6 +1,7 @@
 package server
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/taskscope/taskscope/internal/alert"
@@ -24,7 +25,8 @@ func TestAlertJob(t *testing.T) {
 				Message: "map JVMs spent 23% of their time in GC. More.", Recommendation: "Give the heap more room.", Parameter: "mapreduce.map.java.opts", Value: "-Xmx1g"},
 			{Heuristic: "straggler", Severity: analysis.Moderate, AttemptIDs: []string{"a1", "a3"}, Message: "slow"},
 			{Heuristic: "cpu_efficiency", Severity: analysis.None, Message: "fine"},
-			{Heuristic: "lost_processes", Severity: analysis.Severe, Cause: "lost_jvm", AttemptIDs: []string{"a3"}},
+			{Heuristic: "lost_processes", Severity: analysis.Severe, Cause: "lost_jvm", AttemptIDs: []string{"a3"},
+				Message: "2 task processes lost. For instance: still running: python3 -c 'token=hunter2'"},
 			{Heuristic: "lost_processes", Severity: analysis.Moderate, Cause: "orphan"},
 		}}
 	events := []store.Event{
@@ -59,6 +61,11 @@ func TestAlertJob(t *testing.T) {
 	}
 	if d := got.Findings[0].Description; d != "map JVMs spent 23% of their time in GC. More.\nGive the heap more room. (mapreduce.map.java.opts=-Xmx1g)" {
 		t.Errorf("description %q", d)
+	}
+	for _, f := range got.Findings {
+		if strings.Contains(f.Summary+f.Description, "python3") {
+			t.Errorf("a command line from an event's message in alert %+v", f)
+		}
 	}
 	if s := got.Findings[2].Summary; s != "2 task processes of job_1 (nightly) on h2 lost by their TaskTracker (Child JVMs beyond the slots, or that never got their task) (pids 10 11)" {
 		t.Errorf("lost summary %q", s)
