@@ -26,8 +26,11 @@ ui: $(WEB_STAMP)
 $(WEB_STAMP): $(wildcard web/package.json web/package-lock.json)
 	@if [ -f web/package.json ]; then cd web && npm ci --no-audit --no-fund && touch node_modules/.stamp; fi
 
+# DEMO_FLAGS: more flags of `taskscope demo`, e.g. --secure (NodeManagers on
+# HTTPS with Kerberos, a KDC on loopback: needs krb5-kdc, as make test-deps installs).
+DEMO_FLAGS ?=
 demo: build
-	./bin/taskscope demo
+	./bin/taskscope demo $(DEMO_FLAGS)
 
 # The demo with its data in a local ClickHouse (Debian's clickhouse-server,
 # started by scripts/clickhouse-local.sh if none answers on port 8123; as

@@ -4,7 +4,9 @@
 # 3.8 (the ClickHouse store's tests, which start their own servers on
 # loopback: the packages start no service here, there is no systemd), and
 # prometheus-alertmanager 0.25 (the alert tests start their own on
-# loopback).
+# loopback), and MIT Kerberos's KDC and kadmin.local (the NodeManager
+# client's SPNEGO tests start a KDC of their own realm on loopback, with
+# their own krb5.conf and kdc.conf: no system-wide configuration is used).
 # Idempotent; needs root for apt-get.
 set -euo pipefail
 need=()
@@ -14,6 +16,8 @@ command -v chromium >/dev/null 2>&1 || need+=(chromium)
 [ -x /usr/sbin/clickhouse-server ] || need+=(clickhouse-server)
 [ -f /usr/share/java/zookeeper.jar ] || need+=(zookeeper)
 [ -x /usr/bin/prometheus-alertmanager ] || need+=(prometheus-alertmanager)
+[ -x /usr/sbin/krb5kdc ] || need+=(krb5-kdc)
+[ -x /usr/sbin/kadmin.local ] || need+=(krb5-admin-server)
 if [ ${#need[@]} -gt 0 ]; then
 	if [ "$(id -u)" != 0 ]; then
 		echo "test-deps: need ${need[*]} (run as root, or install them)" >&2
@@ -23,4 +27,4 @@ if [ ${#need[@]} -gt 0 ]; then
 	apt-get update -qq
 	apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
-echo "test-deps: ok ($(chromium --version 2>/dev/null || echo 'no chromium'); clickhouse-server $(dpkg-query -W -f '${Version}' clickhouse-server); zookeeper $(dpkg-query -W -f '${Version}' zookeeper); prometheus-alertmanager $(dpkg-query -W -f '${Version}' prometheus-alertmanager))"
+echo "test-deps: ok ($(chromium --version 2>/dev/null || echo 'no chromium'); clickhouse-server $(dpkg-query -W -f '${Version}' clickhouse-server); zookeeper $(dpkg-query -W -f '${Version}' zookeeper); prometheus-alertmanager $(dpkg-query -W -f '${Version}' prometheus-alertmanager); krb5-kdc $(dpkg-query -W -f '${Version}' krb5-kdc))"

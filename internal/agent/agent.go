@@ -22,6 +22,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 
 	"github.com/taskscope/taskscope/internal/collect"
+	"github.com/taskscope/taskscope/internal/nodemanager"
 	"github.com/taskscope/taskscope/internal/procfs"
 	"github.com/taskscope/taskscope/internal/reaper"
 	"github.com/taskscope/taskscope/internal/redact"
@@ -58,7 +59,11 @@ type Config struct {
 	// their timing and the NodeManager's URL here), and the reaper
 	// (--reap-orphans AFTER, off when 0; --reap-dry-run). ReapAllow, when
 	// set, limits the reaper to the processes it accepts.
-	Lost       tracker.LostConfig
+	Lost tracker.LostConfig
+	// NM is how NodeManagers are reached: HTTPS roots, SPNEGO with the
+	// agent's keytab (--nm-ca-file, --nm-keytab, --nm-principal,
+	// --krb5-conf). Its Log defaults to Log.
+	NM         nodemanager.ClientConfig
 	ReapAfter  time.Duration
 	ReapDryRun bool
 	ReapGrace  time.Duration
@@ -134,6 +139,12 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	var tr *tracker.Tracker
 	tcfg.Lost = cfg.Lost
 	tcfg.Lost.Enabled = true
+	nm, err := newNMClient(cfg.NM, cfg.Log)
+	if err != nil {
+		return Result{}, err
+	}
+	defer nm.Close()
+	tcfg.Lost.NMClient = nm
 	if tcfg.Lost.Context == nil {
 		tcfg.Lost.Context = ctx // the NodeManager pollers stop with the agent
 	}
@@ -142,7 +153,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			Protect: func(pid int32) bool { return tr.IsDaemon(pid) }, Allow: cfg.ReapAllow})
 		cfg.Log.Info("reaping lost task processes", "after", cfg.ReapAfter, "dry_run", cfg.ReapDryRun)
 	}
-	tr, err := tracker.New(tcfg)
+	tr, err = tracker.New(tcfg)
 	if err != nil {
 		return Result{}, err
 	}
@@ -161,11 +172,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	// said to be lost.
 	defer func() { stopShip(); shipWG.Wait(); sh.Close() }()
 
-	a := &loop{cfg: cfg, tr: tr, sh: sh, b: newBuilder(tr.ProcessMetrics(), tr.AttemptMetrics()), tickSet: metrics.NewSet()}
+	a := &loop{cfg: cfg, tr: tr, sh: sh, nm: nm, b: newBuilder(tr.ProcessMetrics(), tr.AttemptMetrics()), tickSet: metrics.NewSet()}
 	a.tickDur = a.tickSet.NewPrometheusHistogramExt(tickSecondsName, []float64{.0002, .0005, .001, .002, .005, .01, .02, .05, .1, .5})
-	if l, ok := tcfg.Exits.(*taskstats.Listener); ok {
-		a.exits = l
-	}
 	metricsAddr := ""
 	if cfg.Listen != "" {
 		ln, err := net.Listen("tcp", cfg.Listen)
@@ -224,7 +232,7 @@ type loop struct {
 	overruns uint64
 	tickSet  *metrics.Set // holds tickDur alone
 	tickDur  *metrics.PrometheusHistogram
-	exits    *taskstats.Listener // nil without exit records
+	nm       *nodemanager.Client
 }
 
 func (a *loop) run(ctx context.Context) error {
@@ -347,12 +355,9 @@ var agentMetrics = []agentMetric{
 	{"taskscope_agent_listings_reused_total", "Ticks whose /proc listing was the last one again (no task created or reaped since, by /proc/loadavg).", func(_ *loop, t *tracker.Stats, _ *ship.Stats) uint64 { return t.ListingsReused }},
 	{"taskscope_agent_exit_records_total", "Taskstats exit records received.", func(_ *loop, t *tracker.Stats, _ *ship.Stats) uint64 { return t.ExitRecords }},
 	{"taskscope_agent_exit_records_unclaimed_total", "Exit records of processes that were no task's, or whose ancestry was lost.", func(_ *loop, t *tracker.Stats, _ *ship.Stats) uint64 { return t.Unclaimed }},
-	{"taskscope_agent_exit_records_lost_total", "Times the kernel's exit records overflowed the agent's socket (records lost).", func(a *loop, _ *tracker.Stats, _ *ship.Stats) uint64 {
-		if a.exits == nil {
-			return 0
-		}
-		return a.exits.Lost()
-	}},
+	{"taskscope_agent_exit_records_lost_total", "Times the kernel's exit records overflowed the agent's socket (records lost).", func(_ *loop, t *tracker.Stats, _ *ship.Stats) uint64 { return t.ExitOverflows }},
+	{"taskscope_agent_exit_records_dropped_total", "Exit records the kernel dropped because the agent's socket was full.", func(_ *loop, t *tracker.Stats, _ *ship.Stats) uint64 { return t.ExitRecordsDropped }},
+	{"taskscope_agent_exits_without_record_total", "Task processes that exited without their exit record (dropped): their CPU after their last sample was estimated.", func(_ *loop, t *tracker.Stats, _ *ship.Stats) uint64 { return t.ExitsWithoutRecord }},
 	{"taskscope_agent_nodemanager_poll_errors_total", "Polls of the node's NodeManager REST API that failed.", func(_ *loop, t *tracker.Stats, _ *ship.Stats) uint64 { return t.NMPollErrors }},
 	{"taskscope_agent_processes_exited_total", "Task processes that exited.", func(_ *loop, t *tracker.Stats, _ *ship.Stats) uint64 { return t.Exited }},
 	{"taskscope_agent_queue_batches", "Batches waiting for the server (memory and spool).", func(_ *loop, _ *tracker.Stats, s *ship.Stats) uint64 { return uint64(s.QueuedBatches) }},
@@ -409,6 +414,7 @@ func (a *loop) writeMetrics(w io.Writer) {
 	for i, src := range srcs {
 		metrics.WriteCounterUint64(w, fmt.Sprintf("%s{source=%q}", readErrorsName, src), errs[i])
 	}
+	writeNMMetrics(w, a.nm)
 }
 
 // ErrNoServer is returned by the command line when no --server is given.

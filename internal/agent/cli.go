@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/taskscope/taskscope/internal/nodemanager"
 	"github.com/taskscope/taskscope/internal/redact"
 	"github.com/taskscope/taskscope/internal/tracker"
 )
@@ -88,6 +89,7 @@ func runCmd(ctx context.Context, args []string, stderr io.Writer) error {
 		"lost Child JVMs, outlived their job) for at least this long: SIGTERM to the process group, SIGKILL after a grace period (0: never)")
 	reapDry := fl.Bool("reap-dry-run", false, "with --reap-orphans: log and report what would be signalled, signal nothing")
 	pattern := redactFlag(fl)
+	nm := addNMFlags(fl)
 	if err := fl.Parse(args); err != nil {
 		return err
 	}
@@ -109,6 +111,13 @@ func runCmd(ctx context.Context, args []string, stderr io.Writer) error {
 		ReapAfter: *reapAfter, ReapDryRun: *reapDry, Redact: masker,
 		Scope: tracker.Scope{DaemonPID: int32(*daemonPID), DaemonPIDFile: *daemonPIDFile},
 		Log:   slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl})),
+		NM:    nm.config(),
+		Lost:  tracker.LostConfig{NMURL: *nm.url},
+	}
+	if *nm.url != "" {
+		if _, err := nodemanager.EndpointOf(*nm.url); err != nil {
+			return fmt.Errorf("--nm-url: %w", err)
+		}
 	}
 	if *tokenFile != "" {
 		b, err := os.ReadFile(*tokenFile)
@@ -148,6 +157,7 @@ func snapshotCmd(args []string, stdout, stderr io.Writer) error {
 	daemonPID := fl.Int("daemon-pid", 0, "only the tasks of this NodeManager or TaskTracker")
 	daemonPIDFile := fl.String("daemon-pidfile", "", "as --daemon-pid, from the daemon's pid file")
 	pattern := redactFlag(fl)
+	nm := addNMFlags(fl)
 	if err := fl.Parse(args); err != nil {
 		return err
 	}
@@ -155,7 +165,13 @@ func snapshotCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("--redact-pattern: %w", err)
 	}
-	s, err := TakeSnapshot(*procRoot, *host, tracker.Scope{DaemonPID: int32(*daemonPID), DaemonPIDFile: *daemonPIDFile}, *interval, masker)
+	if *nm.url != "" {
+		if _, err := nodemanager.EndpointOf(*nm.url); err != nil {
+			return fmt.Errorf("--nm-url: %w", err)
+		}
+	}
+	s, err := TakeSnapshot(SnapshotConfig{ProcFS: *procRoot, Host: *host, Scope: tracker.Scope{DaemonPID: int32(*daemonPID), DaemonPIDFile: *daemonPIDFile},
+		Interval: *interval, Redact: masker, NM: nm.config(), NMURL: *nm.url})
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/taskscope/taskscope/internal/collect"
+	"github.com/taskscope/taskscope/internal/nodemanager"
 	"github.com/taskscope/taskscope/internal/procfs"
 	"github.com/taskscope/taskscope/internal/redact"
 	"github.com/taskscope/taskscope/internal/tracker"
@@ -21,6 +22,10 @@ type Snapshot struct {
 	Time    string            `json:"time"`
 	Jobs    []SnapshotJob     `json:"jobs"`
 	Orphans []SnapshotProcess `json:"orphans"`
+	// NodeManagers are the node's NodeManagers and how they answered the
+	// agent; Kerberos the agent's credentials (with --nm-keytab).
+	NodeManagers []nodemanager.EndpointStatus `json:"nodemanagers"`
+	Kerberos     *nodemanager.KerberosStatus  `json:"kerberos,omitempty"`
 }
 
 // SnapshotJob is one job.
@@ -64,18 +69,41 @@ type SnapshotProcess struct {
 	User       string   `json:"user,omitempty"`
 }
 
-// TakeSnapshot samples twice, interval apart, and returns what it saw (of
-// scope's daemon only, when it names one), with the values of secrets
-// masked by m (nil: redact.Default()).
-func TakeSnapshot(procRoot, host string, scope tracker.Scope, interval time.Duration, m *redact.Masker) (*Snapshot, error) {
+// SnapshotConfig is what `taskscope-agent snapshot` looks at.
+type SnapshotConfig struct {
+	ProcFS string
+	Host   string // default: the hostname
+	// Scope limits it to one daemon's tasks.
+	Scope tracker.Scope
+	// Interval is the time between the two samples (0: one sample).
+	Interval time.Duration
+	// Redact masks secrets (nil: redact.Default()).
+	Redact *redact.Masker
+	// NM is how NodeManagers are reached; NMURL names one (default: the
+	// one found on the node, at the address of its conf dir).
+	NM    nodemanager.ClientConfig
+	NMURL string
+}
+
+// TakeSnapshot samples twice, Interval apart, and returns what it saw (of
+// the scope's daemon only, when it names one), with the values of secrets
+// masked, and how the node's NodeManagers answered a poll.
+func TakeSnapshot(cfg SnapshotConfig) (*Snapshot, error) {
+	m, host := cfg.Redact, cfg.Host
 	if m == nil {
 		m = redact.Default()
 	}
-	fs := procfs.NewFS(procRoot)
+	fs := procfs.NewFS(cfg.ProcFS)
 	if host == "" {
 		host, _ = os.Hostname()
 	}
-	tr, err := tracker.New(tracker.Config{FS: &fs, Host: host, Scope: scope, Collect: collect.Config{FS: &fs, PSSEvery: 1, JVM: true}})
+	nmc, err := nodemanager.NewClient(cfg.NM)
+	if err != nil {
+		return nil, err
+	}
+	defer nmc.Close()
+	tr, err := tracker.New(tracker.Config{FS: &fs, Host: host, Scope: cfg.Scope, Collect: collect.Config{FS: &fs, PSSEvery: 1, JVM: true},
+		Lost: tracker.LostConfig{Enabled: true, NMURL: cfg.NMURL, NMPoll: time.Hour, NMClient: nmc}})
 	if err != nil {
 		return nil, err
 	}
@@ -83,14 +111,16 @@ func TakeSnapshot(procRoot, host string, scope tracker.Scope, interval time.Dura
 	if err := tr.Tick(time.Now(), tracker.NopSink{}); err != nil {
 		return nil, err
 	}
-	if interval > 0 {
-		time.Sleep(interval)
+	if cfg.Interval > 0 {
+		time.Sleep(cfg.Interval)
 		if err := tr.Tick(time.Now(), tracker.NopSink{}); err != nil {
 			return nil, err
 		}
 	}
+	nms := waitNMPolls(tr, nmc)
 	now := time.Now()
-	s := &Snapshot{Host: host, Time: now.UTC().Format(time.RFC3339), Jobs: []SnapshotJob{}, Orphans: []SnapshotProcess{}}
+	s := &Snapshot{Host: host, Time: now.UTC().Format(time.RFC3339), Jobs: []SnapshotJob{}, Orphans: []SnapshotProcess{},
+		NodeManagers: nms, Kerberos: nmc.Kerberos()}
 	for _, j := range tr.View() {
 		sj := SnapshotJob{JobID: j.JobID, Framework: j.Framework}
 		for _, a := range j.Attempts {
@@ -110,6 +140,43 @@ func TakeSnapshot(procRoot, host string, scope tracker.Scope, interval time.Dura
 		s.Jobs = append(s.Jobs, sj)
 	}
 	return s, nil
+}
+
+// nmPollWait bounds the wait for the NodeManagers' first polls (a
+// request's timeout, twice: SPNEGO asks again).
+const nmPollWait = 11 * time.Second
+
+// waitNMPolls waits until every NodeManager the tracker found was polled
+// once (their pollers start at the first tick), and returns how each
+// answered.
+func waitNMPolls(tr *tracker.Tracker, c *nodemanager.Client) []nodemanager.EndpointStatus {
+	urls := tr.NodeManagers()
+	deadline := time.Now().Add(nmPollWait)
+	for {
+		st := c.Status()
+		byURL := map[string]nodemanager.EndpointStatus{}
+		for _, s := range st {
+			byURL[s.URL] = s
+		}
+		out := []nodemanager.EndpointStatus{}
+		for _, u := range urls {
+			s, ok := byURL[u]
+			if !ok || (!s.OK && s.Error == "") {
+				break
+			}
+			out = append(out, s)
+		}
+		if len(out) == len(urls) {
+			return out
+		}
+		if time.Now().After(deadline) {
+			for _, u := range urls[len(out):] {
+				out = append(out, nodemanager.EndpointStatus{URL: u, Error: "no answer yet"})
+			}
+			return out
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func snapshotProcess(p tracker.ProcessView) SnapshotProcess {
@@ -164,6 +231,37 @@ func (s *Snapshot) WriteText(w io.Writer) error {
 	}
 	if len(s.Orphans) > 0 {
 		fmt.Fprintf(w, "orphaned task processes: %d\n", len(s.Orphans))
+	}
+	for _, nm := range s.NodeManagers {
+		how := []string{}
+		if nm.Host != "" {
+			how = append(how, nm.Host)
+		}
+		if nm.TLS {
+			how = append(how, "HTTPS")
+		}
+		if nm.Kerberos {
+			how = append(how, "SPNEGO")
+		}
+		desc := nm.URL
+		if len(how) > 0 {
+			desc += " (" + strings.Join(how, ", ") + ")"
+		}
+		if nm.OK {
+			fmt.Fprintf(w, "NodeManager %s: answers, %d containers\n", desc, nm.Containers)
+		} else {
+			fmt.Fprintf(w, "NodeManager %s: FAILING (%s): %s\n", desc, nm.Cause, nm.Error)
+		}
+	}
+	if k := s.Kerberos; k != nil {
+		valid := "no ticket"
+		if !k.ValidUntil.IsZero() {
+			valid = "ticket valid until " + k.ValidUntil.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(w, "Kerberos: %s (keytab %s), %s\n", k.Principal, k.Keytab, valid)
+		if k.RenewError != "" {
+			fmt.Fprintf(w, "  renewal failing: %s\n", k.RenewError)
+		}
 	}
 	return nil
 }

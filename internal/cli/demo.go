@@ -34,6 +34,8 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	reapDelay := fl.Duration("reap-delay", 0, "the simulated NodeManagers and TaskTrackers reap their containers this long after they exited (a busy daemon)")
 	logLevel := fl.String("log-level", "warn", "debug, info, warn or error")
 	chURL := fl.String("clickhouse-url", "", "keep the store in ClickHouse, http://HOST:8123/?database=NAME (default: the embedded store)")
+	secure := fl.Bool("secure", false, "secure the simulated cluster as production ones: NodeManagers on HTTPS only, demanding Kerberos (SPNEGO) "+
+		"from a KDC the demo starts on loopback (Debian's krb5-kdc and krb5-admin-server); the agents log in with a keytab")
 	var alf alertFlags
 	alf.register(fl)
 	if err := fl.Parse(args); err != nil {
@@ -79,8 +81,15 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		defer cancel()
 		srv.Shutdown(sctx)
 	}()
+	var sec *demoSecurity
+	if *secure {
+		if sec, err = startDemoSecurity(ctx, filepath.Join(tmp, "kdc")); err != nil {
+			return err
+		}
+		defer sec.kdc.Stop()
+	}
 	cluster, err := simulator.Start(ctx, simulator.Options{Dir: filepath.Join(tmp, "sim"), Nodes: *nodes, Kind: nk,
-		Scale: *scale, Cgroups: *cgroups, ReapDelay: *reapDelay, Log: log})
+		Scale: *scale, Cgroups: *cgroups, ReapDelay: *reapDelay, Log: log, Security: sec.simulator()})
 	if err != nil {
 		return fmt.Errorf("cannot start the simulated cluster: %w", err)
 	}
@@ -99,7 +108,7 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			defer wg.Done()
 			_, err := agent.Run(agentCtx, agent.Config{Servers: []string{srv.URL()}, Interval: *interval,
 				MaxTicks: -1, PSSEvery: 5, Log: log.With("node", n.Name), Host: n.Name,
-				Scope: tracker.Scope{DaemonPIDFile: n.PIDFile}})
+				Scope: tracker.Scope{DaemonPIDFile: n.PIDFile}, NM: sec.agent()})
 			if err != nil {
 				agentMu.Lock()
 				agentErrs = append(agentErrs, fmt.Errorf("agent of %s: %w", n.Name, err))
@@ -120,6 +129,10 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		url = "http://localhost:" + p
 	}
 	fmt.Fprintf(stdout, "taskscope demo: %d simulated %s nodes, an agent on each sampling every %s\n", *nodes, nk, *interval)
+	if sec != nil {
+		fmt.Fprintf(stdout, "secured: NodeManagers on HTTPS with SPNEGO (HTTP/%s@%s); a KDC on %s; the agents log in as taskscope/_HOST\n",
+			sec.host, sec.kdc.Realm, sec.kdc.Addr)
+	}
 	fmt.Fprintf(stdout, "UI on %s  (Ctrl-C stops everything)\n", url)
 	select {
 	case <-ctx.Done():

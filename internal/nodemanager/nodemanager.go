@@ -15,64 +15,24 @@
 // ResourceManager acknowledges it), and the exit-code file the launch
 // script writes (ExitCodeFile). Polls run in their own goroutine (Watcher),
 // never in the sampling loop.
+//
+// On a secure cluster the NodeManager serves HTTPS only
+// (yarn.http.policy=HTTPS_ONLY, at yarn.nodemanager.webapp.https.address)
+// and demands Kerberos (SPNEGO): ReadEndpoint reads where and how from its
+// conf dir, and Client speaks both (client.go, kerberos.go).
 package nodemanager
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/taskscope/taskscope/internal/hadoop"
 )
-
-// DefaultWebAddress is yarn.nodemanager.webapp.address's default.
-const DefaultWebAddress = "0.0.0.0:8042"
-
-// WebAddress reads yarn.nodemanager.webapp.address from yarn-site.xml in
-// confDir (the default when it is not set). A wildcard host means the
-// NodeManager listens on every address: the agent, on the same node, asks
-// the loopback one.
-func WebAddress(confDir string) (string, error) {
-	f, err := os.Open(filepath.Join(confDir, "yarn-site.xml"))
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	conf, err := hadoop.ParseConf(io.LimitReader(f, 4<<20))
-	if err != nil {
-		return "", fmt.Errorf("%s: %w", filepath.Join(confDir, "yarn-site.xml"), err)
-	}
-	addr := conf.First("yarn.nodemanager.webapp.address")
-	if addr == "" {
-		addr = DefaultWebAddress
-	}
-	// ${yarn.nodemanager.hostname}:8042 and the like.
-	if strings.Contains(addr, "${") {
-		if h := conf.First("yarn.nodemanager.hostname"); h != "" && !strings.Contains(h, "${") {
-			addr = strings.ReplaceAll(addr, "${yarn.nodemanager.hostname}", h)
-		}
-		if strings.Contains(addr, "${") {
-			addr = "0.0.0.0:" + addr[strings.LastIndexByte(addr, ':')+1:]
-		}
-	}
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return "", fmt.Errorf("yarn.nodemanager.webapp.address %q: %w", addr, err)
-	}
-	if host == "" || host == "0.0.0.0" || host == "::" {
-		host = "127.0.0.1"
-	}
-	return net.JoinHostPort(host, port), nil
-}
 
 // Container is one container as the NodeManager lists it.
 type Container struct {
@@ -112,64 +72,6 @@ type App struct {
 	ContainerIDs []string `json:"containerids"`
 }
 
-// maxBody bounds an answer (a NodeManager with thousands of containers
-// answers a few MB).
-const maxBody = 32 << 20
-
-func get(ctx context.Context, c *http.Client, url string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := c.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-		return fmt.Errorf("%s: %s", url, resp.Status)
-	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, maxBody)).Decode(v); err != nil {
-		return fmt.Errorf("%s: cannot parse the answer: %w", url, err)
-	}
-	return nil
-}
-
-// Containers lists the containers of the NodeManager at base
-// ("http://host:port").
-func Containers(ctx context.Context, c *http.Client, base string) ([]Container, error) {
-	var body struct {
-		Containers *struct {
-			Container []Container `json:"container"`
-		} `json:"containers"`
-	}
-	if err := get(ctx, c, strings.TrimRight(base, "/")+"/ws/v1/node/containers", &body); err != nil {
-		return nil, err
-	}
-	if body.Containers == nil {
-		return []Container{}, nil
-	}
-	return body.Containers.Container, nil
-}
-
-// Apps lists the applications of the NodeManager at base.
-func Apps(ctx context.Context, c *http.Client, base string) ([]App, error) {
-	var body struct {
-		Apps *struct {
-			App []App `json:"app"`
-		} `json:"apps"`
-	}
-	if err := get(ctx, c, strings.TrimRight(base, "/")+"/ws/v1/node/apps", &body); err != nil {
-		return nil, err
-	}
-	if body.Apps == nil {
-		return []App{}, nil
-	}
-	return body.Apps.App, nil
-}
-
 // Listing is what one poll of a NodeManager found.
 type Listing struct {
 	URL        string
@@ -189,10 +91,10 @@ type Listing struct {
 // for concurrent use.
 type Watcher struct {
 	every  time.Duration
-	client *http.Client
+	client *Client
 
 	mu     sync.Mutex
-	url    string
+	ep     Endpoint
 	last   *Listing
 	prev   *Listing
 	polls  uint64
@@ -203,26 +105,32 @@ type Watcher struct {
 }
 
 // NewWatcher returns a stopped watcher that polls every interval (10 s
-// when 0) once Start is called.
-func NewWatcher(every time.Duration, client *http.Client) *Watcher {
+// when 0) with client (nil: a plain one) once Start is called.
+func NewWatcher(every time.Duration, client *Client) *Watcher {
 	if every <= 0 {
 		every = 10 * time.Second
 	}
 	if client == nil {
-		client = &http.Client{Timeout: 5 * time.Second}
+		client, _ = NewClient(ClientConfig{})
 	}
 	return &Watcher{every: every, client: client, wake: make(chan struct{}, 1)}
 }
 
-// SetURL points the watcher at a NodeManager ("http://host:port"); a new
-// URL forgets what the old one said and polls at once.
-func (w *Watcher) SetURL(url string) {
+// SetURL points the watcher at the NodeManager at url ("http://host:port").
+func (w *Watcher) SetURL(url string) { w.SetEndpoint(Endpoint{URL: url}) }
+
+// SetEndpoint points the watcher at a NodeManager; a new one forgets what
+// the old one said and polls at once.
+func (w *Watcher) SetEndpoint(ep Endpoint) {
 	w.mu.Lock()
-	if url == w.url {
+	if ep == w.ep {
 		w.mu.Unlock()
 		return
 	}
-	w.url, w.last, w.prev = url, nil, nil
+	if w.ep.URL != "" && w.ep.URL != ep.URL {
+		w.client.Forget(w.ep.URL)
+	}
+	w.ep, w.last, w.prev = ep, nil, nil
 	w.mu.Unlock()
 	select {
 	case w.wake <- struct{}{}:
@@ -234,7 +142,7 @@ func (w *Watcher) SetURL(url string) {
 func (w *Watcher) URL() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.url
+	return w.ep.URL
 }
 
 // Latest returns the last two successful listings (the newest first); nil
@@ -281,28 +189,32 @@ func (w *Watcher) StartContext(ctx context.Context) {
 // nil before Start.
 func (w *Watcher) Done() <-chan struct{} { return w.done }
 
-// Stop stops polling.
+// Stop stops polling; the client forgets the NodeManager.
 func (w *Watcher) Stop() {
 	if w.cancel != nil {
 		w.cancel()
 		<-w.done
 		w.cancel = nil
 	}
+	w.client.Forget(w.URL())
 }
 
 // PollOnce polls now (Start does it in the background).
 func (w *Watcher) PollOnce(ctx context.Context) {
-	url := w.URL()
-	if url == "" {
+	w.mu.Lock()
+	ep := w.ep
+	w.mu.Unlock()
+	if ep.URL == "" {
 		return
 	}
-	l := &Listing{URL: url, At: time.Now()}
-	cs, err := Containers(ctx, w.client, url)
+	l := &Listing{URL: ep.URL, At: time.Now()}
+	cs, err := w.client.Containers(ctx, ep)
 	if err != nil {
 		if ctx.Err() == nil {
 			w.countErr()
+			w.client.note(ep, err, 0)
 		}
-		return // unreachable now: keep what it said before, and judge nothing new
+		return // unreadable now: keep what it said before, and judge nothing new
 	}
 	l.Containers = make(map[string]string, len(cs))
 	for _, c := range cs {
@@ -324,7 +236,8 @@ func (w *Watcher) PollOnce(ctx context.Context) {
 			l.Exits[c.ID] = Exit{Code: *c.ExitCode, Diagnostics: d, State: c.State}
 		}
 	}
-	if apps, err := Apps(ctx, w.client, url); err == nil {
+	apps, err := w.client.Apps(ctx, ep)
+	if err == nil {
 		l.Apps = make(map[string]string, len(apps))
 		for _, a := range apps {
 			l.Apps[a.ID] = a.State
@@ -332,9 +245,12 @@ func (w *Watcher) PollOnce(ctx context.Context) {
 	} else if ctx.Err() == nil {
 		w.countErr()
 	}
+	if ctx.Err() == nil {
+		w.client.note(ep, err, len(cs))
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.url != url {
+	if w.ep != ep {
 		return
 	}
 	w.polls++

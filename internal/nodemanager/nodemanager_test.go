@@ -24,28 +24,6 @@ func prop(k, v string) string {
 	return "<property><name>" + k + "</name><value>" + v + "</value></property>"
 }
 
-func TestWebAddress(t *testing.T) {
-	cases := []struct{ props, want string }{
-		{"", "127.0.0.1:8042"},
-		{prop("yarn.nodemanager.webapp.address", "127.0.0.1:41234"), "127.0.0.1:41234"},
-		{prop("yarn.nodemanager.webapp.address", "0.0.0.0:9999"), "127.0.0.1:9999"},
-		{prop("yarn.nodemanager.hostname", "node7") + prop("yarn.nodemanager.webapp.address", "${yarn.nodemanager.hostname}:8042"), "node7:8042"},
-		{prop("yarn.nodemanager.webapp.address", "${some.other}:8043"), "127.0.0.1:8043"},
-	}
-	for _, tc := range cases {
-		got, err := WebAddress(writeSite(t, tc.props))
-		if err != nil || got != tc.want {
-			t.Errorf("%s: %q %v, want %q", tc.props, got, err, tc.want)
-		}
-	}
-	if _, err := WebAddress(t.TempDir()); err == nil {
-		t.Error("no yarn-site.xml: no error")
-	}
-	if _, err := WebAddress(writeSite(t, prop("yarn.nodemanager.webapp.address", "nonsense"))); err == nil {
-		t.Error("bad address: no error")
-	}
-}
-
 // nm serves the documented answers of NMWebServices.
 func nm(t *testing.T, containers, apps *atomic.Value) *httptest.Server {
 	mux := http.NewServeMux()
@@ -71,24 +49,26 @@ func TestContainersAndApps(t *testing.T) {
 		"containerids":["container_e01_1700000000000_0001_01_000002"]}]}}`)
 	s := nm(t, &cs, &as)
 	ctx := context.Background()
-	got, err := Containers(ctx, s.Client(), s.URL)
+	c, _ := NewClient(ClientConfig{})
+	ep := Endpoint{URL: s.URL}
+	got, err := c.Containers(ctx, ep)
 	if err != nil || len(got) != 2 || got[0].State != "RUNNING" || got[1].ID != "container_e01_1700000000000_0001_01_000003" ||
 		got[0].TotalMemoryNeededMB != 1024 || got[1].TotalMemoryNeededMB != 0 {
 		t.Fatalf("%+v %v", got, err)
 	}
-	apps, err := Apps(ctx, s.Client(), s.URL)
+	apps, err := c.Apps(ctx, ep)
 	if err != nil || len(apps) != 1 || len(apps[0].ContainerIDs) != 1 {
 		t.Fatalf("%+v %v", apps, err)
 	}
 	// Empty lists, as the NodeManager writes them.
 	for _, empty := range []string{`{"containers":{}}`, `{"containers":null}`} {
 		cs.Store(empty)
-		if got, err := Containers(ctx, s.Client(), s.URL); err != nil || len(got) != 0 {
+		if got, err := c.Containers(ctx, ep); err != nil || len(got) != 0 {
 			t.Errorf("%s: %+v %v", empty, got, err)
 		}
 	}
 	cs.Store(`<html>`)
-	if _, err := Containers(ctx, s.Client(), s.URL); err == nil || !strings.Contains(err.Error(), "parse") {
+	if _, err := c.Containers(ctx, ep); err == nil || !strings.Contains(err.Error(), "parse") {
 		t.Errorf("bad answer: %v", err)
 	}
 }
@@ -98,7 +78,7 @@ func TestWatcher(t *testing.T) {
 	cs.Store(`{"containers":{"container":[{"id":"c1","state":"RUNNING","totalMemoryNeededMB":3072},{"id":"c2","state":"NEW"}]}}`)
 	as.Store(`{"apps":{}}`)
 	s := nm(t, &cs, &as)
-	w := NewWatcher(20*time.Millisecond, s.Client())
+	w := NewWatcher(20*time.Millisecond, nil)
 	if l, _ := w.Latest(); l != nil {
 		t.Fatal("a listing before any poll")
 	}

@@ -4,18 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -27,6 +20,7 @@ import (
 	"time"
 
 	"github.com/taskscope/taskscope/internal/loadgen"
+	"github.com/taskscope/taskscope/internal/minica"
 	"github.com/taskscope/taskscope/internal/ship"
 	"github.com/taskscope/taskscope/internal/store"
 	"github.com/taskscope/taskscope/internal/store/duckdb"
@@ -529,30 +523,18 @@ func TestStoreFailure(t *testing.T) {
 // selfSigned writes a CA and a server certificate for 127.0.0.1 signed by it.
 func selfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x509.CertPool) {
 	t.Helper()
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "taskscope test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
+	ca, err := minica.New("taskscope test CA")
 	if err != nil {
 		t.Fatal(err)
 	}
-	caCert, _ := x509.ParseCertificate(caDER)
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, leaf, caCert, &key.PublicKey, caKey)
+	is, err := ca.Issue("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	keyDER, _ := x509.MarshalECPrivateKey(key)
 	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
-	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600)
-	pool = x509.NewCertPool()
-	pool.AddCert(caCert)
-	return certFile, keyFile, pool
+	os.WriteFile(certFile, is.CertPEM, 0o600)
+	os.WriteFile(keyFile, is.KeyPEM, 0o600)
+	return certFile, keyFile, ca.Pool()
 }
 
 // TestTLSAndToken: the server on HTTPS with a token file; the shipper

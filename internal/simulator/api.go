@@ -110,6 +110,10 @@ type Options struct {
 	// this long after it exited, as a busy daemon does: it stays a zombie
 	// meanwhile. Attempts' End is when it exited.
 	ReapDelay time.Duration
+	// Security runs the cluster secured: NodeManagers on HTTPS only,
+	// demanding Kerberos (SPNEGO), as production clusters (secure.go).
+	// Nil: plain HTTP, no authentication.
+	Security *Security
 	// Notify, if set, is called for every job and process event, from the
 	// cluster's goroutines, one call at a time. It must not block for long.
 	Notify func(Event)
@@ -249,7 +253,8 @@ type NodeInfo struct {
 	// <root>/pids/yarn-<user>-nodemanager.pid, hadoop-<user>-tasktracker.pid.
 	PIDFile string
 	// WebAddress is the NodeManager's web address (host:port): GET
-	// http://<WebAddress>/ws/v1/node/containers lists its containers.
+	// http://<WebAddress>/ws/v1/node/containers lists its containers
+	// (https://, with SPNEGO, on a secured cluster).
 	WebAddress string
 	// UmbilicalAddress is the TaskTracker's task report address (host:port).
 	UmbilicalAddress string

@@ -38,6 +38,7 @@ type Cluster struct {
 	log        *slog.Logger
 	epoch      int
 	cgroups    []string
+	security   *clusterSecurity // nil: not secured
 	exe        string
 	realUser   string
 	scale      float64
@@ -163,6 +164,11 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 			return nil, fmt.Errorf("cannot use cgroups: %w", err)
 		}
 	}
+	if o.Security != nil {
+		if c.security, err = prepareSecurity(ctx, o.Security, filepath.Join(c.dir, "security")); err != nil {
+			return nil, fmt.Errorf("cannot secure the cluster: %w", err)
+		}
+	}
 	c.path = taskPath(c.python)
 	c.hadoop3 = filepath.Join(c.dir, "hadoop-3.3.6")
 	c.hadoop1 = filepath.Join(c.dir, "hadoop-1.2.1")
@@ -276,6 +282,10 @@ func (c *Cluster) startNode(i int, kind NodeKind) (*node, error) {
 			{"yarn.nodemanager.linux-container-executor.cgroups.mount-path", "/sys/fs/cgroup"},
 			{"yarn.resourcemanager.hostname", "127.0.0.1"},
 		}
+		if c.security != nil {
+			cfg.Secure = &c.security.nm
+			cfg.SiteConf = append(cfg.SiteConf, c.security.yarn...)
+		}
 		cp := strings.Join([]string{
 			cfg.ConfDir, cfg.ConfDir, filepath.Join(c.hadoop3, "share/hadoop/common/lib/*"), filepath.Join(c.hadoop3, "share/hadoop/common/*"),
 			filepath.Join(c.hadoop3, "share/hadoop/hdfs"), filepath.Join(c.hadoop3, "share/hadoop/hdfs/lib/*"), filepath.Join(c.hadoop3, "share/hadoop/hdfs/*"),
@@ -325,6 +335,13 @@ func (c *Cluster) startNode(i int, kind NodeKind) (*node, error) {
 		}
 	}
 	core := confList{{"fs.defaultFS", "hdfs://127.0.0.1:8020"}, {"hadoop.tmp.dir", filepath.Join(root, "tmp")}}
+	if c.security != nil {
+		core = append(core, c.security.coreConf()...)
+		ssl := xmlConf(c.security.sslClientConf(), "ssl-client.xml")
+		if err := writeFileAtomic(filepath.Join(cfg.ConfDir, "ssl-client.xml"), ssl, 0o644); err != nil {
+			return nil, err
+		}
+	}
 	if err := writeFileAtomic(filepath.Join(cfg.ConfDir, "core-site.xml"), xmlConf(core, "core-site.xml"), 0o644); err != nil {
 		return nil, err
 	}

@@ -86,7 +86,7 @@ func (nm *nodeManager) info(ct *nmContainer) nmContainerInfo {
 	return nmContainerInfo{
 		ID: r.ContainerID, State: state, ExitCode: code, Diagnostics: ct.diag, User: r.User,
 		TotalMemoryNeededMB: int64(r.MemoryMB), TotalVCoresNeeded: int64(max(r.VCores, 1)),
-		ContainerLogsLink: "http://" + nm.webAddr + "/node/containerlogs/" + r.ContainerID + "/" + r.User,
+		ContainerLogsLink: nm.scheme + "://" + nm.webAddr + "/node/containerlogs/" + r.ContainerID + "/" + r.User,
 		NodeID:            nm.host + ":" + strconv.Itoa(nm.nmPort),
 		ContainerLogFiles: []string{"prelaunch.out", "prelaunch.err", "stdout", "stderr", "syslog"},
 		ExecutionType:     "GUARANTEED",

@@ -52,6 +52,7 @@ type nodeManager struct {
 	nmPort   int
 	httpPort int
 	webAddr  string
+	scheme   string // http, or https when secured
 	host     string
 
 	mu         sync.Mutex
@@ -115,13 +116,27 @@ func runNodeManager(cfg *daemonConfig, c *conn, log *slog.Logger) error {
 	nm.httpPort = web.Addr().(*net.TCPAddr).Port
 	nm.webAddr = web.Addr().String()
 	srv := nm.webServer()
-	go srv.Serve(web)
-	defer srv.Close()
-
 	site := confList(cfg.SiteConf).clone()
 	site.set("yarn.nodemanager.address", "127.0.0.1:"+strconv.Itoa(nm.nmPort))
-	site.set("yarn.nodemanager.webapp.address", nm.webAddr)
 	site.set("yarn.nodemanager.hostname", cfg.Name)
+	if cfg.Secure != nil {
+		// HTTPS only, SPNEGO: at its https address, on every address as
+		// by default (it listens on loopback alone: the agent dials that).
+		if srv.Handler, err = secureHandler(cfg.Secure, srv.Handler); err != nil {
+			return err
+		}
+		if srv.TLSConfig, err = cfg.Secure.tlsConfig(); err != nil {
+			return err
+		}
+		nm.scheme = "https"
+		site.set("yarn.nodemanager.webapp.https.address", "0.0.0.0:"+strconv.Itoa(nm.httpPort))
+		go srv.ServeTLS(web, "", "")
+	} else {
+		nm.scheme = "http"
+		site.set("yarn.nodemanager.webapp.address", nm.webAddr)
+		go srv.Serve(web)
+	}
+	defer srv.Close()
 	if err := writeFileAtomic(filepath.Join(cfg.ConfDir, "yarn-site.xml"), xmlConf(site, "yarn-site.xml"), 0o644); err != nil {
 		return err
 	}

@@ -70,6 +70,9 @@ type daemonConfig struct {
 	// ReapDelayMs: the daemon reaps what it launched this long after it
 	// exited (Options.ReapDelay).
 	ReapDelayMs int64 `json:"reap_delay_ms,omitempty"`
+	// Secure: the NodeManager serves HTTPS only and demands SPNEGO
+	// (Options.Security).
+	Secure *secureConf `json:"secure,omitempty"`
 }
 
 // readyInfo is what a daemon tells once it listens.

@@ -27,11 +27,12 @@ const (
 // processes a second: 500 wake-ups). Records wait in the socket's buffer
 // until Drain reads them, without waiting, into one reused buffer.
 type Listener struct {
-	fd   int
-	lost uint64
-	buf  []byte
-	fam  uint16
-	rec  Record // scratch: draining allocates nothing per record
+	fd      int
+	lost    uint64
+	dropped uint64 // the socket's drop count when an overflow was last seen
+	buf     []byte
+	fam     uint16
+	rec     Record // scratch: draining allocates nothing per record
 	// Drain receives up to len(msgs) datagrams (a record each) with one
 	// recvmmsg, into slots of buf.
 	msgs []mmsghdr
@@ -99,8 +100,16 @@ func dialFamily() (*genetlink.Conn, genetlink.Family, error) {
 	return c, f, nil
 }
 
+// rcvBuf is the exit-record socket's receive buffer: room for the records
+// of a burst of exits between two ticks (beyond the system's limit as
+// root; else the limit). A record takes about 1.3 KB of it (TestDropped).
+const rcvBuf = 8 << 20
+
 // Listen registers for the exit records of all CPUs.
-func Listen() (*Listener, error) {
+func Listen() (*Listener, error) { return listen(rcvBuf) }
+
+// listen is Listen with a receive buffer of rcvbuf bytes.
+func listen(rcvbuf int) (*Listener, error) {
 	c, f, err := dialFamily()
 	if err != nil {
 		return nil, err
@@ -126,10 +135,8 @@ func Listen() (*Listener, error) {
 		l.Close()
 		return nil, fmt.Errorf("taskstats: bind: %w", err)
 	}
-	// Room for the records of a burst of exits between two ticks (beyond
-	// the system's limit as root; else the limit).
-	if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 8<<20) != nil {
-		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 8<<20)
+	if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, rcvbuf) != nil {
+		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, rcvbuf)
 	}
 	// The probe's reads wait at most this long.
 	tv := unix.Timeval{Usec: 50000}
@@ -250,7 +257,9 @@ func (l *Listener) Drain(fn func(*Record)) error {
 		case unix.EINTR:
 			continue
 		case unix.ENOBUFS:
-			l.lost++
+			if err := l.overflowed(); err != nil {
+				return err
+			}
 			continue
 		default:
 			return fmt.Errorf("taskstats: receive: %w", errno)
@@ -281,7 +290,9 @@ func (l *Listener) read() (n int, ok bool, err error) {
 		case err == unix.EINTR:
 			continue
 		case err == unix.ENOBUFS:
-			l.lost++
+			if err := l.overflowed(); err != nil {
+				return 0, false, err
+			}
 			continue
 		case err != nil:
 			return 0, false, fmt.Errorf("taskstats: receive: %w", err)
@@ -320,8 +331,47 @@ func parseNetlinkInto(b []byte, family uint16, r *Record, fn func(*Record)) erro
 	return nil
 }
 
-// Lost is the number of times the socket overflowed (records lost).
+// Lost is the number of times the socket overflowed (records lost). Not
+// safe to call during Drain.
 func (l *Listener) Lost() uint64 { return l.lost }
+
+// Indexes in the socket's SO_MEMINFO (linux/sock_diag.h SK_MEMINFO_*).
+const (
+	memInfoRmemAlloc = 0
+	memInfoDrops     = 8
+	memInfoVars      = 9
+)
+
+// memInfo reads the socket's SO_MEMINFO.
+func (l *Listener) memInfo() ([memInfoVars]uint32, error) {
+	var mi [memInfoVars]uint32
+	n := uint32(unsafe.Sizeof(mi))
+	_, _, errno := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(l.fd), unix.SOL_SOCKET, unix.SO_MEMINFO,
+		uintptr(unsafe.Pointer(&mi[0])), uintptr(unsafe.Pointer(&n)), 0)
+	if errno != 0 {
+		return mi, fmt.Errorf("taskstats: SO_MEMINFO: %w", errno)
+	}
+	return mi, nil
+}
+
+// overflowed counts an overflow the socket reported (ENOBUFS: the kernel
+// dropped records since the last receive) and reads how many records it
+// has dropped so far.
+func (l *Listener) overflowed() error {
+	l.lost++
+	mi, err := l.memInfo()
+	if err != nil {
+		return err
+	}
+	l.dropped = uint64(mi[memInfoDrops])
+	return nil
+}
+
+// Dropped is the number of exit records the kernel dropped because the
+// socket's buffer was full (its drop count, SO_MEMINFO, read when Drain
+// met an overflow): the exits of processes and threads the agent was not
+// told of. Not safe to call during Drain.
+func (l *Listener) Dropped() uint64 { return l.dropped }
 
 // Close closes the socket (the kernel forgets a listener whose socket is gone).
 func (l *Listener) Close() error { return unix.Close(l.fd) }

@@ -54,8 +54,17 @@ func TestListenerLive(t *testing.T) {
 	if life := time.Duration(rec.EtimeUs) * time.Microsecond; life <= 0 || life > elapsed {
 		t.Errorf("life %v, the child ran within %v", life, elapsed)
 	}
-	if rec.UTimeUs+rec.STimeUs == 0 {
+	if rec.UTimeUs+rec.STimeUs == 0 && rec.RunNs == 0 {
 		t.Errorf("no CPU in %+v", *rec)
+	}
+	// The scheduler's runtime is wait4's CPU (scaled user and system
+	// time), but for the exit's own cost after the record.
+	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	w := ru.Utime.Nano() + ru.Stime.Nano()
+	if rec.RunNs == 0 {
+		t.Logf("the kernel leaves the runtime 0 (wait4 %v)", time.Duration(w))
+	} else if d := w - int64(rec.RunNs); d < -int64(time.Millisecond) || d > int64(5*time.Millisecond) {
+		t.Errorf("runtime %v, wait4 %v", time.Duration(rec.RunNs), time.Duration(w))
 	}
 	if l.Lost() != 0 {
 		t.Logf("%d overflows", l.Lost())
@@ -71,14 +80,7 @@ func TestDrainAll(t *testing.T) {
 	}
 	l := listenOrSkip(t)
 	const n = 300
-	want := map[int32]bool{}
-	for i := 0; i < n; i++ {
-		cmd := exec.Command("/bin/true")
-		if err := cmd.Run(); err != nil {
-			t.Fatal(err)
-		}
-		want[int32(cmd.Process.Pid)] = true
-	}
+	want := runTrue(t, n)
 	if err := l.Drain(func(r *Record) { delete(want, r.PID) }); err != nil {
 		t.Fatal(err)
 	}
@@ -93,6 +95,72 @@ func TestDrainAll(t *testing.T) {
 	if d := time.Since(start); d > 50*time.Millisecond {
 		t.Errorf("an empty Drain took %v", d)
 	}
+}
+
+// TestDropped fills a small socket buffer with the records of short-lived
+// children, not drained meanwhile: the kernel drops what does not fit, and
+// Dropped counts every record it dropped (with those delivered, at least
+// one for each child).
+func TestDropped(t *testing.T) {
+	if testing.Short() {
+		t.Skip("live taskstats in -short mode")
+	}
+	l, err := listen(64 << 10)
+	if err != nil {
+		if os.Geteuid() != 0 {
+			t.Skipf("not root: %v", err)
+		}
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if d := l.Dropped(); d != 0 {
+		t.Fatalf("dropped %d before anything", d)
+	}
+	want := runTrue(t, 20)
+	if mi, err := l.memInfo(); err == nil {
+		t.Logf("%d bytes queued after 20 children (and what else exited meanwhile)", mi[memInfoRmemAlloc])
+	}
+	const n = 300
+	for pid := range runTrue(t, n-20) {
+		want[pid] = true
+	}
+	got := 0
+	if err := l.Drain(func(r *Record) {
+		if want[r.PID] {
+			got++
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	dropped := l.Dropped()
+	mi, err := l.memInfo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if uint64(mi[memInfoDrops]) != dropped {
+		t.Errorf("Dropped says %d, the socket %d", dropped, mi[memInfoDrops])
+	}
+	t.Logf("%d children: %d records delivered, %d dropped (%d overflows seen)", n, got, dropped, l.Lost())
+	if dropped == 0 || l.Lost() == 0 {
+		t.Errorf("nothing dropped in a 64 KiB buffer by %d exits", n)
+	}
+	if got+int(dropped) < n {
+		t.Errorf("%d delivered and %d dropped: fewer than the %d children", got, dropped, n)
+	}
+}
+
+// runTrue runs /bin/true n times, one after the other, and returns their pids.
+func runTrue(t *testing.T, n int) map[int32]bool {
+	t.Helper()
+	pids := map[int32]bool{}
+	for i := 0; i < n; i++ {
+		cmd := exec.Command("/bin/true")
+		if err := cmd.Run(); err != nil {
+			t.Fatal(err)
+		}
+		pids[int32(cmd.Process.Pid)] = true
+	}
+	return pids
 }
 
 // TestListenPIDNamespace runs a child in a new pid namespace (root only):

@@ -22,17 +22,25 @@ type Record struct {
 	EtimeUs    uint64 // the thread's life, start to exit (CLOCK_MONOTONIC), µs
 	UTimeUs    uint64
 	STimeUs    uint64
+	RunNs      uint64 // cpu_run_virtual_total: the thread's scheduler runtime (sum_exec_runtime), ns
 	ReadBytes  uint64
 	WriteBytes uint64
 	ExitCode   int32 // wait status
 	Comm       string
 }
 
-// CPUMs is the record's user + system CPU in milliseconds. The kernel
-// counts it in clock ticks (ac_utime and ac_stime are not scaled to the
-// scheduler's runtime as /proc/PID/stat and wait4 are): under load it can be
-// off by a fifth either way for a process that runs in short bursts.
-func (r *Record) CPUMs() int64 { return int64(r.UTimeUs+r.STimeUs) / 1000 }
+// CPUMs is the record's CPU in milliseconds (rounded): its scheduler
+// runtime (RunNs), the exact time /proc/PID/stat and wait4 scale their user
+// and system times to. Where the kernel leaves that 0 (it fills it with
+// its delay accounting's fields), ac_utime + ac_stime, which count clock
+// ticks: under load they can be off by a fifth either way for a process
+// that runs in short bursts.
+func (r *Record) CPUMs() int64 {
+	if r.RunNs > 0 {
+		return int64((r.RunNs + 500_000) / 1_000_000)
+	}
+	return int64(r.UTimeUs+r.STimeUs) / 1000
+}
 
 // Attribute types of a TASKSTATS_CMD_NEW message (linux/taskstats.h).
 const (
@@ -51,6 +59,7 @@ const (
 	offPID        = 128
 	offPPID       = 132
 	offBtime      = 136
+	offRunVirtual = 72
 	offEtime      = 144
 	offUtime      = 152
 	offStime      = 160
@@ -86,6 +95,7 @@ func ParseStats(b []byte, r *Record) error {
 	r.EtimeUs = u64(offEtime)
 	r.UTimeUs = u64(offUtime)
 	r.STimeUs = u64(offStime)
+	r.RunNs = u64(offRunVirtual)
 	r.ReadBytes = u64(offReadBytes)
 	r.WriteBytes = u64(offWriteBytes)
 	r.PID = int32(u32(offTGID))

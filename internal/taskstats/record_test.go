@@ -33,6 +33,7 @@ func statsStruct(version uint16, size int, r Record) []byte {
 	put64(offEtime, r.EtimeUs)
 	put64(offUtime, r.UTimeUs)
 	put64(offStime, r.STimeUs)
+	put64(offRunVirtual, r.RunNs)
 	put64(offReadBytes, r.ReadBytes)
 	put64(offWriteBytes, r.WriteBytes)
 	put32(offTGID, uint32(r.PID))
@@ -44,7 +45,7 @@ const sizeV14 = 432
 
 func TestParseStats(t *testing.T) {
 	leader := Record{PID: 4243, TID: 4243, PPID: 4242, BtimeSec: 1700000000, EtimeUs: 2_500_000, UTimeUs: 1_234_567, STimeUs: 89_000,
-		ReadBytes: 4096, WriteBytes: 1 << 20, ExitCode: 143 << 8, Comm: "java"}
+		RunNs: 1_210_499_999, ReadBytes: 4096, WriteBytes: 1 << 20, ExitCode: 143 << 8, Comm: "java"}
 	thread := Record{PID: 4243, TID: 4301, PPID: 4242, BtimeSec: 1700000001, UTimeUs: 5, Comm: "GC Thread#0"}
 	full := leader
 	full.Comm = strings.Repeat("c", 32) // no NUL: all 32 bytes
@@ -89,8 +90,18 @@ func TestParseStats(t *testing.T) {
 			}
 		})
 	}
-	if ms := leader.CPUMs(); ms != 1323 {
-		t.Errorf("CPUMs = %d, want 1323", ms)
+	// The scheduler's runtime, rounded to the millisecond; the clock
+	// ticks' user and system time where the kernel leaves it 0.
+	if ms := leader.CPUMs(); ms != 1210 {
+		t.Errorf("CPUMs = %d, want 1210 (the runtime)", ms)
+	}
+	if r := (Record{RunNs: 1_500_000}); r.CPUMs() != 2 {
+		t.Errorf("CPUMs of 1.5 ms = %d, want 2", r.CPUMs())
+	}
+	noRun := leader
+	noRun.RunNs = 0
+	if ms := noRun.CPUMs(); ms != 1323 {
+		t.Errorf("CPUMs without the runtime = %d, want 1323 (utime+stime)", ms)
 	}
 }
 

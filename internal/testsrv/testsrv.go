@@ -1,15 +1,19 @@
 // Package testsrv is for tests that start servers of their own on loopback
-// (taskscope's, ClickHouse, ZooKeeper, VictoriaMetrics): a free address to
+// (taskscope's, ClickHouse, ZooKeeper, VictoriaMetrics, a Kerberos KDC): a free address to
 // give one, a buffer for their output, and the one way tests wait for a
 // condition (polling, never a fixed sleep).
 package testsrv
 
 import (
 	"bytes"
+	"context"
 	"net"
+	"os"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/taskscope/taskscope/internal/minikdc"
 )
 
 // FreeAddr is a loopback address with a port that was free a moment ago.
@@ -76,4 +80,28 @@ func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// StartKDC starts a Kerberos KDC of its own realm on loopback
+// (minikdc; Debian's krb5-kdc and krb5-admin-server, which
+// scripts/test-deps.sh installs) in a temporary directory, stopped when
+// the test ends. Without them the test fails under CI and is skipped
+// elsewhere.
+func StartKDC(tb testing.TB, opt minikdc.Options) *minikdc.KDC {
+	tb.Helper()
+	if err := minikdc.Available(); err != nil {
+		if os.Getenv("CI") != "" {
+			tb.Fatal(err)
+		}
+		tb.Skip(err)
+	}
+	if opt.Dir == "" {
+		opt.Dir = tb.TempDir()
+	}
+	k, err := minikdc.Start(context.Background(), opt)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { k.Stop() })
+	return k
 }

@@ -18,6 +18,14 @@ type ExitSource interface {
 	Close() error
 }
 
+// exitLosses is an ExitSource that counts what it could not deliver
+// (taskstats.Listener): the times its socket overflowed, and the records
+// the kernel dropped then.
+type exitLosses interface {
+	Lost() uint64
+	Dropped() uint64
+}
+
 // How an attempt ended, as the node shows it (wire.Attempt's exit fields;
 // what they mean is the server's to say, store.Outcome):
 //

@@ -2,6 +2,7 @@ package tracker
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -21,12 +22,14 @@ type fakeLister struct {
 	errs       uint64
 	stopped    bool
 	ctx        context.Context
+	url        string
 }
 
 func (f *fakeLister) Latest() (last, prev *nodemanager.Listing) { return f.last, f.prev }
 func (f *fakeLister) PollSoon()                                 { f.soon++ }
 func (f *fakeLister) Errors() uint64                            { return f.errs }
 func (f *fakeLister) Stop()                                     { f.stopped = true }
+func (f *fakeLister) URL() string                               { return f.url }
 
 // list makes the next listing: these containers, the apps given.
 func (f *fakeLister) list(at time.Time, apps []string, containers ...string) {
@@ -61,17 +64,17 @@ func TestNMPollers(t *testing.T) {
 	defer cancel()
 	n := newNMPollers(&LostConfig{Context: ctx})
 	made := map[string]*fakeLister{}
-	n.start = func(ctx context.Context, url string) poller {
-		f := &fakeLister{ctx: ctx}
-		made[url] = f
+	n.start = func(ctx context.Context, ep nodemanager.Endpoint) poller {
+		f := &fakeLister{ctx: ctx, url: ep.URL}
+		made[ep.URL] = f
 		return f
 	}
-	n.watch(100, "http://nm1")
-	n.watch(100, "http://nm1")
-	if len(made) != 1 || n.forLauncher(999) != made["http://nm1"] {
+	n.watch(100, nodemanager.Endpoint{URL: "http://nm1"})
+	n.watch(100, nodemanager.Endpoint{URL: "http://nm1"})
+	if len(made) != 1 || n.forLauncher(999) != made["http://nm1"] || fmt.Sprint(n.urls()) != "[http://nm1]" {
 		t.Fatalf("one NodeManager: pollers %v, for another launcher %v", made, n.forLauncher(999))
 	}
-	n.watch(110, "http://nm2")
+	n.watch(110, nodemanager.Endpoint{URL: "http://nm2"})
 	if n.forLauncher(110) != made["http://nm2"] || n.forLauncher(999) != nil || len(n.all()) != 2 {
 		t.Errorf("two NodeManagers: %v, %v", n.forLauncher(110), n.forLauncher(999))
 	}
@@ -87,7 +90,7 @@ func TestNMPollers(t *testing.T) {
 	// A configured URL is the only NodeManager.
 	s := newNMPollers(&LostConfig{NMURL: "http://configured", NMPoll: time.Hour})
 	defer s.stop()
-	s.watch(100, "http://nm1")
+	s.watch(100, nodemanager.Endpoint{URL: "http://nm1"})
 	if len(s.all()) != 1 || s.forLauncher(100) != s.static {
 		t.Errorf("with NMURL: %d pollers", len(s.all()))
 	}

@@ -2,7 +2,7 @@ package tracker
 
 import (
 	"context"
-	"net/http"
+	"sort"
 	"time"
 
 	"github.com/taskscope/taskscope/internal/nodemanager"
@@ -31,6 +31,7 @@ type Reaper interface {
 // or its context is done, and counts the polls that failed.
 type poller interface {
 	ContainerLister
+	URL() string
 	Errors() uint64
 	Stop()
 }
@@ -43,12 +44,12 @@ type nmPollers struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 	every   time.Duration
-	client  *http.Client
+	client  *nodemanager.Client
 	static  poller
 	byPID   map[int32]poller
 	stopped uint64 // errors of the pollers stopped since
-	// start makes a poller of url (tests replace it).
-	start func(ctx context.Context, url string) poller
+	// start makes a poller of ep (tests replace it).
+	start func(ctx context.Context, ep nodemanager.Endpoint) poller
 }
 
 func newNMPollers(c *LostConfig) *nmPollers {
@@ -56,27 +57,27 @@ func newNMPollers(c *LostConfig) *nmPollers {
 	if parent == nil {
 		parent = context.Background()
 	}
-	n := &nmPollers{every: c.NMPoll, client: c.HTTPClient, byPID: map[int32]poller{}}
+	n := &nmPollers{every: c.NMPoll, client: c.NMClient, byPID: map[int32]poller{}}
 	n.ctx, n.cancel = context.WithCancel(parent)
-	n.start = func(ctx context.Context, url string) poller {
+	n.start = func(ctx context.Context, ep nodemanager.Endpoint) poller {
 		w := nodemanager.NewWatcher(n.every, n.client)
-		w.SetURL(url)
+		w.SetEndpoint(ep)
 		w.StartContext(ctx)
 		return w
 	}
 	if !c.NoNM && c.NMURL != "" {
-		n.static = n.start(n.ctx, c.NMURL)
+		n.static = n.start(n.ctx, nodemanager.Endpoint{URL: c.NMURL})
 	}
 	return n
 }
 
-// watch polls the NodeManager pid at url, unless a URL was configured or
+// watch polls the NodeManager pid at ep, unless a URL was configured or
 // it is polled already.
-func (n *nmPollers) watch(pid int32, url string) {
-	if n.static != nil || url == "" || n.byPID[pid] != nil {
+func (n *nmPollers) watch(pid int32, ep nodemanager.Endpoint) {
+	if n.static != nil || ep.URL == "" || n.byPID[pid] != nil {
 		return
 	}
-	n.byPID[pid] = n.start(n.ctx, url)
+	n.byPID[pid] = n.start(n.ctx, ep)
 }
 
 // keep stops the pollers of the NodeManagers that are gone.
@@ -117,6 +118,28 @@ func (n *nmPollers) all() []ContainerLister {
 		out = append(out, p)
 	}
 	return out
+}
+
+// urls are the NodeManagers polled.
+func (n *nmPollers) urls() []string {
+	var out []string
+	if n.static != nil {
+		out = append(out, n.static.URL())
+	}
+	for _, p := range n.byPID {
+		out = append(out, p.URL())
+	}
+	sort.Strings(out)
+	return out
+}
+
+// NodeManagers are the URLs of the NodeManagers the tracker polls (none
+// before the lost checks first ran).
+func (t *Tracker) NodeManagers() []string {
+	if t.lost == nil {
+		return nil
+	}
+	return t.lost.nm.urls()
 }
 
 // errors counts the failed polls, cumulative.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"sort"
 	"strconv"
@@ -41,13 +40,15 @@ type LostConfig struct {
 	// task (it writes its first log.index when it does) before it counts as
 	// lost (default 60 s).
 	LostAfter time.Duration
-	// NodeManager: the web address is read from the conf dir of the
-	// NodeManager process found on the node; NMURL overrides it ("" and
-	// NoNM false: find it). NMPoll is the polling interval (default 10 s).
-	NMURL      string
-	NoNM       bool
-	NMPoll     time.Duration
-	HTTPClient *http.Client
+	// NodeManager: where and how to reach its web services is read from
+	// the conf dir of the NodeManager process found on the node; NMURL
+	// overrides it ("" and NoNM false: find it). NMPoll is the polling
+	// interval (default 10 s). NMClient speaks to it (HTTPS, SPNEGO;
+	// nil: plain HTTP).
+	NMURL    string
+	NoNM     bool
+	NMPoll   time.Duration
+	NMClient *nodemanager.Client
 	// Context, when set, stops the NodeManager pollers when it is done
 	// (Tracker.Close stops them anyway).
 	Context context.Context
@@ -78,7 +79,7 @@ type daemonConf struct {
 	kind                 hadoop.Kind
 	confDir              string // as the daemon sees it
 	mapSlots, reduceSlot int64
-	webURL               string
+	endpoint             nodemanager.Endpoint
 	localDirs            []string // yarn.nodemanager.local-dirs, mapred.local.dir
 }
 
@@ -172,7 +173,7 @@ func (t *Tracker) findDaemons(ls *lostState) {
 		if p.kind == hadoop.KindTaskTracker {
 			ls.tts = append(ls.tts, id)
 		} else if !t.cfg.Lost.NoNM {
-			ls.nm.watch(pid, dc.webURL)
+			ls.nm.watch(pid, dc.endpoint)
 		}
 	}
 	for id := range ls.daemons {
@@ -519,11 +520,11 @@ func (t *Tracker) readDaemonConf(pid int32, kind hadoop.Kind) *daemonConf {
 			}
 			return dc
 		case hadoop.KindNodeManager:
-			addr, err := nodemanager.WebAddress(root + d)
+			ep, err := nodemanager.ReadEndpoint(root, d)
 			if err != nil {
 				continue
 			}
-			dc.confDir, dc.webURL = d, "http://"+addr
+			dc.confDir, dc.endpoint = d, ep
 			if f, err := os.Open(root + d + "/yarn-site.xml"); err == nil {
 				if conf, err := hadoop.ParseConf(f); err == nil {
 					dc.localDirs = localDirsOf(conf, kind)

@@ -70,6 +70,17 @@ import (
 // agents classify and whose exit records they receive), each round's
 // ratios then compare runs under the same load.
 //
+// TASKSCOPE_FLOOR=/path/to/floor makes the floor (../shared/bench/floor,
+// built into a scratch directory: an external yardstick, not the repo's
+// code) the baseline of every round instead of this test binary's loop,
+// run as its README runs it (-interval as the agents', until stopped;
+// TASKSCOPE_FLOOR_ARGS adds flags, e.g. -keepfd); its figures and the
+// ratios are then named floor. Issue 25's steady state is 40of150-250ms
+// (about 40 task processes among 150, a tick every 250 ms), its churn
+// churn500-40of150-250ms; TASKSCOPE_AGENT_WARMUP=15s and
+// TASKSCOPE_AGENT_WINDOW=180 measure as the floor's README does (15 s of
+// warm-up, 45 s counted).
+//
 // TASKSCOPE_AGENT_PERF=DIR profiles every agent's steady window with
 // `perf record -e cpu-clock -g` into DIR (perf's sampling costs the
 // agent: take CPU figures from runs without it); testdata/perfsplit.awk
@@ -114,6 +125,10 @@ var agentScenarios = []agentScenario{
 	{name: "working50of300-1s", containers: 10, total: 300, working: true, interval: time.Second},
 	// A big node: 200 task processes among 3,000 and the churn.
 	{name: "busy200of3000-250ms", containers: 40, churnTask: 300, churnOther: 200, total: 3000, interval: 250 * time.Millisecond},
+	// Issue 25's: about 40 task processes among 150 at 250 ms (against the
+	// floor, TASKSCOPE_FLOOR), and the same under 500 new processes a second.
+	{name: "40of150-250ms", containers: 8, total: 150, interval: 250 * time.Millisecond},
+	{name: "churn500-40of150-250ms", containers: 8, churnTask: 300, churnOther: 200, total: 150, interval: 250 * time.Millisecond},
 }
 
 // agentWindow is the steady window, in ticks: a whole number of batches
@@ -126,6 +141,37 @@ var agentWindow = func() int {
 	return 20
 }()
 
+// agentWarmup is how long a run warms up before its window: at least 10
+// intervals and 5 s (the first ticks classify every process; the churn's
+// maps and buffers grow to their working size), or TASKSCOPE_AGENT_WARMUP
+// (a duration; the floor's README says 15 s).
+func agentWarmup(iv time.Duration) time.Duration {
+	if d, err := time.ParseDuration(os.Getenv("TASKSCOPE_AGENT_WARMUP")); err == nil && d > 0 {
+		return d
+	}
+	return max(10*iv, 5*time.Second)
+}
+
+// agentFloor is the floor program (../shared/bench/floor, built by hand:
+// its code is not the repo's) to run as the baseline instead of this test
+// binary's bare loop: TASKSCOPE_FLOOR=/path/to/floor, with
+// TASKSCOPE_FLOOR_ARGS (space-separated, e.g. -keepfd) added to its flags.
+// Its runs and ratios are then named "floor".
+func agentFloor(b *testing.B) (bin string, args []string) {
+	bin = os.Getenv("TASKSCOPE_FLOOR")
+	if bin == "" {
+		return "", nil
+	}
+	if _, err := os.Stat(bin); err != nil {
+		b.Fatalf("TASKSCOPE_FLOOR: %v", err)
+	}
+	return bin, strings.Fields(os.Getenv("TASKSCOPE_FLOOR_ARGS"))
+}
+
+// isBaseline says whether a run's name is the baseline's (this binary's
+// loop, or the floor).
+func isBaseline(name string) bool { return name == "baseline" || name == "floor" }
+
 // agentImpl is one agent binary to measure.
 type agentImpl struct{ name, bin string }
 
@@ -136,8 +182,8 @@ func agentImpls(b *testing.B) []agentImpl {
 		var out []agentImpl
 		for _, kv := range strings.Split(env, ",") {
 			name, bin, ok := strings.Cut(kv, "=")
-			if !ok || name == "" || name == "baseline" {
-				b.Fatalf("TASKSCOPE_AGENTS: %q is not name=binary (name not baseline)", kv)
+			if !ok || name == "" || isBaseline(name) {
+				b.Fatalf("TASKSCOPE_AGENTS: %q is not name=binary (name neither baseline nor floor)", kv)
 			}
 			if _, err := os.Stat(bin); err != nil {
 				b.Fatalf("TASKSCOPE_AGENTS: %v", err)
@@ -190,6 +236,7 @@ type agentRun struct {
 	switches float64
 	rssMB    float64
 	host     hostLoad
+	procs    int // processes on the machine at the window's start
 }
 
 // agentRound counts the rounds, to turn the order of the runs.
@@ -208,7 +255,12 @@ func benchAgentSteady(b *testing.B, sc agentScenario, impls []agentImpl) {
 	} else {
 		defer q.Close()
 	}
-	names := append([]string{"baseline"}, implNames(impls)...)
+	base := "baseline"
+	floorBin, floorArgs := agentFloor(b)
+	if floorBin != "" {
+		base = "floor"
+	}
+	names := append([]string{base}, implNames(impls)...)
 	sum := map[string]float64{}
 	switches := map[string]float64{}
 	rss := map[string]float64{}
@@ -216,6 +268,11 @@ func benchAgentSteady(b *testing.B, sc agentScenario, impls []agentImpl) {
 	together := os.Getenv("TASKSCOPE_AGENT_TOGETHER") != ""
 	self := selfExe(b)
 	run := func(name string, q *taskstats.Querier) agentRun {
+		if name == "floor" {
+			// Until it is stopped: far more ticks than a run lasts.
+			args := append([]string{"-interval", sc.interval.String(), "-ticks", "1000000000"}, floorArgs...)
+			return runSteady(b, q, sc, name, exec.Command(floorBin, args...))
+		}
 		if name == "baseline" {
 			return runSteady(b, q, sc, name, exec.Command(self), agentBaselineEnv+"="+sc.interval.String())
 		}
@@ -249,14 +306,14 @@ func benchAgentSteady(b *testing.B, sc agentScenario, impls []agentImpl) {
 		}
 		for k, name := range names {
 			r := runs[k]
-			if name != "baseline" {
+			if !isBaseline(name) {
 				rss[name] = max(rss[name], r.rssMB)
 			}
 			sum[name] += r.cpuPerTick
 			switches[name] += r.switches
 			load.add(r.host)
-			b.Logf("round %d %s %s: %.0f us CPU a tick, %.1f context switches; host %s", agentRound, sc.name, name,
-				r.cpuPerTick/1e3, r.switches, r.host)
+			b.Logf("round %d %s %s: %.0f us CPU a tick, %.1f context switches; host %s, %d processes", agentRound, sc.name, name,
+				r.cpuPerTick/1e3, r.switches, r.host, r.procs)
 		}
 	}
 	n := float64(b.N)
@@ -266,8 +323,8 @@ func benchAgentSteady(b *testing.B, sc agentScenario, impls []agentImpl) {
 		}
 		b.ReportMetric(sum[name]/n, name+"-cpu-ns/tick")
 		b.ReportMetric(switches[name]/n, name+"-switches/tick")
-		if name != "baseline" {
-			b.ReportMetric(sum[name]/sum["baseline"], name+"/baseline-ratio")
+		if !isBaseline(name) {
+			b.ReportMetric(sum[name]/sum[base], name+"/"+base+"-ratio")
 			b.ReportMetric(rss[name], name+"-rss-MB")
 		}
 	}
@@ -303,7 +360,7 @@ func runSteady(b *testing.B, q *taskstats.Querier, sc agentScenario, name string
 	iv := sc.interval
 	// Warm up: the first ticks classify every process; at 250 ms, five
 	// seconds (the churn's maps and buffers at their working size).
-	time.Sleep(max(10*iv, 5*time.Second))
+	time.Sleep(agentWarmup(iv))
 	// Its ticks: the moments its CPU jumps (polled every 2 ms over two
 	// intervals); the window starts midway between two.
 	tick := lastTick(q, pid, 2*iv)
@@ -314,6 +371,7 @@ func runSteady(b *testing.B, q *taskstats.Querier, sc agentScenario, name string
 	time.Sleep(time.Until(t0))
 	h0 := readHostLoad()
 	g0 := processGroup(q, int(pid))
+	procs := countProcs()
 	if perfArgs := agentPerf(fmt.Sprintf("%s-%s-%d", sc.name, name, agentRound)); perfArgs != nil {
 		perf := exec.Command("perf", append(perfArgs, "-p", strconv.Itoa(int(pid)), "--",
 			"sleep", strconv.FormatFloat((time.Duration(agentWindow)*iv).Seconds(), 'f', 3, 64))...)
@@ -332,11 +390,11 @@ func runSteady(b *testing.B, q *taskstats.Querier, sc agentScenario, name string
 	rssMB := vmHWM(int(pid))
 	cmd.Process.Signal(syscall.SIGTERM)
 	err := cmd.Wait()
-	if name != "baseline" && err != nil {
+	if !isBaseline(name) && err != nil {
 		b.Errorf("%s: %v\n%s", name, err, stderr.String())
 		return agentRun{}
 	}
-	if name != "baseline" && stderr.Len() > 0 {
+	if !isBaseline(name) && stderr.Len() > 0 {
 		b.Logf("%s said:\n%s", name, stderr.String())
 	}
 	if g0.RunNs == 0 || g1.RunNs < g0.RunNs {
@@ -344,7 +402,7 @@ func runSteady(b *testing.B, q *taskstats.Querier, sc agentScenario, name string
 		return agentRun{}
 	}
 	ticks := float64(agentWindow)
-	return agentRun{cpuPerTick: float64(g1.RunNs-g0.RunNs) / ticks, rssMB: rssMB, host: h1.sub(h0),
+	return agentRun{cpuPerTick: float64(g1.RunNs-g0.RunNs) / ticks, rssMB: rssMB, host: h1.sub(h0), procs: procs,
 		switches: float64(int64(g1.VolCtx+g1.InvolCtx)-int64(g0.VolCtx+g0.InvolCtx)) / ticks}
 }
 
@@ -357,7 +415,7 @@ const agentTimerSlack = time.Millisecond
 // of before the unit set it, as they were deployed); the system's default
 // for the baseline, or the agents' with TASKSCOPE_BASELINE_SLACK=1.
 func timerSlackOf(name string) time.Duration {
-	if name == "baseline" {
+	if isBaseline(name) {
 		if os.Getenv("TASKSCOPE_BASELINE_SLACK") != "" {
 			return agentTimerSlack
 		}

@@ -71,6 +71,7 @@ type tracked struct {
 	// before the exit it stands for was seen (the parent reaped the child
 	// between two of the tracker's reads).
 	pending      int64
+	pendDoubt    int64 // how far off pending may be (children gone without their exit records)
 	certain      int64 // reaped children's CPU that the next sample's cutime must show
 	lastChildren int64
 	credit       int64
@@ -82,12 +83,13 @@ type tracked struct {
 	tPrevMs             int64
 	cpuMs               int64
 	tMs                 int64
-	bootMs              int64  // when it was last sampled, ms since boot
-	recheckAt           uint64 // when to read the command line again (wrappers exec)
-	startStack          uint64 // stat's startstack: a new one means an exec
-	preExec             bool   // joined before its exec: its role is settled at the recheck
-	firstTick           bool   // discovered at the tracker's first tick
-	commRaw             string
+
+	bootMs     int64  // when it was last sampled, ms since boot
+	recheckAt  uint64 // when to read the command line again (wrappers exec)
+	startStack uint64 // stat's startstack: a new one means an exec
+	preExec    bool   // joined before its exec: its role is settled at the recheck
+	firstTick  bool   // discovered at the tracker's first tick
+	commRaw    string
 	// threads and runNs are from the last full read; runKnown says runNs
 	// was read; groupSched: runNs and the wait come from taskstats' thread
 	// group totals, not the leader's schedstat.

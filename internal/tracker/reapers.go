@@ -15,8 +15,9 @@ import (
 // cutime grew by, instead of their estimates (last sample plus the exit
 // records' tail): the difference is split in proportion to each estimate's
 // doubt (its tail, and the clock ticks of its last sample). Exit records
-// count clock ticks, which can be off by a fifth under load. The exit
-// records of its other children (helpers it runs) are taken off first.
+// miss what a process's exit costs after them (a JVM's 10-20 ms), and
+// without one (dropped) the tail is a guess. The exit records of its
+// other children (helpers it runs) are taken off first.
 type reaper struct {
 	pid        int32
 	startTicks uint64
@@ -32,7 +33,11 @@ type reapItem struct {
 	a    *attempt
 	life int64 // the estimate of all the process used (what cutime will show)
 	part int64 // the part of it that is a's (a reused unit's earlier attempts had the rest)
-	tail int64 // the part of life after its last sample: the estimated part
+	// tail is how far off life may be beyond its last sample's clock
+	// ticks: the part of it after its last sample (from its exit records,
+	// or, without them, what it may have used since), and the doubt of
+	// its children's estimates.
+	tail int64
 }
 
 // doubt is how far off the item's life may be, ms: its tail, and a clock
@@ -92,6 +97,11 @@ func (t *Tracker) settleReapers() {
 		}
 		avail := r.grown - r.other
 		scale := est > 0 && 2*avail >= est && avail <= 2*est
+		if t.debugReap != nil {
+			for _, it := range r.items {
+				t.debugReap(r, it, avail, est)
+			}
+		}
 		// What the growth says beyond the estimates is their error, split in
 		// proportion to how uncertain each is: its tail (what it used after
 		// its last sample) and the clock ticks its last sample's user and
@@ -160,10 +170,11 @@ func (t *Tracker) newReaper(pid int32) *reaper {
 }
 
 // tail estimates the CPU an exited process used after its last sample.
-// raw is what its exit records say (their sum less the last sample), which
-// carries the error of clock-tick accounting over its whole life: for a
-// process that ran for minutes that can be far more than a tick's worth. So
-// for a process sampled twice or more the tail is bounded by what it could
+// raw is what its exit records say (their sum less the last sample): on a
+// kernel that leaves their scheduler runtime 0 they count clock ticks, an
+// error over its whole life that for a process that ran for minutes can be
+// far more than a tick's worth, and they miss the threads that exited
+// before the agent started. So for a process sampled twice or more the tail is bounded by what it could
 // have used between its last sample and its exit (the record gives its life,
 // hence the moment of its exit): that time on as many CPUs as it had threads,
 // and it is at least what it used at its last rate.
@@ -177,6 +188,19 @@ func (t *Tracker) tail(p *proc, final *taskstats.Record, raw int64) int64 {
 	rate := (tr.cpuMs - tr.cpuPrevMs) * dt / (tr.tMs - tr.tPrevMs)
 	cpus := int64(min(max(val(tr, t.idx.threads), 1), int64(t.ncpu)))
 	return max(max(rate, 0), min(raw, dt*cpus))
+}
+
+// tailUnknown estimates what an exited process whose exit record never
+// came used after its last sample: it exited at some moment between that
+// sample and this tick's listing, running meanwhile at its last rate (half
+// of that time, on average).
+func (t *Tracker) tailUnknown(p *proc) int64 {
+	tr := p.t
+	if tr.age < 2 || tr.bootMs <= 0 || tr.tMs <= tr.tPrevMs {
+		return 0
+	}
+	dt := max(t.bootNowMs-tr.bootMs, 0)
+	return max(0, (tr.cpuMs-tr.cpuPrevMs)*dt/(tr.tMs-tr.tPrevMs)/2)
 }
 
 // reapedInto reports whether the process of an exit record, never seen, is

@@ -484,6 +484,12 @@ func (t *Tracker) startMembership(p *proc, a *attempt, carry bool, ms int64) {
 		CPUBaseMs: m.cpuBase, Role: tr.role})
 }
 
+// exitDoubtMs is how far off a process's CPU is when its exit records give
+// its threads' scheduler runtime: what its exit costs after them (a JVM's
+// 10-20 ms, a shell's less than one), one clock tick, for the split of a
+// reaper's cutime among the processes it reaped.
+const exitDoubtMs = 1000 / procfs.UserHZ
+
 // endMembership folds what p used in its attempt into the attempt's totals
 // for exited processes (or, for a process that moves on, for the past).
 func (t *Tracker) endMembership(p *proc, final *taskstats.Record, ms int64) {
@@ -495,7 +501,25 @@ func (t *Tracker) endMembership(p *proc, final *taskstats.Record, ms int64) {
 	a := m.att
 	cpu := t.cpuAcct(tr)
 	var tail int64 // the estimate of what it used after its last sample
+	// doubt is how far off cpu may be: the tail, or what its last interval
+	// may have held when no exit record told (a reaper's correction is
+	// split in proportion to it), and what its children's pending
+	// estimates may be off by.
+	var doubt int64
+	exited := p.seen != t.cycle || tr.exited
 	read, write := val(tr, t.idx.read)+tr.pendRead, val(tr, t.idx.write)+tr.pendWrite
+	if final == nil && exited && !tr.exited {
+		// Gone without its exit record: none come without taskstats, and
+		// the kernel drops them when the agent's socket is full (counted:
+		// ExitsWithoutRecord). It ran for some part of the time since its
+		// last sample: half of it at its last rate, give or take as much.
+		if t.exact {
+			t.stats.ExitsWithoutRecord++
+		}
+		tail = t.tailUnknown(p)
+		cpu += tail
+		doubt = tail
+	}
 	if final != nil {
 		// The threads' records add up to the whole process when the agent saw
 		// it born (for one that predates the agent they miss the threads that
@@ -506,15 +530,23 @@ func (t *Tracker) endMembership(p *proc, final *taskstats.Record, ms int64) {
 			// (A zombie's last stat is read after its exit: nothing follows it.)
 			tail = t.tail(p, final, max(0, final.CPUMs()-own))
 			cpu += tail
+			doubt = tail
+			if final.RunNs > 0 {
+				// The records' scheduler runtime is exact: what the exit
+				// costs after them is unknown, and about the same for
+				// every process, not more for one that ran more since its
+				// last sample.
+				doubt = exitDoubtMs
+			}
 		}
 		read, write = max(read, int64(final.ReadBytes)+tr.pendRead), max(write, int64(final.WriteBytes)+tr.pendWrite)
 	}
 	// An exited process reaped by a parent of the same attempt is in that
 	// parent's counters (exit costs included): charging it here would count
 	// it twice. It stays pending there until the parent's cutime shows it.
+	doubt += tr.pendDoubt
 	charged := true
 	ppid := int32(0)
-	exited := p.seen != t.cycle || tr.exited
 	if exited {
 		ppid = p.ppid
 		if final != nil && final.PPID > 0 {
@@ -532,6 +564,7 @@ func (t *Tracker) endMembership(p *proc, final *taskstats.Record, ms int64) {
 				// Its parent exited too, or has not reaped it yet (a
 				// zombie): its cutime will show it when it does.
 				par.addPending(max(0, cpu))
+				par.pendDoubt += doubt
 			}
 			par.mem.cpuBase += m.cpuBase
 			if !t.alive(t.procs[ppid]) {
@@ -566,7 +599,7 @@ func (t *Tracker) endMembership(p *proc, final *taskstats.Record, ms int64) {
 			p.zombieLife = max(cpu, 1)
 			p.zombieCredit, p.zombieAtt = tr.credit, a
 		}
-		if cpu > m.cpuBase && (ppid == 0 || tr.exited || !t.chargeToReaper(ppid, a, cpu, cpu-m.cpuBase, tail)) {
+		if cpu > m.cpuBase && (ppid == 0 || tr.exited || !t.chargeToReaper(ppid, a, cpu, cpu-m.cpuBase, doubt)) {
 			a.exitedCPU += cpu - m.cpuBase
 		}
 		if read > m.readBase {
@@ -806,6 +839,9 @@ func (t *Tracker) drainExits() {
 	if err != nil {
 		t.countErr("taskstats", err)
 	}
+	if l, ok := t.cfg.Exits.(exitLosses); ok {
+		t.stats.ExitOverflows, t.stats.ExitRecordsDropped = l.Lost(), l.Dropped()
+	}
 	// Index the unclaimed records: by process, and which processes exited
 	// (their leader's record is in).
 	if t.orphanByPID == nil {
@@ -906,6 +942,7 @@ func (h *heldRecord) add(r *taskstats.Record) {
 	h.rec.PID = r.PID
 	h.rec.UTimeUs += r.UTimeUs
 	h.rec.STimeUs += r.STimeUs
+	h.rec.RunNs += r.RunNs
 	h.rec.ReadBytes += r.ReadBytes
 	h.rec.WriteBytes += r.WriteBytes
 	if r.TID == r.PID {
@@ -988,8 +1025,8 @@ func (tr *tracked) addCertain(ms int64) {
 
 // settleChildren takes the growth d of tr's cutime+cstime since its last
 // sample. The kernel adds a reaped child's CPU there as wait4 reports it
-// (its scheduler runtime); exit records count clock ticks, which under
-// load may be off by a fifth either way. So the children tr is known to have
+// (its scheduler runtime), its exit included; exit records miss what the
+// exit costs after them. So the children tr is known to have
 // reaped (certain) cost what cutime says, not what their records said; an
 // estimate that the growth does not cover by half at least (a parent that
 // ignores SIGCHLD accrues nothing) stays pending.
@@ -1009,5 +1046,8 @@ func (t *Tracker) settleChildren(tr *tracked, d int64) {
 		used := min(d, tr.pending)
 		tr.pending -= used
 		tr.credit += d - used
+	}
+	if tr.pending == 0 {
+		tr.pendDoubt = 0
 	}
 }

@@ -21,8 +21,9 @@
 // init) whose stat is read right after each listing, the growth split among
 // the processes it reaped in proportion to their estimates. Exit records
 // (taskstats) tell when and how a process ended and give the CPU of those
-// the tracker never saw; their CPU figures count clock ticks, which can be a
-// fifth off under load, so they only estimate the rest.
+// the tracker never saw: each thread's scheduler runtime at its exit, exact
+// but for what the exit itself costs after the record (a JVM's 10-20 ms),
+// so they estimate the rest, and the growth settles it.
 package tracker
 
 import (
@@ -94,7 +95,14 @@ type Stats struct {
 	// again (nothing created or reaped since: procfs.Lister).
 	ListingsReused uint64
 	ExitRecords    uint64 // taskstats records received
-	Unclaimed      uint64 // exit records of processes that were no task's (or whose ancestry was lost)
+	// ExitOverflows counts the times the exit records' socket overflowed,
+	// ExitRecordsDropped the records the kernel dropped then (ExitSource's).
+	ExitOverflows, ExitRecordsDropped uint64
+	// ExitsWithoutRecord counts tracked processes that exited without their
+	// exit record though exit records are on (the kernel dropped it: the
+	// socket was full): what they used after their last sample is estimated.
+	ExitsWithoutRecord uint64
+	Unclaimed          uint64 // exit records of processes that were no task's (or whose ancestry was lost)
 	// NMPollErrors counts the polls of NodeManagers that failed (nmpoll.go).
 	NMPollErrors uint64
 	// ExitCorrectionMs is how much the CPU estimates of exited processes
@@ -152,6 +160,7 @@ type Tracker struct {
 	debugUnclaimed func(*taskstats.Record)   // tests
 	debugClassify  func(p *proc, why string) // tests
 	debugExit      func(p *proc, attempt string, own, children, final, charge int64, charged bool)
+	debugReap      func(r *reaper, it reapItem, avail, est int64) // settleReapers: each item, before it is settled
 	// debugSched gets the time from a sample's read of the stat to its
 	// read of the scheduler figures (negative: those came first).
 	debugSched func(p *proc, statToSched time.Duration)
