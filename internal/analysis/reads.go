@@ -114,8 +114,8 @@ func (j *Job) readSeries(qs []store.SeriesQuery) {
 	if len(todo) == 0 {
 		return
 	}
-	if b, ok := j.st.(store.SeriesBatcher); ok && len(todo) > 1 {
-		if rs, err := b.SeriesMany(j.ctx, todo); err == nil && len(rs) == len(todo) {
+	if len(todo) > 1 {
+		if rs, err := store.ReadSeriesMany(j.ctx, j.st, todo); err == nil && len(rs) == len(todo) {
 			for i, q := range todo {
 				j.reads.series[seriesID(q)] = rs[i]
 			}
@@ -155,8 +155,8 @@ func (j *Job) readProcesses(ids []string) {
 	if len(todo) == 0 {
 		return
 	}
-	if l, ok := j.st.(store.ProcessLister); ok && len(todo) > 1 {
-		if m, err := l.AttemptProcesses(j.ctx, todo); err == nil {
+	if len(todo) > 1 {
+		if m, err := store.ReadAttemptProcesses(j.ctx, j.st, todo); err == nil {
 			for _, id := range todo {
 				j.reads.procs[id] = m[id]
 			}

@@ -15,10 +15,6 @@ import (
 	"github.com/taskscope/taskscope/internal/store/storetest"
 )
 
-// oneByOne is a store that reads each series and each attempt on its own
-// (it hides store.SeriesBatcher and store.ProcessLister).
-type oneByOne struct{ store.Store }
-
 // A report reads ahead and together what its heuristics read, and finds
 // what reading one by one finds: the same findings, to the numbers, for
 // every job of a loadgen cluster (running jobs and finished ones,
@@ -39,7 +35,7 @@ func TestReadAheadSameFindings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	together, alone := analysis.New(st), analysis.New(oneByOne{st})
+	together, alone := analysis.New(st), analysis.New(storetest.Plain(st)) // each series and attempt read on its own
 	found := map[string]int{}
 	for _, j := range page.Jobs {
 		a, err := together.Report(ctx, j.JobID)

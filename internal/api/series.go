@@ -130,43 +130,15 @@ func (a *API) jobSeries(w http.ResponseWriter, r *http.Request) {
 	a.serveSeries(w, r, q)
 }
 
-// jobSummary is the job id names: by JobSummary where the store has it, else
-// by Job.
+// jobSummary is the job id names (store.ReadJobSummary).
 func (a *API) jobSummary(ctx context.Context, id string) (*store.Job, error) {
-	if s, ok := a.st.(store.JobSummarizer); ok {
-		return s.JobSummary(ctx, id)
-	}
-	d, err := a.st.Job(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	return &d.Job, nil
+	return store.ReadJobSummary(ctx, a.st, id)
 }
 
-// attemptSummary is the attempt id names: by AttemptSummary where the store
-// has it, else by Attempt.
-func (a *API) attemptSummary(ctx context.Context, id string) (*store.Attempt, error) {
-	if s, ok := a.st.(store.AttemptSummarizer); ok {
-		return s.AttemptSummary(ctx, id)
-	}
-	d, err := a.st.Attempt(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	return &d.Attempt, nil
-}
-
-// attemptLife is what the series routes need of the attempt id names: by
-// AttemptLife where the store has it, else from attemptSummary.
+// attemptLife is what the series routes need of the attempt id names
+// (store.ReadAttemptLife).
 func (a *API) attemptLife(ctx context.Context, id string) (*store.AttemptLife, error) {
-	if s, ok := a.st.(store.AttemptSeriesReader); ok {
-		return s.AttemptLife(ctx, id)
-	}
-	d, err := a.attemptSummary(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	return &store.AttemptLife{AttemptID: d.AttemptID, JobID: d.JobID, Start: d.Start, End: d.End}, nil
+	return store.ReadAttemptLife(ctx, a.st, id)
 }
 
 func (a *API) attemptSeries(w http.ResponseWriter, r *http.Request) {
@@ -187,13 +159,8 @@ func (a *API) attemptSeries(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	rs, ok := a.st.(store.AttemptSeriesReader)
-	if !ok {
-		a.serveSeries(w, r, q)
-		return
-	}
-	// The attempt just read, not read again.
-	res, err := rs.AttemptSeries(r.Context(), d, q)
+	// The attempt just read, not read again (where the store can).
+	res, err := store.ReadAttemptSeries(r.Context(), a.st, d, q)
 	if err != nil {
 		fail(w, err)
 		return

@@ -278,18 +278,14 @@ func (h *Handler) duplicate(w http.ResponseWriter) {
 // storedBefore reports whether a body that cannot be taken names an
 // (agent_id, seq) that was stored before (a retry whose first try got
 // through, changed since): then it is answered as a duplicate. Only stores
-// that say their agents' sequences (store.SeqReader) are asked.
+// that say their agents' sequences (store.ReadAgentSeq) are asked.
 func (h *Handler) storedBefore(ctx context.Context, data []byte) bool {
-	sr, ok := h.p.st.(store.SeqReader)
-	if !ok {
-		return false
-	}
 	agent, seq, ok := wire.PeekID(data)
 	if !ok {
 		return false
 	}
-	stored, err := sr.AgentSeq(ctx, agent)
-	return err == nil && seq <= stored
+	stored, can, err := store.ReadAgentSeq(ctx, h.p.st, agent)
+	return can && err == nil && seq <= stored
 }
 
 var (

@@ -32,7 +32,7 @@ type Result struct {
 
 type request struct {
 	b    *wire.Batch
-	p    *store.Prepared // prepared by the store (store.BatchPreparer), or nil
+	p    *store.Prepared // prepared by the store (store.PrepareBatch), or nil
 	n    int64           // samples
 	done chan Result
 }
@@ -41,7 +41,6 @@ type request struct {
 // are waiting (up to a bound) in one store transaction, commits, and answers.
 type Pipeline struct {
 	st              store.Store
-	prep            store.BatchPreparer // nil: the store prepares nothing ahead
 	q               chan *request
 	maxGroup        int
 	maxGroupSamples int
@@ -106,7 +105,6 @@ func NewPipeline(st store.Store, o PipelineOptions) *Pipeline {
 		groupSize: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "taskscope_ingest_group_batches",
 			Help: "Batches per store transaction.", Buckets: prometheus.ExponentialBuckets(1, 2, 9)}),
 	}
-	p.prep, _ = st.(store.BatchPreparer)
 	if o.Registry != nil {
 		o.Registry.MustRegister(p.commitDur, p.batches, p.samples, p.groupSize,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "taskscope_ingest_queue_batches",
@@ -133,9 +131,7 @@ func (p *Pipeline) Submit(ctx context.Context, b *wire.Batch) Result {
 		return Result{Err: ErrBusy}
 	}
 	r := &request{b: b, n: n, done: make(chan Result, 1)}
-	if p.prep != nil {
-		r.p = p.prep.Prepare(b)
-	}
+	r.p = store.PrepareBatch(p.st, b)
 	select {
 	case p.q <- r:
 	default:
@@ -243,14 +239,8 @@ func (p *Pipeline) commit(group []*request) ([]bool, error) {
 		return nil, err
 	}
 	dups := make([]bool, len(group))
-	pa, _ := app.(store.PreparedAppender)
 	for i, r := range group {
-		var d bool
-		if r.p != nil && pa != nil {
-			d, err = pa.AppendPrepared(r.p)
-		} else {
-			d, err = app.Append(r.b)
-		}
+		d, err := store.AppendBatch(app, r.b, r.p)
 		if err != nil {
 			app.Rollback()
 			return nil, err

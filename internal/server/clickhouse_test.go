@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -27,6 +28,7 @@ import (
 	"github.com/taskscope/taskscope/internal/store/clickhouse"
 	"github.com/taskscope/taskscope/internal/store/clickhouse/chtest"
 	"github.com/taskscope/taskscope/internal/store/duckdb"
+	"github.com/taskscope/taskscope/internal/wire"
 )
 
 // TestAPISameOnClickHouse sends the same batches over HTTP to a server on
@@ -91,7 +93,8 @@ func TestAPISameOnClickHouse(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	f := &apiFixture{t: t, base: base, sent: sent, window: fmt.Sprintf("from=%d&to=%d", start.UnixMilli(), now().UnixMilli())}
+	f := &apiFixture{t: t, base: base, sent: sent, window: fmt.Sprintf("from=%d&to=%d", start.UnixMilli(), now().UnixMilli()),
+		stored: bodies[0]}
 	f.jobs = f.get(base[0], "/api/v1/jobs?limit=1000").(map[string]any)["jobs"].([]any)
 	if len(f.jobs) < 3 {
 		t.Fatalf("%d jobs: too few to compare", len(f.jobs))
@@ -143,10 +146,11 @@ type apiFixture struct {
 	t        *testing.T
 	base     []string
 	sent     []loadgen.Result
-	window   string      // from=…&to=… over the data
-	jobs     []any       // the jobs list's entries
-	attempts [][2]string // job, attempt (40 at most)
-	procs    [][2]string // attempt, process key (of those attempts)
+	stored   loadgen.Body // a body sent to both
+	window   string       // from=…&to=… over the data
+	jobs     []any        // the jobs list's entries
+	attempts [][2]string  // job, attempt (40 at most)
+	procs    [][2]string  // attempt, process key (of those attempts)
 }
 
 // get GETs a path and decodes its JSON answer (or returns the status and
@@ -221,6 +225,21 @@ var apiRoutes = []apiCase{
 		a, b := f.sent[0], f.sent[1]
 		if a.Batches != b.Batches || a.Samples != b.Samples || a.Duplicates != b.Duplicates || a.Rejected+b.Rejected != 0 {
 			f.t.Errorf("POST /api/v1/ingest: %+v on the embedded store, %+v on ClickHouse", a, b)
+		}
+		// A stored (agent, seq) sent again with its body cut short is a
+		// duplicate on both (store.ReadAgentSeq), not a bad request.
+		data := wire.Marshal(nil, &wire.Batch{Version: wire.Version, AgentID: f.stored.Agent, Seq: f.stored.Seq, Host: "node",
+			SentMs: f.stored.SentMs, Attempts: []wire.Attempt{{AttemptID: "attempt_1_1_m_000001_0", JobID: "job_1_1"}}})
+		for _, u := range f.base {
+			resp, err := http.Post(u+"/api/v1/ingest", wire.ContentType, bytes.NewReader(data[:len(data)-3]))
+			if err != nil {
+				f.t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Taskscope-Duplicate") != "true" {
+				f.t.Errorf("POST /api/v1/ingest to %s: a stored (agent, seq) with a broken body: %d %s", u, resp.StatusCode, body)
+			}
 		}
 	}},
 	{route: "GET /api/v1/jobs", paths: func(f *apiFixture) []string {

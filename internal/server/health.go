@@ -95,15 +95,6 @@ func diskSpace(dir string) (free, size int64) {
 	return int64(st.Bavail) * st.Bsize, int64(st.Blocks) * st.Bsize
 }
 
-// dataDir is the directory of the store's files, when it has some
-// (store.LocalData).
-func dataDir(st store.Store) string {
-	if l, ok := st.(store.LocalData); ok {
-		return l.DataDir()
-	}
-	return ""
-}
-
 // message is what /healthz says while writes fail.
 func (h *writeHealth) message() string {
 	err, since := h.state()

@@ -80,7 +80,7 @@ func Start(cfg Config) (*Server, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector())
 	live := api.NewLive(time.Second, cfg.Live)
-	health := &writeHealth{log: cfg.Log, dir: dataDir(cfg.Store)}
+	health := &writeHealth{log: cfg.Log, dir: store.DataDirOf(cfg.Store)}
 	s := &Server{live: live, health: health}
 	po := cfg.Pipeline
 	po.Log, po.Registry = cfg.Log, reg
@@ -193,7 +193,7 @@ func (s *Server) maintain(ctx context.Context) {
 	// A store that other servers write too (ClickHouse behind several
 	// replicas) says when anything was stored, by anyone: the browsers of
 	// this server are told of the others' commits as of its own.
-	changes, shared := s.cfg.Store.(store.SharedData)
+	changes, shared := store.ChangesOf(s.cfg.Store)
 	var seen uint64
 	for {
 		select {
@@ -209,7 +209,7 @@ func (s *Server) maintain(ctx context.Context) {
 				s.live.Changed()
 			}
 			if shared {
-				if v, err := changes.Changes(ctx); err == nil && v != seen {
+				if v, err := changes(ctx); err == nil && v != seen {
 					if seen != 0 {
 						s.live.Changed()
 					}

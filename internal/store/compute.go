@@ -652,6 +652,38 @@ func ToChunk(p *Points, cols []StoredColumn) *chunk.Chunk {
 	return c
 }
 
+// ColumnsOf are the stored columns of the series of a kind (KindProcess:
+// SampleColumns, KindAttempt: AttemptColumns, the ext kinds: ExtColumns).
+func ColumnsOf(kind int) []StoredColumn {
+	switch kind {
+	case KindProcess:
+		return SampleColumns
+	case KindAttempt:
+		return AttemptColumns
+	}
+	return ExtColumns
+}
+
+// DecodeLevels decodes a series' chunks of columns cols: its raw ones
+// (fresh and merged), and its rollups before the oldest raw sample.
+func DecodeLevels(raw, rollup [][]byte, cols []StoredColumn) (*Points, error) {
+	p, err := Decode(raw, cols)
+	if err != nil {
+		return nil, err
+	}
+	if len(rollup) == 0 {
+		return p, nil
+	}
+	r, err := Decode(rollup, cols)
+	if err != nil {
+		return nil, err
+	}
+	if len(p.Times) == 0 {
+		return r, nil
+	}
+	return Prepend(r, p), nil
+}
+
 // Prepend returns the points of early that come before late's first
 // point, followed by late (rollups before raw samples).
 func Prepend(early, late *Points) *Points {

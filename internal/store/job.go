@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/json"
 	"maps"
 
 	"github.com/taskscope/taskscope/internal/wire"
@@ -185,4 +186,23 @@ func (j *JobTotals) Job(id string, staleBefore int64) Job {
 	}
 	out.State, out.End = JobState(j.Running, j.Last, staleBefore)
 	return out
+}
+
+// FormatByType is a job's count of attempts by type as stores keep it in
+// a column: JSON, "" for none. ParseByType reads it back.
+func FormatByType(m map[string]int) string {
+	if len(m) == 0 {
+		return ""
+	}
+	b, _ := json.Marshal(m)
+	return string(b)
+}
+
+// ParseByType reads what FormatByType wrote (an empty map for "").
+func ParseByType(s string) map[string]int {
+	m := map[string]int{}
+	if s != "" {
+		json.Unmarshal([]byte(s), &m)
+	}
+	return m
 }

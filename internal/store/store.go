@@ -19,10 +19,11 @@
 //
 // A backend must implement Store and Appender, map a full disk to
 // ErrDiskFull, take a Clock, and pass storetest. Beyond that it may offer
-// capabilities, which callers find by a type assertion and do without
-// when a store has none: BatchPreparer (with PreparedAppender),
+// capabilities: BatchPreparer (with PreparedAppender), SeqReader,
 // SeriesBatcher, ProcessLister, JobSummarizer, AttemptSummarizer,
-// AttemptSeriesReader, LocalData.
+// AttemptSeriesReader, SharedData, LocalData. Callers use each through its
+// one helper (capability.go: PrepareBatch, ReadSeriesMany, ...), which
+// does without it when a store has none.
 package store
 
 import (
@@ -79,8 +80,9 @@ type Appender interface {
 	Rollback() error
 }
 
-// The optional capabilities of a store. Each is found by a type assertion;
-// whoever uses one does without it on a store that has none.
+// The optional capabilities of a store. Each is found by a type assertion
+// in its helper (capability.go), which does without it on a store that
+// has none.
 
 // BatchPreparer is a store that can do part of Append's work outside the
 // transaction, on the caller's goroutine: the ingest pipeline prepares

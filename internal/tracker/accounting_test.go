@@ -160,8 +160,8 @@ func TestExitShortLivedRecords(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		r.tick()
 	}
-	if st := r.tr.Stats(); st.Unclaimed != 1 || len(r.tr.orphanRecs) != 0 {
-		t.Errorf("unclaimed %d, left %d", st.Unclaimed, len(r.tr.orphanRecs))
+	if st := r.tr.Stats(); st.Unclaimed != 1 || len(r.tr.records.orphans) != 0 {
+		t.Errorf("unclaimed %d, left %d", st.Unclaimed, len(r.tr.records.orphans))
 	}
 	if got := r.sink.lastCPU[m0]; got != 3240 {
 		t.Errorf("attempt CPU later: %d ms", got)

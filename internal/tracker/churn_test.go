@@ -11,8 +11,8 @@ type trackerSizes struct {
 }
 
 func sizesOf(tr *Tracker) trackerSizes {
-	s := trackerSizes{procs: len(tr.procs), units: len(tr.units), recs: len(tr.recs), orphanRecs: len(tr.orphanRecs),
-		again: len(tr.again), reapers: len(tr.reapers), reused: len(tr.reused), newProcs: len(tr.newProcs)}
+	s := trackerSizes{procs: len(tr.procs), units: len(tr.units), recs: len(tr.records.held), orphanRecs: len(tr.records.orphans),
+		again: len(tr.again), reapers: len(tr.ledger.byPID), reused: len(tr.reused), newProcs: len(tr.newProcs)}
 	for _, u := range tr.units {
 		s.members += len(u.members)
 	}
@@ -122,12 +122,12 @@ func staleEntries(tr *Tracker) int {
 			n++
 		}
 	}
-	for pid := range tr.recs {
+	for pid := range tr.records.held {
 		if p := tr.procs[pid]; p == nil || p.t == nil {
 			n++
 		}
 	}
-	for _, h := range tr.orphanRecs {
+	for _, h := range tr.records.orphans {
 		if tr.cycle-h.cycle >= 3 {
 			n++
 		}
@@ -141,7 +141,7 @@ func staleEntries(tr *Tracker) int {
 			parents[p.ppid] = true
 		}
 	}
-	for pid := range tr.reapers {
+	for pid := range tr.ledger.byPID {
 		if !parents[pid] {
 			n++
 		}

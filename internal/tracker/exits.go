@@ -5,29 +5,14 @@ import (
 	"time"
 
 	"github.com/taskscope/taskscope/internal/nodemanager"
+	"github.com/taskscope/taskscope/internal/procfs"
 	"github.com/taskscope/taskscope/internal/taskstats"
 	"github.com/taskscope/taskscope/internal/wire"
 )
 
-// ExitSource delivers exit records (taskstats.Listener). Drain calls fn for
-// every record that arrived since the last call, without blocking. Every
-// thread of a process that was reaped before Drain was called must have been
-// reported (the kernel sends the records before the process leaves /proc).
-type ExitSource interface {
-	Drain(fn func(*taskstats.Record)) error
-	Close() error
-}
-
-// exitLosses is an ExitSource that counts what it could not deliver
-// (taskstats.Listener): the times its socket overflowed, and the records
-// the kernel dropped then.
-type exitLosses interface {
-	Lost() uint64
-	Dropped() uint64
-}
-
-// How an attempt ended, as the node shows it (wire.Attempt's exit fields;
-// what they mean is the server's to say, store.Outcome):
+// outcomes is the part of the tracker that tells how attempts end, as the
+// node shows it (wire.Attempt's exit fields; what they mean is the
+// server's to say, store.Outcome):
 //
 //   - the task JVM's and the unit's top process's wait statuses, from
 //     their exit records (taskstats: without them, none);
@@ -39,17 +24,51 @@ type exitLosses interface {
 //     its REST API (the watchers of LostConfig), listed for a while after
 //     the container completed: a poll is asked for when the container's
 //     last process is gone, and the ended attempt is described again when
-//     the verdict comes, for up to closeFor.
+//     the verdict comes, for up to closeFor;
+//   - the kernel's OOM kills in the container's memory cgroup (oom.go);
+//   - Hadoop 1: what the attempt's own log says (tasklog.go).
 //
 // The top process is the unit's process whose parent is no member (the
 // NodeManager's child default_container_executor.sh, which exits with the
 // status of the container's root; a Hadoop 1 Child JVM).
+//
+// The tracker tells it five things, and asks nothing else: a unit is
+// tracked (watch, every tick), a process exited (exited), a unit's JVM
+// took its next attempt (switched), a unit's last process is gone
+// (ended), the tracker closes (close). What it reads of the process
+// table is an outcomeView.
+type outcomes struct {
+	fs   *procfs.FS
+	view outcomeView
+	errs *readErrors
+	// cgroupRoot is where the cgroup controllers are mounted ("-": none);
+	// cgroupPrefix the YARN hierarchy's name (Config).
+	cgroupRoot, cgroupPrefix string
+	closing                  []*closing
+	buf                      []byte
+}
+
+// outcomeView is what the outcomes part needs of the process table.
+type outcomeView interface {
+	// proc is the process known by pid (nil: none).
+	proc(pid int32) *proc
+	// nodeManagers are the NodeManagers polled (nmpoll.go; none without
+	// the lost checks).
+	nodeManagers() []ContainerLister
+}
+
+func newOutcomes(fs *procfs.FS, view outcomeView, errs *readErrors, cgroupRoot, cgroupPrefix string) *outcomes {
+	if cgroupRoot == "" {
+		cgroupRoot = "/sys/fs/cgroup"
+	}
+	return &outcomes{fs: fs, view: view, errs: errs, cgroupRoot: cgroupRoot, cgroupPrefix: cgroupPrefix}
+}
 
 // unitEnd is what a unit keeps to tell how its attempt ends.
 type unitEnd struct {
 	localDirs []string // the NodeManager's local dirs (LOCAL_DIRS), for the exit-code file
 	envTries  int      // reads of a member's environment for them
-	oom       *oomWatch
+	oom       oomCounter
 	oomTried  bool
 }
 
@@ -78,10 +97,10 @@ const closeFor = 30 * time.Second
 // local dirs (a member may vanish between listing and read).
 const maxEnvTries = 3
 
-// noteExit takes what p's exit record says of how it ended, for the
+// exited takes what p's exit record says of how it ended, for the
 // attempt it was a member of: the task JVM's status, the top process's.
 // Called before its membership ends.
-func (t *Tracker) noteExit(p *proc, final *taskstats.Record, ms int64) {
+func (o *outcomes) exited(p *proc, final *taskstats.Record, ms int64) {
 	tr := p.t
 	if final == nil || tr == nil {
 		return
@@ -91,7 +110,7 @@ func (t *Tracker) noteExit(p *proc, final *taskstats.Record, ms int64) {
 	if tr.mem != nil {
 		a = tr.mem.att
 	}
-	if a == nil || t.cleanupRun(u, a) { // (a cleanup run's end is not its attempt's: tasklog.go)
+	if a == nil || cleanupRun(u, a) { // (a cleanup run's end is not its attempt's: tasklog.go)
 		return
 	}
 	st := wire.ExitStatus{Status: final.ExitCode, Ms: ms}
@@ -102,54 +121,63 @@ func (t *Tracker) noteExit(p *proc, final *taskstats.Record, ms int64) {
 	if final.PPID > 0 {
 		ppid = final.PPID
 	}
-	if par := t.procs[ppid]; ppid > 1 && (par == nil || par.t == nil || par.t.unit != u) {
+	if par := o.view.proc(ppid); ppid > 1 && (par == nil || par.t == nil || par.t.unit != u) {
 		a.info.RootExit = st
 	}
 }
 
-// watchEnds runs every tick after the units are sampled: it reads the
-// local dirs of new containers while their processes live, and looks for
-// the exit-code files and NodeManager verdicts of containers that ended.
-func (t *Tracker) watchEnds(ms int64) {
-	for _, u := range t.units {
+// switched is told that u's JVM took its next attempt: old ended
+// (Hadoop 1's Child asks for its next task once the last said it was
+// done: its log says how that one ended).
+func (o *outcomes) switched(u *unit, old *attempt, ms int64) {
+	o.readTaskLog(u, old, ms)
+}
+
+// watch runs every tick after the units are sampled: it reads the local
+// dirs of new containers while their processes live (and watches their
+// memory cgroups), and looks for the exit-code files and NodeManager
+// verdicts of containers that ended, describing their attempts again
+// when they come.
+func (o *outcomes) watch(units map[string]*unit, ms int64, sink Sink) {
+	for _, u := range units {
 		if u.containerID == "" || u.end.localDirs != nil || u.end.envTries >= maxEnvTries || len(u.members) == 0 {
 			continue
 		}
 		u.end.envTries++
-		u.end.localDirs = t.localDirsOf(u)
+		u.end.localDirs = o.localDirsOf(u)
 		if !u.end.oomTried {
 			u.end.oomTried = true
-			t.watchOOM(u) // oom.go
+			u.end.oom = o.watchOOM(u) // oom.go
 		}
 	}
-	if len(t.closing) == 0 {
+	if len(o.closing) == 0 {
 		return
 	}
-	watched := len(t.nmWatchers()) > 0
-	kept := t.closing[:0]
-	for _, c := range t.closing {
-		t.lookAtEnd(c, ms)
+	nms := o.view.nodeManagers()
+	kept := o.closing[:0]
+	for _, c := range o.closing {
+		o.lookAtEnd(c, nms, ms, sink)
 		// The NodeManager's verdict settles it; without a NodeManager to
 		// ask, the exit-code file is looked for a few ticks.
-		if ms < c.untilMs && !c.nm && (watched || !c.file && c.fileTries < maxFileTries) {
+		if ms < c.untilMs && !c.nm && (len(nms) > 0 || !c.file && c.fileTries < maxFileTries) {
 			kept = append(kept, c)
 		}
 	}
-	for i := len(kept); i < len(t.closing); i++ {
-		t.closing[i] = nil
+	for i := len(kept); i < len(o.closing); i++ {
+		o.closing[i] = nil
 	}
-	t.closing = kept
+	o.closing = kept
 }
 
 // localDirsOf reads the NodeManager's local dirs from a member's
 // environment (LOCAL_DIRS); nil if none can be read.
-func (t *Tracker) localDirsOf(u *unit) []string {
+func (o *outcomes) localDirsOf(u *unit) []string {
 	for _, p := range u.members {
 		if p.t == nil || p.t.vanished {
 			continue
 		}
-		b, err := t.cfg.FS.ReadPidFile(p.pid, "environ", t.buf)
-		t.buf = b
+		b, err := o.fs.ReadPidFile(p.pid, "environ", o.buf)
+		o.buf = b
 		if err != nil {
 			continue
 		}
@@ -171,34 +199,51 @@ func (t *Tracker) localDirsOf(u *unit) []string {
 	return nil
 }
 
-// closeUnit is called when the last process of u is gone, before its
-// attempt is described as ended: the exit-code file is read at once (the
-// NodeManager deletes it soon), and a container's attempt waits for its
-// NodeManager's verdict.
-func (t *Tracker) closeUnit(u *unit, ms int64) {
-	if u.cur != nil {
-		u.cur.info.OOMKills = max(u.cur.info.OOMKills, t.oomKills(u))
+// ended is told that the last process of u is gone, before its attempt
+// is described as ended: the OOM kills are counted and the task log read
+// (Hadoop 1), the exit-code file is read at once (the NodeManager deletes
+// it soon), and a container's attempt waits for its NodeManager's verdict.
+func (o *outcomes) ended(u *unit, ms int64) {
+	if u.cur != nil && u.end.oom != nil {
+		u.cur.info.OOMKills = max(u.cur.info.OOMKills, u.end.oom.kills())
 	}
-	t.readTaskLog(u, u.cur, ms) // Hadoop 1 (tasklog.go)
+	o.release(u)
+	o.readTaskLog(u, u.cur, ms) // Hadoop 1 (tasklog.go)
 	if u.cur == nil || u.containerID == "" || u.appID == "" {
 		return
 	}
 	c := &closing{info: &u.cur.info, container: u.containerID, localDirs: u.end.localDirs,
 		untilMs: ms + closeFor.Milliseconds()}
-	t.lookAtEnd(c, ms) // (described as ended right after, with what it found)
+	nms := o.view.nodeManagers()
+	o.lookAtEnd(c, nms, ms, nil) // (described as ended right after, with what it found)
 	if !c.nm {
-		t.closing = append(t.closing, c)
-		for _, w := range t.nmWatchers() {
+		o.closing = append(o.closing, c)
+		for _, w := range nms {
 			w.PollSoon()
 		}
+	}
+}
+
+// release lets go of what u's end was watched with.
+func (o *outcomes) release(u *unit) {
+	if u.end.oom != nil {
+		u.end.oom.close()
+		u.end.oom = nil
+	}
+}
+
+// close releases the watches of the units still running.
+func (o *outcomes) close(units map[string]*unit) {
+	for _, u := range units {
+		o.release(u)
 	}
 }
 
 // lookAtEnd reads what is not yet known of a closing attempt's end: the
 // exit-code file, the NodeManager's verdict. It reports whether it found
 // something new; a closing attempt already described as ended is
-// described again then.
-func (t *Tracker) lookAtEnd(c *closing, ms int64) bool {
+// described again then, to sink.
+func (o *outcomes) lookAtEnd(c *closing, nms []ContainerLister, ms int64, sink Sink) bool {
 	changed := false
 	a := c.info
 	if !c.file && c.fileTries < maxFileTries {
@@ -212,7 +257,7 @@ func (t *Tracker) lookAtEnd(c *closing, ms int64) bool {
 		}
 	}
 	if !c.nm {
-		for _, w := range t.nmWatchers() {
+		for _, w := range nms {
 			last, prev := w.Latest()
 			for _, l := range []*nodemanager.Listing{last, prev} {
 				if l == nil {
@@ -229,16 +274,8 @@ func (t *Tracker) lookAtEnd(c *closing, ms int64) bool {
 			}
 		}
 	}
-	if changed && a.Ended {
-		t.sink.Attempt(a)
+	if changed && a.Ended && sink != nil {
+		sink.Attempt(a)
 	}
 	return changed
-}
-
-// nmWatchers are the NodeManagers the lost checks poll (nmpoll.go).
-func (t *Tracker) nmWatchers() []ContainerLister {
-	if t.lost == nil {
-		return nil
-	}
-	return t.lost.nm.all()
 }

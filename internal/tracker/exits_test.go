@@ -73,8 +73,8 @@ func TestExitStatuses(t *testing.T) {
 	for i := 0; i < maxFileTries; i++ {
 		r.tick()
 	}
-	if len(r.tr.closing) != 0 {
-		t.Errorf("%d ended containers still wait without a NodeManager", len(r.tr.closing))
+	if len(r.tr.ends.closing) != 0 {
+		t.Errorf("%d ended containers still wait without a NodeManager", len(r.tr.ends.closing))
 	}
 }
 
@@ -134,7 +134,7 @@ func TestNodeManagerVerdict(t *testing.T) {
 	if got.NMExit.Status != -104 || got.ExitDiagnostics == "" || !got.Ended {
 		t.Errorf("after the verdict: %+v", got)
 	}
-	if len(r.tr.closing) != 0 {
-		t.Errorf("%d attempts still wait for their end", len(r.tr.closing))
+	if len(r.tr.ends.closing) != 0 {
+		t.Errorf("%d attempts still wait for their end", len(r.tr.ends.closing))
 	}
 }

@@ -367,8 +367,8 @@ func (f *fixture) tracker(exact bool) *fixtureRun {
 		f.t.Fatal(err)
 	}
 	// The fixture's clock since boot: the tick's wall time less btime.
-	tr.bootClock = func() int64 { return fixtureT0.Add(time.Duration(r.n)*time.Second).UnixMilli() - fixtureBoot*1000 }
-	tr.ncpu = 4
+	tr.clock.sinceBoot = func() int64 { return fixtureT0.Add(time.Duration(r.n)*time.Second).UnixMilli() - fixtureBoot*1000 }
+	tr.acct.ncpu = 4
 	f.t.Cleanup(func() { tr.Close() })
 	r.tr = tr
 	return r

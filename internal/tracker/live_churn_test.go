@@ -68,8 +68,8 @@ func TestLiveChurn(t *testing.T) {
 			l := newLiveWith(t, c, true, collect.Config{PSSEvery: 10, StatusEvery: 5, JVM: true})
 			var drops *droppingExits
 			if drop {
-				drops = &droppingExits{ExitSource: l.tr.cfg.Exits}
-				l.tr.cfg.Exits = drops
+				drops = &droppingExits{ExitSource: l.tr.records.src}
+				l.tr.records.src = drops
 			}
 			results := l.runAll(c, specs, interval, 3*time.Minute)
 			for _, res := range results {

@@ -127,16 +127,16 @@ func newLiveWith(t *testing.T, c *simulator.Cluster, exact bool, coll collect.Co
 	}
 	t.Cleanup(func() { tr.Close() })
 	if os.Getenv("DEBUG_LIVE") != "" {
-		tr.debugUnclaimed = func(r *taskstats.Record) {
+		tr.records.debugUnclaimed = func(r *taskstats.Record) {
 			if r.CPUMs() > 2 {
 				t.Logf("unclaimed exit record: pid %d tid %d ppid %d %s cpu %d ms", r.PID, r.TID, r.PPID, r.Comm, r.CPUMs())
 			}
 		}
-		tr.debugReap = func(r *reaper, it reapItem, avail, est int64) {
+		tr.ledger.debugReap = func(r *reaper, it reapItem, avail, est int64) {
 			t.Logf("reaper %d: cutime grew %d ms (less its other children's records), estimates %d: %s life %d part %d doubt %d",
 				r.pid, avail, est, it.a.info.AttemptID, it.life, it.part, it.doubt())
 		}
-		tr.debugExit = func(p *proc, att string, own, children, final, charge int64, charged bool) {
+		tr.acct.debugExit = func(p *proc, att string, own, children, final, charge int64, charged bool) {
 			t.Logf("exit pid %d ppid %d %s: own %d children %d record %d -> %d charged %v (%s)", p.pid, p.ppid, p.t.comm, own, children, final, charge, charged, att)
 		}
 		tr.debugClassify = func(p *proc, why string) {
@@ -288,7 +288,7 @@ func (l *live) checkSched() {
 		run := v[tr.idx.run] / 1e6
 		cpu := v[tr.idx.cpuUser] + v[tr.idx.cpuSys]
 		l.jvmSamples++
-		ran := (gap.Abs().Milliseconds() + 1) * int64(min(max(p.t.threads, 1), int64(tr.ncpu)))
+		ran := (gap.Abs().Milliseconds() + 1) * int64(min(max(p.t.threads, 1), int64(tr.acct.ncpu)))
 		lo, hi := int64(-20), int64(0)
 		if gap >= 0 {
 			hi += ran

@@ -33,7 +33,7 @@ import (
 // cgroups with a memory limit are watched (four descriptors each). Not
 // done for cgroup v2 (memory.events has the count; no eventfds).
 
-// oomWatch is one container's registration.
+// oomWatch is one container's registration (cgroup v1).
 type oomWatch struct {
 	control, usage *os.File // memory.oom_control, memory.usage_in_bytes
 	efd, marker    int      // the eventfds: OOMs and removal, removal only
@@ -42,47 +42,55 @@ type oomWatch struct {
 // removalWait bounds the wait for the marker's removal signal.
 const removalWait = 20 * time.Millisecond
 
-// watchOOM registers an OOM eventfd on the memory cgroup of u's container,
-// found from the cgroup file of a member, if it has a memory limit.
-func (t *Tracker) watchOOM(u *unit) {
-	root := t.cfg.CgroupRoot
-	if root == "" {
-		root = "/sys/fs/cgroup"
-	}
-	if root == "-" {
-		return
+// oomCounter counts the kernel's OOM kills in one container's memory
+// cgroup, from when the container was found to when its last process is
+// gone (one way per cgroup version: oomWatch for v1).
+type oomCounter interface {
+	// kills is the count: called once, when the container's last process
+	// is gone (its cgroup may be removed by then).
+	kills() uint32
+	// close releases what the count was watched with.
+	close()
+}
+
+// watchOOM starts counting the OOM kills of u's container, in the memory
+// cgroup found from the cgroup file of a member, if it has a memory
+// limit (nil: none to count).
+func (o *outcomes) watchOOM(u *unit) oomCounter {
+	if o.cgroupRoot == "-" {
+		return nil
 	}
 	var rel string
 	for _, p := range u.members {
 		if p.t == nil || p.t.vanished {
 			continue
 		}
-		b, err := t.cfg.FS.ReadPidFile(p.pid, "cgroup", t.buf)
-		t.buf = b
+		b, err := o.fs.ReadPidFile(p.pid, "cgroup", o.buf)
+		o.buf = b
 		if err != nil {
 			continue
 		}
-		rel = memoryCgroup(b, t.cfg.CgroupPrefix, u.containerID)
+		rel = memoryCgroup(b, o.cgroupPrefix, u.containerID)
 		break
 	}
 	if rel == "" {
-		return
+		return nil
 	}
-	dir := filepath.Join(root, "memory", rel)
+	dir := filepath.Join(o.cgroupRoot, "memory", rel)
 	limit, err := os.ReadFile(filepath.Join(dir, "memory.limit_in_bytes"))
 	if err != nil {
-		return
+		return nil
 	}
 	if v, err := strconv.ParseUint(strings.TrimSpace(string(limit)), 10, 64); err != nil || v >= 1<<62 {
-		return // no limit: no OOM of its own
+		return nil // no limit: no OOM of its own
 	}
 	w := &oomWatch{efd: -1, marker: -1}
 	if err := w.register(dir); err != nil {
 		w.close()
-		t.countErr("oom", err)
-		return
+		o.errs.count("oom", err)
+		return nil
 	}
-	u.end.oom = w
+	return w
 }
 
 // register opens the files and registers the eventfds: the marker first.
@@ -138,16 +146,10 @@ func memoryCgroup(b []byte, prefix, container string) string {
 	return ""
 }
 
-// oomKills takes the count of OOM kills of u's container and releases the
-// watch: from memory.oom_control while the cgroup is there, else from the
-// eventfd (one signal per OOM, one for the removal).
-func (t *Tracker) oomKills(u *unit) uint32 {
-	w := u.end.oom
-	if w == nil {
-		return 0
-	}
-	u.end.oom = nil
-	defer w.close()
+// kills takes the count of OOM kills: from memory.oom_control while the
+// cgroup is there, else from the eventfd (one signal per OOM, one for the
+// removal).
+func (w *oomWatch) kills() uint32 {
 	buf := make([]byte, 256)
 	if n, _ := w.control.ReadAt(buf, 0); n > 0 { // a removed cgroup's reads fail (ENODEV)
 		if v, ok := oomKillField(buf[:n]); ok {
@@ -197,16 +199,6 @@ func (w *oomWatch) close() {
 	for _, fd := range []int{w.efd, w.marker} {
 		if fd >= 0 {
 			unix.Close(fd)
-		}
-	}
-}
-
-// closeOOMWatches releases the watches of the units still running.
-func (t *Tracker) closeOOMWatches() {
-	for _, u := range t.units {
-		if u.end.oom != nil {
-			u.end.oom.close()
-			u.end.oom = nil
 		}
 	}
 }

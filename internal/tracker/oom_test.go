@@ -79,8 +79,8 @@ func TestOOMWatch(t *testing.T) {
 			cmd.Process.Kill()
 			t.Fatal(err)
 		}
-		u := &unit{containerID: container, members: []*proc{{pid: int32(cmd.Process.Pid), t: &tracked{}}}}
-		tr.watchOOM(u)
+		u := &unit{containerID: container, members: []*proc{{pid: int32(cmd.Process.Pid), t: &tracked{}}}, cur: &attempt{}}
+		u.end.oom = tr.ends.watchOOM(u)
 		if u.end.oom == nil {
 			cmd.Process.Kill()
 			t.Fatal("no watch registered")
@@ -96,7 +96,8 @@ func TestOOMWatch(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if got := tr.oomKills(u); got != tc.want {
+		tr.ends.ended(u, 0)
+		if got := u.cur.info.OOMKills; got != tc.want {
 			t.Errorf("case %d (OOM %v, cgroup removed %v): %d OOM kills, want %d", i, tc.oom, tc.remove, got, tc.want)
 		}
 		if u.end.oom != nil {

@@ -1,10 +1,8 @@
 package tracker
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -55,8 +53,20 @@ type LostConfig struct {
 	Reaper  Reaper
 }
 
-// lostState is the tracker's memory of the checks.
-type lostState struct {
+// lostChecker is the part of the tracker that looks for lost processes
+// (LostConfig), every CheckEvery, as independent checks (each a method):
+// findDaemons (the node's daemons, their conf dirs read once),
+// checkReparented (orphans), checkChildSlots (Hadoop 1 Child JVMs beyond
+// their TaskTracker's slots, or that never got their task),
+// checkUnknownContainers (containers their NodeManager no longer lists),
+// checkOutlived (working directory removed), then reap. Its state is
+// what the checks found so far; what it sees of the process table is a
+// lostView.
+type lostChecker struct {
+	cfg   *LostConfig
+	view  lostView
+	stats *Stats // NMPollErrors
+	// The checks' findings.
 	lastMs  int64
 	daemons map[daemonID]*daemonConf
 	nm      *nmPollers // nmpoll.go
@@ -69,18 +79,24 @@ type lostState struct {
 	tts     []daemonID
 }
 
+// lostView is what the lost checks need of the process table.
+type lostView interface {
+	// unitTable is the units tracked, by key.
+	unitTable() map[string]*unit
+	// procTable is every process known, by pid.
+	procTable() map[int32]*proc
+	// ownDaemon reports whether a daemon of the node is the scope's (all
+	// are without a scope): its tasks are the tracker's.
+	ownDaemon(pid int32) bool
+	// readDaemonConf reads what a daemon's conf dir says (daemons.go).
+	readDaemonConf(pid int32, kind hadoop.Kind) *daemonConf
+	// cwd is the target of pid's cwd link.
+	cwd(pid int32) (string, error)
+}
+
 type daemonID struct {
 	pid   int32
 	start uint64
-}
-
-// daemonConf is what a daemon's conf dir says.
-type daemonConf struct {
-	kind                 hadoop.Kind
-	confDir              string // as the daemon sees it
-	mapSlots, reduceSlot int64
-	endpoint             nodemanager.Endpoint
-	localDirs            []string // yarn.nodemanager.local-dirs, mapred.local.dir
 }
 
 // unitFlags are what the checks found about one unit.
@@ -91,12 +107,21 @@ type unitFlags struct {
 	sinceMs                 int64  // when it was first found lost (any way)
 }
 
-func (t *Tracker) lostStateInit() *lostState {
-	if t.lost == nil {
-		t.lost = &lostState{daemons: map[daemonID]*daemonConf{}, flagged: map[*unit]*unitFlags{}, excess: map[string]string{},
-			nm: newNMPollers(&t.cfg.Lost)}
+func newLostChecker(cfg *LostConfig, view lostView, stats *Stats) *lostChecker {
+	return &lostChecker{cfg: cfg, view: view, stats: stats, daemons: map[daemonID]*daemonConf{},
+		flagged: map[*unit]*unitFlags{}, excess: map[string]string{}, nm: newNMPollers(cfg)}
+}
+
+// checkLost runs the lost checks (step 8 of a tick), when they are
+// enabled.
+func (t *Tracker) checkLost(ms int64) {
+	if !t.cfg.Lost.Enabled {
+		return
 	}
-	return t.lost
+	if t.lost == nil {
+		t.lost = newLostChecker(&t.cfg.Lost, t, &t.stats)
+	}
+	t.lost.check(ms, t.sink)
 }
 
 // closeLost stops the NodeManager pollers.
@@ -107,7 +132,7 @@ func (t *Tracker) closeLost() {
 }
 
 // flags are what the checks found of u so far.
-func (ls *lostState) flags(u *unit) *unitFlags {
+func (ls *lostChecker) flags(u *unit) *unitFlags {
 	f := ls.flagged[u]
 	if f == nil {
 		f = &unitFlags{}
@@ -116,14 +141,11 @@ func (ls *lostState) flags(u *unit) *unitFlags {
 	return f
 }
 
-// checkLost runs the checks of LostConfig, at most every CheckEvery. They
-// are independent: each reports what it finds on its own.
-func (t *Tracker) checkLost(ms int64) {
-	c := &t.cfg.Lost
-	if !c.Enabled {
-		return
-	}
-	ls := t.lostStateInit()
+// check runs the checks of LostConfig, at most every CheckEvery, and
+// reports what they find to sink. They are independent: each reports what
+// it finds on its own.
+func (ls *lostChecker) check(ms int64, sink Sink) {
+	c := ls.cfg
 	every := c.CheckEvery
 	if every <= 0 {
 		every = 2 * time.Second
@@ -132,47 +154,49 @@ func (t *Tracker) checkLost(ms int64) {
 		return
 	}
 	ls.lastMs = ms
+	units := ls.view.unitTable()
 	for u := range ls.flagged {
-		if t.units[u.key] != u {
+		if units[u.key] != u {
 			delete(ls.flagged, u)
 		}
 	}
 	ls.keys = ls.keys[:0]
-	for k := range t.units {
+	for k := range units {
 		ls.keys = append(ls.keys, k)
 	}
 	sort.Strings(ls.keys)
-	t.findDaemons(ls)
-	t.checkReparented(ls, ms)
-	t.checkChildSlots(ls, ms)
-	t.checkUnknownContainers(ls, ms)
-	t.checkOutlived(ls, ms)
-	t.stats.NMPollErrors = ls.nm.errors()
+	ls.findDaemons()
+	ls.checkReparented(ms, sink)
+	ls.checkChildSlots(ms, sink)
+	ls.checkUnknownContainers(ms, sink)
+	ls.checkOutlived(ms, sink)
+	ls.stats.NMPollErrors = ls.nm.errors()
 	if c.Reaper != nil {
-		t.reap(ms)
+		ls.reap(ms, sink)
 	}
 }
 
 // findDaemons finds the node's TaskTrackers and NodeManagers (the scope's
 // only, with a Scope), reads their conf dirs once, and polls the
 // NodeManagers.
-func (t *Tracker) findDaemons(ls *lostState) {
+func (ls *lostChecker) findDaemons() {
 	ls.tts = ls.tts[:0]
 	live := map[daemonID]bool{}
-	for pid, p := range t.procs {
-		if p.state != stDaemon || (p.kind != hadoop.KindTaskTracker && p.kind != hadoop.KindNodeManager) || !t.ownDaemon(pid) {
+	procs := ls.view.procTable()
+	for pid, p := range procs {
+		if p.state != stDaemon || (p.kind != hadoop.KindTaskTracker && p.kind != hadoop.KindNodeManager) || !ls.view.ownDaemon(pid) {
 			continue
 		}
 		id := daemonID{pid, p.startTicks}
 		live[id] = true
 		dc := ls.daemons[id]
 		if dc == nil {
-			dc = t.readDaemonConf(pid, p.kind)
+			dc = ls.view.readDaemonConf(pid, p.kind)
 			ls.daemons[id] = dc
 		}
 		if p.kind == hadoop.KindTaskTracker {
 			ls.tts = append(ls.tts, id)
-		} else if !t.cfg.Lost.NoNM {
+		} else if !ls.cfg.NoNM {
 			ls.nm.watch(pid, dc.endpoint)
 		}
 	}
@@ -181,28 +205,40 @@ func (t *Tracker) findDaemons(ls *lostState) {
 			delete(ls.daemons, id)
 		}
 	}
-	ls.nm.keep(func(pid int32) bool { p := t.procs[pid]; return p != nil && p.state == stDaemon })
+	ls.nm.keep(func(pid int32) bool { p := procs[pid]; return p != nil && p.state == stDaemon })
+}
+
+// checkLauncher reports u orphaned (at any tick) when the process that
+// launched it (its first process's parent: a NodeManager, a TaskTracker)
+// is gone.
+func (t *Tracker) checkLauncher(u *unit, ms int64) {
+	if !u.orphaned && u.launcherPID > 1 && t.procs[u.launcherPID] == nil {
+		u.orphaned = true
+		t.sink.Event(&wire.Event{Ms: ms, Kind: wire.EventOrphan, AttemptID: u.cur.info.AttemptID,
+			JobID: u.cur.info.JobID, PID: u.launcherPID, Message: "the process that launched this task is gone"})
+	}
 }
 
 // checkReparented finds the orphans that the launcher check of sampleUnits
 // cannot see: the launcher recorded is a member of the unit (the agent came
 // after the unit's first process), so it looks at the topmost member's
 // parent.
-func (t *Tracker) checkReparented(ls *lostState, ms int64) {
+func (ls *lostChecker) checkReparented(ms int64, sink Sink) {
+	units, procs := ls.view.unitTable(), ls.view.procTable()
 	for _, k := range ls.keys {
-		u := t.units[k]
+		u := units[k]
 		if u.orphaned || u.cur == nil {
 			continue
 		}
-		top := t.topMember(u)
+		top := topMember(u, procs)
 		if top == nil {
 			continue
 		}
-		if parent := t.procs[top.ppid]; top.ppid > 1 && parent.launches() {
+		if parent := procs[top.ppid]; top.ppid > 1 && parent.launches() {
 			u.launcherPID = top.ppid
 		} else if top.ppid == 1 && top.t != nil && (top.t.role == wire.RoleWrapper || top.t.role == wire.RoleTaskJVM) {
 			u.orphaned = true
-			t.sink.Event(&wire.Event{Ms: ms, Kind: wire.EventOrphan, AttemptID: u.cur.info.AttemptID, JobID: u.cur.info.JobID,
+			sink.Event(&wire.Event{Ms: ms, Kind: wire.EventOrphan, AttemptID: u.cur.info.AttemptID, JobID: u.cur.info.JobID,
 				PID: top.pid, Process: top.t.key, Message: fmt.Sprintf("%s (pid %d) was reparented to init: the process that launched this task is gone", top.t.comm, top.pid)})
 		}
 	}
@@ -210,8 +246,8 @@ func (t *Tracker) checkReparented(ls *lostState, ms int64) {
 
 // checkChildSlots counts Hadoop 1 Child JVMs per TaskTracker and type
 // against its slots, and finds Children that never got their task.
-func (t *Tracker) checkChildSlots(ls *lostState, ms int64) {
-	lostAfter := t.cfg.Lost.LostAfter
+func (ls *lostChecker) checkChildSlots(ms int64, sink Sink) {
+	lostAfter := ls.cfg.LostAfter
 	if lostAfter <= 0 {
 		lostAfter = time.Minute
 	}
@@ -220,12 +256,13 @@ func (t *Tracker) checkChildSlots(ls *lostState, ms int64) {
 		jvm *proc
 	}
 	byTT := map[string][]child{}
+	units, procs := ls.view.unitTable(), ls.view.procTable()
 	for _, k := range ls.keys {
-		u := t.units[k]
+		u := units[k]
 		if u.jvmKind != hadoop.KindChild || u.cur == nil || u.orphaned {
 			continue
 		}
-		jvm := t.procs[u.jvmPID]
+		jvm := procs[u.jvmPID]
 		if jvm == nil || jvm.t == nil || jvm.t.unit != u {
 			continue
 		}
@@ -245,7 +282,7 @@ func (t *Tracker) checkChildSlots(ls *lostState, ms int64) {
 			if f.sinceMs == 0 {
 				f.sinceMs = ms
 			}
-			t.sink.Event(&wire.Event{Ms: ms, Kind: wire.EventLostJVM, AttemptID: u.cur.info.AttemptID, JobID: u.cur.info.JobID,
+			sink.Event(&wire.Event{Ms: ms, Kind: wire.EventLostJVM, AttemptID: u.cur.info.AttemptID, JobID: u.cur.info.JobID,
 				PID: jvm.pid, Process: jvm.t.key, Value: 1,
 				Message: fmt.Sprintf("Child JVM pid %d has not got its task in %s (no log.index for %s): it hung before getTask; its TaskTracker no longer counts it",
 					jvm.pid, time.Duration(ms-jvm.t.startMs)*time.Millisecond/time.Second*time.Second, u.key)})
@@ -291,7 +328,7 @@ func (t *Tracker) checkChildSlots(ls *lostState, ms int64) {
 			}
 			ls.excess[key] = what
 			first := cs[0]
-			t.sink.Event(&wire.Event{Ms: ms, Kind: wire.EventLostJVM, AttemptID: first.u.cur.info.AttemptID, JobID: first.u.cur.info.JobID,
+			sink.Event(&wire.Event{Ms: ms, Kind: wire.EventLostJVM, AttemptID: first.u.cur.info.AttemptID, JobID: first.u.cur.info.JobID,
 				PID: first.jvm.pid, Process: first.jvm.t.key, Value: excess, Message: what})
 		}
 	}
@@ -302,9 +339,10 @@ func (t *Tracker) checkChildSlots(ls *lostState, ms int64) {
 // begun after it started, lack it while its processes live on (a
 // container that ends leaves the list as its launcher exits, and its
 // processes with it).
-func (t *Tracker) checkUnknownContainers(ls *lostState, ms int64) {
+func (ls *lostChecker) checkUnknownContainers(ms int64, sink Sink) {
+	units, procs := ls.view.unitTable(), ls.view.procTable()
 	for _, k := range ls.keys {
-		u := t.units[k]
+		u := units[k]
 		if u.containerID == "" || u.cur == nil {
 			continue
 		}
@@ -341,12 +379,12 @@ func (t *Tracker) checkUnknownContainers(ls *lostState, ms int64) {
 		if f.sinceMs == 0 {
 			f.sinceMs = ms
 		}
-		top := t.topMember(u)
+		top := topMember(u, procs)
 		ev := &wire.Event{Ms: ms, Kind: kind, AttemptID: u.cur.info.AttemptID, JobID: u.cur.info.JobID, Message: msg}
 		if top != nil {
 			ev.PID, ev.Process = top.pid, top.t.key
 		}
-		t.sink.Event(ev)
+		sink.Event(ev)
 	}
 }
 
@@ -354,9 +392,10 @@ func (t *Tracker) checkUnknownContainers(ls *lostState, ms int64) {
 // removed their working directory (the TaskTracker purges jobcache/<job>
 // when the job is done; the NodeManager deletes the container's
 // directory).
-func (t *Tracker) checkOutlived(ls *lostState, ms int64) {
+func (ls *lostChecker) checkOutlived(ms int64, sink Sink) {
+	units, procs := ls.view.unitTable(), ls.view.procTable()
 	for _, k := range ls.keys {
-		u := t.units[k]
+		u := units[k]
 		if u.cur == nil {
 			continue
 		}
@@ -364,14 +403,14 @@ func (t *Tracker) checkOutlived(ls *lostState, ms int64) {
 		if f.outlived {
 			continue
 		}
-		p := t.procs[u.jvmPID]
+		p := procs[u.jvmPID]
 		if p == nil || p.t == nil || p.t.unit != u {
-			p = t.topMember(u)
+			p = topMember(u, procs)
 		}
 		if p == nil || p.t == nil {
 			continue
 		}
-		cwd, err := t.cfg.FS.Readlink(p.pid, "cwd")
+		cwd, err := ls.view.cwd(p.pid)
 		if err != nil || !strings.HasSuffix(cwd, " (deleted)") {
 			continue
 		}
@@ -379,20 +418,20 @@ func (t *Tracker) checkOutlived(ls *lostState, ms int64) {
 		if f.sinceMs == 0 {
 			f.sinceMs = ms
 		}
-		t.sink.Event(&wire.Event{Ms: ms, Kind: wire.EventOutlived, AttemptID: u.cur.info.AttemptID, JobID: u.cur.info.JobID,
+		sink.Event(&wire.Event{Ms: ms, Kind: wire.EventOutlived, AttemptID: u.cur.info.AttemptID, JobID: u.cur.info.JobID,
 			PID: p.pid, Process: p.t.key, Message: fmt.Sprintf("the working directory of pid %d was removed (%s): the task outlived its job", p.pid, cwd)})
 	}
 }
 
 // topMember is the unit's member whose parent is not a member (the oldest
 // if there are several).
-func (t *Tracker) topMember(u *unit) *proc {
+func topMember(u *unit, procs map[int32]*proc) *proc {
 	var top *proc
 	for _, m := range u.members {
 		if m.t == nil || m.t.vanished {
 			continue
 		}
-		if par := t.procs[m.ppid]; par != nil && par.t != nil && par.t.unit == u {
+		if par := procs[m.ppid]; par != nil && par.t != nil && par.t.unit == u {
 			continue
 		}
 		if top == nil || m.startTicks < top.startTicks {
@@ -404,8 +443,7 @@ func (t *Tracker) topMember(u *unit) *proc {
 
 // reap hands the members of every lost unit to the reaper. A process group
 // is signalled whole only when every process in it belongs to lost units.
-func (t *Tracker) reap(ms int64) {
-	ls := t.lost
+func (ls *lostChecker) reap(ms int64, sink Sink) {
 	lostUnit := func(u *unit) (string, bool) {
 		f := ls.flagged[u]
 		switch {
@@ -421,7 +459,7 @@ func (t *Tracker) reap(ms int64) {
 		return "", false
 	}
 	groupOK := map[int32]bool{}
-	for _, p := range t.procs {
+	for _, p := range ls.view.procTable() {
 		if p.pgrp <= 1 {
 			continue
 		}
@@ -436,7 +474,7 @@ func (t *Tracker) reap(ms int64) {
 		groupOK[p.pgrp] = lost
 	}
 	var targets []orphanreaper.Target
-	for _, u := range t.units {
+	for _, u := range ls.view.unitTable() {
 		why, ok := lostUnit(u)
 		if !ok || u.cur == nil {
 			continue
@@ -454,85 +492,24 @@ func (t *Tracker) reap(ms int64) {
 		}
 	}
 	sort.Slice(targets, func(i, j int) bool { return targets[i].PID < targets[j].PID })
-	for _, ev := range t.cfg.Lost.Reaper.Update(time.UnixMilli(ms), targets) {
-		t.sink.Event(&ev)
+	for _, ev := range ls.cfg.Reaper.Update(time.UnixMilli(ms), targets) {
+		sink.Event(&ev)
 	}
 }
 
-// IsDaemon reports whether pid is a Hadoop daemon the tracker knows (for
-// the reaper's protection).
-func (t *Tracker) IsDaemon(pid int32) bool {
-	p := t.procs[pid]
-	return p != nil && p.state == stDaemon
+// nodeManagers are the NodeManagers the lost checks poll (nmpoll.go).
+func (t *Tracker) nodeManagers() []ContainerLister {
+	if t.lost == nil {
+		return nil
+	}
+	return t.lost.nm.all()
 }
 
-// readDaemonConf finds a daemon's conf dir (HADOOP_CONF_DIR or
-// YARN_CONF_DIR in its environment, else the first entry of its classpath)
-// and reads the slots (TaskTracker) or the web address (NodeManager) there.
-// Paths are read through <procfs>/<pid>/root, as the daemon sees them.
-func (t *Tracker) readDaemonConf(pid int32, kind hadoop.Kind) *daemonConf {
-	dc := &daemonConf{kind: kind, mapSlots: 2, reduceSlot: 2} // Hadoop 1's defaults
-	root := t.cfg.FS.PidPath(pid, "root")
-	var dirs []string
-	if b, err := t.cfg.FS.ReadPidFile(pid, "environ", nil); err == nil {
-		for _, kv := range bytes.Split(b, []byte{0}) {
-			for _, name := range []string{"HADOOP_CONF_DIR=", "YARN_CONF_DIR="} {
-				if v, ok := bytes.CutPrefix(kv, []byte(name)); ok && len(v) > 0 {
-					dirs = append(dirs, string(v))
-				}
-			}
-		}
-	}
-	if b, err := t.cfg.FS.ReadPidFile(pid, "cmdline", nil); err == nil {
-		args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
-		for i := 0; i+1 < len(args); i++ {
-			if args[i] == "-classpath" || args[i] == "-cp" {
-				if first, _, _ := strings.Cut(args[i+1], ":"); first != "" {
-					dirs = append(dirs, first)
-				}
-				break
-			}
-		}
-	}
-	for _, d := range dirs {
-		if !strings.HasPrefix(d, "/") {
-			continue
-		}
-		switch kind {
-		case hadoop.KindTaskTracker:
-			f, err := os.Open(root + d + "/mapred-site.xml")
-			if err != nil {
-				continue
-			}
-			conf, err := hadoop.ParseConf(f)
-			f.Close()
-			if err != nil {
-				t.countErr("mapred-site.xml", err)
-				continue
-			}
-			dc.confDir = d
-			dc.localDirs = localDirsOf(conf, kind)
-			if n, ok := conf.Int("mapred.tasktracker.map.tasks.maximum"); ok {
-				dc.mapSlots = n
-			}
-			if n, ok := conf.Int("mapred.tasktracker.reduce.tasks.maximum"); ok {
-				dc.reduceSlot = n
-			}
-			return dc
-		case hadoop.KindNodeManager:
-			ep, err := nodemanager.ReadEndpoint(root, d)
-			if err != nil {
-				continue
-			}
-			dc.confDir, dc.endpoint = d, ep
-			if f, err := os.Open(root + d + "/yarn-site.xml"); err == nil {
-				if conf, err := hadoop.ParseConf(f); err == nil {
-					dc.localDirs = localDirsOf(conf, kind)
-				}
-				f.Close()
-			}
-			return dc
-		}
-	}
-	return dc
-}
+// unitTable is the units tracked, by key (lostView).
+func (t *Tracker) unitTable() map[string]*unit { return t.units }
+
+// procTable is every process known, by pid (lostView).
+func (t *Tracker) procTable() map[int32]*proc { return t.procs }
+
+// cwd is the target of pid's cwd link (lostView).
+func (t *Tracker) cwd(pid int32) (string, error) { return t.cfg.FS.Readlink(pid, "cwd") }

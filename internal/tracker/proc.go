@@ -47,43 +47,29 @@ func (p *proc) setStat(s *procfs.Stat) {
 
 // tracked is the state of a process that belongs to a unit.
 type tracked struct {
-	key      uint64
-	startMs  int64
-	comm     string
-	cmdline  string
-	uid      uint32
-	user     string
-	launch   hadoop.Launch
-	role     string
-	unit     *unit
-	mem      *member
-	h        *procfs.Proc
-	vals     []int64
-	present  uint64
-	age      uint64 // ticks sampled
-	srcState []any
-	vanished bool
-	exited   bool // a zombie: it exited (its stat says Z), its parent has not reaped it
-	exiting  bool // its threads are exiting (PF_EXITING, or its leader exited): its last stat said so
-	// pending is CPU of exited children that this process reaped (or will)
-	// but that its cutime/cstime did not show yet; lastChildren is its
-	// cutime+cstime at the last sample; credit is cutime growth that came
-	// before the exit it stands for was seen (the parent reaped the child
-	// between two of the tracker's reads).
-	pending      int64
-	pendDoubt    int64 // how far off pending may be (children gone without their exit records)
-	certain      int64 // reaped children's CPU that the next sample's cutime must show
-	lastChildren int64
-	credit       int64
-	// pendRead and pendWrite are IO of children reaped after this process's
-	// last sample: its io counters will never show them.
-	pendRead, pendWrite int64
-	sampledAgain        bool  // scratch of ancestorAttempt
-	cpuPrevMs           int64 // for the snapshot's CPU percentage
-	tPrevMs             int64
-	cpuMs               int64
-	tMs                 int64
-
+	key        uint64
+	startMs    int64
+	comm       string
+	cmdline    string
+	uid        uint32
+	user       string
+	launch     hadoop.Launch
+	role       string
+	unit       *unit
+	mem        *member
+	h          *procfs.Proc
+	vals       []int64
+	present    uint64
+	age        uint64 // ticks sampled
+	srcState   []any
+	vanished   bool
+	exited     bool  // a zombie: it exited (its stat says Z), its parent has not reaped it
+	exiting    bool  // its threads are exiting (PF_EXITING, or its leader exited): its last stat said so
+	cpuAccount       // the CPU and IO of the children it reaps (membership.go)
+	cpuPrevMs  int64 // for the snapshot's CPU percentage
+	tPrevMs    int64
+	cpuMs      int64
+	tMs        int64
 	bootMs     int64  // when it was last sampled, ms since boot
 	recheckAt  uint64 // when to read the command line again (wrappers exec)
 	startStack uint64 // stat's startstack: a new one means an exec
@@ -104,12 +90,4 @@ type tracked struct {
 	// ctx is the thread group's context switches (voluntary, involuntary)
 	// counted from taskstats; ctxRaw the live threads' sums last read.
 	ctx, ctxRaw [2]uint64
-}
-
-// member is one process's membership of one attempt.
-type member struct {
-	att                                   *attempt
-	fromMs                                int64
-	cpuBase                               int64
-	readBase, writeBase, gcBase, waitBase int64
 }

@@ -44,34 +44,69 @@ type reapItem struct {
 // tick each for the user and system time of its last sample.
 func (it reapItem) doubt() int64 { return it.tail + 2*1000/procfs.UserHZ }
 
-// readReapers reads every reaper's stat (right after the listing: a child
+// reaperLedger is the part of the tracker that keeps the reapers: what
+// each one's cutime/cstime grew by at this tick, what of that its other
+// children's exit records account for, and the processes it reaped,
+// charged at the end of the tick (settle).
+type reaperLedger struct {
+	stats *Stats // ExitCorrectionMs
+	stat  statReader
+	byPID map[int32]*reaper
+
+	debugReap func(r *reaper, it reapItem, avail, est int64) // tests: each item, before it is settled
+}
+
+// statReader is what the ledger reads of the process table: a process's
+// stat.
+type statReader interface {
+	// openProc is a handle on pid's /proc directory (nothing opened yet).
+	openProc(pid int32) *procfs.Proc
+	// statOf reads pid's stat through h (valid until the next read).
+	statOf(pid int32, h *procfs.Proc) (*procfs.Stat, error)
+}
+
+func newReaperLedger(stat statReader, stats *Stats) *reaperLedger {
+	return &reaperLedger{stat: stat, stats: stats, byPID: map[int32]*reaper{}}
+}
+
+// read reads every reaper's stat (right after the listing: a child
 // missing from the listing was reaped before this read).
-func (t *Tracker) readReapers() {
-	for pid, r := range t.reapers {
+func (l *reaperLedger) read() {
+	for pid, r := range l.byPID {
 		r.grown = -1
-		if t.readStat(pid, r.h) != nil || t.stat.StartTime != r.startTicks {
+		st, err := l.stat.statOf(pid, r.h)
+		if err != nil || st.StartTime != r.startTicks {
 			r.h.Close()
-			delete(t.reapers, pid)
+			delete(l.byPID, pid)
 			continue
 		}
-		c := collect.TicksToMs(t.stat.CUTime + t.stat.CSTime)
+		c := collect.TicksToMs(st.CUTime + st.CSTime)
 		r.grown, r.children = c-r.children, c
 	}
 }
 
-// noteOtherExit takes the exit record of a thread of a process that is not
+// otherExit takes the exit record of a thread of a process that is not
 // tracked: if a reaper is its parent, the reaper's cutime will hold it.
-func (t *Tracker) noteOtherExit(rec *taskstats.Record) {
-	if r := t.reapers[rec.PPID]; r != nil {
+func (l *reaperLedger) otherExit(rec *taskstats.Record) {
+	if r := l.byPID[rec.PPID]; r != nil {
 		r.other += rec.CPUMs()
 	}
 }
 
-// chargeToReaper defers the charge of an exited process to the settling of
-// its reaper's cutime at the end of the tick. It reports false when ppid is
+// reaped notes that a process that had ended as a zombie under ppid left
+// /proc: its reaper's cutime grew by its life, which was charged when it
+// exited.
+func (l *reaperLedger) reaped(ppid int32, life int64) {
+	if r := l.byPID[ppid]; r != nil {
+		r.other += life
+	}
+}
+
+// charge defers the charge of an exited process to the settling of its
+// reaper's cutime at the end of the tick. It reports false when ppid is
 // not a reaper whose cutime is known at this tick.
-func (t *Tracker) chargeToReaper(ppid int32, a *attempt, life, part, tail int64) bool {
-	r := t.reapers[ppid]
+func (l *reaperLedger) charge(ppid int32, a *attempt, life, part, tail int64) bool {
+	r := l.byPID[ppid]
 	if r == nil || r.grown < 0 {
 		return false
 	}
@@ -79,13 +114,13 @@ func (t *Tracker) chargeToReaper(ppid int32, a *attempt, life, part, tail int64)
 	return true
 }
 
-// settleReapers charges what each reaper's cutime grew by (less its other
-// children's records) to the attempts of the processes it reaped, when that
-// is within a factor of two of their estimates; else the estimates stand
-// (a child reaped between the listing and the read, or one whose parent
-// ignores SIGCHLD, makes the growth mean nothing).
-func (t *Tracker) settleReapers() {
-	for _, r := range t.reapers {
+// settle charges what each reaper's cutime grew by (less its other
+// children's records) to the attempts of the processes it reaped, when
+// that is within a factor of two of their estimates; else the estimates
+// stand (a child reaped between the listing and the read, or one whose
+// parent ignores SIGCHLD, makes the growth mean nothing).
+func (l *reaperLedger) settle() {
+	for _, r := range l.byPID {
 		if len(r.items) == 0 {
 			r.other = 0
 			continue
@@ -97,9 +132,9 @@ func (t *Tracker) settleReapers() {
 		}
 		avail := r.grown - r.other
 		scale := est > 0 && 2*avail >= est && avail <= 2*est
-		if t.debugReap != nil {
+		if l.debugReap != nil {
 			for _, it := range r.items {
-				t.debugReap(r, it, avail, est)
+				l.debugReap(r, it, avail, est)
 			}
 		}
 		// What the growth says beyond the estimates is their error, split in
@@ -119,7 +154,7 @@ func (t *Tracker) settleReapers() {
 			}
 			// The correction is all in the tail (the samples were exact),
 			// which is the current attempt's.
-			t.stats.ExitCorrectionMs += it.life - c
+			l.stats.ExitCorrectionMs += it.life - c
 			it.a.exitedCPU += max(0, it.part+c-it.life)
 			r.items[i] = reapItem{}
 		}
@@ -128,98 +163,38 @@ func (t *Tracker) settleReapers() {
 	}
 }
 
-// watchReapers makes every untracked parent of a tracked process a reaper
-// and forgets those that are no longer parents of any.
-func (t *Tracker) watchReapers() {
-	for _, u := range t.units {
-		for _, p := range u.members {
-			if p.t.vanished || p.ppid <= 0 {
-				continue
-			}
-			if par := t.procs[p.ppid]; par != nil && par.t != nil {
-				continue
-			}
-			r := t.reapers[p.ppid]
-			if r == nil {
-				r = t.newReaper(p.ppid)
-				if r == nil {
-					continue
-				}
-			}
-			r.seen = t.cycle
+// mark makes pid, the untracked parent of a tracked process, a reaper
+// (from the tick of cycle on).
+func (l *reaperLedger) mark(pid int32, cycle uint64) {
+	r := l.byPID[pid]
+	if r == nil {
+		h := l.stat.openProc(pid)
+		st, err := l.stat.statOf(pid, h)
+		if err != nil {
+			h.Close()
+			return
 		}
+		r = &reaper{pid: pid, startTicks: st.StartTime, h: h, grown: -1,
+			children: collect.TicksToMs(st.CUTime + st.CSTime)}
+		l.byPID[pid] = r
 	}
-	for pid, r := range t.reapers {
-		if r.seen != t.cycle {
+	r.seen = cycle
+}
+
+// sweep forgets the reapers not marked at the tick of cycle: no longer
+// parents of any tracked process.
+func (l *reaperLedger) sweep(cycle uint64) {
+	for pid, r := range l.byPID {
+		if r.seen != cycle {
 			r.h.Close()
-			delete(t.reapers, pid)
+			delete(l.byPID, pid)
 		}
 	}
 }
 
-func (t *Tracker) newReaper(pid int32) *reaper {
-	h := t.cfg.FS.OpenProc(pid)
-	if t.readStat(pid, h) != nil {
-		h.Close()
-		return nil
+// close releases the reapers' held files.
+func (l *reaperLedger) close() {
+	for _, r := range l.byPID {
+		r.h.Close()
 	}
-	r := &reaper{pid: pid, startTicks: t.stat.StartTime, h: h, grown: -1,
-		children: collect.TicksToMs(t.stat.CUTime + t.stat.CSTime)}
-	t.reapers[pid] = r
-	return r
-}
-
-// tail estimates the CPU an exited process used after its last sample.
-// raw is what its exit records say (their sum less the last sample): on a
-// kernel that leaves their scheduler runtime 0 they count clock ticks, an
-// error over its whole life that for a process that ran for minutes can be
-// far more than a tick's worth, and they miss the threads that exited
-// before the agent started. So for a process sampled twice or more the tail is bounded by what it could
-// have used between its last sample and its exit (the record gives its life,
-// hence the moment of its exit): that time on as many CPUs as it had threads,
-// and it is at least what it used at its last rate.
-func (t *Tracker) tail(p *proc, final *taskstats.Record, raw int64) int64 {
-	tr := p.t
-	if tr.age < 2 || final.EtimeUs == 0 || tr.bootMs <= 0 || tr.tMs <= tr.tPrevMs {
-		return raw
-	}
-	exitMs := int64(p.startTicks)*1000/procfs.UserHZ + int64(final.EtimeUs/1000)
-	dt := min(max(exitMs-tr.bootMs, 0), max(t.bootNowMs-tr.bootMs, 0))
-	rate := (tr.cpuMs - tr.cpuPrevMs) * dt / (tr.tMs - tr.tPrevMs)
-	cpus := int64(min(max(val(tr, t.idx.threads), 1), int64(t.ncpu)))
-	return max(max(rate, 0), min(raw, dt*cpus))
-}
-
-// tailUnknown estimates what an exited process whose exit record never
-// came used after its last sample: it exited at some moment between that
-// sample and this tick's listing, running meanwhile at its last rate (half
-// of that time, on average).
-func (t *Tracker) tailUnknown(p *proc) int64 {
-	tr := p.t
-	if tr.age < 2 || tr.bootMs <= 0 || tr.tMs <= tr.tPrevMs {
-		return 0
-	}
-	dt := max(t.bootNowMs-tr.bootMs, 0)
-	return max(0, (tr.cpuMs-tr.cpuPrevMs)*dt/(tr.tMs-tr.tPrevMs)/2)
-}
-
-// reapedInto reports whether the process of an exit record, never seen, is
-// in live's cutime already: it is gone from /proc, and so is every process
-// between it and live, and live will be sampled this tick.
-func (t *Tracker) reapedInto(rec *taskstats.Record, live *tracked) bool {
-	pid, ppid := rec.PID, rec.PPID
-	for depth := 0; depth < 32; depth++ {
-		if !t.cfg.FS.Gone(pid) {
-			return false
-		}
-		if par := t.procs[ppid]; par != nil {
-			return par.t == live && t.alive(par)
-		}
-		h := t.orphanByPID[ppid]
-		if h == nil || !h.leader {
-			return false
-		}
-		pid, ppid = ppid, h.rec.PPID
-	}
-	return false
 }

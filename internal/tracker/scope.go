@@ -5,8 +5,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-
-	"github.com/taskscope/taskscope/internal/hadoop"
 )
 
 // Scope limits a tracker to the tasks of one Hadoop daemon: the
@@ -135,19 +133,4 @@ func (t *Tracker) inScopeDirs(p *proc) bool {
 // without a scope): the lost-process checks look at its tasks only.
 func (t *Tracker) ownDaemon(pid int32) bool {
 	return !t.cfg.Scope.enabled() || pid == t.scope.pid
-}
-
-// localDirsOf reads a daemon's local directories from its configuration.
-func localDirsOf(conf hadoop.Conf, kind hadoop.Kind) []string {
-	key := "yarn.nodemanager.local-dirs"
-	if kind == hadoop.KindTaskTracker {
-		key = "mapred.local.dir"
-	}
-	var dirs []string
-	for _, d := range strings.Split(conf.First(key), ",") {
-		if d = strings.TrimSpace(d); strings.HasPrefix(d, "/") && !strings.Contains(d, "${") {
-			dirs = append(dirs, d)
-		}
-	}
-	return dirs
 }

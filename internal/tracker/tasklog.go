@@ -21,9 +21,9 @@ import (
 // TaskTracker took the done. Every attempt of a reused JVM appends to its
 // first attempt's syslog (the JVM's log directory, Child's argv[3]).
 //
-// It is read when an attempt ends: its JVM exited (closeUnit), or the JVM
-// took its next attempt (switchAttempt: Child asks for the next task only
-// after the last one said it was done).
+// It is read when an attempt ends: its JVM exited (outcomes.ended), or the
+// JVM took its next attempt (outcomes.switched: Child asks for the next
+// task only after the last one said it was done).
 //
 // A task-cleanup run (log directory <attempt>.cleanup) runs under the id
 // of the attempt that failed or was killed: its processes are that
@@ -32,9 +32,9 @@ import (
 // attempt.
 
 // readTaskLog sets a's TaskLog from the tail of its JVM's syslog, once.
-func (t *Tracker) readTaskLog(u *unit, a *attempt, ms int64) {
+func (o *outcomes) readTaskLog(u *unit, a *attempt, ms int64) {
 	if a == nil || u.jvmKind != hadoop.KindChild || u.containerID != "" || u.logDir == "" || a.info.TaskLog.Seen() ||
-		t.cleanupRun(u, a) {
+		cleanupRun(u, a) {
 		return
 	}
 	// The JVM's view of the file; once it is gone, its TaskTracker's.
@@ -44,7 +44,7 @@ func (t *Tracker) readTaskLog(u *unit, a *attempt, ms int64) {
 			continue
 		}
 		var b []byte
-		b, err = readTail(t.cfg.FS.PidPath(pid, "root")+u.logDir+"/syslog", hadoop.TaskLogTail)
+		b, err = readTail(o.fs.PidPath(pid, "root")+u.logDir+"/syslog", hadoop.TaskLogTail)
 		if err != nil {
 			continue
 		}
@@ -54,12 +54,12 @@ func (t *Tracker) readTaskLog(u *unit, a *attempt, ms int64) {
 		return
 	}
 	if err != nil {
-		t.countErr("syslog", err)
+		o.errs.count("syslog", err)
 	}
 }
 
 // cleanupRun reports whether a is a Hadoop 1 task-cleanup run.
-func (t *Tracker) cleanupRun(u *unit, a *attempt) bool {
+func cleanupRun(u *unit, a *attempt) bool {
 	return a.cleanup || a == u.cur && u.cleanup
 }
 

@@ -111,59 +111,107 @@ type Stats struct {
 }
 
 // Tracker keeps the state of one node. It is not safe for concurrent use.
+//
+// It is the process table (which pids live, their stats, the clock) and
+// the attribution of its processes to units and attempts (classify.go,
+// unit.go, scope.go); it samples them (sample.go) and leaves the rest to
+// parts with their own state, each seeing the table through a narrow view:
+// the exit records (exitrecords.go), the reapers' ledger (reapers.go),
+// memberships and CPU accounting (membership.go), how attempts end
+// (exits.go, oom.go, tasklog.go), lost processes (orphans.go).
 type Tracker struct {
-	cfg          Config
-	lister       *procfs.Lister
-	entries      []procfs.PidEntry
-	procs        map[int32]*proc
-	units        map[string]*unit
-	apps         map[string]string // application id -> framework, as its units told
-	sources      []collect.Source
-	setters      []setter
-	metrics      []string
-	idx          metricIndex
-	cycle        uint64
-	bootMs       int64 // when the machine booted, ms: btime's second, made exact at the first tick
-	btimeMs      int64 // btime's second, ms: what process keys are made from (stable across restarts)
-	bootFixed    bool
-	buf          []byte
-	cmdBuf       []byte
-	stat         procfs.Stat
-	sched        procfs.Schedstat
-	status       procfs.Status
-	newProcs     []*proc
-	recs         map[int32]*heldRecord // exit records of tracked processes, until they vanish
-	orphanRecs   []*heldRecord         // records not yet attributable
-	attVals      []int64
-	stats        Stats
-	sink         Sink
-	srcErrs      map[string]uint64
-	log          *slog.Logger
-	exact        bool
-	users        map[uint32]string
-	target       collect.Target
-	nowMs        int64
-	reused       []*proc
-	again        []*proc // to classify once more (seen between fork and exec)
-	orphanByPID  map[int32]*heldRecord
-	orphanExited map[int32]bool
-	takeExitFn   func(*taskstats.Record)
-	reapers      map[int32]*reaper // untracked parents of tracked processes
-	bootClock    func() int64      // ms since boot (CLOCK_BOOTTIME, as /proc's start times)
-	bootNowMs    int64             // bootClock at this tick's listing
-	ncpu         int
-	lost         *lostState // orphans.go
-	scope        scopeState // scope.go
-	closing      []*closing // exits.go: ended containers' attempts whose end may still be told
-	heldNew      int        // new processes of this tick whose stat is held (readNewStat)
+	cfg   Config
+	stats Stats
+	errs  readErrors
+	sink  Sink // this tick's
 
-	debugUnclaimed func(*taskstats.Record)   // tests
-	debugClassify  func(p *proc, why string) // tests
-	debugExit      func(p *proc, attempt string, own, children, final, charge int64, charged bool)
-	debugReap      func(r *reaper, it reapItem, avail, est int64) // settleReapers: each item, before it is settled
+	// The process table.
+	lister   *procfs.Lister
+	entries  []procfs.PidEntry
+	procs    map[int32]*proc
+	cycle    uint64
+	clock    clock
+	newProcs []*proc // this tick's
+	reused   []*proc // pids found reused by the listing: gone, handled in the sweep
+	heldNew  int     // new processes of this tick whose stat is held (readNewStat)
+	buf      []byte
+	cmdBuf   []byte
+	stat     procfs.Stat
+
+	// Attribution.
+	units map[string]*unit
+	apps  map[string]string // application id -> framework, as its units told
+	again []*proc           // to classify once more (seen between fork and exec)
+	scope scopeState        // scope.go
+	users map[uint32]string
+
+	// Sampling.
+	sources []collect.Source
+	setters []setter
+	metrics []string
+	idx     metricIndex
+	target  collect.Target
+	sched   procfs.Schedstat
+	status  procfs.Status
+
+	// The parts.
+	records *exitRecords  // exitrecords.go
+	ledger  *reaperLedger // reapers.go
+	acct    *accountant   // membership.go
+	ends    *outcomes     // exits.go
+	desc    describer     // describe.go
+	lost    *lostChecker  // orphans.go
+
+	debugClassify func(p *proc, why string) // tests
 	// debugSched gets the time from a sample's read of the stat to its
 	// read of the scheduler figures (negative: those came first).
 	debugSched func(p *proc, statToSched time.Duration)
+}
+
+// clock is the tracker's time: this tick's, and when the machine booted
+// (processes' starts count from it).
+type clock struct {
+	bootMs  int64 // when the machine booted, ms: btime's second, made exact at the first tick
+	btimeMs int64 // btime's second, ms: what process keys are made from (stable across restarts)
+	fixed   bool
+	nowMs   int64 // this tick's, ms
+	// bootNowMs is sinceBoot at this tick's listing.
+	bootNowMs int64
+	sinceBoot func() int64 // ms since boot (CLOCK_BOOTTIME, as /proc's start times)
+}
+
+// tick starts a tick at now and returns its time, ms: later than the
+// last one's. Every series needs increasing times: two ticks within one
+// millisecond (a late ticker fires twice) or a clock stepped back keep
+// them apart.
+func (c *clock) tick(now time.Time) int64 {
+	c.nowMs = max(now.UnixMilli(), c.nowMs+1)
+	return c.nowMs
+}
+
+// listed takes the time since boot at a listing. At the first, it makes
+// the boot time exact: btime is whole seconds, so processes' starts from
+// it would be up to a second early, and attempts that long. The wall
+// clock less the time since boot is exact (when it agrees with btime: a
+// procfs of this machine).
+func (c *clock) listed() {
+	c.bootNowMs = c.sinceBoot()
+	if c.fixed {
+		return
+	}
+	c.fixed = true
+	if cand := c.nowMs - c.bootNowMs; c.bootNowMs > 0 && cand >= c.btimeMs-1000 && cand < c.btimeMs+2000 {
+		c.bootMs = cand
+	}
+}
+
+// sinceBoot is CLOCK_BOOTTIME, ms (0 if it cannot be read).
+func sinceBoot() int64 {
+	var ts unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts) != nil {
+		return 0
+	}
+	return ts.Nano() / 1e6
 }
 
 // metricIndex holds the positions of the metrics the tracker sums per attempt.
@@ -197,34 +245,20 @@ func New(cfg Config) (*Tracker, error) {
 		return nil, err
 	}
 	t := &Tracker{
-		cfg:     cfg,
-		lister:  cfg.FS.NewLister(),
-		procs:   make(map[int32]*proc, 1024),
-		units:   map[string]*unit{},
-		apps:    map[string]string{},
-		bootMs:  btime * 1000,
-		btimeMs: btime * 1000,
-		buf:     make([]byte, 0, 8192),
-		cmdBuf:  make([]byte, 0, 8192),
-		recs:    map[int32]*heldRecord{},
-		srcErrs: map[string]uint64{},
-		log:     cfg.Log,
-		exact:   cfg.Exits != nil,
-		users:   map[uint32]string{},
-		reapers: map[int32]*reaper{},
-		bootClock: func() int64 {
-			var ts unix.Timespec
-			if unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts) != nil {
-				return 0
-			}
-			return ts.Nano() / 1e6
-		},
-		ncpu: runtime.NumCPU(),
+		cfg:    cfg,
+		lister: cfg.FS.NewLister(),
+		procs:  make(map[int32]*proc, 1024),
+		clock:  clock{bootMs: btime * 1000, btimeMs: btime * 1000, sinceBoot: sinceBoot},
+		buf:    make([]byte, 0, 8192),
+		cmdBuf: make([]byte, 0, 8192),
+		units:  map[string]*unit{},
+		apps:   map[string]string{},
+		users:  map[uint32]string{},
 	}
+	t.errs = readErrors{stats: &t.stats, bySource: map[string]uint64{}}
 	t.sources = collect.Enabled(&t.cfg.Collect)
-	for i, s := range t.sources {
-		t.setters = append(t.setters, setter{t: t, off: len(t.metrics)})
-		_ = i
+	for _, s := range t.sources {
+		t.setters = append(t.setters, setter{off: len(t.metrics)})
 		t.metrics = append(t.metrics, s.Metrics()...)
 	}
 	if len(t.metrics) > 64 {
@@ -245,7 +279,11 @@ func New(cfg Config) (*Tracker, error) {
 		read: find(wire.ReadBytes), write: find(wire.WriteBytes), heap: find(wire.HeapUsedBytes),
 		gc: find(wire.GCTimeMs), run: find(wire.SchedRunNs), wait: find(wire.SchedWaitNs), threads: find(wire.Threads),
 	}
-	t.attVals = make([]int64, len(wire.AttemptMetrics))
+	t.ledger = newReaperLedger(t, &t.stats)
+	t.records = newExitRecords(cfg.Exits, t, t.ledger, &t.stats, &t.errs)
+	t.acct = newAccountant(t, t.ledger, t.idx, &t.stats, cfg.Exits != nil, runtime.NumCPU())
+	t.ends = newOutcomes(cfg.FS, t, &t.errs, cfg.CgroupRoot, cfg.CgroupPrefix)
+	t.desc = describer{fs: cfg.FS, errs: &t.errs}
 	return t, nil
 }
 
@@ -268,32 +306,27 @@ func (t *Tracker) Sources() []collect.Source { return t.sources }
 func (t *Tracker) Stats() Stats { return t.stats }
 
 // SourceErrors returns read errors per source, cumulative.
-func (t *Tracker) SourceErrors() map[string]uint64 { return t.srcErrs }
+func (t *Tracker) SourceErrors() map[string]uint64 { return t.errs.bySource }
 
 // Exact reports whether exited processes' CPU comes from exit records.
-func (t *Tracker) Exact() bool { return t.exact }
+func (t *Tracker) Exact() bool { return t.acct.exact }
 
 // Close releases every held file and the exit source.
 func (t *Tracker) Close() error {
-	t.closeLost()       // orphans.go
-	t.closeOOMWatches() // oom.go
+	t.closeLost() // orphans.go
+	t.ends.close(t.units)
 	for _, p := range t.procs {
 		if p.t != nil && p.t.h != nil {
 			p.t.h.Close()
 		}
 	}
-	for _, r := range t.reapers {
-		r.h.Close()
-	}
+	t.ledger.close()
 	t.lister.Close()
-	if t.cfg.Exits != nil {
-		return t.cfg.Exits.Close()
-	}
-	return nil
+	return t.records.close()
 }
 
+// setter is a metric source's way to set its values in a process's sample.
 type setter struct {
-	t   *Tracker
 	off int
 	p   *tracked
 }
@@ -305,34 +338,38 @@ func (s *setter) Set(i int, v int64) {
 }
 
 // Tick lists /proc, classifies new processes, samples the tracked ones and
-// reports everything to sink, stamped with now.
+// reports everything to sink, stamped with now. Its steps are those of
+// docs/architecture.md ("One tick").
 func (t *Tracker) Tick(now time.Time, sink Sink) error {
 	t.cycle++
 	t.stats.Ticks++
 	t.sink = sink
-	// Every series needs increasing times: two ticks within one millisecond
-	// (a late ticker fires twice) or a clock stepped back keep them apart.
-	ms := max(now.UnixMilli(), t.nowMs+1)
-	t.nowMs = ms
-	entries, err := t.lister.List(t.entries[:0])
-	t.bootNowMs = t.bootClock()
-	if !t.bootFixed {
-		// btime is whole seconds: processes' starts from it would be up to
-		// a second early, and attempts that long. The wall clock less the
-		// time since boot is exact (when it agrees with btime: a procfs of
-		// this machine).
-		t.bootFixed = true
-		if cand := ms - t.bootNowMs; t.bootNowMs > 0 && cand >= t.btimeMs-1000 && cand < t.btimeMs+2000 {
-			t.bootMs = cand
-		}
+	ms := t.clock.tick(now)
+	if err := t.list(); err != nil { // 1. List
+		return err
 	}
+	t.classifyNew(ms)        // 2. Classify new pids
+	t.records.drain(t.cycle) // 3. Drain exit records
+	t.sweep(ms)              // 4. Sweep
+	t.sampleUnits(ms)        // 5. Sample, 6. Report
+	t.watch(ms)              // 7. Watch for ends to come
+	t.checkLost(ms)          // 8. Check for lost processes (orphans.go)
+	return nil
+}
+
+// list lists /proc (right after, it reads the reapers' stats: a child
+// missing from the listing was reaped before), and takes the new pids
+// (reading their stat: their start, their parent) and the reused ones.
+func (t *Tracker) list() error {
+	entries, err := t.lister.List(t.entries[:0])
+	t.clock.listed()
 	t.entries = entries
 	if err != nil {
 		return err
 	}
 	t.stats.Scanned = len(entries)
 	t.stats.ListingsReused = t.lister.Reused()
-	t.readReapers()
+	t.ledger.read()
 	t.newProcs = t.newProcs[:0]
 	for _, e := range entries {
 		p := t.procs[e.PID]
@@ -362,6 +399,12 @@ func (t *Tracker) Tick(now time.Time, sink Sink) error {
 		t.procs[e.PID] = np
 		t.newProcs = append(t.newProcs, np)
 	}
+	return nil
+}
+
+// classifyNew finds the scope's daemon and classifies this tick's new
+// processes, parents before children, after those to look at again.
+func (t *Tracker) classifyNew(ms int64) {
 	t.scopeDaemon() // scope.go
 	// Parents start before their children: classify in start order.
 	slices.SortFunc(t.newProcs, func(a, b *proc) int {
@@ -391,43 +434,26 @@ func (t *Tracker) Tick(now time.Time, sink Sink) error {
 		}
 	}
 	t.heldNew = 0
-	// Every process that left /proc before the listing has sent its exit
-	// record by now: drain before sweeping.
-	t.drainExits()
-	// Exits children first (a child starts after its parent): a parent that
-	// exited in the same interval must still be there to take its child's
-	// CPU, which the kernel put in its cutime.
-	gone := t.reused
-	for _, p := range t.procs {
-		if p.seen != t.cycle && (p.t != nil || p.zombieLife != 0) {
-			gone = append(gone, p)
+}
+
+// watch keeps what tells of the ends to come: the outcomes part's watch
+// of units and of ended containers (exits.go), the reapers of the
+// tracked processes (reapers.go), the exit records not yet claimed.
+func (t *Tracker) watch(ms int64) {
+	t.ends.watch(t.units, ms, t.sink)
+	for _, u := range t.units {
+		for _, p := range u.members {
+			if p.t.vanished || p.ppid <= 0 {
+				continue
+			}
+			if par := t.procs[p.ppid]; par != nil && par.t != nil {
+				continue
+			}
+			t.ledger.mark(p.ppid, t.cycle)
 		}
 	}
-	// A parent and the child it forked at once share a start tick: then the
-	// higher pid is the child (pids wrap around rarely).
-	slices.SortFunc(gone, func(a, b *proc) int {
-		if a.startTicks != b.startTicks {
-			return cmp.Compare(b.startTicks, a.startTicks)
-		}
-		return cmp.Compare(b.pid, a.pid)
-	})
-	for i, p := range gone {
-		t.gone(p, ms)
-		gone[i] = nil
-	}
-	t.reused = gone[:0]
-	t.settleReapers()
-	for pid, p := range t.procs {
-		if p.seen != t.cycle {
-			delete(t.procs, pid)
-		}
-	}
-	t.sampleUnits(ms)
-	t.watchEnds(ms) // exits.go
-	t.watchReapers()
-	t.expireRecords()
-	t.checkLost(ms) // orphans.go
-	return nil
+	t.ledger.sweep(t.cycle)
+	t.records.expire(t.cycle)
 }
 
 // maxHeldNew bounds the new processes of a tick whose stat stays open
@@ -475,28 +501,67 @@ func (t *Tracker) readStat(pid int32, h *procfs.Proc) error {
 }
 
 func (t *Tracker) startMs(ticks uint64) int64 {
-	return t.bootMs + int64(ticks)*1000/procfs.UserHZ
+	return t.clock.bootMs + int64(ticks)*1000/procfs.UserHZ
 }
 
 // KeyStartOffsetMs is how much later the starts the tracker reports are
 // than the starts their process keys are made from (wire.Batch's
 // KeyStartOffsetMs): the exact boot time over btime's second.
-func (t *Tracker) KeyStartOffsetMs() int64 { return t.bootMs - t.btimeMs }
+func (t *Tracker) KeyStartOffsetMs() int64 { return t.clock.bootMs - t.clock.btimeMs }
 
 // keyMs is a process's start as its key has it: from btime alone, so that
 // an agent that starts again gives a process the key it had.
 func (t *Tracker) keyMs(ticks uint64) int64 {
-	return t.btimeMs + int64(ticks)*1000/procfs.UserHZ
+	return t.clock.btimeMs + int64(ticks)*1000/procfs.UserHZ
 }
 
-func (t *Tracker) countErr(source string, err error) {
+func (t *Tracker) countErr(source string, err error) { t.errs.count(source, err) }
+
+// readErrors counts the reads that failed: of files of processes that had
+// just exited (Stats.Vanished), and others by source (Stats.ReadErrors,
+// SourceErrors). Every part of the tracker counts in the one.
+type readErrors struct {
+	stats    *Stats
+	bySource map[string]uint64
+}
+
+func (e *readErrors) count(source string, err error) {
 	if procfs.IsGone(err) {
-		t.stats.Vanished++
+		e.stats.Vanished++
 		return
 	}
 	if err == procfs.ErrUnavailable {
 		return // counted when it was found unavailable (that error says why)
 	}
-	t.stats.ReadErrors++
-	t.srcErrs[source]++
+	e.stats.ReadErrors++
+	e.bySource[source]++
+}
+
+// The parts' views of the process table (outcomeView, exitView,
+// memberView, statReader).
+
+// proc is the process the tracker knows by pid (nil: none).
+func (t *Tracker) proc(pid int32) *proc { return t.procs[pid] }
+
+// listed reports whether p was in this tick's listing.
+func (t *Tracker) listed(p *proc) bool { return p.seen == t.cycle }
+
+// alive reports whether a tracked process will be sampled again.
+func (t *Tracker) alive(p *proc) bool { return p.seen == t.cycle && !p.t.vanished }
+
+// bootNow is CLOCK_BOOTTIME at this tick's listing, ms.
+func (t *Tracker) bootNow() int64 { return t.clock.bootNowMs }
+
+// pidGone reports whether pid has left /proc.
+func (t *Tracker) pidGone(pid int32) bool { return t.cfg.FS.Gone(pid) }
+
+// openProc is a handle on pid's /proc directory (nothing opened yet).
+func (t *Tracker) openProc(pid int32) *procfs.Proc { return t.cfg.FS.OpenProc(pid) }
+
+// statOf reads pid's stat (through h when given) into t.stat.
+func (t *Tracker) statOf(pid int32, h *procfs.Proc) (*procfs.Stat, error) {
+	if err := t.readStat(pid, h); err != nil {
+		return nil, err
+	}
+	return &t.stat, nil
 }

@@ -54,7 +54,7 @@ func (t *Tracker) View() []JobView {
 		for _, p := range u.members {
 			tr := p.t
 			if tr.mem != nil && tr.mem.att == a {
-				if c := t.cpuAcct(tr) - tr.mem.cpuBase; c > 0 {
+				if c := t.acct.cpuAcct(tr) - tr.mem.cpuBase; c > 0 {
 					av.CPUMs += c
 				}
 			}

@@ -3,7 +3,6 @@ package clickhouse
 import (
 	"context"
 	"fmt"
-	"hash/maphash"
 	"strconv"
 	"strings"
 	"time"
@@ -12,98 +11,51 @@ import (
 	"github.com/taskscope/taskscope/internal/wire"
 )
 
-// What a replica keeps in memory, as a cache of what ClickHouse holds:
-// each agent's last stored batch, the attempts it wrote last and the live
-// processes' attempts. Nothing in it is known to this replica only: a
-// transaction checks the agents it stores for against the agents table,
-// and an attempt whose last write was not this replica's (another replica
-// stored its agent's batches since) is read again from the attempts table.
+// What a replica keeps in memory is package store's Fold (store.Fold), as
+// a cache of what ClickHouse holds: each agent's last stored batch, the
+// attempts it wrote last and the live processes' attempts. Nothing in it
+// is known to this replica only (store.FoldOptions.Shared): a transaction
+// checks the agents it stores for against the agents table, and an
+// attempt whose last write was not this replica's (another replica stored
+// its agent's batches since) is read again from the attempts table.
 
-type agentState struct {
-	host    string
-	seq     uint64
-	firstMs int64
-	lastMs  int64
-	batches uint64
-	samples uint64
-	stats   wire.AgentStats
-}
-
-// attState is an attempt as its row holds it.
-type attState struct {
-	meta    wire.Attempt
-	host    string
-	sum     store.AttemptSummary
-	procs   map[uint64]uint64 // member processes, and the hash of the command line last logged for each (0: none)
-	nprocs  int               // their count, as the row says (read without procs)
+// chRow is what the store keeps beside an attempt's state for its rows:
+// their version (+1 a row), whether it has a row (and its index one), and
+// the job key of its last index row this replica wrote (0: none, or not
+// known: a row is written again when its job changes). The day of its
+// partition is that of the state's Born.
+type chRow struct {
 	version uint64
-	day     uint16
-	stored  bool // it has a row (and its index one)
-	// indexed is the job key of its last index row this replica wrote (0:
-	// none, or not known): a row is written again when its job changes.
+	stored  bool
 	indexed uint64
-	// The batch that wrote this state: a replica's cached state is the
-	// attempt's only while its agent's last stored batch is this one.
-	writerAgent string
-	writerSeq   uint64
 }
 
-// processes is the count of its member processes.
-func (a *attState) processes() int {
-	if a.procs != nil {
-		return len(a.procs)
-	}
-	return a.nprocs
-}
+// attState is an attempt's state as the fold keeps it.
+type attState = store.AttemptRecord[chRow]
 
-func (a *attState) clone() *attState {
-	c := *a
-	c.procs = make(map[uint64]uint64, len(a.procs))
-	for k, v := range a.procs {
-		c.procs[k] = v
-	}
-	return &c
-}
-
-type liveProc struct {
-	atts  []string
-	start int64
-}
-
-type caches struct {
-	agents map[string]*agentState
-	atts   map[string]*attState
-	live   map[uint64]*liveProc
-}
-
-const (
-	maxLive   = 1 << 20
-	maxAgents = 1 << 16
-)
-
-func newCaches() *caches {
-	return &caches{agents: map[string]*agentState{}, atts: map[string]*attState{}, live: map[uint64]*liveProc{}}
+func (s *Store) newFold() *store.Fold[chRow] {
+	return store.NewFold(store.FoldOptions[chRow]{
+		LoadAttempts:    s.loadAttempts,
+		Shared:          true,
+		LoadAgents:      s.loadAgents,
+		ProcessAttempts: s.procAttempts,
+	})
 }
 
 // jobKey is the key of a job id: its rows' shard key and the first part of
 // their order.
 func jobKey(id string) uint64 { return store.AttemptKey(id) }
 
-// cmdSeed hashes command lines (in memory only).
-var cmdSeed = maphash.MakeSeed()
-
 // tx is one ingest transaction: Append checks sequences against the
 // agents' last stored batches; Commit checks them again against the agents
 // table (another replica may have stored since), folds the batches into
-// the attempts' states, and inserts every table's rows in one block each.
+// the attempts' states (store.FoldTx), and inserts every table's rows in
+// one block each.
 type tx struct {
-	s        *Store
-	ctx      context.Context
-	prepared []*store.Prepared
-	agents   map[string]*agentState // this transaction's copies
-	base     map[string]uint64      // each agent's last stored sequence when the transaction took it
-	flush    bool
-	done     bool
+	s    *Store
+	ctx  context.Context
+	f    *store.FoldTx[chRow]
+	done bool
 }
 
 // Begin starts an ingest transaction; it holds the store's writer lock
@@ -114,7 +66,7 @@ func (s *Store) Begin(ctx context.Context) (store.Appender, error) {
 		s.wmu.Unlock()
 		return nil, errClosed
 	}
-	return &tx{s: s, ctx: ctx, agents: map[string]*agentState{}, base: map[string]uint64{}}, nil
+	return &tx{s: s, ctx: ctx, f: s.fold.Begin(0)}, nil
 }
 
 func (t *tx) Rollback() error {
@@ -139,50 +91,14 @@ func (t *tx) AppendPrepared(p *store.Prepared) (bool, error) {
 	if t.done {
 		return false, fmt.Errorf("append after commit or rollback")
 	}
-	b := p.Batch
-	ag := t.agents[b.AgentID]
-	if ag == nil {
-		cur := t.s.cache.agents[b.AgentID]
-		if cur == nil {
-			loaded, err := t.s.loadAgents(t.ctx, []string{b.AgentID})
-			if err != nil {
-				return false, err
-			}
-			cur = loaded[b.AgentID]
-		}
-		if cur != nil {
-			cp := *cur
-			ag = &cp
-		} else {
-			ag = &agentState{host: b.Host, firstMs: b.SentMs}
-		}
-		t.agents[b.AgentID] = ag
-		t.base[b.AgentID] = ag.seq
-	}
-	if b.Seq <= ag.seq {
-		return true, nil
-	}
-	applyBatch(ag, p)
-	t.prepared = append(t.prepared, p)
-	return false, nil
-}
-
-// applyBatch counts a stored batch in its agent's state.
-func applyBatch(ag *agentState, p *store.Prepared) {
-	b := p.Batch
-	ag.seq, ag.host, ag.lastMs, ag.stats = b.Seq, b.Host, b.SentMs, b.Stats
-	ag.batches++
-	ag.samples += uint64(p.Samples)
-	if ag.firstMs == 0 {
-		ag.firstMs = b.SentMs
-	}
+	return t.f.Append(t.ctx, p)
 }
 
 const agentCols = `agent_id, seq, host, first_ms, last_ms, batches, samples, dropped_samples, dropped_batches, read_errors, overruns`
 
 // loadAgents reads agents' last stored batches.
-func (s *Store) loadAgents(ctx context.Context, ids []string) (map[string]*agentState, error) {
-	out := map[string]*agentState{}
+func (s *Store) loadAgents(ctx context.Context, ids []string) (map[string]*store.AgentState, error) {
+	out := map[string]*store.AgentState{}
 	for len(ids) > 0 {
 		part := ids[:min(len(ids), 1000)]
 		ids = ids[len(part):]
@@ -197,18 +113,33 @@ func (s *Store) loadAgents(ctx context.Context, ids []string) (map[string]*agent
 		}
 		for rows.Next() {
 			id := rows.String()
-			a := &agentState{}
-			a.seq, a.host, a.firstMs, a.lastMs, a.batches, a.samples = rows.UInt64(), rows.String(), rows.Int64(), rows.Int64(),
+			a := &store.AgentState{}
+			a.Seq, a.Host, a.FirstMs, a.LastMs, a.Batches, a.Samples = rows.UInt64(), rows.String(), rows.Int64(), rows.Int64(),
 				rows.UInt64(), rows.UInt64()
-			a.stats.DroppedSamples, a.stats.DroppedBatches, a.stats.ReadErrors, a.stats.Overruns = rows.UInt64(), rows.UInt64(),
+			a.Stats.DroppedSamples, a.Stats.DroppedBatches, a.Stats.ReadErrors, a.Stats.Overruns = rows.UInt64(), rows.UInt64(),
 				rows.UInt64(), rows.UInt64()
 			out[id] = a
 		}
 		if err := rows.Err(); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("cannot read agents: %w", err)
 		}
 	}
 	return out, nil
+}
+
+// AgentSeq is the highest sequence stored of an agent, 0 if none
+// (store.SeqReader): its row in agents, which every replica's commits
+// write once the batch's data is in, and which a commit checks its
+// batches against (recheck).
+func (s *Store) AgentSeq(ctx context.Context, agentID string) (uint64, error) {
+	got, err := s.loadAgents(ctx, []string{agentID})
+	if err != nil {
+		return 0, fmt.Errorf("cannot read the sequence of agent %s: %w", agentID, err)
+	}
+	if a := got[agentID]; a != nil {
+		return a.Seq, nil
+	}
+	return 0, nil
 }
 
 // numList is numbers as a list for IN (...).
@@ -244,16 +175,13 @@ func (t *tx) Commit() error {
 	}
 	defer t.Rollback()
 	s := t.s
-	if len(t.prepared) == 0 {
-		if t.flush {
-			return s.flushJobs(t.ctx)
-		}
+	if len(t.f.Prepared()) == 0 {
 		return nil
 	}
-	if err := t.recheck(); err != nil {
-		return err
+	if err := t.f.Recheck(t.ctx); err != nil {
+		return fmt.Errorf("cannot check the agents' last batches again: %w", err)
 	}
-	if len(t.prepared) == 0 {
+	if len(t.f.Prepared()) == 0 {
 		return nil
 	}
 	if wait := s.opt.InsertEvery - time.Since(s.lastInsert); wait > 0 && s.opt.InsertEvery > 0 {
@@ -263,56 +191,23 @@ func (t *tx) Commit() error {
 			return t.ctx.Err()
 		}
 	}
-	w, err := t.fold()
-	if err != nil {
-		s.forget(w)
-		return err
+	w := &writeSet{}
+	if err := t.f.Fold(t.ctx, w, &s.ext); err != nil {
+		s.fold.Failed(t.f)
+		return fmt.Errorf("cannot fold the batches: %w", err)
 	}
-	if err := w.insert(t.ctx); err != nil {
-		s.forget(w)
+	for _, a := range t.f.DirtyAttempts() {
+		a.B.version++
+		w.attemptRow(a)
+	}
+	for id, a := range t.f.StoredAgents() {
+		w.agentRow(id, a)
+	}
+	if err := w.insert(t.ctx, s); err != nil {
+		s.fold.Failed(t.f)
 		return fmt.Errorf("cannot store batches: %w", err)
 	}
 	s.lastInsert = time.Now()
-	t.apply(w)
-	return nil
-}
-
-// recheck compares the agents' last stored batches with the agents table:
-// a batch that another replica stored since this one last looked is not
-// stored again.
-func (t *tx) recheck() error {
-	var ids []string
-	for id := range t.agents {
-		ids = append(ids, id)
-	}
-	stored, err := t.s.loadAgents(t.ctx, ids)
-	if err != nil {
-		return err
-	}
-	changed := map[string]*agentState{}
-	for _, id := range ids {
-		if a := stored[id]; a != nil && a.seq != t.base[id] {
-			changed[id] = a
-		}
-	}
-	if len(changed) == 0 {
-		return nil
-	}
-	keep := t.prepared[:0]
-	for id, a := range changed {
-		cp := *a
-		t.agents[id], t.base[id] = &cp, a.seq
-	}
-	for _, p := range t.prepared {
-		b := p.Batch
-		if a := changed[b.AgentID]; a != nil {
-			if b.Seq <= t.agents[b.AgentID].seq {
-				continue // stored by another replica meanwhile
-			}
-			applyBatch(t.agents[b.AgentID], p)
-		}
-		keep = append(keep, p)
-	}
-	t.prepared = keep
+	s.fold.Commit(t.f, true, &s.ext)
 	return nil
 }

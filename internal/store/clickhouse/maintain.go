@@ -18,7 +18,7 @@ const rollupPeriod = 60_000
 // sixteen reads per kind.
 func (s *Store) rollup(ctx context.Context, day uint16) error {
 	date := fmt.Sprintf("toDate(%d)", day)
-	for kind := uint8(0); kind <= kindAttemptExt; kind++ {
+	for kind := uint8(0); kind <= store.KindAttemptExt; kind++ {
 		for part := uint64(0); part < 16; part++ {
 			rows, err := s.query(ctx, fmt.Sprintf(`SELECT DISTINCT job_key, key, t_min, start_ms, data FROM %s
 				WHERE day = %s AND kind = %d AND level < 2 AND intDiv(key, %d) = %d ORDER BY key, t_min`,

@@ -2,7 +2,6 @@ package clickhouse
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -12,22 +11,6 @@ import (
 	"github.com/taskscope/taskscope/internal/store"
 	"github.com/taskscope/taskscope/internal/wire"
 )
-
-func formatByType(m map[string]int) string {
-	if len(m) == 0 {
-		return ""
-	}
-	b, _ := json.Marshal(m)
-	return string(b)
-}
-
-func parseByType(s string) map[string]int {
-	m := map[string]int{}
-	if s != "" {
-		json.Unmarshal([]byte(s), &m)
-	}
-	return m
-}
 
 func (s *Store) staleBefore() int64 { return s.opt.Clock.StaleBefore() }
 
@@ -98,7 +81,7 @@ func (s *Store) Jobs(ctx context.Context, f store.JobFilter) (store.JobPage, err
 		j.CPUMs, j.PeakRSS = rows.Int64(), rows.Int64()
 		j.SetGBHours(rows.Float64(), rows.Float64())
 		hosts := int(rows.UInt32())
-		j.ByType = parseByType(rows.String())
+		j.ByType = store.ParseByType(rows.String())
 		job := j.Job(id, stale)
 		job.Hosts = hosts
 		if len(j.ByType) == 0 {
@@ -135,8 +118,7 @@ func (s *Store) Job(ctx context.Context, id string) (*store.JobDetail, error) {
 	var j store.JobTotals
 	d := &store.JobDetail{AttemptList: make([]store.Attempt, 0, len(atts))}
 	for _, st := range atts {
-		j.Add(store.AttemptContribution(&st.meta, st.host, &st.sum))
-		j.Describe(&st.meta)
+		j.AddAttempt(&st.Meta, st.Host, &st.Sum)
 		d.AttemptList = append(d.AttemptList, apiAttempt(st, stale))
 	}
 	store.LinkAttempts(d.AttemptList)
@@ -156,7 +138,7 @@ func (s *Store) attempt(ctx context.Context, id string) (*attState, error) {
 		for _, a := range atts {
 			// Rows of one attempt under two jobs (stored before its job was
 			// known, then under it): the latest version is the attempt.
-			if st == nil || a.version > st.version {
+			if st == nil || a.B.version > st.B.version {
 				st = a
 			}
 		}
@@ -393,9 +375,9 @@ func (pv *procView) add(x *procRecord) {
 func (s *Store) processLists(ctx context.Context, sts []*attState) (map[string][]store.Process, error) {
 	out := map[string][]store.Process{}
 	for _, st := range sts {
-		id := st.meta.AttemptID
+		id := st.Meta.AttemptID
 		rows, err := s.query(ctx, procSelect+s.read("procs")+fmt.Sprintf(" FINAL WHERE job_key IN (%d, %d) AND attempt_key = %d ORDER BY gen",
-			jobKey(st.meta.JobID), jobKey(""), store.AttemptKey(id)))
+			jobKey(st.Meta.JobID), jobKey(""), store.AttemptKey(id)))
 		if err != nil {
 			return nil, fmt.Errorf("cannot read the processes of %s: %w", id, err)
 		}
@@ -461,7 +443,7 @@ func (s *Store) processLists(ctx context.Context, sts []*attState) (map[string][
 			continue
 		}
 		// Summaries from each process's samples.
-		byKey, err := s.chunksOf(ctx, kindProcess, []uint64{jobKey(st.meta.JobID), jobKey("")}, keys, 0, 1<<62)
+		byKey, err := s.chunksOf(ctx, store.KindProcess, []uint64{jobKey(st.Meta.JobID), jobKey("")}, keys, 0, 1<<62)
 		if err != nil {
 			return nil, err
 		}
@@ -492,13 +474,8 @@ func (s *Store) Events(ctx context.Context, f store.EventFilter) ([]store.Event,
 			return nil, err
 		}
 		if err == nil {
-			for k := range st.procs {
-				keys = append(keys, k)
-			}
-			if len(keys) == 0 {
-				if keys, err = s.memberKeys(ctx, st); err != nil {
-					return nil, err
-				}
+			if keys, err = s.memberKeys(ctx, st); err != nil {
+				return nil, err
 			}
 		}
 	}
@@ -508,7 +485,7 @@ func (s *Store) Events(ctx context.Context, f store.EventFilter) ([]store.Event,
 // memberKeys lists an attempt's member processes.
 func (s *Store) memberKeys(ctx context.Context, st *attState) ([]uint64, error) {
 	return s.uint64s(ctx, fmt.Sprintf("SELECT DISTINCT proc_key FROM %s WHERE job_key IN (%d, %d) AND attempt_key = %d AND member",
-		s.read("procs"), jobKey(st.meta.JobID), jobKey(""), store.AttemptKey(st.meta.AttemptID)))
+		s.read("procs"), jobKey(st.Meta.JobID), jobKey(""), store.AttemptKey(st.Meta.AttemptID)))
 }
 
 func (s *Store) events(ctx context.Context, f store.EventFilter, keys []uint64) ([]store.Event, error) {

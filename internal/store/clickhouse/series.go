@@ -75,40 +75,10 @@ func pointsOf(cs []chunkRec, cols []store.StoredColumn) (*store.Points, error) {
 			raw = append(raw, c.data)
 		}
 	}
-	p, err := store.Decode(raw, cols)
-	if err != nil || len(rollup) == 0 {
-		return p, err
-	}
-	r, err := store.Decode(rollup, cols)
-	if err != nil {
-		return nil, err
-	}
-	if len(p.Times) == 0 {
-		return r, nil
-	}
-	return store.Prepend(r, p), nil
+	return store.DecodeLevels(raw, rollup, cols)
 }
 
-func schemaOf(kind uint8) []store.StoredColumn {
-	switch kind {
-	case kindProcess:
-		return store.SampleColumns
-	case kindAttempt:
-		return store.AttemptColumns
-	}
-	return store.ExtColumns
-}
-
-// checkExt returns ErrUnknownMetric for an ext metric no agent sent for
-// series of this kind.
-func (s *Store) checkExt(scope store.Scope, kind uint8, metrics []store.SeriesMetric) error {
-	for _, m := range metrics {
-		if m.Ext != "" && !s.knownExt(extName{kind, m.Ext}) {
-			return store.UnknownMetric(scope, m.Name)
-		}
-	}
-	return nil
-}
+func schemaOf(kind uint8) []store.StoredColumn { return store.ColumnsOf(int(kind)) }
 
 // Series returns bucketed series, computed from the chunks by package
 // store's shared code.
@@ -198,7 +168,7 @@ func (s *Store) one(ctx context.Context, q *store.SeriesQuery, metrics []store.S
 // of the attempt read.
 func (s *Store) attemptSeries(ctx context.Context, q *store.SeriesQuery, metrics []store.SeriesMetric, res *store.SeriesResult,
 	life *store.AttemptLife) error {
-	if err := s.checkExt(q.Scope, kindAttemptExt, metrics); err != nil {
+	if err := s.ext.Check(q.Scope, store.KindAttemptExt, metrics); err != nil {
 		return err
 	}
 	if life == nil {
@@ -208,13 +178,13 @@ func (s *Store) attemptSeries(ctx context.Context, q *store.SeriesQuery, metrics
 		}
 	}
 	job, first := life.JobID, int64(life.Start)
-	_, err := s.one(ctx, q, metrics, res, kindAttempt, kindAttemptExt, []uint64{jobKey(job), jobKey("")},
+	_, err := s.one(ctx, q, metrics, res, store.KindAttempt, store.KindAttemptExt, []uint64{jobKey(job), jobKey("")},
 		store.AttemptKey(q.AttemptID), first, false)
 	return err
 }
 
 func (s *Store) processSeries(ctx context.Context, q *store.SeriesQuery, metrics []store.SeriesMetric, res *store.SeriesResult) error {
-	if err := s.checkExt(q.Scope, kindProcessExt, metrics); err != nil {
+	if err := s.ext.Check(q.Scope, store.KindProcessExt, metrics); err != nil {
 		return err
 	}
 	key := uint64(q.Process)
@@ -225,7 +195,7 @@ func (s *Store) processSeries(ctx context.Context, q *store.SeriesQuery, metrics
 			return err
 		}
 		rows, err := s.query(ctx, fmt.Sprintf("SELECT minIf(start_ms, start_ms != 0), countIf(member) FROM %s FINAL WHERE job_key IN (%d, %d) AND attempt_key = %d AND proc_key = %d",
-			s.read("procs"), jobKey(st.meta.JobID), jobKey(""), store.AttemptKey(q.AttemptID), key))
+			s.read("procs"), jobKey(st.Meta.JobID), jobKey(""), store.AttemptKey(q.AttemptID), key))
 		if err != nil {
 			return err
 		}
@@ -236,8 +206,8 @@ func (s *Store) processSeries(ctx context.Context, q *store.SeriesQuery, metrics
 		if members == 0 {
 			return fmt.Errorf("process %s is not in attempt %s: %w", q.Process, q.AttemptID, store.ErrNotFound)
 		}
-		jobs = []uint64{jobKey(st.meta.JobID), jobKey("")}
-		_, err = s.one(ctx, q, metrics, res, kindProcess, kindProcessExt, jobs, key, start, false)
+		jobs = []uint64{jobKey(st.Meta.JobID), jobKey("")}
+		_, err = s.one(ctx, q, metrics, res, store.KindProcess, store.KindProcessExt, jobs, key, start, false)
 		return err
 	}
 	// Without an attempt: its job from the index (or none known).
@@ -246,7 +216,7 @@ func (s *Store) processSeries(ctx context.Context, q *store.SeriesQuery, metrics
 		return err
 	}
 	jobs = append(js, jobKey(""))
-	found, err := s.one(ctx, q, metrics, res, kindProcess, kindProcessExt, jobs, key, 0, true)
+	found, err := s.one(ctx, q, metrics, res, store.KindProcess, store.KindProcessExt, jobs, key, 0, true)
 	if err != nil || found {
 		return err
 	}
@@ -257,7 +227,7 @@ func (s *Store) processSeries(ctx context.Context, q *store.SeriesQuery, metrics
 	}
 	if rows.UInt64() == 0 && rows.Err() == nil {
 		// Without samples in the window nor records: is it known at all?
-		byKey, err := s.chunksOf(ctx, kindProcess, jobs, []uint64{key}, 0, 1<<62)
+		byKey, err := s.chunksOf(ctx, store.KindProcess, jobs, []uint64{key}, 0, 1<<62)
 		if err != nil {
 			return err
 		}
@@ -275,7 +245,7 @@ func (s *Store) procJobs(ctx context.Context, key uint64) ([]uint64, error) {
 
 // jobSeries sums the job's attempts.
 func (s *Store) jobSeries(ctx context.Context, q *store.SeriesQuery, metrics []store.SeriesMetric, res *store.SeriesResult) error {
-	if err := s.checkExt(q.Scope, kindAttemptExt, metrics); err != nil {
+	if err := s.ext.Check(q.Scope, store.KindAttemptExt, metrics); err != nil {
 		return err
 	}
 	atts, err := s.jobAttempts(ctx, q.JobID)
@@ -288,8 +258,8 @@ func (s *Store) jobSeries(ctx context.Context, q *store.SeriesQuery, metrics []s
 	starts := map[uint64]int64{}
 	var keys []uint64
 	for _, st := range atts {
-		first, _ := store.AttemptSpan(&st.meta, &st.sum)
-		k := store.AttemptKey(st.meta.AttemptID)
+		first, _ := store.AttemptSpan(&st.Meta, &st.Sum)
+		k := store.AttemptKey(st.Meta.AttemptID)
 		starts[k] = first
 		keys = append(keys, k)
 	}
@@ -322,7 +292,7 @@ func (s *Store) jobSeries(ctx context.Context, q *store.SeriesQuery, metrics []s
 		return nil
 	}
 	acc := store.NewJobAccumulator(q, metrics)
-	if err := add(kindAttempt, acc, func(k uint64) uint64 { return k }); err != nil {
+	if err := add(store.KindAttempt, acc, func(k uint64) uint64 { return k }); err != nil {
 		return err
 	}
 	acc.Fill(res)
@@ -331,7 +301,7 @@ func (s *Store) jobSeries(ctx context.Context, q *store.SeriesQuery, metrics []s
 			continue
 		}
 		acc := store.NewExtAccumulator(q, m)
-		if err := add(kindAttemptExt, acc, func(k uint64) uint64 { return store.ExtKey(k, m.Ext) }); err != nil {
+		if err := add(store.KindAttemptExt, acc, func(k uint64) uint64 { return store.ExtKey(k, m.Ext) }); err != nil {
 			return err
 		}
 		one := *res

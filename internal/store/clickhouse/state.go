@@ -19,10 +19,10 @@ const attemptSelect = `SELECT attempt_id, job_id, host, container_id, app_id, ty
 
 func scanAttempt(r *Rows) *attState {
 	st := &attState{}
-	m, s := &st.meta, &st.sum
+	m, s := &st.Meta, &st.Sum
 	// What repeats from attempt to attempt (a job's, a host's) is read
 	// as strings shared across the rows.
-	m.AttemptID, m.JobID, st.host, m.ContainerID, m.AppID, m.Type, m.Framework = r.String(), r.Shared(), r.Shared(), r.String(),
+	m.AttemptID, m.JobID, st.Host, m.ContainerID, m.AppID, m.Type, m.Framework = r.String(), r.Shared(), r.Shared(), r.String(),
 		r.Shared(), r.Shared(), r.Shared()
 	m.FirstMs, m.LastMs, m.Ended = r.Int64(), r.Int64(), r.Bool()
 	m.JobName, m.User, m.Queue, m.MemoryMB, m.JavaOpts, m.XmxBytes, m.Streaming = r.Shared(), r.Shared(), r.Shared(), r.Int64(),
@@ -30,21 +30,21 @@ func scanAttempt(r *Rows) *attState {
 	s.CPUMs, s.PeakRSS, s.PeakPSS, s.PeakVMS, s.PeakHeap = r.Int64(), r.Int64(), r.Int64(), r.Int64(), r.Int64()
 	s.ReadBytes, s.WriteBytes, s.GCTimeMs, s.SchedWaitMs, s.RSSByteMs = r.Int64(), r.Int64(), r.Int64(), r.Int64(), r.Float64()
 	s.FirstMs, s.LastMs, s.FirstRSS, s.LastRSS = r.Int64(), r.Int64(), r.Int64(), r.Int64()
-	st.nprocs = int(r.UInt32())
-	st.version, st.day, st.writerAgent, st.writerSeq = r.UInt64(), r.UInt16(), r.Shared(), r.UInt64()
+	st.NProcs = int(r.UInt32())
+	var day uint16
+	st.B.version, day, st.Writer, st.WriterSeq = r.UInt64(), r.UInt16(), r.Shared(), r.UInt64()
+	st.Born = int64(day) * 86_400_000
 	for _, x := range [...]*wire.ExitStatus{&m.JVMExit, &m.RootExit, &m.FileExit, &m.NMExit} {
 		x.Status, x.Ms = r.Int32(), r.Int64()
 	}
 	m.ExitDiagnostics, m.OOMKills = r.String(), r.UInt32()
 	m.TaskLog.Status, m.TaskLog.Ms = r.Int32(), r.Int64()
-	st.stored = true
+	st.B.stored = true
 	return st
 }
 
 // apiAttempt is an attempt as the API shows it.
-func apiAttempt(st *attState, staleBefore int64) store.Attempt {
-	return store.AttemptOf(&st.meta, st.host, &st.sum, st.processes(), staleBefore)
-}
+func apiAttempt(st *attState, staleBefore int64) store.Attempt { return st.Attempt(staleBefore) }
 
 // readAttempts reads the attempts a condition selects (on the attempts
 // table), each its latest version, with its member processes' count.
@@ -95,17 +95,17 @@ func (s *Store) loadAttempts(ctx context.Context, ids []string, jobOf map[string
 		var keys []uint64
 		for _, st := range sts {
 			// Memberships under every job the attempt's rows are under.
-			jobs = append(jobs, jobKey(st.meta.JobID))
-			keys = append(keys, store.AttemptKey(st.meta.AttemptID))
+			jobs = append(jobs, jobKey(st.Meta.JobID))
+			keys = append(keys, store.AttemptKey(st.Meta.AttemptID))
 			// Rows of one attempt under two jobs (stored before its job
 			// was known, then under it): the latest version is the
 			// attempt.
-			if old := out[st.meta.AttemptID]; old != nil && old.version > st.version {
+			if old := out[st.Meta.AttemptID]; old != nil && old.B.version > st.B.version {
 				continue
 			}
-			st.procs = map[uint64]uint64{}
-			out[st.meta.AttemptID] = st
-			byKey[store.AttemptKey(st.meta.AttemptID)] = st
+			st.ReadMembers()
+			out[st.Meta.AttemptID] = st
+			byKey[store.AttemptKey(st.Meta.AttemptID)] = st
 		}
 		// (and under the empty job's: memberships an agent sent before the
 		// attempt's description named its job)
@@ -118,7 +118,7 @@ func (s *Store) loadAttempts(ctx context.Context, ids []string, jobOf map[string
 		for rows.Next() {
 			a, k := rows.UInt64(), rows.UInt64()
 			if st := byKey[a]; st != nil {
-				st.procs[k] = 0
+				st.AddMember(k)
 			}
 		}
 		if err := rows.Err(); err != nil {
@@ -130,8 +130,8 @@ func (s *Store) loadAttempts(ctx context.Context, ids []string, jobOf map[string
 
 // procAttempts reads the attempts processes are members of, from the
 // index; processes without any are absent.
-func (s *Store) procAttempts(ctx context.Context, keys []uint64) (map[uint64]*liveProc, error) {
-	out := map[uint64]*liveProc{}
+func (s *Store) procAttempts(ctx context.Context, keys []uint64) (map[uint64][]string, error) {
+	out := map[uint64][]string{}
 	for len(keys) > 0 {
 		part := keys[:min(len(keys), 1000)]
 		keys = keys[len(part):]
@@ -142,13 +142,8 @@ func (s *Store) procAttempts(ctx context.Context, keys []uint64) (map[uint64]*li
 		}
 		for rows.Next() {
 			k, id := rows.UInt64(), rows.String()
-			lp := out[k]
-			if lp == nil {
-				lp = &liveProc{}
-				out[k] = lp
-			}
-			if !contains(lp.atts, id) {
-				lp.atts = append(lp.atts, id)
+			if !slices.Contains(out[k], id) {
+				out[k] = append(out[k], id)
 			}
 		}
 		if err := rows.Err(); err != nil {
@@ -161,23 +156,23 @@ func (s *Store) procAttempts(ctx context.Context, keys []uint64) (map[uint64]*li
 // Flush writes the jobs whose attempts changed since they were last
 // written: each job's figures added up again from its attempts.
 func (s *Store) Flush(ctx context.Context) error {
-	app, err := s.Begin(ctx)
-	if err != nil {
-		return err
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.closed {
+		return errClosed
 	}
-	t := app.(*tx)
-	t.flush = true
-	return t.Commit()
+	dirty := s.fold.TakeDirtyJobs()
+	if err := s.writeJobs(ctx, dirty); err != nil {
+		s.fold.UntakeDirtyJobs(dirty)
+		return fmt.Errorf("cannot write the jobs: %w", err)
+	}
+	return nil
 }
 
-// flushJobs writes the dirty jobs (the writer's lock held).
-func (s *Store) flushJobs(ctx context.Context) error {
-	if len(s.dirtyJobs) == 0 {
+// writeJobs writes jobs ids, each added up from its attempts' rows.
+func (s *Store) writeJobs(ctx context.Context, ids []string) error {
+	if len(ids) == 0 {
 		return nil
-	}
-	var ids []string
-	for id := range s.dirtyJobs {
-		ids = append(ids, id)
 	}
 	var b Block
 	for len(ids) > 0 {
@@ -196,28 +191,23 @@ func (s *Store) flushJobs(ctx context.Context) error {
 		days := map[string]uint16{}
 		var order []string
 		for _, st := range atts {
-			id := st.meta.JobID
+			id, day := st.Meta.JobID, DayOf(st.Born)
 			j := totals[id]
 			if j == nil {
 				j = &store.JobTotals{}
 				totals[id] = j
 				order = append(order, id)
-				days[id] = st.day
+				days[id] = day
 			}
-			j.Describe(&st.meta)
-			j.Add(store.AttemptContribution(&st.meta, st.host, &st.sum))
-			versions[id] += st.version
-			days[id] = min(days[id], st.day)
+			j.AddAttempt(&st.Meta, st.Host, &st.Sum)
+			versions[id] += st.B.version
+			days[id] = min(days[id], day)
 		}
 		for _, id := range order {
 			jobRow(&b, id, totals[id], versions[id], days[id])
 		}
 	}
-	if err := s.insert(ctx, "jobs", jobCols, &b); err != nil {
-		return err
-	}
-	clear(s.dirtyJobs)
-	return nil
+	return s.insert(ctx, "jobs", jobCols, &b)
 }
 
 var jobCols = []string{"day", "job_key", "job_id", "version", "app_id", "framework", "name", "user_name", "queue", "first_ms",
@@ -243,10 +233,5 @@ func jobRow(b *Block, id string, j *store.JobTotals, version uint64, day uint16)
 	b.Float64(j.MemGBHours())
 	b.Float64(j.UsedGBHours())
 	b.UInt32(uint32(len(j.Hosts)))
-	b.String(formatByType(j.ByType))
-}
-
-// newAttemptState is an attempt the store has no row of.
-func newAttemptState(id string) *attState {
-	return &attState{meta: wire.Attempt{AttemptID: id}, procs: map[uint64]uint64{}}
+	b.String(store.FormatByType(j.ByType))
 }

@@ -37,6 +37,7 @@ type Options struct {
 var (
 	_ store.Store               = (*Store)(nil)
 	_ store.BatchPreparer       = (*Store)(nil)
+	_ store.SeqReader           = (*Store)(nil)
 	_ store.ProcessLister       = (*Store)(nil)
 	_ store.AttemptSummarizer   = (*Store)(nil)
 	_ store.AttemptSeriesReader = (*Store)(nil)
@@ -50,18 +51,11 @@ type Store struct {
 	schema *Schema
 
 	wmu        sync.Mutex // one transaction at a time; guards what follows
-	cache      *caches
+	fold       *store.Fold[chRow]
 	lastInsert time.Time
 	closed     bool
-	dirtyJobs  map[string]bool
 
-	emu sync.Mutex
-	ext map[extName]bool
-}
-
-type extName struct {
-	kind   uint8
-	metric string
+	ext store.ExtNames // ext_metrics
 }
 
 // Open connects, checks the server's version and makes the schema (if it
@@ -85,8 +79,8 @@ func Open(ctx context.Context, opt Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot reach ClickHouse: %w", err)
 	}
-	s := &Store{opt: opt, c: c, schema: &Schema{Database: c.Database(), Cluster: opt.Cluster, Features: FeaturesOf(v)},
-		cache: newCaches(), dirtyJobs: map[string]bool{}, ext: map[extName]bool{}}
+	s := &Store{opt: opt, c: c, schema: &Schema{Database: c.Database(), Cluster: opt.Cluster, Features: FeaturesOf(v)}}
+	s.fold = s.newFold()
 	// The tables are made once: ON CLUSTER, each statement waits for every
 	// server (13 s for the schema on 2 x 2 servers).
 	have, err := s.tablesHere(ctx)

@@ -128,7 +128,7 @@ func pointsIn(chunks []chunkRow, kind int, from, to int64) (*store.Points, int, 
 			raw = append(raw, c.data)
 		}
 	}
-	p, err := mergeLevels(raw, rollup, schemaOf(kind))
+	p, err := store.DecodeLevels(raw, rollup, schemaOf(kind))
 	return p, len(raw) + len(rollup), start, err
 }
 
@@ -204,9 +204,9 @@ func (s *Store) SeriesMany(ctx context.Context, qs []store.SeriesQuery) ([]*stor
 			if !ok {
 				continue // not found
 			}
-			f = found{need{kindAttempt, store.AttemptKey(q.AttemptID), q.From - lookback, q.To}, start}
+			f = found{need{store.KindAttempt, store.AttemptKey(q.AttemptID), q.From - lookback, q.To}, start}
 		default: // a process, its start from its chunks
-			f = found{need{kindProcess, uint64(q.Process), q.From - lookback, q.To}, -1}
+			f = found{need{store.KindProcess, uint64(q.Process), q.From - lookback, q.To}, -1}
 		}
 		todo[i] = f
 		needs = append(needs, f.n)
@@ -317,7 +317,7 @@ func (s *Store) processLists(ctx context.Context, ids []string, out map[string][
 		if p.End > 0 {
 			to = int64(p.End) + lookback
 		}
-		r := read{need: need{kindProcess, uint64(p.Key), from, to}, life: from, after: math.MinInt64, made: now}
+		r := read{need: need{store.KindProcess, uint64(p.Key), from, to}, life: from, after: math.MinInt64, made: now}
 		if agg, made := s.procAggs.get(uint64(p.Key), from, now); agg != nil {
 			r.agg, r.after, r.made = agg, agg.LastMs, made
 			r.from = max(from, agg.LastMs+1)

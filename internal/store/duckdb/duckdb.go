@@ -56,6 +56,7 @@ type Options struct {
 // The store's contract and the capabilities it offers (package store).
 var (
 	_ store.Store             = (*Store)(nil)
+	_ store.SeqReader         = (*Store)(nil)
 	_ store.SeriesBatcher     = (*Store)(nil)
 	_ store.ProcessLister     = (*Store)(nil)
 	_ store.JobSummarizer     = (*Store)(nil)
@@ -72,7 +73,7 @@ type Store struct {
 	wmu        sync.Mutex // one writer at a time; guards what follows
 	wconn      *sql.Conn
 	fresh      int // the fresh table ingest appends to
-	cache      *caches
+	fold       *store.Fold[noRow]
 	gen        uint64 // commits so far (attempt_log rows carry theirs)
 	flushedGen uint64 // the last commit that wrote the summaries
 	lastFlush  time.Time
@@ -87,8 +88,13 @@ type Store struct {
 	stopOnce  sync.Once
 	bg        sync.WaitGroup
 	tmpls     *templates
-	emu       sync.Mutex
-	ext       map[extName]bool // ext_metrics
+	ext       store.ExtNames // ext_metrics
+	// pendingFirst: after a crash, the first commit that logged rows of
+	// an attempt the store has no row of yet (by attempt key; recover).
+	pendingFirst map[uint64]uint64
+	// recountFrom: while recover counts jobs again, the first commit of
+	// the attempts it recovered (loadJobAttempts reads from there).
+	recountFrom uint64
 
 	mmu sync.Mutex // one maintenance at a time
 
@@ -149,7 +155,8 @@ func Open(opt Options) (*Store, error) {
 	}
 	db := sql.OpenDB(c)
 	db.SetMaxIdleConns(maxIdleConns)
-	s := &Store{opt: opt, path: path, cache: newCaches(), stop: make(chan struct{}), tmpls: newTemplates()}
+	s := &Store{opt: opt, path: path, stop: make(chan struct{}), tmpls: newTemplates(), pendingFirst: map[uint64]uint64{}}
+	s.fold = s.newFold()
 	s.db.Store(db)
 	if err := s.open(context.Background()); err != nil {
 		// The writer's connection too: a connection left open keeps the

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"fmt"
-	"hash/maphash"
 	"slices"
 	"sort"
 	"strconv"
@@ -38,17 +37,17 @@ type procRow struct {
 }
 
 // row returns this commit's row of an attempt and process.
-func (t *tx) row(att string, key uint64) *procRow {
-	k := rowKey{att, key}
-	if r := t.rowIdx[k]; r != nil {
+func (k *sink) row(att string, key uint64) *procRow {
+	rk := rowKey{att, key}
+	if r := k.rowIdx[rk]; r != nil {
 		return r
 	}
-	if t.rowIdx == nil {
-		t.rowIdx = map[rowKey]*procRow{}
+	if k.rowIdx == nil {
+		k.rowIdx = map[rowKey]*procRow{}
 	}
 	r := &procRow{att: att, key: key}
-	t.rowIdx[k] = r
-	t.procRows = append(t.procRows, r)
+	k.rowIdx[rk] = r
+	k.procRows = append(k.procRows, r)
 	return r
 }
 
@@ -80,52 +79,21 @@ func (r *procRow) addMember(m *wire.Membership) {
 	}
 }
 
-// liveProc is what the cache, with this transaction's changes, knows of a
-// live process (nil: nothing).
-func (t *tx) liveProc(key uint64) *liveProc {
-	if lp, ok := t.live[key]; ok {
-		return lp
-	}
-	return t.s.cache.live[key]
-}
-
-// addLive makes process key known as a member of attempt id.
-func (t *tx) addLive(key uint64, id string) {
-	lp := t.liveProc(key)
-	if lp != nil && slices.Contains(lp.atts, id) {
-		return
-	}
-	cp := &liveProc{}
-	if lp != nil {
-		cp.start = lp.start
-		cp.atts = slices.Clone(lp.atts)
-	}
-	cp.atts = append(cp.atts, id)
-	t.setLive(key, cp)
-}
-
-// setLive changes what is known of a live process (nil: it exited).
-func (t *tx) setLive(key uint64, lp *liveProc) {
-	if t.live == nil {
-		t.live = map[uint64]*liveProc{}
-	}
-	t.live[key] = lp
-}
-
 // writeProcRows appends the commit's proc_log rows, and the command line
 // templates they use that cmd_templates does not hold yet.
 func (t *tx) writeProcRows(conn driver.Conn) error {
-	if len(t.procRows) == 0 {
+	procRows := t.rows.procRows
+	if len(procRows) == 0 {
 		return nil
 	}
 	// An attempt's rows side by side: attempt_key compresses to runs.
-	slices.SortStableFunc(t.procRows, func(a, b *procRow) int { return strings.Compare(a.att, b.att) })
+	slices.SortStableFunc(procRows, func(a, b *procRow) int { return strings.Compare(a.att, b.att) })
 	type cmdVals struct{ text, tmpl, args driver.Value }
-	vals := make([]cmdVals, len(t.procRows))
+	vals := make([]cmdVals, len(procRows))
 	var newTmpls []*cmdShape
 	seen := map[uint64]*cmdShape{}
 	var buf []byte
-	for i, r := range t.procRows {
+	for i, r := range procRows {
 		if r.proc == nil || !r.cmd {
 			continue
 		}
@@ -163,8 +131,8 @@ func (t *tx) writeProcRows(conn driver.Conn) error {
 		return err
 	}
 	t.newTmpls = newTmpls
-	return appendRows(conn, "proc_log", len(t.procRows), func(i int, a *duck.Appender) error {
-		r := t.procRows[i]
+	return appendRows(conn, "proc_log", len(procRows), func(i int, a *duck.Appender) error {
+		r := procRows[i]
 		var attKey driver.Value = int64(0)
 		if r.att != "" {
 			attKey = keyValue(store.AttemptKey(r.att))
@@ -441,7 +409,7 @@ func (s *Store) attemptProcKeys(ctx context.Context, r attemptRange) ([]any, err
 // or from the rows of the other attempts the process is known in.
 func (t *tx) describeMembers() error {
 	described := map[uint64]*procRow{}
-	for _, r := range t.procRows {
+	for _, r := range t.rows.procRows {
 		if r.proc != nil {
 			described[r.key] = r
 		}
@@ -449,28 +417,22 @@ func (t *tx) describeMembers() error {
 	need := map[uint64][]*procRow{}
 	var keys []any
 	lo, hi := uint64(1<<63), uint64(0)
-	for _, r := range t.procRows {
+	for _, r := range t.rows.procRows {
 		if !r.member || r.proc != nil {
 			continue
 		}
-		st := t.atts[r.att]
-		if st == nil || st.procs[r.key] != 0 {
+		st := t.f.Attempt(r.att)
+		if st == nil || st.CmdLogged(r.key) {
 			continue // its command line was logged in this attempt's rows: it is described there
 		}
 		if d := described[r.key]; d != nil {
 			t.describe(r, d.proc, d.host, st)
 			continue
 		}
-		lp := t.liveProc(r.key)
-		if lp == nil {
-			continue
-		}
 		found := false
-		for _, id := range lp.atts {
-			if o := t.atts[id]; id != r.att && o != nil && o.genFirst > 0 {
-				lo, hi, found = min(lo, o.genFirst), max(hi, o.genLast), true
-			} else if o := t.s.cache.atts[id]; id != r.att && o != nil && o.genFirst > 0 {
-				lo, hi, found = min(lo, o.genFirst), max(hi, o.genLast), true
+		for _, id := range t.f.LiveAttempts(r.key) {
+			if o := t.f.Attempt(id); id != r.att && o != nil && o.GenFirst > 0 {
+				lo, hi, found = min(lo, o.GenFirst), max(hi, o.GenLast), true
 			}
 		}
 		if !found {
@@ -492,7 +454,7 @@ func (t *tx) describeMembers() error {
 	views := map[uint64]*procView{}
 	var order []uint64
 	if err := readProcViews(rows, views, &order); err != nil {
-		return err
+		return fmt.Errorf("cannot read process descriptions: %w", err)
 	}
 	for _, k := range order {
 		v := views[k]
@@ -503,7 +465,7 @@ func (t *tx) describeMembers() error {
 		p, host := v.Description()
 		p.Key, p.Cmdline = k, c
 		for _, r := range need[k] {
-			t.describe(r, &p, host, t.atts[r.att])
+			t.describe(r, &p, host, t.f.Attempt(r.att))
 		}
 	}
 	return nil
@@ -513,5 +475,5 @@ func (t *tx) describeMembers() error {
 // was not described in its rows.
 func (t *tx) describe(r *procRow, p *wire.Process, host string, st *attState) {
 	r.process(p, host, true)
-	st.setCmd(r.key, maphash.String(cmdSeed, p.Cmdline)|1)
+	st.TakeCmd(r.key, p.Cmdline)
 }

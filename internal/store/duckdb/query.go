@@ -105,7 +105,7 @@ func (s *Store) Jobs(ctx context.Context, f store.JobFilter) (store.JobPage, err
 			return page, err
 		}
 		if byType != "" {
-			j.ByType = parseByType(byType)
+			j.ByType = store.ParseByType(byType)
 		}
 		page.Jobs = append(page.Jobs, j)
 	}
@@ -188,9 +188,8 @@ func (s *Store) scanAttempt(sc interface{ Scan(...any) error }, stale int64) (st
 // gen_first, gen_last) into the state ingest keeps.
 func scanState(sc interface{ Scan(...any) error }) (*attState, error) {
 	st := &attState{}
-	m, s := &st.meta, &st.sum
-	var processes int
-	err := scanAttemptRow(sc, m, &st.host, s, &processes, &s.LastMs, &s.LastRSS, &st.genFirst, &st.genLast)
+	m, s := &st.Meta, &st.Sum
+	err := scanAttemptRow(sc, m, &st.Host, s, &st.NProcs, &s.LastMs, &s.LastRSS, &st.GenFirst, &st.GenLast)
 	if m.Type == "unknown" {
 		m.Type = ""
 	}

@@ -3,6 +3,8 @@ package duckdb
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 
 	duck "github.com/duckdb/duckdb-go/v2"
@@ -89,7 +91,7 @@ func (s *Store) recover(ctx context.Context) error {
 		if pr.id == "" {
 			// Nothing else is stored of it yet: its first commit, for when
 			// it is.
-			s.cache.pendingFirst[uint64(k)] = pr.lo
+			s.pendingFirst[uint64(k)] = pr.lo
 			continue
 		}
 		want[pr.id] = true
@@ -102,124 +104,75 @@ func (s *Store) recover(ctx context.Context) error {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
-	if err := s.loadAttempts(ctx, s.handle(), ids); err != nil {
-		return err
+	if err := s.fold.Load(ctx, ids); err != nil {
+		return fmt.Errorf("cannot load the attempts: %w", err)
 	}
-	c := s.cache
 	for _, l := range logs {
-		st := c.atts[l.a.AttemptID]
-		store.MergeAttempt(&st.meta, &l.a)
-		st.host = l.host
-		if st.genFirst == 0 || l.gen < st.genFirst {
-			st.genFirst = l.gen
+		st := s.fold.Attempt(l.a.AttemptID)
+		store.MergeAttempt(&st.Meta, &l.a)
+		st.Host = l.host
+		if st.GenFirst == 0 || l.gen < st.GenFirst {
+			st.GenFirst = l.gen
 		}
-		st.genLast = max(st.genLast, l.gen)
+		st.GenLast = max(st.GenLast, l.gen)
 	}
 	for _, pr := range since {
-		st := c.atts[pr.id]
+		st := s.fold.Attempt(pr.id)
 		if st == nil {
 			continue
 		}
-		if st.genFirst == 0 || pr.lo < st.genFirst {
-			st.genFirst = pr.lo
+		if st.GenFirst == 0 || pr.lo < st.GenFirst {
+			st.GenFirst = pr.lo
 		}
-		st.genLast = max(st.genLast, pr.hi)
+		st.GenLast = max(st.GenLast, pr.hi)
 		for _, k := range pr.procs {
-			st.addProc(k)
-			c.addLive(k, pr.id)
+			st.AddMember(k)
+			s.fold.AddLive(k, pr.id)
 		}
 	}
 	jobs := map[string]bool{}
+	lo := uint64(1<<63 - 1) // the first commit of the attempts recovered
 	for _, id := range ids {
-		st := c.atts[id]
-		after := st.sum.LastMs
-		p, _, err := s.points(ctx, kindAttempt, store.AttemptKey(id), after+1, 1<<62)
+		st := s.fold.Attempt(id)
+		after := st.Sum.LastMs
+		p, _, err := s.points(ctx, store.KindAttempt, store.AttemptKey(id), after+1, 1<<62)
 		if err != nil {
-			return fmt.Errorf("attempt %s: %w", id, err)
+			return fmt.Errorf("cannot read the samples of attempt %s: %w", id, err)
 		}
 		if inc := store.SummarizePoints(p, after); inc != nil {
-			if st.host == "" {
-				st.host = "unknown"
+			if st.Host == "" {
+				st.Host = "unknown"
 			}
-			store.MergeSummary(&st.sum, inc)
+			store.MergeSummary(&st.Sum, inc)
 		}
-		st.dirty = true
-		st.counted = st.contribution()
-		if st.meta.JobID != "" {
-			jobs[st.meta.JobID] = true
+		s.fold.Changed(st)
+		if st.Meta.JobID != "" {
+			jobs[st.Meta.JobID] = true
+		}
+		if st.GenFirst > 0 {
+			lo = min(lo, st.GenFirst)
 		}
 	}
 	s.opt.Log.Warn("the store was not closed: summaries recovered", "attempts", len(ids), "descriptions", len(logs),
 		"jobs", len(jobs))
 	if err := s.Flush(ctx); err != nil {
-		return err
+		return fmt.Errorf("cannot write the attempts recovered: %w", err)
 	}
-	// The jobs, counted again from their attempts (store.JobTotals, as
-	// ingest counts them): those the job's row counted (gen_first from its
+	// The jobs, counted again from their attempts (store.Fold, as ingest
+	// counts them): those the job's row counted (gen_first from its
 	// gen_lo) and those stored since.
-	var jargs []any
-	for j := range jobs {
-		jargs = append(jargs, j)
-	}
-	clear(c.jobs)
-	for len(jargs) > 0 {
-		part := jargs[:min(256, len(jargs))]
-		jargs = jargs[len(part):]
-		var lo uint64
-		err := s.handle().QueryRowContext(ctx, `SELECT coalesce(min(gen_lo), 9223372036854775807) FROM jobs WHERE job_id IN (`+
-			placeholders(len(part))+`)`, part...).Scan(&lo)
-		if err != nil {
-			return err
-		}
-		lo = min(lo, firstRecovered(c.atts, ids))
-		if err := s.recount(ctx, lo, part); err != nil {
-			return fmt.Errorf("cannot count jobs again: %w", err)
-		}
-	}
-	// Written as ingest writes them; those that run stay in the cache.
-	return s.Flush(ctx)
-}
-
-// recount counts jobs ids again from their attempts whose first commit is
-// lo or later, in the order of their first commits, into the cache (to be
-// written).
-func (s *Store) recount(ctx context.Context, lo uint64, ids []any) error {
-	rows, err := s.handle().QueryContext(ctx, `SELECT `+attemptCols+`, coalesce(sample_ms, 0), coalesce(last_rss, 0),
-		coalesce(gen_first, 0), coalesce(gen_last, 0) FROM attempts WHERE gen_first >= ? AND job_id IN (`+
-		placeholders(len(ids))+`) ORDER BY gen_first, attempt_id`, append([]any{lo}, ids...)...)
+	s.fold.ForgetJobs()
+	s.recountFrom = lo
+	err = s.fold.RecountJobs(ctx, slices.Sorted(maps.Keys(jobs)))
+	s.recountFrom = 0
 	if err != nil {
-		return err
+		return fmt.Errorf("cannot count jobs again: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		st, err := scanState(rows)
-		if err != nil {
-			return err
-		}
-		if cur := s.cache.atts[st.meta.AttemptID]; cur != nil {
-			st = cur
-		}
-		j := s.cache.jobs[st.meta.JobID]
-		if j == nil {
-			j = newJobState()
-			s.cache.jobs[st.meta.JobID] = j
-		}
-		j.Describe(&st.meta)
-		st.counted = st.contribution()
-		j.apply(contrib{}, st.counted)
+	// Written as ingest writes them; those that run stay in the fold.
+	if err := s.Flush(ctx); err != nil {
+		return fmt.Errorf("cannot write the jobs counted again: %w", err)
 	}
-	return rows.Err()
-}
-
-// firstRecovered is the smallest genFirst of the attempts recovered.
-func firstRecovered(atts map[string]*attState, ids []string) uint64 {
-	lo := uint64(1<<63 - 1)
-	for _, id := range ids {
-		if st := atts[id]; st != nil && st.genFirst > 0 {
-			lo = min(lo, st.genFirst)
-		}
-	}
-	return lo
+	return nil
 }
 
 // loggedAttempt is what proc_log holds of an attempt since the last

@@ -169,13 +169,12 @@ func freeBytes(dir string) int64 {
 // file, and the state open made of it (wmu held): every field open sets.
 func (s *Store) adopt(ns *Store) {
 	s.db.Store(ns.handle())
-	s.wconn, s.fresh, s.cache = ns.wconn, ns.fresh, ns.cache
+	s.wconn, s.fresh, s.pendingFirst = ns.wconn, ns.fresh, ns.pendingFirst
+	s.fold.Take(ns.fold)
 	s.gen, s.flushedGen, s.lastFlush, s.logged = ns.gen, ns.flushedGen, ns.lastFlush, ns.logged
 	s.tmpls.adopt(ns.tmpls)
 	s.stmts.adopt(&ns.stmts)
-	s.emu.Lock()
-	s.ext = ns.ext
-	s.emu.Unlock()
+	s.ext.Replace(&ns.ext)
 }
 
 // stopReopening ends a reopening (Close), and waits for it.

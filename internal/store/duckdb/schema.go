@@ -123,7 +123,7 @@ func schema() []string {
 		`CREATE OR REPLACE VIEW series_all AS SELECT * FROM series_fresh_0 UNION ALL SELECT * FROM series_fresh_1
 			UNION ALL SELECT * FROM series_chunks`,
 		// The metrics agents sent with no column of their own, by series
-		// kind (kindProcessExt, kindAttemptExt): their series are chunks of
+		// kind (store.KindProcessExt, store.KindAttemptExt): their series are chunks of
 		// those kinds (store.ExtKey, store.ExtColumns).
 		`CREATE TABLE IF NOT EXISTS ext_metrics (kind TINYINT, metric VARCHAR)`,
 		`CREATE TABLE IF NOT EXISTS events (ts BIGINT, host VARCHAR, kind VARCHAR, job_id VARCHAR, attempt_id VARCHAR,

@@ -47,14 +47,14 @@ func (s *Store) Series(ctx context.Context, q store.SeriesQuery) (*store.SeriesR
 	res := store.NewSeriesResult(&q, metrics)
 	switch q.Scope {
 	case store.ScopeProcess:
-		if err := s.checkExt(q.Scope, kindProcessExt, metrics); err != nil {
+		if err := s.ext.Check(q.Scope, store.KindProcessExt, metrics); err != nil {
 			return nil, err
 		}
 		start, err := s.processStart(ctx, &q)
 		if err != nil {
 			return nil, err
 		}
-		p, chunkStart, err := s.windowPoints(ctx, kindProcess, uint64(q.Process), q.From, q.To, max(start, 0), metrics)
+		p, chunkStart, err := s.windowPoints(ctx, store.KindProcess, uint64(q.Process), q.From, q.To, max(start, 0), metrics)
 		if err != nil {
 			return nil, err
 		}
@@ -75,11 +75,11 @@ func (s *Store) Series(ctx context.Context, q store.SeriesQuery) (*store.SeriesR
 			}
 		}
 		store.ComputeOne(&q, res, metrics, store.SampleColumns, p, start)
-		if err := s.extSeries(ctx, &q, res, metrics, kindProcessExt, uint64(q.Process), start); err != nil {
+		if err := s.extSeries(ctx, &q, res, metrics, store.KindProcessExt, uint64(q.Process), start); err != nil {
 			return nil, err
 		}
 	case store.ScopeAttempt:
-		if err := s.checkExt(q.Scope, kindAttemptExt, metrics); err != nil {
+		if err := s.ext.Check(q.Scope, store.KindAttemptExt, metrics); err != nil {
 			return nil, err
 		}
 		var start int64
@@ -90,16 +90,16 @@ func (s *Store) Series(ctx context.Context, q store.SeriesQuery) (*store.SeriesR
 		if err != nil {
 			return nil, err
 		}
-		p, _, err := s.windowPoints(ctx, kindAttempt, store.AttemptKey(q.AttemptID), q.From, q.To, start, metrics)
+		p, _, err := s.windowPoints(ctx, store.KindAttempt, store.AttemptKey(q.AttemptID), q.From, q.To, start, metrics)
 		if err != nil {
 			return nil, err
 		}
 		store.ComputeOne(&q, res, metrics, store.AttemptColumns, p, start)
-		if err := s.extSeries(ctx, &q, res, metrics, kindAttemptExt, store.AttemptKey(q.AttemptID), start); err != nil {
+		if err := s.extSeries(ctx, &q, res, metrics, store.KindAttemptExt, store.AttemptKey(q.AttemptID), start); err != nil {
 			return nil, err
 		}
 	case store.ScopeJob:
-		if err := s.checkExt(q.Scope, kindAttemptExt, metrics); err != nil {
+		if err := s.ext.Check(q.Scope, store.KindAttemptExt, metrics); err != nil {
 			return nil, err
 		}
 		if err := s.jobSeries(ctx, &q, metrics, res); err != nil {
@@ -144,15 +144,7 @@ func (s *Store) processStart(ctx context.Context, q *store.SeriesQuery) (int64, 
 	return start, nil
 }
 
-func schemaOf(kind int) []store.StoredColumn {
-	switch kind {
-	case kindProcess:
-		return store.SampleColumns
-	case kindAttempt:
-		return store.AttemptColumns
-	}
-	return store.ExtColumns
-}
+func schemaOf(kind int) []store.StoredColumn { return store.ColumnsOf(kind) }
 
 // windowPoints is points of a window [from, to) with its lookback, for
 // metrics, and the start its chunks keep (a process's: 0 if not known).
@@ -161,7 +153,7 @@ func schemaOf(kind int) []store.StoredColumn {
 func (s *Store) windowPoints(ctx context.Context, kind int, key uint64, from, to, began int64,
 	metrics []store.SeriesMetric) (*store.Points, int64, error) {
 	p, start, err := s.points(ctx, kind, key, from-shortLookback, to)
-	if began <= 0 && kind == kindProcess {
+	if began <= 0 && kind == store.KindProcess {
 		began = start
 	}
 	if err != nil || !needsLookback(from, began, store.NeedsEarlier(p, from, metrics, schemaOf(kind))) {
@@ -190,7 +182,7 @@ func (s *Store) points(ctx context.Context, kind int, key uint64, from, to int64
 		if err := rows.Scan(&level, &data, &st); err != nil {
 			return nil, 0, err
 		}
-		if kind == kindProcess {
+		if kind == store.KindProcess {
 			start = max(start, st.Int64)
 		}
 		if level == levelRollup {
@@ -202,27 +194,8 @@ func (s *Store) points(ctx context.Context, kind int, key uint64, from, to int64
 	if err := rows.Err(); err != nil {
 		return nil, 0, err
 	}
-	p, err := mergeLevels(raw, rollup, schemaOf(kind))
+	p, err := store.DecodeLevels(raw, rollup, schemaOf(kind))
 	return p, start, err
-}
-
-func mergeLevels(raw, rollup [][]byte, cols []store.StoredColumn) (*store.Points, error) {
-	p, err := store.Decode(raw, cols)
-	if err != nil {
-		return nil, err
-	}
-	if len(rollup) == 0 {
-		return p, nil
-	}
-	r, err := store.Decode(rollup, cols)
-	if err != nil {
-		return nil, err
-	}
-	if len(p.Times) == 0 {
-		return r, nil
-	}
-	// Rollup points only before the oldest raw one.
-	return store.Prepend(r, p), nil
 }
 
 // jobSeries sums the job's attempts.
@@ -255,7 +228,7 @@ func (s *Store) jobSeries(ctx context.Context, q *store.SeriesQuery, metrics []s
 		return err
 	}
 	acc := store.NewJobAccumulator(q, metrics)
-	if err := s.jobChunks(ctx, q, kindAttempt, store.AttemptKey(q.JobID), starts, acc); err != nil {
+	if err := s.jobChunks(ctx, q, store.KindAttempt, store.AttemptKey(q.JobID), starts, acc); err != nil {
 		return err
 	}
 	acc.Fill(res)
@@ -269,7 +242,7 @@ func (s *Store) jobSeries(ctx context.Context, q *store.SeriesQuery, metrics []s
 			ext[keyValue(store.ExtKey(uint64(k), m.Ext))] = st
 		}
 		acc := store.NewExtAccumulator(q, m)
-		if err := s.jobChunks(ctx, q, kindAttemptExt, store.ExtKey(store.AttemptKey(q.JobID), m.Ext), ext, acc); err != nil {
+		if err := s.jobChunks(ctx, q, store.KindAttemptExt, store.ExtKey(store.AttemptKey(q.JobID), m.Ext), ext, acc); err != nil {
 			return err
 		}
 		one := *res

@@ -12,21 +12,16 @@ import (
 	"github.com/taskscope/taskscope/internal/store"
 )
 
-// A store that reads many series, or many attempts' processes, together
-// (store.SeriesBatcher, store.ProcessLister) gives what reading them one
-// by one gives: the same buckets, the same processes with the same
+// Many series, or many attempts' processes, read together
+// (store.ReadSeriesMany, store.ReadAttemptProcesses: by the store's
+// SeriesBatcher and ProcessLister where it has them) are what reading them
+// one by one gives: the same buckets, the same processes with the same
 // summaries, nothing for what is unknown; over fresh and compacted chunks,
-// windows that overlap and windows far apart. One that reads an attempt's
-// series from its summary (store.AttemptSeriesReader) gives what Series
-// gives.
+// windows that overlap and windows far apart. An attempt's series read
+// from its life (store.ReadAttemptLife, store.ReadAttemptSeries) are what
+// Series gives.
 func testBatchReads(t *testing.T, f Factory) {
 	s := open(t, f)
-	sb, batches := s.(store.SeriesBatcher)
-	pl, lists := s.(store.ProcessLister)
-	ar, ofAttempt := s.(store.AttemptSeriesReader)
-	if !batches && !lists && !ofAttempt {
-		t.Skip("the store reads series one by one")
-	}
 	ctx := context.Background()
 	start := T0.Add(-40 * time.Minute)
 	g := loadgen.NewGenerator(loadgen.Config{Nodes: 3, Slots: 4, BatchTicks: 5, Seed: 11, Start: start})
@@ -78,8 +73,8 @@ func testBatchReads(t *testing.T, f Factory) {
 			From: start.UnixMilli(), To: T0.UnixMilli(), Step: 60_000},
 		store.SeriesQuery{Scope: store.ScopeJob, JobID: atts[0].JobID, Metrics: []string{"cpu_percent"},
 			From: start.UnixMilli(), To: T0.UnixMilli(), Step: 60_000})
-	if batches {
-		got, err := sb.SeriesMany(ctx, qs)
+	{
+		got, err := store.ReadSeriesMany(ctx, s, qs)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -102,9 +97,9 @@ func testBatchReads(t *testing.T, f Factory) {
 			}
 		}
 	}
-	if ofAttempt {
+	{
 		for _, a := range atts {
-			life, err := ar.AttemptLife(ctx, a.AttemptID)
+			life, err := store.ReadAttemptLife(ctx, s, a.AttemptID)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -112,7 +107,7 @@ func testBatchReads(t *testing.T, f Factory) {
 				t.Errorf("%s: life %+v, want %+v as Attempt says", a.AttemptID, *life, want)
 			}
 		}
-		if _, err := ar.AttemptLife(ctx, "attempt_0_0_m_0_0"); !errors.Is(err, store.ErrNotFound) {
+		if _, err := store.ReadAttemptLife(ctx, s, "attempt_0_0_m_0_0"); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("the life of an unknown attempt: %v, want ErrNotFound", err)
 		}
 		n := 0
@@ -120,14 +115,14 @@ func testBatchReads(t *testing.T, f Factory) {
 			if q.Scope != store.ScopeAttempt {
 				continue
 			}
-			life, err := ar.AttemptLife(ctx, q.AttemptID)
+			life, err := store.ReadAttemptLife(ctx, s, q.AttemptID)
 			if errors.Is(err, store.ErrNotFound) {
 				continue
 			}
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := ar.AttemptSeries(ctx, life, q)
+			got, err := store.ReadAttemptSeries(ctx, s, life, q)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -144,18 +139,18 @@ func testBatchReads(t *testing.T, f Factory) {
 			t.Errorf("%d attempts' series compared: want more", n)
 		}
 		// The series of another attempt than the one of life: an error.
-		life, err := ar.AttemptLife(ctx, atts[0].AttemptID)
+		life, err := store.ReadAttemptLife(ctx, s, atts[0].AttemptID)
 		if err != nil {
 			t.Fatal(err)
 		}
 		q := store.SeriesQuery{Scope: store.ScopeAttempt, AttemptID: atts[1].AttemptID, Metrics: []string{"rss_bytes"},
 			From: start.UnixMilli(), To: T0.UnixMilli(), Step: 60_000}
-		if res, err := ar.AttemptSeries(ctx, life, q); err == nil {
+		if res, err := store.ReadAttemptSeries(ctx, s, life, q); err == nil {
 			t.Errorf("the series of %s from the life of %s: %+v, no error", atts[1].AttemptID, life.AttemptID, res)
 		}
 	}
-	if lists {
-		got, err := pl.AttemptProcesses(ctx, append(ids, "attempt_0_0_m_0_0"))
+	{
+		got, err := store.ReadAttemptProcesses(ctx, s, append(ids, "attempt_0_0_m_0_0"))
 		if err != nil {
 			t.Fatal(err)
 		}

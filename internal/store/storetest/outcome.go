@@ -142,8 +142,8 @@ func testOutcomes(t *testing.T, f Factory) {
 				t.Errorf("%s: %s's page: %q %v from %q, retry of %q speculative %v; want %+v", when, id, d.Outcome,
 					code(d.ExitCode), d.ExitSource, d.RetryOf, d.Speculative, w)
 			}
-			if sum, ok := s.(store.AttemptSummarizer); ok {
-				a, err := sum.AttemptSummary(ctx, id)
+			{
+				a, err := store.ReadAttemptSummary(ctx, s, id)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -265,16 +265,16 @@ func testIngestAndSummaries(t *testing.T, f Factory) {
 	if len(j.AttemptList) != 1 {
 		t.Fatalf("attempts = %d", len(j.AttemptList))
 	}
-	// A store that answers a job's summary alone answers what Job says of it
-	// (but the count of attempts by type, which takes the attempts).
-	if js, ok := s.(store.JobSummarizer); ok {
-		sum, err := js.JobSummary(ctx, job1)
+	// A job's summary alone is what Job says of it (but the count of
+	// attempts by type, which takes the attempts).
+	{
+		sum, err := store.ReadJobSummary(ctx, s, job1)
 		want := j.Job
 		want.ByType = nil
 		if err != nil || !reflect.DeepEqual(*sum, want) {
 			t.Errorf("JobSummary = %+v, %v; Job says %+v", sum, err, j.Job)
 		}
-		if _, err := js.JobSummary(ctx, "job_0_0"); !errors.Is(err, store.ErrNotFound) {
+		if _, err := store.ReadJobSummary(ctx, s, "job_0_0"); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("JobSummary of an unknown job: %v", err)
 		}
 	}
@@ -393,10 +393,10 @@ func testExactlyOnce(t *testing.T, f Factory) {
 	}
 	// A store that says which sequence it stored last says what Append
 	// decided, also once its summaries are written.
-	if sr, ok := s.(store.SeqReader); ok {
+	if _, can, _ := store.ReadAgentSeq(context.Background(), s, "node1-b"); can {
 		check := func(when string) {
 			for agent, want := range map[string]uint64{"node1-b": b2.Seq, "node1-c": 1, "node9-none": 0} {
-				if got, err := sr.AgentSeq(context.Background(), agent); err != nil || got != want {
+				if got, _, err := store.ReadAgentSeq(context.Background(), s, agent); err != nil || got != want {
 					t.Errorf("%s: AgentSeq(%s) = %d, %v; want %d", when, agent, got, err, want)
 				}
 			}

@@ -1,0 +1,167 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/taskscope/taskscope/internal/wire"
+)
+
+// One entry point per capability (the way io.Copy looks for a WriterTo):
+// each helper below does the type assertion for one of the optional
+// interfaces of store.go, and what a store without it is asked instead, so
+// that no caller branches on the backend. The conformance suite runs once
+// through a store that hides every capability (storetest.Plain), so each
+// fallback is tested.
+
+// PrepareBatch is b prepared by st outside its transaction, for
+// AppendBatch (BatchPreparer: on the caller's goroutine, so that requests
+// prepare their batches in parallel); nil when st prepares nothing ahead.
+func PrepareBatch(st Store, b *wire.Batch) *Prepared {
+	if bp, ok := st.(BatchPreparer); ok {
+		return bp.Prepare(b)
+	}
+	return nil
+}
+
+// AppendBatch appends b to app: as p, what PrepareBatch made of it, when
+// app takes prepared batches (PreparedAppender) and p is not nil; else b.
+func AppendBatch(app Appender, b *wire.Batch, p *Prepared) (dup bool, err error) {
+	if pa, ok := app.(PreparedAppender); ok && p != nil {
+		return pa.AppendPrepared(p)
+	}
+	return app.Append(b)
+}
+
+// ReadAgentSeq is the highest sequence number st stored of an agent (0 for
+// one it has none of), as Append decides duplicates (SeqReader); can is
+// false when st cannot say it.
+func ReadAgentSeq(ctx context.Context, st Store, agentID string) (seq uint64, can bool, err error) {
+	sr, ok := st.(SeqReader)
+	if !ok {
+		return 0, false, nil
+	}
+	seq, err = sr.AgentSeq(ctx, agentID)
+	return seq, true, err
+}
+
+// ReadSeriesMany is what Series returns for each query (nil for a series
+// that is not found): read together where st can (SeriesBatcher), else
+// one by one. An error other than ErrNotFound fails the whole call.
+func ReadSeriesMany(ctx context.Context, st Store, qs []SeriesQuery) ([]*SeriesResult, error) {
+	if sb, ok := st.(SeriesBatcher); ok {
+		return sb.SeriesMany(ctx, qs)
+	}
+	out := make([]*SeriesResult, len(qs))
+	for i, q := range qs {
+		r, err := st.Series(ctx, q)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return nil, err
+		}
+		out[i] = r
+	}
+	return out, nil
+}
+
+// ReadAttemptProcesses is each attempt's ProcessList as Attempt says it:
+// read together where st can (ProcessLister), else attempt by attempt.
+// Unknown attempts, and attempts without processes, are absent.
+func ReadAttemptProcesses(ctx context.Context, st Store, ids []string) (map[string][]Process, error) {
+	if pl, ok := st.(ProcessLister); ok {
+		return pl.AttemptProcesses(ctx, ids)
+	}
+	out := map[string][]Process{}
+	for _, id := range ids {
+		d, err := st.Attempt(ctx, id)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(d.ProcessList) > 0 {
+			out[id] = d.ProcessList
+		}
+	}
+	return out, nil
+}
+
+// ReadJobSummary is what Job says of a job but its ByType (ErrNotFound if
+// unknown): without its attempts where st can (JobSummarizer), else from
+// Job.
+func ReadJobSummary(ctx context.Context, st Store, id string) (*Job, error) {
+	if js, ok := st.(JobSummarizer); ok {
+		return js.JobSummary(ctx, id)
+	}
+	d, err := st.Job(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	j := d.Job
+	j.ByType = nil
+	return &j, nil
+}
+
+// ReadAttemptSummary is what Attempt says of an attempt but RetryOf and
+// Speculative (ErrNotFound if unknown): without its processes and events
+// where st can (AttemptSummarizer), else from Attempt.
+func ReadAttemptSummary(ctx context.Context, st Store, id string) (*Attempt, error) {
+	if as, ok := st.(AttemptSummarizer); ok {
+		return as.AttemptSummary(ctx, id)
+	}
+	d, err := st.Attempt(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	a := d.Attempt
+	a.RetryOf, a.Speculative = "", false
+	return &a, nil
+}
+
+// ReadAttemptLife is what the series routes need of an attempt: its job
+// and its life (ErrNotFound if unknown): a few columns where st can
+// (AttemptSeriesReader), else from ReadAttemptSummary.
+func ReadAttemptLife(ctx context.Context, st Store, id string) (*AttemptLife, error) {
+	if r, ok := st.(AttemptSeriesReader); ok {
+		return r.AttemptLife(ctx, id)
+	}
+	a, err := ReadAttemptSummary(ctx, st, id)
+	if err != nil {
+		return nil, err
+	}
+	return &AttemptLife{AttemptID: a.AttemptID, JobID: a.JobID, Start: a.Start, End: a.End}, nil
+}
+
+// ReadAttemptSeries is what Series returns for q, a query of ScopeAttempt
+// of the attempt of life (ReadAttemptLife): without reading the attempt
+// again where st can (AttemptSeriesReader), else by Series.
+func ReadAttemptSeries(ctx context.Context, st Store, life *AttemptLife, q SeriesQuery) (*SeriesResult, error) {
+	if q.Scope != ScopeAttempt || q.AttemptID != life.AttemptID {
+		return nil, fmt.Errorf("cannot read the series of %s %s from the life of attempt %s", q.Scope, q.AttemptID, life.AttemptID)
+	}
+	if r, ok := st.(AttemptSeriesReader); ok {
+		return r.AttemptSeries(ctx, life, q)
+	}
+	return st.Series(ctx, q)
+}
+
+// ChangesOf is the Changes of st when other servers write it too
+// (SharedData), and whether they may: a server that shares its store
+// polls it to hear of the others' commits.
+func ChangesOf(st Store) (changes func(context.Context) (uint64, error), shared bool) {
+	sd, ok := st.(SharedData)
+	if !ok {
+		return nil, false
+	}
+	return sd.Changes, true
+}
+
+// DataDirOf is the directory of st's files on this machine (LocalData),
+// "" when it has none.
+func DataDirOf(st Store) string {
+	if l, ok := st.(LocalData); ok {
+		return l.DataDir()
+	}
+	return ""
+}

@@ -1,0 +1,904 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/taskscope/taskscope/internal/wire"
+)
+
+// Fold turns batches into the states a store keeps (foldstate.go): each
+// agent's last stored batch (the exactly-once check), each attempt's
+// description and summary merged batch by batch (MergeAttempt,
+// MergeSummary) with its member processes and the command lines logged of
+// them, the live processes' attempts, and the jobs' figures over their
+// attempts (AttemptContribution, JobTotals). Every backend folds with it;
+// what a commit stores of the batches it emits to the backend's Sink as
+// backend-neutral changes (a chunk under its job, a process record or a
+// membership in an attempt's rows, an event, ...), and the backend writes
+// the states it changed (DirtyAttempts, DirtyJobs, DirtyAgents) as its
+// rows.
+//
+// A Fold keeps the states of running attempts (and of their jobs) in
+// memory as a cache of the store; a transaction (FoldTx) works on copies
+// of those it touches, which Commit makes the cache's once the backend
+// stored them. A Fold is not safe for concurrent use: the backend's
+// writer's lock guards it.
+type Fold[B any] struct {
+	opt    FoldOptions[B]
+	agents map[string]*AgentState
+	atts   map[string]*AttemptRecord[B]
+	jobs   map[string]*JobRecord // LoadJobAttempts: the jobs of the attempts held
+	live   map[uint64]*liveProc
+	// dirtyJobs are the jobs of attempts written since TakeDirtyJobs (a
+	// fold that keeps no jobs: the backend adds them up again).
+	dirtyJobs map[string]bool
+}
+
+// FoldOptions say how a Fold reads what it does not hold from its store.
+type FoldOptions[B any] struct {
+	// LoadAttempts reads attempts' records, with their member processes
+	// (AttemptRecord.AddMember); those the store has nothing of are absent
+	// (or new records the backend knows something of). jobOf names the job
+	// a batch of the transaction says for some of them.
+	LoadAttempts func(ctx context.Context, ids []string, jobOf map[string]string) (map[string]*AttemptRecord[B], error)
+	// LoadJobAttempts, when set, has the fold keep the figures of the jobs
+	// of the attempts it holds (JobRecord): it reads the records of jobs'
+	// attempts, of which a job the fold does not hold is added up
+	// (AddAttempt). Without it, the backend adds up the jobs of the
+	// attempts it wrote (TakeDirtyJobs) from their rows.
+	LoadJobAttempts func(ctx context.Context, ids []string) ([]*AttemptRecord[B], error)
+	// Shared is a store that other servers store batches into at once:
+	// an agent this fold does not hold is read (LoadAgents), the agents'
+	// last batches are read again before a commit (FoldTx.Recheck), an
+	// attempt's state in memory is taken only while the batch that made
+	// it is its agent's last stored, and the processes a batch names that
+	// the fold holds nothing of are looked up (ProcessAttempts).
+	Shared          bool
+	LoadAgents      func(ctx context.Context, ids []string) (map[string]*AgentState, error)
+	ProcessAttempts func(ctx context.Context, keys []uint64) (map[uint64][]string, error)
+}
+
+// How many live processes a fold keeps at most (processes whose exit was
+// never told), and agents (Shared: a cache of the store's).
+const (
+	maxLive   = 1 << 20
+	maxAgents = 1 << 16
+)
+
+// NewFold is an empty fold.
+func NewFold[B any](opt FoldOptions[B]) *Fold[B] {
+	return &Fold[B]{opt: opt, agents: map[string]*AgentState{}, atts: map[string]*AttemptRecord[B]{},
+		jobs: map[string]*JobRecord{}, live: map[uint64]*liveProc{}, dirtyJobs: map[string]bool{}}
+}
+
+// PutAgent takes an agent's state as the store holds it.
+func (f *Fold[B]) PutAgent(id string, a *AgentState) { f.agents[id] = a }
+
+// LoggedSeq takes a sequence logged of an agent beyond its state (a commit
+// after its state was last written): its state is written again.
+func (f *Fold[B]) LoggedSeq(id string, seq uint64) {
+	a := f.agents[id]
+	if a == nil {
+		a = &AgentState{}
+		f.agents[id] = a
+	}
+	if seq > a.Seq {
+		a.Seq, a.dirty = seq, true
+	}
+}
+
+// Attempt is the state the fold holds of an attempt (nil if none).
+func (f *Fold[B]) Attempt(id string) *AttemptRecord[B] { return f.atts[id] }
+
+// Load reads attempts the fold does not hold into it (LoadAttempts), with
+// their processes in the live table.
+func (f *Fold[B]) Load(ctx context.Context, ids []string) error {
+	var want []string
+	for _, id := range ids {
+		if f.atts[id] == nil {
+			want = append(want, id)
+		}
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	got, err := f.opt.LoadAttempts(ctx, want, nil)
+	if err != nil {
+		return err
+	}
+	for _, id := range want {
+		a := got[id]
+		if a == nil {
+			a = NewAttemptRecord[B](id)
+		}
+		a.counted = a.contribution()
+		f.atts[id] = a
+		for k := range a.procs {
+			f.addLive(k, id)
+		}
+	}
+	return nil
+}
+
+// Changed marks an attempt's state changed outside a transaction (a
+// recovery merging what a crash left unwritten): it is written with the
+// next summaries, and counts in its job as it now is.
+func (f *Fold[B]) Changed(a *AttemptRecord[B]) {
+	a.dirty = true
+	a.counted = a.contribution()
+}
+
+// AddLive makes process k known as a live member of attempt id.
+func (f *Fold[B]) AddLive(k uint64, id string) { f.addLive(k, id) }
+
+func (f *Fold[B]) addLive(k uint64, id string) {
+	lp := f.live[k]
+	if lp == nil {
+		if len(f.live) >= maxLive {
+			clear(f.live)
+		}
+		lp = &liveProc{}
+		f.live[k] = lp
+	}
+	if !slices.Contains(lp.atts, id) {
+		lp.atts = append(lp.atts, id)
+	}
+}
+
+// ForgetJobs drops the jobs the fold holds: they are added up again from
+// their attempts when next needed (a recovery).
+func (f *Fold[B]) ForgetJobs() { clear(f.jobs) }
+
+// RecountJobs adds up jobs ids again from the records of their attempts
+// (LoadJobAttempts), those the fold holds taking their place, and holds
+// them, to be written (a recovery).
+func (f *Fold[B]) RecountJobs(ctx context.Context, ids []string) error {
+	got, err := f.loadJobs(ctx, ids, func(id string) *AttemptRecord[B] { return f.atts[id] })
+	if err != nil {
+		return err
+	}
+	for id, j := range got {
+		j.dirty = true
+		f.jobs[id] = j
+	}
+	return nil
+}
+
+// loadJobs adds up jobs ids from the records of their attempts, held
+// ones (by held) taking their place.
+func (f *Fold[B]) loadJobs(ctx context.Context, ids []string, held func(string) *AttemptRecord[B]) (map[string]*JobRecord, error) {
+	out := make(map[string]*JobRecord, len(ids))
+	for _, id := range ids {
+		out[id] = &JobRecord{}
+	}
+	if len(ids) == 0 || f.opt.LoadJobAttempts == nil {
+		return out, nil
+	}
+	recs, err := f.opt.LoadJobAttempts(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	add := func(a *AttemptRecord[B]) {
+		if j := out[a.Meta.JobID]; j != nil && !seen[a.Meta.AttemptID] {
+			seen[a.Meta.AttemptID] = true
+			j.Describe(&a.Meta)
+			c := a.contribution()
+			a.counted = c
+			j.apply(counted{}, c)
+			j.dirty = false
+		}
+	}
+	for _, a := range recs {
+		if h := held(a.Meta.AttemptID); h != nil {
+			a = h
+		}
+		add(a)
+	}
+	return out, nil
+}
+
+// Dirty reports whether a state waits to be written.
+func (f *Fold[B]) Dirty() bool {
+	for _, a := range f.agents {
+		if a.dirty {
+			return true
+		}
+	}
+	for _, a := range f.atts {
+		if a.dirty && a.Meta.JobID != "" {
+			return true
+		}
+	}
+	for _, j := range f.jobs {
+		if j.dirty {
+			return true
+		}
+	}
+	return false
+}
+
+// TakeDirtyJobs returns the jobs of the attempts written since it was
+// last called (a fold that keeps no jobs), and forgets them.
+func (f *Fold[B]) TakeDirtyJobs() []string {
+	out := make([]string, 0, len(f.dirtyJobs))
+	for id := range f.dirtyJobs {
+		out = append(out, id)
+	}
+	clear(f.dirtyJobs)
+	return out
+}
+
+// UntakeDirtyJobs gives jobs back that TakeDirtyJobs returned and that
+// were not written.
+func (f *Fold[B]) UntakeDirtyJobs(ids []string) {
+	for _, id := range ids {
+		f.dirtyJobs[id] = true
+	}
+}
+
+// FoldTx is one commit's fold: Append the batches, Fold them, write what
+// the sink got and the dirty states, then Commit (or Failed).
+type FoldTx[B any] struct {
+	f        *Fold[B]
+	gen      uint64
+	prepared []*Prepared
+	agents   map[string]*AgentState // copies, changed by this transaction
+	base     map[string]uint64      // Shared: each agent's last stored sequence when the transaction took it
+	atts     map[string]*AttemptRecord[B]
+	jobs     map[string]*JobRecord
+	live     map[uint64]*liveProc // changes to the live processes (nil: exited)
+	newExt   []extName
+	seen     map[string]counted // absorb's: the attempts a batch touched, with what each counted before it
+}
+
+// Begin starts a transaction. gen numbers the commit (GenFirst, GenLast:
+// 0 for a backend that numbers none).
+func (f *Fold[B]) Begin(gen uint64) *FoldTx[B] {
+	return &FoldTx[B]{f: f, gen: gen, agents: map[string]*AgentState{}, base: map[string]uint64{},
+		atts: map[string]*AttemptRecord[B]{}, jobs: map[string]*JobRecord{}, live: map[uint64]*liveProc{}}
+}
+
+// Prepared are the batches appended (not duplicates), in order.
+func (t *FoldTx[B]) Prepared() []*Prepared { return t.prepared }
+
+// Append takes a prepared batch, unless its agent's last stored batch is
+// of its sequence or later (dup: then nothing of it is stored).
+func (t *FoldTx[B]) Append(ctx context.Context, p *Prepared) (dup bool, err error) {
+	b := p.Batch
+	ag := t.agents[b.AgentID]
+	if ag == nil {
+		cur := t.f.agents[b.AgentID]
+		if cur == nil && t.f.opt.Shared {
+			got, err := t.f.opt.LoadAgents(ctx, []string{b.AgentID})
+			if err != nil {
+				return false, err
+			}
+			cur = got[b.AgentID]
+		}
+		if cur != nil {
+			cp := *cur
+			ag = &cp
+		} else {
+			ag = &AgentState{Host: b.Host, FirstMs: b.SentMs}
+		}
+		t.agents[b.AgentID] = ag
+		t.base[b.AgentID] = ag.Seq
+	}
+	if b.Seq <= ag.Seq {
+		return true, nil
+	}
+	ag.count(p)
+	t.prepared = append(t.prepared, p)
+	return false, nil
+}
+
+// Recheck (Shared) reads the agents' last stored batches again: a batch
+// that another server stored since this one read its agent's is not
+// stored again.
+func (t *FoldTx[B]) Recheck(ctx context.Context) error {
+	if !t.f.opt.Shared || len(t.agents) == 0 {
+		return nil
+	}
+	ids := make([]string, 0, len(t.agents))
+	for id := range t.agents {
+		ids = append(ids, id)
+	}
+	stored, err := t.f.opt.LoadAgents(ctx, ids)
+	if err != nil {
+		return err
+	}
+	changed := map[string]bool{}
+	for _, id := range ids {
+		if a := stored[id]; a != nil && a.Seq != t.base[id] {
+			cp := *a
+			t.agents[id], t.base[id] = &cp, a.Seq
+			changed[id] = true
+		}
+	}
+	if len(changed) == 0 {
+		return nil
+	}
+	keep := t.prepared[:0]
+	for _, p := range t.prepared {
+		b := p.Batch
+		if changed[b.AgentID] {
+			if ag := t.agents[b.AgentID]; b.Seq <= ag.Seq {
+				continue // stored by another server meanwhile
+			} else {
+				ag.count(p)
+			}
+		}
+		keep = append(keep, p)
+	}
+	t.prepared = keep
+	return nil
+}
+
+// Sink takes what a commit stores of its batches, as the fold makes it of
+// them (FoldTx.Fold), in the order of the batches: each method's records
+// come in the order they are to be written. It must not retain the
+// batches' memory past the commit (the chunks' data excepted, which
+// Prepare made for it).
+type Sink[B any] interface {
+	// Chunk is a chunk of a series of kind (KindProcess, ...) under job,
+	// the job of its attempt ("" while not known); start is its process's
+	// start where known (process chunks).
+	Chunk(kind int, c *SeriesChunk, job string, start int64)
+	// Described is a description of attempt a as an agent sent it (b's
+	// Attempts[i]), merged into a's.
+	Described(b *wire.Batch, i int, a *AttemptRecord[B])
+	// Member is a membership of a process in attempt a (m); first: a had
+	// not had it as a member before. idx orders it among the rows of the
+	// batch (Process's too).
+	Member(b *wire.Batch, m *wire.Membership, a *AttemptRecord[B], first bool, idx int)
+	// Process is a description of a process (p) in the rows of attempt a,
+	// a member of it (nil: of no attempt known); cmd says whether the row
+	// logs its command line (it differs from the one last logged in a's
+	// rows).
+	Process(b *wire.Batch, p *wire.Process, a *AttemptRecord[B], cmd bool, idx int)
+	// Event is b's Events[i], of job (its own, or its attempt's).
+	Event(b *wire.Batch, i int, job string)
+	// Ext is a metric with no column of its own first sent for series of
+	// kind (ExtNames did not know it).
+	Ext(kind int, metric string)
+	// Batch is a batch stored.
+	Batch(p *Prepared)
+}
+
+// Fold folds the batches appended into the states of the attempts (and
+// jobs) they touch, read first from the store where the fold does not
+// hold them (or, Shared, holds a state another server may have changed
+// since), and gives the sink what the commit stores of them. ext are the
+// store's ext metrics' names (Sink.Ext is told of the new ones).
+func (t *FoldTx[B]) Fold(ctx context.Context, sink Sink[B], ext *ExtNames) error {
+	if err := t.load(ctx); err != nil {
+		return err
+	}
+	for _, p := range t.prepared {
+		t.absorb(p, sink)
+		sink.Batch(p)
+	}
+	for _, p := range t.prepared {
+		t.emit(p, sink, ext)
+	}
+	return nil
+}
+
+// load brings into the transaction the states of the attempts (and jobs)
+// the batches touch that the fold does not hold, or holds a state of that
+// may be stale (Shared).
+func (t *FoldTx[B]) load(ctx context.Context) error {
+	f := t.f
+	// The attempts the batches touch, and the agent that touches each
+	// first ("": found through a process only).
+	by := map[string]string{}
+	var order []string
+	jobOf := map[string]string{} // the job a batch names for an attempt
+	touch := func(id, agent string) {
+		if id == "" {
+			return
+		}
+		if _, ok := by[id]; !ok {
+			by[id] = agent
+			order = append(order, id)
+		}
+	}
+	var unknown []uint64 // Shared: processes the fold holds nothing of
+	for _, p := range t.prepared {
+		b := p.Batch
+		var members map[uint64]bool
+		if f.opt.Shared {
+			members = make(map[uint64]bool, len(b.Members))
+		}
+		for i := range b.Attempts {
+			touch(b.Attempts[i].AttemptID, b.AgentID)
+			if j := b.Attempts[i].JobID; j != "" {
+				jobOf[b.Attempts[i].AttemptID] = j
+			}
+		}
+		for i := range b.AttemptSeries {
+			touch(b.AttemptSeries[i].AttemptID, b.AgentID)
+		}
+		for i := range b.Members {
+			touch(b.Members[i].AttemptID, b.AgentID)
+			if members != nil {
+				members[b.Members[i].Process] = true
+			}
+		}
+		for i := range b.Processes {
+			k := b.Processes[i].Key
+			if lp := f.live[k]; lp != nil {
+				for _, id := range lp.atts {
+					touch(id, b.AgentID)
+				}
+			} else if members != nil && !members[k] {
+				unknown = append(unknown, k)
+			}
+		}
+		if members != nil {
+			for i := range b.ProcSeries {
+				if k := b.ProcSeries[i].Key; f.live[k] == nil && !members[k] {
+					unknown = append(unknown, k)
+				}
+			}
+		}
+	}
+	if len(unknown) > 0 {
+		found, err := f.opt.ProcessAttempts(ctx, unknown)
+		if err != nil {
+			return fmt.Errorf("cannot find the attempts of processes: %w", err)
+		}
+		for k, atts := range found {
+			t.live[k] = &liveProc{atts: atts}
+			for _, id := range atts {
+				touch(id, "")
+			}
+		}
+	}
+	var load []string
+	for _, id := range order {
+		a := f.atts[id]
+		if a == nil || f.opt.Shared && stale(a, by[id], t.base) {
+			load = append(load, id)
+		}
+	}
+	if len(load) > 0 {
+		got, err := f.opt.LoadAttempts(ctx, load, jobOf)
+		if err != nil {
+			return fmt.Errorf("cannot load attempts: %w", err)
+		}
+		for _, id := range load {
+			a := got[id]
+			if a == nil {
+				a = NewAttemptRecord[B](id)
+			}
+			a.counted = a.contribution()
+			t.atts[id] = a
+			for k := range a.procs {
+				t.addLive(k, id)
+			}
+		}
+	}
+	if f.opt.LoadJobAttempts == nil {
+		return nil
+	}
+	var jobs []string
+	seen := map[string]bool{}
+	wantJob := func(id string) {
+		if id != "" && f.jobs[id] == nil && !seen[id] {
+			seen[id] = true
+			jobs = append(jobs, id)
+		}
+	}
+	for _, p := range t.prepared {
+		for i := range p.Batch.Attempts {
+			wantJob(p.Batch.Attempts[i].JobID)
+		}
+	}
+	for _, id := range order {
+		if a := t.Attempt(id); a != nil {
+			wantJob(a.Meta.JobID)
+		}
+	}
+	got, err := f.loadJobs(ctx, jobs, t.Attempt)
+	if err != nil {
+		return fmt.Errorf("cannot load jobs: %w", err)
+	}
+	for id, j := range got {
+		t.jobs[id] = j
+	}
+	return nil
+}
+
+// stale reports whether the state a of an attempt, held in memory, may not
+// be its latest (Shared): the batch that made it is not the last stored
+// of its agent, agent, that touches it now ("": none, the attempt found
+// through a process).
+func stale[B any](a *AttemptRecord[B], agent string, base map[string]uint64) bool {
+	if agent == "" {
+		return a.Writer == ""
+	}
+	return a.Writer != agent || a.WriterSeq != base[agent]
+}
+
+// Attempt is the state of an attempt as the transaction sees it: its own
+// copy, or the fold's (nil if none).
+func (t *FoldTx[B]) Attempt(id string) *AttemptRecord[B] {
+	if a := t.atts[id]; a != nil {
+		return a
+	}
+	return t.f.atts[id]
+}
+
+// att returns the transaction's copy of an attempt's state.
+func (t *FoldTx[B]) att(id string) *AttemptRecord[B] {
+	if a := t.atts[id]; a != nil {
+		return a
+	}
+	a := NewAttemptRecord[B](id)
+	if cur := t.f.atts[id]; cur != nil {
+		a = cur.copyOf()
+	}
+	t.atts[id] = a
+	return a
+}
+
+// job returns the transaction's copy of a job's figures.
+func (t *FoldTx[B]) job(id string) *JobRecord {
+	if j := t.jobs[id]; j != nil {
+		return j
+	}
+	j := &JobRecord{}
+	if cur := t.f.jobs[id]; cur != nil {
+		j = cur.clone()
+	}
+	t.jobs[id] = j
+	return j
+}
+
+// LiveAttempts are the attempts process k is known a live member of.
+func (t *FoldTx[B]) LiveAttempts(k uint64) []string {
+	if lp := t.liveProc(k); lp != nil {
+		return lp.atts
+	}
+	return nil
+}
+
+func (t *FoldTx[B]) liveProc(k uint64) *liveProc {
+	if lp, ok := t.live[k]; ok {
+		return lp
+	}
+	return t.f.live[k]
+}
+
+func (t *FoldTx[B]) setLive(k uint64, lp *liveProc) { t.live[k] = lp }
+
+func (t *FoldTx[B]) addLive(k uint64, id string) {
+	lp := t.liveProc(k)
+	if lp != nil && slices.Contains(lp.atts, id) {
+		return
+	}
+	cp := &liveProc{}
+	if lp != nil {
+		cp.start, cp.atts = lp.start, slices.Clone(lp.atts)
+	}
+	cp.atts = append(cp.atts, id)
+	t.setLive(k, cp)
+}
+
+// absorb merges a batch into the states, giving the sink its process
+// records and memberships.
+func (t *FoldTx[B]) absorb(p *Prepared, sink Sink[B]) {
+	b := p.Batch
+	if t.seen == nil {
+		t.seen = map[string]counted{}
+	}
+	seen := t.seen
+	clear(seen)
+	touch := func(id string) *AttemptRecord[B] {
+		a := t.att(id)
+		if _, ok := seen[id]; !ok {
+			seen[id] = a.counted
+		}
+		if a.GenFirst == 0 {
+			a.GenFirst = t.gen
+		}
+		a.GenLast = t.gen
+		a.Writer, a.WriterSeq = b.AgentID, b.Seq
+		if a.Born == 0 {
+			a.Born = BatchTime(b)
+		}
+		a.dirty = true
+		return a
+	}
+	idx := 0
+	for i := range b.Attempts {
+		m := &b.Attempts[i]
+		a := touch(m.AttemptID)
+		MergeAttempt(&a.Meta, m)
+		a.Host = b.Host
+		if t.f.opt.LoadJobAttempts != nil && m.JobID != "" {
+			t.job(m.JobID).Describe(&a.Meta)
+		}
+		sink.Described(b, i, a)
+	}
+	for i := range b.Members {
+		m := &b.Members[i]
+		a := touch(m.AttemptID)
+		first := !a.HasMember(m.Process)
+		if first {
+			a.AddMember(m.Process)
+		}
+		idx++
+		sink.Member(b, m, a, first, idx)
+		t.addLive(m.Process, m.AttemptID)
+	}
+	for i := range b.Processes {
+		pr := &b.Processes[i]
+		lp := t.liveProc(pr.Key)
+		if lp == nil || len(lp.atts) == 0 {
+			idx++
+			sink.Process(b, pr, nil, true, idx)
+		} else {
+			for _, id := range lp.atts {
+				a := touch(id)
+				idx++
+				sink.Process(b, pr, a, a.TakeCmd(pr.Key, pr.Cmdline), idx)
+			}
+		}
+		if pr.EndMs != 0 {
+			t.setLive(pr.Key, nil)
+		} else if lp != nil && lp.start != pr.StartMs {
+			cp := *lp
+			cp.start = pr.StartMs
+			t.setLive(pr.Key, &cp)
+		}
+	}
+	for id, sum := range p.Atts {
+		a := touch(id)
+		if a.Host == "" {
+			a.Host = b.Host
+		}
+		MergeSummary(&a.Sum, sum)
+	}
+	for id, old := range seen {
+		a := t.atts[id]
+		now := a.contribution()
+		if now != old {
+			if job := a.Meta.JobID; job != "" && t.f.opt.LoadJobAttempts != nil {
+				t.job(job).apply(old, now)
+			}
+			a.counted = now
+		}
+	}
+}
+
+// emit gives the sink a batch's chunks, each under the job of its
+// attempt (a process's: of the first of its attempts that has one), its
+// new metrics' names and its events, as the states are at the end of the
+// commit.
+func (t *FoldTx[B]) emit(p *Prepared, sink Sink[B], ext *ExtNames) {
+	b := p.Batch
+	// A process's start: from a record of it in its batch, or from what
+	// is known of it live.
+	starts := make(map[uint64]int64, len(b.Processes))
+	for i := range b.Processes {
+		starts[b.Processes[i].Key] = b.Processes[i].StartMs
+	}
+	procJob := func(k uint64) (string, int64) {
+		start, ok := starts[k]
+		lp := t.liveProc(k)
+		if lp == nil {
+			return "", start
+		}
+		if !ok {
+			start = lp.start
+		}
+		for _, id := range lp.atts {
+			if a := t.Attempt(id); a != nil && a.Meta.JobID != "" {
+				return a.Meta.JobID, start
+			}
+		}
+		return "", start
+	}
+	attJob := func(id string) string {
+		if a := t.Attempt(id); a != nil {
+			return a.Meta.JobID
+		}
+		return ""
+	}
+	for i := range p.ProcChunks {
+		c := &p.ProcChunks[i]
+		job, start := procJob(c.Key)
+		sink.Chunk(KindProcess, c, job, start)
+	}
+	for i := range p.AttChunks {
+		c := &p.AttChunks[i]
+		sink.Chunk(KindAttempt, c, attJob(c.AttemptID), 0)
+	}
+	if len(p.ExtChunks) > 0 {
+		// A process's ext chunk is keyed by ExtKey(process, metric).
+		extProc := map[uint64]uint64{}
+		for i := range b.ProcSeries {
+			s := &b.ProcSeries[i]
+			for j := range s.Columns {
+				extProc[ExtKey(s.Key, b.Metrics[s.Columns[j].Metric])] = s.Key
+			}
+		}
+		for i := range p.ExtChunks {
+			c := &p.ExtChunks[i]
+			kind, job, start := KindProcessExt, "", int64(0)
+			if c.AttemptID != "" {
+				kind, job = KindAttemptExt, attJob(c.AttemptID)
+			} else {
+				job, start = procJob(extProc[c.Key])
+			}
+			sink.Chunk(kind, c, job, start)
+			if n := (extName{kind, c.Metric}); !ext.Known(kind, c.Metric) && !slices.Contains(t.newExt, n) {
+				t.newExt = append(t.newExt, n)
+				sink.Ext(kind, c.Metric)
+			}
+		}
+	}
+	for i := range b.Events {
+		e := &b.Events[i]
+		job := e.JobID
+		if job == "" && e.AttemptID != "" {
+			job = attJob(e.AttemptID)
+		}
+		sink.Event(b, i, job)
+	}
+}
+
+// DirtyAttempts are the attempts whose states changed since they were
+// last written (this transaction's and the fold's) and that have a job:
+// an attempt no description named a job of yet waits for one. Commit with
+// written clears them.
+func (t *FoldTx[B]) DirtyAttempts() []*AttemptRecord[B] {
+	for id, a := range t.f.atts {
+		if a.dirty && a.Meta.JobID != "" && t.atts[id] == nil {
+			t.att(id)
+		}
+	}
+	var out []*AttemptRecord[B]
+	for _, a := range t.atts {
+		if a.dirty && a.Meta.JobID != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// DirtyJobs are the jobs (LoadJobAttempts) whose figures changed since
+// they were last written, with attempts.
+func (t *FoldTx[B]) DirtyJobs() map[string]*JobRecord {
+	for id, j := range t.f.jobs {
+		if j.dirty && t.jobs[id] == nil {
+			t.job(id)
+		}
+	}
+	out := map[string]*JobRecord{}
+	for id, j := range t.jobs {
+		if j.dirty && j.Attempts > 0 {
+			out[id] = j
+		}
+	}
+	return out
+}
+
+// DirtyAgents are the agents whose states changed since they were last
+// written.
+func (t *FoldTx[B]) DirtyAgents() map[string]*AgentState {
+	for id, a := range t.f.agents {
+		if a.dirty && t.agents[id] == nil {
+			cp := *a
+			t.agents[id] = &cp
+		}
+	}
+	out := map[string]*AgentState{}
+	for id, a := range t.agents {
+		if a.dirty {
+			out[id] = a
+		}
+	}
+	return out
+}
+
+// StoredAgents are the agents this transaction stores batches of, with
+// their states after them.
+func (t *FoldTx[B]) StoredAgents() map[string]*AgentState {
+	out := map[string]*AgentState{}
+	for id, a := range t.agents {
+		if a.Seq != t.base[id] {
+			out[id] = a
+		}
+	}
+	return out
+}
+
+// NewExt are the metrics' names this transaction's sink was told of
+// (Sink.Ext).
+func (t *FoldTx[B]) NewExt() []extName { return t.newExt }
+
+// Commit makes the transaction's states the fold's, once the backend
+// stored what the sink got; written: it wrote the dirty states too
+// (DirtyAttempts, DirtyJobs, DirtyAgents). An attempt that ended and is
+// written is let go (it will not change), as is a job that runs no
+// attempt.
+func (f *Fold[B]) Commit(t *FoldTx[B], written bool, ext *ExtNames) {
+	for k, lp := range t.live {
+		if lp == nil {
+			delete(f.live, k)
+		} else {
+			f.live[k] = lp
+		}
+	}
+	if f.opt.Shared && len(f.agents) >= maxAgents {
+		clear(f.agents)
+	}
+	for id, a := range t.agents {
+		if written {
+			a.dirty = false
+		}
+		f.agents[id] = a
+	}
+	for id, a := range t.atts {
+		a.shared = false
+		if written && a.Meta.JobID != "" {
+			if f.opt.LoadJobAttempts == nil && a.dirty {
+				f.dirtyJobs[a.Meta.JobID] = true
+			}
+			a.dirty = false
+		}
+		if a.Meta.Ended && !a.dirty {
+			delete(f.atts, id)
+			continue
+		}
+		f.atts[id] = a
+	}
+	for id, j := range t.jobs {
+		if written {
+			j.dirty = false
+		}
+		if j.Running <= 0 && !j.dirty {
+			delete(f.jobs, id)
+			continue
+		}
+		f.jobs[id] = j
+	}
+	if len(f.live) > maxLive {
+		// Processes whose exit was never told: keep those of the attempts
+		// held (those that run).
+		clear(f.live)
+		for id, a := range f.atts {
+			for k := range a.procs {
+				f.addLive(k, id)
+			}
+		}
+	}
+	for _, n := range t.newExt {
+		ext.Add(n.kind, n.metric)
+	}
+}
+
+// Failed drops what a transaction the backend could not store may have
+// stored in part (Shared: its attempts' states and the agents are read
+// again); the fold's states are as before it otherwise.
+func (f *Fold[B]) Failed(t *FoldTx[B]) {
+	if !f.opt.Shared {
+		return
+	}
+	for id := range t.atts {
+		delete(f.atts, id)
+	}
+	clear(f.agents)
+}
+
+// Take takes o's states in place of f's, keeping f's options (a store
+// that opened its data again, as o, goes on with what o read).
+func (f *Fold[B]) Take(o *Fold[B]) {
+	f.agents, f.atts, f.jobs, f.live, f.dirtyJobs = o.agents, o.atts, o.jobs, o.live, o.dirtyJobs
+}

@@ -1,0 +1,407 @@
+package tracker
+
+import (
+	"github.com/taskscope/taskscope/internal/procfs"
+	"github.com/taskscope/taskscope/internal/taskstats"
+	"github.com/taskscope/taskscope/internal/wire"
+)
+
+// accountant is the part of the tracker that keeps memberships and the CPU
+// that adds up (docs/architecture.md, "CPU that adds up"): a process's
+// membership of an attempt starts from what it had used (a reused unit's
+// processes move on to its next attempt), and ends folding what it used
+// into the attempt's totals of exited processes; the CPU of an exited
+// process goes to its parent when a member reaped it (pending until the
+// parent's cutime shows it, credit when the cutime grew first), else to
+// its attempt through its reaper's ledger (reapers.go); each tick an
+// attempt's sample sums its members.
+//
+// Its state is in the records it keeps: each tracked process's
+// cpuAccount, each attempt's attemptTotals, each membership.
+type accountant struct {
+	view   memberView
+	ledger *reaperLedger
+	idx    metricIndex
+	stats  *Stats // ExitCorrectionMs, ExitsWithoutRecord
+	// exact: exited processes' CPU comes from exit records (short-lived
+	// processes are counted).
+	exact bool
+	ncpu  int
+	vals  []int64 // an attempt sample's values, reused
+
+	debugExit func(p *proc, attempt string, own, children, final, charge int64, charged bool) // tests
+}
+
+// memberView is what the accountant needs of the process table.
+type memberView interface {
+	// proc is the process known by pid (nil: none).
+	proc(pid int32) *proc
+	// listed reports whether p was in this tick's listing.
+	listed(p *proc) bool
+	// alive reports whether a tracked process will be sampled again.
+	alive(p *proc) bool
+	// bootNow is CLOCK_BOOTTIME at this tick's listing, ms.
+	bootNow() int64
+}
+
+func newAccountant(view memberView, ledger *reaperLedger, idx metricIndex, stats *Stats, exact bool, ncpu int) *accountant {
+	return &accountant{view: view, ledger: ledger, idx: idx, stats: stats, exact: exact, ncpu: ncpu,
+		vals: make([]int64, len(wire.AttemptMetrics))}
+}
+
+// cpuAccount is what a tracked process keeps for the CPU and IO of the
+// children it reaps.
+type cpuAccount struct {
+	// pending is CPU of exited children that this process reaped (or will)
+	// but that its cutime/cstime did not show yet; lastChildren is its
+	// cutime+cstime at the last sample; credit is cutime growth that came
+	// before the exit it stands for was seen (the parent reaped the child
+	// between two of the tracker's reads).
+	pending      int64
+	pendDoubt    int64 // how far off pending may be (children gone without their exit records)
+	certain      int64 // reaped children's CPU that the next sample's cutime must show
+	lastChildren int64
+	credit       int64
+	// pendRead and pendWrite are IO of children reaped after this process's
+	// last sample: its io counters will never show them.
+	pendRead, pendWrite int64
+}
+
+// attemptTotals are what an attempt's processes that left it used (and,
+// for a reused unit, what its processes that moved on used in it).
+type attemptTotals struct {
+	exitedCPU   int64
+	exitedRead  int64
+	exitedWrite int64
+	exitedGC    int64
+	exitedWait  int64
+	shortLived  int64
+}
+
+// member is one process's membership of one attempt.
+type member struct {
+	att                                   *attempt
+	fromMs                                int64
+	cpuBase                               int64
+	readBase, writeBase, gcBase, waitBase int64
+}
+
+// cpuAcct is the CPU charged to a process so far: its own, that of the
+// children it reaped (cutime/cstime, as the kernel charges a parent), and
+// that of children that exited but do not show in its cutime yet.
+func (c *accountant) cpuAcct(tr *tracked) int64 {
+	return tr.vals[c.idx.cpuUser] + tr.vals[c.idx.cpuSys] + tr.vals[c.idx.cpuCUser] + tr.vals[c.idx.cpuCSys] + tr.pending + tr.certain
+}
+
+// parentMember returns the tracked process of attempt a that was the
+// parent of an exited process (ppid at its exit): the kernel adds a reaped
+// child's whole CPU and IO, its exit included, to the parent's
+// cutime/cstime and io. Exits are handled children first, so the parent
+// is still known even if it exited in the same interval.
+func (c *accountant) parentMember(ppid int32, a *attempt) *tracked {
+	parent := c.view.proc(ppid)
+	if parent == nil || parent.t == nil || parent.t.mem == nil || parent.t.mem.att != a {
+		return nil
+	}
+	return parent.t
+}
+
+func val(tr *tracked, i int) int64 {
+	if i < 0 || tr.present&(1<<uint(i)) == 0 {
+		return 0
+	}
+	return tr.vals[i]
+}
+
+// join makes p a member of a. A process that moves from an earlier
+// attempt of the same unit (carry) starts from what it has used so far.
+func (c *accountant) join(p *proc, a *attempt, carry bool, ms int64, sink Sink) {
+	tr := p.t
+	m := &member{att: a, fromMs: ms}
+	if carry {
+		m.cpuBase = c.cpuAcct(tr)
+		m.readBase, m.writeBase = val(tr, c.idx.read), val(tr, c.idx.write)
+		m.gcBase, m.waitBase = val(tr, c.idx.gc), val(tr, c.idx.wait)
+	} else {
+		m.fromMs = tr.startMs
+		if m.fromMs < a.info.FirstMs || m.fromMs == 0 {
+			m.fromMs = a.info.FirstMs
+		}
+	}
+	tr.mem = m
+	sink.Membership(&wire.Membership{Process: tr.key, AttemptID: a.info.AttemptID, FromMs: m.fromMs,
+		CPUBaseMs: m.cpuBase, Role: tr.role})
+}
+
+// exitDoubtMs is how far off a process's CPU is when its exit records give
+// its threads' scheduler runtime: what its exit costs after them (a JVM's
+// 10-20 ms, a shell's less than one), one clock tick, for the split of a
+// reaper's cutime among the processes it reaped.
+const exitDoubtMs = 1000 / procfs.UserHZ
+
+// leave ends p's membership, folding what p used in its attempt into the
+// attempt's totals for exited processes (or, for a process that moves on,
+// for the past). final is p's exit records' sums, if it exited and they
+// came.
+func (c *accountant) leave(p *proc, final *taskstats.Record, ms int64, sink Sink) {
+	tr := p.t
+	m := tr.mem
+	if m == nil {
+		return
+	}
+	a := m.att
+	cpu := c.cpuAcct(tr)
+	var tail int64 // the estimate of what it used after its last sample
+	// doubt is how far off cpu may be: the tail, or what its last interval
+	// may have held when no exit record told (a reaper's correction is
+	// split in proportion to it), and what its children's pending
+	// estimates may be off by.
+	var doubt int64
+	exited := !c.view.listed(p) || tr.exited
+	read, write := val(tr, c.idx.read)+tr.pendRead, val(tr, c.idx.write)+tr.pendWrite
+	if final == nil && exited && !tr.exited {
+		// Gone without its exit record: none come without taskstats, and
+		// the kernel drops them when the agent's socket is full (counted:
+		// ExitsWithoutRecord). It ran for some part of the time since its
+		// last sample: half of it at its last rate, give or take as much.
+		if c.exact {
+			c.stats.ExitsWithoutRecord++
+		}
+		tail = c.tailUnknown(p)
+		cpu += tail
+		doubt = tail
+	}
+	if final != nil {
+		// The threads' records add up to the whole process when the agent saw
+		// it born (for one that predates the agent they miss the threads that
+		// exited before: the last sample is then the better figure). What it
+		// had reaped is in its last sample's cutime/cstime.
+		own := tr.vals[c.idx.cpuUser] + tr.vals[c.idx.cpuSys]
+		if !tr.exited {
+			// (A zombie's last stat is read after its exit: nothing follows it.)
+			tail = c.tail(p, final, max(0, final.CPUMs()-own))
+			cpu += tail
+			doubt = tail
+			if final.RunNs > 0 {
+				// The records' scheduler runtime is exact: what the exit
+				// costs after them is unknown, and about the same for
+				// every process, not more for one that ran more since its
+				// last sample.
+				doubt = exitDoubtMs
+			}
+		}
+		read, write = max(read, int64(final.ReadBytes)+tr.pendRead), max(write, int64(final.WriteBytes)+tr.pendWrite)
+	}
+	// An exited process reaped by a parent of the same attempt is in that
+	// parent's counters (exit costs included): charging it here would count
+	// it twice. It stays pending there until the parent's cutime shows it.
+	doubt += tr.pendDoubt
+	charged := true
+	ppid := int32(0)
+	if exited {
+		ppid = p.ppid
+		if final != nil && final.PPID > 0 {
+			ppid = final.PPID
+		}
+		if par := c.parentMember(ppid, a); par != nil && par != tr {
+			charged = false
+			// The parent's cutime will show all the child used; what of it
+			// earlier attempts had (a reused unit) is not this attempt's.
+			parentAlive := c.view.alive(c.view.proc(ppid))
+			if parentAlive && !tr.exited {
+				// It left /proc before the listing, so its parent had reaped
+				// it: the parent's stat, read after, shows it.
+				par.addCertain(max(0, cpu))
+			} else {
+				// Its parent exited too, or has not reaped it yet (a
+				// zombie): its cutime will show it when it does.
+				par.addPending(max(0, cpu))
+				par.pendDoubt += doubt
+			}
+			par.mem.cpuBase += m.cpuBase
+			if !parentAlive {
+				par.pendRead += max(0, read-m.readBase)
+				par.pendWrite += max(0, write-m.writeBase)
+			}
+		} else if zp := c.view.proc(ppid); zp != nil && zp.t == nil && zp.zombieAtt == a && zp.zombieCredit > 0 {
+			// Its parent ended as a zombie before this exit was handled
+			// (it was gone when read, at the tick its parent was found a
+			// zombie): it had reaped it, and its last cutime, charged
+			// then, holds it already.
+			used := min(max(cpu, 0), zp.zombieCredit)
+			zp.zombieCredit -= used
+			cpu -= used
+		}
+	}
+	if c.debugExit != nil && exited {
+		fin := int64(-1)
+		if final != nil {
+			fin = final.CPUMs()
+		}
+		c.debugExit(p, a.info.AttemptID, tr.vals[c.idx.cpuUser]+tr.vals[c.idx.cpuSys], tr.vals[c.idx.cpuCUser]+tr.vals[c.idx.cpuCSys], fin, cpu-m.cpuBase, charged)
+	}
+	if charged {
+		// Reaped by a process that is no task's (a NodeManager, a
+		// TaskTracker, init): that process's cutime says what it cost.
+		if tr.exited {
+			// Not reaped yet: its stat's last figures are final, and its
+			// reaper's cutime will show them when it reaps it (reaped).
+			// Its cutime's growth that no exit handled yet stands for
+			// children whose exits come later.
+			p.zombieLife = max(cpu, 1)
+			p.zombieCredit, p.zombieAtt = tr.credit, a
+		}
+		if cpu > m.cpuBase && (ppid == 0 || tr.exited || !c.ledger.charge(ppid, a, cpu, cpu-m.cpuBase, doubt)) {
+			a.exitedCPU += cpu - m.cpuBase
+		}
+		if read > m.readBase {
+			a.exitedRead += read - m.readBase
+		}
+		if write > m.writeBase {
+			a.exitedWrite += write - m.writeBase
+		}
+	}
+	if gc := val(tr, c.idx.gc); gc > m.gcBase {
+		a.exitedGC += gc - m.gcBase
+	}
+	if w := val(tr, c.idx.wait); w > m.waitBase {
+		a.exitedWait += w - m.waitBase
+	}
+	tr.mem = nil
+	sink.Membership(&wire.Membership{Process: tr.key, AttemptID: a.info.AttemptID, FromMs: m.fromMs, ToMs: ms,
+		CPUBaseMs: m.cpuBase, Role: tr.role})
+}
+
+// tail estimates the CPU an exited process used after its last sample.
+// raw is what its exit records say (their sum less the last sample): on a
+// kernel that leaves their scheduler runtime 0 they count clock ticks, an
+// error over its whole life that for a process that ran for minutes can be
+// far more than a tick's worth, and they miss the threads that exited
+// before the agent started. So for a process sampled twice or more the
+// tail is bounded by what it could
+// have used between its last sample and its exit (the record gives its life,
+// hence the moment of its exit): that time on as many CPUs as it had threads,
+// and it is at least what it used at its last rate.
+func (c *accountant) tail(p *proc, final *taskstats.Record, raw int64) int64 {
+	tr := p.t
+	if tr.age < 2 || final.EtimeUs == 0 || tr.bootMs <= 0 || tr.tMs <= tr.tPrevMs {
+		return raw
+	}
+	exitMs := int64(p.startTicks)*1000/procfs.UserHZ + int64(final.EtimeUs/1000)
+	dt := min(max(exitMs-tr.bootMs, 0), max(c.view.bootNow()-tr.bootMs, 0))
+	rate := (tr.cpuMs - tr.cpuPrevMs) * dt / (tr.tMs - tr.tPrevMs)
+	cpus := int64(min(max(val(tr, c.idx.threads), 1), int64(c.ncpu)))
+	return max(max(rate, 0), min(raw, dt*cpus))
+}
+
+// tailUnknown estimates what an exited process whose exit record never
+// came used after its last sample: it exited at some moment between that
+// sample and this tick's listing, running meanwhile at its last rate (half
+// of that time, on average).
+func (c *accountant) tailUnknown(p *proc) int64 {
+	tr := p.t
+	if tr.age < 2 || tr.bootMs <= 0 || tr.tMs <= tr.tPrevMs {
+		return 0
+	}
+	dt := max(c.view.bootNow()-tr.bootMs, 0)
+	return max(0, (tr.cpuMs-tr.cpuPrevMs)*dt/(tr.tMs-tr.tPrevMs)/2)
+}
+
+// attemptSample sums the attempt's processes at this tick, to sink.
+func (c *accountant) attemptSample(a *attempt, ms int64, sink Sink) {
+	v := c.vals
+	for i := range v {
+		v[i] = 0
+	}
+	v[0], v[5], v[6], v[8], v[9] = a.exitedCPU, a.exitedRead, a.exitedWrite, a.exitedGC, a.exitedWait
+	present := uint64(1<<0 | 1<<1 | 1<<3 | 1<<4 | 1<<5 | 1<<6 | 1<<9)
+	if c.exact {
+		v[10] = a.shortLived // counted from exit records only
+		present |= 1 << 10
+	}
+	for _, p := range a.unit.members {
+		tr := p.t
+		m := tr.mem
+		if m == nil || m.att != a {
+			continue
+		}
+		if cpu := c.cpuAcct(tr) - m.cpuBase; cpu > 0 {
+			v[0] += cpu
+		}
+		if r := val(tr, c.idx.read) + tr.pendRead - m.readBase; r > 0 {
+			v[5] += r
+		}
+		if w := val(tr, c.idx.write) + tr.pendWrite - m.writeBase; w > 0 {
+			v[6] += w
+		}
+		if w := val(tr, c.idx.wait) - m.waitBase; w > 0 {
+			v[9] += w
+		}
+		if tr.vanished {
+			continue
+		}
+		v[1] += val(tr, c.idx.rss)
+		v[3] += val(tr, c.idx.vms)
+		v[4]++
+		if c.idx.pss >= 0 && tr.present&(1<<uint(c.idx.pss)) != 0 {
+			v[2] += tr.vals[c.idx.pss]
+			present |= 1 << 2
+		}
+		if c.idx.heap >= 0 && tr.present&(1<<uint(c.idx.heap)) != 0 {
+			v[7] += tr.vals[c.idx.heap]
+			present |= 1 << 7
+		}
+		if c.idx.gc >= 0 && tr.present&(1<<uint(c.idx.gc)) != 0 {
+			v[8] += tr.vals[c.idx.gc] - m.gcBase
+			present |= 1 << 8
+		}
+	}
+	sink.AttemptSample(a.info.AttemptID, ms, v, present)
+}
+
+// addPending charges a reaped child's CPU to the parent until its cutime
+// shows it, unless its cutime already grew by that much.
+func (ca *cpuAccount) addPending(ms int64) {
+	used := min(ms, ca.credit)
+	ca.credit -= used
+	ca.pending += ms - used
+}
+
+// addCertain charges the CPU of a child that the parent has reaped
+// already: its next stat shows it in cutime/cstime, exactly, and replaces
+// the estimate.
+func (ca *cpuAccount) addCertain(ms int64) {
+	used := min(ms, ca.credit)
+	ca.credit -= used
+	ca.certain += ms - used
+}
+
+// settleChildren takes the growth d of a process's cutime+cstime since
+// its last sample. The kernel adds a reaped child's CPU there as wait4
+// reports it (its scheduler runtime), its exit included; exit records miss
+// what the exit costs after them. So the children the
+// process is known to have reaped (certain) cost what cutime says, not
+// what their records said; an estimate that the growth does not cover by
+// half at least (a parent that ignores SIGCHLD accrues nothing) stays
+// pending.
+func (c *accountant) settleChildren(ca *cpuAccount, d int64) {
+	if ca.certain > 0 {
+		used := min(max(d, 0), ca.certain)
+		rest := ca.certain - used
+		ca.certain = 0
+		d -= used
+		if 2*used < used+rest {
+			ca.pending += rest
+		} else if rest > 0 {
+			c.stats.ExitCorrectionMs += rest
+		}
+	}
+	if d > 0 {
+		used := min(d, ca.pending)
+		ca.pending -= used
+		ca.credit += d - used
+	}
+	if ca.pending == 0 {
+		ca.pendDoubt = 0
+	}
+}

@@ -1,0 +1,114 @@
+package tracker
+
+import (
+	"testing"
+
+	"github.com/taskscope/taskscope/internal/procfs"
+)
+
+// The reapers' ledger, on a fake process table: what a reaper's cutime
+// grew by, less its other children's exit records and the zombies it
+// reaped, is charged to the attempts of the processes it reaped, the
+// estimates' error split in proportion to their doubt; a growth beyond a
+// factor of two of the estimates leaves them standing.
+func TestReaperLedger(t *testing.T) {
+	const nm = 100
+	for _, tc := range []struct {
+		name             string
+		grownMs, otherMs int64 // the reaper's cutime growth; its other children's records
+		zombieMs         int64 // a zombie it reaped, charged before
+		wantA, wantB     int64 // charged to the two attempts
+		wantCorrection   int64
+		partA            int64 // the part of A's life that is A's (0: all)
+	}{
+		// Estimates 1000 (tail 100: doubt 120) and 300 (doubt 20); the
+		// growth less the others says 1400: 100 more, split 120:20.
+		{name: "split", grownMs: 1500, otherMs: 100, wantA: 1085, wantB: 315, wantCorrection: -100},
+		{name: "zombie reaped", grownMs: 1500, zombieMs: 100, wantA: 1085, wantB: 315, wantCorrection: -100},
+		{name: "less", grownMs: 1200, wantA: 915, wantB: 285, wantCorrection: 100},
+		// Reaped between the listing and the read, or a reaper that
+		// ignores SIGCHLD: the growth means nothing.
+		{name: "too much", grownMs: 5000, wantA: 1000, wantB: 300},
+		{name: "too little", grownMs: 600, wantA: 1000, wantB: 300},
+		// A reused unit's process: its earlier attempt had 400 of it.
+		{name: "part", grownMs: 1300, partA: 600, wantA: 600, wantB: 300},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tab := newFakeTable()
+			tab.stats[nm] = procfs.Stat{StartTime: 5, CUTime: 100}
+			var st Stats
+			l := newReaperLedger(tab, &st)
+			l.mark(nm, tab.cycle)
+			if len(l.byPID) != 1 || l.charge(nm, &attempt{}, 1, 1, 0) {
+				t.Fatalf("a new reaper: %d reapers, or charged before its growth is known", len(l.byPID))
+			}
+			tab.cycle++
+			tab.stats[nm] = procfs.Stat{StartTime: 5, CUTime: 100 + uint64(tc.grownMs/10)}
+			l.read()
+			l.otherExit(exitRecord(4000, nm, tc.otherMs, 0))
+			l.otherExit(exitRecord(4001, 1, 5000, 0)) // another's child
+			if tc.zombieMs > 0 {
+				l.reaped(nm, tc.zombieMs)
+			}
+			a, b := &attempt{}, &attempt{}
+			part := int64(1000)
+			if tc.partA > 0 {
+				part = tc.partA
+			}
+			if !l.charge(nm, a, 1000, part, 100) || !l.charge(nm, b, 300, 300, 0) {
+				t.Fatal("not charged to the reaper")
+			}
+			if l.charge(200, a, 1, 1, 0) {
+				t.Error("charged to a process that is no reaper")
+			}
+			l.settle()
+			if a.exitedCPU != tc.wantA || b.exitedCPU != tc.wantB || st.ExitCorrectionMs != tc.wantCorrection {
+				t.Errorf("charged %d and %d (correction %d), want %d and %d (%d)", a.exitedCPU, b.exitedCPU,
+					st.ExitCorrectionMs, tc.wantA, tc.wantB, tc.wantCorrection)
+			}
+			// Settled: the next tick starts afresh.
+			if r := l.byPID[nm]; len(r.items) != 0 || r.other != 0 {
+				t.Errorf("left after settling: %+v", r)
+			}
+		})
+	}
+}
+
+// A reaper is read once a tick; one whose pid names another process now,
+// or that cannot be read, is dropped; one that no tracked process has as
+// parent any more is forgotten.
+func TestReaperLedgerKeeps(t *testing.T) {
+	tab := newFakeTable()
+	tab.stats[100] = procfs.Stat{StartTime: 5}
+	tab.stats[101] = procfs.Stat{StartTime: 6}
+	tab.stats[102] = procfs.Stat{StartTime: 7}
+	var st Stats
+	l := newReaperLedger(tab, &st)
+	for _, pid := range []int32{100, 101, 102, 103} { // 103: no stat
+		l.mark(pid, tab.cycle)
+	}
+	if len(l.byPID) != 3 {
+		t.Fatalf("%d reapers, want 3", len(l.byPID))
+	}
+	tab.cycle++
+	tab.stats[101] = procfs.Stat{StartTime: 60} // pid reused
+	tab.statErr[102] = procfs.ErrUnavailable
+	reads := tab.reads
+	l.read()
+	if tab.reads-reads != 3 {
+		t.Errorf("%d reads of stat for 3 reapers", tab.reads-reads)
+	}
+	if len(l.byPID) != 1 || l.byPID[100] == nil || l.byPID[100].grown != 0 {
+		t.Errorf("after the read: %v", l.byPID)
+	}
+	l.mark(100, tab.cycle)
+	l.sweep(tab.cycle)
+	if l.byPID[100] == nil {
+		t.Error("a reaper still a parent was forgotten")
+	}
+	tab.cycle++
+	l.sweep(tab.cycle)
+	if len(l.byPID) != 0 {
+		t.Errorf("a reaper no longer a parent kept: %v", l.byPID)
+	}
+}
