@@ -148,12 +148,20 @@ func fail(w http.ResponseWriter, err error) {
 		writeJSON(w, http.StatusBadRequest, Error{err.Error()})
 	case errors.Is(err, store.ErrNotFound):
 		writeJSON(w, http.StatusNotFound, Error{err.Error()})
+	case errors.Is(err, store.ErrUnavailable):
+		// It passes; the reason names no address of the store's.
+		w.Header().Set("Retry-After", retryUnavailable)
+		writeJSON(w, http.StatusServiceUnavailable, Error{"the store is unavailable (" + store.UnavailableReason(err) + "); try again"})
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		writeJSON(w, http.StatusServiceUnavailable, Error{"the query took too long"})
 	default:
 		writeJSON(w, http.StatusInternalServerError, Error{err.Error()})
 	}
 }
+
+// retryUnavailable is the Retry-After of an answer while the store cannot
+// be reached (seconds): a ClickHouse server restarting takes a few.
+const retryUnavailable = "5"
 
 type forbidden string
 

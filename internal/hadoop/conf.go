@@ -133,8 +133,30 @@ type JobConf struct {
 	Maps      int64  `json:"maps,omitempty"`
 }
 
+// jobConfKeys are the names JobConfFor reads.
+var jobConfKeys = []string{
+	"mapreduce.job.name", "mapred.job.name", "mapreduce.job.user.name", "user.name",
+	"mapreduce.job.queuename", "mapred.job.queue.name", "stream.map.streamprocessor", "stream.reduce.streamprocessor",
+	"mapreduce.job.maps", "mapred.map.tasks", "mapreduce.job.reduces", "mapred.reduce.tasks",
+	"mapreduce.map.memory.mb", "mapred.job.map.memory.mb", "mapreduce.map.java.opts", "mapred.map.child.java.opts",
+	"mapred.child.java.opts", "mapreduce.reduce.memory.mb", "mapred.job.reduce.memory.mb", "mapreduce.reduce.java.opts",
+	"mapred.reduce.child.java.opts", "yarn.app.mapreduce.am.resource.mb", "yarn.app.mapreduce.am.command-opts",
+}
+
+// JobKeys is the part of c that JobConfFor reads: what is worth keeping of
+// a job's configuration (a real job.xml has some 900 properties).
+func (c Conf) JobKeys() Conf {
+	out := make(Conf, len(jobConfKeys))
+	for _, k := range jobConfKeys {
+		if v, ok := c[k]; ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
 // JobConfFor extracts the settings for one task type ("map", "reduce", "am", ...)
-// under both Hadoop 1 and Hadoop 2/3 names.
+// under both Hadoop 1 and Hadoop 2/3 names (jobConfKeys: keep the two in step).
 func (c Conf) JobConfFor(taskType string) JobConf {
 	j := JobConf{
 		JobName: c.First("mapreduce.job.name", "mapred.job.name"),

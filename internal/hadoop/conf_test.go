@@ -1,7 +1,9 @@
 package hadoop
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"strings"
@@ -227,6 +229,68 @@ func TestParseTezDAGLog(t *testing.T) {
 	} {
 		if got := ParseTezDAGLog([]byte(in)); got != want {
 			t.Errorf("ParseTezDAGLog(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// bigJobXML is a job.xml of the size a real MapReduce job's is: about 900
+// properties (mapred-default's, core-default's, the job's own), each with
+// its source, as Configuration.writeXml writes them.
+func bigJobXML() []byte {
+	var b bytes.Buffer
+	b.WriteString(`<?xml version="1.0" encoding="UTF-8" standalone="no"?>` + "\n<configuration>\n")
+	for i := 0; i < 900; i++ {
+		fmt.Fprintf(&b, "<property><name>mapreduce.some.component.setting.number%d</name><value>value-%d-/some/path/or/class.name.Here%d</value><final>false</final><source>mapred-default.xml</source><source>job.xml</source></property>\n", i, i, i)
+	}
+	b.WriteString("<property><name>mapreduce.job.name</name><value>wordcount</value><final>false</final><source>job.xml</source></property>\n")
+	b.WriteString("<property><name>mapreduce.map.memory.mb</name><value>2048</value><final>false</final><source>job.xml</source></property>\n")
+	b.WriteString("</configuration>\n")
+	return b.Bytes()
+}
+
+func BenchmarkParseConf(b *testing.B) {
+	doc := bigJobXML()
+	b.SetBytes(int64(len(doc)))
+	b.ReportAllocs()
+	for b.Loop() {
+		c, err := ParseConf(bytes.NewReader(doc))
+		if err != nil || c.JobConfFor("map").MemoryMB != 2048 {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestJobKeys: JobConfFor reads nothing that JobKeys leaves out, for every
+// task type, of a configuration that sets every name it knows.
+func TestJobKeys(t *testing.T) {
+	full := Conf{}
+	for i, k := range jobConfKeys {
+		full[k] = fmt.Sprintf("%d", 1000+i)
+	}
+	full["mapred.child.java.opts"] = "-Xmx512m"
+	full["unrelated.key"] = "x"
+	// Every name it knows, each set alone: JobConfFor must see each of them.
+	for _, k := range jobConfKeys {
+		c := Conf{k: "7"}
+		if c.JobKeys()[k] != "7" {
+			t.Errorf("JobKeys drops %s", k)
+		}
+	}
+	kept := full.JobKeys()
+	if _, ok := kept["unrelated.key"]; ok || len(kept) != len(jobConfKeys) {
+		t.Errorf("JobKeys kept %d keys, want the %d JobConfFor reads", len(kept), len(jobConfKeys))
+	}
+	for _, typ := range []string{"map", "reduce", "am", "other"} {
+		for _, k := range append([]string{""}, jobConfKeys...) {
+			c := Conf{}
+			for kk, v := range full {
+				if kk != k {
+					c[kk] = v
+				}
+			}
+			if got, want := c.JobKeys().JobConfFor(typ), c.JobConfFor(typ); got != want {
+				t.Errorf("%s without %q: JobKeys gives %+v, the whole conf %+v", typ, k, got, want)
+			}
 		}
 	}
 }

@@ -260,6 +260,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(res.Err, store.ErrDiskFull):
 		// Not stored: the agent keeps the batch and retries.
 		h.fail(w, http.StatusServiceUnavailable, "disk_full", "the server's disk is full, the batch is not stored; retry: "+res.Err.Error())
+	case errors.Is(res.Err, store.ErrUnavailable):
+		// Not stored: the agent keeps the batch and retries. (The store's
+		// address is the server's to know: the reason names none.)
+		h.fail(w, http.StatusServiceUnavailable, "unavailable", "the store is unavailable ("+store.UnavailableReason(res.Err)+
+			"), the batch is not stored; retry")
 	case res.Err != nil:
 		// Not stored (or not known to be): the agent keeps the batch and retries.
 		h.fail(w, http.StatusServiceUnavailable, "store", "cannot store the batch now: "+res.Err.Error())

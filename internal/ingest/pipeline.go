@@ -190,12 +190,13 @@ func (p *Pipeline) run() {
 
 // write appends a group in one transaction. If any batch fails, the group is
 // rolled back and each batch is written alone, so that one bad batch cannot
-// fail the others; unless the store cannot write at all (its disk is full):
-// then every batch would fail again, and all are answered with the error.
+// fail the others; unless the store cannot write at all (its disk is full,
+// or it cannot be reached): then every batch would fail again, and all are
+// answered with the error.
 func (p *Pipeline) write(group []*request) {
 	start := time.Now()
 	res, err := p.commit(group)
-	if err != nil && len(group) > 1 && !errors.Is(err, store.ErrDiskFull) {
+	if err != nil && len(group) > 1 && !errors.Is(err, store.ErrDiskFull) && !errors.Is(err, store.ErrUnavailable) {
 		for _, r := range group {
 			p.write([]*request{r})
 		}

@@ -47,8 +47,21 @@ var errShortStat = errors.New("stat has too few fields")
 func ParseStat(b []byte, s *Stat) error {
 	*s = Stat{}
 	open := bytes.IndexByte(b, '(')
-	close := bytes.LastIndexByte(b, ')')
-	if open < 1 || close < open {
+	if open < 1 {
+		return fmt.Errorf("cannot parse stat %.40q: no (comm)", b)
+	}
+	// The last ')': nothing after comm holds one, so scan forward (the
+	// assembly IndexByte) rather than back over the whole line.
+	close := -1
+	for i := open + 1; ; {
+		j := bytes.IndexByte(b[i:], ')')
+		if j < 0 {
+			break
+		}
+		close = i + j
+		i = close + 1
+	}
+	if close < open {
 		return fmt.Errorf("cannot parse stat %.40q: no (comm)", b)
 	}
 	pid, ok := parseInt(bytes.TrimSpace(b[:open]))
@@ -57,75 +70,121 @@ func ParseStat(b []byte, s *Stat) error {
 	}
 	s.PID = int32(pid)
 	s.Comm = b[open+1 : close]
+	// Fields after comm, numbered as in proc(5) from 3 (state), in one
+	// pass: each number is accumulated as its digits go by.
 	rest := b[close+1:]
-	// Fields after comm, numbered as in proc(5) from 3 (state).
-	field := 3
-	for ; field <= 42; field++ {
-		var tok []byte
-		if tok, rest = nextField(rest); len(tok) == 0 {
+	field := 2 // the last field seen
+	i := 0
+	for field < 42 {
+		for i < len(rest) && isBlank(rest[i]) {
+			i++
+		}
+		if i == len(rest) {
 			break
 		}
+		field++
+		start := i
 		if field == 3 {
-			s.State = tok[0]
+			s.State = rest[i]
+			for i < len(rest) && !isBlank(rest[i]) {
+				i++
+			}
 			continue
 		}
-		var v int64
-		var u uint64
-		switch field {
-		case 4, 5, 6: // pids
-			v, ok = parseInt(tok)
-			ok = ok && v >= -1<<31 && v <= 1<<31-1
-		case 9, 10, 11, 12, 13, 14, 15, 16, 17, 22, 23, 28, 42: // kept as unsigned
-			u, ok = parseUint(tok)
-		default: // tpgid, nice, ... may be negative
-			v, ok = parseInt(tok)
+		neg := rest[i] == '-'
+		if neg {
+			i++
 		}
-		if !ok {
-			return fmt.Errorf("cannot parse stat of pid %d: field %d is %.20q", pid, field, tok)
+		var v uint64
+		digits := 0
+		for ; i < len(rest) && !isBlank(rest[i]); i++ {
+			c := rest[i] - '0'
+			if c > 9 {
+				digits = -1
+				for i < len(rest) && !isBlank(rest[i]) {
+					i++
+				}
+				break
+			}
+			digits++
+			if v > (1<<63-1)/10 {
+				v = 1<<63 - 1 // beyond int64: saturate, as parseInt does
+				continue
+			}
+			if v = v*10 + uint64(c); v > 1<<63-1 {
+				v = 1<<63 - 1
+			}
+		}
+		if digits <= 0 || neg && v != 0 && signedField(field) == unsignedField {
+			return fmt.Errorf("cannot parse stat of pid %d: field %d is %.20q", pid, field, rest[start:i])
+		}
+		x := int64(v)
+		if neg {
+			x = -x
 		}
 		switch field {
+		case 4, 5, 6:
+			if x < -1<<31 || x > 1<<31-1 {
+				return fmt.Errorf("cannot parse stat of pid %d: field %d is %.20q", pid, field, rest[start:i])
+			}
+			switch field {
+			case 4:
+				s.PPID = int32(x)
+			case 5:
+				s.PGRP = int32(x)
+			default:
+				s.Session = int32(x)
+			}
 		case 9:
-			s.Flags = u
-		case 4:
-			s.PPID = int32(v)
-		case 5:
-			s.PGRP = int32(v)
-		case 6:
-			s.Session = int32(v)
+			s.Flags = v
 		case 10:
-			s.MinFlt = u
+			s.MinFlt = v
 		case 11:
-			s.CMinFlt = u
+			s.CMinFlt = v
 		case 12:
-			s.MajFlt = u
+			s.MajFlt = v
 		case 13:
-			s.CMajFlt = u
+			s.CMajFlt = v
 		case 14:
-			s.UTime = u
+			s.UTime = v
 		case 15:
-			s.STime = u
+			s.STime = v
 		case 16:
-			s.CUTime = u
+			s.CUTime = v
 		case 17:
-			s.CSTime = u
+			s.CSTime = v
 		case 20:
-			s.Threads = v
+			s.Threads = x
 		case 22:
-			s.StartTime = u
+			s.StartTime = v
 		case 23:
-			s.VSize = u
+			s.VSize = v
 		case 24:
-			s.RSS = v
+			s.RSS = x
 		case 28:
-			s.StartStack = u
+			s.StartStack = v
 		case 42:
-			s.BlkioTicks = u
+			s.BlkioTicks = v
 		}
 	}
-	if field <= 24 {
-		return fmt.Errorf("cannot parse stat of pid %d: %w (%d)", pid, errShortStat, field-1)
+	if field < 24 {
+		return fmt.Errorf("cannot parse stat of pid %d: %w (%d)", pid, errShortStat, field)
 	}
 	return nil
+}
+
+// The sign of stat's fields: those kept as unsigned must not be negative.
+const (
+	signed = iota
+	unsignedField
+)
+
+func signedField(field int) int {
+	switch field {
+	case 9, 10, 11, 12, 13, 14, 15, 16, 17, 22, 23, 28, 42:
+		return unsignedField
+	}
+	return signed
 }
 
 // parseInt parses a decimal integer, optionally negative. Values beyond

@@ -101,11 +101,15 @@ func (h *writeHealth) message() string {
 	if err == nil {
 		return ""
 	}
-	what := "the store cannot write"
-	if errors.Is(err, store.ErrDiskFull) {
+	what, detail := "the store cannot write", ": "+err.Error()
+	switch {
+	case errors.Is(err, store.ErrDiskFull):
 		what = "disk full: the store cannot write"
+	case errors.Is(err, store.ErrUnavailable):
+		// (its reason only: the error names the store's address)
+		what, detail = "the store is unavailable ("+store.UnavailableReason(err)+")", ""
 	}
-	msg := fmt.Sprintf("%s since %s (%s): %v", what, since.UTC().Format(time.RFC3339), time.Since(since).Round(time.Second), err)
+	msg := fmt.Sprintf("%s since %s (%s)%s", what, since.UTC().Format(time.RFC3339), time.Since(since).Round(time.Second), detail)
 	if free := h.free(); free >= 0 {
 		msg += fmt.Sprintf("; %d bytes free in %s", free, h.dir)
 	}

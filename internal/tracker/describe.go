@@ -20,6 +20,7 @@ import (
 type describer struct {
 	fs   *procfs.FS
 	errs *readErrors
+	jobs jobConfs // jobconf.go: what each job's job.xml said
 }
 
 // maxConfTries bounds the reads of an attempt's configuration: the first,
@@ -55,7 +56,7 @@ func (d *describer) describe(u *unit, a *wire.Attempt) bool {
 		if err != nil {
 			continue
 		}
-		conf, err := hadoop.ParseConf(f)
+		conf, err := d.jobs.read(a.JobID, f)
 		f.Close()
 		if err != nil {
 			d.errs.count("job.xml", err)

@@ -385,8 +385,8 @@ func (l *live) checkCPU(res *simulator.JobResult, tolerance float64) {
 	l.checkCPUWithin(res, tolerance, 0)
 }
 
-// checkCPUWithin is checkCPU where every attempt, ApplicationMasters
-// included, may also be off by floorMs (0: ApplicationMasters by 25%).
+// checkCPUWithin is checkCPU where ApplicationMasters may be off by
+// floorMs (0: by 25%).
 func (l *live) checkCPUWithin(res *simulator.JobResult, tolerance float64, floorMs int64) {
 	t := l.t
 	t.Helper()
@@ -404,7 +404,7 @@ func (l *live) checkCPUWithin(res *simulator.JobResult, tolerance float64, floor
 			// is asserted by the run without it (make test-accuracy).
 			tol = max(tol, 0.15)
 		}
-		if floorMs > 0 {
+		if a.Type == "am" && floorMs > 0 {
 			tol = max(tol, float64(floorMs)/float64(want))
 		} else if a.Type == "am" {
 			// An ApplicationMaster here only starts and stops a JVM (0.2 s of

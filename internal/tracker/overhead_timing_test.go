@@ -81,6 +81,9 @@ import (
 // TASKSCOPE_AGENT_WINDOW=180 measure as the floor's README does (15 s of
 // warm-up, 45 s counted).
 //
+// TASKSCOPE_AGENT_CALLGRIND=DIR counts each agent's instructions in user
+// space over its window with valgrind's callgrind (agentCallgrind).
+//
 // TASKSCOPE_AGENT_PERF=DIR profiles every agent's steady window with
 // `perf record -e cpu-clock -g` into DIR (perf's sampling costs the
 // agent: take CPU figures from runs without it); testdata/perfsplit.awk
@@ -126,8 +129,11 @@ var agentScenarios = []agentScenario{
 	// A big node: 200 task processes among 3,000 and the churn.
 	{name: "busy200of3000-250ms", containers: 40, churnTask: 300, churnOther: 200, total: 3000, interval: 250 * time.Millisecond},
 	// Issue 25's: about 40 task processes among 150 at 250 ms (against the
-	// floor, TASKSCOPE_FLOOR), and the same under 500 new processes a second.
+	// floor, TASKSCOPE_FLOOR), asleep and working (as a node's running
+	// tasks are: each JVM, mapper and sort never idle between two ticks),
+	// and the same under 500 new processes a second.
 	{name: "40of150-250ms", containers: 8, total: 150, interval: 250 * time.Millisecond},
+	{name: "working40of150-250ms", containers: 8, total: 150, working: true, interval: 250 * time.Millisecond},
 	{name: "churn500-40of150-250ms", containers: 8, churnTask: 300, churnOther: 200, total: 150, interval: 250 * time.Millisecond},
 }
 
@@ -237,6 +243,30 @@ type agentRun struct {
 	rssMB    float64
 	host     hostLoad
 	procs    int // processes on the machine at the window's start
+	// userShare is the part of its CPU in user space (/proc/PID/stat's
+	// utime and stime, clock ticks): the rest is the kernel's, mostly
+	// reading /proc.
+	userShare float64
+}
+
+// userSys is pid's user and system time so far, clock ticks.
+func userSys(pid int) (user, sys uint64) {
+	b, err := procfs.ReadFile(fmt.Sprintf("/proc/%d/stat", pid), nil)
+	if err != nil {
+		return 0, 0
+	}
+	var st procfs.Stat
+	if procfs.ParseStat(b, &st) != nil {
+		return 0, 0
+	}
+	return st.UTime, st.STime
+}
+
+func userShare(user, sys uint64) float64 {
+	if user+sys == 0 {
+		return 0
+	}
+	return float64(user) / float64(user+sys)
 }
 
 // agentRound counts the rounds, to turn the order of the runs.
@@ -277,7 +307,12 @@ func benchAgentSteady(b *testing.B, sc agentScenario, impls []agentImpl) {
 			return runSteady(b, q, sc, name, exec.Command(self), agentBaselineEnv+"="+sc.interval.String())
 		}
 		bin := impls[slices.Index(names, name)-1].bin
-		return runSteady(b, q, sc, name, exec.Command(bin, agentArgs(b, hs.URL, sc.interval)...))
+		args := agentArgs(b, hs.URL, sc.interval)
+		if cg := agentCallgrind(fmt.Sprintf("%s-%s-%d", sc.name, name, agentRound)); cg != nil {
+			// (Go's preemption signals trip callgrind's signal handling.)
+			return runSteady(b, q, sc, name, exec.Command("valgrind", append(append(cg, bin), args...)...), "GODEBUG=asyncpreemptoff=1")
+		}
+		return runSteady(b, q, sc, name, exec.Command(bin, args...))
 	}
 	for i := 0; i < b.N; i++ {
 		agentRound++
@@ -312,8 +347,8 @@ func benchAgentSteady(b *testing.B, sc agentScenario, impls []agentImpl) {
 			sum[name] += r.cpuPerTick
 			switches[name] += r.switches
 			load.add(r.host)
-			b.Logf("round %d %s %s: %.0f us CPU a tick, %.1f context switches; host %s, %d processes", agentRound, sc.name, name,
-				r.cpuPerTick/1e3, r.switches, r.host, r.procs)
+			b.Logf("round %d %s %s: %.0f us CPU a tick (%.0f%% user), %.1f context switches; host %s, %d processes", agentRound, sc.name, name,
+				r.cpuPerTick/1e3, 100*r.userShare, r.switches, r.host, r.procs)
 		}
 	}
 	n := float64(b.N)
@@ -371,6 +406,7 @@ func runSteady(b *testing.B, q *taskstats.Querier, sc agentScenario, name string
 	time.Sleep(time.Until(t0))
 	h0 := readHostLoad()
 	g0 := processGroup(q, int(pid))
+	u0, s0 := userSys(int(pid))
 	procs := countProcs()
 	if perfArgs := agentPerf(fmt.Sprintf("%s-%s-%d", sc.name, name, agentRound)); perfArgs != nil {
 		perf := exec.Command("perf", append(perfArgs, "-p", strconv.Itoa(int(pid)), "--",
@@ -382,8 +418,16 @@ func runSteady(b *testing.B, q *taskstats.Querier, sc agentScenario, name string
 			defer perf.Wait()
 		}
 	}
+	callgrind := os.Getenv("TASKSCOPE_AGENT_CALLGRIND") != "" && !isBaseline(name)
+	if callgrind {
+		callgrindControl(b, "-i", "on", pid)
+	}
 	time.Sleep(time.Until(t0.Add(time.Duration(agentWindow) * iv)))
+	if callgrind {
+		callgrindControl(b, "-i", "off", pid)
+	}
 	g1 := processGroup(q, int(pid))
+	u1, s1 := userSys(int(pid))
 	h1 := readHostLoad()
 	// Its peak RSS so far, from its own VmHWM: wait4's ru_maxrss counts
 	// this process's RSS too (the child shared our memory until exec).
@@ -403,7 +447,8 @@ func runSteady(b *testing.B, q *taskstats.Querier, sc agentScenario, name string
 	}
 	ticks := float64(agentWindow)
 	return agentRun{cpuPerTick: float64(g1.RunNs-g0.RunNs) / ticks, rssMB: rssMB, host: h1.sub(h0), procs: procs,
-		switches: float64(int64(g1.VolCtx+g1.InvolCtx)-int64(g0.VolCtx+g0.InvolCtx)) / ticks}
+		userShare: userShare(u1-u0, s1-s0),
+		switches:  float64(int64(g1.VolCtx+g1.InvolCtx)-int64(g0.VolCtx+g0.InvolCtx)) / ticks}
 }
 
 // agentTimerSlack is the unit's TimerSlackNSec
@@ -560,6 +605,29 @@ func agentPerf(name string) []string {
 		return nil
 	}
 	return []string{"record", "-q", "-e", "cpu-clock", "-F", "9999", "-g", "-o", filepath.Join(dir, name+".perf")}
+}
+
+// agentCallgrind is the start of a valgrind command line that counts the
+// instructions an agent runs in user space over its steady window into
+// TASKSCOPE_AGENT_CALLGRIND/<name>.callgrind (callgrind_annotate reads it),
+// nil without TASKSCOPE_AGENT_CALLGRIND: counts that do not move with the
+// machine's load, where the CPU figures do. The agent runs many times
+// slower in user space under valgrind (its system calls do not): take its
+// CPU figures from runs without it.
+func agentCallgrind(name string) []string {
+	dir := os.Getenv("TASKSCOPE_AGENT_CALLGRIND")
+	if dir == "" {
+		return nil
+	}
+	return []string{"--tool=callgrind", "--instr-atstart=no", "--callgrind-out-file=" + filepath.Join(dir, name+".callgrind")}
+}
+
+// callgrindControl turns the instrumentation of a process under callgrind
+// on or off.
+func callgrindControl(b *testing.B, flag, arg string, pid int32) {
+	if out, err := exec.Command("callgrind_control", flag, arg, strconv.Itoa(int(pid))).CombinedOutput(); err != nil {
+		b.Errorf("callgrind_control %s %s: %v\n%s", flag, arg, err, out)
+	}
 }
 
 func implNames(impls []agentImpl) []string {

@@ -20,6 +20,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/taskscope/taskscope/internal/store"
 )
 
 // Settings are ClickHouse settings for one request (URL parameters).
@@ -277,14 +279,24 @@ func (c *Client) do(ctx context.Context, query string, data []byte, s Settings) 
 			continue
 		}
 		if try > 0 {
-			return nil, fmt.Errorf("ClickHouse %s (sent %d times): %w", c.host, try+1, err)
+			err = fmt.Errorf("ClickHouse %s (sent %d times): %w", c.host, try+1, err)
+		} else {
+			err = fmt.Errorf("ClickHouse %s: %w", c.host, err)
 		}
-		return nil, fmt.Errorf("ClickHouse %s: %w", c.host, err)
+		if ctx.Err() != nil {
+			return nil, err // the caller's deadline, or its cancel
+		}
+		return nil, store.Unavailable("cannot reach ClickHouse", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-		return nil, fmt.Errorf("ClickHouse %s: %w (in %s)", c.host, parseException(resp, msg), abbrev(query))
+		ex := parseException(resp, msg)
+		err := fmt.Errorf("ClickHouse %s: %w (in %s)", c.host, ex, abbrev(query))
+		if ex.unreachable() {
+			return nil, store.Unavailable("a ClickHouse server of the cluster cannot be reached", err)
+		}
+		return nil, err
 	}
 	// Read into a buffer kept from an earlier answer, then copied out at
 	// its size: the answer's length is not known (chunked), and growing

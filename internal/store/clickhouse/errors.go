@@ -23,6 +23,8 @@ const (
 	CodeUnknownSetting   = 115
 	CodeSyntaxError      = 62
 	CodeUnknownIdentifer = 47
+	CodeSocketTimeout    = 209
+	CodeNetworkError     = 210
 )
 
 // Exception is an error ClickHouse answered.
@@ -37,6 +39,18 @@ func (e *Exception) Error() string {
 		return fmt.Sprintf("HTTP %d: %s", e.Status, e.Message)
 	}
 	return fmt.Sprintf("code %d: %s", e.Code, e.Message)
+}
+
+// unreachable reports whether the exception says that a server the one
+// asked needed could not be reached (a shard of the cluster whose every
+// replica is down: ALL_CONNECTION_TRIES_FAILED, a network error or a
+// timeout between the servers).
+func (e *Exception) unreachable() bool {
+	switch e.Code {
+	case CodeAllReplicasLost, CodeNetworkError, CodeSocketTimeout:
+		return true
+	}
+	return false
 }
 
 // parseException reads the code and the message of an error answer: the

@@ -38,7 +38,7 @@ func (s *Store) rollup(ctx context.Context, day uint16) error {
 				}
 				p, err := store.Decode(group, cols)
 				if err != nil {
-					return err
+					return fmt.Errorf("cannot decode the chunks of series %016x: %w", cur, err)
 				}
 				group = group[:0]
 				if len(p.Times) == 0 {
@@ -71,13 +71,13 @@ func (s *Store) rollup(ctx context.Context, day uint16) error {
 				group = append(group, data)
 			}
 			if err := rows.Err(); err != nil {
-				return err
+				return fmt.Errorf("cannot read chunks to roll up: %w", err)
 			}
 			if err := emit(); err != nil {
 				return err
 			}
 			if err := s.insert(ctx, "rollups", chunkCols, &b); err != nil {
-				return err
+				return fmt.Errorf("cannot write the rollups of day %s: %w", date, err)
 			}
 		}
 	}

@@ -106,7 +106,8 @@ func (s *Store) jobAttempts(ctx context.Context, id string) ([]*attState, error)
 }
 
 // Job returns a job with its attempts, its figures added up from them.
-func (s *Store) Job(ctx context.Context, id string) (*store.JobDetail, error) {
+func (s *Store) Job(ctx context.Context, id string) (_ *store.JobDetail, err error) {
+	defer store.WrapErr(&err, "cannot read job %s", id)
 	atts, err := s.jobAttempts(ctx, id)
 	if err != nil {
 		return nil, err
@@ -207,9 +208,10 @@ func (s *Store) indexed(ctx context.Context, ids []string) (jobs, days []uint64,
 // AttemptLife returns an attempt's job and life (store.AttemptSeriesReader):
 // six columns of its row, which has fifty (a read of the whole row took
 // twice as long).
-func (s *Store) AttemptLife(ctx context.Context, id string) (*store.AttemptLife, error) {
+func (s *Store) AttemptLife(ctx context.Context, id string) (_ *store.AttemptLife, err error) {
+	defer store.WrapErr(&err, "cannot read attempt %s", id)
 	var life *store.AttemptLife
-	err := s.readAttempt(ctx, id, func(where string) (bool, error) {
+	err = s.readAttempt(ctx, id, func(where string) (bool, error) {
 		rows, err := s.query(ctx, "SELECT job_id, meta_first_ms, meta_last_ms, ended, sum_first_ms, sum_last_ms FROM "+
 			s.read("attempts")+" FINAL WHERE "+where+" ORDER BY version")
 		if err != nil {
@@ -250,7 +252,8 @@ func (s *Store) link(ctx context.Context, a *store.Attempt) error {
 }
 
 // HostAttempts lists the attempts that ran on host within [from, to).
-func (s *Store) HostAttempts(ctx context.Context, host string, from, to int64) ([]store.Attempt, error) {
+func (s *Store) HostAttempts(ctx context.Context, host string, from, to int64) (_ []store.Attempt, err error) {
+	defer store.WrapErr(&err, "cannot read the attempts of host %s", host)
 	if to <= 0 {
 		to = 1 << 62
 	}
@@ -275,7 +278,8 @@ func (s *Store) apiAttempts(ctx context.Context, atts []*attState) ([]store.Atte
 // (store.AttemptSummarizer): the series routes need no more, and reading
 // every process's series and events made an attempt's series take
 // several times what its chunks take.
-func (s *Store) AttemptSummary(ctx context.Context, id string) (*store.Attempt, error) {
+func (s *Store) AttemptSummary(ctx context.Context, id string) (_ *store.Attempt, err error) {
+	defer store.WrapErr(&err, "cannot read attempt %s", id)
 	st, err := s.attempt(ctx, id)
 	if err != nil {
 		return nil, err
@@ -285,7 +289,8 @@ func (s *Store) AttemptSummary(ctx context.Context, id string) (*store.Attempt, 
 }
 
 // Attempt returns an attempt with its processes and events.
-func (s *Store) Attempt(ctx context.Context, id string) (*store.AttemptDetail, error) {
+func (s *Store) Attempt(ctx context.Context, id string) (_ *store.AttemptDetail, err error) {
+	defer store.WrapErr(&err, "cannot read attempt %s", id)
 	st, err := s.attempt(ctx, id)
 	if err != nil {
 		return nil, err
@@ -315,7 +320,8 @@ func (s *Store) Attempt(ctx context.Context, id string) (*store.AttemptDetail, e
 }
 
 // AttemptProcesses returns the process lists of attempts as Attempt does.
-func (s *Store) AttemptProcesses(ctx context.Context, ids []string) (map[string][]store.Process, error) {
+func (s *Store) AttemptProcesses(ctx context.Context, ids []string) (_ map[string][]store.Process, err error) {
+	defer store.WrapErr(&err, "cannot read the processes of %d attempts", len(ids))
 	var sts []*attState
 	for _, id := range ids {
 		st, err := s.attempt(ctx, id)

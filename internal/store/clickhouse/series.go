@@ -82,14 +82,16 @@ func schemaOf(kind uint8) []store.StoredColumn { return store.ColumnsOf(int(kind
 
 // Series returns bucketed series, computed from the chunks by package
 // store's shared code.
-func (s *Store) Series(ctx context.Context, q store.SeriesQuery) (*store.SeriesResult, error) {
+func (s *Store) Series(ctx context.Context, q store.SeriesQuery) (_ *store.SeriesResult, err error) {
+	defer store.WrapErr(&err, "cannot read the series of %s", q.Scope)
 	return s.series(ctx, q, nil)
 }
 
 // AttemptSeries returns what Series returns for an attempt's series, from
 // its life as AttemptLife read it (store.AttemptSeriesReader): its job and
 // its start, without reading its row again.
-func (s *Store) AttemptSeries(ctx context.Context, life *store.AttemptLife, q store.SeriesQuery) (*store.SeriesResult, error) {
+func (s *Store) AttemptSeries(ctx context.Context, life *store.AttemptLife, q store.SeriesQuery) (_ *store.SeriesResult, err error) {
+	defer store.WrapErr(&err, "cannot read the series of attempt %s", life.AttemptID)
 	if q.Scope != store.ScopeAttempt || q.AttemptID != life.AttemptID {
 		return nil, fmt.Errorf("the series of attempt %s asked for those of %s %q", life.AttemptID, q.Scope, q.AttemptID)
 	}

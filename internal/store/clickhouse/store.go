@@ -268,7 +268,8 @@ func (s *Store) clusterHosts(ctx context.Context) ([]string, error) {
 // Maintain drops the partitions past their retention: raw samples past
 // Retention (after their per-minute rollups are made), everything else
 // past RollupRetention.
-func (s *Store) Maintain(ctx context.Context, now time.Time) error {
+func (s *Store) Maintain(ctx context.Context, now time.Time) (err error) {
+	defer store.WrapErr(&err, "cannot maintain the store")
 	for _, t := range tables {
 		var keep time.Duration
 		switch t.retention {
@@ -293,12 +294,12 @@ func (s *Store) Maintain(ctx context.Context, now time.Time) error {
 			}
 		}
 		if err := rows.Err(); err != nil {
-			return err
+			return fmt.Errorf("cannot list partitions: %w", err)
 		}
 		for _, d := range old {
 			if t.name == "chunks" {
 				if err := s.rollup(ctx, d); err != nil {
-					return err
+					return fmt.Errorf("cannot roll up day %d: %w", d, err)
 				}
 			}
 			day := time.UnixMilli(int64(d) * 86_400_000).UTC().Format("2006-01-02")
@@ -314,7 +315,8 @@ func (s *Store) Maintain(ctx context.Context, now time.Time) error {
 // taskscope on this ClickHouse) stores a batch: the sum of the agents'
 // last sequences and of their rows. The server polls it every second to
 // tell the browsers connected to it of data another replica stored.
-func (s *Store) Changes(ctx context.Context) (uint64, error) {
+func (s *Store) Changes(ctx context.Context) (_ uint64, err error) {
+	defer store.WrapErr(&err, "cannot read the agents' last batches")
 	rows, err := s.query(ctx, "SELECT sum(seq) + count() FROM "+s.read("agents"))
 	if err != nil {
 		return 0, err

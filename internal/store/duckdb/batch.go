@@ -136,7 +136,8 @@ func pointsIn(chunks []chunkRow, kind int, from, to int64) (*store.Points, int, 
 // not found), reading the chunks of attempt and process series together.
 // (A process's series asked with its attempt, jobs' series and ext metrics
 // are read one by one.) An invalid query fails the whole call.
-func (s *Store) SeriesMany(ctx context.Context, qs []store.SeriesQuery) ([]*store.SeriesResult, error) {
+func (s *Store) SeriesMany(ctx context.Context, qs []store.SeriesQuery) (_ []*store.SeriesResult, err error) {
+	defer store.WrapErr(&err, "cannot read %d series", len(qs))
 	out := make([]*store.SeriesResult, len(qs))
 	metrics := make([][]store.SeriesMetric, len(qs))
 	together := make([]bool, len(qs))
@@ -258,7 +259,8 @@ func hasExt(ms []store.SeriesMetric) bool {
 // AttemptProcesses returns the process lists of attempts as Attempt does
 // (each process with its summary), read together; an unknown attempt, or
 // one without processes, is absent.
-func (s *Store) AttemptProcesses(ctx context.Context, ids []string) (map[string][]store.Process, error) {
+func (s *Store) AttemptProcesses(ctx context.Context, ids []string) (_ map[string][]store.Process, err error) {
+	defer store.WrapErr(&err, "cannot read the processes of %d attempts", len(ids))
 	out := map[string][]store.Process{}
 	for len(ids) > 0 {
 		part := ids[:min(len(ids), maxInKeys)]

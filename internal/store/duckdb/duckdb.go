@@ -180,17 +180,20 @@ func (s *Store) open(ctx context.Context) error {
 	meta := map[string]string{}
 	rows, err := s.handle().QueryContext(ctx, `SELECT key, value FROM meta`)
 	if err != nil {
-		return err
+		return fmt.Errorf("cannot read meta: %w", err)
 	}
 	for rows.Next() {
 		var k, v string
 		if err := rows.Scan(&k, &v); err != nil {
 			rows.Close()
-			return err
+			return fmt.Errorf("cannot read meta: %w", err)
 		}
 		meta[k] = v
 	}
 	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("cannot read meta: %w", err)
+	}
 	if m, ok := migrations()[meta["schema_version"]]; ok {
 		for _, q := range m {
 			if _, err := s.handle().ExecContext(ctx, q); err != nil {
@@ -211,20 +214,20 @@ func (s *Store) open(ctx context.Context) error {
 	err = s.handle().QueryRowContext(ctx, `SELECT greatest((SELECT coalesce(max(gen), 0) FROM attempt_log),
 		(SELECT coalesce(max(gen), 0) FROM proc_log WHERE gen > ?))`, s.flushedGen).Scan(&maxGen)
 	if err != nil {
-		return err
+		return fmt.Errorf("cannot read the last commit: %w", err)
 	}
 	s.gen = max(s.flushedGen, maxGen)
 	s.logged = true
 	var next int32
 	if err := s.handle().QueryRowContext(ctx, `SELECT coalesce(max(id) + 1, 0) FROM cmd_templates`).Scan(&next); err != nil {
-		return err
+		return fmt.Errorf("cannot read the command line templates: %w", err)
 	}
 	s.tmpls.nextID = next
 	if err := s.loadExt(ctx); err != nil {
 		return err
 	}
 	if s.wconn, err = s.handle().Conn(ctx); err != nil {
-		return err
+		return fmt.Errorf("cannot open the writer's connection: %w", err)
 	}
 	for _, q := range stagingSchema() {
 		if _, err := s.wconn.ExecContext(ctx, q); err != nil {
@@ -240,7 +243,7 @@ func (s *Store) open(ctx context.Context) error {
 		}
 	}
 	if _, err := s.wconn.ExecContext(ctx, `UPDATE meta SET value = '0' WHERE key = 'clean'`); err != nil {
-		return err
+		return fmt.Errorf("cannot mark the store open: %w", err)
 	}
 	s.lastFlush = time.Now()
 	return nil
@@ -303,9 +306,10 @@ func (s *Store) Path() string { return s.path }
 func (s *Store) DataDir() string { return s.opt.Dir }
 
 // Usage reports rows and the file size.
-func (s *Store) Usage(ctx context.Context) (store.Usage, error) {
+func (s *Store) Usage(ctx context.Context) (_ store.Usage, err error) {
+	defer store.WrapErr(&err, "cannot read the store's usage")
 	var u store.Usage
-	err := s.handle().QueryRowContext(ctx, `SELECT
+	err = s.handle().QueryRowContext(ctx, `SELECT
 		(SELECT coalesce(sum(n), 0) FROM series_all WHERE kind = 0 AND level < 2),
 		(SELECT coalesce(sum(n), 0) FROM series_all WHERE kind = 1 AND level < 2),
 		(SELECT count(*) FROM proc_log), (SELECT count(*) FROM attempts), (SELECT count(*) FROM jobs)`).

@@ -37,12 +37,12 @@ func (s *Store) Maintain(ctx context.Context, now time.Time) error {
 func (s *Store) maintain(ctx context.Context, now time.Time) error {
 	var fresh, oldest int64
 	if err := s.handle().QueryRowContext(ctx, `SELECT count(*), coalesce(min(t_min), 0) FROM `+freshName(s.current())).Scan(&fresh, &oldest); err != nil {
-		return err
+		return fmt.Errorf("cannot count the fresh chunks: %w", err)
 	}
 	changed := false
 	if fresh >= s.opt.CompactRows || (fresh > 0 && now.UnixMilli()-oldest >= s.opt.CompactAge.Milliseconds()) {
 		if err := s.compact(ctx); err != nil {
-			return err
+			return fmt.Errorf("cannot compact: %w", err)
 		}
 		changed = true
 	}
@@ -60,7 +60,7 @@ func (s *Store) maintain(ctx context.Context, now time.Time) error {
 		cut := now.Add(-s.opt.Retention).UnixMilli()
 		n, err := s.rewrite(ctx, "series_chunks", fmt.Sprintf("level = %d AND t_max < %d", levelMerged, cut), false, rollup)
 		if err != nil {
-			return err
+			return fmt.Errorf("cannot make the rollups: %w", err)
 		}
 		changed = changed || n > 0
 	}
@@ -81,7 +81,10 @@ func (s *Store) maintain(ctx context.Context, now time.Time) error {
 	if !changed && s.walBytes() < walCheckpointBytes {
 		return nil
 	}
-	return s.Checkpoint(ctx)
+	if err := s.Checkpoint(ctx); err != nil {
+		return fmt.Errorf("cannot checkpoint after maintenance: %w", err)
+	}
+	return nil
 }
 
 // walCheckpointBytes is the WAL size past which Maintain checkpoints even
@@ -145,11 +148,11 @@ func (s *Store) compact(ctx context.Context) error {
 	// compaction failed half-way: then merge it first.
 	var leftover int64
 	if err := s.handle().QueryRowContext(ctx, `SELECT count(*) FROM `+freshName(next)).Scan(&leftover); err != nil {
-		return err
+		return fmt.Errorf("cannot count the chunks of %s: %w", freshName(next), err)
 	}
 	if leftover > 0 {
 		if _, err := s.rewrite(ctx, freshName(next), "true", true, merge); err != nil {
-			return err
+			return fmt.Errorf("cannot merge what a compaction left in %s: %w", freshName(next), err)
 		}
 	}
 	s.wmu.Lock()
@@ -160,12 +163,14 @@ func (s *Store) compact(ctx context.Context) error {
 	if _, err := s.wconn.ExecContext(ctx, `UPDATE meta SET value = ? WHERE key = 'fresh'`, fmt.Sprint(next)); err != nil {
 		s.failedLocked(err)
 		s.wmu.Unlock()
-		return err
+		return fmt.Errorf("cannot switch ingest to %s: %w", freshName(next), err)
 	}
 	s.fresh = next
 	s.wmu.Unlock()
-	_, err := s.rewrite(ctx, freshName(old), "true", true, merge)
-	return err
+	if _, err := s.rewrite(ctx, freshName(old), "true", true, merge); err != nil {
+		return fmt.Errorf("cannot merge %s: %w", freshName(old), err)
+	}
+	return nil
 }
 
 // rollup turns a series' raw samples into one point per minute.
@@ -253,7 +258,7 @@ func (s *Store) rewrite(ctx context.Context, table, where string, drop bool,
 	produce func(p *store.Points, cols []store.StoredColumn) (int8, *chunk.Chunk)) (int, error) {
 	wc, err := s.handle().Conn(ctx)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("cannot open a connection: %w", err)
 	}
 	defer wc.Close()
 	var series int
@@ -261,15 +266,15 @@ func (s *Store) rewrite(ctx context.Context, table, where string, drop bool,
 		conn := dc.(driver.Conn)
 		ex := conn.(driver.ExecerContext)
 		if _, err := ex.ExecContext(ctx, "BEGIN TRANSACTION", nil); err != nil {
-			return err
+			return fmt.Errorf("cannot begin: %w", err)
 		}
-		fail := func(err error) error {
+		fail := func(what string, err error) error {
 			ex.ExecContext(ctx, "ROLLBACK", nil)
-			return fmt.Errorf("compaction: %w", err)
+			return fmt.Errorf("cannot %s: %w", what, err)
 		}
 		app, err := newAppender(conn, "series_chunks")
 		if err != nil {
-			return fail(err)
+			return fail("append to series_chunks", err)
 		}
 		perSample := map[int]float64{} // by kind and number of columns
 		var w chunk.Writer
@@ -283,18 +288,19 @@ func (s *Store) rewrite(ctx context.Context, table, where string, drop bool,
 			perSample[shape] = ps
 			return buf, err
 		})
-		if err == nil {
-			err = app.Close()
-		} else {
-			app.Close()
-		}
 		if err != nil {
-			return fail(err)
+			app.Close()
+			return fail("rewrite the series of "+table, err)
+		}
+		if err := app.Close(); err != nil {
+			return fail("append the rewritten series to series_chunks", err)
 		}
 		series = n
 		if n == 0 && !drop {
-			_, err := ex.ExecContext(ctx, "ROLLBACK", nil)
-			return err
+			if _, err := ex.ExecContext(ctx, "ROLLBACK", nil); err != nil {
+				return fmt.Errorf("cannot roll back: %w", err)
+			}
+			return nil
 		}
 		stmts := []string{`DELETE FROM ` + table + ` WHERE ` + where}
 		if drop {
@@ -302,11 +308,13 @@ func (s *Store) rewrite(ctx context.Context, table, where string, drop bool,
 		}
 		for _, q := range stmts {
 			if _, err := ex.ExecContext(ctx, q, nil); err != nil {
-				return fail(err)
+				return fail("empty "+table, err)
 			}
 		}
-		_, err = ex.ExecContext(ctx, "COMMIT", nil)
-		return err
+		if _, err = ex.ExecContext(ctx, "COMMIT", nil); err != nil {
+			return fmt.Errorf("cannot commit: %w", err)
+		}
+		return nil
 	})
 	return series, err
 }
@@ -319,7 +327,7 @@ func (s *Store) scanSeries(ctx context.Context, table, where string,
 	rows, err := s.handle().QueryContext(ctx, `SELECT kind, key, job_key, data FROM `+table+`
 		WHERE `+where+` ORDER BY kind, key, t_min`)
 	if err != nil {
-		return 0, fmt.Errorf("compaction: %w", err)
+		return 0, fmt.Errorf("cannot read the chunks: %w", err)
 	}
 	defer rows.Close()
 	var curKind int8 = -1
@@ -350,7 +358,7 @@ func (s *Store) scanSeries(ctx context.Context, table, where string,
 		var key, job int64
 		var data sql.RawBytes // (valid until the next row)
 		if err := rows.Scan(&kind, &key, &job, &data); err != nil {
-			return n, err
+			return n, fmt.Errorf("cannot read the chunks: %w", err)
 		}
 		if kind != curKind || key != curKey {
 			if err := flush(); err != nil {
@@ -366,7 +374,7 @@ func (s *Store) scanSeries(ctx context.Context, table, where string,
 		group = append(group, blobs[at:len(blobs):len(blobs)])
 	}
 	if err := rows.Err(); err != nil {
-		return n, err
+		return n, fmt.Errorf("cannot read the chunks: %w", err)
 	}
 	return n, flush()
 }
@@ -381,7 +389,9 @@ func (s *Store) Checkpoint(ctx context.Context) error {
 	if err := s.unavailableLocked(); err != nil {
 		return err
 	}
-	_, err := s.wconn.ExecContext(ctx, "CHECKPOINT")
-	s.failedLocked(err)
-	return mapErr(err)
+	if _, err := s.wconn.ExecContext(ctx, "CHECKPOINT"); err != nil {
+		s.failedLocked(err)
+		return mapErr(fmt.Errorf("cannot checkpoint: %w", err))
+	}
+	return nil
 }

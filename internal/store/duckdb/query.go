@@ -307,7 +307,8 @@ func (s *Store) link(ctx context.Context, a *store.Attempt) error {
 }
 
 // Attempt returns an attempt with its processes and events.
-func (s *Store) Attempt(ctx context.Context, id string) (*store.AttemptDetail, error) {
+func (s *Store) Attempt(ctx context.Context, id string) (_ *store.AttemptDetail, err error) {
+	defer store.WrapErr(&err, "cannot read attempt %s", id)
 	atts, err := s.attempts(ctx, `attempt_id = ?`, id)
 	if err != nil {
 		return nil, err

@@ -32,7 +32,7 @@ func (s *Store) recover(ctx context.Context) error {
 		coalesce(java_opts, ''), coalesce(xmx_bytes, 0), coalesce(streaming, false), `+exitCols+`
 		FROM attempt_log WHERE gen > ? ORDER BY gen`, s.flushedGen)
 	if err != nil {
-		return err
+		return fmt.Errorf("cannot read attempt_log: %w", err)
 	}
 	var logs []logged
 	for rows.Next() {
@@ -42,13 +42,13 @@ func (s *Store) recover(ctx context.Context) error {
 			&a.Framework, &a.FirstMs, &a.LastMs, &a.Ended, &a.JobName, &a.User, &a.Queue, &a.MemoryMB, &a.JavaOpts,
 			&a.XmxBytes, &a.Streaming}, scanExits(a)...)...); err != nil {
 			rows.Close()
-			return err
+			return fmt.Errorf("cannot read attempt_log: %w", err)
 		}
 		logs = append(logs, l)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return err
+		return fmt.Errorf("cannot read attempt_log: %w", err)
 	}
 	want := map[string]bool{}
 	for _, l := range logs {
@@ -59,25 +59,25 @@ func (s *Store) recover(ctx context.Context) error {
 		(SELECT key, max(t_max) AS t FROM series_all WHERE kind = 1 AND level < 2 GROUP BY key) c ON c.key = a.attempt_key
 		WHERE c.t > coalesce(a.sample_ms, 0)`)
 	if err != nil {
-		return err
+		return fmt.Errorf("cannot find the attempts whose samples go past their summaries: %w", err)
 	}
 	for rows.Next() {
 		var id string
 		if err := rows.Scan(&id); err != nil {
 			rows.Close()
-			return err
+			return fmt.Errorf("cannot find the attempts whose samples go past their summaries: %w", err)
 		}
 		want[id] = true
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return err
+		return fmt.Errorf("cannot find the attempts whose samples go past their summaries: %w", err)
 	}
 	// Attempts with process rows since: the commits they span, and their
 	// memberships.
 	since, err := s.procRowsSince(ctx)
 	if err != nil {
-		return err
+		return fmt.Errorf("cannot read the process rows since the last summary write: %w", err)
 	}
 	for _, l := range logs {
 		if pr := since[keyValue(store.AttemptKey(l.a.AttemptID))]; pr != nil {
@@ -85,7 +85,7 @@ func (s *Store) recover(ctx context.Context) error {
 		}
 	}
 	if err := s.attemptIDs(ctx, since); err != nil {
-		return err
+		return fmt.Errorf("cannot name the attempts of those rows: %w", err)
 	}
 	for k, pr := range since {
 		if pr.id == "" {

@@ -9,6 +9,8 @@ import (
 
 	duck "github.com/duckdb/duckdb-go/v2"
 	"golang.org/x/sys/unix"
+
+	"github.com/taskscope/taskscope/internal/store"
 )
 
 // What the store does when DuckDB invalidates its database. Some errors
@@ -72,7 +74,8 @@ func (s *Store) unavailableLocked() error {
 	if s.broken == nil {
 		return nil
 	}
-	return mapErr(fmt.Errorf("store unavailable while its database is reopened, after: %w", s.broken))
+	return store.Unavailable("its database is being opened again after a fatal error",
+		mapErr(fmt.Errorf("store unavailable while its database is reopened, after: %w", s.broken)))
 }
 
 // reopen closes the invalidated database and opens it again until it can.

@@ -39,7 +39,8 @@ func needsLookback(from, began int64, earlier bool) bool {
 
 // Series returns bucketed series, computed from the chunks of the series
 // (package store does the arithmetic, the same for every backend).
-func (s *Store) Series(ctx context.Context, q store.SeriesQuery) (*store.SeriesResult, error) {
+func (s *Store) Series(ctx context.Context, q store.SeriesQuery) (_ *store.SeriesResult, err error) {
+	defer store.WrapErr(&err, "cannot read the series of %s", q.Scope)
 	metrics, err := checkSeries(&q)
 	if err != nil {
 		return nil, err
