@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -72,6 +73,9 @@ func (f *fakeStore) Jobs(_ context.Context, flt store.JobFilter) (store.JobPage,
 		if flt.To > 0 && int64(j.Start) >= flt.To || flt.From > 0 && int64(max(j.End, j.LastSeen)) < flt.From {
 			continue
 		}
+		if v := flt.Visible; v != nil && !slices.Contains(v.Users, j.User) && !slices.Contains(v.Queues, j.Queue) {
+			continue
+		}
 		out = append(out, j.Job)
 	}
 	sort.Slice(out, func(x, y int) bool { return out[x].Start > out[y].Start })
@@ -104,7 +108,7 @@ func (f *fakeStore) Events(_ context.Context, flt store.EventFilter) ([]store.Ev
 	}
 	var out []store.Event
 	for _, e := range f.events {
-		if flt.JobID == "" || e.JobID == flt.JobID {
+		if (flt.JobID == "" || e.JobID == flt.JobID) && (flt.Kind == "" || e.Kind == flt.Kind) {
 			out = append(out, e)
 		}
 	}

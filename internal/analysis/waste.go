@@ -209,19 +209,35 @@ const maxWasteJobs = 2000
 // "user", "queue" or "day" (UTC, of each attempt's start), the most wasted
 // first (days in order).
 func (a *Analyzer) WasteBy(ctx context.Context, f store.JobFilter, by string) (*WasteReport, error) {
-	key := map[string]func(j *store.Job, at store.Attempt) string{
-		"job":   func(j *store.Job, _ store.Attempt) string { return j.JobID },
-		"user":  func(j *store.Job, _ store.Attempt) string { return j.User },
-		"queue": func(j *store.Job, _ store.Attempt) string { return j.Queue },
-		"day": func(_ *store.Job, at store.Attempt) string {
-			return time.UnixMilli(int64(at.Start)).UTC().Format("2006-01-02")
-		},
-	}[by]
-	if key == nil {
-		return nil, fmt.Errorf("waste by %q: by job, user, queue or day", by)
+	rs, err := a.wasteBy(ctx, f, by)
+	if err != nil {
+		return nil, err
 	}
-	r := &WasteReport{By: by, From: store.Time(f.From), To: store.Time(f.To), Groups: []WasteGroup{}}
-	groups := map[string]*WasteGroup{}
+	return rs[0], nil
+}
+
+// wasteKeys are the groupings of a waste report.
+var wasteKeys = map[string]func(j *store.Job, at store.Attempt) string{
+	"job":   func(j *store.Job, _ store.Attempt) string { return j.JobID },
+	"user":  func(j *store.Job, _ store.Attempt) string { return j.User },
+	"queue": func(j *store.Job, _ store.Attempt) string { return j.Queue },
+	"day": func(_ *store.Job, at store.Attempt) string {
+		return time.UnixMilli(int64(at.Start)).UTC().Format("2006-01-02")
+	},
+}
+
+// wasteBy makes the waste reports of several groupings (bys) in one pass
+// over the jobs and their attempts.
+func (a *Analyzer) wasteBy(ctx context.Context, f store.JobFilter, bys ...string) ([]*WasteReport, error) {
+	rs := make([]*WasteReport, len(bys))
+	groups := make([]map[string]*WasteGroup, len(bys))
+	for i, by := range bys {
+		if wasteKeys[by] == nil {
+			return nil, fmt.Errorf("waste by %q: by job, user, queue or day", by)
+		}
+		rs[i] = &WasteReport{By: by, From: store.Time(f.From), To: store.Time(f.To), Groups: []WasteGroup{}}
+		groups[i] = map[string]*WasteGroup{}
+	}
 	f.Limit = 1000
 	for f.Offset = 0; f.Offset < maxWasteJobs; f.Offset += f.Limit {
 		page, err := a.st.Jobs(ctx, f)
@@ -234,50 +250,61 @@ func (a *Analyzer) WasteBy(ctx context.Context, f store.JobFilter, by string) (*
 			if err != nil {
 				return nil, err
 			}
-			r.Jobs++
 			l := linksOf(atts)
-			counted := map[string]bool{}
-			for _, at := range atts {
-				k := key(j, at)
-				g := groups[k]
-				if g == nil {
-					g = &WasteGroup{Key: k}
-					groups[k] = g
+			for b, r := range rs {
+				r.Jobs++
+				key := wasteKeys[r.By]
+				counted := map[string]bool{}
+				for _, at := range atts {
+					k := key(j, at)
+					g := groups[b][k]
+					if g == nil {
+						g = &WasteGroup{Key: k}
+						groups[b][k] = g
+					}
+					if !counted[k] {
+						counted[k] = true
+						g.Jobs++
+					}
+					kind := wasteKind(at, l)
+					g.add(at, kind)
+					r.Total.add(at, kind)
 				}
-				if !counted[k] {
-					counted[k] = true
-					g.Jobs++
-				}
-				kind := wasteKind(at, l)
-				g.add(at, kind)
-				r.Total.add(at, kind)
 			}
 		}
 		if f.Offset+len(page.Jobs) >= page.Total {
 			break
 		}
 		if f.Offset+f.Limit >= maxWasteJobs {
-			r.Truncated = true
+			for _, r := range rs {
+				r.Truncated = true
+			}
 		}
 	}
-	r.Total.finish()
-	for _, g := range groups {
-		g.finish()
-		r.Groups = append(r.Groups, *g)
-	}
-	sort.Slice(r.Groups, func(x, y int) bool {
-		gx, gy := r.Groups[x], r.Groups[y]
-		if by == "day" {
+	for b, r := range rs {
+		r.Total.finish()
+		for _, g := range groups[b] {
+			g.finish()
+			r.Groups = append(r.Groups, *g)
+		}
+		sort.Slice(r.Groups, func(x, y int) bool {
+			gx, gy := r.Groups[x], r.Groups[y]
+			if r.By == "day" {
+				return gx.Key < gy.Key
+			}
+			if wx, wy := gx.wasted(), gy.wasted(); wx != wy {
+				return wx > wy
+			}
 			return gx.Key < gy.Key
-		}
-		wx := gx.Failed.CPUHours + gx.Killed.CPUHours + gx.Speculative.CPUHours + gx.Failed.MemGBHours + gx.Killed.MemGBHours + gx.Speculative.MemGBHours
-		wy := gy.Failed.CPUHours + gy.Killed.CPUHours + gy.Speculative.CPUHours + gy.Failed.MemGBHours + gy.Killed.MemGBHours + gy.Speculative.MemGBHours
-		if wx != wy {
-			return wx > wy
-		}
-		return gx.Key < gy.Key
-	})
-	return r, nil
+		})
+	}
+	return rs, nil
+}
+
+// wasted is what went to failed, killed and speculative attempts
+// (core-hours and GB-hours added up, as WastedShare weighs them).
+func (c *Cost) wasted() float64 {
+	return c.Failed.CPUHours + c.Killed.CPUHours + c.Speculative.CPUHours + c.Failed.MemGBHours + c.Killed.MemGBHours + c.Speculative.MemGBHours
 }
 
 // jobAttempts reads a job's attempts (those of a finished job are kept

@@ -70,6 +70,7 @@ func (a *API) Register(mux *http.ServeMux) {
 	route("GET /api/v1/jobs/{job}/findings", a.findings)
 	route("GET /api/v1/jobs/{job}/history", a.history)
 	route("GET /api/v1/waste", a.waste)
+	route("GET /api/v1/overview", a.overview)
 	route("GET /api/v1/jobs/{job}/attempts/{attempt}", a.attempt)
 	route("GET /api/v1/jobs/{job}/attempts/{attempt}/series", a.attemptSeries)
 	route("GET /api/v1/processes/{key}/series", a.processSeries)

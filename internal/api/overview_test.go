@@ -1,0 +1,86 @@
+package api
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/taskscope/taskscope/internal/analysis"
+	"github.com/taskscope/taskscope/internal/auth"
+)
+
+// GET /api/v1/overview: a user's overview is of the jobs they see only
+// (their queues, users and lost processes); an operator's of all; bad
+// windows are refused.
+func TestOverviewRoute(t *testing.T) {
+	f := newFixture(t)
+	policy, err := auth.ParsePolicy(strings.NewReader("operator @ops\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxies, _ := auth.ParseProxies("127.0.0.1")
+	authn := auth.New(auth.Options{UserHeader: "X-Forwarded-User", GroupsHeader: "X-Forwarded-Groups", Proxies: proxies, Policy: policy})
+	a := New(f.st, analysis.New(f.st), nil, authn)
+	a.now = func() time.Time { return now }
+	mux := http.NewServeMux()
+	a.Register(mux)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	get := func(user, groups, query string) (int, analysis.Overview, string) {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/api/v1/overview"+query, nil)
+		if user != "" {
+			req.Header.Set("X-Forwarded-User", user)
+			req.Header.Set("X-Forwarded-Groups", groups)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		var o analysis.Overview
+		if resp.StatusCode == http.StatusOK {
+			if err := json.Unmarshal(b, &o); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return resp.StatusCode, o, string(b)
+	}
+	keys := func(o analysis.Overview) (queues, users []string, running []string) {
+		for _, g := range o.Queues {
+			queues = append(queues, g.Key)
+		}
+		for _, g := range o.Users {
+			users = append(users, g.Key)
+		}
+		for _, j := range o.Running {
+			running = append(running, j.JobID)
+		}
+		return
+	}
+	code, o, body := get("root", "ops", "")
+	q, u, r := keys(o)
+	if code != 200 || !slices.Contains(q, "crafted") || !slices.Contains(q, "default") || !slices.Contains(u, "yann") || !slices.Contains(u, "zoe") ||
+		strings.Join(r, ",") != jobETL || o.RunningTotal != 1 {
+		t.Errorf("operator: %d queues %v users %v running %v: %.300s", code, q, u, r, body)
+	}
+	code, o, body = get("zoe", "", "")
+	q, u, r = keys(o)
+	if code != 200 || strings.Join(q, ",") != "default" || strings.Join(u, ",") != "zoe" || len(r) != 0 || o.RunningTotal != 0 ||
+		strings.Contains(body, "yann") || strings.Contains(body, "crafted") {
+		t.Errorf("zoe: %d queues %v users %v running %v: %.300s", code, q, u, r, body)
+	}
+	for _, c := range []struct {
+		user, query string
+		code        int
+	}{{"", "", 401}, {"zoe", "?from=x", 400}, {"zoe", "?from=2000&to=1000", 400}} {
+		if code, _, body := get(c.user, "", c.query); code != c.code {
+			t.Errorf("%s %s: %d %.200s, want %d", c.user, c.query, code, body, c.code)
+		}
+	}
+}
