@@ -158,6 +158,29 @@ export interface Cost {
 export interface WasteGroup extends Cost { key: string; jobs: number }
 export interface WasteReport { by: string; from: string | null; to: string | null; jobs: number; truncated: boolean; total: Cost; groups: WasteGroup[] | null }
 
+// GET /api/v1/overview (internal/analysis/overview.go).
+export interface OverviewGroup {
+  key: string;
+  jobs: number;
+  cpu_hours: number;
+  memory_gb_hours: number;
+  wasted_cpu_hours: number;
+  wasted_memory_gb_hours: number;
+  over_allocated_gb_hours: number;
+  wasted_percent: number;
+}
+export interface LostOnHost { host: string; lost: number; orphaned: number; reaped: number; jobs: number; last: string | null }
+export interface Overview {
+  from: string | null;
+  to: string | null;
+  running: Job[] | null;
+  running_total: number;
+  queues: OverviewGroup[] | null;
+  users: OverviewGroup[] | null;
+  hosts: LostOnHost[] | null;
+  truncated: boolean;
+}
+
 export interface Host {
   host: string;
   last_seen: string | null;

@@ -8,13 +8,14 @@ import { processPage } from './pages/process';
 import { hostsPage, hostPage } from './pages/hosts';
 import { historyPage } from './pages/history';
 import { wastePage } from './pages/waste';
+import { overviewPage } from './pages/overview';
 
 import { Ctx, setNavigate, showError, isAbort } from './nav';
 
 type Page = (c: Ctx) => Promise<void> | void;
 
 const routes: [RegExp, Page, string][] = [
-  [/^\/$/, jobsPage, 'jobs'],
+  [/^\/$/, overviewPage, 'overview'],
   [/^\/jobs\/?$/, jobsPage, 'jobs'],
   [/^\/jobs\/([^/]+)\/attempts\/([^/]+)\/processes\/([^/]+)\/?$/, processPage, 'jobs'],
   [/^\/jobs\/([^/]+)\/attempts\/([^/]+)\/?$/, attemptPage, 'jobs'],
@@ -30,7 +31,7 @@ let cleanups: (() => void)[] = [];
 let abort: AbortController | null = null;
 
 function notFound(c: Ctx): void {
-  c.root.appendChild(h('div.card', null, h('h2', null, 'Not found'), h('p', null, 'There is no page at ' + location.pathname + '. ', h('a', { href: '/' }, 'All jobs'))));
+  c.root.appendChild(h('div.card', null, h('h2', null, 'Not found'), h('p', null, 'There is no page at ' + location.pathname + '. ', h('a', { href: '/jobs' }, 'All jobs'))));
 }
 
 async function route(): Promise<void> {

@@ -26,7 +26,7 @@ func TestExternalServer(t *testing.T) {
 	var page store.JobPage
 	getJSON(t, base+"/api/v1/jobs?limit=200", &page)
 	tb := newTab(t, base)
-	tb.open("/", `[data-table=jobs] .vt-row a`)
+	tb.open("/jobs", `[data-table=jobs] .vt-row a`)
 	tb.shot("ext-jobs")
 	seen := map[string]bool{}
 	for _, j := range page.Jobs {

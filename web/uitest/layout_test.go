@@ -49,7 +49,8 @@ func TestTablesFit(t *testing.T) {
 	tb.open("/jobs/"+hostileJob+"/attempts/"+hostileAtt, `[data-section=processes] td.pid a`)
 	proc := eval[string](tb, `document.querySelector('[data-section=processes] td.pid a').getAttribute('href')`)
 	pages := []struct{ name, path, ready string }{
-		{"jobs", "/", `[data-table=jobs] .vt-row a`},
+		{"overview", "/", `[data-section=queues] tbody tr`},
+		{"jobs", "/jobs", `[data-table=jobs] .vt-row a`},
 		{"job", "/jobs/" + job, `[data-table=critical-path] tbody tr`},
 		{"hostile-job", "/jobs/" + hostileJob, `[data-table=attempts] .vt-row a`},
 		{"history", "/jobs/" + job + "/history", `[data-table=runs] tbody tr`},

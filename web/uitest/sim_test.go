@@ -46,7 +46,7 @@ func TestSimulatedJob(t *testing.T) {
 		}
 	})
 
-	tb.open("/", `[data-table=jobs]`)
+	tb.open("/jobs", `[data-table=jobs]`)
 	eval[bool](tb, `window.__marker = 1, true`)
 	j, err := c.Submit(ctx, simulator.JobSpec{Kind: simulator.JobStreaming, Name: "ui-streaming", User: "alice", Maps: 2, Reduces: 1,
 		TaskCPU: time.Second, StreamCPU: 1500 * time.Millisecond, ShortLivedChildren: 20, Hold: 3 * time.Second})

@@ -23,7 +23,7 @@ func TestBrowse(t *testing.T) {
 	tb := newTab(t, e.url)
 
 	// Jobs.
-	tb.open("/", `[data-table=jobs] .vt-row a`)
+	tb.open("/jobs", `[data-table=jobs] .vt-row a`)
 	n := eval[int](tb, `document.querySelectorAll('[data-table=jobs] .vt-row:not([hidden])').length`)
 	if n < 5 {
 		t.Errorf("jobs page shows %d rows", n)
@@ -232,7 +232,7 @@ func TestLive(t *testing.T) {
 	e.post(r.next(10))
 	testsrv.WaitUntil(t, "job summary", 20*time.Second, func() bool { return e.jobCPU(job) > 0 })
 	tb := newTab(t, e.url)
-	tb.open("/", `[data-table=jobs] .vt-row a`)
+	tb.open("/jobs", `[data-table=jobs] .vt-row a`)
 	eval[bool](tb, `window.__marker = 1, true`)
 	cpuCell := `[...document.querySelectorAll('[data-table=jobs] .vt-row:not([hidden]) .vt-td')][10].textContent`
 	before := eval[string](tb, cpuCell)

@@ -63,7 +63,7 @@ export async function attemptPage(c: Ctx): Promise<void> {
   let d = await get<AttemptDetail>(base, c.signal);
 
   const head = h('div.page-head');
-  const crumbs = h('div.crumbs', null, h('a', { href: '/' }, 'Jobs'), ' / ', h('a', { href: jobURL(jobID) }, jobID), ' / ', h('span', null, 'attempt'));
+  const crumbs = h('div.crumbs', null, h('a', { href: '/jobs' }, 'Jobs'), ' / ', h('a', { href: jobURL(jobID) }, jobID), ' / ', h('span', null, 'attempt'));
   root.append(crumbs, head);
   const sum = section(root, 'Summary');
   const treeCard = section(root, 'Processes');

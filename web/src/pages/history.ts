@@ -39,7 +39,7 @@ export async function historyPage(c: Ctx): Promise<void> {
   const hist = await get<History>('/api/v1/jobs/' + enc(jobID) + '/history?runs=60', c.signal);
   const runs = hist.runs ?? [];
   document.title = `${hist.name} · runs · taskscope`;
-  root.append(h('div.crumbs', null, h('a', { href: '/' }, 'Jobs'), ' / ', h('a', { href: jobURL(jobID) }, jobID), ' / runs'),
+  root.append(h('div.crumbs', null, h('a', { href: '/jobs' }, 'Jobs'), ' / ', h('a', { href: jobURL(jobID) }, jobID), ' / runs'),
     h('div.page-head', null, h('h1', null, 'Recurring job ', h('span.mono', null, hist.name)),
       h('span.sub', null, `user ${hist.user} · queue ${hist.queue} · ${runs.length} runs`)));
   const bands = new Map((hist.median ?? []).map((b) => [b.measure, b]));

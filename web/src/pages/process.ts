@@ -19,7 +19,7 @@ export async function processPage(c: Ctx): Promise<void> {
   let d = await get<AttemptDetail>(base, c.signal);
   const find = () => (d.process_list ?? []).find((p) => p.key === key);
   let p = find();
-  root.append(h('div.crumbs', null, h('a', { href: '/' }, 'Jobs'), ' / ', h('a', { href: jobURL(jobID) }, jobID), ' / ', h('a', { href: attemptURL(jobID, attID) }, attID), ' / process'));
+  root.append(h('div.crumbs', null, h('a', { href: '/jobs' }, 'Jobs'), ' / ', h('a', { href: jobURL(jobID) }, jobID), ' / ', h('a', { href: attemptURL(jobID, attID) }, attID), ' / process'));
   if (!p) {
     showError(root, new Error(`process ${key} is not in attempt ${attID}`));
     return;
