@@ -7,7 +7,7 @@ LDFLAGS   := -s -w -X github.com/taskscope/taskscope/internal/agent.Version=$(VE
 TESTFLAGS ?= -race -timeout 40m
 WEB_STAMP := web/node_modules/.stamp
 
-.PHONY: all build ui agent server demo demo-clickhouse test test-go test-accuracy test-cluster test-deps test-dist dist bench-deps vet fmt-check bench fuzz clean
+.PHONY: all build ui agent server demo demo-clickhouse check test test-go test-accuracy test-cluster test-deps test-dist dist bench-deps vet fmt-check bench fuzz clean
 
 all: build
 
@@ -52,16 +52,34 @@ test-deps:
 # agent's live accounting, the browser) and compare what they measure with
 # the clock: they run one package at a time, after the others, so that two
 # of them never share CI's 2 cores.
+# The tracker's accuracy tests (TestLive*) run in test-accuracy only.
 TIMED_PKGS := ./internal/simulator/ ./internal/tracker/ ./internal/agent/ ./internal/e2e/ ./internal/loadgen/ ./internal/server/ ./web/uitest/
+ACCURACY   := ^TestLive
+
+# The packages' paths, as go list says them, less those given.
+pkgs_but = $$($(GO) list ./... | grep -v -x -F $(foreach p,$(1),-e github.com/taskscope/taskscope/$(patsubst ./%/,%,$(p))))
 
 test-go:
-	$(GO) test $(TESTFLAGS) $$($(GO) list ./... | grep -v -x -F $(foreach p,$(TIMED_PKGS),-e github.com/taskscope/taskscope/$(patsubst ./%/,%,$(p))))
-	$(GO) test $(TESTFLAGS) -p 1 $(TIMED_PKGS)
+	$(GO) test $(TESTFLAGS) $(call pkgs_but,$(TIMED_PKGS))
+	$(GO) test $(TESTFLAGS) -p 1 $(filter-out ./internal/tracker/,$(TIMED_PKGS))
+	$(GO) test $(TESTFLAGS) -skip '$(ACCURACY)' ./internal/tracker/
 
 # The agent's CPU accounting against wait4 of real process trees (within 3%),
 # without the race detector and with nothing else running beside it.
 test-accuracy:
-	$(GO) test -count=1 -p 1 -run 'TestLive' ./internal/tracker/
+	$(GO) test -count=1 -p 1 -run '$(ACCURACY)' ./internal/tracker/
+
+# The quick loop, for every change: vet, gofmt, and the short tests of
+# every package whose tests need no root, browser, server or JVM: not the
+# browser's (web/uitest), not those that start JVMs (the simulated
+# clusters of internal/simulator and internal/e2e, the attach of
+# internal/hotspot and internal/sampler); a test elsewhere that starts a
+# server, or reads a loadgen cluster's worth of data, skips itself under
+# -short. Under 2 minutes on the 2-core machines (docs/operations.md).
+CHECK_SKIP := ./web/uitest/ ./internal/simulator/ ./internal/e2e/ ./internal/hotspot/ ./internal/sampler/
+
+check: vet fmt-check
+	$(GO) test -short -count=1 $(call pkgs_but,$(CHECK_SKIP))
 
 # The ClickHouse cluster tests at full size: 2 shards of 2 replicas on one
 # ZooKeeper (make test runs them on 2 shards of one replica each).

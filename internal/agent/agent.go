@@ -115,7 +115,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		l, err := taskstats.Listen()
 		if err != nil {
 			if cfg.Exits == "taskstats" {
-				return Result{}, err
+				return Result{}, fmt.Errorf("cannot receive exit records (--exits taskstats): %w", err)
 			}
 			cfg.Log.Info("exit accounting from cutime/cstime (taskstats unavailable)", "err", err)
 		} else {
@@ -155,14 +155,14 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	tr, err = tracker.New(tcfg)
 	if err != nil {
-		return Result{}, err
+		return Result{}, fmt.Errorf("cannot start the agent: %w", err)
 	}
 	defer tr.Close()
 
 	sh, err := ship.New(ship.Config{URLs: cfg.Servers, Token: cfg.Token, SpoolDir: cfg.SpoolDir,
 		MaxSpoolBytes: cfg.MaxSpoolBytes, MaxMemoryBytes: cfg.MaxMemoryBytes, Log: cfg.Log, Host: cfg.Host})
 	if err != nil {
-		return Result{}, err
+		return Result{}, fmt.Errorf("cannot start the agent's sender: %w", err)
 	}
 	shipCtx, stopShip := context.WithCancel(context.WithoutCancel(ctx))
 	var shipWG sync.WaitGroup
@@ -198,7 +198,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	cancel()
 	res := Result{Ticks: tr.Stats().Ticks, Tracked: tr.Stats().Tracked, Stats: sh.Stats()}
 	if err == nil && ferr != nil && cfg.MaxTicks >= 0 {
-		err = ferr
+		err = fmt.Errorf("cannot ship the last batches: %w", ferr)
 	}
 	return res, err
 }
@@ -253,7 +253,7 @@ func (a *loop) run(ctx context.Context) error {
 		}
 		start := time.Now()
 		if err := a.tr.Tick(start, a.b); err != nil {
-			return fmt.Errorf("tick: %w", err)
+			return fmt.Errorf("cannot take tick %d: %w", n+1, err)
 		}
 		took := time.Since(start)
 		a.tickDur.Update(took.Seconds())

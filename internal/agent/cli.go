@@ -81,7 +81,8 @@ func runCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	statusEvery := fl.Int("status-every", 5, "read /proc/PID/status (context switches) every N ticks; 1: every tick")
 	fds := fl.Bool("fds", false, "count open file descriptors (one directory read per process per tick)")
 	exits := fl.String("exits", "auto", "exit accounting: auto (taskstats when permitted), taskstats, off")
-	cgroup := fl.String("cgroup-prefix", "hadoop-yarn", "YARN cgroup hierarchy name")
+	cgroup := fl.String("cgroup-prefix", "hadoop-yarn", "YARN's cgroup hierarchy (yarn.nodemanager.linux-container-executor.cgroups.hierarchy), cgroup v1 or v2; "+
+		"each NodeManager's, from its yarn-site.xml, is used beside it")
 	daemonPID := fl.Int("daemon-pid", 0, "track only the tasks of this NodeManager or TaskTracker (a host that runs several: one agent each, with --host)")
 	daemonPIDFile := fl.String("daemon-pidfile", "", "as --daemon-pid, from the daemon's pid file (read again when it restarts), e.g. /var/run/hadoop-yarn/yarn-yarn-nodemanager.pid")
 	logLevel := fl.String("log-level", "info", "debug, info, warn or error")

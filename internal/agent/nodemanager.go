@@ -43,7 +43,7 @@ func newNMClient(cfg nodemanager.ClientConfig, log *slog.Logger) (*nodemanager.C
 	}
 	c, err := nodemanager.NewClient(cfg)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("cannot make the NodeManager client: %w", err)
 	}
 	if cfg.Keytab != "" {
 		log.Info("NodeManagers that demand Kerberos are asked with SPNEGO", "principal", cfg.Principal, "keytab", cfg.Keytab)

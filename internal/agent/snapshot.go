@@ -99,22 +99,22 @@ func TakeSnapshot(cfg SnapshotConfig) (*Snapshot, error) {
 	}
 	nmc, err := nodemanager.NewClient(cfg.NM)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("cannot make the NodeManager client: %w", err)
 	}
 	defer nmc.Close()
 	tr, err := tracker.New(tracker.Config{FS: &fs, Host: host, Scope: cfg.Scope, Collect: collect.Config{FS: &fs, PSSEvery: 1, JVM: true},
 		Lost: tracker.LostConfig{Enabled: true, NMURL: cfg.NMURL, NMPoll: time.Hour, NMClient: nmc}})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("cannot take a snapshot: %w", err)
 	}
 	defer tr.Close()
 	if err := tr.Tick(time.Now(), tracker.NopSink{}); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("cannot take a snapshot: %w", err)
 	}
 	if cfg.Interval > 0 {
 		time.Sleep(cfg.Interval)
 		if err := tr.Tick(time.Now(), tracker.NopSink{}); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("cannot take a snapshot's second sample: %w", err)
 		}
 	}
 	nms := waitNMPolls(tr, nmc)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/taskscope/taskscope/internal/simulator"
+	"github.com/taskscope/taskscope/internal/testsrv"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -171,27 +172,39 @@ func TestSnapshotLive(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("no map started")
 	}
-	time.Sleep(time.Second) // the JVM and its Streaming child are up
-	var out, errOut bytes.Buffer
-	if code := Main([]string{"snapshot", "--json", "--interval", "300ms"}, &out, &errOut); code != 0 {
-		t.Fatalf("exit code %d: %s", code, errOut.String())
-	}
-	s := checkContract(t, out.Bytes())
+	// Snapshots until the JVM's Streaming child is up (it starts a moment
+	// after the JVM, later on a loaded machine).
+	var out bytes.Buffer
 	var found map[string]any
-	for _, jv := range s["jobs"].([]any) {
-		job := jv.(map[string]any)
-		if job["job_id"] != j.ID {
-			continue
-		}
-		for _, av := range job["attempts"].([]any) {
-			if att := av.(map[string]any); att["attempt_id"] == a.AttemptID {
-				found = att
+	hasStreaming := func() bool {
+		for _, pv := range found["processes"].([]any) {
+			if pv.(map[string]any)["role"] == "streaming" {
+				return true
 			}
 		}
+		return false
 	}
-	if found == nil {
-		t.Fatalf("attempt %s of job %s not in the snapshot:\n%s", a.AttemptID, j.ID, out.String())
-	}
+	testsrv.WaitUntil(t, "the attempt and its Streaming child in a snapshot", 40*time.Second, func() bool {
+		out.Reset()
+		var errOut bytes.Buffer
+		if code := Main([]string{"snapshot", "--json", "--interval", "300ms"}, &out, &errOut); code != 0 {
+			t.Fatalf("exit code %d: %s", code, errOut.String())
+		}
+		s := checkContract(t, out.Bytes())
+		found = nil
+		for _, jv := range s["jobs"].([]any) {
+			job := jv.(map[string]any)
+			if job["job_id"] != j.ID {
+				continue
+			}
+			for _, av := range job["attempts"].([]any) {
+				if att := av.(map[string]any); att["attempt_id"] == a.AttemptID {
+					found = att
+				}
+			}
+		}
+		return found != nil && hasStreaming()
+	})
 	if found["container_id"] != a.ContainerID || found["type"] != "map" {
 		t.Errorf("attempt %v", found)
 	}

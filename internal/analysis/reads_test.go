@@ -22,6 +22,9 @@ import (
 // processes: their counts are read, and are 0; storetest's BatchReads
 // compares those reads.)
 func TestReadAheadSameFindings(t *testing.T) {
+	if testing.Short() {
+		t.Skip("reads a loadgen cluster's worth of data: not in -short runs (make check); make test runs it")
+	}
 	st, err := duckdb.Open(duckdb.Options{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -112,6 +115,9 @@ func canonical(r *analysis.Report) string {
 // attempts, as long as their summaries are unchanged, and are what a report
 // made from scratch finds, before and after more data arrive.
 func TestFindingsReuseReads(t *testing.T) {
+	if testing.Short() {
+		t.Skip("reads a loadgen cluster's worth of data: not in -short runs (make check); make test runs it")
+	}
 	start := time.Now().Add(-25 * time.Minute)
 	var clock atomic.Int64 // the store's: the data's last second, so that running jobs run
 	st, err := duckdb.Open(duckdb.Options{Dir: t.TempDir(), Clock: store.Clock{Now: func() time.Time { return time.UnixMilli(clock.Load()) }}})

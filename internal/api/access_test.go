@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/taskscope/taskscope/internal/analysis"
-	"github.com/taskscope/taskscope/internal/auth"
 	"github.com/taskscope/taskscope/internal/testsrv"
 )
 
@@ -21,34 +19,8 @@ import (
 // user sees.
 func TestAccess(t *testing.T) {
 	f := newFixture(t)
-	policy, err := auth.ParsePolicy(strings.NewReader("operator @ops\nqueue crafted @night\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxies, _ := auth.ParseProxies("127.0.0.1")
-	authn := auth.New(auth.Options{UserHeader: "X-Forwarded-User", GroupsHeader: "X-Forwarded-Groups", Proxies: proxies, Policy: policy})
-	a := New(f.st, analysis.New(f.st), NewLive(10*time.Millisecond, LiveOptions{}), authn)
-	a.now = func() time.Time { return now }
-	mux := http.NewServeMux()
-	a.Register(mux)
-	srv := httptest.NewServer(mux)
-	defer srv.Close()
-	get := func(user, groups, path string) (int, string) {
-		req, _ := http.NewRequest(http.MethodGet, srv.URL+path, nil)
-		if user != "" {
-			req.Header.Set("X-Forwarded-User", user)
-		}
-		if groups != "" {
-			req.Header.Set("X-Forwarded-Groups", groups)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	srv := behindProxy(t, f, "operator @ops\nqueue crafted @night\n")
+	get := func(user, groups, path string) (int, string) { return getAs(t, srv, user, groups, path) }
 	wcProc := "/api/v1/processes/" + f.keys[attWC0+"/101"] + "/series"
 	etlProc := "/api/v1/processes/" + f.keys[attETL+"/300"] + "/series"
 	for _, c := range []struct {

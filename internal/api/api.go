@@ -484,22 +484,10 @@ type HostDetail struct {
 }
 
 func (a *API) host(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	from, err := a.parseTime("from", q.Get("from"))
+	from, to, err := a.window(r, 6*time.Hour)
 	if err != nil {
 		fail(w, err)
 		return
-	}
-	to, err := a.parseTime("to", q.Get("to"))
-	if err != nil {
-		fail(w, err)
-		return
-	}
-	if to == 0 {
-		to = a.now().UnixMilli() + 1
-	}
-	if from == 0 {
-		from = to - int64(6*time.Hour/time.Millisecond)
 	}
 	host := r.PathValue("host")
 	atts, err := a.st.HostAttempts(r.Context(), host, from, to)

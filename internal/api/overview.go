@@ -19,24 +19,12 @@ type OverviewAnalyzer interface {
 // overview answers GET /api/v1/overview?from=&to= (the last 24 hours by
 // default), of the jobs the reader sees.
 func (a *API) overview(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	from, err := a.parseTime("from", q.Get("from"))
-	var to int64
-	if err == nil {
-		to, err = a.parseTime("to", q.Get("to"))
+	from, to, err := a.window(r, 24*time.Hour)
+	if err == nil && from >= to {
+		err = bad("from must be before to")
 	}
 	if err != nil {
 		fail(w, err)
-		return
-	}
-	if to == 0 {
-		to = a.now().UnixMilli() + 1
-	}
-	if from == 0 {
-		from = to - int64(24*time.Hour/time.Millisecond)
-	}
-	if from >= to {
-		fail(w, bad("from must be before to"))
 		return
 	}
 	oa, ok := a.analyzer.(OverviewAnalyzer)
@@ -54,4 +42,23 @@ func (a *API) overview(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, v)
+}
+
+// window reads a request's from and to: to defaults to now, from to def
+// before to.
+func (a *API) window(r *http.Request, def time.Duration) (from, to int64, err error) {
+	q := r.URL.Query()
+	if from, err = a.parseTime("from", q.Get("from")); err != nil {
+		return 0, 0, err
+	}
+	if to, err = a.parseTime("to", q.Get("to")); err != nil {
+		return 0, 0, err
+	}
+	if to == 0 {
+		to = a.now().UnixMilli() + 1
+	}
+	if from == 0 {
+		from = to - def.Milliseconds()
+	}
+	return from, to, nil
 }

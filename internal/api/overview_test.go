@@ -19,37 +19,16 @@ import (
 // windows are refused.
 func TestOverviewRoute(t *testing.T) {
 	f := newFixture(t)
-	policy, err := auth.ParsePolicy(strings.NewReader("operator @ops\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxies, _ := auth.ParseProxies("127.0.0.1")
-	authn := auth.New(auth.Options{UserHeader: "X-Forwarded-User", GroupsHeader: "X-Forwarded-Groups", Proxies: proxies, Policy: policy})
-	a := New(f.st, analysis.New(f.st), nil, authn)
-	a.now = func() time.Time { return now }
-	mux := http.NewServeMux()
-	a.Register(mux)
-	srv := httptest.NewServer(mux)
-	defer srv.Close()
+	srv := behindProxy(t, f, "operator @ops\n")
 	get := func(user, groups, query string) (int, analysis.Overview, string) {
-		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/api/v1/overview"+query, nil)
-		if user != "" {
-			req.Header.Set("X-Forwarded-User", user)
-			req.Header.Set("X-Forwarded-Groups", groups)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
+		code, body := getAs(t, srv, user, groups, "/api/v1/overview"+query)
 		var o analysis.Overview
-		if resp.StatusCode == http.StatusOK {
-			if err := json.Unmarshal(b, &o); err != nil {
+		if code == http.StatusOK {
+			if err := json.Unmarshal([]byte(body), &o); err != nil {
 				t.Fatal(err)
 			}
 		}
-		return resp.StatusCode, o, string(b)
+		return code, o, body
 	}
 	keys := func(o analysis.Overview) (queues, users []string, running []string) {
 		for _, g := range o.Queues {
@@ -83,4 +62,44 @@ func TestOverviewRoute(t *testing.T) {
 			t.Errorf("%s %s: %d %.200s, want %d", c.user, c.query, code, body, c.code)
 		}
 	}
+}
+
+// behindProxy serves the fixture's API behind an SSO proxy (its user and
+// groups headers, believed from loopback) with the access rules of
+// policy; the test's cleanup stops it.
+func behindProxy(t *testing.T, f *fixture, policy string) *httptest.Server {
+	t.Helper()
+	p, err := auth.ParsePolicy(strings.NewReader(policy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxies, _ := auth.ParseProxies("127.0.0.1")
+	authn := auth.New(auth.Options{UserHeader: "X-Forwarded-User", GroupsHeader: "X-Forwarded-Groups", Proxies: proxies, Policy: p})
+	a := New(f.st, analysis.New(f.st), NewLive(10*time.Millisecond, LiveOptions{}), authn)
+	a.now = func() time.Time { return now }
+	mux := http.NewServeMux()
+	a.Register(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// getAs GETs path from srv as a user of groups (none: no login), as the
+// SSO proxy says.
+func getAs(t *testing.T, srv *httptest.Server, user, groups, path string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+path, nil)
+	if user != "" {
+		req.Header.Set("X-Forwarded-User", user)
+	}
+	if groups != "" {
+		req.Header.Set("X-Forwarded-Groups", groups)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }

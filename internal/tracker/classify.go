@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/taskscope/taskscope/internal/cgroups"
 	"github.com/taskscope/taskscope/internal/hadoop"
 	"github.com/taskscope/taskscope/internal/procfs"
 	"github.com/taskscope/taskscope/internal/wire"
@@ -241,11 +242,11 @@ func (t *Tracker) unitFromCgroupOrEnv(p *proc) (*unit, bool) {
 	t.buf = b
 	if err == nil {
 		for _, path := range procfs.CgroupPaths(b, nil) {
-			i := strings.Index(path, "/"+t.cfg.CgroupPrefix+"/")
-			if i < 0 {
+			rest, ok := cgroups.UnderHierarchy(path, t.hier.Names())
+			if !ok {
 				continue
 			}
-			if c, ok := hadoop.FindContainer(path[i:]); ok {
+			if c, ok := hadoop.FindContainer(rest); ok {
 				if u := t.units[c.Raw]; u != nil {
 					return u, false
 				}

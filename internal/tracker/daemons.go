@@ -87,6 +87,7 @@ func (t *Tracker) readDaemonConf(pid int32, kind hadoop.Kind) *daemonConf {
 			if f, err := os.Open(root + d + "/yarn-site.xml"); err == nil {
 				if conf, err := hadoop.ParseConf(f); err == nil {
 					dc.localDirs = localDirsOf(conf, kind)
+					t.hier.Add(conf.First("yarn.nodemanager.linux-container-executor.cgroups.hierarchy"))
 				}
 				f.Close()
 			}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"time"
 
+	"github.com/taskscope/taskscope/internal/cgroups"
 	"github.com/taskscope/taskscope/internal/nodemanager"
 	"github.com/taskscope/taskscope/internal/procfs"
 	"github.com/taskscope/taskscope/internal/taskstats"
@@ -42,10 +43,13 @@ type outcomes struct {
 	view outcomeView
 	errs *readErrors
 	// cgroupRoot is where the cgroup controllers are mounted ("-": none);
-	// cgroupPrefix the YARN hierarchy's name (Config).
-	cgroupRoot, cgroupPrefix string
-	closing                  []*closing
-	buf                      []byte
+	// hier the YARN hierarchies (Config's, and the NodeManagers'); oomV2
+	// the cgroup v2 OOM watcher, made at the first v2 container (oom.go).
+	cgroupRoot string
+	hier       *cgroups.Hierarchies
+	oomV2      *cgroups.OOMWatcher
+	closing    []*closing
+	buf        []byte
 }
 
 // outcomeView is what the outcomes part needs of the process table.
@@ -57,11 +61,11 @@ type outcomeView interface {
 	nodeManagers() []ContainerLister
 }
 
-func newOutcomes(fs *procfs.FS, view outcomeView, errs *readErrors, cgroupRoot, cgroupPrefix string) *outcomes {
+func newOutcomes(fs *procfs.FS, view outcomeView, errs *readErrors, cgroupRoot string, hier *cgroups.Hierarchies) *outcomes {
 	if cgroupRoot == "" {
-		cgroupRoot = "/sys/fs/cgroup"
+		cgroupRoot = cgroups.DefaultRoot
 	}
-	return &outcomes{fs: fs, view: view, errs: errs, cgroupRoot: cgroupRoot, cgroupPrefix: cgroupPrefix}
+	return &outcomes{fs: fs, view: view, errs: errs, cgroupRoot: cgroupRoot, hier: hier}
 }
 
 // unitEnd is what a unit keeps to tell how its attempt ends.
@@ -236,6 +240,9 @@ func (o *outcomes) release(u *unit) {
 func (o *outcomes) close(units map[string]*unit) {
 	for _, u := range units {
 		o.release(u)
+	}
+	if o.oomV2 != nil {
+		o.oomV2.Close()
 	}
 }
 

@@ -7,10 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/taskscope/taskscope/internal/cgroups"
 )
 
 // The kernel's OOM killer in a container's memory cgroup (YARN's strict
@@ -30,8 +31,9 @@ import (
 // from memory.oom_control while the cgroup is there, else from the
 // eventfd, less the removal's signal when the marker shows it came (the
 // marker is waited for up to removalWait when there were signals). Only
-// cgroups with a memory limit are watched (four descriptors each). Not
-// done for cgroup v2 (memory.events has the count; no eventfds).
+// cgroups with a memory limit are watched (four descriptors each). On
+// cgroup v2, memory.events has the count and no eventfds: it is watched
+// with inotify (oomEvents, package cgroups).
 
 // oomWatch is one container's registration (cgroup v1).
 type oomWatch struct {
@@ -44,7 +46,7 @@ const removalWait = 20 * time.Millisecond
 
 // oomCounter counts the kernel's OOM kills in one container's memory
 // cgroup, from when the container was found to when its last process is
-// gone (one way per cgroup version: oomWatch for v1).
+// gone (one way per cgroup version: oomWatch for v1, oomEvents for v2).
 type oomCounter interface {
 	// kills is the count: called once, when the container's last process
 	// is gone (its cgroup may be removed by then).
@@ -54,13 +56,15 @@ type oomCounter interface {
 }
 
 // watchOOM starts counting the OOM kills of u's container, in the memory
-// cgroup found from the cgroup file of a member, if it has a memory
+// cgroup found from the cgroup file of a member (package cgroups: v1's
+// memory controller, else v2's unified hierarchy), if it has a memory
 // limit (nil: none to count).
 func (o *outcomes) watchOOM(u *unit) oomCounter {
 	if o.cgroupRoot == "-" {
 		return nil
 	}
-	var rel string
+	var path cgroups.Path
+	found := false
 	for _, p := range u.members {
 		if p.t == nil || p.t.vanished {
 			continue
@@ -70,19 +74,18 @@ func (o *outcomes) watchOOM(u *unit) oomCounter {
 		if err != nil {
 			continue
 		}
-		rel = memoryCgroup(b, o.cgroupPrefix, u.containerID)
+		path, found = cgroups.ContainerPath(b, o.hier.Names(), u.containerID)
 		break
 	}
-	if rel == "" {
+	if !found {
 		return nil
 	}
-	dir := filepath.Join(o.cgroupRoot, "memory", rel)
-	limit, err := os.ReadFile(filepath.Join(dir, "memory.limit_in_bytes"))
-	if err != nil {
-		return nil
-	}
-	if v, err := strconv.ParseUint(strings.TrimSpace(string(limit)), 10, 64); err != nil || v >= 1<<62 {
+	dir := path.Dir(o.cgroupRoot)
+	if limited, err := cgroups.HasMemoryLimit(dir, path.V2); !limited || err != nil {
 		return nil // no limit: no OOM of its own
+	}
+	if path.V2 {
+		return o.watchOOMEvents(dir)
 	}
 	w := &oomWatch{efd: -1, marker: -1}
 	if err := w.register(dir); err != nil {
@@ -93,57 +96,64 @@ func (o *outcomes) watchOOM(u *unit) oomCounter {
 	return w
 }
 
+// oomEvents counts a cgroup v2 container's OOM kills: its memory.events,
+// read by the outcomes' OOM watcher when the kernel marks it modified.
+type oomEvents struct {
+	w    *cgroups.Watch
+	errs *readErrors
+}
+
+func (o *outcomes) watchOOMEvents(dir string) oomCounter {
+	if o.oomV2 == nil {
+		w, err := cgroups.NewOOMWatcher()
+		if err != nil {
+			o.errs.count("oom", err)
+			return nil
+		}
+		o.oomV2 = w
+	}
+	w, err := o.oomV2.Watch(dir)
+	if err != nil {
+		o.errs.count("oom", err)
+		return nil
+	}
+	return &oomEvents{w: w, errs: o.errs}
+}
+
+func (e *oomEvents) kills() uint32 {
+	n, err := e.w.Kills()
+	if err != nil {
+		e.errs.count("oom", err)
+	}
+	return uint32(min(n, 1<<31))
+}
+
+func (e *oomEvents) close() { e.w.Close() }
+
 // register opens the files and registers the eventfds: the marker first.
 func (w *oomWatch) register(dir string) error {
 	var err error
 	if w.usage, err = os.Open(filepath.Join(dir, "memory.usage_in_bytes")); err != nil {
-		return err
+		return fmt.Errorf("cannot watch the OOM kills of %s: %w", dir, err)
 	}
 	if w.control, err = os.Open(filepath.Join(dir, "memory.oom_control")); err != nil {
-		return err
+		return fmt.Errorf("cannot watch the OOM kills of %s: %w", dir, err)
 	}
 	if w.marker, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
-		return fmt.Errorf("eventfd: %w", err)
+		return fmt.Errorf("cannot make an eventfd for the OOM kills of %s: %w", dir, err)
 	}
 	if w.efd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
-		return fmt.Errorf("eventfd: %w", err)
+		return fmt.Errorf("cannot make an eventfd for the OOM kills of %s: %w", dir, err)
 	}
 	for _, reg := range []string{
 		fmt.Sprintf("%d %d %d", w.marker, w.usage.Fd(), uint64(1)<<62),
 		fmt.Sprintf("%d %d", w.efd, w.control.Fd()),
 	} {
 		if err := os.WriteFile(filepath.Join(dir, "cgroup.event_control"), []byte(reg), 0); err != nil {
-			return err
+			return fmt.Errorf("cannot register an eventfd for the OOM kills of %s: %w", dir, err)
 		}
 	}
 	return nil
-}
-
-// memoryCgroup is the path of the memory controller's cgroup of a
-// container in a cgroup file, if it is the container's
-// (<prefix>/<container>).
-func memoryCgroup(b []byte, prefix, container string) string {
-	for len(b) > 0 {
-		line := b
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			line, b = b[:i], b[i+1:]
-		} else {
-			b = nil
-		}
-		parts := bytes.SplitN(line, []byte(":"), 3)
-		if len(parts) != 3 {
-			continue
-		}
-		isMemory := false
-		for _, c := range bytes.Split(parts[1], []byte(",")) {
-			isMemory = isMemory || string(c) == "memory"
-		}
-		p := string(parts[2])
-		if isMemory && strings.Contains(p, "/"+prefix+"/") && strings.HasSuffix(p, "/"+container) {
-			return p
-		}
-	}
-	return ""
 }
 
 // kills takes the count of OOM kills: from memory.oom_control while the

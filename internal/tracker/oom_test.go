@@ -9,20 +9,8 @@ import (
 	"testing"
 )
 
-// memoryCgroup finds the memory controller's cgroup of a container.
-func TestMemoryCgroup(t *testing.T) {
-	c := "container_e01_1700000000123_0001_01_000002"
-	for _, tc := range []struct{ file, want string }{
-		{"12:cpu,cpuacct:/hadoop-yarn/" + c + "\n4:memory:/hadoop-yarn/" + c + "\n0::/\n", "/hadoop-yarn/" + c},
-		{"4:memory:/yarn/" + c + "\n", ""},
-		{"4:memory:/hadoop-yarn/" + c + "_x\n", ""},
-		{"0::/hadoop-yarn/" + c + "\n", ""},
-		{"garbage", ""},
-	} {
-		if got := memoryCgroup([]byte(tc.file), "hadoop-yarn", c); got != tc.want {
-			t.Errorf("%q: %q, want %q", tc.file, got, tc.want)
-		}
-	}
+// oomKillField reads memory.oom_control's count.
+func TestOOMKillField(t *testing.T) {
 	if v, ok := oomKillField([]byte("oom_kill_disable 0\nunder_oom 0\noom_kill 3\n")); !ok || v != 3 {
 		t.Errorf("oom_kill: %d %v", v, ok)
 	}

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/taskscope/taskscope/internal/cgroups"
 	"github.com/taskscope/taskscope/internal/nodemanager"
 	"github.com/taskscope/taskscope/internal/procfs"
 	"github.com/taskscope/taskscope/internal/wire"
@@ -25,7 +26,7 @@ func newFakeOutcomes(t *testing.T, tab *fakeTable) (*outcomes, string) {
 	root := t.TempDir()
 	fs := procfs.NewFS(root)
 	st := &Stats{}
-	return newOutcomes(&fs, tab, &readErrors{stats: st, bySource: map[string]uint64{}}, "-", "hadoop-yarn"), root
+	return newOutcomes(&fs, tab, &readErrors{stats: st, bySource: map[string]uint64{}}, "-", cgroups.NewHierarchies("hadoop-yarn")), root
 }
 
 // What exit records say goes to the attempt its process was a member of:

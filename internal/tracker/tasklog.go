@@ -73,18 +73,18 @@ func isCleanupDir(dir string) bool {
 func readTail(name string, n int64) ([]byte, error) {
 	f, err := os.Open(name)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("cannot read the task log: %w", err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("task log: %w", err)
+		return nil, fmt.Errorf("cannot read the task log: %w", err)
 	}
 	off := max(fi.Size()-n, 0)
 	b := make([]byte, fi.Size()-off)
 	k, err := f.ReadAt(b, off)
 	if err != nil && err != io.EOF {
-		return nil, fmt.Errorf("task log: %w", err)
+		return nil, fmt.Errorf("cannot read the task log %s: %w", name, err)
 	}
 	return b[:k], nil
 }

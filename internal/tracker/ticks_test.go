@@ -1,7 +1,9 @@
 package tracker
 
 import (
+	"errors"
 	"fmt"
+	iofs "io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/taskscope/taskscope/internal/procfs"
 	"github.com/taskscope/taskscope/internal/taskstats"
 	"github.com/taskscope/taskscope/internal/wire"
 )
@@ -503,5 +506,27 @@ func TestTickFirstSampleFromGroup(t *testing.T) {
 				t.Errorf("on its group's figures for good: %v, want %v", gs, deadThreads)
 			}
 		})
+	}
+}
+
+// Errors that leave the tracker say what it could not do, and where, and
+// keep their cause: a procfs without /proc/stat, a listing that fails.
+func TestErrorsSayWhere(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "proc")
+	fs := procfs.NewFS(root)
+	_, err := New(Config{FS: &fs})
+	if err == nil || !errors.Is(err, iofs.ErrNotExist) || !strings.Contains(err.Error(), "cannot start tracking "+root) {
+		t.Errorf("New on an empty root: %v", err)
+	}
+	f := newFixture(t)
+	fxYARNNode(f)
+	r := f.tracker(false)
+	r.tick()
+	if err := os.RemoveAll(f.root); err != nil {
+		t.Fatal(err)
+	}
+	err = r.tr.Tick(r.now(), r.sink)
+	if err == nil || !errors.Is(err, iofs.ErrNotExist) || !strings.Contains(err.Error(), "cannot list the processes of "+f.root) {
+		t.Errorf("a tick of a procfs gone: %v", err)
 	}
 }

@@ -28,13 +28,14 @@ package tracker
 
 import (
 	"cmp"
-	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"runtime"
 	"slices"
 	"time"
 
+	"github.com/taskscope/taskscope/internal/cgroups"
 	"github.com/taskscope/taskscope/internal/collect"
 	"github.com/taskscope/taskscope/internal/hadoop"
 	"github.com/taskscope/taskscope/internal/procfs"
@@ -144,6 +145,9 @@ type Tracker struct {
 	again []*proc           // to classify once more (seen between fork and exec)
 	scope scopeState        // scope.go
 	users map[uint32]string
+	// hier are YARN's cgroup hierarchies: Config's, and each NodeManager's
+	// (daemons.go).
+	hier *cgroups.Hierarchies
 
 	// Sampling.
 	sources []collect.Source
@@ -242,7 +246,7 @@ func New(cfg Config) (*Tracker, error) {
 	}
 	btime, err := cfg.FS.BootTime()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("cannot start tracking %s: %w", cfg.FS.Root(), err)
 	}
 	t := &Tracker{
 		cfg:    cfg,
@@ -262,7 +266,7 @@ func New(cfg Config) (*Tracker, error) {
 		t.metrics = append(t.metrics, s.Metrics()...)
 	}
 	if len(t.metrics) > 64 {
-		return nil, errors.New("tracker: more than 64 process metrics")
+		return nil, fmt.Errorf("cannot sample %d process metrics: at most 64", len(t.metrics))
 	}
 	find := func(name string) int {
 		for i, m := range t.metrics {
@@ -282,7 +286,8 @@ func New(cfg Config) (*Tracker, error) {
 	t.ledger = newReaperLedger(t, &t.stats)
 	t.records = newExitRecords(cfg.Exits, t, t.ledger, &t.stats, &t.errs)
 	t.acct = newAccountant(t, t.ledger, t.idx, &t.stats, cfg.Exits != nil, runtime.NumCPU())
-	t.ends = newOutcomes(cfg.FS, t, &t.errs, cfg.CgroupRoot, cfg.CgroupPrefix)
+	t.hier = cgroups.NewHierarchies(cfg.CgroupPrefix)
+	t.ends = newOutcomes(cfg.FS, t, &t.errs, cfg.CgroupRoot, t.hier)
 	t.desc = describer{fs: cfg.FS, errs: &t.errs}
 	return t, nil
 }
@@ -322,7 +327,10 @@ func (t *Tracker) Close() error {
 	}
 	t.ledger.close()
 	t.lister.Close()
-	return t.records.close()
+	if err := t.records.close(); err != nil {
+		return fmt.Errorf("cannot close the exit records' source: %w", err)
+	}
+	return nil
 }
 
 // setter is a metric source's way to set its values in a process's sample.
@@ -365,7 +373,7 @@ func (t *Tracker) list() error {
 	t.clock.listed()
 	t.entries = entries
 	if err != nil {
-		return err
+		return fmt.Errorf("cannot list the processes of %s: %w", t.cfg.FS.Root(), err)
 	}
 	t.stats.Scanned = len(entries)
 	t.stats.ListingsReused = t.lister.Reused()

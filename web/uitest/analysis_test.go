@@ -142,9 +142,8 @@ func TestAnalysisPages(t *testing.T) {
 	if n := eval[int](tb, `document.querySelectorAll('[data-list=what-if] li[data-kind=more_containers]').length`); n < 2 {
 		t.Errorf("%d what-ifs with more containers", n)
 	}
-	time.Sleep(300 * time.Millisecond)
-	for name, px := range tb.chartsDrawn() {
-		if px < 50 {
+	for name, px := range tb.chartsPainted(10 * time.Second) {
+		if px < minPainted {
 			t.Errorf("job page: chart %s is empty (%d pixels)", name, px)
 		}
 	}
@@ -168,9 +167,8 @@ func TestAnalysisPages(t *testing.T) {
 	if got := eval[string](tb, `document.querySelector('.page-head h1').textContent`); !strings.Contains(got, "nightly-report <date>") {
 		t.Errorf("recurring job named %q", got)
 	}
-	time.Sleep(300 * time.Millisecond)
-	for name, px := range tb.chartsDrawn() {
-		if px < 50 {
+	for name, px := range tb.chartsPainted(10 * time.Second) {
+		if px < minPainted {
 			t.Errorf("history page: chart %s is empty (%d pixels)", name, px)
 		}
 	}
@@ -184,9 +182,8 @@ func TestAnalysisPages(t *testing.T) {
 	if len(row) != 13 || row[1] != "5" || row[2] != "48" || withOutcomes && (row[7] == "–" || row[9] == "–" || row[8] != "–") {
 		t.Errorf("rita's waste row %q: want 5 jobs of 48 attempts, a failed and a speculative attempt, none killed", row)
 	}
-	time.Sleep(300 * time.Millisecond)
-	for name, px := range tb.chartsDrawn() {
-		if px < 50 {
+	for name, px := range tb.chartsPainted(10 * time.Second) {
+		if px < minPainted {
 			t.Errorf("waste page: chart %s is empty (%d pixels)", name, px)
 		}
 	}

@@ -51,9 +51,8 @@ func TestBigJob(t *testing.T) {
 		t.Errorf("%d DOM rows for 10,000 attempts: the table is not windowed", rows)
 	}
 	tb.waitJS("charts", chartsSettled(8), 30*time.Second)
-	time.Sleep(500 * time.Millisecond)
-	for name, px := range tb.chartsDrawn() {
-		if px < 50 {
+	for name, px := range tb.chartsPainted(10 * time.Second) {
+		if px < minPainted {
 			t.Errorf("chart %s is empty (%d pixels)", name, px)
 		}
 	}

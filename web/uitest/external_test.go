@@ -37,7 +37,7 @@ func TestExternalServer(t *testing.T) {
 		seen[kind] = true
 		tb.open("/jobs/"+j.JobID, `[data-table=attempts] .vt-row a`)
 		tb.waitJS("charts", chartsSettled(8), 30*time.Second)
-		time.Sleep(500 * time.Millisecond)
+		tb.chartsPainted(10 * time.Second)
 		tb.shot("ext-job-" + kind + "-" + j.JobID)
 		var d store.JobDetail
 		getJSON(t, base+"/api/v1/jobs/"+j.JobID, &d)
@@ -50,14 +50,15 @@ func TestExternalServer(t *testing.T) {
 		if best != "" {
 			tb.open("/jobs/"+j.JobID+"/attempts/"+best, `[data-section=processes] td.cmd`)
 			tb.waitJS("charts", chartsSettled(7), 30*time.Second)
-			time.Sleep(500 * time.Millisecond)
+			tb.chartsPainted(10 * time.Second)
 			tb.shot("ext-attempt-" + kind + "-" + best)
 		}
 	}
 	tb.open("/hosts", `[data-table=hosts] .vt-row a`)
 	tb.shot("ext-hosts")
 	tb.click(`[data-table=hosts] .vt-row a`, `[data-table=host-attempts]`)
-	time.Sleep(time.Second)
+	tb.waitJS("host timeline", `document.querySelector('[data-chart$="-timeline"] [data-drawn], [data-chart$="-timeline"][data-empty]')`, 30*time.Second)
+	tb.chartsPainted(10 * time.Second)
 	tb.shot("ext-host")
 	tb.checkClean("external server")
 }

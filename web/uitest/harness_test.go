@@ -27,6 +27,7 @@ import (
 	"github.com/taskscope/taskscope/internal/simulator"
 	"github.com/taskscope/taskscope/internal/store"
 	"github.com/taskscope/taskscope/internal/store/duckdb"
+	"github.com/taskscope/taskscope/internal/testsrv"
 	"github.com/taskscope/taskscope/web"
 )
 
@@ -245,25 +246,23 @@ func (tb *tab) click(sel, wait string) {
 // waitJS polls a JS condition.
 func (tb *tab) waitJS(what, cond string, timeout time.Duration) {
 	tb.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, err := chromedp.Run(tb.ctx, chromedp.Evaluate[bool]("!!("+cond+")"))
-		if err == nil && ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			tb.shot("timeout-" + what)
-			tb.mu.Lock()
-			for _, p := range tb.problems {
-				tb.t.Logf("browser: %s", p)
-			}
-			tb.mu.Unlock()
-			res, _ := chromedp.Run(tb.ctx, chromedp.Evaluate[string](`performance.getEntriesByType('resource').map(r => r.name.replace(location.origin, '') + ' ' + Math.round(r.startTime) + '+' + Math.round(r.duration) + 'ms').join('\n')`))
-			tb.t.Logf("requests of the page:\n%s", res)
-			tb.t.Fatalf("%s: not true after %s: %s (%v)", what, timeout, cond, err)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var err error
+	if testsrv.Poll(timeout, func() bool {
+		var ok bool
+		ok, err = chromedp.Run(tb.ctx, chromedp.Evaluate[bool]("!!("+cond+")"))
+		return err == nil && ok
+	}) {
+		return
 	}
+	tb.shot("timeout-" + what)
+	tb.mu.Lock()
+	for _, p := range tb.problems {
+		tb.t.Logf("browser: %s", p)
+	}
+	tb.mu.Unlock()
+	res, _ := chromedp.Run(tb.ctx, chromedp.Evaluate[string](`performance.getEntriesByType('resource').map(r => r.name.replace(location.origin, '') + ' ' + Math.round(r.startTime) + '+' + Math.round(r.duration) + 'ms').join('\n')`))
+	tb.t.Logf("requests of the page:\n%s", res)
+	tb.t.Fatalf("%s: not true after %s: %s (%v)", what, timeout, cond, err)
 }
 
 var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
@@ -303,6 +302,29 @@ func (tb *tab) chartsDrawn() map[string]int {
 	if err := json.Unmarshal(raw, &m); err != nil {
 		tb.t.Fatal(err)
 	}
+	return m
+}
+
+// minPainted is how many pixels (of every 4th) a chart that shows
+// something has painted at least.
+const minPainted = 50
+
+// chartsPainted waits until every chart of the page that is not empty has
+// painted (ECharts draws on the next animation frame after a chart is
+// given its data), up to timeout, and returns what chartsDrawn says then:
+// the caller reports the charts still blank.
+func (tb *tab) chartsPainted(timeout time.Duration) map[string]int {
+	tb.t.Helper()
+	var m map[string]int
+	testsrv.Poll(timeout, func() bool {
+		m = tb.chartsDrawn()
+		for _, px := range m {
+			if px < minPainted {
+				return false
+			}
+		}
+		return true
+	})
 	return m
 }
 

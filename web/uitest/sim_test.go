@@ -82,9 +82,8 @@ func TestSimulatedJob(t *testing.T) {
 	// The open page follows without a reload.
 	tb.waitJS("attempts on the page end", `[...document.querySelectorAll('[data-table=attempts] .vt-row:not([hidden]) .badge.state-running')].length === 0`, 20*time.Second)
 	tb.waitJS("charts", chartsSettled(8), 20*time.Second)
-	time.Sleep(500 * time.Millisecond)
-	for name, px := range tb.chartsDrawn() {
-		if px < 50 {
+	for name, px := range tb.chartsPainted(10 * time.Second) {
+		if px < minPainted {
 			t.Errorf("simulated job page: chart %s is empty (%d pixels)", name, px)
 		}
 	}
@@ -106,7 +105,6 @@ func TestSimulatedJob(t *testing.T) {
 	}
 	tb.click(`[data-table=attempts] a[href$="/attempts/`+mapID+`"]`, `[data-section=processes] td.cmd`)
 	tb.waitJS("attempt charts", chartsSettled(7), 20*time.Second)
-	time.Sleep(500 * time.Millisecond)
 	roles := eval[string](tb, `[...document.querySelectorAll('[data-section=processes] .badge')].map(e => e.textContent).join(',')`)
 	for _, r := range []string{"wrapper", "task-jvm", "streaming"} {
 		if !strings.Contains(roles, r) {
@@ -116,8 +114,8 @@ func TestSimulatedJob(t *testing.T) {
 	if !eval[bool](tb, `[...document.querySelectorAll('[data-section=processes] td.cmd')].some(e => e.textContent.includes('org.apache.hadoop.mapred.YarnChild'))`) {
 		t.Error("no YarnChild command line on the attempt page")
 	}
-	for name, px := range tb.chartsDrawn() {
-		if px < 50 {
+	for name, px := range tb.chartsPainted(10 * time.Second) {
+		if px < minPainted {
 			t.Errorf("simulated attempt page: chart %s is empty (%d pixels)", name, px)
 		}
 	}

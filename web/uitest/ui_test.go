@@ -42,9 +42,8 @@ func TestBrowse(t *testing.T) {
 	tb.waitJS("filtered", `document.querySelectorAll('[data-table=jobs] .vt-row:not([hidden])').length === 1`, 10*time.Second)
 	tb.click(`[data-table=jobs] .vt-row a[href="/jobs/`+hostileJob+`"]`, `[data-table=attempts] .vt-row a`)
 	tb.waitJS("job charts", chartsSettled(8), 15*time.Second)
-	time.Sleep(300 * time.Millisecond)
-	for name, px := range tb.chartsDrawn() {
-		if px < 50 {
+	for name, px := range tb.chartsPainted(10 * time.Second) {
+		if px < minPainted {
 			t.Errorf("job page: chart %s is empty (%d pixels)", name, px)
 		}
 	}
@@ -110,7 +109,6 @@ func TestBrowse(t *testing.T) {
 	// Attempt, by clicking its row.
 	tb.click(`[data-table=attempts] a[href$="/attempts/`+hostileAtt+`"]`, `[data-section=processes] td.cmd`)
 	tb.waitJS("attempt charts", chartsSettled(7), 15*time.Second)
-	time.Sleep(300 * time.Millisecond)
 	cmds := eval[[]string](tb, `[...document.querySelectorAll('[data-section=processes] td.cmd')].map(e => e.textContent)`)
 	found := false
 	for _, c := range cmds {
@@ -142,8 +140,8 @@ func TestBrowse(t *testing.T) {
 	if eval[int](tb, `document.querySelectorAll('[data-section=processes] td.pid.child').length`) != 2 {
 		t.Errorf("the process tree is not nested")
 	}
-	for name, px := range tb.chartsDrawn() {
-		if px < 50 {
+	for name, px := range tb.chartsPainted(10 * time.Second) {
+		if px < minPainted {
 			t.Errorf("attempt page: chart %s is empty (%d pixels)", name, px)
 		}
 	}
@@ -179,9 +177,8 @@ func TestBrowse(t *testing.T) {
 	if eval[int](tb, `document.querySelectorAll('#app script, #app img').length`) != 0 {
 		t.Error("markup from an event became elements on the host page")
 	}
-	time.Sleep(300 * time.Millisecond)
-	for name, px := range tb.chartsDrawn() {
-		if px < 50 {
+	for name, px := range tb.chartsPainted(10 * time.Second) {
+		if px < minPainted {
 			t.Errorf("host page: chart %s is empty (%d pixels)", name, px)
 		}
 	}
@@ -206,13 +203,13 @@ func TestBrowse(t *testing.T) {
 	tb.click(`nav a[data-nav=jobs]`, `[data-table=jobs] .vt-row a`)
 	tb.click(`[data-table=jobs] .vt-row:not([hidden]) a`, `[data-table=attempts] .vt-row a`)
 	tb.waitJS("loadgen job charts", chartsSettled(8), 15*time.Second)
-	time.Sleep(300 * time.Millisecond)
+	tb.chartsPainted(10 * time.Second)
 	tb.shot("07-job-loadgen")
 	// Sort by duration, longest first, and open that attempt.
 	tb.do("sort", chromedp.Click(chromedp.CSS(`[data-table=attempts] .vt-th[data-col=dur]`)))
 	tb.click(`[data-table=attempts] .vt-row:not([hidden]) a`, `[data-section=processes] td.cmd`)
 	tb.waitJS("loadgen attempt charts", chartsSettled(7), 15*time.Second)
-	time.Sleep(300 * time.Millisecond)
+	tb.chartsPainted(10 * time.Second)
 	tb.shot("08-attempt-loadgen")
 	tb.checkClean("loadgen pages")
 

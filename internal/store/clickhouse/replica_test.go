@@ -39,6 +39,12 @@ func TestReplicasExactlyOnce(t *testing.T) {
 	srv := chtest.Start(t)
 	rs := replicas(t, srv, "eo", 2)
 	a, b := rs[0], rs[1]
+	// The rows written twice must still be there to be counted before the
+	// merge below: a background merge (any time, sooner on a loaded
+	// machine) would count them merged already.
+	if err := a.Client().Exec(context.Background(), "SYSTEM STOP MERGES eo.chunks", nil); err != nil {
+		t.Fatal(err)
+	}
 	g := &storetest.Gen{Agent: "node1-eo", Host: "node1"}
 	at := &storetest.AttemptSpec{ID: "attempt_1700000000000_0001_m_000000_0", JobID: "job_1700000000000_0001", Type: "map",
 		Start: storetest.T0, MemoryMB: 1024, JobName: "eo", User: "u", Queue: "q",
@@ -95,6 +101,9 @@ func TestReplicasExactlyOnce(t *testing.T) {
 	// Physically: the rows written twice go when the parts merge.
 	c := a.Client()
 	raw := count(t, c, "SELECT count() FROM eo.chunks")
+	if err := c.Exec(context.Background(), "SYSTEM START MERGES eo.chunks", nil); err != nil {
+		t.Fatal(err)
+	}
 	if err := c.Exec(context.Background(), "OPTIMIZE TABLE eo.chunks FINAL", nil); err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,9 @@ import (
 // is the one a read of that process's chunks alone gives (its life, with
 // the lookback on both sides), over fresh and compacted chunks.
 func TestAttemptProcessesReadOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("reads a loadgen cluster's worth of data: not in -short runs (make check); make test runs it")
+	}
 	s, err := Open(Options{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -63,6 +66,9 @@ func TestAttemptProcessesReadOnce(t *testing.T) {
 // whether the attempts' rows were taken in by a summary write or not, and
 // after a restart (which logs descriptions again).
 func TestAttemptsProcessesSameAsOne(t *testing.T) {
+	if testing.Short() {
+		t.Skip("reads a loadgen cluster's worth of data: not in -short runs (make check); make test runs it")
+	}
 	dir := t.TempDir()
 	s, err := Open(Options{Dir: dir})
 	if err != nil {
@@ -159,6 +165,9 @@ func (s *Store) attemptProcesses(ctx context.Context, r attemptRange) ([]store.P
 // start, while the cluster runs on, across compactions, for running
 // attempts and ended ones.
 func TestProcessSummariesAddUp(t *testing.T) {
+	if testing.Short() {
+		t.Skip("reads a loadgen cluster's worth of data: not in -short runs (make check); make test runs it")
+	}
 	start := time.Now().Add(-30 * time.Minute)
 	var clock atomic.Int64
 	s, err := Open(Options{Dir: t.TempDir(), CompactAge: 2 * time.Minute, Clock: store.Clock{Now: func() time.Time { return time.UnixMilli(clock.Load()) }}})

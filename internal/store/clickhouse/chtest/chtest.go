@@ -66,6 +66,7 @@ type Options struct {
 // server) is chosen again.
 func Start(tb testing.TB) *Server {
 	tb.Helper()
+	skipShort(tb)
 	for try := 0; ; try++ {
 		s := newServer(tb, "clickhouse")
 		s.configure(tb, Options{})
@@ -76,6 +77,15 @@ func Start(tb testing.TB) *Server {
 		if try == 2 || !strings.Contains(err.Error(), "Address already in use") {
 			tb.Fatal(err)
 		}
+	}
+}
+
+// skipShort skips a test that needs a ClickHouse server in a -short run
+// (make check: the quick loop starts no server; make test runs them).
+func skipShort(tb testing.TB) {
+	tb.Helper()
+	if testing.Short() {
+		tb.Skip("starts a ClickHouse server: not in -short runs (make check); make test runs it")
 	}
 }
 

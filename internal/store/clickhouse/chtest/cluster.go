@@ -114,6 +114,7 @@ type Cluster struct {
 // (r1, r2, ...).
 func StartCluster(tb testing.TB, name string, shards, replicas int) *Cluster {
 	tb.Helper()
+	skipShort(tb)
 	c := &Cluster{Name: name, ZK: StartZooKeeper(tb)}
 	for i := 0; i < shards; i++ {
 		var row []*Server
