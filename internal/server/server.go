@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -20,6 +22,7 @@ import (
 	"github.com/taskscope/taskscope/internal/api"
 	"github.com/taskscope/taskscope/internal/auth"
 	"github.com/taskscope/taskscope/internal/ingest"
+	"github.com/taskscope/taskscope/internal/profiling"
 	"github.com/taskscope/taskscope/internal/store"
 	"github.com/taskscope/taskscope/web"
 )
@@ -48,6 +51,9 @@ type Config struct {
 	// and/or a webhook (package alert; the server sets its metrics and
 	// log).
 	Alerts *alert.Options
+	// Profiles are the profile requests of the task JVMs, handed to the
+	// agents in the answers to their batches (nil: none are asked for).
+	Profiles *profiling.Control
 }
 
 // Server is a running server.
@@ -62,6 +68,7 @@ type Server struct {
 	live     *api.Live
 	health   *writeHealth
 	alerts   *alertFeed // nil without Config.Alerts
+	routes   *routeMux
 	// committed is set by each ingest commit and cleared by the summary
 	// flush after it, which then tells the browsers again: summaries are
 	// written up to a second after the commit, and a page that refetched
@@ -79,20 +86,28 @@ func Start(cfg Config) (*Server, error) {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector())
-	live := api.NewLive(time.Second, cfg.Live)
+	lo := cfg.Live
+	if lo.Store == nil {
+		lo.Store = cfg.Store
+	}
+	live := api.NewLive(time.Second, lo)
 	health := &writeHealth{log: cfg.Log, dir: store.DataDirOf(cfg.Store)}
 	s := &Server{live: live, health: health}
 	po := cfg.Pipeline
 	po.Log, po.Registry = cfg.Log, reg
+	po.OnStored = live.Stored
 	po.OnCommit = func() {
 		health.ok()
 		s.committed.Store(true)
-		live.Changed()
+		live.Committed()
 	}
 	po.OnError = health.failed
 	pl := ingest.NewPipeline(cfg.Store, po)
 	io := cfg.Ingest
 	io.Tokens, io.Registry = cfg.Tokens, reg
+	if cfg.Profiles != nil {
+		io.Orders = cfg.Profiles.Orders
+	}
 	ih := ingest.NewHandler(pl, io)
 	reg.MustRegister(usageCollector{cfg.Store}, health)
 
@@ -107,15 +122,16 @@ func Start(cfg Config) (*Server, error) {
 		s.alerts = &alertFeed{al: al, st: cfg.Store}
 	}
 
-	mux := http.NewServeMux()
+	mux := &routeMux{ServeMux: http.NewServeMux()}
+	s.routes = mux
 	mux.Handle("POST /api/v1/ingest", ih)
 	if cfg.Auth == nil {
 		cfg.Auth = auth.New(auth.Options{})
 	}
-	api.New(cfg.Store, cfg.Analyzer, live, cfg.Auth).Register(mux)
+	api.New(cfg.Store, cfg.Analyzer, live, cfg.Auth).WithProfiles(cfg.Profiles).Register(mux)
 	// The server's own metrics are operators'.
 	mux.Handle("GET /metrics", cfg.Auth.Require(true, promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("GET /healthz", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		if msg := health.message(); msg != "" {
 			// Serving, but not storing: a balancer sends agents elsewhere.
@@ -124,7 +140,7 @@ func Start(cfg Config) (*Server, error) {
 			return
 		}
 		w.Write([]byte("ok\n"))
-	})
+	}))
 	mux.Handle("/", web.Handler())
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		web.SecurityHeaders(w.Header())
@@ -163,9 +179,34 @@ func Start(cfg Config) (*Server, error) {
 	mctx, cancel := context.WithCancel(context.Background())
 	s.stopMnt = cancel
 	go s.maintain(mctx)
+	if cfg.Profiles != nil {
+		go cfg.Profiles.Run(mctx)
+	}
 	cfg.Log.Info("server listening", "addr", ln.Addr().String(), "tls", cfg.TLSCert != "", "ingest_auth", cfg.Tokens.Len() > 0, "read_auth", cfg.Auth.Enabled())
 	return s, nil
 }
+
+// routeMux is the server's mux, which records the pattern of every route
+// added to it (Routes).
+type routeMux struct {
+	*http.ServeMux
+	patterns []string
+}
+
+func (m *routeMux) Handle(pattern string, h http.Handler) {
+	m.patterns = append(m.patterns, pattern)
+	m.ServeMux.Handle(pattern, h)
+}
+
+// HandleFunc is Handle of a function.
+func (m *routeMux) HandleFunc(pattern string, h func(http.ResponseWriter, *http.Request)) {
+	m.Handle(pattern, http.HandlerFunc(h))
+}
+
+// Routes are the patterns of every route the server serves (those of
+// package api, ingest, /metrics, /healthz, the UI), as its mux has them:
+// the tests that walk every route walk these.
+func (s *Server) Routes() []string { return slices.Clone(s.routes.patterns) }
 
 // Addr is the address the server listens on.
 func (s *Server) Addr() string { return s.ln.Addr().String() }
@@ -195,6 +236,7 @@ func (s *Server) maintain(ctx context.Context) {
 	// this server are told of the others' commits as of its own.
 	changes, shared := store.ChangesOf(s.cfg.Store)
 	var seen uint64
+	active := map[string]seenJob{}
 	for {
 		select {
 		case <-ctx.Done():
@@ -206,12 +248,12 @@ func (s *Server) maintain(ctx context.Context) {
 				s.health.failed(err, 0)
 				s.cfg.Log.Debug("cannot write summaries", "err", err)
 			} else if committed {
-				s.live.Changed()
+				s.live.Flushed()
 			}
 			if shared {
 				if v, err := changes(ctx); err == nil && v != seen {
 					if seen != 0 {
-						s.live.Changed()
+						s.live.Changed(s.othersChanged(ctx, active)...)
 					}
 					seen = v
 				}
@@ -228,6 +270,42 @@ func (s *Server) maintain(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// othersChanged is whose jobs changed since the last call, as the jobs
+// list says them: the running jobs (the newest 1000) whose figures differ
+// from those active had, and those that ran then and no longer do
+// (active becomes the running jobs). Another replica's commits, which
+// this server did not see, move its browsers' live counters so: for a
+// user, only when one of the jobs they see changed.
+func (s *Server) othersChanged(ctx context.Context, active map[string]seenJob) []store.Owner {
+	page, err := s.cfg.Store.Jobs(ctx, store.JobFilter{State: store.StateRunning, Limit: 1000})
+	if err != nil {
+		return nil
+	}
+	var out []store.Owner
+	now := make(map[string]seenJob, len(page.Jobs))
+	for _, j := range page.Jobs {
+		sj := seenJob{fmt.Sprint(j.LastSeen, j.Attempts, j.Running, j.CPUMs), store.Owner{User: j.User, Queue: j.Queue}}
+		now[j.JobID] = sj
+		if active[j.JobID] != sj {
+			out = append(out, sj.owner)
+		}
+	}
+	for id, sj := range active {
+		if _, ok := now[id]; !ok {
+			out = append(out, sj.owner) // ended
+		}
+	}
+	clear(active)
+	maps.Copy(active, now)
+	return out
+}
+
+// seenJob is what othersChanged saw of a running job.
+type seenJob struct {
+	figures string
+	owner   store.Owner
 }
 
 // Shutdown stops in a fixed order: no new requests, the writer drains its

@@ -236,7 +236,7 @@ func TestFoldShared(t *testing.T) {
 	fs.reads = nil
 	f = NewFold(fs.options(true, false))
 	f.PutAgent("ag", &AgentState{Seq: 1})
-	f.atts[id] = &AttemptRecord[int]{Meta: a, Writer: "ag", WriterSeq: 1}
+	f.atts[id] = &AttemptRecord[int]{AttemptRow: AttemptRow{Meta: a}, Writer: "ag", WriterSeq: 1}
 	_, tx, dups := commit(t, f, &ext, foldBatch("ag", 2, []wire.Attempt{a}, nil, nil), foldBatch("ag", 4, []wire.Attempt{a}, nil, nil))
 	if dups[0] || dups[1] || len(tx.Prepared()) != 1 || tx.Prepared()[0].Batch.Seq != 4 {
 		t.Errorf("after another server stored 2 and 3: %d batches to store", len(tx.Prepared()))
@@ -251,5 +251,36 @@ func TestFoldShared(t *testing.T) {
 	f.Failed(tx)
 	if f.Attempt(id) != nil {
 		t.Error("a state of a failed commit is held")
+	}
+}
+
+// TestFoldLoadAgents: a shared fold reads the agents of a group it does
+// not hold in one read (FoldTx.LoadAgents), and Append decides
+// duplicates from it without reading each agent again.
+func TestFoldLoadAgents(t *testing.T) {
+	fs := &fakeStore{atts: map[string]*AttemptRecord[int]{}, agents: map[string]*AgentState{"b": {Seq: 5}},
+		procs: map[uint64][]string{}}
+	f := NewFold(fs.options(true, false))
+	tx := f.Begin(0)
+	if err := tx.LoadAgents(context.Background(), []string{"a", "b", "c", "a"}); err != nil {
+		t.Fatal(err)
+	}
+	if len(fs.reads) != 1 || fs.reads[0] != "agents [a b c]" {
+		t.Errorf("reads %q: want the three agents at once", fs.reads)
+	}
+	var dups []bool
+	for _, b := range []*wire.Batch{foldBatch("a", 1, nil, nil, nil), foldBatch("b", 5, nil, nil, nil),
+		foldBatch("b", 6, nil, nil, nil), foldBatch("c", 1, nil, nil, nil)} {
+		dup, err := tx.Append(context.Background(), Prepare(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dups = append(dups, dup)
+	}
+	if !slices.Equal(dups, []bool{false, true, false, false}) {
+		t.Errorf("duplicates %v: want b's seq 5 only", dups)
+	}
+	if len(fs.reads) != 1 {
+		t.Errorf("reads %q: Append read agents again", fs.reads)
 	}
 }

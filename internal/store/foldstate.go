@@ -52,12 +52,10 @@ func (a *AgentState) count(p *Prepared) {
 // backend keeps beside it for its own rows (a version, a partition, ...):
 // it travels with the record.
 type AttemptRecord[B any] struct {
-	Meta wire.Attempt
-	Host string
-	Sum  AttemptSummary
-	// NProcs is the count of its member processes as a read says it, for a
-	// record read without them (Processes).
-	NProcs int
+	// AttemptRow is what is stored of it (its NProcs: the count of its
+	// member processes as a read says it, for a record read without them;
+	// Processes).
+	AttemptRow
 	// Born is the time the first batch that stored anything of it says
 	// (BatchTime), 0 while not known.
 	Born int64
@@ -88,7 +86,7 @@ type counted struct {
 
 // NewAttemptRecord is the record of an attempt a store holds nothing of.
 func NewAttemptRecord[B any](id string) *AttemptRecord[B] {
-	return &AttemptRecord[B]{Meta: wire.Attempt{AttemptID: id}}
+	return &AttemptRecord[B]{AttemptRow: AttemptRow{Meta: wire.Attempt{AttemptID: id}}}
 }
 
 // Processes is the count of its member processes.
@@ -96,7 +94,7 @@ func (a *AttemptRecord[B]) Processes() int {
 	if a.procs != nil {
 		return len(a.procs)
 	}
-	return a.NProcs
+	return int(a.NProcs)
 }
 
 // Members lists its member processes' keys (those a loader added).

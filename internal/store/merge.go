@@ -13,47 +13,17 @@ import "github.com/taskscope/taskscope/internal/wire"
 // their order.
 
 // MergeAttempt takes into dst, an attempt's description so far, what a new
-// description src says: the later description wins, field by field,
-// except that a field it leaves empty does not erase one; an attempt's
-// job does not change; its first sighting is the earliest and its last
-// the latest said; once ended it stays ended; a framework said is not
-// replaced by "unknown"; once Streaming, it stays so; an exit status seen
-// stays until its source says another (mergeExits). A new field of
-// wire.Attempt follows the later description unless a rule for it is
-// added here.
+// description src says, field by field by the rule each field's
+// declaration gives (AttemptFields): the later description wins, except
+// that a field it leaves empty does not erase one; an attempt's job does
+// not change; its first sighting is the earliest and its last the latest
+// said; once ended it stays ended; a framework said is not replaced by
+// "unknown"; once Streaming, it stays so; an exit status seen stays until
+// its source says another; OOM kills only grow.
 func MergeAttempt(dst, src *wire.Attempt) {
-	first, last, ended := dst.FirstMs, dst.LastMs, dst.Ended
-	keep := *dst
-	*dst = *src
-	if first > 0 && (dst.FirstMs == 0 || first < dst.FirstMs) {
-		dst.FirstMs = first
+	for _, f := range descs {
+		mergeField(f, dst, src)
 	}
-	dst.LastMs = max(last, dst.LastMs)
-	dst.Ended = ended || dst.Ended
-	// A description that leaves a field empty does not erase it.
-	for _, f := range []struct{ d, k *string }{{&dst.JobID, &keep.JobID}, {&dst.AppID, &keep.AppID},
-		{&dst.ContainerID, &keep.ContainerID}, {&dst.Type, &keep.Type}, {&dst.JobName, &keep.JobName},
-		{&dst.User, &keep.User}, {&dst.Queue, &keep.Queue}, {&dst.JavaOpts, &keep.JavaOpts}} {
-		if *f.d == "" {
-			*f.d = *f.k
-		}
-	}
-	if keep.JobID != "" {
-		dst.JobID = keep.JobID // an attempt's job does not change
-	}
-	if dst.Framework == "" || dst.Framework == "unknown" {
-		if keep.Framework != "" {
-			dst.Framework = keep.Framework
-		}
-	}
-	if dst.MemoryMB == 0 {
-		dst.MemoryMB = keep.MemoryMB
-	}
-	if dst.XmxBytes == 0 {
-		dst.XmxBytes = keep.XmxBytes
-	}
-	dst.Streaming = dst.Streaming || keep.Streaming
-	mergeExits(dst, &keep)
 }
 
 // MergeSummary adds to dst, an attempt's summary so far, src: what the

@@ -121,22 +121,6 @@ func outcomeOfCode(c int32, oomKills uint32) string {
 	return OutcomeFailed
 }
 
-// mergeExits takes into dst the exit statuses src says: a status seen
-// replaces the one before it (a later sighting of the same source), one
-// not seen erases nothing; diagnostics likewise; OOM kills only grow.
-func mergeExits(dst, keep *wire.Attempt) {
-	for _, p := range [...]struct{ d, k *wire.ExitStatus }{{&dst.JVMExit, &keep.JVMExit}, {&dst.RootExit, &keep.RootExit},
-		{&dst.FileExit, &keep.FileExit}, {&dst.NMExit, &keep.NMExit}, {&dst.TaskLog, &keep.TaskLog}} {
-		if !p.d.Seen() {
-			*p.d = *p.k
-		}
-	}
-	if dst.ExitDiagnostics == "" {
-		dst.ExitDiagnostics = keep.ExitDiagnostics
-	}
-	dst.OOMKills = max(dst.OOMKills, keep.OOMKills)
-}
-
 // SpeculativeOverlap is how long after an attempt started an earlier
 // attempt of its task must still have run for the later one to be a
 // speculative copy rather than a retry: an attempt's end is when its

@@ -113,16 +113,9 @@ var tables = []table{
 	// Attempts: description and summary in absolute values, a row per
 	// change; the highest version of each is the attempt. day is the day
 	// it was first stored (it never changes: rows of one attempt stay in
-	// one partition).
-	{name: "attempts", columns: cols(`day Date, job_key UInt64, attempt_id String, attempt_key UInt64, version UInt64,
-		job_id String, host String lc, container_id String, app_id String, type String lc, framework String lc,
-		meta_first_ms Int64, meta_last_ms Int64, first_ms Int64, last_ms Int64, ended UInt8, job_name String,
-		user_name String lc, queue String lc, memory_mb Int64, java_opts String, xmx_bytes Int64, streaming UInt8,
-		cpu_ms Int64, peak_rss Int64, peak_pss Int64, peak_vms Int64, peak_heap Int64, read_bytes Int64,
-		write_bytes Int64, gc_time_ms Int64, sched_wait_ms Int64, rss_byte_ms Float64, sum_first_ms Int64,
-		sum_last_ms Int64, first_rss Int64, last_rss Int64, processes UInt32, writer_agent String, writer_seq UInt64,
-		exit_jvm Int32, exit_jvm_ms Int64, exit_root Int32, exit_root_ms Int64, exit_file Int32, exit_file_ms Int64,
-		exit_nm Int32, exit_nm_ms Int64, exit_diag String, oom_kills UInt32, exit_log Int32, exit_log_ms Int64`),
+	// one partition). Its columns are the store's own and the fields
+	// package store declares (attempts.go).
+	{name: "attempts", columns: attemptColumns(),
 		version: "version", partition: "day", orderBy: "(job_key, attempt_id)", shardKey: "job_key", retention: keepRollup,
 		// An attempt is read alone (its page, its series, a commit meeting
 		// it): a mark of 8192 of these wide rows made each such read

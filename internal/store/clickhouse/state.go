@@ -6,42 +6,7 @@ import (
 	"slices"
 
 	"github.com/taskscope/taskscope/internal/store"
-	"github.com/taskscope/taskscope/internal/wire"
 )
-
-// attemptSelect reads attempts' rows (the latest version of each) in the
-// order scanAttempt takes them.
-const attemptSelect = `SELECT attempt_id, job_id, host, container_id, app_id, type, framework, meta_first_ms, meta_last_ms,
-	ended, job_name, user_name, queue, memory_mb, java_opts, xmx_bytes, streaming, cpu_ms, peak_rss, peak_pss, peak_vms,
-	peak_heap, read_bytes, write_bytes, gc_time_ms, sched_wait_ms, rss_byte_ms, sum_first_ms, sum_last_ms, first_rss,
-	last_rss, processes, version, day, writer_agent, writer_seq, exit_jvm, exit_jvm_ms, exit_root, exit_root_ms, exit_file,
-	exit_file_ms, exit_nm, exit_nm_ms, exit_diag, oom_kills, exit_log, exit_log_ms FROM `
-
-func scanAttempt(r *Rows) *attState {
-	st := &attState{}
-	m, s := &st.Meta, &st.Sum
-	// What repeats from attempt to attempt (a job's, a host's) is read
-	// as strings shared across the rows.
-	m.AttemptID, m.JobID, st.Host, m.ContainerID, m.AppID, m.Type, m.Framework = r.String(), r.Shared(), r.Shared(), r.String(),
-		r.Shared(), r.Shared(), r.Shared()
-	m.FirstMs, m.LastMs, m.Ended = r.Int64(), r.Int64(), r.Bool()
-	m.JobName, m.User, m.Queue, m.MemoryMB, m.JavaOpts, m.XmxBytes, m.Streaming = r.Shared(), r.Shared(), r.Shared(), r.Int64(),
-		r.Shared(), r.Int64(), r.Bool()
-	s.CPUMs, s.PeakRSS, s.PeakPSS, s.PeakVMS, s.PeakHeap = r.Int64(), r.Int64(), r.Int64(), r.Int64(), r.Int64()
-	s.ReadBytes, s.WriteBytes, s.GCTimeMs, s.SchedWaitMs, s.RSSByteMs = r.Int64(), r.Int64(), r.Int64(), r.Int64(), r.Float64()
-	s.FirstMs, s.LastMs, s.FirstRSS, s.LastRSS = r.Int64(), r.Int64(), r.Int64(), r.Int64()
-	st.NProcs = int(r.UInt32())
-	var day uint16
-	st.B.version, day, st.Writer, st.WriterSeq = r.UInt64(), r.UInt16(), r.Shared(), r.UInt64()
-	st.Born = int64(day) * 86_400_000
-	for _, x := range [...]*wire.ExitStatus{&m.JVMExit, &m.RootExit, &m.FileExit, &m.NMExit} {
-		x.Status, x.Ms = r.Int32(), r.Int64()
-	}
-	m.ExitDiagnostics, m.OOMKills = r.String(), r.UInt32()
-	m.TaskLog.Status, m.TaskLog.Ms = r.Int32(), r.Int64()
-	st.B.stored = true
-	return st
-}
 
 // apiAttempt is an attempt as the API shows it.
 func apiAttempt(st *attState, staleBefore int64) store.Attempt { return st.Attempt(staleBefore) }

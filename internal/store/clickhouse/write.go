@@ -18,7 +18,6 @@ var (
 	extCols       = []string{"kind", "metric"}
 	batchCols     = []string{"day", "agent_key", "agent_id", "seq", "host", "sent_ms", "samples", "dropped_samples", "dropped_batches", "read_errors", "overruns"}
 	agentColList  = []string{"agent_key", "agent_id", "seq", "host", "first_ms", "last_ms", "batches", "samples", "dropped_samples", "dropped_batches", "read_errors", "overruns"}
-	attemptCols   = []string{"day", "job_key", "attempt_id", "attempt_key", "version", "job_id", "host", "container_id", "app_id", "type", "framework", "meta_first_ms", "meta_last_ms", "first_ms", "last_ms", "ended", "job_name", "user_name", "queue", "memory_mb", "java_opts", "xmx_bytes", "streaming", "cpu_ms", "peak_rss", "peak_pss", "peak_vms", "peak_heap", "read_bytes", "write_bytes", "gc_time_ms", "sched_wait_ms", "rss_byte_ms", "sum_first_ms", "sum_last_ms", "first_rss", "last_rss", "processes", "writer_agent", "writer_seq", "exit_jvm", "exit_jvm_ms", "exit_root", "exit_root_ms", "exit_file", "exit_file_ms", "exit_nm", "exit_nm_ms", "exit_diag", "oom_kills", "exit_log", "exit_log_ms"}
 )
 
 // writeSet is what a commit writes: each table's block. It is the sink of
@@ -185,75 +184,6 @@ func (w *writeSet) eventRow(b *wire.Batch, i int, job string) {
 	r.UInt64(store.AttemptKey(b.AgentID))
 	r.UInt64(b.Seq)
 	r.UInt32(uint32(i))
-}
-
-func (w *writeSet) attemptRow(st *attState) {
-	id, m, s := st.Meta.AttemptID, &st.Meta, &st.Sum
-	first, last := store.AttemptSpan(m, s)
-	day := DayOf(st.Born)
-	r := &w.atts
-	r.Row()
-	r.UInt16(day)
-	r.UInt64(jobKey(m.JobID))
-	r.String(id)
-	r.UInt64(store.AttemptKey(id))
-	r.UInt64(st.B.version)
-	r.String(m.JobID)
-	r.String(st.Host)
-	r.String(m.ContainerID)
-	r.String(m.AppID)
-	r.String(m.Type)
-	r.String(m.Framework)
-	r.Int64(m.FirstMs)
-	r.Int64(m.LastMs)
-	r.Int64(first)
-	r.Int64(last)
-	r.Bool(m.Ended)
-	r.String(m.JobName)
-	r.String(m.User)
-	r.String(m.Queue)
-	r.Int64(m.MemoryMB)
-	r.String(m.JavaOpts)
-	r.Int64(m.XmxBytes)
-	r.Bool(m.Streaming)
-	r.Int64(s.CPUMs)
-	r.Int64(s.PeakRSS)
-	r.Int64(s.PeakPSS)
-	r.Int64(s.PeakVMS)
-	r.Int64(s.PeakHeap)
-	r.Int64(s.ReadBytes)
-	r.Int64(s.WriteBytes)
-	r.Int64(s.GCTimeMs)
-	r.Int64(s.SchedWaitMs)
-	r.Float64(s.RSSByteMs)
-	r.Int64(s.FirstMs)
-	r.Int64(s.LastMs)
-	r.Int64(s.FirstRSS)
-	r.Int64(s.LastRSS)
-	r.UInt32(uint32(st.Processes()))
-	r.String(st.Writer)
-	r.UInt64(st.WriterSeq)
-	for _, x := range [...]*wire.ExitStatus{&m.JVMExit, &m.RootExit, &m.FileExit, &m.NMExit} {
-		r.Int32(x.Status)
-		r.Int64(x.Ms)
-	}
-	r.String(m.ExitDiagnostics)
-	r.UInt32(m.OOMKills)
-	r.Int32(m.TaskLog.Status)
-	r.Int64(m.TaskLog.Ms)
-	// The index says under which job the attempt's rows are: written with
-	// its first row, and again when its job changes (an attempt stored
-	// before its description named the job): the index is what a read by
-	// attempt (loadAttempts, Attempt) finds its job's rows by.
-	if !st.B.stored || st.B.indexed != jobKey(m.JobID) {
-		st.B.stored, st.B.indexed = true, jobKey(m.JobID)
-		x := &w.attIndex
-		x.Row()
-		x.UInt16(day)
-		x.UInt64(store.AttemptKey(id))
-		x.String(id)
-		x.UInt64(jobKey(m.JobID))
-	}
 }
 
 func (w *writeSet) batchRow(p *store.Prepared) {

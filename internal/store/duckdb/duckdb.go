@@ -98,8 +98,9 @@ type Store struct {
 
 	mmu sync.Mutex // one maintenance at a time
 
-	stmts    stmts    // the API's reads, prepared (stmt.go)
-	procAggs procAggs // processes' summaries made by earlier reads (batch.go)
+	layout   attemptLayout // where the columns of the tables of attempts are (attempts.go)
+	stmts    stmts         // the API's reads, prepared (stmt.go)
+	procAggs procAggs      // processes' summaries made by earlier reads (batch.go)
 }
 
 // handle is the database (the one open now).
@@ -194,13 +195,27 @@ func (s *Store) open(ctx context.Context) error {
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("cannot read meta: %w", err)
 	}
-	if m, ok := migrations()[meta["schema_version"]]; ok {
-		for _, q := range m {
+	switch v := meta["schema_version"]; v {
+	case "8", "9", "10":
+		for _, q := range before11 {
 			if _, err := s.handle().ExecContext(ctx, q); err != nil {
-				return fmt.Errorf("cannot migrate schema %s to %s: %w (%s)", meta["schema_version"], schemaVersion, err, q)
+				return fmt.Errorf("cannot migrate schema %s to %s: %w (%s)", v, schemaVersion, err, q)
 			}
 		}
+	}
+	// The tables of attempts get the columns of fields added since they
+	// were made (attempts.go).
+	if err := s.migrateColumns(ctx); err != nil {
+		return fmt.Errorf("cannot migrate schema %s to %s: %w", meta["schema_version"], schemaVersion, err)
+	}
+	if v := meta["schema_version"]; v == "8" || v == "9" || v == "10" {
+		if _, err := s.handle().ExecContext(ctx, `UPDATE meta SET value = '`+schemaVersion+`' WHERE key = 'schema_version'`); err != nil {
+			return fmt.Errorf("cannot migrate schema %s to %s: %w", v, schemaVersion, err)
+		}
 		meta["schema_version"] = schemaVersion
+	}
+	if err := s.readLayout(ctx); err != nil {
+		return err
 	}
 	if v := meta["schema_version"]; v != schemaVersion {
 		return fmt.Errorf("data directory holds schema version %q; this server writes %q", v, schemaVersion)

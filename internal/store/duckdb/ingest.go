@@ -281,15 +281,14 @@ func (t *tx) write(conn driver.Conn) error {
 	if err := t.writeProcRows(conn); err != nil {
 		return err
 	}
+	if err := t.writeProfiles(conn); err != nil {
+		return err
+	}
 	if len(k.described) > 0 {
 		t.s.logged = true
 		err := appendRows(conn, "attempt_log", len(k.described), func(i int, a *duck.Appender) error {
 			r := k.described[i]
-			m := &r.b.Attempts[r.i]
-			return a.AppendRow(append([]driver.Value{t.gen, r.b.Host, m.AttemptID, m.JobID, nullStr(m.AppID), nullStr(m.ContainerID),
-				nullStr(m.Type), nullStr(m.Framework), nullMs(m.FirstMs), nullMs(m.LastMs), m.Ended, nullStr(m.JobName),
-				nullStr(m.User), nullStr(m.Queue), nullPos(m.MemoryMB), nullStr(m.JavaOpts), nullPos(m.XmxBytes), m.Streaming},
-				exitValues(m)...)...)
+			return a.AppendRow(t.s.logValues(t.gen, r.b.Host, &store.AttemptRow{Meta: r.b.Attempts[r.i]})...)
 		})
 		if err != nil {
 			return err
@@ -339,14 +338,7 @@ func (t *tx) writeSummaries(conn driver.Conn, exec func(string) error) error {
 		}
 	}
 	err := appendRows(conn, "stage_attempts", len(atts), func(i int, a *duck.Appender) error {
-		st := atts[i]
-		id, m, s := st.Meta.AttemptID, &st.Meta, &st.Sum
-		first, last := store.AttemptSpan(m, s)
-		return a.AppendRow(append([]driver.Value{id, m.JobID, nullStr(st.Host), nullStr(m.ContainerID), nullStr(m.AppID), nullStr(m.Type),
-			nullStr(m.Framework), nullMs(first), nullMs(last), m.Ended, nullStr(m.JobName), nullStr(m.User), nullStr(m.Queue),
-			nullPos(m.MemoryMB), nullStr(m.JavaOpts), nullPos(m.XmxBytes), m.Streaming, s.CPUMs, s.PeakRSS, s.PeakPSS,
-			s.PeakVMS, s.PeakHeap, s.ReadBytes, s.WriteBytes, s.GCTimeMs, s.SchedWaitMs, s.RSSByteMs, int32(st.Processes()),
-			nullMs(s.LastMs), s.LastRSS, keyValue(store.AttemptKey(id)), st.GenFirst, st.GenLast}, exitValues(m)...)...)
+		return a.AppendRow(t.s.attemptValues(atts[i])...)
 	})
 	if err != nil {
 		return err
@@ -374,7 +366,7 @@ func (t *tx) writeSummaries(conn driver.Conn, exec func(string) error) error {
 	for _, q := range []struct {
 		n int
 		q string
-	}{{len(atts), upsertAttempts}, {len(jobIDs), upsertJobs}, {len(agentIDs), upsertAgents}} {
+	}{{len(atts), t.s.layout.upsert}, {len(jobIDs), upsertJobs}, {len(agentIDs), upsertAgents}} {
 		if q.n > 0 {
 			if err := exec(q.q); err != nil {
 				return err

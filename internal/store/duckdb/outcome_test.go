@@ -95,6 +95,26 @@ func openTwice(t *testing.T, dir, old string, check func(i int, s *Store, a *sto
 // the columns of ddl, the version said; it checks that the columns named
 // absent are not there, and stores one ended attempt of job (with the
 // older schema's columns cols set to vals, if any).
+// The tables of attempts as schema 10 made them, before they followed the
+// fields package store declares (the older schemas had the same but
+// their last exit columns).
+const (
+	exitColumnsDDL = `exit_jvm INTEGER, exit_jvm_ms BIGINT, exit_root INTEGER, exit_root_ms BIGINT, exit_file INTEGER,
+		exit_file_ms BIGINT, exit_nm INTEGER, exit_nm_ms BIGINT, exit_diag VARCHAR, oom_kills UINTEGER, ` + taskLogColumnsDDL
+	taskLogColumnsDDL = `exit_log INTEGER, exit_log_ms BIGINT`
+	attemptsDDL10     = `CREATE TABLE IF NOT EXISTS attempts (attempt_id VARCHAR PRIMARY KEY, job_id VARCHAR NOT NULL,
+		host VARCHAR, container_id VARCHAR, app_id VARCHAR, type VARCHAR, framework VARCHAR, first_ms BIGINT, last_ms BIGINT,
+		ended BOOLEAN, job_name VARCHAR, user_name VARCHAR, queue VARCHAR, memory_mb BIGINT, java_opts VARCHAR,
+		xmx_bytes BIGINT, streaming BOOLEAN, cpu_ms BIGINT, peak_rss BIGINT, peak_pss BIGINT, peak_vms BIGINT,
+		peak_heap BIGINT, read_bytes BIGINT, write_bytes BIGINT, gc_time_ms BIGINT, sched_wait_ms BIGINT,
+		rss_byte_ms DOUBLE, processes INTEGER, sample_ms BIGINT, last_rss BIGINT, attempt_key BIGINT,
+		gen_first UBIGINT, gen_last UBIGINT, ` + exitColumnsDDL + `)`
+	attemptLogDDL10 = `CREATE TABLE IF NOT EXISTS attempt_log (gen UBIGINT, host VARCHAR, attempt_id VARCHAR, job_id VARCHAR,
+		app_id VARCHAR, container_id VARCHAR, type VARCHAR, framework VARCHAR, first_ms BIGINT, last_ms BIGINT,
+		ended BOOLEAN, job_name VARCHAR, user_name VARCHAR, queue VARCHAR, memory_mb BIGINT, java_opts VARCHAR,
+		xmx_bytes BIGINT, streaming BOOLEAN, ` + exitColumnsDDL + `)`
+)
+
 func oldDataDir(t *testing.T, version, ddl string, absent []string, attempt, job, cols string, vals []any) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -106,6 +126,12 @@ func oldDataDir(t *testing.T, version, ddl string, absent []string, attempt, job
 	db := sql.OpenDB(c)
 	defer db.Close()
 	for _, q := range schema() {
+		switch q {
+		case attemptsDDL():
+			q = attemptsDDL10
+		case attemptLogDDL():
+			q = attemptLogDDL10
+		}
 		q = strings.ReplaceAll(q, ", "+ddl, "")
 		q = strings.ReplaceAll(q, "'schema_version', '"+schemaVersion+"'", "'schema_version', '"+version+"'")
 		if _, err := db.Exec(q); err != nil {

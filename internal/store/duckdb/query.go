@@ -3,13 +3,11 @@ package duckdb
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/taskscope/taskscope/internal/store"
-	"github.com/taskscope/taskscope/internal/wire"
 )
 
 func isNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }
@@ -124,79 +122,19 @@ func likeEscape(s string) string {
 	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s)
 }
 
-const attemptCols = `attempt_id, job_id, coalesce(host, ''), coalesce(container_id, ''), coalesce(type, 'unknown'),
-	coalesce(framework, 'unknown'), coalesce(first_ms, 0), coalesce(last_ms, 0), coalesce(ended, false),
-	coalesce(cpu_ms, 0), coalesce(peak_rss, 0), coalesce(peak_pss, 0), coalesce(peak_vms, 0), coalesce(peak_heap, 0),
-	coalesce(processes, 0), coalesce(read_bytes, 0), coalesce(write_bytes, 0), coalesce(gc_time_ms, 0),
-	coalesce(sched_wait_ms, 0), coalesce(rss_byte_ms, 0), coalesce(memory_mb, 0), coalesce(xmx_bytes, 0),
-	coalesce(java_opts, ''), coalesce(streaming, false), coalesce(job_name, ''), coalesce(user_name, ''), coalesce(queue, ''),
-	coalesce(app_id, ''), ` + exitCols
-
-// exitCols are the exit columns of attempts and attempt_log, as scanExits reads them.
-const exitCols = `coalesce(exit_jvm, 0), coalesce(exit_jvm_ms, 0), coalesce(exit_root, 0), coalesce(exit_root_ms, 0),
-	coalesce(exit_file, 0), coalesce(exit_file_ms, 0), coalesce(exit_nm, 0), coalesce(exit_nm_ms, 0), coalesce(exit_diag, ''),
-	coalesce(oom_kills, 0), coalesce(exit_log, 0), coalesce(exit_log_ms, 0)`
-
-// scanExits are the destinations of exitCols.
-func scanExits(m *wire.Attempt) []any {
-	return []any{&m.JVMExit.Status, &m.JVMExit.Ms, &m.RootExit.Status, &m.RootExit.Ms, &m.FileExit.Status, &m.FileExit.Ms,
-		&m.NMExit.Status, &m.NMExit.Ms, &m.ExitDiagnostics, &m.OOMKills, &m.TaskLog.Status, &m.TaskLog.Ms}
-}
-
-// exitValues are m's values of the exit columns, to append.
-func exitValues(m *wire.Attempt) []driver.Value {
-	v := make([]driver.Value, 0, 12)
-	status := func(x *wire.ExitStatus) {
-		if x.Seen() {
-			v = append(v, x.Status, x.Ms)
-		} else {
-			v = append(v, nil, nil)
-		}
-	}
-	for _, x := range [...]*wire.ExitStatus{&m.JVMExit, &m.RootExit, &m.FileExit, &m.NMExit} {
-		status(x)
-	}
-	v = append(v, nullStr(m.ExitDiagnostics), m.OOMKills)
-	status(&m.TaskLog)
-	return v
-}
-
-// scanAttemptRow reads a row of attemptCols into an attempt's description,
-// host, summary and count of processes, and extra columns after them.
-func scanAttemptRow(sc interface{ Scan(...any) error }, m *wire.Attempt, host *string, s *store.AttemptSummary,
-	processes *int, extra ...any) error {
-	return sc.Scan(append(append([]any{&m.AttemptID, &m.JobID, host, &m.ContainerID, &m.Type, &m.Framework, &m.FirstMs,
-		&m.LastMs, &m.Ended, &s.CPUMs, &s.PeakRSS, &s.PeakPSS, &s.PeakVMS, &s.PeakHeap, processes, &s.ReadBytes,
-		&s.WriteBytes, &s.GCTimeMs, &s.SchedWaitMs, &s.RSSByteMs, &m.MemoryMB, &m.XmxBytes, &m.JavaOpts, &m.Streaming,
-		&m.JobName, &m.User, &m.Queue, &m.AppID}, scanExits(m)...), extra...)...)
-}
-
 func (s *Store) scanAttempt(sc interface{ Scan(...any) error }, stale int64) (store.Attempt, error) {
-	var r struct {
-		m         wire.Attempt
-		host      string
-		s         store.AttemptSummary
-		processes int
-	}
-	if err := scanAttemptRow(sc, &r.m, &r.host, &r.s, &r.processes); err != nil {
+	var r store.AttemptRow
+	if err := scanAttemptRow(sc, &r); err != nil {
 		return store.Attempt{}, err
 	}
-	return store.AttemptOf(&r.m, r.host, &r.s, r.processes, stale), nil
+	return store.AttemptOf(&r.Meta, r.Host, &r.Sum, int(r.NProcs), stale), nil
 }
 
-// scanState reads an attempts row (attemptCols, sample_ms, last_rss,
-// gen_first, gen_last) into the state ingest keeps.
+// scanState reads an attempts row (attemptCols, gen_first, gen_last) into
+// the state ingest keeps.
 func scanState(sc interface{ Scan(...any) error }) (*attState, error) {
 	st := &attState{}
-	m, s := &st.Meta, &st.Sum
-	err := scanAttemptRow(sc, m, &st.Host, s, &st.NProcs, &s.LastMs, &s.LastRSS, &st.GenFirst, &st.GenLast)
-	if m.Type == "unknown" {
-		m.Type = ""
-	}
-	if m.Framework == "unknown" {
-		m.Framework = ""
-	}
-	s.FirstMs = m.FirstMs
+	err := scanAttemptRow(sc, &st.AttemptRow, &st.GenFirst, &st.GenLast)
 	return st, err
 }
 
@@ -205,6 +143,34 @@ func scanState(sc interface{ Scan(...any) error }) (*attState, error) {
 func (s *Store) JobSummary(ctx context.Context, id string) (*store.Job, error) {
 	j, _, _, err := s.job(ctx, id)
 	return j, err
+}
+
+// JobOwner is a job's user and queue (store.OwnerReader): two columns of
+// its row, found by the primary key's index whether it exists or not.
+func (s *Store) JobOwner(ctx context.Context, id string) (store.Owner, error) {
+	var o store.Owner
+	err := s.queryRow(ctx, `SELECT coalesce(user_name, ''), coalesce(queue, '') FROM jobs WHERE job_id = ?`, id).Scan(&o.User, &o.Queue)
+	if isNoRows(err) {
+		return o, store.ErrNotFound
+	}
+	if err != nil {
+		return o, fmt.Errorf("cannot read the owner of job %s: %w", id, err)
+	}
+	return o, nil
+}
+
+// AttemptJob is the job of an attempt (store.OwnerReader): one column of
+// its row, found by the primary key's index.
+func (s *Store) AttemptJob(ctx context.Context, id string) (string, error) {
+	var job string
+	err := s.queryRow(ctx, `SELECT job_id FROM attempts WHERE attempt_id = ?`, id).Scan(&job)
+	if isNoRows(err) {
+		return "", store.ErrNotFound
+	}
+	if err != nil {
+		return "", fmt.Errorf("cannot read the job of attempt %s: %w", id, err)
+	}
+	return job, nil
 }
 
 // job reads a job's row, and the range of its attempts' gen_first.

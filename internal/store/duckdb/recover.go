@@ -26,10 +26,7 @@ func (s *Store) recover(ctx context.Context) error {
 		host string
 		a    wire.Attempt
 	}
-	rows, err := s.handle().QueryContext(ctx, `SELECT gen, coalesce(host, ''), attempt_id, job_id, coalesce(app_id, ''),
-		coalesce(container_id, ''), coalesce(type, ''), coalesce(framework, ''), coalesce(first_ms, 0), coalesce(last_ms, 0),
-		coalesce(ended, false), coalesce(job_name, ''), coalesce(user_name, ''), coalesce(queue, ''), coalesce(memory_mb, 0),
-		coalesce(java_opts, ''), coalesce(xmx_bytes, 0), coalesce(streaming, false), `+exitCols+`
+	rows, err := s.handle().QueryContext(ctx, `SELECT gen, coalesce(host, ''), `+logCols+`
 		FROM attempt_log WHERE gen > ? ORDER BY gen`, s.flushedGen)
 	if err != nil {
 		return fmt.Errorf("cannot read attempt_log: %w", err)
@@ -37,13 +34,12 @@ func (s *Store) recover(ctx context.Context) error {
 	var logs []logged
 	for rows.Next() {
 		var l logged
-		a := &l.a
-		if err := rows.Scan(append([]any{&l.gen, &l.host, &a.AttemptID, &a.JobID, &a.AppID, &a.ContainerID, &a.Type,
-			&a.Framework, &a.FirstMs, &a.LastMs, &a.Ended, &a.JobName, &a.User, &a.Queue, &a.MemoryMB, &a.JavaOpts,
-			&a.XmxBytes, &a.Streaming}, scanExits(a)...)...); err != nil {
+		var r store.AttemptRow
+		if err := rows.Scan(append([]any{&l.gen, &l.host}, fieldDests(&r, isLogged)...)...); err != nil {
 			rows.Close()
 			return fmt.Errorf("cannot read attempt_log: %w", err)
 		}
+		l.a = r.Meta
 		logs = append(logs, l)
 	}
 	rows.Close()
@@ -57,7 +53,7 @@ func (s *Store) recover(ctx context.Context) error {
 	// Attempts whose series go past their summary.
 	rows, err = s.handle().QueryContext(ctx, `SELECT a.attempt_id FROM attempts a JOIN
 		(SELECT key, max(t_max) AS t FROM series_all WHERE kind = 1 AND level < 2 GROUP BY key) c ON c.key = a.attempt_key
-		WHERE c.t > coalesce(a.sample_ms, 0)`)
+		WHERE c.t > coalesce(a.sum_last_ms, 0)`)
 	if err != nil {
 		return fmt.Errorf("cannot find the attempts whose samples go past their summaries: %w", err)
 	}

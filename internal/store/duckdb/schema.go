@@ -2,56 +2,11 @@ package duckdb
 
 import "fmt"
 
-const schemaVersion = "10"
-
-// What the node showed of an attempt's end (wire.Attempt's exit fields):
-// the last columns of attempts and attempt_log. Schema 9 added them but
-// the task's log (taskLogColumns), which schema 10 added after them; a data
-// directory of schema 8 or 9 gets what it misses by migrate.
-var (
-	taskLogColumns = [][2]string{{"exit_log", "INTEGER"}, {"exit_log_ms", "BIGINT"}}
-	exitColumns    = append([][2]string{{"exit_jvm", "INTEGER"}, {"exit_jvm_ms", "BIGINT"}, {"exit_root", "INTEGER"},
-		{"exit_root_ms", "BIGINT"}, {"exit_file", "INTEGER"}, {"exit_file_ms", "BIGINT"}, {"exit_nm", "INTEGER"},
-		{"exit_nm_ms", "BIGINT"}, {"exit_diag", "VARCHAR"}, {"oom_kills", "UINTEGER"}}, taskLogColumns...)
-)
-
-var exitColumnsDDL, taskLogColumnsDDL = columnsDDL(exitColumns), columnsDDL(taskLogColumns)
-
-// columnNames are the names of cols.
-func columnNames(cols [][2]string) []string {
-	out := make([]string, len(cols))
-	for i, c := range cols {
-		out[i] = c[0]
-	}
-	return out
-}
-
-func columnsDDL(cols [][2]string) string {
-	s := ""
-	for i, c := range cols {
-		if i > 0 {
-			s += ", "
-		}
-		s += c[0] + " " + c[1]
-	}
-	return s
-}
-
-// migrations bring a data directory of an older schema version to this
-// one, each from the version it names; the tables were created (IF NOT
-// EXISTS) before, so they add what is missing.
-func migrations() map[string][]string {
-	add := func(cols [][2]string) []string {
-		var m []string
-		for _, t := range []string{"attempts", "attempt_log"} {
-			for _, c := range cols {
-				m = append(m, "ALTER TABLE "+t+" ADD COLUMN IF NOT EXISTS "+c[0]+" "+c[1])
-			}
-		}
-		return append(m, `UPDATE meta SET value = '`+schemaVersion+`' WHERE key = 'schema_version'`)
-	}
-	return map[string][]string{"8": add(exitColumns), "9": add(taskLogColumns)}
-}
+// schemaVersion is the version of the tables this store writes. The
+// tables of attempts follow the fields package store declares
+// (attempts.go): an open adds the columns a field added since (it needs
+// no new version); a version is for a change of another kind (before11).
+const schemaVersion = "11"
 
 func schema() []string {
 	return []string{
@@ -75,20 +30,11 @@ func schema() []string {
 		// gen_hi) and the zone maps of gen_first, without an index on
 		// job_id (DuckDB reads an ART index only up to 2,048 rows, and it
 		// was slower than the scan below that count).
-		`CREATE TABLE IF NOT EXISTS attempts (attempt_id VARCHAR PRIMARY KEY, job_id VARCHAR NOT NULL, host VARCHAR,
-			container_id VARCHAR, app_id VARCHAR, type VARCHAR, framework VARCHAR, first_ms BIGINT, last_ms BIGINT,
-			ended BOOLEAN, job_name VARCHAR, user_name VARCHAR, queue VARCHAR, memory_mb BIGINT, java_opts VARCHAR,
-			xmx_bytes BIGINT, streaming BOOLEAN, cpu_ms BIGINT, peak_rss BIGINT, peak_pss BIGINT, peak_vms BIGINT,
-			peak_heap BIGINT, read_bytes BIGINT, write_bytes BIGINT, gc_time_ms BIGINT, sched_wait_ms BIGINT,
-			rss_byte_ms DOUBLE, processes INTEGER, sample_ms BIGINT, last_rss BIGINT, attempt_key BIGINT,
-			gen_first UBIGINT, gen_last UBIGINT, ` + exitColumnsDDL + `)`,
+		attemptsDDL(),
 		// Every description of an attempt an agent sent, with the commit that
 		// stored it: after a crash, those the summaries had not taken in yet
 		// are read again.
-		`CREATE TABLE IF NOT EXISTS attempt_log (gen UBIGINT, host VARCHAR, attempt_id VARCHAR, job_id VARCHAR,
-			app_id VARCHAR, container_id VARCHAR, type VARCHAR, framework VARCHAR, first_ms BIGINT, last_ms BIGINT,
-			ended BOOLEAN, job_name VARCHAR, user_name VARCHAR, queue VARCHAR, memory_mb BIGINT, java_opts VARCHAR,
-			xmx_bytes BIGINT, streaming BOOLEAN, ` + exitColumnsDDL + `)`,
+		attemptLogDDL(),
 		// What an attempt's page shows of its processes, as a log: a row
 		// each time an agent describes a process of the attempt (first
 		// sight, exec, exit: the process's columns) or its membership
@@ -128,6 +74,7 @@ func schema() []string {
 		`CREATE TABLE IF NOT EXISTS ext_metrics (kind TINYINT, metric VARCHAR)`,
 		`CREATE TABLE IF NOT EXISTS events (ts BIGINT, host VARCHAR, kind VARCHAR, job_id VARCHAR, attempt_id VARCHAR,
 			proc_key BIGINT, pid INTEGER, message VARCHAR, value BIGINT)`,
+		profileTables[0], profileTables[1], // profiles.go
 		`INSERT INTO meta VALUES ('schema_version', '` + schemaVersion + `') ON CONFLICT DO NOTHING`,
 		`INSERT INTO meta VALUES ('fresh', '0') ON CONFLICT DO NOTHING`,
 		`INSERT INTO meta VALUES ('flushed_gen', '0') ON CONFLICT DO NOTHING`,
@@ -148,23 +95,18 @@ func stagingSchema() []string {
 
 // The upserts from the staging tables: the summaries as they are in memory,
 // absolute values, so that writing one twice changes nothing. They set
-// every column but the keys and job_id: DuckDB turns an update of an
-// indexed column into a delete and an insert, which leaves dead rows behind
-// at every summary write. The staged rows go in the order of the rows they
+// every column but the keys (and, of attempts, what never changes once
+// written: attempts.go): DuckDB turns an update of an indexed column into
+// a delete and an insert, which leaves dead rows behind at every summary
+// write. The staged rows go in the order of the rows they
 // update (their rowid; new ones last): the writer stages them in map order,
 // and DuckDB updates rows in random order some 20 times slower (1,800 of
 // 3,000 attempts: 500 ms against 25 ms, the writer's lock held all along).
-var upsertAttempts = upsertSQL("attempts", "attempt_id", attemptColumns, "job_id")
-
 var upsertJobs = upsertSQL("jobs", "job_id", jobColumns)
 
 var upsertAgents = upsertSQL("agents", "agent_id", agentColumns)
 
 var (
-	attemptColumns = append([]string{"attempt_id", "job_id", "host", "container_id", "app_id", "type", "framework", "first_ms",
-		"last_ms", "ended", "job_name", "user_name", "queue", "memory_mb", "java_opts", "xmx_bytes", "streaming", "cpu_ms",
-		"peak_rss", "peak_pss", "peak_vms", "peak_heap", "read_bytes", "write_bytes", "gc_time_ms", "sched_wait_ms",
-		"rss_byte_ms", "processes", "sample_ms", "last_rss", "attempt_key", "gen_first", "gen_last"}, columnNames(exitColumns)...)
 	jobColumns = []string{"job_id", "app_id", "framework", "name", "user_name", "queue", "first_ms", "last_ms", "attempts",
 		"running", "cpu_ms", "peak_rss", "mem_gb_hours", "used_gb_hours", "hosts", "by_type", "gen_lo", "gen_hi"}
 	agentColumns = []string{"agent_id", "host", "seq", "first_ms", "last_ms", "batches", "samples", "dropped_samples",

@@ -160,8 +160,8 @@ func (s *Store) loadAttempts(ctx context.Context, ids []string) (map[string]*att
 // readStates reads the states of the attempts rows a condition selects,
 // in the order of their first commits, for each.
 func (s *Store) readStates(ctx context.Context, db querier, where string, args []any, each func(*attState)) error {
-	rows, err := db.QueryContext(ctx, `SELECT `+attemptCols+`, coalesce(sample_ms, 0), coalesce(last_rss, 0),
-		coalesce(gen_first, 0), coalesce(gen_last, 0) FROM attempts WHERE `+where+` ORDER BY gen_first, attempt_id`, args...)
+	rows, err := db.QueryContext(ctx, `SELECT `+attemptCols+`, coalesce(gen_first, 0), coalesce(gen_last, 0)
+		FROM attempts WHERE `+where+` ORDER BY gen_first, attempt_id`, args...)
 	if err != nil {
 		return err
 	}
