@@ -256,6 +256,7 @@ var apiRoutes = []apiCase{
 	{route: "GET /api/v1/jobs/{job_id}/history", paths: func(f *apiFixture) []string {
 		return append(f.jobPaths("/history", "/history?runs=1"), "/api/v1/jobs/job_0_0/history")
 	}},
+	{route: "GET /api/v1/overview", paths: func(f *apiFixture) []string { return []string{"/api/v1/overview?" + f.window} }},
 	{route: "GET /api/v1/waste", paths: func(f *apiFixture) []string {
 		var out []string
 		for _, by := range []string{"user", "queue", "job", "day"} {

@@ -108,18 +108,25 @@ func (f *Fold[B]) Load(ctx context.Context, ids []string) error {
 	if err != nil {
 		return err
 	}
-	for _, id := range want {
+	loaded(got, want, func(id string, a *AttemptRecord[B]) { f.atts[id] = a }, f.addLive)
+	return nil
+}
+
+// loaded takes the records of ids a store read (got; new ones for the
+// others), each counting in its job as it is: keep is given each, live
+// each of its member processes.
+func loaded[B any](got map[string]*AttemptRecord[B], ids []string, keep func(string, *AttemptRecord[B]), live func(uint64, string)) {
+	for _, id := range ids {
 		a := got[id]
 		if a == nil {
 			a = NewAttemptRecord[B](id)
 		}
 		a.counted = a.contribution()
-		f.atts[id] = a
+		keep(id, a)
 		for k := range a.procs {
-			f.addLive(k, id)
+			live(k, id)
 		}
 	}
-	return nil
 }
 
 // Changed marks an attempt's state changed outside a transaction (a
@@ -470,17 +477,7 @@ func (t *FoldTx[B]) load(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("cannot load attempts: %w", err)
 		}
-		for _, id := range load {
-			a := got[id]
-			if a == nil {
-				a = NewAttemptRecord[B](id)
-			}
-			a.counted = a.contribution()
-			t.atts[id] = a
-			for k := range a.procs {
-				t.addLive(k, id)
-			}
-		}
+		loaded(got, load, func(id string, a *AttemptRecord[B]) { t.atts[id] = a }, t.addLive)
 	}
 	if f.opt.LoadJobAttempts == nil {
 		return nil
