@@ -53,7 +53,8 @@ test-deps:
 # the clock: they run one package at a time, after the others, so that two
 # of them never share CI's 2 cores.
 # The tracker's accuracy tests (TestLive*) run in test-accuracy only.
-TIMED_PKGS := ./internal/simulator/ ./internal/tracker/ ./internal/agent/ ./internal/e2e/ ./internal/loadgen/ ./internal/server/ ./web/uitest/
+TIMED_PKGS := ./internal/simulator/ ./internal/tracker/ ./internal/agent/ ./internal/e2e/ ./internal/loadgen/ ./internal/server/ ./web/uitest/ \
+	./internal/hotspot/ ./internal/sampler/
 ACCURACY   := ^TestLive
 
 # The packages' paths, as go list says them, less those given.

@@ -26,6 +26,7 @@ import (
 	"github.com/taskscope/taskscope/internal/procfs"
 	"github.com/taskscope/taskscope/internal/reaper"
 	"github.com/taskscope/taskscope/internal/redact"
+	"github.com/taskscope/taskscope/internal/sampler"
 	"github.com/taskscope/taskscope/internal/ship"
 	"github.com/taskscope/taskscope/internal/taskstats"
 	"github.com/taskscope/taskscope/internal/tracker"
@@ -75,6 +76,12 @@ type Config struct {
 	// Redact masks the values of secrets in every batch before it is
 	// spooled or sent (nil: redact.Default()).
 	Redact *redact.Masker
+	// Profiling says which profiles of task JVMs the agent takes when the
+	// server orders them (ParseProfiling: "" is "on-demand,auto"; "off");
+	// ProfileBudget is the time each JVM may be stopped for thread dumps
+	// in all (default sampler.DefaultPauseBudget).
+	Profiling     string
+	ProfileBudget time.Duration
 }
 
 // Result is what a finished run reports.
@@ -153,14 +160,22 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			Protect: func(pid int32) bool { return tr.IsDaemon(pid) }, Allow: cfg.ReapAllow})
 		cfg.Log.Info("reaping lost task processes", "after", cfg.ReapAfter, "dry_run", cfg.ReapDryRun)
 	}
+	mode, err := ParseProfiling(cfg.Profiling)
+	if err != nil {
+		return Result{}, err
+	}
+	if cfg.ProfileBudget <= 0 {
+		cfg.ProfileBudget = sampler.DefaultPauseBudget
+	}
 	tr, err = tracker.New(tcfg)
 	if err != nil {
 		return Result{}, fmt.Errorf("cannot start the agent: %w", err)
 	}
 	defer tr.Close()
 
+	prof := newProfiler(mode, cfg.ProcFS, cfg.ProfileBudget, cfg.Log)
 	sh, err := ship.New(ship.Config{URLs: cfg.Servers, Token: cfg.Token, SpoolDir: cfg.SpoolDir,
-		MaxSpoolBytes: cfg.MaxSpoolBytes, MaxMemoryBytes: cfg.MaxMemoryBytes, Log: cfg.Log, Host: cfg.Host})
+		MaxSpoolBytes: cfg.MaxSpoolBytes, MaxMemoryBytes: cfg.MaxMemoryBytes, Log: cfg.Log, Host: cfg.Host, OnOrders: prof.take})
 	if err != nil {
 		return Result{}, fmt.Errorf("cannot start the agent's sender: %w", err)
 	}
@@ -172,7 +187,15 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	// said to be lost.
 	defer func() { stopShip(); shipWG.Wait(); sh.Close() }()
 
-	a := &loop{cfg: cfg, tr: tr, sh: sh, nm: nm, b: newBuilder(tr.ProcessMetrics(), tr.AttemptMetrics()), tickSet: metrics.NewSet()}
+	a := &loop{cfg: cfg, tr: tr, sh: sh, nm: nm, b: newBuilder(tr.ProcessMetrics(), tr.AttemptMetrics()), tickSet: metrics.NewSet(), prof: prof}
+	a.sink = jvmSink{Sink: a.b, j: prof.jvms}
+	// Profiles are taken beside the ticks, one session at a time; a
+	// profile under way when the agent stops is cut short and shipped.
+	profCtx, stopProf := context.WithCancel(ctx)
+	var profWG sync.WaitGroup
+	profWG.Add(1)
+	go func() { defer profWG.Done(); prof.run(profCtx) }()
+	defer func() { stopProf(); profWG.Wait() }()
 	a.tickDur = a.tickSet.NewPrometheusHistogramExt(tickSecondsName, []float64{.0002, .0005, .001, .002, .005, .01, .02, .05, .1, .5})
 	metricsAddr := ""
 	if cfg.Listen != "" {
@@ -191,7 +214,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		cfg.Ready(metricsAddr)
 	}
 	err = a.run(ctx)
-	// Ship what is left, whatever stopped us.
+	// Ship what is left, whatever stopped us: a profile under way too.
+	stopProf()
+	profWG.Wait()
 	a.cut()
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	ferr := sh.Flush(fctx)
@@ -224,6 +249,8 @@ type loop struct {
 	tr      *tracker.Tracker
 	sh      *ship.Shipper
 	b       *builder
+	sink    tracker.Sink // b, and the profiler's view of the JVMs
+	prof    *profiler
 	lastCut time.Time
 
 	mu       sync.Mutex // guards what the metrics handler reads
@@ -252,12 +279,13 @@ func (a *loop) run(ctx context.Context) error {
 		case <-timer.C:
 		}
 		start := time.Now()
-		if err := a.tr.Tick(start, a.b); err != nil {
+		if err := a.tr.Tick(start, a.sink); err != nil {
 			return fmt.Errorf("cannot take tick %d: %w", n+1, err)
 		}
 		took := time.Since(start)
 		a.tickDur.Update(took.Seconds())
-		if time.Since(a.lastCut) >= a.cfg.FlushInterval || a.b.samples >= a.cfg.MaxBatchSamples {
+		// A finished profile goes at once: it was waited for.
+		if time.Since(a.lastCut) >= a.cfg.FlushInterval || a.b.samples >= a.cfg.MaxBatchSamples || a.prof.ready() {
 			a.cut()
 		}
 		a.mu.Lock()
@@ -285,7 +313,8 @@ func (a *loop) run(ctx context.Context) error {
 // cut turns what the builder holds into a batch for the shipper.
 func (a *loop) cut() {
 	a.lastCut = time.Now()
-	if a.b.empty() {
+	profiles := a.prof.profiles()
+	if a.b.empty() && len(profiles) == 0 {
 		return
 	}
 	st := a.tr.Stats()
@@ -298,6 +327,7 @@ func (a *loop) cut() {
 		Ticks: st.Ticks, Overruns: overruns, ReadErrors: st.ReadErrors,
 	})
 	b.KeyStartOffsetMs = a.tr.KeyStartOffsetMs()
+	b.Profiles = profiles
 	// Secrets never leave the node: masked before the spool or the wire.
 	a.cfg.Redact.Batch(b)
 	if err := a.sh.Enqueue(b); err != nil {
@@ -371,6 +401,9 @@ var agentMetrics = []agentMetric{
 	{"taskscope_agent_dropped_samples_total", "Samples dropped because the queue or spool was full.", func(_ *loop, _ *tracker.Stats, s *ship.Stats) uint64 { return s.DroppedSamples }},
 	{"taskscope_agent_dropped_batches_total", "Batches dropped because the queue or spool was full.", func(_ *loop, _ *tracker.Stats, s *ship.Stats) uint64 { return s.DroppedBatches }},
 	{"taskscope_agent_spool_errors_total", "Batches that could not be written to the spool.", func(_ *loop, _ *tracker.Stats, s *ship.Stats) uint64 { return s.SpoolErrors }},
+	{"taskscope_agent_profiles_running", "JVMs being profiled now (thread dumps).", func(a *loop, _ *tracker.Stats, _ *ship.Stats) uint64 { return uint64(a.prof.busy()) }},
+	{"taskscope_agent_profiles_total", "Profiles the server ordered and the agent answered (taken, cut short, failed or refused).", func(a *loop, _ *tracker.Stats, _ *ship.Stats) uint64 { return a.prof.answered() }},
+	{"taskscope_agent_profile_paused_microseconds_total", "Time the JVMs' threads were stopped for the profiles' thread dumps.", func(a *loop, _ *tracker.Stats, _ *ship.Stats) uint64 { return a.prof.pausedUs() }},
 }
 
 const readErrorsName, readErrorsHelp = "taskscope_agent_read_errors_total",

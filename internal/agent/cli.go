@@ -16,6 +16,7 @@ import (
 
 	"github.com/taskscope/taskscope/internal/nodemanager"
 	"github.com/taskscope/taskscope/internal/redact"
+	"github.com/taskscope/taskscope/internal/sampler"
 	"github.com/taskscope/taskscope/internal/tracker"
 )
 
@@ -89,6 +90,9 @@ func runCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	reapAfter := fl.Duration("reap-orphans", 0, "end task processes identified as lost (orphaned, unknown to the NodeManager, "+
 		"lost Child JVMs, outlived their job) for at least this long: SIGTERM to the process group, SIGKILL after a grace period (0: never)")
 	reapDry := fl.Bool("reap-dry-run", false, "with --reap-orphans: log and report what would be signalled, signal nothing")
+	profiling := fl.String("profiling", "on-demand,auto", "profiles of task JVMs (thread dumps) the agent takes when the server orders them: "+
+		"on-demand (asked for on an attempt's page), auto (stragglers and outliers, by the analysis), both comma-separated, or off")
+	profileBudget := fl.Duration("profile-pause-budget", sampler.DefaultPauseBudget, "the time each JVM may be stopped for thread dumps, over all its profiles")
 	pattern := redactFlag(fl)
 	nm := addNMFlags(fl)
 	if err := fl.Parse(args); err != nil {
@@ -97,6 +101,9 @@ func runCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	masker, err := redact.New(*pattern)
 	if err != nil {
 		return fmt.Errorf("--redact-pattern: %w", err)
+	}
+	if _, err := ParseProfiling(*profiling); err != nil {
+		return err
 	}
 	if *servers == "" {
 		return ErrNoServer
@@ -109,7 +116,7 @@ func runCmd(ctx context.Context, args []string, stderr io.Writer) error {
 		Servers: strings.Split(*servers, ","), Interval: *interval, FlushInterval: *flush, ProcFS: *procRoot,
 		Host: *host, SpoolDir: *spool, MaxSpoolBytes: *spoolMax, Listen: *listen, MaxTicks: *maxTicks,
 		PSSEvery: *pss, StatusEvery: *statusEvery, FDs: *fds, Exits: *exits, CgroupPrefix: *cgroup,
-		ReapAfter: *reapAfter, ReapDryRun: *reapDry, Redact: masker,
+		ReapAfter: *reapAfter, ReapDryRun: *reapDry, Redact: masker, Profiling: *profiling, ProfileBudget: *profileBudget,
 		Scope: tracker.Scope{DaemonPID: int32(*daemonPID), DaemonPIDFile: *daemonPIDFile},
 		Log:   slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl})),
 		NM:    nm.config(),

@@ -15,6 +15,7 @@ import (
 	"github.com/segmentio/encoding/json"
 
 	"github.com/taskscope/taskscope/internal/auth"
+	"github.com/taskscope/taskscope/internal/profiling"
 	"github.com/taskscope/taskscope/internal/store"
 	"github.com/taskscope/taskscope/internal/wire"
 )
@@ -47,6 +48,7 @@ type API struct {
 	now      func() time.Time
 	live     *Live
 	authn    *auth.Authenticator
+	profiles *profiling.Control // nil: the server asks for no profiles (profiles.go)
 }
 
 // New returns the API over st. analyzer may be nil (no findings); authn
@@ -78,6 +80,7 @@ func (a *API) Register(mux *http.ServeMux) {
 	mux.Handle("GET /api/v1/hosts/{host}", a.authn.Require(true, http.HandlerFunc(a.host)))
 	route("GET /api/v1/events", a.events)
 	route("GET /api/v1/metrics", a.metricCatalog)
+	a.registerProfiles(route)
 	if a.live != nil {
 		route("GET /api/v1/live", a.live.ServeHTTP)
 	}

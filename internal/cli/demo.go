@@ -13,6 +13,7 @@ import (
 
 	"github.com/taskscope/taskscope/internal/agent"
 	"github.com/taskscope/taskscope/internal/analysis"
+	"github.com/taskscope/taskscope/internal/profiling"
 	"github.com/taskscope/taskscope/internal/server"
 	"github.com/taskscope/taskscope/internal/simulator"
 	"github.com/taskscope/taskscope/internal/tracker"
@@ -66,7 +67,9 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	defer st.Close()
 	warnIfOpen(stderr, log, *listen, false, false)
-	srv, err := server.Start(server.Config{Listen: *listen, Store: st, Analyzer: analysis.New(st), Log: log})
+	// Profiles on demand and automatic, on every node.
+	profiles := profiling.New(st, profiling.Config{OnDemand: true, Auto: true, Log: log})
+	srv, err := server.Start(server.Config{Listen: *listen, Store: st, Analyzer: analysis.New(st), Log: log, Profiles: profiles})
 	if err != nil {
 		return err
 	}
@@ -114,7 +117,13 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		if err := cluster.RunStream(streamCtx, simulator.StreamOptions{Concurrency: *jobs}); err != nil && !errors.Is(err, context.Canceled) {
+		// A straggler whose profile, and its differential against a
+		// sibling, come without anyone asking, first.
+		var first []simulator.JobSpec
+		if nk != simulator.NodeHadoop1 {
+			first = append(first, simulator.ProfiledStraggler())
+		}
+		if err := cluster.RunStream(streamCtx, simulator.StreamOptions{Concurrency: *jobs, First: first}); err != nil && !errors.Is(err, context.Canceled) {
 			log.Error("job stream stopped", "err", err)
 		}
 	}()

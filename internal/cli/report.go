@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -79,11 +80,15 @@ func reportCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return report.History(stdout, &h)
 	}
 	if fl.NArg() == 2 {
+		att := base + "/attempts/" + url.PathEscape(fl.Arg(1))
 		var d store.AttemptDetail
-		if err := getJSON(ctx, c, base+"/attempts/"+url.PathEscape(fl.Arg(1)), &d); err != nil {
+		if err := getJSON(ctx, c, att, &d); err != nil {
 			return err
 		}
-		return report.Attempt(stdout, &d)
+		if err := report.Attempt(stdout, &d); err != nil {
+			return err
+		}
+		return attemptProfile(ctx, c, att, stdout)
 	}
 	var j store.JobDetail
 	if err := getJSON(ctx, c, base, &j); err != nil {
@@ -95,6 +100,37 @@ func reportCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	return report.Job(stdout, &j, &r)
 }
+
+// attemptProfile prints the hottest frames of the attempt's latest profile
+// that has stacks, if it has one (and the server keeps profiles).
+func attemptProfile(ctx context.Context, c *http.Client, att string, stdout io.Writer) error {
+	var l struct{ Profiles []store.ProfileInfo }
+	if err := getJSON(ctx, c, att+"/profiles", &l); err != nil {
+		if errors.Is(err, errNotFound) {
+			return nil
+		}
+		return err
+	}
+	for _, p := range l.Profiles {
+		if p.Status != "complete" && p.Status != "partial" {
+			continue
+		}
+		var v report.ProfileData
+		if err := getJSON(ctx, c, att+"/profiles/"+url.PathEscape(p.ID), &v); err != nil {
+			return err
+		}
+		report.Profile(stdout, &v, len(l.Profiles)-1)
+		return nil
+	}
+	if len(l.Profiles) > 0 {
+		p := l.Profiles[0]
+		fmt.Fprintf(stdout, "\nNo profile with stacks: the last, %s, is %s %s\n", p.ID, p.Status, report.Clean(p.Error))
+	}
+	return nil
+}
+
+// errNotFound is a 404 of the API.
+var errNotFound = errors.New("not found")
 
 // fixDays turns a -Nd into hours (-7d: -168h), which Go's durations and
 // the API's times take.
@@ -121,7 +157,11 @@ func getJSON(ctx context.Context, c *http.Client, u string, v any) error {
 	if resp.StatusCode != http.StatusOK {
 		var e struct{ Error string }
 		json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&e)
-		return fmt.Errorf("%s: %s: %s", u, resp.Status, e.Error)
+		err := fmt.Errorf("%s: %s: %s", u, resp.Status, e.Error)
+		if resp.StatusCode == http.StatusNotFound {
+			err = fmt.Errorf("%w: %w", errNotFound, err)
+		}
+		return err
 	}
 	return json.NewDecoder(resp.Body).Decode(v)
 }

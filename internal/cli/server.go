@@ -66,11 +66,16 @@ func serverCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	maintainEvery := fl.Duration("maintain-every", 30*time.Second, "how often the store compacts, applies retention and checkpoints")
 	var sf storeFlags
 	sf.register(fl)
+	var pf profilingFlags
+	pf.register(fl)
 	if err := fl.Parse(args); err != nil {
 		return err
 	}
 	log, err := newLogger(stderr, *logLevel)
 	if err != nil {
+		return err
+	}
+	if _, err := pf.config(log); err != nil {
 		return err
 	}
 	if (*cert == "") != (*key == "") {
@@ -103,8 +108,12 @@ func serverCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer st.Close()
+	profiles, err := pf.control(st, log)
+	if err != nil {
+		return err
+	}
 	srv, err := server.Start(server.Config{Listen: *listen, Store: st, Tokens: tokens, Auth: authn, TLSCert: *cert, TLSKey: *key,
-		Analyzer: analysis.New(st), Log: log, MaintainEvery: *maintainEvery, ClientConns: *clientConns,
+		Analyzer: analysis.New(st), Log: log, MaintainEvery: *maintainEvery, ClientConns: *clientConns, Profiles: profiles,
 		Ingest: ingest.HandlerOptions{Redact: masker, Budget: ingest.NewBudget(*ingestMemory)}})
 	if err != nil {
 		return err

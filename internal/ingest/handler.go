@@ -44,7 +44,12 @@ type HandlerOptions struct {
 	Limits      wire.Limits
 	Timeout     time.Duration // how long a request waits for its commit (default 30 s)
 	// Redact masks secrets in what agents send (nil: redact.Default()).
-	Redact   *redact.Masker
+	Redact *redact.Masker
+	// Orders, when set, gives the profile orders for a host's agent,
+	// carried in the answer to each of its batches that is stored (or a
+	// duplicate): the server's way to the nodes, through the agents' own
+	// requests.
+	Orders   func(host string) []wire.ProfileOrder
 	Registry prometheus.Registerer
 }
 
@@ -121,11 +126,8 @@ func NewHandler(p *Pipeline, o HandlerOptions) *Handler {
 	return h
 }
 
-type reply struct {
-	Status  string `json:"status"`
-	Samples int    `json:"samples,omitempty"`
-	Error   string `json:"error,omitempty"`
-}
+// reply is the answer's body (docs/wire.md, "The answer").
+type reply = wire.Answer
 
 func (h *Handler) fail(w http.ResponseWriter, code int, reason, msg string) {
 	h.rejected.WithLabelValues(reason).Inc()
@@ -224,7 +226,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil && h.storedBefore(r.Context(), data) {
 		// As docs/wire.md says: a (agent_id, seq) stored before is a
 		// duplicate, whatever the rest of the body.
-		h.duplicate(w)
+		h.duplicate(w, nil)
 		return
 	}
 	// The batch holds no reference to the bytes: they go back at once.
@@ -269,15 +271,27 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// Not stored (or not known to be): the agent keeps the batch and retries.
 		h.fail(w, http.StatusServiceUnavailable, "store", "cannot store the batch now: "+res.Err.Error())
 	case res.Duplicate:
-		h.duplicate(w)
+		h.duplicate(w, h.orders(b.Host))
 	default:
-		writeJSON(w, http.StatusOK, reply{Status: "stored", Samples: b.SampleCount()})
+		writeJSON(w, http.StatusOK, reply{Status: "stored", Samples: b.SampleCount(), Profiles: h.orders(b.Host)})
 	}
 }
 
-func (h *Handler) duplicate(w http.ResponseWriter) {
+func (h *Handler) duplicate(w http.ResponseWriter, orders []wire.ProfileOrder) {
 	w.Header().Set("X-Taskscope-Duplicate", "true")
-	writeJSON(w, http.StatusOK, reply{Status: "duplicate"})
+	writeJSON(w, http.StatusOK, reply{Status: "duplicate", Profiles: orders})
+}
+
+// orders are the profile orders for host's agent (none without Orders).
+func (h *Handler) orders(host string) []wire.ProfileOrder {
+	if h.o.Orders == nil {
+		return nil
+	}
+	os := h.o.Orders(host)
+	if len(os) > wire.MaxOrders {
+		os = os[:wire.MaxOrders]
+	}
+	return os
 }
 
 // storedBefore reports whether a body that cannot be taken names an

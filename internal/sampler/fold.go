@@ -100,9 +100,10 @@ func ThreadName(dst, name []byte) []byte {
 
 // Add adds one thread's sample: its name (its digits made N here), state
 // (a wire.Thread* state), frames innermost first (as a dump lists them),
-// how many outer frames were left out of them, and its CPU and waiting
-// time.
-func (f *Folder) Add(thread []byte, state string, frames [][]byte, deeper int, cpuNs, waitNs int64) {
+// how many outer frames were left out of them, and its time on a CPU,
+// waiting (not runnable), and runnable waiting for a CPU.
+func (f *Folder) Add(thread []byte, state string, frames [][]byte, deeper int, cpuNs, waitNs, queuedNs int64) {
+	t := times{cpuNs, waitNs, queuedNs}
 	f.name = ThreadName(f.name[:0], thread)
 	ids := f.ids[:0]
 	full := false
@@ -128,28 +129,38 @@ func (f *Folder) Add(thread []byte, state string, frames [][]byte, deeper int, c
 	}
 	f.ids = ids
 	if full {
-		f.addOther(tid, state, cpuNs, waitNs)
+		f.addOther(tid, state, t)
 		return
 	}
 	k := f.stackKey(tid, state, ids)
 	if i, ok := f.byKey[string(k)]; ok {
-		addStack(&f.stacks[i], cpuNs, waitNs)
+		t.add(&f.stacks[i])
 		return
 	}
 	if len(f.stacks) >= f.lim.MaxStacks {
-		f.addOther(tid, state, cpuNs, waitNs)
+		f.addOther(tid, state, t)
 		return
 	}
 	f.byKey[string(k)] = len(f.stacks)
 	f.stacks = append(f.stacks, wire.ProfileStack{Thread: tid, State: state, Frames: append([]uint32(nil), ids...)})
-	addStack(&f.stacks[len(f.stacks)-1], cpuNs, waitNs)
+	t.add(&f.stacks[len(f.stacks)-1])
+}
+
+// times are a sample's.
+type times struct{ cpu, wait, queued int64 }
+
+func (t times) add(s *wire.ProfileStack) {
+	s.CPUNs += t.cpu
+	s.WaitNs += t.wait
+	s.QueuedNs += t.queued
+	s.Samples++
 }
 
 // addOther counts a sample beyond the bounds in its thread's and state's
 // OtherFrame stack, made beyond MaxStacks if need be (one per thread name
 // and state, within the wire's bound: beyond it the time is lost, and
 // counted).
-func (f *Folder) addOther(tid uint32, state string, cpuNs, waitNs int64) {
+func (f *Folder) addOther(tid uint32, state string, t times) {
 	f.dropped++
 	other, ok := f.index[wire.OtherFrame]
 	if !ok {
@@ -160,7 +171,7 @@ func (f *Folder) addOther(tid uint32, state string, cpuNs, waitNs int64) {
 	}
 	k := f.stackKey(tid, state, []uint32{other})
 	if i, ok := f.byKey[string(k)]; ok {
-		addStack(&f.stacks[i], cpuNs, waitNs)
+		t.add(&f.stacks[i])
 		return
 	}
 	if len(f.stacks) >= wire.MaxProfileStacks {
@@ -168,7 +179,7 @@ func (f *Folder) addOther(tid uint32, state string, cpuNs, waitNs int64) {
 	}
 	f.byKey[string(k)] = len(f.stacks)
 	f.stacks = append(f.stacks, wire.ProfileStack{Thread: tid, State: state, Frames: []uint32{other}})
-	addStack(&f.stacks[len(f.stacks)-1], cpuNs, waitNs)
+	t.add(&f.stacks[len(f.stacks)-1])
 }
 
 func (f *Folder) stackKey(tid uint32, state string, ids []uint32) []byte {
@@ -180,12 +191,6 @@ func (f *Folder) stackKey(tid uint32, state string, ids []uint32) []byte {
 	}
 	f.key = k
 	return k
-}
-
-func addStack(s *wire.ProfileStack, cpuNs, waitNs int64) {
-	s.CPUNs += cpuNs
-	s.WaitNs += waitNs
-	s.Samples++
 }
 
 // Stacks is how many stacks the folder holds.

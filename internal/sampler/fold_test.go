@@ -27,10 +27,10 @@ func TestThreadName(t *testing.T) {
 func TestFolder(t *testing.T) {
 	f := NewFolder(Limits{})
 	// Innermost first in, outermost first out; threads of a pool share.
-	f.Add([]byte("fetcher#1"), wire.ThreadRunnable, frames("read", "fetch", "run"), 0, 10, 90)
-	f.Add([]byte("fetcher#2"), wire.ThreadRunnable, frames("read", "fetch", "run"), 0, 20, 80)
-	f.Add([]byte("fetcher#2"), wire.ThreadBlocked, frames("read", "fetch", "run"), 0, 0, 100)
-	f.Add([]byte("main"), wire.ThreadRunnable, frames("spin", "main"), 2, 100, 0)
+	f.Add([]byte("fetcher#1"), wire.ThreadRunnable, frames("read", "fetch", "run"), 0, 10, 90, 0)
+	f.Add([]byte("fetcher#2"), wire.ThreadRunnable, frames("read", "fetch", "run"), 0, 20, 80, 0)
+	f.Add([]byte("fetcher#2"), wire.ThreadBlocked, frames("read", "fetch", "run"), 0, 0, 100, 0)
+	f.Add([]byte("main"), wire.ThreadRunnable, frames("spin", "main"), 2, 100, 0, 0)
 	var p wire.Profile
 	f.Fill(&p)
 	p.ID, p.AttemptID, p.Status = "x", "a", wire.ProfileComplete
@@ -63,9 +63,9 @@ func TestFolder(t *testing.T) {
 func TestFolderLimits(t *testing.T) {
 	f := NewFolder(Limits{MaxStacks: 2, MaxStrings: 6, MaxFrames: 2})
 	for i := 0; i < 10; i++ {
-		f.Add([]byte("main"), wire.ThreadRunnable, frames(fmt.Sprint("f", i), "main"), 0, 1, 1)
+		f.Add([]byte("main"), wire.ThreadRunnable, frames(fmt.Sprint("f", i), "main"), 0, 1, 1, 0)
 	}
-	f.Add([]byte("main"), wire.ThreadRunnable, frames("a", "b", "c", "d"), 0, 1, 1)
+	f.Add([]byte("main"), wire.ThreadRunnable, frames("a", "b", "c", "d"), 0, 1, 1, 0)
 	var p wire.Profile
 	f.Fill(&p)
 	p.ID, p.AttemptID, p.Status = "x", "a", wire.ProfileComplete
@@ -94,6 +94,6 @@ func BenchmarkFolderAdd(b *testing.B) {
 	name := []byte("fetcher#3")
 	b.ReportAllocs()
 	for b.Loop() {
-		f.Add(name, wire.ThreadRunnable, fs, 0, 1000, 199000)
+		f.Add(name, wire.ThreadRunnable, fs, 0, 1000, 199000, 0)
 	}
 }

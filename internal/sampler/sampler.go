@@ -117,10 +117,11 @@ func (b *Budget) Forget(process uint64) {
 	b.mu.Unlock()
 }
 
-// thread is what /proc says of a thread at one read.
+// thread is what /proc says of a thread at one read: its time on a CPU
+// and waiting for one (schedstat), and its state.
 type thread struct {
-	runNs uint64
-	state byte // from stat, for the threads read there ('D': disk IO)
+	runNs, queueNs uint64
+	state          byte // from stat, for the threads read there ('D': disk IO)
 }
 
 // target is one JVM being profiled.
@@ -286,7 +287,7 @@ func (t *target) readThreads(procFS string) error {
 		if err != nil || procfs.ParseSchedstat(t.buf, &st) != nil {
 			continue // the thread exited
 		}
-		th := thread{runNs: st.RunNs}
+		th := thread{runNs: st.RunNs, queueNs: st.WaitNs}
 		if t.runners[int32(tid)] {
 			if t.buf, err = fsys.ReadPidFile(t.PID, "task/"+n+"/stat", t.buf[:0]); err == nil && procfs.ParseStat(t.buf, &stat) == nil {
 				th.state = stat.State
@@ -337,20 +338,24 @@ func (t *target) sample(ctx context.Context, cfg *Config) time.Duration {
 		if !ok {
 			return nil // a thread started after the read, or not the JVM's
 		}
-		cpu := int64(cur.runNs)
+		// Since the last read (since it started, for a new thread): its
+		// time on a CPU, waiting for one, and the rest of the interval.
+		cpu, queued := int64(cur.runNs), int64(cur.queueNs)
 		if p, ok := t.prev[th.TID]; ok {
 			cpu -= int64(p.runNs)
+			queued -= int64(p.queueNs)
 		}
 		cpu = min(max(cpu, 0), wallNs)
+		queued = min(max(queued, 0), wallNs-cpu)
 		state := classify(th, cur.state)
-		wait := wallNs - cpu
+		wait := wallNs - cpu - queued
 		if state == wire.ThreadVM || len(th.Frames) == 0 {
 			wait = 0 // the JVM's own threads and frameless ones: their idle time says nothing
 		}
 		if th.Java && th.State == hotspot.StateRunnable {
 			t.runners[th.TID] = true
 		}
-		t.fold.Add(th.Name, state, th.Frames, th.Dropped, cpu, wait)
+		t.fold.Add(th.Name, state, th.Frames, th.Dropped, cpu, wait, queued)
 		return nil
 	})
 	t.prev, t.cur = t.cur, t.prev

@@ -19,6 +19,7 @@ import (
 	"github.com/taskscope/taskscope/internal/api"
 	"github.com/taskscope/taskscope/internal/auth"
 	"github.com/taskscope/taskscope/internal/ingest"
+	"github.com/taskscope/taskscope/internal/profiling"
 	"github.com/taskscope/taskscope/internal/store"
 	"github.com/taskscope/taskscope/web"
 )
@@ -43,6 +44,9 @@ type Config struct {
 	// (0: unbounded). Behind a load balancer every client comes from its
 	// address: leave it 0 there and bound clients at the balancer.
 	ClientConns int
+	// Profiles are the profile requests of the task JVMs, handed to the
+	// agents in the answers to their batches (nil: none are asked for).
+	Profiles *profiling.Control
 }
 
 // Server is a running server.
@@ -87,6 +91,9 @@ func Start(cfg Config) (*Server, error) {
 	pl := ingest.NewPipeline(cfg.Store, po)
 	io := cfg.Ingest
 	io.Tokens, io.Registry = cfg.Tokens, reg
+	if cfg.Profiles != nil {
+		io.Orders = cfg.Profiles.Orders
+	}
 	ih := ingest.NewHandler(pl, io)
 	reg.MustRegister(usageCollector{cfg.Store}, health)
 
@@ -95,7 +102,7 @@ func Start(cfg Config) (*Server, error) {
 	if cfg.Auth == nil {
 		cfg.Auth = auth.New(auth.Options{})
 	}
-	api.New(cfg.Store, cfg.Analyzer, live, cfg.Auth).Register(mux)
+	api.New(cfg.Store, cfg.Analyzer, live, cfg.Auth).WithProfiles(cfg.Profiles).Register(mux)
 	// The server's own metrics are operators'.
 	mux.Handle("GET /metrics", cfg.Auth.Require(true, promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -143,6 +150,9 @@ func Start(cfg Config) (*Server, error) {
 	mctx, cancel := context.WithCancel(context.Background())
 	s.stopMnt = cancel
 	go s.maintain(mctx)
+	if cfg.Profiles != nil {
+		go cfg.Profiles.Run(mctx)
+	}
 	cfg.Log.Info("server listening", "addr", ln.Addr().String(), "tls", cfg.TLSCert != "", "ingest_auth", cfg.Tokens.Len() > 0, "read_auth", cfg.Auth.Enabled())
 	return s, nil
 }

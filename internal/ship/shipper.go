@@ -15,6 +15,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -46,6 +47,10 @@ type Config struct {
 	MinBackoff     time.Duration
 	MaxBackoff     time.Duration
 	Host           string
+	// OnOrders, when set, is given the profile orders of each answer that
+	// carries some (wire.Answer), on the sender's goroutine: it must
+	// return quickly.
+	OnOrders func([]wire.ProfileOrder)
 }
 
 // Stats are the shipper's counters, cumulative.
@@ -506,9 +511,11 @@ func (s *Shipper) send(ctx context.Context, it *item) (time.Duration, error) {
 		return 0, err
 	}
 	defer resp.Body.Close()
-	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	// An answer is small; one with orders is at most wire.MaxOrders of them.
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	switch {
 	case resp.StatusCode/100 == 2:
+		s.orders(msg)
 		s.mu.Lock()
 		s.stats.Sent++
 		s.stats.SentSamples += uint64(it.samples)
@@ -529,6 +536,25 @@ func (s *Shipper) send(ctx context.Context, it *item) (time.Duration, error) {
 		return 0, fmt.Errorf("%s: %s (check --token-file)", url, resp.Status)
 	default:
 		return 0, &rejectedError{status: resp.StatusCode, msg: strings.TrimSpace(string(msg))}
+	}
+}
+
+// orders hands the profile orders of a 2xx answer's body to OnOrders. A
+// body that is not an Answer (a server before them says less) has none.
+func (s *Shipper) orders(body []byte) {
+	if s.cfg.OnOrders == nil || !bytes.Contains(body, []byte(`"profiles"`)) {
+		return
+	}
+	var a wire.Answer
+	if err := json.Unmarshal(body, &a); err != nil {
+		s.cfg.Log.Warn("cannot read the profile orders in the server's answer", "err", err)
+		return
+	}
+	if len(a.Profiles) > wire.MaxOrders {
+		a.Profiles = a.Profiles[:wire.MaxOrders]
+	}
+	if len(a.Profiles) > 0 {
+		s.cfg.OnOrders(a.Profiles)
 	}
 }
 

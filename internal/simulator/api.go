@@ -177,6 +177,19 @@ type JobSpec struct {
 
 	FailMaps int // the first FailMaps map attempts exit 1 (and are retried once)
 
+	// Where the tasks' time goes, in methods a profile of their JVMs
+	// shows: InputWait in taskscope.sim.Work.readInput (sleeps standing
+	// for slow input IO), then LockWait in Work.awaitLock (blocked on a
+	// lock that a thread "lock-holder" of the task holds, in
+	// Work.holdLock), then TaskCPU in Work.burnUntil (a hot loop).
+	InputWait, LockWait time.Duration
+	// SlowMap makes map 0 wait that much longer in Work.readInput: a
+	// straggler reading from a slow disk, with its siblings' work.
+	SlowMap time.Duration
+	// Threads starts that many more threads in each task JVM, idle
+	// (parked in Work.idle): JVMs of many threads.
+	Threads int
+
 	// Faults says how each map task's first attempt ends, by map index
 	// (MapReduce and Streaming on YARN): exit 1, kill -9, killed by the
 	// NodeManager over its memory, by the kernel's OOM killer, or killed
@@ -298,4 +311,19 @@ type StreamOptions struct {
 	Seed int64
 	// MaxJobs stops after that many jobs were submitted (0: until ctx is done).
 	MaxJobs int
+	// First are submitted before the mix (they count as its jobs).
+	First []JobSpec
+}
+
+// ProfiledStraggler is a job whose straggler shows where its time goes: 30
+// maps in waves (25 s each; their time in a sleep standing for slow input,
+// a lock a thread of their own holds, and a hot loop: the methods of
+// JobSpec.InputWait, LockWait and TaskCPU), map 0 of which reads its input
+// 5 minutes longer. The analysis names it a straggler while siblings of
+// later waves still run: a profile of each over the same window shows what
+// the straggler does more (taskscope demo submits one first).
+func ProfiledStraggler() JobSpec {
+	return JobSpec{Kind: JobMapReduce, Name: "sessionize-clicks-slow-disk", User: "analytics", Queue: "etl", Maps: 30, NoReduces: true,
+		TaskCPU: 2 * time.Second, Hold: 25 * time.Second, InputWait: 5 * time.Second, LockWait: 3 * time.Second,
+		SlowMap: 5 * time.Minute, TaskMemMB: 48, MemoryMB: 1024}
 }

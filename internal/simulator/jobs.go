@@ -390,7 +390,13 @@ func (c *Cluster) workConf(conf *confList, j *Job) {
 		conf.set(p+"stream.cpu.ms", c.ms(s.StreamCPU))
 		conf.set(p+"stream.children", strconv.Itoa(s.ShortLivedChildren))
 	}
-	for _, k := range []string{"mem.mb", "hold.ms", "io.mb", "leak.mb.per.s", "gc"} {
+	conf.set(p+"input.wait.ms", c.ms(s.InputWait))
+	conf.set(p+"lock.wait.ms", c.ms(s.LockWait))
+	conf.set(p+"threads", strconv.Itoa(s.Threads))
+	if s.SlowMap > 0 {
+		conf.set(p+"input.wait.ms."+taskUnit("m", 0), c.ms(s.InputWait+s.SlowMap))
+	}
+	for _, k := range []string{"mem.mb", "hold.ms", "io.mb", "leak.mb.per.s", "gc", "input.wait.ms", "lock.wait.ms", "threads"} {
 		conf.set(p+k+".am", "0")
 	}
 	conf.set(p+"cpu.ms.am", c.ms(150*time.Millisecond))

@@ -49,6 +49,9 @@ func (c *Cluster) RunStream(ctx context.Context, s StreamOptions) error {
 		case sem <- struct{}{}:
 		}
 		spec := randomSpec(rng, kinds, rate)
+		if submitted < len(s.First) {
+			spec = s.First[submitted]
+		}
 		j, err := c.Submit(ctx, spec)
 		if err != nil {
 			<-sem

@@ -63,7 +63,7 @@ func exampleProfile(jvm uint64) Profile {
 		IntervalMs: 200, Dumps: 150, PausedUs: 450000, MaxPauseUs: 9000, Status: ProfilePartial, Error: "pause budget spent",
 		Strings: []string{"main", "org.apache.hadoop.mapred.YarnChild.main", "Work.spin", "GC Thread#N", "fetcher#N", "sun.nio.ch.read"},
 		Stacks: []ProfileStack{
-			{Thread: 0, State: ThreadRunnable, Frames: []uint32{1, 2}, CPUNs: 25e9, WaitNs: 1e9, Samples: 140},
+			{Thread: 0, State: ThreadRunnable, Frames: []uint32{1, 2}, CPUNs: 25e9, WaitNs: 1e9, Samples: 140, QueuedNs: 2e9},
 			{Thread: 3, State: ThreadVM, CPUNs: 3e9, Samples: 150},
 			{Thread: 4, State: ThreadRunnable, Frames: []uint32{5}, WaitNs: 29e9, Samples: 150},
 		},

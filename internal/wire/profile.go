@@ -39,15 +39,18 @@ type Profile struct {
 
 // ProfileStack is one stack of one thread (threads of the same name, with
 // their digits as N, share stacks), in one state, and what it was
-// weighed: the CPU its threads used and the time they did not, over the
-// intervals that ended with a dump showing them in it.
+// weighed over the intervals that ended with a dump showing its threads in
+// it: the time they ran on a CPU, the time they were runnable but waited
+// for a CPU (the run queue: busy neighbours), and the rest, when they
+// waited (blocked, asleep, in IO).
 type ProfileStack struct {
-	Thread  uint32   // index into Strings: the thread's name
-	State   string   // what the thread did: one of the Thread* states
-	Frames  []uint32 // indexes into Strings, outermost first
-	CPUNs   int64
-	WaitNs  int64
-	Samples uint32 // dumps that showed a thread in it
+	Thread   uint32   // index into Strings: the thread's name
+	State    string   // what the thread did: one of the Thread* states
+	Frames   []uint32 // indexes into Strings, outermost first
+	CPUNs    int64
+	WaitNs   int64  // not runnable: blocked, waiting, asleep, in IO (0 for the JVM's own threads)
+	Samples  uint32 // dumps that showed a thread in it
+	QueuedNs int64  // runnable, waiting for a CPU
 }
 
 // Profile statuses.
@@ -127,6 +130,7 @@ func (s *ProfileStack) marshal(e *enc) {
 	e.sint(4, s.CPUNs)
 	e.sint(5, s.WaitNs)
 	e.uint(6, uint64(s.Samples))
+	e.sint(7, s.QueuedNs)
 }
 
 // MarshalProfile appends the encoding of p (a Profile message of
@@ -218,6 +222,8 @@ func (d *dec) stack(data []byte, s *ProfileStack) error {
 			s.WaitNs, err = svarint(t, u)
 		case 6:
 			s.Samples, err = uint32of(t, u, "samples")
+		case 7:
+			s.QueuedNs, err = svarint(t, u)
 		}
 		return err
 	})
@@ -349,8 +355,8 @@ func validProfile(p *Profile) error {
 				return fmt.Errorf("stacks[%d]: frames[%d] %d is not one of the %d strings", i, j, f, n)
 			}
 		}
-		if s.CPUNs < 0 || s.WaitNs < 0 {
-			return fmt.Errorf("stacks[%d]: cpu_ns %d and wait_ns %d must not be negative", i, s.CPUNs, s.WaitNs)
+		if s.CPUNs < 0 || s.WaitNs < 0 || s.QueuedNs < 0 {
+			return fmt.Errorf("stacks[%d]: cpu_ns %d, wait_ns %d and queued_ns %d must not be negative", i, s.CPUNs, s.WaitNs, s.QueuedNs)
 		}
 	}
 	return nil

@@ -109,7 +109,8 @@ var schema = []msgSpec{
 		f(15, "dropped_samples", "DroppedSamples", tUint32)}},
 	{"ProfileStack", reflect.TypeFor[ProfileStack](), []fieldSpec{
 		f(1, "thread", "Thread", tUint32), f(2, "state", "State", tString), list(f(3, "frames", "Frames", tUint32)),
-		f(4, "cpu_ns", "CPUNs", tSint64), f(5, "wait_ns", "WaitNs", tSint64), f(6, "samples", "Samples", tUint32)}},
+		f(4, "cpu_ns", "CPUNs", tSint64), f(5, "wait_ns", "WaitNs", tSint64), f(6, "samples", "Samples", tUint32),
+		f(7, "queued_ns", "QueuedNs", tSint64)}},
 }
 
 func specOf(name string) *msgSpec {

@@ -64,7 +64,7 @@ func TestValidate(t *testing.T) {
 		{"profile frame out of range", func(b *Batch) { b.Profiles[0].Stacks[0].Frames[1] = 6 }, "profiles[0] (p-1): stacks[0]: frames[1] 6 is not one of the 6 strings"},
 		{"profile thread out of range", func(b *Batch) { b.Profiles[0].Stacks[2].Thread = 9 }, "profiles[0] (p-1): stacks[2]: thread 9 is not one of the 6 strings"},
 		{"profile thread state", func(b *Batch) { b.Profiles[0].Stacks[1].State = "idle" }, `profiles[0] (p-1): stacks[1]: state "idle" is not a thread state`},
-		{"profile negative cpu", func(b *Batch) { b.Profiles[0].Stacks[1].CPUNs = -1 }, "profiles[0] (p-1): stacks[1]: cpu_ns -1 and wait_ns 0 must not be negative"},
+		{"profile negative cpu", func(b *Batch) { b.Profiles[0].Stacks[1].CPUNs = -1 }, "profiles[0] (p-1): stacks[1]: cpu_ns -1, wait_ns 0 and queued_ns 0 must not be negative"},
 		{"profile empty string", func(b *Batch) { b.Profiles[0].Strings[2] = "" }, "profiles[0] (p-1): strings[2]: 1 to 4096 bytes, is 0"},
 		{"profile frame not UTF-8", func(b *Batch) { b.Profiles[0].Strings[2] = bad }, `profiles[0] (p-1): strings[2]: "bad\xffutf8" is not valid UTF-8`},
 		{"profile too deep", func(b *Batch) { b.Profiles[0].Stacks[0].Frames = make([]uint32, 1025) }, "profiles[0] (p-1): stacks[0]: 1025 frames, at most 1024"},

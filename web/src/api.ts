@@ -204,7 +204,11 @@ export class APIError extends Error {
 }
 
 export async function get<T>(path: string, signal?: AbortSignal): Promise<T> {
-  const r = await fetch(path, { signal, headers: { Accept: 'application/json' } });
+  return answer<T>(await fetch(path, { signal, headers: { Accept: 'application/json' } }));
+}
+
+// answer is a response's JSON, or an APIError with the server's message.
+async function answer<T>(r: Response): Promise<T> {
   if (!r.ok) {
     let msg = r.status + ' ' + r.statusText;
     try {
@@ -302,4 +306,66 @@ export function spliceSeries(old: Series, tail: Series): Series {
     times: old.times.slice(0, k).concat(tail.times),
     series: tail.series.map((m, i) => ({ ...m, values: (old.series[i]?.values ?? []).slice(0, k).concat(m.values) })),
   };
+}
+
+// A stack profile of an attempt's JVM (internal/store/profile.go).
+export interface ProfileInfo {
+  id: string;
+  attempt_id: string;
+  host: string;
+  pid: number;
+  process: string;
+  trigger: string; // request, straggler, sibling
+  requested_by?: string;
+  requested: string | null;
+  baseline?: string;
+  baseline_attempt?: string;
+  window_ms: number;
+  interval_ms: number;
+  status: string; // requested, expired, complete, partial, failed
+  error?: string;
+  start: string | null;
+  end: string | null;
+  dumps: number;
+  paused_ms: number;
+  max_pause_ms: number;
+  stacks: number;
+  bytes: number;
+}
+
+export interface ProfileList {
+  profiles: ProfileInfo[];
+  may_request: boolean;
+  why?: string;
+  settings: { on_demand: boolean; auto: boolean; off_hosts: string[] };
+}
+
+export interface FlameNode {
+  name: string;
+  value: number;
+  delta?: number;
+  children?: FlameNode[];
+}
+
+export interface HotFrame {
+  name: string;
+  thread_group: string;
+  self_ns: number;
+  share: number;
+}
+
+export interface ProfileView {
+  profile: ProfileInfo;
+  cpu?: FlameNode;
+  wait?: FlameNode;
+  hottest?: Record<string, HotFrame[]>;
+  baseline?: ProfileInfo;
+  diff_cpu?: FlameNode;
+  diff_wait?: FlameNode;
+}
+
+// post sends JSON (the server takes nothing else for what changes state:
+// a form from another site cannot post it).
+export async function post<T>(path: string, body: unknown, signal?: AbortSignal): Promise<T> {
+  return answer<T>(await fetch(path, { method: 'POST', signal, headers: { Accept: 'application/json', 'Content-Type': 'application/json' }, body: JSON.stringify(body) }));
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/taskscope/taskscope/internal/analysis"
+	"github.com/taskscope/taskscope/internal/profiling"
 	"github.com/taskscope/taskscope/internal/server"
 	"github.com/taskscope/taskscope/internal/simulator"
 	"github.com/taskscope/taskscope/internal/store"
@@ -43,12 +44,14 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// env is a server with its store.
+// env is a server with its store, and its profile requests (on demand
+// and automatic).
 type env struct {
-	t   testing.TB
-	st  store.Store
-	srv *server.Server
-	url string
+	t        testing.TB
+	st       store.Store
+	srv      *server.Server
+	url      string
+	profiles *profiling.Control
 }
 
 func startServer(t testing.TB) *env {
@@ -60,7 +63,8 @@ func startServer(t testing.TB) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.Start(server.Config{Listen: "127.0.0.1:0", Store: st, Analyzer: analysis.New(st)})
+	prof := profiling.New(st, profiling.Config{OnDemand: true, Auto: true})
+	srv, err := server.Start(server.Config{Listen: "127.0.0.1:0", Store: st, Analyzer: analysis.New(st), Profiles: prof})
 	if err != nil {
 		st.Close()
 		t.Fatal(err)
@@ -71,7 +75,7 @@ func startServer(t testing.TB) *env {
 		srv.Shutdown(ctx)
 		st.Close()
 	})
-	return &env{t: t, st: st, srv: srv, url: srv.URL()}
+	return &env{t: t, st: st, srv: srv, url: srv.URL(), profiles: prof}
 }
 
 func chromiumPath(t testing.TB) string {

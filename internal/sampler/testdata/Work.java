@@ -2,10 +2,14 @@
 // the main thread on a CPU in Work.hotLoop; a thread "reader" sleeping in
 // Work.readInput (a sleep standing for IO); a thread "waiter" blocked in
 // Work.awaitLock on a lock that a thread "holder" keeps in Work.holdLock.
-// args: [exit after ms (0: never)] [extra idle threads]
+// args: [exit after ms (0: never)] [extra idle threads] [report every ms]
+// With a report interval, it prints "done <rounds of the hot loop> <nanoTime>"
+// that often: how much work the task gets done (the benchmarks' measure of
+// what profiles cost it).
 public final class Work {
     static final Object LOCK = new Object();
     static volatile long sink;
+    static volatile long rounds;
 
     static void hotLoop(long until) {
         long x = 1;
@@ -14,6 +18,7 @@ public final class Work {
                 x = x * 6364136223846793005L + 1442695040888963407L;
             }
             sink = x;
+            rounds++;
         }
     }
 
@@ -47,6 +52,20 @@ public final class Work {
     public static void main(String[] args) throws Exception {
         long ms = args.length > 0 ? Long.parseLong(args[0]) : 0;
         int idle = args.length > 1 ? Integer.parseInt(args[1]) : 0;
+        long report = args.length > 2 ? Long.parseLong(args[2]) : 0;
+        if (report > 0) {
+            daemon(() -> {
+                try {
+                    while (true) {
+                        Thread.sleep(report);
+                        System.out.println("done " + rounds + " " + System.nanoTime());
+                        System.out.flush();
+                    }
+                } catch (InterruptedException e) {
+                    // end
+                }
+            }, "reporter");
+        }
         daemon(Work::holdLock, "holder");
         Thread.sleep(50);
         daemon(Work::awaitLock, "waiter");

@@ -203,6 +203,11 @@ func (t *tx) Commit() error {
 	for id, a := range t.f.StoredAgents() {
 		w.agentRow(id, a)
 	}
+	// The profiles first, the agents' rows last (profiles.go).
+	if err := s.insertProfiles(t.ctx, t.f.Prepared()); err != nil {
+		s.fold.Failed(t.f)
+		return fmt.Errorf("cannot store batches: %w", err)
+	}
 	if err := w.insert(t.ctx, s); err != nil {
 		s.fold.Failed(t.f)
 		return fmt.Errorf("cannot store batches: %w", err)

@@ -281,6 +281,9 @@ func (t *tx) write(conn driver.Conn) error {
 	if err := t.writeProcRows(conn); err != nil {
 		return err
 	}
+	if err := t.writeProfiles(conn); err != nil {
+		return err
+	}
 	if len(k.described) > 0 {
 		t.s.logged = true
 		err := appendRows(conn, "attempt_log", len(k.described), func(i int, a *duck.Appender) error {

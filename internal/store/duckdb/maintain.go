@@ -66,7 +66,8 @@ func (s *Store) maintain(ctx context.Context, now time.Time) error {
 	}
 	if s.opt.RollupRetention > 0 {
 		cut := now.Add(-s.opt.RollupRetention).UnixMilli()
-		for _, q := range []string{`DELETE FROM series_chunks WHERE t_max < ?`, `DELETE FROM events WHERE ts < ?`} {
+		for _, q := range []string{`DELETE FROM series_chunks WHERE t_max < ?`, `DELETE FROM events WHERE ts < ?`,
+			`DELETE FROM profiles WHERE end_ms < ?`, `DELETE FROM profile_requests WHERE requested_ms < ?`} {
 			if err := deleted(s.handle().ExecContext(ctx, q, cut)); err != nil {
 				return err
 			}

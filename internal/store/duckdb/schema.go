@@ -74,6 +74,7 @@ func schema() []string {
 		`CREATE TABLE IF NOT EXISTS ext_metrics (kind TINYINT, metric VARCHAR)`,
 		`CREATE TABLE IF NOT EXISTS events (ts BIGINT, host VARCHAR, kind VARCHAR, job_id VARCHAR, attempt_id VARCHAR,
 			proc_key BIGINT, pid INTEGER, message VARCHAR, value BIGINT)`,
+		profileTables[0], profileTables[1], // profiles.go
 		`INSERT INTO meta VALUES ('schema_version', '` + schemaVersion + `') ON CONFLICT DO NOTHING`,
 		`INSERT INTO meta VALUES ('fresh', '0') ON CONFLICT DO NOTHING`,
 		`INSERT INTO meta VALUES ('flushed_gen', '0') ON CONFLICT DO NOTHING`,

@@ -63,6 +63,7 @@ func Run(t *testing.T, f Factory) {
 		{"Restart", testRestart},
 		{"BatchReads", testBatchReads},
 		{"Outcomes", testOutcomes},
+		{"Profiles", testProfiles},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, f) })

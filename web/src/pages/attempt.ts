@@ -8,6 +8,7 @@ import { Ctx, showError, isAbort } from '../nav';
 import { refresher } from '../live';
 import { Chart, Option, axisFmt, axisTip, colorOf, lineSeries, limitLine, roleColor, timeOption, Fmt, fillGaps } from '../charts';
 import { exitTitle, figure, grid, kv, outcomeBadge, repeatsCell, roleBadge, section, stateBadge, typeBadge } from './common';
+import { profilesSection } from './profiles';
 
 const PROC_METRICS = 'cpu_percent,rss_bytes,pss_bytes,vms_bytes,threads,read_bytes_per_s,write_bytes_per_s';
 const ATT_METRICS = 'cpu_percent,rss_bytes,pss_bytes,vms_bytes,processes,read_bytes_per_s,write_bytes_per_s';
@@ -66,6 +67,8 @@ export async function attemptPage(c: Ctx): Promise<void> {
   const crumbs = h('div.crumbs', null, h('a', { href: '/jobs' }, 'Jobs'), ' / ', h('a', { href: jobURL(jobID) }, jobID), ' / ', h('span', null, 'attempt'));
   root.append(crumbs, head);
   const sum = section(root, 'Summary');
+  const profCard = h('section.card', { 'data-section': 'profiles' });
+  root.appendChild(profCard);
   const treeCard = section(root, 'Processes');
   treeCard.setAttribute('data-section', 'processes');
   const chartsHead = h('h2.section-title', null, 'Per process over time');
@@ -132,6 +135,7 @@ export async function attemptPage(c: Ctx): Promise<void> {
   renderTop();
   renderTree();
   renderEvents();
+  profilesSection(c, profCard, jobID, base, () => d.state === 'running');
 
   const sub = `attempt ${attID} · ${d.host}`;
   const file = (s: string) => `${attID}-${s}`;

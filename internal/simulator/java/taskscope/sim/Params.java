@@ -18,6 +18,9 @@ public final class Params {
     public long streamChildren; // short-lived children the streaming script forks
     public int exitCode;        // what the JVM exits with at the end
     public long nice;           // the nice value of the attempt's session's scheduling group (/proc/self/autogroup), 0: left
+    public long inputWaitMs;    // the main thread waits this long in Work.readInput (a sleep standing for slow input IO)
+    public long lockWaitMs;     // the main thread waits this long in Work.awaitLock for a lock a thread of its own holds in Work.holdLock
+    public long threads;        // more threads, idle (parked in Work.idle): a JVM of many threads
 
     /** Resolves the parameters; the first of units with an override of a key wins. */
     public static Params resolve(Conf c, String... units) {
@@ -32,6 +35,9 @@ public final class Params {
         p.streamChildren = get(c, "stream.children", units, 0);
         p.exitCode = (int) get(c, "exit.code", units, 0);
         p.nice = get(c, "nice", units, 0);
+        p.inputWaitMs = get(c, "input.wait.ms", units, 0);
+        p.lockWaitMs = get(c, "lock.wait.ms", units, 0);
+        p.threads = get(c, "threads", units, 0);
         return p;
     }
 
@@ -68,6 +74,7 @@ public final class Params {
     public String toString() {
         return "cpu.ms=" + cpuMs + " mem.mb=" + memMb + " leak.mb.per.s=" + leakMbPerSec + " gc=" + gcBound
             + " io.mb=" + ioMb + " hold.ms=" + holdMs + " stream.cpu.ms=" + streamCpuMs
-            + " stream.children=" + streamChildren + " nice=" + nice;
+            + " stream.children=" + streamChildren + " nice=" + nice + " input.wait.ms=" + inputWaitMs
+            + " lock.wait.ms=" + lockWaitMs + " threads=" + threads;
     }
 }

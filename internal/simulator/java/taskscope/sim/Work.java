@@ -43,11 +43,15 @@ public final class Work {
         }
     }
 
-    /** Spins until the process CPU reaches targetMs. */
+    /**
+     * Spins until the process CPU reaches targetMs: the task's hot loop,
+     * where a profile finds its CPU (the CPU is read every million rounds,
+     * a few milliseconds: a sliver of the time).
+     */
     public static void burnUntil(long targetMs) {
         long x = 1;
         while (processCpuMs() < targetMs) {
-            for (int i = 0; i < 200_000; i++) {
+            for (int i = 0; i < 1_000_000; i++) {
                 x = x * 6364136223846793005L + 1442695040888963407L;
             }
             sink = x;
@@ -65,6 +69,67 @@ public final class Work {
             }
         }
         sink = ring;
+    }
+
+    /**
+     * Waits ms in small sleeps: a stand-in for reading input from a slow
+     * disk or network, where a profile shows the task's time going.
+     */
+    public static void readInput(long ms) {
+        long end = System.currentTimeMillis() + ms;
+        for (long left = ms; left > 0; left = end - System.currentTimeMillis()) {
+            try {
+                Thread.sleep(Math.min(left, 50));
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                return;
+            }
+        }
+    }
+
+    private static final Object LOCK = new Object();
+
+    /** Holds LOCK for ms (in a thread of its own, while the task waits for it). */
+    static void holdLock(long ms, java.util.concurrent.CountDownLatch held) {
+        synchronized (LOCK) {
+            held.countDown();
+            readInput(ms);
+        }
+    }
+
+    /** Waits about ms for LOCK, which a thread "lock-holder" holds that long. */
+    public static void awaitLock(long ms) {
+        java.util.concurrent.CountDownLatch held = new java.util.concurrent.CountDownLatch(1);
+        Thread h = new Thread(() -> holdLock(ms, held), "lock-holder");
+        h.setDaemon(true);
+        h.start();
+        try {
+            held.await();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return;
+        }
+        synchronized (LOCK) {
+            sink = LOCK;
+        }
+    }
+
+    /** Parks forever: the idle threads of a JVM of many threads. */
+    static void idle() {
+        while (true) {
+            java.util.concurrent.locks.LockSupport.park();
+        }
+    }
+
+    private static int idleStarted;
+
+    /** Starts idle threads, up to n in the JVM's life (a reused JVM keeps its own). */
+    static synchronized void startIdle(long n) {
+        for (; idleStarted < n; idleStarted++) {
+            Thread t = new Thread(Work::idle, "sim-idle-" + idleStarted);
+            t.setDaemon(true);
+            t.start();
+        }
     }
 
     /** Writes mb megabytes under dir, syncs, reads them back and removes the file. */
@@ -139,6 +204,13 @@ public final class Work {
         io(new File(System.getProperty("java.io.tmpdir", "tmp")), p.ioMb, log);
         if (during != null) {
             during.run();
+        }
+        startIdle(p.threads);
+        if (p.inputWaitMs > 0) {
+            readInput(p.inputWaitMs);
+        }
+        if (p.lockWaitMs > 0) {
+            awaitLock(p.lockWaitMs);
         }
         long target = cpuBaseMs + p.cpuMs;
         if (p.gcBound) {

@@ -1,0 +1,112 @@
+package sampler
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/taskscope/taskscope/internal/testjvm"
+	"github.com/taskscope/taskscope/internal/testsrv"
+	"github.com/taskscope/taskscope/internal/wire"
+)
+
+// done reads the JVM's last "done <rounds> <nanoTime>" line (waiting for
+// its first).
+func done(t testing.TB, j *testjvm.JVM) (rounds, ns int64) {
+	t.Helper()
+	testsrv.WaitUntil(t, "the JVM's report of its work", 10*time.Second, func() bool {
+		lines := strings.Split(strings.TrimSpace(j.Out.String()), "\n")
+		for i := len(lines) - 1; i >= 0; i-- {
+			f := strings.Fields(lines[i])
+			if len(f) == 3 && f[0] == "done" {
+				r, err1 := strconv.ParseInt(f[1], 10, 64)
+				n, err2 := strconv.ParseInt(f[2], 10, 64)
+				if err1 == nil && err2 == nil {
+					rounds, ns = r, n
+					return true
+				}
+			}
+		}
+		return false
+	})
+	return rounds, ns
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkProfile measures what a profile costs, for JVMs of 20 and 200
+// threads (the task's main thread in a hot loop, the rest idle), with no
+// profile and profiled every 200 ms and every 50 ms: each iteration is a
+// window of 5 s. Its metrics: work/s, the task's rounds of its hot loop a
+// second (the slowdown is its ratio to the unprofiled run's); pause-µs/dump,
+// the time the JVM stopped for each dump (its safepoint counters);
+// stopped-%, the share of the window the JVM was stopped for them;
+// agent-cpu-%, the profiler's CPU over the window (this process's CPU:
+// reading /proc, the dumps, parsing, folding); batch-B, the profile's size
+// in a batch, zstd as the agent sends it. Compare the runs with benchstat
+// (go test -bench Profile -count 6 ./internal/sampler/): the sub-benchmarks
+// of one count run one after the other, alternating.
+func BenchmarkProfile(b *testing.B) {
+	window := 5 * time.Second
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, threads := range []int{20, 200} {
+		// The JVM has some 18 threads of its own, beside main, holder,
+		// waiter and reader.
+		j := testjvm.Start(b, testjvm.Options{Classes: testjvm.Classes(b, "testdata/Work.java"), Class: "Work",
+			Args: []string{"0", strconv.Itoa(max(threads-22, 0)), "100"}})
+		for _, interval := range []time.Duration{0, 200 * time.Millisecond, 50 * time.Millisecond} {
+			name := "off"
+			if interval > 0 {
+				name = interval.String()
+			}
+			b.Run(fmt.Sprintf("threads=%d/interval=%s", threads, name), func(b *testing.B) {
+				var work, pause, cpu, size float64
+				var dumps uint32
+				for i := 0; i < b.N; i++ {
+					// A fresh budget: the benchmark pauses the JVM for longer than one.
+					budget := NewBudget(time.Hour)
+					r0, n0 := done(b, j)
+					c0 := cpuTime()
+					if interval == 0 {
+						time.Sleep(window)
+					} else {
+						ps := Profile(context.Background(), Config{Interval: interval, Window: window, Budget: budget},
+							[]Target{{ProfileID: "bench", AttemptID: "a", PID: j.PID, Process: 1}})
+						p := &ps[0]
+						if p.Status != wire.ProfileComplete {
+							b.Fatalf("profile %s: %s", p.Status, p.Error)
+						}
+						dumps += p.Dumps
+						pause += float64(p.PausedUs)
+						size += float64(len(enc.EncodeAll(wire.MarshalProfile(nil, p), nil)))
+					}
+					cpu += float64(cpuTime() - c0)
+					time.Sleep(200 * time.Millisecond) // the next report line
+					r1, n1 := done(b, j)
+					work += float64(r1-r0) / (float64(n1-n0) / 1e9)
+				}
+				b.ReportMetric(work/float64(b.N), "work/s")
+				if interval > 0 {
+					b.ReportMetric(pause/float64(dumps), "pause-µs/dump")
+					b.ReportMetric(100*pause*1000/float64(b.N)/float64(window), "stopped-%")
+					b.ReportMetric(100*cpu/float64(b.N)/float64(window), "agent-cpu-%")
+					b.ReportMetric(size/float64(b.N), "batch-B")
+				}
+				b.ReportMetric(0, "ns/op")
+			})
+		}
+	}
+}
