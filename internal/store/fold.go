@@ -106,7 +106,7 @@ func (f *Fold[B]) Load(ctx context.Context, ids []string) error {
 	}
 	got, err := f.opt.LoadAttempts(ctx, want, nil)
 	if err != nil {
-		return err
+		return fmt.Errorf("cannot load %d attempts: %w", len(want), err)
 	}
 	loaded(got, want, func(id string, a *AttemptRecord[B]) { f.atts[id] = a }, f.addLive)
 	return nil
@@ -164,7 +164,7 @@ func (f *Fold[B]) ForgetJobs() { clear(f.jobs) }
 func (f *Fold[B]) RecountJobs(ctx context.Context, ids []string) error {
 	got, err := f.loadJobs(ctx, ids, func(id string) *AttemptRecord[B] { return f.atts[id] })
 	if err != nil {
-		return err
+		return fmt.Errorf("cannot count %d jobs again: %w", len(ids), err)
 	}
 	for id, j := range got {
 		j.dirty = true
@@ -185,7 +185,7 @@ func (f *Fold[B]) loadJobs(ctx context.Context, ids []string, held func(string) 
 	}
 	recs, err := f.opt.LoadJobAttempts(ctx, ids)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("cannot read the attempts of %d jobs: %w", len(ids), err)
 	}
 	seen := map[string]bool{}
 	add := func(a *AttemptRecord[B]) {
@@ -281,7 +281,7 @@ func (t *FoldTx[B]) Append(ctx context.Context, p *Prepared) (dup bool, err erro
 		if cur == nil && t.f.opt.Shared {
 			got, err := t.f.opt.LoadAgents(ctx, []string{b.AgentID})
 			if err != nil {
-				return false, err
+				return false, fmt.Errorf("cannot read agent %s's last batch: %w", b.AgentID, err)
 			}
 			cur = got[b.AgentID]
 		}
@@ -315,7 +315,7 @@ func (t *FoldTx[B]) Recheck(ctx context.Context) error {
 	}
 	stored, err := t.f.opt.LoadAgents(ctx, ids)
 	if err != nil {
-		return err
+		return fmt.Errorf("cannot read the last batches of %d agents: %w", len(ids), err)
 	}
 	changed := map[string]bool{}
 	for _, id := range ids {
