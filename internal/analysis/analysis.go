@@ -152,7 +152,10 @@ type Job struct {
 	err   error // the first store error met: the report fails with it
 
 	medians map[string]typeStats // by task type
-	runs    *runCache            // the analyzer's
+	// private: what else ran on the job's hosts is not looked at
+	// (FindingsWithoutNeighbours).
+	private bool
+	runs    *runCache // the analyzer's
 }
 
 // fail records a store error met while reading for the report: the report
@@ -207,8 +210,25 @@ var heuristicRank = func() map[string]int {
 // findingsTTL ago (its Evaluated says when); requests that arrive while it
 // is being made wait for it rather than make it again.
 func (a *Analyzer) Findings(ctx context.Context, jobID string) (any, error) {
+	return a.findings(ctx, jobID, false)
+}
+
+// FindingsWithoutNeighbours is Findings made without looking at what else
+// ran on the job's hosts (the access file's "neighbours operators": no
+// other job's attempt, nor their number or CPU, in what a reader who is
+// not an operator is shown): the noisy-neighbour finding and an outlier's
+// wait for a CPU say what was measured of the job's own attempts alone.
+func (a *Analyzer) FindingsWithoutNeighbours(ctx context.Context, jobID string) (any, error) {
+	return a.findings(ctx, jobID, true)
+}
+
+func (a *Analyzer) findings(ctx context.Context, jobID string, private bool) (any, error) {
+	key := jobID
+	if private {
+		key = "\x00private " + jobID
+	}
 	a.mu.Lock()
-	c := a.reports[jobID]
+	c := a.reports[key]
 	if c != nil {
 		select {
 		case <-c.done:
@@ -220,19 +240,19 @@ func (a *Analyzer) Findings(ctx context.Context, jobID string) (any, error) {
 	}
 	if c == nil {
 		var prev kept
-		if old := a.reports[jobID]; old != nil {
+		if old := a.reports[key]; old != nil {
 			prev = old.kept // done: a report being made is waited for above
 		}
 		c = &cachedReport{done: make(chan struct{})}
 		a.evictLocked()
-		a.reports[jobID] = c
+		a.reports[key] = c
 		a.mu.Unlock()
-		c.r, c.kept, c.err = a.report(ctx, jobID, prev)
+		c.r, c.kept, c.err = a.report(ctx, jobID, prev, private)
 		c.at = a.now()
 		close(c.done)
 		if c.err != nil {
 			a.mu.Lock()
-			if a.reports[jobID] == c {
+			if a.reports[key] == c {
 				delete(a.reports, jobID)
 			}
 			a.mu.Unlock()
@@ -246,7 +266,8 @@ func (a *Analyzer) Findings(ctx context.Context, jobID string) (any, error) {
 		return nil, ctx.Err()
 	}
 	if c.err != nil {
-		return a.Report(ctx, jobID)
+		r, _, err := a.report(ctx, jobID, nil, private)
+		return r, err
 	}
 	return c.r, nil
 }
@@ -272,20 +293,22 @@ func (a *Analyzer) evictLocked() {
 
 // Report analyses one job.
 func (a *Analyzer) Report(ctx context.Context, jobID string) (*Report, error) {
-	r, _, err := a.report(ctx, jobID, nil)
+	r, _, err := a.report(ctx, jobID, nil, false)
 	return r, err
 }
 
 // report analyses one job, taking again what prev (an earlier report's)
 // read of the attempts that have not changed since (reusable); it returns
 // what it used of the ended attempts, for the next.
-func (a *Analyzer) report(ctx context.Context, jobID string, prev kept) (*Report, kept, error) {
+// Without neighbours (private), it does not look at what else ran on the
+// job's hosts.
+func (a *Analyzer) report(ctx context.Context, jobID string, prev kept, private bool) (*Report, kept, error) {
 	d, err := a.st.Job(ctx, jobID)
 	if err != nil {
 		return nil, nil, err
 	}
 	linkAttempts(d.AttemptList)
-	j := &Job{JobDetail: d, st: a.st, ctx: ctx, runs: &a.runs, reads: reads{series: map[string]*store.SeriesResult{},
+	j := &Job{JobDetail: d, st: a.st, ctx: ctx, runs: &a.runs, private: private, reads: reads{series: map[string]*store.SeriesResult{},
 		owner: map[string]string{}, procs: map[string][]store.Process{}, heapMax: map[string]int64{},
 		prev: reusable(prev, d.AttemptList, a.now())}}
 	j.readAhead()

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -124,6 +125,32 @@ func TestNoisyNeighbours(t *testing.T) {
 	}
 	if got := severityOf(r, "straggler"); got < analysis.Moderate {
 		t.Errorf("straggler %s", got)
+	}
+	// Without neighbours (the access file's "neighbours operators"): the
+	// straggler's own wait for a CPU, and nothing of the other job (not
+	// its attempts' ids, nor how many, nor the cores they kept busy).
+	anyR, err := analysis.New(st).FindingsWithoutNeighbours(context.Background(), job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr := anyR.(*analysis.Report)
+	found := false
+	for _, f := range pr.Findings {
+		t.Logf("without neighbours: [%s] %s: %s %v", f.Severity, f.Heuristic, f.Message, f.Numbers)
+		text := fmt.Sprint(f.AttemptIDs, f.Message, f.Numbers)
+		if strings.Contains(text, "_0002_") || strings.Contains(text, "neighbour") || strings.Contains(text, "cores busy") ||
+			strings.Contains(text, "other attempts") {
+			t.Errorf("without neighbours, %s says something of the other job: %s", f.Heuristic, text)
+		}
+		if f.Heuristic == "noisy_neighbours" {
+			found = true
+			if len(f.AttemptIDs) != 1 || !strings.Contains(f.Message, "waited for a CPU 40%") {
+				t.Errorf("without neighbours: %+v", f)
+			}
+		}
+	}
+	if !found {
+		t.Error("without neighbours, the straggler's wait for a CPU is not told")
 	}
 	// The other job's attempts are alike: nothing to say about them.
 	r2, err := analysis.New(st).Report(context.Background(), other)

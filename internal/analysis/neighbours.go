@@ -35,15 +35,22 @@ func noisyNeighbours(j *Job) []Finding {
 			shown = append(shown[:5:5], fmt.Sprintf("and %d more", len(names)-5))
 		}
 		ids := append([]string{a.AttemptID}, names...)
+		msg := fmt.Sprintf("%s took %.1f× the median time without doing much more work (%s). On %s meanwhile %d other attempts of %d jobs ran (%s), keeping %.1f cores busy on average, and its threads waited for a CPU %s.",
+			a.AttemptID, durRatio, cpuText(a.CPUMs, typeMedians(j)[typ].cpu), a.Host, len(names), len(jobs), strings.Join(shown, ", "), busy,
+			waitText(float64(max(a.SchedWaitMs, 0)), float64(a.DurationMs)))
+		nums := []Number{{"duration_ratio", durRatio, "x"}, {"sched_wait_percent", wait * 100, "percent"},
+			{"cpu_ratio", ratio(float64(a.CPUMs), typeMedians(j)[typ].cpu), "x"}, {"neighbour_cores", busy, "cores"}, {"neighbours", float64(len(names)), "count"}}
+		if j.private {
+			// What its own threads measured alone.
+			msg = fmt.Sprintf("%s took %.1f× the median time without doing much more work (%s), and on %s its threads waited for a CPU %s: other work kept the node busy.",
+				a.AttemptID, durRatio, cpuText(a.CPUMs, typeMedians(j)[typ].cpu), a.Host, waitText(float64(max(a.SchedWaitMs, 0)), float64(a.DurationMs)))
+			nums = nums[:3]
+		}
 		out = append(out, Finding{Severity: sev, TaskType: typ, AttemptIDs: ids,
-			Message: fmt.Sprintf("%s took %.1f× the median time without doing much more work (%s). On %s meanwhile %d other attempts of %d jobs ran (%s), keeping %.1f cores busy on average, and its threads waited for a CPU %s.",
-				a.AttemptID, durRatio, cpuText(a.CPUMs, typeMedians(j)[typ].cpu), a.Host, len(names), len(jobs), strings.Join(shown, ", "), busy,
-				waitText(float64(max(a.SchedWaitMs, 0)), float64(a.DurationMs))),
+			Message: msg,
 			Recommendation: "The node was busy with other work: speculative execution re-runs such attempts elsewhere; " +
 				"fewer concurrent containers on the node (or CPU isolation with cgroups) keeps tasks from starving each other.",
-			Parameter: "mapreduce." + typ + ".speculative", Value: "true",
-			Numbers: []Number{{"duration_ratio", durRatio, "x"}, {"sched_wait_percent", wait * 100, "percent"},
-				{"cpu_ratio", ratio(float64(a.CPUMs), typeMedians(j)[typ].cpu), "x"}, {"neighbour_cores", busy, "cores"}, {"neighbours", float64(len(names)), "count"}}})
+			Parameter: "mapreduce." + typ + ".speculative", Value: "true", Numbers: nums})
 	}
 	return out
 }

@@ -222,12 +222,17 @@ func explain(j *Job, o outlier, m typeStats) ([]cause, []Number) {
 	if o.slow {
 		others, busy := neighbourLoad(j, a)
 		n := len(others)
-		nums = append(nums, Number{"neighbour_cores", busy, "cores"}, Number{"neighbours", float64(n), "count"})
+		if !j.private {
+			nums = append(nums, Number{"neighbour_cores", busy, "cores"}, Number{"neighbours", float64(n), "count"})
+		}
 		if wait/math.Max(dur, 1) >= 0.1 || busy >= 1 {
 			if wait/math.Max(dur, 1) >= 0.05 {
-				cs = append(cs, cause{name: "cpu_wait", secs: explains(wait - m.wait), score: busy,
-					text: fmt.Sprintf("waiting for a CPU: its threads were runnable but not running %s; %d other attempts on %s kept %.1f cores busy meanwhile",
-						waitText(wait, dur), n, a.Host, busy)})
+				text := fmt.Sprintf("waiting for a CPU: its threads were runnable but not running %s; %d other attempts on %s kept %.1f cores busy meanwhile",
+					waitText(wait, dur), n, a.Host, busy)
+				if j.private {
+					text = fmt.Sprintf("waiting for a CPU: its threads were runnable but not running %s on %s", waitText(wait, dur), a.Host)
+				}
+				cs = append(cs, cause{name: "cpu_wait", secs: explains(wait - m.wait), score: busy, text: text})
 			} else if busy >= 1 {
 				cs = append(cs, cause{name: "neighbours", score: busy,
 					text: fmt.Sprintf("noisy neighbours: %d other attempts on %s kept %.1f cores busy meanwhile", n, a.Host, busy)})
@@ -387,6 +392,9 @@ func timesText(r float64) string {
 // their CPU in the overlap as cores kept busy on average over a's life. A
 // store error leaves none: the Job recorded it, and the report fails.
 func neighbourLoad(j *Job, a store.Attempt) ([]store.Attempt, float64) {
+	if j.private {
+		return nil, 0
+	}
 	from, to := span(a)
 	others, err := j.hostAttempts(a.Host, from, to)
 	if err != nil {

@@ -253,6 +253,9 @@ func (j *Job) readAhead() {
 	}
 	sort.Strings(hosts)
 	for _, h := range hosts {
+		if j.private {
+			break // (neighbourLoad looks at none)
+		}
 		w := p.hosts[h]
 		j.hostAttempts(h, w[0], w[1])
 	}

@@ -9,7 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/taskscope/taskscope/internal/auth"
+	"github.com/taskscope/taskscope/internal/store/storetest"
 	"github.com/taskscope/taskscope/internal/testsrv"
+	"github.com/taskscope/taskscope/internal/wire"
 )
 
 // TestAccess: behind an SSO proxy, a user sees their own jobs and those
@@ -167,5 +170,120 @@ func TestLiveCaps(t *testing.T) {
 	}
 	for _, c := range closers[1:] {
 		c()
+	}
+}
+
+// TestLiveAttribution: a batch's data moves the counters of the readers who
+// see its jobs, found from the batch's descriptions, else from the store
+// (an attempt's series alone: its job, and whose that is); data of an
+// attempt nothing knows moves operators' counters only.
+func TestLiveAttribution(t *testing.T) {
+	f := newFixture(t)
+	l := NewLive(time.Millisecond, LiveOptions{Store: f.st})
+	policy, _ := auth.ParsePolicy(strings.NewReader("queue crafted carl\n"))
+	zoe, yann, carl, nobody := policy.Identify("zoe", nil, "sso"), policy.Identify("yann", nil, "sso"),
+		policy.Identify("carl", nil, "sso"), policy.Identify("nobody", nil, "sso")
+	want := func(what string, v map[*auth.Identity]uint64) {
+		t.Helper()
+		testsrv.WaitUntil(t, what, 10*time.Second, func() bool {
+			for id, n := range v {
+				if l.Version(id) != n {
+					return false
+				}
+			}
+			return !l.resolving.Load()
+		})
+		for id, n := range v {
+			if got := l.Version(id); got != n {
+				t.Errorf("%s: %s's counter %d, want %d", what, id.User, got, n)
+			}
+		}
+	}
+	commit := func(b *wire.Batch) { l.Stored(b); l.Committed() }
+	commit(&wire.Batch{AttemptSeries: []wire.Series{{AttemptID: attWC0}}})
+	want("zoe's attempt's series, its job from the store", map[*auth.Identity]uint64{zoe: 1, yann: 0, carl: 0, nobody: 0})
+	commit(&wire.Batch{Events: []wire.Event{{AttemptID: attETL, Kind: "process_start"}}})
+	want("an event of yann's attempt in queue crafted", map[*auth.Identity]uint64{zoe: 1, yann: 1, carl: 1, nobody: 0})
+	commit(&wire.Batch{Attempts: []wire.Attempt{{AttemptID: "attempt_1800000000000_0001_m_000000_0", JobID: "job_1800000000000_0001",
+		User: "zoe", Queue: "crafted"}}})
+	want("a new job described in the batch", map[*auth.Identity]uint64{zoe: 2, yann: 1, carl: 2, nobody: 0})
+	all := l.Version(auth.Open)
+	commit(&wire.Batch{AttemptSeries: []wire.Series{{AttemptID: "attempt_1900000000000_0001_m_000000_0"}}})
+	want("an attempt nothing knows", map[*auth.Identity]uint64{zoe: 2, yann: 1, carl: 2, nobody: 0})
+	if l.Version(auth.Open) <= all {
+		t.Errorf("an operator's counter did not move: %d", l.Version(auth.Open))
+	}
+}
+
+// TestAgentMetricAnswer: a metric outside the catalog asked of one's own
+// job is answered the same before and after an agent sends that name for
+// another user's job (issue 27: 400 until anyone's agent sent it, then 200).
+func TestAgentMetricAnswer(t *testing.T) {
+	f := newFixture(t)
+	path := "/api/v1/jobs/" + jobWC + "/series?metrics=cpu_percent,x_only_theirs"
+	code, before := f.get(t, path, nil)
+	if code != http.StatusOK {
+		t.Fatalf("before: %d %s", code, before)
+	}
+	b := &wire.Batch{Version: wire.Version, AgentID: "node1-theirs", Seq: 1, Host: "node1", Metrics: []string{"x_only_theirs"},
+		AttemptSeries: []wire.Series{{AttemptID: attETL, Times: []int64{t0.Add(25 * time.Second).UnixMilli()},
+			Columns: []wire.Column{{Metric: 0, Values: []int64{7}}}}}}
+	storetest.Ingest(t, f.st, b)
+	if err := f.st.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if code, after := f.get(t, path, nil); code != http.StatusOK || after != before {
+		t.Errorf("after an agent sent it for another job: %d %s\nbefore: %s", code, after, before)
+	}
+	// Theirs has it (an operator asks).
+	if _, body := f.get(t, "/api/v1/jobs/"+jobETL+"/attempts/"+attETL+"/series?metrics=x_only_theirs&from=0&to=4102444800000&points=1", nil); !strings.Contains(body, `"values":[7]`) {
+		t.Errorf("the other job's series: %s", body)
+	}
+}
+
+// stubAnalyzer says which findings it was asked for.
+type stubAnalyzer struct{}
+
+func (stubAnalyzer) Findings(context.Context, string) (any, error) {
+	return map[string]string{"made": "with neighbours"}, nil
+}
+func (stubAnalyzer) FindingsWithoutNeighbours(context.Context, string) (any, error) {
+	return map[string]string{"made": "without neighbours"}, nil
+}
+
+// TestNeighboursSwitch: with the access file's "neighbours operators", a
+// reader who is not an operator is given the findings made without
+// looking at what else ran on the job's hosts; an operator, and everyone
+// without the rule, those made with.
+func TestNeighboursSwitch(t *testing.T) {
+	f := newFixture(t)
+	proxies, _ := auth.ParseProxies("127.0.0.1")
+	for _, c := range []struct {
+		rules, user, want string
+	}{
+		{"operator root\nneighbours operators\n", "zoe", "without neighbours"},
+		{"operator root\nneighbours operators\n", "root", "with neighbours"},
+		{"operator root\n", "zoe", "with neighbours"},
+	} {
+		policy, err := auth.ParsePolicy(strings.NewReader(c.rules))
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := New(f.st, stubAnalyzer{}, nil, auth.New(auth.Options{UserHeader: "X-Forwarded-User", Proxies: proxies, Policy: policy}))
+		mux := http.NewServeMux()
+		a.Register(mux)
+		srv := httptest.NewServer(mux)
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/api/v1/jobs/"+jobWC+"/findings", nil)
+		req.Header.Set("X-Forwarded-User", c.user)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		srv.Close()
+		if !strings.Contains(string(body), `"`+c.want+`"`) {
+			t.Errorf("%q, %s: %d %s, want findings made %s", c.rules, c.user, resp.StatusCode, body, c.want)
+		}
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -26,6 +28,13 @@ type Finding = any
 // Analyzer produces the findings of a job.
 type Analyzer interface {
 	Findings(ctx context.Context, jobID string) (any, error)
+}
+
+// NeighbourHider is an Analyzer that also makes a job's findings without
+// looking at what else ran on its hosts (no other job's attempts, nor
+// their number or CPU), for readers the access file hides them from.
+type NeighbourHider interface {
+	FindingsWithoutNeighbours(ctx context.Context, jobID string) (any, error)
 }
 
 // HistoryAnalyzer is an Analyzer that also compares a job with the
@@ -48,6 +57,7 @@ type API struct {
 	now      func() time.Time
 	live     *Live
 	authn    *auth.Authenticator
+	routes   []string           // what Register added
 	profiles *profiling.Control // nil: the server asks for no profiles (profiles.go)
 }
 
@@ -60,31 +70,84 @@ func New(st store.Store, analyzer Analyzer, live *Live, authn *auth.Authenticato
 	return &API{st: st, analyzer: analyzer, now: time.Now, live: live, authn: authn}
 }
 
+// Mux is what Register adds its routes to (an *http.ServeMux).
+type Mux interface {
+	Handle(pattern string, h http.Handler)
+}
+
 // Register adds the routes to mux. Every route identifies its reader
-// first (401 or 403 without a login, when one is needed); what a reader
-// may see is checked by each.
-func (a *API) Register(mux *http.ServeMux) {
-	route := func(pattern string, h http.HandlerFunc) { mux.Handle(pattern, a.authn.Require(false, h)) }
-	route("GET /api/v1/jobs", a.jobs)
-	route("GET /api/v1/jobs/{job}", a.job)
-	route("GET /api/v1/jobs/{job}/series", a.jobSeries)
-	route("GET /api/v1/jobs/{job}/events", a.jobEvents)
-	route("GET /api/v1/jobs/{job}/findings", a.findings)
-	route("GET /api/v1/jobs/{job}/history", a.history)
-	route("GET /api/v1/waste", a.waste)
-	route("GET /api/v1/overview", a.overview)
-	route("GET /api/v1/jobs/{job}/attempts/{attempt}", a.attempt)
-	route("GET /api/v1/jobs/{job}/attempts/{attempt}/series", a.attemptSeries)
-	route("GET /api/v1/processes/{key}/series", a.processSeries)
-	mux.Handle("GET /api/v1/hosts", a.authn.Require(true, http.HandlerFunc(a.hosts)))
-	mux.Handle("GET /api/v1/hosts/{host}", a.authn.Require(true, http.HandlerFunc(a.host)))
-	route("GET /api/v1/events", a.events)
-	route("GET /api/v1/metrics", a.metricCatalog)
-	a.registerProfiles(route)
+// first (401 or 403 without a login, when one is needed); then a route of
+// a job (a path with {job}) checks that the reader may see the job, and a
+// route of one of its attempts ({attempt}) that the attempt is in it,
+// before its handler runs (route). Routes lists them.
+func (a *API) Register(mux Mux) {
+	a.route(mux, "GET /api/v1/jobs", a.jobs)
+	a.route(mux, "GET /api/v1/jobs/{job}", a.job)
+	a.route(mux, "GET /api/v1/jobs/{job}/series", a.jobSeries)
+	a.route(mux, "GET /api/v1/jobs/{job}/events", a.jobEvents)
+	a.route(mux, "GET /api/v1/jobs/{job}/findings", a.findings)
+	a.route(mux, "GET /api/v1/jobs/{job}/history", a.history)
+	a.route(mux, "GET /api/v1/waste", a.waste)
+	a.route(mux, "GET /api/v1/overview", a.overview)
+	a.route(mux, "GET /api/v1/jobs/{job}/attempts/{attempt}", a.attempt)
+	a.route(mux, "GET /api/v1/jobs/{job}/attempts/{attempt}/series", a.attemptSeries)
+	a.route(mux, "GET /api/v1/processes/{key}/series", a.processSeries)
+	a.operatorRoute(mux, "GET /api/v1/hosts", a.hosts)
+	a.operatorRoute(mux, "GET /api/v1/hosts/{host}", a.host)
+	a.route(mux, "GET /api/v1/events", a.events)
+	a.route(mux, "GET /api/v1/metrics", a.metricCatalog)
+	a.registerProfiles(func(pattern string, h http.HandlerFunc) { a.route(mux, pattern, h) })
 	if a.live != nil {
-		route("GET /api/v1/live", a.live.ServeHTTP)
+		a.route(mux, "GET /api/v1/live", a.live.ServeHTTP)
 	}
 }
+
+// Routes are the patterns Register added, in order.
+func (a *API) Routes() []string { return slices.Clone(a.routes) }
+
+// route adds a route for readers: h runs once the reader is identified
+// and, for a route of a job or of one of its attempts, once checkPath
+// found that they may see it. Every route of a job names it {job} and its
+// attempt {attempt} (a wildcard named otherwise would not be checked:
+// route refuses it).
+func (a *API) route(mux Mux, pattern string, h http.HandlerFunc) { a.add(mux, pattern, false, h) }
+
+// operatorRoute adds a route for operators only (403 for anyone else).
+func (a *API) operatorRoute(mux Mux, pattern string, h http.HandlerFunc) {
+	a.add(mux, pattern, true, h)
+}
+
+func (a *API) add(mux Mux, pattern string, operators bool, h http.HandlerFunc) {
+	job, attempt := false, false
+	for _, w := range wildcards.FindAllStringSubmatch(pattern, -1) {
+		switch name := strings.TrimSuffix(w[1], "..."); {
+		case name == "job":
+			job = true
+		case name == "attempt":
+			attempt = true
+		case strings.Contains(name, "job") || strings.Contains(name, "attempt"):
+			panic(fmt.Sprintf("api: route %s: name a job's wildcard {job} and an attempt's {attempt}, which route checks, not {%s}", pattern, name))
+		}
+	}
+	if attempt && !job {
+		panic(fmt.Sprintf("api: route %s: an attempt's route is under its job's (/jobs/{job}/attempts/{attempt})", pattern))
+	}
+	var next http.Handler = h
+	if job {
+		next = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if err := a.checkPath(r, attempt); err != nil {
+				fail(w, err)
+				return
+			}
+			h(w, r)
+		})
+	}
+	a.routes = append(a.routes, pattern)
+	mux.Handle(pattern, a.authn.Require(operators, next))
+}
+
+// wildcards finds the wildcards of a route's pattern.
+var wildcards = regexp.MustCompile(`\{([^}]*)\}`)
 
 // reader is who makes r, as Register's wrapper identified them (no one,
 // who sees nothing, if a route was not wrapped).
@@ -95,25 +158,49 @@ func reader(r *http.Request) *auth.Identity {
 	return &auth.Identity{}
 }
 
-// errHidden is a job that exists but that the reader may not see: it is
-// answered as if it did not exist.
-func errHidden(job string) error { return fmt.Errorf("job %s: %w", job, store.ErrNotFound) }
+// The answers of a job, an attempt or a process that is unknown, or that
+// the reader may not see: the same bytes for both (docs/security.md).
+var (
+	errNoJob     = notFound("job not found")
+	errNoAttempt = notFound("attempt not found in this job")
+)
 
-// checkJob returns nil if r's reader may see job (and ErrNotFound if it is
-// unknown or hidden from them). Operators are not asked about.
-func (a *API) checkJob(r *http.Request, job string) error {
-	id := reader(r)
-	if id.Operator {
-		return nil
-	}
-	j, err := a.jobSummary(r.Context(), job)
-	if err != nil {
+// notFound is a 404 and its message, which says what was not found but
+// never which id, nor why.
+type notFound string
+
+func (n notFound) Error() string        { return string(n) }
+func (n notFound) Is(target error) bool { return target == store.ErrNotFound }
+
+// checkPath returns nil if r's reader may see the job of r's path (and,
+// if attempt, the attempt of the path is in that job); errNoJob or
+// errNoAttempt otherwise. It reads whose the job is before anything else
+// of it (store.ReadJobOwner: one read of a key, which costs about the
+// same for a job that exists and one that does not), so that a job the
+// reader may not see answers as an unknown one, in about the same time.
+func (a *API) checkPath(r *http.Request, attempt bool) error {
+	job := r.PathValue("job")
+	if err := a.checkJob(r, job); err != nil {
 		return err
 	}
-	if !id.Sees(j.User, j.Queue) {
-		return errHidden(job)
+	if !attempt {
+		return nil
 	}
-	return nil
+	j, err := store.ReadAttemptJob(r.Context(), a.st, r.PathValue("attempt"))
+	if errors.Is(err, store.ErrNotFound) || err == nil && j != job {
+		return errNoAttempt
+	}
+	return err
+}
+
+// checkJob returns nil if r's reader may see job, errNoJob if it is
+// unknown or they may not see it. Operators see every job there is.
+func (a *API) checkJob(r *http.Request, job string) error {
+	o, err := store.ReadJobOwner(r.Context(), a.st, job)
+	if errors.Is(err, store.ErrNotFound) || err == nil && !reader(r).Sees(o.User, o.Queue) {
+		return errNoJob
+	}
+	return err
 }
 
 // Error is the body of every error answer.
@@ -151,7 +238,10 @@ func fail(w http.ResponseWriter, err error) {
 	case errors.Is(err, store.ErrUnknownMetric):
 		writeJSON(w, http.StatusBadRequest, Error{err.Error()})
 	case errors.Is(err, store.ErrNotFound):
-		writeJSON(w, http.StatusNotFound, Error{err.Error()})
+		// What was not found, never which id, nor the store's words.
+		msg := notFound("not found")
+		errors.As(err, &msg)
+		writeJSON(w, http.StatusNotFound, Error{string(msg)})
 	case errors.Is(err, store.ErrUnavailable):
 		// It passes; the reason names no address of the store's.
 		w.Header().Set("Retry-After", retryUnavailable)
@@ -248,9 +338,6 @@ func (a *API) jobs(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) job(w http.ResponseWriter, r *http.Request) {
 	j, err := a.st.Job(r.Context(), r.PathValue("job"))
-	if err == nil && !reader(r).Sees(j.User, j.Queue) {
-		err = errHidden(j.JobID)
-	}
 	if err != nil {
 		fail(w, err)
 		return
@@ -304,18 +391,14 @@ func writeJob(w http.ResponseWriter, d *store.JobDetail) {
 	w.Write(append(b, "}\n"...))
 }
 
+// attemptOf is the attempt of r's path, which the route's checkPath found
+// in the path's job, visible to the reader.
 func (a *API) attemptOf(r *http.Request) (*store.AttemptDetail, error) {
-	if err := a.checkJob(r, r.PathValue("job")); err != nil {
-		return nil, err
-	}
 	d, err := a.st.Attempt(r.Context(), r.PathValue("attempt"))
-	if err != nil {
-		return nil, err
+	if err == nil && d.JobID != r.PathValue("job") {
+		err = errNoAttempt // (moved since checkPath)
 	}
-	if d.JobID != r.PathValue("job") {
-		return nil, fmt.Errorf("attempt %s is not in job %s: %w", d.AttemptID, r.PathValue("job"), store.ErrNotFound)
-	}
-	return d, nil
+	return d, err
 }
 
 func (a *API) attempt(w http.ResponseWriter, r *http.Request) {
@@ -328,21 +411,23 @@ func (a *API) attempt(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) findings(w http.ResponseWriter, r *http.Request) {
-	// (The analyzer reads the job itself, or keeps its findings for a few
-	// seconds: a 404 needs only its summary.)
-	j, err := a.jobSummary(r.Context(), r.PathValue("job"))
-	if err == nil && !reader(r).Sees(j.User, j.Queue) {
-		err = errHidden(j.JobID)
-	}
-	if err != nil {
-		fail(w, err)
-		return
-	}
 	if a.analyzer == nil {
 		writeJSON(w, http.StatusOK, map[string]any{"findings": []any{}})
 		return
 	}
-	f, err := a.analyzer.Findings(r.Context(), r.PathValue("job"))
+	var f any
+	var err error
+	if reader(r).HideNeighbours {
+		// What else ran on the job's hosts is operators' to see.
+		nh, ok := a.analyzer.(NeighbourHider)
+		if !ok {
+			writeJSON(w, http.StatusOK, map[string]any{"findings": []any{}})
+			return
+		}
+		f, err = nh.FindingsWithoutNeighbours(r.Context(), r.PathValue("job"))
+	} else {
+		f, err = a.analyzer.Findings(r.Context(), r.PathValue("job"))
+	}
 	if err != nil {
 		fail(w, err)
 		return
@@ -354,10 +439,6 @@ func (a *API) findings(w http.ResponseWriter, r *http.Request) {
 // against the median of the runs before it. The runs are of the job's user
 // and queue: who sees the job sees them.
 func (a *API) history(w http.ResponseWriter, r *http.Request) {
-	if err := a.checkJob(r, r.PathValue("job")); err != nil {
-		fail(w, err)
-		return
-	}
 	runs, err := intParam(r, "runs", 30, 1, 200)
 	if err != nil {
 		fail(w, err)
@@ -425,10 +506,6 @@ func (a *API) waste(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) jobEvents(w http.ResponseWriter, r *http.Request) {
-	if err := a.checkJob(r, r.PathValue("job")); err != nil {
-		fail(w, err)
-		return
-	}
 	evs, err := a.st.Events(r.Context(), store.EventFilter{JobID: r.PathValue("job"), Limit: 10000})
 	if err != nil {
 		fail(w, err)

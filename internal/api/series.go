@@ -2,7 +2,7 @@ package api
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
@@ -115,9 +115,6 @@ func (a *API) seriesQuery(r *http.Request, q *store.SeriesQuery, start, end int6
 
 func (a *API) jobSeries(w http.ResponseWriter, r *http.Request) {
 	j, err := a.jobSummary(r.Context(), r.PathValue("job"))
-	if err == nil && !reader(r).Sees(j.User, j.Queue) {
-		err = errHidden(j.JobID)
-	}
 	if err != nil {
 		fail(w, err)
 		return
@@ -142,13 +139,9 @@ func (a *API) attemptLife(ctx context.Context, id string) (*store.AttemptLife, e
 }
 
 func (a *API) attemptSeries(w http.ResponseWriter, r *http.Request) {
-	err := a.checkJob(r, r.PathValue("job"))
-	var d *store.AttemptLife
-	if err == nil {
-		d, err = a.attemptLife(r.Context(), r.PathValue("attempt"))
-	}
+	d, err := a.attemptLife(r.Context(), r.PathValue("attempt"))
 	if err == nil && d.JobID != r.PathValue("job") {
-		err = fmt.Errorf("attempt %s is not in job %s: %w", d.AttemptID, r.PathValue("job"), store.ErrNotFound)
+		err = errNoAttempt // (moved since checkPath)
 	}
 	if err != nil {
 		fail(w, err)
@@ -185,11 +178,7 @@ func (a *API) processSeries(w http.ResponseWriter, r *http.Request) {
 			fail(w, forbidden("a process's series need attempt= (an attempt it ran in) unless you are an operator"))
 			return
 		}
-		d, err := a.attemptLife(r.Context(), q.AttemptID)
-		if err == nil {
-			err = a.checkJob(r, d.JobID)
-		}
-		if err != nil {
+		if err := a.checkAttempt(r, q.AttemptID); err != nil {
 			fail(w, err)
 			return
 		}
@@ -200,6 +189,9 @@ func (a *API) processSeries(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		d, err := a.attemptLife(r.Context(), v.Get("attempt"))
+		if errors.Is(err, store.ErrNotFound) {
+			err = errNoProcessAttempt
+		}
 		if err != nil {
 			fail(w, err)
 			return
@@ -212,7 +204,43 @@ func (a *API) processSeries(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	a.serveSeries(w, r, q)
+	res, err := a.st.Series(r.Context(), q)
+	if errors.Is(err, store.ErrNotFound) {
+		err = errNoProcess // unknown, or not in the attempt
+	}
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// errNoProcessAttempt answers a process's series asked through an
+// attempt that is unknown, or of a job the reader may not see.
+var errNoProcessAttempt = notFound("attempt not found")
+
+// errNoProcess answers a process's series of a process that is unknown,
+// or not in the attempt asked through.
+var errNoProcess = notFound("process not found")
+
+// checkAttempt returns nil if r's reader may see the job of attempt,
+// errNoProcessAttempt if it is unknown or they may not. An unknown
+// attempt costs the reads of a hidden one: the job of an attempt
+// (store.ReadAttemptJob), then whose that job is, also when the attempt
+// has none (the read of no job's owner).
+func (a *API) checkAttempt(r *http.Request, attempt string) error {
+	job, err := store.ReadAttemptJob(r.Context(), a.st, attempt)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	unknown := err != nil
+	if err := a.checkJob(r, job); err != nil || unknown {
+		if errors.Is(err, store.ErrNotFound) || unknown && err == nil {
+			return errNoProcessAttempt
+		}
+		return err
+	}
+	return nil
 }
 
 func (a *API) serveSeries(w http.ResponseWriter, r *http.Request, q store.SeriesQuery) {

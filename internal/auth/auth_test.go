@@ -110,7 +110,22 @@ group    etl-team dave erin
 	if id := none.Identify("alice", []string{"ops"}, "sso"); id.Operator || !id.Sees("alice", "q") || id.Sees("bob", "q") {
 		t.Errorf("without a policy: %+v", id)
 	}
-	for _, bad := range []string{"operator\n", "queue etl\n", "grant x y\n", "group g @h\n"} {
+	// What else ran beside a job: everyone's to see by default, or
+	// operators' alone.
+	if p.Identify("alice", nil, "sso").HideNeighbours {
+		t.Error("neighbours hidden without the rule")
+	}
+	hide, err := ParsePolicy(strings.NewReader("operator root\nneighbours operators\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !hide.Identify("alice", nil, "sso").HideNeighbours || hide.Identify("root", nil, "sso").HideNeighbours {
+		t.Error("neighbours operators: hidden from alice, shown to root?")
+	}
+	if show, _ := ParsePolicy(strings.NewReader("neighbours operators\nneighbours everyone\n")); show == nil || show.Identify("alice", nil, "sso").HideNeighbours {
+		t.Error("neighbours everyone (the later line) hides them")
+	}
+	for _, bad := range []string{"operator\n", "queue etl\n", "grant x y\n", "group g @h\n", "neighbours\n", "neighbours nobody\n", "neighbours operators x\n"} {
 		if _, err := ParsePolicy(strings.NewReader(bad)); err == nil {
 			t.Errorf("%q accepted", bad)
 		}

@@ -18,6 +18,7 @@ import (
 //	queue    etl   @etl-team carol every job of queue etl
 //	user     svc-etl @etl-team     every job that svc-etl owns
 //	group    etl-team dave erin    dave and erin are in etl-team
+//	neighbours operators           what else ran beside a job: operators'
 //
 // A user sees the jobs they own, and those the rules grant to them or to
 // one of their groups; operators see everything (every job, the hosts, lost
@@ -27,6 +28,9 @@ type Policy struct {
 	queues    map[string][]string // queue -> users and @groups
 	users     map[string][]string // job owner -> users and @groups
 	groups    map[string][]string // group -> its users
+	// neighboursOperators: the findings that look at what else ran on a
+	// job's hosts say it to operators alone ("neighbours operators").
+	neighboursOperators bool
 }
 
 // LoadPolicy reads an access file.
@@ -61,6 +65,11 @@ func ParsePolicy(r io.Reader) (*Policy, error) {
 				return nil, fmt.Errorf("line %d: %s names no user or @group", line, w[0])
 			}
 			p.operators = append(p.operators, w[1:]...)
+		case "neighbours", "neighbors":
+			if len(w) != 2 || w[1] != "operators" && w[1] != "everyone" {
+				return nil, fmt.Errorf("line %d: %s: want %s operators (or everyone, the default)", line, strings.Join(w, " "), w[0])
+			}
+			p.neighboursOperators = w[1] == "operators"
 		case "queue", "user", "group":
 			if len(w) < 3 {
 				return nil, fmt.Errorf("line %d: %s %s: want %s NAME and the users or @groups it grants to", line, w[0], strings.Join(w[1:], " "), w[0])
@@ -68,7 +77,7 @@ func ParsePolicy(r io.Reader) (*Policy, error) {
 			m := map[string]map[string][]string{"queue": p.queues, "user": p.users, "group": p.groups}[w[0]]
 			m[w[1]] = append(m[w[1]], w[2:]...)
 		default:
-			return nil, fmt.Errorf("line %d: unknown rule %q (operator, admin, queue, user, group)", line, w[0])
+			return nil, fmt.Errorf("line %d: unknown rule %q (operator, admin, queue, user, group, neighbours)", line, w[0])
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -97,6 +106,10 @@ type Identity struct {
 	// Queues and Users are the queues and job owners whose jobs they
 	// see, beside their own.
 	Queues, Users []string
+	// HideNeighbours: the findings they read say nothing of what else
+	// ran on a job's hosts (the access file's "neighbours operators",
+	// for those who are not operators).
+	HideNeighbours bool
 }
 
 // Open is everyone when reads need no login.
@@ -121,6 +134,7 @@ func (p *Policy) Identify(user string, groups []string, via string) *Identity {
 	}
 	slices.Sort(id.Groups)
 	id.Operator = id.in(p.operators)
+	id.HideNeighbours = p.neighboursOperators && !id.Operator
 	for _, q := range sortedKeys(p.queues) {
 		if id.in(p.queues[q]) {
 			id.Queues = append(id.Queues, q)

@@ -48,6 +48,7 @@ type Pipeline struct {
 	queued          atomic.Int64
 	log             *slog.Logger
 	onCommit        func()
+	onStored        func(b *wire.Batch)
 	onError         func(err error, batches int)
 	stop            chan struct{}
 	wg              sync.WaitGroup
@@ -71,6 +72,9 @@ type PipelineOptions struct {
 	Log             *slog.Logger
 	Registry        prometheus.Registerer
 	OnCommit        func() // called after each commit that stored something
+	// OnStored, if set, is called with each batch a commit stored (not
+	// the duplicates), before OnCommit; it must not keep the batch.
+	OnStored func(b *wire.Batch)
 	// OnError, if set, is called with each failed commit and the number of
 	// batches it refused, and the batches' failures are logged at debug
 	// level only: the caller says that the store cannot write (a full
@@ -95,7 +99,7 @@ func NewPipeline(st store.Store, o PipelineOptions) *Pipeline {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	p := &Pipeline{st: st, q: make(chan *request, o.QueueLen), maxGroup: o.MaxGroup, maxGroupSamples: o.MaxGroupSamples, queueSamples: int64(o.QueueSamples), log: o.Log, onCommit: o.OnCommit, onError: o.OnError, stop: make(chan struct{}),
+	p := &Pipeline{st: st, q: make(chan *request, o.QueueLen), maxGroup: o.MaxGroup, maxGroupSamples: o.MaxGroupSamples, queueSamples: int64(o.QueueSamples), log: o.Log, onCommit: o.OnCommit, onStored: o.OnStored, onError: o.OnError, stop: make(chan struct{}),
 		commitDur: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "taskscope_ingest_commit_seconds",
 			Help: "Time to append and commit one group of batches.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
 		batches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "taskscope_ingest_batches_total",
@@ -206,6 +210,13 @@ func (p *Pipeline) write(group []*request) {
 	p.groupSize.Observe(float64(len(group)))
 	if err != nil && p.onError != nil {
 		p.onError(err, len(group))
+	}
+	if err == nil && p.onStored != nil {
+		for i, r := range group {
+			if !res[i] {
+				p.onStored(r.b)
+			}
+		}
 	}
 	if err == nil && p.onCommit != nil && slices.Contains(res, false) {
 		p.onCommit()

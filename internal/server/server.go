@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -60,6 +62,7 @@ type Server struct {
 	serveErr chan error
 	live     *api.Live
 	health   *writeHealth
+	routes   *routeMux
 	// committed is set by each ingest commit and cleared by the summary
 	// flush after it, which then tells the browsers again: summaries are
 	// written up to a second after the commit, and a page that refetched
@@ -77,15 +80,20 @@ func Start(cfg Config) (*Server, error) {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector())
-	live := api.NewLive(time.Second, cfg.Live)
+	lo := cfg.Live
+	if lo.Store == nil {
+		lo.Store = cfg.Store
+	}
+	live := api.NewLive(time.Second, lo)
 	health := &writeHealth{log: cfg.Log, dir: store.DataDirOf(cfg.Store)}
 	s := &Server{live: live, health: health}
 	po := cfg.Pipeline
 	po.Log, po.Registry = cfg.Log, reg
+	po.OnStored = live.Stored
 	po.OnCommit = func() {
 		health.ok()
 		s.committed.Store(true)
-		live.Changed()
+		live.Committed()
 	}
 	po.OnError = health.failed
 	pl := ingest.NewPipeline(cfg.Store, po)
@@ -97,7 +105,8 @@ func Start(cfg Config) (*Server, error) {
 	ih := ingest.NewHandler(pl, io)
 	reg.MustRegister(usageCollector{cfg.Store}, health)
 
-	mux := http.NewServeMux()
+	mux := &routeMux{ServeMux: http.NewServeMux()}
+	s.routes = mux
 	mux.Handle("POST /api/v1/ingest", ih)
 	if cfg.Auth == nil {
 		cfg.Auth = auth.New(auth.Options{})
@@ -105,7 +114,7 @@ func Start(cfg Config) (*Server, error) {
 	api.New(cfg.Store, cfg.Analyzer, live, cfg.Auth).WithProfiles(cfg.Profiles).Register(mux)
 	// The server's own metrics are operators'.
 	mux.Handle("GET /metrics", cfg.Auth.Require(true, promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("GET /healthz", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		if msg := health.message(); msg != "" {
 			// Serving, but not storing: a balancer sends agents elsewhere.
@@ -114,7 +123,7 @@ func Start(cfg Config) (*Server, error) {
 			return
 		}
 		w.Write([]byte("ok\n"))
-	})
+	}))
 	mux.Handle("/", web.Handler())
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		web.SecurityHeaders(w.Header())
@@ -157,6 +166,28 @@ func Start(cfg Config) (*Server, error) {
 	return s, nil
 }
 
+// routeMux is the server's mux, which records the pattern of every route
+// added to it (Routes).
+type routeMux struct {
+	*http.ServeMux
+	patterns []string
+}
+
+func (m *routeMux) Handle(pattern string, h http.Handler) {
+	m.patterns = append(m.patterns, pattern)
+	m.ServeMux.Handle(pattern, h)
+}
+
+// HandleFunc is Handle of a function.
+func (m *routeMux) HandleFunc(pattern string, h func(http.ResponseWriter, *http.Request)) {
+	m.Handle(pattern, http.HandlerFunc(h))
+}
+
+// Routes are the patterns of every route the server serves (those of
+// package api, ingest, /metrics, /healthz, the UI), as its mux has them:
+// the tests that walk every route walk these.
+func (s *Server) Routes() []string { return slices.Clone(s.routes.patterns) }
+
 // Addr is the address the server listens on.
 func (s *Server) Addr() string { return s.ln.Addr().String() }
 
@@ -185,6 +216,7 @@ func (s *Server) maintain(ctx context.Context) {
 	// this server are told of the others' commits as of its own.
 	changes, shared := store.ChangesOf(s.cfg.Store)
 	var seen uint64
+	active := map[string]seenJob{}
 	for {
 		select {
 		case <-ctx.Done():
@@ -196,12 +228,12 @@ func (s *Server) maintain(ctx context.Context) {
 				s.health.failed(err, 0)
 				s.cfg.Log.Debug("cannot write summaries", "err", err)
 			} else if committed {
-				s.live.Changed()
+				s.live.Flushed()
 			}
 			if shared {
 				if v, err := changes(ctx); err == nil && v != seen {
 					if seen != 0 {
-						s.live.Changed()
+						s.live.Changed(s.othersChanged(ctx, active)...)
 					}
 					seen = v
 				}
@@ -218,6 +250,42 @@ func (s *Server) maintain(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// othersChanged is whose jobs changed since the last call, as the jobs
+// list says them: the running jobs (the newest 1000) whose figures differ
+// from those active had, and those that ran then and no longer do
+// (active becomes the running jobs). Another replica's commits, which
+// this server did not see, move its browsers' live counters so: for a
+// user, only when one of the jobs they see changed.
+func (s *Server) othersChanged(ctx context.Context, active map[string]seenJob) []store.Owner {
+	page, err := s.cfg.Store.Jobs(ctx, store.JobFilter{State: store.StateRunning, Limit: 1000})
+	if err != nil {
+		return nil
+	}
+	var out []store.Owner
+	now := make(map[string]seenJob, len(page.Jobs))
+	for _, j := range page.Jobs {
+		sj := seenJob{fmt.Sprint(j.LastSeen, j.Attempts, j.Running, j.CPUMs), store.Owner{User: j.User, Queue: j.Queue}}
+		now[j.JobID] = sj
+		if active[j.JobID] != sj {
+			out = append(out, sj.owner)
+		}
+	}
+	for id, sj := range active {
+		if _, ok := now[id]; !ok {
+			out = append(out, sj.owner) // ended
+		}
+	}
+	clear(active)
+	maps.Copy(active, now)
+	return out
+}
+
+// seenJob is what othersChanged saw of a running job.
+type seenJob struct {
+	figures string
+	owner   store.Owner
 }
 
 // Shutdown stops in a fixed order: no new requests, the writer drains its

@@ -6,8 +6,11 @@ import "sync"
 // their own (ExtColumns), by series kind (KindProcessExt, KindAttemptExt):
 // each is a series of its own per process or attempt, asked for by name
 // (SeriesMetric.Ext). A store reads them when it opens, the fold adds
-// those its commits store (Sink.Ext), and reads check against them. Safe
-// for concurrent use; the zero value is empty.
+// those its commits store (Sink.Ext). Reads do not check against them: a
+// name no agent sent is a series without data (nulls), as is one sent for
+// others' processes alone, so that what a reader is answered does not
+// depend on data they may not see (docs/security.md). Safe for
+// concurrent use; the zero value is empty.
 type ExtNames struct {
 	mu sync.Mutex
 	m  map[extName]bool
@@ -44,15 +47,4 @@ func (e *ExtNames) Replace(o *ExtNames) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.m = m
-}
-
-// Check is ErrUnknownMetric (UnknownMetric) for a metric of metrics that
-// no agent sent for series of kind, asked of scope.
-func (e *ExtNames) Check(scope Scope, kind int, metrics []SeriesMetric) error {
-	for _, m := range metrics {
-		if m.Ext != "" && !e.Known(kind, m.Ext) {
-			return UnknownMetric(scope, m.Name)
-		}
-	}
-	return nil
 }

@@ -92,8 +92,8 @@ type SeriesMetric struct {
 	Ext string
 }
 
-// ErrUnknownMetric is returned for a metric that is not in the catalog
-// and that no agent sent.
+// ErrUnknownMetric is returned for a metric name that is neither in the
+// scope's catalog nor a well-formed name of an agent's metric.
 var ErrUnknownMetric = errors.New("unknown metric")
 
 // UnknownMetric is ErrUnknownMetric for a metric name of a scope.
@@ -193,14 +193,33 @@ func LookupMetrics(scope Scope, names []string) ([]SeriesMetric, error) {
 			}
 		}
 		if !found {
+			// A well-formed name outside the catalogs is an agent's
+			// metric: its series, nulls where there is no data of it
+			// (whoever sent it, or not). A catalog's name of another
+			// scope is unknown here.
 			m, ok := extMetric(n)
-			if !ok {
-				return nil, fmt.Errorf("unknown %s metric %q", scope, n)
+			if !ok || inCatalog(n) {
+				return nil, UnknownMetric(scope, n)
 			}
 			out = append(out, m)
 		}
 	}
 	return out, nil
+}
+
+// inCatalog reports whether name is a metric of a catalog (of any scope).
+func inCatalog(name string) bool {
+	if name == JobAttemptsMetric {
+		return true
+	}
+	for _, cat := range [][]SeriesMetric{ProcessSeriesMetrics, AttemptSeriesMetrics} {
+		for _, m := range cat {
+			if m.Name == name {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Buckets returns the number of buckets of q.

@@ -205,6 +205,47 @@ func (s *Store) indexed(ctx context.Context, ids []string) (jobs, days []uint64,
 	return jobs, days, rows.Err()
 }
 
+// JobOwner is a job's user and queue (store.OwnerReader), from its row of
+// the jobs table (found by its key, whether it exists or not; written by
+// Flush, as the jobs list's): not its attempts, whose number would tell
+// in the time a read takes how large a job is.
+func (s *Store) JobOwner(ctx context.Context, id string) (store.Owner, error) {
+	rows, err := s.query(ctx, fmt.Sprintf("SELECT user_name, queue FROM %s WHERE job_key = %d AND job_id = %s ORDER BY version DESC LIMIT 1",
+		s.read("jobs"), jobKey(id), Quote(id)))
+	if err != nil {
+		return store.Owner{}, fmt.Errorf("cannot read the owner of job %s: %w", id, err)
+	}
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return store.Owner{}, err
+		}
+		return store.Owner{}, store.ErrNotFound
+	}
+	o := store.Owner{User: rows.String(), Queue: rows.String()}
+	return o, rows.Err()
+}
+
+// AttemptJob is the job of an attempt (store.OwnerReader), in one query
+// whether it exists or not: its rows under the jobs' keys and in the days
+// the index gives (GLOBAL: in a cluster, the index's set is made once and
+// sent to the shards).
+func (s *Store) AttemptJob(ctx context.Context, id string) (string, error) {
+	index := fmt.Sprintf("FROM %s WHERE attempt_key = %d AND attempt_id = %s", s.read("attempt_index"), store.AttemptKey(id), Quote(id))
+	rows, err := s.query(ctx, fmt.Sprintf("SELECT job_id FROM %s WHERE job_key GLOBAL IN (SELECT job_key %s) AND day GLOBAL IN (SELECT day %s) "+
+		"AND attempt_id = %s ORDER BY version DESC LIMIT 1", s.read("attempts"), index, index, Quote(id)))
+	if err != nil {
+		return "", fmt.Errorf("cannot read the job of attempt %s: %w", id, err)
+	}
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return "", err
+		}
+		return "", store.ErrNotFound
+	}
+	job := rows.String()
+	return job, rows.Err()
+}
+
 // AttemptLife returns an attempt's job and life (store.AttemptSeriesReader):
 // six columns of its row, which has fifty (a read of the whole row took
 // twice as long).

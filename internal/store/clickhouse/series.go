@@ -170,9 +170,6 @@ func (s *Store) one(ctx context.Context, q *store.SeriesQuery, metrics []store.S
 // of the attempt read.
 func (s *Store) attemptSeries(ctx context.Context, q *store.SeriesQuery, metrics []store.SeriesMetric, res *store.SeriesResult,
 	life *store.AttemptLife) error {
-	if err := s.ext.Check(q.Scope, store.KindAttemptExt, metrics); err != nil {
-		return err
-	}
 	if life == nil {
 		var err error
 		if life, err = s.AttemptLife(ctx, q.AttemptID); err != nil {
@@ -186,9 +183,6 @@ func (s *Store) attemptSeries(ctx context.Context, q *store.SeriesQuery, metrics
 }
 
 func (s *Store) processSeries(ctx context.Context, q *store.SeriesQuery, metrics []store.SeriesMetric, res *store.SeriesResult) error {
-	if err := s.ext.Check(q.Scope, store.KindProcessExt, metrics); err != nil {
-		return err
-	}
 	key := uint64(q.Process)
 	var jobs []uint64
 	if q.AttemptID != "" {
@@ -247,9 +241,6 @@ func (s *Store) procJobs(ctx context.Context, key uint64) ([]uint64, error) {
 
 // jobSeries sums the job's attempts.
 func (s *Store) jobSeries(ctx context.Context, q *store.SeriesQuery, metrics []store.SeriesMetric, res *store.SeriesResult) error {
-	if err := s.ext.Check(q.Scope, store.KindAttemptExt, metrics); err != nil {
-		return err
-	}
 	atts, err := s.jobAttempts(ctx, q.JobID)
 	if err != nil {
 		return err

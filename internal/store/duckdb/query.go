@@ -145,6 +145,34 @@ func (s *Store) JobSummary(ctx context.Context, id string) (*store.Job, error) {
 	return j, err
 }
 
+// JobOwner is a job's user and queue (store.OwnerReader): two columns of
+// its row, found by the primary key's index whether it exists or not.
+func (s *Store) JobOwner(ctx context.Context, id string) (store.Owner, error) {
+	var o store.Owner
+	err := s.queryRow(ctx, `SELECT coalesce(user_name, ''), coalesce(queue, '') FROM jobs WHERE job_id = ?`, id).Scan(&o.User, &o.Queue)
+	if isNoRows(err) {
+		return o, store.ErrNotFound
+	}
+	if err != nil {
+		return o, fmt.Errorf("cannot read the owner of job %s: %w", id, err)
+	}
+	return o, nil
+}
+
+// AttemptJob is the job of an attempt (store.OwnerReader): one column of
+// its row, found by the primary key's index.
+func (s *Store) AttemptJob(ctx context.Context, id string) (string, error) {
+	var job string
+	err := s.queryRow(ctx, `SELECT job_id FROM attempts WHERE attempt_id = ?`, id).Scan(&job)
+	if isNoRows(err) {
+		return "", store.ErrNotFound
+	}
+	if err != nil {
+		return "", fmt.Errorf("cannot read the job of attempt %s: %w", id, err)
+	}
+	return job, nil
+}
+
 // job reads a job's row, and the range of its attempts' gen_first.
 func (s *Store) job(ctx context.Context, id string) (j *store.Job, lo, hi uint64, err error) {
 	one, err := s.scanJob(s.queryRow(ctx, `SELECT `+jobCols+`, coalesce(gen_lo, 0), coalesce(gen_hi, 0)

@@ -60,6 +60,7 @@ func Run(t *testing.T, f Factory) {
 		{"HostileText", testHostileText},
 		{"MaintainKeepsResults", testMaintain},
 		{"NotFound", testNotFound},
+		{"Owners", testOwners},
 		{"Restart", testRestart},
 		{"BatchReads", testBatchReads},
 		{"Outcomes", testOutcomes},
@@ -708,6 +709,9 @@ func testJobDescribedInAnyOrder(t *testing.T, f Factory) {
 		if d.Name != "late name" || d.Queue != "late-q" {
 			t.Errorf("late first %v: job %s: name %q, queue %q; want the later description's", lateFirst, job, d.Name, d.Queue)
 		}
+		if o, err := store.ReadJobOwner(ctx, s, job); err != nil || o != (store.Owner{User: "erin", Queue: "late-q"}) {
+			t.Errorf("late first %v: job %s: owner %+v, %v; want the later description's", lateFirst, job, o, err)
+		}
 	}
 }
 
@@ -810,7 +814,7 @@ func testProcessSeriesInAttempt(t *testing.T, f Factory) {
 // testExtraMetrics: metrics an agent sends with no column of their own are
 // stored and served by name: NAME, their largest value in each bucket, and
 // NAME_per_s, their increase per second; a job's sum its attempts'. Names
-// no agent sent are ErrUnknownMetric. Maintenance and a restart keep them.
+// no agent sent are series of nulls. Maintenance and a restart keep them.
 // (Gen sends x_custom, a process's age in seconds, and x_att, twice an
 // attempt's.)
 func testExtraMetrics(t *testing.T, f Factory) {
@@ -855,19 +859,29 @@ func testExtraMetrics(t *testing.T, f Factory) {
 				}
 			}
 		}
-		for _, q := range []store.SeriesQuery{{Scope: store.ScopeProcess, Process: key}, {Scope: store.ScopeAttempt, AttemptID: att1},
-			{Scope: store.ScopeJob, JobID: job1}} {
-			q = window(q)
-			q.Metrics = []string{"x_nobody_sent"}
-			if _, err := s.Series(ctx, q); !errors.Is(err, store.ErrUnknownMetric) {
-				t.Errorf("%s: a metric no agent sent, of a %s: %v, want ErrUnknownMetric", when, q.Scope, err)
+		// A name no agent sent, and an attempt's metric asked of a
+		// process, are series without data (not errors: whether an agent
+		// sent a name for others' processes is not a reader's to learn).
+		nulls := func(what string, q store.SeriesQuery) {
+			t.Helper()
+			res, err := s.Series(ctx, window(q))
+			if err != nil || len(res.Series) != 1 || len(res.Series[0].Values) == 0 {
+				t.Errorf("%s: %s of a %s: %+v, %v; want a series of nulls", when, what, q.Scope, res, err)
+				return
+			}
+			for _, v := range res.Series[0].Values {
+				if !math.IsNaN(float64(v)) {
+					t.Errorf("%s: %s of a %s: %v, want nulls", when, what, q.Scope, res.Series[0].Values)
+					break
+				}
 			}
 		}
-		// An attempt's metric is not a process's.
-		q := window(store.SeriesQuery{Scope: store.ScopeProcess, Process: key, Metrics: []string{"x_att"}})
-		if _, err := s.Series(ctx, q); !errors.Is(err, store.ErrUnknownMetric) {
-			t.Errorf("%s: x_att of a process: %v, want ErrUnknownMetric", when, err)
+		for _, q := range []store.SeriesQuery{{Scope: store.ScopeProcess, Process: key, AttemptID: att1}, {Scope: store.ScopeAttempt, AttemptID: att1},
+			{Scope: store.ScopeJob, JobID: job1}} {
+			q.Metrics = []string{"x_nobody_sent"}
+			nulls("a metric no agent sent", q)
 		}
+		nulls("x_att", store.SeriesQuery{Scope: store.ScopeProcess, Process: key, AttemptID: att1, Metrics: []string{"x_att"}})
 	}
 	check("after ingest")
 	if err := s.Maintain(ctx, T0.Add(24*time.Hour)); err != nil {
@@ -986,9 +1000,13 @@ func testJobSeries(t *testing.T, f Factory) {
 			t.Errorf("job attempts[%d] = %g", i, v)
 		}
 	}
-	if _, err := s.Series(context.Background(), store.SeriesQuery{Scope: store.ScopeJob, JobID: job1, Metrics: []string{"nope"},
-		From: 1, To: 2, Step: 1}); err == nil {
-		t.Error("unknown metric accepted")
+	// (A well-formed name outside the catalogs is an agent's metric: see
+	// testExtraMetrics.)
+	for _, name := range []string{"No pe", "majflt_per_s"} {
+		if _, err := s.Series(context.Background(), store.SeriesQuery{Scope: store.ScopeJob, JobID: job1, Metrics: []string{name},
+			From: 1, To: 2, Step: 1}); !errors.Is(err, store.ErrUnknownMetric) {
+			t.Errorf("unknown job metric %q: %v", name, err)
+		}
 	}
 }
 
@@ -1119,6 +1137,48 @@ func testNotFound(t *testing.T, f Factory) {
 	page, err := s.Jobs(ctx, store.JobFilter{})
 	if err != nil || page.Total != 0 || page.Jobs == nil {
 		t.Errorf("empty Jobs = %+v, %v", page, err)
+	}
+}
+
+// testOwners: whose a job is and which job an attempt is in, as Job and
+// Attempt say them (the API checks them before it reads anything else);
+// unknown ones are ErrNotFound.
+func testOwners(t *testing.T, f Factory) {
+	s := open(t, f)
+	ctx := context.Background()
+	g := &Gen{Agent: "node8-o", Host: "node8"}
+	var specs []*AttemptSpec
+	for i, u := range []struct{ user, queue string }{{"olga", "etl"}, {"otto", "adhoc"}, {"olga", "adhoc"}} {
+		job := "job_1700000000000_" + pad4(300+i)
+		specs = append(specs, &AttemptSpec{ID: "attempt_1700000000000_" + pad4(300+i) + "_m_000000_0", JobID: job, Type: "map",
+			JobName: "owned", User: u.user, Queue: u.queue, Start: T0,
+			Procs: []ProcSpec{{PID: int32(5000 + i), Role: wire.RoleTaskJVM, CPUPerS: 10, RSS: 1 << 20}}})
+	}
+	Ingest(t, s, g.Batch(specs, 0, 5, false))
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range specs {
+		d, err := s.Job(ctx, a.JobID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o, err := store.ReadJobOwner(ctx, s, a.JobID); err != nil || o != (store.Owner{User: d.User, Queue: d.Queue}) || o.User != a.User {
+			t.Errorf("owner of %s: %+v, %v; Job says %s in %s", a.JobID, o, err, d.User, d.Queue)
+		}
+		if j, err := store.ReadAttemptJob(ctx, s, a.ID); err != nil || j != a.JobID {
+			t.Errorf("job of %s: %q, %v; want %s", a.ID, j, err, a.JobID)
+		}
+	}
+	for _, id := range []string{"job_1700000000000_0399", "", "job_1700000000000_0300x"} {
+		if o, err := store.ReadJobOwner(ctx, s, id); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("owner of unknown job %q: %+v, %v; want ErrNotFound", id, o, err)
+		}
+	}
+	for _, id := range []string{"attempt_1700000000000_0399_m_000000_0", "", specs[0].JobID} {
+		if j, err := store.ReadAttemptJob(ctx, s, id); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("job of unknown attempt %q: %q, %v; want ErrNotFound", id, j, err)
+		}
 	}
 }
 
