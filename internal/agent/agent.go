@@ -288,9 +288,13 @@ func (a *loop) run(ctx context.Context) error {
 		if time.Since(a.lastCut) >= a.cfg.FlushInterval || a.b.samples >= a.cfg.MaxBatchSamples || a.prof.ready() {
 			a.cut()
 		}
+		st := a.tr.Stats()
 		a.mu.Lock()
-		a.stats = a.tr.Stats()
-		a.srcErrs = copyMap(a.tr.SourceErrors())
+		if a.srcErrs == nil || st.ReadErrors != a.stats.ReadErrors {
+			// (Each read error by source counts in ReadErrors too.)
+			a.srcErrs = copyMap(a.tr.SourceErrors())
+		}
+		a.stats = st
 		a.mu.Unlock()
 		// The next tick is one interval after this one was due; a tick that
 		// overran skips the ticks it missed and counts them.

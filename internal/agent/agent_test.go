@@ -51,16 +51,26 @@ func (s *fakeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad", http.StatusBadRequest)
 		return
 	}
-	b, err := wire.Unmarshal(raw, wire.DefaultLimits)
-	if err == nil {
-		err = wire.Validate(b)
-	}
+	parts, err := wire.Bodies(r.Header.Get("Content-Type"), raw)
 	if err != nil {
-		s.t.Errorf("batch: %v", err)
+		s.t.Errorf("body: %v", err)
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	s.batches = append(s.batches, b)
+	var got []*wire.Batch
+	for _, part := range parts {
+		b, err := wire.Unmarshal(part, wire.DefaultLimits)
+		if err == nil {
+			err = wire.Validate(b)
+		}
+		if err != nil {
+			s.t.Errorf("batch: %v", err)
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		got = append(got, b)
+	}
+	s.batches = append(s.batches, got...)
 }
 
 func (s *fakeServer) setDown(down bool) {

@@ -31,6 +31,10 @@ type builder struct {
 	// spare are emptied buffers of short series (under churn, processes
 	// seen at a tick or two), for new series to take.
 	spare []*seriesBuf
+	// out is the batch take returns, its slices and its series' columns
+	// (cols) kept for the next: a batch is encoded before the next sample.
+	out  wire.Batch
+	cols []wire.Column
 }
 
 // maxSpare bounds the spare buffers (each of at most spareCap samples).
@@ -216,10 +220,12 @@ func (s *seriesBuf) add(ms int64, vals []int64, present uint64) {
 }
 
 // take returns the batch built so far (without agent id and seq) and starts
-// a new one. The batch shares the builder's buffers: it is valid until the
-// next sample (the agent encodes it at once).
+// a new one. The batch is the builder's, and shares its buffers: it is
+// valid until the next sample (the agent encodes it at once).
 func (b *builder) take(host string, stats wire.AgentStats) *wire.Batch {
-	out := &wire.Batch{Version: wire.Version, Host: host, Metrics: b.names, Stats: stats}
+	out := &b.out
+	*out = wire.Batch{Version: wire.Version, Host: host, Metrics: b.names, Stats: stats,
+		Processes: out.Processes[:0], Attempts: out.Attempts[:0], ProcSeries: out.ProcSeries[:0], AttemptSeries: out.AttemptSeries[:0]}
 	for _, k := range b.procOrder {
 		out.Processes = append(out.Processes, b.processes[k])
 	}
@@ -228,19 +234,38 @@ func (b *builder) take(host string, stats wire.AgentStats) *wire.Batch {
 	}
 	out.Members = b.members
 	out.Events = b.events
+	// The columns of every series, in one array.
+	n := 0
 	for _, k := range b.procSerOrder {
-		out.ProcSeries = append(out.ProcSeries, b.procSer[k].series(b.procIdx, wire.Series{Key: k}))
+		n += len(b.procSer[k].cols)
 	}
 	for _, k := range b.attSerOrder {
-		out.AttemptSeries = append(out.AttemptSeries, b.attSer[k].series(b.attIdx, wire.Series{AttemptID: k}))
+		n += len(b.attSer[k].cols)
+	}
+	if cap(b.cols) < n {
+		b.cols = make([]wire.Column, 0, n)
+	}
+	cols := b.cols[:0]
+	for _, k := range b.procSerOrder {
+		var s wire.Series
+		s, cols = b.procSer[k].series(b.procIdx, wire.Series{Key: k}, cols)
+		out.ProcSeries = append(out.ProcSeries, s)
+	}
+	for _, k := range b.attSerOrder {
+		var s wire.Series
+		s, cols = b.attSer[k].series(b.attIdx, wire.Series{AttemptID: k}, cols)
+		out.AttemptSeries = append(out.AttemptSeries, s)
 	}
 	b.reset()
 	return out
 }
 
-func (s *seriesBuf) series(idx []uint32, out wire.Series) wire.Series {
+// series is the buffer as a wire series, its columns appended to cols
+// (returned, with them).
+func (s *seriesBuf) series(idx []uint32, out wire.Series, cols []wire.Column) (wire.Series, []wire.Column) {
 	out.Times = s.times
 	n := len(s.times)
+	start := len(cols)
 	for i, col := range s.cols {
 		c := wire.Column{Metric: idx[i], Values: col}
 		if a := s.absent[i]; len(a) > 0 {
@@ -259,7 +284,8 @@ func (s *seriesBuf) series(idx []uint32, out wire.Series) wire.Series {
 			}
 			c.Absent = a
 		}
-		out.Columns = append(out.Columns, c)
+		cols = append(cols, c)
 	}
-	return out
+	out.Columns = cols[start:len(cols):len(cols)]
+	return out, cols
 }

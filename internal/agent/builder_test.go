@@ -46,8 +46,9 @@ func TestBuilderRecycles(t *testing.T) {
 	if _, ok := b.procSer[1]; !ok {
 		t.Error("process 1's buffers dropped")
 	}
-	// A steady batch allocates only its own few structures (the batch, its
-	// list of series, each series' list of columns), nothing per sample.
+	// A steady batch allocates nothing: the batch, its lists of series and
+	// their columns are the builder's, kept for the next (7 allocations
+	// for this one before).
 	b.ProcessSample(1, 4000, []int64{13, 23}, 0b11)
 	b.take("h", wire.AgentStats{})
 	ms := int64(5000)
@@ -58,7 +59,7 @@ func TestBuilderRecycles(t *testing.T) {
 			b.ProcessSample(3, ms, []int64{13, 23}, 0b11)
 		}
 		b.take("h", wire.AgentStats{})
-	}); n > 8 {
+	}); n != 0 {
 		t.Errorf("%v allocations per batch of 2 series", n)
 	}
 }
@@ -140,11 +141,11 @@ func TestBuilderChurn(t *testing.T) {
 	if len(long.Columns[1].Absent) != (3*seriesFirst+7)/8 || long.Columns[1].Absent[0] != 0xff || long.Columns[1].Absent[1] != 0 {
 		t.Errorf("absent bits of a long series: %v", long.Columns[1].Absent)
 	}
-	// Steady churn: a batch of 10 new one-sample series allocates the
-	// batch's own structures and the maps' entries, nothing per column
-	// (106 allocations before the buffers were kept).
+	// Steady churn: a batch of 10 new one-sample series allocates nothing
+	// (106 allocations before the buffers were kept, 26 before the batch's
+	// own structures were).
 	batch(10, 0b111)
-	if n := testing.AllocsPerRun(20, func() { batch(10, 0b111) }); n > 40 {
+	if n := testing.AllocsPerRun(20, func() { batch(10, 0b111) }); n > 1 {
 		t.Errorf("%v allocations per batch of 10 new series", n)
 	}
 }

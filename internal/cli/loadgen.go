@@ -23,13 +23,14 @@ func loadgenCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	batch := fl.Int("batch-ticks", 5, "ticks per batch")
 	dur := fl.Duration("duration", 10*time.Minute, "simulated time to send")
 	realtime := fl.Bool("realtime", false, "send at the wall clock, like live agents (default: as fast as the server takes it)")
-	conc := fl.Int("concurrency", 8, "batches in flight")
+	conc := fl.Int("concurrency", 8, "requests in flight")
+	list := fl.Int("list", 64, "batches a request at most: a sender sends the batches waiting for it together, as a list, as an agent catching up sends its spool (1: one a request)")
 	seed := fl.Uint64("seed", 1, "random seed (runs with the same seed send the same data)")
 	if err := fl.Parse(args); err != nil {
 		return err
 	}
 	cfg := loadgen.Config{URL: strings.TrimRight(*url, "/"), Nodes: *nodes, Slots: *slots, Interval: *interval,
-		BatchTicks: *batch, Duration: *dur, Realtime: *realtime, Concurrency: *conc, Seed: *seed}
+		BatchTicks: *batch, Duration: *dur, Realtime: *realtime, Concurrency: *conc, Seed: *seed, MaxList: *list}
 	if *tokenFile != "" {
 		b, err := os.ReadFile(*tokenFile)
 		if err != nil {

@@ -39,9 +39,12 @@ func (statusSource) Sample(cfg *Config, t *Target, _ int, out Values) error {
 	var local procfs.Status
 	st := t.Status
 	if st == nil {
+		// The context switches alone (the file's last lines).
 		st = &local
-	}
-	if err := procfs.ParseStatus(b, st); err != nil {
+		if err := procfs.ParseStatusCtx(b, st); err != nil {
+			return err
+		}
+	} else if err := procfs.ParseStatus(b, st); err != nil {
 		return err
 	}
 	if st.HasCtx && t.Ctx == nil {

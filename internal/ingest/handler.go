@@ -192,8 +192,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, http.StatusUnauthorized, "auth", "missing or wrong bearer token")
 		return
 	}
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != wire.ContentType {
-		h.fail(w, http.StatusUnsupportedMediaType, "content_type", "Content-Type must be "+wire.ContentType)
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mt != wire.ContentType && mt != wire.ListContentType {
+		h.fail(w, http.StatusUnsupportedMediaType, "content_type", "Content-Type must be "+wire.ContentType+" (a batch) or "+
+			wire.ListContentType+" (a list of batches)")
 		return
 	}
 	if r.ContentLength > h.o.MaxBodyBytes {
@@ -219,61 +221,101 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer inflated.drop()
 	lim := h.o.Limits
 	lim.Reserve = l.take
-	b, err := wire.Unmarshal(data, lim)
-	if err == nil {
-		err = wire.Validate(b)
+	list := mt == wire.ListContentType
+	parts, err := wire.Bodies(mt, data)
+	if err != nil {
+		h.fail(w, http.StatusBadRequest, "malformed", err.Error())
+		return
 	}
-	if err != nil && h.storedBefore(r.Context(), data) {
-		// As docs/wire.md says: a (agent_id, seq) stored before is a
-		// duplicate, whatever the rest of the body.
+	bs := make([]*wire.Batch, 0, len(parts))
+	for i, part := range parts {
+		b, err := wire.Unmarshal(part, lim)
+		if err == nil {
+			err = wire.Validate(b)
+		}
+		if err != nil && h.storedBefore(r.Context(), part) {
+			// As docs/wire.md says: a (agent_id, seq) stored before is a
+			// duplicate, whatever the rest of the body.
+			continue
+		}
+		if err != nil {
+			if list {
+				err = fmt.Errorf("batches[%d]: %w", i, err)
+			}
+			switch {
+			case errors.Is(err, errBusy), errors.Is(err, errRequestMemory):
+				h.failBody(w, err)
+			case errors.Is(err, wire.ErrWireType), errors.Is(err, wire.ErrInvalid):
+				// Protobuf, but a known field holds the wrong type, or a
+				// rule is broken.
+				h.fail(w, http.StatusUnprocessableEntity, "invalid", err.Error())
+			default:
+				h.fail(w, http.StatusBadRequest, "malformed", err.Error())
+			}
+			return
+		}
+		bs = append(bs, b)
+	}
+	// The batches hold no reference to the bytes: they go back at once.
+	inflated.drop()
+	body.drop()
+	if len(bs) == 0 {
 		h.duplicate(w, nil)
 		return
 	}
-	// The batch holds no reference to the bytes: they go back at once.
-	inflated.drop()
-	body.drop()
-	if err != nil {
-		switch {
-		case errors.Is(err, errBusy), errors.Is(err, errRequestMemory):
-			h.failBody(w, err)
-		case errors.Is(err, wire.ErrWireType), errors.Is(err, wire.ErrInvalid):
-			// Protobuf, but a known field holds the wrong type, or a
-			// rule is broken.
-			h.fail(w, http.StatusUnprocessableEntity, "invalid", err.Error())
-		default:
-			h.fail(w, http.StatusBadRequest, "malformed", err.Error())
+	last := map[string]uint64{}
+	for i, b := range bs {
+		if host != "" {
+			if err := ownHost(b, host); err != nil {
+				if list {
+					err = fmt.Errorf("batches[%d]: %w", i, err)
+				}
+				h.fail(w, http.StatusForbidden, "host", err.Error())
+				return
+			}
 		}
-		return
-	}
-	if host != "" {
-		if err := ownHost(b, host); err != nil {
-			h.fail(w, http.StatusForbidden, "host", err.Error())
+		if seq, ok := last[b.AgentID]; ok && b.Seq <= seq {
+			h.fail(w, http.StatusUnprocessableEntity, "invalid", fmt.Sprintf("%v: batches[%d]: seq %d of agent %q after its seq %d: "+
+				"a list holds each agent's batches in the order of their sequences", wire.ErrInvalid, i, b.Seq, b.AgentID, seq))
 			return
 		}
+		last[b.AgentID] = b.Seq
+		// Other agents may not mask what the reference agent masks.
+		h.o.Redact.Batch(b)
 	}
-	// Other agents may not mask what the reference agent masks.
-	h.o.Redact.Batch(b)
 	ctx, cancel := context.WithTimeout(r.Context(), h.o.Timeout)
 	defer cancel()
-	res := h.p.Submit(ctx, b)
+	res := h.p.SubmitMany(ctx, bs)
+	what, them := "the batch is", "the batch"
+	if list {
+		what, them = "the batches are", "the batches"
+	}
 	switch {
 	case errors.Is(res.Err, ErrBusy):
 		h.fail(w, http.StatusServiceUnavailable, "busy", "the server is busy writing; retry")
 	case errors.Is(res.Err, store.ErrDiskFull):
 		// Not stored: the agent keeps the batch and retries.
-		h.fail(w, http.StatusServiceUnavailable, "disk_full", "the server's disk is full, the batch is not stored; retry: "+res.Err.Error())
+		h.fail(w, http.StatusServiceUnavailable, "disk_full", "the server's disk is full, "+what+" not stored; retry: "+res.Err.Error())
 	case errors.Is(res.Err, store.ErrUnavailable):
 		// Not stored: the agent keeps the batch and retries. (The store's
 		// address is the server's to know: the reason names none.)
 		h.fail(w, http.StatusServiceUnavailable, "unavailable", "the store is unavailable ("+store.UnavailableReason(res.Err)+
-			"), the batch is not stored; retry")
+			"), "+what+" not stored; retry")
 	case res.Err != nil:
 		// Not stored (or not known to be): the agent keeps the batch and retries.
-		h.fail(w, http.StatusServiceUnavailable, "store", "cannot store the batch now: "+res.Err.Error())
-	case res.Duplicate:
-		h.duplicate(w, h.orders(b.Host))
+		h.fail(w, http.StatusServiceUnavailable, "store", "cannot store "+them+" now: "+res.Err.Error())
+	case res.Duplicate && len(bs) == len(parts):
+		h.duplicate(w, h.orders(bs[0].Host))
 	default:
-		writeJSON(w, http.StatusOK, reply{Status: "stored", Samples: b.SampleCount(), Profiles: h.orders(b.Host)})
+		samples := 0
+		for _, b := range bs {
+			samples += b.SampleCount()
+		}
+		rep := reply{Status: "stored", Samples: samples, Profiles: h.orders(bs[0].Host)}
+		if list {
+			rep.Batches, rep.Duplicates = len(parts), res.Duplicates+len(parts)-len(bs)
+		}
+		writeJSON(w, http.StatusOK, rep)
 	}
 }
 

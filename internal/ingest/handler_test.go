@@ -700,6 +700,11 @@ func FuzzHandler(f *testing.F) {
 	f.Add([]byte{0x52, 0x04, 0x1a, 0x02, 0x02, 0x80}, byte(0))
 	f.Add([]byte{0x08, 0x01, 0x1a, 0x01, 0x00}, byte(0)) // seq as bytes
 	f.Add(wire.Marshal(nil, &wire.Batch{Version: 1, AgentID: "x", Seq: 1, Host: "h"}), byte(1))
+	list := wire.AppendListEntry(nil, len(good))
+	list = append(list, good...)
+	f.Add(list, byte(5))
+	f.Add(list[:len(list)-3], byte(5))
+	f.Add(zstdBytes(f, list), byte(8))
 	big := batch("fuzz-seed", 2, "node1")
 	big.ProcSeries[0].Times[4] = wire.MaxTimeMs
 	f.Add(wire.Marshal(nil, big), byte(0))
@@ -724,6 +729,10 @@ func FuzzHandler(f *testing.F) {
 		case 3: // as sent, said to be zstd
 		case 4:
 			hdr["Content-Encoding"] = "gzip"
+		}
+		if enc/5%2 == 1 {
+			// The same bytes as a list of batches.
+			hdr["Content-Type"] = wire.ListContentType
 		}
 		before := r.samples(t)
 		a := r.post(t, bytes.NewReader(body), hdr)

@@ -24,16 +24,19 @@ var ErrBusy = errors.New("ingest queue full")
 // ErrStopped means the pipeline is shutting down.
 var ErrStopped = errors.New("ingest stopped")
 
-// Result is what happened to a batch.
+// Result is what happened to a batch (Submit), or to the batches of a
+// request (SubmitMany: stored together, or none of them).
 type Result struct {
-	Duplicate bool
-	Err       error
+	Duplicate  bool // every batch was stored before (nothing was stored)
+	Duplicates int  // batches that were stored before
+	Err        error
 }
 
+// request is a request's batches: appended in order into one commit.
 type request struct {
-	b    *wire.Batch
-	p    *store.Prepared // prepared by the store (store.PrepareBatch), or nil
-	n    int64           // samples
+	bs   []*wire.Batch
+	ps   []*store.Prepared // prepared by the store (store.PrepareBatch), or nil
+	n    int64             // samples
 	done chan Result
 }
 
@@ -124,18 +127,35 @@ func NewPipeline(st store.Store, o PipelineOptions) *Pipeline {
 // their batches in parallel), queues it and waits until it is durable (or
 // failed). It never blocks on a full queue: it returns ErrBusy.
 func (p *Pipeline) Submit(ctx context.Context, b *wire.Batch) Result {
+	return p.SubmitMany(ctx, []*wire.Batch{b})
+}
+
+// SubmitMany is Submit of several batches (a list an agent sent), appended
+// in order into one commit: all are stored, or none. Each agent's batches
+// among them must come in the order of their sequences (a batch behind a
+// later one of its agent is a duplicate).
+func (p *Pipeline) SubmitMany(ctx context.Context, bs []*wire.Batch) Result {
 	select {
 	case <-p.stop:
 		return Result{Err: ErrStopped}
 	default:
 	}
-	n := int64(b.SampleCount())
+	var n int64
+	for _, b := range bs {
+		n += int64(b.SampleCount())
+	}
 	if p.queued.Add(n) > p.queueSamples && p.queued.Load() != n {
 		p.queued.Add(-n)
 		return Result{Err: ErrBusy}
 	}
-	r := &request{b: b, n: n, done: make(chan Result, 1)}
-	r.p = store.PrepareBatch(p.st, b)
+	r := &request{bs: bs, n: n, done: make(chan Result, 1)}
+	if ps := store.PrepareBatch(p.st, bs[0]); ps != nil {
+		r.ps = make([]*store.Prepared, len(bs))
+		r.ps[0] = ps
+		for i := 1; i < len(bs); i++ {
+			r.ps[i] = store.PrepareBatch(p.st, bs[i])
+		}
+	}
 	select {
 	case p.q <- r:
 	default:
@@ -175,14 +195,16 @@ func (p *Pipeline) run() {
 				}
 			}
 		}
+		p.pace()
 		group := []*request{first}
-		n := first.n
+		n, batches := first.n, len(first.bs)
 	more:
-		for len(group) < p.maxGroup && n < int64(p.maxGroupSamples) {
+		for batches < p.maxGroup && n < int64(p.maxGroupSamples) {
 			select {
 			case r := <-p.q:
 				group = append(group, r)
 				n += r.n
+				batches += len(r.bs)
 			default:
 				break more
 			}
@@ -192,9 +214,31 @@ func (p *Pipeline) run() {
 	}
 }
 
+// pace waits, with the queue open, until the store wants a commit
+// (store.NextCommit): the batches that arrive meanwhile go into the
+// commit. The time is asked again every paceCheck (a store may move it),
+// and the wait ends when the pipeline stops.
+func (p *Pipeline) pace() {
+	for {
+		wait := time.Until(store.NextCommit(p.st))
+		if wait <= 0 {
+			return
+		}
+		t := time.NewTimer(min(wait, paceCheck))
+		select {
+		case <-t.C:
+		case <-p.stop:
+			t.Stop()
+			return
+		}
+	}
+}
+
+const paceCheck = 50 * time.Millisecond
+
 // write appends a group in one transaction. If any batch fails, the group is
-// rolled back and each batch is written alone, so that one bad batch cannot
-// fail the others; unless the store cannot write at all (its disk is full,
+// rolled back and each request's batches are written alone, so that one
+// bad batch cannot fail the others' requests; unless the store cannot write at all (its disk is full,
 // or it cannot be reached): then every batch would fail again, and all are
 // answered with the error.
 func (p *Pipeline) write(group []*request) {
@@ -206,15 +250,23 @@ func (p *Pipeline) write(group []*request) {
 		}
 		return
 	}
+	batches := 0
+	for _, r := range group {
+		batches += len(r.bs)
+	}
 	p.commitDur.Observe(time.Since(start).Seconds())
-	p.groupSize.Observe(float64(len(group)))
+	p.groupSize.Observe(float64(batches))
 	if err != nil && p.onError != nil {
-		p.onError(err, len(group))
+		p.onError(err, batches)
 	}
 	if err == nil && p.onStored != nil {
-		for i, r := range group {
-			if !res[i] {
-				p.onStored(r.b)
+		i := 0
+		for _, r := range group {
+			for _, b := range r.bs {
+				if !res[i] {
+					p.onStored(b)
+				}
+				i++
 			}
 		}
 	}
@@ -225,21 +277,24 @@ func (p *Pipeline) write(group []*request) {
 	if p.onError != nil {
 		level = slog.LevelDebug
 	}
-	for i, r := range group {
+	i := 0
+	for _, r := range group {
 		out := Result{Err: err}
-		if err == nil {
-			out.Duplicate = res[i]
+		for _, b := range r.bs {
+			switch {
+			case err != nil:
+				p.batches.WithLabelValues("failed").Inc()
+				p.log.Log(context.Background(), level, "cannot store batch", "agent", b.AgentID, "seq", b.Seq, "err", err)
+			case res[i]:
+				p.batches.WithLabelValues("duplicate").Inc()
+				out.Duplicates++
+			default:
+				p.batches.WithLabelValues("stored").Inc()
+				p.samples.Add(float64(b.SampleCount()))
+			}
+			i++
 		}
-		switch {
-		case err != nil:
-			p.batches.WithLabelValues("failed").Inc()
-			p.log.Log(context.Background(), level, "cannot store batch", "agent", r.b.AgentID, "seq", r.b.Seq, "err", err)
-		case out.Duplicate:
-			p.batches.WithLabelValues("duplicate").Inc()
-		default:
-			p.batches.WithLabelValues("stored").Inc()
-			p.samples.Add(float64(r.n))
-		}
+		out.Duplicate = err == nil && out.Duplicates == len(r.bs)
 		r.done <- out
 	}
 }
@@ -250,14 +305,28 @@ func (p *Pipeline) commit(group []*request) ([]bool, error) {
 	if err != nil {
 		return nil, err
 	}
-	dups := make([]bool, len(group))
-	for i, r := range group {
-		d, err := store.AppendBatch(app, r.b, r.p)
-		if err != nil {
-			app.Rollback()
-			return nil, err
+	var all []*wire.Batch
+	for _, r := range group {
+		all = append(all, r.bs...)
+	}
+	if err := store.PreloadBatches(app, all); err != nil {
+		app.Rollback()
+		return nil, err
+	}
+	var dups []bool
+	for _, r := range group {
+		for i, b := range r.bs {
+			var p *store.Prepared
+			if r.ps != nil {
+				p = r.ps[i]
+			}
+			d, err := store.AppendBatch(app, b, p)
+			if err != nil {
+				app.Rollback()
+				return nil, err
+			}
+			dups = append(dups, d)
 		}
-		dups[i] = d
 	}
 	if err := app.Commit(); err != nil {
 		return nil, err

@@ -10,11 +10,13 @@ package loadgen
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -48,15 +50,24 @@ type Config struct {
 	// Endpoint is where and how the bodies are posted (default: taskscope's
 	// ingest, TaskscopeIngest).
 	Endpoint Endpoint
+	// MaxList is the most bodies a sender posts in one request, as a list
+	// (Endpoint.ListContentType), when several wait for it, as an agent
+	// sends what waited in its spool; 0 or 1: one a request.
+	MaxList int
 }
 
 // Endpoint is the path the bodies are posted to and their headers.
 type Endpoint struct {
 	Path, ContentType, ContentEncoding string
+	// ListContentType, if set, is the media type of a list of zstd
+	// bodies (wire.ListContentType): see Config.MaxList.
+	ListContentType string
 }
 
-// TaskscopeIngest is taskscope's ingest: wire batches, zstd.
-var TaskscopeIngest = Endpoint{Path: "/api/v1/ingest", ContentType: wire.ContentType, ContentEncoding: "zstd"}
+// TaskscopeIngest is taskscope's ingest: wire batches, zstd, and lists of
+// them.
+var TaskscopeIngest = Endpoint{Path: "/api/v1/ingest", ContentType: wire.ContentType, ContentEncoding: "zstd",
+	ListContentType: wire.ListContentType}
 
 // Result sums up a run.
 type Result struct {
@@ -67,6 +78,9 @@ type Result struct {
 	Rejected   int64 // batches refused for good (4xx)
 	Retries    int64 // sends that got 503/429 or no answer and were repeated
 	Duplicates int64 // acknowledged as already stored (a retry whose first try got through)
+	// Acks are the times batches took from their first send to their
+	// acknowledgement (retries included): the latency an agent sees.
+	Acks Latencies
 }
 
 // SamplesPerSec is the accepted sample rate.
@@ -255,45 +269,66 @@ func Send(ctx context.Context, cfg Config, bodies <-chan Body) (Result, error) {
 	var res Result
 	start := time.Now()
 	queues := make([]chan Body, cfg.Concurrency)
+	acks := make([][]time.Duration, cfg.Concurrency)
 	var wg sync.WaitGroup
 	var firstErr atomic.Value
 	for w := range queues {
 		queues[w] = make(chan Body, 64)
 		wg.Add(1)
-		go func(q <-chan Body) {
+		go func(q <-chan Body, acks *[]time.Duration) {
 			defer wg.Done()
-			for b := range q {
-				out, err := post(ctx, cfg, b.Data, &res.Retries)
-				if err != nil {
-					firstErr.CompareAndSwap(nil, err)
-					if out == outRejected {
-						atomic.AddInt64(&res.Rejected, 1)
-						continue
-					}
-					// The server is gone or ctx ended: drain.
-					for range q {
-					}
-					return
-				}
-				if out == outDuplicate {
-					atomic.AddInt64(&res.Duplicates, 1)
-				}
-				atomic.AddInt64(&res.Batches, 1)
-				atomic.AddInt64(&res.Samples, int64(b.Samples))
-				if cfg.Acked != nil {
-					cfg.Acked.Add(int64(b.Samples))
-				}
-				if cfg.AckedMs != nil {
-					for {
-						cur := cfg.AckedMs.Load()
-						if b.SentMs <= cur || cfg.AckedMs.CompareAndSwap(cur, b.SentMs) {
-							break
-						}
-					}
-				}
-				atomic.AddInt64(&res.Bytes, int64(len(b.Data)))
+			var enc *zstd.Encoder // a list's head frames
+			if cfg.Endpoint.ListContentType != "" && cfg.MaxList > 1 {
+				enc, _ = zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1))
+				defer enc.Close()
 			}
-		}(queues[w])
+			var group []Body
+			for b := range q {
+				// The bodies waiting behind b go with it, as a list.
+				group = append(group[:0], b)
+			more:
+				for enc != nil && len(group) < cfg.MaxList {
+					select {
+					case nb, ok := <-q:
+						if !ok {
+							break more
+						}
+						group = append(group, nb)
+					default:
+						break more
+					}
+				}
+				for len(group) > 0 {
+					body, ct, n := listOf(group, cfg.Endpoint.ListContentType, enc)
+					if n == 1 {
+						body, ct = group[0].Data, cfg.Endpoint.ContentType
+					}
+					t0 := time.Now()
+					out, dups, err := post(ctx, cfg, body, ct, &res.Retries)
+					if err != nil {
+						firstErr.CompareAndSwap(nil, err)
+						if out == outRejected {
+							atomic.AddInt64(&res.Rejected, int64(n))
+							group = group[n:]
+							continue
+						}
+						// The server is gone or ctx ended: drain.
+						for range q {
+						}
+						return
+					}
+					if out == outDuplicate {
+						dups = n
+					}
+					atomic.AddInt64(&res.Duplicates, int64(dups))
+					for _, b := range group[:n] {
+						*acks = append(*acks, time.Since(t0))
+						res.acked(cfg, b)
+					}
+					group = group[n:]
+				}
+			}
+		}(queues[w], &acks[w])
 	}
 	owner := map[string]int{}
 	for b := range bodies {
@@ -309,6 +344,7 @@ func Send(ctx context.Context, cfg Config, bodies <-chan Body) (Result, error) {
 	}
 	wg.Wait()
 	res.Elapsed = time.Since(start)
+	res.Acks = percentiles("ack", slices.Concat(acks...), 0)
 	if err, _ := firstErr.Load().(error); err != nil {
 		return res, err
 	}
@@ -324,18 +360,58 @@ const (
 	outFailed
 )
 
-// post sends one body until the server takes it (or refuses it for good).
-func post(ctx context.Context, cfg Config, body []byte, retries *int64) (outcome, error) {
+// acked counts a body acknowledged.
+func (res *Result) acked(cfg Config, b Body) {
+	atomic.AddInt64(&res.Batches, 1)
+	atomic.AddInt64(&res.Samples, int64(b.Samples))
+	if cfg.Acked != nil {
+		cfg.Acked.Add(int64(b.Samples))
+	}
+	if cfg.AckedMs != nil {
+		for {
+			cur := cfg.AckedMs.Load()
+			if b.SentMs <= cur || cfg.AckedMs.CompareAndSwap(cur, b.SentMs) {
+				break
+			}
+		}
+	}
+	atomic.AddInt64(&res.Bytes, int64(len(b.Data)))
+}
+
+// listOf is the first bodies of group that can go into a list as they are
+// compressed, as a list (wire.AppendZstdListEntry), and how many; n is 1
+// when enc is nil or the first two cannot.
+func listOf(group []Body, listType string, enc *zstd.Encoder) (body []byte, contentType string, n int) {
+	if enc == nil || len(group) < 2 {
+		return nil, "", 1
+	}
+	for _, b := range group {
+		next, err := wire.AppendZstdListEntry(body, b.Data, 0, enc)
+		if err != nil {
+			break
+		}
+		body, n = next, n+1
+	}
+	if n < 2 {
+		return nil, "", 1
+	}
+	return body, listType, n
+}
+
+// post sends one body of contentType until the server takes it (or
+// refuses it for good); dups is, for a list, the batches of it that the
+// server had stored before.
+func post(ctx context.Context, cfg Config, body []byte, contentType string, retries *int64) (_ outcome, dups int, _ error) {
 	var last error
 	for attempt := 0; ; attempt++ {
 		if err := ctx.Err(); err != nil {
-			return outFailed, err
+			return outFailed, 0, err
 		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, cfg.URL+cfg.Endpoint.Path, bytes.NewReader(body))
 		if err != nil {
-			return outFailed, err
+			return outFailed, 0, err
 		}
-		req.Header.Set("Content-Type", cfg.Endpoint.ContentType)
+		req.Header.Set("Content-Type", contentType)
 		if cfg.Endpoint.ContentEncoding != "" {
 			req.Header.Set("Content-Encoding", cfg.Endpoint.ContentEncoding)
 		}
@@ -350,9 +426,13 @@ func post(ctx context.Context, cfg Config, body []byte, retries *int64) (outcome
 			switch {
 			case resp.StatusCode/100 == 2:
 				if resp.Header.Get("X-Taskscope-Duplicate") == "true" {
-					return outDuplicate, nil
+					return outDuplicate, 0, nil
 				}
-				return outStored, nil
+				var rep struct {
+					Duplicates int `json:"duplicates"`
+				}
+				json.Unmarshal(msg, &rep)
+				return outStored, rep.Duplicates, nil
 			case resp.StatusCode == http.StatusServiceUnavailable || resp.StatusCode == http.StatusTooManyRequests ||
 				resp.StatusCode == http.StatusRequestTimeout:
 				if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 && s < 60 {
@@ -360,18 +440,18 @@ func post(ctx context.Context, cfg Config, body []byte, retries *int64) (outcome
 				}
 				last = fmt.Errorf("%s: %s", resp.Status, bytes.TrimSpace(msg))
 			default:
-				return outRejected, fmt.Errorf("server refused a batch: %s: %s", resp.Status, bytes.TrimSpace(msg))
+				return outRejected, 0, fmt.Errorf("server refused a batch: %s: %s", resp.Status, bytes.TrimSpace(msg))
 			}
 		} else {
 			last = err
 		}
 		if attempt > 600 {
-			return outFailed, fmt.Errorf("server unavailable: %w", errors.Join(last))
+			return outFailed, 0, fmt.Errorf("server unavailable: %w", errors.Join(last))
 		}
 		atomic.AddInt64(retries, 1)
 		select {
 		case <-ctx.Done():
-			return outFailed, ctx.Err()
+			return outFailed, 0, ctx.Err()
 		case <-time.After(wait):
 		}
 	}

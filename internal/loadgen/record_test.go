@@ -55,16 +55,25 @@ func TestRecordAgent(t *testing.T) {
 				return
 			}
 		}
-		b, err := wire.Unmarshal(body, wire.DefaultLimits)
-		if err == nil {
-			err = wire.Validate(b)
-		}
+		parts, err := wire.Bodies(r.Header.Get("Content-Type"), body)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
+		var bs []*wire.Batch
+		for _, part := range parts {
+			b, err := wire.Unmarshal(part, wire.DefaultLimits)
+			if err == nil {
+				err = wire.Validate(b)
+			}
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			bs = append(bs, b)
+		}
 		mu.Lock()
-		got = append(got, b)
+		got = append(got, bs...)
 		mu.Unlock()
 		w.Write([]byte(`{"status":"stored"}`))
 	}))

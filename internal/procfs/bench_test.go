@@ -98,3 +98,8 @@ func BenchmarkListProc(b *testing.B) {
 		}
 	}
 }
+
+func BenchmarkParseStatusCtx(b *testing.B) {
+	var s Status
+	benchParse(b, "14599/status", func(in []byte) error { return ParseStatusCtx(in, &s) })
+}

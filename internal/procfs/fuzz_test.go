@@ -28,7 +28,7 @@ func renderStat(s *Stat) []byte {
 	fields := map[int]string{3: string([]byte{s.State}), 9: fmt.Sprint(s.Flags), 4: fmt.Sprint(s.PPID), 5: fmt.Sprint(s.PGRP), 6: fmt.Sprint(s.Session),
 		10: fmt.Sprint(s.MinFlt), 11: fmt.Sprint(s.CMinFlt), 12: fmt.Sprint(s.MajFlt), 13: fmt.Sprint(s.CMajFlt),
 		14: fmt.Sprint(s.UTime), 15: fmt.Sprint(s.STime), 16: fmt.Sprint(s.CUTime), 17: fmt.Sprint(s.CSTime),
-		20: fmt.Sprint(s.Threads), 22: fmt.Sprint(s.StartTime), 23: fmt.Sprint(s.VSize), 24: fmt.Sprint(s.RSS), 28: fmt.Sprint(s.StartStack), 42: fmt.Sprint(s.BlkioTicks)}
+		20: fmt.Sprint(s.Threads), 22: fmt.Sprint(s.StartTime), 23: fmt.Sprint(s.VSize), 24: fmt.Sprint(s.RSS), 28: fmt.Sprint(s.StartStack)}
 	return []byte(statLine(fmt.Sprint(s.PID), string(s.Comm), fields))
 }
 
@@ -82,6 +82,58 @@ func FuzzParseStatus(f *testing.F) {
 		again.HasCtx = s.HasCtx // always present when written back
 		if again != s {
 			t.Fatalf("written back:\n got %+v\nwant %+v", again, s)
+		}
+	})
+}
+
+// ParseStatusCtx gives the context switches of the last line of each key,
+// as a plain split into lines finds them, and what ParseStatus gives where
+// it parses the file and each key is there once.
+func FuzzParseStatusCtx(f *testing.F) {
+	addFixtures(f, "status")
+	f.Add([]byte("voluntary_ctxt_switches:\t12\nnonvoluntary_ctxt_switches: 3"))
+	f.Add([]byte("Uid:\t0\nvoluntary_ctxt_switches:\tx\nvoluntary_ctxt_switches:\t4 kB\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var s Status
+		err := ParseStatusCtx(b, &s)
+		last, count := map[string][]byte{}, map[string]int{}
+		for _, line := range bytes.Split(b, []byte{'\n'}) {
+			k, v, ok := bytes.Cut(line, []byte{':'})
+			if !ok || len(k) == 0 {
+				continue
+			}
+			v = bytes.TrimLeft(v, " \t")
+			if i := bytes.IndexAny(v, " \t"); i >= 0 {
+				v = v[:i]
+			}
+			last[string(k)] = v
+			count[string(k)]++
+		}
+		var want Status
+		var wantErr bool
+		for _, k := range []string{"voluntary_ctxt_switches", "nonvoluntary_ctxt_switches"} {
+			v, ok := last[k]
+			if !ok {
+				continue
+			}
+			n, ok := parseUint(v) // (numbers as the package reads them: the lines are what is tested)
+			if !ok {
+				wantErr = true
+				break
+			}
+			if k == "voluntary_ctxt_switches" {
+				want.VoluntaryCtx, want.HasCtx = n, true
+			} else {
+				want.InvoluntaryCtx = n
+			}
+		}
+		if (err != nil) != wantErr || err == nil && s != want {
+			t.Fatalf("got %+v (%v), want %+v (error %v)", s, err, want, wantErr)
+		}
+		var full Status
+		if ParseStatus(b, &full) == nil && count["voluntary_ctxt_switches"] <= 1 && count["nonvoluntary_ctxt_switches"] <= 1 &&
+			(err != nil || full.VoluntaryCtx != s.VoluntaryCtx || full.InvoluntaryCtx != s.InvoluntaryCtx || full.HasCtx != s.HasCtx) {
+			t.Fatalf("ParseStatus %+v, ParseStatusCtx %+v (%v)", full, s, err)
 		}
 	})
 }

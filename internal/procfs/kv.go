@@ -20,8 +20,13 @@ func eachKV(b []byte, f func(key, val []byte) bool) {
 		for len(val) > 0 && (val[0] == ' ' || val[0] == '\t') {
 			val = val[1:]
 		}
-		if sp := bytes.IndexAny(val, " \t"); sp >= 0 {
+		// Two scans of the assembly IndexByte: values run long (status's
+		// masks and lists) and bytes.IndexAny builds its set at every call.
+		if sp := bytes.IndexByte(val, ' '); sp >= 0 {
 			val = val[:sp]
+		}
+		if tab := bytes.IndexByte(val, '\t'); tab >= 0 {
+			val = val[:tab]
 		}
 		if !f(line[:colon], val) {
 			return

@@ -47,9 +47,9 @@ func TestParseStat(t *testing.T) {
 		{"real kernel thread (2)", string(fixture(t, "2/stat")), Stat{PID: 2, Flags: 2129984, State: 'S', Threads: 1, StartTime: 25}, "kthreadd"},
 		{"Hadoop 1 Child (4242)", string(fixture(t, "4242/stat")), Stat{PID: 4242, Flags: 1077944384, State: 'S', PPID: 4200, PGRP: 4242, Session: 4242,
 			MinFlt: 187236, CMinFlt: 1311, MajFlt: 12, UTime: 5123, STime: 611, CUTime: 17, CSTime: 9, Threads: 63, StartTime: 1234567,
-			VSize: 3987456000, RSS: 91234, StartStack: 140722594213664, BlkioTicks: 42}, "java"},
+			VSize: 3987456000, RSS: 91234, StartStack: 140722594213664}, "java"},
 		{"comm that looks like fields (5005)", string(fixture(t, "5005/stat")), Stat{PID: 5005, Flags: 4194560, State: 'S', PPID: 1, PGRP: 5005, Session: 5005,
-			MinFlt: 10, UTime: 3, STime: 1, Threads: 1, StartTime: 999, VSize: 1000000, RSS: 100, BlkioTicks: 7}, "a) R 1 2 (b"},
+			MinFlt: 10, UTime: 3, STime: 1, Threads: 1, StartTime: 999, VSize: 1000000, RSS: 100}, "a) R 1 2 (b"},
 		{"older kernel, 44 fields (7007)", string(fixture(t, "7007/stat")), Stat{PID: 7007, Flags: 4194624, State: 'S', PPID: 7000, PGRP: 7000, Session: 7000,
 			MinFlt: 3, Threads: 1, StartTime: 888, VSize: 60000000, RSS: 800}, "nginx"},
 		{"zombie (8008)", string(fixture(t, "8008/stat")), Stat{PID: 8008, Flags: 4227084, State: 'Z', PPID: 4242, PGRP: 4242, Session: 4242,
@@ -57,7 +57,7 @@ func TestParseStat(t *testing.T) {
 		{"empty comm", statLine("7", "", map[int]string{4: "1"}), Stat{PID: 7, State: 'S', PPID: 1}, ""},
 		{"comm of ')'", statLine("7", ")", nil), Stat{PID: 7, State: 'S'}, ")"},
 		{"comm with a newline", statLine("7", "a\nb", nil), Stat{PID: 7, State: 'S'}, "a\nb"},
-		{"no trailing newline", strings.TrimSuffix(statLine("9", "x", map[int]string{42: "5"}), "\n"), Stat{PID: 9, State: 'S', BlkioTicks: 5}, "x"},
+		{"no trailing newline", strings.TrimSuffix(statLine("9", "x", map[int]string{28: "5"}), "\n"), Stat{PID: 9, State: 'S', StartStack: 5}, "x"},
 		{"exactly 24 fields", "9 (x) R 1 1 1 0 -1 0 1 2 3 4 5 6 7 8 20 0 3 0 100 4096 -1", Stat{PID: 9, State: 'R', PPID: 1, PGRP: 1, Session: 1,
 			MinFlt: 1, CMinFlt: 2, MajFlt: 3, CMajFlt: 4, UTime: 5, STime: 6, CUTime: 7, CSTime: 8, Threads: 3, StartTime: 100, VSize: 4096, RSS: -1}, "x"},
 		{"huge unsigned fields saturate", statLine("9", "x", map[int]string{14: "99999999999999999999", 25: "18446744073709551615"}),
@@ -66,7 +66,7 @@ func TestParseStat(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := Stat{BlkioTicks: 12345, CUTime: 99} // stale values must be reset
+			s := Stat{StartStack: 12345, CUTime: 99} // stale values must be reset
 			if err := ParseStat([]byte(tc.in), &s); err != nil {
 				t.Fatal(err)
 			}

@@ -33,7 +33,6 @@ type Stat struct {
 	// randomisation makes it new at every exec, so a change tells that the
 	// process exec'd (it reads as 0 without ptrace access to the process).
 	StartStack uint64
-	BlkioTicks uint64 // delayacct_blkio_ticks: time waiting for block IO
 }
 
 // PFExiting is the PF_EXITING flag of Stat.Flags: the task is exiting.
@@ -71,11 +70,12 @@ func ParseStat(b []byte, s *Stat) error {
 	s.PID = int32(pid)
 	s.Comm = b[open+1 : close]
 	// Fields after comm, numbered as in proc(5) from 3 (state), in one
-	// pass: each number is accumulated as its digits go by.
+	// pass: each number is accumulated as its digits go by, up to the last
+	// one kept (startstack: the rest, a third of a line, is not read).
 	rest := b[close+1:]
 	field := 2 // the last field seen
 	i := 0
-	for field < 42 {
+	for field < 28 {
 		for i < len(rest) && isBlank(rest[i]) {
 			i++
 		}
@@ -163,8 +163,6 @@ func ParseStat(b []byte, s *Stat) error {
 			s.RSS = x
 		case 28:
 			s.StartStack = v
-		case 42:
-			s.BlkioTicks = v
 		}
 	}
 	if field < 24 {
@@ -181,7 +179,7 @@ const (
 
 func signedField(field int) int {
 	switch field {
-	case 9, 10, 11, 12, 13, 14, 15, 16, 17, 22, 23, 28, 42:
+	case 9, 10, 11, 12, 13, 14, 15, 16, 17, 22, 23, 28:
 		return unsignedField
 	}
 	return signed

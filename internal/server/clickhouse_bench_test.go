@@ -3,14 +3,23 @@ package server
 import (
 	"context"
 	"flag"
+	"fmt"
+	"io"
 	"log/slog"
+	"maps"
 	"net/http"
+	"os"
 	"path/filepath"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/taskscope/taskscope/internal/analysis"
 	"github.com/taskscope/taskscope/internal/loadgen"
+	"github.com/taskscope/taskscope/internal/procfs"
 	"github.com/taskscope/taskscope/internal/store"
 	"github.com/taskscope/taskscope/internal/store/clickhouse"
 	"github.com/taskscope/taskscope/internal/store/clickhouse/chtest"
@@ -20,6 +29,10 @@ import (
 var (
 	benchReplayNodes  = flag.Int("bench.replay-nodes", 50, "BenchmarkStoresIngest: nodes the agent's recording is replayed on")
 	benchReplayPasses = flag.Int("bench.replay-passes", 1, "BenchmarkStoresIngest: passes over the recording (9 minutes each)")
+	benchLists        = flag.Bool("bench.lists", false,
+		"BenchmarkStoresIngest: a node's batches waiting go as lists of up to 64 (as an agent catching up sends them); false: one a request")
+	benchQueryLog = flag.Bool("bench.querylog", false,
+		"BenchmarkStoresIngest: the one ClickHouse server logs its queries and parts, and the run logs where its CPU went")
 )
 
 // BenchmarkStoresIngest sends the same pre-encoded batches over HTTP on
@@ -78,6 +91,9 @@ func BenchmarkStoresIngest(b *testing.B) {
 		b.Run("src="+src.name, func(b *testing.B) {
 			bodies := src.path(b)
 			cfg := loadgen.Config{Concurrency: src.nodes}
+			if *benchLists {
+				cfg.MaxList = 64
+			}
 			b.Run("store=duckdb", func(b *testing.B) {
 				st, err := duckdb.Open(duckdb.Options{Dir: b.TempDir()})
 				if err != nil {
@@ -86,12 +102,20 @@ func BenchmarkStoresIngest(b *testing.B) {
 				ingestInto(b, st, cfg, bodies, nil)
 			})
 			b.Run("store=clickhouse", func(b *testing.B) {
-				srv := chtest.Start(b)
+				srv := chtest.StartWith(b, chtest.Options{QueryLog: *benchQueryLog})
 				st, err := clickhouse.Open(context.Background(), clickhouse.Options{URL: srv.URL() + "?database=bench"})
 				if err != nil {
 					b.Fatal(err)
 				}
 				ingestInto(b, st, cfg, bodies, []int{srv.Pid()})
+				if *benchQueryLog {
+					lines, err := srv.QueryCPU()
+					if err != nil {
+						b.Fatal(err)
+					}
+					// (On standard error: a benchmark's log is cut to a few lines.)
+					fmt.Fprintf(os.Stderr, "%s: where ClickHouse's CPU went:\n%s\n", b.Name(), strings.Join(lines, "\n"))
+				}
 			})
 			b.Run("store=clickhouse-2-shards", func(b *testing.B) {
 				cl := chtest.StartCluster(b, "bench", 2, 1)
@@ -121,6 +145,11 @@ func ingestInto(b *testing.B, st store.Store, cfg loadgen.Config, bodies string,
 		}
 		return d
 	}
+	threads0 := map[int]map[string]time.Duration{}
+	for _, pid := range pids {
+		threads0[pid] = threadCPU(pid)
+	}
+	stopProfile := startProfile(b)
 	cpu0, other0 := cpuTime(), others()
 	b.ResetTimer()
 	t0 := time.Now()
@@ -128,6 +157,23 @@ func ingestInto(b *testing.B, st store.Store, cfg loadgen.Config, bodies string,
 	elapsed := time.Since(t0)
 	b.StopTimer()
 	cpu, other := cpuTime()-cpu0, others()-other0
+	stopProfile()
+	for _, pid := range pids {
+		// Each server's CPU by thread name (BackgrProcPool: merges;
+		// HTTPHandler and the unnamed: queries and inserts), of the
+		// threads alive at the end ("exited": the others').
+		now, was := threadCPU(pid), threads0[pid]
+		var parts []string
+		for _, name := range slices.Sorted(maps.Keys(now)) {
+			if d := now[name] - was[name]; d > 0 {
+				parts = append(parts, fmt.Sprintf("%s %s", name, d.Round(10*time.Millisecond)))
+			}
+		}
+		b.Logf("pid %d's CPU by thread: %s", pid, strings.Join(parts, ", "))
+	}
+	b.ReportMetric(float64(res.Acks.P99.Microseconds())/1000, "ack-p99-ms")
+	b.Logf("acknowledgements: %s", res.Acks)
+	b.Logf("commits: %s", commitStats(srv.URL()))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -151,4 +197,71 @@ func ingestInto(b *testing.B, st store.Store, cfg loadgen.Config, bodies string,
 	b.Logf("%d samples in %s: %.0f samples/s; CPU of the test process %.0f%%, of the ClickHouse servers %.0f%% of 2 cores; %.2f B/sample on disk",
 		res.Samples, elapsed.Round(time.Millisecond), rate, 100*cpu.Seconds()/elapsed.Seconds()/2,
 		100*other.Seconds()/elapsed.Seconds()/2, float64(u.Bytes)/float64(u.Samples))
+}
+
+// startProfile starts a CPU profile of the test process when
+// -bench.cpuprofile names a file (suffixed with the benchmark's name), and
+// returns what stops it.
+func startProfile(b *testing.B) func() {
+	if *benchProfile == "" {
+		return func() {}
+	}
+	name := strings.NewReplacer("/", "-", "=", "-", "+", "-").Replace(b.Name())
+	f, err := os.Create(*benchProfile + "." + name)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}
+}
+
+// threadCPU is the CPU time of each of pid's threads alive now, summed by
+// the threads' names, with "total" the process's (exited threads
+// included).
+func threadCPU(pid int) map[string]time.Duration {
+	out := map[string]time.Duration{}
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	var st procfs.Stat
+	sum := time.Duration(0)
+	for _, t := range tasks {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, t.Name()))
+		if err != nil || procfs.ParseStat(data, &st) != nil {
+			continue
+		}
+		d := time.Duration(st.UTime+st.STime) * 10 * time.Millisecond
+		out[string(st.Comm)] += d
+		sum += d
+	}
+	if data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && procfs.ParseStat(data, &st) == nil {
+		out["exited"] = time.Duration(st.UTime+st.STime)*10*time.Millisecond - sum
+	}
+	return out
+}
+
+// commitStats sums up the ingest pipeline's commits from the server's
+// metrics: how many, their mean time and batches.
+func commitStats(url string) string {
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	v := map[string]float64{}
+	for _, line := range strings.Split(string(body), "\n") {
+		for _, name := range []string{"taskscope_ingest_commit_seconds_sum", "taskscope_ingest_commit_seconds_count",
+			"taskscope_ingest_group_batches_sum"} {
+			if rest, ok := strings.CutPrefix(line, name+" "); ok {
+				v[name], _ = strconv.ParseFloat(rest, 64)
+			}
+		}
+	}
+	n := v["taskscope_ingest_commit_seconds_count"]
+	return fmt.Sprintf("%.0f, %.3f s and %.1f batches each on average", n, v["taskscope_ingest_commit_seconds_sum"]/max(n, 1),
+		v["taskscope_ingest_group_batches_sum"]/max(n, 1))
 }

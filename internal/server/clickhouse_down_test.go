@@ -47,7 +47,14 @@ func TestClickHouseDown(t *testing.T) {
 			JobID string `json:"job_id"`
 		} `json:"jobs"`
 	}
-	if code, body := getText(t, srv.URL()+"/api/v1/jobs"); code != http.StatusOK || json.Unmarshal([]byte(body), &jobs) != nil || len(jobs.Jobs) == 0 {
+	// (The jobs' rows are written at the summaries' flush, within a
+	// second of the commit.)
+	var code int
+	var body string
+	if !testsrv.Poll(10*time.Second, func() bool {
+		code, body = getText(t, srv.URL()+"/api/v1/jobs")
+		return code == http.StatusOK && json.Unmarshal([]byte(body), &jobs) == nil && len(jobs.Jobs) > 0
+	}) {
 		t.Fatalf("jobs before: %d %s", code, body)
 	}
 	job := jobs.Jobs[0].JobID

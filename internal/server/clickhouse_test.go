@@ -388,21 +388,9 @@ var apiRoutes = []apiCase{
 // docs/api.md's table of routes, and names none that the table does not.
 func checkRoutesCovered(t *testing.T) {
 	t.Helper()
-	data, err := os.ReadFile("../../docs/api.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, table, ok := strings.Cut(string(data), "\n## Routes\n")
-	if !ok {
-		t.Fatal("docs/api.md: no section \"## Routes\"")
-	}
-	table, _, _ = strings.Cut(table, "\n#")
 	documented := map[string]bool{}
-	for _, m := range regexp.MustCompile("(?m)^\\| `([A-Z]+ /[^`]*)` \\|").FindAllStringSubmatch(table, -1) {
-		documented[m[1]] = true
-	}
-	if len(documented) < 10 {
-		t.Fatalf("docs/api.md: %d routes found in its table: the table's form changed?", len(documented))
+	for _, r := range DocumentedRoutes(t) {
+		documented[r] = true
 	}
 	cased := map[string]bool{}
 	for _, rc := range apiRoutes {
@@ -416,6 +404,30 @@ func checkRoutesCovered(t *testing.T) {
 			t.Errorf("docs/api.md's route %q has no case in apiRoutes (TestAPISameOnClickHouse): add one", r)
 		}
 	}
+}
+
+// DocumentedRoutes are the routes of docs/api.md's table of routes
+// ("GET /api/v1/jobs/{job_id}", ...), for the tests that check that the
+// table and the routes served agree.
+func DocumentedRoutes(tb testing.TB) []string {
+	tb.Helper()
+	data, err := os.ReadFile("../../docs/api.md")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(data), "\n## Routes\n")
+	if !ok {
+		tb.Fatal("docs/api.md: no section \"## Routes\"")
+	}
+	table, _, _ = strings.Cut(table, "\n#")
+	var out []string
+	for _, m := range regexp.MustCompile("(?m)^\\| `([A-Z]+ /[^`]*)` \\|").FindAllStringSubmatch(table, -1) {
+		out = append(out, m[1])
+	}
+	if len(out) < 10 {
+		tb.Fatalf("docs/api.md: %d routes found in its table: the table's form changed?", len(out))
+	}
+	return out
 }
 
 // diff describes the first difference between two decoded JSON values

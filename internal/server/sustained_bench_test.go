@@ -25,7 +25,7 @@ var (
 	benchUsers = flag.Int("bench.users", 10,
 		"BenchmarkHTTPIngestSustained/http+ui: people using the web UI (loadgen.Users)")
 	benchProfile = flag.String("bench.cpuprofile", "",
-		"BenchmarkHTTPIngestSustained: write a CPU profile of each run's timed part to this file, suffixed with the run's name")
+		"BenchmarkHTTPIngestSustained, BenchmarkStoresIngest: write a CPU profile of each run's timed part to this file, suffixed with the run's name")
 )
 
 // BenchmarkHTTPIngestSustained is BenchmarkHTTPIngest's http run with

@@ -54,6 +54,9 @@ type ingestServer struct {
 	tries  []time.Time
 	status func(n int, agent string, seq uint64) (int, http.Header)
 	dec    *zstd.Decoder
+	// lists: requests of several batches taken; noLists: answer them 415.
+	lists   int
+	noLists bool
 }
 
 func newIngestServer(t *testing.T) *ingestServer {
@@ -74,8 +77,13 @@ func (s *ingestServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body, _ := io.ReadAll(r.Body)
-	if r.Header.Get("Content-Encoding") != "zstd" || r.Header.Get("Content-Type") != wire.ContentType {
+	ct := r.Header.Get("Content-Type")
+	if r.Header.Get("Content-Encoding") != "zstd" || ct != wire.ContentType && ct != wire.ListContentType {
 		s.t.Errorf("headers %v", r.Header)
+	}
+	if ct == wire.ListContentType && s.noLists {
+		http.Error(w, "no lists here", http.StatusUnsupportedMediaType)
+		return
 	}
 	raw, err := s.dec.DecodeAll(body, nil)
 	if err != nil {
@@ -83,29 +91,42 @@ func (s *ingestServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad body", http.StatusBadRequest)
 		return
 	}
-	b, err := wire.Unmarshal(raw, wire.DefaultLimits)
-	if err == nil {
-		err = wire.Validate(b)
-	}
+	parts, err := wire.Bodies(ct, raw)
 	if err != nil {
-		s.t.Errorf("batch: %v", err)
+		s.t.Errorf("body: %v", err)
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	if r.Header.Get("X-Taskscope-Agent") != b.AgentID || r.Header.Get("X-Taskscope-Seq") != fmt.Sprint(b.Seq) {
-		s.t.Errorf("headers %s/%s for batch %s/%d", r.Header.Get("X-Taskscope-Agent"), r.Header.Get("X-Taskscope-Seq"), b.AgentID, b.Seq)
-	}
-	if s.status != nil {
-		code, h := s.status(len(s.tries), b.AgentID, b.Seq)
-		for k, v := range h {
-			w.Header()[k] = v
+	var got []received
+	for i, part := range parts {
+		b, err := wire.Unmarshal(part, wire.DefaultLimits)
+		if err == nil {
+			err = wire.Validate(b)
 		}
-		if code/100 != 2 {
-			http.Error(w, "no", code)
+		if err != nil {
+			s.t.Errorf("batch: %v", err)
+			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
+		if i == 0 && (r.Header.Get("X-Taskscope-Agent") != b.AgentID || r.Header.Get("X-Taskscope-Seq") != fmt.Sprint(b.Seq)) {
+			s.t.Errorf("headers %s/%s for batch %s/%d", r.Header.Get("X-Taskscope-Agent"), r.Header.Get("X-Taskscope-Seq"), b.AgentID, b.Seq)
+		}
+		if s.status != nil {
+			code, h := s.status(len(s.tries), b.AgentID, b.Seq)
+			for k, v := range h {
+				w.Header()[k] = v
+			}
+			if code/100 != 2 {
+				http.Error(w, "no", code)
+				return
+			}
+		}
+		got = append(got, received{agent: b.AgentID, seq: b.Seq, stats: b.Stats, at: time.Now()})
 	}
-	s.got = append(s.got, received{agent: b.AgentID, seq: b.Seq, stats: b.Stats, at: time.Now()})
+	s.got = append(s.got, got...)
+	if ct == wire.ListContentType {
+		s.lists++
+	}
 }
 
 func (s *ingestServer) setStatus(f func(n int, agent string, seq uint64) (int, http.Header)) {

@@ -75,6 +75,7 @@ type item struct {
 	agentID string
 	seq     uint64
 	samples int
+	raw     int    // the batch's encoded length (0: not known, a batch of an earlier run's spool)
 	made    int64  // when it was queued (unix nanos): its place in the spool
 	body    []byte // compressed; nil while it waits in the spool file
 	size    int64
@@ -106,6 +107,12 @@ type Shipper struct {
 	idle   chan struct{} // closed and replaced when the queue becomes empty
 	url    int
 	buf    []byte
+	// noLists: the server does not take lists of batches (it answered
+	// one 415): batches go one by one. singleUpTo: the batches up to
+	// this seq go one by one (a list of them was refused: the bad one
+	// is refused alone).
+	noLists    bool
+	singleUpTo uint64
 	// spoolFailing: the last spool write failed; batches are held in
 	// memory until one succeeds, and then moved to the spool.
 	spoolFailing bool
@@ -203,7 +210,8 @@ func (s *Shipper) Enqueue(b *wire.Batch) error {
 	b.SentMs = now.UnixMilli()
 	s.buf = wire.Marshal(s.buf[:0], b)
 	body := s.enc.EncodeAll(s.buf, make([]byte, 0, len(s.buf)/4+64))
-	it := &item{agentID: b.AgentID, seq: b.Seq, samples: b.SampleCount(), made: now.UnixNano(), body: body, size: int64(len(body))}
+	it := &item{agentID: b.AgentID, seq: b.Seq, samples: b.SampleCount(), raw: len(s.buf), made: now.UnixNano(), body: body,
+		size: int64(len(body))}
 	limit := s.cfg.MaxMemoryBytes
 	if s.spool != nil {
 		limit = s.cfg.MaxSpoolBytes
@@ -375,14 +383,33 @@ func (s *Shipper) Close() int {
 	return lost
 }
 
+// The most batches, and compressed bytes, that one request takes: when
+// batches wait (the spool, after the server was away), they go as lists
+// (wire.ListContentType), each stored in one commit.
+const (
+	maxList      = 64
+	maxListBytes = 4 << 20
+)
+
 // Run sends queued batches until ctx is done.
 func (s *Shipper) Run(ctx context.Context) {
 	backoff := time.Duration(0)
 	for {
 		s.mu.Lock()
 		var it *item
+		var list []*item
 		if len(s.queue) > 0 {
 			it = s.queue[0]
+			if len(s.queue) > 1 && !s.noLists && it.seq > s.singleUpTo {
+				list = []*item{it}
+				size := it.size
+				for _, next := range s.queue[1:min(len(s.queue), maxList)] {
+					if size += next.size; size > maxListBytes {
+						break
+					}
+					list = append(list, next)
+				}
+			}
 		}
 		s.mu.Unlock()
 		if it == nil {
@@ -393,15 +420,39 @@ func (s *Shipper) Run(ctx context.Context) {
 				continue
 			}
 		}
-		retryAfter, err := s.send(ctx, it)
-		it.cache = nil // the first delivery is over: read back from the file when sent again
-		if err == nil {
-			backoff = 0
-			s.done(it)
-			continue
-		}
-		if ctx.Err() != nil {
-			return
+		var retryAfter time.Duration
+		var err error
+		if n := 0; len(list) > 1 {
+			if n, retryAfter, err = s.sendList(ctx, list); err == nil {
+				backoff = 0
+				for _, it := range list[:n] {
+					it.cache = nil
+					s.done(it)
+				}
+				continue
+			}
+			it.cache = nil
+			if ctx.Err() != nil {
+				return
+			}
+			var rej *rejectedError
+			if errors.As(err, &rej) || errors.Is(err, errNoList) {
+				// Refused for good (or no list could be made): the
+				// batches go one by one.
+				s.cfg.Log.Warn("the server did not take a list of batches; sending them one by one", "batches", len(list), "err", err)
+				continue
+			}
+		} else {
+			retryAfter, err = s.send(ctx, it)
+			it.cache = nil // the first delivery is over: read back from the file when sent again
+			if err == nil {
+				backoff = 0
+				s.done(it)
+				continue
+			}
+			if ctx.Err() != nil {
+				return
+			}
 		}
 		var rej *rejectedError
 		if errors.As(err, &rej) {
@@ -478,11 +529,10 @@ type rejectedError struct {
 
 func (e *rejectedError) Error() string { return fmt.Sprintf("rejected with %d: %s", e.status, e.msg) }
 
-// send posts one batch. A 4xx other than 408 and 429 is a rejection (the
-// batch will never be accepted); anything else that is not 2xx is retried.
-func (s *Shipper) send(ctx context.Context, it *item) (time.Duration, error) {
+// bodyOf is a queued batch's compressed body: in memory, or read back
+// from its spool file.
+func (s *Shipper) bodyOf(it *item) ([]byte, error) {
 	s.mu.Lock()
-	url := s.cfg.URLs[s.url] + "/api/v1/ingest"
 	body, file := it.body, it.file
 	s.mu.Unlock()
 	if body == nil {
@@ -491,15 +541,82 @@ func (s *Shipper) send(ctx context.Context, it *item) (time.Duration, error) {
 	if body == nil && file != "" {
 		back, err := readSpoolFile(file)
 		if err != nil {
-			return 0, &rejectedError{status: 0, msg: "spool file unreadable: " + err.Error()}
+			return nil, &rejectedError{status: 0, msg: "spool file unreadable: " + err.Error()}
 		}
 		body = back.body
 	}
+	return body, nil
+}
+
+// errNoList: the first batches waiting cannot go into a list.
+var errNoList = errors.New("no list: the first batches cannot go into one")
+
+// sendList posts batches waiting in the queue as one list (the first
+// ones of it that can go into a list as they are compressed), and returns
+// how many the server stored. A list refused for good (a rejectedError)
+// has the batches up to its last go one by one (the bad one is then
+// refused alone); a server that takes no lists (415) gets none again.
+func (s *Shipper) sendList(ctx context.Context, list []*item) (int, time.Duration, error) {
+	var body []byte
+	n, samples, size := 0, 0, int64(0)
+	for _, it := range list {
+		b, err := s.bodyOf(it)
+		if err != nil {
+			break
+		}
+		next, err := wire.AppendZstdListEntry(body, b, it.raw, s.enc)
+		if err != nil {
+			break
+		}
+		body, n, samples, size = next, n+1, samples+it.samples, size+it.size
+	}
+	if n < 2 {
+		s.singleUpTo = list[0].seq
+		return 0, 0, errNoList
+	}
+	s.mu.Lock()
+	url := s.cfg.URLs[s.url] + "/api/v1/ingest"
+	s.mu.Unlock()
+	status, dup, retryAfter, msg, err := s.post(ctx, url, body, wire.ListContentType, list[0])
+	switch {
+	case err != nil:
+		return 0, 0, err
+	case status/100 == 2:
+		s.orders([]byte(msg))
+		var rep wire.Answer
+		json.Unmarshal([]byte(msg), &rep)
+		s.mu.Lock()
+		s.stats.Sent += uint64(n)
+		s.stats.SentSamples += uint64(samples)
+		s.stats.SentBytes += uint64(size)
+		if dup {
+			rep.Duplicates = n
+		}
+		s.stats.Duplicates += uint64(min(rep.Duplicates, n))
+		s.mu.Unlock()
+		return n, 0, nil
+	case status == http.StatusUnsupportedMediaType:
+		s.noLists = true
+	case status/100 == 4 && status != http.StatusRequestTimeout && status != http.StatusTooManyRequests &&
+		status != http.StatusUnauthorized && status != http.StatusForbidden:
+		s.singleUpTo = list[n-1].seq
+	default:
+		return 0, retryAfter, fmt.Errorf("%s: %d %s: %s", url, status, http.StatusText(status), msg)
+	}
+	return 0, 0, &rejectedError{status: status, msg: msg}
+}
+
+// post posts a body of contentType, naming it (its first batch, for a
+// list) in headers; it returns the answer's status, whether it said
+// duplicate, its Retry-After and its text. err is a request that got no
+// answer.
+func (s *Shipper) post(ctx context.Context, url string, body []byte, contentType string, it *item) (status int, dup bool,
+	retryAfter time.Duration, msg string, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
-		return 0, err
+		return 0, false, 0, "", err
 	}
-	req.Header.Set("Content-Type", wire.ContentType)
+	req.Header.Set("Content-Type", contentType)
 	req.Header.Set("Content-Encoding", "zstd")
 	req.Header.Set("X-Taskscope-Agent", it.agentID)
 	req.Header.Set("X-Taskscope-Seq", strconv.FormatUint(it.seq, 10))
@@ -508,34 +625,49 @@ func (s *Shipper) send(ctx context.Context, it *item) (time.Duration, error) {
 	}
 	resp, err := s.cfg.Client.Do(req)
 	if err != nil {
-		return 0, err
+		return 0, false, 0, "", err
 	}
 	defer resp.Body.Close()
 	// An answer is small; one with orders is at most wire.MaxOrders of them.
-	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	text, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs > 0 {
+		retryAfter = time.Duration(secs) * time.Second
+	}
+	return resp.StatusCode, resp.Header.Get("X-Taskscope-Duplicate") == "true", retryAfter, strings.TrimSpace(string(text)), nil
+}
+
+// send posts one batch. A 4xx other than 408 and 429 is a rejection (the
+// batch will never be accepted); anything else that is not 2xx is retried.
+func (s *Shipper) send(ctx context.Context, it *item) (time.Duration, error) {
+	s.mu.Lock()
+	url := s.cfg.URLs[s.url] + "/api/v1/ingest"
+	s.mu.Unlock()
+	body, err := s.bodyOf(it)
+	if err != nil {
+		return 0, err
+	}
+	status, dup, ra, msg, err := s.post(ctx, url, body, wire.ContentType, it)
 	switch {
-	case resp.StatusCode/100 == 2:
-		s.orders(msg)
+	case err != nil:
+		return 0, err
+	case status/100 == 2:
+		s.orders([]byte(msg))
 		s.mu.Lock()
 		s.stats.Sent++
 		s.stats.SentSamples += uint64(it.samples)
 		s.stats.SentBytes += uint64(it.size)
-		if resp.Header.Get("X-Taskscope-Duplicate") == "true" {
+		if dup {
 			s.stats.Duplicates++
 		}
 		s.mu.Unlock()
 		return 0, nil
-	case resp.StatusCode == http.StatusRequestTimeout || resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode/100 == 5:
-		var ra time.Duration
-		if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs > 0 {
-			ra = time.Duration(secs) * time.Second
-		}
-		return ra, fmt.Errorf("%s: %s: %s", url, resp.Status, strings.TrimSpace(string(msg)))
-	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+	case status == http.StatusRequestTimeout || status == http.StatusTooManyRequests || status/100 == 5:
+		return ra, fmt.Errorf("%s: %d %s: %s", url, status, http.StatusText(status), msg)
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
 		// A wrong token is an operator's mistake: keep the data and retry.
-		return 0, fmt.Errorf("%s: %s (check --token-file)", url, resp.Status)
+		return 0, fmt.Errorf("%s: %d %s (check --token-file)", url, status, http.StatusText(status))
 	default:
-		return 0, &rejectedError{status: resp.StatusCode, msg: strings.TrimSpace(string(msg))}
+		return 0, &rejectedError{status: status, msg: msg}
 	}
 }
 

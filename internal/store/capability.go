@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/taskscope/taskscope/internal/wire"
 )
@@ -32,6 +33,25 @@ func AppendBatch(app Appender, b *wire.Batch, p *Prepared) (dup bool, err error)
 		return pa.AppendPrepared(p)
 	}
 	return app.Append(b)
+}
+
+// NextCommit is the time before which st wants no commit (CommitPacer);
+// the zero time for a store that paces none.
+func NextCommit(st Store) time.Time {
+	if cp, ok := st.(CommitPacer); ok {
+		return cp.NextCommit()
+	}
+	return time.Time{}
+}
+
+// PreloadBatches tells app the batches it is about to be given (a
+// GroupAppender reads what it needs of them at once); nothing for an
+// Appender that is not one.
+func PreloadBatches(app Appender, bs []*wire.Batch) error {
+	if ga, ok := app.(GroupAppender); ok {
+		return ga.Preload(bs)
+	}
+	return nil
 }
 
 // ReadAgentSeq is the highest sequence number st stored of an agent (0 for

@@ -254,6 +254,7 @@ type FoldTx[B any] struct {
 	prepared []*Prepared
 	agents   map[string]*AgentState // copies, changed by this transaction
 	base     map[string]uint64      // Shared: each agent's last stored sequence when the transaction took it
+	loaded   map[string]*AgentState // Shared: agents LoadAgents read (nil: none stored), for Append
 	atts     map[string]*AttemptRecord[B]
 	jobs     map[string]*JobRecord
 	live     map[uint64]*liveProc // changes to the live processes (nil: exited)
@@ -278,7 +279,9 @@ func (t *FoldTx[B]) Append(ctx context.Context, p *Prepared) (dup bool, err erro
 	ag := t.agents[b.AgentID]
 	if ag == nil {
 		cur := t.f.agents[b.AgentID]
-		if cur == nil && t.f.opt.Shared {
+		if loaded, ok := t.loaded[b.AgentID]; cur == nil && ok {
+			cur = loaded
+		} else if cur == nil && t.f.opt.Shared {
 			got, err := t.f.opt.LoadAgents(ctx, []string{b.AgentID})
 			if err != nil {
 				return false, fmt.Errorf("cannot read agent %s's last batch: %w", b.AgentID, err)
@@ -300,6 +303,37 @@ func (t *FoldTx[B]) Append(ctx context.Context, p *Prepared) (dup bool, err erro
 	ag.count(p)
 	t.prepared = append(t.prepared, p)
 	return false, nil
+}
+
+// LoadAgents (Shared) reads at once the last stored batches of the
+// agents of ids that the fold does not hold, for Append: the batches of a
+// commit's group go through one query, not one an agent (a replica that
+// meets a thousand agents at start, or again after a failed commit).
+func (t *FoldTx[B]) LoadAgents(ctx context.Context, ids []string) error {
+	if !t.f.opt.Shared {
+		return nil
+	}
+	var want []string
+	for _, id := range ids {
+		if _, ok := t.loaded[id]; !ok && t.agents[id] == nil && t.f.agents[id] == nil {
+			want = append(want, id)
+			if t.loaded == nil {
+				t.loaded = map[string]*AgentState{}
+			}
+			t.loaded[id] = nil
+		}
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	got, err := t.f.opt.LoadAgents(ctx, want)
+	if err != nil {
+		return err
+	}
+	for id, a := range got {
+		t.loaded[id] = a
+	}
+	return nil
 }
 
 // Recheck (Shared) reads the agents' last stored batches again: a batch

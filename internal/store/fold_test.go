@@ -253,3 +253,34 @@ func TestFoldShared(t *testing.T) {
 		t.Error("a state of a failed commit is held")
 	}
 }
+
+// TestFoldLoadAgents: a shared fold reads the agents of a group it does
+// not hold in one read (FoldTx.LoadAgents), and Append decides
+// duplicates from it without reading each agent again.
+func TestFoldLoadAgents(t *testing.T) {
+	fs := &fakeStore{atts: map[string]*AttemptRecord[int]{}, agents: map[string]*AgentState{"b": {Seq: 5}},
+		procs: map[uint64][]string{}}
+	f := NewFold(fs.options(true, false))
+	tx := f.Begin(0)
+	if err := tx.LoadAgents(context.Background(), []string{"a", "b", "c", "a"}); err != nil {
+		t.Fatal(err)
+	}
+	if len(fs.reads) != 1 || fs.reads[0] != "agents [a b c]" {
+		t.Errorf("reads %q: want the three agents at once", fs.reads)
+	}
+	var dups []bool
+	for _, b := range []*wire.Batch{foldBatch("a", 1, nil, nil, nil), foldBatch("b", 5, nil, nil, nil),
+		foldBatch("b", 6, nil, nil, nil), foldBatch("c", 1, nil, nil, nil)} {
+		dup, err := tx.Append(context.Background(), Prepare(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dups = append(dups, dup)
+	}
+	if !slices.Equal(dups, []bool{false, true, false, false}) {
+		t.Errorf("duplicates %v: want b's seq 5 only", dups)
+	}
+	if len(fs.reads) != 1 {
+		t.Errorf("reads %q: Append read agents again", fs.reads)
+	}
+}

@@ -102,6 +102,16 @@ type PreparedAppender interface {
 	AppendPrepared(p *Prepared) (dup bool, err error)
 }
 
+// GroupAppender is an Appender that is told the batches of a group
+// before they are appended (Preload), so that it reads what it needs of
+// its store for all of them at once: a store shared by several servers
+// (ClickHouse) reads the agents' last stored batches in one query, not
+// one an agent it does not hold.
+type GroupAppender interface {
+	Appender
+	Preload(bs []*wire.Batch) error
+}
+
 // SeqReader is a store that says the highest sequence number it stored of
 // an agent (0 for an agent it has none of), as Append decides duplicates:
 // the ingest endpoint answers a batch whose (agent, seq) was stored as a
@@ -162,6 +172,17 @@ type AttemptSeriesReader interface {
 type AttemptLife struct {
 	AttemptID, JobID string
 	Start, End       Time
+}
+
+// CommitPacer is a store that paces its commits: it wants none before
+// NextCommit (ClickHouse inserts into a table at most every InsertEvery,
+// so that its parts stay few). The ingest pipeline waits for that time
+// before it takes the batches waiting into a commit, so that those that
+// arrive meanwhile go into it, rather than the store waiting inside a
+// commit of the batches that had arrived before (which then waited for
+// one commit and the pause, and those behind them for the next).
+type CommitPacer interface {
+	NextCommit() time.Time
 }
 
 // SharedData is a store that several servers write at once (ClickHouse

@@ -32,7 +32,7 @@ type Listener struct {
 	dropped uint64 // the socket's drop count when an overflow was last seen
 	buf     []byte
 	fam     uint16
-	rec     Record // scratch: draining allocates nothing per record
+	parse   parser // scratch: draining allocates nothing per record
 	// Drain receives up to len(msgs) datagrams (a record each) with one
 	// recvmmsg, into slots of buf.
 	msgs []mmsghdr
@@ -123,7 +123,7 @@ func listen(rcvbuf int) (*Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("taskstats: cannot open a generic netlink socket: %w", err)
 	}
-	l := &Listener{fd: fd, fam: f.ID, buf: make([]byte, drainSlots*drainSlot),
+	l := &Listener{fd: fd, fam: f.ID, parse: parser{comms: comms{}}, buf: make([]byte, drainSlots*drainSlot),
 		msgs: make([]mmsghdr, drainSlots), iovs: make([]unix.Iovec, drainSlots)}
 	for i := range l.msgs {
 		l.iovs[i].Base = &l.buf[i*drainSlot]
@@ -185,7 +185,7 @@ func (l *Listener) probe() error {
 		if err := ackError(l.buf[:n]); err != nil {
 			return fmt.Errorf("taskstats: cannot register for exit records (needs CAP_NET_ADMIN): %w", err)
 		}
-		if err := parseNetlinkInto(l.buf[:n], l.fam, &l.rec, func(r *Record) {
+		if err := parseNetlinkInto(l.buf[:n], l.fam, &l.parse, func(r *Record) {
 			if r.TID == tid && r.PID == int32(os.Getpid()) {
 				found = true
 			}
@@ -269,7 +269,7 @@ func (l *Listener) Drain(fn func(*Record)) error {
 			if m.hdr.Flags&unix.MSG_TRUNC != 0 {
 				return fmt.Errorf("taskstats: a datagram longer than %d bytes", drainSlot)
 			}
-			if err := parseNetlinkInto(l.buf[i*drainSlot:i*drainSlot+int(m.n)], l.fam, &l.rec, fn); err != nil {
+			if err := parseNetlinkInto(l.buf[i*drainSlot:i*drainSlot+int(m.n)], l.fam, &l.parse, fn); err != nil {
 				return err
 			}
 		}
@@ -304,12 +304,12 @@ func (l *Listener) read() (n int, ok bool, err error) {
 // parseNetlink walks the netlink messages of one datagram and hands the
 // generic netlink payload of those of the family to ParseMessage.
 func parseNetlink(b []byte, family uint16, fn func(*Record)) error {
-	var r Record
-	return parseNetlinkInto(b, family, &r, fn)
+	var p parser
+	return parseNetlinkInto(b, family, &p, fn)
 }
 
-// parseNetlinkInto is parseNetlink with a scratch Record of the caller's.
-func parseNetlinkInto(b []byte, family uint16, r *Record, fn func(*Record)) error {
+// parseNetlinkInto is parseNetlink with a parser of the caller's.
+func parseNetlinkInto(b []byte, family uint16, p *parser, fn func(*Record)) error {
 	const nlHdr, genlHdr = 16, 4
 	for len(b) >= nlHdr {
 		l := int(binary.NativeEndian.Uint32(b[0:4]))
@@ -318,7 +318,7 @@ func parseNetlinkInto(b []byte, family uint16, r *Record, fn func(*Record)) erro
 			return fmt.Errorf("taskstats: netlink message of %d bytes in %d", l, len(b))
 		}
 		if typ == family && l >= nlHdr+genlHdr {
-			if err := parseMessage(b[nlHdr+genlHdr:l], r, fn); err != nil {
+			if err := parseMessage(b[nlHdr+genlHdr:l], p, fn); err != nil {
 				return err
 			}
 		}

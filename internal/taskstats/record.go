@@ -73,7 +73,34 @@ const (
 var ErrOldKernel = errors.New("taskstats: kernel struct too old (no ac_tgid)")
 
 // ParseStats decodes a struct taskstats.
-func ParseStats(b []byte, r *Record) error {
+func ParseStats(b []byte, r *Record) error { return parseStats(b, r, nil) }
+
+// comms are the command names of records, each one string: under churn the
+// same few names exit thousands of times a second. Up to maxComms are kept.
+type comms map[string]string
+
+const maxComms = 1024
+
+// of is b as a string: the one kept, if any.
+func (c comms) of(b []byte) string {
+	if s, ok := c[string(b)]; ok {
+		return s
+	}
+	s := string(b)
+	if c != nil && len(c) < maxComms {
+		c[s] = s
+	}
+	return s
+}
+
+// parser is what parseMessage reuses from one record to the next.
+type parser struct {
+	rec   Record // the record handed to the callback (valid during the call)
+	comms comms
+}
+
+// parseStats is ParseStats taking comm names from c (nil: none).
+func parseStats(b []byte, r *Record, c comms) error {
 	if len(b) < 2 {
 		return fmt.Errorf("taskstats: struct of %d bytes", len(b))
 	}
@@ -88,7 +115,7 @@ func ParseStats(b []byte, r *Record) error {
 	for n < len(comm) && comm[n] != 0 {
 		n++
 	}
-	r.Comm = string(comm[:n])
+	r.Comm = c.of(comm[:n])
 	r.TID = int32(u32(offPID))
 	r.PPID = int32(u32(offPPID))
 	r.BtimeSec = int64(u32(offBtime))
@@ -109,13 +136,14 @@ func ParseStats(b []byte, r *Record) error {
 // calls fn for its per-thread record. Per-thread-group aggregates are
 // skipped: without delay accounting they carry no CPU.
 func ParseMessage(data []byte, fn func(*Record)) error {
-	var r Record
-	return parseMessage(data, &r, fn)
+	var p parser
+	return parseMessage(data, &p, fn)
 }
 
-// parseMessage is ParseMessage with the caller's scratch Record (reused:
-// no allocation per record).
-func parseMessage(data []byte, r *Record, fn func(*Record)) error {
+// parseMessage is ParseMessage with the caller's parser (reused: no
+// allocation per record).
+func parseMessage(data []byte, p *parser, fn func(*Record)) error {
+	r := &p.rec
 	for len(data) >= 4 {
 		l := int(binary.NativeEndian.Uint16(data[0:2]))
 		typ := binary.NativeEndian.Uint16(data[2:4]) & 0x3fff
@@ -136,7 +164,7 @@ func parseMessage(data []byte, r *Record, fn func(*Record)) error {
 				}
 				if at == typeStats {
 					found = true
-					if err := ParseStats(a[4:al], r); err != nil {
+					if err := parseStats(a[4:al], r, p.comms); err != nil {
 						return err
 					}
 				}

@@ -255,3 +255,66 @@ func TestSwitchCountsANewJVMFromItsStart(t *testing.T) {
 		t.Errorf("attempt %d ms, want 1220", got)
 	}
 }
+
+// A container reaped by the NodeManager between the listing and the
+// NodeManager's read right after it (a window that grows with the load):
+// the listing shows it, the NodeManager's cutime holds it. Its growth must
+// settle it at that tick, not another container's that ended in the same
+// interval: taken so, the other map was charged the CPU of both (live,
+// under load: 4,360 ms for a map of 2,181, its neighbours 19% and 41%
+// short the tick after).
+func TestExitReapedBetweenListingAndRead(t *testing.T) {
+	m0, m1 := fxAttempt("m", 0, 0), fxAttempt("m", 1, 0)
+	for _, tc := range []struct {
+		name  string
+		other bool // the NodeManager reaps a helper of its own too
+	}{{"container", false}, {"and a helper", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			fxYARNNode(f)
+			yarnContainer(f, 2001, fxContainer(2), yarnChild(fxContainer(2), m0))
+			yarnContainer(f, 2101, fxContainer(3), yarnChild(fxContainer(3), m1))
+			f.set(2003, func(p *fproc) { p.utime, p.stime = 150, 10 })   // 1600 ms so far
+			f.set(2103, func(p *fproc) { p.utime, p.stime = 200, 0 })    // 2000 ms so far
+			f.set(fxNMPID, func(p *fproc) { p.cutime, p.cstime = 0, 0 }) // it reaped nothing yet
+			r := f.tracker(true)
+			r.tick()
+			// Before the next listing, m1's container ended and was reaped:
+			// 2400 ms, of which its JVM's records tell 2390 (its exit costs
+			// the rest after them).
+			exit(r, 2103, 2102, 2390, 0, 300*time.Millisecond)
+			exit(r, 2102, 2101, 0, 0, 310*time.Millisecond)
+			exit(r, 2101, fxNMPID, 0, 0, 320*time.Millisecond)
+			f.remove(2103, 2102, 2101)
+			nm := uint64(240)
+			// m0's container ended too, 2000 ms (its records 1990), but was
+			// reaped right after the listing, before the NodeManager's read.
+			exit(r, 2003, 2002, 1990, 0, 600*time.Millisecond)
+			exit(r, 2002, 2001, 0, 0, 610*time.Millisecond)
+			exit(r, 2001, fxNMPID, 0, 0, 620*time.Millisecond)
+			if tc.other {
+				// A helper of its own, 30 ms, reaped in the window too.
+				r.exits.exit(150, fxNMPID, 30, 100, 0)
+				nm += 3
+			}
+			r.tr.debugListed = func() {
+				f.remove(2003, 2002, 2001)
+				f.set(fxNMPID, func(p *fproc) { p.cutime = nm + 200 })
+			}
+			r.tick()
+			r.tr.debugListed = nil
+			r.tick()
+			if a, b := r.sink.lastCPU[m0], r.sink.lastCPU[m1]; a != 2000 || b != 2400 {
+				t.Errorf("m0 %d ms, m1 %d ms; want 2000 and 2400, as the NodeManager's cutime says", a, b)
+			}
+			for _, id := range []string{m0, m1} {
+				if !r.sink.attempts[id].Ended {
+					t.Errorf("%s did not end", id)
+				}
+			}
+			if st := r.tr.Stats(); st.ReapedAfterListing != 1 || st.ReapersUnsettled != 0 {
+				t.Errorf("reaped after the listing %d, unsettled %d; want 1 and 0", st.ReapedAfterListing, st.ReapersUnsettled)
+			}
+		})
+	}
+}

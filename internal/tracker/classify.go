@@ -133,22 +133,48 @@ func (t *Tracker) laterN(p *proc, n uint8) {
 }
 
 // readCmdline reads and splits /proc/PID/cmdline once.
+//
+// Every new pid's command line is read: one string is made of it (the
+// command line, NULs as spaces), and its arguments are cut from that string
+// when it needed no escaping (the bytes are the same), in a slice that is
+// the tracker's, valid until the next read.
 func (t *Tracker) readCmdline(pid int32) ([]string, string, bool) {
 	b, err := t.cfg.FS.ReadPidFile(pid, "cmdline", t.cmdBuf)
 	t.cmdBuf = b
 	if err != nil || len(b) == 0 {
 		return nil, "", false
 	}
-	argv := procfs.SplitCmdline(b, nil)
+	raw := bytes.TrimRight(b, "\x00")
+	line := append(t.lineBuf[:0], raw...)
+	t.lineBuf = line
+	for i, c := range line {
+		if c == 0 {
+			line[i] = ' '
+		}
+	}
+	if len(line) > maxCmdline {
+		line = line[:maxCmdline]
+	}
+	cmdline := wire.SanitizeText(line)
+	argv := t.argv[:0]
+	if len(raw) == len(cmdline) && cmdline == string(line) {
+		start := 0
+		for i, c := range raw {
+			if c == 0 {
+				argv = append(argv, cmdline[start:i])
+				start = i + 1
+			}
+		}
+		argv = append(argv, cmdline[start:])
+	} else {
+		argv = procfs.SplitCmdline(b, argv)
+	}
+	t.argv = argv
 	if len(argv) == 1 && strings.ContainsRune(argv[0], ' ') {
 		// setproctitle-style: argv rewritten as one string.
 		argv = strings.Fields(argv[0])
 	}
-	line := bytes.ReplaceAll(bytes.TrimRight(b, "\x00"), []byte{0}, []byte{' '})
-	if len(line) > maxCmdline {
-		line = line[:maxCmdline]
-	}
-	return argv, wire.SanitizeText(line), true
+	return argv, cmdline, true
 }
 
 func roleOf(l *hadoop.Launch) string {
@@ -361,10 +387,13 @@ func (t *Tracker) setOwner(tr *tracked, uid uint32) {
 	tr.user = name
 }
 
+// The record is the tracker's, valid until the next call (a Sink copies
+// what it keeps).
 func (t *Tracker) wireProcess(p *proc) *wire.Process {
 	tr := p.t
-	return &wire.Process{
+	t.wp = wire.Process{
 		Key: tr.key, PID: p.pid, PPID: p.ppid, SID: p.sid, StartMs: tr.startMs,
 		Cmdline: tr.cmdline, Comm: tr.comm, Role: tr.role, UID: tr.uid, User: tr.user,
 	}
+	return &t.wp
 }

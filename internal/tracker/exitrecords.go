@@ -46,6 +46,11 @@ type exitRecords struct {
 	exited  map[int32]bool
 	cycle   uint64
 	takeFn  func(*taskstats.Record) // x.file, one method value, not a closure per tick
+	// free are records done with, for the next ones (under churn thousands
+	// a second, most of them other processes'), up to maxFreeRecords;
+	// taken are those take returned at this tick, free at the next.
+	free, taken []*heldRecord
+	spent       []*heldRecord // orphans done with at this drain (done)
 
 	debugUnclaimed func(*taskstats.Record) // tests
 }
@@ -67,6 +72,28 @@ func newExitRecords(src ExitSource, view exitView, ledger *reaperLedger, stats *
 		byPID: map[int32]*heldRecord{}, exited: map[int32]bool{}}
 	x.takeFn = x.file
 	return x
+}
+
+// maxFreeRecords bounds the records kept for reuse.
+const maxFreeRecords = 4096
+
+// newHeld is a zeroed record: a freed one, or a new one.
+func (x *exitRecords) newHeld() *heldRecord {
+	if n := len(x.free); n > 0 {
+		h := x.free[n-1]
+		x.free[n-1] = nil
+		x.free = x.free[:n-1]
+		*h = heldRecord{}
+		return h
+	}
+	return &heldRecord{}
+}
+
+// release keeps h for reuse.
+func (x *exitRecords) release(h *heldRecord) {
+	if len(x.free) < maxFreeRecords {
+		x.free = append(x.free, h)
+	}
 }
 
 // heldRecord sums the exit records of one process's threads.
@@ -98,6 +125,11 @@ func (x *exitRecords) drain(cycle uint64) {
 		return
 	}
 	x.cycle = cycle
+	for i, h := range x.taken {
+		x.release(h)
+		x.taken[i] = nil
+	}
+	x.taken = x.taken[:0]
 	if err := x.src.Drain(x.takeFn); err != nil {
 		x.errs.count("taskstats", err)
 	}
@@ -122,6 +154,7 @@ func (x *exitRecords) drain(cycle uint64) {
 		// A thread of a process that is tracked now belongs to it.
 		if p := x.view.proc(h.rec.PID); p != nil && p.t != nil && h.rec.BtimeSec >= x.view.startMs(p.startTicks)/1000-1 {
 			x.hold(&h.rec)
+			x.done(h)
 			continue
 		}
 		// A thread of a process still alive (not yet listed): wait for it.
@@ -132,12 +165,19 @@ func (x *exitRecords) drain(cycle uint64) {
 		// A process that lived less than a tick: its nearest tracked ancestor's.
 		if !x.chargeAncestor(h) {
 			kept = append(kept, h)
+		} else {
+			x.done(h)
 		}
 	}
 	for i := len(kept); i < len(x.orphans); i++ {
 		x.orphans[i] = nil
 	}
 	x.orphans = kept
+	for i, h := range x.spent {
+		x.release(h)
+		x.spent[i] = nil
+	}
+	x.spent = x.spent[:0]
 }
 
 // chargeAncestor charges the CPU and IO of a process that lived less than
@@ -186,18 +226,24 @@ func (x *exitRecords) file(r *taskstats.Record) {
 		return // a thread of a process the tracker knows: tracked, or not a task's
 	}
 	x.ledger.otherExit(r)
-	x.orphans = append(x.orphans, &heldRecord{rec: *r, cycle: x.cycle, leader: r.TID == r.PID})
+	h := x.newHeld()
+	h.rec, h.cycle, h.leader = *r, x.cycle, r.TID == r.PID
+	x.orphans = append(x.orphans, h)
 }
 
 // hold adds a record of a tracked process's thread to its sums.
 func (x *exitRecords) hold(r *taskstats.Record) {
 	h := x.held[r.PID]
 	if h == nil {
-		h = &heldRecord{}
+		h = x.newHeld()
 		x.held[r.PID] = h
 	}
 	h.add(r)
 }
+
+// done notes an orphan record that was charged or moved to its process:
+// released once the drain is over (byPID may point at it until then).
+func (x *exitRecords) done(h *heldRecord) { x.spent = append(x.spent, h) }
 
 // leaderIn reports whether the exit record of pid's thread group leader
 // is in: then it has exited, or will have at the next tick.
@@ -215,8 +261,10 @@ func (x *exitRecords) take(pid int32) *taskstats.Record {
 	}
 	delete(x.held, pid)
 	if !h.leader {
+		x.release(h)
 		return nil
 	}
+	x.taken = append(x.taken, h) // (its record is the caller's until the next drain)
 	return &h.rec
 }
 
@@ -279,6 +327,7 @@ func (x *exitRecords) expire(cycle uint64) {
 			if x.debugUnclaimed != nil {
 				x.debugUnclaimed(&h.rec)
 			}
+			x.release(h)
 		}
 	}
 	for i := len(kept); i < len(x.orphans); i++ {

@@ -100,7 +100,7 @@ func TestExitRecordsUnclaimed(t *testing.T) {
 	tab.fakeProc(1500, 1000, 60)
 	tab.stats[1000] = procfs.Stat{StartTime: 50}
 	x, src, st := newFakeRecords(tab)
-	x.ledger.mark(1000, tab.cycle)
+	x.ledger.mark(1000, 1500, tab.cycle)
 	tab.next(1000, 1500)
 	tab.stats[1000] = procfs.Stat{StartTime: 50, CUTime: 10}
 	x.ledger.read()

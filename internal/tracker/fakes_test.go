@@ -26,6 +26,9 @@ type fakeTable struct {
 	fs       procfs.FS             // handles (openProc) are of a tree nothing reads
 	statErr  map[int32]error       // a stat that cannot be read
 	reads    int                   // statOf calls
+	onStat   func(pid int32)       // called at each statOf, before the read
+	newKids  map[int32][]int32     // this tick's new processes, by parent (newChildren)
+	unlisted []int32               // what unlist took out of the listing
 }
 
 func newFakeTable() *fakeTable {
@@ -54,8 +57,25 @@ func (f *fakeTable) cwd(pid int32) (string, error) {
 	return "", fs.ErrNotExist
 }
 
+func (f *fakeTable) newChildren(ppid int32, dst []int32) []int32 {
+	return append(dst, f.newKids[ppid]...)
+}
+
+func (f *fakeTable) unlist(pid int32) bool {
+	p := f.procs[pid]
+	if p == nil || p.seen != f.cycle {
+		return false
+	}
+	p.seen = f.cycle - 1
+	f.unlisted = append(f.unlisted, pid)
+	return true
+}
+
 func (f *fakeTable) statOf(pid int32, _ *procfs.Proc) (*procfs.Stat, error) {
 	f.reads++
+	if f.onStat != nil {
+		f.onStat(pid)
+	}
 	if err := f.statErr[pid]; err != nil {
 		return nil, err
 	}

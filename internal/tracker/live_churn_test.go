@@ -77,8 +77,10 @@ func TestLiveChurn(t *testing.T) {
 				l.check(res)
 			}
 			st := l.tr.Stats()
-			t.Logf("exit records %d, overflows %d (%d records dropped), exits without their record %d, short-lived %d",
-				st.ExitRecords, st.ExitOverflows, st.ExitRecordsDropped, st.ExitsWithoutRecord, st.ShortLived)
+			t.Logf("exit records %d, overflows %d (%d records dropped), exits without their record %d, short-lived %d; "+
+				"reaped between a listing and their reaper's read %d, reapers unsettled %d",
+				st.ExitRecords, st.ExitOverflows, st.ExitRecordsDropped, st.ExitsWithoutRecord, st.ShortLived,
+				st.ReapedAfterListing, st.ReapersUnsettled)
 			if drops != nil {
 				t.Logf("%d records dropped by the test", drops.dropped)
 				if st.ExitsWithoutRecord == 0 {

@@ -27,7 +27,8 @@ type accountant struct {
 	// processes are counted).
 	exact bool
 	ncpu  int
-	vals  []int64 // an attempt sample's values, reused
+	vals  []int64         // an attempt sample's values, reused
+	msg   wire.Membership // the record a Sink is given, reused
 
 	debugExit func(p *proc, attempt string, own, children, final, charge int64, charged bool) // tests
 }
@@ -129,8 +130,8 @@ func (c *accountant) join(p *proc, a *attempt, carry bool, ms int64, sink Sink) 
 		}
 	}
 	tr.mem = m
-	sink.Membership(&wire.Membership{Process: tr.key, AttemptID: a.info.AttemptID, FromMs: m.fromMs,
-		CPUBaseMs: m.cpuBase, Role: tr.role})
+	c.msg = wire.Membership{Process: tr.key, AttemptID: a.info.AttemptID, FromMs: m.fromMs, CPUBaseMs: m.cpuBase, Role: tr.role}
+	sink.Membership(&c.msg)
 }
 
 // exitDoubtMs is how far off a process's CPU is when its exit records give
@@ -268,8 +269,9 @@ func (c *accountant) leave(p *proc, final *taskstats.Record, ms int64, sink Sink
 		a.exitedWait += w - m.waitBase
 	}
 	tr.mem = nil
-	sink.Membership(&wire.Membership{Process: tr.key, AttemptID: a.info.AttemptID, FromMs: m.fromMs, ToMs: ms,
-		CPUBaseMs: m.cpuBase, Role: tr.role})
+	c.msg = wire.Membership{Process: tr.key, AttemptID: a.info.AttemptID, FromMs: m.fromMs, ToMs: ms,
+		CPUBaseMs: m.cpuBase, Role: tr.role}
+	sink.Membership(&c.msg)
 }
 
 // tail estimates the CPU an exited process used after its last sample.

@@ -41,7 +41,7 @@ func TestAccountantExits(t *testing.T) {
 			c, _ := newFakeAccountant(tab)
 			sink := newRecSink()
 			if tc.nmIsReaper {
-				c.ledger.mark(nm, tab.cycle)
+				c.ledger.mark(nm, 2000, tab.cycle)
 			}
 			tab.next(nm, 2000, 2001)
 			tab.stats[nm] = procfs.Stat{StartTime: 10, CUTime: 75} // 750 ms: reaped the top

@@ -22,6 +22,7 @@ import (
 
 	"github.com/taskscope/taskscope/internal/procfs"
 	"github.com/taskscope/taskscope/internal/taskstats"
+	"github.com/taskscope/taskscope/internal/testsrv"
 )
 
 // BenchmarkAgent measures the whole agent: real taskscope-agent processes,
@@ -237,6 +238,12 @@ func runAgentBaseline(interval string) int {
 // agentRun is what one run measured.
 type agentRun struct {
 	cpuPerTick float64 // ns
+	// What the agent says of itself over the window (its /metrics, read
+	// just before and just after): the ticks it took, its allocations (Go's
+	// heap: objects and bytes) and garbage collections a tick, and the
+	// instructions callgrind counted a tick (TASKSCOPE_AGENT_CALLGRIND)
+	// over those ticks. Zero for the baseline.
+	self agentSelf
 	// Context switches a tick, voluntary and not, of its threads: each a
 	// thread put to sleep and woken, what the runtime's idle wake-ups cost.
 	switches float64
@@ -294,6 +301,7 @@ func benchAgentSteady(b *testing.B, sc agentScenario, impls []agentImpl) {
 	sum := map[string]float64{}
 	switches := map[string]float64{}
 	rss := map[string]float64{}
+	selfSum := map[string]agentSelf{}
 	var load hostLoad
 	together := os.Getenv("TASKSCOPE_AGENT_TOGETHER") != ""
 	self := selfExe(b)
@@ -307,12 +315,14 @@ func benchAgentSteady(b *testing.B, sc agentScenario, impls []agentImpl) {
 			return runSteady(b, q, sc, name, exec.Command(self), agentBaselineEnv+"="+sc.interval.String())
 		}
 		bin := impls[slices.Index(names, name)-1].bin
-		args := agentArgs(b, hs.URL, sc.interval)
+		listen := testsrv.FreeAddr(b)
+		args := agentArgs(b, hs.URL, sc.interval, listen)
 		if cg := agentCallgrind(fmt.Sprintf("%s-%s-%d", sc.name, name, agentRound)); cg != nil {
 			// (Go's preemption signals trip callgrind's signal handling.)
-			return runSteady(b, q, sc, name, exec.Command("valgrind", append(append(cg, bin), args...)...), "GODEBUG=asyncpreemptoff=1")
+			return runSteady(b, q, sc, name, exec.Command("valgrind", append(append(cg, bin), args...)...), "GODEBUG=asyncpreemptoff=1",
+				agentListenEnv+"="+listen)
 		}
-		return runSteady(b, q, sc, name, exec.Command(bin, args...))
+		return runSteady(b, q, sc, name, exec.Command(bin, args...), agentListenEnv+"="+listen)
 	}
 	for i := 0; i < b.N; i++ {
 		agentRound++
@@ -343,17 +353,18 @@ func benchAgentSteady(b *testing.B, sc agentScenario, impls []agentImpl) {
 			r := runs[k]
 			if !isBaseline(name) {
 				rss[name] = max(rss[name], r.rssMB)
+				selfSum[name] = selfSum[name].add(r.self)
 			}
 			sum[name] += r.cpuPerTick
 			switches[name] += r.switches
 			load.add(r.host)
-			b.Logf("round %d %s %s: %.0f us CPU a tick (%.0f%% user), %.1f context switches; host %s, %d processes", agentRound, sc.name, name,
-				r.cpuPerTick/1e3, 100*r.userShare, r.switches, r.host, r.procs)
+			b.Logf("round %d %s %s: %.0f us CPU a tick (%.0f%% user), %.1f context switches%s; host %s, %d processes", agentRound, sc.name, name,
+				r.cpuPerTick/1e3, 100*r.userShare, r.switches, r.self, r.host, r.procs)
 		}
 	}
 	n := float64(b.N)
 	for _, name := range names {
-		if rss[name] > 25 {
+		if rss[name] > 25 && os.Getenv("TASKSCOPE_AGENT_CALLGRIND") == "" { // (valgrind's own memory counts under callgrind)
 			b.Errorf("%s: peak RSS %.1f MB, over 25 MB", name, rss[name])
 		}
 		b.ReportMetric(sum[name]/n, name+"-cpu-ns/tick")
@@ -361,6 +372,7 @@ func benchAgentSteady(b *testing.B, sc agentScenario, impls []agentImpl) {
 		if !isBaseline(name) {
 			b.ReportMetric(sum[name]/sum[base], name+"/"+base+"-ratio")
 			b.ReportMetric(rss[name], name+"-rss-MB")
+			selfSum[name].report(b, name, n)
 		}
 	}
 	b.ReportMetric(load.busyPct(), "host-busy-%")
@@ -368,13 +380,110 @@ func benchAgentSteady(b *testing.B, sc agentScenario, impls []agentImpl) {
 	b.ReportMetric(0, "ns/op")
 }
 
-// agentArgs are the agent's flags as docs/operations.md deploys it.
-func agentArgs(b *testing.B, url string, interval time.Duration) []string {
+// agentArgs are the agent's flags as docs/operations.md deploys it, its
+// metrics on listen.
+func agentArgs(b *testing.B, url string, interval time.Duration, listen string) []string {
 	dir := b.TempDir()
 	token := filepath.Join(dir, "token")
 	os.WriteFile(token, []byte("bench\n"), 0o600)
 	return []string{"run", "--server", url, "--token-file", token, "--spool-dir", filepath.Join(dir, "spool"),
-		"--listen", "127.0.0.1:0", "--interval", interval.String(), "--log-level", "warn"}
+		"--listen", listen, "--interval", interval.String(), "--log-level", "warn"}
+}
+
+// agentListenEnv tells runSteady where the agent serves its metrics (the
+// variable is the runner's, not the agent's: the agent ignores it).
+const agentListenEnv = "TASKSCOPE_BENCH_AGENT_LISTEN"
+
+// agentSelf is what an agent says of itself over a window, from its
+// /metrics: ticks, Go's heap allocations (objects and bytes), garbage
+// collections and their CPU; and callgrind's instructions, when counted.
+type agentSelf struct {
+	ticks, allocs, allocBytes, gcs, gcCPUSec, instructions float64
+}
+
+func (a agentSelf) add(o agentSelf) agentSelf {
+	return agentSelf{a.ticks + o.ticks, a.allocs + o.allocs, a.allocBytes + o.allocBytes, a.gcs + o.gcs, a.gcCPUSec + o.gcCPUSec,
+		a.instructions + o.instructions}
+}
+
+func (a agentSelf) String() string {
+	if a.ticks == 0 {
+		return ""
+	}
+	s := fmt.Sprintf("; %.0f ticks: %.0f allocations (%.0f B) a tick, %.0f GCs (%.0f us of CPU)", a.ticks, a.allocs/a.ticks,
+		a.allocBytes/a.ticks, a.gcs, a.gcCPUSec*1e6)
+	if a.instructions > 0 {
+		s += fmt.Sprintf(", %.0f instructions a tick in user space", a.instructions/a.ticks)
+	}
+	return s
+}
+
+// report reports the sums over the rounds a tick (n rounds).
+func (a agentSelf) report(b *testing.B, name string, n float64) {
+	if a.ticks == 0 {
+		return
+	}
+	b.ReportMetric(a.allocs/a.ticks, name+"-allocs/tick")
+	b.ReportMetric(a.allocBytes/a.ticks, name+"-alloc-B/tick")
+	b.ReportMetric(a.gcs/n, name+"-gcs/window")
+	if a.instructions > 0 {
+		b.ReportMetric(a.instructions/a.ticks, name+"-instructions/tick")
+	}
+}
+
+// agentSelfNow reads what the agent at addr says of itself; ok false when
+// it does not answer.
+func agentSelfNow(addr string) (s agentSelf, ok bool) {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return s, false
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		name, v, found := strings.Cut(sc.Text(), " ")
+		if !found {
+			continue
+		}
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			continue
+		}
+		switch name {
+		case "taskscope_agent_ticks_total":
+			s.ticks = f
+		case "go_memstats_mallocs_total":
+			s.allocs = f
+		case "go_memstats_alloc_bytes_total":
+			s.allocBytes = f
+		case "go_gc_duration_seconds_count":
+			s.gcs = f
+		case "go_gc_cpu_seconds_total":
+			s.gcCPUSec = f
+		}
+	}
+	return s, sc.Err() == nil && s.ticks > 0
+}
+
+func (a agentSelf) sub(o agentSelf) agentSelf {
+	return agentSelf{a.ticks - o.ticks, a.allocs - o.allocs, a.allocBytes - o.allocBytes, a.gcs - o.gcs, a.gcCPUSec - o.gcCPUSec, 0}
+}
+
+// callgrindTotal is the instructions a callgrind output file counted (its
+// "totals:" line), 0 when it cannot be read.
+func callgrindTotal(path string) float64 {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	var total float64
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "totals: "); ok {
+			f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			total += f
+		}
+	}
+	return total
 }
 
 // runSteady starts cmd, lets it warm up, measures its CPU over agentWindow
@@ -396,6 +505,19 @@ func runSteady(b *testing.B, q *taskstats.Querier, sc agentScenario, name string
 	// Warm up: the first ticks classify every process; at 250 ms, five
 	// seconds (the churn's maps and buffers at their working size).
 	time.Sleep(agentWarmup(iv))
+	listen := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, agentListenEnv+"="); ok {
+			listen = v
+		}
+	}
+	if listen != "" {
+		// An agent under valgrind starts slowly: its warm-up is its ticks.
+		warm := float64(agentWarmup(iv) / iv)
+		if !testsrv.Poll(3*time.Minute, func() bool { s, ok := agentSelfNow(listen); return ok && s.ticks >= warm }) {
+			b.Errorf("%s: not %.0f ticks after 3 minutes", name, warm)
+		}
+	}
 	// Its ticks: the moments its CPU jumps (polled every 2 ms over two
 	// intervals); the window starts midway between two.
 	tick := lastTick(q, pid, 2*iv)
@@ -404,6 +526,14 @@ func runSteady(b *testing.B, q *taskstats.Querier, sc agentScenario, name string
 		t0 = t0.Add(iv)
 	}
 	time.Sleep(time.Until(t0))
+	// Two reads of its metrics back to back: what one costs it (its
+	// allocations) is taken off the window's.
+	var self0, scrape agentSelf
+	if listen != "" {
+		first, _ := agentSelfNow(listen)
+		self0, _ = agentSelfNow(listen)
+		scrape = self0.sub(first)
+	}
 	h0 := readHostLoad()
 	g0 := processGroup(q, int(pid))
 	u0, s0 := userSys(int(pid))
@@ -429,6 +559,14 @@ func runSteady(b *testing.B, q *taskstats.Querier, sc agentScenario, name string
 	g1 := processGroup(q, int(pid))
 	u1, s1 := userSys(int(pid))
 	h1 := readHostLoad()
+	var self agentSelf
+	if listen != "" {
+		if self1, ok := agentSelfNow(listen); ok {
+			self = self1.sub(self0)
+			self.allocs -= scrape.allocs
+			self.allocBytes -= scrape.allocBytes
+		}
+	}
 	// Its peak RSS so far, from its own VmHWM: wait4's ru_maxrss counts
 	// this process's RSS too (the child shared our memory until exec).
 	rssMB := vmHWM(int(pid))
@@ -445,8 +583,15 @@ func runSteady(b *testing.B, q *taskstats.Querier, sc agentScenario, name string
 		b.Errorf("%s: CPU %d then %d: gone?", name, g0.RunNs, g1.RunNs)
 		return agentRun{}
 	}
+	if callgrind {
+		for _, a := range cmd.Args {
+			if out, ok := strings.CutPrefix(a, "--callgrind-out-file="); ok {
+				self.instructions = callgrindTotal(out)
+			}
+		}
+	}
 	ticks := float64(agentWindow)
-	return agentRun{cpuPerTick: float64(g1.RunNs-g0.RunNs) / ticks, rssMB: rssMB, host: h1.sub(h0), procs: procs,
+	return agentRun{cpuPerTick: float64(g1.RunNs-g0.RunNs) / ticks, rssMB: rssMB, host: h1.sub(h0), procs: procs, self: self,
 		userShare: userShare(u1-u0, s1-s0),
 		switches:  float64(int64(g1.VolCtx+g1.InvolCtx)-int64(g0.VolCtx+g0.InvolCtx)) / ticks}
 }
@@ -537,7 +682,7 @@ func benchAgentStart(b *testing.B, impls []agentImpl) {
 		agentRound++
 		for k := range impls {
 			im := impls[(k+agentRound)%len(impls)]
-			cmd := exec.Command(im.bin, append(agentArgs(b, hs.URL, time.Second), "--max-ticks", "1")...)
+			cmd := exec.Command(im.bin, append(agentArgs(b, hs.URL, time.Second, "127.0.0.1:0"), "--max-ticks", "1")...)
 			if perfArgs := agentPerf(fmt.Sprintf("start-%s-%d", im.name, agentRound)); perfArgs != nil {
 				// perf's own CPU counts too: take the figures from runs without it.
 				cmd = exec.Command("perf", append(append(perfArgs, "--", im.bin), cmd.Args[1:]...)...)

@@ -10,7 +10,7 @@ import (
 // the NodeManager or TaskTracker above each unit's first process, init above
 // processes that were reparented. When it reaps a child the kernel adds the
 // child's whole CPU, as wait4 reports it, to its cutime/cstime. The tracker
-// reads its stat once per tick, right after listing /proc, and charges the
+// reads its stat at each tick around the listing of /proc, and charges the
 // attempts of the tracked processes it reaped in that interval what its
 // cutime grew by, instead of their estimates (last sample plus the exit
 // records' tail): the difference is split in proportion to each estimate's
@@ -18,15 +18,33 @@ import (
 // miss what a process's exit costs after them (a JVM's 10-20 ms), and
 // without one (dropped) the tail is a guess. The exit records of its
 // other children (helpers it runs) are taken off first.
+//
+// The growth must hold the children the listing missed and none that it
+// showed. A child reaped between the listing and the read (a window that
+// grows with the machine's load) is in both: its CPU would settle this
+// tick's other exits and be missing at the next tick, when it is found
+// gone (a map charged twice its CPU, its neighbours less, was seen so).
+// So the cutime is read right before the listing too: when the two reads
+// differ, the reaper reaped something meanwhile, and its children in the
+// listing that are gone from /proc now are taken as gone at this tick
+// (resolve); a read after that check that has not moved shows that those
+// still there were not reaped before it.
 type reaper struct {
 	pid        int32
 	startTicks uint64
 	h          *procfs.Proc
 	children   int64 // cutime+cstime at the last read, ms
+	before     int64 // cutime+cstime read right before this tick's listing, ms (<0: not read)
 	grown      int64 // growth at this tick's read; <0: unknown
 	other      int64 // exit records of its untracked children this tick
 	items      []reapItem
-	seen       uint64
+	// kids are the tracked processes it was the parent of at the last
+	// tick (mark); moved: its cutime moved across this tick's listing;
+	// blind: it would not hold still at the last tick, so its growth at
+	// this one is unknown too.
+	kids         []int32
+	moved, blind bool
+	seen         uint64
 }
 
 type reapItem struct {
@@ -49,39 +67,134 @@ func (it reapItem) doubt() int64 { return it.tail + 2*1000/procfs.UserHZ }
 // children's exit records account for, and the processes it reaped,
 // charged at the end of the tick (settle).
 type reaperLedger struct {
-	stats *Stats // ExitCorrectionMs
+	stats *Stats // ExitCorrectionMs, ReapedAfterListing, ReapersUnsettled
 	stat  statReader
 	byPID map[int32]*reaper
+	kids  []int32 // resolve's, reused
 
 	debugReap func(r *reaper, it reapItem, avail, est int64) // tests: each item, before it is settled
 }
 
 // statReader is what the ledger reads of the process table: a process's
-// stat.
+// stat, whether it is gone.
 type statReader interface {
 	// openProc is a handle on pid's /proc directory (nothing opened yet).
 	openProc(pid int32) *procfs.Proc
 	// statOf reads pid's stat through h (valid until the next read).
 	statOf(pid int32, h *procfs.Proc) (*procfs.Stat, error)
+	// pidGone reports whether pid has left /proc.
+	pidGone(pid int32) bool
+}
+
+// listing is what the ledger changes of this tick's listing when a
+// reaper's cutime moved across it (resolve).
+type listing interface {
+	// newChildren appends to dst the pids of this tick's new processes
+	// whose parent is ppid.
+	newChildren(ppid int32, dst []int32) []int32
+	// unlist takes pid out of this tick's listing, if it is there: it was
+	// reaped right after it, before its reaper's read.
+	unlist(pid int32) bool
 }
 
 func newReaperLedger(stat statReader, stats *Stats) *reaperLedger {
 	return &reaperLedger{stat: stat, stats: stats, byPID: map[int32]*reaper{}}
 }
 
-// read reads every reaper's stat (right after the listing: a child
-// missing from the listing was reaped before this read).
-func (l *reaperLedger) read() {
+// cutime reads a reaper's cutime+cstime, ms; false when it cannot be read
+// or its pid names another process now.
+func (l *reaperLedger) cutime(r *reaper) (int64, bool) {
+	st, err := l.stat.statOf(r.pid, r.h)
+	if err != nil || st.StartTime != r.startTicks {
+		return 0, false
+	}
+	return collect.TicksToMs(st.CUTime + st.CSTime), true
+}
+
+// readBefore reads every reaper's cutime right before the listing.
+func (l *reaperLedger) readBefore() {
+	for _, r := range l.byPID {
+		r.before = -1
+		if c, ok := l.cutime(r); ok {
+			r.before = c
+		}
+	}
+}
+
+// read reads every reaper's stat right after the listing (a child missing
+// from the listing was reaped before this read) and reports whether the
+// cutime of one moved since its read before the listing: then a child the
+// listing shows may have been reaped before this read too (resolve).
+func (l *reaperLedger) read() (moved bool) {
 	for pid, r := range l.byPID {
 		r.grown = -1
-		st, err := l.stat.statOf(pid, r.h)
-		if err != nil || st.StartTime != r.startTicks {
+		c, ok := l.cutime(r)
+		if !ok {
 			r.h.Close()
 			delete(l.byPID, pid)
 			continue
 		}
-		c := collect.TicksToMs(st.CUTime + st.CSTime)
+		r.moved = c != r.before
+		if r.blind {
+			// What it reaped at the last tick after its last read there is in
+			// this growth, and was charged then.
+			r.blind, r.moved, r.children = false, false, c
+			continue
+		}
 		r.grown, r.children = c-r.children, c
+		moved = moved || r.moved
+	}
+	return moved
+}
+
+// maxRereads bounds the reads of a reaper's cutime at one tick while it
+// keeps reaping children (resolve).
+const maxRereads = 4
+
+// resolve handles the reapers whose cutime moved across this tick's
+// listing: each of their children the listing shows (its tracked ones at
+// the last tick, and this tick's new ones) that is gone from /proc now was
+// reaped before the check, and is taken out of the listing (it ends at
+// this tick, and its CPU is in this tick's growth). Then the cutime is
+// read again: if it has not moved, those still there were not reaped
+// before that read, which is this tick's. If it has, what it grew by is
+// this tick's too, and the children are looked at again; a reaper that
+// does not hold still within maxRereads reads leaves this tick's growth
+// and the next one's unknown (the estimates stand).
+//
+// (A child is gone from /proc once its reaper has added its CPU to its
+// cutime: wait4 does both, in that order, within microseconds.)
+func (l *reaperLedger) resolve(lst listing) {
+	for _, r := range l.byPID {
+		if !r.moved || r.grown < 0 {
+			continue
+		}
+		r.moved = false
+		l.kids = lst.newChildren(r.pid, append(l.kids[:0], r.kids...))
+		for try := 1; ; try++ {
+			for i, pid := range l.kids {
+				if pid != 0 && l.stat.pidGone(pid) {
+					if lst.unlist(pid) {
+						l.stats.ReapedAfterListing++
+					}
+					l.kids[i] = 0
+				}
+			}
+			c, ok := l.cutime(r)
+			if ok && c == r.children {
+				break
+			}
+			if !ok || try == maxRereads {
+				l.stats.ReapersUnsettled++
+				r.grown, r.blind = -1, true
+				if ok {
+					r.children = c
+				}
+				break
+			}
+			r.grown += c - r.children
+			r.children = c
+		}
 	}
 }
 
@@ -163,9 +276,9 @@ func (l *reaperLedger) settle() {
 	}
 }
 
-// mark makes pid, the untracked parent of a tracked process, a reaper
-// (from the tick of cycle on).
-func (l *reaperLedger) mark(pid int32, cycle uint64) {
+// mark makes pid, the untracked parent of the tracked process kid, a
+// reaper (from the tick of cycle on).
+func (l *reaperLedger) mark(pid, kid int32, cycle uint64) {
 	r := l.byPID[pid]
 	if r == nil {
 		h := l.stat.openProc(pid)
@@ -178,7 +291,11 @@ func (l *reaperLedger) mark(pid int32, cycle uint64) {
 			children: collect.TicksToMs(st.CUTime + st.CSTime)}
 		l.byPID[pid] = r
 	}
-	r.seen = cycle
+	if r.seen != cycle {
+		r.seen = cycle
+		r.kids = r.kids[:0]
+	}
+	r.kids = append(r.kids, kid)
 }
 
 // sweep forgets the reapers not marked at the tick of cycle: no longer

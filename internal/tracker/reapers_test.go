@@ -1,6 +1,7 @@
 package tracker
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/taskscope/taskscope/internal/procfs"
@@ -38,7 +39,7 @@ func TestReaperLedger(t *testing.T) {
 			tab.stats[nm] = procfs.Stat{StartTime: 5, CUTime: 100}
 			var st Stats
 			l := newReaperLedger(tab, &st)
-			l.mark(nm, tab.cycle)
+			l.mark(nm, 2000, tab.cycle)
 			if len(l.byPID) != 1 || l.charge(nm, &attempt{}, 1, 1, 0) {
 				t.Fatalf("a new reaper: %d reapers, or charged before its growth is known", len(l.byPID))
 			}
@@ -85,7 +86,7 @@ func TestReaperLedgerKeeps(t *testing.T) {
 	var st Stats
 	l := newReaperLedger(tab, &st)
 	for _, pid := range []int32{100, 101, 102, 103} { // 103: no stat
-		l.mark(pid, tab.cycle)
+		l.mark(pid, 2000, tab.cycle)
 	}
 	if len(l.byPID) != 3 {
 		t.Fatalf("%d reapers, want 3", len(l.byPID))
@@ -101,7 +102,7 @@ func TestReaperLedgerKeeps(t *testing.T) {
 	if len(l.byPID) != 1 || l.byPID[100] == nil || l.byPID[100].grown != 0 {
 		t.Errorf("after the read: %v", l.byPID)
 	}
-	l.mark(100, tab.cycle)
+	l.mark(100, 2000, tab.cycle)
 	l.sweep(tab.cycle)
 	if l.byPID[100] == nil {
 		t.Error("a reaper still a parent was forgotten")
@@ -111,4 +112,104 @@ func TestReaperLedgerKeeps(t *testing.T) {
 	if len(l.byPID) != 0 {
 		t.Errorf("a reaper no longer a parent kept: %v", l.byPID)
 	}
+}
+
+// A reaper's cutime that moved across the listing: its children the
+// listing showed that are gone now were reaped before its read (taken out
+// of the listing), those still there were not, once a read after the check
+// shows it still. One that keeps reaping leaves its growth unknown at this
+// tick and the next.
+func TestReaperLedgerResolve(t *testing.T) {
+	const nm = 100
+	setup := func() (*fakeTable, *reaperLedger, *Stats) {
+		tab := newFakeTable()
+		tab.fakeProc(nm, 1, 5)
+		for _, pid := range []int32{2000, 2100, 2200} {
+			tab.fakeProc(pid, nm, 50)
+		}
+		tab.stats[nm] = procfs.Stat{StartTime: 5, CUTime: 100}
+		var st Stats
+		l := newReaperLedger(tab, &st)
+		l.mark(nm, 2000, tab.cycle)
+		l.mark(nm, 2100, tab.cycle)
+		l.mark(nm, 2200, tab.cycle)
+		return tab, l, &st
+	}
+	t.Run("still", func(t *testing.T) {
+		tab, l, st := setup()
+		tab.next(nm, 2000, 2100, 2200)
+		l.readBefore()
+		if l.read() {
+			t.Fatal("moved, though its cutime did not")
+		}
+		if r := l.byPID[nm]; r.grown != 0 {
+			t.Errorf("grown %d, want 0", r.grown)
+		}
+		if st.ReapedAfterListing != 0 {
+			t.Errorf("reaped after the listing: %d", st.ReapedAfterListing)
+		}
+	})
+	t.Run("reaped after the listing", func(t *testing.T) {
+		tab, l, st := setup()
+		tab.next(nm, 2000, 2100, 2200)
+		tab.fakeProc(2300, nm, 60) // new at this tick
+		tab.newKids = map[int32][]int32{nm: {2300}}
+		tab.stats[nm] = procfs.Stat{StartTime: 5, CUTime: 150} // 2200 reaped before the listing
+		l.readBefore()
+		// Between the listing and the read: 2100 and the new 2300 reaped.
+		tab.stats[nm] = procfs.Stat{StartTime: 5, CUTime: 180}
+		tab.gonePIDs[2100], tab.gonePIDs[2300], tab.gonePIDs[2200] = true, true, true
+		tab.procs[2200].seen = 0 // not in the listing
+		if !l.read() {
+			t.Fatal("not moved")
+		}
+		l.resolve(tab)
+		if r := l.byPID[nm]; r.grown != 800 {
+			t.Errorf("grown %d ms, want 800", r.grown)
+		}
+		if fmt.Sprint(tab.unlisted) != "[2100 2300]" || st.ReapedAfterListing != 2 {
+			t.Errorf("unlisted %v (%d counted), want [2100 2300]", tab.unlisted, st.ReapedAfterListing)
+		}
+		if tab.procs[2000].seen != tab.cycle {
+			t.Error("a child still there was taken out of the listing")
+		}
+	})
+	t.Run("reaping on", func(t *testing.T) {
+		tab, l, st := setup()
+		tab.next(nm, 2000, 2100, 2200)
+		l.readBefore()
+		// A reap at every read.
+		tab.onStat = func(pid int32) {
+			s := tab.stats[pid]
+			s.CUTime++
+			tab.stats[pid] = s
+		}
+		if !l.read() {
+			t.Fatal("not moved")
+		}
+		reads := tab.reads
+		l.resolve(tab)
+		if n := tab.reads - reads; n != maxRereads {
+			t.Errorf("%d reads, want %d", n, maxRereads)
+		}
+		if r := l.byPID[nm]; r.grown >= 0 || st.ReapersUnsettled != 1 || l.charge(nm, &attempt{}, 1, 1, 0) {
+			t.Errorf("grown %d, unsettled %d: want its growth unknown", r.grown, st.ReapersUnsettled)
+		}
+		// The next tick's growth holds what it reaped after its last read
+		// here: unknown too. The one after is known again.
+		tab.onStat = nil
+		tab.next(nm, 2000, 2100, 2200)
+		l.readBefore()
+		l.read()
+		if r := l.byPID[nm]; r.grown >= 0 {
+			t.Errorf("the next tick: grown %d, want unknown", r.grown)
+		}
+		tab.next(nm, 2000, 2100, 2200)
+		tab.stats[nm] = procfs.Stat{StartTime: 5, CUTime: tab.stats[nm].CUTime + 7}
+		l.readBefore()
+		l.read()
+		if r := l.byPID[nm]; r.grown != 70 {
+			t.Errorf("the tick after: grown %d, want 70", r.grown)
+		}
+	})
 }

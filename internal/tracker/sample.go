@@ -7,7 +7,6 @@ import (
 	"github.com/taskscope/taskscope/internal/collect"
 	"github.com/taskscope/taskscope/internal/hadoop"
 	"github.com/taskscope/taskscope/internal/procfs"
-	"github.com/taskscope/taskscope/internal/taskstats"
 	"github.com/taskscope/taskscope/internal/wire"
 )
 
@@ -276,8 +275,8 @@ func (t *Tracker) readSched(p *proc) *procfs.Schedstat {
 		// its thread group's figures are its own, and bring its context
 		// switches with them, in one request instead of the reads of
 		// schedstat and status. Its later samples read its schedstat.
-		var g taskstats.Group
-		if err := t.cfg.Groups.ThreadGroup(p.pid, &g); err == nil {
+		g := &t.group
+		if err := t.cfg.Groups.ThreadGroup(p.pid, g); err == nil {
 			t.sched = procfs.Schedstat{RunNs: g.RunNs, WaitNs: g.WaitNs}
 			tr.ctx = [2]uint64{g.VolCtx, g.InvolCtx}
 			tr.firstGroup = true
@@ -324,8 +323,8 @@ func (t *Tracker) readSched(p *proc) *procfs.Schedstat {
 // its context switches, and keeps it on that way from now on.
 func (t *Tracker) readGroup(p *proc) error {
 	tr := p.t
-	var g taskstats.Group
-	if err := t.cfg.Groups.ThreadGroup(p.pid, &g); err != nil {
+	g := &t.group
+	if err := t.cfg.Groups.ThreadGroup(p.pid, g); err != nil {
 		return err
 	}
 	tr.firstGroup = false

@@ -14,6 +14,12 @@ import (
 // put in its cutime. Then the reapers' ledger is settled, and the pids
 // not listed are forgotten.
 func (t *Tracker) sweep(ms int64) {
+	if len(t.reused) == 0 && t.nListed == len(t.procs) {
+		// Every process known was listed (the steady state): no walk of
+		// the table.
+		t.ledger.settle()
+		return
+	}
 	gone := t.reused
 	for _, p := range t.procs {
 		if p.seen != t.cycle && (p.t != nil || p.zombieLife != 0) {

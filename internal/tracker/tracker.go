@@ -18,7 +18,7 @@
 // cutime/cstime. An exited process's CPU is therefore settled by the
 // cutime growth of the process that reaped it: a tracked parent sampled in
 // the same tick, or an untracked one (the NodeManager, the TaskTracker,
-// init) whose stat is read right after each listing, the growth split among
+// init) whose stat is read around each listing, the growth split among
 // the processes it reaped in proportion to their estimates. Exit records
 // (taskstats) tell when and how a process ended and give the CPU of those
 // the tracker never saw: each thread's scheduler runtime at its exit, exact
@@ -109,6 +109,13 @@ type Stats struct {
 	// ExitCorrectionMs is how much the CPU estimates of exited processes
 	// exceeded what their reapers' cutime/cstime showed, cumulative (signed).
 	ExitCorrectionMs int64
+	// ReapedAfterListing counts tracked (or new) processes that a listing
+	// showed but that their reaper (the NodeManager, init) had reaped
+	// before its read right after: taken as gone at that tick, so that its
+	// cutime's growth settles them (reapers.go). ReapersUnsettled counts
+	// the ticks a reaper kept reaping while it was read, whose growth was
+	// not used.
+	ReapedAfterListing, ReapersUnsettled uint64
 }
 
 // Tracker keeps the state of one node. It is not safe for concurrent use.
@@ -133,10 +140,14 @@ type Tracker struct {
 	cycle    uint64
 	clock    clock
 	newProcs []*proc // this tick's
+	nListed  int     // the processes of the table in this tick's listing (all: nothing to sweep)
 	reused   []*proc // pids found reused by the listing: gone, handled in the sweep
 	heldNew  int     // new processes of this tick whose stat is held (readNewStat)
 	buf      []byte
 	cmdBuf   []byte
+	lineBuf  []byte       // readCmdline's
+	argv     []string     // readCmdline's
+	wp       wire.Process // wireProcess's
 	stat     procfs.Stat
 
 	// Attribution.
@@ -157,6 +168,7 @@ type Tracker struct {
 	target  collect.Target
 	sched   procfs.Schedstat
 	status  procfs.Status
+	group   taskstats.Group // readSched's
 
 	// The parts.
 	records *exitRecords  // exitrecords.go
@@ -167,6 +179,7 @@ type Tracker struct {
 	lost    *lostChecker  // orphans.go
 
 	debugClassify func(p *proc, why string) // tests
+	debugListed   func()                    // tests: right after the listing, before the reapers' read
 	// debugSched gets the time from a sample's read of the stat to its
 	// read of the scheduler figures (negative: those came first).
 	debugSched func(p *proc, statToSched time.Duration)
@@ -365,30 +378,38 @@ func (t *Tracker) Tick(now time.Time, sink Sink) error {
 	return nil
 }
 
-// list lists /proc (right after, it reads the reapers' stats: a child
-// missing from the listing was reaped before), and takes the new pids
-// (reading their stat: their start, their parent) and the reused ones.
+// list lists /proc (the reapers' stats are read right before and right
+// after: a child missing from the listing was reaped before the read
+// after, reapers.go), and takes the new pids (reading their stat: their
+// start, their parent) and the reused ones.
 func (t *Tracker) list() error {
+	t.ledger.readBefore()
 	entries, err := t.lister.List(t.entries[:0])
 	t.clock.listed()
 	t.entries = entries
 	if err != nil {
 		return fmt.Errorf("cannot list the processes of %s: %w", t.cfg.FS.Root(), err)
 	}
+	if t.debugListed != nil {
+		t.debugListed()
+	}
 	t.stats.Scanned = len(entries)
 	t.stats.ListingsReused = t.lister.Reused()
-	t.ledger.read()
+	moved := t.ledger.read()
 	t.newProcs = t.newProcs[:0]
+	t.nListed = 0
 	for _, e := range entries {
 		p := t.procs[e.PID]
 		if p != nil {
 			if p.ino == e.Ino {
 				p.seen = t.cycle
+				t.nListed++
 				continue
 			}
 			// A new inode: the pid may belong to a new process now.
 			if t.readStat(e.PID, nil) == nil && t.stat.StartTime == p.startTicks {
 				p.ino, p.seen = e.Ino, t.cycle
+				t.nListed++
 				continue
 			}
 			// Handled after the exit records are in.
@@ -397,6 +418,7 @@ func (t *Tracker) list() error {
 		}
 		if e.PID == t.cfg.SelfPID {
 			t.procs[e.PID] = &proc{pid: e.PID, ino: e.Ino, seen: t.cycle, state: stIgnored}
+			t.nListed++
 			continue
 		}
 		np := &proc{pid: e.PID, ino: e.Ino, seen: t.cycle}
@@ -406,8 +428,80 @@ func (t *Tracker) list() error {
 		np.setStat(&t.stat)
 		t.procs[e.PID] = np
 		t.newProcs = append(t.newProcs, np)
+		t.nListed++
+	}
+	if moved {
+		t.ledger.resolve(t)
 	}
 	return nil
+}
+
+// newChildren appends to dst the pids of this tick's new processes whose
+// parent is ppid (the ledger's listing view).
+func (t *Tracker) newChildren(ppid int32, dst []int32) []int32 {
+	for _, p := range t.newProcs {
+		if p.ppid == ppid {
+			dst = append(dst, p.pid)
+		}
+	}
+	return dst
+}
+
+// unlist takes pid out of this tick's listing, if it is there, with its
+// descendants that are gone too: its reaper had reaped it before its read
+// right after the listing (the ledger's listing view), and it had reaped
+// them before it exited. A tracked process ends at this tick; a new one is
+// forgotten, as one the listing missed (its exit record goes to its parent
+// as a short-lived process's).
+func (t *Tracker) unlist(pid int32) bool {
+	p := t.procs[pid]
+	if p == nil || p.seen != t.cycle {
+		return false
+	}
+	t.unlistOne(p)
+	if p.t != nil {
+		for _, m := range p.t.unit.members {
+			if m.seen == t.cycle && t.descends(m, pid) && t.pidGone(m.pid) {
+				t.unlistOne(m)
+			}
+		}
+	}
+	for i := len(t.newProcs) - 1; i >= 0; i-- {
+		if np := t.newProcs[i]; t.descends(np, pid) && t.pidGone(np.pid) {
+			t.unlistOne(np)
+		}
+	}
+	return true
+}
+
+// unlistOne takes p out of this tick's listing: a tracked process is gone
+// at this tick's sweep, a new one forgotten.
+func (t *Tracker) unlistOne(p *proc) {
+	t.nListed--
+	i := slices.Index(t.newProcs, p)
+	if i < 0 {
+		p.seen = t.cycle - 1
+		return
+	}
+	t.newProcs = slices.Delete(t.newProcs, i, i+1)
+	if p.h != nil {
+		p.h.Close()
+		p.h = nil
+		t.heldNew--
+	}
+	delete(t.procs, p.pid)
+}
+
+// descends reports whether ancestor is p's parent, or its parent's, and so
+// on (as far as the process table knows them).
+func (t *Tracker) descends(p *proc, ancestor int32) bool {
+	for depth := 0; depth < 32 && p != nil; depth++ {
+		if p.ppid == ancestor {
+			return true
+		}
+		p = t.procs[p.ppid]
+	}
+	return false
 }
 
 // classifyNew finds the scope's daemon and classifies this tick's new
@@ -457,7 +551,7 @@ func (t *Tracker) watch(ms int64) {
 			if par := t.procs[p.ppid]; par != nil && par.t != nil {
 				continue
 			}
-			t.ledger.mark(p.ppid, t.cycle)
+			t.ledger.mark(p.ppid, p.pid, t.cycle)
 		}
 	}
 	t.ledger.sweep(t.cycle)

@@ -242,6 +242,9 @@ func fieldOf(n protowire.Number, typ protowire.Type) []byte {
 func TestWrongWireTypes(t *testing.T) {
 	all := []protowire.Type{protowire.VarintType, protowire.Fixed64Type, protowire.Fixed32Type, protowire.BytesType, protowire.StartGroupType}
 	for _, m := range schema {
+		if m.name == "BatchList" {
+			continue // not within a batch: SplitList's (TestSplitListRejects)
+		}
 		for _, fs := range m.fields {
 			var ok []protowire.Type
 			switch {

@@ -53,7 +53,11 @@ const MaxOrders = 64
 type Answer struct {
 	Status  string `json:"status"` // stored, duplicate, error
 	Samples int    `json:"samples,omitempty"`
-	Error   string `json:"error,omitempty"`
+	// A list's (ListContentType): its batches, and those of them stored
+	// before.
+	Batches    int    `json:"batches,omitempty"`
+	Duplicates int    `json:"duplicates,omitempty"`
+	Error      string `json:"error,omitempty"`
 	// Profiles are the server's orders for the agent's node.
 	Profiles []ProfileOrder `json:"profiles,omitempty"`
 }

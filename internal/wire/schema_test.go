@@ -111,6 +111,7 @@ var schema = []msgSpec{
 		f(1, "thread", "Thread", tUint32), f(2, "state", "State", tString), list(f(3, "frames", "Frames", tUint32)),
 		f(4, "cpu_ns", "CPUNs", tSint64), f(5, "wait_ns", "WaitNs", tSint64), f(6, "samples", "Samples", tUint32),
 		f(7, "queued_ns", "QueuedNs", tSint64)}},
+	{"BatchList", reflect.TypeFor[BatchList](), []fieldSpec{sub(1, "batches", "Batches", "Batch", true)}},
 }
 
 func specOf(name string) *msgSpec {

@@ -94,6 +94,16 @@ func (t *tx) AppendPrepared(p *store.Prepared) (bool, error) {
 	return t.f.Append(t.ctx, p)
 }
 
+// Preload reads the last stored batches of the batches' agents this
+// replica does not hold, in one query (store.GroupAppender).
+func (t *tx) Preload(bs []*wire.Batch) error {
+	ids := make([]string, len(bs))
+	for i, b := range bs {
+		ids[i] = b.AgentID
+	}
+	return t.f.LoadAgents(t.ctx, ids)
+}
+
 const agentCols = `agent_id, seq, host, first_ms, last_ms, batches, samples, dropped_samples, dropped_batches, read_errors, overruns`
 
 // loadAgents reads agents' last stored batches.
@@ -168,7 +178,9 @@ func (s *Store) uint64s(ctx context.Context, q string) ([]uint64, error) {
 }
 
 // Commit stores the transaction's batches: once InsertEvery has passed
-// since the last insert, one block per table.
+// since the last insert began, one block per table. (The ingest pipeline
+// waits for that before it takes the batches into the transaction,
+// NextCommit: this wait is for other callers.)
 func (t *tx) Commit() error {
 	if t.done {
 		return fmt.Errorf("commit after commit or rollback")
@@ -203,6 +215,7 @@ func (t *tx) Commit() error {
 	for id, a := range t.f.StoredAgents() {
 		w.agentRow(id, a)
 	}
+	started := time.Now()
 	// The profiles first, the agents' rows last (profiles.go).
 	if err := s.insertProfiles(t.ctx, t.f.Prepared()); err != nil {
 		s.fold.Failed(t.f)
@@ -212,7 +225,8 @@ func (t *tx) Commit() error {
 		s.fold.Failed(t.f)
 		return fmt.Errorf("cannot store batches: %w", err)
 	}
-	s.lastInsert = time.Now()
+	// Inserts start InsertEvery apart (the pipeline waits for NextCommit).
+	s.lastInsert = started
 	s.fold.Commit(t.f, true, &s.ext)
 	return nil
 }

@@ -26,8 +26,8 @@ type Options struct {
 	RollupRetention time.Duration
 	Clock           store.Clock
 	// InsertEvery is how often a table is inserted into at most (default
-	// 1 s): a commit waits for it, so that the batches of a second go in
-	// one block per table, whatever the pipeline's groups.
+	// 1 s): the ingest pipeline waits for it (NextCommit) and takes the
+	// batches of that second into one commit, one block per table.
 	InsertEvery time.Duration
 	Log         *slog.Logger
 	Client      ClientOptions
@@ -42,6 +42,8 @@ var (
 	_ store.AttemptSummarizer   = (*Store)(nil)
 	_ store.AttemptSeriesReader = (*Store)(nil)
 	_ store.SharedData          = (*Store)(nil)
+	_ store.CommitPacer         = (*Store)(nil)
+	_ store.GroupAppender       = (*tx)(nil)
 )
 
 // Store is the ClickHouse store.
@@ -323,6 +325,17 @@ func (s *Store) Changes(ctx context.Context) (_ uint64, err error) {
 	}
 	v := rows.UInt64()
 	return v, rows.Err()
+}
+
+// NextCommit is when InsertEvery will have passed since the last insert
+// began (store.CommitPacer).
+func (s *Store) NextCommit() time.Time {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.opt.InsertEvery <= 0 {
+		return time.Time{}
+	}
+	return s.lastInsert.Add(s.opt.InsertEvery)
 }
 
 // SetClock sets the store's clock (tests that compare it with another

@@ -53,6 +53,11 @@ func (s *Server) Addr() string { return fmt.Sprintf("127.0.0.1:%d", s.HTTPPort) 
 
 // Options change what a server's configuration says.
 type Options struct {
+	// QueryLog has the server log every query (system.query_log, with
+	// each query's ProfileEvents) and every part written and merged
+	// (system.part_log): for benchmarks that say where its CPU goes
+	// (QueryCPU).
+	QueryLog bool
 	// Cluster, ZooKeeper port, shard and replica macros: set by
 	// StartCluster.
 	clusterXML string
@@ -66,10 +71,16 @@ type Options struct {
 // server) is chosen again.
 func Start(tb testing.TB) *Server {
 	tb.Helper()
+	return StartWith(tb, Options{})
+}
+
+// StartWith is Start with options.
+func StartWith(tb testing.TB, o Options) *Server {
+	tb.Helper()
 	skipShort(tb)
 	for try := 0; ; try++ {
 		s := newServer(tb, "clickhouse")
-		s.configure(tb, Options{})
+		s.configure(tb, o)
 		err := s.start(tb)
 		if err == nil {
 			return s
@@ -107,6 +118,13 @@ func newServer(tb testing.TB, name string) *Server {
 func (s *Server) configure(tb testing.TB, o Options) {
 	tb.Helper()
 	var extra strings.Builder
+	profile := ""
+	if o.QueryLog {
+		profile = "<log_queries>1</log_queries>"
+		extra.WriteString(`
+  <query_log><database>system</database><table>query_log</table><flush_interval_milliseconds>1000</flush_interval_milliseconds></query_log>
+  <part_log><database>system</database><table>part_log</table><flush_interval_milliseconds>1000</flush_interval_milliseconds></part_log>`)
+	}
 	if o.clusterXML != "" {
 		extra.WriteString(o.clusterXML)
 		fmt.Fprintf(&extra, `
@@ -134,11 +152,11 @@ func (s *Server) configure(tb testing.TB, o Options) {
   <compression><case><method>zstd</method></case></compression>
   <default_profile>default</default_profile>
   <default_database>default</default_database>
-  <profiles><default><max_memory_usage>4000000000</max_memory_usage><background_pool_size>4</background_pool_size></default></profiles>
+  <profiles><default><max_memory_usage>4000000000</max_memory_usage><background_pool_size>4</background_pool_size>%[6]s</default></profiles>
   <users><default><password></password><networks><ip>127.0.0.1</ip><ip>::1</ip></networks><profile>default</profile><quota>default</quota></default></users>
   <quotas><default><interval><duration>3600</duration><queries>0</queries><errors>0</errors><result_rows>0</result_rows><read_rows>0</read_rows><execution_time>0</execution_time></interval></default></quotas>%[5]s
 </yandex>
-`, s.Dir, s.HTTPPort, s.TCPPort, s.InterserverPort, extra.String())
+`, s.Dir, s.HTTPPort, s.TCPPort, s.InterserverPort, extra.String(), profile)
 	if err := os.WriteFile(filepath.Join(s.Dir, "config.xml"), []byte(conf), 0o644); err != nil {
 		tb.Fatal(err)
 	}
@@ -330,4 +348,53 @@ func rssOf(pid int) int64 {
 		}
 	}
 	return 0
+}
+
+// QueryCPU sums up, on a server started with Options.QueryLog, where its
+// CPU went: its queries' CPU (user and system, from their ProfileEvents)
+// by kind (an insert by table; a select by its text, numbers and quoted
+// values taken out), and the parts it wrote and merged by table (their
+// time; merges run in the background pool, beside the queries). One line
+// each, the costliest first.
+func (s *Server) QueryCPU() ([]string, error) {
+	if _, err := s.query("SYSTEM FLUSH LOGS"); err != nil {
+		return nil, err
+	}
+	queries, err := s.query(`SELECT kind, count() AS n, round((sum(ue) + sum(se)) / 1e6, 2) AS cpu_s, sum(written_rows), sum(read_rows)
+FROM (SELECT if(query LIKE 'INSERT%', concat('INSERT INTO ', extract(query, 'INTO ([a-zA-Z0-9_.]+)')),
+		substring(replaceRegexpAll(replaceRegexpAll(query, '\'[^\']*\'', '?'), '[0-9]+', 'N'), 1, 90)) AS kind,
+	ProfileEvents.Values[indexOf(ProfileEvents.Names, 'UserTimeMicroseconds')] AS ue,
+	ProfileEvents.Values[indexOf(ProfileEvents.Names, 'SystemTimeMicroseconds')] AS se, written_rows, read_rows
+	FROM system.query_log WHERE type = 2 AND query NOT LIKE 'SYSTEM%')
+GROUP BY kind ORDER BY cpu_s DESC LIMIT 30 FORMAT TSV`)
+	if err != nil {
+		return nil, err
+	}
+	parts, err := s.query(`SELECT event_type, table, count(), round(sum(duration_ms) / 1e3, 2) AS s, sum(rows)
+FROM system.part_log GROUP BY event_type, table ORDER BY s DESC LIMIT 30 FORMAT TSV`)
+	if err != nil {
+		return nil, err
+	}
+	out := []string{"query kind\tcount\tCPU s\twritten rows\tread rows"}
+	out = append(out, strings.Split(strings.TrimSpace(queries), "\n")...)
+	out = append(out, "part event\ttable\tcount\ttime s\trows")
+	return append(out, strings.Split(strings.TrimSpace(parts), "\n")...), nil
+}
+
+// query runs q on the server and returns its answer's text.
+func (s *Server) query(q string) (string, error) {
+	c := http.Client{Timeout: 60 * time.Second}
+	resp, err := c.Post(s.URL(), "text/plain", strings.NewReader(q))
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("%s: %s", resp.Status, bytes.TrimSpace(body))
+	}
+	return string(body), nil
 }
