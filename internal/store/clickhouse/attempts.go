@@ -1,7 +1,6 @@
 package clickhouse
 
 import (
-	"fmt"
 	"strings"
 
 	"github.com/taskscope/taskscope/internal/store"
@@ -17,24 +16,9 @@ import (
 // attemptOwn are the store's own columns of attempts.
 const attemptOwn = `day Date, job_key UInt64, attempt_key UInt64, version UInt64, writer_agent String, writer_seq UInt64`
 
-// chType is the column type of a field's kind.
-func chType(k store.FieldKind) string {
-	switch k {
-	case store.FieldString:
-		return "String"
-	case store.FieldInt64:
-		return "Int64"
-	case store.FieldInt32:
-		return "Int32"
-	case store.FieldUInt32:
-		return "UInt32"
-	case store.FieldBool:
-		return "UInt8"
-	case store.FieldFloat64:
-		return "Float64"
-	}
-	panic(fmt.Sprintf("clickhouse: field kind %d", k))
-}
+// chTypes are the column types of the fields' kinds.
+var chTypes = [...]string{store.FieldString: "String", store.FieldInt64: "Int64", store.FieldInt32: "Int32",
+	store.FieldUInt32: "UInt32", store.FieldBool: "UInt8", store.FieldFloat64: "Float64"}
 
 // attemptColumns are the columns of attempts: the store's own, then the
 // fields'.
@@ -42,7 +26,7 @@ func attemptColumns() []column {
 	out := cols(attemptOwn)
 	for i := range store.AttemptFields {
 		f := &store.AttemptFields[i]
-		out = append(out, column{name: f.Name, typ: chType(f.Kind), lowCard: f.Few})
+		out = append(out, column{name: f.Name, typ: chTypes[f.Kind], lowCard: f.Few})
 	}
 	return out
 }
