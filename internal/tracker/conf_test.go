@@ -41,7 +41,7 @@ func TestConfRetried(t *testing.T) {
 	if a := r.sink.attempts[m0]; a.MemoryMB != 0 || a.JobName != "" {
 		t.Fatalf("half a job.xml read as %+v", a)
 	}
-	u := r.tr.units[c2]
+	u := r.tr.attr.units[c2]
 	if u == nil || u.cur == nil || u.cur.confRetryAt == 0 {
 		t.Fatalf("no retry planned")
 	}
@@ -74,7 +74,7 @@ func TestConfRetried(t *testing.T) {
 	for i := 0; i < 40; i++ {
 		r.tick()
 	}
-	u3 := r.tr.units[c3]
+	u3 := r.tr.attr.units[c3]
 	if u3 == nil || u3.cur == nil {
 		t.Fatal("no unit for the second container")
 	}
