@@ -12,6 +12,7 @@ const testJobXML = `<?xml version="1.0" encoding="UTF-8" standalone="no"?>
 <property><name>mapreduce.job.user.name</name><value>alice</value></property>
 <property><name>mapreduce.job.queuename</name><value>etl</value></property>
 <property><name>mapreduce.map.memory.mb</name><value>2048</value></property>
+<property><name>mapreduce.map.cpu.vcores</name><value>2</value></property>
 <property><name>mapreduce.map.java.opts</name><value>-Xmx1638m</value></property>
 </configuration>
 `
@@ -55,8 +56,8 @@ func TestConfRetried(t *testing.T) {
 		r.tick()
 	}
 	a := r.sink.attempts[m0]
-	if a.MemoryMB != 2048 || a.JobName != "wordcount" || a.User != "alice" || a.XmxBytes != 820<<20 {
-		t.Errorf("after the rewrite: %+v (want 2048 MB, wordcount, alice, the JVM's own -Xmx820m)", a)
+	if a.MemoryMB != 2048 || a.VCores != 2 || a.JobName != "wordcount" || a.User != "alice" || a.XmxBytes != 820<<20 {
+		t.Errorf("after the rewrite: %+v (want 2048 MB, 2 vcores, wordcount, alice, the JVM's own -Xmx820m)", a)
 	}
 	if u.cur.confRetryAt != 0 || u.cur.confTries != 3 {
 		t.Errorf("retry at %d after %d tries; want none after 3", u.cur.confRetryAt, u.cur.confTries)

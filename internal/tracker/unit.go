@@ -19,6 +19,7 @@ type unit struct {
 	framework   string
 	jvmKind     hadoop.Kind // the kind of task JVM the unit runs, once known
 	allocMB     int64       // the memory its NodeManager allocated its container, once listed (alloc.go)
+	allocVCores int64       // and its virtual cores
 	attemptID   string      // the attempt it runs now, once known
 	jvmPID      int32
 	jvmArgv     string // the JVM's command line, for -Xmx
