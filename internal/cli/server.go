@@ -69,6 +69,8 @@ func serverCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	anf.register(fl)
 	var sf storeFlags
 	sf.register(fl)
+	var alf alertFlags
+	alf.register(fl)
 	var pf profilingFlags
 	pf.register(fl)
 	if err := fl.Parse(args); err != nil {
@@ -109,6 +111,10 @@ func serverCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
+	alerts, err := alf.options(*listen, *cert != "")
+	if err != nil {
+		return err
+	}
 	warnIfOpen(stderr, log, *listen, authn.Enabled(), tokens.Len() > 0)
 	st, err := sf.open(log)
 	if err != nil {
@@ -120,7 +126,7 @@ func serverCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	srv, err := server.Start(server.Config{Listen: *listen, Store: st, Tokens: tokens, Auth: authn, TLSCert: *cert, TLSKey: *key,
-		Analyzer: analysis.NewWith(st, anOpts), Log: log, MaintainEvery: *maintainEvery, ClientConns: *clientConns, Profiles: profiles,
+		Analyzer: analysis.NewWith(st, anOpts), Log: log, MaintainEvery: *maintainEvery, ClientConns: *clientConns, Profiles: profiles, Alerts: alerts,
 		Ingest: ingest.HandlerOptions{Redact: masker, Budget: ingest.NewBudget(*ingestMemory)}})
 	if err != nil {
 		return err
