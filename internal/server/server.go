@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/taskscope/taskscope/internal/alert"
+	"github.com/taskscope/taskscope/internal/analysis"
 	"github.com/taskscope/taskscope/internal/api"
 	"github.com/taskscope/taskscope/internal/auth"
 	"github.com/taskscope/taskscope/internal/ingest"
@@ -121,6 +122,16 @@ func Start(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("cannot send alerts: %w", err)
 		}
 		s.alerts = &alertFeed{al: al, st: cfg.Store}
+	}
+	if l, ok := cfg.Analyzer.(Listening); ok {
+		// Told of every job's analysis: the alerts, and the profiles of
+		// the stragglers of running jobs.
+		if s.alerts != nil {
+			l.Listen(s.alerts.listener(cfg.Log))
+		}
+		if cfg.Profiles != nil {
+			l.Listen(autoProfiles(cfg.Profiles, cfg.Log))
+		}
 	}
 
 	mux := &routeMux{ServeMux: http.NewServeMux()}
@@ -280,6 +291,12 @@ func (s *Server) maintain(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// Listening is an Analyzer that tells listeners of each job's analysis
+// it stores (package analysis).
+type Listening interface {
+	Listen(l analysis.Listener)
 }
 
 // Background is an Analyzer that also analyses jobs in the background
