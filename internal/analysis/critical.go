@@ -56,8 +56,10 @@ type Waves struct {
 	Vertex   string `json:"vertex,omitempty"` // Tez: the vertex (of its DAG)
 	Attempts int    `json:"attempts"`
 	// Slots is the most attempts of the type that ran at once: the
-	// containers it had.
+	// containers it had; Cores the most virtual cores they held at once
+	// (store.Attempt's VCores, one a container where not known).
 	Slots          int        `json:"slots"`
+	Cores          int64      `json:"cores"`
 	Waves          int        `json:"waves"`
 	LastWave       int        `json:"last_wave_attempts"`
 	LastWaveFill   float64    `json:"last_wave_fill_percent"`
@@ -67,8 +69,8 @@ type Waves struct {
 	// Kind is what the last wave was: "full", "partial" (badly filled:
 	// slots idle while a few ran) or "straggler" (one slow attempt).
 	Kind string `json:"last_wave_kind"`
-	// IdleShare is the share of the type's container time left idle in
-	// its last wave (percent).
+	// IdleShare is the share of the type's core time (its containers'
+	// cores over time) left idle in its last wave (percent).
 	IdleShare float64 `json:"idle_percent"`
 }
 
@@ -275,8 +277,8 @@ func wavesOf(atts []store.Attempt) (Waves, map[string]int) {
 		}
 		return sorted[x].AttemptID < sorted[y].AttemptID
 	})
-	slots := concurrency(sorted)
-	w := Waves{TaskType: sorted[0].Type, Attempts: len(sorted), Slots: slots, Kind: "full"}
+	slots := int(concurrency(sorted, func(store.Attempt) int64 { return 1 }))
+	w := Waves{TaskType: sorted[0].Type, Attempts: len(sorted), Slots: slots, Cores: concurrency(sorted, cores), Kind: "full"}
 	of := map[string]int{}
 	var d []float64
 	for i, a := range sorted {
@@ -295,13 +297,13 @@ func wavesOf(atts []store.Attempt) (Waves, map[string]int) {
 	spanMs := float64(int64(w.End) - first)
 	lastMs := float64(int64(w.End) - int64(w.LastWaveStart))
 	if w.Waves >= 2 && spanMs > 0 {
-		// The container time of the last wave left idle: slots that ran
+		// The core time of the last wave left idle: cores that ran
 		// nothing from the wave's start to the type's end.
 		var busy float64
 		for _, a := range last {
-			busy += float64(endOf(a) - max(int64(a.Start), int64(w.LastWaveStart)))
+			busy += float64(endOf(a)-max(int64(a.Start), int64(w.LastWaveStart))) * float64(cores(a))
 		}
-		w.IdleShare = math.Max(0, float64(slots)*lastMs-busy) / (float64(slots) * spanMs) * 100
+		w.IdleShare = math.Max(0, float64(w.Cores)*lastMs-busy) / (float64(w.Cores) * spanMs) * 100
 		switch {
 		case slowest(last) >= 2*med && med > 0:
 			w.Kind = "straggler"
@@ -329,18 +331,18 @@ func slowest(atts []store.Attempt) float64 {
 // path and the slot simulator allow the same second.)
 const seenLate = 1000
 
-// concurrency is the most of atts that ran at once (at least 1); an
-// attempt that started within seenLate before another's end (at most half
-// that one's duration) took its container.
-func concurrency(atts []store.Attempt) int {
+// concurrency is the most of atts, each weighing weight, that ran at once
+// (at least 1); an attempt that started within seenLate before another's
+// end (at most half that one's duration) took its container.
+func concurrency(atts []store.Attempt, weight func(store.Attempt) int64) int64 {
 	type ev struct {
 		t int64
-		d int
+		d int64
 	}
 	var evs []ev
 	for _, a := range atts {
-		e := endOf(a)
-		evs = append(evs, ev{int64(a.Start), 1}, ev{e - min(seenLate, (e-int64(a.Start))/2), -1})
+		e, n := endOf(a), weight(a)
+		evs = append(evs, ev{int64(a.Start), n}, ev{e - min(seenLate, (e-int64(a.Start))/2), -n})
 	}
 	sort.Slice(evs, func(x, y int) bool {
 		if evs[x].t != evs[y].t {
@@ -348,7 +350,7 @@ func concurrency(atts []store.Attempt) int {
 		}
 		return evs[x].d < evs[y].d // an end before a start at the same time
 	})
-	n, m := 0, 1
+	n, m := int64(0), int64(1)
 	for _, e := range evs {
 		n += e.d
 		m = max(m, n)
@@ -377,10 +379,11 @@ func lastWave(j *Job) []Finding {
 		// below or above.
 		down, up := (w.Waves-1)*w.Slots, w.Waves*w.Slots
 		f := Finding{Severity: sev, TaskType: typ, AttemptIDs: []string{},
-			Message: fmt.Sprintf("The last of %d waves of %s attempts ran %d attempts on %d containers (%.0f%% full) for %.0f s: %.0f%% of the %s containers' time went idle. %d attempts of a median %.0f s fill %d waves exactly with %d or %d attempts.",
-				w.Waves, typ, w.LastWave, w.Slots, w.LastWaveFill, lastSecs, w.IdleShare, typ, w.Attempts, w.MedianDuration,
+			Message: fmt.Sprintf("The last of %d waves of %s attempts ran %d attempts on %d containers (%.0f%% full) for %.0f s: %.0f%% of the %s containers' core time (%d cores) went idle. %d attempts of a median %.0f s fill %d waves exactly with %d or %d attempts.",
+				w.Waves, typ, w.LastWave, w.Slots, w.LastWaveFill, lastSecs, w.IdleShare, typ, w.Cores, w.Attempts, w.MedianDuration,
 				w.Waves-1, down, up),
 			Numbers: []Number{{"waves", float64(w.Waves), "count"}, {"slots", float64(w.Slots), "count"},
+				{"cores", float64(w.Cores), "count"},
 				{"last_wave_attempts", float64(w.LastWave), "count"}, {"last_wave_fill", w.LastWaveFill, "percent"},
 				{"idle_share", w.IdleShare, "percent"}, {"last_wave_time", lastSecs, "s"}}}
 		if g.vertex != "" {

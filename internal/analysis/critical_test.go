@@ -133,3 +133,35 @@ func TestTezVertexWaves(t *testing.T) {
 		t.Errorf("critical path %+v", r.Path.Steps)
 	}
 }
+
+// TestWavesCountCores: a type's waves count its containers' cores
+// (store.Attempt.VCores, one where not known): the most held at once, and
+// the idle share of its last wave in core time, where a large container
+// left idle weighs its cores.
+func TestWavesCountCores(t *testing.T) {
+	var ts []task
+	for i := 0; i < 9; i++ {
+		ts = append(ts, task{typ: "map", host: fmt.Sprintf("h%d", i%4), s: float64(600 * (i / 4)), d: 600, cpu: 0.8})
+	}
+	d := job(1, "nightly", ts...)
+	plain := report(t, newFake(d), d.JobID).Path.Waves[0]
+	if plain.Slots != 4 || plain.Cores != 4 {
+		t.Fatalf("waves without vcores: %d slots, %d cores; want 4 and 4", plain.Slots, plain.Cores)
+	}
+	// The waves' 4 containers of 2 cores, the last wave's one of 4: the
+	// last wave's 4-core attempt ran on a fifth of the cores the type had
+	// at most (8), where one container of four ran before.
+	for i := range d.AttemptList {
+		d.AttemptList[i].VCores = 2
+	}
+	d.AttemptList[8].VCores = 4
+	w := report(t, newFake(d), d.JobID).Path.Waves[0]
+	if w.Slots != 4 || w.Cores != 8 || w.Waves != 3 || w.LastWave != 1 {
+		t.Fatalf("waves of 2-core containers: %+v", w)
+	}
+	// Idle: 8 cores over the last wave's 600 s, less its 4 cores' 600 s,
+	// over the type's 8 cores for 1800 s.
+	if want := (8.0*600 - 4*600) / (8 * 1800) * 100; !near(w.IdleShare, want, 1e-9) || near(w.IdleShare, plain.IdleShare, 1e-9) {
+		t.Errorf("idle share %.2f %%, want %.2f (one core a container: %.2f)", w.IdleShare, want, plain.IdleShare)
+	}
+}

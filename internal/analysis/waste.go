@@ -16,10 +16,10 @@ import (
 // them).
 
 // Cost is what a set of attempts was given and used, and what of it was
-// wasted. CPU in core-hours (a container is allocated one core: YARN's
-// default mapreduce.*.cpu.vcores; taskscope does not read vcores),
-// memory in GB-hours (the container's memory.mb over its life; used: RSS
-// over time).
+// wasted. CPU in core-hours (a container's virtual cores over its life:
+// store.Attempt's VCores, one where its agent did not say them, YARN's
+// default mapreduce.*.cpu.vcores), memory in GB-hours (the container's
+// memory.mb over its life; used: RSS over time).
 type Cost struct {
 	Attempts int `json:"attempts"`
 	// Allocated and used.
@@ -97,7 +97,7 @@ func linksOf(atts []store.Attempt) links {
 // add counts an attempt in c.
 func (c *Cost) add(a store.Attempt, kind string) {
 	h := float64(a.DurationMs) / 3.6e6
-	cpu, used := h, float64(a.CPUMs)/3.6e6 // one core allocated
+	cpu, used := h*float64(cores(a)), float64(a.CPUMs)/3.6e6
 	mem := float64(a.MemoryMB) / 1024 * h
 	usedMem := a.RSSByteMs / (1 << 30) / 3.6e6
 	c.Attempts++
@@ -119,6 +119,10 @@ func (c *Cost) add(a store.Attempt, kind string) {
 		}
 	}
 }
+
+// cores is the virtual cores an attempt's container was allocated: its
+// VCores, one when not known.
+func cores(a store.Attempt) int64 { return max(a.VCores, 1) }
 
 // finish computes the shares.
 func (c *Cost) finish() {

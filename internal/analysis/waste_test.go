@@ -121,3 +121,35 @@ func TestWasteBy(t *testing.T) {
 		t.Error("a store error gave a waste report")
 	}
 }
+
+// TestWasteCountsCores: an attempt's allocated CPU is its container's
+// virtual cores over its life (store.Attempt.VCores), one core where they
+// are not known; what it used is its CPU whatever it was given.
+func TestWasteCountsCores(t *testing.T) {
+	d := wasteful(1, "alice", "etl")
+	before := analysis.JobCost(d.AttemptList)
+	h := 1.0 / 36 // 100 s in hours
+	failed, kept := -1, -1
+	for i, a := range d.AttemptList {
+		switch {
+		case a.Outcome == store.OutcomeFailed:
+			failed = i
+		case a.Outcome == store.OutcomeSucceeded && a.Type == "map" && kept < 0:
+			kept = i
+		}
+		d.AttemptList[i].VCores = 1 // said: one
+	}
+	d.AttemptList[failed].VCores = 4 // the failed map: 4 cores for 100 s
+	c := analysis.JobCost(d.AttemptList)
+	if !near(c.CPUHours, before.CPUHours+3*h, 1e-9) || !near(c.Failed.CPUHours, 4*h, 1e-9) ||
+		!near(c.UsedCPUHours, before.UsedCPUHours, 1e-9) || !near(c.OverAllocated.CPUHours, before.OverAllocated.CPUHours, 1e-9) {
+		t.Errorf("with a 4-core failed map: %.4f core-h allocated (%.4f before), %.4f failed, %.4f used (%.4f before)",
+			c.CPUHours, before.CPUHours, c.Failed.CPUHours, c.UsedCPUHours, before.UsedCPUHours)
+	}
+	d.AttemptList[kept].VCores = 2 // a map that succeeded, given 2 cores, used half of one
+	c = analysis.JobCost(d.AttemptList)
+	if !near(c.OverAllocated.CPUHours, before.OverAllocated.CPUHours+h, 1e-9) {
+		t.Errorf("a 2-core map that used half a core: %.4f core-h over-allocated, want %.4f", c.OverAllocated.CPUHours,
+			before.OverAllocated.CPUHours+h)
+	}
+}

@@ -37,6 +37,8 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	chURL := fl.String("clickhouse-url", "", "keep the store in ClickHouse, http://HOST:8123/?database=NAME (default: the embedded store)")
 	secure := fl.Bool("secure", false, "secure the simulated cluster as production ones: NodeManagers on HTTPS only, demanding Kerberos (SPNEGO) "+
 		"from a KDC the demo starts on loopback (Debian's krb5-kdc and krb5-admin-server); the agents log in with a keytab")
+	var alf alertFlags
+	alf.register(fl)
 	if err := fl.Parse(args); err != nil {
 		return err
 	}
@@ -45,6 +47,10 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	nk, err := simulator.ParseNodeKind(*kind)
+	if err != nil {
+		return err
+	}
+	alerts, err := alf.options(*listen, false)
 	if err != nil {
 		return err
 	}
@@ -69,7 +75,7 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	warnIfOpen(stderr, log, *listen, false, false)
 	// Profiles on demand and automatic, on every node.
 	profiles := profiling.New(st, profiling.Config{OnDemand: true, Auto: true, Log: log})
-	srv, err := server.Start(server.Config{Listen: *listen, Store: st, Analyzer: analysis.New(st), Log: log, Profiles: profiles})
+	srv, err := server.Start(server.Config{Listen: *listen, Store: st, Analyzer: analysis.New(st), Log: log, Profiles: profiles, Alerts: alerts})
 	if err != nil {
 		return err
 	}

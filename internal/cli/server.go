@@ -66,6 +66,8 @@ func serverCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	maintainEvery := fl.Duration("maintain-every", 30*time.Second, "how often the store compacts, applies retention and checkpoints")
 	var sf storeFlags
 	sf.register(fl)
+	var alf alertFlags
+	alf.register(fl)
 	var pf profilingFlags
 	pf.register(fl)
 	if err := fl.Parse(args); err != nil {
@@ -102,6 +104,10 @@ func serverCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *ingestMemory < 16<<20 {
 		return fmt.Errorf("--ingest-memory must be at least 16 MiB (16777216)")
 	}
+	alerts, err := alf.options(*listen, *cert != "")
+	if err != nil {
+		return err
+	}
 	warnIfOpen(stderr, log, *listen, authn.Enabled(), tokens.Len() > 0)
 	st, err := sf.open(log)
 	if err != nil {
@@ -113,7 +119,7 @@ func serverCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	srv, err := server.Start(server.Config{Listen: *listen, Store: st, Tokens: tokens, Auth: authn, TLSCert: *cert, TLSKey: *key,
-		Analyzer: analysis.New(st), Log: log, MaintainEvery: *maintainEvery, ClientConns: *clientConns, Profiles: profiles,
+		Analyzer: analysis.New(st), Log: log, MaintainEvery: *maintainEvery, ClientConns: *clientConns, Profiles: profiles, Alerts: alerts,
 		Ingest: ingest.HandlerOptions{Redact: masker, Budget: ingest.NewBudget(*ingestMemory)}})
 	if err != nil {
 		return err

@@ -15,14 +15,16 @@ import (
 // queue and 0 GB·h allocated): the agent reads tez-conf.pb and
 // __spark_conf__, and what the NodeManager allocated to each container;
 // the job's queue is its own and its allocation more than nothing, so the
-// queue's waste report counts it.
+// queue's waste report counts it. Each attempt carries its container's
+// vcores as YARN says them (the NodeManager's totalVCoresNeeded, or its
+// job's configuration): the Spark executors of 2 cores, 2.
 func TestEveryJobInItsQueue(t *testing.T) {
 	h := newHarness(t)
 	c := startCluster(t, simulator.NodeYARN)
 	h.startAgent("e2e-queues", nil)
 	specs := []simulator.JobSpec{
 		{Kind: simulator.JobTez, Name: "tez-in-etl", Queue: "etl", Maps: 2, Reduces: 1, TaskCPU: 300 * time.Millisecond},
-		{Kind: simulator.JobSpark, Name: "spark-in-etl", Queue: "etl", Executors: 1, Maps: 2, TaskCPU: 300 * time.Millisecond},
+		{Kind: simulator.JobSpark, Name: "spark-in-etl", Queue: "etl", Executors: 1, Cores: 2, Maps: 2, TaskCPU: 300 * time.Millisecond},
 		{Kind: simulator.JobSpark, Name: "spark-no-queue", Executors: 1, Maps: 1, TaskCPU: 300 * time.Millisecond},
 	}
 	want := map[string]string{}
@@ -48,6 +50,13 @@ func TestEveryJobInItsQueue(t *testing.T) {
 		for _, a := range j.AttemptList {
 			if a.MemoryMB <= 0 {
 				t.Errorf("job %s (%s): attempt %s (%s) without a size", id, j.Name, a.AttemptID, a.Type)
+			}
+			want := int64(1)
+			if j.Name == "spark-in-etl" && a.Type == "executor" {
+				want = 2
+			}
+			if a.VCores != want {
+				t.Errorf("job %s (%s): attempt %s (%s) of %d vcores, want %d", id, j.Name, a.AttemptID, a.Type, a.VCores, want)
 			}
 		}
 	}

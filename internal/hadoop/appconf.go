@@ -131,9 +131,11 @@ func (c Conf) TezConfFor(am bool) JobConf {
 	}
 	if am {
 		j.MemoryMB, _ = c.Int("tez.am.resource.memory.mb")
+		j.VCores, _ = c.Int("tez.am.resource.cpu.vcores")
 		j.JavaOpts = c.First("tez.am.launch.cmd-opts")
 	} else {
 		j.MemoryMB, _ = c.Int("tez.task.resource.memory.mb")
+		j.VCores, _ = c.Int("tez.task.resource.cpu.vcores")
 		j.JavaOpts = c.First("tez.task.launch.cmd-opts")
 	}
 	j.XmxBytes = ParseXmx(j.JavaOpts)
@@ -340,6 +342,7 @@ func (c Conf) SparkConfFor(am bool) JobConf {
 		}
 	}
 	j.MemoryMB = total >> 20
+	j.VCores, _ = c.Int(role + "cores") // spark.executor.cores, spark.driver.cores, spark.yarn.am.cores
 	j.JavaOpts = c.First(role + "extraJavaOptions")
 	j.XmxBytes = heap
 	return j

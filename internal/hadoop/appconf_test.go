@@ -20,7 +20,8 @@ func tezConfPB(kv ...string) []byte {
 
 func TestTezConf(t *testing.T) {
 	b := tezConfPB("tez.queue.name", "etl", "tez.task.resource.memory.mb", "3072", "tez.am.resource.memory.mb", "1536",
-		"tez.task.launch.cmd-opts", "-XX:+UseParallelGC -Xmx2458m", "tez.am.launch.cmd-opts", "-Xmx1228m", "user.name", "hive")
+		"tez.task.launch.cmd-opts", "-XX:+UseParallelGC -Xmx2458m", "tez.am.launch.cmd-opts", "-Xmx1228m", "user.name", "hive",
+		"tez.task.resource.cpu.vcores", "2", "tez.am.resource.cpu.vcores", "1")
 	// A field Tez may add later is skipped, in the message and in a pair.
 	b = protowire.AppendTag(b, 7, protowire.VarintType)
 	b = protowire.AppendVarint(b, 42)
@@ -28,10 +29,10 @@ func TestTezConf(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := c.TezConfFor(false); got != (JobConf{User: "hive", Queue: "etl", MemoryMB: 3072, JavaOpts: "-XX:+UseParallelGC -Xmx2458m", XmxBytes: 2458 << 20}) {
+	if got := c.TezConfFor(false); got != (JobConf{User: "hive", Queue: "etl", MemoryMB: 3072, VCores: 2, JavaOpts: "-XX:+UseParallelGC -Xmx2458m", XmxBytes: 2458 << 20}) {
 		t.Errorf("task container: %+v", got)
 	}
-	if got := c.TezConfFor(true); got.MemoryMB != 1536 || got.XmxBytes != 1228<<20 || got.Queue != "etl" {
+	if got := c.TezConfFor(true); got.MemoryMB != 1536 || got.VCores != 1 || got.XmxBytes != 1228<<20 || got.Queue != "etl" {
 		t.Errorf("AM: %+v", got)
 	}
 	// Without tez.queue.name the DAG goes to YARN's default queue.
@@ -61,8 +62,8 @@ func TestSparkConf(t *testing.T) {
 		am    bool
 		want  JobConf
 	}{
-		{name: "executor, overhead set", props: "spark.app.name=daily\\: load\nspark.yarn.queue=etl\nspark.executor.memory=2g\nspark.executor.memoryOverhead=512\nspark.user=bob\n",
-			want: JobConf{JobName: "daily: load", User: "bob", Queue: "etl", MemoryMB: 2560, XmxBytes: 2048 * mb}},
+		{name: "executor, overhead set", props: "spark.app.name=daily\\: load\nspark.yarn.queue=etl\nspark.executor.memory=2g\nspark.executor.memoryOverhead=512\nspark.user=bob\nspark.executor.cores=4\n",
+			want: JobConf{JobName: "daily: load", User: "bob", Queue: "etl", MemoryMB: 2560, VCores: 4, XmxBytes: 2048 * mb}},
 		{name: "executor, overhead a tenth", props: "spark.executor.memory=8g\n",
 			want: JobConf{Queue: "default", MemoryMB: 8192 + 819, XmxBytes: 8192 * mb}},
 		{name: "executor, overhead at least 384 MiB", props: "spark.executor.memory=1024m\n",
@@ -74,8 +75,8 @@ func TestSparkConf(t *testing.T) {
 			want: JobConf{Queue: "default", MemoryMB: 4096 + 1024 + 512 + 1024, XmxBytes: 4096 * mb, JavaOpts: "-XX:+UseG1GC"}},
 		{name: "client mode's AM", am: true, props: "spark.yarn.am.memory=256m\nspark.executor.memory=8g\n",
 			want: JobConf{Queue: "default", MemoryMB: 256 + 384, XmxBytes: 256 * mb}},
-		{name: "cluster mode's AM is the driver", am: true, props: "spark.submit.deployMode=cluster\nspark.driver.memory=4g\nspark.driver.memoryOverhead=1g\nspark.yarn.queue=adhoc\n",
-			want: JobConf{Queue: "adhoc", MemoryMB: 5120, XmxBytes: 4096 * mb}},
+		{name: "cluster mode's AM is the driver", am: true, props: "spark.submit.deployMode=cluster\nspark.driver.memory=4g\nspark.driver.memoryOverhead=1g\nspark.yarn.queue=adhoc\nspark.driver.cores=2\nspark.executor.cores=4\n",
+			want: JobConf{Queue: "adhoc", MemoryMB: 5120, VCores: 2, XmxBytes: 4096 * mb}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			conf, err := ParseSparkConf(strings.NewReader("#Spark configuration.\n#Mon Dec 07 10:00:00 UTC 2026\n" + c.props))

@@ -126,6 +126,7 @@ type JobConf struct {
 	User      string `json:"user,omitempty"`
 	Queue     string `json:"queue,omitempty"`
 	MemoryMB  int64  `json:"memory_mb,omitempty"` // the container or slot size for this attempt's task type
+	VCores    int64  `json:"vcores,omitempty"`    // the container's virtual cores for this attempt's task type
 	JavaOpts  string `json:"java_opts,omitempty"`
 	XmxBytes  int64  `json:"xmx_bytes,omitempty"`
 	Streaming bool   `json:"streaming,omitempty"`
@@ -141,6 +142,7 @@ var jobConfKeys = []string{
 	"mapreduce.map.memory.mb", "mapred.job.map.memory.mb", "mapreduce.map.java.opts", "mapred.map.child.java.opts",
 	"mapred.child.java.opts", "mapreduce.reduce.memory.mb", "mapred.job.reduce.memory.mb", "mapreduce.reduce.java.opts",
 	"mapred.reduce.child.java.opts", "yarn.app.mapreduce.am.resource.mb", "yarn.app.mapreduce.am.command-opts",
+	"mapreduce.map.cpu.vcores", "mapreduce.reduce.cpu.vcores", "yarn.app.mapreduce.am.resource.cpu-vcores",
 }
 
 // JobKeys is the part of c that JobConfFor reads: what is worth keeping of
@@ -172,12 +174,15 @@ func (c Conf) JobConfFor(taskType string) JobConf {
 	switch taskType {
 	case "map":
 		j.MemoryMB, _ = c.Int("mapreduce.map.memory.mb", "mapred.job.map.memory.mb")
+		j.VCores, _ = c.Int("mapreduce.map.cpu.vcores")
 		j.JavaOpts = c.First("mapreduce.map.java.opts", "mapred.map.child.java.opts", "mapred.child.java.opts")
 	case "reduce":
 		j.MemoryMB, _ = c.Int("mapreduce.reduce.memory.mb", "mapred.job.reduce.memory.mb")
+		j.VCores, _ = c.Int("mapreduce.reduce.cpu.vcores")
 		j.JavaOpts = c.First("mapreduce.reduce.java.opts", "mapred.reduce.child.java.opts", "mapred.child.java.opts")
 	case "am":
 		j.MemoryMB, _ = c.Int("yarn.app.mapreduce.am.resource.mb")
+		j.VCores, _ = c.Int("yarn.app.mapreduce.am.resource.cpu-vcores")
 		j.JavaOpts = c.First("yarn.app.mapreduce.am.command-opts")
 	default:
 		j.JavaOpts = c.First("mapred.child.java.opts")

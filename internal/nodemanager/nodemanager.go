@@ -46,8 +46,9 @@ type Container struct {
 	ExitCode    *int32 `json:"exitCode"`
 	Diagnostics string `json:"diagnostics"`
 	// TotalMemoryNeededMB is the memory allocated to the container (its
-	// Resource's, in MB).
+	// Resource's, in MB), TotalVCoresNeeded its virtual cores.
 	TotalMemoryNeededMB int64 `json:"totalMemoryNeededMB"`
+	TotalVCoresNeeded   int64 `json:"totalVCoresNeeded"`
 }
 
 // Invalid is the exitCode of a container that has not ended
@@ -83,8 +84,10 @@ type Listing struct {
 	// completed ones, and ones being killed.
 	Exits map[string]Exit
 	// Memory is the memory allocated to each container listed with one
-	// (totalMemoryNeededMB), in MB.
+	// (totalMemoryNeededMB), in MB; VCores its virtual cores
+	// (totalVCoresNeeded).
 	Memory map[string]int64
+	VCores map[string]int64
 }
 
 // Watcher polls one NodeManager in the background. Its methods are safe
@@ -224,6 +227,12 @@ func (w *Watcher) PollOnce(ctx context.Context) {
 				l.Memory = map[string]int64{}
 			}
 			l.Memory[c.ID] = c.TotalMemoryNeededMB
+		}
+		if c.TotalVCoresNeeded > 0 {
+			if l.VCores == nil {
+				l.VCores = map[string]int64{}
+			}
+			l.VCores[c.ID] = c.TotalVCoresNeeded
 		}
 		if c.ExitCode != nil && *c.ExitCode != Invalid {
 			if l.Exits == nil {

@@ -75,7 +75,7 @@ func TestContainersAndApps(t *testing.T) {
 
 func TestWatcher(t *testing.T) {
 	var cs, as atomic.Value
-	cs.Store(`{"containers":{"container":[{"id":"c1","state":"RUNNING","totalMemoryNeededMB":3072},{"id":"c2","state":"NEW"}]}}`)
+	cs.Store(`{"containers":{"container":[{"id":"c1","state":"RUNNING","totalMemoryNeededMB":3072,"totalVCoresNeeded":2},{"id":"c2","state":"NEW"}]}}`)
 	as.Store(`{"apps":{}}`)
 	s := nm(t, &cs, &as)
 	w := NewWatcher(20*time.Millisecond, nil)
@@ -89,7 +89,7 @@ func TestWatcher(t *testing.T) {
 	defer w.Stop()
 	testsrv.WaitUntil(t, "two polls", 5*time.Second, func() bool { last, prev := w.Latest(); return last != nil && prev != nil })
 	if last, prev := w.Latest(); last.Containers["c1"] != "RUNNING" || last.Apps == nil || last.Polls < 2 || !last.At.After(prev.At) ||
-		len(last.Memory) != 1 || last.Memory["c1"] != 3072 {
+		len(last.Memory) != 1 || last.Memory["c1"] != 3072 || len(last.VCores) != 1 || last.VCores["c1"] != 2 {
 		t.Fatalf("%+v %+v", last, prev)
 	}
 	if n := w.Errors(); n != 0 {

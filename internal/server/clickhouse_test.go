@@ -256,6 +256,30 @@ var apiRoutes = []apiCase{
 	{route: "GET /api/v1/jobs/{job_id}/history", paths: func(f *apiFixture) []string {
 		return append(f.jobPaths("/history", "/history?runs=1"), "/api/v1/jobs/job_0_0/history")
 	}},
+	{route: "GET /api/v1/overview", paths: func(f *apiFixture) []string { return []string{"/api/v1/overview?" + f.window} }},
+	{route: "GET /api/v1/jobs/{job_id}/attempts/{attempt_id}/profiles", paths: func(f *apiFixture) []string {
+		return f.attemptPaths("/profiles")
+	}},
+	{route: "GET /api/v1/jobs/{job_id}/attempts/{attempt_id}/profiles/{id}", paths: func(f *apiFixture) []string {
+		return f.attemptPaths("/profiles/1")[:1] // none taken: not found on both
+	}},
+	{route: "POST /api/v1/jobs/{job_id}/attempts/{attempt_id}/profiles", check: func(f *apiFixture) {
+		// The attempts ended, or their servers take no profiles: the
+		// same refusal from both.
+		var got [2]string
+		for i, u := range f.base {
+			resp, err := http.Post(u+f.attemptPaths("/profiles")[0], "application/json", strings.NewReader(`{"window_s": 30}`))
+			if err != nil {
+				f.t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			got[i] = fmt.Sprintf("%d %s", resp.StatusCode, body)
+		}
+		if got[0] != got[1] || !strings.HasPrefix(got[0], "409 ") {
+			f.t.Errorf("POST .../profiles: %q on the embedded store, %q on ClickHouse; want the same 409", got[0], got[1])
+		}
+	}},
 	{route: "GET /api/v1/waste", paths: func(f *apiFixture) []string {
 		var out []string
 		for _, by := range []string{"user", "queue", "job", "day"} {

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/taskscope/taskscope/internal/alert"
 	"github.com/taskscope/taskscope/internal/api"
 	"github.com/taskscope/taskscope/internal/auth"
 	"github.com/taskscope/taskscope/internal/ingest"
@@ -46,6 +47,10 @@ type Config struct {
 	// (0: unbounded). Behind a load balancer every client comes from its
 	// address: leave it 0 there and bound clients at the balancer.
 	ClientConns int
+	// Alerts, when set, push each analysed job's alerts to Alertmanager
+	// and/or a webhook (package alert; the server sets its metrics and
+	// log).
+	Alerts *alert.Options
 	// Profiles are the profile requests of the task JVMs, handed to the
 	// agents in the answers to their batches (nil: none are asked for).
 	Profiles *profiling.Control
@@ -62,6 +67,7 @@ type Server struct {
 	serveErr chan error
 	live     *api.Live
 	health   *writeHealth
+	alerts   *alertFeed // nil without Config.Alerts
 	routes   *routeMux
 	// committed is set by each ingest commit and cleared by the summary
 	// flush after it, which then tells the browsers again: summaries are
@@ -105,6 +111,17 @@ func Start(cfg Config) (*Server, error) {
 	ih := ingest.NewHandler(pl, io)
 	reg.MustRegister(usageCollector{cfg.Store}, health)
 
+	if cfg.Alerts != nil {
+		o := *cfg.Alerts
+		o.Registerer, o.Log = reg, cfg.Log
+		al, err := alert.New(o)
+		if err != nil {
+			pl.Close()
+			return nil, fmt.Errorf("cannot send alerts: %w", err)
+		}
+		s.alerts = &alertFeed{al: al, st: cfg.Store}
+	}
+
 	mux := &routeMux{ServeMux: http.NewServeMux()}
 	s.routes = mux
 	mux.Handle("POST /api/v1/ingest", ih)
@@ -134,6 +151,9 @@ func Start(cfg Config) (*Server, error) {
 	if err != nil {
 		pl.Close()
 		return nil, fmt.Errorf("cannot listen on %s: %w", cfg.Listen, err)
+	}
+	if s.alerts != nil {
+		s.alerts.al.Start()
 	}
 	s.cfg, s.ln, s.pipeline, s.mntDone, s.serveErr = cfg, ln, pl, make(chan struct{}), make(chan error, 1)
 	s.http = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
@@ -295,6 +315,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.pipeline.Close()
 	s.stopMnt()
 	<-s.mntDone
+	if s.alerts != nil {
+		// The posts queued go out while ctx lasts; the alerts that fire
+		// lapse by themselves (their end is a few re-sends on).
+		if aerr := s.alerts.al.Close(ctx); err == nil {
+			err = aerr
+		}
+	}
 	return err
 }
 

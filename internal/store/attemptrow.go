@@ -116,6 +116,7 @@ var AttemptFields = []AttemptField{
 	desc("user_name", FieldString, func(m *wire.Attempt) any { return &m.User }, opt(), few()),
 	desc("queue", FieldString, func(m *wire.Attempt) any { return &m.Queue }, opt(), few()),
 	desc("memory_mb", FieldInt64, func(m *wire.Attempt) any { return &m.MemoryMB }, opt()),
+	desc("vcores", FieldInt64, func(m *wire.Attempt) any { return &m.VCores }, opt()),
 	desc("java_opts", FieldString, func(m *wire.Attempt) any { return &m.JavaOpts }, opt(), repeats()),
 	desc("xmx_bytes", FieldInt64, func(m *wire.Attempt) any { return &m.XmxBytes }, opt()),
 	desc("streaming", FieldBool, func(m *wire.Attempt) any { return &m.Streaming }, merge(MergeOr)),

@@ -106,20 +106,27 @@ func (f *Fold[B]) Load(ctx context.Context, ids []string) error {
 	}
 	got, err := f.opt.LoadAttempts(ctx, want, nil)
 	if err != nil {
-		return err
+		return fmt.Errorf("cannot load %d attempts: %w", len(want), err)
 	}
-	for _, id := range want {
+	loaded(got, want, func(id string, a *AttemptRecord[B]) { f.atts[id] = a }, f.addLive)
+	return nil
+}
+
+// loaded takes the records of ids a store read (got; new ones for the
+// others), each counting in its job as it is: keep is given each, live
+// each of its member processes.
+func loaded[B any](got map[string]*AttemptRecord[B], ids []string, keep func(string, *AttemptRecord[B]), live func(uint64, string)) {
+	for _, id := range ids {
 		a := got[id]
 		if a == nil {
 			a = NewAttemptRecord[B](id)
 		}
 		a.counted = a.contribution()
-		f.atts[id] = a
+		keep(id, a)
 		for k := range a.procs {
-			f.addLive(k, id)
+			live(k, id)
 		}
 	}
-	return nil
 }
 
 // Changed marks an attempt's state changed outside a transaction (a
@@ -157,7 +164,7 @@ func (f *Fold[B]) ForgetJobs() { clear(f.jobs) }
 func (f *Fold[B]) RecountJobs(ctx context.Context, ids []string) error {
 	got, err := f.loadJobs(ctx, ids, func(id string) *AttemptRecord[B] { return f.atts[id] })
 	if err != nil {
-		return err
+		return fmt.Errorf("cannot count %d jobs again: %w", len(ids), err)
 	}
 	for id, j := range got {
 		j.dirty = true
@@ -178,7 +185,7 @@ func (f *Fold[B]) loadJobs(ctx context.Context, ids []string, held func(string) 
 	}
 	recs, err := f.opt.LoadJobAttempts(ctx, ids)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("cannot read the attempts of %d jobs: %w", len(ids), err)
 	}
 	seen := map[string]bool{}
 	add := func(a *AttemptRecord[B]) {
@@ -277,7 +284,7 @@ func (t *FoldTx[B]) Append(ctx context.Context, p *Prepared) (dup bool, err erro
 		} else if cur == nil && t.f.opt.Shared {
 			got, err := t.f.opt.LoadAgents(ctx, []string{b.AgentID})
 			if err != nil {
-				return false, err
+				return false, fmt.Errorf("cannot read agent %s's last batch: %w", b.AgentID, err)
 			}
 			cur = got[b.AgentID]
 		}
@@ -342,7 +349,7 @@ func (t *FoldTx[B]) Recheck(ctx context.Context) error {
 	}
 	stored, err := t.f.opt.LoadAgents(ctx, ids)
 	if err != nil {
-		return err
+		return fmt.Errorf("cannot read the last batches of %d agents: %w", len(ids), err)
 	}
 	changed := map[string]bool{}
 	for _, id := range ids {
@@ -504,17 +511,7 @@ func (t *FoldTx[B]) load(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("cannot load attempts: %w", err)
 		}
-		for _, id := range load {
-			a := got[id]
-			if a == nil {
-				a = NewAttemptRecord[B](id)
-			}
-			a.counted = a.contribution()
-			t.atts[id] = a
-			for k := range a.procs {
-				t.addLive(k, id)
-			}
-		}
+		loaded(got, load, func(id string, a *AttemptRecord[B]) { t.atts[id] = a }, t.addLive)
 	}
 	if f.opt.LoadJobAttempts == nil {
 		return nil

@@ -78,7 +78,7 @@ func AttemptOf(m *wire.Attempt, host string, s *AttemptSummary, processes int, s
 		Type: m.Type, Framework: m.Framework, Start: Time(first), LastSeen: Time(last), DurationMs: last - first,
 		CPUMs: s.CPUMs, PeakRSS: s.PeakRSS, PeakPSS: s.PeakPSS, PeakVMS: s.PeakVMS, PeakHeap: s.PeakHeap,
 		Processes: processes, ReadBytes: s.ReadBytes, WriteBytes: s.WriteBytes, GCTimeMs: s.GCTimeMs,
-		SchedWaitMs: s.SchedWaitMs, RSSByteMs: s.RSSByteMs, MemoryMB: m.MemoryMB, XmxBytes: m.XmxBytes,
+		SchedWaitMs: s.SchedWaitMs, RSSByteMs: s.RSSByteMs, MemoryMB: m.MemoryMB, VCores: m.VCores, XmxBytes: m.XmxBytes,
 		JavaOpts: m.JavaOpts, Streaming: m.Streaming, JobName: m.JobName, User: m.User, Queue: m.Queue}
 	if a.Type == "" {
 		a.Type = "unknown"

@@ -140,7 +140,7 @@ func TestSummarizeBatch(t *testing.T) {
 
 func TestAttemptOf(t *testing.T) {
 	m := wire.Attempt{AttemptID: "a", JobID: "j", AppID: "app", ContainerID: "c", Type: "map", Framework: "mapreduce",
-		FirstMs: 1000, LastMs: 5000, Ended: true, JobName: "wc", User: "u", Queue: "q", MemoryMB: 2048, JavaOpts: "-Xmx1g",
+		FirstMs: 1000, LastMs: 5000, Ended: true, JobName: "wc", User: "u", Queue: "q", MemoryMB: 2048, VCores: 2, JavaOpts: "-Xmx1g",
 		XmxBytes: 1 << 30, Streaming: true, FileExit: wire.ExitStatus{Status: 1, Ms: 5000}, ExitDiagnostics: "exit code 1"}
 	s := AttemptSummary{FirstMs: 1200, LastMs: 6000, CPUMs: 1, PeakRSS: 2, PeakPSS: 3, PeakVMS: 4, PeakHeap: 5, ReadBytes: 6,
 		WriteBytes: 7, GCTimeMs: 8, SchedWaitMs: 9, RSSByteMs: 10}

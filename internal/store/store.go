@@ -357,6 +357,7 @@ type Attempt struct {
 	SchedWaitMs int64   `json:"sched_wait_ms"`
 	RSSByteMs   float64 `json:"-"`
 	MemoryMB    int64   `json:"memory_mb"`
+	VCores      int64   `json:"vcores"` // allocated virtual cores; 0: not known (count one)
 	XmxBytes    int64   `json:"xmx_bytes"`
 	JavaOpts    string  `json:"java_opts,omitempty"`
 	Streaming   bool    `json:"streaming"`

@@ -1,7 +1,8 @@
 package tracker
 
-// allocation takes the memory the NodeManager allocated to a unit's
-// container (its listing's totalMemoryNeededMB) as its attempts' size,
+// allocation takes the memory and the virtual cores the NodeManager
+// allocated to a unit's container (its listing's totalMemoryNeededMB and
+// totalVCoresNeeded) as its attempts' size,
 // once the container is listed: what the cluster reserved for it,
 // whatever its job's configuration says (a Tez vertex's own size, a
 // scheduler's rounding up to its minimum allocation). The attempt it runs
@@ -22,9 +23,12 @@ func (t *Tracker) allocation(u *unit) {
 	if mb <= 0 {
 		return
 	}
-	u.allocMB = mb
-	if a := &u.cur.info; a.MemoryMB != mb {
+	u.allocMB, u.allocVCores = mb, last.VCores[u.containerID]
+	if a := &u.cur.info; a.MemoryMB != mb || u.allocVCores > 0 && a.VCores != u.allocVCores {
 		a.MemoryMB = mb
+		if u.allocVCores > 0 {
+			a.VCores = u.allocVCores
+		}
 		t.sink.Attempt(a)
 	}
 }

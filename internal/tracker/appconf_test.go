@@ -41,7 +41,7 @@ func TestQueueAndAllocation(t *testing.T) {
 		f.set(pid, func(p *fproc) { p.cwd = cwd })
 	}
 	tez := tezConf("tez.queue.name", "etl", "tez.task.resource.memory.mb", "2048", "tez.am.resource.memory.mb", "1536",
-		"tez.task.launch.cmd-opts", "-Xmx1638m")
+		"tez.task.launch.cmd-opts", "-Xmx1638m", "tez.task.resource.cpu.vcores", "2")
 	// A Tez AM (container 1), a Tez task container (2), a Spark executor (3).
 	c1, c2, c3 := fxContainer(1), fxContainer(2), fxContainer(3)
 	work1, logs1 := yarnContainer(f, 1001, c1, yarnJVMArgv(c1, "org.apache.tez.dag.app.DAGAppMaster", "--session"))
@@ -51,21 +51,22 @@ func TestQueueAndAllocation(t *testing.T) {
 	cwdOf(2003, work2, map[string]string{"tez-conf.pb": tez})
 	work3, _ := yarnContainer(f, 3001, c3, yarnJVMArgv(c3, "org.apache.spark.executor.YarnCoarseGrainedExecutorBackend", "--driver-url",
 		"spark://CoarseGrainedScheduler@"+fxDriverIP+":35000", "--executor-id", "1", "--hostname", "node1", "--cores", "1", "--app-id", fxApp))
-	cwdOf(3003, work3, map[string]string{"__spark_conf__/__spark_conf__.properties": "#Spark configuration.\nspark.app.name=daily\\: load\nspark.executor.memory=2g\n"})
+	cwdOf(3003, work3, map[string]string{"__spark_conf__/__spark_conf__.properties": "#Spark configuration.\nspark.app.name=daily\\: load\nspark.executor.memory=2g\nspark.executor.cores=3\n"})
 
 	r := f.tracker(false)
 	r.tr.cfg.Lost = LostConfig{Enabled: true, NoNM: true, CheckEvery: time.Millisecond}
 	r.tick()
 	for _, c := range []struct {
 		id, queue, name string
-		mb              int64
-	}{{c1, "etl", "nightly-etl", 1536}, {c2, "etl", "", 2048}, {c3, "default", "daily: load", 2048 + 384}} {
+		mb, vcores      int64
+	}{{c1, "etl", "nightly-etl", 1536, 0}, {c2, "etl", "", 2048, 2}, {c3, "default", "daily: load", 2048 + 384, 3}} {
 		a, ok := r.sink.attempts[c.id]
 		if !ok {
 			t.Fatalf("no attempt for container %s: %d attempts", c.id, len(r.sink.attempts))
 		}
-		if a.Queue != c.queue || a.MemoryMB != c.mb || c.name != "" && a.JobName != c.name {
-			t.Errorf("%s: queue %q, %d MB, name %q; want %q, %d MB, %q", c.id, a.Queue, a.MemoryMB, a.JobName, c.queue, c.mb, c.name)
+		if a.Queue != c.queue || a.MemoryMB != c.mb || a.VCores != c.vcores || c.name != "" && a.JobName != c.name {
+			t.Errorf("%s: queue %q, %d MB, %d vcores, name %q; want %q, %d MB, %d vcores, %q", c.id, a.Queue, a.MemoryMB, a.VCores,
+				a.JobName, c.queue, c.mb, c.vcores, c.name)
 		}
 	}
 	if a := r.sink.attempts[c2]; a.XmxBytes != 820<<20 || a.JavaOpts != "-Xmx1638m" {
@@ -78,9 +79,11 @@ func TestQueueAndAllocation(t *testing.T) {
 	r.tr.lost.nm.static = nm
 	nm.list(r.now(), []string{fxApp}, c1, c2, c3)
 	nm.last.Memory = map[string]int64{c2: 4096}
+	nm.last.VCores = map[string]int64{c2: 4}
 	r.tick()
-	if a := r.sink.attempts[c2]; a.MemoryMB != 4096 || a.Queue != "etl" {
-		t.Errorf("container 2 after the NodeManager listed it: %d MB, queue %q; want 4096 MB in etl", a.MemoryMB, a.Queue)
+	if a := r.sink.attempts[c2]; a.MemoryMB != 4096 || a.VCores != 4 || a.Queue != "etl" {
+		t.Errorf("container 2 after the NodeManager listed it: %d MB, %d vcores, queue %q; want 4096 MB, 4 vcores in etl",
+			a.MemoryMB, a.VCores, a.Queue)
 	}
 	if a := r.sink.attempts[c3]; a.MemoryMB != 2048+384 {
 		t.Errorf("container 3, listed without a size: %d MB", a.MemoryMB)
@@ -90,7 +93,7 @@ func TestQueueAndAllocation(t *testing.T) {
 	f.file(2003, "root"+logs2+"/syslog_"+next, "", fixtureT0.Add(2*time.Second))
 	r.tick()
 	r.tick()
-	if a, ok := r.sink.attempts[next]; !ok || a.MemoryMB != 4096 || a.Queue != "etl" {
+	if a, ok := r.sink.attempts[next]; !ok || a.MemoryMB != 4096 || a.VCores != 4 || a.Queue != "etl" {
 		t.Errorf("the container's next attempt: %+v (reported %v)", a, ok)
 	}
 }

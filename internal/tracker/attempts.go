@@ -10,16 +10,16 @@ import (
 // a tick).
 func (t *Tracker) sampleUnits(ms int64) {
 	tracked := 0
-	for key, u := range t.units {
+	for key, u := range t.attr.units {
 		n, live := t.sampleUnit(u, ms)
 		tracked += n
 		if !live {
 			t.endUnit(u, ms)
-			delete(t.units, key)
+			delete(t.attr.units, key)
 		}
 	}
 	t.stats.Tracked = tracked
-	t.stats.Units = len(t.units)
+	t.stats.Units = len(t.attr.units)
 	if t.cycle%64 == 0 {
 		t.forgetApps()
 	}
@@ -37,7 +37,7 @@ func (t *Tracker) sampleUnit(u *unit, ms int64) (int, bool) {
 	}
 	tracked := 0
 	if u.cur == nil {
-		if _, ok := t.jobOf(u); !ok && t.cycle-u.bornCycle < undecidedTicks {
+		if _, ok := t.attr.jobOf(u); !ok && t.cycle-u.bornCycle < undecidedTicks {
 			// No attempt until its job is known (jobOf): its
 			// processes' samples go out, their memberships start
 			// with its first attempt, from their starts.
@@ -50,7 +50,7 @@ func (t *Tracker) sampleUnit(u *unit, ms int64) (int, bool) {
 			return tracked, true
 		}
 	}
-	u.poll(t)
+	u.poll(t.cfg.FS)
 	if want := u.wantAttempt(); u.cur == nil || u.cur.info.AttemptID != want {
 		t.switchAttempt(u, want, ms)
 	} else if a := u.cur; a.confRetryAt != 0 && t.cycle >= a.confRetryAt {
@@ -80,13 +80,13 @@ func (t *Tracker) sampleUnit(u *unit, ms int64) (int, bool) {
 
 // forgetApps forgets the frameworks of applications no unit runs any more.
 func (t *Tracker) forgetApps() {
-	live := make(map[string]bool, len(t.units))
-	for _, u := range t.units {
+	live := make(map[string]bool, len(t.attr.units))
+	for _, u := range t.attr.units {
 		live[u.app()] = true
 	}
-	for app := range t.apps {
+	for app := range t.attr.apps {
 		if !live[app] {
-			delete(t.apps, app)
+			delete(t.attr.apps, app)
 		}
 	}
 }
@@ -114,7 +114,7 @@ func (t *Tracker) switchAttempt(u *unit, want string, ms int64) {
 		AttemptID: want, AppID: u.appID, ContainerID: u.containerID,
 		Type: u.attemptType(want), Framework: u.framework, FirstMs: ms, LastMs: ms,
 	}
-	a.info.JobID, _ = t.jobOf(u)
+	a.info.JobID, _ = t.attr.jobOf(u)
 	if at, ok := hadoop.ParseAttempt(want); ok {
 		a.info.JobID = at.JobID()
 		if at.Tez && u.appID == "" {

@@ -50,7 +50,7 @@ func TestCgroupV2(t *testing.T) {
 	r.tr.cfg.Lost = LostConfig{Enabled: true, NoNM: true, CheckEvery: time.Millisecond}
 	r.tr.ends.cgroupRoot = cg
 	r.tick()
-	if got := r.tr.hier.Names(); len(got) != 2 || got[1] != "yarn.slice/nm1" {
+	if got := r.tr.attr.hier.Names(); len(got) != 2 || got[1] != "yarn.slice/nm1" {
 		t.Fatalf("hierarchies %q: the NodeManager's not learned", got)
 	}
 	// Escapees (setsid, reparented to init) found after that.
@@ -66,7 +66,7 @@ func TestCgroupV2(t *testing.T) {
 	}
 
 	// OOM kills: each limited container's memory.events is watched.
-	u2, u3, u4 := r.tr.units[c2], r.tr.units[c3], r.tr.units[c4]
+	u2, u3, u4 := r.tr.attr.units[c2], r.tr.attr.units[c3], r.tr.attr.units[c4]
 	if u2 == nil || u3 == nil || u4 == nil {
 		t.Fatal("no units")
 	}

@@ -11,9 +11,9 @@ type trackerSizes struct {
 }
 
 func sizesOf(tr *Tracker) trackerSizes {
-	s := trackerSizes{procs: len(tr.procs), units: len(tr.units), recs: len(tr.records.held), orphanRecs: len(tr.records.orphans),
-		again: len(tr.again), reapers: len(tr.ledger.byPID), reused: len(tr.reused), newProcs: len(tr.newProcs)}
-	for _, u := range tr.units {
+	s := trackerSizes{procs: len(tr.procs), units: len(tr.attr.units), recs: len(tr.records.held), orphanRecs: len(tr.records.orphans),
+		again: len(tr.attr.again), reapers: len(tr.ledger.byPID), reused: len(tr.reused), newProcs: len(tr.newProcs)}
+	for _, u := range tr.attr.units {
 		s.members += len(u.members)
 	}
 	return s
@@ -133,7 +133,7 @@ func staleEntries(tr *Tracker) int {
 		}
 	}
 	parents := map[int32]bool{}
-	for _, u := range tr.units {
+	for _, u := range tr.attr.units {
 		for _, p := range u.members {
 			if tr.procs[p.pid] != p {
 				n++

@@ -2,8 +2,8 @@ package tracker
 
 import (
 	"bytes"
-	"os/user"
-	"strconv"
+	"cmp"
+	"slices"
 	"strings"
 
 	"github.com/taskscope/taskscope/internal/cgroups"
@@ -14,12 +14,89 @@ import (
 
 const maxCmdline = 4096
 
+// attributor is the part of the tracker that says which unit (a YARN
+// container, a Hadoop 1 task JVM), attempt and job each process belongs
+// to (docs/architecture.md, "Attribution"): it classifies new processes
+// by their command lines, parents, sessions, cgroups and environments,
+// keeps the units and what they have learnt (the attempt each runs now,
+// their application's framework), the node's daemons and the scope's.
+// It reads the processes' own files (command lines, environments,
+// cgroups, working directories) through fs; what it sees of the process
+// table is an attributionView; a process it attributes is made a member
+// of its unit by the table (track), which samples it from then on.
+type attributor struct {
+	fs       *procfs.FS
+	view     attributionView
+	errs     *readErrors
+	stats    *Stats // New, Attributed
+	scopeCfg *Scope // Config's (tests change it after New)
+	// hier are YARN's cgroup hierarchies: Config's, and each
+	// NodeManager's (daemons.go).
+	hier    *cgroups.Hierarchies
+	units   map[string]*unit
+	apps    map[string]string // application id -> framework, as its units told
+	again   []*proc           // to classify once more (seen between fork and exec)
+	scope   scopeState        // scope.go
+	cycle   uint64            // this tick's
+	buf     []byte
+	cmdBuf  []byte
+	lineBuf []byte   // readCmdline's
+	argv    []string // readCmdline's
+
+	debugClassify func(p *proc, why string) // tests
+}
+
+// attributionView is what the attributor needs of the process table.
+type attributionView interface {
+	// proc is the process known by pid (nil: none).
+	proc(pid int32) *proc
+	// listed reports whether p was in this tick's listing.
+	listed(p *proc) bool
+	// track makes p a member of u, sampled from this tick on, with what
+	// its command line said and its role.
+	track(p *proc, u *unit, argv []string, cmdline string, l *hadoop.Launch, role string)
+}
+
+func newAttributor(fs *procfs.FS, view attributionView, errs *readErrors, stats *Stats, scope *Scope, hier *cgroups.Hierarchies) *attributor {
+	return &attributor{fs: fs, view: view, errs: errs, stats: stats, scopeCfg: scope, hier: hier,
+		units: map[string]*unit{}, apps: map[string]string{}, buf: make([]byte, 0, 8192), cmdBuf: make([]byte, 0, 8192)}
+}
+
+// classifyAll classifies the processes of a tick (cycle): the scope's
+// daemon found first, then those to look at again, then the new ones,
+// parents before children.
+func (a *attributor) classifyAll(cycle uint64, newProcs []*proc) {
+	a.cycle = cycle
+	a.scopeDaemon() // scope.go
+	// Parents start before their children: classify in start order.
+	slices.SortFunc(newProcs, func(x, y *proc) int {
+		if x.startTicks != y.startTicks {
+			return cmp.Compare(x.startTicks, y.startTicks)
+		}
+		return cmp.Compare(x.pid, y.pid)
+	})
+	// Second looks first: a process seen before its exec last tick may be
+	// the parent of this tick's new ones.
+	again := a.again
+	a.again = nil
+	for _, p := range again {
+		if a.view.listed(p) && p.t == nil && a.view.proc(p.pid) == p {
+			p.state, p.kind = stIgnored, hadoop.KindNone
+			a.classify(p)
+		}
+	}
+	for _, p := range newProcs {
+		a.stats.New++
+		a.classify(p)
+	}
+}
+
 // classify decides whether a new process belongs to a task, and to which unit.
-func (t *Tracker) classify(p *proc, ms int64) {
+func (a *attributor) classify(p *proc) {
 	if p.ppid == 2 || p.pid == 2 {
 		return // a kernel thread
 	}
-	if t.debugClassify != nil {
+	if a.debugClassify != nil {
 		defer func() {
 			why := "ignored"
 			if p.t != nil {
@@ -30,11 +107,11 @@ func (t *Tracker) classify(p *proc, ms int64) {
 			if p.looks > 0 {
 				why += " (another look queued or done)"
 			}
-			t.debugClassify(p, why)
+			a.debugClassify(p, why)
 		}()
 	}
-	parent := t.procs[p.ppid]
-	argv, cmdline, ok := t.readCmdline(p.pid)
+	parent := a.view.proc(p.ppid)
+	argv, cmdline, ok := a.readCmdline(p.pid)
 	if !ok || (parent != nil && parent.t != nil && cmdline == parent.t.cmdline) || hadoop.IsSpawnHelper(argv) {
 		// An empty command line, or its tracked parent's, or the JDK's
 		// jspawnhelper: a process between fork and exec (or a zombie, or a
@@ -43,12 +120,12 @@ func (t *Tracker) classify(p *proc, ms int64) {
 		// exec'd; else look again at the next tick.
 		if parent != nil && parent.t != nil {
 			var none hadoop.Launch
-			t.join(p, parent.t.unit, nil, cmdline, &none, t.roleUnder(p, parent.t, &none), ms)
-			p.t.recheckAt = t.cycle + 1
+			a.join(p, parent.t.unit, nil, cmdline, &none, a.roleUnder(p, parent.t, &none))
+			p.t.recheckAt = a.cycle + 1
 			p.t.preExec = true
 			return
 		}
-		t.later(p)
+		a.later(p)
 		return
 	}
 	l := hadoop.Classify(argv)
@@ -62,7 +139,7 @@ func (t *Tracker) classify(p *proc, ms int64) {
 			// machine is busy): not a daemon, and looked at again until it
 			// has exec'd. Its children are launched as the daemon's are.
 			p.kind, p.fork = hadoop.KindNone, true
-			t.laterN(p, maxForkLooks)
+			a.laterN(p, maxForkLooks)
 			return
 		}
 		p.state = stDaemon
@@ -73,42 +150,42 @@ func (t *Tracker) classify(p *proc, ms int64) {
 	if parent != nil && parent.t != nil {
 		u := parent.t.unit
 		if l.Kind.IsJVM() || l.Kind.IsWrapper() {
-			u.learn(t, p, &l)
+			u.learn(a, p, &l)
 		}
-		t.join(p, u, argv, cmdline, &l, t.roleUnder(p, parent.t, &l), ms)
+		a.join(p, u, argv, cmdline, &l, a.roleUnder(p, parent.t, &l))
 		return
 	}
 	// 2. Task JVMs and their wrappers name their container or attempt.
 	if l.Kind.IsJVM() || l.Kind.IsWrapper() {
-		if u := t.unitFor(p, &l); u != nil {
-			t.join(p, u, argv, cmdline, &l, roleOf(&l), ms)
+		if u := a.unitFor(p, &l); u != nil {
+			a.join(p, u, argv, cmdline, &l, roleOf(&l))
 			return
 		}
 	}
 	// 3. Reparented to init and not a session leader: the session leader's unit (YARN-4834).
 	if p.ppid == 1 && p.sid != p.pid {
-		if leader := t.procs[p.sid]; leader != nil && leader.t != nil {
-			t.join(p, leader.t.unit, argv, cmdline, &l, wire.RoleChild, ms)
+		if leader := a.view.proc(p.sid); leader != nil && leader.t != nil {
+			a.join(p, leader.t.unit, argv, cmdline, &l, wire.RoleChild)
 			return
 		}
 	}
 	// 4. Escaped with setsid and reparented (or its parent is gone): only the
 	// cgroup or the environment still tie it to a task.
 	if p.ppid == 1 || parent == nil {
-		if u, streaming := t.unitFromCgroupOrEnv(p); u != nil {
+		if u, streaming := a.unitFromCgroupOrEnv(p); u != nil {
 			// One that carries the job configuration descends from a
 			// Streaming process.
 			role := wire.RoleChild
 			if streaming {
 				role = wire.RoleStreamingChild
 			}
-			t.join(p, u, argv, cmdline, &l, role, ms)
+			a.join(p, u, argv, cmdline, &l, role)
 			return
 		}
 	}
 	// A daemon's child that matched nothing may be about to exec what will.
 	if parent.launches() {
-		t.later(p)
+		a.later(p)
 	}
 }
 
@@ -122,13 +199,13 @@ const maxForkLooks = 60
 func (p *proc) launches() bool { return p != nil && (p.state == stDaemon || p.fork) }
 
 // later queues p to be classified once more at the next tick.
-func (t *Tracker) later(p *proc) { t.laterN(p, 1) }
+func (a *attributor) later(p *proc) { a.laterN(p, 1) }
 
 // laterN queues p to be classified again at the next tick, up to n times.
-func (t *Tracker) laterN(p *proc, n uint8) {
+func (a *attributor) laterN(p *proc, n uint8) {
 	if p.looks < n {
 		p.looks++
-		t.again = append(t.again, p)
+		a.again = append(a.again, p)
 	}
 }
 
@@ -137,16 +214,16 @@ func (t *Tracker) laterN(p *proc, n uint8) {
 // Every new pid's command line is read: one string is made of it (the
 // command line, NULs as spaces), and its arguments are cut from that string
 // when it needed no escaping (the bytes are the same), in a slice that is
-// the tracker's, valid until the next read.
-func (t *Tracker) readCmdline(pid int32) ([]string, string, bool) {
-	b, err := t.cfg.FS.ReadPidFile(pid, "cmdline", t.cmdBuf)
-	t.cmdBuf = b
+// the attributor's, valid until the next read.
+func (a *attributor) readCmdline(pid int32) ([]string, string, bool) {
+	b, err := a.fs.ReadPidFile(pid, "cmdline", a.cmdBuf)
+	a.cmdBuf = b
 	if err != nil || len(b) == 0 {
 		return nil, "", false
 	}
 	raw := bytes.TrimRight(b, "\x00")
-	line := append(t.lineBuf[:0], raw...)
-	t.lineBuf = line
+	line := append(a.lineBuf[:0], raw...)
+	a.lineBuf = line
 	for i, c := range line {
 		if c == 0 {
 			line[i] = ' '
@@ -156,7 +233,7 @@ func (t *Tracker) readCmdline(pid int32) ([]string, string, bool) {
 		line = line[:maxCmdline]
 	}
 	cmdline := wire.SanitizeText(line)
-	argv := t.argv[:0]
+	argv := a.argv[:0]
 	if len(raw) == len(cmdline) && cmdline == string(line) {
 		start := 0
 		for i, c := range raw {
@@ -169,7 +246,7 @@ func (t *Tracker) readCmdline(pid int32) ([]string, string, bool) {
 	} else {
 		argv = procfs.SplitCmdline(b, argv)
 	}
-	t.argv = argv
+	a.argv = argv
 	if len(argv) == 1 && strings.ContainsRune(argv[0], ' ') {
 		// setproctitle-style: argv rewritten as one string.
 		argv = strings.Fields(argv[0])
@@ -193,14 +270,14 @@ func roleOf(l *hadoop.Launch) string {
 }
 
 // roleUnder gives the role of a process started by a tracked parent.
-func (t *Tracker) roleUnder(p *proc, parent *tracked, l *hadoop.Launch) string {
+func (a *attributor) roleUnder(p *proc, parent *tracked, l *hadoop.Launch) string {
 	if l.Kind != hadoop.KindNone {
 		return roleOf(l)
 	}
 	switch parent.role {
 	case wire.RoleTaskJVM:
 		// Streaming's PipeMapRed puts the job conf into its child's environment.
-		env := t.readEnv(p.pid)
+		env := a.readEnv(p.pid)
 		if env.Streaming {
 			if u := parent.unit; u.h1 != nil && env.AttemptID != "" {
 				u.h1.hint = env.AttemptID
@@ -214,12 +291,12 @@ func (t *Tracker) roleUnder(p *proc, parent *tracked, l *hadoop.Launch) string {
 	return wire.RoleChild
 }
 
-func (t *Tracker) readEnv(pid int32) hadoop.TaskEnv {
-	b, err := t.cfg.FS.ReadPidFile(pid, "environ", t.buf)
-	t.buf = b
+func (a *attributor) readEnv(pid int32) hadoop.TaskEnv {
+	b, err := a.fs.ReadPidFile(pid, "environ", a.buf)
+	a.buf = b
 	if err != nil {
 		if !procfs.IsGone(err) {
-			t.countErr("environ", err)
+			a.errs.count("environ", err)
 		}
 		return hadoop.TaskEnv{}
 	}
@@ -227,7 +304,7 @@ func (t *Tracker) readEnv(pid int32) hadoop.TaskEnv {
 }
 
 // unitFor finds or creates the unit a JVM or wrapper names.
-func (t *Tracker) unitFor(p *proc, l *hadoop.Launch) *unit {
+func (a *attributor) unitFor(p *proc, l *hadoop.Launch) *unit {
 	var key, container string
 	switch {
 	case l.HasContainer:
@@ -237,7 +314,7 @@ func (t *Tracker) unitFor(p *proc, l *hadoop.Launch) *unit {
 	default:
 		// A wrapper whose command line names nothing (launch_container.sh run
 		// by a relative path): its working directory does.
-		cwd, err := t.cfg.FS.Readlink(p.pid, "cwd")
+		cwd, err := a.fs.Readlink(p.pid, "cwd")
 		if err != nil {
 			return nil
 		}
@@ -249,50 +326,50 @@ func (t *Tracker) unitFor(p *proc, l *hadoop.Launch) *unit {
 			return nil
 		}
 	}
-	u := t.units[key]
+	u := a.units[key]
 	if u == nil {
-		if !t.inScope(p) {
+		if !a.inScope(p) {
 			return nil // another daemon's (scope.go)
 		}
-		u = t.newUnit(key, container, p)
+		u = a.newUnit(key, container, p)
 	}
-	u.learn(t, p, l)
+	u.learn(a, p, l)
 	return u
 }
 
 // unitFromCgroupOrEnv ties an escaped process to a unit by its cgroup
 // (<prefix>/container_...) or its environment, and says whether the
 // environment is a Streaming process's.
-func (t *Tracker) unitFromCgroupOrEnv(p *proc) (*unit, bool) {
-	b, err := t.cfg.FS.ReadPidFile(p.pid, "cgroup", t.buf)
-	t.buf = b
+func (a *attributor) unitFromCgroupOrEnv(p *proc) (*unit, bool) {
+	b, err := a.fs.ReadPidFile(p.pid, "cgroup", a.buf)
+	a.buf = b
 	if err == nil {
 		for _, path := range procfs.CgroupPaths(b, nil) {
-			rest, ok := cgroups.UnderHierarchy(path, t.hier.Names())
+			rest, ok := cgroups.UnderHierarchy(path, a.hier.Names())
 			if !ok {
 				continue
 			}
 			if c, ok := hadoop.FindContainer(rest); ok {
-				if u := t.units[c.Raw]; u != nil {
+				if u := a.units[c.Raw]; u != nil {
 					return u, false
 				}
-				if !t.inScopeDirs(p) {
+				if !a.inScopeDirs(p) {
 					return nil, false
 				}
-				return t.newUnit(c.Raw, c.Raw, p), false
+				return a.newUnit(c.Raw, c.Raw, p), false
 			}
 		}
 	}
-	env := t.readEnv(p.pid)
+	env := a.readEnv(p.pid)
 	if env.ContainerID != "" {
-		if u := t.units[env.ContainerID]; u != nil {
+		if u := a.units[env.ContainerID]; u != nil {
 			return u, env.Streaming
 		}
 	}
-	if (env.ContainerID != "" || env.AttemptID != "") && !t.inScopeDirs(p) {
+	if (env.ContainerID != "" || env.AttemptID != "") && !a.inScopeDirs(p) {
 		// Units it would be new in are another daemon's (scope.go),
 		// unless it is a known unit's attempt's.
-		for _, u := range t.units {
+		for _, u := range a.units {
 			if env.AttemptID != "" && u.attemptID == env.AttemptID {
 				return u, true
 			}
@@ -301,99 +378,37 @@ func (t *Tracker) unitFromCgroupOrEnv(p *proc) (*unit, bool) {
 	}
 	if env.ContainerID != "" {
 		if env.AttemptID == "" {
-			return t.newUnit(env.ContainerID, env.ContainerID, p), false
+			return a.newUnit(env.ContainerID, env.ContainerID, p), false
 		}
 	}
 	if env.AttemptID != "" {
 		// A Hadoop 1 unit is keyed by its JVM's first attempt: look for the
 		// unit running this attempt now.
-		for _, u := range t.units {
+		for _, u := range a.units {
 			if u.attemptID == env.AttemptID {
 				return u, true
 			}
 		}
 		if env.ContainerID != "" {
-			u := t.newUnit(env.ContainerID, env.ContainerID, p)
+			u := a.newUnit(env.ContainerID, env.ContainerID, p)
 			u.attemptID = env.AttemptID
 			return u, true
 		}
-		u := t.newUnit(env.AttemptID, "", p)
+		u := a.newUnit(env.AttemptID, "", p)
 		u.attemptID = env.AttemptID
 		return u, true
 	}
 	return nil, false
 }
 
-// join makes p a tracked member of u.
-func (t *Tracker) join(p *proc, u *unit, argv []string, cmdline string, l *hadoop.Launch, role string, ms int64) {
-	p.state = stTracked
-	startMs := t.startMs(p.startTicks)
-	h := p.h // its stat, held since the listing
-	p.h = nil
-	if h == nil {
-		h = t.cfg.FS.OpenProc(p.pid)
-	}
-	tr := &tracked{
-		key:       wire.ProcessKey(t.cfg.Host, p.pid, t.keyMs(p.startTicks)),
-		startMs:   startMs,
-		cmdline:   cmdline,
-		launch:    *l,
-		role:      role,
-		unit:      u,
-		h:         h,
-		vals:      make([]int64, len(t.metrics)),
-		srcState:  make([]any, len(t.sources)),
-		firstTick: t.stats.Ticks == 1,
-	}
-	if len(argv) > 0 {
-		tr.commRaw = argv[0]
-	}
+// join makes p a tracked member of u (the table samples it from now on).
+func (a *attributor) join(p *proc, u *unit, argv []string, cmdline string, l *hadoop.Launch, role string) {
+	a.view.track(p, u, argv, cmdline, l, role)
 	if role == wire.RoleWrapper {
-		tr.recheckAt = t.cycle + 5
+		p.t.recheckAt = a.cycle + 5
 	}
-	// Its comm, owner and Process record come with its first sample, this
-	// tick (the stat and status read then are the ones it needs).
-	p.t = tr
-	u.members = append(u.members, p)
-	t.stats.Attributed++
+	a.stats.Attributed++
 	if u.launcherPID == 0 {
 		u.launcherPID = p.ppid
 	}
-}
-
-// readOwner finds the process's real uid (status) and its user name.
-func (t *Tracker) readOwner(tr *tracked) {
-	b, err := tr.h.Read(procfs.FileStatus, t.buf)
-	t.buf = b
-	if err != nil {
-		return
-	}
-	var st procfs.Status
-	if procfs.ParseStatus(b, &st) != nil {
-		return
-	}
-	t.setOwner(tr, st.UID)
-}
-
-func (t *Tracker) setOwner(tr *tracked, uid uint32) {
-	tr.uid = uid
-	name, ok := t.users[uid]
-	if !ok {
-		if u, err := user.LookupId(strconv.Itoa(int(uid))); err == nil {
-			name = u.Username
-		}
-		t.users[uid] = name
-	}
-	tr.user = name
-}
-
-// The record is the tracker's, valid until the next call (a Sink copies
-// what it keeps).
-func (t *Tracker) wireProcess(p *proc) *wire.Process {
-	tr := p.t
-	t.wp = wire.Process{
-		Key: tr.key, PID: p.pid, PPID: p.ppid, SID: p.sid, StartMs: tr.startMs,
-		Cmdline: tr.cmdline, Comm: tr.comm, Role: tr.role, UID: tr.uid, User: tr.user,
-	}
-	return &t.wp
 }

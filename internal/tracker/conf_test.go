@@ -12,6 +12,7 @@ const testJobXML = `<?xml version="1.0" encoding="UTF-8" standalone="no"?>
 <property><name>mapreduce.job.user.name</name><value>alice</value></property>
 <property><name>mapreduce.job.queuename</name><value>etl</value></property>
 <property><name>mapreduce.map.memory.mb</name><value>2048</value></property>
+<property><name>mapreduce.map.cpu.vcores</name><value>2</value></property>
 <property><name>mapreduce.map.java.opts</name><value>-Xmx1638m</value></property>
 </configuration>
 `
@@ -40,7 +41,7 @@ func TestConfRetried(t *testing.T) {
 	if a := r.sink.attempts[m0]; a.MemoryMB != 0 || a.JobName != "" {
 		t.Fatalf("half a job.xml read as %+v", a)
 	}
-	u := r.tr.units[c2]
+	u := r.tr.attr.units[c2]
 	if u == nil || u.cur == nil || u.cur.confRetryAt == 0 {
 		t.Fatalf("no retry planned")
 	}
@@ -55,8 +56,8 @@ func TestConfRetried(t *testing.T) {
 		r.tick()
 	}
 	a := r.sink.attempts[m0]
-	if a.MemoryMB != 2048 || a.JobName != "wordcount" || a.User != "alice" || a.XmxBytes != 820<<20 {
-		t.Errorf("after the rewrite: %+v (want 2048 MB, wordcount, alice, the JVM's own -Xmx820m)", a)
+	if a.MemoryMB != 2048 || a.VCores != 2 || a.JobName != "wordcount" || a.User != "alice" || a.XmxBytes != 820<<20 {
+		t.Errorf("after the rewrite: %+v (want 2048 MB, 2 vcores, wordcount, alice, the JVM's own -Xmx820m)", a)
 	}
 	if u.cur.confRetryAt != 0 || u.cur.confTries != 3 {
 		t.Errorf("retry at %d after %d tries; want none after 3", u.cur.confRetryAt, u.cur.confTries)
@@ -73,7 +74,7 @@ func TestConfRetried(t *testing.T) {
 	for i := 0; i < 40; i++ {
 		r.tick()
 	}
-	u3 := r.tr.units[c3]
+	u3 := r.tr.attr.units[c3]
 	if u3 == nil || u3.cur == nil {
 		t.Fatal("no unit for the second container")
 	}

@@ -29,11 +29,11 @@ func (t *Tracker) IsDaemon(pid int32) bool {
 // YARN_CONF_DIR in its environment, else the first entry of its classpath)
 // and reads the slots (TaskTracker) or the web address (NodeManager) there.
 // Paths are read through <procfs>/<pid>/root, as the daemon sees them.
-func (t *Tracker) readDaemonConf(pid int32, kind hadoop.Kind) *daemonConf {
+func (a *attributor) readDaemonConf(pid int32, kind hadoop.Kind) *daemonConf {
 	dc := &daemonConf{kind: kind, mapSlots: 2, reduceSlot: 2} // Hadoop 1's defaults
-	root := t.cfg.FS.PidPath(pid, "root")
+	root := a.fs.PidPath(pid, "root")
 	var dirs []string
-	if b, err := t.cfg.FS.ReadPidFile(pid, "environ", nil); err == nil {
+	if b, err := a.fs.ReadPidFile(pid, "environ", nil); err == nil {
 		for _, kv := range bytes.Split(b, []byte{0}) {
 			for _, name := range []string{"HADOOP_CONF_DIR=", "YARN_CONF_DIR="} {
 				if v, ok := bytes.CutPrefix(kv, []byte(name)); ok && len(v) > 0 {
@@ -42,7 +42,7 @@ func (t *Tracker) readDaemonConf(pid int32, kind hadoop.Kind) *daemonConf {
 			}
 		}
 	}
-	if b, err := t.cfg.FS.ReadPidFile(pid, "cmdline", nil); err == nil {
+	if b, err := a.fs.ReadPidFile(pid, "cmdline", nil); err == nil {
 		args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
 		for i := 0; i+1 < len(args); i++ {
 			if args[i] == "-classpath" || args[i] == "-cp" {
@@ -66,7 +66,7 @@ func (t *Tracker) readDaemonConf(pid int32, kind hadoop.Kind) *daemonConf {
 			conf, err := hadoop.ParseConf(f)
 			f.Close()
 			if err != nil {
-				t.countErr("mapred-site.xml", err)
+				a.errs.count("mapred-site.xml", err)
 				continue
 			}
 			dc.confDir = d
@@ -87,7 +87,7 @@ func (t *Tracker) readDaemonConf(pid int32, kind hadoop.Kind) *daemonConf {
 			if f, err := os.Open(root + d + "/yarn-site.xml"); err == nil {
 				if conf, err := hadoop.ParseConf(f); err == nil {
 					dc.localDirs = localDirsOf(conf, kind)
-					t.hier.Add(conf.First("yarn.nodemanager.linux-container-executor.cgroups.hierarchy"))
+					a.hier.Add(conf.First("yarn.nodemanager.linux-container-executor.cgroups.hierarchy"))
 				}
 				f.Close()
 			}

@@ -63,7 +63,7 @@ func (d *describer) describe(u *unit, a *wire.Attempt) bool {
 			continue
 		}
 		jc := conf.JobConfFor(a.Type)
-		a.JobName, a.User, a.Queue, a.MemoryMB = jc.JobName, jc.User, jc.Queue, jc.MemoryMB
+		a.JobName, a.User, a.Queue, a.MemoryMB, a.VCores = jc.JobName, jc.User, jc.Queue, jc.MemoryMB, jc.VCores
 		a.JavaOpts, a.XmxBytes, a.Streaming = jc.JavaOpts, jc.XmxBytes, jc.Streaming
 		complete = jc.JobName != "" && (jc.MemoryMB != 0 || !sizedTask(a.Type))
 		break
@@ -83,6 +83,9 @@ func (d *describer) describe(u *unit, a *wire.Attempt) bool {
 	}
 	if u.allocMB > 0 {
 		a.MemoryMB = u.allocMB // what the NodeManager allocated (alloc.go)
+	}
+	if u.allocVCores > 0 {
+		a.VCores = u.allocVCores
 	}
 	if u.jvmPID != 0 {
 		for _, m := range u.members {
@@ -189,12 +192,12 @@ func (t *Tracker) retryConf(u *unit, a *attempt) {
 
 type attemptConf struct {
 	jobName, user, queue, javaOpts string
-	memoryMB, xmx                  int64
+	memoryMB, vcores, xmx          int64
 	streaming                      bool
 }
 
 func confFields(a *wire.Attempt) attemptConf {
-	return attemptConf{a.JobName, a.User, a.Queue, a.JavaOpts, a.MemoryMB, a.XmxBytes, a.Streaming}
+	return attemptConf{a.JobName, a.User, a.Queue, a.JavaOpts, a.MemoryMB, a.VCores, a.XmxBytes, a.Streaming}
 }
 
 // readSparkConf reads a Spark container's __spark_conf__ (see
@@ -246,6 +249,9 @@ func setConf(a *wire.Attempt, jc hadoop.JobConf) {
 	}
 	if jc.MemoryMB > 0 {
 		a.MemoryMB = jc.MemoryMB
+	}
+	if jc.VCores > 0 {
+		a.VCores = jc.VCores
 	}
 	if jc.JavaOpts != "" {
 		a.JavaOpts = wire.SanitizeText([]byte(jc.JavaOpts))

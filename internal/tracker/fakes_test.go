@@ -11,7 +11,8 @@ import (
 )
 
 // fakeTable is a process table as the tracker's parts see it (their
-// views: outcomeView, exitView, memberView, statReader, lostView), made
+// views: outcomeView, exitView, memberView, statReader, lostView,
+// attributionView), made
 // of plain values a test sets: no /proc behind it.
 type fakeTable struct {
 	procs    map[int32]*proc
@@ -49,6 +50,13 @@ func (f *fakeTable) unitTable() map[string]*unit                         { retur
 func (f *fakeTable) procTable() map[int32]*proc                          { return f.procs }
 func (f *fakeTable) ownDaemon(int32) bool                                { return true }
 func (f *fakeTable) readDaemonConf(pid int32, _ hadoop.Kind) *daemonConf { return f.daemons[pid] }
+
+// track makes p a member of u with the role given (attributionView).
+func (f *fakeTable) track(p *proc, u *unit, _ []string, cmdline string, l *hadoop.Launch, role string) {
+	p.state = stTracked
+	p.t = &tracked{key: uint64(p.pid), unit: u, cmdline: cmdline, launch: *l, role: role, vals: make([]int64, 9)}
+	u.members = append(u.members, p)
+}
 
 func (f *fakeTable) cwd(pid int32) (string, error) {
 	if c, ok := f.cwds[pid]; ok {

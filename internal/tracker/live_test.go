@@ -139,7 +139,7 @@ func newLiveWith(t *testing.T, c *simulator.Cluster, exact bool, coll collect.Co
 		tr.acct.debugExit = func(p *proc, att string, own, children, final, charge int64, charged bool) {
 			t.Logf("exit pid %d ppid %d %s: own %d children %d record %d -> %d charged %v (%s)", p.pid, p.ppid, p.t.comm, own, children, final, charge, charged, att)
 		}
-		tr.debugClassify = func(p *proc, why string) {
+		tr.attr.debugClassify = func(p *proc, why string) {
 			if u, cl := truthOf(p.pid); cl != "" || u != "" {
 				b, _ := os.ReadFile("/proc/" + strconv.Itoa(int(p.pid)) + "/cmdline")
 				t.Logf("classify pid %d ppid %d (%s): %s  [now: %.80s]", p.pid, p.ppid, u, why, strings.ReplaceAll(string(b), "\x00", " "))

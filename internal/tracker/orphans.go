@@ -506,7 +506,15 @@ func (t *Tracker) nodeManagers() []ContainerLister {
 }
 
 // unitTable is the units tracked, by key (lostView).
-func (t *Tracker) unitTable() map[string]*unit { return t.units }
+func (t *Tracker) unitTable() map[string]*unit { return t.attr.units }
+
+// ownDaemon reports whether a daemon of the node is the scope's (lostView).
+func (t *Tracker) ownDaemon(pid int32) bool { return t.attr.ownDaemon(pid) }
+
+// readDaemonConf reads what a daemon's conf dir says (lostView).
+func (t *Tracker) readDaemonConf(pid int32, kind hadoop.Kind) *daemonConf {
+	return t.attr.readDaemonConf(pid, kind)
+}
 
 // procTable is every process known, by pid (lostView).
 func (t *Tracker) procTable() map[int32]*proc { return t.procs }

@@ -1,6 +1,8 @@
 package tracker
 
 import (
+	"os/user"
+	"strconv"
 	"strings"
 	"time"
 
@@ -354,7 +356,7 @@ func (t *Tracker) recheck(p *proc) {
 	if tr.recheckAt != 0 && tr.startStack == 0 {
 		tr.recheckAt = t.cycle + 10
 	}
-	argv, cmdline, ok := t.readCmdline(p.pid)
+	argv, cmdline, ok := t.attr.readCmdline(p.pid)
 	if !ok || cmdline == tr.cmdline {
 		if ok && tr.startStack != 0 {
 			// Its command line is that of its stat: execs from now on
@@ -369,11 +371,11 @@ func (t *Tracker) recheck(p *proc) {
 	tr.cmdline, tr.launch = cmdline, l
 	if l.Kind != hadoop.KindNone {
 		tr.role = roleOf(&l)
-		tr.unit.learn(t, p, &l)
+		tr.unit.learn(t.attr, p, &l)
 	} else if tr.preExec {
 		// Seen before its exec: its role is what it exec'd under its parent.
 		if par := t.procs[p.ppid]; par != nil && par.t != nil {
-			tr.role = t.roleUnder(p, par.t, &l)
+			tr.role = t.attr.roleUnder(p, par.t, &l)
 		}
 	}
 	tr.preExec = false
@@ -392,4 +394,71 @@ func commOf(cmdline string) string {
 		prog = prog[:15]
 	}
 	return prog
+}
+
+// track makes p a member of u, sampled from this tick on (the
+// attributor's attributionView): its key, start, held files and values.
+func (t *Tracker) track(p *proc, u *unit, argv []string, cmdline string, l *hadoop.Launch, role string) {
+	p.state = stTracked
+	h := p.h // its stat, held since the listing
+	p.h = nil
+	if h == nil {
+		h = t.cfg.FS.OpenProc(p.pid)
+	}
+	tr := &tracked{
+		key:       wire.ProcessKey(t.cfg.Host, p.pid, t.keyMs(p.startTicks)),
+		startMs:   t.startMs(p.startTicks),
+		cmdline:   cmdline,
+		launch:    *l,
+		role:      role,
+		unit:      u,
+		h:         h,
+		vals:      make([]int64, len(t.metrics)),
+		srcState:  make([]any, len(t.sources)),
+		firstTick: t.stats.Ticks == 1,
+		bornUnder: int64(p.startTicks)*1000/procfs.UserHZ > t.clock.firstListedMs && t.clock.firstListedMs > 0,
+		overflows: t.stats.ExitOverflows,
+	}
+	if len(argv) > 0 {
+		tr.commRaw = argv[0]
+	}
+	// Its comm, owner and Process record come with its first sample, this
+	// tick (the stat and status read then are the ones it needs).
+	p.t = tr
+	u.members = append(u.members, p)
+}
+
+// readOwner finds the process's real uid (status) and its user name.
+func (t *Tracker) readOwner(tr *tracked) {
+	b, err := tr.h.Read(procfs.FileStatus, t.buf)
+	t.buf = b
+	if err != nil {
+		return
+	}
+	var st procfs.Status
+	if procfs.ParseStatus(b, &st) != nil {
+		return
+	}
+	t.setOwner(tr, st.UID)
+}
+
+func (t *Tracker) setOwner(tr *tracked, uid uint32) {
+	tr.uid = uid
+	name, ok := t.users[uid]
+	if !ok {
+		if u, err := user.LookupId(strconv.Itoa(int(uid))); err == nil {
+			name = u.Username
+		}
+		t.users[uid] = name
+	}
+	tr.user = name
+}
+
+func (t *Tracker) wireProcess(p *proc) *wire.Process {
+	tr := p.t
+	t.wp = wire.Process{
+		Key: tr.key, PID: p.pid, PPID: p.ppid, SID: p.sid, StartMs: tr.startMs,
+		Cmdline: tr.cmdline, Comm: tr.comm, Role: tr.role, UID: tr.uid, User: tr.user,
+	}
+	return &t.wp
 }

@@ -45,47 +45,47 @@ type scopeState struct {
 // scopeDaemon finds the scope's daemon at this tick's listing: the pid
 // given, or the one its pid file names (read again, at most every 5
 // ticks, while the daemon named is gone).
-func (t *Tracker) scopeDaemon() {
-	s := &t.scope
-	if !t.cfg.Scope.enabled() {
+func (a *attributor) scopeDaemon() {
+	s := &a.scope
+	if !a.scopeCfg.enabled() {
 		return
 	}
 	if s.pid != 0 {
-		if p := t.procs[s.pid]; p != nil && p.startTicks == s.start {
+		if p := a.view.proc(s.pid); p != nil && p.startTicks == s.start {
 			return
 		}
 		*s = scopeState{lastTry: s.lastTry}
 	}
-	pid := t.cfg.Scope.DaemonPID
-	if t.cfg.Scope.DaemonPIDFile != "" {
-		if s.lastTry != 0 && t.cycle-s.lastTry < 5 {
+	pid := a.scopeCfg.DaemonPID
+	if a.scopeCfg.DaemonPIDFile != "" {
+		if s.lastTry != 0 && a.cycle-s.lastTry < 5 {
 			return
 		}
-		s.lastTry = t.cycle
-		b, err := os.ReadFile(t.cfg.Scope.DaemonPIDFile)
+		s.lastTry = a.cycle
+		b, err := os.ReadFile(a.scopeCfg.DaemonPIDFile)
 		if err != nil {
-			t.countErr("daemon-pidfile", err)
+			a.errs.count("daemon-pidfile", err)
 			return
 		}
 		n, err := strconv.ParseInt(string(bytes.TrimSpace(b)), 10, 32)
 		if err != nil || n <= 1 {
-			t.countErr("daemon-pidfile", err)
+			a.errs.count("daemon-pidfile", err)
 			return
 		}
 		pid = int32(n)
 	}
-	if p := t.procs[pid]; p != nil {
+	if p := a.view.proc(pid); p != nil {
 		s.pid, s.start = pid, p.startTicks
 	}
 }
 
 // inScope reports whether p descends from the scope's daemon (or no scope
 // is set).
-func (t *Tracker) inScope(p *proc) bool {
-	if !t.cfg.Scope.enabled() {
+func (a *attributor) inScope(p *proc) bool {
+	if !a.scopeCfg.enabled() {
 		return true
 	}
-	s := &t.scope
+	s := &a.scope
 	if s.pid == 0 {
 		return false
 	}
@@ -97,27 +97,27 @@ func (t *Tracker) inScope(p *proc) bool {
 		if q.ppid <= 1 {
 			return false
 		}
-		q = t.procs[q.ppid]
+		q = a.view.proc(q.ppid)
 	}
 	return false
 }
 
 // inScopeDirs reports whether an escaped process (no ancestry to go by)
 // works under one of the scope's daemon's local directories.
-func (t *Tracker) inScopeDirs(p *proc) bool {
-	if !t.cfg.Scope.enabled() {
+func (a *attributor) inScopeDirs(p *proc) bool {
+	if !a.scopeCfg.enabled() {
 		return true
 	}
-	s := &t.scope
-	if p := t.procs[s.pid]; !s.confRead && p != nil && p.state == stDaemon {
+	s := &a.scope
+	if p := a.view.proc(s.pid); !s.confRead && p != nil && p.state == stDaemon {
 		// Classified already (it started before what it launched).
 		s.confRead = true
-		s.localDirs = t.readDaemonConf(s.pid, p.kind).localDirs
+		s.localDirs = a.readDaemonConf(s.pid, p.kind).localDirs
 	}
 	if len(s.localDirs) == 0 {
 		return false
 	}
-	cwd, err := t.cfg.FS.Readlink(p.pid, "cwd")
+	cwd, err := a.fs.Readlink(p.pid, "cwd")
 	if err != nil {
 		return false
 	}
@@ -131,6 +131,6 @@ func (t *Tracker) inScopeDirs(p *proc) bool {
 
 // ownDaemon reports whether a daemon of the node is the scope's (all are
 // without a scope): the lost-process checks look at its tasks only.
-func (t *Tracker) ownDaemon(pid int32) bool {
-	return !t.cfg.Scope.enabled() || pid == t.scope.pid
+func (a *attributor) ownDaemon(pid int32) bool {
+	return !a.scopeCfg.enabled() || pid == a.scope.pid
 }

@@ -54,8 +54,8 @@ func TestScopeOneOfTwoNodeManagers(t *testing.T) {
 			t.Errorf("pid %d tracked %v, want %v", pid, ok, want)
 		}
 	}
-	if r.tr.scope.pid != nm2 || len(r.tr.scope.localDirs) != 2 {
-		t.Errorf("scope: %+v", r.tr.scope)
+	if r.tr.attr.scope.pid != nm2 || len(r.tr.attr.scope.localDirs) != 2 {
+		t.Errorf("scope: %+v", r.tr.attr.scope)
 	}
 	// The NodeManager restarts (a new pid in its pid file): its new
 	// containers are the agent's, the old ones' processes stay tracked.
@@ -68,8 +68,8 @@ func TestScopeOneOfTwoNodeManagers(t *testing.T) {
 	yarnContainer(f, 4001, fxContainer(7), yarnChild(fxContainer(7), fxAttempt("m", 2, 0)))
 	f.set(4001, func(p *fproc) { p.ppid = 120 })
 	r.tick()
-	if _, _, ok := viewOf(r.tr, 4003); !ok || r.tr.scope.pid != 120 {
-		t.Errorf("after the restart: the new container's JVM tracked %v, scope %+v", ok, r.tr.scope)
+	if _, _, ok := viewOf(r.tr, 4003); !ok || r.tr.attr.scope.pid != 120 {
+		t.Errorf("after the restart: the new container's JVM tracked %v, scope %+v", ok, r.tr.attr.scope)
 	}
 	if _, _, ok := viewOf(r.tr, 3003); !ok {
 		t.Error("the old container's JVM is no longer tracked")

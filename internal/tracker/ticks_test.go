@@ -203,7 +203,7 @@ func TestTickForkBeforeExec(t *testing.T) {
 	if _, p, _ := viewOf(r.tr, 2011); p.Role != wire.RoleChild {
 		t.Errorf("the JVM's other fork: role %q", p.Role)
 	}
-	if u := r.tr.units[c2]; u.jvmPID != 2003 {
+	if u := r.tr.attr.units[c2]; u.jvmPID != 2003 {
 		t.Errorf("the unit's JVM is pid %d", u.jvmPID)
 	}
 	golden(t, "tick-fork-before-exec", r.log.String())

@@ -27,7 +27,6 @@
 package tracker
 
 import (
-	"cmp"
 	"fmt"
 	"log/slog"
 	"os"
@@ -37,7 +36,6 @@ import (
 
 	"github.com/taskscope/taskscope/internal/cgroups"
 	"github.com/taskscope/taskscope/internal/collect"
-	"github.com/taskscope/taskscope/internal/hadoop"
 	"github.com/taskscope/taskscope/internal/procfs"
 	"github.com/taskscope/taskscope/internal/taskstats"
 	"github.com/taskscope/taskscope/internal/wire"
@@ -121,12 +119,14 @@ type Stats struct {
 // Tracker keeps the state of one node. It is not safe for concurrent use.
 //
 // It is the process table (which pids live, their stats, the clock) and
-// the attribution of its processes to units and attempts (classify.go,
-// unit.go, scope.go); it samples them (sample.go) and leaves the rest to
-// parts with their own state, each seeing the table through a narrow view:
-// the exit records (exitrecords.go), the reapers' ledger (reapers.go),
-// memberships and CPU accounting (membership.go), how attempts end
-// (exits.go, oom.go, tasklog.go), lost processes (orphans.go).
+// the sampling of the tracked processes (sample.go, attempts.go, sweep.go);
+// the rest is done by parts with their own state, each seeing the table
+// through a narrow view: attribution (attributor: classify.go, unit.go,
+// scope.go, daemons.go), the exit records (exitrecords.go), the reapers'
+// ledger (reapers.go), memberships and CPU accounting (membership.go),
+// how attempts end (exits.go, oom.go, tasklog.go), lost processes
+// (orphans.go), descriptions (describe.go). docs/architecture.md has
+// their map.
 type Tracker struct {
 	cfg   Config
 	stats Stats
@@ -145,20 +145,10 @@ type Tracker struct {
 	heldNew  int     // new processes of this tick whose stat is held (readNewStat)
 	buf      []byte
 	cmdBuf   []byte
-	lineBuf  []byte       // readCmdline's
-	argv     []string     // readCmdline's
 	wp       wire.Process // wireProcess's
 	stat     procfs.Stat
 
-	// Attribution.
-	units map[string]*unit
-	apps  map[string]string // application id -> framework, as its units told
-	again []*proc           // to classify once more (seen between fork and exec)
-	scope scopeState        // scope.go
-	users map[uint32]string
-	// hier are YARN's cgroup hierarchies: Config's, and each NodeManager's
-	// (daemons.go).
-	hier *cgroups.Hierarchies
+	users map[uint32]string // user names of uids (sample.go)
 
 	// Sampling.
 	sources []collect.Source
@@ -171,6 +161,7 @@ type Tracker struct {
 	group   taskstats.Group // readSched's
 
 	// The parts.
+	attr    *attributor   // classify.go, unit.go, scope.go, daemons.go
 	records *exitRecords  // exitrecords.go
 	ledger  *reaperLedger // reapers.go
 	acct    *accountant   // membership.go
@@ -178,8 +169,7 @@ type Tracker struct {
 	desc    describer     // describe.go
 	lost    *lostChecker  // orphans.go
 
-	debugClassify func(p *proc, why string) // tests
-	debugListed   func()                    // tests: right after the listing, before the reapers' read
+	debugListed func() // tests: right after the listing, before the reapers' read
 	// debugSched gets the time from a sample's read of the stat to its
 	// read of the scheduler figures (negative: those came first).
 	debugSched func(p *proc, statToSched time.Duration)
@@ -192,9 +182,10 @@ type clock struct {
 	btimeMs int64 // btime's second, ms: what process keys are made from (stable across restarts)
 	fixed   bool
 	nowMs   int64 // this tick's, ms
-	// bootNowMs is sinceBoot at this tick's listing.
-	bootNowMs int64
-	sinceBoot func() int64 // ms since boot (CLOCK_BOOTTIME, as /proc's start times)
+	// bootNowMs is sinceBoot at this tick's listing; firstListedMs at the
+	// first (a process that started after it was born under the tracker).
+	bootNowMs, firstListedMs int64
+	sinceBoot                func() int64 // ms since boot (CLOCK_BOOTTIME, as /proc's start times)
 }
 
 // tick starts a tick at now and returns its time, ms: later than the
@@ -213,6 +204,9 @@ func (c *clock) tick(now time.Time) int64 {
 // procfs of this machine).
 func (c *clock) listed() {
 	c.bootNowMs = c.sinceBoot()
+	if c.firstListedMs == 0 {
+		c.firstListedMs = c.bootNowMs
+	}
 	if c.fixed {
 		return
 	}
@@ -268,8 +262,6 @@ func New(cfg Config) (*Tracker, error) {
 		clock:  clock{bootMs: btime * 1000, btimeMs: btime * 1000, sinceBoot: sinceBoot},
 		buf:    make([]byte, 0, 8192),
 		cmdBuf: make([]byte, 0, 8192),
-		units:  map[string]*unit{},
-		apps:   map[string]string{},
 		users:  map[uint32]string{},
 	}
 	t.errs = readErrors{stats: &t.stats, bySource: map[string]uint64{}}
@@ -299,8 +291,9 @@ func New(cfg Config) (*Tracker, error) {
 	t.ledger = newReaperLedger(t, &t.stats)
 	t.records = newExitRecords(cfg.Exits, t, t.ledger, &t.stats, &t.errs)
 	t.acct = newAccountant(t, t.ledger, t.idx, &t.stats, cfg.Exits != nil, runtime.NumCPU())
-	t.hier = cgroups.NewHierarchies(cfg.CgroupPrefix)
-	t.ends = newOutcomes(cfg.FS, t, &t.errs, cfg.CgroupRoot, t.hier)
+	hier := cgroups.NewHierarchies(cfg.CgroupPrefix)
+	t.attr = newAttributor(cfg.FS, t, &t.errs, &t.stats, &t.cfg.Scope, hier)
+	t.ends = newOutcomes(cfg.FS, t, &t.errs, cfg.CgroupRoot, hier)
 	t.desc = describer{fs: cfg.FS, errs: &t.errs}
 	return t, nil
 }
@@ -332,7 +325,7 @@ func (t *Tracker) Exact() bool { return t.acct.exact }
 // Close releases every held file and the exit source.
 func (t *Tracker) Close() error {
 	t.closeLost() // orphans.go
-	t.ends.close(t.units)
+	t.ends.close(t.attr.units)
 	for _, p := range t.procs {
 		if p.t != nil && p.t.h != nil {
 			p.t.h.Close()
@@ -369,7 +362,7 @@ func (t *Tracker) Tick(now time.Time, sink Sink) error {
 	if err := t.list(); err != nil { // 1. List
 		return err
 	}
-	t.classifyNew(ms)        // 2. Classify new pids
+	t.classifyNew()          // 2. Classify new pids
 	t.records.drain(t.cycle) // 3. Drain exit records
 	t.sweep(ms)              // 4. Sweep
 	t.sampleUnits(ms)        // 5. Sample, 6. Report
@@ -504,31 +497,11 @@ func (t *Tracker) descends(p *proc, ancestor int32) bool {
 	return false
 }
 
-// classifyNew finds the scope's daemon and classifies this tick's new
-// processes, parents before children, after those to look at again.
-func (t *Tracker) classifyNew(ms int64) {
-	t.scopeDaemon() // scope.go
-	// Parents start before their children: classify in start order.
-	slices.SortFunc(t.newProcs, func(a, b *proc) int {
-		if a.startTicks != b.startTicks {
-			return cmp.Compare(a.startTicks, b.startTicks)
-		}
-		return cmp.Compare(a.pid, b.pid)
-	})
-	// Second looks first: a process seen before its exec last tick may be
-	// the parent of this tick's new ones.
-	again := t.again
-	t.again = nil
-	for _, p := range again {
-		if p.seen == t.cycle && p.t == nil && t.procs[p.pid] == p {
-			p.state, p.kind = stIgnored, hadoop.KindNone
-			t.classify(p, ms)
-		}
-	}
-	for _, p := range t.newProcs {
-		t.stats.New++
-		t.classify(p, ms)
-	}
+// classifyNew has the attributor classify this tick's new processes
+// (and those it looks at again), then closes the stat files held of those
+// that are no task's.
+func (t *Tracker) classifyNew() {
+	t.attr.classifyAll(t.cycle, t.newProcs)
 	for _, p := range t.newProcs {
 		if p.h != nil { // no task's (or not yet)
 			p.h.Close()
@@ -542,8 +515,8 @@ func (t *Tracker) classifyNew(ms int64) {
 // of units and of ended containers (exits.go), the reapers of the
 // tracked processes (reapers.go), the exit records not yet claimed.
 func (t *Tracker) watch(ms int64) {
-	t.ends.watch(t.units, ms, t.sink)
-	for _, u := range t.units {
+	t.ends.watch(t.attr.units, ms, t.sink)
+	for _, u := range t.attr.units {
 		for _, p := range u.members {
 			if p.t.vanished || p.ppid <= 0 {
 				continue
@@ -640,7 +613,7 @@ func (e *readErrors) count(source string, err error) {
 }
 
 // The parts' views of the process table (outcomeView, exitView,
-// memberView, statReader).
+// memberView, statReader, attributionView).
 
 // proc is the process the tracker knows by pid (nil: none).
 func (t *Tracker) proc(pid int32) *proc { return t.procs[pid] }

@@ -19,6 +19,7 @@ type unit struct {
 	framework   string
 	jvmKind     hadoop.Kind // the kind of task JVM the unit runs, once known
 	allocMB     int64       // the memory its NodeManager allocated its container, once listed (alloc.go)
+	allocVCores int64       // and its virtual cores
 	attemptID   string      // the attempt it runs now, once known
 	jvmPID      int32
 	jvmArgv     string // the JVM's command line, for -Xmx
@@ -49,8 +50,8 @@ type attempt struct {
 	confRetryAt uint64
 }
 
-func (t *Tracker) newUnit(key, container string, p *proc) *unit {
-	u := &unit{key: key, containerID: container, framework: hadoop.FrameworkUnknown, bornCycle: t.cycle}
+func (a *attributor) newUnit(key, container string, p *proc) *unit {
+	u := &unit{key: key, containerID: container, framework: hadoop.FrameworkUnknown, bornCycle: a.cycle}
 	if c, ok := hadoop.FindContainer(container); ok {
 		u.appID = c.AppID()
 	} else if a, ok := hadoop.ParseAttempt(key); ok {
@@ -59,7 +60,7 @@ func (t *Tracker) newUnit(key, container string, p *proc) *unit {
 			u.framework = hadoop.FrameworkTez
 		}
 	}
-	t.units[key] = u
+	a.units[key] = u
 	return u
 }
 
@@ -78,7 +79,7 @@ const undecidedTicks = 30
 // by the framework of the unit or of any other unit of the application
 // (its ApplicationMaster, another executor). It reports false while that
 // is unknown (then application_X_N is the best guess).
-func (t *Tracker) jobOf(u *unit) (string, bool) {
+func (a *attributor) jobOf(u *unit) (string, bool) {
 	if a, ok := hadoop.ParseAttempt(u.attemptID); ok {
 		return a.JobID(), true
 	}
@@ -91,7 +92,7 @@ func (t *Tracker) jobOf(u *unit) (string, bool) {
 	}
 	fw := u.framework
 	if fw == hadoop.FrameworkUnknown {
-		fw = t.apps[app]
+		fw = a.apps[app]
 	}
 	switch fw {
 	case hadoop.FrameworkMapReduce:
@@ -114,7 +115,7 @@ func (u *unit) app() string {
 }
 
 // learn takes what a member's command line says about the unit.
-func (u *unit) learn(t *Tracker, p *proc, l *hadoop.Launch) {
+func (u *unit) learn(a *attributor, p *proc, l *hadoop.Launch) {
 	if l.HasContainer && u.containerID == "" {
 		u.containerID = l.Container.Raw
 		u.appID = l.Container.AppID()
@@ -126,7 +127,7 @@ func (u *unit) learn(t *Tracker, p *proc, l *hadoop.Launch) {
 		u.framework = fw
 		if app := u.app(); app != "" {
 			// Every container of the application is of this framework.
-			t.apps[app] = fw
+			a.apps[app] = fw
 		}
 	}
 	jvm := l
@@ -134,11 +135,11 @@ func (u *unit) learn(t *Tracker, p *proc, l *hadoop.Launch) {
 		jvm = l.Inner
 	}
 	if jvm.Kind.IsJVM() {
-		if a := u.cur; a != nil && u.jvmKind != jvm.Kind {
+		if at := u.cur; at != nil && u.jvmKind != jvm.Kind {
 			// Its attempt began before its JVM was known (an executor
 			// whose AM told the framework): what the JVM's
 			// configuration says is read again.
-			a.confTries, a.confRetryAt = 1, t.cycle+1
+			at.confTries, at.confRetryAt = 1, a.cycle+1
 		}
 		u.jvmKind = jvm.Kind
 		if jvm.LogDir != "" {
@@ -170,12 +171,12 @@ func (u *unit) learn(t *Tracker, p *proc, l *hadoop.Launch) {
 	if l.Kind.IsWrapper() && u.jvmKind == hadoop.KindNone && !u.scriptTried && p != nil {
 		u.scriptTried = true
 		for _, name := range []string{"launch_container.sh", "taskjvm.sh"} {
-			b, err := os.ReadFile(t.cfg.FS.PidPath(p.pid, "cwd") + "/" + name)
+			b, err := os.ReadFile(a.fs.PidPath(p.pid, "cwd") + "/" + name)
 			if err != nil {
 				continue
 			}
 			if sl, ok := hadoop.ClassifyScript(b); ok {
-				u.learn(t, nil, &sl)
+				u.learn(a, nil, &sl)
 				break
 			}
 		}
@@ -208,14 +209,14 @@ func (u *unit) attemptType(id string) string {
 }
 
 // poll looks for the attempt a reused JVM or container runs now.
-func (u *unit) poll(t *Tracker) {
+func (u *unit) poll(fs *procfs.FS) {
 	switch {
 	case u.h1 != nil:
 		if u.h1.hint != "" {
 			u.attemptID, u.h1.hint = u.h1.hint, ""
 		}
 		logDir := u.logDir
-		if id := u.h1.scan(t, func(name string, full string) bool {
+		if id := u.h1.scan(fs, func(name string, full string) bool {
 			if _, ok := hadoop.ParseAttempt(strings.TrimSuffix(name, ".cleanup")); !ok {
 				return false
 			}
@@ -229,7 +230,7 @@ func (u *unit) poll(t *Tracker) {
 			u.attemptID, u.cleanup = strings.TrimSuffix(id, ".cleanup"), isCleanupDir(id)
 		}
 	case u.tez != nil:
-		if id := u.tez.scan(t, func(name, _ string) bool {
+		if id := u.tez.scan(fs, func(name, _ string) bool {
 			return strings.HasPrefix(name, "syslog_attempt_")
 		}, ""); id != "" {
 			if a, ok := hadoop.FindAttempt(id); ok {
@@ -249,8 +250,8 @@ type dirWatch struct {
 	hint    string
 }
 
-func (w *dirWatch) scan(t *Tracker, match func(name, full string) bool, stamp string) string {
-	root := t.cfg.FS.PidPath(w.pid, "root") + w.dir
+func (w *dirWatch) scan(fs *procfs.FS, match func(name, full string) bool, stamp string) string {
+	root := fs.PidPath(w.pid, "root") + w.dir
 	d, err := os.Open(root)
 	if err != nil {
 		return ""

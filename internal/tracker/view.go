@@ -44,7 +44,7 @@ type JobView struct {
 // View returns what the tracker sees now, sorted by job, attempt and pid.
 func (t *Tracker) View() []JobView {
 	jobs := map[string]*JobView{}
-	for _, u := range t.units {
+	for _, u := range t.attr.units {
 		a := u.cur
 		if a == nil {
 			continue

@@ -98,6 +98,11 @@ type Attempt struct {
 	// OOMKills counts the kernel OOM killer's kills in the container's
 	// memory cgroup while the attempt ran (memory.events oom_kill).
 	OOMKills uint32
+	// VCores is the virtual cores allocated to its container (or slot),
+	// as YARN says them: the NodeManager's totalVCoresNeeded, or its job's
+	// configuration (mapreduce.map.cpu.vcores, spark.executor.cores, ...);
+	// 0 when not known.
+	VCores int64
 }
 
 // ExitStatus is one exit status an agent saw, and when. Ms is 0 when none

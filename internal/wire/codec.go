@@ -138,6 +138,7 @@ func (a *Attempt) marshal(e *enc) {
 		e.sint(2, a.TaskLog.Ms)
 		e.close(at)
 	}
+	e.sint(24, a.VCores)
 }
 
 func (m *Membership) marshal(e *enc) {
@@ -754,6 +755,8 @@ func (d *dec) attempt(data []byte, a *Attempt) error {
 			if err = want(t, protowire.BytesType); err == nil {
 				err = d.exit(v, &a.TaskLog)
 			}
+		case 24:
+			a.VCores, err = svarint(t, u)
 		}
 		return err
 	})

@@ -72,8 +72,9 @@ func validate(b *Batch) error {
 		if a.AttemptID == "" || len(a.AttemptID) > 256 || a.JobID == "" || len(a.JobID) > 256 {
 			return fmt.Errorf("attempts[%d]: attempt_id and job_id are required, at most 256 bytes", i)
 		}
-		if a.MemoryMB < 0 || a.XmxBytes < 0 {
-			return fmt.Errorf("attempts[%d] (%s): memory_mb %d and xmx_bytes %d must not be negative", i, a.AttemptID, a.MemoryMB, a.XmxBytes)
+		if a.MemoryMB < 0 || a.XmxBytes < 0 || a.VCores < 0 {
+			return fmt.Errorf("attempts[%d] (%s): memory_mb %d, xmx_bytes %d and vcores %d must not be negative", i, a.AttemptID,
+				a.MemoryMB, a.XmxBytes, a.VCores)
 		}
 		if err := times("first_ms", a.FirstMs, "last_ms", a.LastMs); err != nil {
 			return fmt.Errorf("attempts[%d] (%s): %v", i, a.AttemptID, err)

@@ -1,7 +1,7 @@
 package clickhouse
 
 import (
-	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/taskscope/taskscope/internal/store"
@@ -17,24 +17,9 @@ import (
 // attemptOwn are the store's own columns of attempts.
 const attemptOwn = `day Date, job_key UInt64, attempt_key UInt64, version UInt64, writer_agent String, writer_seq UInt64`
 
-// chType is the column type of a field's kind.
-func chType(k store.FieldKind) string {
-	switch k {
-	case store.FieldString:
-		return "String"
-	case store.FieldInt64:
-		return "Int64"
-	case store.FieldInt32:
-		return "Int32"
-	case store.FieldUInt32:
-		return "UInt32"
-	case store.FieldBool:
-		return "UInt8"
-	case store.FieldFloat64:
-		return "Float64"
-	}
-	panic(fmt.Sprintf("clickhouse: field kind %d", k))
-}
+// chTypes are the column types of the fields' kinds.
+var chTypes = [...]string{store.FieldString: "String", store.FieldInt64: "Int64", store.FieldInt32: "Int32",
+	store.FieldUInt32: "UInt32", store.FieldBool: "UInt8", store.FieldFloat64: "Float64"}
 
 // attemptColumns are the columns of attempts: the store's own, then the
 // fields'.
@@ -42,7 +27,7 @@ func attemptColumns() []column {
 	out := cols(attemptOwn)
 	for i := range store.AttemptFields {
 		f := &store.AttemptFields[i]
-		out = append(out, column{name: f.Name, typ: chType(f.Kind), lowCard: f.Few})
+		out = append(out, column{name: f.Name, typ: chTypes[f.Kind], lowCard: f.Few})
 	}
 	return out
 }
@@ -60,23 +45,67 @@ var attemptCols = func() []string {
 // attemptSelect reads attempts' rows (the latest version of each) in the
 // order scanAttempt takes them: the fields (but the derived), then the
 // store's own.
-var attemptSelect = func() string {
-	var names []string
+var attemptSelect = selectOf(allAttemptFields) + ", writer_agent, writer_seq FROM "
+
+// allAttemptFields are the indexes of the fields a row is read back with
+// (store.AttemptFields, but the derived).
+var allAttemptFields = func() []int {
+	var out []int
 	for i := range store.AttemptFields {
-		if f := &store.AttemptFields[i]; !f.Derived {
-			names = append(names, f.Name)
+		if !store.AttemptFields[i].Derived {
+			out = append(out, i)
 		}
 	}
-	return "SELECT " + strings.Join(names, ", ") + ", version, day, writer_agent, writer_seq FROM "
+	return out
 }()
 
-func scanAttempt(r *Rows) *attState {
-	st := &attState{}
-	for i := range store.AttemptFields {
-		f := &store.AttemptFields[i]
-		if f.Derived {
-			continue
+// jobAttemptFields are the fields a job's figures are added up from
+// (store.JobTotals.AddAttempt: what its attempts say of the job, their
+// hosts, types, spans, CPU, peaks and memory): the jobs' flush reads these
+// of every attempt of the jobs it writes, each second, not the whole rows
+// (their options, exits and diagnostics). TestJobAttemptFields checks
+// that they add up to what the whole rows do.
+var jobAttemptFields = fieldIndexes("attempt_id", "job_id", "host", "app_id", "type", "framework", "meta_first_ms",
+	"meta_last_ms", "ended", "job_name", "user_name", "queue", "memory_mb", "cpu_ms", "peak_rss", "rss_byte_ms",
+	"sum_first_ms", "sum_last_ms")
+
+// jobAttemptSelect reads jobAttemptFields of attempts' rows.
+var jobAttemptSelect = selectOf(jobAttemptFields) + " FROM "
+
+// fieldIndexes are the indexes of the fields named in store.AttemptFields.
+func fieldIndexes(names ...string) []int {
+	var out []int
+	for _, n := range names {
+		i := slices.IndexFunc(store.AttemptFields, func(f store.AttemptField) bool { return f.Name == n })
+		if i < 0 {
+			panic("clickhouse: no attempt field " + n)
 		}
+		out = append(out, i)
+	}
+	return out
+}
+
+// selectOf is a SELECT of fields idx of attempts, then the version and
+// day of their rows.
+func selectOf(idx []int) string {
+	var names []string
+	for _, i := range idx {
+		names = append(names, store.AttemptFields[i].Name)
+	}
+	return "SELECT " + strings.Join(names, ", ") + ", version, day"
+}
+
+func scanAttempt(r *Rows) *attState {
+	st := scanFields(r, allAttemptFields)
+	st.Writer, st.WriterSeq = r.Shared(), r.UInt64()
+	return st
+}
+
+// scanFields reads a row of selectOf(idx).
+func scanFields(r *Rows, idx []int) *attState {
+	st := &attState{}
+	for _, i := range idx {
+		f := &store.AttemptFields[i]
 		switch p := f.Ref(&st.AttemptRow).(type) {
 		case *string:
 			if f.Repeats {
@@ -99,7 +128,7 @@ func scanAttempt(r *Rows) *attState {
 		}
 	}
 	var day uint16
-	st.B.version, day, st.Writer, st.WriterSeq = r.UInt64(), r.UInt16(), r.Shared(), r.UInt64()
+	st.B.version, day = r.UInt64(), r.UInt16()
 	st.Born = int64(day) * 86_400_000
 	st.B.stored = true
 	return st

@@ -14,13 +14,19 @@ func apiAttempt(st *attState, staleBefore int64) store.Attempt { return st.Attem
 // readAttempts reads the attempts a condition selects (on the attempts
 // table), each its latest version, with its member processes' count.
 func (s *Store) readAttempts(ctx context.Context, where string) ([]*attState, error) {
-	rows, err := s.query(ctx, attemptSelect+s.read("attempts")+" FINAL WHERE "+where+" ORDER BY first_ms, attempt_id")
+	return s.readAttemptsAs(ctx, attemptSelect, scanAttempt, where)
+}
+
+// readAttemptsAs is readAttempts with a select and its scan (of some of
+// the fields: jobAttemptSelect).
+func (s *Store) readAttemptsAs(ctx context.Context, sel string, scan func(*Rows) *attState, where string) ([]*attState, error) {
+	rows, err := s.query(ctx, sel+s.read("attempts")+" FINAL WHERE "+where+" ORDER BY first_ms, attempt_id")
 	if err != nil {
 		return nil, fmt.Errorf("cannot read attempts: %w", err)
 	}
 	var out []*attState
 	for rows.Next() {
-		out = append(out, scanAttempt(rows))
+		out = append(out, scan(rows))
 	}
 	return out, rows.Err()
 }
@@ -147,7 +153,8 @@ func (s *Store) writeJobs(ctx context.Context, ids []string) error {
 		for i, id := range part {
 			keys[i] = jobKey(id)
 		}
-		atts, err := s.readAttempts(ctx, "job_key IN ("+numList(keys)+") AND job_id IN ("+QuoteList(part)+")")
+		atts, err := s.readAttemptsAs(ctx, jobAttemptSelect, func(r *Rows) *attState { return scanFields(r, jobAttemptFields) },
+			"job_key IN ("+numList(keys)+") AND job_id IN ("+QuoteList(part)+")")
 		if err != nil {
 			return err
 		}

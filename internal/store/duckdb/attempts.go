@@ -27,24 +27,9 @@ var logOwn = []ownColumn{{"gen", "UBIGINT"}, {"host", "VARCHAR"}}
 
 type ownColumn struct{ name, typ string }
 
-// duckType is the column type of a field's kind.
-func duckType(k store.FieldKind) string {
-	switch k {
-	case store.FieldString:
-		return "VARCHAR"
-	case store.FieldInt64:
-		return "BIGINT"
-	case store.FieldInt32:
-		return "INTEGER"
-	case store.FieldUInt32:
-		return "UINTEGER"
-	case store.FieldBool:
-		return "BOOLEAN"
-	case store.FieldFloat64:
-		return "DOUBLE"
-	}
-	panic(fmt.Sprintf("duckdb: field kind %d", k))
-}
+// duckTypes are the column types of the fields' kinds.
+var duckTypes = [...]string{store.FieldString: "VARCHAR", store.FieldInt64: "BIGINT", store.FieldInt32: "INTEGER",
+	store.FieldUInt32: "UINTEGER", store.FieldBool: "BOOLEAN", store.FieldFloat64: "DOUBLE"}
 
 // zeroSQL is the zero of a kind, as SQL (what a NULL reads back as).
 func zeroSQL(k store.FieldKind) string {
@@ -65,7 +50,7 @@ func attemptsDDL() string {
 	var cols []string
 	for i := range store.AttemptFields {
 		f := &store.AttemptFields[i]
-		c := f.Name + " " + duckType(f.Kind)
+		c := f.Name + " " + duckTypes[f.Kind]
 		switch {
 		case f.Key:
 			c += " PRIMARY KEY"
@@ -87,7 +72,7 @@ func attemptLogDDL() string {
 	}
 	for i := range store.AttemptFields {
 		if f := &store.AttemptFields[i]; isLogged(f) {
-			cols = append(cols, f.Name+" "+duckType(f.Kind))
+			cols = append(cols, f.Name+" "+duckTypes[f.Kind])
 		}
 	}
 	return `CREATE TABLE IF NOT EXISTS attempt_log (` + strings.Join(cols, ", ") + `)`
@@ -106,7 +91,7 @@ func wantColumns(table string) map[string]string {
 	}
 	for i := range store.AttemptFields {
 		if f := &store.AttemptFields[i]; table == "attempts" || isLogged(f) {
-			out[f.Name] = duckType(f.Kind)
+			out[f.Name] = duckTypes[f.Kind]
 		}
 	}
 	return out

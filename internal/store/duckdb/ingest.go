@@ -206,20 +206,25 @@ func (t *tx) commit(flush bool) (err error) {
 			}
 			return nil
 		}
+		// A rollback runs even when t.ctx has ended (a server stopping
+		// mid-commit): a connection left inside the transaction would
+		// refuse every later BEGIN, the summaries' at Close among them.
+		rollback := func() { ex.ExecContext(context.WithoutCancel(t.ctx), "ROLLBACK", nil) }
 		if err := exec("BEGIN TRANSACTION"); err != nil {
 			return fmt.Errorf("cannot begin: %w", err)
 		}
 		if err := t.write(conn); err != nil {
-			exec("ROLLBACK")
+			rollback()
 			return fmt.Errorf("cannot write the batches: %w", err)
 		}
 		if due {
 			if err := t.writeSummaries(conn, exec); err != nil {
-				exec("ROLLBACK")
+				rollback()
 				return fmt.Errorf("cannot write the summaries: %w", err)
 			}
 		}
 		if err := exec("COMMIT"); err != nil {
+			rollback()
 			return fmt.Errorf("cannot commit: %w", err)
 		}
 		return nil

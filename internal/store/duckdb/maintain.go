@@ -270,7 +270,7 @@ func (s *Store) rewrite(ctx context.Context, table, where string, drop bool,
 			return fmt.Errorf("cannot begin: %w", err)
 		}
 		fail := func(what string, err error) error {
-			ex.ExecContext(ctx, "ROLLBACK", nil)
+			ex.ExecContext(context.WithoutCancel(ctx), "ROLLBACK", nil)
 			return fmt.Errorf("cannot %s: %w", what, err)
 		}
 		app, err := newAppender(conn, "series_chunks")
@@ -313,7 +313,7 @@ func (s *Store) rewrite(ctx context.Context, table, where string, drop bool,
 			}
 		}
 		if _, err = ex.ExecContext(ctx, "COMMIT", nil); err != nil {
-			return fmt.Errorf("cannot commit: %w", err)
+			return fail("commit", err)
 		}
 		return nil
 	})

@@ -101,7 +101,7 @@ func (s *Store) recover(ctx context.Context) error {
 	}
 	sort.Strings(ids)
 	if err := s.fold.Load(ctx, ids); err != nil {
-		return fmt.Errorf("cannot load the attempts: %w", err)
+		return fmt.Errorf("cannot read the attempts to recover: %w", err)
 	}
 	for _, l := range logs {
 		st := s.fold.Attempt(l.a.AttemptID)

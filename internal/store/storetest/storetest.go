@@ -93,7 +93,7 @@ type ProcSpec struct {
 type AttemptSpec struct {
 	ID, JobID, Type, Container string
 	JobName, User, Queue       string
-	MemoryMB                   int64
+	MemoryMB, VCores           int64
 	Start                      time.Time
 	Procs                      []ProcSpec
 }
@@ -128,7 +128,7 @@ func (g *Gen) Batch(atts []*AttemptSpec, from, to int, ended bool) *wire.Batch {
 		if first {
 			b.Attempts = append(b.Attempts, wire.Attempt{AttemptID: a.ID, JobID: a.JobID, ContainerID: a.Container,
 				Type: a.Type, Framework: "mapreduce", FirstMs: a.Start.UnixMilli(), LastMs: a.Start.UnixMilli(),
-				JobName: a.JobName, User: a.User, Queue: a.Queue, MemoryMB: a.MemoryMB})
+				JobName: a.JobName, User: a.User, Queue: a.Queue, MemoryMB: a.MemoryMB, VCores: a.VCores})
 		}
 		var at wire.Series
 		at.AttemptID = a.ID
@@ -195,7 +195,7 @@ func (g *Gen) Batch(atts []*AttemptSpec, from, to int, ended bool) *wire.Batch {
 			e = append(e, wire.Attempt{AttemptID: a.ID, JobID: a.JobID, ContainerID: a.Container, Type: a.Type,
 				Framework: "mapreduce", FirstMs: a.Start.UnixMilli(),
 				LastMs: a.Start.Add(time.Duration(to) * time.Second).UnixMilli(), Ended: true,
-				JobName: a.JobName, User: a.User, Queue: a.Queue, MemoryMB: a.MemoryMB})
+				JobName: a.JobName, User: a.User, Queue: a.Queue, MemoryMB: a.MemoryMB, VCores: a.VCores})
 			b.Attempts = e
 		}
 	}
@@ -239,7 +239,7 @@ func open(t *testing.T, f Factory) store.Store {
 
 func mapAttempt(id, job string, start time.Time, procs ...ProcSpec) *AttemptSpec {
 	return &AttemptSpec{ID: id, JobID: job, Type: "map", Container: "container_1700000000000_0001_01_000002",
-		JobName: "wordcount", User: "alice", Queue: "default", MemoryMB: 2048, Start: start, Procs: procs}
+		JobName: "wordcount", User: "alice", Queue: "default", MemoryMB: 2048, VCores: 2, Start: start, Procs: procs}
 }
 
 const (
@@ -288,7 +288,7 @@ func testIngestAndSummaries(t *testing.T, f Factory) {
 	if at.PeakRSS != 603<<20 {
 		t.Errorf("peak_rss = %d, want %d", at.PeakRSS, 603<<20)
 	}
-	if at.Processes != 3 || at.Host != "node1" || at.MemoryMB != 2048 || at.State != store.StateFinished {
+	if at.Processes != 3 || at.Host != "node1" || at.MemoryMB != 2048 || at.VCores != 2 || at.State != store.StateFinished {
 		t.Errorf("attempt = %+v", at)
 	}
 	if at.Start != store.Time(T0.UnixMilli()) || at.End != store.Time(T0.Add(10*time.Second).UnixMilli()) {
