@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/taskscope/taskscope/internal/minikdc"
 	"github.com/taskscope/taskscope/internal/simulator"
 	"github.com/taskscope/taskscope/internal/store"
 	"github.com/taskscope/taskscope/internal/store/clickhouse/chtest"
@@ -56,12 +55,7 @@ func TestDemoOnClickHouse(t *testing.T) {
 // same process, reading how containers ended from it (an attempt's exit
 // status from the NodeManager).
 func TestDemoSecure(t *testing.T) {
-	if err := minikdc.Available(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
+	testsrv.NeedKDC(t)
 	d := startDemo(t, "--secure")
 	attempt := d.waitAttempt(t, "an attempt whose exit status came from the NodeManager", func(a map[string]any) bool {
 		return a["exit_source"] == store.ExitSourceNodeManager

@@ -55,12 +55,7 @@ func TestKDC(t *testing.T) {
 // in the e2e tests and the demo) still answers: it used to be sent its
 // parent-death signal then, and shut down.
 func TestKDCOutlivesItsStartingThread(t *testing.T) {
-	if err := minikdc.Available(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
+	testsrv.NeedKDC(t)
 	ctx := context.Background()
 	var k *minikdc.KDC
 	var err error

@@ -88,12 +88,9 @@ func (s *SyncBuffer) String() string {
 	return s.b.String()
 }
 
-// StartKDC starts a Kerberos KDC of its own realm on loopback
-// (minikdc; Debian's krb5-kdc and krb5-admin-server, which
-// scripts/test-deps.sh installs) in a temporary directory, stopped when
-// the test ends. Without them the test fails under CI and is skipped
-// elsewhere.
-func StartKDC(tb testing.TB, opt minikdc.Options) *minikdc.KDC {
+// NeedKDC fails the test under CI, and skips it elsewhere, when MIT
+// Kerberos's KDC programs are not installed.
+func NeedKDC(tb testing.TB) {
 	tb.Helper()
 	if err := minikdc.Available(); err != nil {
 		if os.Getenv("CI") != "" {
@@ -101,6 +98,16 @@ func StartKDC(tb testing.TB, opt minikdc.Options) *minikdc.KDC {
 		}
 		tb.Skip(err)
 	}
+}
+
+// StartKDC starts a Kerberos KDC of its own realm on loopback
+// (minikdc; Debian's krb5-kdc and krb5-admin-server, which
+// scripts/test-deps.sh installs) in a temporary directory, stopped when
+// the test ends. Without them the test fails under CI and is skipped
+// elsewhere.
+func StartKDC(tb testing.TB, opt minikdc.Options) *minikdc.KDC {
+	tb.Helper()
+	NeedKDC(tb)
 	if opt.Dir == "" {
 		opt.Dir = tb.TempDir()
 	}
