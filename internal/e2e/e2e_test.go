@@ -50,13 +50,17 @@ type harness struct {
 	c   *http.Client
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t *testing.T, mods ...func(*server.Config)) *harness {
 	st, err := duckdb.Open(duckdb.Options{Dir: t.TempDir(), SummaryEvery: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.Start(server.Config{Listen: "127.0.0.1:0", Store: st, Analyzer: analysis.New(st), MaintainEvery: time.Minute,
-		Profiles: profiling.New(st, profiling.Config{OnDemand: true})})
+	cfg := server.Config{Listen: "127.0.0.1:0", Store: st, Analyzer: analysis.New(st), MaintainEvery: time.Minute,
+		Profiles: profiling.New(st, profiling.Config{OnDemand: true})}
+	for _, m := range mods {
+		m(&cfg)
+	}
+	srv, err := server.Start(cfg)
 	if err != nil {
 		st.Close()
 		t.Fatal(err)
