@@ -269,23 +269,31 @@ func (s *Store) AttemptLife(ctx context.Context, id string) (_ *store.AttemptLif
 	defer store.WrapErr(&err, "cannot read attempt %s", id)
 	var life *store.AttemptLife
 	err = s.readAttempt(ctx, id, func(where string) (bool, error) {
-		rows, err := s.query(ctx, "SELECT job_id, meta_first_ms, meta_last_ms, ended, sum_first_ms, sum_last_ms FROM "+
-			s.read("attempts")+" FINAL WHERE "+where+" ORDER BY version")
+		rows, err := s.query(ctx, "SELECT "+lifeColumns+" FROM "+s.read("attempts")+" FINAL WHERE "+where+" ORDER BY version")
 		if err != nil {
 			return false, fmt.Errorf("cannot read attempts: %w", err)
 		}
 		for rows.Next() { // (the latest version, as attempt)
-			var m wire.Attempt
-			var sum store.AttemptSummary
-			m.JobID, m.FirstMs, m.LastMs, m.Ended, sum.FirstMs, sum.LastMs = rows.String(), rows.Int64(), rows.Int64(), rows.Bool(),
-				rows.Int64(), rows.Int64()
-			first, last := store.AttemptSpan(&m, &sum)
-			_, end := store.AttemptState(m.Ended, last, s.staleBefore())
-			life = &store.AttemptLife{AttemptID: id, JobID: m.JobID, Start: store.Time(first), End: end}
+			life = readLife(rows, id, s.staleBefore())
 		}
 		return life != nil, rows.Err()
 	})
 	return life, err
+}
+
+// lifeColumns are the columns of an attempt's row readLife reads.
+const lifeColumns = "job_id, meta_first_ms, meta_last_ms, ended, sum_first_ms, sum_last_ms"
+
+// readLife reads the life of attempt id from lifeColumns, its state
+// decided by stale.
+func readLife(rows *Rows, id string, stale int64) *store.AttemptLife {
+	var m wire.Attempt
+	var sum store.AttemptSummary
+	m.JobID, m.FirstMs, m.LastMs, m.Ended, sum.FirstMs, sum.LastMs = rows.String(), rows.Int64(), rows.Int64(), rows.Bool(),
+		rows.Int64(), rows.Int64()
+	first, last := store.AttemptSpan(&m, &sum)
+	_, end := store.AttemptState(m.Ended, last, stale)
+	return &store.AttemptLife{AttemptID: id, JobID: m.JobID, Start: store.Time(first), End: end}
 }
 
 // link sets a's RetryOf and Speculative from the attempts of its task

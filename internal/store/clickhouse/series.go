@@ -18,6 +18,7 @@ const lookback = 2 * 60 * 1000
 // chunk is a chunk as the tables hold it.
 type chunkRec struct {
 	tMin  int64
+	tMax  int64
 	level uint8
 	start int64
 	data  []byte
@@ -44,13 +45,13 @@ func (s *Store) chunksOf(ctx context.Context, kind uint8, jobs []uint64, keys []
 // once: DISTINCT over the row, which is the same both times.
 func (s *Store) readChunks(ctx context.Context, where string, out map[uint64][]chunkRec) error {
 	for _, t := range []string{"chunks", "rollups"} {
-		rows, err := s.query(ctx, "SELECT DISTINCT key, t_min, level, start_ms, data FROM "+s.read(t)+" WHERE "+where)
+		rows, err := s.query(ctx, "SELECT DISTINCT key, t_min, t_max, level, start_ms, data FROM "+s.read(t)+" WHERE "+where)
 		if err != nil {
 			return fmt.Errorf("cannot read series: %w", err)
 		}
 		for rows.Next() {
 			k := rows.UInt64()
-			c := chunkRec{tMin: rows.Int64(), level: rows.UInt8(), start: rows.Int64(), data: rows.Bytes()}
+			c := chunkRec{tMin: rows.Int64(), tMax: rows.Int64(), level: rows.UInt8(), start: rows.Int64(), data: rows.Bytes()}
 			out[k] = append(out[k], c)
 		}
 		if err := rows.Err(); err != nil {
