@@ -21,8 +21,10 @@ import (
 // finding) and loses a task JVM that outlives it (map 0's first Child,
 // "just removed" by its TaskTracker). The server's background analyser
 // finds both, and Alertmanager's GET /api/v2/alerts holds the two alerts
-// with the documented labels. The job has ended: its alerts fire for
-// EndedFor (20 s here) and end, no longer active there.
+// with the documented labels. Then the JVM goes (killed here, as the
+// agent's reaper would): its attempt ends, and so does the job, and
+// both alerts end: they are no longer active there (without it the job
+// runs on, and so do its alerts).
 func TestAlertsAtAlertmanager(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs JVMs on a simulated cluster")
@@ -93,7 +95,10 @@ func TestAlertsAtAlertmanager(t *testing.T) {
 		}
 	}
 
-	// The job has ended: both alerts end once EndedFor has passed.
+	// The lost JVM goes: the job ends, and its alerts.
+	if err := syscall.Kill(lostPID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
 	testsrv.WaitUntil(t, "the job's alerts ended at Alertmanager", 2*time.Minute, func() bool {
 		alerts, err := am.Alerts(ctx)
 		if err != nil {
