@@ -195,3 +195,42 @@ func TestRequestAfterProfileCame(t *testing.T) {
 		t.Errorf("asked for on another server while %s waits: %v, want ErrPending", r.ID, err)
 	}
 }
+
+// The operators' switches: automatic profiles off cluster-wide take none;
+// a node off takes none, on demand or on its own, and gives no sibling
+// (the straggler's is then one of its own node); on demand off refuses.
+func TestSwitches(t *testing.T) {
+	st, _ := runningJob(t)
+	ctx := context.Background()
+	ck := &clock{t: storetest.T0.Add(time.Minute)}
+	off := New(st, Config{OnDemand: false, Auto: false, Now: ck.now})
+	if m, err := off.Auto(ctx, Named{JobID: job, Attempts: []string{att("0")}}); err != nil || len(m) != 0 {
+		t.Errorf("automatic profiles off: %+v %v", m, err)
+	}
+	d0, err := st.Attempt(ctx, att("0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := off.Request(ctx, "zoe", d0, 0, 0); !errors.Is(err, ErrOff) {
+		t.Errorf("on demand off: %v, want ErrOff", err)
+	}
+	if ps, err := st.Profiles(ctx, att("0")); err != nil || len(ps) != 0 {
+		t.Errorf("stored with profiles off: %+v %v", ps, err)
+	}
+
+	c := New(st, Config{OnDemand: true, Auto: true, OffHosts: []string{"node2"}, Now: ck.now})
+	if m, err := c.Auto(ctx, Named{JobID: job, Attempts: []string{att("2")}}); err != nil || len(m) != 0 {
+		t.Errorf("a straggler on a node off: %+v %v", m, err)
+	}
+	d2, err := st.Attempt(ctx, att("2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Request(ctx, "zoe", d2, 0, 0); !errors.Is(err, ErrOff) {
+		t.Errorf("on demand on a node off: %v, want ErrOff", err)
+	}
+	m, err := c.Auto(ctx, Named{JobID: job, Attempts: []string{att("0")}})
+	if err != nil || len(m) != 2 || m[0].Host != "node1" || m[0].AttemptID != att("1") || m[1].AttemptID != att("0") {
+		t.Errorf("a straggler beside a node off: its sibling %+v %v, want %s on node1", m, err, att("1"))
+	}
+}
