@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/taskscope/taskscope/internal/testfs"
+	"github.com/taskscope/taskscope/internal/testsrv"
 )
 
 // TestSpoolDiskFull: the agent's spool directory is on a filesystem that is
@@ -36,15 +37,8 @@ func TestSpoolDiskFull(t *testing.T) {
 		var m map[string]float64
 		waitMetrics := func(what string, cond func() bool) {
 			t.Helper()
-			for deadline := time.Now().Add(20 * time.Second); ; {
-				m = scrape(t, addr)
-				if cond() {
-					return
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("timed out waiting for %s: %v", what, m)
-				}
-				time.Sleep(20 * time.Millisecond)
+			if !testsrv.Poll(20*time.Second, func() bool { m = scrape(t, addr); return cond() }) {
+				t.Fatalf("timed out waiting for %s: %v", what, m)
 			}
 		}
 		waitMetrics("drops", func() bool { return m["taskscope_agent_dropped_batches_total"] >= 3 })

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/taskscope/taskscope/internal/testsrv"
 	"golang.org/x/sys/unix"
 )
 
@@ -451,15 +452,13 @@ func TestReadFileWhole(t *testing.T) {
 	pid := int32(sleep.Process.Pid)
 	self := NewFS("")
 	// Asleep: loaded, its maps settled.
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		b, _ := os.ReadFile(self.PidPath(pid, "stat"))
+	var b []byte
+	if !testsrv.Poll(5*time.Second, func() bool {
+		b, _ = os.ReadFile(self.PidPath(pid, "stat"))
 		var st Stat
-		if ParseStat(b, &st) == nil && st.State == 'S' && strings.Contains(string(b), "(sleep)") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sleep did not fall asleep: %s", b)
-		}
+		return ParseStat(b, &st) == nil && st.State == 'S' && strings.Contains(string(b), "(sleep)")
+	}) {
+		t.Fatalf("sleep did not fall asleep: %s", b)
 	}
 	for _, name := range []string{"maps", "smaps", "environ", "status", "cmdline", "stat"} {
 		got, err := self.ReadPidFile(pid, name, make([]byte, 0, 512))
@@ -494,13 +493,10 @@ func TestGone(t *testing.T) {
 	}
 	cmd.Process.Kill()
 	// A zombie is not gone: it has not been reaped.
-	for i := 0; i < 100; i++ {
+	testsrv.Poll(time.Second, func() bool {
 		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if bytes.Contains(b, []byte(") Z ")) {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return bytes.Contains(b, []byte(") Z "))
+	})
 	if live.Gone(pid) {
 		t.Error("a zombie is gone")
 	}

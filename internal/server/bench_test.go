@@ -244,7 +244,7 @@ func storeOnly(b *testing.B, srv *Server, bodies string, cfg loadgen.Config) loa
 				defer wg.Done()
 				for _, bt := range q {
 					for srv.pipeline.Submit(context.Background(), bt).Err != nil {
-						time.Sleep(20 * time.Millisecond)
+						time.Sleep(20 * time.Millisecond) // refused (full): back off, as an agent does
 					}
 					samples.Add(int64(bt.SampleCount()))
 				}

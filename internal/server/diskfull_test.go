@@ -98,7 +98,7 @@ func TestServerDiskFull(t *testing.T) {
 					t.Fatalf("the server still stores after 60 s and %d rounds, %d bytes free", rounds, testfs.Free(t, dir))
 				}
 				feed()
-				time.Sleep(20 * time.Millisecond)
+				time.Sleep(20 * time.Millisecond) // the agents' pace: a round every 20 ms until the disk is full
 			}
 			t.Logf("the disk was full after %d rounds (%s), %d batches acknowledged", rounds-from,
 				time.Since(t0).Round(time.Millisecond), sh.sent())
@@ -116,7 +116,7 @@ func TestServerDiskFull(t *testing.T) {
 				} else {
 					still++
 				}
-				time.Sleep(200 * time.Millisecond)
+				time.Sleep(200 * time.Millisecond) // full for 5 looks in a row, 1 s: it stays full
 			}
 			return ballasts
 		}
@@ -173,7 +173,7 @@ func TestServerDiskFull(t *testing.T) {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK && seq < 10 {
 				exp.add(probe)
-				time.Sleep(200 * time.Millisecond)
+				time.Sleep(200 * time.Millisecond) // stored in the WAL's last page: the next a while later
 				continue
 			}
 			if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(rb), "disk is full") {

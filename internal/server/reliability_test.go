@@ -380,7 +380,7 @@ func TestServerKilledDuringIngest(t *testing.T) {
 	feed := func(until int) {
 		for ; next < until; next++ {
 			sh.enqueue(t, &exp, g)
-			time.Sleep(2 * time.Millisecond)
+			time.Sleep(2 * time.Millisecond) // batches spread out, so that the kills find requests in flight
 		}
 	}
 	for kill := 1; kill <= 2; kill++ {

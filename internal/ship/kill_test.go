@@ -43,7 +43,7 @@ func runKillHelper(v string) int {
 			return 1
 		}
 		fmt.Printf("queued %s %d\n", b.AgentID, b.Seq)
-		time.Sleep(time.Millisecond)
+		time.Sleep(time.Millisecond) // a batch a ms until the test kills it
 	}
 }
 

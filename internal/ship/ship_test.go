@@ -291,7 +291,7 @@ func TestCatchUpWhenServerReturns(t *testing.T) {
 			s := start(t, cfg)
 			for i := 0; i < 10; i++ {
 				s.Enqueue(batch(2))
-				time.Sleep(2 * time.Millisecond)
+				time.Sleep(2 * time.Millisecond) // batches a tick apart, as an agent queues them
 			}
 			testsrv.WaitUntil(t, "retries", 10*time.Second, func() bool { return s.Stats().Retries >= 3 })
 			if spool && len(spoolFiles(t, cfg.SpoolDir)) != 10 {
@@ -300,12 +300,7 @@ func TestCatchUpWhenServerReturns(t *testing.T) {
 			srv := newIngestServer(t)
 			var ln net.Listener
 			var err error
-			for i := 0; i < 50; i++ {
-				if ln, err = net.Listen("tcp", addr); err == nil {
-					break
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+			testsrv.Poll(time.Second, func() bool { ln, err = net.Listen("tcp", addr); return err == nil })
 			if err != nil {
 				t.Skipf("cannot listen on %s again: %v", addr, err)
 			}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/taskscope/taskscope/internal/testsrv"
 )
 
 // TestAnomalies runs jobs with each kind of anomaly side by side and checks
@@ -46,12 +48,13 @@ func TestAnomalies(t *testing.T) {
 		}
 		m, _ := findProc(ps, func(r AttemptResult) bool { return r.Type == "map" })
 		// From the end of the task's CPU burn, when it only holds on.
-		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-			if b, _ := os.ReadFile(filepath.Join(m.LogDir, "syslog")); strings.Contains(string(b), "holding on for") {
-				break
-			}
-		}
+		testsrv.Poll(20*time.Second, func() bool {
+			b, _ := os.ReadFile(filepath.Join(m.LogDir, "syslog"))
+			return strings.Contains(string(b), "holding on for")
+		})
 		r0 := rssOf(m.JVMPID)
+		// What is measured: how much its RSS grows in 1.2 s of holding on
+		// (a leaking task's grows, a steady one's does not).
 		time.Sleep(1200 * time.Millisecond)
 		r1 := rssOf(m.JVMPID)
 		if r0 == 0 || r1 == 0 {

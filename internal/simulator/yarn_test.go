@@ -517,7 +517,7 @@ func watchStreaming(t *testing.T, jvm int, script string, d time.Duration) (proc
 				}
 			}
 		}
-		time.Sleep(time.Millisecond)
+		time.Sleep(time.Millisecond) // a look every ms: the script's children live a few ms
 	}
 	if !found {
 		t.Fatalf("no %s under JVM %d", script, jvm)

@@ -38,7 +38,7 @@ func TestHelperBurner(t *testing.T) {
 	}
 	wg.Wait()
 	os.Stdout.WriteString("burnt\n")
-	time.Sleep(time.Minute)
+	time.Sleep(time.Minute) // alive, its threads too, until TestQuerierLive kills it
 }
 
 // threadsSchedstat sums the run and wait of every thread of pid, and

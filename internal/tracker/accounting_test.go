@@ -206,6 +206,54 @@ func TestExitAfterAttemptSwitch(t *testing.T) {
 	}
 }
 
+// A process born under the tracker whose exit records give its threads'
+// scheduler runtime is charged what they say, not its last rate carried to
+// its exit: at work until its last sample, it ran 30 ms more before it
+// exited 0.8 s later (800 ms at its last rate). A process older than the
+// tracker, or one whose records may have been dropped (the socket
+// overflowed since it was found), keeps the bound: at least its last rate.
+func TestExitExactRecordTail(t *testing.T) {
+	for _, c := range []struct {
+		name            string
+		bornUnder, lost bool
+		want            int64
+	}{
+		{"born under", true, false, 2030},
+		{"older", false, false, 2800},
+		{"overflowed", true, true, 2800},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m0 := fxAttempt("m", 0, 0)
+			f := newFixture(t)
+			fxYARNNode(f)
+			r := f.tracker(true)
+			r.tick() // the node before the container
+			yarnContainer(f, 2001, fxContainer(2), yarnChild(fxContainer(2), m0))
+			if c.bornUnder {
+				for pid := int32(2001); pid <= 2003; pid++ {
+					f.set(pid, func(p *fproc) { p.start = 100_050 + uint64(pid) - 2000 }) // 1000.5 s: after the first tick
+				}
+			}
+			f.set(2003, func(p *fproc) { p.utime, p.stime = 100, 0 })
+			r.tick()
+			f.set(2003, func(p *fproc) { p.utime = 200 }) // 1 s of CPU in 1 s
+			if c.lost {
+				r.exits.lost++
+			}
+			r.tick()
+			exit(r, 2003, 2002, 2030, 2, 800*time.Millisecond)
+			r.exits.recs[len(r.exits.recs)-1].RunNs = 2030_000_000
+			exit(r, 2002, 2001, 0, 2, 810*time.Millisecond)
+			exit(r, 2001, fxNMPID, 0, 2, 820*time.Millisecond)
+			f.remove(2003, 2002, 2001) // the NodeManager's cutime does not move: the estimate stands
+			r.tick()
+			if got := r.sink.lastCPU[m0]; got != c.want {
+				t.Errorf("attempt CPU %d ms, want %d", got, c.want)
+			}
+		})
+	}
+}
+
 // The tail of a long-lived process is bounded by the time between its last
 // sample and its exit: its records' error over its whole life is not.
 func TestExitTailBound(t *testing.T) {

@@ -318,7 +318,13 @@ func (f *fixture) reuse(p fproc) *fproc {
 }
 
 // fakeExits is an ExitSource whose records the test queues.
-type fakeExits struct{ recs []taskstats.Record }
+type fakeExits struct {
+	recs []taskstats.Record
+	lost uint64 // the socket's overflows (exitLosses)
+}
+
+func (e *fakeExits) Lost() uint64    { return e.lost }
+func (e *fakeExits) Dropped() uint64 { return e.lost }
 
 func (e *fakeExits) Drain(fn func(*taskstats.Record)) error {
 	recs := e.recs

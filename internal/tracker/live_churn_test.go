@@ -33,7 +33,11 @@ import (
 // ApplicationMaster).
 //
 // TASKSCOPE_LIVE_CHILDREN sets the children per mapper, TASKSCOPE_LIVE_INTERVAL
-// the tick (default 1s, the agent's).
+// the tick (default 1s, the agent's). TASKSCOPE_LIVE_WINDOW (a duration)
+// makes the tracker wait that long between its listing of /proc and its
+// read of the NodeManager's cutime, as a loaded machine makes it wait when
+// it is preempted there: containers the NodeManager reaps meanwhile are in
+// both (reapers.go), many more of them than a host's load makes.
 func TestLiveChurn(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts JVMs and forks thousands of processes")
@@ -49,6 +53,7 @@ func TestLiveChurn(t *testing.T) {
 	if d, err := time.ParseDuration(os.Getenv("TASKSCOPE_LIVE_INTERVAL")); err == nil && d > 0 {
 		interval = d
 	}
+	window, _ := time.ParseDuration(os.Getenv("TASKSCOPE_LIVE_WINDOW"))
 	c, err := simulator.Start(context.Background(), simulator.Options{Dir: t.TempDir() + "/sim", Nodes: 1,
 		Kind: simulator.NodeYARN, MapSlots: 6, ReduceSlots: 1})
 	if err != nil {
@@ -67,6 +72,9 @@ func TestLiveChurn(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			l := newLiveWith(t, c, true, collect.Config{PSSEvery: 10, StatusEvery: 5, JVM: true})
+			if window > 0 {
+				l.tr.debugListed = func() { time.Sleep(window) }
+			}
 			var drops *droppingExits
 			if drop {
 				drops = &droppingExits{ExitSource: l.tr.records.src}

@@ -275,17 +275,26 @@ func (c *accountant) leave(p *proc, final *taskstats.Record, ms int64, sink Sink
 }
 
 // tail estimates the CPU an exited process used after its last sample.
-// raw is what its exit records say (their sum less the last sample): on a
-// kernel that leaves their scheduler runtime 0 they count clock ticks, an
-// error over its whole life that for a process that ran for minutes can be
-// far more than a tick's worth, and they miss the threads that exited
-// before the agent started. So for a process sampled twice or more the
-// tail is bounded by what it could
-// have used between its last sample and its exit (the record gives its life,
-// hence the moment of its exit): that time on as many CPUs as it had threads,
-// and it is at least what it used at its last rate.
+// raw is what its exit records say (their sum less the last sample). Their
+// threads' scheduler runtime is exact, and for a process born under the
+// agent every thread's record is in unless the records' socket overflowed
+// since (a record the kernel dropped then may be one of its threads'):
+// raw is the tail then. Else (a kernel
+// that leaves the runtime 0 counts clock ticks, an error over a whole life
+// that for a process that ran for minutes can be far more than a tick's
+// worth; a process older than the agent misses the records of the threads
+// that exited before it started), for a process sampled twice or more the
+// tail is bounded by what it could have used between its last sample and
+// its exit (the record gives its life, hence the moment of its exit): that
+// time on as many CPUs as it had threads, and it is at least what it used
+// at its last rate. (That rate, carried to an exit long after the sample
+// or in a JVM's quieter last moments, made a map 35 ms more than its
+// records and wait4 said.)
 func (c *accountant) tail(p *proc, final *taskstats.Record, raw int64) int64 {
 	tr := p.t
+	if final.RunNs > 0 && tr.bornUnder && c.stats.ExitOverflows == tr.overflows {
+		return raw
+	}
 	if tr.age < 2 || final.EtimeUs == 0 || tr.bootMs <= 0 || tr.tMs <= tr.tPrevMs {
 		return raw
 	}

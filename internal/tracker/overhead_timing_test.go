@@ -552,7 +552,7 @@ func runSteady(b *testing.B, q *taskstats.Querier, sc agentScenario, name string
 	if callgrind {
 		callgrindControl(b, "-i", "on", pid)
 	}
-	time.Sleep(time.Until(t0.Add(time.Duration(agentWindow) * iv)))
+	time.Sleep(time.Until(t0.Add(time.Duration(agentWindow) * iv))) // the window measured
 	if callgrind {
 		callgrindControl(b, "-i", "off", pid)
 	}

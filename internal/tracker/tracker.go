@@ -182,9 +182,10 @@ type clock struct {
 	btimeMs int64 // btime's second, ms: what process keys are made from (stable across restarts)
 	fixed   bool
 	nowMs   int64 // this tick's, ms
-	// bootNowMs is sinceBoot at this tick's listing.
-	bootNowMs int64
-	sinceBoot func() int64 // ms since boot (CLOCK_BOOTTIME, as /proc's start times)
+	// bootNowMs is sinceBoot at this tick's listing; firstListedMs at the
+	// first (a process that started after it was born under the tracker).
+	bootNowMs, firstListedMs int64
+	sinceBoot                func() int64 // ms since boot (CLOCK_BOOTTIME, as /proc's start times)
 }
 
 // tick starts a tick at now and returns its time, ms: later than the
@@ -203,6 +204,9 @@ func (c *clock) tick(now time.Time) int64 {
 // procfs of this machine).
 func (c *clock) listed() {
 	c.bootNowMs = c.sinceBoot()
+	if c.firstListedMs == 0 {
+		c.firstListedMs = c.bootNowMs
+	}
 	if c.fixed {
 		return
 	}

@@ -585,7 +585,7 @@ func benchTick(b *testing.B, interval time.Duration, exits bool, statusEvery int
 	}
 	for i := 0; i < warm; i++ {
 		if interval > 0 {
-			time.Sleep(interval)
+			time.Sleep(interval) // the ticks' interval, as the agent's
 		}
 		if err := tr.Tick(time.Now(), NopSink{}); err != nil {
 			b.Fatal(err)
@@ -602,7 +602,7 @@ func benchTick(b *testing.B, interval time.Duration, exits bool, statusEvery int
 	for i := 0; i < b.N; i++ {
 		if interval > 0 {
 			b.StopTimer()
-			time.Sleep(interval)
+			time.Sleep(interval) // the ticks' interval (not timed)
 			b.StartTimer()
 		}
 		o0, by0 := allocsNow()
@@ -727,7 +727,7 @@ func TestChurnMemoryFlat(t *testing.T) {
 		t.Skip("runs for 12 s")
 	}
 	s := startNode(t, 10, 0, 300, 200)
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // the churn in full swing
 	s.fillTo(t, 300)
 	fs := procfs.NewFS("")
 	cfg := Config{FS: &fs, Host: "churn", Collect: collect.Config{FS: &fs, StatusEvery: 5}}
@@ -743,7 +743,7 @@ func TestChurnMemoryFlat(t *testing.T) {
 	defer tr.Close()
 	tick := func(n int) {
 		for i := 0; i < n; i++ {
-			time.Sleep(250 * time.Millisecond)
+			time.Sleep(250 * time.Millisecond) // a tick every 250 ms
 			if err := tr.Tick(time.Now(), NopSink{}); err != nil {
 				t.Fatal(err)
 			}

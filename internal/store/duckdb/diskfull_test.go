@@ -15,6 +15,7 @@ import (
 	"github.com/taskscope/taskscope/internal/loadgen"
 	"github.com/taskscope/taskscope/internal/store"
 	"github.com/taskscope/taskscope/internal/testfs"
+	"github.com/taskscope/taskscope/internal/testsrv"
 	"github.com/taskscope/taskscope/internal/wire"
 )
 
@@ -199,15 +200,9 @@ func TestDiskFull(t *testing.T) {
 			t.Fatal(err)
 		}
 		t1 := time.Now()
-		for {
-			err := f.commit(t, f.pending)
-			if err == nil {
-				break
-			}
-			if time.Since(t1) > 30*time.Second {
-				t.Fatalf("the store did not take writes again within 30 s of making room: %v", err)
-			}
-			time.Sleep(20 * time.Millisecond)
+		var err error
+		if !testsrv.Poll(30*time.Second, func() bool { err = f.commit(t, f.pending); return err == nil }) {
+			t.Fatalf("the store did not take writes again within 30 s of making room: %v", err)
 		}
 		t.Logf("writes again %v after making room", time.Since(t1).Round(time.Millisecond))
 		if !strings.Contains(f.log.String(), "database reopened") {
@@ -274,10 +269,7 @@ func TestDiskFullClose(t *testing.T) {
 
 func waitLog(t *testing.T, log *lockedBuffer, what string) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(log.String(), what); {
-		if time.Now().After(deadline) {
-			t.Fatalf("the store's log does not say %q:\n%s", what, log.String())
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !testsrv.Poll(10*time.Second, func() bool { return strings.Contains(log.String(), what) }) {
+		t.Fatalf("the store's log does not say %q:\n%s", what, log.String())
 	}
 }
