@@ -86,14 +86,15 @@ export function sevRank(sev: string | null | undefined): number {
 }
 
 // worstCell shows a job's worst severity (a badge), or that it was not
-// analysed yet; its title names the heuristics found.
+// analysed yet, then the heuristics found.
 export function worstCell(sev: string | null | undefined, heuristics: string[] | null | undefined, td: HTMLElement): void {
+  td.setAttribute('data-severity', sev ?? '');
   if (!sev) {
     td.append(h('span.muted', { title: 'not analysed yet' }, '–'));
     return;
   }
   td.append(sevBadge(sev));
-  td.title = heuristics?.length ? heuristics.join(', ') : 'nothing found';
+  if (heuristics?.length) td.append(' ', h('span.heurs', null, heuristics.join(', ')));
 }
 
 export function typeBadge(t: string): HTMLElement {

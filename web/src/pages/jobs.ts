@@ -42,7 +42,11 @@ export async function jobsPage(c: Ctx): Promise<void> {
     win.value = 'custom';
     from.value = toLocalInput(Number(qf) || Date.parse(qf));
     if (q.get('to')) to.value = toLocalInput(Number(q.get('to')) || Date.parse(q.get('to')!));
-  } else win.value = qf;
+  } else {
+    // A window of another length (a link's -3h) is kept, as it was given.
+    if (qf && !windows.some(([v]) => v === qf)) win.insertBefore(h('option', { value: qf }, 'last ' + qf.slice(1)), win.lastChild);
+    win.value = qf;
+  }
   // By what the analysis found: the worst severity at least, a heuristic,
   // worst first.
   const sev = h('select', { 'aria-label': 'Severity at least', 'data-f': 'min_severity', title: 'Jobs whose worst finding is of this severity or worse' },
@@ -82,8 +86,8 @@ export async function jobsPage(c: Ctx): Promise<void> {
     { id: 'fw', title: 'Framework', width: 92, kind: 'text', get: (j) => j.framework },
     { id: 'user', title: 'User', width: 66, kind: 'text', get: (j) => j.user },
     { id: 'queue', title: 'Queue', width: 60, kind: 'text', get: (j) => j.queue },
-    { id: 'sev', title: 'Severity', width: 76, kind: 'text', get: (j) => String(sevRank(j.worst_severity) + 1), fmt: (j) => j.worst_severity ?? '–', cell: (j, td) => worstCell(j.worst_severity, j.heuristics, td), tip: 'The worst severity of its findings (– : not analysed yet)' },
-    { id: 'found', title: 'Findings', width: 120, kind: 'text', get: (j) => (j.heuristics ?? []).join(', '), tip: 'The heuristics that found something (low severity or worse)' },
+    { id: 'sev', title: 'Findings', width: 110, flex: true, kind: 'text', get: (j) => String(sevRank(j.worst_severity) + 1), fmt: (j) => (j.worst_severity ?? '–') + ' ' + (j.heuristics ?? []).join(', '),
+      cell: (j, td) => worstCell(j.worst_severity, j.heuristics, td), tip: 'The worst severity of its findings, and the heuristics that found something (– : not analysed yet); sorts by severity' },
     { id: 'state', title: 'State', width: 76, kind: 'text', get: (j) => j.state, cell: (j, td) => td.appendChild(stateBadge(j.running && j.state === 'running' ? 'running' : j.state)) },
     { id: 'start', title: 'Start', width: 80, kind: 'time', get: (j) => ms(j.start), fmt: (j) => fmt.shortTime(ms(j.start)) },
     { id: 'dur', title: 'Duration', width: 68, kind: 'dur', get: (j) => jobEnd(j) - ms(j.start), fmt: (j) => fmt.dur(jobEnd(j) - ms(j.start)) },

@@ -87,7 +87,7 @@ function runningTable(jobs: Job[]): HTMLElement {
   const tb = h('tbody');
   for (const j of jobs.slice(0, ROWS)) {
     const sev = h('td');
-    worstCell(j.worst_severity, j.heuristics, sev);
+    worstCell(j.worst_severity, null, sev);
     tb.appendChild(h('tr', { 'data-job': j.job_id, 'data-severity': j.worst_severity ?? '' },
       sev,
       h('td.mono', null, h('a', { href: jobURL(j.job_id) }, j.job_id)),
