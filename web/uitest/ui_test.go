@@ -231,7 +231,9 @@ func TestLive(t *testing.T) {
 	tb := newTab(t, e.url)
 	tb.open("/jobs", `[data-table=jobs] .vt-row a`)
 	eval[bool](tb, `window.__marker = 1, true`)
-	cpuCell := `[...document.querySelectorAll('[data-table=jobs] .vt-row:not([hidden]) .vt-td')][10].textContent`
+	// The CPU cell of the first row, found by its column's header.
+	cpuCell := `(() => { const i = [...document.querySelectorAll('[data-table=jobs] .vt-th')].findIndex((th) => th.dataset.col === 'cpu');
+		return document.querySelector('[data-table=jobs] .vt-row:not([hidden])').querySelectorAll('.vt-td')[i].textContent })()`
 	before := eval[string](tb, cpuCell)
 	e.post(r.next(20))
 	tb.waitJS("jobs page CPU changes", cpuCell+` !== `+jsString(before), 15*time.Second)

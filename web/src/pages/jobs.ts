@@ -55,7 +55,7 @@ export async function jobsPage(c: Ctx): Promise<void> {
   const heur = h('select', { 'aria-label': 'Heuristic', 'data-f': 'heuristic', title: 'Jobs with a finding of this heuristic' }, h('option', { value: '' }, 'any finding'));
   const qh = q.get('heuristic') ?? '';
   if (qh) {
-    heur.appendChild(h('option', { value: qh }, qh));
+    heur.appendChild(h('option', { value: qh }, qh.replace(/_/g, ' ')));
     heur.value = qh;
   }
   const sort = h('select', { 'aria-label': 'Order', 'data-f': 'sort' }, h('option', { value: '' }, 'newest first'), h('option', { value: 'severity' }, 'worst first'));
