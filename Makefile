@@ -76,7 +76,7 @@ test-accuracy:
 # clusters of internal/simulator and internal/e2e, the attach of
 # internal/hotspot and internal/sampler); a test elsewhere that starts a
 # server, or reads a loadgen cluster's worth of data, skips itself under
-# -short. Under 2 minutes on the 2-core machines (docs/operations.md).
+# -short. About two minutes of CPU (docs/operations.md has it measured).
 CHECK_SKIP := ./web/uitest/ ./internal/simulator/ ./internal/e2e/ ./internal/hotspot/ ./internal/sampler/
 
 check: vet fmt-check

@@ -210,6 +210,28 @@ func TestArchitectureNamesResolve(t *testing.T) {
 		}
 		checked++
 	}
+	// The drawing of the map (its code block): each part's method it
+	// names (attributor.classifyAll) is the part's, and each name of two
+	// words run together (classifyNew, attributionView) the tracker's.
+	drawn := 0
+	for _, block := range regexp.MustCompile("(?s)```\n(.*?)```").FindAllStringSubmatch(tmap, -1) {
+		for _, m := range regexp.MustCompile(`\b([A-Za-z][A-Za-z0-9]*)\.([A-Za-z][A-Za-z0-9]*)\b`).FindAllStringSubmatch(block[1], -1) {
+			if _, ok := tracker.decls[m[1]]; !ok {
+				continue // a file (job.xml); a part's own name is checked below
+			}
+			if !tracker.members[m[2]] {
+				t.Errorf("the drawing of the tracker's map names %s, which the tracker does not declare", m[0])
+			}
+			drawn++
+		}
+		for _, m := range regexp.MustCompile(`\b[a-z]+[A-Z][A-Za-z0-9]*\b`).FindAllString(block[1], -1) {
+			names = append(names, m)
+			drawn++
+		}
+	}
+	if drawn < 20 {
+		t.Errorf("only %d names checked in the drawing of the tracker's map: the patterns no longer match it", drawn)
+	}
 	sort.Strings(names)
 	for _, n := range names {
 		checked++

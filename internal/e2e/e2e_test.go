@@ -10,6 +10,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -73,10 +75,13 @@ func (h *harness) startAgent(host string, mod func(*agent.Config)) {
 	t := h.t
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan struct{})
+	var metricsAddr string
+	var log testsrv.SyncBuffer
 	cfg := agent.Config{Servers: []string{h.srv.URL()}, Interval: 250 * time.Millisecond, FlushInterval: time.Second,
-		Host: host, MaxTicks: -1, PSSEvery: 8, Exits: "auto",
+		Host: host, MaxTicks: -1, PSSEvery: 8, Exits: "auto", Listen: "127.0.0.1:0",
+		Log:   slog.New(slog.NewTextHandler(&log, nil)),
 		Lost:  tracker.LostConfig{CheckEvery: 500 * time.Millisecond, LostAfter: 10 * time.Second, NMPoll: time.Second},
-		Ready: func(string) { close(ready) }}
+		Ready: func(addr string) { metricsAddr = addr; close(ready) }}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -89,11 +94,51 @@ func (h *harness) startAgent(host string, mod func(*agent.Config)) {
 		}
 	}()
 	t.Cleanup(func() { cancel(); wg.Wait() })
+	// A failed test says what the agent said, and how its NodeManager
+	// polls went (cleanups run last first: this one before the agent
+	// stops).
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		addr := ""
+		select {
+		case <-ready:
+			addr = metricsAddr
+		default:
+		}
+		agentDiagnostics(t, host, addr, log.String())
+	})
 	select {
 	case <-ready:
 	case <-time.After(30 * time.Second):
 		t.Fatal("the agent did not start")
 	}
+}
+
+// agentDiagnostics logs an agent's log and its metrics of NodeManager
+// polls and Kerberos (taskscope_agent_nodemanager_*, *_kerberos_*).
+func agentDiagnostics(t *testing.T, host, metricsAddr, log string) {
+	t.Helper()
+	t.Logf("agent %s's log:\n%s", host, log)
+	if metricsAddr == "" {
+		return
+	}
+	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	if err != nil {
+		t.Logf("agent %s's metrics: %v", host, err)
+		return
+	}
+	defer resp.Body.Close()
+	var b bytes.Buffer
+	b.ReadFrom(io.LimitReader(resp.Body, 4<<20))
+	var keep []string
+	for _, l := range strings.Split(b.String(), "\n") {
+		if !strings.HasPrefix(l, "#") && (strings.Contains(l, "nodemanager") || strings.Contains(l, "kerberos")) {
+			keep = append(keep, l)
+		}
+	}
+	t.Logf("agent %s's metrics of NodeManagers:\n%s", host, strings.Join(keep, "\n"))
 }
 
 func (h *harness) get(path string, v any) error {
@@ -815,6 +860,15 @@ func TestLostTaskProcesses(t *testing.T) {
 	jo, op := started(ctx0, t, c, simulator.JobSpec{Kind: simulator.JobHadoop1, Name: "outlived", Maps: 1, NoReduces: true,
 		TaskCPU: 200 * time.Millisecond, Hold: 60 * time.Second}, "")
 	h.waitTracked(t, jo.ID)
+	// Its job is purged once the Child runs its task (holds on): a JVM
+	// still starting when its working directory goes dies of it ("Could
+	// not determine current working directory"), as would one that has
+	// not read its job.xml yet, and there is nothing left to reap (under
+	// load, a JVM's start outlasted the agent's first report of it).
+	testsrv.WaitUntil(t, "the Child holding on to its task", 60*time.Second, func() bool {
+		b, _ := os.ReadFile(filepath.Join(op.LogDir, "syslog"))
+		return strings.Contains(string(b), "holding on for")
+	})
 	jobcache := filepath.Dir(filepath.Dir(op.WorkDir)) // <local>/taskTracker/<user>/jobcache/<job>
 	if filepath.Base(jobcache) != jo.ID {
 		t.Fatalf("work dir %s is not under jobcache/%s", op.WorkDir, jo.ID)

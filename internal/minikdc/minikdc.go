@@ -23,6 +23,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/taskscope/taskscope/internal/deathsig"
 )
 
 // The programs of MIT Kerberos it runs.
@@ -72,7 +74,7 @@ type KDC struct {
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
-	done chan struct{}
+	done <-chan struct{}
 }
 
 // Start creates the realm's database in opt.Dir and starts the KDC on a
@@ -198,12 +200,14 @@ func (k *KDC) start() error {
 	cmd.Dir = k.Dir
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
-	if err := cmd.Start(); err != nil {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Ended with this process, should it die without stopping it: from a
+	// thread kept until it exits (a plain Pdeathsig ended it whenever the
+	// thread that forked it ended, e.g. at an in-process agent's start).
+	done, err := deathsig.Start(cmd, syscall.SIGTERM)
+	if err != nil {
 		return fmt.Errorf("cannot start krb5kdc: %w", err)
 	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
 	deadline := time.NewTimer(10 * time.Second)
 	defer deadline.Stop()
 	tick := time.NewTicker(10 * time.Millisecond)
@@ -307,4 +311,20 @@ func (k *KDC) Restart() error {
 		return nil
 	}
 	return k.start()
+}
+
+// Running says whether krb5kdc is running (started, and not exited).
+func (k *KDC) Running() bool {
+	k.mu.Lock()
+	done := k.done
+	k.mu.Unlock()
+	if done == nil {
+		return false
+	}
+	select {
+	case <-done:
+		return false
+	default:
+		return true
+	}
 }

@@ -104,6 +104,8 @@ type Control struct {
 	ps  store.ProfileStore
 	cfg Config
 
+	reqMu sync.Mutex // one Request at a time: its check and its write
+
 	mu      sync.Mutex
 	pending map[string][]store.ProfileRequest // by host: requests whose profile has not come
 	sent    map[string]time.Time              // request id -> last handed out
@@ -289,15 +291,22 @@ func (c *Control) Request(ctx context.Context, who string, a *store.AttemptDetai
 		interval = c.cfg.Interval
 	}
 	window, interval = min(window, MaxWindow), max(interval, MinInterval)
-	now := c.cfg.Now()
-	c.mu.Lock()
-	for _, p := range c.pending[a.Host] {
-		if p.AttemptID == a.AttemptID && now.Sub(time.UnixMilli(int64(p.Requested))) < time.Duration(p.WindowMs)*time.Millisecond+deliverFor {
-			c.mu.Unlock()
+	// One waiting request per attempt, as the store says (what the
+	// attempt's page lists, whichever server took it): not this server's
+	// pending list, which learns of a profile that came, or of a request
+	// another server took, only at its next poll.
+	c.reqMu.Lock()
+	defer c.reqMu.Unlock()
+	ps, err := c.ps.Profiles(ctx, a.AttemptID)
+	if err != nil {
+		return r, fmt.Errorf("cannot read the profiles of attempt %s: %w", a.AttemptID, err)
+	}
+	for _, p := range ps {
+		if p.Status == store.ProfileRequested {
 			return r, fmt.Errorf("%w (%s)", ErrPending, p.ID)
 		}
 	}
-	c.mu.Unlock()
+	now := c.cfg.Now()
 	r = store.ProfileRequest{ID: newID(now), AttemptID: a.AttemptID, Host: a.Host, PID: jvm.PID, Process: jvm.Key,
 		StartMs: int64(jvm.Start), Trigger: store.TriggerRequest, RequestedBy: who, Requested: store.Time(now.UnixMilli()),
 		WindowMs: window.Milliseconds(), IntervalMs: interval.Milliseconds()}

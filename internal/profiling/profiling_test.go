@@ -2,6 +2,7 @@ package profiling
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -153,5 +154,44 @@ func TestAutoBounds(t *testing.T) {
 	ck.add(time.Hour)
 	if m := auto(att("2")); len(m) != 2 {
 		t.Errorf("an hour later: %+v", m)
+	}
+}
+
+// A profile asked for once the last one of the attempt has come (an
+// automatic one, say) is taken at once, before any poll of the store; one
+// asked for while another waits is refused, on this server and on another
+// that shares the store (which has not polled it yet).
+func TestRequestAfterProfileCame(t *testing.T) {
+	st, g := runningJob(t)
+	ck := &clock{t: storetest.T0.Add(time.Minute)}
+	a := New(st, Config{OnDemand: true, Auto: true, Now: ck.now})
+	b := New(st, Config{OnDemand: true, Now: ck.now})
+	ctx := context.Background()
+	made, err := a.Auto(ctx, Named{JobID: job, Attempts: []string{att("0")}})
+	if err != nil || len(made) != 2 {
+		t.Fatalf("automatic: %+v %v", made, err)
+	}
+	d, err := st.Attempt(ctx, att("0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []*Control{a, b} {
+		if _, err := c.Request(ctx, "zoe", d, 0, 0); !errors.Is(err, ErrPending) {
+			t.Errorf("asked for while the automatic one waits: %v, want ErrPending", err)
+		}
+	}
+	pb := g.Batch(nil, 50, 51, false)
+	for _, r := range made {
+		pb.Profiles = append(pb.Profiles, wire.Profile{ID: r.ID, AttemptID: r.AttemptID, PID: r.PID, StartMs: 1, EndMs: 2,
+			Status: wire.ProfileFailed, Error: "x"})
+	}
+	storetest.Ingest(t, st, pb)
+	ck.add(time.Second)
+	r, err := a.Request(ctx, "zoe", d, 0, 0)
+	if err != nil {
+		t.Fatalf("asked for once the automatic one came: %v", err)
+	}
+	if _, err := b.Request(ctx, "yan", d, 0, 0); !errors.Is(err, ErrPending) {
+		t.Errorf("asked for on another server while %s waits: %v, want ErrPending", r.ID, err)
 	}
 }

@@ -49,7 +49,9 @@ func cpuTime() time.Duration {
 // profile and profiled every 200 ms and every 50 ms: each iteration is a
 // window of 5 s. Its metrics: work/s, the task's rounds of its hot loop a
 // second (the slowdown is its ratio to the unprofiled run's); pause-µs/dump,
-// the time the JVM stopped for each dump (its safepoint counters);
+// the time the JVM stopped for each dump (its safepoint counters); ms/dump,
+// the window over the dumps taken (the interval asked for, or longer when
+// dumps stop the JVM for more than PauseShare of the time);
 // stopped-%, the share of the window the JVM was stopped for them;
 // agent-cpu-%, the profiler's CPU over the window (this process's CPU:
 // reading /proc, the dumps, parsing, folding); batch-B, the profile's size
@@ -101,6 +103,7 @@ func BenchmarkProfile(b *testing.B) {
 				b.ReportMetric(work/float64(b.N), "work/s")
 				if interval > 0 {
 					b.ReportMetric(pause/float64(dumps), "pause-µs/dump")
+					b.ReportMetric(float64(b.N)*float64(window.Milliseconds())/float64(dumps), "ms/dump")
 					b.ReportMetric(100*pause*1000/float64(b.N)/float64(window), "stopped-%")
 					b.ReportMetric(100*cpu/float64(b.N)/float64(window), "agent-cpu-%")
 					b.ReportMetric(size/float64(b.N), "batch-B")
@@ -108,5 +111,8 @@ func BenchmarkProfile(b *testing.B) {
 				b.ReportMetric(0, "ns/op")
 			})
 		}
+		// Its hot loop would take a CPU from the next JVM's runs.
+		j.Cmd.Process.Kill()
+		<-j.Done
 	}
 }

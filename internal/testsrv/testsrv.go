@@ -7,11 +7,17 @@ package testsrv
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
+	"io/fs"
 	"net"
 	"os"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/taskscope/taskscope/internal/minikdc"
 )
@@ -82,12 +88,9 @@ func (s *SyncBuffer) String() string {
 	return s.b.String()
 }
 
-// StartKDC starts a Kerberos KDC of its own realm on loopback
-// (minikdc; Debian's krb5-kdc and krb5-admin-server, which
-// scripts/test-deps.sh installs) in a temporary directory, stopped when
-// the test ends. Without them the test fails under CI and is skipped
-// elsewhere.
-func StartKDC(tb testing.TB, opt minikdc.Options) *minikdc.KDC {
+// NeedKDC fails the test under CI, and skips it elsewhere, when MIT
+// Kerberos's KDC programs are not installed.
+func NeedKDC(tb testing.TB) {
 	tb.Helper()
 	if err := minikdc.Available(); err != nil {
 		if os.Getenv("CI") != "" {
@@ -95,6 +98,16 @@ func StartKDC(tb testing.TB, opt minikdc.Options) *minikdc.KDC {
 		}
 		tb.Skip(err)
 	}
+}
+
+// StartKDC starts a Kerberos KDC of its own realm on loopback
+// (minikdc; Debian's krb5-kdc and krb5-admin-server, which
+// scripts/test-deps.sh installs) in a temporary directory, stopped when
+// the test ends. Without them the test fails under CI and is skipped
+// elsewhere.
+func StartKDC(tb testing.TB, opt minikdc.Options) *minikdc.KDC {
+	tb.Helper()
+	NeedKDC(tb)
 	if opt.Dir == "" {
 		opt.Dir = tb.TempDir()
 	}
@@ -104,4 +117,39 @@ func StartKDC(tb testing.TB, opt minikdc.Options) *minikdc.KDC {
 	}
 	tb.Cleanup(func() { k.Stop() })
 	return k
+}
+
+// OnEndingThread runs fn on an OS thread that ends when fn returns (as
+// the agent's taskstats probe and hotspot's credential switches end
+// threads of their process), and returns once that thread is gone: a
+// child process fn forked with a parent-death signal has then been sent
+// it, unless something keeps the forking thread alive (package deathsig).
+func OnEndingThread(tb testing.TB, fn func()) {
+	tb.Helper()
+	tids := make(chan int, 1)
+	go func() {
+		// Never unlocked: the thread ends with this goroutine. The
+		// runtime keeps the main thread though: found on it, hold it
+		// while fn runs on another.
+		runtime.LockOSThread()
+		if unix.Gettid() == unix.Getpid() {
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				runtime.LockOSThread()
+				fn()
+				tids <- unix.Gettid()
+			}()
+			<-done
+			runtime.UnlockOSThread()
+			return
+		}
+		fn()
+		tids <- unix.Gettid()
+	}()
+	tid := <-tids
+	WaitUntil(tb, fmt.Sprintf("the end of thread %d", tid), 10*time.Second, func() bool {
+		_, err := os.Stat(fmt.Sprintf("/proc/self/task/%d", tid))
+		return errors.Is(err, fs.ErrNotExist)
+	})
 }

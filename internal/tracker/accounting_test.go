@@ -254,6 +254,46 @@ func TestExitExactRecordTail(t *testing.T) {
 	}
 }
 
+// A zombie's stat holds all it used, its exit too, but in clock ticks:
+// its exit records' runtime, exact, is the better figure where it is more
+// (a JVM born under the tracker read 2,150 ms as a zombie, its records
+// 2,158; its parent's wait4 more). For a process older than the tracker
+// the stat stands.
+func TestExitZombieExactRecord(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		bornUnder bool
+		want      int64
+	}{
+		{"born under", true, 3418},
+		{"older", false, 3410},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m0 := fxAttempt("m", 0, 0)
+			f := newFixture(t)
+			fxYARNNode(f)
+			r := f.tracker(true)
+			r.tick()                                                              // the node before the container
+			yarnContainer(f, 2001, fxContainer(2), yarnChild(fxContainer(2), m0)) // JVM 2003: 3200 ms
+			if c.bornUnder {
+				for pid := int32(2001); pid <= 2003; pid++ {
+					f.set(pid, func(p *fproc) { p.start = 100_050 + uint64(pid) - 2000 }) // 1000.5 s: after the first tick
+				}
+			}
+			r.tick()
+			r.tick()
+			// The JVM exits; its parent, bash -c, has not reaped it yet.
+			exit(r, 2003, 2002, 3418, 2, 300*time.Millisecond)
+			r.exits.recs[len(r.exits.recs)-1].RunNs = 3418_000_000
+			f.set(2003, func(p *fproc) { p.state, p.utime, p.stime, p.threads = 'Z', 321, 20, 1 })
+			r.tick()
+			if got := r.sink.lastCPU[m0]; got != c.want {
+				t.Errorf("attempt CPU %d ms, want %d", got, c.want)
+			}
+		})
+	}
+}
+
 // The tail of a long-lived process is bounded by the time between its last
 // sample and its exit: its records' error over its whole life is not.
 func TestExitTailBound(t *testing.T) {

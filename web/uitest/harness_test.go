@@ -142,6 +142,13 @@ type tab struct {
 	dls      map[string]string // guid -> suggested file name
 	done     chan string       // file names of completed downloads
 	dlDir    string
+	// live is the tab's context without the test's deadline: what a
+	// failure prints (its screenshot, explain) is read through it, even
+	// when the failure is that deadline.
+	live context.Context
+	// explain, when set, prints the state of the page a failing step left
+	// (a test sets it before a step whose failure would not say why).
+	explain func()
 }
 
 const cspProbe = `window.__csp = [];
@@ -158,15 +165,18 @@ func newTab(t testing.TB, base string) *tab {
 		chromedp.WindowSize(1440, 1000),
 	)
 	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancelC := chromedp.NewContext(actx)
-	ctx, cancelT := context.WithTimeout(ctx, 150*time.Second)
+	cctx, cancelC := chromedp.NewContext(actx)
+	ctx, cancelT := context.WithTimeout(cctx, 150*time.Second)
 	t.Cleanup(func() {
 		cancelT()
 		cancelC()
 		cancelA()
 	})
-	tb := &tab{t: t, ctx: ctx, base: base, dls: map[string]string{}, done: make(chan string, 16), dlDir: t.TempDir()}
-	if err := chromedp.Do(ctx); err != nil {
+	tb := &tab{t: t, ctx: ctx, live: cctx, base: base, dls: map[string]string{}, done: make(chan string, 16), dlDir: t.TempDir()}
+	// The browser lives as long as the context of its first action: the
+	// one without the test's deadline, so that a failure past that
+	// deadline can still be explained (live).
+	if err := chromedp.Do(cctx); err != nil {
 		t.Fatalf("cannot start Chromium: %v", err)
 	}
 	listen := func(ev any) {
@@ -236,6 +246,9 @@ func (tb *tab) do(what string, steps ...chromedp.Action[chromedp.Void]) {
 	tb.t.Helper()
 	if err := chromedp.Do(tb.ctx, steps...); err != nil {
 		tb.shot("failed-" + what)
+		if tb.explain != nil {
+			tb.explain()
+		}
 		tb.t.Fatalf("%s: %v", what, err)
 	}
 }
@@ -286,9 +299,32 @@ func (tb *tab) waitJS(what, cond string, timeout time.Duration) {
 
 var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 
+// after is a context for reading the page after a failure: the tab's, or,
+// when its deadline has passed, a few more seconds of it.
+func (tb *tab) after() (context.Context, context.CancelFunc) {
+	if tb.ctx.Err() == nil {
+		return tb.ctx, func() {}
+	}
+	return context.WithTimeout(tb.live, 10*time.Second)
+}
+
+// postMortem evaluates a JS expression (into a string) to explain a
+// failure, and says so if it cannot.
+func (tb *tab) postMortem(expr string) string {
+	ctx, cancel := tb.after()
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[string](expr))
+	if err != nil {
+		return fmt.Sprintf("(cannot evaluate %.60s: %v)", expr, err)
+	}
+	return v
+}
+
 // shot keeps a full-page screenshot as an artifact.
 func (tb *tab) shot(name string) string {
-	buf, err := chromedp.Run(tb.ctx, chromedp.FullScreenshot(100))
+	ctx, cancel := tb.after()
+	defer cancel()
+	buf, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		tb.t.Logf("screenshot %s: %v", name, err)
 		return ""

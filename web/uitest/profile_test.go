@@ -110,11 +110,46 @@ func TestProfileView(t *testing.T) {
 	if !strings.Contains(string(col), "[task];main;org.apache.hadoop.mapred.YarnChild.main;my.Job.spin 14000000") {
 		t.Errorf("collapsed download: %.200s", col)
 	}
-	// Ask for one (no agent here: it stays asked for).
+	// Ask for one (no agent here: it stays asked for). If that fails, say
+	// what the page and the server showed.
+	tb.explain = func() { e.explainProfiles(tb, profAtt(0)) }
 	tb.click(`[data-section=profiles] button[data-action=profile]`, `[data-section=profiles] tr[data-status=requested]`)
 	tb.waitJS("the new one shown", `document.querySelector('[data-profile-status=requested]')`, 10*time.Second)
 	if got := eval[bool](tb, `document.querySelector('[data-section=profiles] button[data-action=profile]').disabled`); !got {
 		t.Error("the button asks again while one is asked for")
 	}
+	tb.explain = nil
 	tb.checkClean("profile view")
+}
+
+// explainProfiles logs what a failed step on attempt's profiles saw: the
+// attempt as the store has it, the profile list as the page's reader gets
+// it from the API, the profiles section's HTML, the browser's problems.
+func (e *env) explainProfiles(tb *tab, attempt string) {
+	t := e.t
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if d, err := e.st.Attempt(ctx, attempt); err != nil {
+		t.Logf("the store's attempt %s: %v", attempt, err)
+	} else {
+		jvm := "none"
+		for _, p := range d.ProcessList {
+			if p.Role == wire.RoleTaskJVM {
+				jvm = fmt.Sprintf("pid %d, end %d", p.PID, p.End)
+			}
+		}
+		t.Logf("the store's attempt %s: state %s, host %s, last seen %s ago, task JVM %s", attempt, d.State, d.Host,
+			time.Since(time.UnixMilli(int64(d.LastSeen))).Round(time.Millisecond), jvm)
+	}
+	t.Logf("GET its profiles, as the page: %s", tb.postMortem(`(() => { const x = new XMLHttpRequest();
+		x.open('GET', '/api/v1/jobs/`+profJob+`/attempts/`+attempt+`/profiles', false); x.send(); return x.status + ' ' + x.responseText; })()`))
+	t.Logf("the profiles section: %s", tb.postMortem(`(document.querySelector('[data-section=profiles]') || {outerHTML: '(none)'}).outerHTML`))
+	t.Logf("the page: %s, attempt state badge %s", tb.postMortem(`location.pathname`),
+		tb.postMortem(`[...document.querySelectorAll('.badge[class*=state-]')].map(b => b.textContent).join(',')`))
+	tb.mu.Lock()
+	for _, p := range tb.problems {
+		t.Logf("browser: %s", p)
+	}
+	tb.mu.Unlock()
 }

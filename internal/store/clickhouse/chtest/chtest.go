@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/taskscope/taskscope/internal/deathsig"
 	"github.com/taskscope/taskscope/internal/testsrv"
 )
 
@@ -225,14 +226,15 @@ func (p *proc) run(cmd *exec.Cmd, dir, name string) error {
 		return err
 	}
 	cmd.Dir, cmd.Stdout, cmd.Stderr = dir, out, out
-	// Killed with the test binary, should it die without its cleanups.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	// Killed with the test binary, should it die without its cleanups
+	// (and not before: an in-process agent ends threads).
+	exited, err := deathsig.Start(cmd, syscall.SIGKILL)
+	if err != nil {
 		out.Close()
 		return fmt.Errorf("cannot start %s: %v", name, err)
 	}
 	done := make(chan struct{})
-	go func() { cmd.Wait(); out.Close(); close(done) }()
+	go func() { <-exited; out.Close(); close(done) }()
 	p.cmd, p.done = cmd, done
 	return nil
 }
