@@ -33,7 +33,7 @@ func TestBrowse(t *testing.T) {
 
 	// Filter by state on the server: the filter goes into the URL.
 	tb.do("state filter", chromedp.Evaluate[chromedp.Void](`(() => { const s = document.querySelector('select[data-f=state]'); s.value = 'finished'; s.dispatchEvent(new Event('change')); })()`))
-	tb.waitJS("finished only", `location.search === '?state=finished' && [...document.querySelectorAll('[data-table=jobs] .vt-row:not([hidden]) .badge')].every(b => b.textContent === 'finished')`, 10*time.Second)
+	tb.waitJS("finished only", `location.search === '?state=finished' && [...document.querySelectorAll('[data-table=jobs] .vt-row:not([hidden]) .badge[class*=state-]')].every(b => b.textContent === 'finished')`, 10*time.Second)
 	tb.do("state filter off", chromedp.Evaluate[chromedp.Void](`(() => { const s = document.querySelector('select[data-f=state]'); s.value = ''; s.dispatchEvent(new Event('change')); })()`))
 	tb.waitJS("all again", `location.search === '' && document.querySelectorAll('[data-table=jobs] .vt-row:not([hidden])').length > 5`, 10*time.Second)
 
