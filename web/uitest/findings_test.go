@@ -57,6 +57,25 @@ func (e *env) analysed(query string, timeout time.Duration) apiJobs {
 	return p
 }
 
+// startAnalysed starts a server on minutes of a cluster of nodes
+// (loadgen's), the hostile job, the recurring job (it returns tonight's
+// run, which regressed) and what more adds, and waits until the
+// background analysis has stored an analysis of every job that finished
+// in the last 3 hours.
+func startAnalysed(t *testing.T, nodes int, more func(e *env)) (e *env, tonight string) {
+	t.Helper()
+	e = startServerAfter(t, func(e *env) {
+		e.loadgenData(nodes, time.Duration(nodes)*time.Minute)
+		e.hostileData()
+		tonight = e.analysisData()
+		if more != nil {
+			more(e)
+		}
+	})
+	e.analysed("state=finished&from=-3h", 90*time.Second)
+	return e, tonight
+}
+
 // worstOf is the jobs' worst severities by id ("" while not analysed).
 func worstOf(p apiJobs) map[string]string {
 	m := map[string]string{}
@@ -79,15 +98,10 @@ const shownSeverities = `Object.fromEntries([...document.querySelectorAll('[data
 // heuristic filter select exactly the jobs the API says, in a URL that
 // opens the same view; the counts by severity are the API's.
 func TestJobsBySeverity(t *testing.T) {
-	var tonight string
-	e := startServerAfter(t, func(e *env) {
-		e.loadgenData(4, 4*time.Minute)
-		e.hostileData()
-		tonight = e.analysisData()
-	})
-	// The background analysis, not a page, analyses them.
+	e, tonight := startAnalysed(t, 4, nil)
+	// The background analysis, not a page, analysed them.
 	window := "state=finished&from=-3h"
-	p := e.analysed(window, 90*time.Second)
+	p := e.analysed(window, 10*time.Second)
 	want := worstOf(p)
 	if want[tonight] == "" || want[tonight] == "none" {
 		t.Fatalf("tonight's run of the recurring job: worst %q, want a finding", want[tonight])
@@ -176,13 +190,7 @@ func TestJobsBySeverity(t *testing.T) {
 // run with its measures and its history; each queue's jobs by severity,
 // linking to them.
 func TestOverviewTrouble(t *testing.T) {
-	var tonight string
-	e := startServerAfter(t, func(e *env) {
-		e.loadgenData(4, 4*time.Minute)
-		e.hostileData()
-		tonight = e.analysisData()
-	})
-	e.analysed("state=finished&from=-3h", 90*time.Second)
+	e, tonight := startAnalysed(t, 4, nil)
 	running := e.analysed("state=running&sort=severity", 90*time.Second)
 	tb := newTab(t, e.url)
 	tb.open("/", `[data-table=regressed] tbody tr`)

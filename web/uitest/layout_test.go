@@ -43,14 +43,7 @@ const tablesFit = `(() => {
 // running jobs with their findings and the regressed recurring job, the
 // jobs by severity, a job's findings, an attempt's stack profiles.
 func TestTablesFit(t *testing.T) {
-	var job string
-	e := startServerAfter(t, func(e *env) {
-		e.loadgenData(6, 6*time.Minute)
-		e.hostileData()
-		job = e.analysisData()
-		e.profileData(e.profiles)
-	})
-	e.analysed("state=finished&from=-3h", 90*time.Second)
+	e, job := startAnalysed(t, 6, func(e *env) { e.profileData(e.profiles) })
 	tb := newTab(t, e.url)
 	// The process page's link, from the attempt page.
 	tb.open("/jobs/"+hostileJob+"/attempts/"+hostileAtt, `[data-section=processes] td.pid a`)
