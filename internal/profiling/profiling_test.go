@@ -203,32 +203,27 @@ func TestSwitches(t *testing.T) {
 	st, _ := runningJob(t)
 	ctx := context.Background()
 	ck := &clock{t: storetest.T0.Add(time.Minute)}
-	off := New(st, Config{OnDemand: false, Auto: false, Now: ck.now})
-	if m, err := off.Auto(ctx, Named{JobID: job, Attempts: []string{att("0")}}); err != nil || len(m) != 0 {
-		t.Errorf("automatic profiles off: %+v %v", m, err)
+	// none checks that c takes no automatic profile of attempt, and
+	// refuses one asked for.
+	none := func(what string, c *Control, attempt string) {
+		t.Helper()
+		if m, err := c.Auto(ctx, Named{JobID: job, Attempts: []string{attempt}}); err != nil || len(m) != 0 {
+			t.Errorf("%s: automatic %+v %v", what, m, err)
+		}
+		d, err := st.Attempt(ctx, attempt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Request(ctx, "zoe", d, 0, 0); !errors.Is(err, ErrOff) {
+			t.Errorf("%s: asked for: %v, want ErrOff", what, err)
+		}
 	}
-	d0, err := st.Attempt(ctx, att("0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := off.Request(ctx, "zoe", d0, 0, 0); !errors.Is(err, ErrOff) {
-		t.Errorf("on demand off: %v, want ErrOff", err)
-	}
+	none("profiles off", New(st, Config{OnDemand: false, Auto: false, Now: ck.now}), att("0"))
 	if ps, err := st.Profiles(ctx, att("0")); err != nil || len(ps) != 0 {
 		t.Errorf("stored with profiles off: %+v %v", ps, err)
 	}
-
 	c := New(st, Config{OnDemand: true, Auto: true, OffHosts: []string{"node2"}, Now: ck.now})
-	if m, err := c.Auto(ctx, Named{JobID: job, Attempts: []string{att("2")}}); err != nil || len(m) != 0 {
-		t.Errorf("a straggler on a node off: %+v %v", m, err)
-	}
-	d2, err := st.Attempt(ctx, att("2"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Request(ctx, "zoe", d2, 0, 0); !errors.Is(err, ErrOff) {
-		t.Errorf("on demand on a node off: %v, want ErrOff", err)
-	}
+	none("a node off", c, att("2"))
 	m, err := c.Auto(ctx, Named{JobID: job, Attempts: []string{att("0")}})
 	if err != nil || len(m) != 2 || m[0].Host != "node1" || m[0].AttemptID != att("1") || m[1].AttemptID != att("0") {
 		t.Errorf("a straggler beside a node off: its sibling %+v %v, want %s on node1", m, err, att("1"))
