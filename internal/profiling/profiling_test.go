@@ -31,7 +31,7 @@ func (c *clock) add(d time.Duration) {
 }
 
 // runningJob makes a store with four running maps of one job, two on each of
-// node1 and node2.
+// node1 and node2; map 3 started 10 s after the others.
 func runningJob(t *testing.T) (*duckdb.Store, *storetest.Gen) {
 	t.Helper()
 	now := storetest.T0.Add(time.Minute)
@@ -42,12 +42,12 @@ func runningJob(t *testing.T) (*duckdb.Store, *storetest.Gen) {
 	t.Cleanup(func() { st.Close() })
 	g := &storetest.Gen{Agent: "n1", Host: "node1"}
 	g2 := &storetest.Gen{Agent: "n2", Host: "node2"}
-	mk := func(i string, pid int32) *storetest.AttemptSpec {
-		return &storetest.AttemptSpec{ID: att(i), JobID: job, Type: "map", User: "u", Start: storetest.T0,
+	mk := func(i string, pid int32, late time.Duration) *storetest.AttemptSpec {
+		return &storetest.AttemptSpec{ID: att(i), JobID: job, Type: "map", User: "u", Start: storetest.T0.Add(late),
 			Procs: []storetest.ProcSpec{{PID: pid, Role: wire.RoleTaskJVM, CPUPerS: 500}}}
 	}
-	storetest.Ingest(t, st, g.Batch([]*storetest.AttemptSpec{mk("0", 10), mk("1", 11)}, 0, 50, false),
-		g2.Batch([]*storetest.AttemptSpec{mk("2", 20), mk("3", 21)}, 0, 50, false))
+	storetest.Ingest(t, st, g.Batch([]*storetest.AttemptSpec{mk("0", 10, 0), mk("1", 11, 0)}, 0, 50, false),
+		g2.Batch([]*storetest.AttemptSpec{mk("2", 20, 0), mk("3", 21, 10*time.Second)}, 0, 50, false))
 	return st, g
 }
 
@@ -130,9 +130,10 @@ func TestAutoBounds(t *testing.T) {
 		}
 		return m
 	}
-	// att0 on node1, with a sibling on node2 (another node first).
+	// att0 on node1, with a sibling on node2 (another node first), the
+	// one that started last (the most of the window left to run).
 	m := auto(att("0"))
-	if len(m) != 2 || m[0].Host != "node2" || m[1].AttemptID != att("0") || m[1].Baseline != m[0].ID {
+	if len(m) != 2 || m[0].AttemptID != att("3") || m[1].AttemptID != att("0") || m[1].Baseline != m[0].ID {
 		t.Fatalf("first: %+v", m)
 	}
 	// Both nodes busy for the window.
