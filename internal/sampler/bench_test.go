@@ -16,26 +16,32 @@ import (
 	"github.com/taskscope/taskscope/internal/wire"
 )
 
-// done reads the JVM's last "done <rounds> <nanoTime>" line (waiting for
-// its first).
-func done(t testing.TB, j *testjvm.JVM) (rounds, ns int64) {
+// report is one of the JVM's "done" lines: its hot loop's rounds so far,
+// when (its nanoTime) and its CPU time then.
+type report struct{ rounds, ns, cpuNs int64 }
+
+// done reads the JVM's last report (waiting for its first).
+func done(t testing.TB, j *testjvm.JVM) report {
 	t.Helper()
+	var r report
 	testsrv.WaitUntil(t, "the JVM's report of its work", 10*time.Second, func() bool {
 		lines := strings.Split(strings.TrimSpace(j.Out.String()), "\n")
 		for i := len(lines) - 1; i >= 0; i-- {
 			f := strings.Fields(lines[i])
-			if len(f) == 3 && f[0] == "done" {
-				r, err1 := strconv.ParseInt(f[1], 10, 64)
-				n, err2 := strconv.ParseInt(f[2], 10, 64)
-				if err1 == nil && err2 == nil {
-					rounds, ns = r, n
-					return true
-				}
+			if len(f) != 4 || f[0] != "done" {
+				continue
+			}
+			var err [3]error
+			r.rounds, err[0] = strconv.ParseInt(f[1], 10, 64)
+			r.ns, err[1] = strconv.ParseInt(f[2], 10, 64)
+			r.cpuNs, err[2] = strconv.ParseInt(f[3], 10, 64)
+			if err[0] == nil && err[1] == nil && err[2] == nil {
+				return true
 			}
 		}
 		return false
 	})
-	return rounds, ns
+	return r
 }
 
 func cpuTime() time.Duration {
@@ -51,7 +57,10 @@ func cpuTime() time.Duration {
 // other run): the machine's speed drifts, the pair's two windows share it.
 // Its metrics: work/s and base-work/s, the task's rounds of its hot loop a
 // second profiled and not; slowdown-%, 100 × (1 − work/base-work), the
-// task's slowdown; pause-µs/dump, the time the JVM stopped for each dump
+// task's slowdown (on a busy machine, the scheduler's share of a CPU it
+// got moves it more than the profile); cpu-slowdown-%, the same of its
+// rounds a second of the JVM's CPU time (what the dumps cost the JVM in
+// CPU, whatever share it got); pause-µs/dump, the time the JVM stopped for each dump
 // (its safepoint counters); ms/dump, the window over the dumps taken (the
 // interval asked for, or longer when dumps stop the JVM for more than
 // PauseShare of the time); stopped-%, the share of the window the JVM was
@@ -74,12 +83,12 @@ func BenchmarkProfile(b *testing.B) {
 		for _, interval := range []time.Duration{200 * time.Millisecond, 50 * time.Millisecond} {
 			runs := 0 // of this sub-benchmark, over -count: which window comes first
 			b.Run(fmt.Sprintf("threads=%d/interval=%s", threads, interval), func(b *testing.B) {
-				var work, base, pause, cpu, size float64
+				var work, base, workCPU, baseCPU, pause, cpu, size float64
 				var dumps uint32
 				// rate runs one window, profiled or not, and returns the
-				// task's rounds a second in it.
-				rate := func(profiled bool) float64 {
-					r0, n0 := done(b, j)
+				// task's rounds a second in it, and a second of its CPU.
+				rate := func(profiled bool) (perS, perCPUS float64) {
+					r0 := done(b, j)
 					if profiled {
 						c0 := cpuTime()
 						// A fresh budget: the benchmark pauses the JVM for longer than one.
@@ -97,22 +106,28 @@ func BenchmarkProfile(b *testing.B) {
 						time.Sleep(window)
 					}
 					time.Sleep(200 * time.Millisecond) // the next report line
-					r1, n1 := done(b, j)
-					return float64(r1-r0) / (float64(n1-n0) / 1e9)
+					r1 := done(b, j)
+					rounds := float64(r1.rounds - r0.rounds)
+					return rounds / (float64(r1.ns-r0.ns) / 1e9), rounds / (float64(r1.cpuNs-r0.cpuNs) / 1e9)
+				}
+				add := func(profiled bool) {
+					s, c := rate(profiled)
+					if profiled {
+						work, workCPU = work+s, workCPU+c
+					} else {
+						base, baseCPU = base+s, baseCPU+c
+					}
 				}
 				for i := 0; i < b.N; i++ {
-					if runs++; runs%2 == 0 {
-						work += rate(true)
-						base += rate(false)
-					} else {
-						base += rate(false)
-						work += rate(true)
-					}
+					runs++
+					add(runs%2 == 0)
+					add(runs%2 != 0)
 				}
 				n := float64(b.N)
 				b.ReportMetric(work/n, "work/s")
 				b.ReportMetric(base/n, "base-work/s")
 				b.ReportMetric(100*(1-work/base), "slowdown-%")
+				b.ReportMetric(100*(1-workCPU/baseCPU), "cpu-slowdown-%")
 				b.ReportMetric(pause/float64(dumps), "pause-µs/dump")
 				b.ReportMetric(n*float64(window.Milliseconds())/float64(dumps), "ms/dump")
 				b.ReportMetric(100*pause*1000/n/float64(window), "stopped-%")
