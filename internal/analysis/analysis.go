@@ -5,7 +5,6 @@ package analysis
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"sync"
@@ -14,44 +13,18 @@ import (
 	"github.com/taskscope/taskscope/internal/store"
 )
 
-// Severity grades a finding.
-type Severity int
+// Severity grades a finding (store.Severity: the store selects jobs by
+// it).
+type Severity = store.Severity
 
 // Severities, as Dr. Elephant names them.
 const (
-	None Severity = iota
-	Low
-	Moderate
-	Severe
-	Critical
+	None     = store.SeverityNone
+	Low      = store.SeverityLow
+	Moderate = store.SeverityModerate
+	Severe   = store.SeveritySevere
+	Critical = store.SeverityCritical
 )
-
-var severityNames = [...]string{"none", "low", "moderate", "severe", "critical"}
-
-func (s Severity) String() string {
-	if s >= None && s <= Critical {
-		return severityNames[s]
-	}
-	return "unknown"
-}
-
-// MarshalJSON implements json.Marshaler.
-func (s Severity) MarshalJSON() ([]byte, error) { return json.Marshal(s.String()) }
-
-// UnmarshalJSON implements json.Unmarshaler.
-func (s *Severity) UnmarshalJSON(b []byte) error {
-	var v string
-	if err := json.Unmarshal(b, &v); err != nil {
-		return err
-	}
-	for i, n := range severityNames {
-		if n == v {
-			*s = Severity(i)
-			return nil
-		}
-	}
-	return fmt.Errorf("unknown severity %q", v)
-}
 
 // grade maps a value to a severity by ascending thresholds (low, moderate,
 // severe, critical), as Dr. Elephant's heuristics do.
@@ -107,17 +80,30 @@ type Report struct {
 	// Path is the critical path, the waves and the what-ifs (nil for a
 	// job without task attempts).
 	Path *Path `json:"critical_path,omitempty"`
+	// Version is the analysis' (stored.go): of this server, or of the
+	// one that stored the report.
+	Version string `json:"version"`
+	// job is the job's summary as the report read it; hosts the hosts
+	// of the attempts its findings name (Listener).
+	job   store.Job
+	hosts map[string]string
 }
 
 // Analyzer computes reports from a store.
 type Analyzer struct {
-	st  store.Store
-	now func() time.Time
+	st       store.Store
+	now      func() time.Time
+	opt      Options
+	version  string          // Revision and Options.Build
+	settings string          // Options.Settings.Text()
+	skip     map[string]bool // Options.Settings.Skip
 
 	mu       sync.Mutex
 	reports  map[string]*cachedReport // Findings' last reports, by job
 	runs     runCache                 // measures of recurring jobs' runs
 	attempts attemptCache             // finished jobs' attempts, for waste reports
+	incr     map[string]incremental   // running jobs' reads, for their next analysis in the background
+	bg       *background              // while Run runs
 }
 
 // cachedReport is a report being made (done open) or made at `at`.
@@ -137,9 +123,19 @@ const (
 	maxCachedReports = 512
 )
 
-// New returns an Analyzer over st.
-func New(st store.Store) *Analyzer {
-	return &Analyzer{st: st, now: time.Now, reports: map[string]*cachedReport{}}
+// New returns an Analyzer over st with the default Options.
+func New(st store.Store) *Analyzer { return NewWith(st, Options{}) }
+
+// NewWith returns an Analyzer over st (Settings.Check says whether its
+// settings hold; heuristics it does not know are not skipped).
+func NewWith(st store.Store, o Options) *Analyzer {
+	o.defaults()
+	a := &Analyzer{st: st, now: o.Now, opt: o, reports: map[string]*cachedReport{}, incr: map[string]incremental{},
+		version: fmt.Sprintf("%d+%s", Revision, o.Build), settings: o.Settings.Text(), skip: map[string]bool{}}
+	for _, h := range o.Settings.Skip {
+		a.skip[h] = true
+	}
+	return a
 }
 
 // Job is what a heuristic looks at.
@@ -155,7 +151,8 @@ type Job struct {
 	// private: what else ran on the job's hosts is not looked at
 	// (FindingsWithoutNeighbours).
 	private bool
-	runs    *runCache // the analyzer's
+	runs    *runCache       // the analyzer's
+	skip    map[string]bool // heuristics not run (Settings.Skip)
 }
 
 // fail records a store error met while reading for the report: the report
@@ -185,7 +182,7 @@ var heuristics = []heuristic{
 	{"outlier", outlierReads, outliers},
 	{"skew", nil, skew},
 	{"last_wave", nil, lastWave},
-	{"recurring", recurringReads, recurring},
+	{recurringHeuristic, recurringReads, recurring},
 	{"waste", nil, waste},
 	{"memory_headroom", nil, memoryHeadroom},
 	{"heap_headroom", heapReads, heapHeadroom},
@@ -209,6 +206,11 @@ var heuristicRank = func() map[string]int {
 // Findings implements api.Analyzer: the job's report, made at most
 // findingsTTL ago (its Evaluated says when); requests that arrive while it
 // is being made wait for it rather than make it again.
+//
+// A finished job's report is the one stored (by the background analyser,
+// or by an earlier request) while it is current: made of the job as it
+// is, by this version with these settings. A report made here of a
+// finished job is stored.
 func (a *Analyzer) Findings(ctx context.Context, jobID string) (any, error) {
 	return a.findings(ctx, jobID, false)
 }
@@ -247,7 +249,18 @@ func (a *Analyzer) findings(ctx context.Context, jobID string, private bool) (an
 		a.evictLocked()
 		a.reports[key] = c
 		a.mu.Unlock()
-		c.r, c.kept, c.err = a.report(ctx, jobID, prev, private)
+		if private {
+			// (The stored reports look at the neighbours: this one is
+			// made, and not stored.)
+			c.r, c.kept, c.err = a.report(ctx, jobID, prev, true)
+		} else if c.r, c.err = a.storedReport(ctx, jobID); c.r != nil || c.err != nil {
+			c.kept = prev
+		} else {
+			c.r, c.kept, c.err = a.report(ctx, jobID, prev, false)
+			if c.err == nil && c.r.State == store.StateFinished && a.owns(jobID) {
+				c.err = a.keep(ctx, c.r)
+			}
+		}
 		c.at = a.now()
 		close(c.done)
 		if c.err != nil {
@@ -308,15 +321,19 @@ func (a *Analyzer) report(ctx context.Context, jobID string, prev kept, private 
 		return nil, nil, err
 	}
 	linkAttempts(d.AttemptList)
-	j := &Job{JobDetail: d, st: a.st, ctx: ctx, runs: &a.runs, private: private, reads: reads{series: map[string]*store.SeriesResult{},
+	j := &Job{JobDetail: d, st: a.st, ctx: ctx, runs: &a.runs, skip: a.skip, private: private, reads: reads{series: map[string]*store.SeriesResult{},
 		owner: map[string]string{}, procs: map[string][]store.Process{}, heapMax: map[string]int64{},
 		prev: reusable(prev, d.AttemptList, a.now())}}
 	j.readAhead()
-	r := &Report{JobID: jobID, State: d.State, Evaluated: store.Time(a.now().UnixMilli()), Findings: []Finding{}}
+	r := &Report{JobID: jobID, State: d.State, Evaluated: store.Time(a.now().UnixMilli()), Findings: []Finding{},
+		Version: a.version, job: d.Job, hosts: map[string]string{}}
 	if j.err != nil {
 		return nil, nil, fmt.Errorf("analysis of job %s: %w", jobID, j.err)
 	}
 	for _, h := range heuristics {
+		if a.skip[h.name] {
+			continue
+		}
 		for _, f := range h.run(j) {
 			f.Heuristic = h.name
 			if f.AttemptIDs == nil {
@@ -328,6 +345,11 @@ func (a *Analyzer) report(ctx context.Context, jobID string, prev kept, private 
 			r.Findings = append(r.Findings, f)
 			if f.Severity > r.Worst {
 				r.Worst = f.Severity
+			}
+			for _, id := range f.AttemptIDs {
+				if at, ok := j.attempt(id); ok {
+					r.hosts[id] = at.Host
+				}
 			}
 		}
 	}

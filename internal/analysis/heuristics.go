@@ -286,3 +286,23 @@ const (
 func roundUp256(bytes float64) int64 {
 	return int64(math.Ceil(bytes/float64(256<<20))) * 256
 }
+
+// SlowAttempts are the attempts r's findings name as stragglers or
+// outliers (those of severity low or more), each once, worst finding
+// first: the attempts worth a profile while they run.
+func SlowAttempts(r *Report) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, f := range r.Findings {
+		if f.Severity == store.SeverityNone || f.Heuristic != "straggler" && f.Heuristic != "outlier" {
+			continue
+		}
+		for _, id := range f.AttemptIDs {
+			if !seen[id] {
+				seen[id] = true
+				out = append(out, id)
+			}
+		}
+	}
+	return out
+}

@@ -224,7 +224,7 @@ func (j *Job) processes(id string) ([]store.Process, error) {
 func (j *Job) plan() *plan {
 	p := &plan{}
 	for _, h := range heuristics {
-		if h.reads != nil {
+		if h.reads != nil && !j.skip[h.name] {
 			h.reads(j, p)
 		}
 	}

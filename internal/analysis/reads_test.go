@@ -3,6 +3,7 @@ package analysis_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sort"
 	"sync/atomic"
 	"testing"
@@ -76,9 +77,26 @@ func TestReadAheadSameFindings(t *testing.T) {
 }
 
 // counting is a store that counts the series and process lists read.
+// Unless keep, it keeps no analyses: every report of a finished job is
+// made again, as a running job's are.
 type counting struct {
 	*duckdb.Store
 	series, procs atomic.Int64
+	keep          bool
+}
+
+func (c *counting) Analysis(ctx context.Context, id string) (*store.Analysis, error) {
+	if c.keep {
+		return c.Store.Analysis(ctx, id)
+	}
+	return nil, fmt.Errorf("analysis of %s: %w", id, store.ErrNotFound)
+}
+
+func (c *counting) PutAnalysis(ctx context.Context, a *store.Analysis) error {
+	if c.keep {
+		return c.Store.PutAnalysis(ctx, a)
+	}
+	return nil
 }
 
 func (c *counting) Series(ctx context.Context, q store.SeriesQuery) (*store.SeriesResult, error) {

@@ -50,6 +50,16 @@ type WasteAnalyzer interface {
 	JobWaste(ctx context.Context, f store.JobFilter, by string) (any, error)
 }
 
+// FindingSearcher is an Analyzer that also keeps every job's findings:
+// it lists them across jobs (GET /api/v1/findings) and names its
+// heuristics (the jobs' and findings' heuristic=).
+type FindingSearcher interface {
+	// StoredFindings leaves out, withoutNeighbours, the findings that
+	// name what else ran on a job's hosts (NeighbourHider).
+	StoredFindings(ctx context.Context, f store.FindingFilter, withoutNeighbours bool) (any, error)
+	Heuristics() []string
+}
+
 // API serves the REST endpoints.
 type API struct {
 	st       store.Store
@@ -89,6 +99,8 @@ func (a *API) Register(mux Mux) {
 	a.route(mux, "GET /api/v1/jobs/{job}/history", a.history)
 	a.route(mux, "GET /api/v1/waste", a.waste)
 	a.route(mux, "GET /api/v1/overview", a.overview)
+	a.route(mux, "GET /api/v1/heuristics", a.heuristics)
+	a.route(mux, "GET /api/v1/findings", a.storedFindings)
 	a.route(mux, "GET /api/v1/jobs/{job}/attempts/{attempt}", a.attempt)
 	a.route(mux, "GET /api/v1/jobs/{job}/attempts/{attempt}/series", a.attemptSeries)
 	a.route(mux, "GET /api/v1/processes/{key}/series", a.processSeries)
@@ -325,6 +337,19 @@ func (a *API) jobs(w http.ResponseWriter, r *http.Request) {
 		fail(w, bad("state must be running or finished"))
 		return
 	}
+	if f.MinSeverity, f.Heuristic, err = a.severityParams(r); err != nil {
+		fail(w, err)
+		return
+	}
+	switch q.Get("sort") {
+	case "", "start":
+	case "severity":
+		f.BySeverity = true
+	default:
+		fail(w, bad("sort must be start or severity"))
+		return
+	}
+	f.CountSeverities = true
 	if id := reader(r); !id.Operator {
 		f.Visible = &store.Visible{Users: id.Users, Queues: id.Queues}
 	}
@@ -338,11 +363,95 @@ func (a *API) jobs(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) job(w http.ResponseWriter, r *http.Request) {
 	j, err := a.st.Job(r.Context(), r.PathValue("job"))
+	if err == nil {
+		err = a.worst(r.Context(), &j.Job)
+	}
 	if err != nil {
 		fail(w, err)
 		return
 	}
 	writeJob(w, j)
+}
+
+// worst sets a job's worst severity and heuristics from its stored
+// analysis, as the jobs list has them.
+func (a *API) worst(ctx context.Context, j *store.Job) error {
+	an, err := a.st.Analysis(ctx, j.JobID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	j.WorstSeverity = &an.Worst
+	j.Heuristics, _ = store.HeuristicsFound(an.Findings)
+	return nil
+}
+
+// severityParams reads min_severity and heuristic (a heuristic the
+// analyzer has: 400 otherwise).
+func (a *API) severityParams(r *http.Request) (*store.Severity, string, error) {
+	q := r.URL.Query()
+	var min *store.Severity
+	if v := q.Get("min_severity"); v != "" {
+		s, err := store.ParseSeverity(v)
+		if err != nil {
+			return nil, "", bad("min_severity: %v", err)
+		}
+		min = &s
+	}
+	h := q.Get("heuristic")
+	if h == "" {
+		return min, "", nil
+	}
+	fs, ok := a.analyzer.(FindingSearcher)
+	if !ok {
+		return nil, "", bad("heuristic: no analysis on this server")
+	}
+	for _, n := range fs.Heuristics() {
+		if n == h {
+			return min, h, nil
+		}
+	}
+	return nil, "", bad("heuristic: no heuristic is named %q (%s)", h, strings.Join(fs.Heuristics(), ", "))
+}
+
+// storedFindings lists the stored findings of the jobs the reader sees,
+// across jobs.
+func (a *API) storedFindings(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f := store.FindingFilter{User: q.Get("user"), Queue: q.Get("queue")}
+	var err error
+	if f.From, err = a.parseTime("from", q.Get("from")); err == nil {
+		f.To, err = a.parseTime("to", q.Get("to"))
+	}
+	if err == nil {
+		f.Limit, err = intParam(r, "limit", 100, 1, 1000)
+	}
+	if err == nil {
+		f.Offset, err = intParam(r, "offset", 0, 0, math.MaxInt32)
+	}
+	if err == nil {
+		f.MinSeverity, f.Heuristic, err = a.severityParams(r)
+	}
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	fs, ok := a.analyzer.(FindingSearcher)
+	if !ok {
+		fail(w, fmt.Errorf("no stored findings on this server: %w", store.ErrNotFound))
+		return
+	}
+	if id := reader(r); !id.Operator {
+		f.Visible = &store.Visible{Users: id.Users, Queues: id.Queues}
+	}
+	v, err := fs.StoredFindings(r.Context(), f, reader(r).HideNeighbours)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
 }
 
 // writeJob writes a job's answer as writeJSON would (the same bytes), its

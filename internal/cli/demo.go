@@ -75,7 +75,8 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	warnIfOpen(stderr, log, *listen, false, false)
 	// Profiles on demand and automatic, on every node.
 	profiles := profiling.New(st, profiling.Config{OnDemand: true, Auto: true, Log: log})
-	srv, err := server.Start(server.Config{Listen: *listen, Store: st, Analyzer: analysis.New(st), Log: log, Profiles: profiles, Alerts: alerts})
+	srv, err := server.Start(server.Config{Listen: *listen, Store: st, Analyzer: analysis.NewWith(st, analysis.Options{Build: Version, Log: log}),
+		Log: log, Profiles: profiles, Alerts: alerts})
 	if err != nil {
 		return err
 	}

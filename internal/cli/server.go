@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/taskscope/taskscope/internal/analysis"
@@ -64,6 +65,8 @@ func serverCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	key := fl.String("tls-key", "", "TLS key file")
 	logLevel := fl.String("log-level", "info", "debug, info, warn or error")
 	maintainEvery := fl.Duration("maintain-every", 30*time.Second, "how often the store compacts, applies retention and checkpoints")
+	var anf analysisFlags
+	anf.register(fl)
 	var sf storeFlags
 	sf.register(fl)
 	var alf alertFlags
@@ -104,6 +107,10 @@ func serverCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *ingestMemory < 16<<20 {
 		return fmt.Errorf("--ingest-memory must be at least 16 MiB (16777216)")
 	}
+	anOpts, err := anf.options(log)
+	if err != nil {
+		return err
+	}
 	alerts, err := alf.options(*listen, *cert != "")
 	if err != nil {
 		return err
@@ -119,7 +126,7 @@ func serverCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	srv, err := server.Start(server.Config{Listen: *listen, Store: st, Tokens: tokens, Auth: authn, TLSCert: *cert, TLSKey: *key,
-		Analyzer: analysis.New(st), Log: log, MaintainEvery: *maintainEvery, ClientConns: *clientConns, Profiles: profiles, Alerts: alerts,
+		Analyzer: analysis.NewWith(st, anOpts), Log: log, MaintainEvery: *maintainEvery, ClientConns: *clientConns, Profiles: profiles, Alerts: alerts,
 		Ingest: ingest.HandlerOptions{Redact: masker, Budget: ingest.NewBudget(*ingestMemory)}})
 	if err != nil {
 		return err
@@ -140,6 +147,40 @@ func serverCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return srv.Shutdown(sctx)
+}
+
+// analysisFlags are the flags of the analysis (docs/analysis.md).
+type analysisFlags struct {
+	every   time.Duration
+	workers int
+	skip    string
+}
+
+func (f *analysisFlags) register(fl *flag.FlagSet) {
+	fl.DurationVar(&f.every, "analysis-every", time.Minute, "how often a running job is analysed again at most, when new data came (every job is analysed when it ends; 0: no analysis in the background)")
+	fl.IntVar(&f.workers, "analysis-workers", 2, "jobs analysed at once in the background")
+	fl.StringVar(&f.skip, "analysis-skip", "", "heuristics not to run, comma-separated (their findings are not made)")
+}
+
+// options are the analysis' options of the flags (ids of the replica and
+// time: the defaults).
+func (f *analysisFlags) options(log *slog.Logger) (analysis.Options, error) {
+	o := analysis.Options{Every: f.every, Workers: f.workers, Build: Version, Log: log}
+	if f.every < 0 || f.workers < 1 {
+		return o, fmt.Errorf("--analysis-every must be 0 or more, --analysis-workers 1 or more")
+	}
+	if f.every == 0 {
+		o.Every = -1
+	}
+	for _, h := range strings.Split(f.skip, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			o.Settings.Skip = append(o.Settings.Skip, h)
+		}
+	}
+	if err := o.Settings.Check(); err != nil {
+		return o, fmt.Errorf("--analysis-skip: %w", err)
+	}
+	return o, nil
 }
 
 // authFlags are the flags of read authentication.

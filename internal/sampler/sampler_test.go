@@ -147,7 +147,7 @@ func TestProfileKnownMethods(t *testing.T) {
 			t.Errorf("%s's top waiting frame: %s with %v of %v (%v)", w.thread, f, d, span, wait)
 		}
 		for _, s := range ss {
-			if s.thread == w.thread && s.leaf() != "" && s.wait > window/2 && s.state != w.state {
+			if s.thread == w.thread && s.leaf() != "" && s.wait > span/2 && s.state != w.state {
 				t.Errorf("%s in state %s, want %s", w.thread, s.state, w.state)
 			}
 		}

@@ -72,7 +72,37 @@ func TestHiddenAsUnknown(t *testing.T) {
 				}
 			}
 			w.checkReport(t)
+			w.checkStoredFindings(t)
 		})
+	}
+}
+
+// checkStoredFindings: the reader's GET /api/v1/findings shows the
+// findings of their own jobs and none of the others' (every job has one).
+func (w *accessWorld) checkStoredFindings(t *testing.T) {
+	for _, login := range w.logins {
+		a := w.ask(t, http.MethodGet, "/api/v1/findings?limit=1000", login)
+		var page struct {
+			Findings []struct {
+				JobID string `json:"job_id"`
+				User  string `json:"user"`
+			} `json:"findings"`
+		}
+		if err := json.Unmarshal([]byte(a.body), &page); a.code != http.StatusOK || err != nil {
+			t.Fatalf("GET /api/v1/findings as %s: %d %s", login.name, a.code, a.body)
+		}
+		own := 0
+		for _, f := range page.Findings {
+			if f.User != w.reader {
+				t.Errorf("GET /api/v1/findings as %s (%s) shows a finding of %s's job %s", login.name, w.reader, f.User, f.JobID)
+			}
+			if f.JobID == w.own.job {
+				own++
+			}
+		}
+		if own != 1 {
+			t.Errorf("GET /api/v1/findings as %s (%s): %d findings of their job %s, want 1", login.name, w.reader, own, w.own.job)
+		}
 	}
 }
 
@@ -80,6 +110,7 @@ func TestHiddenAsUnknown(t *testing.T) {
 // reader (one of them) asks about another's job and about unknown ones.
 type accessWorld struct {
 	srv       *server.Server
+	st        store.Store
 	base      string
 	logins    []login
 	tokenFile string
@@ -121,7 +152,7 @@ func newAccessWorld(t testing.TB, backend string) *accessWorld {
 	}
 	t.Cleanup(func() { st.Close() })
 	dir := t.TempDir()
-	w := &accessWorld{tokenFile: filepath.Join(dir, "token"), client: &http.Client{Timeout: time.Minute}}
+	w := &accessWorld{st: st, tokenFile: filepath.Join(dir, "token"), client: &http.Client{Timeout: time.Minute}}
 	const token = "reader-token-of-the-test"
 	tokFile := filepath.Join(dir, "api.tokens")
 	os.WriteFile(w.tokenFile, []byte(token+"\n"), 0o600)
@@ -141,6 +172,17 @@ func newAccessWorld(t testing.TB, backend string) *accessWorld {
 	}
 	var page store.JobPage
 	getJSON(t, w.client, open.URL()+"/api/v1/jobs?limit=1000", &page)
+	// Every job's analysis stored, with a finding, as the background
+	// analyser would (GET /api/v1/findings lists them).
+	for _, j := range page.Jobs {
+		b, _ := json.Marshal(analysis.Finding{Heuristic: "memory_headroom", Severity: analysis.Moderate, Message: "of " + j.JobID})
+		err := st.PutAnalysis(context.Background(), &store.Analysis{JobID: j.JobID, Name: j.Name, User: j.User, Queue: j.Queue, Start: j.Start,
+			Worst: store.SeverityModerate, Findings: []store.StoredFinding{{Heuristic: "memory_headroom", Severity: store.SeverityModerate, Body: b}},
+			AnalysisStamp: store.AnalysisStamp{Evaluated: store.Time(now().UnixMilli()), Version: "test", LastSeen: j.LastSeen, Ended: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	open.Shutdown(context.Background())
 	byUser := map[string][]store.Job{}
 	for _, j := range page.Jobs {

@@ -3,8 +3,11 @@ package server
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/taskscope/taskscope/internal/alert"
 	"github.com/taskscope/taskscope/internal/analysis"
@@ -28,6 +31,28 @@ type analysedJob struct {
 	Findings              []analysis.Finding
 	// Hosts are the hosts of the attempts the findings name, by attempt.
 	Hosts map[string]string
+}
+
+// listener is the analyser's listener that tells the feed of each job's
+// analysis (a store error reading its lost processes is logged: the next
+// analysis tells it again).
+func (f *alertFeed) listener(log *slog.Logger) analysis.Listener {
+	var mu sync.Mutex
+	var logged time.Time
+	return func(ctx context.Context, a *analysis.Analysed) {
+		j := analysedJob{ID: a.JobID, Name: a.Name, User: a.User, Queue: a.Queue, Ended: a.Ended, Hosts: a.Hosts}
+		if a.Report != nil {
+			j.Findings = a.Report.Findings
+		}
+		if err := f.analysed(ctx, j); err != nil && ctx.Err() == nil {
+			mu.Lock()
+			if time.Since(logged) > time.Minute {
+				logged = time.Now()
+				log.Warn("cannot tell the alerts of a job's analysis", "job", a.JobID, "err", err)
+			}
+			mu.Unlock()
+		}
+	}
 }
 
 // analysed tells the alerter of one job's analysis.

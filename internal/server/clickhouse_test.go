@@ -253,10 +253,17 @@ var apiRoutes = []apiCase{
 		return append(f.attemptPaths(""), "/api/v1/jobs/job_1_0001/attempts/attempt_1_0001_m_000000_0")
 	}},
 	{route: "GET /api/v1/jobs/{job_id}/findings", paths: func(f *apiFixture) []string { return f.jobPaths("/findings") }},
+	{route: "GET /api/v1/findings", paths: func(f *apiFixture) []string {
+		// (After the jobs' findings above: the finished jobs' are stored.)
+		return []string{"/api/v1/findings?limit=1000", "/api/v1/findings?min_severity=moderate&limit=3&offset=1",
+			"/api/v1/findings?heuristic=memory_headroom&" + f.window, "/api/v1/findings?limit=0",
+			"/api/v1/jobs?limit=1000&sort=severity", "/api/v1/jobs?min_severity=low", "/api/v1/jobs?heuristic=memory_headroom"}
+	}},
 	{route: "GET /api/v1/jobs/{job_id}/history", paths: func(f *apiFixture) []string {
 		return append(f.jobPaths("/history", "/history?runs=1"), "/api/v1/jobs/job_0_0/history")
 	}},
 	{route: "GET /api/v1/overview", paths: func(f *apiFixture) []string { return []string{"/api/v1/overview?" + f.window} }},
+	{route: "GET /api/v1/heuristics", paths: func(f *apiFixture) []string { return []string{"/api/v1/heuristics"} }},
 	{route: "GET /api/v1/jobs/{job_id}/attempts/{attempt_id}/profiles", paths: func(f *apiFixture) []string {
 		return f.attemptPaths("/profiles")
 	}},

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/taskscope/taskscope/internal/alert"
+	"github.com/taskscope/taskscope/internal/analysis"
 	"github.com/taskscope/taskscope/internal/api"
 	"github.com/taskscope/taskscope/internal/auth"
 	"github.com/taskscope/taskscope/internal/ingest"
@@ -64,6 +65,7 @@ type Server struct {
 	pipeline *ingest.Pipeline
 	stopMnt  context.CancelFunc
 	mntDone  chan struct{}
+	bgDone   chan struct{} // closed when the background analysis has stopped
 	serveErr chan error
 	live     *api.Live
 	health   *writeHealth
@@ -120,6 +122,16 @@ func Start(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("cannot send alerts: %w", err)
 		}
 		s.alerts = &alertFeed{al: al, st: cfg.Store}
+	}
+	if l, ok := cfg.Analyzer.(Listening); ok {
+		// Told of every job's analysis: the alerts, and the profiles of
+		// the stragglers of running jobs.
+		if s.alerts != nil {
+			l.Listen(s.alerts.listener(cfg.Log))
+		}
+		if cfg.Profiles != nil {
+			l.Listen(autoProfiles(cfg.Profiles, cfg.Log))
+		}
 	}
 
 	mux := &routeMux{ServeMux: http.NewServeMux()}
@@ -179,6 +191,15 @@ func Start(cfg Config) (*Server, error) {
 	mctx, cancel := context.WithCancel(context.Background())
 	s.stopMnt = cancel
 	go s.maintain(mctx)
+	s.bgDone = make(chan struct{})
+	go func() {
+		defer close(s.bgDone)
+		if bg, ok := cfg.Analyzer.(Background); ok {
+			if err := bg.Run(mctx, reg); err != nil {
+				cfg.Log.Error("the background analysis stopped", "err", err)
+			}
+		}
+	}()
 	if cfg.Profiles != nil {
 		go cfg.Profiles.Run(mctx)
 	}
@@ -272,6 +293,19 @@ func (s *Server) maintain(ctx context.Context) {
 	}
 }
 
+// Listening is an Analyzer that tells listeners of each job's analysis
+// it stores (package analysis).
+type Listening interface {
+	Listen(l analysis.Listener)
+}
+
+// Background is an Analyzer that also analyses jobs in the background
+// (package analysis: every job when it ends, running ones as they run):
+// the server runs it from Start to Shutdown, its metrics among its own.
+type Background interface {
+	Run(ctx context.Context, reg prometheus.Registerer) error
+}
+
 // othersChanged is whose jobs changed since the last call, as the jobs
 // list says them: the running jobs (the newest 1000) whose figures differ
 // from those active had, and those that ran then and no longer do
@@ -309,12 +343,14 @@ type seenJob struct {
 }
 
 // Shutdown stops in a fixed order: no new requests, the writer drains its
-// queue, maintenance stops. The caller closes the store.
+// queue, maintenance and the background analysis stop. The caller closes
+// the store.
 func (s *Server) Shutdown(ctx context.Context) error {
 	err := s.http.Shutdown(ctx)
 	s.pipeline.Close()
 	s.stopMnt()
 	<-s.mntDone
+	<-s.bgDone // (no analysis tells the alerts of a job after this)
 	if s.alerts != nil {
 		// The posts queued go out while ctx lasts; the alerts that fire
 		// lapse by themselves (their end is a few re-sends on).

@@ -185,3 +185,11 @@ func DataDirOf(st Store) string {
 	}
 	return ""
 }
+
+// ReplicasOf is st's registry of the servers that share it (Replicas),
+// and whether it has one: without it a server is alone on its store and
+// analyses every job itself.
+func ReplicasOf(st Store) (Replicas, bool) {
+	r, ok := st.(Replicas)
+	return r, ok
+}

@@ -21,7 +21,7 @@
 // ErrDiskFull, take a Clock, and pass storetest. Beyond that it may offer
 // capabilities: BatchPreparer (with PreparedAppender), SeqReader,
 // SeriesBatcher, ProcessLister, JobSummarizer, AttemptSummarizer, OwnerReader,
-// AttemptSeriesReader, SharedData, LocalData. Callers use each through its
+// AttemptSeriesReader, SharedData, LocalData, Replicas. Callers use each through its
 // one helper (capability.go: PrepareBatch, ReadSeriesMany, ...), which
 // does without it when a store has none.
 package store
@@ -40,6 +40,7 @@ import (
 // concurrent use, except that at most one Appender is open at a time (the
 // ingest pipeline serialises writers).
 type Store interface {
+	FindingStore
 	// Begin starts an ingest transaction.
 	Begin(ctx context.Context) (Appender, error)
 	// Jobs lists jobs, newest first.
@@ -289,6 +290,17 @@ type JobFilter struct {
 	// Visible, when set, keeps only the jobs a reader may see (package
 	// auth decides which): paging and the total count those alone.
 	Visible *Visible
+	// By the stored analyses (FindingStore): MinSeverity keeps the jobs
+	// whose worst finding is of this severity or worse (nil: any job,
+	// analysed or not); Heuristic the jobs with a finding of that
+	// heuristic (of low severity at least), and then MinSeverity,
+	// BySeverity and the counts are of that heuristic's findings alone.
+	// BySeverity sorts the worst first (then newest first); jobs not
+	// analysed come last. CountSeverities fills JobPage.Severities.
+	MinSeverity     *Severity
+	Heuristic       string
+	BySeverity      bool
+	CountSeverities bool
 }
 
 // Visible are the jobs of one of Users or in one of Queues (either list
@@ -301,6 +313,9 @@ type Visible struct {
 type JobPage struct {
 	Jobs  []Job `json:"jobs"`
 	Total int   `json:"total"`
+	// Severities counts the jobs that match the filter but MinSeverity,
+	// by their worst severity (JobFilter.CountSeverities; nil otherwise).
+	Severities SeverityCounts `json:"severity_counts,omitempty"`
 }
 
 // Job is a job with its key figures.
@@ -323,6 +338,12 @@ type Job struct {
 	PeakRSS     int64          `json:"peak_rss_bytes"`       // the largest attempt peak
 	MemGBHours  float64        `json:"memory_gb_hours"`      // allocated: memory.mb × duration, summed over attempts
 	UsedGBHours float64        `json:"used_memory_gb_hours"` // used: RSS integrated over time
+	// WorstSeverity is the worst severity of the job's stored findings
+	// (nil, null: not analysed yet); Heuristics the heuristics of its
+	// findings of low severity or worse (FindingStore). Jobs sets them,
+	// Job and JobSummary do not.
+	WorstSeverity *Severity `json:"worst_severity"`
+	Heuristics    []string  `json:"heuristics,omitempty"`
 }
 
 // JobDetail is a job with its attempts.

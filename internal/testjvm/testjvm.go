@@ -21,6 +21,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/taskscope/taskscope/internal/deathsig"
 	"github.com/taskscope/taskscope/internal/testsrv"
 )
 
@@ -78,7 +79,10 @@ type JVM struct {
 	Out  testsrv.SyncBuffer // its standard output after "ready"
 }
 
-// Start starts the JVM and waits until it prints "ready" (60 s at most).
+// Start starts the JVM and waits until it prints a line "ready" (60 s at
+// most); what it prints before that (a report line of a thread it started
+// first, say) is skipped. The JVM is killed when the test ends, or when
+// the test binary dies without its cleanup (a panic, a timeout).
 func Start(t testing.TB, o Options) *JVM {
 	t.Helper()
 	work := t.TempDir()
@@ -87,6 +91,7 @@ func Start(t testing.TB, o Options) *JVM {
 	cmd := exec.Command("java", args...)
 	cmd.Dir = work
 	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{}
 	if o.UID != 0 {
 		if err := os.Chmod(filepath.Dir(work), 0o755); err != nil {
 			t.Fatal(err)
@@ -94,32 +99,63 @@ func Start(t testing.TB, o Options) *JVM {
 		if err := os.Chown(work, int(o.UID), int(o.UID)); err != nil {
 			t.Fatal(err)
 		}
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: o.UID, Gid: o.UID}}
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: o.UID, Gid: o.UID}
 	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
+	// Forked from a thread kept until it exits (package deathsig: the
+	// signal goes when the forking thread ends, and hotspot's credential
+	// switches end theirs).
+	exited, err := deathsig.Start(cmd, syscall.SIGKILL)
+	if err != nil {
 		t.Fatal(err)
 	}
 	j := &JVM{Cmd: cmd, PID: int32(cmd.Process.Pid), Dir: work, Done: make(chan struct{})}
-	ready := make(chan string, 1)
+	// ready is closed on "ready"; before is what came before it (its last
+	// lines, for the failure's message), read once ready is closed or the
+	// output ended (readDone).
+	ready, readDone := make(chan struct{}), make(chan struct{})
+	var before []string
 	go func() {
-		line, _ := bufio.NewReader(out).ReadString('\n')
-		ready <- line
-		io.Copy(&j.Out, out)
+		defer close(readDone)
+		r := bufio.NewReader(out)
+		for {
+			line, err := r.ReadString('\n')
+			if strings.TrimSpace(line) == "ready" {
+				close(ready)
+				io.Copy(&j.Out, r)
+				return
+			}
+			if line != "" {
+				before = append(before[max(len(before)-4, 0):], strings.TrimSpace(line))
+			}
+			if err != nil {
+				return
+			}
+		}
 	}()
-	go func() { j.Err = cmd.Wait(); close(j.Done) }()
+	go func() {
+		<-exited
+		if !cmd.ProcessState.Success() {
+			j.Err = &exec.ExitError{ProcessState: cmd.ProcessState}
+		}
+		close(j.Done)
+	}()
 	t.Cleanup(func() {
 		cmd.Process.Kill()
 		<-j.Done
 	})
 	select {
-	case line := <-ready:
-		if strings.TrimSpace(line) != "ready" {
+	case <-ready:
+	case <-readDone:
+		select {
+		case <-ready:
+		default:
+			cmd.Process.Kill()
 			<-j.Done
-			t.Fatalf("the JVM said %q and ended: %v", line, j.Err)
+			t.Fatalf("the JVM ended without saying ready (%v); its last lines: %q", j.Err, before)
 		}
 	case <-time.After(60 * time.Second):
 		t.Fatal("the JVM did not start in 60 s")

@@ -32,19 +32,8 @@ func (s *Store) Jobs(ctx context.Context, f store.JobFilter) (store.JobPage, err
 	if f.Framework != "" {
 		where = append(where, "framework = "+Quote(f.Framework))
 	}
-	if v := f.Visible; v != nil {
-		// user_name IN (...) OR queue IN (...); an empty list matches nothing.
-		in := func(col string, vals []string) string {
-			if len(vals) == 0 {
-				return "0"
-			}
-			q := make([]string, len(vals))
-			for i, x := range vals {
-				q[i] = Quote(x)
-			}
-			return col + " IN (" + strings.Join(q, ", ") + ")"
-		}
-		where = append(where, "("+in("user_name", v.Users)+" OR "+in("queue", v.Queues)+")")
+	if f.Visible != nil {
+		where = append(where, visibleSQL(f.Visible))
 	}
 	if f.Name != "" {
 		// A substring in any case (as ILIKE '%name%', which 18.16 lacks).
@@ -65,32 +54,37 @@ func (s *Store) Jobs(ctx context.Context, f store.JobFilter) (store.JobPage, err
 	default:
 		return store.JobPage{}, fmt.Errorf("state must be running or finished, not %q", f.State)
 	}
-	from := "(SELECT * FROM " + s.read("jobs") + " FINAL) WHERE " + strings.Join(where, " AND ")
-	rows, err := s.query(ctx, "SELECT job_id, app_id, framework, name, user_name, queue, first_ms, last_ms, attempts, running, "+
-		"cpu_ms, peak_rss, mem_gb_hours, used_gb_hours, hosts, by_type FROM "+from+
-		fmt.Sprintf(" ORDER BY first_ms DESC, job_id DESC LIMIT %d, %d", f.Offset, f.Limit))
+	join, awhere, sev, order := s.jobsAnalysis(f)
+	where = append(where, awhere...)
+	from := "(SELECT * FROM " + s.read("jobs") + " FINAL)" + join + " WHERE " + strings.Join(where, " AND ")
+	page := store.JobPage{Jobs: []store.Job{}}
+	if f.CountSeverities {
+		// (Without MinSeverity: the counts of every severity.)
+		c, err := s.countSeverities(ctx, from, sev)
+		if err != nil {
+			return page, err
+		}
+		page.Severities = c
+	}
+	if f.MinSeverity != nil {
+		from += fmt.Sprintf(" AND %s >= %d", sev, *f.MinSeverity)
+	}
+	rows, err := s.query(ctx, "SELECT "+strings.Join(jobColumns, ", ")+", analysed, worst, heuristics FROM "+from+
+		fmt.Sprintf(" ORDER BY %s LIMIT %d, %d", order, f.Offset, f.Limit))
 	if err != nil {
 		return store.JobPage{}, fmt.Errorf("cannot list jobs: %w", err)
 	}
-	page := store.JobPage{Jobs: []store.Job{}}
 	for rows.Next() {
-		var j store.JobTotals
-		id := rows.String()
-		j.AppID, j.Framework, j.Name, j.User, j.Queue = rows.String(), rows.String(), rows.String(), rows.String(), rows.String()
-		j.First, j.Last, j.Attempts, j.Running = rows.Int64(), rows.Int64(), int(rows.UInt32()), int(rows.UInt32())
-		j.CPUMs, j.PeakRSS = rows.Int64(), rows.Int64()
-		j.SetGBHours(rows.Float64(), rows.Float64())
-		hosts := int(rows.UInt32())
-		j.ByType = store.ParseByType(rows.String())
-		job := j.Job(id, stale)
-		job.Hosts = hosts
-		if len(j.ByType) == 0 {
-			job.ByType = nil
-		}
+		job := readJob(rows, stale)
+		scanWorst(rows, &job)
 		page.Jobs = append(page.Jobs, job)
 	}
 	if err := rows.Err(); err != nil {
 		return page, err
+	}
+	if page.Severities != nil {
+		page.Total = page.Severities.AtLeast(f.MinSeverity)
+		return page, nil
 	}
 	rows, err = s.query(ctx, "SELECT count() FROM "+from)
 	if err != nil {
@@ -98,6 +92,28 @@ func (s *Store) Jobs(ctx context.Context, f store.JobFilter) (store.JobPage, err
 	}
 	page.Total = int(rows.UInt64())
 	return page, rows.Err()
+}
+
+// jobColumns are the columns of a job's row that readJob reads, in its order.
+var jobColumns = []string{"job_id", "app_id", "framework", "name", "user_name", "queue", "first_ms", "last_ms", "attempts",
+	"running", "cpu_ms", "peak_rss", "mem_gb_hours", "used_gb_hours", "hosts", "by_type"}
+
+// readJob reads a job of jobColumns, its state decided by stale.
+func readJob(rows *Rows, stale int64) store.Job {
+	var j store.JobTotals
+	id := rows.String()
+	j.AppID, j.Framework, j.Name, j.User, j.Queue = rows.String(), rows.String(), rows.String(), rows.String(), rows.String()
+	j.First, j.Last, j.Attempts, j.Running = rows.Int64(), rows.Int64(), int(rows.UInt32()), int(rows.UInt32())
+	j.CPUMs, j.PeakRSS = rows.Int64(), rows.Int64()
+	j.SetGBHours(rows.Float64(), rows.Float64())
+	hosts := int(rows.UInt32())
+	j.ByType = store.ParseByType(rows.String())
+	job := j.Job(id, stale)
+	job.Hosts = hosts
+	if len(j.ByType) == 0 {
+		job.ByType = nil
+	}
+	return job
 }
 
 // jobAttempts reads a job's attempts.

@@ -50,20 +50,9 @@ func (s *Store) Jobs(ctx context.Context, f store.JobFilter) (store.JobPage, err
 	if f.Framework != "" {
 		where, args = append(where, "framework = ?"), append(args, f.Framework)
 	}
-	if v := f.Visible; v != nil {
-		// user_name IN (...) OR queue IN (...), each list of at least one
-		// (NULL matches nothing).
-		in := func(col string, vals []string) string {
-			if len(vals) == 0 {
-				args = append(args, nil)
-				return col + " = ?"
-			}
-			for _, x := range vals {
-				args = append(args, x)
-			}
-			return col + " IN (?" + strings.Repeat(", ?", len(vals)-1) + ")"
-		}
-		where = append(where, "("+in("user_name", v.Users)+" OR "+in("queue", v.Queues)+")")
+	if f.Visible != nil {
+		c, a := visibleSQL(f.Visible)
+		where, args = append(where, c), append(args, a...)
 	}
 	if f.Name != "" {
 		where, args = append(where, `(name ILIKE ? ESCAPE '\' OR job_id ILIKE ? ESCAPE '\')`), append(args, "%"+likeEscape(f.Name)+"%", "%"+likeEscape(f.Name)+"%")
@@ -83,28 +72,46 @@ func (s *Store) Jobs(ctx context.Context, f store.JobFilter) (store.JobPage, err
 	default:
 		return store.JobPage{}, fmt.Errorf("state must be running or finished, not %q", f.State)
 	}
-	cond := ` FROM jobs WHERE attempts > 0`
+	join, joinArgs, awhere, order := jobsAnalysis(f)
+	where = append(where, awhere...)
+	args = append(joinArgs, args...)
+	cond := ` FROM jobs` + join + ` WHERE attempts > 0`
 	if len(where) > 0 {
 		cond += " AND " + strings.Join(where, " AND ")
 	}
+	page := store.JobPage{Jobs: []store.Job{}}
+	if f.CountSeverities {
+		// (Without MinSeverity: the counts of every severity.)
+		c, err := s.countSeverities(ctx, cond, args)
+		if err != nil {
+			return page, err
+		}
+		page.Severities = c
+	}
+	if f.MinSeverity != nil {
+		cond += " AND a.sev >= ?"
+		args = append(args, int8(*f.MinSeverity))
+	}
 	filterArgs := args
-	q := `SELECT ` + jobCols + `, coalesce(by_type, ''), count(*) OVER ()` + cond + ` ORDER BY first_ms DESC NULLS LAST, job_id DESC LIMIT ? OFFSET ?`
+	q := `SELECT ` + jobCols + `, coalesce(by_type, ''), a.worst, coalesce(a.heuristics, []::VARCHAR[]), count(*) OVER ()` + cond + ` ORDER BY ` + order + ` LIMIT ? OFFSET ?`
 	args = append(append([]any{}, args...), f.Limit, f.Offset)
 	rows, err := s.handle().QueryContext(ctx, q, args...)
 	if err != nil {
 		return store.JobPage{}, fmt.Errorf("cannot list jobs: %w", err)
 	}
 	defer rows.Close()
-	page := store.JobPage{Jobs: []store.Job{}}
 	for rows.Next() {
 		var byType string
-		j, err := s.scanJob(rows, &byType, &page.Total)
+		var worst sql.NullInt16
+		var heuristics []any
+		j, err := s.scanJob(rows, &byType, &worst, &heuristics, &page.Total)
 		if err != nil {
 			return page, err
 		}
 		if byType != "" {
 			j.ByType = store.ParseByType(byType)
 		}
+		scanWorst(&j, worst, heuristics)
 		page.Jobs = append(page.Jobs, j)
 	}
 	if err := rows.Err(); err != nil {

@@ -9,7 +9,7 @@ import "fmt"
 const schemaVersion = "11"
 
 func schema() []string {
-	return []string{
+	return append([]string{
 		`CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)`,
 		// Agents' summaries, written with the other summaries; their
 		// sequences are also logged in agent_seqs at every commit (the
@@ -79,7 +79,7 @@ func schema() []string {
 		`INSERT INTO meta VALUES ('fresh', '0') ON CONFLICT DO NOTHING`,
 		`INSERT INTO meta VALUES ('flushed_gen', '0') ON CONFLICT DO NOTHING`,
 		`INSERT INTO meta VALUES ('clean', '1') ON CONFLICT DO NOTHING`,
-	}
+	}, findingsSchema()...)
 }
 
 // Staging tables live on the writer's connection only (TEMP): a summary

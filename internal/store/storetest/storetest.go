@@ -66,6 +66,7 @@ func Run(t *testing.T, f Factory) {
 		{"Outcomes", testOutcomes},
 		{"Profiles", testProfiles},
 	}
+	tests = append(tests, findingTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, f) })
 	}

@@ -1,0 +1,658 @@
+package analysis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/taskscope/taskscope/internal/store"
+)
+
+// The background analyser (Run): every job analysed when it ends, every
+// running job again at most every Options.Every while new data comes, and
+// the reports stored (stored.go). It finds what to analyse by asking the
+// store, every Poll, for the jobs seen lately with the stamps of their
+// stored analyses (store.FindingStore.AnalysisStates), and comparing the
+// two (due): nothing it has to do is kept only in its memory, so a job
+// it could not queue, or whose analysis failed, or whose replica died,
+// is found again at the next poll. Its queue is bounded, ended jobs
+// first; workers are Options.Workers. On a store that several servers
+// share (store.Replicas), each job is analysed by one of them (replicas.go).
+
+// Options configure an Analyzer.
+type Options struct {
+	// Settings are what the findings depend on beyond the data.
+	Settings Settings
+	// Build is taskscope's version: with Revision, the version stored
+	// with every analysis ("dev" if empty).
+	Build string
+	// Every is how often a running job is analysed again at most, when
+	// new data came for it (default 1 minute). Negative: no background
+	// analysis at all (Run returns at once).
+	Every time.Duration
+	// Settle is how long after its last data a finished job is analysed
+	// (default 5 s): an attempt's last records (an exit status) can come
+	// a batch after its end.
+	Settle time.Duration
+	// Poll is how often the store is asked which jobs changed (default
+	// 2 s).
+	Poll time.Duration
+	// Window is how far back a poll looks for jobs seen (default 10
+	// minutes: longer than an attempt takes to be called lost, so that a
+	// job that ends by going silent is seen to end); the first poll
+	// looks back Lookback (default 6 hours: the jobs that ended while no
+	// server ran).
+	Window, Lookback time.Duration
+	// Workers is how many jobs are analysed at once (default 2); Queue
+	// how many jobs wait at most (default 10,000; the others are found
+	// again at the next poll).
+	Workers, Queue int
+	// MaxIncremental is how many running jobs' reads are kept between
+	// their analyses, to read again only what changed (default 5,000).
+	MaxIncremental int
+	// Listeners are called after each job's analysis made in the
+	// background or for a page and stored, in the worker that made it
+	// (they must return quickly: queue their own work; their time is the
+	// analysis'). On a shared store, only the replica that analysed the
+	// job calls them. Listen adds more.
+	Listeners []Listener
+	// Replicas time the split of work between servers that share a
+	// store (zero: ReplicaTiming's defaults).
+	Replicas ReplicaTiming
+	// Replica names this server among them (default: host, pid and a
+	// random number).
+	Replica string
+	Log     *slog.Logger
+	// Now is the analyser's clock (default time.Now).
+	Now func() time.Time
+}
+
+// Listener is told of each job's analysis (Options.Listeners).
+type Listener func(ctx context.Context, a *Analysed)
+
+// Analysed is a job's analysis as listeners are told of it.
+type Analysed struct {
+	JobID, Name, User, Queue string
+	// State is the job's as it was analysed (store.StateRunning or
+	// StateFinished); Ended that it had finished.
+	State string
+	Ended bool
+	// Report is the analysis: its findings, worst first.
+	Report *Report
+	// Hosts are the hosts of the attempts the findings name, by attempt.
+	Hosts map[string]string
+}
+
+func (o *Options) defaults() {
+	if o.Build == "" {
+		o.Build = "dev"
+	}
+	if o.Every == 0 {
+		o.Every = time.Minute
+	}
+	if o.Settle <= 0 {
+		o.Settle = 5 * time.Second
+	}
+	if o.Poll <= 0 {
+		o.Poll = 2 * time.Second
+	}
+	if o.Window <= 0 {
+		o.Window = 10 * time.Minute
+	}
+	if o.Lookback <= 0 {
+		o.Lookback = 6 * time.Hour
+	}
+	if o.Workers <= 0 {
+		o.Workers = 2
+	}
+	if o.Queue <= 0 {
+		o.Queue = 10_000
+	}
+	if o.MaxIncremental <= 0 {
+		o.MaxIncremental = 5_000
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	o.Replicas.defaults()
+}
+
+// maxStates bounds what one poll reads of the store.
+const maxStates = 100_000
+
+// job is a job to analyse: its summary as the poll saw it.
+type job struct {
+	store.Job
+	ended bool
+	found time.Time // when the poll found it due
+}
+
+// queue is the jobs waiting, ended ones first, each once; bounded.
+type queue struct {
+	mu             sync.Mutex
+	ended, running []job
+	in             map[string]bool // queued or being analysed
+	// gen counts the polls; finished has the poll under way when each
+	// job's analysis ended: a poll that read the store before that does
+	// not queue the job again (it read it before its analysis was stored).
+	gen             uint64
+	finished        map[string]uint64
+	max             int
+	ready           chan struct{} // a token while jobs wait
+	dueNotQueued    int           // at the last poll: due, owned, not queued (full)
+	oldestEndedWait time.Time     // found time of the oldest ended job waiting
+}
+
+func newQueue(max int) *queue {
+	return &queue{in: map[string]bool{}, max: max, ready: make(chan struct{}, 1), finished: map[string]uint64{}}
+}
+
+// poll starts a poll: it returns its number.
+func (q *queue) poll() uint64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.gen++
+	for id, g := range q.finished {
+		if g+1 < q.gen {
+			delete(q.finished, id) // a poll that started after it read it stored
+		}
+	}
+	return q.gen
+}
+
+// add queues j, found due by poll gen, unless it is queued or analysed
+// now, or its analysis ended after the poll began; full if the queue is.
+func (q *queue) add(j job, gen uint64) (queued, full bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if g, ok := q.finished[j.JobID]; q.in[j.JobID] || ok && g >= gen {
+		return false, false
+	}
+	if len(q.ended)+len(q.running) >= q.max {
+		return false, true
+	}
+	q.in[j.JobID] = true
+	if j.ended {
+		q.ended = append(q.ended, j)
+	} else {
+		q.running = append(q.running, j)
+	}
+	select {
+	case q.ready <- struct{}{}:
+	default:
+	}
+	return true, false
+}
+
+// take returns the next job (ended ones first), waiting for one.
+func (q *queue) take(ctx context.Context) (job, bool) {
+	for {
+		q.mu.Lock()
+		var j job
+		ok := true
+		switch {
+		case len(q.ended) > 0:
+			j, q.ended = q.ended[0], q.ended[1:]
+		case len(q.running) > 0:
+			j, q.running = q.running[0], q.running[1:]
+		default:
+			ok = false
+		}
+		if ok && len(q.ended)+len(q.running) > 0 {
+			select {
+			case q.ready <- struct{}{}:
+			default:
+			}
+		}
+		q.mu.Unlock()
+		if ok {
+			return j, true
+		}
+		select {
+		case <-ctx.Done():
+			return job{}, false
+		case <-q.ready:
+		}
+	}
+}
+
+// done forgets a job taken.
+func (q *queue) done(id string) {
+	q.mu.Lock()
+	delete(q.in, id)
+	q.finished[id] = q.gen
+	q.mu.Unlock()
+}
+
+// lengths are the jobs waiting, ended and running.
+func (q *queue) lengths() (ended, running int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.ended), len(q.running)
+}
+
+// background is the state of Run.
+type background struct {
+	a       *Analyzer
+	q       *queue
+	m       *metrics
+	coord   *coordinator
+	retry   map[string]retryAt // jobs whose analysis failed: not before
+	retryMu sync.Mutex
+	running atomic.Int64 // analyses under way
+}
+
+type retryAt struct {
+	at    time.Time
+	delay time.Duration
+}
+
+// Run analyses jobs in the background until ctx ends (Options.Every
+// negative: it returns at once), its metrics registered in reg (nil: not
+// exported). It returns the first error that stops it (the metrics'
+// registration), nil when ctx ends.
+func (a *Analyzer) Run(ctx context.Context, reg prometheus.Registerer) error {
+	if a.opt.Every < 0 {
+		return nil
+	}
+	b := &background{a: a, q: newQueue(a.opt.Queue), retry: map[string]retryAt{}}
+	var err error
+	if b.m, err = newMetrics(reg, b); err != nil {
+		return err
+	}
+	b.coord = newCoordinator(a.st, a.opt.Replica, a.opt.Replicas, a.opt.Log)
+	a.mu.Lock()
+	a.bg = b
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		a.bg = nil
+		a.mu.Unlock()
+	}()
+	var wg sync.WaitGroup
+	wctx, stopWorkers := context.WithCancel(ctx)
+	for i := 0; i < a.opt.Workers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b.work(wctx)
+		}()
+	}
+	cdone := make(chan struct{})
+	go func() {
+		defer close(cdone)
+		b.coord.run(wctx)
+	}()
+	b.poll(ctx)
+	stopWorkers()
+	wg.Wait()
+	<-cdone
+	// Every analysis has ended: the others may take this one's jobs.
+	lctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	b.coord.leave(lctx)
+	return nil
+}
+
+// poll asks the store what to analyse every Poll, until ctx ends.
+func (b *background) poll(ctx context.Context) {
+	a := b.a
+	since := a.opt.Now().Add(-a.opt.Lookback)
+	t := time.NewTicker(a.opt.Poll)
+	defer t.Stop()
+	logged := time.Time{}
+	for {
+		gen := b.q.poll()
+		states, err := a.st.AnalysisStates(ctx, since.UnixMilli(), maxStates)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			b.m.pollErrors.Inc()
+			if time.Since(logged) > time.Minute {
+				logged = time.Now()
+				a.opt.Log.Error("cannot list the jobs to analyse", "err", err)
+			}
+		} else {
+			if len(states) == maxStates {
+				a.opt.Log.Warn("more jobs seen than one poll reads", "max", maxStates, "since", since)
+			}
+			b.plan(states, gen)
+			since = a.opt.Now().Add(-a.opt.Window)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// plan queues the jobs of states that are due and this replica's.
+func (b *background) plan(states []store.AnalysisState, gen uint64) {
+	a := b.a
+	now := a.opt.Now()
+	notQueued, dueEnded, dueRunning := 0, 0, 0
+	var oldest time.Time
+	for _, s := range states {
+		due, ended := a.due(s, now)
+		if !due || !b.coord.mine(s.Job.JobID) || b.retrying(s.Job.JobID, time.Now()) {
+			continue
+		}
+		if ended {
+			dueEnded++
+			if end := s.Job.LastSeen; oldest.IsZero() || time.UnixMilli(int64(end)).Before(oldest) {
+				oldest = time.UnixMilli(int64(end))
+			}
+		} else {
+			dueRunning++
+		}
+		if _, full := b.q.add(job{Job: s.Job, ended: ended, found: now}, gen); full {
+			notQueued++
+		}
+	}
+	b.q.mu.Lock()
+	b.q.dueNotQueued, b.q.oldestEndedWait = notQueued, oldest
+	b.q.mu.Unlock()
+	b.m.due.WithLabelValues("ended").Set(float64(dueEnded))
+	b.m.due.WithLabelValues("running").Set(float64(dueRunning))
+}
+
+// due reports whether the job of s is to be analysed now, and whether it
+// has ended (by its summary: the analysis reads the job again, and stores
+// what it read). A finished job is, Settle after its last data, unless an
+// analysis of it as it is now (its mark) was stored after its end; a
+// running one when it has run Every and, Every after its last analysis,
+// new data came (or another version or settings made it).
+func (a *Analyzer) due(s store.AnalysisState, now time.Time) (due, ended bool) {
+	j, st := &s.Job, s.Stored
+	if st != nil && st.LastSeen > j.LastSeen {
+		// Made of newer data than this summary says: the summary lags
+		// (a store may write its jobs' summaries after their attempts').
+		return false, j.State == store.StateFinished
+	}
+	if j.State == store.StateFinished {
+		if now.Sub(time.UnixMilli(int64(j.LastSeen))) < a.opt.Settle {
+			return false, true
+		}
+		return st == nil || !st.Ended || st.Mark != Mark(j), true
+	}
+	if st == nil {
+		return now.Sub(time.UnixMilli(int64(j.Start))) >= a.opt.Every, false
+	}
+	if st.Mark == Mark(j) && st.Version == a.version && st.Settings == a.settings {
+		return false, false
+	}
+	return now.Sub(time.UnixMilli(int64(st.Evaluated))) >= a.opt.Every, false
+}
+
+// retrying reports whether a job's last analysis failed too recently to
+// try it again.
+func (b *background) retrying(id string, now time.Time) bool {
+	b.retryMu.Lock()
+	defer b.retryMu.Unlock()
+	r, ok := b.retry[id]
+	return ok && now.Before(r.at)
+}
+
+// failed records that a job's analysis failed: it is tried again after a
+// delay that doubles, up to 10 minutes (of this server's clock: the
+// analyser's, the data's, may stand still).
+func (b *background) failed(id string, now time.Time) {
+	b.retryMu.Lock()
+	defer b.retryMu.Unlock()
+	r := b.retry[id]
+	r.delay = min(max(2*r.delay, 5*time.Second), 10*time.Minute)
+	r.at = now.Add(r.delay)
+	if len(b.retry) >= 10_000 {
+		for k, v := range b.retry {
+			if now.After(v.at) {
+				delete(b.retry, k)
+			}
+		}
+	}
+	if len(b.retry) < 10_000 {
+		b.retry[id] = r
+	}
+}
+
+// work analyses queued jobs until ctx ends.
+func (b *background) work(ctx context.Context) {
+	a := b.a
+	logged := time.Time{}
+	for {
+		j, ok := b.q.take(ctx)
+		if !ok {
+			return
+		}
+		actx, cancel, ok := b.coord.start(ctx, j.JobID)
+		if !ok {
+			// No longer this replica's, or it may not start now: the
+			// next poll says again.
+			b.q.done(j.JobID)
+			continue
+		}
+		b.running.Add(1)
+		err := a.analyse(actx, &j, b)
+		b.running.Add(-1)
+		cancel()
+		b.q.done(j.JobID)
+		if err != nil && ctx.Err() == nil {
+			b.failed(j.JobID, time.Now())
+			b.m.analysed.WithLabelValues(stateLabel(j.ended), "error").Inc()
+			if time.Since(logged) > time.Minute {
+				logged = time.Now()
+				a.opt.Log.Error("cannot analyse a job", "job", j.JobID, "err", err)
+			}
+		}
+	}
+}
+
+func stateLabel(ended bool) string {
+	if ended {
+		return "ended"
+	}
+	return "running"
+}
+
+// analyse makes, stores and tells the report of a queued job, reusing
+// what its last analysis read of its ended attempts (a running job's).
+func (a *Analyzer) analyse(ctx context.Context, j *job, b *background) error {
+	start := time.Now()
+	prev := a.takeIncremental(j.JobID)
+	r, k, err := a.report(ctx, j.JobID, prev, false)
+	if err != nil {
+		return err
+	}
+	b.m.seconds.WithLabelValues(stateLabel(j.ended)).Observe(time.Since(start).Seconds())
+	if r.State == store.StateFinished {
+		a.dropIncremental(j.JobID)
+	} else {
+		a.keepIncremental(j.JobID, k)
+	}
+	if err := a.keep(ctx, r); err != nil {
+		return err
+	}
+	b.m.analysed.WithLabelValues(stateLabel(r.State == store.StateFinished), "ok").Inc()
+	if r.State == store.StateFinished && j.ended {
+		b.m.latency.Observe(math.Max(0, a.opt.Now().Sub(time.UnixMilli(int64(j.LastSeen))).Seconds()))
+	}
+	return nil
+}
+
+// keep stores a report and tells the listeners of it.
+func (a *Analyzer) keep(ctx context.Context, r *Report) error {
+	s, err := a.toStored(r)
+	if err != nil {
+		return err
+	}
+	if err := a.st.PutAnalysis(ctx, s); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	b := a.bg
+	a.mu.Unlock()
+	if b != nil && r.State == store.StateFinished {
+		for _, f := range r.Findings {
+			b.m.findings.WithLabelValues(f.Heuristic, f.Severity.String()).Inc()
+		}
+	}
+	a.mu.Lock()
+	ls := a.opt.Listeners
+	a.mu.Unlock()
+	if len(ls) == 0 {
+		return nil
+	}
+	j := &r.job
+	ev := &Analysed{JobID: r.JobID, Name: j.Name, User: j.User, Queue: j.Queue, State: r.State,
+		Ended: r.State == store.StateFinished, Report: r, Hosts: map[string]string{}}
+	for _, f := range r.Findings {
+		for _, id := range f.AttemptIDs {
+			if h, ok := r.hosts[id]; ok {
+				ev.Hosts[id] = h
+			}
+		}
+	}
+	for _, l := range ls {
+		l(ctx, ev)
+	}
+	return nil
+}
+
+// Listen adds a listener to those of Options.Listeners (the server adds
+// its alerts' and its automatic profiles').
+func (a *Analyzer) Listen(l Listener) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.opt.Listeners = append(a.opt.Listeners[:len(a.opt.Listeners):len(a.opt.Listeners)], l)
+}
+
+// The reads kept of running jobs between their analyses (kept), at most
+// MaxIncremental jobs: the one not analysed the longest goes first.
+type incremental struct {
+	k  kept
+	at time.Time
+}
+
+func (a *Analyzer) takeIncremental(id string) kept {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if e, ok := a.incr[id]; ok {
+		return e.k
+	}
+	return nil
+}
+
+func (a *Analyzer) keepIncremental(id string, k kept) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, ok := a.incr[id]; !ok && len(a.incr) >= a.opt.MaxIncremental {
+		var oldest string
+		var at time.Time
+		for id, e := range a.incr {
+			if oldest == "" || e.at.Before(at) {
+				oldest, at = id, e.at
+			}
+		}
+		delete(a.incr, oldest)
+	}
+	a.incr[id] = incremental{k: k, at: a.opt.Now()}
+}
+
+func (a *Analyzer) dropIncremental(id string) {
+	a.mu.Lock()
+	delete(a.incr, id)
+	a.mu.Unlock()
+}
+
+// metrics are the analyser's own (bounded label sets: states, results,
+// the heuristics and severities).
+type metrics struct {
+	analysed   *prometheus.CounterVec
+	seconds    *prometheus.HistogramVec
+	latency    prometheus.Histogram
+	findings   *prometheus.CounterVec
+	due        *prometheus.GaugeVec
+	pollErrors prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer, b *background) (*metrics, error) {
+	m := &metrics{
+		analysed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "taskscope_analysis_jobs_total",
+			Help: "Jobs analysed in the background, by the state they were analysed in (ended, running) and result (ok, error)."},
+			[]string{"state", "result"}),
+		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "taskscope_analysis_seconds",
+			Help:    "Time a job's analysis took (wall), by the state it was analysed in.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 3, 10)}, []string{"state"}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "taskscope_analysis_latency_seconds",
+			Help:    "Time from a job's last data (its end) to its analysis stored.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 12)}),
+		findings: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "taskscope_analysis_findings_total",
+			Help: "Findings of the jobs analysed at their end, by heuristic and severity."}, []string{"heuristic", "severity"}),
+		due: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "taskscope_analysis_due",
+			Help: "Jobs this server had to analyse at its last look (ended, running), queued or not."}, []string{"state"}),
+		pollErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "taskscope_analysis_poll_errors_total",
+			Help: "Looks at the store for jobs to analyse that failed."}),
+	}
+	for _, s := range []string{"ended", "running"} {
+		for _, r := range []string{"ok", "error"} {
+			m.analysed.WithLabelValues(s, r)
+		}
+		m.due.WithLabelValues(s)
+	}
+	if reg == nil {
+		return m, nil
+	}
+	backlog := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "taskscope_analysis_backlog",
+		Help: "Jobs due for analysis and not analysed yet: queued, being analysed, or found due and not queued (the queue full)."},
+		func() float64 {
+			e, r := b.q.lengths()
+			b.q.mu.Lock()
+			n := b.q.dueNotQueued
+			b.q.mu.Unlock()
+			return float64(e + r + n + int(b.running.Load()))
+		})
+	queued := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "taskscope_analysis_queue",
+		Help: "Jobs waiting in the analyser's queue."}, func() float64 { e, r := b.q.lengths(); return float64(e + r) })
+	oldest := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "taskscope_analysis_oldest_due_seconds",
+		Help: "Age of the last data of the ended job that waits longest for its analysis (0: none waits)."},
+		func() float64 {
+			b.q.mu.Lock()
+			o := b.q.oldestEndedWait
+			b.q.mu.Unlock()
+			if o.IsZero() {
+				return 0
+			}
+			return b.a.opt.Now().Sub(o).Seconds()
+		})
+	for _, c := range []prometheus.Collector{m.analysed, m.seconds, m.latency, m.findings, m.due, m.pollErrors, backlog, queued,
+		oldest, b.coordCollector()} {
+		if err := reg.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if errors.As(err, &are) {
+				continue
+			}
+			return nil, fmt.Errorf("cannot register the analyser's metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// owns reports whether a job is this server's to store the analysis of:
+// always but on a shared store, where it is the job's replica's.
+func (a *Analyzer) owns(id string) bool {
+	a.mu.Lock()
+	b := a.bg
+	a.mu.Unlock()
+	return b == nil || b.coord.mine(id)
+}

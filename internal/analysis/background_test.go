@@ -1,0 +1,241 @@
+package analysis_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/taskscope/taskscope/internal/analysis"
+	"github.com/taskscope/taskscope/internal/loadgen"
+	"github.com/taskscope/taskscope/internal/store"
+	"github.com/taskscope/taskscope/internal/store/duckdb"
+	"github.com/taskscope/taskscope/internal/store/storetest"
+	"github.com/taskscope/taskscope/internal/testsrv"
+)
+
+// told is what the listeners were told: each analysis in order, with the
+// reads made since the one before (one worker: they are its).
+type told struct {
+	mu    sync.Mutex
+	jobs  []string
+	ended []bool
+	reads []int64
+	hosts []map[string]string
+	last  int64
+	c     *counting
+}
+
+func (t *told) listen(_ context.Context, a *analysis.Analysed) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := t.c.reads()
+	t.jobs, t.ended, t.reads, t.hosts = append(t.jobs, a.JobID), append(t.ended, a.Ended), append(t.reads, n-t.last), append(t.hosts, a.Hosts)
+	t.last = n
+}
+
+// since is what was told from the i-th analysis on.
+func (t *told) since(i int) (jobs []string, ended []bool, reads []int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append(jobs, t.jobs[i:]...), append(ended, t.ended[i:]...), append(reads, t.reads[i:]...)
+}
+
+func (t *told) len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.jobs)
+}
+
+// TestBackgroundAnalysesEveryJob: the analyser running in the background
+// analyses every job of a loadgen cluster without any page asking: every
+// finished job once, Settle after its end, its report stored and the same
+// as one made from scratch; every running job that ran a minute, and again
+// a minute later when more data came, reading again only what changed.
+// The listeners are told of each analysis, ended or not, with the hosts of
+// the attempts the findings name; the metrics count them, and the backlog
+// goes back to 0.
+func TestBackgroundAnalysesEveryJob(t *testing.T) {
+	start := time.Now().Add(-40 * time.Minute).Truncate(time.Second)
+	var clock atomic.Int64 // the data's last second: the store's and the analyser's clock
+	now := func() time.Time { return time.UnixMilli(clock.Load()) }
+	st, err := duckdb.Open(duckdb.Options{Dir: t.TempDir(), Clock: store.Clock{Now: now}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	g := loadgen.NewGenerator(loadgen.Config{Nodes: 8, Slots: 8, BatchTicks: 5, Seed: 5, Start: start})
+	clock.Store(storetest.Fill(t, st, g, start, 15*60).UnixMilli())
+	c := &counting{Store: st, keep: true}
+	tl := &told{c: c}
+	const settle = 5 * time.Second
+	a := analysis.NewWith(c, analysis.Options{Poll: 20 * time.Millisecond, Settle: settle, Workers: 1, Now: now,
+		Listeners: []analysis.Listener{tl.listen}})
+	reg := prometheus.NewRegistry()
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- a.Run(rctx, reg) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+
+	// settled: every job due is analysed, as the store says.
+	settled := func() bool {
+		page, err := st.Jobs(ctx, store.JobFilter{Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range page.Jobs {
+			s, err := st.Analysis(ctx, j.JobID)
+			if errors.Is(err, store.ErrNotFound) {
+				if j.State == store.StateFinished && now().Sub(time.UnixMilli(int64(j.LastSeen))) >= settle ||
+					j.State == store.StateRunning && now().Sub(time.UnixMilli(int64(j.Start))) >= time.Minute {
+					return false
+				}
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if j.State == store.StateFinished && now().Sub(time.UnixMilli(int64(j.LastSeen))) >= settle &&
+				(!s.Ended || s.Mark != analysis.Mark(&j)) {
+				return false
+			}
+		}
+		return true
+	}
+	backlog := func() float64 {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == "taskscope_analysis_backlog" {
+				return mf.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		t.Fatal("no taskscope_analysis_backlog")
+		return 0
+	}
+	testsrv.WaitUntil(t, "every job due analysed", 2*time.Minute, func() bool { return settled() && backlog() == 0 })
+	jobs, ended, _ := tl.since(0)
+	endedOnce := map[string]int{}
+	running := map[string]bool{}
+	for i, id := range jobs {
+		if ended[i] {
+			endedOnce[id]++
+		} else {
+			running[id] = true
+		}
+	}
+	for id, n := range endedOnce {
+		if n != 1 {
+			t.Errorf("%s: analysed %d times as ended", id, n)
+		}
+	}
+	if len(endedOnce) == 0 || len(running) == 0 {
+		t.Fatalf("%d finished and %d running jobs analysed: the cluster does not cover both", len(endedOnce), len(running))
+	}
+	// The stored reports are those made from scratch now, and are what a
+	// finished job's page reads.
+	fresh := analysis.New(st)
+	for _, id := range jobs {
+		s, err := st.Analysis(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := fresh.Report(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := a.Findings(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if canonical(got.(*analysis.Report)) != canonical(want) {
+			t.Errorf("%s (stored at %d): the page reads\n%s\nfrom scratch\n%s", id, s.Evaluated, canonical(got.(*analysis.Report)), canonical(want))
+		}
+	}
+	for i, h := range tl.hosts {
+		for att, host := range h {
+			if host == "" || att == "" {
+				t.Errorf("analysis %d: attempt %q on host %q", i, att, host)
+			}
+		}
+	}
+	t.Logf("%d analyses: %d jobs analysed as ended, %d as running", len(jobs), len(endedOnce), len(running))
+
+	// Five minutes more: the running jobs have new data and are analysed
+	// again, reading only what changed; those that ended, once.
+	n := tl.len()
+	clock.Store(storetest.Fill(t, st, g, start, 20*60).UnixMilli())
+	testsrv.WaitUntil(t, "every job due analysed again", 2*time.Minute, func() bool { return settled() && backlog() == 0 })
+	jobs, ended, reads := tl.since(n)
+	var again, scratch int64
+	var agains int
+	for i, id := range jobs {
+		if ended[i] {
+			if endedOnce[id]++; endedOnce[id] > 1 {
+				t.Errorf("%s: analysed again as ended", id)
+			}
+			continue
+		}
+		if running[id] {
+			// Analysed as running before: what it reads now against
+			// what a report from scratch reads.
+			cs := &counting{Store: st}
+			if _, err := analysis.New(cs).Report(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+			again, scratch, agains = again+reads[i], scratch+cs.reads(), agains+1
+		}
+	}
+	t.Logf("%d running jobs analysed again: %d series and process lists read, %d from scratch", agains, again, scratch)
+	if agains == 0 || again*2 > scratch {
+		t.Errorf("running jobs analysed again read %d series and process lists, %d from scratch", again, scratch)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			counts[mf.GetName()+labels(m)] += m.GetCounter().GetValue() + float64(m.GetHistogram().GetSampleCount())
+		}
+	}
+	endedTold := 0
+	for _, e := range tl.ended {
+		if e {
+			endedTold++
+		}
+	}
+	if got := counts[`taskscope_analysis_jobs_total{result="ok",state="ended"}`]; got != float64(endedTold) ||
+		counts[`taskscope_analysis_jobs_total{result="ok",state="running"}`] != float64(tl.len()-endedTold) ||
+		counts["taskscope_analysis_latency_seconds"] != float64(endedTold) {
+		t.Errorf("metrics: %v; told %d analyses, %d ended", counts, tl.len(), endedTold)
+	}
+}
+
+func labels(m *dto.Metric) string {
+	if len(m.GetLabel()) == 0 {
+		return ""
+	}
+	s := "{"
+	for i, l := range m.GetLabel() {
+		if i > 0 {
+			s += ","
+		}
+		s += l.GetName() + `="` + l.GetValue() + `"`
+	}
+	return s + "}"
+}

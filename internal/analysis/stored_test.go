@@ -1,0 +1,172 @@
+package analysis_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/taskscope/taskscope/internal/analysis"
+	"github.com/taskscope/taskscope/internal/loadgen"
+	"github.com/taskscope/taskscope/internal/store"
+	"github.com/taskscope/taskscope/internal/store/duckdb"
+	"github.com/taskscope/taskscope/internal/store/storetest"
+)
+
+// TestStoredFindings: a finished job's page stores the report it made,
+// and the next page (of any server of the same version and settings)
+// reads it without reading the job's series; late data, another version
+// or other settings make it again (lazily, when it is read), and a
+// running job's report is not stored by its page.
+func TestStoredFindings(t *testing.T) {
+	start := time.Now().Add(-40 * time.Minute).Truncate(time.Second)
+	var clock atomic.Int64
+	now := func() time.Time { return time.UnixMilli(clock.Load()) }
+	st, err := duckdb.Open(duckdb.Options{Dir: t.TempDir(), Clock: store.Clock{Now: now}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	g := loadgen.NewGenerator(loadgen.Config{Nodes: 8, Slots: 8, BatchTicks: 5, Seed: 5, Start: start})
+	clock.Store(storetest.Fill(t, st, g, start, 20*60).UnixMilli())
+	page, err := st.Jobs(ctx, store.JobFilter{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fin, run store.Job // a finished job with findings, a running job
+	for _, j := range page.Jobs {
+		switch {
+		case j.State == store.StateFinished && fin.JobID == "":
+			if r, err := analysis.New(st).Report(ctx, j.JobID); err != nil {
+				t.Fatal(err)
+			} else if len(r.Findings) > 0 {
+				fin = j
+			}
+		case j.State == store.StateRunning && run.JobID == "":
+			run = j
+		}
+	}
+	if fin.JobID == "" || run.JobID == "" {
+		t.Fatalf("no finished or no running job among %d", len(page.Jobs))
+	}
+	c := &counting{Store: st, keep: true}
+	findings := func(o analysis.Options, id string) (*analysis.Report, int64) {
+		t.Helper()
+		o.Now = now
+		n := c.reads()
+		r, err := analysis.NewWith(c, o).Findings(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.(*analysis.Report), c.reads() - n
+	}
+	stored := func(id string) *store.Analysis {
+		t.Helper()
+		s, err := st.Analysis(ctx, id)
+		if err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+		return s
+	}
+	v1 := analysis.Options{Build: "v1"}
+	first, n := findings(v1, fin.JobID)
+	if n == 0 {
+		t.Fatal("the first report read nothing")
+	}
+	if s := stored(fin.JobID); s.Version != "1+v1" || !s.Ended || s.Mark != analysis.Mark(&fin) || s.Settings != "{}" ||
+		len(s.Findings) != len(first.Findings) || s.Worst != first.Worst {
+		t.Errorf("stored: %+v; made %d findings, worst %s", s.AnalysisStamp, len(first.Findings), first.Worst)
+	}
+	again, n := findings(v1, fin.JobID)
+	if n != 0 || canonical(again) != canonical(first) || again.Version != "1+v1" {
+		t.Errorf("read again: %d reads, %s\nwant %s", n, canonical(again), canonical(first))
+	}
+	// Another version: made again when read, and stored.
+	v2, n := findings(analysis.Options{Build: "v2"}, fin.JobID)
+	if n == 0 || v2.Version != "1+v2" || stored(fin.JobID).Version != "1+v2" {
+		t.Errorf("another version: %d reads, version %s, stored %s", n, v2.Version, stored(fin.JobID).Version)
+	}
+	// Other settings: made again, without the heuristics skipped.
+	skip := analysis.Settings{Skip: []string{first.Findings[0].Heuristic}}
+	r, n := findings(analysis.Options{Build: "v2", Settings: skip}, fin.JobID)
+	for _, f := range r.Findings {
+		if f.Heuristic == skip.Skip[0] {
+			t.Errorf("settings %s: a %s finding", skip.Text(), f.Heuristic)
+		}
+	}
+	if n == 0 || stored(fin.JobID).Settings != skip.Text() {
+		t.Errorf("other settings: %d reads, stored settings %s", n, stored(fin.JobID).Settings)
+	}
+	// Late data for one of its attempts: made again, and stored.
+	d, err := st.Job(ctx, fin.JobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := d.AttemptList[0]
+	ingest(t, st, att{x.AttemptID, fin.JobID, x.Type, x.Host, time.UnixMilli(int64(x.End)), 3, 900, 0, 64 << 30, 0, 0})
+	before := stored(fin.JobID).Mark
+	if _, n := findings(analysis.Options{Build: "v2", Settings: skip}, fin.JobID); n == 0 || stored(fin.JobID).Mark == before {
+		t.Errorf("late data: %d reads, the stored mark %d as before", n, before)
+	}
+	// A running job's page does not store its report.
+	findings(v1, run.JobID)
+	if _, err := st.Analysis(ctx, run.JobID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("running job %s: stored by its page (%v)", run.JobID, err)
+	}
+	if err := (analysis.Settings{Skip: []string{"no_such"}}).Check(); err == nil {
+		t.Error("settings skipping an unknown heuristic pass the check")
+	}
+}
+
+// TestStoredFindingsWithoutNeighbours: for a reader the access file hides
+// the neighbours from, the stored findings that name what else ran on a
+// job's hosts (made looking at them) are left out of the list, and
+// counted; the others are as for anyone.
+func TestStoredFindingsWithoutNeighbours(t *testing.T) {
+	st, err := duckdb.Open(duckdb.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	body := func(f analysis.Finding) store.StoredFinding {
+		b, err := json.Marshal(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return store.StoredFinding{Heuristic: f.Heuristic, Severity: f.Severity, Body: b}
+	}
+	noisy := analysis.Finding{Heuristic: "noisy_neighbour", Severity: store.SeveritySevere, AttemptIDs: []string{"attempt_1_0001_m_000000_0", "attempt_1_0002_m_000000_0"},
+		Message: "On node1 meanwhile 1 other attempts of 1 jobs ran", Numbers: []analysis.Number{{"neighbours", 1, "count"}}}
+	gc := analysis.Finding{Heuristic: "gc", Severity: store.SeverityModerate, AttemptIDs: []string{"attempt_1_0001_m_000000_0"},
+		Message: "GC took 30% of the CPU", Numbers: []analysis.Number{{"gc_percent", 30, "percent"}}}
+	err = st.PutAnalysis(ctx, &store.Analysis{JobID: "job_1_0001", User: "u", Queue: "q", Start: store.Time(time.Now().UnixMilli()),
+		Worst: store.SeveritySevere, Findings: []store.StoredFinding{body(noisy), body(gc)},
+		AnalysisStamp: store.AnalysisStamp{Evaluated: store.Time(time.Now().UnixMilli()), Version: "test", Ended: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := analysis.New(st)
+	for _, hide := range []bool{false, true} {
+		v, err := a.StoredFindings(ctx, store.FindingFilter{Limit: 100}, hide)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := v.(analysis.FindingPage)
+		var got []string
+		for _, f := range p.Findings {
+			got = append(got, f.Heuristic)
+		}
+		want, withheld := "[noisy_neighbour gc]", 0
+		if hide {
+			want, withheld = "[gc]", 1
+		}
+		if fmt.Sprint(got) != want || p.Withheld != withheld || p.Total != 2 {
+			t.Errorf("without neighbours %v: %v, withheld %d, total %d; want %s, %d", hide, got, p.Withheld, p.Total, want, withheld)
+		}
+	}
+}

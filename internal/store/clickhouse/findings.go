@@ -1,0 +1,404 @@
+package clickhouse
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/taskscope/taskscope/internal/store"
+)
+
+// The jobs' analyses (store.FindingStore) and the replicas' beats
+// (store.Replicas).
+//
+// analyses: a row per analysis of a job; the latest (evaluated_ms, the
+// ReplacingMergeTree's version) is the job's. Its findings are arrays:
+// their heuristics and severities, by which they are selected (ARRAY
+// JOIN), and each finding's JSON; heuristics and heuristic_worst are the
+// heuristics found (store.HeuristicsFound), by which jobs are. Sharded and
+// keyed as jobs (job_key), and not partitioned either: a job's row is
+// replaced in place, kept as long as the job's.
+//
+// replicas: a row per beat of each taskscope server sharing the store,
+// the latest (beat) its state; on the first shard.
+var findingTables = []table{
+	{name: "analyses", columns: cols(`job_key UInt64, job_id String, evaluated_ms Int64, job_name String,
+		user_name String lc, queue String lc, start_ms Int64, last_ms Int64, ended UInt8, version String lc,
+		settings String lc, mark UInt64, worst Int8, heuristics Array(String), heuristic_worst Array(Int8),
+		f_heuristic Array(String), f_severity Array(Int8), f_body Array(String), report String`),
+		version: "evaluated_ms", orderBy: "(job_key, job_id)", shardKey: "job_key"},
+	{name: "replicas", columns: cols("replica String, since DateTime, beat DateTime, left UInt8"), version: "beat",
+		orderBy: "replica"},
+}
+
+func init() { tables = append(tables, findingTables...) }
+
+var analysisColumns = []string{"job_key", "job_id", "evaluated_ms", "job_name", "user_name", "queue", "start_ms",
+	"last_ms", "ended", "version", "settings", "mark", "worst", "heuristics", "heuristic_worst", "f_heuristic",
+	"f_severity", "f_body", "report"}
+
+// The store's capabilities beyond store.Store.
+var _ store.Replicas = (*Store)(nil)
+
+// PutAnalysis stores a job's analysis: a row that replaces the job's
+// earlier ones (the latest evaluated wins).
+func (s *Store) PutAnalysis(ctx context.Context, a *store.Analysis) error {
+	names, worst := store.HeuristicsFound(a.Findings)
+	var b Block
+	b.UInt64(jobKey(a.JobID))
+	b.String(a.JobID)
+	b.Int64(int64(a.Evaluated))
+	b.String(a.Name)
+	b.String(a.User)
+	b.String(a.Queue)
+	b.Int64(int64(a.Start))
+	b.Int64(int64(a.LastSeen))
+	b.Bool(a.Ended)
+	b.String(a.Version)
+	b.String(a.Settings)
+	b.UInt64(a.Mark)
+	b.UInt8(uint8(a.Worst))
+	b.Strings(names)
+	b.Severities(worst)
+	fh, fs := make([]string, len(a.Findings)), make([]store.Severity, len(a.Findings))
+	for i, f := range a.Findings {
+		fh[i], fs[i] = f.Heuristic, f.Severity
+	}
+	b.Strings(fh)
+	b.Severities(fs)
+	b.buf = binary.AppendUvarint(b.buf, uint64(len(a.Findings)))
+	for _, f := range a.Findings {
+		b.Blob(f.Body)
+	}
+	b.Blob(a.Report)
+	b.Row()
+	if err := s.insert(ctx, "analyses", analysisColumns, &b); err != nil {
+		return fmt.Errorf("cannot store the analysis of job %s: %w", a.JobID, err)
+	}
+	return nil
+}
+
+// Strings appends an Array(String).
+func (b *Block) Strings(ss []string) {
+	b.buf = binary.AppendUvarint(b.buf, uint64(len(ss)))
+	for _, s := range ss {
+		b.String(s)
+	}
+}
+
+// Severities appends an Array(Int8) of severities.
+func (b *Block) Severities(ss []store.Severity) {
+	b.buf = binary.AppendUvarint(b.buf, uint64(len(ss)))
+	for _, s := range ss {
+		b.UInt8(uint8(s))
+	}
+}
+
+// length reads an Array's length, bounded by what is left of the answer
+// (each element takes a byte at least).
+func (r *Rows) length() int {
+	if r.err != nil {
+		return 0
+	}
+	n, k := binary.Uvarint(r.buf[r.pos:])
+	if k <= 0 || n > uint64(len(r.buf)-r.pos-k) {
+		r.err = fmt.Errorf("%w: bad array length at %d", ErrMalformed, r.pos)
+		return 0
+	}
+	r.pos += k
+	return int(n)
+}
+
+// Strings reads an Array(String).
+func (r *Rows) Strings() []string {
+	n := r.length()
+	out := make([]string, 0, n)
+	for i := 0; i < n && r.err == nil; i++ {
+		out = append(out, r.String())
+	}
+	return out
+}
+
+// Severities reads an Array(Int8) of severities.
+func (r *Rows) Severities() []store.Severity {
+	n := r.length()
+	out := make([]store.Severity, 0, n)
+	for i := 0; i < n && r.err == nil; i++ {
+		out = append(out, store.Severity(int8(r.UInt8())))
+	}
+	return out
+}
+
+// Analysis returns a job's stored analysis: its latest row.
+func (s *Store) Analysis(ctx context.Context, jobID string) (*store.Analysis, error) {
+	rows, err := s.query(ctx, fmt.Sprintf("SELECT %s FROM %s WHERE job_key = %d AND job_id = %s ORDER BY evaluated_ms DESC LIMIT 1",
+		strings.Join(analysisColumns, ", "), s.read("analyses"), jobKey(jobID), Quote(jobID)))
+	if err != nil {
+		return nil, fmt.Errorf("cannot read the analysis of job %s: %w", jobID, err)
+	}
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("cannot read the analysis of job %s: %w", jobID, err)
+		}
+		return nil, fmt.Errorf("analysis of job %s: %w", jobID, store.ErrNotFound)
+	}
+	a := &store.Analysis{}
+	rows.UInt64()
+	a.JobID = rows.String()
+	a.Evaluated = store.Time(rows.Int64())
+	a.Name, a.User, a.Queue = rows.String(), rows.String(), rows.String()
+	a.Start, a.LastSeen = store.Time(rows.Int64()), store.Time(rows.Int64())
+	a.Ended = rows.Bool()
+	a.Version, a.Settings, a.Mark = rows.String(), rows.String(), rows.UInt64()
+	a.Worst = store.Severity(int8(rows.UInt8()))
+	rows.Strings()
+	rows.Severities()
+	fh, fs := rows.Strings(), rows.Severities()
+	n := rows.length()
+	if rows.Err() == nil && (len(fh) != n || len(fs) != n) {
+		return nil, fmt.Errorf("analysis of job %s: %d heuristics, %d severities, %d findings", jobID, len(fh), len(fs), n)
+	}
+	for i := 0; i < n && rows.Err() == nil; i++ {
+		a.Findings = append(a.Findings, store.StoredFinding{Heuristic: fh[i], Severity: fs[i], Body: json.RawMessage(rows.String())})
+	}
+	if rep := rows.String(); rep != "" {
+		a.Report = json.RawMessage(rep)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("cannot read the analysis of job %s: %w", jobID, err)
+	}
+	return a, nil
+}
+
+// AnalysisStates returns the jobs seen since `since` with their analyses'
+// stamps. Neither table is read FINAL: the rows of a job seen since are
+// its latest versions (its last sighting does not go back), the latest of
+// them is the job; so for the analyses, of the jobs seen or analysed since
+// (one analysed before is analysed again: its data changed since).
+func (s *Store) AnalysisStates(ctx context.Context, since int64, limit int) ([]store.AnalysisState, error) {
+	cols := make([]string, len(jobColumns))
+	for i, c := range jobColumns {
+		cols[i] = "argMax(" + c + ", version)"
+	}
+	cols[0] = "job_id"
+	rows, err := s.query(ctx, fmt.Sprintf("SELECT %s FROM %s WHERE last_ms >= %d GROUP BY job_id HAVING argMax(attempts, version) > 0 "+
+		"ORDER BY max(last_ms) DESC, job_id LIMIT %d", strings.Join(cols, ", "), s.read("jobs"), since, limit))
+	if err != nil {
+		return nil, fmt.Errorf("cannot list the jobs to analyse: %w", err)
+	}
+	stale := s.staleBefore()
+	var out []store.AnalysisState
+	at := map[string]int{}
+	for rows.Next() {
+		j := readJob(rows, stale)
+		at[j.JobID] = len(out)
+		out = append(out, store.AnalysisState{Job: j})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("cannot list the jobs to analyse: %w", err)
+	}
+	rows, err = s.query(ctx, fmt.Sprintf("SELECT job_id, max(evaluated_ms), argMax(version, evaluated_ms), argMax(settings, evaluated_ms), "+
+		"argMax(mark, evaluated_ms), argMax(ended, evaluated_ms), argMax(last_ms, evaluated_ms) FROM %s WHERE last_ms >= %[2]d OR evaluated_ms >= %[2]d GROUP BY job_id",
+		s.read("analyses"), since))
+	if err != nil {
+		return nil, fmt.Errorf("cannot read the stamps of analyses: %w", err)
+	}
+	for rows.Next() {
+		id := rows.String()
+		st := &store.AnalysisStamp{Evaluated: store.Time(rows.Int64()), Version: rows.String(), Settings: rows.String(),
+			Mark: rows.UInt64(), Ended: rows.Bool(), LastSeen: store.Time(rows.Int64())}
+		if i, ok := at[id]; ok && rows.Err() == nil {
+			out[i].Stored = st
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("cannot read the stamps of analyses: %w", err)
+	}
+	return out, nil
+}
+
+// latestAnalyses is the analyses table with a row per job, its latest.
+func (s *Store) latestAnalyses() string { return "(SELECT * FROM " + s.read("analyses") + " FINAL)" }
+
+// Findings lists stored findings across jobs.
+func (s *Store) Findings(ctx context.Context, f store.FindingFilter) (store.FindingPage, error) {
+	f.Limit = min(max(f.Limit, 0), 1000)
+	if f.Limit == 0 {
+		f.Limit = 100
+	}
+	f.Offset = max(f.Offset, 0)
+	var where, inner []string
+	if f.User != "" {
+		where = append(where, "user_name = "+Quote(f.User))
+	}
+	if f.Queue != "" {
+		where = append(where, "queue = "+Quote(f.Queue))
+	}
+	if f.Visible != nil {
+		where = append(where, visibleSQL(f.Visible))
+	}
+	if f.From > 0 {
+		where = append(where, fmt.Sprintf("last_ms >= %d", f.From))
+	}
+	if f.To > 0 {
+		where = append(where, fmt.Sprintf("start_ms < %d", f.To))
+	}
+	if f.MinSeverity != nil {
+		where = append(where, fmt.Sprintf("worst >= %d", *f.MinSeverity))
+		inner = append(inner, fmt.Sprintf("sev >= %d", *f.MinSeverity))
+	}
+	if f.Heuristic != "" {
+		where = append(where, "has(f_heuristic, "+Quote(f.Heuristic)+")")
+		inner = append(inner, "heuristic = "+Quote(f.Heuristic))
+	}
+	from := "(SELECT job_id, job_name, user_name, queue, start_ms, ended, evaluated_ms, f_heuristic, f_severity, f_body FROM " +
+		s.latestAnalyses() + and(" WHERE ", where) + ") ARRAY JOIN f_heuristic AS heuristic, f_severity AS sev, f_body AS body, " +
+		"arrayEnumerate(f_body) AS idx" + and(" WHERE ", inner)
+	rows, err := s.query(ctx, "SELECT job_id, job_name, user_name, queue, start_ms, ended, evaluated_ms, heuristic, sev, body FROM "+
+		from+fmt.Sprintf(" ORDER BY start_ms DESC, job_id DESC, idx LIMIT %d, %d", f.Offset, f.Limit))
+	if err != nil {
+		return store.FindingPage{}, fmt.Errorf("cannot list findings: %w", err)
+	}
+	page := store.FindingPage{Findings: []store.FindingRow{}}
+	for rows.Next() {
+		var r store.FindingRow
+		r.JobID, r.Name, r.User, r.Queue = rows.String(), rows.String(), rows.String(), rows.String()
+		r.Start, r.Ended, r.Evaluated = store.Time(rows.Int64()), rows.Bool(), store.Time(rows.Int64())
+		r.Finding.Heuristic, r.Finding.Severity = rows.String(), store.Severity(int8(rows.UInt8()))
+		r.Finding.Body = json.RawMessage(rows.String())
+		page.Findings = append(page.Findings, r)
+	}
+	if err := rows.Err(); err != nil {
+		return page, fmt.Errorf("cannot list findings: %w", err)
+	}
+	rows, err = s.query(ctx, "SELECT count() FROM "+from)
+	if err != nil {
+		return page, fmt.Errorf("cannot count findings: %w", err)
+	}
+	page.Total = int(rows.UInt64())
+	return page, rows.Err()
+}
+
+// and joins conditions with AND after prefix ("" for none).
+func and(prefix string, conds []string) string {
+	if len(conds) == 0 {
+		return ""
+	}
+	return prefix + strings.Join(conds, " AND ")
+}
+
+// visibleSQL is the condition of store.Visible on a table's user_name and
+// queue: user_name IN (...) OR queue IN (...); an empty list matches
+// nothing.
+func visibleSQL(v *store.Visible) string {
+	in := func(col string, vals []string) string {
+		if len(vals) == 0 {
+			return "0"
+		}
+		q := make([]string, len(vals))
+		for i, x := range vals {
+			q[i] = Quote(x)
+		}
+		return col + " IN (" + strings.Join(q, ", ") + ")"
+	}
+	return "(" + in("user_name", v.Users) + " OR " + in("queue", v.Queues) + ")"
+}
+
+// jobsAnalysis is what Jobs adds for the analysis filters of f: the join
+// of each job's analysis (analysed, worst, heuristics, and sev: its
+// severity as f takes it, the worst of the job's findings or of those of
+// f.Heuristic, -1 for none), the conditions (MinSeverity is left to the
+// caller, which counts without it) and the order.
+func (s *Store) jobsAnalysis(f store.JobFilter) (join string, where []string, sev, order string) {
+	sevOf := "worst"
+	if f.Heuristic != "" {
+		q := Quote(f.Heuristic)
+		sevOf = "if(indexOf(heuristics, " + q + ") > 0, heuristic_worst[indexOf(heuristics, " + q + ")], -1)"
+		where = append(where, "analysed AND a_sev >= 0")
+	}
+	join = " ANY LEFT JOIN (SELECT job_id, 1 AS analysed, worst, heuristics, " + sevOf + " AS a_sev FROM " + s.latestAnalyses() +
+		") USING job_id"
+	sev = "if(analysed, a_sev, -1)"
+	order = "first_ms DESC, job_id DESC"
+	if f.BySeverity {
+		order = sev + " DESC, " + order
+	}
+	return join, where, sev, order
+}
+
+// scanWorst reads the analysis columns Jobs adds (analysed, worst,
+// heuristics) into j.
+func scanWorst(rows *Rows, j *store.Job) {
+	analysed, w, hs := rows.Bool(), store.Severity(int8(rows.UInt8())), rows.Strings()
+	if analysed {
+		j.WorstSeverity = &w
+		if len(hs) > 0 {
+			j.Heuristics = hs
+		}
+	}
+}
+
+// countSeverities counts the jobs of from (FROM ... WHERE ...) by sev.
+func (s *Store) countSeverities(ctx context.Context, from, sev string) (store.SeverityCounts, error) {
+	rows, err := s.query(ctx, "SELECT toInt8("+sev+") AS s, count() FROM "+from+" GROUP BY s")
+	if err != nil {
+		return nil, fmt.Errorf("cannot count jobs by severity: %w", err)
+	}
+	c := store.NewSeverityCounts()
+	for rows.Next() {
+		v, n := store.Severity(int8(rows.UInt8())), int(rows.UInt64())
+		if v < 0 {
+			c.Add(nil, n)
+		} else {
+			c.Add(&v, n)
+		}
+	}
+	return c, rows.Err()
+}
+
+// Replicas returns the store's time and every replica's latest beat.
+func (s *Store) Replicas(ctx context.Context) (int64, []store.Replica, error) {
+	rows, err := s.query(ctx, "SELECT toUInt32(now()), replica, toUInt32(argMax(since, (beat, left))), toUInt32(max(beat)), "+
+		"argMax(left, (beat, left)) FROM "+s.read("replicas")+" GROUP BY replica ORDER BY replica")
+	if err != nil {
+		return 0, nil, fmt.Errorf("cannot read the replicas: %w", err)
+	}
+	var now int64
+	var out []store.Replica
+	for rows.Next() {
+		now = int64(rows.UInt32())
+		r := store.Replica{ID: rows.String(), Since: int64(rows.UInt32()), Beat: int64(rows.UInt32()), Left: rows.Bool()}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return 0, nil, fmt.Errorf("cannot read the replicas: %w", err)
+	}
+	if out == nil {
+		// No replica yet: the time alone.
+		rows, err := s.query(ctx, "SELECT toUInt32(now())")
+		if err != nil {
+			return 0, nil, fmt.Errorf("cannot read the replicas: %w", err)
+		}
+		now = int64(rows.UInt32())
+		if err := rows.Err(); err != nil {
+			return 0, nil, fmt.Errorf("cannot read the replicas: %w", err)
+		}
+	}
+	return now, out, nil
+}
+
+// Beat records a replica's beat.
+func (s *Store) Beat(ctx context.Context, r store.Replica) error {
+	var b Block
+	b.String(r.ID)
+	b.UInt32(uint32(r.Since))
+	b.UInt32(uint32(r.Beat))
+	b.Bool(r.Left)
+	b.Row()
+	if err := s.insert(ctx, "replicas", []string{"replica", "since", "beat", "left"}, &b); err != nil {
+		return fmt.Errorf("cannot record the beat of replica %s: %w", r.ID, err)
+	}
+	return nil
+}

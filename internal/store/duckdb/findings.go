@@ -1,0 +1,303 @@
+package duckdb
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/taskscope/taskscope/internal/store"
+)
+
+// The jobs' analyses (store.FindingStore): a row per job, replaced by each
+// analysis (an upsert on its key; the latest evaluated wins), its findings
+// as lists: their heuristics and severities, by which they are selected,
+// and each finding's JSON; heuristics and heuristic_worst are the
+// heuristics found (store.HeuristicsFound), by which jobs are. A job's
+// row is found by its key (the primary key's index); the lists of
+// findings across jobs are unnested.
+func findingsSchema() []string {
+	return []string{
+		`CREATE TABLE IF NOT EXISTS analyses (job_id VARCHAR PRIMARY KEY, job_name VARCHAR, user_name VARCHAR,
+			queue VARCHAR, start_ms BIGINT, last_ms BIGINT, ended BOOLEAN, evaluated_ms BIGINT, version VARCHAR,
+			settings VARCHAR, mark BIGINT, worst TINYINT, heuristics VARCHAR[], heuristic_worst TINYINT[],
+			f_heuristic VARCHAR[], f_severity TINYINT[], f_body VARCHAR[], report VARCHAR)`,
+	}
+}
+
+const analysisCols = `job_id, job_name, user_name, queue, start_ms, last_ms, ended, evaluated_ms, version, settings, mark,
+	worst, heuristics, heuristic_worst, f_heuristic, f_severity, f_body, report`
+
+// upsertAnalysis replaces a job's row unless the row holds a later analysis.
+var upsertAnalysis = func() string {
+	var set []string
+	for _, c := range strings.Split(analysisCols, ",") {
+		if c = strings.TrimSpace(c); c != "job_id" {
+			set = append(set, c+" = excluded."+c)
+		}
+	}
+	return `INSERT INTO analyses (` + analysisCols + `) VALUES (?` + strings.Repeat(", ?", 17) +
+		`) ON CONFLICT (job_id) DO UPDATE SET ` + strings.Join(set, ", ") +
+		` WHERE excluded.evaluated_ms >= analyses.evaluated_ms`
+}()
+
+// PutAnalysis stores a job's analysis in place of the one before.
+func (s *Store) PutAnalysis(ctx context.Context, a *store.Analysis) error {
+	names, worst := store.HeuristicsFound(a.Findings)
+	fh, fs, fb := make([]string, len(a.Findings)), make([]int8, len(a.Findings)), make([]string, len(a.Findings))
+	for i, f := range a.Findings {
+		fh[i], fs[i], fb[i] = f.Heuristic, int8(f.Severity), string(f.Body)
+	}
+	ws := make([]int8, len(worst))
+	for i, w := range worst {
+		ws[i] = int8(w)
+	}
+	if names == nil {
+		names = []string{}
+	}
+	_, err := s.handle().ExecContext(ctx, upsertAnalysis, a.JobID, a.Name, a.User, a.Queue, int64(a.Start), int64(a.LastSeen),
+		a.Ended, int64(a.Evaluated), a.Version, a.Settings, int64(a.Mark), int8(a.Worst), names, ws, fh, fs, fb, string(a.Report))
+	if err != nil {
+		return mapErr(s.failed(fmt.Errorf("cannot store the analysis of job %s: %w", a.JobID, err)))
+	}
+	return nil
+}
+
+// Analysis returns a job's stored analysis.
+func (s *Store) Analysis(ctx context.Context, jobID string) (*store.Analysis, error) {
+	st, err := s.prepared(ctx, `SELECT `+analysisCols+` FROM analyses WHERE job_id = ?`)
+	if err != nil {
+		return nil, err
+	}
+	a, err := scanAnalysis(st.QueryRowContext(ctx, jobID))
+	if isNoRows(err) {
+		return nil, fmt.Errorf("analysis of job %s: %w", jobID, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cannot read the analysis of job %s: %w", jobID, err)
+	}
+	return a, nil
+}
+
+func scanAnalysis(sc interface{ Scan(...any) error }) (*store.Analysis, error) {
+	a := &store.Analysis{}
+	var start, last, evaluated, mark int64
+	var worst int8
+	var heuristics, hworst, fh, fs, fb []any
+	var report string
+	err := sc.Scan(&a.JobID, &a.Name, &a.User, &a.Queue, &start, &last, &a.Ended, &evaluated, &a.Version,
+		&a.Settings, &mark, &worst, &heuristics, &hworst, &fh, &fs, &fb, &report)
+	if err != nil {
+		return nil, err
+	}
+	a.Mark = uint64(mark)
+	a.Start, a.LastSeen, a.Evaluated, a.Worst = store.Time(start), store.Time(last), store.Time(evaluated), store.Severity(worst)
+	if len(fh) != len(fs) || len(fh) != len(fb) {
+		return nil, fmt.Errorf("analysis of job %s: %d heuristics, %d severities, %d findings", a.JobID, len(fh), len(fs), len(fb))
+	}
+	for i := range fh {
+		h, _ := fh[i].(string)
+		sev, _ := fs[i].(int8)
+		body, _ := fb[i].(string)
+		a.Findings = append(a.Findings, store.StoredFinding{Heuristic: h, Severity: store.Severity(sev), Body: json.RawMessage(body)})
+	}
+	if report != "" {
+		a.Report = json.RawMessage(report)
+	}
+	return a, nil
+}
+
+// AnalysisStates returns the jobs seen since `since` with their analyses' stamps.
+func (s *Store) AnalysisStates(ctx context.Context, since int64, limit int) ([]store.AnalysisState, error) {
+	rows, err := s.handle().QueryContext(ctx, `SELECT `+jobCols+`, coalesce(by_type, ''), a.job_id IS NOT NULL,
+		coalesce(a.evaluated_ms, 0), coalesce(a.version, ''), coalesce(a.settings, ''), coalesce(a.mark, 0),
+		coalesce(a.ended, false), coalesce(a.seen_ms, 0)
+		FROM jobs LEFT JOIN (SELECT job_id, evaluated_ms, version, settings, mark, ended, last_ms AS seen_ms FROM analyses) a USING (job_id)
+		WHERE attempts > 0 AND last_ms >= ? ORDER BY last_ms DESC, job_id LIMIT ?`, since, limit)
+	if err != nil {
+		return nil, fmt.Errorf("cannot list the jobs to analyse: %w", err)
+	}
+	defer rows.Close()
+	var out []store.AnalysisState
+	for rows.Next() {
+		var byType string
+		var has bool
+		var st store.AnalysisStamp
+		var evaluated, mark, seen int64
+		j, err := s.scanJob(rows, &byType, &has, &evaluated, &st.Version, &st.Settings, &mark, &st.Ended, &seen)
+		if err != nil {
+			return nil, fmt.Errorf("cannot list the jobs to analyse: %w", err)
+		}
+		if byType != "" {
+			j.ByType = store.ParseByType(byType)
+		}
+		as := store.AnalysisState{Job: j}
+		if has {
+			st.Evaluated, st.Mark, st.LastSeen = store.Time(evaluated), uint64(mark), store.Time(seen)
+			as.Stored = &st
+		}
+		out = append(out, as)
+	}
+	return out, rows.Err()
+}
+
+// Findings lists stored findings across jobs.
+func (s *Store) Findings(ctx context.Context, f store.FindingFilter) (store.FindingPage, error) {
+	f.Limit = min(max(f.Limit, 0), 1000)
+	if f.Limit == 0 {
+		f.Limit = 100
+	}
+	// The conditions on a job's row (where) and on its findings (inner),
+	// their arguments in that order.
+	var where, inner []string
+	var args, innerArgs []any
+	if f.User != "" {
+		where, args = append(where, "user_name = ?"), append(args, f.User)
+	}
+	if f.Queue != "" {
+		where, args = append(where, "queue = ?"), append(args, f.Queue)
+	}
+	if f.Visible != nil {
+		c, a := visibleSQL(f.Visible)
+		where, args = append(where, c), append(args, a...)
+	}
+	if f.From > 0 {
+		where, args = append(where, "last_ms >= ?"), append(args, f.From)
+	}
+	if f.To > 0 {
+		where, args = append(where, "start_ms < ?"), append(args, f.To)
+	}
+	if f.MinSeverity != nil {
+		where, args = append(where, "worst >= ?"), append(args, int8(*f.MinSeverity))
+		inner, innerArgs = append(inner, "sev >= ?"), append(innerArgs, int8(*f.MinSeverity))
+	}
+	if f.Heuristic != "" {
+		where, args = append(where, "list_contains(f_heuristic, ?)"), append(args, f.Heuristic)
+		inner, innerArgs = append(inner, "heuristic = ?"), append(innerArgs, f.Heuristic)
+	}
+	args = append(args, innerArgs...)
+	q := `SELECT job_id, job_name, user_name, queue, start_ms, ended, evaluated_ms, heuristic, sev, body, count(*) OVER ()
+		FROM (SELECT job_id, job_name, user_name, queue, start_ms, ended, evaluated_ms, unnest(f_heuristic) AS heuristic,
+			unnest(f_severity) AS sev, unnest(f_body) AS body, unnest(range(len(f_body))) AS idx
+			FROM analyses` + and(" WHERE ", where) + `)` + and(" WHERE ", inner) +
+		` ORDER BY start_ms DESC, job_id DESC, idx LIMIT ? OFFSET ?`
+	rows, err := s.handle().QueryContext(ctx, q, append(args, f.Limit, f.Offset)...)
+	if err != nil {
+		return store.FindingPage{}, fmt.Errorf("cannot list findings: %w", err)
+	}
+	defer rows.Close()
+	page := store.FindingPage{Findings: []store.FindingRow{}}
+	for rows.Next() {
+		var r store.FindingRow
+		var start, evaluated int64
+		var sev int8
+		var body string
+		if err := rows.Scan(&r.JobID, &r.Name, &r.User, &r.Queue, &start, &r.Ended, &evaluated, &r.Finding.Heuristic, &sev,
+			&body, &page.Total); err != nil {
+			return page, fmt.Errorf("cannot list findings: %w", err)
+		}
+		r.Start, r.Evaluated, r.Finding.Severity, r.Finding.Body = store.Time(start), store.Time(evaluated),
+			store.Severity(sev), json.RawMessage(body)
+		page.Findings = append(page.Findings, r)
+	}
+	if err := rows.Err(); err != nil {
+		return page, fmt.Errorf("cannot list findings: %w", err)
+	}
+	if len(page.Findings) == 0 && f.Offset > 0 {
+		// Past the end: still say how many match.
+		err := s.handle().QueryRowContext(ctx, `SELECT count(*) FROM (SELECT unnest(f_heuristic) AS heuristic,
+			unnest(f_severity) AS sev FROM analyses`+and(" WHERE ", where)+`)`+and(" WHERE ", inner), args...).Scan(&page.Total)
+		if err != nil {
+			return page, fmt.Errorf("cannot count findings: %w", err)
+		}
+	}
+	return page, nil
+}
+
+// and joins conditions with AND after prefix ("" for none).
+func and(prefix string, conds []string) string {
+	if len(conds) == 0 {
+		return ""
+	}
+	return prefix + strings.Join(conds, " AND ")
+}
+
+// visibleSQL is the condition of store.Visible on a table's user_name and
+// queue: user_name IN (...) OR queue IN (...), an empty list matching
+// nothing. (Not a parameter of NULL: duckdb-go fails to bind one whose
+// type DuckDB left unknown.)
+func visibleSQL(v *store.Visible) (string, []any) {
+	var args []any
+	in := func(col string, vals []string) string {
+		if len(vals) == 0 {
+			return "FALSE"
+		}
+		for _, x := range vals {
+			args = append(args, x)
+		}
+		return col + " IN (?" + strings.Repeat(", ?", len(vals)-1) + ")"
+	}
+	cond := "(" + in("user_name", v.Users) + " OR " + in("queue", v.Queues) + ")"
+	return cond, args
+}
+
+// jobsAnalysis is what Jobs adds for the analysis filters of f: the join
+// of each job's analysis (a.sev its severity as f takes it: the worst of
+// the job's findings, or of those of f.Heuristic), with the arguments
+// that come before the others; the conditions (MinSeverity is left to
+// the caller, which counts without it) and the order.
+func jobsAnalysis(f store.JobFilter) (join string, joinArgs []any, where []string, order string) {
+	sev := "worst"
+	if f.Heuristic != "" {
+		sev = "CASE WHEN coalesce(list_position(heuristics, ?), 0) > 0 THEN heuristic_worst[list_position(heuristics, ?)] END"
+		joinArgs = []any{f.Heuristic, f.Heuristic}
+		where = append(where, "a.sev IS NOT NULL")
+	}
+	join = ` LEFT JOIN (SELECT job_id, worst, heuristics, ` + sev + ` AS sev FROM analyses) a USING (job_id)`
+	order = "first_ms DESC NULLS LAST, job_id DESC"
+	if f.BySeverity {
+		order = "a.sev DESC NULLS LAST, " + order
+	}
+	return join, joinArgs, where, order
+}
+
+// scanWorst reads the analysis columns Jobs adds (a.worst, a.heuristics)
+// into j.
+func scanWorst(j *store.Job, worst sql.NullInt16, heuristics []any) {
+	if !worst.Valid {
+		return
+	}
+	w := store.Severity(worst.Int16)
+	j.WorstSeverity = &w
+	for _, h := range heuristics {
+		if s, ok := h.(string); ok {
+			j.Heuristics = append(j.Heuristics, s)
+		}
+	}
+}
+
+// countSeverities counts the jobs of the condition cond (FROM ... WHERE
+// ..., with a.sev) by a.sev.
+func (s *Store) countSeverities(ctx context.Context, cond string, args []any) (store.SeverityCounts, error) {
+	rows, err := s.handle().QueryContext(ctx, `SELECT a.sev, count(*)`+cond+` GROUP BY a.sev`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("cannot count jobs by severity: %w", err)
+	}
+	defer rows.Close()
+	c := store.NewSeverityCounts()
+	for rows.Next() {
+		var sev sql.NullInt16
+		var n int
+		if err := rows.Scan(&sev, &n); err != nil {
+			return nil, fmt.Errorf("cannot count jobs by severity: %w", err)
+		}
+		if sev.Valid {
+			v := store.Severity(sev.Int16)
+			c.Add(&v, n)
+		} else {
+			c.Add(nil, n)
+		}
+	}
+	return c, rows.Err()
+}

@@ -1,0 +1,364 @@
+package storetest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/taskscope/taskscope/internal/store"
+	"github.com/taskscope/taskscope/internal/wire"
+)
+
+// The jobs' analyses (store.FindingStore).
+var findingTests = []struct {
+	name string
+	fn   func(t *testing.T, f Factory)
+}{
+	{"AnalysisStoredAndReplaced", testAnalysisStored},
+	{"JobsBySeverity", testJobsBySeverity},
+	{"FindingsAcrossJobs", testFindingsAcrossJobs},
+	{"AnalysisStates", testAnalysisStates},
+}
+
+func sev(s store.Severity) *store.Severity { return &s }
+
+// finding is a stored finding whose body says its heuristic, severity and
+// a number.
+func finding(h string, s store.Severity, n int) store.StoredFinding {
+	body, _ := json.Marshal(map[string]any{"heuristic": h, "severity": s, "n": n, "message": "<b>" + h + "</b> \"quoted\""})
+	return store.StoredFinding{Heuristic: h, Severity: s, Body: body}
+}
+
+// analysisOf is an analysis of job j (as Jobs lists it) made at ms with fs.
+func analysisOf(j store.Job, ms int64, fs ...store.StoredFinding) *store.Analysis {
+	a := &store.Analysis{JobID: j.JobID, Name: j.Name, User: j.User, Queue: j.Queue, Start: j.Start,
+		Findings: fs, Report: json.RawMessage(`{"critical_path":{"steps":[1,2]}}`),
+		AnalysisStamp: store.AnalysisStamp{Evaluated: store.Time(ms), Version: "1+test", Settings: `{"skip":[]}`,
+			Mark: uint64(ms) * 7, LastSeen: j.LastSeen, Ended: j.State == store.StateFinished}}
+	for _, f := range fs {
+		a.Worst = max(a.Worst, f.Severity)
+	}
+	return a
+}
+
+// twelveJobs stores the jobs of testJobsList: 12 jobs of one map each,
+// 5 s apart, users alice, bob, carol in turn, queues q0000 and q0001 in
+// turn; the first 10 finished. It returns them newest first.
+func twelveJobs(t *testing.T, s store.Store) []store.Job {
+	g := &Gen{Agent: "node1-f", Host: "node1"}
+	users := []string{"alice", "bob", "carol"}
+	var batches []*wire.Batch
+	for i := 0; i < 12; i++ {
+		job := "job_1700000000000_" + pad4(i+1)
+		a := &AttemptSpec{ID: "attempt_1700000000000_" + pad4(i+1) + "_m_000000_0", JobID: job, Type: "map",
+			JobName: "etl-" + users[i%3], User: users[i%3], Queue: "q" + pad4(i%2), MemoryMB: 1024,
+			Start: T0.Add(time.Duration(5*i) * time.Second),
+			Procs: []ProcSpec{{PID: int32(1000 + i), Role: wire.RoleTaskJVM, CPUPerS: 100, RSS: 1 << 20}}}
+		batches = append(batches, g.Batch([]*AttemptSpec{a}, 0, 5, i < 10))
+	}
+	Ingest(t, s, batches...)
+	page, err := s.Jobs(context.Background(), store.JobFilter{Limit: 100})
+	if err != nil || len(page.Jobs) != 12 {
+		t.Fatalf("jobs: %d, %v", len(page.Jobs), err)
+	}
+	for _, j := range page.Jobs {
+		if j.WorstSeverity != nil || j.Heuristics != nil {
+			t.Fatalf("job %s not analysed has worst %v, heuristics %v", j.JobID, j.WorstSeverity, j.Heuristics)
+		}
+	}
+	return page.Jobs
+}
+
+func testAnalysisStored(t *testing.T, f Factory) {
+	s := open(t, f)
+	ctx := context.Background()
+	jobs := twelveJobs(t, s)
+	j := jobs[3]
+	if _, err := s.Analysis(ctx, j.JobID); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("analysis of a job not analysed: %v, want ErrNotFound", err)
+	}
+	first := analysisOf(j, T0.UnixMilli()+1000, finding("skew", store.SeverityModerate, 1), finding("gc_pressure", store.SeverityLow, 2),
+		finding("skew", store.SeveritySevere, 3), finding("waste", store.SeverityNone, 4))
+	if err := s.PutAnalysis(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	same := func(what string, want *store.Analysis) {
+		t.Helper()
+		got, err := s.Analysis(ctx, j.JobID)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if !sameAnalysis(got, want) {
+			t.Errorf("%s: stored\n%+v\nread back\n%+v", what, want, got)
+		}
+	}
+	same("stored", first)
+	// A later analysis replaces it, whatever it holds; an earlier one
+	// stored after it does not.
+	second := analysisOf(j, T0.UnixMilli()+5000)
+	if err := s.PutAnalysis(ctx, second); err != nil {
+		t.Fatal(err)
+	}
+	same("replaced by a later one", second)
+	if err := s.PutAnalysis(ctx, analysisOf(j, T0.UnixMilli()+2000, finding("skew", store.SeverityCritical, 9))); err != nil {
+		t.Fatal(err)
+	}
+	same("an earlier one stored after it", second)
+	third := analysisOf(j, T0.UnixMilli()+9000, finding("lost_processes", store.SeverityCritical, 5))
+	if err := s.PutAnalysis(ctx, third); err != nil {
+		t.Fatal(err)
+	}
+	same("replaced again", third)
+	if f.Reopen != nil {
+		s = f.Reopen(t, s, Clock)
+		t.Cleanup(func() { s.Close() })
+		same("after a restart", third)
+	}
+}
+
+// sameAnalysis compares analyses, their JSON by value.
+func sameAnalysis(a, b *store.Analysis) bool {
+	norm := func(x *store.Analysis) store.Analysis {
+		c := *x
+		c.Report = canonical(c.Report)
+		c.Findings = nil
+		for _, f := range x.Findings {
+			f.Body = canonical(f.Body)
+			c.Findings = append(c.Findings, f)
+		}
+		return c
+	}
+	return reflect.DeepEqual(norm(a), norm(b))
+}
+
+func canonical(b json.RawMessage) json.RawMessage {
+	if len(b) == 0 {
+		return nil
+	}
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return json.RawMessage("invalid: " + string(b))
+	}
+	out, _ := json.Marshal(v)
+	return out
+}
+
+func ids(jobs []store.Job) []string {
+	out := []string{}
+	for _, j := range jobs {
+		out = append(out, j.JobID)
+	}
+	return out
+}
+
+func testJobsBySeverity(t *testing.T, f Factory) {
+	s := open(t, f)
+	ctx := context.Background()
+	jobs := twelveJobs(t, s) // newest first: jobs[0] is job 12
+	// Jobs 12, 11 (running), 9, 6, 3 and 1 are analysed: 12 critical
+	// (lost_processes), 11 none, 9 severe skew and low gc, 6 moderate
+	// gc, 3 severe gc and moderate skew, 1 low skew.
+	ms := T0.UnixMilli() + 60_000
+	put := func(i int, fs ...store.StoredFinding) {
+		if err := s.PutAnalysis(ctx, analysisOf(jobs[12-i], ms, fs...)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(12, finding("lost_processes", store.SeverityCritical, 1))
+	put(11)
+	put(9, finding("skew", store.SeveritySevere, 1), finding("gc_pressure", store.SeverityLow, 2))
+	put(6, finding("gc_pressure", store.SeverityModerate, 1))
+	put(3, finding("gc_pressure", store.SeveritySevere, 1), finding("skew", store.SeverityModerate, 2))
+	put(1, finding("skew", store.SeverityLow, 1), finding("waste", store.SeverityNone, 2))
+	job := func(i int) string { return "job_1700000000000_" + pad4(i) }
+	cases := []struct {
+		name   string
+		f      store.JobFilter
+		want   []int
+		total  int
+		counts map[string]int // CountSeverities
+	}{
+		{"all, worst first", store.JobFilter{BySeverity: true}, []int{12, 9, 3, 6, 1, 11, 10, 8, 7, 5, 4, 2}, 12,
+			map[string]int{"critical": 1, "severe": 2, "moderate": 1, "low": 1, "none": 1, store.NotAnalysed: 6}},
+		{"severe or worse", store.JobFilter{MinSeverity: sev(store.SeveritySevere)}, []int{12, 9, 3}, 3,
+			map[string]int{"critical": 1, "severe": 2, "moderate": 1, "low": 1, "none": 1, store.NotAnalysed: 6}},
+		{"analysed", store.JobFilter{MinSeverity: sev(store.SeverityNone)}, []int{12, 11, 9, 6, 3, 1}, 6, nil},
+		{"a heuristic", store.JobFilter{Heuristic: "skew"}, []int{9, 3, 1}, 3,
+			map[string]int{"critical": 0, "severe": 1, "moderate": 1, "low": 1, "none": 0, store.NotAnalysed: 0}},
+		{"a heuristic's severity", store.JobFilter{Heuristic: "gc_pressure", MinSeverity: sev(store.SeverityModerate), BySeverity: true},
+			[]int{3, 6}, 2, map[string]int{"critical": 0, "severe": 1, "moderate": 1, "low": 1, "none": 0, store.NotAnalysed: 0}},
+		{"a heuristic found at none only", store.JobFilter{Heuristic: "waste"}, []int{}, 0, nil},
+		{"and a user", store.JobFilter{User: "carol", MinSeverity: sev(store.SeverityLow)}, []int{12, 9, 6, 3}, 4,
+			map[string]int{"critical": 1, "severe": 2, "moderate": 1, "low": 0, "none": 0, store.NotAnalysed: 0}},
+		{"and the state", store.JobFilter{State: store.StateRunning, BySeverity: true}, []int{12, 11}, 2, nil},
+		{"paged", store.JobFilter{MinSeverity: sev(store.SeverityLow), BySeverity: true, Limit: 2, Offset: 2}, []int{3, 6}, 5, nil},
+		{"past the end", store.JobFilter{MinSeverity: sev(store.SeverityLow), Offset: 10}, []int{}, 5, nil},
+		{"visible", store.JobFilter{MinSeverity: sev(store.SeverityLow), Visible: &store.Visible{Users: []string{"alice"},
+			Queues: []string{"q0000"}}}, []int{9, 3, 1}, 3, nil},
+	}
+	for _, c := range cases {
+		c.f.CountSeverities = c.counts != nil
+		page, err := s.Jobs(ctx, c.f)
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		var want []string
+		for _, i := range c.want {
+			want = append(want, job(i))
+		}
+		if fmt.Sprint(ids(page.Jobs)) != fmt.Sprint(want) || page.Total != c.total {
+			t.Errorf("%s: %v (total %d), want %v (total %d)", c.name, ids(page.Jobs), page.Total, want, c.total)
+		}
+		if c.counts != nil && !reflect.DeepEqual(map[string]int(page.Severities), c.counts) {
+			t.Errorf("%s: counts %v, want %v", c.name, page.Severities, c.counts)
+		}
+		if c.counts == nil && page.Severities != nil {
+			t.Errorf("%s: counts %v not asked for", c.name, page.Severities)
+		}
+	}
+	page, err := s.Jobs(ctx, store.JobFilter{MinSeverity: sev(store.SeverityNone), Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{job(12): "critical [lost_processes]", job(11): "none []", job(9): "severe [skew gc_pressure]",
+		job(6): "moderate [gc_pressure]", job(3): "severe [gc_pressure skew]", job(1): "low [skew]"}
+	for _, j := range page.Jobs {
+		if got := fmt.Sprintf("%v %v", j.WorstSeverity, j.Heuristics); j.WorstSeverity == nil || got != want[j.JobID] {
+			t.Errorf("%s: worst and heuristics %s, want %s", j.JobID, got, want[j.JobID])
+		}
+	}
+}
+
+func testFindingsAcrossJobs(t *testing.T, f Factory) {
+	s := open(t, f)
+	ctx := context.Background()
+	jobs := twelveJobs(t, s)
+	ms := T0.UnixMilli() + 60_000
+	put := func(i int, fs ...store.StoredFinding) {
+		if err := s.PutAnalysis(ctx, analysisOf(jobs[12-i], ms+int64(i), fs...)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(12, finding("lost_processes", store.SeverityCritical, 1))
+	put(9, finding("skew", store.SeveritySevere, 1), finding("gc_pressure", store.SeverityLow, 2))
+	put(6, finding("gc_pressure", store.SeverityModerate, 1))
+	put(3, finding("gc_pressure", store.SeveritySevere, 1), finding("skew", store.SeverityModerate, 2), finding("waste", store.SeverityNone, 3))
+	// An earlier analysis of job 6, replaced: its findings are not listed.
+	if err := s.PutAnalysis(ctx, analysisOf(jobs[12-6], ms-1, finding("skew", store.SeverityCritical, 7))); err != nil {
+		t.Fatal(err)
+	}
+	key := func(r store.FindingRow) string {
+		var b struct{ N int }
+		json.Unmarshal(r.Finding.Body, &b)
+		return fmt.Sprintf("%s/%s/%s/%d", r.JobID[len(r.JobID)-2:], r.Finding.Heuristic, r.Finding.Severity, b.N)
+	}
+	cases := []struct {
+		name  string
+		f     store.FindingFilter
+		want  []string
+		total int
+	}{
+		{"all", store.FindingFilter{}, []string{"12/lost_processes/critical/1", "09/skew/severe/1", "09/gc_pressure/low/2",
+			"06/gc_pressure/moderate/1", "03/gc_pressure/severe/1", "03/skew/moderate/2", "03/waste/none/3"}, 7},
+		{"severe or worse", store.FindingFilter{MinSeverity: sev(store.SeveritySevere)},
+			[]string{"12/lost_processes/critical/1", "09/skew/severe/1", "03/gc_pressure/severe/1"}, 3},
+		{"a heuristic", store.FindingFilter{Heuristic: "gc_pressure"},
+			[]string{"09/gc_pressure/low/2", "06/gc_pressure/moderate/1", "03/gc_pressure/severe/1"}, 3},
+		{"both", store.FindingFilter{Heuristic: "skew", MinSeverity: sev(store.SeverityModerate)},
+			[]string{"09/skew/severe/1", "03/skew/moderate/2"}, 2},
+		{"a user", store.FindingFilter{User: "carol", MinSeverity: sev(store.SeverityModerate)},
+			[]string{"12/lost_processes/critical/1", "09/skew/severe/1", "06/gc_pressure/moderate/1", "03/gc_pressure/severe/1", "03/skew/moderate/2"}, 5},
+		{"a queue", store.FindingFilter{Queue: "q0001"}, []string{"12/lost_processes/critical/1", "06/gc_pressure/moderate/1"}, 2},
+		{"time", store.FindingFilter{From: T0.Add(20 * time.Second).UnixMilli(), To: T0.Add(50 * time.Second).UnixMilli()},
+			[]string{"09/skew/severe/1", "09/gc_pressure/low/2", "06/gc_pressure/moderate/1"}, 3},
+		{"paged", store.FindingFilter{Limit: 2, Offset: 2}, []string{"09/gc_pressure/low/2", "06/gc_pressure/moderate/1"}, 7},
+		{"past the end", store.FindingFilter{Offset: 20}, []string{}, 7},
+		{"visible", store.FindingFilter{Visible: &store.Visible{Users: []string{"alice"}, Queues: []string{"q0000"}}},
+			[]string{"09/skew/severe/1", "09/gc_pressure/low/2", "03/gc_pressure/severe/1", "03/skew/moderate/2", "03/waste/none/3"}, 5},
+		{"visible to none", store.FindingFilter{Visible: &store.Visible{}}, []string{}, 0},
+	}
+	for _, c := range cases {
+		page, err := s.Findings(ctx, c.f)
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		got := []string{}
+		for _, r := range page.Findings {
+			got = append(got, key(r))
+		}
+		if fmt.Sprint(got) != fmt.Sprint(c.want) || page.Total != c.total {
+			t.Errorf("%s: %v (total %d), want %v (total %d)", c.name, got, page.Total, c.want, c.total)
+		}
+	}
+	page, err := s.Findings(ctx, store.FindingFilter{Heuristic: "lost_processes"})
+	if err != nil || len(page.Findings) != 1 {
+		t.Fatalf("lost_processes: %v, %v", page.Findings, err)
+	}
+	r, j := page.Findings[0], jobs[0]
+	if r.JobID != j.JobID || r.Name != j.Name || r.User != j.User || r.Queue != j.Queue || r.Start != j.Start || r.Ended ||
+		r.Evaluated != store.Time(ms+12) || string(canonical(r.Finding.Body)) != string(canonical(finding("lost_processes", store.SeverityCritical, 1).Body)) {
+		t.Errorf("finding of job 12 (running): %+v (body %s)", r, r.Finding.Body)
+	}
+}
+
+func testAnalysisStates(t *testing.T, f Factory) {
+	s := open(t, f)
+	ctx := context.Background()
+	jobs := twelveJobs(t, s)
+	a := analysisOf(jobs[0], T0.UnixMilli()+50_000)
+	a.Mark = 1<<63 + 5 // a digest: every bit of it is kept
+	if err := s.PutAnalysis(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutAnalysis(ctx, analysisOf(jobs[2], T0.UnixMilli()+40_000)); err != nil {
+		t.Fatal(err)
+	}
+	// Job i is seen for 5 s from T0 + 5 s × (i - 1): those seen since T0
+	// + 43 s are 9 to 12.
+	since := T0.Add(43 * time.Second).UnixMilli()
+	states, err := s.AnalysisStates(ctx, since, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, st := range states {
+		desc := st.Job.JobID[len(st.Job.JobID)-2:] + " " + st.Job.State
+		if st.Stored != nil {
+			desc += fmt.Sprintf(" analysed %d %s %s %d seen %d %v", int64(st.Stored.Evaluated)-T0.UnixMilli(), st.Stored.Version,
+				st.Stored.Settings, st.Stored.Mark, int64(st.Stored.LastSeen)-T0.UnixMilli(), st.Stored.Ended)
+		}
+		got = append(got, desc)
+		want, err := s.Jobs(ctx, store.JobFilter{Name: st.Job.JobID})
+		if err != nil || len(want.Jobs) != 1 {
+			t.Fatalf("job %s: %v", st.Job.JobID, err)
+		}
+		d, err := s.Job(ctx, st.Job.JobID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// What the analyser compares (analysis.Mark) is what Jobs and Job say.
+		for _, w := range []store.Job{want.Jobs[0], d.Job} {
+			if st.Job.LastSeen != w.LastSeen || st.Job.Attempts != w.Attempts || st.Job.Running != w.Running ||
+				st.Job.CPUMs != w.CPUMs || st.Job.PeakRSS != w.PeakRSS || st.Job.Hosts != w.Hosts || st.Job.Name != w.Name ||
+				st.Job.User != w.User || st.Job.Queue != w.Queue || st.Job.Start != w.Start || st.Job.End != w.End ||
+				st.Job.State != w.State {
+				t.Errorf("job %s: %+v, Jobs or Job say %+v", st.Job.JobID, st.Job, w)
+			}
+		}
+	}
+	want := []string{`12 running analysed 50000 1+test {"skip":[]} 9223372036854775813 seen 60000 false`, "11 running",
+		fmt.Sprintf(`10 finished analysed 40000 1+test {"skip":[]} %d seen 50000 true`, (T0.UnixMilli()+40_000)*7), "09 finished"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("jobs seen since T0 + 43 s:\n%q\nwant\n%q", got, want)
+	}
+	if states, err := s.AnalysisStates(ctx, since, 2); err != nil || len(states) != 2 ||
+		states[0].Job.JobID != jobs[0].JobID {
+		t.Errorf("at most 2: %d, %v", len(states), err)
+	}
+}
