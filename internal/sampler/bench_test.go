@@ -103,7 +103,7 @@ func BenchmarkProfile(b *testing.B) {
 						pause += float64(p.PausedUs)
 						size += float64(len(enc.EncodeAll(wire.MarshalProfile(nil, p), nil)))
 					} else {
-						time.Sleep(window)
+						time.Sleep(window) // the baseline: the same window, not profiled
 					}
 					time.Sleep(200 * time.Millisecond) // the next report line
 					r1 := done(b, j)
