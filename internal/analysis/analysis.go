@@ -182,7 +182,7 @@ var heuristics = []heuristic{
 	{"outlier", outlierReads, outliers},
 	{"skew", nil, skew},
 	{"last_wave", nil, lastWave},
-	{"recurring", recurringReads, recurring},
+	{recurringHeuristic, recurringReads, recurring},
 	{"waste", nil, waste},
 	{"memory_headroom", nil, memoryHeadroom},
 	{"heap_headroom", heapReads, heapHeadroom},

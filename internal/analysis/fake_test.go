@@ -115,6 +115,15 @@ func (f *fakeStore) Events(_ context.Context, flt store.EventFilter) ([]store.Ev
 	return out, nil
 }
 
+// Findings: the fake keeps no analysis (the stores' own tests and
+// internal/api's read stored ones).
+func (f *fakeStore) Findings(_ context.Context, _ store.FindingFilter) (store.FindingPage, error) {
+	if err := f.fail("findings"); err != nil {
+		return store.FindingPage{}, err
+	}
+	return store.FindingPage{}, nil
+}
+
 func (f *fakeStore) Series(_ context.Context, q store.SeriesQuery) (*store.SeriesResult, error) {
 	if err := f.fail("series"); err != nil {
 		return nil, err

@@ -11,8 +11,10 @@ import (
 
 // The overview (GET /api/v1/overview, the UI's first page): what is in
 // trouble now and what the day cost, for the jobs a reader sees, read
-// within bounds: the running jobs, the window's jobs by queue and by user
-// (their cost and waste), the lost and orphaned task processes by host.
+// within bounds: the running jobs (the worst stored finding first), the
+// runs of recurring jobs that regressed, the window's jobs by queue and by
+// user (their cost, waste and findings by severity), the lost and
+// orphaned task processes by host.
 
 // OverviewFilter selects what an overview covers: the jobs active within
 // [From, To) that Visible lets its reader see (nil: all, and the hosts'
@@ -26,10 +28,17 @@ type OverviewFilter struct {
 type Overview struct {
 	From store.Time `json:"from"`
 	To   store.Time `json:"to"`
-	// Running are the jobs running now, at most maxOverviewRunning;
-	// RunningTotal counts them all.
+	// Running are the jobs running now, at most maxOverviewRunning, the
+	// worst stored finding first (then the newest; those not analysed
+	// yet last); RunningTotal counts them all.
 	Running      []store.Job `json:"running"`
 	RunningTotal int         `json:"running_total"`
+	// Regressed are the stored findings of the recurring-job heuristic
+	// in the window (runs outside the band of the runs before them), the
+	// worst first, at most maxOverviewRegressed; RegressedTotal counts
+	// them all.
+	Regressed      []JobFinding `json:"regressed"`
+	RegressedTotal int          `json:"regressed_total"`
 	// Queues and Users are the window's jobs by queue and by user, the
 	// most wasted first.
 	Queues []OverviewGroup `json:"queues"`
@@ -55,6 +64,9 @@ type OverviewGroup struct {
 	WastedMemGBHours     float64 `json:"wasted_memory_gb_hours"`
 	OverAllocatedGBHours float64 `json:"over_allocated_gb_hours"`
 	WastedShare          float64 `json:"wasted_percent"`
+	// Severities counts the group's jobs by the worst severity of their
+	// stored findings (not_analysed: none stored yet).
+	Severities store.SeverityCounts `json:"severity_counts"`
 }
 
 // LostOnHost counts a host's lost and orphaned task processes (distinct
@@ -70,9 +82,10 @@ type LostOnHost struct {
 
 // Bounds of an overview.
 const (
-	maxOverviewRunning = 50
-	maxOverviewEvents  = 2000 // of each kind
-	maxOverviewJobs    = 2000 // a reader's jobs, to tell which events are theirs
+	maxOverviewRunning   = 50
+	maxOverviewRegressed = 100
+	maxOverviewEvents    = 2000 // of each kind
+	maxOverviewJobs      = 2000 // a reader's jobs, to tell which events are theirs
 )
 
 // JobOverview implements api.OverviewAnalyzer.
@@ -83,7 +96,7 @@ func (a *Analyzer) JobOverview(ctx context.Context, from, to int64, visible *sto
 // Overview answers GET /api/v1/overview.
 func (a *Analyzer) Overview(ctx context.Context, f OverviewFilter) (*Overview, error) {
 	o := &Overview{From: store.Time(f.From), To: store.Time(f.To), Running: []store.Job{}, Hosts: []LostOnHost{}}
-	run, err := a.st.Jobs(ctx, store.JobFilter{State: store.StateRunning, Visible: f.Visible, Limit: maxOverviewRunning})
+	run, err := a.st.Jobs(ctx, store.JobFilter{State: store.StateRunning, Visible: f.Visible, Limit: maxOverviewRunning, BySeverity: true})
 	if err != nil {
 		return nil, fmt.Errorf("overview: running jobs: %w", err)
 	}
@@ -100,7 +113,26 @@ func (a *Analyzer) Overview(ctx context.Context, f OverviewFilter) (*Overview, e
 	if err := a.lostOnHosts(ctx, f, o); err != nil {
 		return nil, err
 	}
+	if err := a.regressed(ctx, f, o); err != nil {
+		return nil, err
+	}
 	return o, nil
+}
+
+// regressed lists the window's stored findings of the recurring-job
+// heuristic, of the jobs the reader sees, the worst first.
+func (a *Analyzer) regressed(ctx context.Context, f OverviewFilter, o *Overview) error {
+	low := store.SeverityLow
+	// A recurring job's finding names no neighbour: none is left out.
+	v, err := a.StoredFindings(ctx, store.FindingFilter{MinSeverity: &low, Heuristic: recurringHeuristic, From: f.From, To: f.To,
+		Visible: f.Visible, Limit: maxOverviewRegressed}, false)
+	if err != nil {
+		return fmt.Errorf("overview: regressed recurring jobs: %w", err)
+	}
+	page := v.(FindingPage) // StoredFindings answers the API with its page
+	o.Regressed, o.RegressedTotal = page.Findings, page.Total
+	sort.SliceStable(o.Regressed, func(x, y int) bool { return o.Regressed[x].Severity > o.Regressed[y].Severity })
+	return nil
 }
 
 func overviewGroups(r *WasteReport) []OverviewGroup {
@@ -109,7 +141,7 @@ func overviewGroups(r *WasteReport) []OverviewGroup {
 		out = append(out, OverviewGroup{Key: g.Key, Jobs: g.Jobs, CPUHours: g.CPUHours, MemGBHours: g.MemGBHours,
 			WastedCPUHours:       g.Failed.CPUHours + g.Killed.CPUHours + g.Speculative.CPUHours,
 			WastedMemGBHours:     g.Failed.MemGBHours + g.Killed.MemGBHours + g.Speculative.MemGBHours,
-			OverAllocatedGBHours: g.OverAllocated.MemGBHours, WastedShare: g.WastedShare})
+			OverAllocatedGBHours: g.OverAllocated.MemGBHours, WastedShare: g.WastedShare, Severities: g.Severities})
 	}
 	return out
 }

@@ -288,6 +288,10 @@ func show(v float64, unit string) string {
 	return fmt.Sprintf("%g %s", v, unit)
 }
 
+// recurringHeuristic names the heuristic of recurring jobs: the
+// overview lists its stored findings.
+const recurringHeuristic = "recurring"
+
 // recurringReads: the job's earlier runs.
 func recurringReads(_ *Job, p *plan) { p.history = true }
 

@@ -191,6 +191,9 @@ type WasteGroup struct {
 	Key  string `json:"key"`
 	Jobs int    `json:"jobs"`
 	Cost
+	// Severities counts the group's jobs by their worst stored finding
+	// (the overview shows them).
+	Severities store.SeverityCounts `json:"-"`
 }
 
 // WasteReport is the cost of waste over a window, by a key.
@@ -263,12 +266,13 @@ func (a *Analyzer) wasteBy(ctx context.Context, f store.JobFilter, bys ...string
 					k := key(j, at)
 					g := groups[b][k]
 					if g == nil {
-						g = &WasteGroup{Key: k}
+						g = &WasteGroup{Key: k, Severities: store.NewSeverityCounts()}
 						groups[b][k] = g
 					}
 					if !counted[k] {
 						counted[k] = true
 						g.Jobs++
+						g.Severities.Add(j.WorstSeverity, 1)
 					}
 					kind := wasteKind(at, l)
 					g.add(at, kind)

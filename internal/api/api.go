@@ -99,6 +99,7 @@ func (a *API) Register(mux Mux) {
 	a.route(mux, "GET /api/v1/jobs/{job}/history", a.history)
 	a.route(mux, "GET /api/v1/waste", a.waste)
 	a.route(mux, "GET /api/v1/overview", a.overview)
+	a.route(mux, "GET /api/v1/heuristics", a.heuristics)
 	a.route(mux, "GET /api/v1/findings", a.storedFindings)
 	a.route(mux, "GET /api/v1/jobs/{job}/attempts/{attempt}", a.attempt)
 	a.route(mux, "GET /api/v1/jobs/{job}/attempts/{attempt}/series", a.attemptSeries)

@@ -44,6 +44,19 @@ func (a *API) overview(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, v)
 }
 
+// heuristics names the analysis' heuristics, what the jobs' and
+// findings' heuristic= take (the UI's filter offers them).
+func (a *API) heuristics(w http.ResponseWriter, r *http.Request) {
+	fs, ok := a.analyzer.(FindingSearcher)
+	if !ok {
+		fail(w, fmt.Errorf("no stored findings on this server: %w", store.ErrNotFound))
+		return
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Heuristics []string `json:"heuristics"`
+	}{fs.Heuristics()})
+}
+
 // window reads a request's from and to: to defaults to now, from to def
 // before to.
 func (a *API) window(r *http.Request, def time.Duration) (from, to int64, err error) {

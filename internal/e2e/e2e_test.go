@@ -864,6 +864,15 @@ func TestLostTaskProcesses(t *testing.T) {
 	jo, op := started(ctx0, t, c, simulator.JobSpec{Kind: simulator.JobHadoop1, Name: "outlived", Maps: 1, NoReduces: true,
 		TaskCPU: 200 * time.Millisecond, Hold: 60 * time.Second}, "")
 	h.waitTracked(t, jo.ID)
+	// Its job is purged once the Child runs its task (holds on): a JVM
+	// still starting when its working directory goes dies of it ("Could
+	// not determine current working directory"), as would one that has
+	// not read its job.xml yet, and there is nothing left to reap (under
+	// load, a JVM's start outlasted the agent's first report of it).
+	testsrv.WaitUntil(t, "the Child holding on to its task", 60*time.Second, func() bool {
+		b, _ := os.ReadFile(filepath.Join(op.LogDir, "syslog"))
+		return strings.Contains(string(b), "holding on for")
+	})
 	jobcache := filepath.Dir(filepath.Dir(op.WorkDir)) // <local>/taskTracker/<user>/jobcache/<job>
 	if filepath.Base(jobcache) != jo.ID {
 		t.Fatalf("work dir %s is not under jobcache/%s", op.WorkDir, jo.ID)

@@ -118,6 +118,19 @@ func parseKeyValue(b []byte) (k, v string, err error) {
 	return k, v, nil
 }
 
+// vcores is the virtual cores the setting name gives a container, or the
+// framework's default where it is unset or not a positive number: Tez's
+// tez-conf.pb and Spark's __spark_conf__ hold what was set, not their
+// defaults (tez.{task,am}.resource.cpu.vcores, spark.{executor,driver}.cores
+// on YARN and spark.yarn.am.cores are 1 then), where a MapReduce job.xml
+// holds mapred-default.xml's too.
+func (c Conf) vcores(name string) int64 {
+	if v, ok := c.Int(name); ok && v > 0 {
+		return v
+	}
+	return 1
+}
+
 // TezConfFor extracts what a Tez container's tez-conf.pb says: the queue
 // (tez.queue.name, YARN's default queue when unset), and the container's
 // size and java options: the ApplicationMaster's (tez.am.*) or a task
@@ -131,11 +144,11 @@ func (c Conf) TezConfFor(am bool) JobConf {
 	}
 	if am {
 		j.MemoryMB, _ = c.Int("tez.am.resource.memory.mb")
-		j.VCores, _ = c.Int("tez.am.resource.cpu.vcores")
+		j.VCores = c.vcores("tez.am.resource.cpu.vcores")
 		j.JavaOpts = c.First("tez.am.launch.cmd-opts")
 	} else {
 		j.MemoryMB, _ = c.Int("tez.task.resource.memory.mb")
-		j.VCores, _ = c.Int("tez.task.resource.cpu.vcores")
+		j.VCores = c.vcores("tez.task.resource.cpu.vcores")
 		j.JavaOpts = c.First("tez.task.launch.cmd-opts")
 	}
 	j.XmxBytes = ParseXmx(j.JavaOpts)
@@ -342,7 +355,7 @@ func (c Conf) SparkConfFor(am bool) JobConf {
 		}
 	}
 	j.MemoryMB = total >> 20
-	j.VCores, _ = c.Int(role + "cores") // spark.executor.cores, spark.driver.cores, spark.yarn.am.cores
+	j.VCores = c.vcores(role + "cores") // spark.executor.cores, spark.driver.cores, spark.yarn.am.cores
 	j.JavaOpts = c.First(role + "extraJavaOptions")
 	j.XmxBytes = heap
 	return j

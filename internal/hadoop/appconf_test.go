@@ -35,10 +35,13 @@ func TestTezConf(t *testing.T) {
 	if got := c.TezConfFor(true); got.MemoryMB != 1536 || got.VCores != 1 || got.XmxBytes != 1228<<20 || got.Queue != "etl" {
 		t.Errorf("AM: %+v", got)
 	}
-	// Without tez.queue.name the DAG goes to YARN's default queue.
-	c, err = ParseTezConf(bytes.NewReader(tezConfPB("tez.task.resource.memory.mb", "1024")))
-	if err != nil || c.TezConfFor(false).Queue != "default" {
-		t.Errorf("no queue set: %+v, %v", c.TezConfFor(false), err)
+	// Without tez.queue.name the DAG goes to YARN's default queue; without
+	// tez.*.resource.cpu.vcores (tez-conf.pb holds what was set, not Tez's
+	// defaults) a container has Tez's default, 1 (the e2e test's Tez
+	// containers had 0 when the NodeManager's word came too late).
+	c, err = ParseTezConf(bytes.NewReader(tezConfPB("tez.task.resource.memory.mb", "1024", "tez.am.resource.cpu.vcores", "0")))
+	if err != nil || c.TezConfFor(false).Queue != "default" || c.TezConfFor(false).VCores != 1 || c.TezConfFor(true).VCores != 1 {
+		t.Errorf("no queue or vcores set: %+v, %+v, %v", c.TezConfFor(false), c.TezConfFor(true), err)
 	}
 	for name, bad := range map[string][]byte{
 		"cut in a pair":  b[:len(b)-20],
@@ -65,16 +68,16 @@ func TestSparkConf(t *testing.T) {
 		{name: "executor, overhead set", props: "spark.app.name=daily\\: load\nspark.yarn.queue=etl\nspark.executor.memory=2g\nspark.executor.memoryOverhead=512\nspark.user=bob\nspark.executor.cores=4\n",
 			want: JobConf{JobName: "daily: load", User: "bob", Queue: "etl", MemoryMB: 2560, VCores: 4, XmxBytes: 2048 * mb}},
 		{name: "executor, overhead a tenth", props: "spark.executor.memory=8g\n",
-			want: JobConf{Queue: "default", MemoryMB: 8192 + 819, XmxBytes: 8192 * mb}},
+			want: JobConf{Queue: "default", MemoryMB: 8192 + 819, VCores: 1, XmxBytes: 8192 * mb}},
 		{name: "executor, overhead at least 384 MiB", props: "spark.executor.memory=1024m\n",
-			want: JobConf{Queue: "default", MemoryMB: 1024 + 384, XmxBytes: 1024 * mb}},
+			want: JobConf{Queue: "default", MemoryMB: 1024 + 384, VCores: 1, XmxBytes: 1024 * mb}},
 		{name: "executor, Spark's default heap", props: "spark.app.name=x\n",
-			want: JobConf{JobName: "x", Queue: "default", MemoryMB: 1024 + 384, XmxBytes: 1024 * mb}},
+			want: JobConf{JobName: "x", Queue: "default", MemoryMB: 1024 + 384, VCores: 1, XmxBytes: 1024 * mb}},
 		{name: "executor, factor, PySpark and off-heap", props: "spark.executor.memory=4g\nspark.executor.memoryOverheadFactor=0.25\n" +
 			"spark.executor.pyspark.memory=512m\nspark.memory.offHeap.enabled=true\nspark.memory.offHeap.size=1gb\nspark.executor.extraJavaOptions=-XX:+UseG1GC\n",
-			want: JobConf{Queue: "default", MemoryMB: 4096 + 1024 + 512 + 1024, XmxBytes: 4096 * mb, JavaOpts: "-XX:+UseG1GC"}},
+			want: JobConf{Queue: "default", MemoryMB: 4096 + 1024 + 512 + 1024, VCores: 1, XmxBytes: 4096 * mb, JavaOpts: "-XX:+UseG1GC"}},
 		{name: "client mode's AM", am: true, props: "spark.yarn.am.memory=256m\nspark.executor.memory=8g\n",
-			want: JobConf{Queue: "default", MemoryMB: 256 + 384, XmxBytes: 256 * mb}},
+			want: JobConf{Queue: "default", MemoryMB: 256 + 384, VCores: 1, XmxBytes: 256 * mb}},
 		{name: "cluster mode's AM is the driver", am: true, props: "spark.submit.deployMode=cluster\nspark.driver.memory=4g\nspark.driver.memoryOverhead=1g\nspark.yarn.queue=adhoc\nspark.driver.cores=2\nspark.executor.cores=4\n",
 			want: JobConf{Queue: "adhoc", MemoryMB: 5120, VCores: 2, XmxBytes: 4096 * mb}},
 	} {

@@ -1,8 +1,10 @@
 package profiling
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/taskscope/taskscope/internal/store"
@@ -132,8 +134,9 @@ func (c *Control) free(host, attempt string) bool {
 
 // sibling picks a healthy sibling of a: an attempt of the same task type
 // that runs, that the analysis did not name, with a live JVM; on another
-// node that is free first, else on a's own node (one session with a).
-// nil if there is none.
+// node that is free first, else on a's own node (one session with a); of
+// those, the one that started last (siblings take about as long: it has
+// the most of the window left to run). nil if there is none.
 func (c *Control) sibling(ctx context.Context, j *store.JobDetail, a *store.Attempt, named map[string]bool) (*store.Attempt, *store.Process, error) {
 	var other, same []*store.Attempt
 	for i := range j.AttemptList {
@@ -148,6 +151,9 @@ func (c *Control) sibling(ctx context.Context, j *store.JobDetail, a *store.Atte
 			other = append(other, s)
 		}
 	}
+	latest := func(x, y *store.Attempt) int { return cmp.Compare(y.Start, x.Start) }
+	slices.SortStableFunc(other, latest)
+	slices.SortStableFunc(same, latest)
 	for _, s := range append(other, same...) {
 		det, err := c.st.Attempt(ctx, s.AttemptID)
 		if err != nil {

@@ -31,7 +31,7 @@ func (c *clock) add(d time.Duration) {
 }
 
 // runningJob makes a store with four running maps of one job, two on each of
-// node1 and node2.
+// node1 and node2; map 3 started 10 s after the others.
 func runningJob(t *testing.T) (*duckdb.Store, *storetest.Gen) {
 	t.Helper()
 	now := storetest.T0.Add(time.Minute)
@@ -42,12 +42,12 @@ func runningJob(t *testing.T) (*duckdb.Store, *storetest.Gen) {
 	t.Cleanup(func() { st.Close() })
 	g := &storetest.Gen{Agent: "n1", Host: "node1"}
 	g2 := &storetest.Gen{Agent: "n2", Host: "node2"}
-	mk := func(i string, pid int32) *storetest.AttemptSpec {
-		return &storetest.AttemptSpec{ID: att(i), JobID: job, Type: "map", User: "u", Start: storetest.T0,
+	mk := func(i string, pid int32, late time.Duration) *storetest.AttemptSpec {
+		return &storetest.AttemptSpec{ID: att(i), JobID: job, Type: "map", User: "u", Start: storetest.T0.Add(late),
 			Procs: []storetest.ProcSpec{{PID: pid, Role: wire.RoleTaskJVM, CPUPerS: 500}}}
 	}
-	storetest.Ingest(t, st, g.Batch([]*storetest.AttemptSpec{mk("0", 10), mk("1", 11)}, 0, 50, false),
-		g2.Batch([]*storetest.AttemptSpec{mk("2", 20), mk("3", 21)}, 0, 50, false))
+	storetest.Ingest(t, st, g.Batch([]*storetest.AttemptSpec{mk("0", 10, 0), mk("1", 11, 0)}, 0, 50, false),
+		g2.Batch([]*storetest.AttemptSpec{mk("2", 20, 0), mk("3", 21, 10*time.Second)}, 0, 50, false))
 	return st, g
 }
 
@@ -130,9 +130,10 @@ func TestAutoBounds(t *testing.T) {
 		}
 		return m
 	}
-	// att0 on node1, with a sibling on node2 (another node first).
+	// att0 on node1, with a sibling on node2 (another node first), the
+	// one that started last (the most of the window left to run).
 	m := auto(att("0"))
-	if len(m) != 2 || m[0].Host != "node2" || m[1].AttemptID != att("0") || m[1].Baseline != m[0].ID {
+	if len(m) != 2 || m[0].AttemptID != att("3") || m[1].AttemptID != att("0") || m[1].Baseline != m[0].ID {
 		t.Fatalf("first: %+v", m)
 	}
 	// Both nodes busy for the window.
@@ -193,5 +194,39 @@ func TestRequestAfterProfileCame(t *testing.T) {
 	}
 	if _, err := b.Request(ctx, "yan", d, 0, 0); !errors.Is(err, ErrPending) {
 		t.Errorf("asked for on another server while %s waits: %v, want ErrPending", r.ID, err)
+	}
+}
+
+// The operators' switches: automatic profiles off cluster-wide take none;
+// a node off takes none, on demand or on its own, and gives no sibling
+// (the straggler's is then one of its own node); on demand off refuses.
+func TestSwitches(t *testing.T) {
+	st, _ := runningJob(t)
+	ctx := context.Background()
+	ck := &clock{t: storetest.T0.Add(time.Minute)}
+	// none checks that c takes no automatic profile of attempt, and
+	// refuses one asked for.
+	none := func(what string, c *Control, attempt string) {
+		t.Helper()
+		if m, err := c.Auto(ctx, Named{JobID: job, Attempts: []string{attempt}}); err != nil || len(m) != 0 {
+			t.Errorf("%s: automatic %+v %v", what, m, err)
+		}
+		d, err := st.Attempt(ctx, attempt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Request(ctx, "zoe", d, 0, 0); !errors.Is(err, ErrOff) {
+			t.Errorf("%s: asked for: %v, want ErrOff", what, err)
+		}
+	}
+	none("profiles off", New(st, Config{OnDemand: false, Auto: false, Now: ck.now}), att("0"))
+	if ps, err := st.Profiles(ctx, att("0")); err != nil || len(ps) != 0 {
+		t.Errorf("stored with profiles off: %+v %v", ps, err)
+	}
+	c := New(st, Config{OnDemand: true, Auto: true, OffHosts: []string{"node2"}, Now: ck.now})
+	none("a node off", c, att("2"))
+	m, err := c.Auto(ctx, Named{JobID: job, Attempts: []string{att("0")}})
+	if err != nil || len(m) != 2 || m[0].Host != "node1" || m[0].AttemptID != att("1") || m[1].AttemptID != att("0") {
+		t.Errorf("a straggler beside a node off: its sibling %+v %v, want %s on node1", m, err, att("1"))
 	}
 }

@@ -16,26 +16,32 @@ import (
 	"github.com/taskscope/taskscope/internal/wire"
 )
 
-// done reads the JVM's last "done <rounds> <nanoTime>" line (waiting for
-// its first).
-func done(t testing.TB, j *testjvm.JVM) (rounds, ns int64) {
+// report is one of the JVM's "done" lines: its hot loop's rounds so far,
+// when (its nanoTime) and its CPU time then.
+type report struct{ rounds, ns, cpuNs int64 }
+
+// done reads the JVM's last report (waiting for its first).
+func done(t testing.TB, j *testjvm.JVM) report {
 	t.Helper()
+	var r report
 	testsrv.WaitUntil(t, "the JVM's report of its work", 10*time.Second, func() bool {
 		lines := strings.Split(strings.TrimSpace(j.Out.String()), "\n")
 		for i := len(lines) - 1; i >= 0; i-- {
 			f := strings.Fields(lines[i])
-			if len(f) == 3 && f[0] == "done" {
-				r, err1 := strconv.ParseInt(f[1], 10, 64)
-				n, err2 := strconv.ParseInt(f[2], 10, 64)
-				if err1 == nil && err2 == nil {
-					rounds, ns = r, n
-					return true
-				}
+			if len(f) != 4 || f[0] != "done" {
+				continue
+			}
+			var err [3]error
+			r.rounds, err[0] = strconv.ParseInt(f[1], 10, 64)
+			r.ns, err[1] = strconv.ParseInt(f[2], 10, 64)
+			r.cpuNs, err[2] = strconv.ParseInt(f[3], 10, 64)
+			if err[0] == nil && err[1] == nil && err[2] == nil {
+				return true
 			}
 		}
 		return false
 	})
-	return rounds, ns
+	return r
 }
 
 func cpuTime() time.Duration {
@@ -45,19 +51,24 @@ func cpuTime() time.Duration {
 }
 
 // BenchmarkProfile measures what a profile costs, for JVMs of 20 and 200
-// threads (the task's main thread in a hot loop, the rest idle), with no
-// profile and profiled every 200 ms and every 50 ms: each iteration is a
-// window of 5 s. Its metrics: work/s, the task's rounds of its hot loop a
-// second (the slowdown is its ratio to the unprofiled run's); pause-µs/dump,
-// the time the JVM stopped for each dump (its safepoint counters); ms/dump,
-// the window over the dumps taken (the interval asked for, or longer when
-// dumps stop the JVM for more than PauseShare of the time);
-// stopped-%, the share of the window the JVM was stopped for them;
-// agent-cpu-%, the profiler's CPU over the window (this process's CPU:
-// reading /proc, the dumps, parsing, folding); batch-B, the profile's size
-// in a batch, zstd as the agent sends it. Compare the runs with benchstat
-// (go test -bench Profile -count 6 ./internal/sampler/): the sub-benchmarks
-// of one count run one after the other, alternating.
+// threads (the task's main thread in a hot loop, the rest idle), profiled
+// every 200 ms and every 50 ms. Each run is two windows of 5 s of the same
+// JVM, one profiled and one not, in turn (the profiled one first every
+// other run): the machine's speed drifts, the pair's two windows share it.
+// Its metrics: work/s and base-work/s, the task's rounds of its hot loop a
+// second profiled and not; slowdown-%, 100 × (1 − work/base-work), the
+// task's slowdown (on a busy machine, the scheduler's share of a CPU it
+// got moves it more than the profile); cpu-slowdown-%, the same of its
+// rounds a second of the JVM's CPU time (what the dumps cost the JVM in
+// CPU, whatever share it got); pause-µs/dump, the time the JVM stopped for each dump
+// (its safepoint counters); ms/dump, the window over the dumps taken (the
+// interval asked for, or longer when dumps stop the JVM for more than
+// PauseShare of the time); stopped-%, the share of the window the JVM was
+// stopped for them; agent-cpu-%, the profiler's CPU over the window (this
+// process's CPU: reading /proc, the dumps, parsing, folding); batch-B, the
+// profile's size in a batch, zstd as the agent sends it. Compare with
+// benchstat: go test -run xxx -bench BenchmarkProfile -benchtime 1x
+// -count 4 ./internal/sampler/ (docs/operations.md).
 func BenchmarkProfile(b *testing.B) {
 	window := 5 * time.Second
 	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest))
@@ -69,24 +80,21 @@ func BenchmarkProfile(b *testing.B) {
 		// waiter and reader.
 		j := testjvm.Start(b, testjvm.Options{Classes: testjvm.Classes(b, "testdata/Work.java"), Class: "Work",
 			Args: []string{"0", strconv.Itoa(max(threads-22, 0)), "100"}})
-		for _, interval := range []time.Duration{0, 200 * time.Millisecond, 50 * time.Millisecond} {
-			name := "off"
-			if interval > 0 {
-				name = interval.String()
-			}
-			b.Run(fmt.Sprintf("threads=%d/interval=%s", threads, name), func(b *testing.B) {
-				var work, pause, cpu, size float64
+		for _, interval := range []time.Duration{200 * time.Millisecond, 50 * time.Millisecond} {
+			runs := 0 // of this sub-benchmark, over -count: which window comes first
+			b.Run(fmt.Sprintf("threads=%d/interval=%s", threads, interval), func(b *testing.B) {
+				var work, base, workCPU, baseCPU, pause, cpu, size float64
 				var dumps uint32
-				for i := 0; i < b.N; i++ {
-					// A fresh budget: the benchmark pauses the JVM for longer than one.
-					budget := NewBudget(time.Hour)
-					r0, n0 := done(b, j)
-					c0 := cpuTime()
-					if interval == 0 {
-						time.Sleep(window)
-					} else {
-						ps := Profile(context.Background(), Config{Interval: interval, Window: window, Budget: budget},
+				// rate runs one window, profiled or not, and returns the
+				// task's rounds a second in it, and a second of its CPU.
+				rate := func(profiled bool) (perS, perCPUS float64) {
+					r0 := done(b, j)
+					if profiled {
+						c0 := cpuTime()
+						// A fresh budget: the benchmark pauses the JVM for longer than one.
+						ps := Profile(context.Background(), Config{Interval: interval, Window: window, Budget: NewBudget(time.Hour)},
 							[]Target{{ProfileID: "bench", AttemptID: "a", PID: j.PID, Process: 1}})
+						cpu += float64(cpuTime() - c0)
 						p := &ps[0]
 						if p.Status != wire.ProfileComplete {
 							b.Fatalf("profile %s: %s", p.Status, p.Error)
@@ -94,20 +102,37 @@ func BenchmarkProfile(b *testing.B) {
 						dumps += p.Dumps
 						pause += float64(p.PausedUs)
 						size += float64(len(enc.EncodeAll(wire.MarshalProfile(nil, p), nil)))
+					} else {
+						time.Sleep(window) // the baseline: the same window, not profiled
 					}
-					cpu += float64(cpuTime() - c0)
 					time.Sleep(200 * time.Millisecond) // the next report line
-					r1, n1 := done(b, j)
-					work += float64(r1-r0) / (float64(n1-n0) / 1e9)
+					r1 := done(b, j)
+					rounds := float64(r1.rounds - r0.rounds)
+					return rounds / (float64(r1.ns-r0.ns) / 1e9), rounds / (float64(r1.cpuNs-r0.cpuNs) / 1e9)
 				}
-				b.ReportMetric(work/float64(b.N), "work/s")
-				if interval > 0 {
-					b.ReportMetric(pause/float64(dumps), "pause-µs/dump")
-					b.ReportMetric(float64(b.N)*float64(window.Milliseconds())/float64(dumps), "ms/dump")
-					b.ReportMetric(100*pause*1000/float64(b.N)/float64(window), "stopped-%")
-					b.ReportMetric(100*cpu/float64(b.N)/float64(window), "agent-cpu-%")
-					b.ReportMetric(size/float64(b.N), "batch-B")
+				add := func(profiled bool) {
+					s, c := rate(profiled)
+					if profiled {
+						work, workCPU = work+s, workCPU+c
+					} else {
+						base, baseCPU = base+s, baseCPU+c
+					}
 				}
+				for i := 0; i < b.N; i++ {
+					runs++
+					add(runs%2 == 0)
+					add(runs%2 != 0)
+				}
+				n := float64(b.N)
+				b.ReportMetric(work/n, "work/s")
+				b.ReportMetric(base/n, "base-work/s")
+				b.ReportMetric(100*(1-work/base), "slowdown-%")
+				b.ReportMetric(100*(1-workCPU/baseCPU), "cpu-slowdown-%")
+				b.ReportMetric(pause/float64(dumps), "pause-µs/dump")
+				b.ReportMetric(n*float64(window.Milliseconds())/float64(dumps), "ms/dump")
+				b.ReportMetric(100*pause*1000/n/float64(window), "stopped-%")
+				b.ReportMetric(100*cpu/n/float64(window), "agent-cpu-%")
+				b.ReportMetric(size/n, "batch-B")
 				b.ReportMetric(0, "ns/op")
 			})
 		}

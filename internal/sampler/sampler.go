@@ -181,11 +181,20 @@ func Profile(ctx context.Context, cfg Config, targets []Target) []wire.Profile {
 				round += t.sample(ctx, &cfg)
 			}
 		}
-		// The next dump far enough that dumps stop the JVMs at most
-		// PauseShare of the time.
+		// The next dump far enough that dumps stop each JVM at most
+		// PauseShare of the time: of the last interval (the round's
+		// pauses), and of the profile so far (pauses vary: a short one
+		// after long ones would let the next come too soon).
 		interval = max(cfg.Interval, time.Duration(float64(round)/PauseShare))
 		if now := time.Now(); next.Before(now) {
 			next = now // a slow round: no catching up
+		}
+		var most time.Duration
+		for _, t := range ts {
+			most = max(most, t.paused)
+		}
+		if due := start.Add(time.Duration(float64(most) / PauseShare)); next.Add(interval).Before(due) {
+			interval = due.Sub(next)
 		}
 	}
 	out := make([]wire.Profile, len(ts))

@@ -263,6 +263,7 @@ var apiRoutes = []apiCase{
 		return append(f.jobPaths("/history", "/history?runs=1"), "/api/v1/jobs/job_0_0/history")
 	}},
 	{route: "GET /api/v1/overview", paths: func(f *apiFixture) []string { return []string{"/api/v1/overview?" + f.window} }},
+	{route: "GET /api/v1/heuristics", paths: func(f *apiFixture) []string { return []string{"/api/v1/heuristics"} }},
 	{route: "GET /api/v1/jobs/{job_id}/attempts/{attempt_id}/profiles", paths: func(f *apiFixture) []string {
 		return f.attemptPaths("/profiles")
 	}},

@@ -21,6 +21,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/taskscope/taskscope/internal/deathsig"
 	"github.com/taskscope/taskscope/internal/testsrv"
 )
 
@@ -90,7 +91,7 @@ func Start(t testing.TB, o Options) *JVM {
 	cmd := exec.Command("java", args...)
 	cmd.Dir = work
 	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{}
 	if o.UID != 0 {
 		if err := os.Chmod(filepath.Dir(work), 0o755); err != nil {
 			t.Fatal(err)
@@ -104,7 +105,11 @@ func Start(t testing.TB, o Options) *JVM {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
+	// Forked from a thread kept until it exits (package deathsig: the
+	// signal goes when the forking thread ends, and hotspot's credential
+	// switches end theirs).
+	exited, err := deathsig.Start(cmd, syscall.SIGKILL)
+	if err != nil {
 		t.Fatal(err)
 	}
 	j := &JVM{Cmd: cmd, PID: int32(cmd.Process.Pid), Dir: work, Done: make(chan struct{})}
@@ -131,7 +136,13 @@ func Start(t testing.TB, o Options) *JVM {
 			}
 		}
 	}()
-	go func() { j.Err = cmd.Wait(); close(j.Done) }()
+	go func() {
+		<-exited
+		if !cmd.ProcessState.Success() {
+			j.Err = &exec.ExitError{ProcessState: cmd.ProcessState}
+		}
+		close(j.Done)
+	}()
 	t.Cleanup(func() {
 		cmd.Process.Kill()
 		<-j.Done

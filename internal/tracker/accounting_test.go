@@ -231,7 +231,7 @@ func TestExitExactRecordTail(t *testing.T) {
 			yarnContainer(f, 2001, fxContainer(2), yarnChild(fxContainer(2), m0))
 			if c.bornUnder {
 				for pid := int32(2001); pid <= 2003; pid++ {
-					f.set(pid, func(p *fproc) { p.start = 100_050 + uint64(pid) - 2000 }) // 1000.5 s: after the first tick
+					f.set(pid, func(p *fproc) { p.start = 100_050 + uint64(pid) - 2000 }) // 1000.5 s: after the tracker was made
 				}
 			}
 			f.set(2003, func(p *fproc) { p.utime, p.stime = 100, 0 })
@@ -277,7 +277,7 @@ func TestExitZombieExactRecord(t *testing.T) {
 			yarnContainer(f, 2001, fxContainer(2), yarnChild(fxContainer(2), m0)) // JVM 2003: 3200 ms
 			if c.bornUnder {
 				for pid := int32(2001); pid <= 2003; pid++ {
-					f.set(pid, func(p *fproc) { p.start = 100_050 + uint64(pid) - 2000 }) // 1000.5 s: after the first tick
+					f.set(pid, func(p *fproc) { p.start = 100_050 + uint64(pid) - 2000 }) // 1000.5 s: after the tracker was made
 				}
 			}
 			r.tick()

@@ -374,6 +374,7 @@ func (f *fixture) tracker(exact bool) *fixtureRun {
 	}
 	// The fixture's clock since boot: the tick's wall time less btime.
 	tr.clock.sinceBoot = func() int64 { return fixtureT0.Add(time.Duration(r.n)*time.Second).UnixMilli() - fixtureBoot*1000 }
+	tr.clock.exitsFromMs = tr.clock.sinceBoot()
 	tr.acct.ncpu = 4
 	f.t.Cleanup(func() { tr.Close() })
 	r.tr = tr

@@ -73,6 +73,7 @@ func TestLiveChurn(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			l := newLiveWith(t, c, true, collect.Config{PSSEvery: 10, StatusEvery: 5, JVM: true})
 			if window > 0 {
+				// The tracker held between its listing and its reapers' read, as a loaded host holds it.
 				l.tr.debugListed = func() { time.Sleep(window) }
 			}
 			var drops *droppingExits

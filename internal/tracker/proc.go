@@ -75,10 +75,10 @@ type tracked struct {
 	startStack uint64 // stat's startstack: a new one means an exec
 	preExec    bool   // joined before its exec: its role is settled at the recheck
 	firstTick  bool   // discovered at the tracker's first tick
-	// bornUnder: it started after the tracker's first listing, and
-	// overflows is how often the exit records' socket had overflowed when
-	// it was found: while that stands, every thread's exit record of it
-	// came (membership.go's tail).
+	// bornUnder: it started after the tracker was made (its exit records'
+	// source was open); overflows is how often the exit records' socket
+	// had overflowed when it was found: while that stands, every thread's
+	// exit record of it comes (membership.go's tail).
 	bornUnder bool
 	overflows uint64
 	commRaw   string

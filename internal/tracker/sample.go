@@ -416,7 +416,7 @@ func (t *Tracker) track(p *proc, u *unit, argv []string, cmdline string, l *hado
 		vals:      make([]int64, len(t.metrics)),
 		srcState:  make([]any, len(t.sources)),
 		firstTick: t.stats.Ticks == 1,
-		bornUnder: int64(p.startTicks)*1000/procfs.UserHZ > t.clock.firstListedMs && t.clock.firstListedMs > 0,
+		bornUnder: int64(p.startTicks)*1000/procfs.UserHZ > t.clock.exitsFromMs && t.clock.exitsFromMs > 0,
 		overflows: t.stats.ExitOverflows,
 	}
 	if len(argv) > 0 {

@@ -182,10 +182,12 @@ type clock struct {
 	btimeMs int64 // btime's second, ms: what process keys are made from (stable across restarts)
 	fixed   bool
 	nowMs   int64 // this tick's, ms
-	// bootNowMs is sinceBoot at this tick's listing; firstListedMs at the
-	// first (a process that started after it was born under the tracker).
-	bootNowMs, firstListedMs int64
-	sinceBoot                func() int64 // ms since boot (CLOCK_BOOTTIME, as /proc's start times)
+	// bootNowMs is sinceBoot at this tick's listing. exitsFromMs is
+	// sinceBoot when the tracker was made: its exit records' source
+	// (Config.Exits) was open by then, so a process that started after it
+	// was born under the tracker: every thread's record of it comes.
+	bootNowMs, exitsFromMs int64
+	sinceBoot              func() int64 // ms since boot (CLOCK_BOOTTIME, as /proc's start times)
 }
 
 // tick starts a tick at now and returns its time, ms: later than the
@@ -204,9 +206,6 @@ func (c *clock) tick(now time.Time) int64 {
 // procfs of this machine).
 func (c *clock) listed() {
 	c.bootNowMs = c.sinceBoot()
-	if c.firstListedMs == 0 {
-		c.firstListedMs = c.bootNowMs
-	}
 	if c.fixed {
 		return
 	}
@@ -259,7 +258,7 @@ func New(cfg Config) (*Tracker, error) {
 		cfg:    cfg,
 		lister: cfg.FS.NewLister(),
 		procs:  make(map[int32]*proc, 1024),
-		clock:  clock{bootMs: btime * 1000, btimeMs: btime * 1000, sinceBoot: sinceBoot},
+		clock:  clock{bootMs: btime * 1000, btimeMs: btime * 1000, sinceBoot: sinceBoot, exitsFromMs: sinceBoot()},
 		buf:    make([]byte, 0, 8192),
 		cmdBuf: make([]byte, 0, 8192),
 		users:  map[uint32]string{},

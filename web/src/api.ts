@@ -20,9 +20,15 @@ export interface Job {
   peak_rss_bytes: number;
   memory_gb_hours: number;
   used_memory_gb_hours: number;
+  // The worst severity of its stored findings (null: not analysed yet)
+  // and the heuristics of those of low severity or worse.
+  worst_severity?: string | null;
+  heuristics?: string[] | null;
 }
 
-export interface JobPage { jobs: Job[]; total: number }
+// severity_counts: the jobs matching all but min_severity, by their worst
+// severity, and not_analysed.
+export interface JobPage { jobs: Job[]; total: number; severity_counts?: Record<string, number> | null }
 
 export interface Attempt {
   attempt_id: string;
@@ -168,6 +174,12 @@ export interface OverviewGroup {
   wasted_memory_gb_hours: number;
   over_allocated_gb_hours: number;
   wasted_percent: number;
+  // The group's jobs by the worst severity of their stored findings.
+  severity_counts?: Record<string, number> | null;
+}
+// A stored finding with its job (GET /api/v1/findings).
+export interface JobFinding extends Finding {
+  job_id: string; job_name: string; user: string; queue: string; job_start: string | null; job_state: string; evaluated: string | null;
 }
 export interface LostOnHost { host: string; lost: number; orphaned: number; reaped: number; jobs: number; last: string | null }
 export interface Overview {
@@ -178,6 +190,10 @@ export interface Overview {
   queues: OverviewGroup[] | null;
   users: OverviewGroup[] | null;
   hosts: LostOnHost[] | null;
+  // The runs of recurring jobs in the window outside their band (their
+  // stored "recurring" findings), the worst first.
+  regressed?: JobFinding[] | null;
+  regressed_total?: number;
   truncated: boolean;
 }
 

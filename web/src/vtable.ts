@@ -198,16 +198,25 @@ export class VTable<T> {
   }
 
   // fit sets the columns' widths: each at least its header's need, then
-  // as much of its content's as the width of the table allows (shared in
-  // proportion when not all fits), then a share of what is left by its
-  // width. The table fits its card: no header cut, no column out of
-  // sight, down to a 1366 px window.
+  // as much of its content's as the width of the table allows (where not
+  // all fits, the flexible columns, names, give up theirs first, then the
+  // others in proportion), then a share of what is left by its width. The
+  // table fits its card: no header cut, no column out of sight, down to a
+  // 1366 px window.
   private fit(): void {
     const avail = this.scroller.clientWidth;
-    const floor = this.floors.reduce((s, w) => s + w, 0);
-    const want = this.wants.reduce((s, w) => s + w, 0);
-    const k = !avail || want <= floor ? 1 : Math.max(0, Math.min(1, (avail - floor) / (want - floor)));
-    const mins = this.wants.map((w, i) => Math.floor(this.floors[i] + (w - this.floors[i]) * k));
+    const room = (flex: boolean): number => this.wants.reduce((s, w, i) => s + (!!this.cols[i].flex === flex ? w - this.floors[i] : 0), 0);
+    let over = avail ? this.wants.reduce((s, w) => s + w, 0) - avail : 0;
+    // The share of its room (want less floor) each kind of column keeps.
+    const keep = { flex: 1, fixed: 1 };
+    for (const kind of ['flex', 'fixed'] as const) {
+      const r = room(kind === 'flex');
+      if (over <= 0 || r <= 0) continue;
+      const give = Math.min(over, r);
+      keep[kind] = 1 - give / r;
+      over -= give;
+    }
+    const mins = this.wants.map((w, i) => Math.floor(this.floors[i] + (w - this.floors[i]) * keep[this.cols[i].flex ? 'flex' : 'fixed']));
     const template = this.cols.map((c, i) => `minmax(${mins[i]}px, ${c.width * (c.flex ? 2 : 1)}fr)`).join(' ');
     if (template === this.fitted) return;
     this.fitted = this.template = template;

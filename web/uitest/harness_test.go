@@ -56,6 +56,16 @@ type env struct {
 
 func startServer(t testing.TB) *env {
 	t.Helper()
+	return startServerAfter(t, nil)
+}
+
+// startServerAfter fills the store (fill, if not nil, ingests straight
+// into it) before it starts the server: the server's background analysis
+// then finds the data at its first look back (6 hours), as a server
+// started on a store with data does; data ingested later is analysed when
+// it was seen in the last minutes (as agents send it).
+func startServerAfter(t testing.TB, fill func(e *env)) *env {
+	t.Helper()
 	if !web.Built() {
 		t.Fatal("the web UI is not built into web/dist: run make ui (npm ci && npm run build in web/) first")
 	}
@@ -64,6 +74,10 @@ func startServer(t testing.TB) *env {
 		t.Fatal(err)
 	}
 	prof := profiling.New(st, profiling.Config{OnDemand: true, Auto: true})
+	e := &env{t: t, st: st, profiles: prof}
+	if fill != nil {
+		fill(e)
+	}
 	srv, err := server.Start(server.Config{Listen: "127.0.0.1:0", Store: st, Analyzer: analysis.New(st), Profiles: prof})
 	if err != nil {
 		st.Close()
@@ -75,7 +89,8 @@ func startServer(t testing.TB) *env {
 		srv.Shutdown(ctx)
 		st.Close()
 	})
-	return &env{t: t, st: st, srv: srv, url: srv.URL(), profiles: prof}
+	e.srv, e.url = srv, srv.URL()
+	return e
 }
 
 func chromiumPath(t testing.TB) string {

@@ -39,22 +39,25 @@ const tablesFit = `(() => {
 // TestTablesFit: every table of the UI fits a 1366×768 and a 1920×1080
 // window: no header cut, no column out of sight (the jobs table at 1400
 // px cut "Duration", "Mem alloc", "Peak RSS" and hid its last column).
+// Every page is shown with the data of each of its tables: the overview's
+// running jobs with their findings and the regressed recurring job, the
+// jobs by severity, a job's findings, an attempt's stack profiles.
 func TestTablesFit(t *testing.T) {
-	e := startServer(t)
-	e.loadgenData(6, 6*time.Minute)
-	e.hostileData()
-	job := e.analysisData()
+	e, job := startAnalysed(t, 6, func(e *env) { e.profileData(e.profiles) })
 	tb := newTab(t, e.url)
 	// The process page's link, from the attempt page.
 	tb.open("/jobs/"+hostileJob+"/attempts/"+hostileAtt, `[data-section=processes] td.pid a`)
 	proc := eval[string](tb, `document.querySelector('[data-section=processes] td.pid a').getAttribute('href')`)
 	pages := []struct{ name, path, ready string }{
-		{"overview", "/", `[data-section=queues] tbody tr`},
+		{"overview", "/", `[data-table=regressed] tbody tr`},
 		{"jobs", "/jobs", `[data-table=jobs] .vt-row a`},
-		{"job", "/jobs/" + job, `[data-table=critical-path] tbody tr`},
+		{"jobs-by-severity", "/jobs?min_severity=low&sort=severity&from=-24h", `[data-section=severity-counts] button.on`},
+		{"job", "/jobs/" + job, `[data-section=findings] li.finding`},
+		{"job-path", "/jobs/" + job, `[data-table=critical-path] tbody tr`},
 		{"hostile-job", "/jobs/" + hostileJob, `[data-table=attempts] .vt-row a`},
 		{"history", "/jobs/" + job + "/history", `[data-table=runs] tbody tr`},
 		{"attempt", "/jobs/" + hostileJob + "/attempts/" + hostileAtt, `[data-section=processes] td.cmd`},
+		{"attempt-profiles", "/jobs/" + profJob + "/attempts/" + profAtt(0), `[data-flame=profile] .hottest-frames tbody tr`},
 		{"process", proc, `code.cmd`},
 		{"hosts", "/hosts", `[data-table=hosts] .vt-row a`},
 		{"host", "/hosts/node-hostile.sim", `[data-table=host-attempts] .vt-row`},
@@ -66,7 +69,10 @@ func TestTablesFit(t *testing.T) {
 			tb.open(p.path, p.ready)
 			// Tables are laid out once their rows are in; charts may still come.
 			tb.waitJS(p.name+" laid out", `document.fonts.status === 'loaded'`, 10*time.Second)
-			if p.name == "jobs" || p.name == "hostile-job" {
+			if w := eval[int64](tb, `window.innerWidth`); w != size[0] {
+				t.Fatalf("%s: the window is %d px wide, not %d", p.name, w, size[0])
+			}
+			if p.name == "jobs" || p.name == "hostile-job" || p.name == "overview" {
 				tb.viewShot(fmt.Sprintf("fit-%s-%dx%d", p.name, size[0], size[1]))
 			}
 			if bad := eval[[]string](tb, tablesFit); len(bad) > 0 {

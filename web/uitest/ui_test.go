@@ -33,7 +33,7 @@ func TestBrowse(t *testing.T) {
 
 	// Filter by state on the server: the filter goes into the URL.
 	tb.do("state filter", chromedp.Evaluate[chromedp.Void](`(() => { const s = document.querySelector('select[data-f=state]'); s.value = 'finished'; s.dispatchEvent(new Event('change')); })()`))
-	tb.waitJS("finished only", `location.search === '?state=finished' && [...document.querySelectorAll('[data-table=jobs] .vt-row:not([hidden]) .badge')].every(b => b.textContent === 'finished')`, 10*time.Second)
+	tb.waitJS("finished only", `location.search === '?state=finished' && [...document.querySelectorAll('[data-table=jobs] .vt-row:not([hidden]) .badge[class*=state-]')].every(b => b.textContent === 'finished')`, 10*time.Second)
 	tb.do("state filter off", chromedp.Evaluate[chromedp.Void](`(() => { const s = document.querySelector('select[data-f=state]'); s.value = ''; s.dispatchEvent(new Event('change')); })()`))
 	tb.waitJS("all again", `location.search === '' && document.querySelectorAll('[data-table=jobs] .vt-row:not([hidden])').length > 5`, 10*time.Second)
 
@@ -231,7 +231,9 @@ func TestLive(t *testing.T) {
 	tb := newTab(t, e.url)
 	tb.open("/jobs", `[data-table=jobs] .vt-row a`)
 	eval[bool](tb, `window.__marker = 1, true`)
-	cpuCell := `[...document.querySelectorAll('[data-table=jobs] .vt-row:not([hidden]) .vt-td')][10].textContent`
+	// The CPU cell of the first row, found by its column's header.
+	cpuCell := `(() => { const i = [...document.querySelectorAll('[data-table=jobs] .vt-th')].findIndex((th) => th.dataset.col === 'cpu');
+		return document.querySelector('[data-table=jobs] .vt-row:not([hidden])').querySelectorAll('.vt-td')[i].textContent })()`
 	before := eval[string](tb, cpuCell)
 	e.post(r.next(20))
 	tb.waitJS("jobs page CPU changes", cpuCell+` !== `+jsString(before), 15*time.Second)

@@ -3,9 +3,10 @@
 // Work.readInput (a sleep standing for IO); a thread "waiter" blocked in
 // Work.awaitLock on a lock that a thread "holder" keeps in Work.holdLock.
 // args: [exit after ms (0: never)] [extra idle threads] [report every ms]
-// With a report interval, it prints "done <rounds of the hot loop> <nanoTime>"
-// that often: how much work the task gets done (the benchmarks' measure of
-// what profiles cost it).
+// With a report interval, it prints "done <rounds of the hot loop> <nanoTime>
+// <the JVM's CPU time, ns>" that often: how much work the task gets done, in
+// its time and in its CPU time (the benchmarks' measure of what profiles
+// cost it).
 public final class Work {
     static final Object LOCK = new Object();
     static volatile long sink;
@@ -54,11 +55,13 @@ public final class Work {
         int idle = args.length > 1 ? Integer.parseInt(args[1]) : 0;
         long report = args.length > 2 ? Long.parseLong(args[2]) : 0;
         if (report > 0) {
+            com.sun.management.OperatingSystemMXBean os =
+                (com.sun.management.OperatingSystemMXBean) java.lang.management.ManagementFactory.getOperatingSystemMXBean();
             daemon(() -> {
                 try {
                     while (true) {
                         Thread.sleep(report);
-                        System.out.println("done " + rounds + " " + System.nanoTime());
+                        System.out.println("done " + rounds + " " + System.nanoTime() + " " + os.getProcessCpuTime());
                         System.out.flush();
                     }
                 } catch (InterruptedException e) {

@@ -77,6 +77,26 @@ export function sevBadge(sev: string): HTMLElement {
   return h('span.badge.sev-' + sev.replace(/[^a-z]/gi, ''), null, sev);
 }
 
+// severities, from the least to the worst (the API's names).
+export const severities = ['none', 'low', 'moderate', 'severe', 'critical'];
+
+// sevRank orders severities: -1 for a job not analysed yet.
+export function sevRank(sev: string | null | undefined): number {
+  return sev ? severities.indexOf(sev) : -1;
+}
+
+// worstCell shows a job's worst severity (a badge), or that it was not
+// analysed yet, then the heuristics found.
+export function worstCell(sev: string | null | undefined, heuristics: string[] | null | undefined, td: HTMLElement): void {
+  td.setAttribute('data-severity', sev ?? '');
+  if (!sev) {
+    td.append(h('span.muted', { title: 'not analysed yet' }, '–'));
+    return;
+  }
+  td.append(sevBadge(sev));
+  if (heuristics?.length) td.append(' ', h('span.heurs', null, heuristics.join(', ')));
+}
+
 export function typeBadge(t: string): HTMLElement {
   return h('span.badge.type-' + t.replace(/[^a-z0-9_-]/gi, ''), null, t);
 }

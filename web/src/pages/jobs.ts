@@ -1,12 +1,14 @@
-// The jobs page: running and finished jobs with their key figures, filtered
-// on the server (user, name, queue, state, framework, time), live.
+// The jobs page: running and finished jobs with their key figures and the
+// worst severity of their stored findings, filtered on the server (user,
+// name, queue, state, framework, time, severity, heuristic), newest or
+// worst first, with the matching jobs counted by severity; live.
 import { h } from '../dom';
 import * as fmt from '../fmt';
 import { get, Job, JobPage, ms, jobURL, attemptURL } from '../api';
 import { Ctx, showError, isAbort, navigate } from '../nav';
 import { refresher } from '../live';
 import { VTable, Column } from '../vtable';
-import { byTypeText, stateBadge } from './common';
+import { byTypeText, stateBadge, severities, sevRank, worstCell } from './common';
 
 const PAGE = 100;
 
@@ -40,10 +42,27 @@ export async function jobsPage(c: Ctx): Promise<void> {
     win.value = 'custom';
     from.value = toLocalInput(Number(qf) || Date.parse(qf));
     if (q.get('to')) to.value = toLocalInput(Number(q.get('to')) || Date.parse(q.get('to')!));
-  } else win.value = qf;
+  } else {
+    // A window of another length (a link's -3h) is kept, as it was given.
+    if (qf && !windows.some(([v]) => v === qf)) win.insertBefore(h('option', { value: qf }, 'last ' + qf.slice(1)), win.lastChild);
+    win.value = qf;
+  }
+  // By what the analysis found: the worst severity at least, a heuristic,
+  // worst first.
+  const sev = h('select', { 'aria-label': 'Severity at least', 'data-f': 'min_severity', title: 'Jobs whose worst finding is of this severity or worse' },
+    h('option', { value: '' }, 'any severity'), ...severities.slice(1).map((v) => h('option', { value: v }, v === 'critical' ? 'critical' : v + ' or worse')));
+  sev.value = q.get('min_severity') ?? '';
+  const heur = h('select', { 'aria-label': 'Heuristic', 'data-f': 'heuristic', title: 'Jobs with a finding of this heuristic' }, h('option', { value: '' }, 'any finding'));
+  const qh = q.get('heuristic') ?? '';
+  if (qh) {
+    heur.appendChild(h('option', { value: qh }, qh.replace(/_/g, ' ')));
+    heur.value = qh;
+  }
+  const sort = h('select', { 'aria-label': 'Order', 'data-f': 'sort' }, h('option', { value: '' }, 'newest first'), h('option', { value: 'severity' }, 'worst first'));
+  sort.value = q.get('sort') === 'severity' ? 'severity' : '';
   const custom = h('span.custom', null, from, ' – ', to);
   custom.hidden = win.value !== 'custom';
-  const bar = h('form.filters', { role: 'search' }, name, user, queue, state, fw, win, custom);
+  const bar = h('form.filters', { role: 'search' }, name, user, queue, state, fw, win, custom, sev, heur, sort);
   // Enter on a job, application or attempt id opens it.
   bar.addEventListener('submit', (e) => e.preventDefault());
   name.addEventListener('keydown', (e) => {
@@ -56,7 +75,9 @@ export async function jobsPage(c: Ctx): Promise<void> {
   root.appendChild(bar);
 
   const summary = h('div.summary');
-  root.appendChild(summary);
+  // The matching jobs by their worst severity: a chip filters on it.
+  const chips = h('div.sev-chips', { 'data-section': 'severity-counts' });
+  root.append(summary, chips);
 
   let offset = Number(q.get('offset') ?? 0) || 0;
   const cols: Column<Job>[] = [
@@ -65,6 +86,8 @@ export async function jobsPage(c: Ctx): Promise<void> {
     { id: 'fw', title: 'Framework', width: 92, kind: 'text', get: (j) => j.framework },
     { id: 'user', title: 'User', width: 66, kind: 'text', get: (j) => j.user },
     { id: 'queue', title: 'Queue', width: 60, kind: 'text', get: (j) => j.queue },
+    { id: 'sev', title: 'Findings', width: 110, flex: true, kind: 'text', get: (j) => String(sevRank(j.worst_severity) + 1), fmt: (j) => (j.worst_severity ?? '–') + ' ' + (j.heuristics ?? []).join(', '),
+      cell: (j, td) => worstCell(j.worst_severity, j.heuristics, td), tip: 'The worst severity of its findings, and the heuristics that found something (– : not analysed yet); sorts by severity' },
     { id: 'state', title: 'State', width: 76, kind: 'text', get: (j) => j.state, cell: (j, td) => td.appendChild(stateBadge(j.running && j.state === 'running' ? 'running' : j.state)) },
     { id: 'start', title: 'Start', width: 80, kind: 'time', get: (j) => ms(j.start), fmt: (j) => fmt.shortTime(ms(j.start)) },
     { id: 'dur', title: 'Duration', width: 68, kind: 'dur', get: (j) => jobEnd(j) - ms(j.start), fmt: (j) => fmt.dur(jobEnd(j) - ms(j.start)) },
@@ -84,7 +107,7 @@ export async function jobsPage(c: Ctx): Promise<void> {
 
   const params = (): URLSearchParams => {
     const p = new URLSearchParams();
-    for (const [k, el] of [['name', name], ['user', user], ['queue', queue], ['state', state], ['framework', fw]] as [string, HTMLInputElement | HTMLSelectElement][]) {
+    for (const [k, el] of [['name', name], ['user', user], ['queue', queue], ['state', state], ['framework', fw], ['min_severity', sev], ['heuristic', heur], ['sort', sort]] as [string, HTMLInputElement | HTMLSelectElement][]) {
       if (el.value.trim()) p.set(k, el.value.trim());
     }
     if (win.value === 'custom') {
@@ -113,6 +136,7 @@ export async function jobsPage(c: Ctx): Promise<void> {
     summary.append(h('b', null, fmt.num(page.total)), ` job${page.total === 1 ? '' : 's'} match`,
       running ? h('span', null, ' · ', h('b', null, String(running)), ' running on this page') : '',
       h('span.muted', null, ' · updated ' + new Date().toLocaleTimeString()));
+    showCounts(page.severity_counts);
     pager.textContent = '';
     if (page.total > PAGE) {
       const prev = h('button', { type: 'button', disabled: offset === 0 }, '← newer');
@@ -137,7 +161,35 @@ export async function jobsPage(c: Ctx): Promise<void> {
     t = window.setTimeout(() => void reload(), 250);
   };
   for (const el of [name, user, queue]) el.addEventListener('input', changed);
-  for (const el of [state, fw, win, from, to]) el.addEventListener('change', changed);
+  for (const el of [state, fw, win, from, to, sev, heur, sort]) el.addEventListener('change', changed);
+
+  // showCounts shows the jobs matching all but the severity by their worst
+  // severity, worst first; a chip sets the severity filter to its own
+  // (those at or above the filter are marked), again unsets it.
+  const showCounts = (counts: Record<string, number> | null | undefined): void => {
+    chips.textContent = '';
+    if (!counts) return;
+    const min = sevRank(sev.value || null);
+    for (const s of severities.slice().reverse()) {
+      const n = counts[s] ?? 0;
+      const on = sev.value !== '' && sevRank(s) >= min;
+      const b = h('button.chip.sev-chip', { type: 'button', class: 'sev-' + s + (on ? ' on' : ''), 'data-severity': s, 'aria-pressed': on ? 'true' : 'false',
+        title: sev.value === s ? 'Show every severity' : s === 'critical' ? 'Show the critical jobs' : `Show the jobs ${s} or worse` }, `${s} ${fmt.num(n)}`);
+      b.addEventListener('click', () => {
+        sev.value = sev.value === s ? '' : s;
+        changed();
+      });
+      chips.appendChild(b);
+    }
+    if (counts.not_analysed) chips.appendChild(h('span.muted.small', { 'data-severity': 'not_analysed' }, `${fmt.num(counts.not_analysed)} not analysed yet`));
+  };
+
+  // The heuristics a job can be filtered by.
+  void get<{ heuristics: string[] | null }>('/api/v1/heuristics', c.signal).then((r) => {
+    for (const n of r.heuristics ?? []) if (n !== qh) heur.appendChild(h('option', { value: n }, n.replace(/_/g, ' ')));
+  }).catch((e) => {
+    if (!isAbort(e)) heur.title = 'The heuristics could not be listed: ' + String((e as Error)?.message ?? e);
+  });
   c.onCleanup(() => clearTimeout(t));
   c.onCleanup(refresher(load));
   await load();
