@@ -39,6 +39,8 @@ import (
 // jobs are not analysed here (Every is a day). Run with a fixed count:
 //
 //	go test -run '^$' -bench BenchmarkKeepUp -benchtime 300x ./internal/analysis/
+//
+// TASKSCOPE_BENCH_WORKERS=N runs N workers (--analysis-workers).
 func BenchmarkKeepUp(b *testing.B) {
 	for _, backend := range []string{"duckdb", "clickhouse"} {
 		for _, rate := range []float64{3.5, 0} {
@@ -137,7 +139,8 @@ func keepUp(b *testing.B, backend string, rate float64) {
 	lat := make([]time.Duration, 0, b.N)
 	done := make(chan struct{})
 	seen := map[string]bool{}
-	an := analysis.NewWith(st, analysis.Options{Every: 24 * time.Hour, Window: 24 * time.Hour, Settle: settle, Now: now,
+	workers, _ := strconv.Atoi(os.Getenv("TASKSCOPE_BENCH_WORKERS")) // (0: the default, 2)
+	an := analysis.NewWith(st, analysis.Options{Every: 24 * time.Hour, Window: 24 * time.Hour, Settle: settle, Now: now, Workers: workers,
 		Listeners: []analysis.Listener{func(_ context.Context, a *analysis.Analysed) {
 			at := time.Now()
 			mu.Lock()
