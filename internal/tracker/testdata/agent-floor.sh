@@ -72,7 +72,7 @@ if [[ $skip != *cpu* ]]; then
 	vmstat 10 >"$out/vmstat.txt" &
 	vm=$!
 	"$out/tracker.test" -test.run '^$' -test.bench "Agent/^($scenarios|start)\$" -test.benchtime 1x \
-		-test.count "$rounds" -test.v 2>&1 | tee "$out/floor.txt" | grep -E '^(Benchmark|    round|--- FAIL)' || true
+		-test.count "$rounds" -test.v 2>&1 | tee "$out/floor.txt" | grep -E '^(Benchmark|.*_test\.go:[0-9]+: round|--- FAIL)' || true
 	kill "$vm"
 	{
 		echo "== each agent over the floor, median of the rounds' ratios"
@@ -88,10 +88,10 @@ if [[ $skip != *callgrind* ]]; then
 	mkdir -p "$out/callgrind"
 	TASKSCOPE_AGENT_CALLGRIND="$out/callgrind" unshare --pid --fork --mount-proc "$out/tracker.test" -test.run '^$' \
 		-test.bench "Agent/^($scenarios)\$" -test.benchtime 1x -test.count 2 -test.v 2>&1 | tee "$out/callgrind.txt" |
-		grep -E '^    round|--- FAIL' || true
+		grep -E '_test\.go:[0-9]+: round|--- FAIL' || true
 	{
 		echo "== instructions, allocations a tick (callgrind, pid namespace)"
-		grep -E '^    round' "$out/callgrind.txt" | grep -v ' floor:' | sed 's/^ *//'
+		grep -E '_test\.go:[0-9]+: round' "$out/callgrind.txt" | grep -v ' floor:' | sed 's/^.*_test\.go:[0-9]*: //' || true
 	} >>"$out/summary.txt"
 fi
 
