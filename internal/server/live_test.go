@@ -191,8 +191,17 @@ func TestLivePerReader(t *testing.T) {
 	if res, err := loadgen.SendAll(ctx, cfg, loadgen.Prepare(cfg)); err != nil || res.Rejected > 0 {
 		t.Fatalf("loadgen: %+v %v", res, err)
 	}
+	// A job's queue is its latest description's (loadgen's attempts of a
+	// job name different queues), and the jobs list shows it once the
+	// summaries after the last commit are written: wait for them (CI's
+	// fresh clone found no adhoc job when it looked at once).
 	for _, f := range []store.JobFilter{{User: "alice"}, {Queue: "adhoc"}} {
-		if page, err := srv.cfg.Store.Jobs(ctx, f); err != nil || page.Total == 0 {
+		var err error
+		if !testsrv.Poll(30*time.Second, func() bool {
+			var page store.JobPage
+			page, err = srv.cfg.Store.Jobs(ctx, f)
+			return err == nil && page.Total > 0
+		}) {
 			t.Fatalf("loadgen sent no job of %+v: %v", f, err)
 		}
 	}
