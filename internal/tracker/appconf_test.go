@@ -59,7 +59,7 @@ func TestQueueAndAllocation(t *testing.T) {
 	for _, c := range []struct {
 		id, queue, name string
 		mb, vcores      int64
-	}{{c1, "etl", "nightly-etl", 1536, 0}, {c2, "etl", "", 2048, 2}, {c3, "default", "daily: load", 2048 + 384, 3}} {
+	}{{c1, "etl", "nightly-etl", 1536, 1 /* tez.am.resource.cpu.vcores unset: Tez's default */}, {c2, "etl", "", 2048, 2}, {c3, "default", "daily: load", 2048 + 384, 3}} {
 		a, ok := r.sink.attempts[c.id]
 		if !ok {
 			t.Fatalf("no attempt for container %s: %d attempts", c.id, len(r.sink.attempts))
