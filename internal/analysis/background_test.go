@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,9 +11,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/taskscope/taskscope/internal/analysis"
-	"github.com/taskscope/taskscope/internal/loadgen"
 	"github.com/taskscope/taskscope/internal/store"
-	"github.com/taskscope/taskscope/internal/store/duckdb"
 	"github.com/taskscope/taskscope/internal/store/storetest"
 	"github.com/taskscope/taskscope/internal/testsrv"
 )
@@ -62,16 +59,9 @@ func (t *told) len() int {
 // goes back to 0.
 func TestBackgroundAnalysesEveryJob(t *testing.T) {
 	start := time.Now().Add(-40 * time.Minute).Truncate(time.Second)
-	var clock atomic.Int64 // the data's last second: the store's and the analyser's clock
+	st, g, clock := filledStore(t, start, 15*60) // clock: the data's last second, the store's and the analyser's
 	now := func() time.Time { return time.UnixMilli(clock.Load()) }
-	st, err := duckdb.Open(duckdb.Options{Dir: t.TempDir(), Clock: store.Clock{Now: now}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
 	ctx := context.Background()
-	g := loadgen.NewGenerator(loadgen.Config{Nodes: 8, Slots: 8, BatchTicks: 5, Seed: 5, Start: start})
-	clock.Store(storetest.Fill(t, st, g, start, 15*60).UnixMilli())
 	c := &counting{Store: st, keep: true}
 	tl := &told{c: c}
 	const settle = 5 * time.Second

@@ -137,15 +137,8 @@ func TestFindingsReuseReads(t *testing.T) {
 		t.Skip("reads a loadgen cluster's worth of data: not in -short runs (make check); make test runs it")
 	}
 	start := time.Now().Add(-25 * time.Minute)
-	var clock atomic.Int64 // the store's: the data's last second, so that running jobs run
-	st, err := duckdb.Open(duckdb.Options{Dir: t.TempDir(), Clock: store.Clock{Now: func() time.Time { return time.UnixMilli(clock.Load()) }}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st, g, clock := filledStore(t, start, 20*60)
 	ctx := context.Background()
-	g := loadgen.NewGenerator(loadgen.Config{Nodes: 8, Slots: 8, BatchTicks: 5, Seed: 5, Start: start})
-	clock.Store(storetest.Fill(t, st, g, start, 20*60).UnixMilli())
 	page, err := st.Jobs(ctx, store.JobFilter{Limit: 1000})
 	if err != nil {
 		t.Fatal(err)

@@ -23,16 +23,9 @@ import (
 // running job's report is not stored by its page.
 func TestStoredFindings(t *testing.T) {
 	start := time.Now().Add(-40 * time.Minute).Truncate(time.Second)
-	var clock atomic.Int64
+	st, _, clock := filledStore(t, start, 20*60)
 	now := func() time.Time { return time.UnixMilli(clock.Load()) }
-	st, err := duckdb.Open(duckdb.Options{Dir: t.TempDir(), Clock: store.Clock{Now: now}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
 	ctx := context.Background()
-	g := loadgen.NewGenerator(loadgen.Config{Nodes: 8, Slots: 8, BatchTicks: 5, Seed: 5, Start: start})
-	clock.Store(storetest.Fill(t, st, g, start, 20*60).UnixMilli())
 	page, err := st.Jobs(ctx, store.JobFilter{Limit: 1000})
 	if err != nil {
 		t.Fatal(err)
@@ -169,4 +162,21 @@ func TestStoredFindingsWithoutNeighbours(t *testing.T) {
 			t.Errorf("without neighbours %v: %v, withheld %d, total %d; want %s, %d", hide, got, p.Withheld, p.Total, want, withheld)
 		}
 	}
+}
+
+// filledStore is a DuckDB store with the first seconds of a loadgen
+// cluster of 8 nodes from start, and its clock (the store's, settable):
+// at the data's last second, so that running jobs run. More of the same
+// cluster is g's (storetest.Fill it again).
+func filledStore(t *testing.T, start time.Time, seconds int) (*duckdb.Store, *loadgen.Generator, *atomic.Int64) {
+	t.Helper()
+	clock := new(atomic.Int64)
+	st, err := duckdb.Open(duckdb.Options{Dir: t.TempDir(), Clock: store.Clock{Now: func() time.Time { return time.UnixMilli(clock.Load()) }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	g := loadgen.NewGenerator(loadgen.Config{Nodes: 8, Slots: 8, BatchTicks: 5, Seed: 5, Start: start})
+	clock.Store(storetest.Fill(t, st, g, start, seconds).UnixMilli())
+	return st, g, clock
 }
