@@ -86,47 +86,20 @@ func BenchmarkIngest(b *testing.B) {
 //
 //	go test -run '^$' -bench SteadyState -benchtime 1x -timeout 60m ./internal/store/duckdb/
 func BenchmarkSteadyState(b *testing.B) {
+	start := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 	b.Run("loadgen", func(b *testing.B) {
-		start := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
-		g := loadgen.NewGenerator(loadgen.Config{Nodes: *benchNodes, Slots: 8, BatchTicks: 5, Seed: 1, Start: start})
-		rounds := int(*benchHours * 3600 / 5)
-		i := 0
-		steady(b, start, func() ([]*wire.Batch, time.Time) {
-			if i == rounds {
-				return nil, time.Time{}
-			}
-			i++
-			return g.Next(), start.Add(time.Duration(i*5) * time.Second)
-		})
+		steady(b, start, loadgen.GeneratorRounds(*benchNodes, *benchHours, start))
 	})
 	b.Run("replay", func(b *testing.B) {
 		rec, err := loadgen.ReadRecordingFile("../../loadgen/testdata/agent-sim.rec.zst")
 		if err != nil {
 			b.Skip(err)
 		}
-		start := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
-		r := loadgen.NewReplay(rec, *benchNodes)
-		passes := int(*benchHours * 3600_000 / float64(r.Span()))
-		var cur []*wire.Batch
-		pass, next := 0, 0
-		steady(b, start, func() ([]*wire.Batch, time.Time) {
-			if next >= len(cur) {
-				if pass == passes {
-					return nil, time.Time{}
-				}
-				cur, next = r.Pass(start.UnixMilli()), 0
-				pass++
-			}
-			// One recorded batch's worth of every node at a time.
-			end := min(next+*benchNodes, len(cur))
-			out := cur[next:end]
-			next = end
-			return out, time.UnixMilli(out[len(out)-1].SentMs)
-		})
+		steady(b, start, loadgen.ReplayRounds(rec, *benchNodes, *benchHours, start))
 	})
 }
 
-func steady(b *testing.B, start time.Time, next func() ([]*wire.Batch, time.Time)) {
+func steady(b *testing.B, start time.Time, next loadgen.Rounds) {
 	for n := 0; n < b.N; n++ {
 		dir := b.TempDir()
 		s, err := Open(Options{Dir: dir, Retention: 14 * 24 * time.Hour, RollupRetention: 180 * 24 * time.Hour})
