@@ -246,22 +246,40 @@ func threadCPU(pid int) map[string]time.Duration {
 // commitStats sums up the ingest pipeline's commits from the server's
 // metrics: how many, their mean time and batches.
 func commitStats(url string) string {
-	resp, err := http.Get(url + "/metrics")
+	v, err := metricSums(url, "taskscope_ingest_commit_seconds_sum", "taskscope_ingest_commit_seconds_count",
+		"taskscope_ingest_group_batches_sum")
 	if err != nil {
 		return err.Error()
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	v := map[string]float64{}
-	for _, line := range strings.Split(string(body), "\n") {
-		for _, name := range []string{"taskscope_ingest_commit_seconds_sum", "taskscope_ingest_commit_seconds_count",
-			"taskscope_ingest_group_batches_sum"} {
-			if rest, ok := strings.CutPrefix(line, name+" "); ok {
-				v[name], _ = strconv.ParseFloat(rest, 64)
-			}
-		}
 	}
 	n := v["taskscope_ingest_commit_seconds_count"]
 	return fmt.Sprintf("%.0f, %.3f s and %.1f batches each on average", n, v["taskscope_ingest_commit_seconds_sum"]/max(n, 1),
 		v["taskscope_ingest_group_batches_sum"]/max(n, 1))
+}
+
+// metricSums reads metrics of the server's /metrics, each summed over
+// its labels.
+func metricSums(url string, names ...string) (map[string]float64, error) {
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	v := map[string]float64{}
+	for _, line := range strings.Split(string(body), "\n") {
+		for _, name := range names {
+			rest, ok := strings.CutPrefix(line, name)
+			if !ok || rest == "" || rest[0] != ' ' && rest[0] != '{' {
+				continue
+			}
+			f, err := strconv.ParseFloat(rest[strings.LastIndexByte(rest, ' ')+1:], 64)
+			if err == nil {
+				v[name] += f
+			}
+		}
+	}
+	return v, nil
 }
