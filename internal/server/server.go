@@ -258,19 +258,25 @@ func (s *Server) maintain(ctx context.Context) {
 	changes, shared := store.ChangesOf(s.cfg.Store)
 	var seen uint64
 	active := map[string]seenJob{}
+	// waited: summaries waited at the last flush (a store that writes a
+	// job's at most every few seconds, store.PacedFlusher): the browsers
+	// are told again at the next.
+	waited := false
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-f.C:
 			committed := s.committed.Swap(false)
-			if err := s.cfg.Store.Flush(ctx); err != nil && ctx.Err() == nil {
+			waiting, err := store.FlushDue(ctx, s.cfg.Store)
+			if err != nil && ctx.Err() == nil {
 				// The health logs it, once (and a reminder every minute).
 				s.health.failed(err, 0)
 				s.cfg.Log.Debug("cannot write summaries", "err", err)
-			} else if committed {
+			} else if committed || waited {
 				s.live.Flushed()
 			}
+			waited = waiting
 			if shared {
 				if v, err := changes(ctx); err == nil && v != seen {
 					if seen != 0 {

@@ -44,6 +44,15 @@ func NextCommit(st Store) time.Time {
 	return time.Time{}
 }
 
+// FlushDue writes st's summaries that are due (PacedFlusher), saying
+// whether some wait; every one (Flush) for a store that paces none.
+func FlushDue(ctx context.Context, st Store) (waiting bool, err error) {
+	if pf, ok := st.(PacedFlusher); ok {
+		return pf.FlushDue(ctx)
+	}
+	return false, st.Flush(ctx)
+}
+
 // PreloadBatches tells app the batches it is about to be given (a
 // GroupAppender reads what it needs of them at once); nothing for an
 // Appender that is not one.

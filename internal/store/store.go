@@ -186,6 +186,16 @@ type CommitPacer interface {
 	NextCommit() time.Time
 }
 
+// PacedFlusher is a store whose summaries cost more to write the more
+// often they are written (ClickHouse adds a job's figures up again from
+// all its attempts' rows): FlushDue writes those due, and a job written
+// lately waits a little while its attempts keep changing; waiting says
+// that some wait. Flush still writes every one. The server's periodic
+// flush calls FlushDue.
+type PacedFlusher interface {
+	FlushDue(ctx context.Context) (waiting bool, err error)
+}
+
 // SharedData is a store that several servers write at once (ClickHouse
 // behind several taskscope replicas): Changes is a number that moves
 // whenever any of them stores a batch. A server polls it to tell its

@@ -1,10 +1,16 @@
 package clickhouse
 
 import (
+	"context"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/taskscope/taskscope/internal/store"
+	"github.com/taskscope/taskscope/internal/store/clickhouse/chtest"
+	"github.com/taskscope/taskscope/internal/store/storetest"
+	"github.com/taskscope/taskscope/internal/testsrv"
+	"github.com/taskscope/taskscope/internal/wire"
 )
 
 // TestJobAttemptFields: a job's figures added up from the fields the
@@ -48,5 +54,84 @@ func TestJobAttemptFields(t *testing.T) {
 		if !reflect.DeepEqual(full, job) {
 			t.Errorf("ended=%v: from the whole rows\n%+v\nfrom the job's fields\n%+v", ended, full, job)
 		}
+	}
+}
+
+// TestFlushDuePaces: the server's periodic flush (FlushDue) writes a job
+// whose attempts changed at once when it was not written in the last
+// JobsEvery, and else once JobsEvery has passed, saying meanwhile that it
+// waits; Flush writes it at once whenever it was written.
+func TestFlushDuePaces(t *testing.T) {
+	srv := chtest.Start(t)
+	ctx := context.Background()
+	s, err := Open(ctx, Options{URL: srv.URL() + "?database=paced", Clock: storetest.Clock, InsertEvery: -1,
+		JobsEvery: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	g := &storetest.Gen{Agent: "node1-paced", Host: "node1"}
+	at := &storetest.AttemptSpec{ID: "attempt_1700000000000_0001_m_000000_0", JobID: "job_1700000000000_0001", Type: "map",
+		Start: storetest.T0.Add(-5 * time.Minute), MemoryMB: 1024, JobName: "paced", User: "u", Queue: "q",
+		Procs: []storetest.ProcSpec{{PID: 101, Role: wire.RoleTaskJVM, CPUPerS: 500, RSS: 1 << 20}}}
+	commit := func(b *wire.Batch) {
+		t.Helper()
+		app, err := s.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := app.Append(b); err != nil {
+			t.Fatal(err)
+		}
+		if err := app.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cpu := func() int64 {
+		t.Helper()
+		page, err := s.Jobs(ctx, store.JobFilter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Jobs) != 1 {
+			return -1
+		}
+		return page.Jobs[0].CPUMs
+	}
+	due := func(wantWaiting bool) {
+		t.Helper()
+		waiting, err := s.FlushDue(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if waiting != wantWaiting {
+			t.Fatalf("FlushDue: waiting %v, want %v", waiting, wantWaiting)
+		}
+	}
+	commit(g.Batch([]*storetest.AttemptSpec{at}, 0, 5, false))
+	due(false) // never written: at once
+	first := cpu()
+	if first <= 0 {
+		t.Fatalf("the job's CPU after the first flush: %d", first)
+	}
+	commit(g.Batch([]*storetest.AttemptSpec{at}, 5, 10, false))
+	due(true) // written just now: it waits
+	if got := cpu(); got != first {
+		t.Fatalf("the job's CPU %d after a flush that let it wait, want %d", got, first)
+	}
+	testsrv.WaitUntil(t, "the job written once JobsEvery passed", 30*time.Second, func() bool {
+		waiting, err := s.FlushDue(ctx)
+		return err == nil && !waiting
+	})
+	second := cpu()
+	if second <= first {
+		t.Fatalf("the job's CPU %d after it was due, want more than %d", second, first)
+	}
+	commit(g.Batch([]*storetest.AttemptSpec{at}, 10, 15, false))
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := cpu(); got <= second {
+		t.Fatalf("the job's CPU %d after Flush, want more than %d", got, second)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/taskscope/taskscope/internal/store"
 )
@@ -132,12 +133,58 @@ func (s *Store) Flush(ctx context.Context) error {
 	if s.closed {
 		return errClosed
 	}
+	_, err := s.flushJobs(ctx, false)
+	return err
+}
+
+// FlushDue is Flush but for the jobs written in the last JobsEvery, which
+// wait (store.PacedFlusher: the server's periodic flush). A job is added
+// up again from every one of its attempts' rows: with short tasks every
+// running job changes each second, and reading all their attempts each
+// second was the most of ClickHouse's CPU (BenchmarkStoresIngest's
+// replay, docs/scaling.md).
+func (s *Store) FlushDue(ctx context.Context) (waiting bool, err error) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.closed {
+		return false, errClosed
+	}
+	return s.flushJobs(ctx, s.opt.JobsEvery > 0)
+}
+
+// flushJobs writes the jobs whose attempts changed since they were last
+// written, but when paced those written in the last JobsEvery; it says
+// whether some wait.
+func (s *Store) flushJobs(ctx context.Context, paced bool) (waiting bool, err error) {
+	now := time.Now()
+	for id, t := range s.jobsWritten {
+		if now.Sub(t) >= s.opt.JobsEvery {
+			delete(s.jobsWritten, id)
+		}
+	}
 	dirty := s.fold.TakeDirtyJobs()
+	if paced {
+		var wait []string
+		dirty = slices.DeleteFunc(dirty, func(id string) bool {
+			_, recent := s.jobsWritten[id]
+			if recent {
+				wait = append(wait, id)
+			}
+			return recent
+		})
+		s.fold.UntakeDirtyJobs(wait)
+		waiting = len(wait) > 0
+	}
 	if err := s.writeJobs(ctx, dirty); err != nil {
 		s.fold.UntakeDirtyJobs(dirty)
-		return fmt.Errorf("cannot write the jobs: %w", err)
+		return waiting, fmt.Errorf("cannot write the jobs: %w", err)
 	}
-	return nil
+	if s.opt.JobsEvery > 0 {
+		for _, id := range dirty {
+			s.jobsWritten[id] = now
+		}
+	}
+	return waiting, nil
 }
 
 // writeJobs writes jobs ids, each added up from its attempts' rows.

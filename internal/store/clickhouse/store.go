@@ -29,8 +29,14 @@ type Options struct {
 	// 1 s): the ingest pipeline waits for it (NextCommit) and takes the
 	// batches of that second into one commit, one block per table.
 	InsertEvery time.Duration
-	Log         *slog.Logger
-	Client      ClientOptions
+	// JobsEvery is how often a job's figures are added up again at most
+	// while its attempts keep changing (FlushDue, the server's periodic
+	// flush; default 5 s, the agents' batch period; <0: at every flush):
+	// each time, every attempt row of the job is read. A job not written
+	// in the last JobsEvery is written at the next flush.
+	JobsEvery time.Duration
+	Log       *slog.Logger
+	Client    ClientOptions
 }
 
 // The capabilities the store has (package store).
@@ -43,6 +49,7 @@ var (
 	_ store.AttemptSeriesReader = (*Store)(nil)
 	_ store.SharedData          = (*Store)(nil)
 	_ store.CommitPacer         = (*Store)(nil)
+	_ store.PacedFlusher        = (*Store)(nil)
 	_ store.GroupAppender       = (*tx)(nil)
 )
 
@@ -56,6 +63,9 @@ type Store struct {
 	fold       *store.Fold[chRow]
 	lastInsert time.Time
 	closed     bool
+	// jobsWritten is when each job was last written (FlushDue), of the
+	// jobs written in the last JobsEvery.
+	jobsWritten map[string]time.Time
 
 	ext store.ExtNames // ext_metrics
 }
@@ -70,6 +80,9 @@ func Open(ctx context.Context, opt Options) (*Store, error) {
 	if opt.InsertEvery == 0 {
 		opt.InsertEvery = time.Second
 	}
+	if opt.JobsEvery == 0 {
+		opt.JobsEvery = 5 * time.Second
+	}
 	c, err := NewClient(opt.URL, opt.Client)
 	if err != nil {
 		return nil, err
@@ -81,7 +94,7 @@ func Open(ctx context.Context, opt Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot reach ClickHouse: %w", err)
 	}
-	s := &Store{opt: opt, c: c, schema: &Schema{Database: c.Database(), Cluster: opt.Cluster, Features: FeaturesOf(v)}}
+	s := &Store{opt: opt, c: c, jobsWritten: map[string]time.Time{}, schema: &Schema{Database: c.Database(), Cluster: opt.Cluster, Features: FeaturesOf(v)}}
 	s.fold = s.newFold()
 	// The tables are made once: ON CLUSTER, each statement waits for every
 	// server (13 s for the schema on 2 x 2 servers).
