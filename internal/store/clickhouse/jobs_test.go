@@ -74,19 +74,6 @@ func TestFlushDuePaces(t *testing.T) {
 	at := &storetest.AttemptSpec{ID: "attempt_1700000000000_0001_m_000000_0", JobID: "job_1700000000000_0001", Type: "map",
 		Start: storetest.T0.Add(-5 * time.Minute), MemoryMB: 1024, JobName: "paced", User: "u", Queue: "q",
 		Procs: []storetest.ProcSpec{{PID: 101, Role: wire.RoleTaskJVM, CPUPerS: 500, RSS: 1 << 20}}}
-	commit := func(b *wire.Batch) {
-		t.Helper()
-		app, err := s.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := app.Append(b); err != nil {
-			t.Fatal(err)
-		}
-		if err := app.Commit(); err != nil {
-			t.Fatal(err)
-		}
-	}
 	cpu := func() int64 {
 		t.Helper()
 		page, err := s.Jobs(ctx, store.JobFilter{})
@@ -108,13 +95,13 @@ func TestFlushDuePaces(t *testing.T) {
 			t.Fatalf("FlushDue: waiting %v, want %v", waiting, wantWaiting)
 		}
 	}
-	commit(g.Batch([]*storetest.AttemptSpec{at}, 0, 5, false))
+	storetest.Commit(t, s, g.Batch([]*storetest.AttemptSpec{at}, 0, 5, false))
 	due(false) // never written: at once
 	first := cpu()
 	if first <= 0 {
 		t.Fatalf("the job's CPU after the first flush: %d", first)
 	}
-	commit(g.Batch([]*storetest.AttemptSpec{at}, 5, 10, false))
+	storetest.Commit(t, s, g.Batch([]*storetest.AttemptSpec{at}, 5, 10, false))
 	due(true) // written just now: it waits
 	if got := cpu(); got != first {
 		t.Fatalf("the job's CPU %d after a flush that let it wait, want %d", got, first)
@@ -127,7 +114,7 @@ func TestFlushDuePaces(t *testing.T) {
 	if second <= first {
 		t.Fatalf("the job's CPU %d after it was due, want more than %d", second, first)
 	}
-	commit(g.Batch([]*storetest.AttemptSpec{at}, 10, 15, false))
+	storetest.Commit(t, s, g.Batch([]*storetest.AttemptSpec{at}, 10, 15, false))
 	if err := s.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}

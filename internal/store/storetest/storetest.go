@@ -206,8 +206,20 @@ func (g *Gen) Batch(atts []*AttemptSpec, from, to int, ended bool) *wire.Batch {
 	return b
 }
 
-// Ingest appends batches in one transaction and commits.
+// Ingest appends batches in one transaction, commits, and flushes the
+// summaries.
 func Ingest(t testing.TB, s store.Store, batches ...*wire.Batch) []bool {
+	t.Helper()
+	dups := Commit(t, s, batches...)
+	if err := s.Flush(context.Background()); err != nil {
+		t.Fatalf("Flush: %v", err)
+	}
+	return dups
+}
+
+// Commit appends batches in one transaction and commits (the summaries
+// are written when the store writes them: Flush).
+func Commit(t testing.TB, s store.Store, batches ...*wire.Batch) []bool {
 	t.Helper()
 	ctx := context.Background()
 	app, err := s.Begin(ctx)
@@ -225,9 +237,6 @@ func Ingest(t testing.TB, s store.Store, batches ...*wire.Batch) []bool {
 	}
 	if err := app.Commit(); err != nil {
 		t.Fatalf("Commit: %v", err)
-	}
-	if err := s.Flush(ctx); err != nil {
-		t.Fatalf("Flush: %v", err)
 	}
 	return dups
 }
