@@ -27,7 +27,13 @@ func BenchmarkCommitNewAttempts(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer s.Close()
-			if stored > 0 {
+			have, err := s.uint64s(ctx, "SELECT count() FROM "+s.read("attempt_index"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			// (Once: the benchmark's function runs for b.N = 1 first, on
+			// the same database.)
+			if stored > 0 && have[0] == 0 {
 				// Attempts of 10 earlier days, 20 to a job, as the store
 				// writes them (the columns left out take their defaults).
 				for _, q := range [...]struct{ table, sql string }{
@@ -46,8 +52,12 @@ func BenchmarkCommitNewAttempts(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				if err := s.c.Exec(ctx, "OPTIMIZE TABLE "+s.schema.Write("attempts")+" FINAL", nil); err != nil {
-					b.Fatal(err)
+				// Both merged, as rows of earlier days are (the index's
+				// merges ran beside the timed commits before).
+				for _, t := range []string{"attempts", "attempt_index"} {
+					if err := s.c.Exec(ctx, "OPTIMIZE TABLE "+s.schema.Write(t)+" FINAL", nil); err != nil {
+						b.Fatal(err)
+					}
 				}
 			}
 			g := &storetest.Gen{Agent: "node1-commit", Host: "node1"}
