@@ -2,7 +2,6 @@ package analysis_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -117,8 +116,10 @@ func TestStoredFindings(t *testing.T) {
 
 // TestStoredFindingsWithoutNeighbours: for a reader the access file hides
 // the neighbours from, the stored findings that name what else ran on a
-// job's hosts (made looking at them) are left out of the list, and
-// counted; the others are as for anyone.
+// job's hosts (made looking at them) are stored restricted and left out
+// of the list and its total, and the job's worst severity is that of the
+// others; the rest is as for anyone. A finding stored before restrictions
+// (Revision 1) is left out of the list too.
 func TestStoredFindingsWithoutNeighbours(t *testing.T) {
 	st, err := duckdb.Open(duckdb.Options{Dir: t.TempDir()})
 	if err != nil {
@@ -126,24 +127,32 @@ func TestStoredFindingsWithoutNeighbours(t *testing.T) {
 	}
 	defer st.Close()
 	ctx := context.Background()
-	body := func(f analysis.Finding) store.StoredFinding {
-		b, err := json.Marshal(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return store.StoredFinding{Heuristic: f.Heuristic, Severity: f.Severity, Body: b}
-	}
 	noisy := analysis.Finding{Heuristic: "noisy_neighbour", Severity: store.SeveritySevere, AttemptIDs: []string{"attempt_1_0001_m_000000_0", "attempt_1_0002_m_000000_0"},
 		Message: "On node1 meanwhile 1 other attempts of 1 jobs ran", Numbers: []analysis.Number{{"neighbours", 1, "count"}}}
 	gc := analysis.Finding{Heuristic: "gc", Severity: store.SeverityModerate, AttemptIDs: []string{"attempt_1_0001_m_000000_0"},
 		Message: "GC took 30% of the CPU", Numbers: []analysis.Number{{"gc_percent", 30, "percent"}}}
-	err = st.PutAnalysis(ctx, &store.Analysis{JobID: "job_1_0001", User: "u", Queue: "q", Start: store.Time(time.Now().UnixMilli()),
-		Worst: store.SeveritySevere, Findings: []store.StoredFinding{body(noisy), body(gc)},
-		AnalysisStamp: store.AnalysisStamp{Evaluated: store.Time(time.Now().UnixMilli()), Version: "test", Ended: true}})
+	a := analysis.New(st)
+	now := store.Time(time.Now().UnixMilli())
+	sa, err := a.ToStored(&analysis.Report{JobID: "job_1_0001", State: store.StateFinished, Evaluated: now, Worst: store.SeveritySevere,
+		Findings: []analysis.Finding{noisy, gc}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := analysis.New(st)
+	if !sa.Findings[0].Restricted || sa.Findings[1].Restricted {
+		t.Fatalf("stored: %+v", sa.Findings)
+	}
+	sa.User, sa.Queue, sa.Start = "u", "q", now
+	if err := st.PutAnalysis(ctx, sa); err != nil {
+		t.Fatal(err)
+	}
+	// The same findings stored by Revision 1, unrestricted, in an older job.
+	old := *sa
+	old.JobID, old.Start, old.Version = "job_1_0000", now-1, "1+old"
+	old.Findings = []store.StoredFinding{sa.Findings[0], sa.Findings[1]}
+	old.Findings[0].Restricted = false
+	if err := st.PutAnalysis(ctx, &old); err != nil {
+		t.Fatal(err)
+	}
 	for _, hide := range []bool{false, true} {
 		v, err := a.StoredFindings(ctx, store.FindingFilter{Limit: 100}, hide)
 		if err != nil {
@@ -152,14 +161,14 @@ func TestStoredFindingsWithoutNeighbours(t *testing.T) {
 		p := v.(analysis.FindingPage)
 		var got []string
 		for _, f := range p.Findings {
-			got = append(got, f.Heuristic)
+			got = append(got, f.JobID+"/"+f.Heuristic)
 		}
-		want, withheld := "[noisy_neighbour gc]", 0
+		want, total := "[job_1_0001/noisy_neighbour job_1_0001/gc job_1_0000/noisy_neighbour job_1_0000/gc]", 4
 		if hide {
-			want, withheld = "[gc]", 1
+			want, total = "[job_1_0001/gc job_1_0000/gc]", 3
 		}
-		if fmt.Sprint(got) != want || p.Withheld != withheld || p.Total != 2 {
-			t.Errorf("without neighbours %v: %v, withheld %d, total %d; want %s, %d", hide, got, p.Withheld, p.Total, want, withheld)
+		if fmt.Sprint(got) != want || p.Total != total {
+			t.Errorf("without neighbours %v: %v, total %d; want %s, %d", hide, got, p.Total, want, total)
 		}
 	}
 }
