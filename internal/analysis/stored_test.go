@@ -65,21 +65,22 @@ func TestStoredFindings(t *testing.T) {
 		return s
 	}
 	v1 := analysis.Options{Build: "v1"}
+	version := func(build string) string { return fmt.Sprintf("%d+%s", analysis.Revision, build) }
 	first, n := findings(v1, fin.JobID)
 	if n == 0 {
 		t.Fatal("the first report read nothing")
 	}
-	if s := stored(fin.JobID); s.Version != "1+v1" || !s.Ended || s.Mark != analysis.Mark(&fin) || s.Settings != "{}" ||
+	if s := stored(fin.JobID); s.Version != version("v1") || !s.Ended || s.Mark != analysis.Mark(&fin) || s.Settings != "{}" ||
 		len(s.Findings) != len(first.Findings) || s.Worst != first.Worst {
 		t.Errorf("stored: %+v; made %d findings, worst %s", s.AnalysisStamp, len(first.Findings), first.Worst)
 	}
 	again, n := findings(v1, fin.JobID)
-	if n != 0 || canonical(again) != canonical(first) || again.Version != "1+v1" {
+	if n != 0 || canonical(again) != canonical(first) || again.Version != version("v1") {
 		t.Errorf("read again: %d reads, %s\nwant %s", n, canonical(again), canonical(first))
 	}
 	// Another version: made again when read, and stored.
 	v2, n := findings(analysis.Options{Build: "v2"}, fin.JobID)
-	if n == 0 || v2.Version != "1+v2" || stored(fin.JobID).Version != "1+v2" {
+	if n == 0 || v2.Version != version("v2") || stored(fin.JobID).Version != version("v2") {
 		t.Errorf("another version: %d reads, version %s, stored %s", n, v2.Version, stored(fin.JobID).Version)
 	}
 	// Other settings: made again, without the heuristics skipped.
