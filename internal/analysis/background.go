@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -449,8 +450,12 @@ func (b *background) failed(id string, now time.Time) {
 	}
 }
 
-// work analyses queued jobs until ctx ends.
+// work analyses queued jobs until ctx ends, on a thread of its own: the
+// thread's CPU is the analyses' (but what a store does on threads of its
+// own, and ClickHouse's).
 func (b *background) work(ctx context.Context) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	a := b.a
 	logged := time.Time{}
 	for {
@@ -466,7 +471,11 @@ func (b *background) work(ctx context.Context) {
 			continue
 		}
 		b.running.Add(1)
+		cpu0, measured := threadCPU()
 		err := a.analyse(actx, &j, b)
+		if cpu1, ok := threadCPU(); ok && measured {
+			b.m.cpu.WithLabelValues(stateLabel(j.ended)).Add((cpu1 - cpu0).Seconds())
+		}
 		b.running.Add(-1)
 		cancel()
 		b.q.done(j.JobID)
@@ -496,6 +505,9 @@ func (a *Analyzer) analyse(ctx context.Context, j *job, b *background) error {
 	r, k, err := a.report(ctx, j.JobID, prev, false)
 	if err != nil {
 		return err
+	}
+	if prev != nil {
+		b.m.incremental.Inc()
 	}
 	b.m.seconds.WithLabelValues(stateLabel(j.ended)).Observe(time.Since(start).Seconds())
 	if r.State == store.StateFinished {
@@ -601,12 +613,14 @@ func (a *Analyzer) dropIncremental(id string) {
 // metrics are the analyser's own (bounded label sets: states, results,
 // the heuristics and severities).
 type metrics struct {
-	analysed   *prometheus.CounterVec
-	seconds    *prometheus.HistogramVec
-	latency    prometheus.Histogram
-	findings   *prometheus.CounterVec
-	due        *prometheus.GaugeVec
-	pollErrors prometheus.Counter
+	analysed    *prometheus.CounterVec
+	seconds     *prometheus.HistogramVec
+	cpu         *prometheus.CounterVec
+	incremental prometheus.Counter
+	latency     prometheus.Histogram
+	findings    *prometheus.CounterVec
+	due         *prometheus.GaugeVec
+	pollErrors  prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, b *background) (*metrics, error) {
@@ -617,6 +631,11 @@ func newMetrics(reg prometheus.Registerer, b *background) (*metrics, error) {
 		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "taskscope_analysis_seconds",
 			Help:    "Time a job's analysis took (wall), by the state it was analysed in.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 3, 10)}, []string{"state"}),
+		cpu: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "taskscope_analysis_cpu_seconds_total",
+			Help: "CPU the background analyses took on their workers' threads (not a store's own threads), by the state they were analysed in."},
+			[]string{"state"}),
+		incremental: prometheus.NewCounter(prometheus.CounterOpts{Name: "taskscope_analysis_incremental_total",
+			Help: "Analyses of running jobs that took again what the job's last analysis read of its ended attempts."}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "taskscope_analysis_latency_seconds",
 			Help:    "Time from a job's last data (its end; for data that came late, when it was stored) to its analysis stored.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 12)}),
@@ -632,6 +651,7 @@ func newMetrics(reg prometheus.Registerer, b *background) (*metrics, error) {
 			m.analysed.WithLabelValues(s, r)
 		}
 		m.due.WithLabelValues(s)
+		m.cpu.WithLabelValues(s)
 	}
 	if reg == nil {
 		return m, nil
@@ -658,7 +678,7 @@ func newMetrics(reg prometheus.Registerer, b *background) (*metrics, error) {
 			}
 			return b.a.opt.Now().Sub(o).Seconds()
 		})
-	for _, c := range []prometheus.Collector{m.analysed, m.seconds, m.latency, m.findings, m.due, m.pollErrors, backlog, queued,
+	for _, c := range []prometheus.Collector{m.analysed, m.seconds, m.cpu, m.incremental, m.latency, m.findings, m.due, m.pollErrors, backlog, queued,
 		oldest, b.coordCollector()} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
