@@ -287,6 +287,10 @@ func (s *Store) Maintain(ctx context.Context, now time.Time) (err error) {
 			continue
 		}
 		cut := DayOf(now.Add(-keep).UnixMilli())
+		if t.retention == keepChanges {
+			// By the clock that stamps them.
+			cut = DayOf(s.opt.Clock.Now().Add(-keep).UnixMilli())
+		}
 		rows, err := s.query(ctx, "SELECT DISTINCT toUInt16(toDate(partition)) FROM system.parts WHERE database = "+
 			Quote(s.c.Database())+" AND table = "+Quote(strings.TrimPrefix(s.schema.Local(t.name), s.c.Database()+"."))+" AND active")
 		if err != nil {
