@@ -109,14 +109,18 @@ func scanAnalysis(sc interface{ Scan(...any) error }) (*store.Analysis, error) {
 }
 
 // AnalysisStates returns the jobs written since `since` (stored_ms) with
-// their analyses' stamps.
+// the stamps of their analyses made since then. Neither table is read
+// whole: rows are appended as jobs come and as they are first analysed,
+// and updated while they run, so the zone maps of stored_ms and
+// evaluated_ms leave out the row groups of the jobs of long ago.
 func (s *Store) AnalysisStates(ctx context.Context, since int64, limit int) ([]store.AnalysisState, error) {
 	rows, err := s.handle().QueryContext(ctx, `SELECT `+jobCols+`, coalesce(by_type, ''), stored_ms, a.job_id IS NOT NULL,
 		coalesce(a.evaluated_ms, 0), coalesce(a.version, ''), coalesce(a.settings, ''), coalesce(a.mark, 0),
 		coalesce(a.ended, false), coalesce(a.seen_ms, 0)
 		FROM (SELECT * FROM jobs WHERE attempts > 0 AND stored_ms >= ?) LEFT JOIN
-			(SELECT job_id, evaluated_ms, version, settings, mark, ended, last_ms AS seen_ms FROM analyses) a USING (job_id)
-		ORDER BY stored_ms DESC, job_id LIMIT ?`, since, limit)
+			(SELECT job_id, evaluated_ms, version, settings, mark, ended, last_ms AS seen_ms FROM analyses WHERE evaluated_ms >= ?) a
+			USING (job_id)
+		ORDER BY stored_ms DESC, job_id LIMIT ?`, since, since, limit)
 	if err != nil {
 		return nil, fmt.Errorf("cannot list the jobs to analyse: %w", err)
 	}
