@@ -14,6 +14,7 @@ import (
 
 	"github.com/taskscope/taskscope/internal/analysis"
 	"github.com/taskscope/taskscope/internal/store"
+	"github.com/taskscope/taskscope/internal/store/duckdb"
 	"github.com/taskscope/taskscope/internal/store/storetest"
 	"github.com/taskscope/taskscope/internal/testsrv"
 	"github.com/taskscope/taskscope/internal/wire"
@@ -52,6 +53,30 @@ func (t *told) len() int {
 	return len(t.jobs)
 }
 
+// settle is the Settle of runBackground's analyser.
+const settle = 5 * time.Second
+
+// runBackground runs an analyser of st in the background until the test
+// ends (a poll every 20 ms, Settle, one worker, now its clock), its
+// metrics registered in reg: the listener returned is told of each
+// analysis.
+func runBackground(t *testing.T, st *duckdb.Store, now func() time.Time, reg *prometheus.Registry) (*analysis.Analyzer, *told) {
+	c := &counting{Store: st, keep: true}
+	tl := &told{c: c}
+	a := analysis.NewWith(c, analysis.Options{Poll: 20 * time.Millisecond, Settle: settle, Workers: 1, Now: now,
+		Listeners: []analysis.Listener{tl.listen}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx, reg) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	return a, tl
+}
+
 // TestBackgroundAnalysesEveryJob: the analyser running in the background
 // analyses every job of a loadgen cluster without any page asking: every
 // finished job once, Settle after its end, its report stored and the same
@@ -65,21 +90,8 @@ func TestBackgroundAnalysesEveryJob(t *testing.T) {
 	st, g, clock := filledStore(t, start, 15*60) // clock: the data's last second, the store's and the analyser's
 	now := func() time.Time { return time.UnixMilli(clock.Load()) }
 	ctx := context.Background()
-	c := &counting{Store: st, keep: true}
-	tl := &told{c: c}
-	const settle = 5 * time.Second
-	a := analysis.NewWith(c, analysis.Options{Poll: 20 * time.Millisecond, Settle: settle, Workers: 1, Now: now,
-		Listeners: []analysis.Listener{tl.listen}})
 	reg := prometheus.NewRegistry()
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- a.Run(rctx, reg) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	a, tl := runBackground(t, st, now, reg)
 
 	// settled: every job due is analysed, as the store says.
 	settled := func() bool {
@@ -245,20 +257,7 @@ func TestBackgroundAnalysesLateData(t *testing.T) {
 	st, _, clock := filledStore(t, start, 10*60)
 	now := func() time.Time { return time.UnixMilli(clock.Load()) }
 	ctx := context.Background()
-	c := &counting{Store: st, keep: true}
-	tl := &told{c: c}
-	const settle = 5 * time.Second
-	a := analysis.NewWith(c, analysis.Options{Poll: 20 * time.Millisecond, Settle: settle, Workers: 1, Now: now,
-		Listeners: []analysis.Listener{tl.listen}})
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- a.Run(rctx, prometheus.NewRegistry()) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	_, tl := runBackground(t, st, now, prometheus.NewRegistry())
 	// analysedAsIs: the job's stored analysis is of it as it is now, ended.
 	analysedAsIs := func(id string) bool {
 		page, err := st.Jobs(ctx, store.JobFilter{Name: id, Limit: 1})
