@@ -171,7 +171,7 @@ func keepUp(b *testing.B, backend string, rate float64, busy bool) {
 	lat := make([]time.Duration, 0, b.N)
 	done := make(chan struct{})
 	seen := map[string]bool{}
-	runningJobs := map[string]bool{} // analysed running in the run
+	runningJobs := map[string]bool{}                                 // analysed running in the run
 	workers, _ := strconv.Atoi(os.Getenv("TASKSCOPE_BENCH_WORKERS")) // (0: the default, 2)
 	every := 24 * time.Hour
 	analysed := st // what the analyser reads
