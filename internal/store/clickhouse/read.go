@@ -316,19 +316,6 @@ func (s *Store) link(ctx context.Context, a *store.Attempt) error {
 	return nil
 }
 
-// HostAttempts lists the attempts that ran on host within [from, to).
-func (s *Store) HostAttempts(ctx context.Context, host string, from, to int64) (_ []store.Attempt, err error) {
-	defer store.WrapErr(&err, "cannot read the attempts of host %s", host)
-	if to <= 0 {
-		to = 1 << 62
-	}
-	atts, err := s.readAttempts(ctx, fmt.Sprintf("host = %s AND last_ms >= %d AND first_ms < %d", Quote(host), from, to))
-	if err != nil {
-		return nil, err
-	}
-	return s.apiAttempts(ctx, atts)
-}
-
 func (s *Store) apiAttempts(ctx context.Context, atts []*attState) ([]store.Attempt, error) {
 	stale := s.staleBefore()
 	out := make([]store.Attempt, 0, len(atts))
