@@ -40,6 +40,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/taskscope/taskscope/internal/redact"
+	"github.com/taskscope/taskscope/internal/store"
 )
 
 // The alerts' names (the alertname label).
@@ -67,37 +68,6 @@ const (
 	LabelHeuristic = "heuristic"
 )
 
-// Level is a finding's severity, as the analysis grades it.
-type Level int
-
-// The levels, in order.
-const (
-	None Level = iota
-	Low
-	Moderate
-	Severe
-	Critical
-)
-
-var levelNames = [...]string{"none", "low", "moderate", "severe", "critical"}
-
-func (l Level) String() string {
-	if l >= None && l <= Critical {
-		return levelNames[l]
-	}
-	return "unknown"
-}
-
-// ParseLevel reads a level's name.
-func ParseLevel(s string) (Level, error) {
-	for i, n := range levelNames {
-		if n == s {
-			return Level(i), nil
-		}
-	}
-	return None, fmt.Errorf("unknown severity %q (none, low, moderate, severe or critical)", s)
-}
-
 // Job is what the alerter is told of a job after its analysis.
 type Job struct {
 	ID, Name, User, Queue string
@@ -114,7 +84,7 @@ type Job struct {
 type Finding struct {
 	Alert     string // AlertFinding, AlertLostTaskJVM or AlertOrphanedProcess
 	Heuristic string
-	Severity  Level
+	Severity  store.Severity
 	Host      string // the one host it is about ("" when several or none)
 	// Summary and Description are the alert's annotations: what the
 	// analysis says, never a command line (secrets' values are masked
@@ -143,7 +113,7 @@ type Options struct {
 	Webhook string
 	// MinSeverity: findings at this severity or above alert (default
 	// severe). Lost and orphaned task processes alert whatever it is.
-	MinSeverity Level
+	MinSeverity store.Severity
 	// ExternalURL is taskscope's URL as its users reach it: an alert's
 	// generatorURL is its job's page there.
 	ExternalURL string
@@ -176,8 +146,8 @@ type Options struct {
 }
 
 func (o *Options) defaults() {
-	if o.MinSeverity == None {
-		o.MinSeverity = Severe
+	if o.MinSeverity == store.SeverityNone {
+		o.MinSeverity = store.SeveritySevere
 	}
 	if o.Resend <= 0 {
 		o.Resend = time.Minute
@@ -253,7 +223,7 @@ func New(o Options) (*Alerter, error) {
 	if len(o.Alertmanagers) == 0 && o.Webhook == "" {
 		return nil, errors.New("no Alertmanager and no webhook to send alerts to")
 	}
-	if o.MinSeverity < Low || o.MinSeverity > Critical {
+	if o.MinSeverity < store.SeverityLow || o.MinSeverity > store.SeverityCritical {
 		return nil, fmt.Errorf("the minimum severity must be low, moderate, severe or critical, not %s", o.MinSeverity)
 	}
 	if o.ExternalURL != "" {
@@ -353,7 +323,7 @@ func (a *Alerter) Update(j Job) {
 	want := map[string]*kept{}
 	var order []string
 	for _, f := range j.Findings {
-		if f.Alert == AlertFinding && f.Severity < a.o.MinSeverity || f.Severity == None || f.Alert == "" {
+		if f.Alert == AlertFinding && f.Severity < a.o.MinSeverity || f.Severity == store.SeverityNone || f.Alert == "" {
 			continue
 		}
 		k := a.make(j, f)

@@ -8,6 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/taskscope/taskscope/internal/store"
 )
 
 var t0 = time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
@@ -63,11 +65,11 @@ func testJob(findings ...Finding) Job {
 }
 
 var (
-	gcSevere = Finding{Alert: AlertFinding, Heuristic: "gc_pressure", Severity: Severe, Host: "h1",
+	gcSevere = Finding{Alert: AlertFinding, Heuristic: "gc_pressure", Severity: store.SeveritySevere, Host: "h1",
 		Summary: "gc_pressure is severe", Description: "map JVMs spent 23% of their runnable time in garbage collection."}
-	stragglerLow = Finding{Alert: AlertFinding, Heuristic: "straggler", Severity: Moderate, Summary: "below the minimum"}
-	lostJVM      = Finding{Alert: AlertLostTaskJVM, Heuristic: "lost_processes", Severity: Severe, Host: "h2", Summary: "a task JVM lost on h2"}
-	orphanLow    = Finding{Alert: AlertOrphanedProcess, Heuristic: "lost_processes", Severity: Moderate, Host: "h3", Summary: "an orphan on h3"}
+	stragglerLow = Finding{Alert: AlertFinding, Heuristic: "straggler", Severity: store.SeverityModerate, Summary: "below the minimum"}
+	lostJVM      = Finding{Alert: AlertLostTaskJVM, Heuristic: "lost_processes", Severity: store.SeveritySevere, Host: "h2", Summary: "a task JVM lost on h2"}
+	orphanLow    = Finding{Alert: AlertOrphanedProcess, Heuristic: "lost_processes", Severity: store.SeverityModerate, Host: "h3", Summary: "an orphan on h3"}
 )
 
 // The life of a job's alerts, on a clock: they start with the analysis
@@ -259,7 +261,7 @@ func TestAlertTexts(t *testing.T) {
 		}
 	}
 	worse := gcSevere
-	worse.Severity = Critical
+	worse.Severity = store.SeverityCritical
 	a.Update(testJob(worse, long))
 	got = amAlerts(t, queued(t, a, receiverAlertmanager))
 	if len(got) != 2 {
@@ -279,7 +281,7 @@ func TestBounds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.Update(testJob(gcSevere, lostJVM, Finding{Alert: AlertLostTaskJVM, Heuristic: "lost_processes", Severity: Severe, Host: "h9"}))
+	a.Update(testJob(gcSevere, lostJVM, Finding{Alert: AlertLostTaskJVM, Heuristic: "lost_processes", Severity: store.SeveritySevere, Host: "h9"}))
 	if len(a.alerts) != 2 || testutil.ToFloat64(a.m.dropped.WithLabelValues("too_many_alerts")) != 1 {
 		t.Errorf("%d alerts kept, dropped %v", len(a.alerts), testutil.ToFloat64(a.m.dropped.WithLabelValues("too_many_alerts")))
 	}
@@ -298,13 +300,5 @@ func TestOptions(t *testing.T) {
 		if _, err := New(o); err == nil {
 			t.Errorf("%+v: no error", o)
 		}
-	}
-	for _, s := range []string{"low", "moderate", "severe", "critical"} {
-		if l, err := ParseLevel(s); err != nil || l.String() != s {
-			t.Errorf("%s: %v %v", s, l, err)
-		}
-	}
-	if _, err := ParseLevel("high"); err == nil {
-		t.Error("high is no level")
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/taskscope/taskscope/internal/alert/amtest"
+	"github.com/taskscope/taskscope/internal/store"
 	"github.com/taskscope/taskscope/internal/testsrv"
 )
 
@@ -102,7 +103,7 @@ func TestAlertmanager(t *testing.T) {
 	list(0)
 	// Found wrong only at its end.
 	late := Job{ID: "job_1700000000000_0002", User: "bob", Queue: "adhoc", Ended: true,
-		Findings: []Finding{{Alert: AlertFinding, Heuristic: "memory_headroom", Severity: Critical, Summary: "reduce attempts peak at 98%"}}}
+		Findings: []Finding{{Alert: AlertFinding, Heuristic: "memory_headroom", Severity: store.SeverityCritical, Summary: "reduce attempts peak at 98%"}}}
 	a.Update(late)
 	got = list(1)
 	if got[0].Labels[LabelJob] != late.ID || got[0].EndsAt.Before(time.Now().Add(5*time.Minute)) {

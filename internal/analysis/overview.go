@@ -22,6 +22,9 @@ import (
 type OverviewFilter struct {
 	From, To int64
 	Visible  *store.Visible
+	// WithoutNeighbours: the severities are those of the findings that
+	// name nothing else run on the jobs' hosts (stored Restricted).
+	WithoutNeighbours bool
 }
 
 // Overview is the overview's answer.
@@ -89,14 +92,15 @@ const (
 )
 
 // JobOverview implements api.OverviewAnalyzer.
-func (a *Analyzer) JobOverview(ctx context.Context, from, to int64, visible *store.Visible) (any, error) {
-	return a.Overview(ctx, OverviewFilter{From: from, To: to, Visible: visible})
+func (a *Analyzer) JobOverview(ctx context.Context, from, to int64, visible *store.Visible, withoutNeighbours bool) (any, error) {
+	return a.Overview(ctx, OverviewFilter{From: from, To: to, Visible: visible, WithoutNeighbours: withoutNeighbours})
 }
 
 // Overview answers GET /api/v1/overview.
 func (a *Analyzer) Overview(ctx context.Context, f OverviewFilter) (*Overview, error) {
 	o := &Overview{From: store.Time(f.From), To: store.Time(f.To), Running: []store.Job{}, Hosts: []LostOnHost{}}
-	run, err := a.st.Jobs(ctx, store.JobFilter{State: store.StateRunning, Visible: f.Visible, Limit: maxOverviewRunning, BySeverity: true})
+	run, err := a.st.Jobs(ctx, store.JobFilter{State: store.StateRunning, Visible: f.Visible, Limit: maxOverviewRunning, BySeverity: true,
+		WithoutRestricted: f.WithoutNeighbours})
 	if err != nil {
 		return nil, fmt.Errorf("overview: running jobs: %w", err)
 	}
@@ -104,7 +108,8 @@ func (a *Analyzer) Overview(ctx context.Context, f OverviewFilter) (*Overview, e
 	if o.Running == nil {
 		o.Running = []store.Job{}
 	}
-	rs, err := a.wasteBy(ctx, store.JobFilter{From: f.From, To: f.To, Visible: f.Visible}, "queue", "user")
+	rs, err := a.wasteBy(ctx, store.JobFilter{From: f.From, To: f.To, Visible: f.Visible, WithoutRestricted: f.WithoutNeighbours},
+		"queue", "user")
 	if err != nil {
 		return nil, fmt.Errorf("overview: %w", err)
 	}

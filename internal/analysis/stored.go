@@ -22,7 +22,7 @@ import (
 // (Options.Build) it makes the version stored with every analysis; an
 // analysis of another version is made again when it is read (Findings),
 // or when its job's data changes.
-const Revision = 1
+const Revision = 2
 
 // Settings are what the findings depend on beyond the data: an analysis
 // made with other settings is made again when it is read. They are
@@ -83,7 +83,8 @@ func (a *Analyzer) toStored(r *Report) (*store.Analysis, error) {
 		if err != nil {
 			return nil, fmt.Errorf("cannot encode a finding of job %s: %w", r.JobID, err)
 		}
-		out.Findings = append(out.Findings, store.StoredFinding{Heuristic: f.Heuristic, Severity: f.Severity, Body: b})
+		out.Findings = append(out.Findings, store.StoredFinding{Heuristic: f.Heuristic, Severity: f.Severity, Body: b,
+			Restricted: namesNeighbours(&f)})
 	}
 	rest, err := json.Marshal(storedRest{Path: r.Path})
 	if err != nil {
@@ -167,18 +168,17 @@ type JobFinding struct {
 type FindingPage struct {
 	Findings []JobFinding `json:"findings"`
 	Total    int          `json:"total"`
-	// Withheld is how many findings of this page were left out because
-	// they name what else ran on their jobs' hosts (without neighbours).
-	Withheld int `json:"withheld,omitempty"`
 }
 
 // StoredFindings implements api.FindingSearcher: the stored findings f
 // selects, across jobs. Without neighbours, those that name what else
 // ran on a job's hosts (other jobs' attempts, their number or CPU: the
-// stored analyses look at them) are left out, and counted in Withheld:
-// the job's own findings (FindingsWithoutNeighbours) say what its
-// attempts measured alone.
+// stored analyses look at them) are left out: they are stored Restricted
+// (toStored), and the jobs are selected by the worst of the others. The
+// job's own findings (FindingsWithoutNeighbours) say what its attempts
+// measured alone.
 func (a *Analyzer) StoredFindings(ctx context.Context, f store.FindingFilter, withoutNeighbours bool) (any, error) {
+	f.WithoutRestricted = f.WithoutRestricted || withoutNeighbours
 	p, err := a.st.Findings(ctx, f)
 	if err != nil {
 		return nil, err
@@ -194,8 +194,7 @@ func (a *Analyzer) StoredFindings(ctx context.Context, f store.FindingFilter, wi
 			return nil, fmt.Errorf("cannot read a stored finding of job %s: %w", r.JobID, err)
 		}
 		if withoutNeighbours && namesNeighbours(&jf.Finding) {
-			out.Withheld++
-			continue
+			continue // stored by an analysis of Revision 1, before restrictions
 		}
 		out.Findings = append(out.Findings, jf)
 	}

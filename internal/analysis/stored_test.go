@@ -2,7 +2,6 @@ package analysis_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -66,21 +65,22 @@ func TestStoredFindings(t *testing.T) {
 		return s
 	}
 	v1 := analysis.Options{Build: "v1"}
+	version := func(build string) string { return fmt.Sprintf("%d+%s", analysis.Revision, build) }
 	first, n := findings(v1, fin.JobID)
 	if n == 0 {
 		t.Fatal("the first report read nothing")
 	}
-	if s := stored(fin.JobID); s.Version != "1+v1" || !s.Ended || s.Mark != analysis.Mark(&fin) || s.Settings != "{}" ||
+	if s := stored(fin.JobID); s.Version != version("v1") || !s.Ended || s.Mark != analysis.Mark(&fin) || s.Settings != "{}" ||
 		len(s.Findings) != len(first.Findings) || s.Worst != first.Worst {
 		t.Errorf("stored: %+v; made %d findings, worst %s", s.AnalysisStamp, len(first.Findings), first.Worst)
 	}
 	again, n := findings(v1, fin.JobID)
-	if n != 0 || canonical(again) != canonical(first) || again.Version != "1+v1" {
+	if n != 0 || canonical(again) != canonical(first) || again.Version != version("v1") {
 		t.Errorf("read again: %d reads, %s\nwant %s", n, canonical(again), canonical(first))
 	}
 	// Another version: made again when read, and stored.
 	v2, n := findings(analysis.Options{Build: "v2"}, fin.JobID)
-	if n == 0 || v2.Version != "1+v2" || stored(fin.JobID).Version != "1+v2" {
+	if n == 0 || v2.Version != version("v2") || stored(fin.JobID).Version != version("v2") {
 		t.Errorf("another version: %d reads, version %s, stored %s", n, v2.Version, stored(fin.JobID).Version)
 	}
 	// Other settings: made again, without the heuristics skipped.
@@ -117,8 +117,10 @@ func TestStoredFindings(t *testing.T) {
 
 // TestStoredFindingsWithoutNeighbours: for a reader the access file hides
 // the neighbours from, the stored findings that name what else ran on a
-// job's hosts (made looking at them) are left out of the list, and
-// counted; the others are as for anyone.
+// job's hosts (made looking at them) are stored restricted and left out
+// of the list and its total, and the job's worst severity is that of the
+// others; the rest is as for anyone. A finding stored before restrictions
+// (Revision 1) is left out of the list too.
 func TestStoredFindingsWithoutNeighbours(t *testing.T) {
 	st, err := duckdb.Open(duckdb.Options{Dir: t.TempDir()})
 	if err != nil {
@@ -126,24 +128,32 @@ func TestStoredFindingsWithoutNeighbours(t *testing.T) {
 	}
 	defer st.Close()
 	ctx := context.Background()
-	body := func(f analysis.Finding) store.StoredFinding {
-		b, err := json.Marshal(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return store.StoredFinding{Heuristic: f.Heuristic, Severity: f.Severity, Body: b}
-	}
 	noisy := analysis.Finding{Heuristic: "noisy_neighbour", Severity: store.SeveritySevere, AttemptIDs: []string{"attempt_1_0001_m_000000_0", "attempt_1_0002_m_000000_0"},
 		Message: "On node1 meanwhile 1 other attempts of 1 jobs ran", Numbers: []analysis.Number{{"neighbours", 1, "count"}}}
 	gc := analysis.Finding{Heuristic: "gc", Severity: store.SeverityModerate, AttemptIDs: []string{"attempt_1_0001_m_000000_0"},
 		Message: "GC took 30% of the CPU", Numbers: []analysis.Number{{"gc_percent", 30, "percent"}}}
-	err = st.PutAnalysis(ctx, &store.Analysis{JobID: "job_1_0001", User: "u", Queue: "q", Start: store.Time(time.Now().UnixMilli()),
-		Worst: store.SeveritySevere, Findings: []store.StoredFinding{body(noisy), body(gc)},
-		AnalysisStamp: store.AnalysisStamp{Evaluated: store.Time(time.Now().UnixMilli()), Version: "test", Ended: true}})
+	a := analysis.New(st)
+	now := store.Time(time.Now().UnixMilli())
+	sa, err := a.ToStored(&analysis.Report{JobID: "job_1_0001", State: store.StateFinished, Evaluated: now, Worst: store.SeveritySevere,
+		Findings: []analysis.Finding{noisy, gc}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := analysis.New(st)
+	if !sa.Findings[0].Restricted || sa.Findings[1].Restricted {
+		t.Fatalf("stored: %+v", sa.Findings)
+	}
+	sa.User, sa.Queue, sa.Start = "u", "q", now
+	if err := st.PutAnalysis(ctx, sa); err != nil {
+		t.Fatal(err)
+	}
+	// The same findings stored by Revision 1, unrestricted, in an older job.
+	old := *sa
+	old.JobID, old.Start, old.Version = "job_1_0000", now-1, "1+old"
+	old.Findings = []store.StoredFinding{sa.Findings[0], sa.Findings[1]}
+	old.Findings[0].Restricted = false
+	if err := st.PutAnalysis(ctx, &old); err != nil {
+		t.Fatal(err)
+	}
 	for _, hide := range []bool{false, true} {
 		v, err := a.StoredFindings(ctx, store.FindingFilter{Limit: 100}, hide)
 		if err != nil {
@@ -152,14 +162,14 @@ func TestStoredFindingsWithoutNeighbours(t *testing.T) {
 		p := v.(analysis.FindingPage)
 		var got []string
 		for _, f := range p.Findings {
-			got = append(got, f.Heuristic)
+			got = append(got, f.JobID+"/"+f.Heuristic)
 		}
-		want, withheld := "[noisy_neighbour gc]", 0
+		want, total := "[job_1_0001/noisy_neighbour job_1_0001/gc job_1_0000/noisy_neighbour job_1_0000/gc]", 4
 		if hide {
-			want, withheld = "[gc]", 1
+			want, total = "[job_1_0001/gc job_1_0000/gc]", 3
 		}
-		if fmt.Sprint(got) != want || p.Withheld != withheld || p.Total != 2 {
-			t.Errorf("without neighbours %v: %v, withheld %d, total %d; want %s, %d", hide, got, p.Withheld, p.Total, want, withheld)
+		if fmt.Sprint(got) != want || p.Total != total {
+			t.Errorf("without neighbours %v: %v, total %d; want %s, %d", hide, got, p.Total, want, total)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/taskscope/taskscope/internal/auth"
+	"github.com/taskscope/taskscope/internal/store"
 	"github.com/taskscope/taskscope/internal/store/storetest"
 	"github.com/taskscope/taskscope/internal/testsrv"
 	"github.com/taskscope/taskscope/internal/wire"
@@ -253,17 +255,31 @@ func (stubAnalyzer) FindingsWithoutNeighbours(context.Context, string) (any, err
 
 // TestNeighboursSwitch: with the access file's "neighbours operators", a
 // reader who is not an operator is given the findings made without
-// looking at what else ran on the job's hosts; an operator, and everyone
-// without the rule, those made with.
+// looking at what else ran on the job's hosts, and the job's worst
+// severity (jobs list, job) of the stored findings that are not
+// restricted; an operator, and everyone without the rule, those made
+// with, and the worst of all.
 func TestNeighboursSwitch(t *testing.T) {
 	f := newFixture(t)
 	proxies, _ := auth.ParseProxies("127.0.0.1")
+	j, err := f.st.Job(context.Background(), jobWC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = f.st.PutAnalysis(context.Background(), &store.Analysis{JobID: jobWC, User: j.User, Queue: j.Queue, Start: j.Start,
+		Worst: store.SeverityCritical, AnalysisStamp: store.AnalysisStamp{Evaluated: j.LastSeen, LastSeen: j.LastSeen},
+		Findings: []store.StoredFinding{
+			{Heuristic: "noisy_neighbours", Severity: store.SeverityCritical, Body: []byte(`{}`), Restricted: true},
+			{Heuristic: "skew", Severity: store.SeverityModerate, Body: []byte(`{}`)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
-		rules, user, want string
+		rules, user, want, worst string
 	}{
-		{"operator root\nneighbours operators\n", "zoe", "without neighbours"},
-		{"operator root\nneighbours operators\n", "root", "with neighbours"},
-		{"operator root\n", "zoe", "with neighbours"},
+		{"operator root\nneighbours operators\n", "zoe", "without neighbours", `"worst_severity":"moderate","heuristics":["skew"]`},
+		{"operator root\nneighbours operators\n", "root", "with neighbours", `"worst_severity":"critical","heuristics":["noisy_neighbours","skew"]`},
+		{"operator root\n", "zoe", "with neighbours", `"worst_severity":"critical","heuristics":["noisy_neighbours","skew"]`},
 	} {
 		policy, err := auth.ParsePolicy(strings.NewReader(c.rules))
 		if err != nil {
@@ -273,17 +289,25 @@ func TestNeighboursSwitch(t *testing.T) {
 		mux := http.NewServeMux()
 		a.Register(mux)
 		srv := httptest.NewServer(mux)
-		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/api/v1/jobs/"+jobWC+"/findings", nil)
-		req.Header.Set("X-Forwarded-User", c.user)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
+		get := func(path string) string {
+			req, _ := http.NewRequest(http.MethodGet, srv.URL+path, nil)
+			req.Header.Set("X-Forwarded-User", c.user)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			return fmt.Sprintf("%d %s", resp.StatusCode, body)
 		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		if body := get("/api/v1/jobs/" + jobWC + "/findings"); !strings.Contains(body, `"`+c.want+`"`) {
+			t.Errorf("%q, %s: %s, want findings made %s", c.rules, c.user, body, c.want)
+		}
+		for _, path := range []string{"/api/v1/jobs?user=zoe&min_severity=low", "/api/v1/jobs/" + jobWC} {
+			if body := get(path); !strings.Contains(body, c.worst) {
+				t.Errorf("%q, %s, %s: %s, want %s", c.rules, c.user, path, body, c.worst)
+			}
+		}
 		srv.Close()
-		if !strings.Contains(string(body), `"`+c.want+`"`) {
-			t.Errorf("%q, %s: %d %s, want findings made %s", c.rules, c.user, resp.StatusCode, body, c.want)
-		}
 	}
 }

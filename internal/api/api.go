@@ -353,6 +353,10 @@ func (a *API) jobs(w http.ResponseWriter, r *http.Request) {
 	if id := reader(r); !id.Operator {
 		f.Visible = &store.Visible{Users: id.Users, Queues: id.Queues}
 	}
+	// Findings that name what else ran on a job's hosts are stored
+	// restricted (package analysis): a reader the neighbours are hidden
+	// from sees the severities of the others.
+	f.WithoutRestricted = reader(r).HideNeighbours
 	page, err := a.st.Jobs(r.Context(), f)
 	if err != nil {
 		fail(w, err)
@@ -364,7 +368,7 @@ func (a *API) jobs(w http.ResponseWriter, r *http.Request) {
 func (a *API) job(w http.ResponseWriter, r *http.Request) {
 	j, err := a.st.Job(r.Context(), r.PathValue("job"))
 	if err == nil {
-		err = a.worst(r.Context(), &j.Job)
+		err = a.worst(r.Context(), &j.Job, reader(r).HideNeighbours)
 	}
 	if err != nil {
 		fail(w, err)
@@ -374,8 +378,9 @@ func (a *API) job(w http.ResponseWriter, r *http.Request) {
 }
 
 // worst sets a job's worst severity and heuristics from its stored
-// analysis, as the jobs list has them.
-func (a *API) worst(ctx context.Context, j *store.Job) error {
+// analysis, as the jobs list has them (withoutRestricted: as
+// JobFilter.WithoutRestricted has them).
+func (a *API) worst(ctx context.Context, j *store.Job, withoutRestricted bool) error {
 	an, err := a.st.Analysis(ctx, j.JobID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil
@@ -383,8 +388,12 @@ func (a *API) worst(ctx context.Context, j *store.Job) error {
 	if err != nil {
 		return err
 	}
-	j.WorstSeverity = &an.Worst
-	j.Heuristics, _ = store.HeuristicsFound(an.Findings)
+	fs, worst := an.Findings, an.Worst
+	if withoutRestricted {
+		fs, worst = store.Unrestricted(fs)
+	}
+	j.WorstSeverity = &worst
+	j.Heuristics, _ = store.HeuristicsFound(fs)
 	return nil
 }
 
@@ -601,6 +610,7 @@ func (a *API) waste(w http.ResponseWriter, r *http.Request) {
 	if id := reader(r); !id.Operator {
 		f.Visible = &store.Visible{Users: id.Users, Queues: id.Queues}
 	}
+	f.WithoutRestricted = reader(r).HideNeighbours // the groups' counts by severity
 	wa, ok := a.analyzer.(WasteAnalyzer)
 	if !ok {
 		fail(w, fmt.Errorf("no waste analysis on this server: %w", store.ErrNotFound))

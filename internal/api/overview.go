@@ -11,9 +11,11 @@ import (
 
 // OverviewAnalyzer is an Analyzer that also makes the overview (GET
 // /api/v1/overview): what is in trouble now and what the window cost, of
-// the jobs visible (nil: all) active within [from, to).
+// the jobs visible (nil: all) active within [from, to); withoutNeighbours,
+// its severities are of the findings that name nothing else run on the
+// jobs' hosts (store.JobFilter.WithoutRestricted).
 type OverviewAnalyzer interface {
-	JobOverview(ctx context.Context, from, to int64, visible *store.Visible) (any, error)
+	JobOverview(ctx context.Context, from, to int64, visible *store.Visible, withoutNeighbours bool) (any, error)
 }
 
 // overview answers GET /api/v1/overview?from=&to= (the last 24 hours by
@@ -36,7 +38,7 @@ func (a *API) overview(w http.ResponseWriter, r *http.Request) {
 	if id := reader(r); !id.Operator {
 		vis = &store.Visible{Users: id.Users, Queues: id.Queues}
 	}
-	v, err := oa.JobOverview(r.Context(), from, to, vis)
+	v, err := oa.JobOverview(r.Context(), from, to, vis, reader(r).HideNeighbours)
 	if err != nil {
 		fail(w, err)
 		return

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/taskscope/taskscope/internal/alert"
+	"github.com/taskscope/taskscope/internal/store"
 )
 
 // alertFlags are the flags of alerts (docs/operations.md, "Alerts").
@@ -36,8 +37,8 @@ func (f *alertFlags) options(listen string, tls bool) (*alert.Options, error) {
 		}
 		return nil, nil
 	}
-	min, err := alert.ParseLevel(f.minSeverity)
-	if err != nil || min == alert.None {
+	min, err := store.ParseSeverity(f.minSeverity)
+	if err != nil || min == store.SeverityNone {
 		return nil, fmt.Errorf("--alert-min-severity must be low, moderate, severe or critical, not %q", f.minSeverity)
 	}
 	ext := f.externalURL

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/taskscope/taskscope/internal/alert"
+	"github.com/taskscope/taskscope/internal/store"
 )
 
 // The alert flags as docs/operations.md names them: several
@@ -23,12 +24,12 @@ func TestAlertFlags(t *testing.T) {
 		return f.options("127.0.0.1:8080", false)
 	}
 	o, err := parse("--alertmanager-url", "http://am1:9093, http://am2:9093", "--alert-min-severity", "critical", "--alert-webhook", "https://hooks.example/t")
-	if err != nil || len(o.Alertmanagers) != 2 || o.Alertmanagers[1] != "http://am2:9093" || o.MinSeverity != alert.Critical ||
+	if err != nil || len(o.Alertmanagers) != 2 || o.Alertmanagers[1] != "http://am2:9093" || o.MinSeverity != store.SeverityCritical ||
 		o.Webhook != "https://hooks.example/t" || o.ExternalURL != "http://127.0.0.1:8080" {
 		t.Errorf("%+v, %v", o, err)
 	}
 	if o, err := parse("--alertmanager-url", "http://am:9093", "--external-url", "https://taskscope.example"); err != nil ||
-		o.ExternalURL != "https://taskscope.example" || o.MinSeverity != alert.Severe {
+		o.ExternalURL != "https://taskscope.example" || o.MinSeverity != store.SeveritySevere {
 		t.Errorf("%+v, %v", o, err)
 	}
 	if o, err := parse(); o != nil || err != nil {

@@ -108,7 +108,7 @@ func alertJob(j analysedJob, events []store.Event) alert.Job {
 		if f.Parameter != "" && f.Value != "" {
 			desc += fmt.Sprintf(" (%s=%s)", f.Parameter, f.Value)
 		}
-		out.Findings = append(out.Findings, alert.Finding{Alert: alert.AlertFinding, Heuristic: f.Heuristic, Severity: alert.Level(f.Severity),
+		out.Findings = append(out.Findings, alert.Finding{Alert: alert.AlertFinding, Heuristic: f.Heuristic, Severity: f.Severity,
 			Host: host, Summary: fmt.Sprintf("%s %s of %s: %s", f.Severity, what, jobText(j), firstSentence(f.Message)), Description: desc})
 	}
 	out.Findings = append(out.Findings, lostAlerts(j, events, lostSev)...)
@@ -171,7 +171,7 @@ func lostAlerts(j analysedJob, events []store.Event, sev map[string]analysis.Sev
 		}
 		text := fmt.Sprintf("%d task processes of %s on %s %s (pids %s)", len(pids), jobText(j), g.host,
 			analysis.LostWhat(g.kind), strings.Trim(fmt.Sprint(shown), "[]"))
-		out = append(out, alert.Finding{Alert: g.name, Heuristic: "lost_processes", Severity: alert.Level(sev[g.kind]), Host: g.host,
+		out = append(out, alert.Finding{Alert: g.name, Heuristic: "lost_processes", Severity: sev[g.kind], Host: g.host,
 			Summary: text, Description: text + ": they hold memory and CPU outside the scheduler's control. " +
 				"The agent ends them with --reap-orphans; the host's page lists them."})
 	}

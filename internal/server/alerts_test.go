@@ -13,11 +13,6 @@ import (
 // of its attempts when they share one; lost and orphaned processes by
 // host and kind, at their finding's severity, while some were not reaped.
 func TestAlertJob(t *testing.T) {
-	for s := analysis.None; s <= analysis.Critical; s++ {
-		if alert.Level(s).String() != s.String() {
-			t.Fatalf("severity %s is alert level %s", s, alert.Level(s))
-		}
-	}
 	j := analysedJob{ID: "job_1", Name: "nightly", User: "alice", Queue: "etl",
 		Hosts: map[string]string{"a1": "h1", "a2": "h1", "a3": "h2"},
 		Findings: []analysis.Finding{
@@ -40,12 +35,12 @@ func TestAlertJob(t *testing.T) {
 	}
 	want := []struct {
 		name, heuristic, host string
-		sev                   alert.Level
+		sev                   analysis.Severity
 	}{
-		{alert.AlertFinding, "gc_pressure", "h1", alert.Severe},
-		{alert.AlertFinding, "straggler", "", alert.Moderate},
-		{alert.AlertLostTaskJVM, "lost_processes", "h2", alert.Severe},
-		{alert.AlertLostTaskJVM, "lost_processes", "h3", alert.Severe},
+		{alert.AlertFinding, "gc_pressure", "h1", analysis.Severe},
+		{alert.AlertFinding, "straggler", "", analysis.Moderate},
+		{alert.AlertLostTaskJVM, "lost_processes", "h2", analysis.Severe},
+		{alert.AlertLostTaskJVM, "lost_processes", "h3", analysis.Severe},
 	}
 	if len(got.Findings) != len(want) {
 		t.Fatalf("%d findings, want %d: %+v", len(got.Findings), len(want), got.Findings)

@@ -96,7 +96,7 @@ func TestAnalysedListeners(t *testing.T) {
 	an := analysis.NewWith(st, analysis.Options{Poll: 100 * time.Millisecond, Every: time.Second, Now: now})
 	prof := profiling.New(st, profiling.Config{Auto: true, Now: now})
 	srv, err := Start(Config{Listen: "127.0.0.1:0", Store: st, Analyzer: an, Profiles: prof, MaintainEvery: time.Hour,
-		Alerts: &alert.Options{Alertmanagers: []string{amSrv.URL}, MinSeverity: alert.Severe, ExternalURL: "http://taskscope.example"}})
+		Alerts: &alert.Options{Alertmanagers: []string{amSrv.URL}, MinSeverity: store.SeveritySevere, ExternalURL: "http://taskscope.example"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -111,10 +111,28 @@ type AnalysisStamp struct {
 
 // StoredFinding is one finding: its heuristic and severity, by which the
 // store selects, and the finding itself as JSON (opaque to the store).
+// Restricted findings are not for every reader of their job (the
+// analysis says which and for whom): the filters' WithoutRestricted leave
+// them out, and the job's worst severity and heuristics are then those of
+// the others.
 type StoredFinding struct {
-	Heuristic string
-	Severity  Severity
-	Body      json.RawMessage
+	Heuristic  string
+	Severity   Severity
+	Body       json.RawMessage
+	Restricted bool
+}
+
+// Unrestricted are the findings of fs that are not Restricted, and their
+// worst severity (SeverityNone if none): what a store keeps of an analysis
+// for the filters' WithoutRestricted.
+func Unrestricted(fs []StoredFinding) (out []StoredFinding, worst Severity) {
+	for _, f := range fs {
+		if !f.Restricted {
+			out = append(out, f)
+			worst = max(worst, f.Severity)
+		}
+	}
+	return out, worst
 }
 
 // AnalysisState is a job and the stamp of its stored analysis (nil: none).
@@ -135,6 +153,9 @@ type FindingFilter struct {
 	Limit       int // default 100, at most 1000
 	Offset      int
 	Visible     *Visible
+	// WithoutRestricted leaves out the Restricted findings (and selects
+	// jobs by the worst of the others).
+	WithoutRestricted bool
 }
 
 // FindingPage is one page of stored findings, and how many match.

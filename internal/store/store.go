@@ -301,6 +301,10 @@ type JobFilter struct {
 	Heuristic       string
 	BySeverity      bool
 	CountSeverities bool
+	// WithoutRestricted: the worst severity, heuristics, filters, order
+	// and counts above are those of the findings that are not
+	// StoredFinding.Restricted.
+	WithoutRestricted bool
 }
 
 // Visible are the jobs of one of Users or in one of Queues (either list

@@ -55,6 +55,7 @@ import (
 	"unsafe"
 
 	"github.com/taskscope/taskscope/internal/collect"
+	"github.com/taskscope/taskscope/internal/deathsig"
 	"github.com/taskscope/taskscope/internal/procfs"
 	"github.com/taskscope/taskscope/internal/taskstats"
 	"golang.org/x/sys/unix"
@@ -115,7 +116,7 @@ func runBenchNode(spec string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	var kids []*exec.Cmd
+	var kids []benchProc
 	for _, c := range n.Children {
 		cmd, err := startBenchNode(c, false)
 		if err != nil {
@@ -143,7 +144,7 @@ func runBenchNode(spec string) int {
 	}
 	io.Copy(io.Discard, os.Stdin)
 	for _, k := range kids {
-		k.Process.Kill()
+		k.cmd.Process.Kill()
 	}
 	return 0
 }
@@ -168,11 +169,20 @@ func churn(perSec int, argvs [][]string) {
 	}
 }
 
+// benchProc is a process a benchmark started, and when it was waited for.
+type benchProc struct {
+	cmd  *exec.Cmd
+	done <-chan struct{}
+}
+
 // startBenchNode starts a helper and waits until its whole tree is ready.
-func startBenchNode(n benchNode, root bool) (*exec.Cmd, error) {
+// It dies with this process (package deathsig: the tracker under test
+// ends threads of its own, and a plain Pdeathsig would kill a helper
+// forked from one of them).
+func startBenchNode(n benchNode, root bool) (benchProc, error) {
 	self, err := os.Executable()
 	if err != nil {
-		return nil, err
+		return benchProc{}, err
 	}
 	spec, _ := json.Marshal(n)
 	cmd := &exec.Cmd{Path: self, Args: n.Argv, Stderr: os.Stderr}
@@ -182,7 +192,7 @@ func startBenchNode(n benchNode, root bool) (*exec.Cmd, error) {
 			file = n.Dir + "/" + file
 		}
 		if err := os.WriteFile(file, []byte(n.Script), 0o755); err != nil {
-			return nil, err
+			return benchProc{}, err
 		}
 		cmd.Path, cmd.Dir, spec = "/bin/bash", n.Dir, nil
 		if len(n.Children) > 0 {
@@ -198,24 +208,25 @@ func startBenchNode(n benchNode, root bool) (*exec.Cmd, error) {
 	if spec != nil {
 		cmd.Env = append(cmd.Env, benchNodeEnv+"="+string(spec))
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: root}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: root}
 	if _, err := cmd.StdinPipe(); err != nil {
-		return nil, err
+		return benchProc{}, err
 	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, err
+		return benchProc{}, err
 	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
+	done, err := deathsig.Start(cmd, syscall.SIGKILL)
+	if err != nil {
+		return benchProc{}, err
 	}
 	line, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil || line != "ready\n" {
 		cmd.Process.Kill()
-		cmd.Wait()
-		return nil, fmt.Errorf("helper %v did not start: %q %v", n.Argv[:1], line, err)
+		<-done
+		return benchProc{}, fmt.Errorf("helper %v did not start: %q %v", n.Argv[:1], line, err)
 	}
-	return cmd, nil
+	return benchProc{cmd, done}, nil
 }
 
 // benchContainerWorking is a YARN container as DefaultContainerExecutor
@@ -259,22 +270,29 @@ func shQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) 
 // benchNodeSet is the processes of one benchmark.
 type benchNodeSet struct {
 	mu    sync.Mutex // startNode starts containers in parallel
-	roots []*exec.Cmd
+	roots []benchProc
 }
 
-func (s *benchNodeSet) add(cmd *exec.Cmd) {
+func (s *benchNodeSet) add(p benchProc) {
 	s.mu.Lock()
-	s.roots = append(s.roots, cmd)
+	s.roots = append(s.roots, p)
 	s.mu.Unlock()
 }
 
+// startSleep starts a sleep in a process group of its own, to die with
+// this process.
+func startSleep() (benchProc, error) {
+	cmd := exec.Command("/bin/sleep", "100000")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	done, err := deathsig.Start(cmd, syscall.SIGKILL)
+	return benchProc{cmd, done}, err
+}
+
 func (s *benchNodeSet) stop() {
-	for _, c := range s.roots {
-		if c.Process != nil {
-			syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
-			c.Process.Kill()
-			c.Wait()
-		}
+	for _, p := range s.roots {
+		syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		p.cmd.Process.Kill()
+		<-p.done
 	}
 	s.roots = nil
 }
@@ -332,12 +350,11 @@ func startNodeWorking(b testing.TB, containers, others, churnTask, churnOther in
 		s.add(cmd)
 	}
 	for i := 0; i < others; i++ {
-		cmd := exec.Command("/bin/sleep", "100000")
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-		if err := cmd.Start(); err != nil {
+		p, err := startSleep()
+		if err != nil {
 			b.Fatalf("sleep %d: %v", i, err)
 		}
-		s.add(cmd)
+		s.add(p)
 	}
 	wg.Wait()
 	close(errs)
@@ -700,12 +717,11 @@ func BenchmarkTickChurn(b *testing.B) {
 func (s *benchNodeSet) fillTo(b testing.TB, total int) {
 	b.Helper()
 	for n := total - countProcs(); n > 0; n-- {
-		cmd := exec.Command("/bin/sleep", "100000")
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-		if err := cmd.Start(); err != nil {
+		p, err := startSleep()
+		if err != nil {
 			b.Fatalf("sleep: %v", err)
 		}
-		s.add(cmd)
+		s.add(p)
 	}
 }
 

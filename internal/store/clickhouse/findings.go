@@ -17,7 +17,11 @@ import (
 // ReplacingMergeTree's version) is the job's. Its findings are arrays:
 // their heuristics and severities, by which they are selected (ARRAY
 // JOIN), and each finding's JSON; heuristics and heuristic_worst are the
-// heuristics found (store.HeuristicsFound), by which jobs are. Sharded and
+// heuristics found (store.HeuristicsFound), by which jobs are; the _open
+// columns are the same of the findings that are not restricted
+// (f_restricted; store.Unrestricted), for the filters' WithoutRestricted
+// (a row stored before them has none: f_restricted is shorter than
+// f_body, and the others are read for them). Sharded and
 // keyed as jobs (job_key), and not partitioned either: a job's row is
 // replaced in place, kept as long as the job's.
 //
@@ -27,7 +31,8 @@ var findingTables = []table{
 	{name: "analyses", columns: cols(`job_key UInt64, job_id String, evaluated_ms Int64, job_name String,
 		user_name String lc, queue String lc, start_ms Int64, last_ms Int64, ended UInt8, version String lc,
 		settings String lc, mark UInt64, worst Int8, heuristics Array(String), heuristic_worst Array(Int8),
-		f_heuristic Array(String), f_severity Array(Int8), f_body Array(String), report String`),
+		f_heuristic Array(String), f_severity Array(Int8), f_body Array(String), report String, worst_open Int8,
+		heuristics_open Array(String), heuristic_worst_open Array(Int8), f_restricted Array(UInt8)`),
 		version: "evaluated_ms", orderBy: "(job_key, job_id)", shardKey: "job_key"},
 	{name: "replicas", columns: cols("replica String, since DateTime, beat DateTime, left UInt8"), version: "beat",
 		orderBy: "replica"},
@@ -37,7 +42,21 @@ func init() { tables = append(tables, findingTables...) }
 
 var analysisColumns = []string{"job_key", "job_id", "evaluated_ms", "job_name", "user_name", "queue", "start_ms",
 	"last_ms", "ended", "version", "settings", "mark", "worst", "heuristics", "heuristic_worst", "f_heuristic",
-	"f_severity", "f_body", "report"}
+	"f_severity", "f_body", "report", "worst_open", "heuristics_open", "heuristic_worst_open", "f_restricted"}
+
+// restrictedCol is f_restricted, all 0 in a row stored before it.
+const restrictedCol = "if(length(f_restricted) = length(f_body), f_restricted, arrayMap(x -> toUInt8(0), f_body))"
+
+// worstCols are the analysis columns as a filter's WithoutRestricted
+// takes them: the job's worst severity, heuristics found and their worst.
+func worstCols(withoutRestricted bool) (worst, heuristics, heuristicWorst string) {
+	if withoutRestricted {
+		old := "length(f_restricted) != length(f_body)"
+		return "if(" + old + ", worst, worst_open)", "if(" + old + ", heuristics, heuristics_open)",
+			"if(" + old + ", heuristic_worst, heuristic_worst_open)"
+	}
+	return "worst", "heuristics", "heuristic_worst"
+}
 
 // The store's capabilities beyond store.Store.
 var _ store.Replicas = (*Store)(nil)
@@ -73,6 +92,15 @@ func (s *Store) PutAnalysis(ctx context.Context, a *store.Analysis) error {
 		b.Blob(f.Body)
 	}
 	b.Blob(a.Report)
+	open, worstOpen := store.Unrestricted(a.Findings)
+	namesOpen, wsOpen := store.HeuristicsFound(open)
+	b.UInt8(uint8(worstOpen))
+	b.Strings(namesOpen)
+	b.Severities(wsOpen)
+	b.buf = binary.AppendUvarint(b.buf, uint64(len(a.Findings)))
+	for _, f := range a.Findings {
+		b.Bool(f.Restricted)
+	}
 	b.Row()
 	if err := s.insert(ctx, "analyses", analysisColumns, &b); err != nil {
 		return fmt.Errorf("cannot store the analysis of job %s: %w", a.JobID, err)
@@ -166,6 +194,18 @@ func (s *Store) Analysis(ctx context.Context, jobID string) (*store.Analysis, er
 	if rep := rows.String(); rep != "" {
 		a.Report = json.RawMessage(rep)
 	}
+	rows.UInt8()
+	rows.Strings()
+	rows.Severities()
+	if m := rows.length(); m == n { // else stored before restrictions: none
+		for i := 0; i < m && rows.Err() == nil; i++ {
+			a.Findings[i].Restricted = rows.Bool()
+		}
+	} else {
+		for i := 0; i < m && rows.Err() == nil; i++ {
+			rows.Bool()
+		}
+	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("cannot read the analysis of job %s: %w", jobID, err)
 	}
@@ -245,16 +285,21 @@ func (s *Store) Findings(ctx context.Context, f store.FindingFilter) (store.Find
 	if f.To > 0 {
 		where = append(where, fmt.Sprintf("start_ms < %d", f.To))
 	}
+	worst, _, _ := worstCols(f.WithoutRestricted)
 	if f.MinSeverity != nil {
-		where = append(where, fmt.Sprintf("worst >= %d", *f.MinSeverity))
+		where = append(where, fmt.Sprintf("%s >= %d", worst, *f.MinSeverity))
 		inner = append(inner, fmt.Sprintf("sev >= %d", *f.MinSeverity))
 	}
 	if f.Heuristic != "" {
 		where = append(where, "has(f_heuristic, "+Quote(f.Heuristic)+")")
 		inner = append(inner, "heuristic = "+Quote(f.Heuristic))
 	}
-	from := "(SELECT job_id, job_name, user_name, queue, start_ms, ended, evaluated_ms, f_heuristic, f_severity, f_body FROM " +
-		s.latestAnalyses() + and(" WHERE ", where) + ") ARRAY JOIN f_heuristic AS heuristic, f_severity AS sev, f_body AS body, " +
+	if f.WithoutRestricted {
+		inner = append(inner, "restricted = 0")
+	}
+	from := "(SELECT job_id, job_name, user_name, queue, start_ms, ended, evaluated_ms, f_heuristic, f_severity, f_body, " +
+		restrictedCol + " AS f_restricted_all FROM " + s.latestAnalyses() + and(" WHERE ", where) +
+		") ARRAY JOIN f_heuristic AS heuristic, f_severity AS sev, f_body AS body, f_restricted_all AS restricted, " +
 		"arrayEnumerate(f_body) AS idx" + and(" WHERE ", inner)
 	rows, err := s.query(ctx, "SELECT job_id, job_name, user_name, queue, start_ms, ended, evaluated_ms, heuristic, sev, body FROM "+
 		from+fmt.Sprintf(" ORDER BY start_ms DESC, job_id DESC, idx LIMIT %d, %d", f.Offset, f.Limit))
@@ -312,14 +357,15 @@ func visibleSQL(v *store.Visible) string {
 // f.Heuristic, -1 for none), the conditions (MinSeverity is left to the
 // caller, which counts without it) and the order.
 func (s *Store) jobsAnalysis(f store.JobFilter) (join string, where []string, sev, order string) {
-	sevOf := "worst"
+	worst, heuristics, heuristicWorst := worstCols(f.WithoutRestricted)
+	sevOf := worst
 	if f.Heuristic != "" {
 		q := Quote(f.Heuristic)
-		sevOf = "if(indexOf(heuristics, " + q + ") > 0, heuristic_worst[indexOf(heuristics, " + q + ")], -1)"
+		sevOf = "if(indexOf(" + heuristics + ", " + q + ") > 0, " + heuristicWorst + "[indexOf(" + heuristics + ", " + q + ")], -1)"
 		where = append(where, "analysed AND a_sev >= 0")
 	}
-	join = " ANY LEFT JOIN (SELECT job_id, 1 AS analysed, worst, heuristics, " + sevOf + " AS a_sev FROM " + s.latestAnalyses() +
-		") USING job_id"
+	join = " ANY LEFT JOIN (SELECT job_id, 1 AS analysed, " + worst + " AS a_worst, " + heuristics + " AS a_heuristics, " +
+		sevOf + " AS a_sev FROM " + s.latestAnalyses() + ") USING job_id"
 	sev = "if(analysed, a_sev, -1)"
 	order = "first_ms DESC, job_id DESC"
 	if f.BySeverity {
@@ -328,7 +374,7 @@ func (s *Store) jobsAnalysis(f store.JobFilter) (join string, where []string, se
 	return join, where, sev, order
 }
 
-// scanWorst reads the analysis columns Jobs adds (analysed, worst,
+// scanWorst reads the analysis columns Jobs adds (analysed, a_worst,
 // heuristics) into j.
 func scanWorst(rows *Rows, j *store.Job) {
 	analysed, w, hs := rows.Bool(), store.Severity(int8(rows.UInt8())), rows.Strings()

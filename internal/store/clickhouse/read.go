@@ -69,7 +69,7 @@ func (s *Store) Jobs(ctx context.Context, f store.JobFilter) (store.JobPage, err
 	if f.MinSeverity != nil {
 		from += fmt.Sprintf(" AND %s >= %d", sev, *f.MinSeverity)
 	}
-	rows, err := s.query(ctx, "SELECT "+strings.Join(jobColumns, ", ")+", analysed, worst, heuristics FROM "+from+
+	rows, err := s.query(ctx, "SELECT "+strings.Join(jobColumns, ", ")+", analysed, a_worst, a_heuristics FROM "+from+
 		fmt.Sprintf(" ORDER BY %s LIMIT %d, %d", order, f.Offset, f.Limit))
 	if err != nil {
 		return store.JobPage{}, fmt.Errorf("cannot list jobs: %w", err)

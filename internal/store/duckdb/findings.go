@@ -14,20 +14,45 @@ import (
 // analysis (an upsert on its key; the latest evaluated wins), its findings
 // as lists: their heuristics and severities, by which they are selected,
 // and each finding's JSON; heuristics and heuristic_worst are the
-// heuristics found (store.HeuristicsFound), by which jobs are. A job's
-// row is found by its key (the primary key's index); the lists of
-// findings across jobs are unnested.
+// heuristics found (store.HeuristicsFound), by which jobs are; the
+// _open columns are the same of the findings that are not restricted
+// (f_restricted; store.Unrestricted), for the filters' WithoutRestricted
+// (NULL in a row stored before them: read as the others). A job's row is
+// found by its key (the primary key's index); the lists of findings
+// across jobs are unnested.
 func findingsSchema() []string {
 	return []string{
 		`CREATE TABLE IF NOT EXISTS analyses (job_id VARCHAR PRIMARY KEY, job_name VARCHAR, user_name VARCHAR,
 			queue VARCHAR, start_ms BIGINT, last_ms BIGINT, ended BOOLEAN, evaluated_ms BIGINT, version VARCHAR,
 			settings VARCHAR, mark BIGINT, worst TINYINT, heuristics VARCHAR[], heuristic_worst TINYINT[],
-			f_heuristic VARCHAR[], f_severity TINYINT[], f_body VARCHAR[], report VARCHAR)`,
+			f_heuristic VARCHAR[], f_severity TINYINT[], f_body VARCHAR[], report VARCHAR, worst_open TINYINT,
+			heuristics_open VARCHAR[], heuristic_worst_open TINYINT[], f_restricted BOOLEAN[])`,
+		`ALTER TABLE analyses ADD COLUMN IF NOT EXISTS worst_open TINYINT`,
+		`ALTER TABLE analyses ADD COLUMN IF NOT EXISTS heuristics_open VARCHAR[]`,
+		`ALTER TABLE analyses ADD COLUMN IF NOT EXISTS heuristic_worst_open TINYINT[]`,
+		`ALTER TABLE analyses ADD COLUMN IF NOT EXISTS f_restricted BOOLEAN[]`,
 	}
 }
 
 const analysisCols = `job_id, job_name, user_name, queue, start_ms, last_ms, ended, evaluated_ms, version, settings, mark,
-	worst, heuristics, heuristic_worst, f_heuristic, f_severity, f_body, report`
+	worst, heuristics, heuristic_worst, f_heuristic, f_severity, f_body, report, worst_open, heuristics_open,
+	heuristic_worst_open, f_restricted`
+
+// analysisSelect reads analysisCols of a row (scanAnalysis): the
+// restrictions of a row stored before them are none.
+const analysisSelect = `job_id, job_name, user_name, queue, start_ms, last_ms, ended, evaluated_ms, version, settings, mark,
+	worst, heuristics, heuristic_worst, f_heuristic, f_severity, f_body, report,
+	coalesce(f_restricted, list_transform(f_body, x -> false))`
+
+// The analysis columns as a filter's WithoutRestricted takes them: the
+// job's worst severity, heuristics found and their worst.
+func worstCols(withoutRestricted bool) (worst, heuristics, heuristicWorst string) {
+	if withoutRestricted {
+		return "coalesce(worst_open, worst)", "coalesce(heuristics_open, heuristics)",
+			"coalesce(heuristic_worst_open, heuristic_worst)"
+	}
+	return "worst", "heuristics", "heuristic_worst"
+}
 
 // upsertAnalysis replaces a job's row unless the row holds a later analysis.
 var upsertAnalysis = func() string {
@@ -37,18 +62,33 @@ var upsertAnalysis = func() string {
 			set = append(set, c+" = excluded."+c)
 		}
 	}
-	return `INSERT INTO analyses (` + analysisCols + `) VALUES (?` + strings.Repeat(", ?", 17) +
+	return `INSERT INTO analyses (` + analysisCols + `) VALUES (?` + strings.Repeat(", ?", 21) +
 		`) ON CONFLICT (job_id) DO UPDATE SET ` + strings.Join(set, ", ") +
 		` WHERE excluded.evaluated_ms >= analyses.evaluated_ms`
 }()
 
 // PutAnalysis stores a job's analysis in place of the one before.
 func (s *Store) PutAnalysis(ctx context.Context, a *store.Analysis) error {
-	names, worst := store.HeuristicsFound(a.Findings)
-	fh, fs, fb := make([]string, len(a.Findings)), make([]int8, len(a.Findings)), make([]string, len(a.Findings))
+	names, ws := heuristicsFound(a.Findings)
+	open, worstOpen := store.Unrestricted(a.Findings)
+	namesOpen, wsOpen := heuristicsFound(open)
+	n := len(a.Findings)
+	fh, fs, fb, fr := make([]string, n), make([]int8, n), make([]string, n), make([]bool, n)
 	for i, f := range a.Findings {
-		fh[i], fs[i], fb[i] = f.Heuristic, int8(f.Severity), string(f.Body)
+		fh[i], fs[i], fb[i], fr[i] = f.Heuristic, int8(f.Severity), string(f.Body), f.Restricted
 	}
+	_, err := s.handle().ExecContext(ctx, upsertAnalysis, a.JobID, a.Name, a.User, a.Queue, int64(a.Start), int64(a.LastSeen),
+		a.Ended, int64(a.Evaluated), a.Version, a.Settings, int64(a.Mark), int8(a.Worst), names, ws, fh, fs, fb, string(a.Report),
+		int8(worstOpen), namesOpen, wsOpen, fr)
+	if err != nil {
+		return mapErr(s.failed(fmt.Errorf("cannot store the analysis of job %s: %w", a.JobID, err)))
+	}
+	return nil
+}
+
+// heuristicsFound is store.HeuristicsFound as the columns take it.
+func heuristicsFound(fs []store.StoredFinding) ([]string, []int8) {
+	names, worst := store.HeuristicsFound(fs)
 	ws := make([]int8, len(worst))
 	for i, w := range worst {
 		ws[i] = int8(w)
@@ -56,17 +96,12 @@ func (s *Store) PutAnalysis(ctx context.Context, a *store.Analysis) error {
 	if names == nil {
 		names = []string{}
 	}
-	_, err := s.handle().ExecContext(ctx, upsertAnalysis, a.JobID, a.Name, a.User, a.Queue, int64(a.Start), int64(a.LastSeen),
-		a.Ended, int64(a.Evaluated), a.Version, a.Settings, int64(a.Mark), int8(a.Worst), names, ws, fh, fs, fb, string(a.Report))
-	if err != nil {
-		return mapErr(s.failed(fmt.Errorf("cannot store the analysis of job %s: %w", a.JobID, err)))
-	}
-	return nil
+	return names, ws
 }
 
 // Analysis returns a job's stored analysis.
 func (s *Store) Analysis(ctx context.Context, jobID string) (*store.Analysis, error) {
-	st, err := s.prepared(ctx, `SELECT `+analysisCols+` FROM analyses WHERE job_id = ?`)
+	st, err := s.prepared(ctx, `SELECT `+analysisSelect+` FROM analyses WHERE job_id = ?`)
 	if err != nil {
 		return nil, err
 	}
@@ -84,23 +119,26 @@ func scanAnalysis(sc interface{ Scan(...any) error }) (*store.Analysis, error) {
 	a := &store.Analysis{}
 	var start, last, evaluated, mark int64
 	var worst int8
-	var heuristics, hworst, fh, fs, fb []any
+	var heuristics, hworst, fh, fs, fb, fr []any
 	var report string
 	err := sc.Scan(&a.JobID, &a.Name, &a.User, &a.Queue, &start, &last, &a.Ended, &evaluated, &a.Version,
-		&a.Settings, &mark, &worst, &heuristics, &hworst, &fh, &fs, &fb, &report)
+		&a.Settings, &mark, &worst, &heuristics, &hworst, &fh, &fs, &fb, &report, &fr)
 	if err != nil {
 		return nil, err
 	}
 	a.Mark = uint64(mark)
 	a.Start, a.LastSeen, a.Evaluated, a.Worst = store.Time(start), store.Time(last), store.Time(evaluated), store.Severity(worst)
-	if len(fh) != len(fs) || len(fh) != len(fb) {
-		return nil, fmt.Errorf("analysis of job %s: %d heuristics, %d severities, %d findings", a.JobID, len(fh), len(fs), len(fb))
+	if len(fh) != len(fs) || len(fh) != len(fb) || len(fh) != len(fr) {
+		return nil, fmt.Errorf("analysis of job %s: %d heuristics, %d severities, %d restrictions, %d findings", a.JobID,
+			len(fh), len(fs), len(fr), len(fb))
 	}
 	for i := range fh {
 		h, _ := fh[i].(string)
 		sev, _ := fs[i].(int8)
 		body, _ := fb[i].(string)
-		a.Findings = append(a.Findings, store.StoredFinding{Heuristic: h, Severity: store.Severity(sev), Body: json.RawMessage(body)})
+		restricted, _ := fr[i].(bool)
+		a.Findings = append(a.Findings, store.StoredFinding{Heuristic: h, Severity: store.Severity(sev), Body: json.RawMessage(body),
+			Restricted: restricted})
 	}
 	if report != "" {
 		a.Report = json.RawMessage(report)
@@ -168,18 +206,23 @@ func (s *Store) Findings(ctx context.Context, f store.FindingFilter) (store.Find
 	if f.To > 0 {
 		where, args = append(where, "start_ms < ?"), append(args, f.To)
 	}
+	worst, _, _ := worstCols(f.WithoutRestricted)
 	if f.MinSeverity != nil {
-		where, args = append(where, "worst >= ?"), append(args, int8(*f.MinSeverity))
+		where, args = append(where, worst+" >= ?"), append(args, int8(*f.MinSeverity))
 		inner, innerArgs = append(inner, "sev >= ?"), append(innerArgs, int8(*f.MinSeverity))
 	}
 	if f.Heuristic != "" {
 		where, args = append(where, "list_contains(f_heuristic, ?)"), append(args, f.Heuristic)
 		inner, innerArgs = append(inner, "heuristic = ?"), append(innerArgs, f.Heuristic)
 	}
+	if f.WithoutRestricted {
+		inner = append(inner, "NOT restricted")
+	}
 	args = append(args, innerArgs...)
 	q := `SELECT job_id, job_name, user_name, queue, start_ms, ended, evaluated_ms, heuristic, sev, body, count(*) OVER ()
 		FROM (SELECT job_id, job_name, user_name, queue, start_ms, ended, evaluated_ms, unnest(f_heuristic) AS heuristic,
-			unnest(f_severity) AS sev, unnest(f_body) AS body, unnest(range(len(f_body))) AS idx
+			unnest(f_severity) AS sev, unnest(f_body) AS body, unnest(range(len(f_body))) AS idx,
+			unnest(coalesce(f_restricted, list_transform(f_body, x -> false))) AS restricted
 			FROM analyses` + and(" WHERE ", where) + `)` + and(" WHERE ", inner) +
 		` ORDER BY start_ms DESC, job_id DESC, idx LIMIT ? OFFSET ?`
 	rows, err := s.handle().QueryContext(ctx, q, append(args, f.Limit, f.Offset)...)
@@ -207,7 +250,8 @@ func (s *Store) Findings(ctx context.Context, f store.FindingFilter) (store.Find
 	if len(page.Findings) == 0 && f.Offset > 0 {
 		// Past the end: still say how many match.
 		err := s.handle().QueryRowContext(ctx, `SELECT count(*) FROM (SELECT unnest(f_heuristic) AS heuristic,
-			unnest(f_severity) AS sev FROM analyses`+and(" WHERE ", where)+`)`+and(" WHERE ", inner), args...).Scan(&page.Total)
+			unnest(f_severity) AS sev, unnest(coalesce(f_restricted, list_transform(f_body, x -> false))) AS restricted
+			FROM analyses`+and(" WHERE ", where)+`)`+and(" WHERE ", inner), args...).Scan(&page.Total)
 		if err != nil {
 			return page, fmt.Errorf("cannot count findings: %w", err)
 		}
@@ -248,13 +292,16 @@ func visibleSQL(v *store.Visible) (string, []any) {
 // that come before the others; the conditions (MinSeverity is left to
 // the caller, which counts without it) and the order.
 func jobsAnalysis(f store.JobFilter) (join string, joinArgs []any, where []string, order string) {
-	sev := "worst"
+	worst, heuristics, heuristicWorst := worstCols(f.WithoutRestricted)
+	sev := worst
 	if f.Heuristic != "" {
-		sev = "CASE WHEN coalesce(list_position(heuristics, ?), 0) > 0 THEN heuristic_worst[list_position(heuristics, ?)] END"
+		sev = "CASE WHEN coalesce(list_position(" + heuristics + ", ?), 0) > 0 THEN " + heuristicWorst +
+			"[list_position(" + heuristics + ", ?)] END"
 		joinArgs = []any{f.Heuristic, f.Heuristic}
 		where = append(where, "a.sev IS NOT NULL")
 	}
-	join = ` LEFT JOIN (SELECT job_id, worst, heuristics, ` + sev + ` AS sev FROM analyses) a USING (job_id)`
+	join = ` LEFT JOIN (SELECT job_id, ` + worst + ` AS worst, ` + heuristics + ` AS heuristics, ` + sev +
+		` AS sev FROM analyses) a USING (job_id)`
 	order = "first_ms DESC NULLS LAST, job_id DESC"
 	if f.BySeverity {
 		order = "a.sev DESC NULLS LAST, " + order

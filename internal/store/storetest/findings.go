@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,6 +23,7 @@ var findingTests = []struct {
 	{"JobsBySeverity", testJobsBySeverity},
 	{"FindingsAcrossJobs", testFindingsAcrossJobs},
 	{"AnalysisStates", testAnalysisStates},
+	{"RestrictedFindings", testRestrictedFindings},
 }
 
 func sev(s store.Severity) *store.Severity { return &s }
@@ -31,6 +33,12 @@ func sev(s store.Severity) *store.Severity { return &s }
 func finding(h string, s store.Severity, n int) store.StoredFinding {
 	body, _ := json.Marshal(map[string]any{"heuristic": h, "severity": s, "n": n, "message": "<b>" + h + "</b> \"quoted\""})
 	return store.StoredFinding{Heuristic: h, Severity: s, Body: body}
+}
+
+// restricted is f, Restricted.
+func restricted(f store.StoredFinding) store.StoredFinding {
+	f.Restricted = true
+	return f
 }
 
 // analysisOf is an analysis of job j (as Jobs lists it) made at ms with fs.
@@ -45,10 +53,10 @@ func analysisOf(j store.Job, ms int64, fs ...store.StoredFinding) *store.Analysi
 	return a
 }
 
-// twelveJobs stores the jobs of testJobsList: 12 jobs of one map each,
+// TwelveJobs stores the jobs of testJobsList: 12 jobs of one map each,
 // 5 s apart, users alice, bob, carol in turn, queues q0000 and q0001 in
 // turn; the first 10 finished. It returns them newest first.
-func twelveJobs(t *testing.T, s store.Store) []store.Job {
+func TwelveJobs(t *testing.T, s store.Store) []store.Job {
 	g := &Gen{Agent: "node1-f", Host: "node1"}
 	users := []string{"alice", "bob", "carol"}
 	var batches []*wire.Batch
@@ -76,13 +84,13 @@ func twelveJobs(t *testing.T, s store.Store) []store.Job {
 func testAnalysisStored(t *testing.T, f Factory) {
 	s := open(t, f)
 	ctx := context.Background()
-	jobs := twelveJobs(t, s)
+	jobs := TwelveJobs(t, s)
 	j := jobs[3]
 	if _, err := s.Analysis(ctx, j.JobID); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("analysis of a job not analysed: %v, want ErrNotFound", err)
 	}
 	first := analysisOf(j, T0.UnixMilli()+1000, finding("skew", store.SeverityModerate, 1), finding("gc_pressure", store.SeverityLow, 2),
-		finding("skew", store.SeveritySevere, 3), finding("waste", store.SeverityNone, 4))
+		finding("skew", store.SeveritySevere, 3), finding("waste", store.SeverityNone, 4), restricted(finding("outlier", store.SeverityLow, 5)))
 	if err := s.PutAnalysis(ctx, first); err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +166,7 @@ func ids(jobs []store.Job) []string {
 func testJobsBySeverity(t *testing.T, f Factory) {
 	s := open(t, f)
 	ctx := context.Background()
-	jobs := twelveJobs(t, s) // newest first: jobs[0] is job 12
+	jobs := TwelveJobs(t, s) // newest first: jobs[0] is job 12
 	// Jobs 12, 11 (running), 9, 6, 3 and 1 are analysed: 12 critical
 	// (lost_processes), 11 none, 9 severe skew and low gc, 6 moderate
 	// gc, 3 severe gc and moderate skew, 1 low skew.
@@ -237,7 +245,7 @@ func testJobsBySeverity(t *testing.T, f Factory) {
 func testFindingsAcrossJobs(t *testing.T, f Factory) {
 	s := open(t, f)
 	ctx := context.Background()
-	jobs := twelveJobs(t, s)
+	jobs := TwelveJobs(t, s)
 	ms := T0.UnixMilli() + 60_000
 	put := func(i int, fs ...store.StoredFinding) {
 		if err := s.PutAnalysis(ctx, analysisOf(jobs[12-i], ms+int64(i), fs...)); err != nil {
@@ -310,7 +318,7 @@ func testFindingsAcrossJobs(t *testing.T, f Factory) {
 func testAnalysisStates(t *testing.T, f Factory) {
 	s := open(t, f)
 	ctx := context.Background()
-	jobs := twelveJobs(t, s)
+	jobs := TwelveJobs(t, s)
 	a := analysisOf(jobs[0], T0.UnixMilli()+50_000)
 	a.Mark = 1<<63 + 5 // a digest: every bit of it is kept
 	if err := s.PutAnalysis(ctx, a); err != nil {
@@ -360,5 +368,91 @@ func testAnalysisStates(t *testing.T, f Factory) {
 	if states, err := s.AnalysisStates(ctx, since, 2); err != nil || len(states) != 2 ||
 		states[0].Job.JobID != jobs[0].JobID {
 		t.Errorf("at most 2: %d, %v", len(states), err)
+	}
+}
+
+// Restricted findings: left out, with the worst severity and heuristics
+// they make, of the lists that ask WithoutRestricted; kept in the others.
+func testRestrictedFindings(t *testing.T, f Factory) {
+	s := open(t, f)
+	ctx := context.Background()
+	jobs := TwelveJobs(t, s) // newest first: jobs[0] is job 12
+	ms := T0.UnixMilli() + 60_000
+	put := func(i int, fs ...store.StoredFinding) {
+		if err := s.PutAnalysis(ctx, analysisOf(jobs[12-i], ms, fs...)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(12, restricted(finding("noisy_neighbours", store.SeverityCritical, 1)), finding("skew", store.SeverityLow, 2))
+	put(9, finding("gc_pressure", store.SeveritySevere, 1))
+	put(6, restricted(finding("outlier", store.SeverityModerate, 1)))
+	put(3)
+	job := func(i int) string { return "job_1700000000000_" + pad4(i) }
+	jobCases := []struct {
+		name   string
+		f      store.JobFilter
+		want   string // the jobs, each with its worst and heuristics
+		counts map[string]int
+	}{
+		{"all", store.JobFilter{MinSeverity: sev(store.SeverityNone), BySeverity: true},
+			"12 critical [noisy_neighbours skew], 09 severe [gc_pressure], 06 moderate [outlier], 03 none []",
+			map[string]int{"critical": 1, "severe": 1, "moderate": 1, "low": 0, "none": 1, store.NotAnalysed: 8}},
+		{"without restricted", store.JobFilter{MinSeverity: sev(store.SeverityNone), BySeverity: true, WithoutRestricted: true},
+			"09 severe [gc_pressure], 12 low [skew], 06 none [], 03 none []",
+			map[string]int{"critical": 0, "severe": 1, "moderate": 0, "low": 1, "none": 2, store.NotAnalysed: 8}},
+		{"critical, without restricted", store.JobFilter{MinSeverity: sev(store.SeverityCritical), WithoutRestricted: true}, "", nil},
+		{"moderate or worse, without restricted", store.JobFilter{MinSeverity: sev(store.SeverityModerate), WithoutRestricted: true},
+			"09 severe [gc_pressure]", nil},
+		{"a restricted heuristic", store.JobFilter{Heuristic: "noisy_neighbours"}, "12 critical [noisy_neighbours skew]", nil},
+		{"a restricted heuristic, without restricted", store.JobFilter{Heuristic: "noisy_neighbours", WithoutRestricted: true}, "", nil},
+		{"a heuristic, without restricted", store.JobFilter{Heuristic: "skew", WithoutRestricted: true}, "12 low [skew]", nil},
+	}
+	for _, c := range jobCases {
+		c.f.CountSeverities = c.counts != nil
+		page, err := s.Jobs(ctx, c.f)
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		var got []string
+		for _, j := range page.Jobs {
+			got = append(got, fmt.Sprintf("%s %v %v", j.JobID[len(j.JobID)-2:], j.WorstSeverity, j.Heuristics))
+		}
+		if g := strings.Join(got, ", "); g != c.want || page.Total != len(got) {
+			t.Errorf("%s: %s (total %d), want %s", c.name, g, page.Total, c.want)
+		}
+		if c.counts != nil && !reflect.DeepEqual(map[string]int(page.Severities), c.counts) {
+			t.Errorf("%s: counts %v, want %v", c.name, page.Severities, c.counts)
+		}
+	}
+	findingCases := []struct {
+		name string
+		f    store.FindingFilter
+		want []string
+	}{
+		{"all", store.FindingFilter{}, []string{"12/noisy_neighbours/critical", "12/skew/low", "09/gc_pressure/severe", "06/outlier/moderate"}},
+		{"without restricted", store.FindingFilter{WithoutRestricted: true}, []string{"12/skew/low", "09/gc_pressure/severe"}},
+		{"critical, without restricted", store.FindingFilter{MinSeverity: sev(store.SeverityCritical), WithoutRestricted: true}, []string{}},
+		{"a restricted heuristic, without restricted", store.FindingFilter{Heuristic: "outlier", WithoutRestricted: true}, []string{}},
+		{"paged, without restricted", store.FindingFilter{WithoutRestricted: true, Offset: 1}, []string{"09/gc_pressure/severe"}},
+	}
+	for _, c := range findingCases {
+		page, err := s.Findings(ctx, c.f)
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		got := []string{}
+		for _, r := range page.Findings {
+			got = append(got, fmt.Sprintf("%s/%s/%s", r.JobID[len(r.JobID)-2:], r.Finding.Heuristic, r.Finding.Severity))
+		}
+		total := len(c.want) + c.f.Offset
+		if fmt.Sprint(got) != fmt.Sprint(c.want) || page.Total != total {
+			t.Errorf("%s: %v (total %d), want %v (total %d)", c.name, got, page.Total, c.want, total)
+		}
+	}
+	a, err := s.Analysis(ctx, job(12))
+	if err != nil || len(a.Findings) != 2 || !a.Findings[0].Restricted || a.Findings[1].Restricted {
+		t.Fatalf("job 12's analysis: %+v, %v", a, err)
 	}
 }
