@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,11 +19,14 @@ import (
 // The background analyser (Run): every job analysed when it ends, every
 // running job again at most every Options.Every while new data comes, and
 // the reports stored (stored.go). It finds what to analyse by asking the
-// store, every Poll, for the jobs seen lately with the stamps of their
-// stored analyses (store.FindingStore.AnalysisStates), and comparing the
-// two (due): nothing it has to do is kept only in its memory, so a job
-// it could not queue, or whose analysis failed, or whose replica died,
-// is found again at the next poll. Its queue is bounded, ended jobs
+// store, every Poll, for the jobs whose data it stored lately, in the
+// order the data arrived (not the time it says: an agent that sends its
+// spool after an outage, or a job's last batches that come hours after
+// its end, are analysed as they come), with the stamps of their stored
+// analyses (store.FindingStore.AnalysisStates), and comparing the two
+// (due): nothing it has to do is kept only in its memory, so a job it
+// could not queue, or whose analysis failed, or whose replica died, is
+// found again at the next poll. Its queue is bounded, ended jobs
 // first; workers are Options.Workers. On a store that several servers
 // share (store.Replicas), each job is analysed by one of them (replicas.go).
 
@@ -44,11 +48,12 @@ type Options struct {
 	// Poll is how often the store is asked which jobs changed (default
 	// 2 s).
 	Poll time.Duration
-	// Window is how far back a poll looks for jobs seen (default 10
-	// minutes: longer than an attempt takes to be called lost, so that a
-	// job that ends by going silent is seen to end); the first poll
-	// looks back Lookback (default 6 hours: the jobs that ended while no
-	// server ran).
+	// Window is how far back a poll looks for jobs whose data the store
+	// wrote, by the store's clock when it wrote it (default 10 minutes:
+	// longer than an attempt takes to be called lost, so that a job that
+	// ends by going silent is seen to end); the first poll looks back
+	// Lookback (default 6 hours: the jobs that ended while no server
+	// ran).
 	Window, Lookback time.Duration
 	// Workers is how many jobs are analysed at once (default 2); Queue
 	// how many jobs wait at most (default 10,000; the others are found
@@ -135,6 +140,7 @@ type job struct {
 	store.Job
 	ended bool
 	found time.Time // when the poll found it due
+	last  time.Time // when its last data was there (arrived)
 }
 
 // queue is the jobs waiting, ended ones first, each once; bounded.
@@ -349,15 +355,16 @@ func (b *background) plan(states []store.AnalysisState, gen uint64) {
 		if !due || !b.coord.mine(s.Job.JobID) || b.retrying(s.Job.JobID, time.Now()) {
 			continue
 		}
+		last := arrived(s)
 		if ended {
 			dueEnded++
-			if end := s.Job.LastSeen; oldest.IsZero() || time.UnixMilli(int64(end)).Before(oldest) {
-				oldest = time.UnixMilli(int64(end))
+			if oldest.IsZero() || last.Before(oldest) {
+				oldest = last
 			}
 		} else {
 			dueRunning++
 		}
-		if _, full := b.q.add(job{Job: s.Job, ended: ended, found: now}, gen); full {
+		if _, full := b.q.add(job{Job: s.Job, ended: ended, found: now, last: last}, gen); full {
 			notQueued++
 		}
 	}
@@ -370,10 +377,10 @@ func (b *background) plan(states []store.AnalysisState, gen uint64) {
 
 // due reports whether the job of s is to be analysed now, and whether it
 // has ended (by its summary: the analysis reads the job again, and stores
-// what it read). A finished job is, Settle after its last data, unless an
-// analysis of it as it is now (its mark) was stored after its end; a
-// running one when it has run Every and, Every after its last analysis,
-// new data came (or another version or settings made it).
+// what it read). A finished job is, Settle after its last data (quiet),
+// unless an analysis of it as it is now (its mark) was stored after its
+// end; a running one when it has run Every and, Every after its last
+// analysis, new data came (or another version or settings made it).
 func (a *Analyzer) due(s store.AnalysisState, now time.Time) (due, ended bool) {
 	j, st := &s.Job, s.Stored
 	if st != nil && st.LastSeen > j.LastSeen {
@@ -382,7 +389,7 @@ func (a *Analyzer) due(s store.AnalysisState, now time.Time) (due, ended bool) {
 		return false, j.State == store.StateFinished
 	}
 	if j.State == store.StateFinished {
-		if now.Sub(time.UnixMilli(int64(j.LastSeen))) < a.opt.Settle {
+		if now.Sub(a.quiet(s)) < a.opt.Settle {
 			return false, true
 		}
 		return st == nil || !st.Ended || st.Mark != Mark(j), true
@@ -394,6 +401,23 @@ func (a *Analyzer) due(s store.AnalysisState, now time.Time) (due, ended bool) {
 		return false, false
 	}
 	return now.Sub(time.UnixMilli(int64(st.Evaluated))) >= a.opt.Every, false
+}
+
+// quiet is when the job of s went quiet, what Settle counts from: its
+// last data; for a job analysed after its end that data came for since
+// (late: an agent's spool, sent after an outage, may take several
+// batches), the last time the store wrote it.
+func (a *Analyzer) quiet(s store.AnalysisState) time.Time {
+	if s.Stored != nil && s.Stored.Ended {
+		return arrived(s)
+	}
+	return time.UnixMilli(int64(s.Job.LastSeen))
+}
+
+// arrived is when the last data of the job of s was there: the later of
+// the time it says and the time it was stored.
+func arrived(s store.AnalysisState) time.Time {
+	return time.UnixMilli(int64(max(s.Job.LastSeen, s.Changed)))
 }
 
 // retrying reports whether a job's last analysis failed too recently to
@@ -426,8 +450,12 @@ func (b *background) failed(id string, now time.Time) {
 	}
 }
 
-// work analyses queued jobs until ctx ends.
+// work analyses queued jobs until ctx ends, on a thread of its own: the
+// thread's CPU is the analyses' (but what a store does on threads of its
+// own, and ClickHouse's).
 func (b *background) work(ctx context.Context) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	a := b.a
 	logged := time.Time{}
 	for {
@@ -443,7 +471,11 @@ func (b *background) work(ctx context.Context) {
 			continue
 		}
 		b.running.Add(1)
+		cpu0, measured := threadCPU()
 		err := a.analyse(actx, &j, b)
+		if cpu1, ok := threadCPU(); ok && measured {
+			b.m.cpu.WithLabelValues(stateLabel(j.ended)).Add((cpu1 - cpu0).Seconds())
+		}
 		b.running.Add(-1)
 		cancel()
 		b.q.done(j.JobID)
@@ -474,6 +506,9 @@ func (a *Analyzer) analyse(ctx context.Context, j *job, b *background) error {
 	if err != nil {
 		return err
 	}
+	if prev != nil {
+		b.m.incremental.Inc()
+	}
 	b.m.seconds.WithLabelValues(stateLabel(j.ended)).Observe(time.Since(start).Seconds())
 	if r.State == store.StateFinished {
 		a.dropIncremental(j.JobID)
@@ -485,7 +520,7 @@ func (a *Analyzer) analyse(ctx context.Context, j *job, b *background) error {
 	}
 	b.m.analysed.WithLabelValues(stateLabel(r.State == store.StateFinished), "ok").Inc()
 	if r.State == store.StateFinished && j.ended {
-		b.m.latency.Observe(math.Max(0, a.opt.Now().Sub(time.UnixMilli(int64(j.LastSeen))).Seconds()))
+		b.m.latency.Observe(math.Max(0, a.opt.Now().Sub(j.last).Seconds()))
 	}
 	return nil
 }
@@ -578,12 +613,14 @@ func (a *Analyzer) dropIncremental(id string) {
 // metrics are the analyser's own (bounded label sets: states, results,
 // the heuristics and severities).
 type metrics struct {
-	analysed   *prometheus.CounterVec
-	seconds    *prometheus.HistogramVec
-	latency    prometheus.Histogram
-	findings   *prometheus.CounterVec
-	due        *prometheus.GaugeVec
-	pollErrors prometheus.Counter
+	analysed    *prometheus.CounterVec
+	seconds     *prometheus.HistogramVec
+	cpu         *prometheus.CounterVec
+	incremental prometheus.Counter
+	latency     prometheus.Histogram
+	findings    *prometheus.CounterVec
+	due         *prometheus.GaugeVec
+	pollErrors  prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, b *background) (*metrics, error) {
@@ -594,8 +631,13 @@ func newMetrics(reg prometheus.Registerer, b *background) (*metrics, error) {
 		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "taskscope_analysis_seconds",
 			Help:    "Time a job's analysis took (wall), by the state it was analysed in.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 3, 10)}, []string{"state"}),
+		cpu: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "taskscope_analysis_cpu_seconds_total",
+			Help: "CPU the background analyses took on their workers' threads (not a store's own threads), by the state they were analysed in."},
+			[]string{"state"}),
+		incremental: prometheus.NewCounter(prometheus.CounterOpts{Name: "taskscope_analysis_incremental_total",
+			Help: "Analyses of running jobs that took again what the job's last analysis read of its ended attempts."}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "taskscope_analysis_latency_seconds",
-			Help:    "Time from a job's last data (its end) to its analysis stored.",
+			Help:    "Time from a job's last data (its end; for data that came late, when it was stored) to its analysis stored.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 12)}),
 		findings: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "taskscope_analysis_findings_total",
 			Help: "Findings of the jobs analysed at their end, by heuristic and severity."}, []string{"heuristic", "severity"}),
@@ -609,6 +651,7 @@ func newMetrics(reg prometheus.Registerer, b *background) (*metrics, error) {
 			m.analysed.WithLabelValues(s, r)
 		}
 		m.due.WithLabelValues(s)
+		m.cpu.WithLabelValues(s)
 	}
 	if reg == nil {
 		return m, nil
@@ -625,7 +668,7 @@ func newMetrics(reg prometheus.Registerer, b *background) (*metrics, error) {
 	queued := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "taskscope_analysis_queue",
 		Help: "Jobs waiting in the analyser's queue."}, func() float64 { e, r := b.q.lengths(); return float64(e + r) })
 	oldest := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "taskscope_analysis_oldest_due_seconds",
-		Help: "Age of the last data of the ended job that waits longest for its analysis (0: none waits)."},
+		Help: "Age of the last data (or of its storing, if later) of the ended job that waits longest for its analysis (0: none waits)."},
 		func() float64 {
 			b.q.mu.Lock()
 			o := b.q.oldestEndedWait
@@ -635,7 +678,7 @@ func newMetrics(reg prometheus.Registerer, b *background) (*metrics, error) {
 			}
 			return b.a.opt.Now().Sub(o).Seconds()
 		})
-	for _, c := range []prometheus.Collector{m.analysed, m.seconds, m.latency, m.findings, m.due, m.pollErrors, backlog, queued,
+	for _, c := range []prometheus.Collector{m.analysed, m.seconds, m.cpu, m.incremental, m.latency, m.findings, m.due, m.pollErrors, backlog, queued,
 		oldest, b.coordCollector()} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError

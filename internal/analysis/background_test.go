@@ -3,6 +3,8 @@ package analysis_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,8 +14,10 @@ import (
 
 	"github.com/taskscope/taskscope/internal/analysis"
 	"github.com/taskscope/taskscope/internal/store"
+	"github.com/taskscope/taskscope/internal/store/duckdb"
 	"github.com/taskscope/taskscope/internal/store/storetest"
 	"github.com/taskscope/taskscope/internal/testsrv"
+	"github.com/taskscope/taskscope/internal/wire"
 )
 
 // told is what the listeners were told: each analysis in order, with the
@@ -49,6 +53,30 @@ func (t *told) len() int {
 	return len(t.jobs)
 }
 
+// settle is the Settle of runBackground's analyser.
+const settle = 5 * time.Second
+
+// runBackground runs an analyser of st in the background until the test
+// ends (a poll every 20 ms, Settle, one worker, now its clock), its
+// metrics registered in reg: the listener returned is told of each
+// analysis.
+func runBackground(t *testing.T, st *duckdb.Store, now func() time.Time, reg *prometheus.Registry) (*analysis.Analyzer, *told) {
+	c := &counting{Store: st, keep: true}
+	tl := &told{c: c}
+	a := analysis.NewWith(c, analysis.Options{Poll: 20 * time.Millisecond, Settle: settle, Workers: 1, Now: now,
+		Listeners: []analysis.Listener{tl.listen}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx, reg) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	return a, tl
+}
+
 // TestBackgroundAnalysesEveryJob: the analyser running in the background
 // analyses every job of a loadgen cluster without any page asking: every
 // finished job once, Settle after its end, its report stored and the same
@@ -62,21 +90,8 @@ func TestBackgroundAnalysesEveryJob(t *testing.T) {
 	st, g, clock := filledStore(t, start, 15*60) // clock: the data's last second, the store's and the analyser's
 	now := func() time.Time { return time.UnixMilli(clock.Load()) }
 	ctx := context.Background()
-	c := &counting{Store: st, keep: true}
-	tl := &told{c: c}
-	const settle = 5 * time.Second
-	a := analysis.NewWith(c, analysis.Options{Poll: 20 * time.Millisecond, Settle: settle, Workers: 1, Now: now,
-		Listeners: []analysis.Listener{tl.listen}})
 	reg := prometheus.NewRegistry()
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- a.Run(rctx, reg) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	a, tl := runBackground(t, st, now, reg)
 
 	// settled: every job due is analysed, as the store says.
 	settled := func() bool {
@@ -228,4 +243,75 @@ func labels(m *dto.Metric) string {
 		s += l.GetName() + `="` + l.GetValue() + `"`
 	}
 	return s + "}"
+}
+
+// TestBackgroundAnalysesLateData: the analyser follows the order in which
+// data is stored, not the time it says. Half an hour after every job was
+// analysed (three times the poll's Window), an agent sends its spool: a job that
+// ran 40 minutes ago, and a late attempt of a job analysed long since.
+// Both are analysed without any page asking: the new job at once, the
+// one analysed before once Settle has passed since its data came (more of
+// a spool may follow).
+func TestBackgroundAnalysesLateData(t *testing.T) {
+	start := time.Now().Add(-2 * time.Hour).Truncate(time.Second)
+	st, _, clock := filledStore(t, start, 10*60)
+	now := func() time.Time { return time.UnixMilli(clock.Load()) }
+	ctx := context.Background()
+	_, tl := runBackground(t, st, now, prometheus.NewRegistry())
+	// analysedAsIs: the job's stored analysis is of it as it is now, ended.
+	analysedAsIs := func(id string) bool {
+		page, err := st.Jobs(ctx, store.JobFilter{Name: id, Limit: 1})
+		if err != nil || len(page.Jobs) != 1 {
+			t.Fatalf("job %s: %v, %v", id, page.Jobs, err)
+		}
+		s, err := st.Analysis(ctx, id)
+		if errors.Is(err, store.ErrNotFound) {
+			return false
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Ended && s.Mark == analysis.Mark(&page.Jobs[0])
+	}
+	// Three minutes on, every job has ended (its attempts lost) and is
+	// analysed; half an hour more passes.
+	clock.Store(clock.Load() + (3 * time.Minute).Milliseconds())
+	page, err := st.Jobs(ctx, store.JobFilter{Limit: 1000})
+	if err != nil || len(page.Jobs) == 0 {
+		t.Fatalf("jobs: %v", err)
+	}
+	testsrv.WaitUntil(t, "every job analysed as ended", time.Minute, func() bool {
+		for _, j := range page.Jobs {
+			if !analysedAsIs(j.JobID) {
+				return false
+			}
+		}
+		return true
+	})
+	old := page.Jobs[len(page.Jobs)-1] // the first to start
+	n := tl.len()
+	clock.Store(clock.Load() + (30 * time.Minute).Milliseconds())
+
+	// The spool: a job of 40 minutes ago, and another attempt of old.
+	g := &storetest.Gen{Agent: "spool-1", Host: "spool"}
+	spec := func(id, job string, at time.Time) *storetest.AttemptSpec {
+		return &storetest.AttemptSpec{ID: id, JobID: job, Type: "reduce", JobName: "late", User: "alice", Queue: "etl",
+			MemoryMB: 2048, Start: at,
+			Procs: []storetest.ProcSpec{{PID: 4242, Role: wire.RoleTaskJVM, CPUPerS: 500, RSS: 512 << 20}}}
+	}
+	lateJob := "job_1700000000000_9999"
+	at := now().Add(-40 * time.Minute)
+	storetest.Ingest(t, st, g.Batch([]*storetest.AttemptSpec{spec("attempt_1700000000000_9999_r_000000_0", lateJob, at)}, 0, 60, true),
+		g.Batch([]*storetest.AttemptSpec{spec(strings.Replace(old.JobID, "job_", "attempt_", 1)+"_r_000099_0", old.JobID,
+			time.UnixMilli(int64(old.LastSeen)).Add(-time.Minute))}, 0, 50, true))
+	testsrv.WaitUntil(t, "the job that came late analysed", time.Minute, func() bool { return analysedAsIs(lateJob) })
+	if analysedAsIs(old.JobID) {
+		t.Errorf("job %s analysed again before Settle passed since its late data came", old.JobID)
+	}
+	clock.Store(clock.Load() + (settle + time.Second).Milliseconds())
+	testsrv.WaitUntil(t, "the job with a late attempt analysed again", time.Minute, func() bool { return analysedAsIs(old.JobID) })
+	jobs, ended, _ := tl.since(n)
+	if fmt.Sprint(jobs) != fmt.Sprint([]string{lateJob, old.JobID}) || fmt.Sprint(ended) != "[true true]" {
+		t.Errorf("told of %v (ended %v), want %s then %s, ended", jobs, ended, lateJob, old.JobID)
+	}
 }

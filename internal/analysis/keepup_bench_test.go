@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"sort"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/taskscope/taskscope/internal/analysis"
+	"github.com/taskscope/taskscope/internal/api"
 	"github.com/taskscope/taskscope/internal/loadgen"
 	"github.com/taskscope/taskscope/internal/store"
 	"github.com/taskscope/taskscope/internal/store/clickhouse"
@@ -35,8 +37,24 @@ import (
 // second, the backlog (the analyser's taskscope_analysis_backlog, sampled
 // every 50 ms: its largest), the latency from a job's release to its
 // analysis stored (p50, p99), and the CPU a job took, of this process
-// (the analyser, and DuckDB in it) and of the ClickHouse server. Running
-// jobs are not analysed here (Every is a day). Run with a fixed count:
+// (the analyser, and DuckDB in it) and of the ClickHouse server, and the
+// CPU the analyses took on the analyser's threads (an_cpu_ms/job). In
+// rate=3.5 and rate=max running jobs are not analysed (Every is a day).
+//
+// busy is rate=3.5 with the rest of a server's work meanwhile: the
+// cluster goes on (its nodes' batches stored as their time comes, in
+// real time from the end of the data), its running jobs are analysed
+// every minute (Every's default; TASKSCOPE_BENCH_EVERY=D another) when
+// new data came, and an operator asks the API over and over
+// (loadgen.QueryLoop with Findings: the jobs of a severity or worse
+// sorted by it, one job's page, the findings across jobs; a pause of
+// 500 ms between rounds). It also reports the running jobs' analyses
+// (running_passes, how many reused what the job's last one read:
+// incremental, the CPU of one on the analyser's threads:
+// running_cpu_ms/pass, and what keeping 2,100 running jobs fresh every
+// minute would take at that cost: cores_2100_running), the API's
+// latency (api_p50_ms, api_p99_ms) and the cores this process used. Run
+// with a fixed count:
 //
 //	go test -run '^$' -bench BenchmarkKeepUp -benchtime 300x ./internal/analysis/
 //
@@ -48,16 +66,27 @@ func BenchmarkKeepUp(b *testing.B) {
 			if rate > 0 {
 				name = "rate=" + strconv.FormatFloat(rate, 'f', -1, 64)
 			}
-			b.Run(backend+"/"+name, func(b *testing.B) { keepUp(b, backend, rate) })
+			b.Run(backend+"/"+name, func(b *testing.B) { keepUp(b, backend, rate, false) })
 		}
+		b.Run(backend+"/busy", func(b *testing.B) { keepUp(b, backend, 3.5, true) })
 	}
 }
 
-func keepUp(b *testing.B, backend string, rate float64) {
+func keepUp(b *testing.B, backend string, rate float64, busy bool) {
 	start := time.Date(2026, 11, 30, 11, 0, 0, 0, time.UTC)
 	var dataEnd atomic.Int64 // the store's clock: the end of the data
 	dataEnd.Store(start.UnixMilli())
-	clock := store.Clock{Now: func() time.Time { return time.UnixMilli(dataEnd.Load()) }, StaleAfter: 2 * time.Minute}
+	// busy: from the run's start on (goOn), the store's time goes on as
+	// the machine's from the end of the data.
+	var goOn atomic.Int64
+	clockNow := func() time.Time {
+		t := time.UnixMilli(dataEnd.Load())
+		if g := goOn.Load(); g != 0 {
+			t = t.Add(time.Since(time.Unix(0, g)))
+		}
+		return t
+	}
+	clock := store.Clock{Now: clockNow, StaleAfter: 2 * time.Minute}
 	var st store.Store
 	chPid := 0
 	var chSrv *chtest.Server
@@ -125,6 +154,9 @@ func keepUp(b *testing.B, backend string, rate float64) {
 		return t0.Add(time.Duration(float64(k) / rate * float64(time.Second)))
 	}
 	now := func() time.Time {
+		if busy {
+			return clockNow()
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		if t0.IsZero() {
@@ -139,12 +171,41 @@ func keepUp(b *testing.B, backend string, rate float64) {
 	lat := make([]time.Duration, 0, b.N)
 	done := make(chan struct{})
 	seen := map[string]bool{}
+	runningJobs := map[string]bool{}                                 // analysed running in the run
 	workers, _ := strconv.Atoi(os.Getenv("TASKSCOPE_BENCH_WORKERS")) // (0: the default, 2)
-	an := analysis.NewWith(st, analysis.Options{Every: 24 * time.Hour, Window: 24 * time.Hour, Settle: settle, Now: now, Workers: workers,
+	every := 24 * time.Hour
+	analysed := st // what the analyser reads
+	if busy {
+		// The ended jobs are released by hiding the others from the
+		// analyser's looks (its clock is the store's).
+		every = time.Minute
+		if d, err := time.ParseDuration(os.Getenv("TASKSCOPE_BENCH_EVERY")); err == nil {
+			every = d
+		}
+		visible := func(s store.AnalysisState) bool {
+			if s.Job.State == store.StateRunning {
+				return true
+			}
+			k, ok := index[s.Job.JobID]
+			mu.Lock()
+			defer mu.Unlock()
+			return ok && !t0.IsZero() && !released(k).After(time.Now())
+		}
+		switch v := st.(type) {
+		case *duckdb.Store:
+			analysed = &releasedDuck{v, visible}
+		case *clickhouse.Store:
+			analysed = &releasedCH{v, visible}
+		}
+	}
+	an := analysis.NewWith(analysed, analysis.Options{Every: every, Window: 24 * time.Hour, Settle: settle, Now: now, Workers: workers,
 		Listeners: []analysis.Listener{func(_ context.Context, a *analysis.Analysed) {
 			at := time.Now()
 			mu.Lock()
 			defer mu.Unlock()
+			if !a.Ended && !t0.IsZero() {
+				runningJobs[a.JobID] = true
+			}
 			k, ok := index[a.JobID]
 			if !ok || !a.Ended || seen[a.JobID] {
 				return
@@ -170,11 +231,42 @@ func keepUp(b *testing.B, backend string, rate float64) {
 			resp.Body.Close()
 		}
 	}
+	if busy {
+		// The running jobs' first analyses (from scratch) before the
+		// run: in it, those of the jobs that start then.
+		deadline := time.Now().Add(10 * time.Minute)
+		for time.Sleep(2 * time.Second); gauge(b, reg, "taskscope_analysis_backlog") > 0; time.Sleep(100 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				b.Fatal("the running jobs' first analyses did not end in 10 minutes")
+			}
+		}
+	}
+	var apiStats loadgen.QueryStats
+	var side sync.WaitGroup
+	sideCtx, stopSide := context.WithCancel(ctx)
+	defer stopSide()
 	cpu0, ch0 := selfCPU(), procCPU(chPid)
+	m0 := analyserCounts(b, reg)
 	b.ResetTimer()
 	mu.Lock()
 	t0 = time.Now()
 	mu.Unlock()
+	if busy {
+		goOn.Store(t0.UnixNano())
+		side.Add(2)
+		go func() {
+			defer side.Done()
+			feed(b, sideCtx, st, g, start, clockNow)
+		}()
+		mux := http.NewServeMux()
+		api.New(st, an, nil, nil).Register(mux)
+		srv := httptest.NewServer(mux)
+		defer srv.Close()
+		go func() {
+			defer side.Done()
+			loadgen.QueryLoop(sideCtx, loadgen.QueryConfig{URL: srv.URL, Findings: true, Pause: 500 * time.Millisecond, Seed: 1}, &apiStats)
+		}()
+	}
 	maxBacklog := 0.0
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
@@ -192,6 +284,9 @@ wait:
 	elapsed := time.Since(t0)
 	b.StopTimer()
 	cpu, ch := selfCPU()-cpu0, procCPU(chPid)-ch0
+	m := analyserCounts(b, reg).sub(m0)
+	stopSide()
+	side.Wait()
 	stop()
 	<-ran
 	if chSrv != nil && queryLog {
@@ -213,7 +308,152 @@ wait:
 	if chPid != 0 {
 		b.ReportMetric(float64(ch.Milliseconds())/float64(b.N), "ch_cpu_ms/job")
 	}
+	if m.ended > 0 {
+		b.ReportMetric(m.endedCPU.Seconds()*1000/m.ended, "an_cpu_ms/job")
+	}
+	if busy {
+		b.ReportMetric(m.running, "running_passes")
+		mu.Lock()
+		b.ReportMetric(float64(len(runningJobs)), "running_jobs")
+		mu.Unlock()
+		b.ReportMetric(m.incremental, "incremental")
+		if m.running > 0 {
+			perPass := m.runningCPU.Seconds() / m.running
+			b.ReportMetric(perPass*1000, "running_cpu_ms/pass")
+			b.ReportMetric(perPass*2100/60, "cores_2100_running")
+		}
+		all := apiStats.All()
+		b.ReportMetric(float64(all.P50.Microseconds())/1000, "api_p50_ms")
+		b.ReportMetric(float64(all.P99.Microseconds())/1000, "api_p99_ms")
+		b.ReportMetric(float64(all.N), "api_n")
+		b.ReportMetric(cpu.Seconds()/elapsed.Seconds(), "cores")
+		if chPid != 0 {
+			b.ReportMetric(ch.Seconds()/elapsed.Seconds(), "ch_cores")
+		}
+		for _, l := range apiStats.Summary() {
+			b.Logf("API %s", l)
+		}
+		for ep, e := range apiStats.LastErrors() {
+			b.Errorf("API %s: %s", ep, e)
+		}
+	}
 	b.ReportMetric(0, "ns/op")
+}
+
+// feed stores the cluster's batches as their time comes by now, and
+// writes the summaries after each (a server writes them every second),
+// until ctx ends.
+func feed(b *testing.B, ctx context.Context, st store.Store, g *loadgen.Generator, start time.Time, now func() time.Time) {
+	for ctx.Err() == nil {
+		next := start.Add(time.Duration(g.Tick()+15) * time.Second)
+		if wait := next.Sub(now()); wait > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+		}
+		batches := g.Next()
+		app, err := st.Begin(ctx)
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		for _, bt := range batches {
+			if _, err := app.Append(bt); err != nil {
+				app.Rollback()
+				b.Error(err)
+				return
+			}
+		}
+		if err := app.Commit(); err != nil {
+			b.Error(err)
+			return
+		}
+		if err := st.Flush(ctx); err != nil && ctx.Err() == nil {
+			b.Error(err)
+			return
+		}
+	}
+}
+
+// The stores whose looks for jobs to analyse show only what visible
+// says (busy's release of the ended jobs), each with its capabilities.
+type releasedDuck struct {
+	*duckdb.Store
+	visible func(store.AnalysisState) bool
+}
+
+func (r *releasedDuck) AnalysisStates(ctx context.Context, since int64, limit int) ([]store.AnalysisState, error) {
+	return only(r.Store.AnalysisStates(ctx, since, limit))(r.visible)
+}
+
+type releasedCH struct {
+	*clickhouse.Store
+	visible func(store.AnalysisState) bool
+}
+
+func (r *releasedCH) AnalysisStates(ctx context.Context, since int64, limit int) ([]store.AnalysisState, error) {
+	return only(r.Store.AnalysisStates(ctx, since, limit))(r.visible)
+}
+
+func only(states []store.AnalysisState, err error) func(func(store.AnalysisState) bool) ([]store.AnalysisState, error) {
+	return func(keep func(store.AnalysisState) bool) ([]store.AnalysisState, error) {
+		out := states[:0]
+		for _, s := range states {
+			if keep(s) {
+				out = append(out, s)
+			}
+		}
+		return out, err
+	}
+}
+
+// counts are the analyser's counters: analyses ended and running, the
+// running ones that were incremental, and the CPU of each kind.
+type counts struct {
+	ended, running, incremental float64
+	endedCPU, runningCPU        time.Duration
+}
+
+func (c counts) sub(o counts) counts {
+	return counts{c.ended - o.ended, c.running - o.running, c.incremental - o.incremental,
+		c.endedCPU - o.endedCPU, c.runningCPU - o.runningCPU}
+}
+
+func analyserCounts(tb testing.TB, reg *prometheus.Registry) counts {
+	mfs, err := reg.Gather()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var c counts
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			l := map[string]string{}
+			for _, p := range m.GetLabel() {
+				l[p.GetName()] = p.GetValue()
+			}
+			v := m.GetCounter().GetValue()
+			switch mf.GetName() {
+			case "taskscope_analysis_jobs_total":
+				if l["result"] == "ok" && l["state"] == "ended" {
+					c.ended += v
+				} else if l["result"] == "ok" {
+					c.running += v
+				}
+			case "taskscope_analysis_incremental_total":
+				c.incremental += v
+			case "taskscope_analysis_cpu_seconds_total":
+				d := time.Duration(v * float64(time.Second))
+				if l["state"] == "ended" {
+					c.endedCPU += d
+				} else {
+					c.runningCPU += d
+				}
+			}
+		}
+	}
+	return c
 }
 
 // gauge is the value of a gauge of reg without labels.

@@ -187,6 +187,6 @@ func filledStore(t *testing.T, start time.Time, seconds int) (*duckdb.Store, *lo
 	}
 	t.Cleanup(func() { st.Close() })
 	g := loadgen.NewGenerator(loadgen.Config{Nodes: 8, Slots: 8, BatchTicks: 5, Seed: 5, Start: start})
-	clock.Store(storetest.Fill(t, st, g, start, seconds).UnixMilli())
+	clock.Store(storetest.FillAt(t, st, g, start, seconds, func(t time.Time) { clock.Store(t.UnixMilli()) }).UnixMilli())
 	return st, g, clock
 }

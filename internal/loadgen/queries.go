@@ -22,6 +22,9 @@ type QueryConfig struct {
 	// the other, as a busy UI with many users would).
 	Pause time.Duration
 	Seed  uint64
+	// Findings: ask what an operator asks of the stored analyses instead
+	// (FindingsLoop's round).
+	Findings bool
 }
 
 // Latencies are one endpoint's answer times.
@@ -120,7 +123,10 @@ func (s *QueryStats) LastErrors() map[string]string {
 // QueryLoop asks what a user of the UI asks, over and over, until ctx ends:
 // the running jobs, one of them with its attempts, an attempt with its
 // processes, the attempt's series, a process's series, the job's series,
-// the job's findings. It records every answer's latency in stats.
+// the job's findings (with cfg.Findings, what an operator asks of the
+// analyses: the jobs of a severity or worse, sorted by it, one of them,
+// and the findings across jobs of that severity). It records every
+// answer's latency in stats.
 func QueryLoop(ctx context.Context, cfg QueryConfig, stats *QueryStats) {
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{Timeout: 30 * time.Second}
@@ -153,6 +159,10 @@ func QueryLoop(ctx context.Context, cfg QueryConfig, stats *QueryStats) {
 		}
 		stats.add(ep, d, err)
 		return err == nil
+	}
+	if cfg.Findings {
+		findingsLoop(ctx, cfg, r, get)
+		return
 	}
 	for ctx.Err() == nil {
 		var jobs struct {
@@ -193,6 +203,25 @@ func QueryLoop(ctx context.Context, cfg QueryConfig, stats *QueryStats) {
 		}
 		get("job_series", jp+"/series?metrics=cpu_percent,rss_bytes,attempts", nil)
 		get("findings", jp+"/findings", nil)
+		pause(ctx, cfg.Pause)
+	}
+}
+
+// findingsLoop is QueryLoop's round of cfg.Findings: the jobs of a
+// severity or worse, worst first, one of them (its page), and the
+// findings of that severity or worse across jobs.
+func findingsLoop(ctx context.Context, cfg QueryConfig, r *rand.Rand, get func(ep, path string, v any) bool) {
+	for ctx.Err() == nil {
+		sev := []string{"low", "moderate", "severe"}[r.IntN(3)]
+		var jobs struct {
+			Jobs []struct {
+				JobID string `json:"job_id"`
+			} `json:"jobs"`
+		}
+		if get("jobs_by_severity", "/api/v1/jobs?limit=50&sort=severity&min_severity="+sev, &jobs) && len(jobs.Jobs) > 0 {
+			get("job", "/api/v1/jobs/"+url.PathEscape(jobs.Jobs[r.IntN(len(jobs.Jobs))].JobID), nil)
+		}
+		get("findings_across", "/api/v1/findings?limit=50&min_severity="+sev, nil)
 		pause(ctx, cfg.Pause)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/taskscope/taskscope/internal/store"
 	"github.com/taskscope/taskscope/internal/store/clickhouse"
 	"github.com/taskscope/taskscope/internal/store/clickhouse/chtest"
 	"github.com/taskscope/taskscope/internal/testsrv"
@@ -147,6 +148,32 @@ func TestClickHouseClusterKilled(t *testing.T) {
 	}
 	defer st.Close()
 	exp.checkStore(t, st)
+	// The analyser's look (job_changes over the shards, by the time the
+	// replicas wrote them) lists every job stored, written since the test
+	// began.
+	page, err := st.Jobs(context.Background(), store.JobFilter{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	states, err := st.AnalysisStates(context.Background(), t0.UnixMilli(), 10_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := map[string]bool{}
+	for _, s := range states {
+		listed[s.Job.JobID] = true
+		if time.UnixMilli(int64(s.Changed)).Before(t0) {
+			t.Errorf("job %s written at %d, before the test began", s.Job.JobID, s.Changed)
+		}
+	}
+	for _, j := range page.Jobs {
+		if !listed[j.JobID] {
+			t.Errorf("job %s is not among the %d jobs written since the test began", j.JobID, len(states))
+		}
+	}
+	if len(states) != len(page.Jobs) || len(states) == 0 {
+		t.Errorf("%d jobs written since the test began, %d stored", len(states), len(page.Jobs))
+	}
 	c := st.Client()
 	physical := func() uint64 {
 		rows, err := c.Query(context.Background(), "SELECT sum(n) FROM ts.chunks WHERE kind = 0", nil)

@@ -18,10 +18,14 @@ type FindingStore interface {
 	PutAnalysis(ctx context.Context, a *Analysis) error
 	// Analysis returns a job's stored analysis; ErrNotFound if none.
 	Analysis(ctx context.Context, jobID string) (*Analysis, error)
-	// AnalysisStates returns the jobs seen at or after since (their last
-	// sighting), as Jobs lists them, each with the stamp of its stored
-	// analysis (nil: none), at most limit of them, those seen last first.
-	// The analyser compares the two to find the jobs to analyse.
+	// AnalysisStates returns the jobs whose summaries the store wrote at
+	// or after since (AnalysisState.Changed: unix ms of the store's clock,
+	// the order their data arrived in, whatever time the data says), as
+	// Jobs lists them, each with the stamp of its stored analysis if one
+	// was evaluated at or after since (nil: none; a store may give older
+	// ones too), at most limit of them, those written last first. The
+	// analyser compares the two to find the jobs to analyse. A store
+	// finds them without reading every job it holds.
 	AnalysisStates(ctx context.Context, since int64, limit int) ([]AnalysisState, error)
 	// Findings lists stored findings across jobs: those of the jobs that
 	// started last first, each job's in its analysis' order.
@@ -135,10 +139,14 @@ func Unrestricted(fs []StoredFinding) (out []StoredFinding, worst Severity) {
 	return out, worst
 }
 
-// AnalysisState is a job and the stamp of its stored analysis (nil: none).
+// AnalysisState is a job, when the store last wrote its summary, and the
+// stamp of its stored analysis (nil: none).
 type AnalysisState struct {
-	Job    Job
-	Stored *AnalysisStamp
+	Job Job
+	// Changed is when the store last wrote the job's summary (unix ms of
+	// its clock; several servers writing one store: of the writer's).
+	Changed Time
+	Stored  *AnalysisStamp
 }
 
 // FindingFilter selects stored findings: each field as JobFilter's (From

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/taskscope/taskscope/internal/store"
 )
@@ -25,9 +26,30 @@ import (
 // keyed as jobs (job_key), and not partitioned either: a job's row is
 // replaced in place, kept as long as the job's.
 //
+// job_changes: the jobs' rows again, in the order they were written
+// (stored_ms, the writer's clock), by which the analyser finds the jobs
+// whose data came lately, whatever time the data says
+// (store.FindingStore.AnalysisStates): a read of the last minutes is a
+// range of the primary key, where jobs, keyed by job, would be read
+// whole. The rows of a job in a minute are replaced by its latest
+// (version, as in jobs), so that a job written every second leaves a row
+// a minute. Kept changesRetention.
+//
+// analysis_stamps: the stamps of the analyses (what AnalysisStates says
+// of them), in the order they were made (evaluated_ms), for the same
+// reason; kept as long.
+//
 // replicas: a row per beat of each taskscope server sharing the store,
 // the latest (beat) its state; on the first shard.
 var findingTables = []table{
+	{name: "job_changes", columns: cols(`day Date, minute UInt32, stored_ms Int64, job_key UInt64, job_id String,
+		version UInt64, app_id String, framework String lc, name String, user_name String lc, queue String lc,
+		first_ms Int64, last_ms Int64, attempts UInt32, running UInt32, cpu_ms Int64, peak_rss Int64, mem_gb_hours Float64,
+		used_gb_hours Float64, hosts UInt32, by_type String`),
+		version: "version", partition: "day", orderBy: "(minute, job_key, job_id)", shardKey: "job_key", retention: keepChanges},
+	{name: "analysis_stamps", columns: cols(`day Date, evaluated_ms Int64, job_key UInt64, job_id String, version String lc,
+		settings String lc, mark UInt64, ended UInt8, last_ms Int64`),
+		partition: "day", orderBy: "(evaluated_ms, job_key, job_id)", shardKey: "job_key", retention: keepChanges},
 	{name: "analyses", columns: cols(`job_key UInt64, job_id String, evaluated_ms Int64, job_name String,
 		user_name String lc, queue String lc, start_ms Int64, last_ms Int64, ended UInt8, version String lc,
 		settings String lc, mark UInt64, worst Int8, heuristics Array(String), heuristic_worst Array(Int8),
@@ -39,6 +61,25 @@ var findingTables = []table{
 }
 
 func init() { tables = append(tables, findingTables...) }
+
+// changesRetention is how long job_changes and analysis_stamps are kept:
+// longer than an analyser looks back when it starts (analysis.Options'
+// Lookback, 6 hours by default).
+const changesRetention = 48 * time.Hour
+
+// changeCols are the columns of job_changes: jobCols after its own.
+var changeCols = append([]string{"day", "minute", "stored_ms"}, jobCols[1:]...)
+
+// changeRow appends a job's row of job_changes, written at stored.
+func changeRow(b *Block, id string, j *store.JobTotals, version uint64, stored int64) {
+	b.Row()
+	b.Date(stored)
+	b.UInt32(uint32(stored / 60_000))
+	b.Int64(stored)
+	jobFields(b, id, j, version)
+}
+
+var stampColumns = []string{"day", "evaluated_ms", "job_key", "job_id", "version", "settings", "mark", "ended", "last_ms"}
 
 var analysisColumns = []string{"job_key", "job_id", "evaluated_ms", "job_name", "user_name", "queue", "start_ms",
 	"last_ms", "ended", "version", "settings", "mark", "worst", "heuristics", "heuristic_worst", "f_heuristic",
@@ -103,6 +144,20 @@ func (s *Store) PutAnalysis(ctx context.Context, a *store.Analysis) error {
 	}
 	b.Row()
 	if err := s.insert(ctx, "analyses", analysisColumns, &b); err != nil {
+		return fmt.Errorf("cannot store the analysis of job %s: %w", a.JobID, err)
+	}
+	var st Block
+	st.Row()
+	st.Date(int64(a.Evaluated))
+	st.Int64(int64(a.Evaluated))
+	st.UInt64(jobKey(a.JobID))
+	st.String(a.JobID)
+	st.String(a.Version)
+	st.String(a.Settings)
+	st.UInt64(a.Mark)
+	st.Bool(a.Ended)
+	st.Int64(int64(a.LastSeen))
+	if err := s.insert(ctx, "analysis_stamps", stampColumns, &st); err != nil {
 		return fmt.Errorf("cannot store the analysis of job %s: %w", a.JobID, err)
 	}
 	return nil
@@ -212,19 +267,20 @@ func (s *Store) Analysis(ctx context.Context, jobID string) (*store.Analysis, er
 	return a, nil
 }
 
-// AnalysisStates returns the jobs seen since `since` with their analyses'
-// stamps. Neither table is read FINAL: the rows of a job seen since are
-// its latest versions (its last sighting does not go back), the latest of
-// them is the job; so for the analyses, of the jobs seen or analysed since
-// (one analysed before is analysed again: its data changed since).
+// AnalysisStates returns the jobs written since `since` with their
+// analyses' stamps: the jobs' latest rows (version) among those written
+// since (a job's latest row is its latest write), and the latest stamp
+// of each among those made since. Both tables are ordered by that time:
+// each read is a range of its primary key.
 func (s *Store) AnalysisStates(ctx context.Context, since int64, limit int) ([]store.AnalysisState, error) {
 	cols := make([]string, len(jobColumns))
 	for i, c := range jobColumns {
 		cols[i] = "argMax(" + c + ", version)"
 	}
 	cols[0] = "job_id"
-	rows, err := s.query(ctx, fmt.Sprintf("SELECT %s FROM %s WHERE last_ms >= %d GROUP BY job_id HAVING argMax(attempts, version) > 0 "+
-		"ORDER BY max(last_ms) DESC, job_id LIMIT %d", strings.Join(cols, ", "), s.read("jobs"), since, limit))
+	rows, err := s.query(ctx, fmt.Sprintf("SELECT %s, max(stored_ms) FROM %s WHERE minute >= %d AND stored_ms >= %d GROUP BY job_id "+
+		"HAVING argMax(attempts, version) > 0 ORDER BY max(stored_ms) DESC, job_id LIMIT %d",
+		strings.Join(cols, ", "), s.read("job_changes"), max(since, 0)/60_000, since, limit))
 	if err != nil {
 		return nil, fmt.Errorf("cannot list the jobs to analyse: %w", err)
 	}
@@ -234,14 +290,14 @@ func (s *Store) AnalysisStates(ctx context.Context, since int64, limit int) ([]s
 	for rows.Next() {
 		j := readJob(rows, stale)
 		at[j.JobID] = len(out)
-		out = append(out, store.AnalysisState{Job: j})
+		out = append(out, store.AnalysisState{Job: j, Changed: store.Time(rows.Int64())})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("cannot list the jobs to analyse: %w", err)
 	}
 	rows, err = s.query(ctx, fmt.Sprintf("SELECT job_id, max(evaluated_ms), argMax(version, evaluated_ms), argMax(settings, evaluated_ms), "+
-		"argMax(mark, evaluated_ms), argMax(ended, evaluated_ms), argMax(last_ms, evaluated_ms) FROM %s WHERE last_ms >= %[2]d OR evaluated_ms >= %[2]d GROUP BY job_id",
-		s.read("analyses"), since))
+		"argMax(mark, evaluated_ms), argMax(ended, evaluated_ms), argMax(last_ms, evaluated_ms) FROM %s WHERE evaluated_ms >= %d GROUP BY job_id",
+		s.read("analysis_stamps"), since))
 	if err != nil {
 		return nil, fmt.Errorf("cannot read the stamps of analyses: %w", err)
 	}

@@ -44,6 +44,7 @@ const (
 	keepForever retentionKind = iota
 	keepRaw                   // --retention
 	keepRollup                // --rollup-retention
+	keepChanges               // changesRetention
 )
 
 // column is a column and its type; lowCard marks the strings of few

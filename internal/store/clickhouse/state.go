@@ -145,7 +145,8 @@ func (s *Store) writeJobs(ctx context.Context, ids []string) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	var b Block
+	var b, changes Block
+	stored := s.opt.Clock.Now().UnixMilli()
 	for len(ids) > 0 {
 		part := ids[:min(len(ids), 200)]
 		ids = ids[len(part):]
@@ -177,9 +178,14 @@ func (s *Store) writeJobs(ctx context.Context, ids []string) error {
 		}
 		for _, id := range order {
 			jobRow(&b, id, totals[id], versions[id], days[id])
+			changeRow(&changes, id, totals[id], versions[id], stored)
 		}
 	}
-	return s.insert(ctx, "jobs", jobCols, &b)
+	if err := s.insert(ctx, "jobs", jobCols, &b); err != nil {
+		return err
+	}
+	// After the jobs: a reader that finds a change finds the job.
+	return s.insert(ctx, "job_changes", changeCols, &changes)
 }
 
 var jobCols = []string{"day", "job_key", "job_id", "version", "app_id", "framework", "name", "user_name", "queue", "first_ms",
@@ -188,6 +194,11 @@ var jobCols = []string{"day", "job_key", "job_id", "version", "app_id", "framewo
 func jobRow(b *Block, id string, j *store.JobTotals, version uint64, day uint16) {
 	b.Row()
 	b.UInt16(day)
+	jobFields(b, id, j, version)
+}
+
+// jobFields appends the columns of a job's row after its day.
+func jobFields(b *Block, id string, j *store.JobTotals, version uint64) {
 	b.UInt64(jobKey(id))
 	b.String(id)
 	b.UInt64(version)

@@ -109,7 +109,8 @@ func Open(ctx context.Context, opt Options) (*Store, error) {
 	if err := s.checkSchemaVersion(ctx); err != nil {
 		return nil, err
 	}
-	ttl := map[retentionKind]int{keepRaw: days(opt.Retention), keepRollup: days(opt.RollupRetention)}
+	ttl := map[retentionKind]int{keepRaw: days(opt.Retention), keepRollup: days(opt.RollupRetention),
+		keepChanges: days(changesRetention)}
 	for _, q := range s.schema.TTL(ttl) {
 		if err := c.Exec(ctx, q, nil); err != nil {
 			return nil, fmt.Errorf("cannot set the tables' TTL: %w", err)
@@ -288,11 +289,17 @@ func (s *Store) Maintain(ctx context.Context, now time.Time) (err error) {
 			keep = s.opt.Retention
 		case keepRollup:
 			keep = s.opt.RollupRetention
+		case keepChanges:
+			keep = changesRetention
 		}
 		if keep <= 0 || t.partition != "day" {
 			continue
 		}
 		cut := DayOf(now.Add(-keep).UnixMilli())
+		if t.retention == keepChanges {
+			// By the clock that stamps them.
+			cut = DayOf(s.opt.Clock.Now().Add(-keep).UnixMilli())
+		}
 		rows, err := s.query(ctx, "SELECT DISTINCT toUInt16(toDate(partition)) FROM system.parts WHERE database = "+
 			Quote(s.c.Database())+" AND table = "+Quote(strings.TrimPrefix(s.schema.Local(t.name), s.c.Database()+"."))+" AND active")
 		if err != nil {

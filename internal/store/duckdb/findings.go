@@ -146,13 +146,19 @@ func scanAnalysis(sc interface{ Scan(...any) error }) (*store.Analysis, error) {
 	return a, nil
 }
 
-// AnalysisStates returns the jobs seen since `since` with their analyses' stamps.
+// AnalysisStates returns the jobs written since `since` (stored_ms) with
+// the stamps of their analyses made since then. Neither table is read
+// whole: rows are appended as jobs come and as they are first analysed,
+// and updated while they run, so the zone maps of stored_ms and
+// evaluated_ms leave out the row groups of the jobs of long ago.
 func (s *Store) AnalysisStates(ctx context.Context, since int64, limit int) ([]store.AnalysisState, error) {
-	rows, err := s.handle().QueryContext(ctx, `SELECT `+jobCols+`, coalesce(by_type, ''), a.job_id IS NOT NULL,
+	rows, err := s.handle().QueryContext(ctx, `SELECT `+jobCols+`, coalesce(by_type, ''), stored_ms, a.job_id IS NOT NULL,
 		coalesce(a.evaluated_ms, 0), coalesce(a.version, ''), coalesce(a.settings, ''), coalesce(a.mark, 0),
 		coalesce(a.ended, false), coalesce(a.seen_ms, 0)
-		FROM jobs LEFT JOIN (SELECT job_id, evaluated_ms, version, settings, mark, ended, last_ms AS seen_ms FROM analyses) a USING (job_id)
-		WHERE attempts > 0 AND last_ms >= ? ORDER BY last_ms DESC, job_id LIMIT ?`, since, limit)
+		FROM (SELECT * FROM jobs WHERE attempts > 0 AND stored_ms >= ?) LEFT JOIN
+			(SELECT job_id, evaluated_ms, version, settings, mark, ended, last_ms AS seen_ms FROM analyses WHERE evaluated_ms >= ?) a
+			USING (job_id)
+		ORDER BY stored_ms DESC, job_id LIMIT ?`, since, since, limit)
 	if err != nil {
 		return nil, fmt.Errorf("cannot list the jobs to analyse: %w", err)
 	}
@@ -162,15 +168,15 @@ func (s *Store) AnalysisStates(ctx context.Context, since int64, limit int) ([]s
 		var byType string
 		var has bool
 		var st store.AnalysisStamp
-		var evaluated, mark, seen int64
-		j, err := s.scanJob(rows, &byType, &has, &evaluated, &st.Version, &st.Settings, &mark, &st.Ended, &seen)
+		var evaluated, mark, seen, changed int64
+		j, err := s.scanJob(rows, &byType, &changed, &has, &evaluated, &st.Version, &st.Settings, &mark, &st.Ended, &seen)
 		if err != nil {
 			return nil, fmt.Errorf("cannot list the jobs to analyse: %w", err)
 		}
 		if byType != "" {
 			j.ByType = store.ParseByType(byType)
 		}
-		as := store.AnalysisState{Job: j}
+		as := store.AnalysisState{Job: j, Changed: store.Time(changed)}
 		if has {
 			st.Evaluated, st.Mark, st.LastSeen = store.Time(evaluated), uint64(mark), store.Time(seen)
 			as.Stored = &st

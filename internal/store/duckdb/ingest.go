@@ -348,13 +348,14 @@ func (t *tx) writeSummaries(conn driver.Conn, exec func(string) error) error {
 	if err != nil {
 		return err
 	}
+	stored := t.s.opt.Clock.Now().UnixMilli()
 	err = appendRows(conn, "stage_jobs", len(jobIDs), func(i int, a *duck.Appender) error {
 		id := jobIDs[i]
 		j := jobs[id]
 		v := j.Job(id, 0)
 		return a.AppendRow(id, nullStr(v.AppID), v.Framework, nullStr(v.Name), nullStr(v.User), nullStr(v.Queue), nullMs(j.First),
 			nullMs(j.Last), int32(v.Attempts), int32(v.Running), v.CPUMs, v.PeakRSS, v.MemGBHours, v.UsedGBHours, int32(v.Hosts),
-			nullStr(store.FormatByType(v.ByType)), j.GenLo, j.GenHi)
+			nullStr(store.FormatByType(v.ByType)), j.GenLo, j.GenHi, stored)
 	})
 	if err != nil {
 		return err

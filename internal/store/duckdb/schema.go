@@ -1,6 +1,10 @@
 package duckdb
 
-import "fmt"
+import (
+	"context"
+	"fmt"
+	"slices"
+)
 
 // schemaVersion is the version of the tables this store writes. The
 // tables of attempts follow the fields package store declares
@@ -19,10 +23,15 @@ func schema() []string {
 			first_ms BIGINT, last_ms BIGINT, batches UBIGINT, samples UBIGINT, dropped_samples UBIGINT,
 			dropped_batches UBIGINT, read_errors UBIGINT, overruns UBIGINT)`,
 		`CREATE TABLE IF NOT EXISTS agent_seqs (agent_id VARCHAR, seq UBIGINT)`,
+		// A job's stored_ms is when its row was last written (the store's
+		// clock): the order its data arrived in, by which the analyser
+		// finds the jobs to analyse (store.FindingStore.AnalysisStates).
+		// Rows are appended as jobs come and updated while they run, so
+		// its zone maps leave out the row groups of jobs written long ago.
 		`CREATE TABLE IF NOT EXISTS jobs (job_id VARCHAR PRIMARY KEY, app_id VARCHAR, framework VARCHAR, name VARCHAR,
 			user_name VARCHAR, queue VARCHAR, first_ms BIGINT, last_ms BIGINT, attempts INTEGER, running INTEGER,
 			cpu_ms BIGINT, peak_rss BIGINT, mem_gb_hours DOUBLE, used_gb_hours DOUBLE, hosts INTEGER, by_type VARCHAR,
-			gen_lo UBIGINT, gen_hi UBIGINT)`,
+			gen_lo UBIGINT, gen_hi UBIGINT, stored_ms BIGINT)`,
 		// An attempt's gen_first is the commit that first stored anything of
 		// it; gen_last the last one. Attempts are appended in that order (at
 		// the summary write that follows), so a job's attempts are found
@@ -108,7 +117,7 @@ var upsertAgents = upsertSQL("agents", "agent_id", agentColumns)
 
 var (
 	jobColumns = []string{"job_id", "app_id", "framework", "name", "user_name", "queue", "first_ms", "last_ms", "attempts",
-		"running", "cpu_ms", "peak_rss", "mem_gb_hours", "used_gb_hours", "hosts", "by_type", "gen_lo", "gen_hi"}
+		"running", "cpu_ms", "peak_rss", "mem_gb_hours", "used_gb_hours", "hosts", "by_type", "gen_lo", "gen_hi", "stored_ms"}
 	agentColumns = []string{"agent_id", "host", "seq", "first_ms", "last_ms", "batches", "samples", "dropped_samples",
 		"dropped_batches", "read_errors", "overruns"}
 )
@@ -132,6 +141,25 @@ func upsertSQL(table, key string, cols []string, fixed ...string) string {
 		q += c + " = excluded." + c
 	}
 	return q
+}
+
+// migrateJobs gives the jobs of a data directory made before stored_ms
+// that column, each job's last sighting in it (as if its data had come
+// in time).
+func (s *Store) migrateJobs(ctx context.Context) error {
+	names, _, err := s.liveColumns(ctx, "jobs")
+	if err != nil {
+		return err
+	}
+	if slices.Contains(names, "stored_ms") {
+		return nil
+	}
+	for _, q := range []string{`ALTER TABLE jobs ADD COLUMN stored_ms BIGINT`, `UPDATE jobs SET stored_ms = last_ms`} {
+		if _, err := s.handle().ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("cannot migrate jobs (%s): %w", q, err)
+		}
+	}
+	return nil
 }
 
 func freshName(i int) string { return fmt.Sprintf("series_fresh_%d", i) }

@@ -15,12 +15,23 @@ import (
 // time reached. Benchmarks use it to set up a store.
 func Fill(tb testing.TB, st store.Store, g *loadgen.Generator, start time.Time, end int) time.Time {
 	tb.Helper()
+	return FillAt(tb, st, g, start, end, nil)
+}
+
+// FillAt is Fill that tells at (nil: no one) each round's time before it
+// is stored: a test sets its store's clock by it, so that the store
+// writes each round's data when it comes, as a server does.
+func FillAt(tb testing.TB, st store.Store, g *loadgen.Generator, start time.Time, end int, at func(time.Time)) time.Time {
+	tb.Helper()
 	ctx := context.Background()
 	last := start
 	now := start
 	for g.Tick() < end {
 		batches := g.Next()
 		now = start.Add(time.Duration(g.Tick()) * time.Second)
+		if at != nil {
+			at(now)
+		}
 		app, err := st.Begin(ctx)
 		if err != nil {
 			tb.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,6 +24,7 @@ var findingTests = []struct {
 	{"JobsBySeverity", testJobsBySeverity},
 	{"FindingsAcrossJobs", testFindingsAcrossJobs},
 	{"AnalysisStates", testAnalysisStates},
+	{"AnalysisStatesByArrival", testAnalysisStatesByArrival},
 	{"RestrictedFindings", testRestrictedFindings},
 }
 
@@ -327,9 +329,10 @@ func testAnalysisStates(t *testing.T, f Factory) {
 	if err := s.PutAnalysis(ctx, analysisOf(jobs[2], T0.UnixMilli()+40_000)); err != nil {
 		t.Fatal(err)
 	}
-	// Job i is seen for 5 s from T0 + 5 s × (i - 1): those seen since T0
-	// + 43 s are 9 to 12.
-	since := T0.Add(43 * time.Second).UnixMilli()
+	// Every job was written at once, at the store's T0 + 1 minute
+	// (testAnalysisStatesByArrival writes them at different times); the
+	// analyses were made from T0 + 40 s on.
+	since := T0.Add(40 * time.Second).UnixMilli()
 	states, err := s.AnalysisStates(ctx, since, 100)
 	if err != nil {
 		t.Fatal(err)
@@ -360,14 +363,109 @@ func testAnalysisStates(t *testing.T, f Factory) {
 			}
 		}
 	}
-	want := []string{`12 running analysed 50000 1+test {"skip":[]} 9223372036854775813 seen 60000 false`, "11 running",
-		fmt.Sprintf(`10 finished analysed 40000 1+test {"skip":[]} %d seen 50000 true`, (T0.UnixMilli()+40_000)*7), "09 finished"}
+	var want []string
+	for i := 1; i <= 12; i++ {
+		w := pad4(i)[2:] + " finished"
+		switch i {
+		case 10:
+			w += fmt.Sprintf(` analysed 40000 1+test {"skip":[]} %d seen 50000 true`, (T0.UnixMilli()+40_000)*7)
+		case 11:
+			w = "11 running"
+		case 12:
+			w = `12 running analysed 50000 1+test {"skip":[]} 9223372036854775813 seen 60000 false`
+		}
+		want = append(want, w)
+	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("jobs seen since T0 + 43 s:\n%q\nwant\n%q", got, want)
+		t.Errorf("jobs written since T0 + 40 s:\n%q\nwant\n%q", got, want)
 	}
 	if states, err := s.AnalysisStates(ctx, since, 2); err != nil || len(states) != 2 ||
-		states[0].Job.JobID != jobs[0].JobID {
+		states[0].Job.JobID != jobs[len(jobs)-1].JobID {
 		t.Errorf("at most 2: %d, %v", len(states), err)
+	}
+	if states, err := s.AnalysisStates(ctx, Clock.Now().UnixMilli()+1, 100); err != nil || len(states) != 0 {
+		t.Errorf("written since T0 + 1 min + 1 ms: %d, %v", len(states), err)
+	}
+}
+
+// testAnalysisStatesByArrival: AnalysisStates lists the jobs by when
+// their data was stored, whatever time the data says. A job whose data
+// comes half an hour late with its old times (an agent's spool sent after
+// an outage), and a job whose last batch does, are listed among those
+// written since a minute ago, the last written first, each with when it
+// was written and the stamp of an analysis made since; a job written
+// before is not. So after a restart.
+func testAnalysisStatesByArrival(t *testing.T, f Factory) {
+	var now atomic.Int64
+	now.Store(T0.Add(time.Minute).UnixMilli())
+	c := store.Clock{Now: func() time.Time { return time.UnixMilli(now.Load()) }, StaleAfter: 2 * time.Minute}
+	s := f.Open(t, c)
+	t.Cleanup(func() { s.Close() })
+	ctx := context.Background()
+	g := &Gen{Agent: "node1-late", Host: "node1"}
+	spec := func(i int, start time.Time) *AttemptSpec {
+		job := "job_1700000000000_" + pad4(i)
+		return &AttemptSpec{ID: "attempt_1700000000000_" + pad4(i) + "_m_000000_0", JobID: job, Type: "map",
+			JobName: "late-" + itoa(i), User: "alice", Queue: "etl", MemoryMB: 1024, Start: start,
+			Procs: []ProcSpec{{PID: int32(2000 + i), Role: wire.RoleTaskJVM, CPUPerS: 100, RSS: 1 << 20}}}
+	}
+	a1, a2, a3 := spec(1, T0), spec(2, T0), spec(3, T0.Add(10*time.Second))
+	Ingest(t, s, g.Batch([]*AttemptSpec{a1}, 0, 20, false), g.Batch([]*AttemptSpec{a2}, 0, 20, true))
+	written := []time.Time{T0.Add(31 * time.Minute), T0.Add(32 * time.Minute)}
+	now.Store(written[0].UnixMilli())
+	Ingest(t, s, g.Batch([]*AttemptSpec{a3}, 0, 30, true))
+	now.Store(written[1].UnixMilli())
+	Ingest(t, s, g.Batch([]*AttemptSpec{a1}, 20, 40, true))
+	page, err := s.Jobs(ctx, store.JobFilter{Limit: 10})
+	if err != nil || len(page.Jobs) != 3 {
+		t.Fatalf("jobs: %v, %v", page.Jobs, err)
+	}
+	byID := map[string]store.Job{}
+	for _, j := range page.Jobs {
+		byID[j.JobID] = j
+	}
+	third := analysisOf(byID[a3.JobID], written[1].UnixMilli()+500)
+	for _, a := range []*store.Analysis{analysisOf(byID[a2.JobID], written[0].UnixMilli()), third} {
+		if err := s.PutAnalysis(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(what string) {
+		t.Helper()
+		states, err := s.AnalysisStates(ctx, written[0].Add(-time.Minute).UnixMilli(), 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, st := range states {
+			got = append(got, fmt.Sprintf("%s %s written %v", st.Job.JobID[len(st.Job.JobID)-2:], st.Job.State,
+				time.UnixMilli(int64(st.Changed)).Sub(T0)))
+			if w := byID[st.Job.JobID]; st.Job.LastSeen != w.LastSeen || st.Job.Attempts != w.Attempts ||
+				st.Job.Running != w.Running || st.Job.State != w.State || st.Job.Start != w.Start || st.Job.CPUMs != w.CPUMs {
+				t.Errorf("%s: job %+v, Jobs says %+v", what, st.Job, w)
+			}
+			if st.Job.JobID == a3.JobID && (st.Stored == nil || st.Stored.Evaluated != third.Evaluated ||
+				st.Stored.Mark != third.Mark || !st.Stored.Ended || st.Stored.LastSeen != third.LastSeen) {
+				t.Errorf("%s: job 3's stamp %+v, stored %+v", what, st.Stored, third.AnalysisStamp)
+			}
+		}
+		want := []string{"01 finished written 32m0s", "03 finished written 31m0s"}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s: jobs written since T0 + 30 min:\n%q\nwant\n%q", what, got, want)
+		}
+		all, err := s.AnalysisStates(ctx, 0, 100)
+		if err != nil || len(all) != 3 || all[2].Job.JobID != a2.JobID || !time.UnixMilli(int64(all[2].Changed)).Equal(T0.Add(time.Minute)) {
+			t.Errorf("%s: every job: %+v, %v", what, all, err)
+		}
+		if one, err := s.AnalysisStates(ctx, 0, 1); err != nil || len(one) != 1 || one[0].Job.JobID != a1.JobID {
+			t.Errorf("%s: at most 1: %+v, %v", what, one, err)
+		}
+	}
+	check("written")
+	if f.Reopen != nil {
+		s = f.Reopen(t, s, c)
+		t.Cleanup(func() { s.Close() })
+		check("after a restart")
 	}
 }
 
