@@ -176,4 +176,5 @@ func (w *writeSet) attemptRow(st *attState) {
 		x.String(id)
 		x.UInt64(jobKey(m.JobID))
 	}
+	w.hostRows(st)
 }

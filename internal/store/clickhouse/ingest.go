@@ -28,6 +28,13 @@ type chRow struct {
 	version uint64
 	stored  bool
 	indexed uint64
+	// hosted: the host index rows this replica wrote of it (hostindex.go):
+	// under host and job key hostJob, buckets lo to hi (-1, -1: the row of
+	// bucket -1). Not hosted: none, or not known (all are written again).
+	hosted  bool
+	host    string
+	hostJob uint64
+	lo, hi  int64
 }
 
 // attState is an attempt's state as the fold keeps it.

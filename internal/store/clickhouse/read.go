@@ -316,19 +316,6 @@ func (s *Store) link(ctx context.Context, a *store.Attempt) error {
 	return nil
 }
 
-// HostAttempts lists the attempts that ran on host within [from, to).
-func (s *Store) HostAttempts(ctx context.Context, host string, from, to int64) (_ []store.Attempt, err error) {
-	defer store.WrapErr(&err, "cannot read the attempts of host %s", host)
-	if to <= 0 {
-		to = 1 << 62
-	}
-	atts, err := s.readAttempts(ctx, fmt.Sprintf("host = %s AND last_ms >= %d AND first_ms < %d", Quote(host), from, to))
-	if err != nil {
-		return nil, err
-	}
-	return s.apiAttempts(ctx, atts)
-}
-
 func (s *Store) apiAttempts(ctx context.Context, atts []*attState) ([]store.Attempt, error) {
 	stale := s.staleBefore()
 	out := make([]store.Attempt, 0, len(atts))
@@ -360,7 +347,7 @@ func (s *Store) Attempt(ctx context.Context, id string) (_ *store.AttemptDetail,
 	if err != nil {
 		return nil, err
 	}
-	lists, err := s.processLists(ctx, []*attState{st})
+	lists, err := s.processLists(ctx, []procOwner{{id: id, job: st.Meta.JobID}})
 	if err != nil {
 		return nil, err
 	}
@@ -384,25 +371,37 @@ func (s *Store) Attempt(ctx context.Context, id string) (_ *store.AttemptDetail,
 	return d, nil
 }
 
-// AttemptProcesses returns the process lists of attempts as Attempt does.
+// AttemptProcesses returns the process lists of attempts as Attempt does
+// (store.ProcessLister), read together: the attempts' jobs with their
+// lives (two queries), then, for the attempts of each job, their
+// processes' rows, the descriptions found elsewhere and the processes'
+// chunks and rollups (four). A job's analysis reads the lists of many of
+// its attempts: one by one, each took five queries (its index, its whole
+// row, its processes, their chunks and rollups), and the 193 lists of 40
+// jobs took about 115 ms of ClickHouse's CPU a job (BenchmarkKeepUp's
+// query log), most of what its analysis took there.
 func (s *Store) AttemptProcesses(ctx context.Context, ids []string) (_ map[string][]store.Process, err error) {
 	defer store.WrapErr(&err, "cannot read the processes of %d attempts", len(ids))
-	var sts []*attState
-	for _, id := range ids {
-		st, err := s.attempt(ctx, id)
-		if errors.Is(err, store.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		sts = append(sts, st)
+	lives, err := s.lives(ctx, ids)
+	if err != nil {
+		return nil, err
 	}
-	return s.processLists(ctx, sts)
+	var owners []procOwner
+	seen := map[string]bool{}
+	for _, id := range ids {
+		if l := lives[id]; l != nil && !seen[id] {
+			seen[id] = true
+			owners = append(owners, procOwner{id: id, job: l.JobID})
+		}
+	}
+	return s.processLists(ctx, owners)
 }
 
-const procSelect = `SELECT proc_key, gen, member, described, has_cmd, host, pid, ppid, sid, start_ms, end_ms, cmdline, comm,
-	role, uid, user_name, from_ms, to_ms, cpu_base_ms, member_role FROM `
+// procColumns are the columns of procs that scanProc reads.
+const procColumns = `proc_key, gen, member, described, has_cmd, host, pid, ppid, sid, start_ms, end_ms, cmdline, comm,
+	role, uid, user_name, from_ms, to_ms, cpu_base_ms, member_role`
+
+const procSelect = "SELECT " + procColumns + " FROM "
 
 // procRecord is a row of procs.
 type procRecord struct {
@@ -441,87 +440,159 @@ func (pv *procView) add(x *procRecord) {
 	}
 }
 
+// procOwner is an attempt whose processes are read, and its job (its
+// rows' and its processes' are under its job's key and the empty job's).
+type procOwner struct{ id, job string }
+
 // processLists reads the processes of attempts (their members, with
-// their latest descriptions and their summaries from their samples).
-func (s *Store) processLists(ctx context.Context, sts []*attState) (map[string][]store.Process, error) {
+// their latest descriptions and their summaries from their samples),
+// those of each job together, a thousand attempts at a time. Attempts
+// without processes are absent.
+func (s *Store) processLists(ctx context.Context, owners []procOwner) (map[string][]store.Process, error) {
 	out := map[string][]store.Process{}
-	for _, st := range sts {
-		id := st.Meta.AttemptID
-		rows, err := s.query(ctx, procSelect+s.read("procs")+fmt.Sprintf(" FINAL WHERE job_key IN (%d, %d) AND attempt_key = %d ORDER BY gen",
-			jobKey(st.Meta.JobID), jobKey(""), store.AttemptKey(id)))
-		if err != nil {
-			return nil, fmt.Errorf("cannot read the processes of %s: %w", id, err)
+	byJob := map[string][]string{}
+	var jobs []string
+	for _, o := range owners {
+		if _, ok := byJob[o.job]; !ok {
+			jobs = append(jobs, o.job)
 		}
-		views := map[uint64]*procView{}
-		var order []uint64
+		byJob[o.job] = append(byJob[o.job], o.id)
+	}
+	for _, job := range jobs {
+		ids := byJob[job]
+		for len(ids) > 0 {
+			part := ids[:min(len(ids), 1000)]
+			ids = ids[len(part):]
+			if err := s.jobProcessLists(ctx, job, part, out); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
+}
+
+// jobProcessLists adds to out the process lists of attempts ids of job.
+func (s *Store) jobProcessLists(ctx context.Context, job string, ids []string, out map[string][]store.Process) error {
+	jobs := []uint64{jobKey(job), jobKey("")}
+	byKey := map[uint64]string{}
+	keys := make([]uint64, 0, len(ids))
+	for _, id := range ids {
+		k := store.AttemptKey(id)
+		if _, ok := byKey[k]; !ok {
+			byKey[k] = id
+			keys = append(keys, k)
+		}
+	}
+	rows, err := s.query(ctx, "SELECT attempt_key, "+procColumns+" FROM "+s.read("procs")+
+		fmt.Sprintf(" FINAL WHERE job_key IN (%s) AND attempt_key IN (%s) ORDER BY gen", numList(jobs), numList(keys)))
+	if err != nil {
+		return fmt.Errorf("cannot read the processes of %d attempts of job %s: %w", len(ids), job, err)
+	}
+	// Each attempt's processes, in the order of their first rows.
+	type attProcs struct {
+		views map[uint64]*procView
+		order []uint64
+	}
+	atts := map[uint64]*attProcs{}
+	for rows.Next() {
+		a := rows.UInt64()
+		x := scanProc(rows)
+		ap := atts[a]
+		if ap == nil {
+			ap = &attProcs{views: map[uint64]*procView{}}
+			atts[a] = ap
+		}
+		v := ap.views[x.key]
+		if v == nil {
+			v = &procView{}
+			ap.views[x.key] = v
+			ap.order = append(ap.order, x.key)
+		}
+		v.add(&x)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	// Members their attempts' rows do not describe: their descriptions
+	// elsewhere.
+	var missing []uint64
+	isMissing := map[uint64]bool{}
+	for _, k := range keys {
+		if ap := atts[k]; ap != nil {
+			for _, p := range ap.order {
+				if v := ap.views[p]; v.v.Member() && !v.v.Described() && !isMissing[p] {
+					isMissing[p] = true
+					missing = append(missing, p)
+				}
+			}
+		}
+	}
+	if len(missing) > 0 {
+		rows, err := s.query(ctx, procSelect+s.read("procs")+" FINAL WHERE described AND proc_key IN ("+numList(missing)+") ORDER BY gen")
+		if err != nil {
+			return err
+		}
+		others := map[uint64]*procView{}
 		for rows.Next() {
 			x := scanProc(rows)
-			v := views[x.key]
-			if v == nil {
-				v = &procView{}
-				views[x.key] = v
-				order = append(order, x.key)
+			o := others[x.key]
+			if o == nil {
+				o = &procView{}
+				others[x.key] = o
 			}
-			v.add(&x)
+			o.add(&x)
 		}
 		if err := rows.Err(); err != nil {
-			return nil, err
+			return err
 		}
-		// Members its rows do not describe: their descriptions elsewhere.
-		var missing []uint64
-		for _, k := range order {
-			if v := views[k]; v.v.Member() && !v.v.Described() {
-				missing = append(missing, k)
-			}
-		}
-		if len(missing) > 0 {
-			rows, err := s.query(ctx, procSelect+s.read("procs")+" FINAL WHERE described AND proc_key IN ("+numList(missing)+") ORDER BY gen")
-			if err != nil {
-				return nil, err
-			}
-			others := map[uint64]*procView{}
-			for rows.Next() {
-				x := scanProc(rows)
-				o := others[x.key]
-				if o == nil {
-					o = &procView{}
-					others[x.key] = o
-				}
-				o.add(&x)
-			}
-			if err := rows.Err(); err != nil {
-				return nil, err
-			}
+		for _, ap := range atts {
 			for k, o := range others {
-				if v := views[k]; v.v.DescribeFrom(&o.v) {
+				if v := ap.views[k]; v != nil && v.v.DescribeFrom(&o.v) {
 					v.cmd = o.cmd
 				}
 			}
 		}
-		var list []store.Process
-		var keys []uint64
-		for _, k := range order {
-			v := views[k]
+	}
+	lists := map[uint64][]store.Process{}
+	var procKeys []uint64
+	listed := map[uint64]bool{}
+	for _, k := range keys {
+		ap := atts[k]
+		if ap == nil {
+			continue
+		}
+		for _, p := range ap.order {
+			v := ap.views[p]
 			if !v.v.Member() || !v.v.Described() {
 				continue
 			}
-			p := v.v.Process(store.Key(k))
-			p.Cmdline = v.cmd
-			list = append(list, p)
-			keys = append(keys, k)
+			proc := v.v.Process(store.Key(p))
+			proc.Cmdline = v.cmd
+			lists[k] = append(lists[k], proc)
+			if !listed[p] {
+				listed[p] = true
+				procKeys = append(procKeys, p)
+			}
 		}
-		if len(list) == 0 {
-			continue
-		}
-		// Summaries from each process's samples.
-		byKey, err := s.chunksOf(ctx, store.KindProcess, []uint64{jobKey(st.Meta.JobID), jobKey("")}, keys, 0, 1<<62)
-		if err != nil {
-			return nil, err
-		}
+	}
+	if len(procKeys) == 0 {
+		return nil
+	}
+	// Summaries from each process's samples.
+	chunks, err := s.chunksOf(ctx, store.KindProcess, jobs, procKeys, 0, 1<<62)
+	if err != nil {
+		return err
+	}
+	points := map[uint64]*store.Points{}
+	for k, list := range lists {
 		for i := range list {
-			pts, err := pointsOf(byKey[uint64(list[i].Key)], store.SampleColumns)
-			if err != nil {
-				return nil, err
+			key := uint64(list[i].Key)
+			pts, ok := points[key]
+			if !ok {
+				if pts, err = pointsOf(chunks[key], store.SampleColumns); err != nil {
+					return err
+				}
+				points[key] = pts
 			}
 			store.ProcessSummary(pts, &list[i])
 		}
@@ -531,9 +602,9 @@ func (s *Store) processLists(ctx context.Context, sts []*attState) (map[string][
 			}
 			return list[i].PID < list[j].PID
 		})
-		out[id] = list
+		out[byKey[k]] = list
 	}
-	return out, nil
+	return nil
 }
 
 // Events lists events, oldest first; by attempt, with its processes'.

@@ -126,6 +126,14 @@ var tables = []table{
 	{name: "attempt_index", columns: cols("day Date, attempt_key UInt64, attempt_id String, job_key UInt64"),
 		partition: "day", orderBy: "(attempt_key, attempt_id)", shardKey: "job_key", retention: keepRollup,
 		granularity: 1024},
+	// Which attempts ran on a host when (hostindex.go): a row per attempt
+	// and span of hostBucket of its life, with its job's key and the day
+	// of its rows; one of bucket -1 for an attempt of no known start or
+	// too long a life. HostAttempts reads a host's window here, then the
+	// rows of the attempts found, where a read of the attempts table by
+	// host scans every row of it (ordered by job).
+	{name: "host_index", columns: cols("day Date, host String lc, bucket Int64, job_key UInt64, attempt_id String, att_day Date"),
+		partition: "day", orderBy: "(host, bucket, job_key, attempt_id)", shardKey: "job_key", retention: keepRollup},
 	// Processes and memberships as the agents describe them, a row per
 	// attempt, process and batch (as the embedded store's proc_log); gen
 	// orders the rows of an attempt's process (the batch's time and
@@ -195,6 +203,12 @@ func (s *Schema) InsertSettings() Settings {
 		return nil
 	}
 	return Settings{"insert_distributed_sync": "1"}
+}
+
+// localName is Local without the database: a table's name in
+// system.tables.
+func (s *Schema) localName(name string) string {
+	return strings.TrimPrefix(s.Local(name), s.Database+".")
 }
 
 // On is " ON CLUSTER name" in a cluster, "" on one server.

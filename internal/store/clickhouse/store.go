@@ -103,8 +103,17 @@ func Open(ctx context.Context, opt Options) (*Store, error) {
 		return nil, err
 	}
 	if have < s.schema.Tables() {
+		fill, err := s.hostIndexMissing(ctx)
+		if err != nil {
+			return nil, err
+		}
 		if err := s.schema.Create(ctx, c); err != nil {
 			return nil, err
+		}
+		if fill {
+			if err := s.fillHostIndex(ctx); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if err := s.schema.Migrate(ctx, c); err != nil {

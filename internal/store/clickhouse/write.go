@@ -14,6 +14,7 @@ var (
 	procCols      = []string{"day", "job_key", "attempt_key", "proc_key", "gen", "member", "described", "has_cmd", "host", "pid", "ppid", "sid", "start_ms", "end_ms", "cmdline", "comm", "role", "uid", "user_name", "from_ms", "to_ms", "cpu_base_ms", "member_role"}
 	procIndexCols = []string{"day", "proc_key", "attempt_key", "attempt_id", "job_key", "start_ms"}
 	attIndexCols  = []string{"day", "attempt_key", "attempt_id", "job_key"}
+	hostIndexCols = []string{"day", "host", "bucket", "job_key", "attempt_id", "att_day"}
 	eventCols     = []string{"day", "job_key", "ts", "host", "kind", "job_id", "attempt_id", "proc_key", "pid", "message", "value", "agent_key", "seq", "idx"}
 	extCols       = []string{"kind", "metric"}
 	batchCols     = []string{"day", "agent_key", "agent_id", "seq", "host", "sent_ms", "samples", "dropped_samples", "dropped_batches", "read_errors", "overruns"}
@@ -23,8 +24,8 @@ var (
 // writeSet is what a commit writes: each table's block. It is the sink of
 // the commit's fold (store.Sink).
 type writeSet struct {
-	chunks, procs, procIndex, attIndex, events, ext, atts Block
-	batches, agents                                       Block
+	chunks, procs, procIndex, attIndex, hostIndex, events, ext, atts Block
+	batches, agents                                                  Block
 }
 
 var _ store.Sink[chRow] = (*writeSet)(nil)
@@ -232,6 +233,7 @@ func (w *writeSet) insert(ctx context.Context, s *Store) error {
 	for _, stage := range [][]ins{
 		{{"chunks", chunkCols, &w.chunks}, {"ext_metrics", extCols, &w.ext}, {"procs", procCols, &w.procs},
 			{"proc_index", procIndexCols, &w.procIndex}, {"attempt_index", attIndexCols, &w.attIndex},
+			{"host_index", hostIndexCols, &w.hostIndex},
 			{"events", eventCols, &w.events}, {"attempts", attemptCols, &w.atts}, {"batches", batchCols, &w.batches}},
 		{{"agents", agentColList, &w.agents}},
 	} {

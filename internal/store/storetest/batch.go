@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"reflect"
+	"sort"
 	"testing"
 	"time"
 
@@ -30,6 +31,7 @@ func testBatchReads(t *testing.T, f Factory) {
 	if len(atts) < 20 {
 		t.Fatalf("%d attempts: want more to compare", len(atts))
 	}
+	testHostWindows(t, s, atts, start.UnixMilli(), T0.UnixMilli())
 	var qs []store.SeriesQuery
 	var ids []string
 	details := map[string]*store.AttemptDetail{}
@@ -166,6 +168,65 @@ func testBatchReads(t *testing.T, f Factory) {
 				t.Errorf("%s:\n together  %+v\n one by one %+v", id, got[id], want)
 			}
 		}
+	}
+}
+
+// testHostWindows: HostAttempts of every host of a loadgen cluster, over
+// its whole history and over windows of every size and place (each
+// attempt's life, five-minute slices, hours), lists the attempts that Job
+// lists on that host whose life meets the window: a store that indexes
+// attempts by host and time (ClickHouse's host_index) finds what a scan
+// finds.
+func testHostWindows(t *testing.T, s store.Store, atts []store.Attempt, from, to int64) {
+	ctx := context.Background()
+	want := func(host string, from, to int64) []string {
+		if to <= 0 {
+			to = 1 << 62
+		}
+		var out []string
+		for _, a := range atts {
+			if a.Host == host && int64(a.LastSeen) >= from && int64(a.Start) < to {
+				out = append(out, a.AttemptID)
+			}
+		}
+		sort.Strings(out)
+		return out
+	}
+	hosts := map[string]bool{}
+	for _, a := range atts {
+		hosts[a.Host] = true
+	}
+	type window struct{ from, to int64 }
+	windows := []window{{0, 0}, {from, to}, {from - time.Hour.Milliseconds(), from}, {to, to + time.Hour.Milliseconds()}}
+	for at := from; at < to; at += 5 * 60_000 {
+		windows = append(windows, window{at, at + 5*60_000}, window{at + 1, at + 2})
+	}
+	for i, a := range atts {
+		if i%3 == 0 {
+			windows = append(windows, window{int64(a.Start), int64(a.LastSeen) + 1}, window{int64(a.LastSeen), int64(a.LastSeen) + 1})
+		}
+	}
+	n := 0
+	for h := range hosts {
+		for _, w := range windows {
+			got, err := s.HostAttempts(ctx, h, w.from, w.to)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ids []string
+			for _, a := range got {
+				ids = append(ids, a.AttemptID)
+			}
+			sort.Strings(ids)
+			if exp := want(h, w.from, w.to); !reflect.DeepEqual(ids, exp) {
+				t.Errorf("attempts on %s in [%d, %d): %v, want %v", h, w.from, w.to, ids, exp)
+			} else {
+				n += len(ids)
+			}
+		}
+	}
+	if n < 100 {
+		t.Errorf("%d attempts found on hosts: want more to compare", n)
 	}
 }
 

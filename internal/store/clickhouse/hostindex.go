@@ -1,0 +1,181 @@
+package clickhouse
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/taskscope/taskscope/internal/store"
+)
+
+// The host index (table host_index): which attempts ran on a host when.
+// The attempts table is ordered by job: HostAttempts (what else ran on a
+// straggler's host meanwhile, which a job's analysis asks of each
+// straggler) read by host and time scanned every row of it, FINAL, and
+// its cost grew with the table. The index is ordered by host and time
+// bucket: a row per attempt and bucket of hostBucket its life overlaps,
+// with its job's key and the day of its rows, written with its rows as
+// its life grows (attemptRow). An attempt whose start is not known, or
+// whose life spans more than maxHostBuckets buckets, has one row of
+// bucket -1 instead, which every read of its host takes. The index is a
+// superset: the attempts it names are read and the window's condition
+// applied to their rows, so HostAttempts says what the scan said.
+
+const (
+	// hostBucket is the span of a bucket of the index (ms).
+	hostBucket = 10 * 60_000
+	// maxHostBuckets: an attempt whose life spans more buckets (a week's)
+	// is indexed by one row of bucket -1.
+	maxHostBuckets = 7 * 24 * 6
+	// maxHostIndexed is how many attempts a read of the index takes at
+	// most: a window with more (a host's whole history) is read by the
+	// scan, as the index would name too many to read by their keys.
+	maxHostIndexed = 2000
+)
+
+// hostBuckets are the buckets of an attempt's life [first, last], or -1,
+// -1 for the row of bucket -1.
+func hostBuckets(first, last int64) (lo, hi int64) {
+	if first <= 0 || last < first || last/hostBucket-first/hostBucket >= maxHostBuckets {
+		return -1, -1
+	}
+	return first / hostBucket, last / hostBucket
+}
+
+// hostRows writes the host index rows of an attempt that this replica has
+// not written yet (all of them when it does not know which: its state
+// read back from the table, or its host or job changed).
+func (w *writeSet) hostRows(st *attState) {
+	first, last := store.AttemptSpan(&st.Meta, &st.Sum)
+	lo, hi := hostBuckets(first, last)
+	b, job := &st.B, jobKey(st.Meta.JobID)
+	switch {
+	case !b.hosted || b.host != st.Host || b.hostJob != job:
+		b.hosted, b.host, b.hostJob, b.lo, b.hi = true, st.Host, job, lo, hi
+		w.hostIndexRows(st, lo, hi)
+	case b.lo == -1:
+		// (bucket -1 names it in every window)
+	case lo == -1:
+		b.lo, b.hi = -1, -1
+		w.hostIndexRows(st, -1, -1)
+	default:
+		if lo < b.lo {
+			w.hostIndexRows(st, lo, b.lo-1)
+			b.lo = lo
+		}
+		if hi > b.hi {
+			w.hostIndexRows(st, b.hi+1, hi)
+			b.hi = hi
+		}
+	}
+}
+
+// hostIndexRows writes an attempt's rows of buckets lo to hi (-1, -1: the
+// row of bucket -1, in the partition of its rows).
+func (w *writeSet) hostIndexRows(st *attState, lo, hi int64) {
+	r := &w.hostIndex
+	for k := lo; k <= hi; k++ {
+		r.Row()
+		if k < 0 {
+			r.Date(st.Born)
+		} else {
+			r.Date(k * hostBucket)
+		}
+		r.String(st.Host)
+		r.Int64(k)
+		r.UInt64(jobKey(st.Meta.JobID))
+		r.String(st.Meta.AttemptID)
+		r.Date(st.Born)
+	}
+}
+
+// HostAttempts lists the attempts that ran on host within [from, to): the
+// index's for the window, then their rows (by their jobs' keys and days),
+// with the window's condition.
+func (s *Store) HostAttempts(ctx context.Context, host string, from, to int64) (_ []store.Attempt, err error) {
+	defer store.WrapErr(&err, "cannot read the attempts of host %s", host)
+	if to <= 0 {
+		to = 1 << 62
+	}
+	cond := fmt.Sprintf("host = %s AND last_ms >= %d AND first_ms < %d", Quote(host), from, to)
+	lo, hi := max(from, 0)/hostBucket, max(to-1, 0)/hostBucket
+	rows, err := s.query(ctx, fmt.Sprintf("SELECT DISTINCT job_key, att_day, attempt_id FROM %s WHERE host = %s AND (bucket = -1 OR bucket >= %d AND bucket <= %d) LIMIT %d",
+		s.read("host_index"), Quote(host), lo, hi, maxHostIndexed+1))
+	if err != nil {
+		return nil, fmt.Errorf("cannot read the host index: %w", err)
+	}
+	var jobs, days []uint64
+	var ids []string
+	seenJob, seenDay, seenID := map[uint64]bool{}, map[uint64]bool{}, map[string]bool{}
+	n := 0
+	for rows.Next() {
+		j, d, id := rows.UInt64(), uint64(rows.UInt16()), rows.String()
+		n++
+		if !seenJob[j] {
+			seenJob[j] = true
+			jobs = append(jobs, j)
+		}
+		if !seenDay[d] {
+			seenDay[d] = true
+			days = append(days, d)
+		}
+		if !seenID[id] {
+			seenID[id] = true
+			ids = append(ids, id)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("cannot read the host index: %w", err)
+	}
+	var atts []*attState
+	switch {
+	case n > maxHostIndexed:
+		atts, err = s.readAttempts(ctx, cond)
+	case len(ids) > 0:
+		sort.Slice(days, func(i, j int) bool { return days[i] < days[j] })
+		atts, err = s.readAttempts(ctx, fmt.Sprintf("job_key IN (%s) AND day IN (%s) AND attempt_id IN (%s) AND %s",
+			numList(jobs), numList(days), QuoteList(ids), cond))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s.apiAttempts(ctx, atts)
+}
+
+// hostIndexMissing reports whether the tables here are of a store made
+// before the host index (attempts without host_index): Open fills the
+// index from the attempts once it has made it.
+func (s *Store) hostIndexMissing(ctx context.Context) (bool, error) {
+	rows, err := s.c.WithDatabase("system").Query(ctx, fmt.Sprintf("SELECT name FROM system.tables WHERE database = %s AND name IN (%s, %s)",
+		Quote(s.c.Database()), Quote(s.schema.localName("attempts")), Quote(s.schema.localName("host_index"))), nil)
+	if err != nil {
+		return false, fmt.Errorf("cannot list tables: %w", err)
+	}
+	var attempts, index bool
+	for rows.Next() {
+		switch rows.String() {
+		case s.schema.localName("attempts"):
+			attempts = true
+		default:
+			index = true
+		}
+	}
+	return attempts && !index, rows.Err()
+}
+
+// fillHostIndex writes the host index rows of every attempt stored, as
+// hostRows would have (one INSERT ... SELECT over the attempts' latest
+// rows).
+func (s *Store) fillHostIndex(ctx context.Context) error {
+	span := fmt.Sprintf("(intDiv(last_ms, %[1]d) - intDiv(first_ms, %[1]d))", hostBucket)
+	q := fmt.Sprintf(`INSERT INTO %[1]s (day, host, bucket, job_key, attempt_id, att_day)
+SELECT if(bucket < 0, att_day, toDate(toUInt16(intDiv(bucket * %[3]d, 86400000)))), host, bucket, job_key, attempt_id, att_day
+FROM (SELECT host, job_key, attempt_id, day AS att_day,
+	arrayJoin(if(first_ms <= 0 OR last_ms < first_ms OR %[5]s >= %[4]d, [toInt64(-1)],
+		arrayMap(i -> toInt64(intDiv(first_ms, %[3]d) + i), range(toUInt64(least(greatest(%[5]s + 1, 0), %[4]d)))))) AS bucket
+	FROM %[2]s FINAL)`, s.schema.Write("host_index"), s.read("attempts"), hostBucket, maxHostBuckets, span)
+	if err := s.c.Exec(ctx, q, s.schema.InsertSettings()); err != nil {
+		return fmt.Errorf("cannot fill the host index from the attempts: %w", err)
+	}
+	return nil
+}
