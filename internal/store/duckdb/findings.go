@@ -21,18 +21,22 @@ import (
 // found by its key (the primary key's index); the lists of findings
 // across jobs are unnested.
 func findingsSchema() []string {
-	return []string{
+	qs := []string{
 		`CREATE TABLE IF NOT EXISTS analyses (job_id VARCHAR PRIMARY KEY, job_name VARCHAR, user_name VARCHAR,
 			queue VARCHAR, start_ms BIGINT, last_ms BIGINT, ended BOOLEAN, evaluated_ms BIGINT, version VARCHAR,
 			settings VARCHAR, mark BIGINT, worst TINYINT, heuristics VARCHAR[], heuristic_worst TINYINT[],
-			f_heuristic VARCHAR[], f_severity TINYINT[], f_body VARCHAR[], report VARCHAR, worst_open TINYINT,
-			heuristics_open VARCHAR[], heuristic_worst_open TINYINT[], f_restricted BOOLEAN[])`,
-		`ALTER TABLE analyses ADD COLUMN IF NOT EXISTS worst_open TINYINT`,
-		`ALTER TABLE analyses ADD COLUMN IF NOT EXISTS heuristics_open VARCHAR[]`,
-		`ALTER TABLE analyses ADD COLUMN IF NOT EXISTS heuristic_worst_open TINYINT[]`,
-		`ALTER TABLE analyses ADD COLUMN IF NOT EXISTS f_restricted BOOLEAN[]`,
+			f_heuristic VARCHAR[], f_severity TINYINT[], f_body VARCHAR[], report VARCHAR)`,
 	}
+	for _, c := range restrictedColumns {
+		qs = append(qs, `ALTER TABLE analyses ADD COLUMN IF NOT EXISTS `+c[0]+` `+c[1])
+	}
+	return qs
 }
+
+// restrictedColumns are the columns of restricted findings (name, type),
+// added to the table of a data directory made before them as to a new one.
+var restrictedColumns = [][2]string{{"worst_open", "TINYINT"}, {"heuristics_open", "VARCHAR[]"},
+	{"heuristic_worst_open", "TINYINT[]"}, {"f_restricted", "BOOLEAN[]"}}
 
 const analysisCols = `job_id, job_name, user_name, queue, start_ms, last_ms, ended, evaluated_ms, version, settings, mark,
 	worst, heuristics, heuristic_worst, f_heuristic, f_severity, f_body, report, worst_open, heuristics_open,

@@ -554,3 +554,39 @@ func testRestrictedFindings(t *testing.T, f Factory) {
 		t.Fatalf("job 12's analysis: %+v, %v", a, err)
 	}
 }
+
+// PutOneAnalysis stores the jobs of TwelveJobs and an analysis of the
+// newest with one severe finding, not restricted; it returns the job's id.
+// A backend's test of analyses stored before restrictions drops their
+// columns after it, opens the store again and checks it with
+// CheckUnrestricted.
+func PutOneAnalysis(t *testing.T, s store.Store) string {
+	t.Helper()
+	j := TwelveJobs(t, s)[0]
+	a := analysisOf(j, int64(j.LastSeen), finding("skew", store.SeveritySevere, 1))
+	if err := s.PutAnalysis(context.Background(), a); err != nil {
+		t.Fatal(err)
+	}
+	return j.JobID
+}
+
+// CheckUnrestricted checks that the analysis PutOneAnalysis stored for
+// jobID reads with its finding unrestricted: in the analysis, in the jobs
+// list and in the findings that leave the restricted ones out.
+func CheckUnrestricted(t *testing.T, s store.Store, jobID string) {
+	t.Helper()
+	ctx := context.Background()
+	got, err := s.Analysis(ctx, jobID)
+	if err != nil || len(got.Findings) != 1 || got.Findings[0].Restricted || got.Worst != store.SeveritySevere {
+		t.Fatalf("the old analysis reads %+v, %v", got, err)
+	}
+	page, err := s.Jobs(ctx, store.JobFilter{MinSeverity: sev(store.SeveritySevere), WithoutRestricted: true})
+	if err != nil || len(page.Jobs) != 1 || page.Jobs[0].WorstSeverity == nil || *page.Jobs[0].WorstSeverity != store.SeveritySevere ||
+		len(page.Jobs[0].Heuristics) != 1 {
+		t.Fatalf("jobs without restricted: %+v, %v", page.Jobs, err)
+	}
+	fp, err := s.Findings(ctx, store.FindingFilter{WithoutRestricted: true})
+	if err != nil || len(fp.Findings) != 1 || fp.Total != 1 {
+		t.Fatalf("findings without restricted: %+v, %v", fp, err)
+	}
+}
