@@ -35,8 +35,12 @@ type Options struct {
 	// each time, every attempt row of the job is read. A job not written
 	// in the last JobsEvery is written at the next flush.
 	JobsEvery time.Duration
-	Log       *slog.Logger
-	Client    ClientOptions
+	// AnalysesEvery is how often analyses are inserted at most (default:
+	// InsertEvery's; <0: each at once): PutAnalysis waits for its group
+	// (analysisgroup.go).
+	AnalysesEvery time.Duration
+	Log           *slog.Logger
+	Client        ClientOptions
 }
 
 // The capabilities the store has (package store).
@@ -68,6 +72,8 @@ type Store struct {
 	jobsWritten map[string]time.Time
 
 	ext store.ExtNames // ext_metrics
+
+	puts analysisPuts // PutAnalysis's groups
 }
 
 // Open connects, checks the server's version and makes the schema (if it
@@ -82,6 +88,9 @@ func Open(ctx context.Context, opt Options) (*Store, error) {
 	}
 	if opt.JobsEvery == 0 {
 		opt.JobsEvery = 5 * time.Second
+	}
+	if opt.AnalysesEvery == 0 {
+		opt.AnalysesEvery = opt.InsertEvery
 	}
 	c, err := NewClient(opt.URL, opt.Client)
 	if err != nil {
