@@ -187,7 +187,7 @@ func earlierRuns(ctx context.Context, st store.Store, cache *runCache, d *store.
 		return nil, nil
 	}
 	f := store.JobFilter{User: d.User, Queue: d.Queue, Name: literal(norm), State: store.StateFinished,
-		To: int64(d.Start), Limit: 200}
+		To: int64(d.Start), Limit: 200, Bare: true}
 	var out []Run
 	for page := 0; page < maxRunPages && len(out) < n; page++ {
 		f.Offset = page * f.Limit
