@@ -3,6 +3,7 @@ package analysis
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -362,7 +363,7 @@ func (j *Job) readAhead() {
 	if readHistory {
 		reads = append(reads, func() { history, historyErr = earlierRuns(j.ctx, j.st, j.runs, j.JobDetail, baselineRuns) })
 	}
-	atOnce(reads, readsAtOnce)
+	j.atOnce(reads, readsAtOnce)
 	j.applyProcesses(procs)
 	j.applySeries(series)
 	for i, h := range hosts {
@@ -401,8 +402,10 @@ func (j *Job) readAhead() {
 }
 
 // atOnce runs fs, at most n at a time, and returns when all have ended
-// (one alone runs in this goroutine).
-func atOnce(fs []func(), n int) {
+// (one alone runs in this goroutine). Each of the others runs on a thread
+// of its own while it runs, whose CPU it adds to readCPU: the analysis'
+// CPU, measured on its worker's thread, includes it.
+func (j *Job) atOnce(fs []func(), n int) {
 	if len(fs) == 1 {
 		fs[0]()
 		return
@@ -414,7 +417,13 @@ func atOnce(fs []func(), n int) {
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			c0, ok0 := threadCPU()
 			f()
+			if c1, ok1 := threadCPU(); ok0 && ok1 {
+				j.readCPU.Add(int64(c1 - c0))
+			}
 		}()
 	}
 	wg.Wait()
