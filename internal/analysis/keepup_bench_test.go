@@ -105,10 +105,7 @@ func keepUp(b *testing.B, backend string, rate float64, busy bool) {
 		srv := chtest.StartWith(b, chtest.Options{QueryLog: queryLog})
 		chPid = srv.Pid()
 		chSrv = srv
-		// (The fill commits at once; the analyses are grouped as a
-		// server's are, every second.)
-		c, err := clickhouse.Open(context.Background(), clickhouse.Options{URL: srv.URL() + "?database=keepup", InsertEvery: -1,
-			AnalysesEvery: time.Second})
+		c, err := clickhouse.Open(context.Background(), clickhouse.Options{URL: srv.URL() + "?database=keepup", InsertEvery: -1})
 		if err != nil {
 			b.Fatal(err)
 		}

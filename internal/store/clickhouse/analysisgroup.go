@@ -7,19 +7,20 @@ import (
 	"time"
 )
 
-// Analyses are stored in groups (PutAnalysis): those of the jobs analysed
-// within AnalysesEvery of each other go in one insert per table
-// (analyses, analysis_stamps), as the ingest's batches of a second go in
-// one commit. An insert of each analysis alone made two parts of it,
-// merged again and again (an analyses row holds a whole report): at 3.5
-// jobs a second, those parts and their merges took ClickHouse about as
-// much CPU as all the analysis' reads (BenchmarkKeepUp's part log).
+// Analyses are stored in groups (PutAnalysis): those put while the group
+// before is inserted (and, with AnalysesEvery, within that pace of its
+// insert) go in one insert per table (analyses, analysis_stamps). An
+// insert of each analysis alone made two parts of it, merged again and
+// again (an analyses row holds a whole report): at 3.5 jobs a second on a
+// loaded machine, those parts and their merges took ClickHouse about as
+// much time as the analysis' reads (BenchmarkKeepUp's part log).
 //
 // A put waits for its group's insert. The first put of a group starts it:
-// it is inserted AnalysesEvery after the last group's insert began (at
-// once when none began that recently), and one group at a time; the puts
-// that come meanwhile join it. A put whose context ends before its group
-// is inserted is left out of it.
+// it is inserted once the group before has been (one at a time), and
+// AnalysesEvery after that one's insert began; the puts that come
+// meanwhile join it. No pace by default: a put's wait is its worker's
+// (the analyser's workers wait for their analyses to be stored). A put
+// whose context ends before its group is inserted is left out of it.
 
 // analysisPuts are the groups of a store.
 type analysisPuts struct {

@@ -35,9 +35,11 @@ type Options struct {
 	// each time, every attempt row of the job is read. A job not written
 	// in the last JobsEvery is written at the next flush.
 	JobsEvery time.Duration
-	// AnalysesEvery is how often analyses are inserted at most (default:
-	// InsertEvery's; <0: each at once): PutAnalysis waits for its group
-	// (analysisgroup.go).
+	// AnalysesEvery is how often analyses are inserted at most (default
+	// 0: a group as soon as the last is inserted; analysisgroup.go).
+	// PutAnalysis waits for its group, and the analyser's workers with
+	// it: a pace of a second halved the jobs a second BenchmarkKeepUp
+	// analysed.
 	AnalysesEvery time.Duration
 	Log           *slog.Logger
 	Client        ClientOptions
@@ -88,9 +90,6 @@ func Open(ctx context.Context, opt Options) (*Store, error) {
 	}
 	if opt.JobsEvery == 0 {
 		opt.JobsEvery = 5 * time.Second
-	}
-	if opt.AnalysesEvery == 0 {
-		opt.AnalysesEvery = opt.InsertEvery
 	}
 	c, err := NewClient(opt.URL, opt.Client)
 	if err != nil {
