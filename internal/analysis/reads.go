@@ -206,13 +206,12 @@ func (j *Job) fetchProcesses(todo []string) procsRead {
 	if len(todo) == 0 {
 		return out
 	}
-	if len(todo) > 1 {
-		if m, err := store.ReadAttemptProcesses(j.ctx, j.st, todo); err == nil {
-			for _, id := range todo {
-				out.lists[id] = m[id]
-			}
-			return out
+	// (Even one list: Attempt reads the attempt's task and events too.)
+	if m, err := store.ReadAttemptProcesses(j.ctx, j.st, todo); err == nil {
+		for _, id := range todo {
+			out.lists[id] = m[id]
 		}
+		return out
 	}
 	for _, id := range todo {
 		d, err := j.st.Attempt(j.ctx, id)
