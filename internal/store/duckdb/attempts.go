@@ -101,7 +101,7 @@ func wantColumns(table string) map[string]string {
 // their order: names and types.
 func (s *Store) liveColumns(ctx context.Context, table string) (names, types []string, err error) {
 	rows, err := s.handle().QueryContext(ctx, `SELECT column_name, data_type FROM duckdb_columns()
-		WHERE table_name = ? AND NOT internal ORDER BY column_index`, table)
+		WHERE table_name = ? AND database_name = current_database() AND NOT internal ORDER BY column_index`, table)
 	if err != nil {
 		return nil, nil, fmt.Errorf("cannot list the columns of %s: %w", table, err)
 	}

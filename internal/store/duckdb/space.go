@@ -55,7 +55,7 @@ func (s Space) String() string {
 // Space reports where the file's bytes go (meaningful after a checkpoint).
 func (s *Store) Space(ctx context.Context) (Space, error) {
 	var sp Space
-	err := s.handle().QueryRowContext(ctx, `SELECT block_size, used_blocks, free_blocks FROM pragma_database_size()`).
+	err := s.handle().QueryRowContext(ctx, `SELECT block_size, used_blocks, free_blocks FROM pragma_database_size() WHERE database_name = current_database()`).
 		Scan(&sp.BlockSize, &sp.UsedBlocks, &sp.FreeBlocks)
 	if err != nil {
 		return sp, err
@@ -68,7 +68,7 @@ func (s *Store) Space(ctx context.Context) (Space, error) {
 			sp.WALBytes = fi.Size()
 		}
 	}
-	rows, err := s.handle().QueryContext(ctx, `SELECT table_name FROM duckdb_tables() WHERE NOT temporary`)
+	rows, err := s.handle().QueryContext(ctx, `SELECT table_name FROM duckdb_tables() WHERE NOT temporary AND database_name = current_database()`)
 	if err != nil {
 		return sp, err
 	}
