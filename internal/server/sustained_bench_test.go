@@ -151,6 +151,14 @@ func sustained(b *testing.B, cfg loadgen.Config, bodies string, users, queriers 
 		b.ReportMetric(m["taskscope_analysis_jobs_total"], "jobs-analysed")
 	}
 	u, _ := st.Usage(context.Background())
+	if sp, err := st.Space(context.Background()); err == nil {
+		b.Logf("before a checkpoint: %s", sp)
+	}
+	if err := st.Checkpoint(context.Background()); err == nil {
+		if sp, err := st.Space(context.Background()); err == nil {
+			b.Logf("after a checkpoint: %s", sp)
+		}
+	}
 	b.Logf("%d samples in %s: %.0f samples/s, CPU %.0f%% of 2 cores, maintenance every %s, %d sends retried (503); database %.2f B/sample",
 		res.Samples, elapsed.Round(time.Millisecond), rate, 100*cpu.Seconds()/elapsed.Seconds()/2, *benchMaintain,
 		res.Retries, float64(u.Bytes)/float64(max(u.Samples, 1)))
