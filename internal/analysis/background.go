@@ -529,7 +529,7 @@ func (a *Analyzer) analyse(ctx context.Context, j *job, b *background) error {
 		b.m.incremental.Inc()
 	}
 	b.m.analysed.WithLabelValues(stateLabel(r.State == store.StateFinished), "ok").Inc()
-	if r.State == store.StateFinished && j.ended {
+	if r.State == store.StateFinished { // (queued as ended, or found ended: its summary lagged)
 		b.m.latency.Observe(math.Max(0, a.opt.Now().Sub(j.last).Seconds()))
 	}
 	return nil
