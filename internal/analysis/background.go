@@ -155,6 +155,9 @@ type job struct {
 	ended bool
 	found time.Time // when the poll found it due
 	last  time.Time // when its last data was there (arrived)
+	// readCPU is the CPU its analysis' reads took on threads of their
+	// own (Report.readCPU).
+	readCPU time.Duration
 }
 
 // queue is the jobs waiting, ended ones first, each once; bounded.
@@ -492,7 +495,7 @@ func (b *background) work(ctx context.Context) {
 		cpu0, measured := threadCPU()
 		err := a.analyse(actx, &j, b)
 		if cpu1, ok := threadCPU(); ok && measured {
-			b.m.cpu.WithLabelValues(stateLabel(j.ended)).Add((cpu1 - cpu0).Seconds())
+			b.m.cpu.WithLabelValues(stateLabel(j.ended)).Add((cpu1 - cpu0 + j.readCPU).Seconds())
 		}
 		b.running.Add(-1)
 		cancel()
@@ -525,6 +528,7 @@ func (a *Analyzer) analyse(ctx context.Context, j *job, b *background) error {
 	if err != nil {
 		return err
 	}
+	j.readCPU = r.readCPU
 	if incremental {
 		b.m.incremental.Inc()
 	}
@@ -719,7 +723,7 @@ func newMetrics(reg prometheus.Registerer, b *background) (*metrics, error) {
 			Help:    "Time a job's analysis took (wall), by the state it was analysed in.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 3, 10)}, []string{"state"}),
 		cpu: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "taskscope_analysis_cpu_seconds_total",
-			Help: "CPU the background analyses took on their workers' threads (not a store's own threads), by the state they were analysed in."},
+			Help: "CPU the background analyses took on their workers' threads and their reads' (not a store's own threads), by the state they were analysed in."},
 			[]string{"state"}),
 		incremental: prometheus.NewCounter(prometheus.CounterOpts{Name: "taskscope_analysis_incremental_total",
 			Help: "Analyses of running jobs that took again what the job's last analysis read of its ended attempts."}),

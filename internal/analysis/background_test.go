@@ -309,10 +309,9 @@ func TestBackgroundAnalysesLateData(t *testing.T) {
 		t.Errorf("job %s analysed again before Settle passed since its late data came", old.JobID)
 	}
 	clock.Store(clock.Load() + (settle + time.Second).Milliseconds())
-	// (Stored, then told: the listeners are called after the store.)
-	testsrv.WaitUntil(t, "the job with a late attempt analysed again", time.Minute, func() bool {
-		return analysedAsIs(old.JobID) && tl.len() >= n+2
-	})
+	testsrv.WaitUntil(t, "the job with a late attempt analysed again", time.Minute, func() bool { return analysedAsIs(old.JobID) })
+	// (Listeners are told after the analysis is stored.)
+	testsrv.WaitUntil(t, "the listeners told", time.Minute, func() bool { return tl.len() >= n+2 })
 	jobs, ended, _ := tl.since(n)
 	if fmt.Sprint(jobs) != fmt.Sprint([]string{lateJob, old.JobID}) || fmt.Sprint(ended) != "[true true]" {
 		t.Errorf("told of %v (ended %v), want %s then %s, ended", jobs, ended, lateJob, old.JobID)
