@@ -176,7 +176,7 @@ func TestClickHouseClusterKilled(t *testing.T) {
 	}
 	c := st.Client()
 	physical := func() uint64 {
-		rows, err := c.Query(context.Background(), "SELECT sum(n) FROM ts.chunks WHERE kind = 0", nil)
+		rows, err := c.Query(context.Background(), "SELECT sum(n) FROM ts.series_chunks WHERE kind = 0", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -194,7 +194,7 @@ func TestClickHouseClusterKilled(t *testing.T) {
 		tries := 0
 		testsrv.Poll(90*time.Second, func() bool {
 			tries++
-			err = c.WithHost(row[0].Addr()).Exec(context.Background(), "OPTIMIZE TABLE ts.chunks_local FINAL", nil)
+			err = c.WithHost(row[0].Addr()).Exec(context.Background(), "OPTIMIZE TABLE ts.series_chunks_local FINAL", nil)
 			var ex *clickhouse.Exception
 			return err == nil || !errors.As(err, &ex)
 		})

@@ -210,7 +210,7 @@ func (t *tx) Commit() error {
 			return t.ctx.Err()
 		}
 	}
-	w := &writeSet{}
+	w := &writeSet{slot: slotOf(s.opt.Clock.Now().UnixMilli())}
 	if err := t.f.Fold(t.ctx, w, &s.ext); err != nil {
 		s.fold.Failed(t.f)
 		return fmt.Errorf("cannot fold the batches: %w", err)
