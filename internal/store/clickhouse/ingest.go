@@ -59,10 +59,11 @@ func jobKey(id string) uint64 { return store.AttemptKey(id) }
 // the attempts' states (store.FoldTx), and inserts every table's rows in
 // one block each.
 type tx struct {
-	s    *Store
-	ctx  context.Context
-	f    *store.FoldTx[chRow]
-	done bool
+	s     *Store
+	ctx   context.Context
+	f     *store.FoldTx[chRow]
+	began time.Time // when Begin returned: the commit's start, that paces the next
+	done  bool
 }
 
 // Begin starts an ingest transaction; it holds the store's writer lock
@@ -73,7 +74,7 @@ func (s *Store) Begin(ctx context.Context) (store.Appender, error) {
 		s.wmu.Unlock()
 		return nil, errClosed
 	}
-	return &tx{s: s, ctx: ctx, f: s.fold.Begin(0)}, nil
+	return &tx{s: s, ctx: ctx, f: s.fold.Begin(0), began: time.Now()}, nil
 }
 
 func (t *tx) Rollback() error {
@@ -185,9 +186,9 @@ func (s *Store) uint64s(ctx context.Context, q string) ([]uint64, error) {
 }
 
 // Commit stores the transaction's batches: once InsertEvery has passed
-// since the last insert began, one block per table. (The ingest pipeline
-// waits for that before it takes the batches into the transaction,
-// NextCommit: this wait is for other callers.)
+// since the last commit that inserted began, one block per table. (The
+// ingest pipeline waits for that before it takes the batches into the
+// transaction, NextCommit: this wait is for other callers.)
 func (t *tx) Commit() error {
 	if t.done {
 		return fmt.Errorf("commit after commit or rollback")
@@ -222,7 +223,6 @@ func (t *tx) Commit() error {
 	for id, a := range t.f.StoredAgents() {
 		w.agentRow(id, a)
 	}
-	started := time.Now()
 	// The profiles first, the agents' rows last (profiles.go).
 	if err := s.insertProfiles(t.ctx, t.f.Prepared()); err != nil {
 		s.fold.Failed(t.f)
@@ -232,8 +232,10 @@ func (t *tx) Commit() error {
 		s.fold.Failed(t.f)
 		return fmt.Errorf("cannot store batches: %w", err)
 	}
-	// Inserts start InsertEvery apart (the pipeline waits for NextCommit).
-	s.lastInsert = started
+	// Commits start InsertEvery apart (the pipeline waits for NextCommit):
+	// from the start of this one, so that a batch that came just after it
+	// began waits InsertEvery and a commit, not also this commit's fold.
+	s.lastInsert = t.began
 	s.fold.Commit(t.f, true, &s.ext)
 	return nil
 }

@@ -27,7 +27,10 @@ type Options struct {
 	Clock           store.Clock
 	// InsertEvery is how often a table is inserted into at most (default
 	// 1 s): the ingest pipeline waits for it (NextCommit) and takes the
-	// batches of that second into one commit, one block per table.
+	// batches of that second into one commit, one block per table. It is
+	// counted from the start of the last commit that inserted (when the
+	// pipeline took its batches), so its inserts come about InsertEvery
+	// apart, and never more often on average.
 	InsertEvery time.Duration
 	// JobsEvery is how often a job's figures are added up again at most
 	// while its attempts keep changing (FlushDue, the server's periodic
@@ -61,7 +64,7 @@ type Store struct {
 
 	wmu        sync.Mutex // one transaction at a time; guards what follows
 	fold       *store.Fold[chRow]
-	lastInsert time.Time
+	lastInsert time.Time // the start (Begin) of the last commit that inserted
 	closed     bool
 	// jobsWritten is when each job was last written (FlushDue), of the
 	// jobs written in the last JobsEvery.
@@ -398,8 +401,8 @@ func (s *Store) Changes(ctx context.Context) (_ uint64, err error) {
 	return v, rows.Err()
 }
 
-// NextCommit is when InsertEvery will have passed since the last insert
-// began (store.CommitPacer).
+// NextCommit is when InsertEvery will have passed since the last commit
+// that inserted began (store.CommitPacer).
 func (s *Store) NextCommit() time.Time {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
