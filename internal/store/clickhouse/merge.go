@@ -116,22 +116,25 @@ func (s *Store) mergeSlot(ctx context.Context, slot uint32, days []uint16) (bool
 	if ok, err := s.replicasCaughtUp(ctx); err != nil || !ok {
 		return false, err
 	}
-	count := func() (uint64, uint64, error) {
-		rows, err := s.query(ctx, fmt.Sprintf("SELECT count(), sum(length(data)) FROM %s WHERE level = 0 AND slot = %d",
+	// (count() reads two small columns; the chunks' length would read
+	// them all.)
+	count := func() (uint64, error) {
+		rows, err := s.query(ctx, fmt.Sprintf("SELECT count() FROM %s WHERE level = 0 AND slot = %d",
 			s.read("series_chunks"), slot))
 		if err != nil {
-			return 0, 0, fmt.Errorf("cannot count the slot's chunks: %w", err)
+			return 0, fmt.Errorf("cannot count the slot's chunks: %w", err)
 		}
-		n, size := rows.UInt64(), rows.UInt64()
-		return n, size, rows.Err()
+		n := rows.UInt64()
+		return n, rows.Err()
 	}
-	before, size, err := count()
+	before, err := count()
 	if err != nil {
 		return false, err
 	}
-	// Parts of the keys (a power of two of them, by their top bits).
+	// Parts of the keys (a power of two of them, by their top bits), of
+	// about mergeReadBytes of chunks (some 150 B each).
 	shift := 0
-	for shift < 8 && size>>shift > mergeReadBytes {
+	for shift < 8 && before*150>>shift > mergeReadBytes {
 		shift++
 	}
 	var m merger
@@ -150,7 +153,7 @@ func (s *Store) mergeSlot(ctx context.Context, slot uint32, days []uint16) (bool
 			m.b.Reset()
 		}
 	}
-	after, _, err := count()
+	after, err := count()
 	if err != nil {
 		return false, err
 	}
