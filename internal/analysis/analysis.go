@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/taskscope/taskscope/internal/store"
@@ -84,9 +85,11 @@ type Report struct {
 	// one that stored the report.
 	Version string `json:"version"`
 	// job is the job's summary as the report read it; hosts the hosts
-	// of the attempts its findings name (Listener).
-	job   store.Job
-	hosts map[string]string
+	// of the attempts its findings name (Listener); readCPU the CPU its
+	// reads took on threads of their own.
+	job     store.Job
+	hosts   map[string]string
+	readCPU time.Duration
 }
 
 // Analyzer computes reports from a store.
@@ -153,6 +156,9 @@ type Job struct {
 	private bool
 	runs    *runCache       // the analyzer's
 	skip    map[string]bool // heuristics not run (Settings.Skip)
+	// readCPU is the CPU of its reads made on threads of their own
+	// (atOnce), in ns.
+	readCPU atomic.Int64
 }
 
 // fail records a store error met while reading for the report: the report
@@ -358,6 +364,7 @@ func (a *Analyzer) report(ctx context.Context, jobID string, prev kept, private 
 	}
 	sortFindings(r.Findings)
 	r.Path = j.criticalPath()
+	r.readCPU = time.Duration(j.readCPU.Load())
 	return r, j.kept(), nil
 }
 

@@ -187,7 +187,7 @@ func earlierRuns(ctx context.Context, st store.Store, cache *runCache, d *store.
 		return nil, nil
 	}
 	f := store.JobFilter{User: d.User, Queue: d.Queue, Name: literal(norm), State: store.StateFinished,
-		To: int64(d.Start), Limit: 200}
+		To: int64(d.Start), Limit: 200, Bare: true}
 	var out []Run
 	for page := 0; page < maxRunPages && len(out) < n; page++ {
 		f.Offset = page * f.Limit
@@ -297,11 +297,16 @@ func recurringReads(_ *Job, p *plan) { p.history = true }
 
 // recurring compares the job with the median of its last runs.
 func recurring(j *Job) []Finding {
+	r := runOf(j.JobDetail)
+	if j.State == store.StateFinished {
+		// The later runs' histories find it here, rather than read its
+		// attempts again.
+		j.runs.put(r)
+	}
 	base, err := j.history()
 	if err != nil || len(base) < minBaseline {
 		return nil
 	}
-	r := runOf(j.JobDetail)
 	if f := judge(&r, base, NormalizeName(j.Name)); f != nil {
 		return []Finding{*f}
 	}
