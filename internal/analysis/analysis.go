@@ -101,12 +101,14 @@ type Analyzer struct {
 	settings string          // Options.Settings.Text()
 	skip     map[string]bool // Options.Settings.Skip
 
-	mu       sync.Mutex
-	reports  map[string]*cachedReport // Findings' last reports, by job
-	runs     runCache                 // measures of recurring jobs' runs
-	attempts attemptCache             // finished jobs' attempts, for waste reports
-	incr     map[string]incremental   // running jobs' reads, for their next analysis in the background
-	bg       *background              // while Run runs
+	mu              sync.Mutex
+	reports         map[string]*cachedReport // Findings' last reports, by job
+	runs            runCache                 // measures of recurring jobs' runs
+	attempts        attemptCache             // finished jobs' attempts, for waste reports
+	incr            map[string]incremental   // running jobs' reads, for their next analysis in the background
+	bg              *background              // while Run runs
+	late            lateLog                  // the finished jobs the background's looks saw written (history.go)
+	reusedHistories atomic.Int64             // passes that took their last pass's earlier runs again
 }
 
 // cachedReport is a report being made (done open) or made at `at`.
@@ -322,19 +324,29 @@ func (a *Analyzer) Report(ctx context.Context, jobID string) (*Report, error) {
 // Without neighbours (private), it does not look at what else ran on the
 // job's hosts.
 func (a *Analyzer) report(ctx context.Context, jobID string, prev kept, private bool) (*Report, kept, error) {
+	r, k, _, err := a.reportWith(ctx, jobID, prev, nil, private)
+	return r, k, err
+}
+
+// reportWith is report that takes again the earlier runs a running job's
+// last pass read (hist), while they hold (takeHistory), and returns those
+// it used.
+func (a *Analyzer) reportWith(ctx context.Context, jobID string, prev kept, hist *keptHistory, private bool) (*Report, kept,
+	*keptHistory, error) {
+	seen := a.late.now()
 	d, err := a.st.Job(ctx, jobID)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	linkAttempts(d.AttemptList)
 	j := &Job{JobDetail: d, st: a.st, ctx: ctx, runs: &a.runs, skip: a.skip, private: private, reads: reads{series: map[string]*store.SeriesResult{},
 		owner: map[string]string{}, procs: map[string][]store.Process{}, heapMax: map[string]int64{},
-		prev: reusable(prev, d.AttemptList, a.now())}}
+		prev: reusable(prev, d.AttemptList, a.now()), prevHistory: a.takeHistory(hist, &d.Job), historySeen: seen}}
 	j.readAhead()
 	r := &Report{JobID: jobID, State: d.State, Evaluated: store.Time(a.now().UnixMilli()), Findings: []Finding{},
 		Version: a.version, job: d.Job, hosts: map[string]string{}}
 	if j.err != nil {
-		return nil, nil, fmt.Errorf("analysis of job %s: %w", jobID, j.err)
+		return nil, nil, nil, fmt.Errorf("analysis of job %s: %w", jobID, j.err)
 	}
 	for _, h := range heuristics {
 		if a.skip[h.name] {
@@ -360,12 +372,15 @@ func (a *Analyzer) report(ctx context.Context, jobID string, prev kept, private 
 		}
 	}
 	if j.err != nil {
-		return nil, nil, fmt.Errorf("analysis of job %s: %w", jobID, j.err)
+		return nil, nil, nil, fmt.Errorf("analysis of job %s: %w", jobID, j.err)
 	}
 	sortFindings(r.Findings)
 	r.Path = j.criticalPath()
+	if j.reads.prevHistory != nil && j.reads.historyRead {
+		a.reusedHistories.Add(1)
+	}
 	r.readCPU = time.Duration(j.readCPU.Load())
-	return r, j.kept(), nil
+	return r, j.kept(), j.keptHistory(), nil
 }
 
 // linkAttempts links the retries and speculative copies of a job's

@@ -73,7 +73,8 @@ type Options struct {
 	// Refresh. Its page, and the listeners (alerts), have every analysis.
 	Refresh time.Duration
 	// Listeners are called after each job's analysis made in the
-	// background or for a page and stored, in the worker that made it
+	// background (stored, or a running job's found the same: Refresh) or
+	// for a page and stored, in the worker that made it
 	// (they must return quickly: queue their own work; their time is the
 	// analysis'). On a shared store, only the replica that analysed the
 	// job calls them. Listen adds more.
@@ -349,6 +350,7 @@ func (b *background) poll(ctx context.Context) {
 			if len(states) == maxStates {
 				a.opt.Log.Warn("more jobs seen than one poll reads", "max", maxStates, "since", since)
 			}
+			a.late.note(states, len(states) < maxStates)
 			b.plan(states, gen)
 			since = a.opt.Now().Add(-a.opt.Window)
 		}
@@ -531,7 +533,7 @@ func (a *Analyzer) analyse(ctx context.Context, j *job, b *background) error {
 		b.m.incremental.Inc()
 	}
 	b.m.analysed.WithLabelValues(stateLabel(r.State == store.StateFinished), "ok").Inc()
-	if r.State == store.StateFinished && j.ended {
+	if r.State == store.StateFinished { // (queued as ended, or found ended: its summary lagged)
 		b.m.latency.Observe(math.Max(0, a.opt.Now().Sub(j.last).Seconds()))
 	}
 	return nil
@@ -543,11 +545,11 @@ func (a *Analyzer) analyse(ctx context.Context, j *job, b *background) error {
 // pass's reads were there to reuse.
 //
 // A running job's report is stored when what it finds changed (found),
-// or Refresh after the one stored last; else the listeners alone are
-// told of it.
+// or Refresh after the one stored last, or when its last pass here was
+// long ago; else the listeners alone are told of it.
 func (a *Analyzer) pass(ctx context.Context, jobID string, made func()) (r *Report, reused bool, err error) {
 	last, ok := a.takeIncremental(jobID)
-	r, k, err := a.report(ctx, jobID, last.k, false)
+	r, k, hist, err := a.reportWith(ctx, jobID, last.k, last.history, false)
 	if err != nil {
 		return nil, false, err
 	}
@@ -560,10 +562,13 @@ func (a *Analyzer) pass(ctx context.Context, jobID string, made func()) (r *Repo
 		return r, last.k != nil, nil
 	}
 	now := a.opt.Now()
-	e := incremental{k: k, at: now, found: found(r), storedAt: last.storedAt,
+	e := incremental{k: k, history: hist, at: now, found: found(r), storedAt: last.storedAt,
 		pass: store.AnalysisStamp{Evaluated: r.Evaluated, Version: a.version, Settings: a.settings, Mark: Mark(&r.job),
 			LastSeen: r.job.LastSeen}}
-	if ok && last.found == e.found && now.Sub(last.storedAt) < a.opt.Refresh {
+	// (Only after a pass of its own lately: a job that another replica
+	// analysed meanwhile may have their analysis stored.)
+	lately := now.Sub(last.at) <= 2*max(a.opt.Every, time.Minute)
+	if ok && lately && last.found == e.found && now.Sub(last.storedAt) < a.opt.Refresh {
 		a.keepIncremental(jobID, e)
 		a.tell(ctx, r)
 		return r, last.k != nil, nil
@@ -647,12 +652,14 @@ func (a *Analyzer) Listen(l Listener) {
 
 // What is kept of running jobs between their analyses, at most
 // MaxIncremental jobs (the one not analysed the longest goes first): the
-// reads (kept), what the report found that its stored analysis is
+// reads (kept), the earlier runs of its recurring job (history.go), what
+// the report found that its stored analysis is
 // selected by (found) and when that was stored, and the stamp of the
 // last analysis, stored or not (the background's due takes it when it
 // is newer than the stored one).
 type incremental struct {
 	k        kept
+	history  *keptHistory
 	at       time.Time
 	found    string
 	storedAt time.Time

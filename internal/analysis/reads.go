@@ -32,6 +32,8 @@ type reads struct {
 	eventsRead  bool
 	history     []Run // the earlier runs of the job's recurring job, when historyRead
 	historyRead bool
+	prevHistory *keptHistory // the last pass's, when it holds (takeHistory)
+	historySeen uint64       // the background's last look before the report began
 }
 
 // hostRead is what was read of a host: its attempts within [from, to).
@@ -341,6 +343,9 @@ func (j *Job) readAhead() {
 		history    []Run
 		historyErr error
 	)
+	if p.history && !j.reads.historyRead && j.reads.prevHistory != nil {
+		j.history() // (the last pass's, which still holds: nothing to read)
+	}
 	readEvents, readHistory := p.events && !j.reads.eventsRead, p.history && !j.reads.historyRead
 	var reads []func()
 	if len(procTodo) > 0 {

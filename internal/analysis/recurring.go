@@ -315,6 +315,9 @@ func recurring(j *Job) []Finding {
 
 // history returns the job's earlier runs, read ahead or now.
 func (j *Job) history() ([]Run, error) {
+	if !j.reads.historyRead && j.reads.prevHistory != nil {
+		j.reads.history, j.reads.historyRead = j.reads.prevHistory.runs, true
+	}
 	if !j.reads.historyRead {
 		runs, err := earlierRuns(j.ctx, j.st, j.runs, j.JobDetail, baselineRuns)
 		if err != nil {
@@ -324,6 +327,21 @@ func (j *Job) history() ([]Run, error) {
 		j.reads.history, j.reads.historyRead = runs, true
 	}
 	return j.reads.history, nil
+}
+
+// keptHistory is the earlier runs the report used, for the job's next
+// pass (nil if it read none).
+func (j *Job) keptHistory() *keptHistory {
+	if !j.reads.historyRead {
+		return nil
+	}
+	if h := j.reads.prevHistory; h != nil {
+		k := *h
+		k.since = j.reads.historySeen // (they held up to that look)
+		return &k
+	}
+	return &keptHistory{runs: j.reads.history, since: j.reads.historySeen, name: j.Name, user: j.User, queue: j.Queue,
+		start: j.Start}
 }
 
 // History is the recurring job of jobID: up to n of its runs up to this
