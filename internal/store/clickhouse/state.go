@@ -126,8 +126,10 @@ func (s *Store) procAttempts(ctx context.Context, keys []uint64) (map[uint64][]s
 }
 
 // Flush writes the jobs whose attempts changed since they were last
-// written: each job's figures added up again from its attempts.
+// written (once the commits started are stored): each job's figures added
+// up again from its attempts.
 func (s *Store) Flush(ctx context.Context) error {
+	s.waitWrites()
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	if s.closed {

@@ -54,6 +54,7 @@ var (
 	_ store.CommitPacer         = (*Store)(nil)
 	_ store.PacedFlusher        = (*Store)(nil)
 	_ store.GroupAppender       = (*tx)(nil)
+	_ store.PipelinedAppender   = (*tx)(nil)
 )
 
 // Store is the ClickHouse store.
@@ -65,7 +66,11 @@ type Store struct {
 	wmu        sync.Mutex // one transaction at a time; guards what follows
 	fold       *store.Fold[chRow]
 	lastInsert time.Time // the start (Begin) of the last commit that inserted
-	closed     bool
+	inflight   *inflight // the last commit started whose inserts are under way
+	// beforeInsert, if set, is called before a commit's inserts (tests:
+	// inserts held, or failed).
+	beforeInsert func() error
+	closed       bool
 	// jobsWritten is when each job was last written (FlushDue), of the
 	// jobs written in the last JobsEvery.
 	jobsWritten map[string]time.Time
@@ -194,6 +199,7 @@ func days(d time.Duration) int {
 // Close writes what waits to be written. The data is in ClickHouse: a
 // store opened again on it goes on.
 func (s *Store) Close() error {
+	s.waitWrites()
 	err := s.Flush(context.Background())
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
