@@ -38,24 +38,21 @@ func (s *Store) readAttemptsAs(ctx context.Context, sel string, scan func(*Rows)
 //
 // The attempts table is ordered by job: a read by attempt id alone scans
 // all of it, FINAL, at every commit that meets a new attempt (with short
-// tasks, every commit; the cost grew with the table). So their jobs' keys
-// come first from the index (ordered by attempt), and the attempts are read
-// under those jobs, the empty job's and the jobs the batches name.
+// tasks, every commit; the cost grew with the table). So where their rows
+// are comes first (stored), and the attempts are read there.
 func (s *Store) loadAttempts(ctx context.Context, ids []string, jobOf map[string]string) (map[string]*attState, error) {
 	out := map[string]*attState{}
 	for len(ids) > 0 {
 		part := ids[:min(len(ids), 1000)]
 		ids = ids[len(part):]
-		jobs, _, err := s.indexed(ctx, part)
+		where, err := s.stored(ctx, part, jobOf)
 		if err != nil {
 			return nil, err
 		}
-		for _, id := range part {
-			if j, ok := jobOf[id]; ok && !slices.Contains(jobs, jobKey(j)) {
-				jobs = append(jobs, jobKey(j))
-			}
+		if where == "" {
+			continue // none is stored
 		}
-		sts, err := s.readAttempts(ctx, "job_key IN ("+numList(jobs)+") AND attempt_id IN ("+QuoteList(part)+")")
+		sts, err := s.readAttempts(ctx, where)
 		if err != nil {
 			return nil, err
 		}
@@ -63,8 +60,7 @@ func (s *Store) loadAttempts(ctx context.Context, ids []string, jobOf map[string
 			continue
 		}
 		byKey := map[uint64]*attState{}
-		jobs = jobs[:0]
-		var keys []uint64
+		var jobs, keys []uint64
 		for _, st := range sts {
 			// Memberships under every job the attempt's rows are under.
 			jobs = append(jobs, jobKey(st.Meta.JobID))
@@ -98,6 +94,80 @@ func (s *Store) loadAttempts(ctx context.Context, ids []string, jobOf map[string
 		}
 	}
 	return out, nil
+}
+
+// stored is where the rows of attempts ids are, as a condition on the
+// attempts table ("" if none of them is stored): the jobs and days the
+// index gives (with the jobs the batches name, jobOf: this commit may be
+// the one that tells an attempt's job); for the attempts it has no row
+// of (a commit that failed half way wrote its attempts' rows but not
+// their index's), the jobs the batches name and the empty job's, read
+// narrow (their keys and days) in every day. The whole rows are then read
+// FINAL in those days only: in every day's partition, beside a long
+// retention, that was most of what a commit meeting new attempts cost
+// (BenchmarkCommitNewAttempts).
+func (s *Store) stored(ctx context.Context, ids []string, jobOf map[string]string) (string, error) {
+	keys := make([]uint64, len(ids))
+	for i, id := range ids {
+		keys[i] = store.AttemptKey(id)
+	}
+	rows, err := s.query(ctx, "SELECT DISTINCT attempt_id, job_key, day FROM "+s.read("attempt_index")+" WHERE attempt_key IN ("+
+		numList(keys)+") AND attempt_id IN ("+QuoteList(ids)+")")
+	if err != nil {
+		return "", fmt.Errorf("cannot read the attempts' index: %w", err)
+	}
+	var jobs, days []uint64
+	add := func(j, d uint64) {
+		if !slices.Contains(jobs, j) {
+			jobs = append(jobs, j)
+		}
+		if !slices.Contains(days, d) {
+			days = append(days, d)
+		}
+	}
+	found := map[string]bool{}
+	for rows.Next() {
+		id, j, d := rows.String(), rows.UInt64(), uint64(rows.UInt16())
+		found[id] = true
+		add(j, d)
+	}
+	if err := rows.Err(); err != nil {
+		return "", fmt.Errorf("cannot read the attempts' index: %w", err)
+	}
+	var missing []string
+	named := []uint64{jobKey("")}
+	for _, id := range ids {
+		j, ok := jobOf[id]
+		if ok && !slices.Contains(named, jobKey(j)) {
+			named = append(named, jobKey(j))
+		}
+		if !found[id] {
+			missing = append(missing, id)
+		} else if ok && !slices.Contains(jobs, jobKey(j)) {
+			jobs = append(jobs, jobKey(j))
+		}
+	}
+	if len(missing) > 0 {
+		rows, err := s.query(ctx, "SELECT DISTINCT job_key, day FROM "+s.read("attempts")+" WHERE job_key IN ("+numList(named)+
+			") AND attempt_id IN ("+QuoteList(missing)+")")
+		if err != nil {
+			return "", fmt.Errorf("cannot look for attempts the index has not: %w", err)
+		}
+		for rows.Next() {
+			j, d := rows.UInt64(), uint64(rows.UInt16())
+			add(j, d)
+		}
+		if err := rows.Err(); err != nil {
+			return "", fmt.Errorf("cannot look for attempts the index has not: %w", err)
+		}
+	}
+	if len(days) == 0 {
+		return "", nil
+	}
+	if !slices.Contains(jobs, jobKey("")) {
+		jobs = append(jobs, jobKey(""))
+	}
+	return "job_key IN (" + numList(jobs) + ") AND day IN (" + numList(days) + ") AND attempt_id IN (" + QuoteList(ids) + ")", nil
 }
 
 // procAttempts reads the attempts processes are members of, from the
