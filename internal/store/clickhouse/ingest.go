@@ -240,6 +240,7 @@ func (t *tx) CommitStart() (wait func() error, err error) {
 	for _, a := range t.f.DirtyAttempts() {
 		a.B.version++
 		w.attemptRow(a)
+		w.jobDay(a.Meta.JobID, DayOf(a.Born))
 	}
 	for id, a := range t.f.StoredAgents() {
 		w.agentRow(id, a)
@@ -298,6 +299,11 @@ func (s *Store) write(ctx context.Context, f *store.FoldTx[chRow], w *writeSet, 
 		s.fold.Failed(f)
 	} else {
 		s.fold.Stored(f, &s.ext)
+		for id, d := range w.jobDays {
+			if old, ok := s.jobDays[id]; !ok || d < old {
+				s.jobDays[id] = d
+			}
+		}
 	}
 	if s.inflight == p {
 		s.inflight = nil

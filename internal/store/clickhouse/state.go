@@ -266,6 +266,7 @@ func (s *Store) writeJobs(ctx context.Context, ids []string) error {
 	}
 	var b, changes Block
 	stored := s.opt.Clock.Now().UnixMilli()
+	all := ids
 	for len(ids) > 0 {
 		part := ids[:min(len(ids), 200)]
 		ids = ids[len(part):]
@@ -273,11 +274,19 @@ func (s *Store) writeJobs(ctx context.Context, ids []string) error {
 		for i, id := range part {
 			keys[i] = jobKey(id)
 		}
-		atts, err := s.readAttemptsAs(ctx, jobAttemptSelect, func(r *Rows) *attState { return scanFields(r, jobAttemptFields) },
-			"job_key IN ("+numList(keys)+") AND job_id IN ("+QuoteList(part)+")")
+		where := "job_key IN (" + numList(keys) + ") AND job_id IN (" + QuoteList(part) + ")"
+		from, err := s.jobsFrom(ctx, part, where)
 		if err != nil {
 			return err
 		}
+		if from > 0 {
+			where += " AND day >= toDate(" + Quote(time.UnixMilli(int64(from)*86_400_000).UTC().Format(time.DateOnly)) + ")"
+		}
+		atts, err := s.readAttemptsAs(ctx, jobAttemptSelect, func(r *Rows) *attState { return scanFields(r, jobAttemptFields) }, where)
+		if err != nil {
+			return err
+		}
+
 		totals := map[string]*store.JobTotals{}
 		versions := map[string]uint64{}
 		days := map[string]uint16{}
@@ -303,8 +312,50 @@ func (s *Store) writeJobs(ctx context.Context, ids []string) error {
 	if err := s.insert(ctx, "jobs", jobCols, &b); err != nil {
 		return err
 	}
+	// (Their rows now say the earliest day of their attempts.)
+	for _, id := range all {
+		delete(s.jobDays, id)
+	}
 	// After the jobs: a reader that finds a change finds the job.
 	return s.insert(ctx, "job_changes", changeCols, &changes)
+}
+
+// jobsFrom is the earliest day the attempts of jobs ids (where: their
+// condition) may have rows in (0: any): the day of their rows in jobs
+// (the earliest of their attempts' when last written), or of an attempt
+// this replica stored since (jobDays: told late, of an earlier day); 0
+// when a job has no row yet. The jobs' flush reads their attempts from
+// there on, not in every day's partition: beside a long retention, that
+// was most of what a commit and its flush cost (BenchmarkCommitNewAttempts).
+// (A day missed by a read races with another replica's write of an
+// attempt: that replica writes the job after it, with a higher version.)
+func (s *Store) jobsFrom(ctx context.Context, ids []string, where string) (uint16, error) {
+	rows, err := s.query(ctx, "SELECT job_id, min(day) FROM "+s.read("jobs")+" WHERE "+where+" GROUP BY job_id")
+	if err != nil {
+		return 0, fmt.Errorf("cannot read the jobs' days: %w", err)
+	}
+	days := map[string]uint16{}
+	for rows.Next() {
+		id, d := rows.String(), rows.UInt16()
+		days[id] = d
+	}
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("cannot read the jobs' days: %w", err)
+	}
+	from := uint16(0)
+	for i, id := range ids {
+		d, ok := days[id]
+		if !ok {
+			return 0, nil
+		}
+		if w, ok := s.jobDays[id]; ok && w < d {
+			d = w
+		}
+		if i == 0 || d < from {
+			from = d
+		}
+	}
+	return from, nil
 }
 
 var jobCols = []string{"day", "job_key", "job_id", "version", "app_id", "framework", "name", "user_name", "queue", "first_ms",

@@ -74,6 +74,9 @@ type Store struct {
 	// jobsWritten is when each job was last written (FlushDue), of the
 	// jobs written in the last JobsEvery.
 	jobsWritten map[string]time.Time
+	// jobDays are the earliest day of the attempts' rows this replica
+	// stored since their job was last written, by job (writeJobs).
+	jobDays map[string]uint16
 
 	ext store.ExtNames // ext_metrics
 }
@@ -102,7 +105,7 @@ func Open(ctx context.Context, opt Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot reach ClickHouse: %w", err)
 	}
-	s := &Store{opt: opt, c: c, jobsWritten: map[string]time.Time{}, schema: &Schema{Database: c.Database(), Cluster: opt.Cluster, Features: FeaturesOf(v)}}
+	s := &Store{opt: opt, c: c, jobsWritten: map[string]time.Time{}, jobDays: map[string]uint16{}, schema: &Schema{Database: c.Database(), Cluster: opt.Cluster, Features: FeaturesOf(v)}}
 	s.fold = s.newFold()
 	// The tables are made once: ON CLUSTER, each statement waits for every
 	// server (13 s for the schema on 2 x 2 servers).

@@ -2,6 +2,7 @@ package clickhouse
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -89,4 +90,47 @@ func TestCommitFindsAttemptsOffTheIndex(t *testing.T) {
 				got.CPUMs, got.Start, got.LastSeen, got.PeakRSS, want.CPUMs, want.Start, want.LastSeen, want.PeakRSS)
 		}
 	}
+}
+
+// TestJobsFlushReadsTheirDays: a job's figures are added up from its
+// attempts in the days from its row's on (jobsFrom), and an attempt of an
+// earlier day that comes late (an agent's spool) is counted too, by this
+// replica and by one opened again on the store.
+func TestJobsFlushReadsTheirDays(t *testing.T) {
+	srv := chtest.Start(t)
+	ctx := context.Background()
+	open := func() *Store {
+		s, err := Open(ctx, Options{URL: srv.URL() + "?database=jobdays", Clock: storetest.Clock, InsertEvery: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	const job = "job_1800000000000_0005"
+	s := open()
+	attempts := func() uint64 {
+		t.Helper()
+		n, err := s.uint64s(ctx, "SELECT toUInt64(attempts) FROM "+s.read("jobs")+" FINAL WHERE job_id = "+Quote(job))
+		if err != nil || len(n) != 1 {
+			t.Fatalf("job's row: %v, %v", n, err)
+		}
+		return n[0]
+	}
+	for i, days := range []int{0, -2, 1, -3} {
+		if i == 3 {
+			// A replica that holds nothing of the job.
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			s = open()
+		}
+		g := &storetest.Gen{Agent: fmt.Sprintf("node%d-days", i), Host: fmt.Sprintf("node%d", i)}
+		a := &storetest.AttemptSpec{ID: fmt.Sprintf("attempt_1800000000000_0005_m_%06d_0", i), JobID: job, Type: "map",
+			Start: storetest.T0.Add(time.Duration(days) * 24 * time.Hour), Procs: []storetest.ProcSpec{{PID: 1000, Role: wire.RoleTaskJVM, CPUPerS: 500, RSS: 1 << 28}}}
+		storetest.Ingest(t, s, g.Batch([]*storetest.AttemptSpec{a}, 0, 5, false))
+		if n := attempts(); n != uint64(i+1) {
+			t.Fatalf("after an attempt %d days from the first: the job counts %d attempts, want %d", days, n, i+1)
+		}
+	}
+	s.Close()
 }
