@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -62,6 +63,15 @@ type Options struct {
 	// MaxIncremental is how many running jobs' reads are kept between
 	// their analyses, to read again only what changed (default 5,000).
 	MaxIncremental int
+	// Refresh is how long at most a running job's stored analysis stays
+	// as it was when what it finds is the same (default 10 minutes): a
+	// running job's analysis is stored again at once when its worst
+	// severity or its findings' heuristics, severities, task types or
+	// attempts change (what the jobs list, the overview and the findings
+	// search select by), else its numbers and texts (a peak that grew a
+	// few MB, a minute more of run time) are stored again at most every
+	// Refresh. Its page, and the listeners (alerts), have every analysis.
+	Refresh time.Duration
 	// Listeners are called after each job's analysis made in the
 	// background or for a page and stored, in the worker that made it
 	// (they must return quickly: queue their own work; their time is the
@@ -122,6 +132,9 @@ func (o *Options) defaults() {
 	}
 	if o.MaxIncremental <= 0 {
 		o.MaxIncremental = 5_000
+	}
+	if o.Refresh <= 0 {
+		o.Refresh = 10 * time.Minute
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
@@ -394,6 +407,9 @@ func (a *Analyzer) due(s store.AnalysisState, now time.Time) (due, ended bool) {
 		}
 		return st == nil || !st.Ended || st.Mark != Mark(j), true
 	}
+	if last, ok := a.lastPass(j.JobID); ok && (st == nil || last.Evaluated > st.Evaluated) {
+		st = &last // analysed since, and not stored (found the same)
+	}
 	if st == nil {
 		return now.Sub(time.UnixMilli(int64(j.Start))) >= a.opt.Every, false
 	}
@@ -501,28 +517,76 @@ func stateLabel(ended bool) string {
 // what its last analysis read of its ended attempts (a running job's).
 func (a *Analyzer) analyse(ctx context.Context, j *job, b *background) error {
 	start := time.Now()
-	prev := a.takeIncremental(j.JobID)
-	r, k, err := a.report(ctx, j.JobID, prev, false)
+	r, incremental, err := a.pass(ctx, j.JobID, func() {
+		b.m.seconds.WithLabelValues(stateLabel(j.ended)).Observe(time.Since(start).Seconds())
+	})
 	if err != nil {
 		return err
 	}
-	if prev != nil {
+	if incremental {
 		b.m.incremental.Inc()
-	}
-	b.m.seconds.WithLabelValues(stateLabel(j.ended)).Observe(time.Since(start).Seconds())
-	if r.State == store.StateFinished {
-		a.dropIncremental(j.JobID)
-	} else {
-		a.keepIncremental(j.JobID, k)
-	}
-	if err := a.keep(ctx, r); err != nil {
-		return err
 	}
 	b.m.analysed.WithLabelValues(stateLabel(r.State == store.StateFinished), "ok").Inc()
 	if r.State == store.StateFinished && j.ended {
 		b.m.latency.Observe(math.Max(0, a.opt.Now().Sub(j.last).Seconds()))
 	}
 	return nil
+}
+
+// pass makes and stores a job's report, reusing what its last pass read
+// of its ended attempts (a running job's); made is called once the
+// report is made, before it is stored. reused says that the last
+// pass's reads were there to reuse.
+//
+// A running job's report is stored when what it finds changed (found),
+// or Refresh after the one stored last; else the listeners alone are
+// told of it.
+func (a *Analyzer) pass(ctx context.Context, jobID string, made func()) (r *Report, reused bool, err error) {
+	last, ok := a.takeIncremental(jobID)
+	r, k, err := a.report(ctx, jobID, last.k, false)
+	if err != nil {
+		return nil, false, err
+	}
+	made()
+	if r.State == store.StateFinished {
+		a.dropIncremental(jobID)
+		if err := a.keep(ctx, r); err != nil {
+			return nil, false, err
+		}
+		return r, last.k != nil, nil
+	}
+	now := a.opt.Now()
+	e := incremental{k: k, at: now, found: found(r), storedAt: last.storedAt,
+		pass: store.AnalysisStamp{Evaluated: r.Evaluated, Version: a.version, Settings: a.settings, Mark: Mark(&r.job),
+			LastSeen: r.job.LastSeen}}
+	if ok && last.found == e.found && now.Sub(last.storedAt) < a.opt.Refresh {
+		a.keepIncremental(jobID, e)
+		a.tell(ctx, r)
+		return r, last.k != nil, nil
+	}
+	if err := a.keep(ctx, r); err != nil {
+		e.found, e.pass = "", store.AnalysisStamp{} // stored again at the next pass, due by the stored one
+		a.keepIncremental(jobID, e)
+		return nil, false, err
+	}
+	e.storedAt = now
+	a.keepIncremental(jobID, e)
+	return r, last.k != nil, nil
+}
+
+// found is what a running job's report finds that its stored analysis
+// is selected by: its job's description, its worst severity, and each
+// finding's heuristic, severity, task type, attempts and whether it
+// names neighbours (not its numbers and texts).
+func found(r *Report) string {
+	var b strings.Builder
+	j := &r.job
+	fmt.Fprintf(&b, "%q %q %q %d %d\n", j.Name, j.User, j.Queue, j.Start, r.Worst)
+	for i := range r.Findings {
+		f := &r.Findings[i]
+		fmt.Fprintf(&b, "%s %d %q %t %q\n", f.Heuristic, f.Severity, f.TaskType, namesNeighbours(f), f.AttemptIDs)
+	}
+	return b.String()
 }
 
 // keep stores a report and tells the listeners of it.
@@ -542,11 +606,17 @@ func (a *Analyzer) keep(ctx context.Context, r *Report) error {
 			b.m.findings.WithLabelValues(f.Heuristic, f.Severity.String()).Inc()
 		}
 	}
+	a.tell(ctx, r)
+	return nil
+}
+
+// tell tells the listeners of a report.
+func (a *Analyzer) tell(ctx context.Context, r *Report) {
 	a.mu.Lock()
 	ls := a.opt.Listeners
 	a.mu.Unlock()
 	if len(ls) == 0 {
-		return nil
+		return
 	}
 	j := &r.job
 	ev := &Analysed{JobID: r.JobID, Name: j.Name, User: j.User, Queue: j.Queue, State: r.State,
@@ -561,7 +631,6 @@ func (a *Analyzer) keep(ctx context.Context, r *Report) error {
 	for _, l := range ls {
 		l(ctx, ev)
 	}
-	return nil
 }
 
 // Listen adds a listener to those of Options.Listeners (the server adds
@@ -572,23 +641,37 @@ func (a *Analyzer) Listen(l Listener) {
 	a.opt.Listeners = append(a.opt.Listeners[:len(a.opt.Listeners):len(a.opt.Listeners)], l)
 }
 
-// The reads kept of running jobs between their analyses (kept), at most
-// MaxIncremental jobs: the one not analysed the longest goes first.
+// What is kept of running jobs between their analyses, at most
+// MaxIncremental jobs (the one not analysed the longest goes first): the
+// reads (kept), what the report found that its stored analysis is
+// selected by (found) and when that was stored, and the stamp of the
+// last analysis, stored or not (the background's due takes it when it
+// is newer than the stored one).
 type incremental struct {
-	k  kept
-	at time.Time
+	k        kept
+	at       time.Time
+	found    string
+	storedAt time.Time
+	pass     store.AnalysisStamp
 }
 
-func (a *Analyzer) takeIncremental(id string) kept {
+func (a *Analyzer) takeIncremental(id string) (incremental, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if e, ok := a.incr[id]; ok {
-		return e.k
-	}
-	return nil
+	e, ok := a.incr[id]
+	return e, ok
 }
 
-func (a *Analyzer) keepIncremental(id string, k kept) {
+// lastPass is the stamp of the last analysis of a running job made here,
+// if it is kept.
+func (a *Analyzer) lastPass(id string) (store.AnalysisStamp, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	e, ok := a.incr[id]
+	return e.pass, ok && e.pass.Evaluated > 0
+}
+
+func (a *Analyzer) keepIncremental(id string, e incremental) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if _, ok := a.incr[id]; !ok && len(a.incr) >= a.opt.MaxIncremental {
@@ -601,7 +684,7 @@ func (a *Analyzer) keepIncremental(id string, k kept) {
 		}
 		delete(a.incr, oldest)
 	}
-	a.incr[id] = incremental{k: k, at: a.opt.Now()}
+	a.incr[id] = e
 }
 
 func (a *Analyzer) dropIncremental(id string) {

@@ -223,13 +223,7 @@ func keepUp(b *testing.B, backend string, rate float64, busy bool) {
 	go func() { ran <- an.Run(runCtx, reg) }()
 
 	if chSrv != nil && queryLog {
-		for _, q := range []string{"SYSTEM FLUSH LOGS", "TRUNCATE TABLE system.query_log", "TRUNCATE TABLE system.part_log"} {
-			resp, err := http.Post(chSrv.URL(), "text/plain", strings.NewReader(q))
-			if err != nil {
-				b.Fatal(err)
-			}
-			resp.Body.Close()
-		}
+		chSrv.TruncateLogs(b)
 	}
 	if busy {
 		// The running jobs' first analyses (from scratch) before the

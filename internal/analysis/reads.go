@@ -155,13 +155,12 @@ func (j *Job) readProcesses(ids []string) {
 	if len(todo) == 0 {
 		return
 	}
-	if len(todo) > 1 {
-		if m, err := store.ReadAttemptProcesses(j.ctx, j.st, todo); err == nil {
-			for _, id := range todo {
-				j.reads.procs[id] = m[id]
-			}
-			return
+	// (Even one list: Attempt reads the attempt's task and events too.)
+	if m, err := store.ReadAttemptProcesses(j.ctx, j.st, todo); err == nil {
+		for _, id := range todo {
+			j.reads.procs[id] = m[id]
 		}
+		return
 	}
 	for _, id := range todo {
 		d, err := j.st.Attempt(j.ctx, id)

@@ -352,6 +352,17 @@ func rssOf(pid int) int64 {
 	return 0
 }
 
+// TruncateLogs empties the query and part logs of a server started with
+// Options.QueryLog: QueryCPU then says where its CPU went from now on.
+func (s *Server) TruncateLogs(tb testing.TB) {
+	tb.Helper()
+	for _, q := range []string{"SYSTEM FLUSH LOGS", "TRUNCATE TABLE system.query_log", "TRUNCATE TABLE system.part_log"} {
+		if _, err := s.query(q); err != nil {
+			tb.Fatalf("cannot empty the query log: %v", err)
+		}
+	}
+}
+
 // QueryCPU sums up, on a server started with Options.QueryLog, where its
 // CPU went: its queries' CPU (user and system, from their ProfileEvents)
 // by kind (an insert by table; a select by its text, numbers and quoted

@@ -1,0 +1,147 @@
+package analysis_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/taskscope/taskscope/internal/analysis"
+	"github.com/taskscope/taskscope/internal/loadgen"
+	"github.com/taskscope/taskscope/internal/store"
+	"github.com/taskscope/taskscope/internal/store/clickhouse"
+	"github.com/taskscope/taskscope/internal/store/clickhouse/chtest"
+	"github.com/taskscope/taskscope/internal/store/duckdb"
+	"github.com/taskscope/taskscope/internal/store/storetest"
+)
+
+// The background analyser's passes over a job reuse what its last pass
+// read and found (Pass), and find what a pass from scratch finds, at
+// every step of a cluster's life: attempts start, run, end and are
+// called lost, jobs end, and a late batch changes an ended attempt of a
+// finished job. On both stores.
+func TestIncrementalPassesAsFull(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a loadgen cluster on both stores: not in -short runs (make check); make test runs it")
+	}
+	for _, backend := range []string{"duckdb", "clickhouse"} {
+		t.Run(backend, func(t *testing.T) {
+			clock := new(atomic.Int64)
+			now := func() time.Time { return time.UnixMilli(clock.Load()) }
+			var st store.Store
+			switch backend {
+			case "duckdb":
+				d, err := duckdb.Open(duckdb.Options{Dir: t.TempDir(), Clock: store.Clock{Now: now}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				st = d
+			case "clickhouse":
+				srv := chtest.Start(t)
+				c, err := clickhouse.Open(context.Background(), clickhouse.Options{URL: srv.URL() + "?database=incremental", InsertEvery: -1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				c.SetClock(store.Clock{Now: now})
+				st = c
+			}
+			defer st.Close()
+			steps := 8
+			if backend == "clickhouse" {
+				steps = 5 // (each read of a job is some 100 ms)
+			}
+			passesAsFull(t, st, clock, steps)
+		})
+	}
+}
+
+// passesAsFull compares the passes over the jobs of a loadgen cluster
+// with reports from scratch at each of steps steps, 90 s of data apart.
+func passesAsFull(t *testing.T, st store.Store, clock *atomic.Int64, steps int) {
+	ctx := context.Background()
+	start := time.Date(2026, 11, 30, 11, 0, 0, 0, time.UTC)
+	g := loadgen.NewGenerator(loadgen.Config{Nodes: 8, Slots: 8, BatchTicks: 15, Seed: 5, Start: start})
+	fill := func(secs int) {
+		clock.Store(storetest.FillAt(t, st, g, start, secs, func(t time.Time) { clock.Store(t.UnixMilli()) }).UnixMilli())
+	}
+	now := func() time.Time { return time.UnixMilli(clock.Load()) }
+	inc := analysis.NewWith(st, analysis.Options{Now: now})
+	secs := 12 * 60
+	fill(secs)
+	var passes, incremental, compared, running, late int
+	lateRunning, lateFinished := steps/2, steps/2+1
+	for step := 0; step < steps; step++ {
+		if step == lateRunning || step == lateFinished {
+			// A late batch: an attempt that ended a while ago, of a
+			// running job or of a finished one, gets more data, and its
+			// summary changes.
+			state := store.StateRunning
+			if step == lateFinished {
+				state = store.StateFinished
+			}
+			if lateBatch(t, st, state, now()) {
+				late++
+			}
+		}
+		page, err := st.Jobs(ctx, store.JobFilter{Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range page.Jobs {
+			if j.State == store.StateRunning {
+				running++
+			} else if time.UnixMilli(int64(j.LastSeen)).Before(now().Add(-3*time.Minute)) && step != lateFinished {
+				continue // ended a while ago: the analyser does not look at it again
+			}
+			got, inc1, err := inc.Pass(ctx, j.JobID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			passes++
+			if inc1 {
+				incremental++
+			}
+			full := analysis.NewWith(st, analysis.Options{Now: now})
+			want, err := full.Report(ctx, j.JobID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			compared++
+			if g, w := canonical(got), canonical(want); g != w {
+				t.Errorf("step %d, %s (%s): incremental pass\n%s\nfrom scratch\n%s", step, j.JobID, j.State, g, w)
+			}
+		}
+		secs += 90
+		fill(secs)
+	}
+	t.Logf("%d passes (%d incremental, %d of running jobs), %d late batches", passes, incremental, running, late)
+	if incremental == 0 || running == 0 || passes < 30 || late != 2 {
+		t.Fatalf("%d passes, %d incremental, %d of running jobs, %d late batches: the comparison does not cover incremental passes",
+			passes, incremental, running, late)
+	}
+}
+
+// lateBatch stores a late batch for an attempt of a job in state that
+// ended more than a minute before now (what a pass keeps of it), and
+// says whether there was one.
+func lateBatch(t *testing.T, st store.Store, state string, now time.Time) bool {
+	t.Helper()
+	ctx := context.Background()
+	page, err := st.Jobs(ctx, store.JobFilter{State: state, Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range page.Jobs {
+		d, err := st.Job(ctx, j.JobID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range d.AttemptList {
+			if x.End > 0 && time.UnixMilli(int64(x.End)).Before(now.Add(-90*time.Second)) {
+				ingest(t, st, att{x.AttemptID, x.JobID, x.Type, x.Host, time.UnixMilli(int64(x.End)), 3, 900, 0, 64 << 30, 0, 0})
+				return true
+			}
+		}
+	}
+	return false
+}
