@@ -250,7 +250,7 @@ func (t *tx) CommitStart() (wait func() error, err error) {
 	// began waits InsertEvery and a commit, not also this commit's fold.
 	s.lastInsert = t.began
 	prev := s.inflight
-	p := &inflight{done: make(chan struct{})}
+	p := &inflight{done: make(chan struct{}), ended: make(chan struct{})}
 	s.inflight = p
 	s.fold.CommitPending(t.f)
 	go s.write(t.ctx, t.f, w, prev, p)
@@ -261,8 +261,9 @@ func waitNone() error { return nil }
 
 // inflight is a commit whose inserts are under way (CommitStart).
 type inflight struct {
-	done chan struct{}
-	err  error // set before done is closed
+	done  chan struct{} // closed once its inserts are done (or failed)
+	err   error         // set before done is closed
+	ended chan struct{} // closed once the fold took the outcome too
 }
 
 func (p *inflight) wait() error {
@@ -271,8 +272,11 @@ func (p *inflight) wait() error {
 }
 
 // write inserts a commit's blocks once the commit before it (prev, nil if
-// none) has inserted its own (its failure fails this one), then ends it in
-// the fold: stored, or failed.
+// none) has inserted its own (its failure fails this one), says it is
+// done (its batches can be answered: the writer's lock may be held by the
+// next commit's fold meanwhile), then ends it in the fold: stored, or
+// failed. A commit that starts before that builds on its states, and
+// fails with it (its prev is this one).
 func (s *Store) write(ctx context.Context, f *store.FoldTx[chRow], w *writeSet, prev, p *inflight) {
 	err := func() error {
 		if prev != nil {
@@ -294,6 +298,11 @@ func (s *Store) write(ctx context.Context, f *store.FoldTx[chRow], w *writeSet, 
 		}
 		return nil
 	}()
+	p.err = err
+	close(p.done)
+	if prev != nil {
+		<-prev.ended // (in order: a flush that waits for this one finds every job to write)
+	}
 	s.wmu.Lock()
 	if err != nil {
 		s.fold.Failed(f)
@@ -309,16 +318,16 @@ func (s *Store) write(ctx context.Context, f *store.FoldTx[chRow], w *writeSet, 
 		s.inflight = nil
 	}
 	s.wmu.Unlock()
-	p.err = err
-	close(p.done)
+	close(p.ended)
 }
 
-// waitWrites waits until the inserts of the commits started are done.
+// waitWrites waits until the commits started are done and ended in the
+// fold (their jobs to be written are known).
 func (s *Store) waitWrites() {
 	s.wmu.Lock()
 	p := s.inflight
 	s.wmu.Unlock()
 	if p != nil {
-		p.wait()
+		<-p.ended
 	}
 }

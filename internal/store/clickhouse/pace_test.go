@@ -143,6 +143,9 @@ func TestPipelinedCommits(t *testing.T) {
 	if err := w5(); !errors.Is(err, errHeld) {
 		t.Fatalf("the commit after the failed one: %v, want it failed with it", err)
 	}
+	// (A commit started before the failed ones are dropped from the fold
+	// would build on them, and fail with them.)
+	s.waitWrites()
 	s.wmu.Lock()
 	s.beforeInsert = nil
 	s.wmu.Unlock()
