@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/taskscope/taskscope/internal/store"
@@ -84,9 +85,11 @@ type Report struct {
 	// one that stored the report.
 	Version string `json:"version"`
 	// job is the job's summary as the report read it; hosts the hosts
-	// of the attempts its findings name (Listener).
-	job   store.Job
-	hosts map[string]string
+	// of the attempts its findings name (Listener); readCPU the CPU its
+	// reads took on threads of their own.
+	job     store.Job
+	hosts   map[string]string
+	readCPU time.Duration
 }
 
 // Analyzer computes reports from a store.
@@ -98,12 +101,14 @@ type Analyzer struct {
 	settings string          // Options.Settings.Text()
 	skip     map[string]bool // Options.Settings.Skip
 
-	mu       sync.Mutex
-	reports  map[string]*cachedReport // Findings' last reports, by job
-	runs     runCache                 // measures of recurring jobs' runs
-	attempts attemptCache             // finished jobs' attempts, for waste reports
-	incr     map[string]incremental   // running jobs' reads, for their next analysis in the background
-	bg       *background              // while Run runs
+	mu              sync.Mutex
+	reports         map[string]*cachedReport // Findings' last reports, by job
+	runs            runCache                 // measures of recurring jobs' runs
+	attempts        attemptCache             // finished jobs' attempts, for waste reports
+	incr            map[string]incremental   // running jobs' reads, for their next analysis in the background
+	bg              *background              // while Run runs
+	late            lateLog                  // the finished jobs the background's looks saw written (history.go)
+	reusedHistories atomic.Int64             // passes that took their last pass's earlier runs again
 }
 
 // cachedReport is a report being made (done open) or made at `at`.
@@ -153,6 +158,9 @@ type Job struct {
 	private bool
 	runs    *runCache       // the analyzer's
 	skip    map[string]bool // heuristics not run (Settings.Skip)
+	// readCPU is the CPU of its reads made on threads of their own
+	// (atOnce), in ns.
+	readCPU atomic.Int64
 }
 
 // fail records a store error met while reading for the report: the report
@@ -316,19 +324,29 @@ func (a *Analyzer) Report(ctx context.Context, jobID string) (*Report, error) {
 // Without neighbours (private), it does not look at what else ran on the
 // job's hosts.
 func (a *Analyzer) report(ctx context.Context, jobID string, prev kept, private bool) (*Report, kept, error) {
+	r, k, _, err := a.reportWith(ctx, jobID, prev, nil, private)
+	return r, k, err
+}
+
+// reportWith is report that takes again the earlier runs a running job's
+// last pass read (hist), while they hold (takeHistory), and returns those
+// it used.
+func (a *Analyzer) reportWith(ctx context.Context, jobID string, prev kept, hist *keptHistory, private bool) (*Report, kept,
+	*keptHistory, error) {
+	seen := a.late.now()
 	d, err := a.st.Job(ctx, jobID)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	linkAttempts(d.AttemptList)
 	j := &Job{JobDetail: d, st: a.st, ctx: ctx, runs: &a.runs, skip: a.skip, private: private, reads: reads{series: map[string]*store.SeriesResult{},
 		owner: map[string]string{}, procs: map[string][]store.Process{}, heapMax: map[string]int64{},
-		prev: reusable(prev, d.AttemptList, a.now())}}
+		prev: reusable(prev, d.AttemptList, a.now()), prevHistory: a.takeHistory(hist, &d.Job), historySeen: seen}}
 	j.readAhead()
 	r := &Report{JobID: jobID, State: d.State, Evaluated: store.Time(a.now().UnixMilli()), Findings: []Finding{},
 		Version: a.version, job: d.Job, hosts: map[string]string{}}
 	if j.err != nil {
-		return nil, nil, fmt.Errorf("analysis of job %s: %w", jobID, j.err)
+		return nil, nil, nil, fmt.Errorf("analysis of job %s: %w", jobID, j.err)
 	}
 	for _, h := range heuristics {
 		if a.skip[h.name] {
@@ -354,11 +372,15 @@ func (a *Analyzer) report(ctx context.Context, jobID string, prev kept, private 
 		}
 	}
 	if j.err != nil {
-		return nil, nil, fmt.Errorf("analysis of job %s: %w", jobID, j.err)
+		return nil, nil, nil, fmt.Errorf("analysis of job %s: %w", jobID, j.err)
 	}
 	sortFindings(r.Findings)
 	r.Path = j.criticalPath()
-	return r, j.kept(), nil
+	if j.reads.prevHistory != nil && j.reads.historyRead {
+		a.reusedHistories.Add(1)
+	}
+	r.readCPU = time.Duration(j.readCPU.Load())
+	return r, j.kept(), j.keptHistory(), nil
 }
 
 // linkAttempts links the retries and speculative copies of a job's

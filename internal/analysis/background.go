@@ -73,7 +73,8 @@ type Options struct {
 	// Refresh. Its page, and the listeners (alerts), have every analysis.
 	Refresh time.Duration
 	// Listeners are called after each job's analysis made in the
-	// background or for a page and stored, in the worker that made it
+	// background (stored, or a running job's found the same: Refresh) or
+	// for a page and stored, in the worker that made it
 	// (they must return quickly: queue their own work; their time is the
 	// analysis'). On a shared store, only the replica that analysed the
 	// job calls them. Listen adds more.
@@ -154,6 +155,9 @@ type job struct {
 	ended bool
 	found time.Time // when the poll found it due
 	last  time.Time // when its last data was there (arrived)
+	// readCPU is the CPU its analysis' reads took on threads of their
+	// own (Report.readCPU).
+	readCPU time.Duration
 }
 
 // queue is the jobs waiting, ended ones first, each once; bounded.
@@ -346,6 +350,7 @@ func (b *background) poll(ctx context.Context) {
 			if len(states) == maxStates {
 				a.opt.Log.Warn("more jobs seen than one poll reads", "max", maxStates, "since", since)
 			}
+			a.late.note(states, len(states) < maxStates)
 			b.plan(states, gen)
 			since = a.opt.Now().Add(-a.opt.Window)
 		}
@@ -490,7 +495,7 @@ func (b *background) work(ctx context.Context) {
 		cpu0, measured := threadCPU()
 		err := a.analyse(actx, &j, b)
 		if cpu1, ok := threadCPU(); ok && measured {
-			b.m.cpu.WithLabelValues(stateLabel(j.ended)).Add((cpu1 - cpu0).Seconds())
+			b.m.cpu.WithLabelValues(stateLabel(j.ended)).Add((cpu1 - cpu0 + j.readCPU).Seconds())
 		}
 		b.running.Add(-1)
 		cancel()
@@ -523,11 +528,12 @@ func (a *Analyzer) analyse(ctx context.Context, j *job, b *background) error {
 	if err != nil {
 		return err
 	}
+	j.readCPU = r.readCPU
 	if incremental {
 		b.m.incremental.Inc()
 	}
 	b.m.analysed.WithLabelValues(stateLabel(r.State == store.StateFinished), "ok").Inc()
-	if r.State == store.StateFinished && j.ended {
+	if r.State == store.StateFinished { // (queued as ended, or found ended: its summary lagged)
 		b.m.latency.Observe(math.Max(0, a.opt.Now().Sub(j.last).Seconds()))
 	}
 	return nil
@@ -543,7 +549,7 @@ func (a *Analyzer) analyse(ctx context.Context, j *job, b *background) error {
 // told of it.
 func (a *Analyzer) pass(ctx context.Context, jobID string, made func()) (r *Report, reused bool, err error) {
 	last, ok := a.takeIncremental(jobID)
-	r, k, err := a.report(ctx, jobID, last.k, false)
+	r, k, hist, err := a.reportWith(ctx, jobID, last.k, last.history, false)
 	if err != nil {
 		return nil, false, err
 	}
@@ -556,7 +562,7 @@ func (a *Analyzer) pass(ctx context.Context, jobID string, made func()) (r *Repo
 		return r, last.k != nil, nil
 	}
 	now := a.opt.Now()
-	e := incremental{k: k, at: now, found: found(r), storedAt: last.storedAt,
+	e := incremental{k: k, history: hist, at: now, found: found(r), storedAt: last.storedAt,
 		pass: store.AnalysisStamp{Evaluated: r.Evaluated, Version: a.version, Settings: a.settings, Mark: Mark(&r.job),
 			LastSeen: r.job.LastSeen}}
 	if ok && last.found == e.found && now.Sub(last.storedAt) < a.opt.Refresh {
@@ -643,12 +649,14 @@ func (a *Analyzer) Listen(l Listener) {
 
 // What is kept of running jobs between their analyses, at most
 // MaxIncremental jobs (the one not analysed the longest goes first): the
-// reads (kept), what the report found that its stored analysis is
+// reads (kept), the earlier runs of its recurring job (history.go), what
+// the report found that its stored analysis is
 // selected by (found) and when that was stored, and the stamp of the
 // last analysis, stored or not (the background's due takes it when it
 // is newer than the stored one).
 type incremental struct {
 	k        kept
+	history  *keptHistory
 	at       time.Time
 	found    string
 	storedAt time.Time
@@ -715,7 +723,7 @@ func newMetrics(reg prometheus.Registerer, b *background) (*metrics, error) {
 			Help:    "Time a job's analysis took (wall), by the state it was analysed in.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 3, 10)}, []string{"state"}),
 		cpu: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "taskscope_analysis_cpu_seconds_total",
-			Help: "CPU the background analyses took on their workers' threads (not a store's own threads), by the state they were analysed in."},
+			Help: "CPU the background analyses took on their workers' threads and their reads' (not a store's own threads), by the state they were analysed in."},
 			[]string{"state"}),
 		incremental: prometheus.NewCounter(prometheus.CounterOpts{Name: "taskscope_analysis_incremental_total",
 			Help: "Analyses of running jobs that took again what the job's last analysis read of its ended attempts."}),

@@ -310,6 +310,8 @@ func TestBackgroundAnalysesLateData(t *testing.T) {
 	}
 	clock.Store(clock.Load() + (settle + time.Second).Milliseconds())
 	testsrv.WaitUntil(t, "the job with a late attempt analysed again", time.Minute, func() bool { return analysedAsIs(old.JobID) })
+	// (Listeners are told after the analysis is stored.)
+	testsrv.WaitUntil(t, "the listeners told", time.Minute, func() bool { return tl.len() >= n+2 })
 	jobs, ended, _ := tl.since(n)
 	if fmt.Sprint(jobs) != fmt.Sprint([]string{lateJob, old.JobID}) || fmt.Sprint(ended) != "[true true]" {
 		t.Errorf("told of %v (ended %v), want %s then %s, ended", jobs, ended, lateJob, old.JobID)

@@ -19,3 +19,18 @@ func (a *Analyzer) ToStored(r *Report) (*store.Analysis, error) { return a.toSto
 func (a *Analyzer) Pass(ctx context.Context, jobID string) (r *Report, incremental bool, err error) {
 	return a.pass(ctx, jobID, func() {})
 }
+
+// Look is one of the background's looks at the store, queueing nothing
+// (tests): what it notes of the jobs written lately (lateLog).
+func (a *Analyzer) Look(ctx context.Context) error {
+	states, err := a.st.AnalysisStates(ctx, a.now().Add(-a.opt.Window).UnixMilli(), maxStates)
+	if err != nil {
+		return err
+	}
+	a.late.note(states, len(states) < maxStates)
+	return nil
+}
+
+// ReusedHistories counts the passes that took the earlier runs their
+// last pass read again (tests).
+func (a *Analyzer) ReusedHistories() int64 { return a.reusedHistories.Load() }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/taskscope/taskscope/internal/store"
@@ -22,6 +23,7 @@ type fakeStore struct {
 	// failOn makes the named read fail ("series", "host", "events",
 	// "attempt", "jobs").
 	failOn string
+	mu     sync.Mutex // guards reads: a report's reads run at once
 	reads  map[string]int
 	// series are values of attempt metrics ("attempt/metric"): a series
 	// query of the attempt answers one bucket of that value.
@@ -39,6 +41,8 @@ func newFake(jobs ...*store.JobDetail) *fakeStore {
 }
 
 func (f *fakeStore) fail(what string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.reads[what]++
 	if f.failOn == what {
 		return fmt.Errorf("%s: %w", what, errBroken)

@@ -25,6 +25,7 @@ import (
 	"github.com/taskscope/taskscope/internal/store/clickhouse/chtest"
 	"github.com/taskscope/taskscope/internal/store/duckdb"
 	"github.com/taskscope/taskscope/internal/store/storetest"
+	"github.com/taskscope/taskscope/internal/testsrv"
 )
 
 // BenchmarkKeepUp: jobs end at a rate and the background analyser (its
@@ -221,6 +222,14 @@ func keepUp(b *testing.B, backend string, rate float64, busy bool) {
 	defer stop()
 	ran := make(chan error, 1)
 	go func() { ran <- an.Run(runCtx, reg) }()
+	// On a store that several servers share (ClickHouse), a server
+	// analyses nothing until its Grace has passed (replicas.go: 41 s by
+	// default, so that the others have seen it): the run begins once it
+	// takes jobs. (Runs before 2026-12-06 22:00 began at once: their 41 s
+	// of nothing analysed bounded ClickHouse's jobs/s, not the analysis.)
+	testsrv.WaitUntil(b, "the analyser to take jobs", 5*time.Minute, func() bool {
+		return gauge(b, reg, "taskscope_analysis_replicas") >= 1
+	})
 
 	if chSrv != nil && queryLog {
 		chSrv.TruncateLogs(b)

@@ -3,8 +3,10 @@ package analysis
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/taskscope/taskscope/internal/store"
@@ -30,6 +32,8 @@ type reads struct {
 	eventsRead  bool
 	history     []Run // the earlier runs of the job's recurring job, when historyRead
 	historyRead bool
+	prevHistory *keptHistory // the last pass's, when it holds (takeHistory)
+	historySeen uint64       // the background's last look before the report began
 }
 
 // hostRead is what was read of a host: its attempts within [from, to).
@@ -94,10 +98,13 @@ func unread[T, V any](xs []T, id func(T) string, done map[string]V) []T {
 
 // readSeries reads the queries not read yet.
 func (j *Job) readSeries(qs []store.SeriesQuery) {
+	j.applySeries(j.fetchSeries(j.seriesTodo(qs)))
+}
+
+// seriesTodo returns the queries of qs that are neither read nor taken
+// from the last report (those it takes), each once.
+func (j *Job) seriesTodo(qs []store.SeriesQuery) []store.SeriesQuery {
 	todo := unread(qs, seriesID, j.reads.series)
-	if len(todo) == 0 {
-		return
-	}
 	left := todo[:0]
 	for _, q := range todo {
 		id := seriesID(q)
@@ -110,24 +117,50 @@ func (j *Job) readSeries(qs []store.SeriesQuery) {
 		}
 		left = append(left, q)
 	}
-	todo = left
+	return left
+}
+
+// seriesRead is what fetchSeries read: the queries and their results
+// (nil: not found), or the error that failed it.
+type seriesRead struct {
+	qs  []store.SeriesQuery
+	rs  []*store.SeriesResult
+	err error
+}
+
+// fetchSeries reads queries of the store (together when it can), and
+// nothing else of the job: it may run beside the job's other reads.
+func (j *Job) fetchSeries(todo []store.SeriesQuery) seriesRead {
+	out := seriesRead{qs: todo, rs: make([]*store.SeriesResult, len(todo))}
 	if len(todo) == 0 {
-		return
+		return out
 	}
 	if len(todo) > 1 {
 		if rs, err := store.ReadSeriesMany(j.ctx, j.st, todo); err == nil && len(rs) == len(todo) {
-			for i, q := range todo {
-				j.reads.series[seriesID(q)] = rs[i]
-			}
-			return
+			out.rs = rs
+			return out
 		}
 	}
-	for _, q := range todo {
+	for i, q := range todo {
 		r, err := j.st.Series(j.ctx, q)
-		if j.readErr(err) {
-			r = nil
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			out.err = err
+			return out
 		}
-		j.reads.series[seriesID(q)] = r
+		out.rs[i] = r
+	}
+	return out
+}
+
+// applySeries records what fetchSeries read (a failed read fails the
+// report, and records nothing).
+func (j *Job) applySeries(r seriesRead) {
+	if r.err != nil {
+		j.fail(r.err)
+		return
+	}
+	for i, q := range r.qs {
+		j.reads.series[seriesID(q)] = r.rs[i]
 	}
 }
 
@@ -142,6 +175,13 @@ func (j *Job) series(q store.SeriesQuery) (*store.SeriesResult, error) {
 
 // readProcesses reads the process lists of attempts not read yet.
 func (j *Job) readProcesses(ids []string) {
+	j.applyProcesses(j.fetchProcesses(j.processesTodo(ids)))
+}
+
+// processesTodo returns the attempts of ids whose process lists are
+// neither read nor taken from the last report (those it takes), each
+// once.
+func (j *Job) processesTodo(ids []string) []string {
 	todo := unread(ids, func(id string) string { return id }, j.reads.procs)
 	left := todo[:0]
 	for _, id := range todo {
@@ -151,23 +191,52 @@ func (j *Job) readProcesses(ids []string) {
 		}
 		left = append(left, id)
 	}
-	todo = left
+	return left
+}
+
+// procsRead is what fetchProcesses read: the lists of the attempts found
+// (an attempt not found is absent), or the error that failed it.
+type procsRead struct {
+	lists map[string][]store.Process
+	err   error
+}
+
+// fetchProcesses reads the process lists of attempts (together when the
+// store can), and nothing else of the job.
+func (j *Job) fetchProcesses(todo []string) procsRead {
+	out := procsRead{lists: map[string][]store.Process{}}
 	if len(todo) == 0 {
-		return
+		return out
 	}
 	// (Even one list: Attempt reads the attempt's task and events too.)
 	if m, err := store.ReadAttemptProcesses(j.ctx, j.st, todo); err == nil {
 		for _, id := range todo {
-			j.reads.procs[id] = m[id]
+			out.lists[id] = m[id]
 		}
-		return
+		return out
 	}
 	for _, id := range todo {
 		d, err := j.st.Attempt(j.ctx, id)
-		if j.readErr(err) {
+		if errors.Is(err, store.ErrNotFound) {
 			continue // not read: processes says so
 		}
-		j.reads.procs[id] = d.ProcessList
+		if err != nil {
+			out.err = err
+			return out
+		}
+		out.lists[id] = d.ProcessList
+	}
+	return out
+}
+
+// applyProcesses records what fetchProcesses read.
+func (j *Job) applyProcesses(r procsRead) {
+	if r.err != nil {
+		j.fail(r.err)
+		return
+	}
+	for id, ps := range r.lists {
+		j.reads.procs[id] = ps
 	}
 }
 
@@ -182,10 +251,7 @@ func (j *Job) hostAttempts(host string, from, to int64) ([]store.Attempt, error)
 			return nil, fmt.Errorf("attempts on %s: %w", host, err)
 		}
 		h = hostRead{from: from, to: to, atts: atts}
-		if j.reads.hosts == nil {
-			j.reads.hosts = map[string]hostRead{}
-		}
-		j.reads.hosts[host] = h
+		j.keepHost(host, h)
 	}
 	var out []store.Attempt
 	for _, a := range h.atts {
@@ -196,10 +262,17 @@ func (j *Job) hostAttempts(host string, from, to int64) ([]store.Attempt, error)
 	return out, nil
 }
 
+func (j *Job) keepHost(host string, h hostRead) {
+	if j.reads.hosts == nil {
+		j.reads.hosts = map[string]hostRead{}
+	}
+	j.reads.hosts[host] = h
+}
+
 // events returns the job's events, read ahead or now.
 func (j *Job) events() ([]store.Event, error) {
 	if !j.reads.eventsRead {
-		evs, err := j.st.Events(j.ctx, store.EventFilter{JobID: j.JobID, Limit: 10000})
+		evs, err := j.fetchEvents()
 		if err != nil {
 			j.fail(err)
 			return nil, fmt.Errorf("events of %s: %w", j.JobID, err)
@@ -207,6 +280,10 @@ func (j *Job) events() ([]store.Event, error) {
 		j.reads.events, j.reads.eventsRead = evs, true
 	}
 	return j.reads.events, nil
+}
+
+func (j *Job) fetchEvents() ([]store.Event, error) {
+	return j.st.Events(j.ctx, store.EventFilter{JobID: j.JobID, Limit: 10000})
 }
 
 // processes returns an attempt's processes as Attempt lists them.
@@ -230,40 +307,127 @@ func (j *Job) plan() *plan {
 	return p
 }
 
-// readAhead reads what the plan names: the process lists first, then the
-// series, with those of the JVMs whose heap maximum heapMax reads; the
-// hosts' attempts and the job's events.
+// readsAtOnce bounds the reads of one report that run at once.
+const readsAtOnce = 4
+
+// readAhead reads what the plan names, its independent reads at once (at
+// most readsAtOnce): the process lists, then the series of the JVMs
+// whose heap maximum heapMax reads; the series; the hosts' attempts; the
+// job's events; the earlier runs of its recurring job. Each read goes to
+// the store alone; what it read is recorded after all have ended, in the
+// order they were named, so that the report is the one reads one after
+// another would make (a store's reads wait for each other's answers: a
+// job's dozen of them one after another were most of the time its
+// analysis took on ClickHouse).
 func (j *Job) readAhead() {
 	p := j.plan()
-	series := p.series
-	j.readProcesses(p.procs)
+	j.attempt("") // (its index, made before the reads run)
+	procTodo := j.processesTodo(p.procs)
+	seriesTodo := j.seriesTodo(p.series)
+	var hosts []string
+	if !j.private { // (neighbourLoad looks at none)
+		for h := range p.hosts {
+			if _, ok := j.reads.hosts[h]; !ok {
+				hosts = append(hosts, h)
+			}
+		}
+		sort.Strings(hosts)
+	}
+	var (
+		procs      procsRead
+		series     seriesRead
+		hostReads  = make([]hostRead, len(hosts))
+		hostErrs   = make([]error, len(hosts))
+		evs        []store.Event
+		evErr      error
+		history    []Run
+		historyErr error
+	)
+	readEvents, readHistory := p.events && !j.reads.eventsRead, p.history && !j.reads.historyRead
+	var reads []func()
+	if len(procTodo) > 0 {
+		reads = append(reads, func() { procs = j.fetchProcesses(procTodo) })
+	}
+	if len(seriesTodo) > 0 {
+		reads = append(reads, func() { series = j.fetchSeries(seriesTodo) })
+	}
+	for i, h := range hosts {
+		w := p.hosts[h]
+		reads = append(reads, func() {
+			hostReads[i] = hostRead{from: w[0], to: w[1]}
+			hostReads[i].atts, hostErrs[i] = j.st.HostAttempts(j.ctx, h, w[0], w[1])
+		})
+	}
+	if readEvents {
+		reads = append(reads, func() { evs, evErr = j.fetchEvents() })
+	}
+	if readHistory {
+		reads = append(reads, func() { history, historyErr = earlierRuns(j.ctx, j.st, j.runs, j.JobDetail, baselineRuns) })
+	}
+	j.atOnce(reads, readsAtOnce)
+	j.applyProcesses(procs)
+	j.applySeries(series)
+	for i, h := range hosts {
+		if hostErrs[i] != nil {
+			j.fail(hostErrs[i])
+			continue
+		}
+		j.keepHost(h, hostReads[i])
+	}
+	if readEvents {
+		if evErr != nil {
+			j.fail(evErr)
+		} else {
+			j.reads.events, j.reads.eventsRead = evs, true
+		}
+	}
+	if readHistory {
+		if historyErr != nil {
+			j.fail(historyErr)
+		} else {
+			j.reads.history, j.reads.historyRead = history, true
+		}
+	}
+	// The heap maxima of the JVMs of attempts that do not say theirs:
+	// from their process lists, read above.
+	var heap []store.SeriesQuery
 	for _, id := range p.procs {
 		if a, ok := j.attempt(id); ok && a.XmxBytes <= 0 {
 			for _, q := range j.heapMaxQueries(a) {
 				j.reads.owner[seriesID(q)] = id
-				series = append(series, q)
+				heap = append(heap, q)
 			}
 		}
 	}
-	j.readSeries(series)
-	hosts := make([]string, 0, len(p.hosts))
-	for h := range p.hosts {
-		hosts = append(hosts, h)
+	j.readSeries(heap)
+}
+
+// atOnce runs fs, at most n at a time, and returns when all have ended
+// (one alone runs in this goroutine). Each of the others runs on a thread
+// of its own while it runs, whose CPU it adds to readCPU: the analysis'
+// CPU, measured on its worker's thread, includes it.
+func (j *Job) atOnce(fs []func(), n int) {
+	if len(fs) == 1 {
+		fs[0]()
+		return
 	}
-	sort.Strings(hosts)
-	for _, h := range hosts {
-		if j.private {
-			break // (neighbourLoad looks at none)
-		}
-		w := p.hosts[h]
-		j.hostAttempts(h, w[0], w[1])
+	sem := make(chan struct{}, n)
+	var wg sync.WaitGroup
+	for _, f := range fs {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			c0, ok0 := threadCPU()
+			f()
+			if c1, ok1 := threadCPU(); ok0 && ok1 {
+				j.readCPU.Add(int64(c1 - c0))
+			}
+		}()
 	}
-	if p.events {
-		j.events()
-	}
-	if p.history {
-		j.history()
-	}
+	wg.Wait()
 }
 
 // attempt finds one of the job's attempts.

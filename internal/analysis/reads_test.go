@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -252,5 +253,74 @@ func TestFindingsReuseReads(t *testing.T) {
 	for _, j := range page.Jobs {
 		r, _ := findings(j.JobID)
 		check(j.JobID, r)
+	}
+}
+
+// overlapping is a fake store whose reads of the job's hosts, events and
+// earlier runs count how many run at once: the first waits until another
+// has begun (at most a minute: reads made one after another never
+// overlap).
+type overlapping struct {
+	*fakeStore
+	in, most atomic.Int64
+	met      chan struct{}
+	once     sync.Once
+}
+
+func (o *overlapping) enter() func() {
+	n := o.in.Add(1)
+	for m := o.most.Load(); n > m && !o.most.CompareAndSwap(m, n); m = o.most.Load() {
+	}
+	if n >= 2 {
+		o.once.Do(func() { close(o.met) })
+	}
+	select {
+	case <-o.met:
+	case <-time.After(time.Minute):
+	}
+	return func() { o.in.Add(-1) }
+}
+
+func (o *overlapping) Jobs(ctx context.Context, f store.JobFilter) (store.JobPage, error) {
+	defer o.enter()()
+	return o.fakeStore.Jobs(ctx, f)
+}
+
+func (o *overlapping) HostAttempts(ctx context.Context, host string, from, to int64) ([]store.Attempt, error) {
+	defer o.enter()()
+	return o.fakeStore.HostAttempts(ctx, host, from, to)
+}
+
+func (o *overlapping) Events(ctx context.Context, f store.EventFilter) ([]store.Event, error) {
+	defer o.enter()()
+	return o.fakeStore.Events(ctx, f)
+}
+
+// A report's reads that do not depend on each other (the job's hosts,
+// its events, its earlier runs) run at once, at most four, and make the
+// report that reads one after another make.
+func TestReadsAtOnce(t *testing.T) {
+	m := task{typ: "map", d: 10, cpu: 0.9, gcMs: 200}
+	d := job(1, "wordcount", cat(same(9, m), []task{{typ: "map", host: "h9", d: 30, cpu: 0.3, waitMs: 9000}},
+		[]task{{typ: "map", host: "h8", d: 31, cpu: 0.3}, {typ: "map", host: "h7", d: 32, cpu: 0.3}, {typ: "map", host: "h6", d: 33, cpu: 0.3},
+			{typ: "map", host: "h5", d: 34, cpu: 0.3}})...)
+	ctx := context.Background()
+	o := &overlapping{fakeStore: newFake(d), met: make(chan struct{})}
+	r, err := analysis.New(o).Report(ctx, d.JobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := o.most.Load(); n < 2 || n > 4 {
+		t.Errorf("%d reads at once, want 2 to 4", n)
+	}
+	if o.reads["host"] < 5 || o.reads["events"] != 1 || o.reads["jobs"] != 1 {
+		t.Errorf("reads %v: want 5 hosts', the events and the earlier runs", o.reads)
+	}
+	want, err := analysis.New(newFake(d)).Report(ctx, d.JobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := canonical(r), canonical(want); got != want {
+		t.Errorf("reads at once:\n%s\none after another:\n%s", got, want)
 	}
 }

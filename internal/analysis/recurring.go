@@ -187,7 +187,7 @@ func earlierRuns(ctx context.Context, st store.Store, cache *runCache, d *store.
 		return nil, nil
 	}
 	f := store.JobFilter{User: d.User, Queue: d.Queue, Name: literal(norm), State: store.StateFinished,
-		To: int64(d.Start), Limit: 200}
+		To: int64(d.Start), Limit: 200, Bare: true}
 	var out []Run
 	for page := 0; page < maxRunPages && len(out) < n; page++ {
 		f.Offset = page * f.Limit
@@ -297,11 +297,16 @@ func recurringReads(_ *Job, p *plan) { p.history = true }
 
 // recurring compares the job with the median of its last runs.
 func recurring(j *Job) []Finding {
+	r := runOf(j.JobDetail)
+	if j.State == store.StateFinished {
+		// The later runs' histories find it here, rather than read its
+		// attempts again.
+		j.runs.put(r)
+	}
 	base, err := j.history()
 	if err != nil || len(base) < minBaseline {
 		return nil
 	}
-	r := runOf(j.JobDetail)
 	if f := judge(&r, base, NormalizeName(j.Name)); f != nil {
 		return []Finding{*f}
 	}
@@ -310,6 +315,9 @@ func recurring(j *Job) []Finding {
 
 // history returns the job's earlier runs, read ahead or now.
 func (j *Job) history() ([]Run, error) {
+	if !j.reads.historyRead && j.reads.prevHistory != nil {
+		j.reads.history, j.reads.historyRead = j.reads.prevHistory.runs, true
+	}
 	if !j.reads.historyRead {
 		runs, err := earlierRuns(j.ctx, j.st, j.runs, j.JobDetail, baselineRuns)
 		if err != nil {
@@ -319,6 +327,21 @@ func (j *Job) history() ([]Run, error) {
 		j.reads.history, j.reads.historyRead = runs, true
 	}
 	return j.reads.history, nil
+}
+
+// keptHistory is the earlier runs the report used, for the job's next
+// pass (nil if it read none).
+func (j *Job) keptHistory() *keptHistory {
+	if !j.reads.historyRead {
+		return nil
+	}
+	if h := j.reads.prevHistory; h != nil {
+		k := *h
+		k.since = j.reads.historySeen // (they held up to that look)
+		return &k
+	}
+	return &keptHistory{runs: j.reads.history, since: j.reads.historySeen, name: j.Name, user: j.User, queue: j.Queue,
+		start: j.Start}
 }
 
 // History is the recurring job of jobID: up to n of its runs up to this

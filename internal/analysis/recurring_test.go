@@ -131,3 +131,21 @@ func TestHistory(t *testing.T) {
 		t.Errorf("duration band %+v", b)
 	}
 }
+
+// TestRecurringRunsKept: a finished run's measures are kept when it is
+// analysed: the next runs' analyses compare with it without reading it
+// again (only their own job is read).
+func TestRecurringRunsKept(t *testing.T) {
+	js := runs(20, 21, 19, 20, 22, 30)
+	fs := newFake(js...)
+	a := analysis.New(fs)
+	for i := 0; i < len(js); i += 3 { // alice's runs, oldest first
+		before := fs.reads["job"]
+		if _, err := a.Report(context.Background(), js[i].JobID); err != nil {
+			t.Fatal(err)
+		}
+		if n := fs.reads["job"] - before; n != 1 {
+			t.Errorf("run %d: %d jobs read, want its own alone", i/3, n)
+		}
+	}
+}

@@ -103,10 +103,12 @@ func worstCols(withoutRestricted bool) (worst, heuristics, heuristicWorst string
 var _ store.Replicas = (*Store)(nil)
 
 // PutAnalysis stores a job's analysis: a row that replaces the job's
-// earlier ones (the latest evaluated wins).
+// earlier ones (the latest evaluated wins), inserted with the others of
+// its group (analysisgroup.go).
 func (s *Store) PutAnalysis(ctx context.Context, a *store.Analysis) error {
 	names, worst := store.HeuristicsFound(a.Findings)
-	var b Block
+	p := &analysisPut{ctx: ctx, job: a.JobID}
+	b := &p.row
 	b.UInt64(jobKey(a.JobID))
 	b.String(a.JobID)
 	b.Int64(int64(a.Evaluated))
@@ -143,10 +145,7 @@ func (s *Store) PutAnalysis(ctx context.Context, a *store.Analysis) error {
 		b.Bool(f.Restricted)
 	}
 	b.Row()
-	if err := s.insert(ctx, "analyses", analysisColumns, &b); err != nil {
-		return fmt.Errorf("cannot store the analysis of job %s: %w", a.JobID, err)
-	}
-	var st Block
+	st := &p.stamp
 	st.Row()
 	st.Date(int64(a.Evaluated))
 	st.Int64(int64(a.Evaluated))
@@ -157,10 +156,7 @@ func (s *Store) PutAnalysis(ctx context.Context, a *store.Analysis) error {
 	st.UInt64(a.Mark)
 	st.Bool(a.Ended)
 	st.Int64(int64(a.LastSeen))
-	if err := s.insert(ctx, "analysis_stamps", stampColumns, &st); err != nil {
-		return fmt.Errorf("cannot store the analysis of job %s: %w", a.JobID, err)
-	}
-	return nil
+	return s.putGrouped(p)
 }
 
 // Strings appends an Array(String).

@@ -55,6 +55,13 @@ func (s *Store) Jobs(ctx context.Context, f store.JobFilter) (store.JobPage, err
 		return store.JobPage{}, fmt.Errorf("state must be running or finished, not %q", f.State)
 	}
 	join, awhere, sev, order := s.jobsAnalysis(f)
+	analysed := ", analysed, a_worst, a_heuristics"
+	if f.Bare {
+		analysed = ""
+		if f.MinSeverity == nil && f.Heuristic == "" && !f.BySeverity && !f.CountSeverities {
+			join, awhere = "", nil // (no filter needs them)
+		}
+	}
 	where = append(where, awhere...)
 	from := "(SELECT * FROM " + s.read("jobs") + " FINAL)" + join + " WHERE " + strings.Join(where, " AND ")
 	page := store.JobPage{Jobs: []store.Job{}}
@@ -69,18 +76,23 @@ func (s *Store) Jobs(ctx context.Context, f store.JobFilter) (store.JobPage, err
 	if f.MinSeverity != nil {
 		from += fmt.Sprintf(" AND %s >= %d", sev, *f.MinSeverity)
 	}
-	rows, err := s.query(ctx, "SELECT "+strings.Join(jobColumns, ", ")+", analysed, a_worst, a_heuristics FROM "+from+
+	rows, err := s.query(ctx, "SELECT "+strings.Join(jobColumns, ", ")+analysed+" FROM "+from+
 		fmt.Sprintf(" ORDER BY %s LIMIT %d, %d", order, f.Offset, f.Limit))
 	if err != nil {
 		return store.JobPage{}, fmt.Errorf("cannot list jobs: %w", err)
 	}
 	for rows.Next() {
 		job := readJob(rows, stale)
-		scanWorst(rows, &job)
+		if !f.Bare {
+			scanWorst(rows, &job)
+		}
 		page.Jobs = append(page.Jobs, job)
 	}
 	if err := rows.Err(); err != nil {
 		return page, err
+	}
+	if f.Bare {
+		return page, nil
 	}
 	if page.Severities != nil {
 		page.Total = page.Severities.AtLeast(f.MinSeverity)

@@ -38,8 +38,14 @@ type Options struct {
 	// each time, every attempt row of the job is read. A job not written
 	// in the last JobsEvery is written at the next flush.
 	JobsEvery time.Duration
-	Log       *slog.Logger
-	Client    ClientOptions
+	// AnalysesEvery is how often analyses are inserted at most (default
+	// 0: a group as soon as the last is inserted; analysisgroup.go).
+	// PutAnalysis waits for its group, and the analyser's workers with
+	// it: a pace of a second halved the jobs a second BenchmarkKeepUp
+	// analysed.
+	AnalysesEvery time.Duration
+	Log           *slog.Logger
+	Client        ClientOptions
 }
 
 // The capabilities the store has (package store).
@@ -79,6 +85,8 @@ type Store struct {
 	jobDays map[string]uint16
 
 	ext store.ExtNames // ext_metrics
+
+	puts analysisPuts // PutAnalysis's groups
 }
 
 // Open connects, checks the server's version and makes the schema (if it

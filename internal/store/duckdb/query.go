@@ -73,6 +73,13 @@ func (s *Store) Jobs(ctx context.Context, f store.JobFilter) (store.JobPage, err
 		return store.JobPage{}, fmt.Errorf("state must be running or finished, not %q", f.State)
 	}
 	join, joinArgs, awhere, order := jobsAnalysis(f)
+	analysed := `a.worst, coalesce(a.heuristics, []::VARCHAR[]), count(*) OVER ()`
+	if f.Bare {
+		analysed = `NULL::SMALLINT, []::VARCHAR[], 0`
+		if f.MinSeverity == nil && f.Heuristic == "" && !f.BySeverity && !f.CountSeverities {
+			join, joinArgs, awhere = "", nil, nil // (no filter needs them)
+		}
+	}
 	where = append(where, awhere...)
 	args = append(joinArgs, args...)
 	cond := ` FROM jobs` + join + ` WHERE attempts > 0`
@@ -93,7 +100,7 @@ func (s *Store) Jobs(ctx context.Context, f store.JobFilter) (store.JobPage, err
 		args = append(args, int8(*f.MinSeverity))
 	}
 	filterArgs := args
-	q := `SELECT ` + jobCols + `, coalesce(by_type, ''), a.worst, coalesce(a.heuristics, []::VARCHAR[]), count(*) OVER ()` + cond + ` ORDER BY ` + order + ` LIMIT ? OFFSET ?`
+	q := `SELECT ` + jobCols + `, coalesce(by_type, ''), ` + analysed + cond + ` ORDER BY ` + order + ` LIMIT ? OFFSET ?`
 	args = append(append([]any{}, args...), f.Limit, f.Offset)
 	rows, err := s.handle().QueryContext(ctx, q, args...)
 	if err != nil {
@@ -117,7 +124,7 @@ func (s *Store) Jobs(ctx context.Context, f store.JobFilter) (store.JobPage, err
 	if err := rows.Err(); err != nil {
 		return page, err
 	}
-	if len(page.Jobs) == 0 && f.Offset > 0 {
+	if len(page.Jobs) == 0 && f.Offset > 0 && !f.Bare {
 		// Past the end: still report how many match.
 		err := s.handle().QueryRowContext(ctx, `SELECT count(*)`+cond, filterArgs...).Scan(&page.Total)
 		return page, err

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -26,6 +27,8 @@ var findingTests = []struct {
 	{"AnalysisStates", testAnalysisStates},
 	{"AnalysisStatesByArrival", testAnalysisStatesByArrival},
 	{"RestrictedFindings", testRestrictedFindings},
+	{"AnalysesPutAtOnce", testAnalysesPutAtOnce},
+	{"JobsBare", testJobsBare},
 }
 
 func sev(s store.Severity) *store.Severity { return &s }
@@ -588,5 +591,101 @@ func CheckUnrestricted(t *testing.T, s store.Store, jobID string) {
 	fp, err := s.Findings(ctx, store.FindingFilter{WithoutRestricted: true})
 	if err != nil || len(fp.Findings) != 1 || fp.Total != 1 {
 		t.Fatalf("findings without restricted: %+v, %v", fp, err)
+	}
+}
+
+// testAnalysesPutAtOnce: analyses put at once (the analyser's workers
+// store theirs so; a store may insert them together) are each stored, as
+// put, and each put returns once its analysis reads back.
+func testAnalysesPutAtOnce(t *testing.T, f Factory) {
+	s := open(t, f)
+	ctx := context.Background()
+	jobs := TwelveJobs(t, s)
+	ms := T0.UnixMilli() + 60_000
+	var wg sync.WaitGroup
+	errs := make([]error, len(jobs))
+	for i, j := range jobs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a := analysisOf(j, ms+int64(i), finding("skew", store.Severity(i%5), i))
+			if errs[i] = s.PutAnalysis(ctx, a); errs[i] != nil {
+				return
+			}
+			got, err := s.Analysis(ctx, j.JobID)
+			if err != nil {
+				errs[i] = fmt.Errorf("%s read after its put: %w", j.JobID, err)
+				return
+			}
+			if got.Evaluated != a.Evaluated || len(got.Findings) != 1 || string(got.Findings[0].Body) != string(a.Findings[0].Body) ||
+				got.Worst != a.Worst {
+				errs[i] = fmt.Errorf("%s reads %+v, put %+v", j.JobID, got, a)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	page, err := s.Jobs(ctx, store.JobFilter{MinSeverity: sev(store.SeverityNone), CountSeverities: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if page.Total != len(jobs) {
+		t.Errorf("%d jobs analysed, want %d (%v)", page.Total, len(jobs), page.Severities)
+	}
+}
+
+// testJobsBare: a Bare list is the list without Bare, job for job and
+// figure for figure, but with no severity, heuristics nor total; filters
+// by the analyses still select.
+func testJobsBare(t *testing.T, f Factory) {
+	s := open(t, f)
+	ctx := context.Background()
+	jobs := TwelveJobs(t, s)
+	ms := T0.UnixMilli() + 60_000
+	for i, j := range jobs[:6] {
+		if err := s.PutAnalysis(ctx, analysisOf(j, ms, finding("skew", store.Severity(i%5), i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		f    store.JobFilter
+		want int
+	}{
+		{"all", store.JobFilter{}, 12},
+		{"user", store.JobFilter{User: "alice"}, 4},
+		{"finished, by name, before", store.JobFilter{State: store.StateFinished, Name: "JOB_17", To: int64(jobs[3].Start)}, 8},
+		{"a page", store.JobFilter{Limit: 5, Offset: 5}, 5},
+		{"by severity", store.JobFilter{MinSeverity: sev(store.SeverityModerate), BySeverity: true}, 3},
+		{"by heuristic", store.JobFilter{Heuristic: "skew"}, 4},
+	} {
+		full, err := s.Jobs(ctx, c.f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := c.f
+		b.Bare = true
+		bare, err := s.Jobs(ctx, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(full.Jobs) != c.want {
+			t.Errorf("%s: %d jobs listed, want %d", c.name, len(full.Jobs), c.want)
+		}
+		if bare.Total != 0 || bare.Severities != nil {
+			t.Errorf("%s: bare, total %d and counts %v", c.name, bare.Total, bare.Severities)
+		}
+		want := make([]store.Job, len(full.Jobs))
+		for i, j := range full.Jobs {
+			j.WorstSeverity, j.Heuristics = nil, nil
+			want[i] = j
+		}
+		if !reflect.DeepEqual(bare.Jobs, want) {
+			t.Errorf("%s: bare\n%+v\nwant\n%+v", c.name, bare.Jobs, want)
+		}
 	}
 }

@@ -366,18 +366,20 @@ func (s *Server) TruncateLogs(tb testing.TB) {
 // QueryCPU sums up, on a server started with Options.QueryLog, where its
 // CPU went: its queries' CPU (user and system, from their ProfileEvents)
 // by kind (an insert by table; a select by its text, numbers and quoted
-// values taken out), and the parts it wrote and merged by table (their
-// time; merges run in the background pool, beside the queries). One line
-// each, the costliest first.
+// values taken out) with the time they took (the sum of their durations:
+// what a caller that runs them one after another waits), and the parts it
+// wrote and merged by table (their time; merges run in the background
+// pool, beside the queries). One line each, the costliest first.
 func (s *Server) QueryCPU() ([]string, error) {
 	if _, err := s.query("SYSTEM FLUSH LOGS"); err != nil {
 		return nil, err
 	}
-	queries, err := s.query(`SELECT kind, count() AS n, round((sum(ue) + sum(se)) / 1e6, 2) AS cpu_s, sum(written_rows), sum(read_rows)
+	queries, err := s.query(`SELECT kind, count() AS n, round((sum(ue) + sum(se)) / 1e6, 2) AS cpu_s, sum(written_rows), sum(read_rows),
+	round(sum(query_duration_ms) / 1e3, 2)
 FROM (SELECT if(query LIKE 'INSERT%', concat('INSERT INTO ', extract(query, 'INTO ([a-zA-Z0-9_.]+)')),
 		substring(replaceRegexpAll(replaceRegexpAll(query, '\'[^\']*\'', '?'), '[0-9]+', 'N'), 1, 90)) AS kind,
 	ProfileEvents.Values[indexOf(ProfileEvents.Names, 'UserTimeMicroseconds')] AS ue,
-	ProfileEvents.Values[indexOf(ProfileEvents.Names, 'SystemTimeMicroseconds')] AS se, written_rows, read_rows
+	ProfileEvents.Values[indexOf(ProfileEvents.Names, 'SystemTimeMicroseconds')] AS se, written_rows, read_rows, query_duration_ms
 	FROM system.query_log WHERE type = 2 AND query NOT LIKE 'SYSTEM%')
 GROUP BY kind ORDER BY cpu_s DESC LIMIT 30 FORMAT TSV`)
 	if err != nil {
@@ -388,7 +390,7 @@ FROM system.part_log GROUP BY event_type, table ORDER BY s DESC LIMIT 30 FORMAT 
 	if err != nil {
 		return nil, err
 	}
-	out := []string{"query kind\tcount\tCPU s\twritten rows\tread rows"}
+	out := []string{"query kind\tcount\tCPU s\twritten rows\tread rows\ttime s"}
 	out = append(out, strings.Split(strings.TrimSpace(queries), "\n")...)
 	out = append(out, "part event\ttable\tcount\ttime s\trows")
 	return append(out, strings.Split(strings.TrimSpace(parts), "\n")...), nil
