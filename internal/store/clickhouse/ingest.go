@@ -232,7 +232,7 @@ func (t *tx) CommitStart() (wait func() error, err error) {
 			return nil, t.ctx.Err()
 		}
 	}
-	w := &writeSet{}
+	w := &writeSet{slot: slotOf(s.opt.Clock.Now().UnixMilli())}
 	if err := t.f.Fold(t.ctx, w, &s.ext); err != nil {
 		s.fold.Failed(t.f)
 		return nil, fmt.Errorf("cannot fold the batches: %w", err)
