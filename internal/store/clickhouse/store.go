@@ -60,6 +60,7 @@ var (
 	_ store.CommitPacer         = (*Store)(nil)
 	_ store.PacedFlusher        = (*Store)(nil)
 	_ store.GroupAppender       = (*tx)(nil)
+	_ store.PipelinedAppender   = (*tx)(nil)
 )
 
 // Store is the ClickHouse store.
@@ -71,10 +72,17 @@ type Store struct {
 	wmu        sync.Mutex // one transaction at a time; guards what follows
 	fold       *store.Fold[chRow]
 	lastInsert time.Time // the start (Begin) of the last commit that inserted
-	closed     bool
+	inflight   *inflight // the last commit started whose inserts are under way
+	// beforeInsert, if set, is called before a commit's inserts (tests:
+	// inserts held, or failed).
+	beforeInsert func() error
+	closed       bool
 	// jobsWritten is when each job was last written (FlushDue), of the
 	// jobs written in the last JobsEvery.
 	jobsWritten map[string]time.Time
+	// jobDays are the earliest day of the attempts' rows this replica
+	// stored since their job was last written, by job (writeJobs).
+	jobDays map[string]uint16
 
 	ext store.ExtNames // ext_metrics
 
@@ -105,7 +113,7 @@ func Open(ctx context.Context, opt Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot reach ClickHouse: %w", err)
 	}
-	s := &Store{opt: opt, c: c, jobsWritten: map[string]time.Time{}, schema: &Schema{Database: c.Database(), Cluster: opt.Cluster, Features: FeaturesOf(v)}}
+	s := &Store{opt: opt, c: c, jobsWritten: map[string]time.Time{}, jobDays: map[string]uint16{}, schema: &Schema{Database: c.Database(), Cluster: opt.Cluster, Features: FeaturesOf(v)}}
 	s.fold = s.newFold()
 	// The tables are made once: ON CLUSTER, each statement waits for every
 	// server (13 s for the schema on 2 x 2 servers).
@@ -202,6 +210,7 @@ func days(d time.Duration) int {
 // Close writes what waits to be written. The data is in ClickHouse: a
 // store opened again on it goes on.
 func (s *Store) Close() error {
+	s.waitWrites()
 	err := s.Flush(context.Background())
 	s.wmu.Lock()
 	defer s.wmu.Unlock()

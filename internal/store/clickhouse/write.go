@@ -28,6 +28,19 @@ type writeSet struct {
 	slot                                                             uint32 // of the commit's time: its chunks' (merge.go)
 	chunks, procs, procIndex, attIndex, hostIndex, events, ext, atts Block
 	batches, agents                                                  Block
+	// jobDays are the earliest day of the attempts' rows written, by job
+	// (Store.jobDays once stored).
+	jobDays map[string]uint16
+}
+
+// jobDay notes a row of an attempt of job written in day.
+func (w *writeSet) jobDay(job string, day uint16) {
+	if w.jobDays == nil {
+		w.jobDays = map[string]uint16{}
+	}
+	if old, ok := w.jobDays[job]; !ok || day < old {
+		w.jobDays[job] = day
+	}
 }
 
 var _ store.Sink[chRow] = (*writeSet)(nil)
