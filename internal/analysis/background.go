@@ -545,8 +545,8 @@ func (a *Analyzer) analyse(ctx context.Context, j *job, b *background) error {
 // pass's reads were there to reuse.
 //
 // A running job's report is stored when what it finds changed (found),
-// or Refresh after the one stored last; else the listeners alone are
-// told of it.
+// or Refresh after the one stored last, or when its last pass here was
+// long ago; else the listeners alone are told of it.
 func (a *Analyzer) pass(ctx context.Context, jobID string, made func()) (r *Report, reused bool, err error) {
 	last, ok := a.takeIncremental(jobID)
 	r, k, hist, err := a.reportWith(ctx, jobID, last.k, last.history, false)
@@ -565,7 +565,10 @@ func (a *Analyzer) pass(ctx context.Context, jobID string, made func()) (r *Repo
 	e := incremental{k: k, history: hist, at: now, found: found(r), storedAt: last.storedAt,
 		pass: store.AnalysisStamp{Evaluated: r.Evaluated, Version: a.version, Settings: a.settings, Mark: Mark(&r.job),
 			LastSeen: r.job.LastSeen}}
-	if ok && last.found == e.found && now.Sub(last.storedAt) < a.opt.Refresh {
+	// (Only after a pass of its own lately: a job that another replica
+	// analysed meanwhile may have their analysis stored.)
+	lately := now.Sub(last.at) <= 2*max(a.opt.Every, time.Minute)
+	if ok && lately && last.found == e.found && now.Sub(last.storedAt) < a.opt.Refresh {
 		a.keepIncremental(jobID, e)
 		a.tell(ctx, r)
 		return r, last.k != nil, nil

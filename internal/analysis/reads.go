@@ -343,6 +343,9 @@ func (j *Job) readAhead() {
 		history    []Run
 		historyErr error
 	)
+	if p.history && !j.reads.historyRead && j.reads.prevHistory != nil {
+		j.history() // (the last pass's, which still holds: nothing to read)
+	}
 	readEvents, readHistory := p.events && !j.reads.eventsRead, p.history && !j.reads.historyRead
 	var reads []func()
 	if len(procTodo) > 0 {

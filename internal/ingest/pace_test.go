@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -61,5 +62,93 @@ func TestPipelinePaced(t *testing.T) {
 	}
 	if u := r.samples(t); u.Samples != 5*10 {
 		t.Errorf("%d samples stored, want 50", u.Samples)
+	}
+}
+
+// pipelinedStore is a store whose commits are durable only when the test
+// says (store.PipelinedAppender): each commit started sends the test the
+// channel its wait reads.
+type pipelinedStore struct {
+	*gatedStore
+	started chan chan error
+}
+
+func (s *pipelinedStore) Begin(ctx context.Context) (store.Appender, error) {
+	app, err := s.gatedStore.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &pipelinedAppender{Appender: app, s: s}, nil
+}
+
+type pipelinedAppender struct {
+	store.Appender
+	s *pipelinedStore
+}
+
+func (a *pipelinedAppender) CommitStart() (func() error, error) {
+	if err := a.Commit(); err != nil {
+		return nil, err
+	}
+	durable := make(chan error, 1)
+	a.s.started <- durable
+	return func() error { return <-durable }, nil
+}
+
+// TestPipelineOverlapsCommits: with a store whose commits come in two
+// parts (store.PipelinedAppender), the pipeline starts the next group's
+// commit while the one before is not durable yet, answers each request
+// once its own commit is durable, in the order the commits started, and
+// answers a commit that fails once under way with its error.
+func TestPipelineOverlapsCommits(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	ps := &pipelinedStore{gatedStore: r.gs, started: make(chan chan error)}
+	p := NewPipeline(ps, PipelineOptions{})
+	defer p.Close()
+	results := make([]chan Result, 4)
+	submit := func(i int) {
+		results[i] = make(chan Result, 1)
+		go func() { results[i] <- p.Submit(context.Background(), batch(fmt.Sprintf("agent-%d", i), 1, "node1")) }()
+	}
+	answered := func(i int) bool {
+		select {
+		case res := <-results[i]:
+			results[i] <- res
+			return true
+		default:
+			return false
+		}
+	}
+	submit(0)
+	first := <-ps.started
+	submit(1)
+	// The second commit starts while the first is not durable.
+	second := <-ps.started
+	if answered(0) || answered(1) {
+		t.Fatal("a request answered before its commit was durable")
+	}
+	second <- nil
+	// In order: the second waits for the first (its answerer waits for
+	// the first's).
+	if answered(1) {
+		t.Fatal("the second commit's request answered before the first's")
+	}
+	first <- nil
+	for i := range 2 {
+		if res := <-results[i]; res.Err != nil || res.Duplicate {
+			t.Fatalf("request %d: %+v", i, res)
+		}
+	}
+	// A commit that fails under way: its request gets the error.
+	submit(2)
+	failed := errors.New("inserts failed")
+	(<-ps.started) <- failed
+	if res := <-results[2]; !errors.Is(res.Err, failed) {
+		t.Fatalf("request of the failed commit: %+v", res)
+	}
+	submit(3)
+	(<-ps.started) <- nil
+	if res := <-results[3]; res.Err != nil {
+		t.Fatalf("request after the failed commit: %+v", res)
 	}
 }

@@ -54,8 +54,13 @@ type Pipeline struct {
 	onStored        func(b *wire.Batch)
 	onError         func(err error, batches int)
 	stop            chan struct{}
-	wg              sync.WaitGroup
-	once            sync.Once
+	// acks are the groups whose commits started (store.CommitStart), in
+	// order, for the answerer; slots bound the groups between their
+	// commit's start and their answer.
+	acks  chan *started
+	slots chan struct{}
+	wg    sync.WaitGroup
+	once  sync.Once
 
 	commitDur prometheus.Histogram
 	batches   *prometheus.CounterVec
@@ -102,7 +107,7 @@ func NewPipeline(st store.Store, o PipelineOptions) *Pipeline {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	p := &Pipeline{st: st, q: make(chan *request, o.QueueLen), maxGroup: o.MaxGroup, maxGroupSamples: o.MaxGroupSamples, queueSamples: int64(o.QueueSamples), log: o.Log, onCommit: o.OnCommit, onStored: o.OnStored, onError: o.OnError, stop: make(chan struct{}),
+	p := &Pipeline{st: st, q: make(chan *request, o.QueueLen), acks: make(chan *started, maxStarted), slots: make(chan struct{}, maxStarted), maxGroup: o.MaxGroup, maxGroupSamples: o.MaxGroupSamples, queueSamples: int64(o.QueueSamples), log: o.Log, onCommit: o.OnCommit, onStored: o.OnStored, onError: o.OnError, stop: make(chan struct{}),
 		commitDur: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "taskscope_ingest_commit_seconds",
 			Help: "Time to append and commit one group of batches.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
 		batches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "taskscope_ingest_batches_total",
@@ -117,9 +122,23 @@ func NewPipeline(st store.Store, o PipelineOptions) *Pipeline {
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "taskscope_ingest_queue_batches",
 				Help: "Batches waiting for the writer."}, func() float64 { return float64(len(p.q)) }))
 	}
-	p.wg.Add(1)
+	p.wg.Add(2)
 	go p.run()
+	go p.answer()
 	return p
+}
+
+// maxStarted bounds the groups whose commits started and that are not
+// answered yet: one whose inserts are under way, and the next, folded
+// meanwhile (a store.PipelinedAppender's).
+const maxStarted = 2
+
+// started is a group whose commit started: wait says when it is durable.
+type started struct {
+	group []*request
+	dups  []bool
+	wait  func() error
+	start time.Time
 }
 
 // Submit prepares a validated batch for the store, when it prepares batches
@@ -179,6 +198,7 @@ func (p *Pipeline) Close() {
 
 func (p *Pipeline) run() {
 	defer p.wg.Done()
+	defer close(p.acks)
 	for {
 		var first *request
 		select {
@@ -236,20 +256,48 @@ func (p *Pipeline) pace() {
 
 const paceCheck = 50 * time.Millisecond
 
-// write appends a group in one transaction. If any batch fails, the group is
-// rolled back and each request's batches are written alone, so that one
-// bad batch cannot fail the others' requests; unless the store cannot write at all (its disk is full,
-// or it cannot be reached): then every batch would fail again, and all are
-// answered with the error.
+// write appends a group in one transaction and starts its commit; the
+// answerer answers its requests once it is durable (answer), while the
+// writer takes the next group. If any batch fails the transaction before
+// its commit is under way, the group is rolled back and each request's
+// batches are written alone, so that one bad batch cannot fail the
+// others' requests; unless the store cannot write at all (its disk is
+// full, or it cannot be reached): then every batch would fail again, and
+// all are answered with the error. A commit that fails once under way
+// (a store.PipelinedAppender's inserts) fails its whole group: the store
+// failed, not a batch.
 func (p *Pipeline) write(group []*request) {
 	start := time.Now()
-	res, err := p.commit(group)
-	if err != nil && len(group) > 1 && !errors.Is(err, store.ErrDiskFull) && !errors.Is(err, store.ErrUnavailable) {
-		for _, r := range group {
-			p.write([]*request{r})
+	p.slots <- struct{}{}
+	dups, wait, err := p.commit(group)
+	if err != nil {
+		<-p.slots
+		if len(group) > 1 && !errors.Is(err, store.ErrDiskFull) && !errors.Is(err, store.ErrUnavailable) {
+			for _, r := range group {
+				p.write([]*request{r})
+			}
+			return
 		}
+		p.done(group, start, nil, err)
 		return
 	}
+	p.acks <- &started{group: group, dups: dups, wait: wait, start: start}
+}
+
+// answer answers the groups whose commits started, in order, each once
+// it is durable (or failed).
+func (p *Pipeline) answer() {
+	defer p.wg.Done()
+	for g := range p.acks {
+		err := g.wait()
+		<-p.slots
+		p.done(g.group, g.start, g.dups, err)
+	}
+}
+
+// done counts a group's commit and answers its requests: res says which
+// batches were duplicates (when err is nil).
+func (p *Pipeline) done(group []*request, start time.Time, res []bool, err error) {
 	batches := 0
 	for _, r := range group {
 		batches += len(r.bs)
@@ -299,11 +347,13 @@ func (p *Pipeline) write(group []*request) {
 	}
 }
 
-func (p *Pipeline) commit(group []*request) ([]bool, error) {
+// commit appends a group in one transaction and starts its commit
+// (store.CommitStart): wait says when it is durable.
+func (p *Pipeline) commit(group []*request) (dups []bool, wait func() error, err error) {
 	ctx := context.Background()
 	app, err := p.st.Begin(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var all []*wire.Batch
 	for _, r := range group {
@@ -311,9 +361,8 @@ func (p *Pipeline) commit(group []*request) ([]bool, error) {
 	}
 	if err := store.PreloadBatches(app, all); err != nil {
 		app.Rollback()
-		return nil, err
+		return nil, nil, err
 	}
-	var dups []bool
 	for _, r := range group {
 		for i, b := range r.bs {
 			var p *store.Prepared
@@ -323,13 +372,13 @@ func (p *Pipeline) commit(group []*request) ([]bool, error) {
 			d, err := store.AppendBatch(app, b, p)
 			if err != nil {
 				app.Rollback()
-				return nil, err
+				return nil, nil, err
 			}
 			dups = append(dups, d)
 		}
 	}
-	if err := app.Commit(); err != nil {
-		return nil, err
+	if wait, err = store.CommitStart(app); err != nil {
+		return nil, nil, err
 	}
-	return dups, nil
+	return dups, wait, nil
 }

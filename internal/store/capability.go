@@ -35,6 +35,19 @@ func AppendBatch(app Appender, b *wire.Batch, p *Prepared) (dup bool, err error)
 	return app.Append(b)
 }
 
+// CommitStart commits app, and returns what waits until its batches are
+// durable: a PipelinedAppender's two parts; another Appender's Commit,
+// and a wait that returns nil.
+func CommitStart(app Appender) (wait func() error, err error) {
+	if pa, ok := app.(PipelinedAppender); ok {
+		return pa.CommitStart()
+	}
+	if err := app.Commit(); err != nil {
+		return nil, err
+	}
+	return func() error { return nil }, nil
+}
+
 // NextCommit is the time before which st wants no commit (CommitPacer);
 // the zero time for a store that paces none.
 func NextCommit(st Store) time.Time {

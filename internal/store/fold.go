@@ -260,6 +260,7 @@ type FoldTx[B any] struct {
 	live     map[uint64]*liveProc // changes to the live processes (nil: exited)
 	newExt   []extName
 	seen     map[string]counted // absorb's: the attempts a batch touched, with what each counted before it
+	written  []string           // commit's: the jobs of the attempts it wrote (Stored marks them dirty)
 }
 
 // Begin starts a transaction. gen numbers the commit (GenFirst, GenLast:
@@ -338,7 +339,8 @@ func (t *FoldTx[B]) LoadAgents(ctx context.Context, ids []string) error {
 
 // Recheck (Shared) reads the agents' last stored batches again: a batch
 // that another server stored since this one read its agent's is not
-// stored again.
+// stored again. An agent's row behind the fold's is this server's own
+// commit whose inserts are under way (Fold.CommitPending), not a change.
 func (t *FoldTx[B]) Recheck(ctx context.Context) error {
 	if !t.f.opt.Shared || len(t.agents) == 0 {
 		return nil
@@ -353,7 +355,7 @@ func (t *FoldTx[B]) Recheck(ctx context.Context) error {
 	}
 	changed := map[string]bool{}
 	for _, id := range ids {
-		if a := stored[id]; a != nil && a.Seq != t.base[id] {
+		if a := stored[id]; a != nil && a.Seq > t.base[id] {
 			cp := *a
 			t.agents[id], t.base[id] = &cp, a.Seq
 			changed[id] = true
@@ -861,6 +863,21 @@ func (t *FoldTx[B]) NewExt() []extName { return t.newExt }
 // written is let go (it will not change), as is a job that runs no
 // attempt.
 func (f *Fold[B]) Commit(t *FoldTx[B], written bool, ext *ExtNames) {
+	f.commit(t, written, false)
+	f.Stored(t, ext)
+}
+
+// CommitPending is Commit(t, true, ext) of a transaction whose writes are
+// under way (PipelinedAppender): the next transaction builds on its
+// states, but what waits for them to be durable waits for Stored (the
+// jobs of its attempts are to be added up again from their rows,
+// TakeDirtyJobs; the attempts that ended are let go, and read again
+// while their rows may not be there yet). If they fail: Failed(t).
+func (f *Fold[B]) CommitPending(t *FoldTx[B]) { f.commit(t, true, true) }
+
+// commit makes the transaction's states the fold's (pending: its writes
+// are under way, Stored does the rest once they are durable).
+func (f *Fold[B]) commit(t *FoldTx[B], written, pending bool) {
 	for k, lp := range t.live {
 		if lp == nil {
 			delete(f.live, k)
@@ -877,15 +894,16 @@ func (f *Fold[B]) Commit(t *FoldTx[B], written bool, ext *ExtNames) {
 		}
 		f.agents[id] = a
 	}
+	t.written = t.written[:0]
 	for id, a := range t.atts {
 		a.shared = false
 		if written && a.Meta.JobID != "" {
 			if f.opt.LoadJobAttempts == nil && a.dirty {
-				f.dirtyJobs[a.Meta.JobID] = true
+				t.written = append(t.written, a.Meta.JobID)
 			}
 			a.dirty = false
 		}
-		if a.Meta.Ended && !a.dirty {
+		if a.Meta.Ended && !a.dirty && !pending {
 			delete(f.atts, id)
 			continue
 		}
@@ -895,7 +913,7 @@ func (f *Fold[B]) Commit(t *FoldTx[B], written bool, ext *ExtNames) {
 		if written {
 			j.dirty = false
 		}
-		if j.Running <= 0 && !j.dirty {
+		if j.Running <= 0 && !j.dirty && !pending {
 			delete(f.jobs, id)
 			continue
 		}
@@ -909,6 +927,27 @@ func (f *Fold[B]) Commit(t *FoldTx[B], written bool, ext *ExtNames) {
 			for k := range a.procs {
 				f.addLive(k, id)
 			}
+		}
+	}
+}
+
+// Stored ends a commit once its writes are durable (CommitPending; Commit
+// calls it): the jobs of the attempts it wrote are to be added up again
+// (TakeDirtyJobs), the attempts that ended and the jobs that run none are
+// let go unless a later transaction changed them since, and the metrics'
+// names it was told of are ext's.
+func (f *Fold[B]) Stored(t *FoldTx[B], ext *ExtNames) {
+	for _, id := range t.written {
+		f.dirtyJobs[id] = true
+	}
+	for id, a := range t.atts {
+		if a.Meta.Ended && !a.dirty && f.atts[id] == a {
+			delete(f.atts, id)
+		}
+	}
+	for id, j := range t.jobs {
+		if j.Running <= 0 && !j.dirty && f.jobs[id] == j {
+			delete(f.jobs, id)
 		}
 	}
 	for _, n := range t.newExt {

@@ -186,6 +186,19 @@ type CommitPacer interface {
 	NextCommit() time.Time
 }
 
+// PipelinedAppender is an Appender whose commit comes in two parts
+// (ClickHouse: a commit's fold, then its inserts): CommitStart does what
+// the next transaction needs done before it may begin (the writer's lock
+// is free when it returns), and wait blocks until the batches are durable
+// or failed. Commits started are durable in the order they started; one
+// whose wait fails makes those started after it fail too. The ingest
+// pipeline answers a group's requests when its wait returns, while it
+// takes and folds the next group (its inserts overlap the next group's
+// fold).
+type PipelinedAppender interface {
+	CommitStart() (wait func() error, err error)
+}
+
 // PacedFlusher is a store whose summaries cost more to write the more
 // often they are written (ClickHouse adds a job's figures up again from
 // all its attempts' rows): FlushDue writes those due, and a job written

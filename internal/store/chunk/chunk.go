@@ -67,6 +67,29 @@ type Chunk struct {
 	Columns []Column
 }
 
+// Slice is samples [i, j) of c, sharing its arrays; a column absent from
+// all of them is left out (a chunk cut in time, each part decoding alone).
+func (c *Chunk) Slice(i, j int) *Chunk {
+	out := &Chunk{Times: c.Times[i:j]}
+	for _, col := range c.Columns {
+		nc := Column{ID: col.ID, Values: col.Values[i:j]}
+		if col.Absent != nil {
+			all, some := true, false
+			for _, a := range col.Absent[i:j] {
+				all, some = all && a, some || a
+			}
+			if all {
+				continue
+			}
+			if some {
+				nc.Absent = col.Absent[i:j]
+			}
+		}
+		out.Columns = append(out.Columns, nc)
+	}
+	return out
+}
+
 // ErrCorrupt wraps every decoding error.
 var ErrCorrupt = errors.New("corrupt chunk")
 

@@ -185,57 +185,149 @@ func (s *Store) uint64s(ctx context.Context, q string) ([]uint64, error) {
 	return out, rows.Err()
 }
 
-// Commit stores the transaction's batches: once InsertEvery has passed
-// since the last commit that inserted began, one block per table. (The
-// ingest pipeline waits for that before it takes the batches into the
-// transaction, NextCommit: this wait is for other callers.)
+// Commit stores the transaction's batches (CommitStart, and waits).
 func (t *tx) Commit() error {
+	wait, err := t.CommitStart()
+	if err != nil {
+		return err
+	}
+	return wait()
+}
+
+// CommitStart stores the transaction's batches (store.PipelinedAppender):
+// once InsertEvery has passed since the last commit that inserted began,
+// it checks them again against the agents table, folds them and makes
+// every table's block, then hands these to a goroutine that inserts them
+// once the commit before has inserted its own, and returns: the next
+// transaction may begin, and fold its batches while these are inserted.
+// (The ingest pipeline waits for NextCommit before it takes the batches
+// into the transaction: the wait here is for other callers.)
+//
+// The fold takes the commit's states before they are stored
+// (store.Fold.CommitPending): the next commit builds on them. If an
+// insert fails, its commit's states and those of every commit started
+// after it are dropped (store.Fold.Failed: read again from ClickHouse),
+// and those commits fail too: none stores an agent's batch beyond one
+// that was not stored, and each commit's agents' rows are still inserted
+// after its data, once every commit before it is in.
+func (t *tx) CommitStart() (wait func() error, err error) {
 	if t.done {
-		return fmt.Errorf("commit after commit or rollback")
+		return nil, fmt.Errorf("commit after commit or rollback")
 	}
 	defer t.Rollback()
 	s := t.s
 	if len(t.f.Prepared()) == 0 {
-		return nil
+		return waitNone, nil
 	}
 	if err := t.f.Recheck(t.ctx); err != nil {
-		return fmt.Errorf("cannot check the agents' last batches again: %w", err)
+		return nil, fmt.Errorf("cannot check the agents' last batches again: %w", err)
 	}
 	if len(t.f.Prepared()) == 0 {
-		return nil
+		return waitNone, nil
 	}
 	if wait := s.opt.InsertEvery - time.Since(s.lastInsert); wait > 0 && s.opt.InsertEvery > 0 {
 		select {
 		case <-time.After(wait):
 		case <-t.ctx.Done():
-			return t.ctx.Err()
+			return nil, t.ctx.Err()
 		}
 	}
-	w := &writeSet{}
+	w := &writeSet{slot: slotOf(s.opt.Clock.Now().UnixMilli())}
 	if err := t.f.Fold(t.ctx, w, &s.ext); err != nil {
 		s.fold.Failed(t.f)
-		return fmt.Errorf("cannot fold the batches: %w", err)
+		return nil, fmt.Errorf("cannot fold the batches: %w", err)
 	}
 	for _, a := range t.f.DirtyAttempts() {
 		a.B.version++
 		w.attemptRow(a)
+		w.jobDay(a.Meta.JobID, DayOf(a.Born))
 	}
 	for id, a := range t.f.StoredAgents() {
 		w.agentRow(id, a)
-	}
-	// The profiles first, the agents' rows last (profiles.go).
-	if err := s.insertProfiles(t.ctx, t.f.Prepared()); err != nil {
-		s.fold.Failed(t.f)
-		return fmt.Errorf("cannot store batches: %w", err)
-	}
-	if err := w.insert(t.ctx, s); err != nil {
-		s.fold.Failed(t.f)
-		return fmt.Errorf("cannot store batches: %w", err)
 	}
 	// Commits start InsertEvery apart (the pipeline waits for NextCommit):
 	// from the start of this one, so that a batch that came just after it
 	// began waits InsertEvery and a commit, not also this commit's fold.
 	s.lastInsert = t.began
-	s.fold.Commit(t.f, true, &s.ext)
-	return nil
+	prev := s.inflight
+	p := &inflight{done: make(chan struct{}), ended: make(chan struct{})}
+	s.inflight = p
+	s.fold.CommitPending(t.f)
+	go s.write(t.ctx, t.f, w, prev, p)
+	return p.wait, nil
+}
+
+func waitNone() error { return nil }
+
+// inflight is a commit whose inserts are under way (CommitStart).
+type inflight struct {
+	done  chan struct{} // closed once its inserts are done (or failed)
+	err   error         // set before done is closed
+	ended chan struct{} // closed once the fold took the outcome too
+}
+
+func (p *inflight) wait() error {
+	<-p.done
+	return p.err
+}
+
+// write inserts a commit's blocks once the commit before it (prev, nil if
+// none) has inserted its own (its failure fails this one), says it is
+// done (its batches can be answered: the writer's lock may be held by the
+// next commit's fold meanwhile), then ends it in the fold: stored, or
+// failed. A commit that starts before that builds on its states, and
+// fails with it (its prev is this one).
+func (s *Store) write(ctx context.Context, f *store.FoldTx[chRow], w *writeSet, prev, p *inflight) {
+	err := func() error {
+		if prev != nil {
+			if err := prev.wait(); err != nil {
+				return fmt.Errorf("cannot store batches after an earlier commit failed: %w", err)
+			}
+		}
+		if s.beforeInsert != nil {
+			if err := s.beforeInsert(); err != nil {
+				return err
+			}
+		}
+		// The profiles first, the agents' rows last (profiles.go).
+		if err := s.insertProfiles(ctx, f.Prepared()); err != nil {
+			return fmt.Errorf("cannot store batches: %w", err)
+		}
+		if err := w.insert(ctx, s); err != nil {
+			return fmt.Errorf("cannot store batches: %w", err)
+		}
+		return nil
+	}()
+	p.err = err
+	close(p.done)
+	if prev != nil {
+		<-prev.ended // (in order: a flush that waits for this one finds every job to write)
+	}
+	s.wmu.Lock()
+	if err != nil {
+		s.fold.Failed(f)
+	} else {
+		s.fold.Stored(f, &s.ext)
+		for id, d := range w.jobDays {
+			if old, ok := s.jobDays[id]; !ok || d < old {
+				s.jobDays[id] = d
+			}
+		}
+	}
+	if s.inflight == p {
+		s.inflight = nil
+	}
+	s.wmu.Unlock()
+	close(p.ended)
+}
+
+// waitWrites waits until the commits started are done and ended in the
+// fold (their jobs to be written are known).
+func (s *Store) waitWrites() {
+	s.wmu.Lock()
+	p := s.inflight
+	s.wmu.Unlock()
+	if p != nil {
+		<-p.ended
+	}
 }

@@ -20,9 +20,9 @@ func (s *Store) rollup(ctx context.Context, day uint16) error {
 	date := fmt.Sprintf("toDate(%d)", day)
 	for kind := uint8(0); kind <= store.KindAttemptExt; kind++ {
 		for part := uint64(0); part < 16; part++ {
-			rows, err := s.query(ctx, fmt.Sprintf(`SELECT DISTINCT job_key, key, t_min, start_ms, data FROM %s
-				WHERE day = %s AND kind = %d AND level < 2 AND intDiv(key, %d) = %d ORDER BY key, t_min`,
-				s.read("chunks"), date, kind, uint64(1)<<60, part))
+			rows, err := s.query(ctx, fmt.Sprintf(`SELECT DISTINCT job_key, key, t_min, start_ms, data FROM %s ORDER BY key, t_min`,
+				s.union("job_key, key, t_min, start_ms, data", fmt.Sprintf("day = %s AND kind = %d AND level < 2 AND intDiv(key, %d) = %d",
+					date, kind, uint64(1)<<60, part), "series_chunks", "chunks")))
 			if err != nil {
 				return fmt.Errorf("cannot read chunks to roll up: %w", err)
 			}

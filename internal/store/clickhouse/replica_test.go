@@ -42,7 +42,7 @@ func TestReplicasExactlyOnce(t *testing.T) {
 	// The rows written twice must still be there to be counted before the
 	// merge below: a background merge (any time, sooner on a loaded
 	// machine) would count them merged already.
-	if err := a.Client().Exec(context.Background(), "SYSTEM STOP MERGES eo.chunks", nil); err != nil {
+	if err := a.Client().Exec(context.Background(), "SYSTEM STOP MERGES eo.series_chunks", nil); err != nil {
 		t.Fatal(err)
 	}
 	g := &storetest.Gen{Agent: "node1-eo", Host: "node1"}
@@ -100,14 +100,14 @@ func TestReplicasExactlyOnce(t *testing.T) {
 	}
 	// Physically: the rows written twice go when the parts merge.
 	c := a.Client()
-	raw := count(t, c, "SELECT count() FROM eo.chunks")
-	if err := c.Exec(context.Background(), "SYSTEM START MERGES eo.chunks", nil); err != nil {
+	raw := count(t, c, "SELECT count() FROM eo.series_chunks")
+	if err := c.Exec(context.Background(), "SYSTEM START MERGES eo.series_chunks", nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Exec(context.Background(), "OPTIMIZE TABLE eo.chunks FINAL", nil); err != nil {
+	if err := c.Exec(context.Background(), "OPTIMIZE TABLE eo.series_chunks FINAL", nil); err != nil {
 		t.Fatal(err)
 	}
-	merged := count(t, c, "SELECT count() FROM eo.chunks")
+	merged := count(t, c, "SELECT count() FROM eo.series_chunks")
 	// 3 batches of 4 series: a process, an attempt, and a metric of each
 	// with no column of its own.
 	if merged != 12 || raw != 16 {

@@ -40,6 +40,10 @@ type table struct {
 
 type retentionKind int
 
+// byDay is whether the table is partitioned by day first (retention
+// drops its partitions of the days past it).
+func (t *table) byDay() bool { return t.partition == "day" || strings.HasPrefix(t.partition, "(day,") }
+
 const (
 	keepForever retentionKind = iota
 	keepRaw                   // --retention
@@ -100,12 +104,26 @@ var tables = []table{
 		sent_ms Int64 codec=Delta+ZSTD, samples UInt64, dropped_samples UInt64, dropped_batches UInt64, read_errors UInt64,
 		overruns UInt64`),
 		partition: "day", orderBy: "(agent_key, agent_id, seq)", shardKey: "agent_key", retention: keepRollup},
-	// Series: a chunk (package chunk) per series per batch (level 0), and
-	// per series and span once compacted (level 1).
+	// Series, as stores made before series_chunks wrote them: a chunk
+	// (package chunk) per series per batch (level 0). Read, rolled up and
+	// dropped as series_chunks; nothing writes it now.
 	{name: "chunks", columns: cols(`day Date, kind UInt8, job_key UInt64, key UInt64, t_min Int64 codec=Delta+ZSTD,
 		t_max Int64 codec=Delta+ZSTD, n UInt32, level UInt8, start_ms Int64, data String codec=ZSTD(3)`),
 		partition: "day", orderBy: "(kind, job_key, key, t_min, level)", shardKey: "job_key", retention: keepRaw,
 		granularity: 1024},
+	// Series (merge.go): a chunk per series per batch (level 0) in the
+	// partition of its day and of the slot of its arrival (the writer's
+	// clock), and, once Maintain has merged a slot, a chunk per series,
+	// slot and day (level 1, in the partition of its day alone) where the
+	// slot's partitions are then dropped. The version n keeps, of two
+	// merged chunks of a slot starting at one sample (two replicas
+	// merging it at once), the one of more samples; slot in the key keeps
+	// apart the merged chunks of two slots.
+	{name: "series_chunks", columns: cols(`day Date, slot UInt32, kind UInt8, job_key UInt64, key UInt64,
+		t_min Int64 codec=Delta+ZSTD, t_max Int64 codec=Delta+ZSTD, n UInt32, level UInt8, start_ms Int64,
+		data String codec=ZSTD(3)`),
+		version: "n", partition: "(day, if(level = 0, slot, 0))", orderBy: "(kind, job_key, key, t_min, level, slot)",
+		shardKey: "job_key", retention: keepRaw, granularity: 1024},
 	// Per-minute rollups of chunks past the raw retention (level 2).
 	{name: "rollups", columns: cols(`day Date, kind UInt8, job_key UInt64, key UInt64, t_min Int64 codec=Delta+ZSTD,
 		t_max Int64 codec=Delta+ZSTD, n UInt32, level UInt8, start_ms Int64, data String codec=ZSTD(3)`),
@@ -297,7 +315,7 @@ func (s *Schema) TTL(days map[retentionKind]int) []string {
 	var out []string
 	for i := range tables {
 		t := &tables[i]
-		if d := days[t.retention]; d > 0 && t.partition == "day" {
+		if d := days[t.retention]; d > 0 && t.byDay() {
 			out = append(out, fmt.Sprintf("ALTER TABLE %s%s MODIFY TTL day + INTERVAL %d DAY", s.Local(t.name), on, d))
 		}
 	}

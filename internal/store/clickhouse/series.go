@@ -41,22 +41,23 @@ func (s *Store) chunksOf(ctx context.Context, kind uint8, jobs []uint64, keys []
 }
 
 // readChunks reads the chunks (and rollups) a condition selects into out,
-// by series. A chunk stored twice (a batch written by two replicas) is read
-// once: DISTINCT over the row, which is the same both times.
+// by series, in one query. A chunk stored twice (a batch written by two
+// replicas) is read once: DISTINCT over the row, which is the same both
+// times; a slot's chunks read beside their merged chunk (while Maintain
+// merges it) give their samples twice, which store.Decode keeps once.
 func (s *Store) readChunks(ctx context.Context, where string, out map[uint64][]chunkRec) error {
-	for _, t := range []string{"chunks", "rollups"} {
-		rows, err := s.query(ctx, "SELECT DISTINCT key, t_min, t_max, level, start_ms, data FROM "+s.read(t)+" WHERE "+where)
-		if err != nil {
-			return fmt.Errorf("cannot read series: %w", err)
-		}
-		for rows.Next() {
-			k := rows.UInt64()
-			c := chunkRec{tMin: rows.Int64(), tMax: rows.Int64(), level: rows.UInt8(), start: rows.Int64(), data: rows.Bytes()}
-			out[k] = append(out[k], c)
-		}
-		if err := rows.Err(); err != nil {
-			return err
-		}
+	rows, err := s.query(ctx, "SELECT DISTINCT key, t_min, t_max, level, start_ms, data FROM "+
+		s.union("key, t_min, t_max, level, start_ms, data", where, "series_chunks", "chunks", "rollups"))
+	if err != nil {
+		return fmt.Errorf("cannot read series: %w", err)
+	}
+	for rows.Next() {
+		k := rows.UInt64()
+		c := chunkRec{tMin: rows.Int64(), tMax: rows.Int64(), level: rows.UInt8(), start: rows.Int64(), data: rows.Bytes()}
+		out[k] = append(out[k], c)
+	}
+	if err := rows.Err(); err != nil {
+		return err
 	}
 	for k, cs := range out {
 		sort.SliceStable(cs, func(i, j int) bool { return cs[i].tMin < cs[j].tMin })

@@ -38,24 +38,21 @@ func (s *Store) readAttemptsAs(ctx context.Context, sel string, scan func(*Rows)
 //
 // The attempts table is ordered by job: a read by attempt id alone scans
 // all of it, FINAL, at every commit that meets a new attempt (with short
-// tasks, every commit; the cost grew with the table). So their jobs' keys
-// come first from the index (ordered by attempt), and the attempts are read
-// under those jobs, the empty job's and the jobs the batches name.
+// tasks, every commit; the cost grew with the table). So where their rows
+// are comes first (stored), and the attempts are read there.
 func (s *Store) loadAttempts(ctx context.Context, ids []string, jobOf map[string]string) (map[string]*attState, error) {
 	out := map[string]*attState{}
 	for len(ids) > 0 {
 		part := ids[:min(len(ids), 1000)]
 		ids = ids[len(part):]
-		jobs, _, err := s.indexed(ctx, part)
+		where, err := s.stored(ctx, part, jobOf)
 		if err != nil {
 			return nil, err
 		}
-		for _, id := range part {
-			if j, ok := jobOf[id]; ok && !slices.Contains(jobs, jobKey(j)) {
-				jobs = append(jobs, jobKey(j))
-			}
+		if where == "" {
+			continue // none is stored
 		}
-		sts, err := s.readAttempts(ctx, "job_key IN ("+numList(jobs)+") AND attempt_id IN ("+QuoteList(part)+")")
+		sts, err := s.readAttempts(ctx, where)
 		if err != nil {
 			return nil, err
 		}
@@ -63,8 +60,7 @@ func (s *Store) loadAttempts(ctx context.Context, ids []string, jobOf map[string
 			continue
 		}
 		byKey := map[uint64]*attState{}
-		jobs = jobs[:0]
-		var keys []uint64
+		var jobs, keys []uint64
 		for _, st := range sts {
 			// Memberships under every job the attempt's rows are under.
 			jobs = append(jobs, jobKey(st.Meta.JobID))
@@ -100,6 +96,80 @@ func (s *Store) loadAttempts(ctx context.Context, ids []string, jobOf map[string
 	return out, nil
 }
 
+// stored is where the rows of attempts ids are, as a condition on the
+// attempts table ("" if none of them is stored): the jobs and days the
+// index gives (with the jobs the batches name, jobOf: this commit may be
+// the one that tells an attempt's job); for the attempts it has no row
+// of (a commit that failed half way wrote its attempts' rows but not
+// their index's), the jobs the batches name and the empty job's, read
+// narrow (their keys and days) in every day. The whole rows are then read
+// FINAL in those days only: in every day's partition, beside a long
+// retention, that was most of what a commit meeting new attempts cost
+// (BenchmarkCommitNewAttempts).
+func (s *Store) stored(ctx context.Context, ids []string, jobOf map[string]string) (string, error) {
+	keys := make([]uint64, len(ids))
+	for i, id := range ids {
+		keys[i] = store.AttemptKey(id)
+	}
+	rows, err := s.query(ctx, "SELECT DISTINCT attempt_id, job_key, day FROM "+s.read("attempt_index")+" WHERE attempt_key IN ("+
+		numList(keys)+") AND attempt_id IN ("+QuoteList(ids)+")")
+	if err != nil {
+		return "", fmt.Errorf("cannot read the attempts' index: %w", err)
+	}
+	var jobs, days []uint64
+	add := func(j, d uint64) {
+		if !slices.Contains(jobs, j) {
+			jobs = append(jobs, j)
+		}
+		if !slices.Contains(days, d) {
+			days = append(days, d)
+		}
+	}
+	found := map[string]bool{}
+	for rows.Next() {
+		id, j, d := rows.String(), rows.UInt64(), uint64(rows.UInt16())
+		found[id] = true
+		add(j, d)
+	}
+	if err := rows.Err(); err != nil {
+		return "", fmt.Errorf("cannot read the attempts' index: %w", err)
+	}
+	var missing []string
+	named := []uint64{jobKey("")}
+	for _, id := range ids {
+		j, ok := jobOf[id]
+		if ok && !slices.Contains(named, jobKey(j)) {
+			named = append(named, jobKey(j))
+		}
+		if !found[id] {
+			missing = append(missing, id)
+		} else if ok && !slices.Contains(jobs, jobKey(j)) {
+			jobs = append(jobs, jobKey(j))
+		}
+	}
+	if len(missing) > 0 {
+		rows, err := s.query(ctx, "SELECT DISTINCT job_key, day FROM "+s.read("attempts")+" WHERE job_key IN ("+numList(named)+
+			") AND attempt_id IN ("+QuoteList(missing)+")")
+		if err != nil {
+			return "", fmt.Errorf("cannot look for attempts the index has not: %w", err)
+		}
+		for rows.Next() {
+			j, d := rows.UInt64(), uint64(rows.UInt16())
+			add(j, d)
+		}
+		if err := rows.Err(); err != nil {
+			return "", fmt.Errorf("cannot look for attempts the index has not: %w", err)
+		}
+	}
+	if len(days) == 0 {
+		return "", nil
+	}
+	if !slices.Contains(jobs, jobKey("")) {
+		jobs = append(jobs, jobKey(""))
+	}
+	return "job_key IN (" + numList(jobs) + ") AND day IN (" + numList(days) + ") AND attempt_id IN (" + QuoteList(ids) + ")", nil
+}
+
 // procAttempts reads the attempts processes are members of, from the
 // index; processes without any are absent.
 func (s *Store) procAttempts(ctx context.Context, keys []uint64) (map[uint64][]string, error) {
@@ -126,8 +196,10 @@ func (s *Store) procAttempts(ctx context.Context, keys []uint64) (map[uint64][]s
 }
 
 // Flush writes the jobs whose attempts changed since they were last
-// written: each job's figures added up again from its attempts.
+// written (once the commits started are stored): each job's figures added
+// up again from its attempts.
 func (s *Store) Flush(ctx context.Context) error {
+	s.waitWrites()
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	if s.closed {
@@ -194,6 +266,7 @@ func (s *Store) writeJobs(ctx context.Context, ids []string) error {
 	}
 	var b, changes Block
 	stored := s.opt.Clock.Now().UnixMilli()
+	all := ids
 	for len(ids) > 0 {
 		part := ids[:min(len(ids), 200)]
 		ids = ids[len(part):]
@@ -201,11 +274,19 @@ func (s *Store) writeJobs(ctx context.Context, ids []string) error {
 		for i, id := range part {
 			keys[i] = jobKey(id)
 		}
-		atts, err := s.readAttemptsAs(ctx, jobAttemptSelect, func(r *Rows) *attState { return scanFields(r, jobAttemptFields) },
-			"job_key IN ("+numList(keys)+") AND job_id IN ("+QuoteList(part)+")")
+		where := "job_key IN (" + numList(keys) + ") AND job_id IN (" + QuoteList(part) + ")"
+		from, err := s.jobsFrom(ctx, part, where)
 		if err != nil {
 			return err
 		}
+		if from > 0 {
+			where += " AND day >= toDate(" + Quote(time.UnixMilli(int64(from)*86_400_000).UTC().Format(time.DateOnly)) + ")"
+		}
+		atts, err := s.readAttemptsAs(ctx, jobAttemptSelect, func(r *Rows) *attState { return scanFields(r, jobAttemptFields) }, where)
+		if err != nil {
+			return err
+		}
+
 		totals := map[string]*store.JobTotals{}
 		versions := map[string]uint64{}
 		days := map[string]uint16{}
@@ -231,8 +312,50 @@ func (s *Store) writeJobs(ctx context.Context, ids []string) error {
 	if err := s.insert(ctx, "jobs", jobCols, &b); err != nil {
 		return err
 	}
+	// (Their rows now say the earliest day of their attempts.)
+	for _, id := range all {
+		delete(s.jobDays, id)
+	}
 	// After the jobs: a reader that finds a change finds the job.
 	return s.insert(ctx, "job_changes", changeCols, &changes)
+}
+
+// jobsFrom is the earliest day the attempts of jobs ids (where: their
+// condition) may have rows in (0: any): the day of their rows in jobs
+// (the earliest of their attempts' when last written), or of an attempt
+// this replica stored since (jobDays: told late, of an earlier day); 0
+// when a job has no row yet. The jobs' flush reads their attempts from
+// there on, not in every day's partition: beside a long retention, that
+// was most of what a commit and its flush cost (BenchmarkCommitNewAttempts).
+// (A day missed by a read races with another replica's write of an
+// attempt: that replica writes the job after it, with a higher version.)
+func (s *Store) jobsFrom(ctx context.Context, ids []string, where string) (uint16, error) {
+	rows, err := s.query(ctx, "SELECT job_id, min(day) FROM "+s.read("jobs")+" WHERE "+where+" GROUP BY job_id")
+	if err != nil {
+		return 0, fmt.Errorf("cannot read the jobs' days: %w", err)
+	}
+	days := map[string]uint16{}
+	for rows.Next() {
+		id, d := rows.String(), rows.UInt16()
+		days[id] = d
+	}
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("cannot read the jobs' days: %w", err)
+	}
+	from := uint16(0)
+	for i, id := range ids {
+		d, ok := days[id]
+		if !ok {
+			return 0, nil
+		}
+		if w, ok := s.jobDays[id]; ok && w < d {
+			d = w
+		}
+		if i == 0 || d < from {
+			from = d
+		}
+	}
+	return from, nil
 }
 
 var jobCols = []string{"day", "job_key", "job_id", "version", "app_id", "framework", "name", "user_name", "queue", "first_ms",

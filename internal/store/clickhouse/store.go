@@ -60,6 +60,7 @@ var (
 	_ store.CommitPacer         = (*Store)(nil)
 	_ store.PacedFlusher        = (*Store)(nil)
 	_ store.GroupAppender       = (*tx)(nil)
+	_ store.PipelinedAppender   = (*tx)(nil)
 )
 
 // Store is the ClickHouse store.
@@ -71,10 +72,17 @@ type Store struct {
 	wmu        sync.Mutex // one transaction at a time; guards what follows
 	fold       *store.Fold[chRow]
 	lastInsert time.Time // the start (Begin) of the last commit that inserted
-	closed     bool
+	inflight   *inflight // the last commit started whose inserts are under way
+	// beforeInsert, if set, is called before a commit's inserts (tests:
+	// inserts held, or failed).
+	beforeInsert func() error
+	closed       bool
 	// jobsWritten is when each job was last written (FlushDue), of the
 	// jobs written in the last JobsEvery.
 	jobsWritten map[string]time.Time
+	// jobDays are the earliest day of the attempts' rows this replica
+	// stored since their job was last written, by job (writeJobs).
+	jobDays map[string]uint16
 
 	ext store.ExtNames // ext_metrics
 
@@ -105,7 +113,7 @@ func Open(ctx context.Context, opt Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot reach ClickHouse: %w", err)
 	}
-	s := &Store{opt: opt, c: c, jobsWritten: map[string]time.Time{}, schema: &Schema{Database: c.Database(), Cluster: opt.Cluster, Features: FeaturesOf(v)}}
+	s := &Store{opt: opt, c: c, jobsWritten: map[string]time.Time{}, jobDays: map[string]uint16{}, schema: &Schema{Database: c.Database(), Cluster: opt.Cluster, Features: FeaturesOf(v)}}
 	s.fold = s.newFold()
 	// The tables are made once: ON CLUSTER, each statement waits for every
 	// server (13 s for the schema on 2 x 2 servers).
@@ -202,6 +210,7 @@ func days(d time.Duration) int {
 // Close writes what waits to be written. The data is in ClickHouse: a
 // store opened again on it goes on.
 func (s *Store) Close() error {
+	s.waitWrites()
 	err := s.Flush(context.Background())
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
@@ -250,11 +259,15 @@ func diskFull(err error) error {
 // (on every server of the cluster).
 func (s *Store) Usage(ctx context.Context) (store.Usage, error) {
 	var u store.Usage
+	// A series' samples of a slot: its merged chunks' once there are.
+	slots := `(SELECT sum(s) FROM (SELECT if(max(level) = 1, sumIf(n, level = 1), sumIf(n, level = 0)) AS s
+		FROM %[4]s FINAL WHERE kind = %[5]d AND level < 2 GROUP BY job_key, key, slot))`
 	rows, err := s.query(ctx, fmt.Sprintf(`SELECT
-		(SELECT sum(n) FROM %[1]s FINAL WHERE kind = 0 AND level < 2),
-		(SELECT sum(n) FROM %[1]s FINAL WHERE kind = 1 AND level < 2),
+		(SELECT sum(n) FROM %[1]s FINAL WHERE kind = 0 AND level < 2) + `+slots+`,
+		(SELECT sum(n) FROM %[1]s FINAL WHERE kind = 1 AND level < 2) + `+strings.ReplaceAll(slots, "%[5]d", "%[6]d")+`,
 		(SELECT count() FROM %[2]s FINAL), (SELECT uniqExact(attempt_id) FROM %[3]s),
-		(SELECT uniqExact(job_id) FROM %[3]s WHERE job_id != '')`, s.read("chunks"), s.read("procs"), s.read("attempts")))
+		(SELECT uniqExact(job_id) FROM %[3]s WHERE job_id != '')`, s.read("chunks"), s.read("procs"), s.read("attempts"),
+		s.read("series_chunks"), store.KindProcess, store.KindAttempt))
 	if err != nil {
 		return u, fmt.Errorf("cannot read usage: %w", err)
 	}
@@ -301,11 +314,22 @@ func (s *Store) clusterHosts(ctx context.Context) ([]string, error) {
 	return out, rows.Err()
 }
 
-// Maintain drops the partitions past their retention: raw samples past
-// Retention (after their per-minute rollups are made), everything else
-// past RollupRetention.
+// Maintain merges the chunks of the slots that ended (merge.go), and
+// drops the partitions past their retention: raw samples past Retention
+// (after their per-minute rollups are made), everything else past
+// RollupRetention.
 func (s *Store) Maintain(ctx context.Context, now time.Time) (err error) {
 	defer store.WrapErr(&err, "cannot maintain the store")
+	if _, err := s.mergeSlots(ctx); err != nil {
+		return err
+	}
+	type part struct {
+		table string
+		day   uint16
+		expr  string // of DROP PARTITION
+	}
+	var drop []part
+	rolled := map[uint16]bool{}
 	for _, t := range tables {
 		var keep time.Duration
 		switch t.retention {
@@ -316,7 +340,7 @@ func (s *Store) Maintain(ctx context.Context, now time.Time) (err error) {
 		case keepChanges:
 			keep = changesRetention
 		}
-		if keep <= 0 || t.partition != "day" {
+		if keep <= 0 || !t.byDay() {
 			continue
 		}
 		cut := DayOf(now.Add(-keep).UnixMilli())
@@ -324,33 +348,60 @@ func (s *Store) Maintain(ctx context.Context, now time.Time) (err error) {
 			// By the clock that stamps them.
 			cut = DayOf(s.opt.Clock.Now().Add(-keep).UnixMilli())
 		}
-		rows, err := s.query(ctx, "SELECT DISTINCT toUInt16(toDate(partition)) FROM system.parts WHERE database = "+
-			Quote(s.c.Database())+" AND table = "+Quote(strings.TrimPrefix(s.schema.Local(t.name), s.c.Database()+"."))+" AND active")
+		rows, err := s.query(ctx, "SELECT DISTINCT partition FROM system.parts WHERE database = "+
+			Quote(s.c.Database())+" AND table = "+Quote(s.schema.localName(t.name))+" AND active")
 		if err != nil {
 			return fmt.Errorf("cannot list partitions: %w", err)
 		}
-		var old []uint16
 		for rows.Next() {
-			if d := rows.UInt16(); d < cut {
-				old = append(old, d)
+			p := rows.String()
+			d, expr, err := partitionDay(p)
+			if err != nil {
+				return fmt.Errorf("table %s: %w", t.name, err)
+			}
+			if d < cut {
+				drop = append(drop, part{t.name, d, expr})
+				if t.retention == keepRaw {
+					rolled[d] = false
+				}
 			}
 		}
 		if err := rows.Err(); err != nil {
 			return fmt.Errorf("cannot list partitions: %w", err)
 		}
-		for _, d := range old {
-			if t.name == "chunks" {
-				if err := s.rollup(ctx, d); err != nil {
-					return fmt.Errorf("cannot roll up day %d: %w", d, err)
-				}
+	}
+	for _, p := range drop {
+		if done, raw := rolled[p.day]; raw && !done && (p.table == "chunks" || p.table == "series_chunks") {
+			if err := s.rollup(ctx, p.day); err != nil {
+				return fmt.Errorf("cannot roll up day %d: %w", p.day, err)
 			}
-			day := time.UnixMilli(int64(d) * 86_400_000).UTC().Format("2006-01-02")
-			if err := s.c.Exec(ctx, "ALTER TABLE "+s.schema.Local(t.name)+s.schema.On()+" DROP PARTITION "+Quote(day), nil); err != nil {
-				return fmt.Errorf("cannot drop %s's partition %s: %w", t.name, day, err)
-			}
+			rolled[p.day] = true
+		}
+		if err := s.c.Exec(ctx, "ALTER TABLE "+s.schema.Local(p.table)+s.schema.On()+" DROP PARTITION "+p.expr, nil); err != nil {
+			return fmt.Errorf("cannot drop %s's partition %s: %w", p.table, p.expr, err)
 		}
 	}
 	return nil
+}
+
+// partitionDay is the day of a partition of a table partitioned by day
+// first (system.parts' partition: 2026-03-01, or ('2026-03-01',5)), and
+// how DROP PARTITION names it.
+func partitionDay(p string) (uint16, string, error) {
+	expr := Quote(p)
+	ds := p
+	if strings.HasPrefix(p, "(") {
+		expr = p
+		ds = strings.TrimPrefix(strings.TrimPrefix(p, "("), "'")
+	}
+	if len(ds) < 10 {
+		return 0, "", fmt.Errorf("partition %q: not of a day", p)
+	}
+	t, err := time.Parse("2006-01-02", ds[:10])
+	if err != nil {
+		return 0, "", fmt.Errorf("partition %q: not of a day: %w", p, err)
+	}
+	return DayOf(t.UnixMilli()), expr, nil
 }
 
 // Changes is a number that changes whenever any server (any replica of

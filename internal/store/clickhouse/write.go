@@ -11,6 +11,7 @@ import (
 // Columns of the inserts, in the order rows are written.
 var (
 	chunkCols     = []string{"day", "kind", "job_key", "key", "t_min", "t_max", "n", "level", "start_ms", "data"}
+	seriesCols    = []string{"day", "slot", "kind", "job_key", "key", "t_min", "t_max", "n", "level", "start_ms", "data"}
 	procCols      = []string{"day", "job_key", "attempt_key", "proc_key", "gen", "member", "described", "has_cmd", "host", "pid", "ppid", "sid", "start_ms", "end_ms", "cmdline", "comm", "role", "uid", "user_name", "from_ms", "to_ms", "cpu_base_ms", "member_role"}
 	procIndexCols = []string{"day", "proc_key", "attempt_key", "attempt_id", "job_key", "start_ms"}
 	attIndexCols  = []string{"day", "attempt_key", "attempt_id", "job_key"}
@@ -24,8 +25,22 @@ var (
 // writeSet is what a commit writes: each table's block. It is the sink of
 // the commit's fold (store.Sink).
 type writeSet struct {
+	slot                                                             uint32 // of the commit's time: its chunks' (merge.go)
 	chunks, procs, procIndex, attIndex, hostIndex, events, ext, atts Block
 	batches, agents                                                  Block
+	// jobDays are the earliest day of the attempts' rows written, by job
+	// (Store.jobDays once stored).
+	jobDays map[string]uint16
+}
+
+// jobDay notes a row of an attempt of job written in day.
+func (w *writeSet) jobDay(job string, day uint16) {
+	if w.jobDays == nil {
+		w.jobDays = map[string]uint16{}
+	}
+	if old, ok := w.jobDays[job]; !ok || day < old {
+		w.jobDays[job] = day
+	}
 }
 
 var _ store.Sink[chRow] = (*writeSet)(nil)
@@ -69,17 +84,7 @@ func (w *writeSet) Batch(p *store.Prepared) { w.batchRow(p) }
 
 func (w *writeSet) chunkRow(kind uint8, job uint64, c *store.SeriesChunk, start int64) {
 	b := &w.chunks
-	b.Row()
-	b.Date(c.TMin)
-	b.UInt8(kind)
-	b.UInt64(job)
-	b.UInt64(c.Key)
-	b.Int64(c.TMin)
-	b.Int64(c.TMax)
-	b.UInt32(uint32(c.N))
-	b.UInt8(0)
-	b.Int64(start)
-	b.Blob(c.Data)
+	seriesRow(b, w.slot, kind, job, c.Key, c.TMin, c.TMax, c.N, 0, start, c.Data)
 }
 
 func (w *writeSet) procRowHead(st *attState, key, gen uint64, b *wire.Batch) {
@@ -231,7 +236,7 @@ func (w *writeSet) insert(ctx context.Context, s *Store) error {
 		b    *Block
 	}
 	for _, stage := range [][]ins{
-		{{"chunks", chunkCols, &w.chunks}, {"ext_metrics", extCols, &w.ext}, {"procs", procCols, &w.procs},
+		{{"series_chunks", seriesCols, &w.chunks}, {"ext_metrics", extCols, &w.ext}, {"procs", procCols, &w.procs},
 			{"proc_index", procIndexCols, &w.procIndex}, {"attempt_index", attIndexCols, &w.attIndex},
 			{"host_index", hostIndexCols, &w.hostIndex},
 			{"events", eventCols, &w.events}, {"attempts", attemptCols, &w.atts}, {"batches", batchCols, &w.batches}},

@@ -218,34 +218,12 @@ func encodeParts(w *chunk.Writer, c *chunk.Chunk, parts int, buf []byte, perSamp
 	n := len(c.Times)
 	for k := 0; k < parts; k++ {
 		var err error
-		buf, err = encodeChunks(w, sliceChunk(c, k*n/parts, (k+1)*n/parts), buf, perSample, emit)
+		buf, err = encodeChunks(w, c.Slice(k*n/parts, (k+1)*n/parts), buf, perSample, emit)
 		if err != nil {
 			return buf, err
 		}
 	}
 	return buf, nil
-}
-
-// sliceChunk is samples [i, j) of c.
-func sliceChunk(c *chunk.Chunk, i, j int) *chunk.Chunk {
-	out := &chunk.Chunk{Times: c.Times[i:j]}
-	for _, col := range c.Columns {
-		nc := chunk.Column{ID: col.ID, Values: col.Values[i:j]}
-		if col.Absent != nil {
-			all, some := true, false
-			for _, a := range col.Absent[i:j] {
-				all, some = all && a, some || a
-			}
-			if all {
-				continue
-			}
-			if some {
-				nc.Absent = col.Absent[i:j]
-			}
-		}
-		out.Columns = append(out.Columns, nc)
-	}
-	return out
 }
 
 // rewrite replaces, series by series, the chunks of table that where

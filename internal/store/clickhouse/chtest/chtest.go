@@ -315,6 +315,27 @@ func (p *proc) Pid() int {
 // RSS is the process's resident memory now, in bytes (0 if not running).
 func (p *proc) RSS() int64 { return rssOf(p.Pid()) }
 
+// CPU is the CPU (user and system) the process has used, from
+// /proc/PID/stat (0 if not running).
+func (p *proc) CPU() time.Duration {
+	pid := p.Pid()
+	if pid <= 0 {
+		return 0
+	}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(data)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	if len(fields) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(fields[11], 10, 64)
+	k, _ := strconv.ParseInt(fields[12], 10, 64)
+	return time.Duration(u+k) * time.Second / 100 // (clock ticks)
+}
+
 // Logs is the tail of the server's error log and output, for a failure's
 // message.
 func (s *Server) Logs() string { return tails(s.Dir, "server.err.log", "stdout.log") }
