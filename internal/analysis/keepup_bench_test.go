@@ -89,7 +89,6 @@ func keepUp(b *testing.B, backend string, rate float64, busy bool) {
 	}
 	clock := store.Clock{Now: clockNow, StaleAfter: 2 * time.Minute}
 	var st store.Store
-	chPid := 0
 	var chSrv *chtest.Server
 	// TASKSCOPE_BENCH_QUERYLOG=FILE: ClickHouse logs its queries, and
 	// where its CPU went during the run (not the fill) is written to FILE.
@@ -103,7 +102,6 @@ func keepUp(b *testing.B, backend string, rate float64, busy bool) {
 		st = d
 	case "clickhouse":
 		srv := chtest.StartWith(b, chtest.Options{QueryLog: queryLog})
-		chPid = srv.Pid()
 		chSrv = srv
 		c, err := clickhouse.Open(context.Background(), clickhouse.Options{URL: srv.URL() + "?database=keepup", InsertEvery: -1})
 		if err != nil {
@@ -248,7 +246,7 @@ func keepUp(b *testing.B, backend string, rate float64, busy bool) {
 	var side sync.WaitGroup
 	sideCtx, stopSide := context.WithCancel(ctx)
 	defer stopSide()
-	cpu0, ch0 := selfCPU(), procCPU(chPid)
+	cpu0, ch0 := selfCPU(), serverCPU(chSrv)
 	m0 := analyserCounts(b, reg)
 	b.ResetTimer()
 	mu.Lock()
@@ -286,7 +284,7 @@ wait:
 	}
 	elapsed := time.Since(t0)
 	b.StopTimer()
-	cpu, ch := selfCPU()-cpu0, procCPU(chPid)-ch0
+	cpu, ch := selfCPU()-cpu0, serverCPU(chSrv)-ch0
 	m := analyserCounts(b, reg).sub(m0)
 	stopSide()
 	side.Wait()
@@ -308,7 +306,7 @@ wait:
 	b.ReportMetric(float64(lat[len(lat)/2].Milliseconds()), "p50_ms")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Milliseconds()), "p99_ms")
 	b.ReportMetric(float64(cpu.Milliseconds())/float64(b.N), "cpu_ms/job")
-	if chPid != 0 {
+	if chSrv != nil {
 		b.ReportMetric(float64(ch.Milliseconds())/float64(b.N), "ch_cpu_ms/job")
 	}
 	if m.ended > 0 {
@@ -330,7 +328,7 @@ wait:
 		b.ReportMetric(float64(all.P99.Microseconds())/1000, "api_p99_ms")
 		b.ReportMetric(float64(all.N), "api_n")
 		b.ReportMetric(cpu.Seconds()/elapsed.Seconds(), "cores")
-		if chPid != 0 {
+		if chSrv != nil {
 			b.ReportMetric(ch.Seconds()/elapsed.Seconds(), "ch_cores")
 		}
 		for _, l := range apiStats.Summary() {
@@ -480,22 +478,10 @@ func selfCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// procCPU is the CPU process pid has used (0 for none), from
-// /proc/PID/stat (utime and stime, in clock ticks of 1/100 s).
-func procCPU(pid int) time.Duration {
-	if pid == 0 {
+// serverCPU is the CPU the ClickHouse server srv has used (0 for none).
+func serverCPU(srv *chtest.Server) time.Duration {
+	if srv == nil {
 		return 0
 	}
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	s := string(data)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	if len(fields) < 13 {
-		return 0
-	}
-	u, _ := strconv.ParseInt(fields[11], 10, 64)
-	k, _ := strconv.ParseInt(fields[12], 10, 64)
-	return time.Duration(u+k) * 10 * time.Millisecond
+	return srv.CPU()
 }

@@ -55,7 +55,6 @@ func runningPass(b *testing.B, backend string) {
 	clockNow := func() time.Time { return time.UnixMilli(dataEnd.Load()) }
 	clock := store.Clock{Now: clockNow, StaleAfter: 2 * time.Minute}
 	var st store.Store
-	chPid := 0
 	var chSrv *chtest.Server
 	// TASKSCOPE_BENCH_QUERYLOG=FILE: ClickHouse logs its queries, and
 	// where its CPU went from the first timed passes on is written to
@@ -70,7 +69,7 @@ func runningPass(b *testing.B, backend string) {
 		st = d
 	case "clickhouse":
 		srv := chtest.StartWith(b, chtest.Options{QueryLog: queryLog != ""})
-		chPid, chSrv = srv.Pid(), srv
+		chSrv = srv
 		c, err := clickhouse.Open(context.Background(), clickhouse.Options{URL: srv.URL() + "?database=passes", InsertEvery: -1})
 		if err != nil {
 			b.Fatal(err)
@@ -137,7 +136,7 @@ func runningPass(b *testing.B, backend string) {
 			}
 		}
 		b.StartTimer()
-		t0, c0, s0, h0 := time.Now(), threadCPUOf(), selfCPU(), procCPU(chPid)
+		t0, c0, s0, h0 := time.Now(), threadCPUOf(), selfCPU(), serverCPU(chSrv)
 		for _, j := range jobs {
 			_, inc, err := an.Pass(ctx, j.JobID)
 			if err != nil {
@@ -151,7 +150,7 @@ func runningPass(b *testing.B, backend string) {
 		wall += time.Since(t0)
 		thread += threadCPUOf() - c0
 		self += selfCPU() - s0
-		ch += procCPU(chPid) - h0
+		ch += serverCPU(chSrv) - h0
 		b.StopTimer()
 		if prof != nil {
 			pprof.StopCPUProfile()
@@ -163,14 +162,14 @@ func runningPass(b *testing.B, backend string) {
 		allocs += ms.Mallocs - m0
 		// The same jobs from scratch, for scale.
 		scratch := analysis.NewWith(st, opt)
-		f0, fh0 := selfCPU(), procCPU(chPid)
+		f0, fh0 := selfCPU(), serverCPU(chSrv)
 		for _, j := range jobs {
 			if _, _, err := scratch.Pass(ctx, j.JobID); err != nil {
 				b.Fatal(err)
 			}
 			full++
 		}
-		fullCPU += selfCPU() - f0 + procCPU(chPid) - fh0
+		fullCPU += selfCPU() - f0 + serverCPU(chSrv) - fh0
 		b.StartTimer()
 	}
 	b.StopTimer()
@@ -191,7 +190,7 @@ func runningPass(b *testing.B, backend string) {
 	b.ReportMetric(per(wall), "ms/pass")
 	b.ReportMetric(per(thread), "thread_cpu_ms/pass")
 	b.ReportMetric(per(self), "cpu_ms/pass")
-	if chPid != 0 {
+	if chSrv != nil {
 		b.ReportMetric(per(ch), "ch_cpu_ms/pass")
 	}
 	b.ReportMetric(float64(allocs)/float64(passes), "allocs/pass")
