@@ -88,28 +88,10 @@ func keepUp(b *testing.B, backend string, rate float64, busy bool) {
 		return t
 	}
 	clock := store.Clock{Now: clockNow, StaleAfter: 2 * time.Minute}
-	var st store.Store
-	var chSrv *chtest.Server
 	// TASKSCOPE_BENCH_QUERYLOG=FILE: ClickHouse logs its queries, and
 	// where its CPU went during the run (not the fill) is written to FILE.
 	queryLog := os.Getenv("TASKSCOPE_BENCH_QUERYLOG") != ""
-	switch backend {
-	case "duckdb":
-		d, err := duckdb.Open(duckdb.Options{Dir: b.TempDir(), Clock: clock})
-		if err != nil {
-			b.Fatal(err)
-		}
-		st = d
-	case "clickhouse":
-		srv := chtest.StartWith(b, chtest.Options{QueryLog: queryLog})
-		chSrv = srv
-		c, err := clickhouse.Open(context.Background(), clickhouse.Options{URL: srv.URL() + "?database=keepup", InsertEvery: -1})
-		if err != nil {
-			b.Fatal(err)
-		}
-		c.SetClock(clock)
-		st = c
-	}
+	st, chSrv := benchStore(b, backend, clock, "keepup", queryLog)
 	defer st.Close()
 	// Fill until b.N jobs have ended (a loadgen cluster of 20 nodes ends
 	// about 2 jobs a simulated minute).
@@ -476,6 +458,30 @@ func selfCPU() time.Duration {
 	var ru syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// benchStore opens the benchmarks' store on backend ("duckdb", or
+// "clickhouse": a server of its own, with its query log if queryLog, and
+// database db) with clock; chSrv is the ClickHouse server (nil for DuckDB).
+func benchStore(b *testing.B, backend string, clock store.Clock, db string, queryLog bool) (st store.Store, chSrv *chtest.Server) {
+	switch backend {
+	case "duckdb":
+		d, err := duckdb.Open(duckdb.Options{Dir: b.TempDir(), Clock: clock})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return d, nil
+	case "clickhouse":
+		srv := chtest.StartWith(b, chtest.Options{QueryLog: queryLog})
+		c, err := clickhouse.Open(context.Background(), clickhouse.Options{URL: srv.URL() + "?database=" + db, InsertEvery: -1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		c.SetClock(clock)
+		return c, srv
+	}
+	b.Fatalf("no store %q", backend)
+	return nil, nil
 }
 
 // serverCPU is the CPU the ClickHouse server srv has used (0 for none).

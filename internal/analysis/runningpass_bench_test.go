@@ -15,9 +15,6 @@ import (
 	"github.com/taskscope/taskscope/internal/analysis"
 	"github.com/taskscope/taskscope/internal/loadgen"
 	"github.com/taskscope/taskscope/internal/store"
-	"github.com/taskscope/taskscope/internal/store/clickhouse"
-	"github.com/taskscope/taskscope/internal/store/clickhouse/chtest"
-	"github.com/taskscope/taskscope/internal/store/duckdb"
 	"github.com/taskscope/taskscope/internal/store/storetest"
 )
 
@@ -54,29 +51,11 @@ func runningPass(b *testing.B, backend string) {
 	dataEnd.Store(start.UnixMilli())
 	clockNow := func() time.Time { return time.UnixMilli(dataEnd.Load()) }
 	clock := store.Clock{Now: clockNow, StaleAfter: 2 * time.Minute}
-	var st store.Store
-	var chSrv *chtest.Server
 	// TASKSCOPE_BENCH_QUERYLOG=FILE: ClickHouse logs its queries, and
 	// where its CPU went from the first timed passes on is written to
 	// FILE (with -benchtime 1x, the passes' alone).
 	queryLog := os.Getenv("TASKSCOPE_BENCH_QUERYLOG")
-	switch backend {
-	case "duckdb":
-		d, err := duckdb.Open(duckdb.Options{Dir: b.TempDir(), Clock: clock})
-		if err != nil {
-			b.Fatal(err)
-		}
-		st = d
-	case "clickhouse":
-		srv := chtest.StartWith(b, chtest.Options{QueryLog: queryLog != ""})
-		chSrv = srv
-		c, err := clickhouse.Open(context.Background(), clickhouse.Options{URL: srv.URL() + "?database=passes", InsertEvery: -1})
-		if err != nil {
-			b.Fatal(err)
-		}
-		c.SetClock(clock)
-		st = c
-	}
+	st, chSrv := benchStore(b, backend, clock, "passes", queryLog != "")
 	defer st.Close()
 	ctx := context.Background()
 	g := loadgen.NewGenerator(loadgen.Config{Nodes: 20, Slots: 8, BatchTicks: 15, Seed: 3, Start: start})
