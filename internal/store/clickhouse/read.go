@@ -212,25 +212,43 @@ func (s *Store) readAttempt(ctx context.Context, id string, read func(where stri
 // (none when no attempt of ids is indexed). Another replica may have
 // indexed an attempt too, in the same day.
 func (s *Store) indexed(ctx context.Context, ids []string) (jobs, days []uint64, err error) {
+	_, jobs, days, err = s.indexOf(ctx, ids)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !slices.Contains(jobs, jobKey("")) {
+		jobs = append(jobs, jobKey(""))
+	}
+	return jobs, days, nil
+}
+
+// indexOf reads the index's rows of attempts ids: which of them it has
+// (found), and the keys of the jobs and the days they are stored under.
+func (s *Store) indexOf(ctx context.Context, ids []string) (found map[string]bool, jobs, days []uint64, err error) {
 	keys := make([]uint64, len(ids))
 	for i, id := range ids {
 		keys[i] = store.AttemptKey(id)
 	}
-	rows, err := s.query(ctx, "SELECT DISTINCT job_key, day FROM "+s.read("attempt_index")+" WHERE attempt_key IN ("+
+	rows, err := s.query(ctx, "SELECT DISTINCT attempt_id, job_key, day FROM "+s.read("attempt_index")+" WHERE attempt_key IN ("+
 		numList(keys)+") AND attempt_id IN ("+QuoteList(ids)+")")
 	if err != nil {
-		return nil, nil, fmt.Errorf("cannot read the attempts' index: %w", err)
+		return nil, nil, nil, fmt.Errorf("cannot read the attempts' index: %w", err)
 	}
-	jobs = []uint64{jobKey("")}
+	found = map[string]bool{}
 	for rows.Next() {
-		if j := rows.UInt64(); !slices.Contains(jobs, j) {
+		id, j, d := rows.String(), rows.UInt64(), uint64(rows.UInt16())
+		found[id] = true
+		if !slices.Contains(jobs, j) {
 			jobs = append(jobs, j)
 		}
-		if d := uint64(rows.UInt16()); !slices.Contains(days, d) {
+		if !slices.Contains(days, d) {
 			days = append(days, d)
 		}
 	}
-	return jobs, days, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, nil, nil, fmt.Errorf("cannot read the attempts' index: %w", err)
+	}
+	return found, jobs, days, nil
 }
 
 // JobOwner is a job's user and queue (store.OwnerReader), from its row of

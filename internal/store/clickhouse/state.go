@@ -107,16 +107,10 @@ func (s *Store) loadAttempts(ctx context.Context, ids []string, jobOf map[string
 // retention, that was most of what a commit meeting new attempts cost
 // (BenchmarkCommitNewAttempts).
 func (s *Store) stored(ctx context.Context, ids []string, jobOf map[string]string) (string, error) {
-	keys := make([]uint64, len(ids))
-	for i, id := range ids {
-		keys[i] = store.AttemptKey(id)
-	}
-	rows, err := s.query(ctx, "SELECT DISTINCT attempt_id, job_key, day FROM "+s.read("attempt_index")+" WHERE attempt_key IN ("+
-		numList(keys)+") AND attempt_id IN ("+QuoteList(ids)+")")
+	found, jobs, days, err := s.indexOf(ctx, ids)
 	if err != nil {
-		return "", fmt.Errorf("cannot read the attempts' index: %w", err)
+		return "", err
 	}
-	var jobs, days []uint64
 	add := func(j, d uint64) {
 		if !slices.Contains(jobs, j) {
 			jobs = append(jobs, j)
@@ -124,15 +118,6 @@ func (s *Store) stored(ctx context.Context, ids []string, jobOf map[string]strin
 		if !slices.Contains(days, d) {
 			days = append(days, d)
 		}
-	}
-	found := map[string]bool{}
-	for rows.Next() {
-		id, j, d := rows.String(), rows.UInt64(), uint64(rows.UInt16())
-		found[id] = true
-		add(j, d)
-	}
-	if err := rows.Err(); err != nil {
-		return "", fmt.Errorf("cannot read the attempts' index: %w", err)
 	}
 	var missing []string
 	named := []uint64{jobKey("")}
