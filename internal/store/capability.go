@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/taskscope/taskscope/internal/wire"
@@ -124,6 +125,80 @@ func ReadAttemptProcesses(ctx context.Context, st Store, ids []string) (map[stri
 		}
 		if len(d.ProcessList) > 0 {
 			out[id] = d.ProcessList
+		}
+	}
+	return out, nil
+}
+
+// ReadJobs is what Job returns for each job of ids that st knows, by job
+// id (unknown ones absent): read together where st can (JobReader), else
+// one by one.
+func ReadJobs(ctx context.Context, st Store, ids []string) (map[string]*JobDetail, error) {
+	if jr, ok := st.(JobReader); ok {
+		return jr.JobsDetail(ctx, ids)
+	}
+	out := map[string]*JobDetail{}
+	for _, id := range ids {
+		d, err := st.Job(ctx, id)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out[id] = d
+	}
+	return out, nil
+}
+
+// EventsLimit is limit as the events' reads take it: 1000 when it is not
+// positive, at most 100,000.
+func EventsLimit(limit int) int {
+	if limit <= 0 || limit > 100_000 {
+		return 1000
+	}
+	return limit
+}
+
+// ReadJobEvents is, by job id, each job's events of kinds (all if none),
+// oldest first, at most limit a job (EventsLimit), as Events lists them;
+// jobs without any are absent: read together where st can
+// (JobEventsReader), else job by job and kind by kind.
+func ReadJobEvents(ctx context.Context, st Store, jobIDs, kinds []string, limit int) (map[string][]Event, error) {
+	limit = EventsLimit(limit)
+	if jr, ok := st.(JobEventsReader); ok {
+		return jr.JobEvents(ctx, jobIDs, kinds, limit)
+	}
+	out := map[string][]Event{}
+	for _, id := range jobIDs {
+		var evs []Event
+		if len(kinds) == 0 {
+			e, err := st.Events(ctx, EventFilter{JobID: id, Limit: limit})
+			if err != nil {
+				return nil, err
+			}
+			evs = e
+		}
+		for _, k := range kinds {
+			e, err := st.Events(ctx, EventFilter{JobID: id, Kind: k, Limit: limit})
+			if err != nil {
+				return nil, err
+			}
+			evs = append(evs, e...)
+		}
+		// (Each kind's in order: the oldest first of all, as one read
+		// orders them, by time and then kind.)
+		sort.SliceStable(evs, func(x, y int) bool {
+			if evs[x].Time != evs[y].Time {
+				return evs[x].Time < evs[y].Time
+			}
+			return evs[x].Kind < evs[y].Kind
+		})
+		if len(evs) > limit {
+			evs = evs[:limit]
+		}
+		if len(evs) > 0 {
+			out[id] = evs
 		}
 	}
 	return out, nil
