@@ -204,6 +204,25 @@ func ReadJobEvents(ctx context.Context, st Store, jobIDs, kinds []string, limit 
 	return out, nil
 }
 
+// PutAnalyses stores analyses as PutAnalysis stores each, and returns
+// each one's error: together where st can (AnalysesPutter: an error then
+// is every one's), else one by one.
+func PutAnalyses(ctx context.Context, st FindingStore, as []*Analysis) []error {
+	errs := make([]error, len(as))
+	if ap, ok := st.(AnalysesPutter); ok && len(as) > 1 {
+		if err := ap.PutAnalyses(ctx, as); err != nil {
+			for i := range errs {
+				errs[i] = err
+			}
+		}
+		return errs
+	}
+	for i, a := range as {
+		errs[i] = st.PutAnalysis(ctx, a)
+	}
+	return errs
+}
+
 // ReadJobSummary is what Job says of a job but its ByType (ErrNotFound if
 // unknown): without its attempts where st can (JobSummarizer), else from
 // Job.

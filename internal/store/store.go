@@ -20,7 +20,7 @@
 // A backend must implement Store and Appender, map a full disk to
 // ErrDiskFull, take a Clock, and pass storetest. Beyond that it may offer
 // capabilities: BatchPreparer (with PreparedAppender), SeqReader,
-// SeriesBatcher, ProcessLister, JobReader, JobEventsReader, JobSummarizer, AttemptSummarizer, OwnerReader,
+// SeriesBatcher, ProcessLister, JobReader, JobEventsReader, AnalysesPutter, JobSummarizer, AttemptSummarizer, OwnerReader,
 // AttemptSeriesReader, SharedData, LocalData, Replicas. Callers use each through its
 // one helper (capability.go: PrepareBatch, ReadSeriesMany, ...), which
 // does without it when a store has none.
