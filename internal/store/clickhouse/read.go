@@ -440,7 +440,7 @@ func (s *Store) Attempt(ctx context.Context, id string) (_ *store.AttemptDetail,
 
 // AttemptProcesses returns the process lists of attempts as Attempt does
 // (store.ProcessLister), read together: the attempts' jobs with their
-// lives (two queries), then, for the attempts of each job, their
+// lives (two queries), then, for the attempts of all their jobs, their
 // processes' rows, the descriptions found elsewhere and the processes'
 // chunks and rollups (four). A job's analysis reads the lists of many of
 // its attempts: one by one, each took five queries (its index, its whole
@@ -513,34 +513,33 @@ type procOwner struct{ id, job string }
 
 // processLists reads the processes of attempts (their members, with
 // their latest descriptions and their summaries from their samples),
-// those of each job together, a thousand attempts at a time. Attempts
-// without processes are absent.
+// a thousand attempts at a time, of all their jobs together (an
+// attempt's rows are under its job's key or the empty job's: those of
+// other jobs' keys are other attempts'). Attempts without processes are
+// absent.
 func (s *Store) processLists(ctx context.Context, owners []procOwner) (map[string][]store.Process, error) {
 	out := map[string][]store.Process{}
-	byJob := map[string][]string{}
-	var jobs []string
-	for _, o := range owners {
-		if _, ok := byJob[o.job]; !ok {
-			jobs = append(jobs, o.job)
-		}
-		byJob[o.job] = append(byJob[o.job], o.id)
-	}
-	for _, job := range jobs {
-		ids := byJob[job]
-		for len(ids) > 0 {
-			part := ids[:min(len(ids), 1000)]
-			ids = ids[len(part):]
-			if err := s.jobProcessLists(ctx, job, part, out); err != nil {
-				return nil, err
+	for len(owners) > 0 {
+		part := owners[:min(len(owners), 1000)]
+		owners = owners[len(part):]
+		jobs := []uint64{jobKey("")}
+		ids := make([]string, len(part))
+		for i, o := range part {
+			ids[i] = o.id
+			if k := jobKey(o.job); !slices.Contains(jobs, k) {
+				jobs = append(jobs, k)
 			}
+		}
+		if err := s.jobProcessLists(ctx, jobs, ids, out); err != nil {
+			return nil, err
 		}
 	}
 	return out, nil
 }
 
-// jobProcessLists adds to out the process lists of attempts ids of job.
-func (s *Store) jobProcessLists(ctx context.Context, job string, ids []string, out map[string][]store.Process) error {
-	jobs := []uint64{jobKey(job), jobKey("")}
+// jobProcessLists adds to out the process lists of attempts ids, whose
+// rows are under the keys of jobs.
+func (s *Store) jobProcessLists(ctx context.Context, jobs []uint64, ids []string, out map[string][]store.Process) error {
 	byKey := map[uint64]string{}
 	keys := make([]uint64, 0, len(ids))
 	for _, id := range ids {
@@ -553,7 +552,7 @@ func (s *Store) jobProcessLists(ctx context.Context, job string, ids []string, o
 	rows, err := s.query(ctx, "SELECT attempt_key, "+procColumns+" FROM "+s.read("procs")+
 		fmt.Sprintf(" FINAL WHERE job_key IN (%s) AND attempt_key IN (%s) ORDER BY gen", numList(jobs), numList(keys)))
 	if err != nil {
-		return fmt.Errorf("cannot read the processes of %d attempts of job %s: %w", len(ids), job, err)
+		return fmt.Errorf("cannot read the processes of %d attempts: %w", len(ids), err)
 	}
 	// Each attempt's processes, in the order of their first rows.
 	type attProcs struct {
