@@ -367,8 +367,9 @@ func (j *Job) ahead() *ahead {
 // once: the background's passes over running jobs), each kind of read
 // of all the jobs together: their process lists in one read, then the
 // series of the JVMs whose heap maximum heapMax reads; their series in
-// one; each host's attempts once, in the window all the jobs ask of it;
-// their events in one; the earlier runs of each recurring job. The
+// one; their hosts' attempts in one (each host's in the window all the
+// jobs ask of it); their events in one; the earlier runs of each
+// recurring job. The
 // independent reads run at once (at most readsAtOnce), each to the store
 // alone; what they read is recorded after all have ended, job by job in
 // the order each job named them, so that each report is the one its
@@ -425,11 +426,22 @@ func readAhead(jobs []*Job) {
 	if len(series) > 0 {
 		reads = append(reads, func() { seriesOut = fetchSeries(ctx, st, series) })
 	}
-	for i, h := range hosts {
-		w := windows[h]
+	if len(hosts) > 0 {
 		reads = append(reads, func() {
-			hostReads[i] = hostRead{from: w[0], to: w[1]}
-			hostReads[i].atts, hostErrs[i] = st.HostAttempts(ctx, h, w[0], w[1])
+			ws := make([]store.HostWindow, len(hosts))
+			for i, h := range hosts {
+				w := windows[h]
+				ws[i] = store.HostWindow{Host: h, From: w[0], To: w[1]}
+				hostReads[i] = hostRead{from: w[0], to: w[1]}
+			}
+			atts, err := store.ReadHostsAttempts(ctx, st, ws)
+			for i := range hosts {
+				if err != nil {
+					hostErrs[i] = err
+				} else {
+					hostReads[i].atts = atts[i]
+				}
+			}
 		})
 	}
 	if len(eventJobs) > 0 {

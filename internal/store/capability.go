@@ -151,6 +151,34 @@ func ReadJobs(ctx context.Context, st Store, ids []string) (map[string]*JobDetai
 	return out, nil
 }
 
+// ReadHostsAttempts is what HostAttempts returns for each window of ws:
+// read together where st can (HostsReader), else window by window.
+func ReadHostsAttempts(ctx context.Context, st Store, ws []HostWindow) ([][]Attempt, error) {
+	if hr, ok := st.(HostsReader); ok {
+		return hr.HostsAttempts(ctx, ws)
+	}
+	out := make([][]Attempt, len(ws))
+	for i, w := range ws {
+		atts, err := st.HostAttempts(ctx, w.Host, w.From, w.To)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = atts
+	}
+	return out, nil
+}
+
+// InWindow reports whether an attempt of w's host ran within w, as
+// HostAttempts selects them: seen at or after From, started before To
+// (To 0: no end).
+func (w HostWindow) InWindow(a *Attempt) bool {
+	to := w.To
+	if to <= 0 {
+		to = 1 << 62
+	}
+	return a.Host == w.Host && int64(a.LastSeen) >= w.From && int64(a.Start) < to
+}
+
 // EventsLimit is limit as the events' reads take it: 1000 when it is not
 // positive, at most 100,000.
 func EventsLimit(limit int) int {

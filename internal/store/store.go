@@ -20,7 +20,7 @@
 // A backend must implement Store and Appender, map a full disk to
 // ErrDiskFull, take a Clock, and pass storetest. Beyond that it may offer
 // capabilities: BatchPreparer (with PreparedAppender), SeqReader,
-// SeriesBatcher, ProcessLister, JobReader, JobEventsReader, AnalysesPutter, JobSummarizer, AttemptSummarizer, OwnerReader,
+// SeriesBatcher, ProcessLister, JobReader, JobEventsReader, HostsReader, AnalysesPutter, JobSummarizer, AttemptSummarizer, OwnerReader,
 // AttemptSeriesReader, SharedData, LocalData, Replicas. Callers use each through its
 // one helper (capability.go: PrepareBatch, ReadSeriesMany, ...), which
 // does without it when a store has none.
@@ -153,6 +153,21 @@ type JobReader interface {
 // Without it, the analysis reads each job's events of each kind.
 type JobEventsReader interface {
 	JobEvents(ctx context.Context, jobIDs, kinds []string, limit int) (map[string][]Event, error)
+}
+
+// HostsReader is a store that reads the attempts of many hosts together
+// (the neighbours of tens of running jobs' attempts): HostsAttempts
+// returns, for each window of ws, what HostAttempts returns of its host
+// and time. Without it, the analysis reads host by host.
+type HostsReader interface {
+	HostsAttempts(ctx context.Context, ws []HostWindow) ([][]Attempt, error)
+}
+
+// HostWindow is a host and a window of time [From, To), as HostAttempts
+// takes them.
+type HostWindow struct {
+	Host     string
+	From, To int64
 }
 
 // JobSummarizer is a store that reads a job's summary without its

@@ -148,3 +148,42 @@ func scanEvent(sc interface{ Scan(...any) error }) (store.Event, error) {
 	e.Time, e.Process = store.Time(ts), store.Key(key)
 	return e, nil
 }
+
+// HostsAttempts returns what HostAttempts returns for each window of ws
+// (store.HostsReader): one read of the hosts' attempts within the span of
+// all the windows, each window then taking its own.
+func (s *Store) HostsAttempts(ctx context.Context, ws []store.HostWindow) (_ [][]store.Attempt, err error) {
+	defer store.WrapErr(&err, "cannot read the attempts of %d hosts' windows", len(ws))
+	out := make([][]store.Attempt, len(ws))
+	byHost := map[string][]int{}
+	var hosts []string
+	from, to := int64(math.MaxInt64), int64(math.MinInt64)
+	for i, w := range ws {
+		if _, ok := byHost[w.Host]; !ok {
+			hosts = append(hosts, w.Host)
+		}
+		byHost[w.Host] = append(byHost[w.Host], i)
+		t := w.To
+		if t <= 0 {
+			t = 1 << 62
+		}
+		from, to = min(from, w.From), max(to, t)
+	}
+	for len(hosts) > 0 {
+		part := hosts[:min(len(hosts), maxInKeys)]
+		hosts = hosts[len(part):]
+		in, args := paddedIn(part)
+		atts, err := s.attempts(ctx, `host IN (`+in+`) AND last_ms >= ? AND first_ms < ?`, append(args, from, to)...)
+		if err != nil {
+			return nil, err
+		}
+		for _, a := range atts {
+			for _, i := range byHost[a.Host] {
+				if ws[i].InWindow(&a) {
+					out[i] = append(out[i], a)
+				}
+			}
+		}
+	}
+	return out, nil
+}
