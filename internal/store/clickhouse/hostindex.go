@@ -228,7 +228,7 @@ func (s *Store) HostsAttempts(ctx context.Context, ws []store.HostWindow) (_ [][
 	var ids []string
 	seenJob, seenDay, seenID := map[uint64]bool{}, map[uint64]bool{}, map[string]bool{}
 	indexed := map[string]map[string]bool{} // the attempts of each host's window
-	n := map[string]int{}                    // its rows
+	n := map[string]int{}                   // its rows
 	for rows.Next() {
 		h, j, d, id := rows.String(), rows.UInt64(), uint64(rows.UInt16()), rows.String()
 		if indexed[h] == nil {
