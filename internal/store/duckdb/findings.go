@@ -88,21 +88,26 @@ var updateAnalysis = func() string {
 // update of the job's row, or, if that changed nothing (no row, or a later
 // analysis in it), the upsert (prepared statements, both).
 func (s *Store) PutAnalysis(ctx context.Context, a *store.Analysis) error {
-	fail := func(err error) error {
+	upd, ups, err := s.analysisStmts(ctx)
+	if err == nil {
+		err = putAnalysis(ctx, upd, ups, a)
+	}
+	if err != nil {
 		return mapErr(s.failed(fmt.Errorf("cannot store the analysis of job %s: %w", a.JobID, err)))
 	}
-	upd, err := s.prepared(ctx, updateAnalysis)
-	if err != nil {
-		return fail(err)
-	}
-	ups, err := s.prepared(ctx, upsertAnalysis)
-	if err != nil {
-		return fail(err)
-	}
-	if err := putAnalysis(ctx, upd, ups, a); err != nil {
-		return fail(err)
-	}
 	return nil
+}
+
+// analysisStmts are the prepared statements of updateAnalysis and
+// upsertAnalysis.
+func (s *Store) analysisStmts(ctx context.Context) (upd, ups *sql.Stmt, err error) {
+	if upd, err = s.prepared(ctx, updateAnalysis); err != nil {
+		return nil, nil, err
+	}
+	if ups, err = s.prepared(ctx, upsertAnalysis); err != nil {
+		return nil, nil, err
+	}
+	return upd, ups, nil
 }
 
 // PutAnalyses stores analyses as PutAnalysis does, in one transaction
@@ -111,11 +116,7 @@ func (s *Store) PutAnalyses(ctx context.Context, as []*store.Analysis) (err erro
 	fail := func(err error) error {
 		return mapErr(s.failed(fmt.Errorf("cannot store the analyses of %d jobs: %w", len(as), err)))
 	}
-	upd, err := s.prepared(ctx, updateAnalysis)
-	if err != nil {
-		return fail(err)
-	}
-	ups, err := s.prepared(ctx, upsertAnalysis)
+	upd, ups, err := s.analysisStmts(ctx)
 	if err != nil {
 		return fail(err)
 	}
