@@ -348,18 +348,20 @@ func (s *Store) Maintain(ctx context.Context, now time.Time) (err error) {
 			// By the clock that stamps them.
 			cut = DayOf(s.opt.Clock.Now().Add(-keep).UnixMilli())
 		}
-		rows, err := s.query(ctx, "SELECT DISTINCT partition FROM system.parts WHERE database = "+
-			Quote(s.c.Database())+" AND table = "+Quote(s.schema.localName(t.name))+" AND active")
+		// (By the last day of each: a table's partitions may be days or
+		// months, by the version that made it: attempt_index.)
+		rows, err := s.query(ctx, "SELECT partition, max(max_date) FROM system.parts WHERE database = "+
+			Quote(s.c.Database())+" AND table = "+Quote(s.schema.localName(t.name))+" AND active GROUP BY partition")
 		if err != nil {
 			return fmt.Errorf("cannot list partitions: %w", err)
 		}
 		for rows.Next() {
-			p := rows.String()
+			p, last := rows.String(), rows.UInt16()
 			d, expr, err := partitionDay(p)
 			if err != nil {
 				return fmt.Errorf("table %s: %w", t.name, err)
 			}
-			if d < cut {
+			if d = max(d, last); d < cut {
 				drop = append(drop, part{t.name, d, expr})
 				if t.retention == keepRaw {
 					rolled[d] = false
