@@ -73,6 +73,9 @@ type Store struct {
 	fold       *store.Fold[chRow]
 	lastInsert time.Time // the start (Begin) of the last commit that inserted
 	inflight   *inflight // the last commit started whose inserts are under way
+	// spare is the blocks of a commit that inserted, for the next one to
+	// build its rows in (their memory kept: megabytes a commit).
+	spare *writeSet
 	// beforeInsert, if set, is called before a commit's inserts (tests:
 	// inserts held, or failed).
 	beforeInsert func() error

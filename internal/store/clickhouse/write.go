@@ -33,6 +33,22 @@ type writeSet struct {
 	jobDays map[string]uint16
 }
 
+// newWriteSet is an empty write set of slot: the spare one's blocks
+// emptied, their memory kept, or new ones (wmu held).
+func (s *Store) newWriteSet(slot uint32) *writeSet {
+	w := s.spare
+	if w == nil {
+		return &writeSet{slot: slot}
+	}
+	s.spare = nil
+	for _, b := range []*Block{&w.chunks, &w.procs, &w.procIndex, &w.attIndex, &w.hostIndex, &w.events, &w.ext, &w.atts,
+		&w.batches, &w.agents} {
+		b.Reset()
+	}
+	w.slot, w.jobDays = slot, nil
+	return w
+}
+
 // jobDay notes a row of an attempt of job written in day.
 func (w *writeSet) jobDay(job string, day uint16) {
 	if w.jobDays == nil {
