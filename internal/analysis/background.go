@@ -172,7 +172,7 @@ type queue struct {
 	finished        map[string]uint64
 	max             int
 	ready           chan struct{} // a token while jobs wait
-	dueNotQueued    int           // at the last poll: due, owned, not queued (full)
+	dueNotQueued    int           // at the last poll: due, this replica's, not queued (full, or in its Grace)
 	oldestEndedWait time.Time     // found time of the oldest ended job waiting
 }
 
@@ -370,7 +370,11 @@ func (b *background) plan(states []store.AnalysisState, gen uint64) {
 	var oldest time.Time
 	for _, s := range states {
 		due, ended := a.due(s, now)
-		if !due || !b.coord.mine(s.Job.JobID) || b.retrying(s.Job.JobID, time.Now()) {
+		if !due || b.retrying(s.Job.JobID, time.Now()) {
+			continue
+		}
+		mine := b.coord.mine(s.Job.JobID)
+		if !mine && !b.coord.waiting(s.Job.JobID) {
 			continue
 		}
 		last := arrived(s)
@@ -381,6 +385,10 @@ func (b *background) plan(states []store.AnalysisState, gen uint64) {
 			}
 		} else {
 			dueRunning++
+		}
+		if !mine {
+			notQueued++ // (this replica's once its Grace ends)
+			continue
 		}
 		if _, full := b.q.add(job{Job: s.Job, ended: ended, found: now, last: last}, gen); full {
 			notQueued++
@@ -751,7 +759,7 @@ func newMetrics(reg prometheus.Registerer, b *background) (*metrics, error) {
 		return m, nil
 	}
 	backlog := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "taskscope_analysis_backlog",
-		Help: "Jobs due for analysis and not analysed yet: queued, being analysed, or found due and not queued (the queue full)."},
+		Help: "Jobs due for analysis and not analysed yet: queued, being analysed, or found due and not queued (the queue full, or no replica takes jobs yet: this one's once its grace after starting ends)."},
 		func() float64 {
 			e, r := b.q.lengths()
 			b.q.mu.Lock()
