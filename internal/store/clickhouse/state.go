@@ -162,7 +162,8 @@ func (s *Store) loadAttemptsPart(ctx context.Context, ids []string, jobOf map[st
 // index gives (with the jobs the batches name, jobOf: this commit may be
 // the one that tells an attempt's job); for the attempts it has no row
 // of (a commit that failed half way wrote its attempts' rows but not
-// their index's), the jobs the batches name and the empty job's, read
+// their index's: in a store made before the index was written first,
+// indexFirst), the jobs the batches name and the empty job's, read
 // narrow (their keys and days) in every day, in the same query (indexOf:
 // a commit meeting thousands of new attempts, none in the index, waited
 // for two round trips a thousand). The whole rows are then read FINAL in
@@ -176,7 +177,11 @@ func (s *Store) stored(ctx context.Context, ids []string, jobOf map[string]strin
 			named = append(named, jobKey(j))
 		}
 	}
-	found, jobs, days, err := s.indexOf(ctx, ids, named)
+	look := named
+	if s.indexFirst {
+		look = nil // (every attempt with a row has its index row)
+	}
+	found, jobs, days, err := s.indexOf(ctx, ids, look)
 	if err != nil {
 		return "", err
 	}
