@@ -88,6 +88,58 @@ var updateAnalysis = func() string {
 // update of the job's row, or, if that changed nothing (no row, or a later
 // analysis in it), the upsert (prepared statements, both).
 func (s *Store) PutAnalysis(ctx context.Context, a *store.Analysis) error {
+	upd, ups, err := s.analysisStmts(ctx)
+	if err == nil {
+		err = putAnalysis(ctx, upd, ups, a)
+	}
+	if err != nil {
+		return mapErr(s.failed(fmt.Errorf("cannot store the analysis of job %s: %w", a.JobID, err)))
+	}
+	return nil
+}
+
+// analysisStmts are the prepared statements of updateAnalysis and
+// upsertAnalysis.
+func (s *Store) analysisStmts(ctx context.Context) (upd, ups *sql.Stmt, err error) {
+	if upd, err = s.prepared(ctx, updateAnalysis); err != nil {
+		return nil, nil, err
+	}
+	if ups, err = s.prepared(ctx, upsertAnalysis); err != nil {
+		return nil, nil, err
+	}
+	return upd, ups, nil
+}
+
+// PutAnalyses stores analyses as PutAnalysis does, in one transaction
+// (store.AnalysesPutter): one commit for them all.
+func (s *Store) PutAnalyses(ctx context.Context, as []*store.Analysis) (err error) {
+	fail := func(err error) error {
+		return mapErr(s.failed(fmt.Errorf("cannot store the analyses of %d jobs: %w", len(as), err)))
+	}
+	upd, ups, err := s.analysisStmts(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	tx, err := s.handle().BeginTx(ctx, nil)
+	if err != nil {
+		return fail(err)
+	}
+	upd, ups = tx.StmtContext(ctx, upd), tx.StmtContext(ctx, ups)
+	for _, a := range as {
+		if err := putAnalysis(ctx, upd, ups, a); err != nil {
+			tx.Rollback()
+			return fail(fmt.Errorf("job %s: %w", a.JobID, err))
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fail(err)
+	}
+	return nil
+}
+
+// putAnalysis stores a job's analysis by the statements of
+// updateAnalysis (upd) and upsertAnalysis (ups).
+func putAnalysis(ctx context.Context, upd, ups *sql.Stmt, a *store.Analysis) error {
 	names, ws := heuristicsFound(a.Findings)
 	open, worstOpen := store.Unrestricted(a.Findings)
 	namesOpen, wsOpen := heuristicsFound(open)
@@ -99,27 +151,15 @@ func (s *Store) PutAnalysis(ctx context.Context, a *store.Analysis) error {
 	args := []any{a.JobID, a.Name, a.User, a.Queue, int64(a.Start), int64(a.LastSeen), a.Ended, int64(a.Evaluated),
 		a.Version, a.Settings, int64(a.Mark), int8(a.Worst), names, ws, fh, fs, fb, string(a.Report), int8(worstOpen),
 		namesOpen, wsOpen, fr}
-	fail := func(err error) error {
-		return mapErr(s.failed(fmt.Errorf("cannot store the analysis of job %s: %w", a.JobID, err)))
-	}
-	st, err := s.prepared(ctx, updateAnalysis)
+	res, err := upd.ExecContext(ctx, args...)
 	if err != nil {
-		return fail(err)
-	}
-	res, err := st.ExecContext(ctx, args...)
-	if err != nil {
-		return fail(err)
+		return err
 	}
 	if n, err := res.RowsAffected(); err == nil && n > 0 {
 		return nil
 	}
-	if st, err = s.prepared(ctx, upsertAnalysis); err != nil {
-		return fail(err)
-	}
-	if _, err := st.ExecContext(ctx, args...); err != nil {
-		return fail(err)
-	}
-	return nil
+	_, err = ups.ExecContext(ctx, args...)
+	return err
 }
 
 // heuristicsFound is store.HeuristicsFound as the columns take it.
