@@ -59,7 +59,9 @@ import (
 //
 //	go test -run '^$' -bench BenchmarkKeepUp -benchtime 300x ./internal/analysis/
 //
-// TASKSCOPE_BENCH_WORKERS=N runs N workers (--analysis-workers).
+// TASKSCOPE_BENCH_WORKERS=N runs N workers (--analysis-workers);
+// TASKSCOPE_BENCH_NODES=N a cluster of N nodes (20; 900 runs about 2,100
+// jobs at once, as the largest clusters do).
 func BenchmarkKeepUp(b *testing.B) {
 	for _, backend := range []string{"duckdb", "clickhouse"} {
 		for _, rate := range []float64{3.5, 0} {
@@ -94,9 +96,14 @@ func keepUp(b *testing.B, backend string, rate float64, busy bool) {
 	st, chSrv := benchStore(b, backend, clock, "keepup", queryLog)
 	defer st.Close()
 	// Fill until b.N jobs have ended (a loadgen cluster of 20 nodes ends
-	// about 2 jobs a simulated minute).
+	// about 2 jobs a simulated minute, and runs about 47 at once;
+	// TASKSCOPE_BENCH_NODES=900 runs about 2,100, the largest clusters').
 	ctx := context.Background()
-	g := loadgen.NewGenerator(loadgen.Config{Nodes: 20, Slots: 8, BatchTicks: 15, Seed: 3, Start: start})
+	nodes := 20
+	if n, err := strconv.Atoi(os.Getenv("TASKSCOPE_BENCH_NODES")); err == nil && n > 0 {
+		nodes = n
+	}
+	g := loadgen.NewGenerator(loadgen.Config{Nodes: nodes, Slots: 8, BatchTicks: 15, Seed: 3, Start: start})
 	var ended []store.Job
 	for secs := 600; ; secs += 600 {
 		dataEnd.Store(storetest.Fill(b, st, g, start, secs).UnixMilli())
