@@ -151,7 +151,9 @@ func sustained(b *testing.B, cfg loadgen.Config, bodies string, users, queriers 
 		b.ReportMetric(m["taskscope_analysis_jobs_total"], "jobs-analysed")
 	}
 	u, _ := st.Usage(context.Background())
+	b.ReportMetric(float64(u.Bytes)/float64(max(u.Samples, 1)), "bytes/sample")
 	if sp, err := st.Space(context.Background()); err == nil {
+		b.ReportMetric(float64(sp.WALBytes)/(1<<20), "wal-MiB")
 		b.Logf("before a checkpoint: %s", sp)
 	}
 	if err := st.Checkpoint(context.Background()); err == nil {

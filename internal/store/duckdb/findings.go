@@ -99,27 +99,34 @@ func (s *Store) PutAnalysis(ctx context.Context, a *store.Analysis) error {
 	args := []any{a.JobID, a.Name, a.User, a.Queue, int64(a.Start), int64(a.LastSeen), a.Ended, int64(a.Evaluated),
 		a.Version, a.Settings, int64(a.Mark), int8(a.Worst), names, ws, fh, fs, fb, string(a.Report), int8(worstOpen),
 		namesOpen, wsOpen, fr}
-	fail := func(err error) error {
+	if err := s.putAnalysis(ctx, args); err != nil {
 		return mapErr(s.failed(fmt.Errorf("cannot store the analysis of job %s: %w", a.JobID, err)))
 	}
+	return nil
+}
+
+// putAnalysis runs PutAnalysis' statements, holding off checkpoints
+// (ckmu): it is the one write outside the writer's lock, and a CHECKPOINT
+// beside an UPDATE fails.
+func (s *Store) putAnalysis(ctx context.Context, args []any) error {
+	s.ckmu.RLock()
+	defer s.ckmu.RUnlock()
 	st, err := s.prepared(ctx, updateAnalysis)
 	if err != nil {
-		return fail(err)
+		return err
 	}
 	res, err := st.ExecContext(ctx, args...)
 	if err != nil {
-		return fail(err)
+		return err
 	}
 	if n, err := res.RowsAffected(); err == nil && n > 0 {
 		return nil
 	}
 	if st, err = s.prepared(ctx, upsertAnalysis); err != nil {
-		return fail(err)
+		return err
 	}
-	if _, err := st.ExecContext(ctx, args...); err != nil {
-		return fail(err)
-	}
-	return nil
+	_, err = st.ExecContext(ctx, args...)
+	return err
 }
 
 // heuristicsFound is store.HeuristicsFound as the columns take it.

@@ -79,12 +79,15 @@ func (s *Store) maintain(ctx context.Context, now time.Time) error {
 	// (a checkpoint every 30 s wrote them there, rewrote the open row
 	// groups again and again, and left the blocks free once the table was
 	// dropped).
-	if !changed && s.walBytes() < walCheckpointBytes {
+	// A checkpoint that failed is owed until one succeeds.
+	if !changed && !s.ckptOwed && s.walBytes() < walCheckpointBytes {
 		return nil
 	}
 	if err := s.Checkpoint(ctx); err != nil {
+		s.ckptOwed = true
 		return fmt.Errorf("cannot checkpoint after maintenance: %w", err)
 	}
+	s.ckptOwed = false
 	return nil
 }
 
@@ -368,6 +371,8 @@ func (s *Store) Checkpoint(ctx context.Context) error {
 	if err := s.unavailableLocked(); err != nil {
 		return err
 	}
+	s.ckmu.Lock()
+	defer s.ckmu.Unlock()
 	if _, err := s.wconn.ExecContext(ctx, "CHECKPOINT"); err != nil {
 		s.failedLocked(err)
 		return mapErr(fmt.Errorf("cannot checkpoint: %w", err))

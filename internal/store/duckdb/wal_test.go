@@ -1,0 +1,115 @@
+package duckdb
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/taskscope/taskscope/internal/loadgen"
+	"github.com/taskscope/taskscope/internal/store"
+	"github.com/taskscope/taskscope/internal/store/storetest"
+)
+
+// TestWALBesideAnalyses: with the analyser storing analyses all the time
+// beside ingest, every Maintain's checkpoint succeeds and leaves the WAL
+// nearly empty. Before, a CHECKPOINT met an analysis' UPDATE most of the
+// time and failed ("there are other write transactions active"), and the
+// WAL kept every compaction since the last one that had not.
+func TestWALBesideAnalyses(t *testing.T) {
+	s, err := Open(Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		body := json.RawMessage(`{"heuristic":"skew"}`)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			a := &store.Analysis{JobID: fmt.Sprintf("job_1700000000000_%04d", i%50), Name: "wordcount", User: "alice",
+				Queue: "etl", Worst: store.SeverityCritical, Report: json.RawMessage(`{}`),
+				Findings:      []store.StoredFinding{{Heuristic: "skew", Severity: store.SeverityCritical, Body: body}},
+				AnalysisStamp: store.AnalysisStamp{Evaluated: store.Time(i), Version: "1+test", Settings: "{}"}}
+			if err := s.PutAnalysis(ctx, a); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	defer func() {
+		close(stop)
+		wg.Wait()
+	}()
+	start := time.Now().Add(-24 * time.Hour)
+	g := loadgen.NewGenerator(loadgen.Config{Nodes: 20, Slots: 8, BatchTicks: 5, Seed: 1, Start: start})
+	for m := 0; m < 8; m++ {
+		for r := 0; r < 5; r++ {
+			storetest.Ingest(t, s, g.Next()...)
+		}
+		// The fresh chunks are a day old: every Maintain compacts and
+		// checkpoints.
+		if err := s.Maintain(ctx, time.Now()); err != nil {
+			t.Fatalf("maintenance %d beside the analyses: %v", m, err)
+		}
+		// Analyses stored since the checkpoint are a few kB.
+		if wal := s.walBytes(); wal > 1<<20 {
+			t.Fatalf("after maintenance %d the WAL holds %d B", m, wal)
+		}
+	}
+}
+
+// TestCheckpointOwed: a Maintain whose checkpoint fails says so, and the
+// next one checkpoints even when it has nothing else to do.
+func TestCheckpointOwed(t *testing.T) {
+	s, err := Open(Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	g := loadgen.NewGenerator(loadgen.Config{Nodes: 20, Slots: 8, BatchTicks: 5, Seed: 1, Start: time.Now().Add(-24 * time.Hour)})
+	for r := 0; r < 5; r++ {
+		storetest.Ingest(t, s, g.Next()...)
+	}
+	// A transaction that updated a row and is still open (as no write of
+	// the store's own leaves one) makes DuckDB refuse the checkpoint.
+	c, err := s.DB().Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, q := range []string{"BEGIN TRANSACTION", "UPDATE meta SET value = value WHERE key = 'schema_version'"} {
+		if _, err := c.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Maintain(ctx, time.Now()); err == nil || !strings.Contains(err.Error(), "cannot checkpoint") {
+		t.Fatalf("a checkpoint beside an open update: %v", err)
+	}
+	wal := s.walBytes()
+	if wal == 0 {
+		t.Fatalf("the WAL holds only %d B: nothing to check", wal)
+	}
+	if _, err := c.ExecContext(ctx, "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	// Nothing to compact nor to drop: the checkpoint is still owed.
+	if err := s.Maintain(ctx, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if after := s.walBytes(); after > 0 {
+		t.Errorf("the WAL holds %d B after the checkpoint owed (%d B before)", after, wal)
+	}
+}
