@@ -110,6 +110,9 @@ type Store struct {
 	// failed, and the WAL kept every compaction since the last that had
 	// not (106-274 MB at the end of BenchmarkHTTPIngestSustained).
 	ckmu sync.RWMutex
+	// refused, if set, is called when DuckDB refused a checkpoint that
+	// is tried again (tests).
+	refused func()
 
 	layout   attemptLayout // where the columns of the tables of attempts are (attempts.go)
 	stmts    stmts         // the API's reads, prepared (stmt.go)

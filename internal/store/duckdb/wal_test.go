@@ -113,3 +113,55 @@ func TestCheckpointOwed(t *testing.T) {
 		t.Errorf("the WAL holds %d B after the checkpoint owed (%d B before)", after, wal)
 	}
 }
+
+// TestCheckpointBesideOldReads: an update committed while an older read
+// is still open keeps DuckDB's checkpoint lock until that read ends (its
+// transaction is kept for the read): Maintain's checkpoint waits for it
+// rather than fail.
+func TestCheckpointBesideOldReads(t *testing.T) {
+	s, err := Open(Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	g := loadgen.NewGenerator(loadgen.Config{Nodes: 20, Slots: 8, BatchTicks: 5, Seed: 1, Start: time.Now().Add(-24 * time.Hour)})
+	for r := 0; r < 5; r++ {
+		storetest.Ingest(t, s, g.Next()...)
+	}
+	c, err := s.DB().Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var n int
+	if _, err := c.ExecContext(ctx, "BEGIN TRANSACTION"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.QueryRowContext(ctx, "SELECT count(*) FROM attempts").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	a := &store.Analysis{JobID: "job_1700000000000_0001", Worst: store.SeverityNone, Report: json.RawMessage(`{}`),
+		AnalysisStamp: store.AnalysisStamp{Evaluated: 1, Version: "1+test", Settings: "{}"}}
+	if err := s.PutAnalysis(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	// The read ends once a checkpoint was refused.
+	refused := 0
+	s.refused = func() {
+		if refused++; refused == 1 {
+			if _, err := c.ExecContext(ctx, "COMMIT"); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	if err := s.Maintain(ctx, time.Now()); err != nil {
+		t.Fatalf("maintenance beside a read older than an update: %v", err)
+	}
+	if refused == 0 {
+		t.Error("no checkpoint was refused: the read did not keep the update's lock")
+	}
+	if wal := s.walBytes(); wal > 0 {
+		t.Errorf("the WAL holds %d B after maintenance", wal)
+	}
+}
