@@ -333,16 +333,79 @@ func (a *Analyzer) report(ctx context.Context, jobID string, prev kept, private 
 // it used.
 func (a *Analyzer) reportWith(ctx context.Context, jobID string, prev kept, hist *keptHistory, private bool) (*Report, kept,
 	*keptHistory, error) {
+	o := a.reportsOf(ctx, []reportIn{{jobID: jobID, prev: prev, hist: hist}}, private)[0]
+	return o.r, o.k, o.hist, o.err
+}
+
+// reportIn is a job to report on, with what its last report read (prev)
+// and the earlier runs its last pass read (hist).
+type reportIn struct {
+	jobID string
+	prev  kept
+	hist  *keptHistory
+}
+
+// reportOut is a job's report as reportWith returns it.
+type reportOut struct {
+	r    *Report
+	k    kept
+	hist *keptHistory
+	err  error
+}
+
+// reportsOf makes the reports of jobs, each as reportWith makes it, their
+// reads together (readAhead: the jobs with their attempts in one read,
+// their series in one, ...). The CPU of the reads made on threads of
+// their own is the first report's (readCPU).
+func (a *Analyzer) reportsOf(ctx context.Context, ins []reportIn, private bool) []reportOut {
 	seen := a.late.now()
-	d, err := a.st.Job(ctx, jobID)
-	if err != nil {
-		return nil, nil, nil, err
+	out := make([]reportOut, len(ins))
+	ds := make([]*store.JobDetail, len(ins))
+	if len(ins) == 1 {
+		ds[0], out[0].err = a.st.Job(ctx, ins[0].jobID)
+	} else {
+		ids := make([]string, len(ins))
+		for i, in := range ins {
+			ids[i] = in.jobID
+		}
+		m, err := store.ReadJobs(ctx, a.st, ids)
+		for i, in := range ins {
+			switch {
+			case err != nil:
+				out[i].err = err
+			case m[in.jobID] == nil:
+				out[i].err = fmt.Errorf("cannot read job %s: %w", in.jobID, store.ErrNotFound)
+			default:
+				ds[i] = m[in.jobID]
+			}
+		}
 	}
-	linkAttempts(d.AttemptList)
-	j := &Job{JobDetail: d, st: a.st, ctx: ctx, runs: &a.runs, skip: a.skip, private: private, reads: reads{series: map[string]*store.SeriesResult{},
-		owner: map[string]string{}, procs: map[string][]store.Process{}, heapMax: map[string]int64{},
-		prev: reusable(prev, d.AttemptList, a.now()), prevHistory: a.takeHistory(hist, &d.Job), historySeen: seen}}
-	j.readAhead()
+	var jobs []*Job
+	at := make([]*Job, len(ins))
+	for i, in := range ins {
+		d := ds[i]
+		if d == nil {
+			continue
+		}
+		linkAttempts(d.AttemptList)
+		j := &Job{JobDetail: d, st: a.st, ctx: ctx, runs: &a.runs, skip: a.skip, private: private, reads: reads{series: map[string]*store.SeriesResult{},
+			owner: map[string]string{}, procs: map[string][]store.Process{}, heapMax: map[string]int64{},
+			prev: reusable(in.prev, d.AttemptList, a.now()), prevHistory: a.takeHistory(in.hist, &d.Job), historySeen: seen}}
+		jobs = append(jobs, j)
+		at[i] = j
+	}
+	readAhead(jobs)
+	for i, j := range at {
+		if j != nil {
+			out[i].r, out[i].k, out[i].hist, out[i].err = a.findAll(j)
+		}
+	}
+	return out
+}
+
+// findAll runs the heuristics on a job whose reads were made ahead.
+func (a *Analyzer) findAll(j *Job) (*Report, kept, *keptHistory, error) {
+	d, jobID := j.JobDetail, j.JobID
 	r := &Report{JobID: jobID, State: d.State, Evaluated: store.Time(a.now().UnixMilli()), Findings: []Finding{},
 		Version: a.version, job: d.Job, hosts: map[string]string{}}
 	if j.err != nil {

@@ -60,6 +60,12 @@ type Options struct {
 	// how many jobs wait at most (default 10,000; the others are found
 	// again at the next poll).
 	Workers, Queue int
+	// Batch is how many running jobs a worker analyses at once at most
+	// (default 64): their passes read together, one read of each kind
+	// for them all (each read costs a store a few milliseconds however
+	// little it reads), and store their analyses together. An ended job
+	// is analysed alone, before any running one.
+	Batch int
 	// MaxIncremental is how many running jobs' reads are kept between
 	// their analyses, to read again only what changed (default 5,000).
 	MaxIncremental int
@@ -131,6 +137,9 @@ func (o *Options) defaults() {
 	if o.Queue <= 0 {
 		o.Queue = 10_000
 	}
+	if o.Batch <= 0 {
+		o.Batch = 64
+	}
 	if o.MaxIncremental <= 0 {
 		o.MaxIncremental = 5_000
 	}
@@ -155,9 +164,6 @@ type job struct {
 	ended bool
 	found time.Time // when the poll found it due
 	last  time.Time // when its last data was there (arrived)
-	// readCPU is the CPU its analysis' reads took on threads of their
-	// own (Report.readCPU).
-	readCPU time.Duration
 }
 
 // queue is the jobs waiting, ended ones first, each once; bounded.
@@ -172,7 +178,7 @@ type queue struct {
 	finished        map[string]uint64
 	max             int
 	ready           chan struct{} // a token while jobs wait
-	dueNotQueued    int           // at the last poll: due, owned, not queued (full)
+	dueNotQueued    int           // at the last poll: due, this replica's, not queued (full, or in its Grace)
 	oldestEndedWait time.Time     // found time of the oldest ended job waiting
 }
 
@@ -217,20 +223,20 @@ func (q *queue) add(j job, gen uint64) (queued, full bool) {
 	return true, false
 }
 
-// take returns the next job (ended ones first), waiting for one.
-func (q *queue) take(ctx context.Context) (job, bool) {
+// take returns the next job (ended ones first), waiting for one; with a
+// running one, up to batch running ones in all (when no ended one waits).
+func (q *queue) take(ctx context.Context, batch int) ([]job, bool) {
 	for {
 		q.mu.Lock()
-		var j job
-		ok := true
+		var js []job
 		switch {
 		case len(q.ended) > 0:
-			j, q.ended = q.ended[0], q.ended[1:]
+			js, q.ended = []job{q.ended[0]}, q.ended[1:]
 		case len(q.running) > 0:
-			j, q.running = q.running[0], q.running[1:]
-		default:
-			ok = false
+			n := min(len(q.running), max(batch, 1))
+			js, q.running = append([]job(nil), q.running[:n]...), q.running[n:]
 		}
+		ok := len(js) > 0
 		if ok && len(q.ended)+len(q.running) > 0 {
 			select {
 			case q.ready <- struct{}{}:
@@ -239,11 +245,11 @@ func (q *queue) take(ctx context.Context) (job, bool) {
 		}
 		q.mu.Unlock()
 		if ok {
-			return j, true
+			return js, true
 		}
 		select {
 		case <-ctx.Done():
-			return job{}, false
+			return nil, false
 		case <-q.ready:
 		}
 	}
@@ -370,7 +376,11 @@ func (b *background) plan(states []store.AnalysisState, gen uint64) {
 	var oldest time.Time
 	for _, s := range states {
 		due, ended := a.due(s, now)
-		if !due || !b.coord.mine(s.Job.JobID) || b.retrying(s.Job.JobID, time.Now()) {
+		if !due || b.retrying(s.Job.JobID, time.Now()) {
+			continue
+		}
+		mine := b.coord.mine(s.Job.JobID)
+		if !mine && !b.coord.waiting(s.Job.JobID) {
 			continue
 		}
 		last := arrived(s)
@@ -381,6 +391,10 @@ func (b *background) plan(states []store.AnalysisState, gen uint64) {
 			}
 		} else {
 			dueRunning++
+		}
+		if !mine {
+			notQueued++ // (this replica's once its Grace ends)
+			continue
 		}
 		if _, full := b.q.add(job{Job: s.Job, ended: ended, found: now, last: last}, gen); full {
 			notQueued++
@@ -473,39 +487,58 @@ func (b *background) failed(id string, now time.Time) {
 
 // work analyses queued jobs until ctx ends, on a thread of its own: the
 // thread's CPU is the analyses' (but what a store does on threads of its
-// own, and ClickHouse's).
+// own, and ClickHouse's). It takes an ended job alone, and running ones
+// up to Options.Batch at once: their passes read together (passes).
 func (b *background) work(ctx context.Context) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	a := b.a
 	logged := time.Time{}
 	for {
-		j, ok := b.q.take(ctx)
+		taken, ok := b.q.take(ctx, a.opt.Batch)
 		if !ok {
 			return
 		}
-		actx, cancel, ok := b.coord.start(ctx, j.JobID)
-		if !ok {
-			// No longer this replica's, or it may not start now: the
-			// next poll says again.
-			b.q.done(j.JobID)
+		// Those this replica may start now, under the first one's lease
+		// (the earliest: each of the others' ends later).
+		var js []job
+		var actx context.Context
+		var cancel context.CancelFunc
+		for _, j := range taken {
+			c, stop, ok := b.coord.start(ctx, j.JobID)
+			if !ok {
+				// No longer this replica's, or it may not start now: the
+				// next poll says again.
+				b.q.done(j.JobID)
+				continue
+			}
+			if actx == nil {
+				actx, cancel = c, stop
+			} else {
+				stop()
+			}
+			js = append(js, j)
+		}
+		if len(js) == 0 {
 			continue
 		}
-		b.running.Add(1)
+		b.running.Add(int64(len(js)))
 		cpu0, measured := threadCPU()
-		err := a.analyse(actx, &j, b)
+		errs, readCPU := a.analyse(actx, js, b)
 		if cpu1, ok := threadCPU(); ok && measured {
-			b.m.cpu.WithLabelValues(stateLabel(j.ended)).Add((cpu1 - cpu0 + j.readCPU).Seconds())
+			b.m.cpu.WithLabelValues(stateLabel(js[0].ended)).Add((cpu1 - cpu0 + readCPU).Seconds())
 		}
-		b.running.Add(-1)
+		b.running.Add(-int64(len(js)))
 		cancel()
-		b.q.done(j.JobID)
-		if err != nil && ctx.Err() == nil {
-			b.failed(j.JobID, time.Now())
-			b.m.analysed.WithLabelValues(stateLabel(j.ended), "error").Inc()
-			if time.Since(logged) > time.Minute {
-				logged = time.Now()
-				a.opt.Log.Error("cannot analyse a job", "job", j.JobID, "err", err)
+		for i, j := range js {
+			b.q.done(j.JobID)
+			if err := errs[i]; err != nil && ctx.Err() == nil {
+				b.failed(j.JobID, time.Now())
+				b.m.analysed.WithLabelValues(stateLabel(j.ended), "error").Inc()
+				if time.Since(logged) > time.Minute {
+					logged = time.Now()
+					a.opt.Log.Error("cannot analyse a job", "job", j.JobID, "err", err)
+				}
 			}
 		}
 	}
@@ -518,25 +551,40 @@ func stateLabel(ended bool) string {
 	return "running"
 }
 
-// analyse makes, stores and tells the report of a queued job, reusing
-// what its last analysis read of its ended attempts (a running job's).
-func (a *Analyzer) analyse(ctx context.Context, j *job, b *background) error {
+// analyse makes, stores and tells the reports of queued jobs (their
+// passes together), reusing what the last analysis of each read of its
+// ended attempts (a running job's); it returns each job's error, and the
+// CPU their reads took on threads of their own (Report.readCPU).
+func (a *Analyzer) analyse(ctx context.Context, js []job, b *background) (errs []error, readCPU time.Duration) {
 	start := time.Now()
-	r, incremental, err := a.pass(ctx, j.JobID, func() {
-		b.m.seconds.WithLabelValues(stateLabel(j.ended)).Observe(time.Since(start).Seconds())
+	ids := make([]string, len(js))
+	for i, j := range js {
+		ids[i] = j.JobID
+	}
+	outs := a.passes(ctx, ids, func() {
+		// (Jobs analysed together: their time divided among them.)
+		each := time.Since(start).Seconds() / float64(len(js))
+		for _, j := range js {
+			b.m.seconds.WithLabelValues(stateLabel(j.ended)).Observe(each)
+		}
 	})
-	if err != nil {
-		return err
+	errs = make([]error, len(js))
+	for i, o := range outs {
+		if o.err != nil {
+			errs[i] = o.err
+			continue
+		}
+		r := o.r
+		readCPU += r.readCPU
+		if o.reused {
+			b.m.incremental.Inc()
+		}
+		b.m.analysed.WithLabelValues(stateLabel(r.State == store.StateFinished), "ok").Inc()
+		if r.State == store.StateFinished { // (queued as ended, or found ended: its summary lagged)
+			b.m.latency.Observe(math.Max(0, a.opt.Now().Sub(js[i].last).Seconds()))
+		}
 	}
-	j.readCPU = r.readCPU
-	if incremental {
-		b.m.incremental.Inc()
-	}
-	b.m.analysed.WithLabelValues(stateLabel(r.State == store.StateFinished), "ok").Inc()
-	if r.State == store.StateFinished { // (queued as ended, or found ended: its summary lagged)
-		b.m.latency.Observe(math.Max(0, a.opt.Now().Sub(j.last).Seconds()))
-	}
-	return nil
+	return errs, readCPU
 }
 
 // pass makes and stores a job's report, reusing what its last pass read
@@ -548,39 +596,79 @@ func (a *Analyzer) analyse(ctx context.Context, j *job, b *background) error {
 // or Refresh after the one stored last, or when its last pass here was
 // long ago; else the listeners alone are told of it.
 func (a *Analyzer) pass(ctx context.Context, jobID string, made func()) (r *Report, reused bool, err error) {
-	last, ok := a.takeIncremental(jobID)
-	r, k, hist, err := a.reportWith(ctx, jobID, last.k, last.history, false)
-	if err != nil {
-		return nil, false, err
+	o := a.passes(ctx, []string{jobID}, made)[0]
+	return o.r, o.reused, o.err
+}
+
+// passOut is what a pass over one job gave (pass).
+type passOut struct {
+	r      *Report
+	reused bool
+	err    error
+}
+
+// passes are the passes over jobs, each as pass makes it, their reads
+// together (reportsOf) and their analyses stored together (keepAll).
+func (a *Analyzer) passes(ctx context.Context, ids []string, made func()) []passOut {
+	ins := make([]reportIn, len(ids))
+	lasts := make([]incremental, len(ids))
+	had := make([]bool, len(ids))
+	for i, id := range ids {
+		lasts[i], had[i] = a.takeIncremental(id)
+		ins[i] = reportIn{jobID: id, prev: lasts[i].k, hist: lasts[i].history}
 	}
+	reps := a.reportsOf(ctx, ins, false)
 	made()
-	if r.State == store.StateFinished {
-		a.dropIncremental(jobID)
-		if err := a.keep(ctx, r); err != nil {
-			return nil, false, err
+	out := make([]passOut, len(ids))
+	var put []*Report
+	var puts []int // (the index of each of put)
+	entries := make([]incremental, len(ids))
+	for i, id := range ids {
+		o, last := reps[i], lasts[i]
+		if o.err != nil {
+			out[i].err = o.err
+			continue
 		}
-		return r, last.k != nil, nil
+		r := o.r
+		out[i] = passOut{r: r, reused: last.k != nil}
+		if r.State == store.StateFinished {
+			a.dropIncremental(id)
+			put, puts = append(put, r), append(puts, i)
+			continue
+		}
+		now := a.opt.Now()
+		e := incremental{k: o.k, history: o.hist, at: now, found: found(r), storedAt: last.storedAt,
+			pass: store.AnalysisStamp{Evaluated: r.Evaluated, Version: a.version, Settings: a.settings, Mark: Mark(&r.job),
+				LastSeen: r.job.LastSeen}}
+		// (Only after a pass of its own lately: a job that another
+		// replica analysed meanwhile may have their analysis stored.)
+		lately := now.Sub(last.at) <= 2*max(a.opt.Every, time.Minute)
+		if had[i] && lately && last.found == e.found && now.Sub(last.storedAt) < a.opt.Refresh {
+			a.keepIncremental(id, e)
+			a.tell(ctx, r)
+			continue
+		}
+		e.storedAt = now
+		entries[i] = e
+		put, puts = append(put, r), append(puts, i)
 	}
-	now := a.opt.Now()
-	e := incremental{k: k, history: hist, at: now, found: found(r), storedAt: last.storedAt,
-		pass: store.AnalysisStamp{Evaluated: r.Evaluated, Version: a.version, Settings: a.settings, Mark: Mark(&r.job),
-			LastSeen: r.job.LastSeen}}
-	// (Only after a pass of its own lately: a job that another replica
-	// analysed meanwhile may have their analysis stored.)
-	lately := now.Sub(last.at) <= 2*max(a.opt.Every, time.Minute)
-	if ok && lately && last.found == e.found && now.Sub(last.storedAt) < a.opt.Refresh {
-		a.keepIncremental(jobID, e)
-		a.tell(ctx, r)
-		return r, last.k != nil, nil
+	errs := a.keepAll(ctx, put)
+	for k, i := range puts {
+		r := put[k]
+		if r.State == store.StateFinished {
+			if errs[k] != nil {
+				out[i] = passOut{err: errs[k]}
+			}
+			continue
+		}
+		e := entries[i]
+		if errs[k] != nil {
+			e.found, e.pass, e.storedAt = "", store.AnalysisStamp{}, lasts[i].storedAt // stored again at the next pass, due by the stored one
+			out[i] = passOut{err: errs[k]}
+		}
+		a.keepIncremental(ids[i], e)
 	}
-	if err := a.keep(ctx, r); err != nil {
-		e.found, e.pass = "", store.AnalysisStamp{} // stored again at the next pass, due by the stored one
-		a.keepIncremental(jobID, e)
-		return nil, false, err
-	}
-	e.storedAt = now
-	a.keepIncremental(jobID, e)
-	return r, last.k != nil, nil
+	return out
 }
 
 // found is what a running job's report finds that its stored analysis
@@ -600,13 +688,37 @@ func found(r *Report) string {
 
 // keep stores a report and tells the listeners of it.
 func (a *Analyzer) keep(ctx context.Context, r *Report) error {
-	s, err := a.toStored(r)
-	if err != nil {
-		return err
+	return a.keepAll(ctx, []*Report{r})[0]
+}
+
+// keepAll stores reports (together: store.PutAnalyses) and tells the
+// listeners of each stored; it returns each one's error.
+func (a *Analyzer) keepAll(ctx context.Context, rs []*Report) []error {
+	errs := make([]error, len(rs))
+	var ss []*store.Analysis
+	var at []int
+	for i, r := range rs {
+		s, err := a.toStored(r)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		ss, at = append(ss, s), append(at, i)
 	}
-	if err := a.st.PutAnalysis(ctx, s); err != nil {
-		return err
+	for k, err := range store.PutAnalyses(ctx, a.st, ss) {
+		errs[at[k]] = err
 	}
+	for i, r := range rs {
+		if errs[i] == nil {
+			a.stored(ctx, r)
+		}
+	}
+	return errs
+}
+
+// stored counts a report's findings and tells the listeners of it, once
+// it is stored.
+func (a *Analyzer) stored(ctx context.Context, r *Report) {
 	a.mu.Lock()
 	b := a.bg
 	a.mu.Unlock()
@@ -616,7 +728,6 @@ func (a *Analyzer) keep(ctx context.Context, r *Report) error {
 		}
 	}
 	a.tell(ctx, r)
-	return nil
 }
 
 // tell tells the listeners of a report.
@@ -723,7 +834,7 @@ func newMetrics(reg prometheus.Registerer, b *background) (*metrics, error) {
 			Help: "Jobs analysed in the background, by the state they were analysed in (ended, running) and result (ok, error)."},
 			[]string{"state", "result"}),
 		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "taskscope_analysis_seconds",
-			Help:    "Time a job's analysis took (wall), by the state it was analysed in.",
+			Help:    "Time a job's analysis took (wall), by the state it was analysed in (running jobs analysed together share their time).",
 			Buckets: prometheus.ExponentialBuckets(0.001, 3, 10)}, []string{"state"}),
 		cpu: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "taskscope_analysis_cpu_seconds_total",
 			Help: "CPU the background analyses took on their workers' threads and their reads' (not a store's own threads), by the state they were analysed in."},
@@ -751,7 +862,7 @@ func newMetrics(reg prometheus.Registerer, b *background) (*metrics, error) {
 		return m, nil
 	}
 	backlog := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "taskscope_analysis_backlog",
-		Help: "Jobs due for analysis and not analysed yet: queued, being analysed, or found due and not queued (the queue full)."},
+		Help: "Jobs due for analysis and not analysed yet: queued, being analysed, or found due and not queued (the queue full, or no replica takes jobs yet: this one's once its grace after starting ends)."},
 		func() float64 {
 			e, r := b.q.lengths()
 			b.q.mu.Lock()

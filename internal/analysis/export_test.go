@@ -20,6 +20,17 @@ func (a *Analyzer) Pass(ctx context.Context, jobID string) (r *Report, increment
 	return a.pass(ctx, jobID, func() {})
 }
 
+// Passes are the background analyser's passes over jobs taken together
+// (tests and benchmarks): their reads together, and their analyses stored
+// together; each job's report, whether it reused its last pass's reads,
+// and its error, in the order of ids.
+func (a *Analyzer) Passes(ctx context.Context, ids []string) (rs []*Report, incremental []bool, errs []error) {
+	for _, o := range a.passes(ctx, ids, func() {}) {
+		rs, incremental, errs = append(rs, o.r), append(incremental, o.reused), append(errs, o.err)
+	}
+	return rs, incremental, errs
+}
+
 // Look is one of the background's looks at the store, queueing nothing
 // (tests): what it notes of the jobs written lately (lateLog).
 func (a *Analyzer) Look(ctx context.Context) error {

@@ -1,7 +1,6 @@
 package analysis
 
 import (
-	"math"
 	"sync"
 
 	"github.com/taskscope/taskscope/internal/store"
@@ -10,14 +9,17 @@ import (
 // A running job's earlier runs (its recurring job's runs that ended
 // before it started: earlierRuns) are read again at each of its passes
 // only when they may have changed. They change only when a job written
-// since has finished before the job started: late data of an old job, or
-// a job found ended by its silence soon after this one started. The
+// since of the same recurring job (its user, queue and normalized name)
+// has finished before the job started: late data of an old run, or a run
+// found ended by its silence soon after this one started. The
 // background's looks at the store (every Poll) see every job written
 // lately; lateLog keeps, for each look, the earliest end among the
-// finished jobs it saw newly written, and a pass takes the runs its last
-// pass read again (keptHistory) while no look since saw one that ended
-// before the job started. Without looks (no background: a page's
-// report), they are read every time.
+// finished jobs of each recurring job it saw newly written, and a pass
+// takes the runs its last pass read again (keptHistory) while no look
+// since saw one of its recurring job that ended before the job started.
+// (Any finished job did, at first: a job that started a minute after
+// others ended read its runs again at each pass.) Without looks (no
+// background: a page's report), they are read every time.
 
 // maxLooks is how many looks lateLog keeps (at a look every 2 s, some
 // 30 minutes): earlier runs read longer ago are read again (runs that
@@ -36,11 +38,20 @@ type lateLog struct {
 	lastMax int64 // the latest write the look before saw
 }
 
-// lateEnd is the earliest end of the finished jobs look saw newly
-// written.
+// lateEnd is what a look saw of the finished jobs newly written: the
+// earliest end of those of each recurring job (runKey: only they can be
+// an earlier run of its runs), or, for a look cut at its limit, that any
+// may have been (all).
 type lateEnd struct {
 	look uint64
-	end  int64
+	ends map[string]int64
+	all  bool
+}
+
+// runKey names a recurring job: its runs' user, queue and normalized name
+// (earlierRuns selects them so).
+func runKey(user, queue, name string) string {
+	return user + "\x00" + queue + "\x00" + NormalizeName(name)
 }
 
 // note records a look at states; complete says it saw every job written
@@ -49,24 +60,28 @@ func (l *lateLog) note(states []store.AnalysisState, complete bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.looks++
-	end, last := int64(math.MaxInt64), l.lastMax
+	last := l.lastMax
+	var ends map[string]int64
 	for _, s := range states {
 		c := int64(s.Changed)
 		last = max(last, c)
-		if s.Job.State == store.StateFinished && c >= l.lastMax-lateSkew {
-			e := int64(s.Job.End)
+		if j := &s.Job; j.State == store.StateFinished && c >= l.lastMax-lateSkew {
+			e := int64(j.End)
 			if e <= 0 {
-				e = int64(s.Job.LastSeen)
+				e = int64(j.LastSeen)
 			}
-			end = min(end, e)
+			if ends == nil {
+				ends = map[string]int64{}
+			}
+			k := runKey(j.User, j.Queue, j.Name)
+			if v, ok := ends[k]; !ok || e < v {
+				ends[k] = e
+			}
 		}
 	}
-	if !complete {
-		end = math.MinInt64
-	}
 	l.lastMax = last
-	if end != math.MaxInt64 {
-		l.ends = append(l.ends, lateEnd{l.looks, end})
+	if len(ends) > 0 || !complete {
+		l.ends = append(l.ends, lateEnd{look: l.looks, ends: ends, all: !complete})
 	}
 	i := 0
 	for i < len(l.ends) && l.ends[i].look+maxLooks < l.looks {
@@ -82,17 +97,21 @@ func (l *lateLog) now() uint64 {
 	return l.looks
 }
 
-// unchanged reports whether the earlier runs of a job that started at
-// start, read after look since, hold: no look after it saw a finished
-// job written that ended before start.
-func (l *lateLog) unchanged(since uint64, start int64) bool {
+// unchanged reports whether the earlier runs of a job of recurring job
+// key (runKey) that started at start, read after look since, hold: no
+// look after it saw a finished job of key written that ended before
+// start (nor was cut at its limit).
+func (l *lateLog) unchanged(since uint64, start int64, key string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if since == 0 || since+maxLooks < l.looks {
 		return false
 	}
 	for _, e := range l.ends {
-		if e.look > since && e.end <= start {
+		if e.look <= since {
+			continue
+		}
+		if end, ok := e.ends[key]; e.all || ok && end <= start {
 			return false
 		}
 	}
@@ -112,7 +131,7 @@ type keptHistory struct {
 // the job as it is (its name, user, queue and start) and unchanged since.
 func (a *Analyzer) takeHistory(h *keptHistory, d *store.Job) *keptHistory {
 	if h == nil || h.name != d.Name || h.user != d.User || h.queue != d.Queue || h.start != d.Start ||
-		!a.late.unchanged(h.since, int64(d.Start)) {
+		!a.late.unchanged(h.since, int64(d.Start), runKey(d.User, d.Queue, d.Name)) {
 		return nil
 	}
 	return h

@@ -16,7 +16,8 @@ import (
 )
 
 // The background analyser's passes over a job reuse what its last pass
-// read and found (Pass), and find what a pass from scratch finds, at
+// read and found (Pass; Passes, of many jobs together, their reads
+// together), and find what a pass from scratch finds, at
 // every step of a cluster's life: attempts start, run, end and are
 // called lost, jobs end, and a late batch changes an ended attempt of a
 // finished job. On both stores.
@@ -68,7 +69,7 @@ func passesAsFull(t *testing.T, st store.Store, clock *atomic.Int64, steps int) 
 	inc := analysis.NewWith(st, analysis.Options{Now: now})
 	secs := 12 * 60
 	fill(secs)
-	var passes, incremental, compared, running, late int
+	var passes, incremental, compared, running, late, together int
 	lateRunning, lateFinished := steps/2, steps/2+1
 	for step := 0; step < steps; step++ {
 		if step == lateRunning || step == lateFinished {
@@ -90,38 +91,60 @@ func passesAsFull(t *testing.T, st store.Store, clock *atomic.Int64, steps int) 
 		if err != nil {
 			t.Fatal(err)
 		}
+		var ids []string
 		for _, j := range page.Jobs {
 			if j.State == store.StateRunning {
 				running++
 			} else if time.UnixMilli(int64(j.LastSeen)).Before(now().Add(-3*time.Minute)) && step != lateFinished {
 				continue // ended a while ago: the analyser does not look at it again
 			}
-			got, inc1, err := inc.Pass(ctx, j.JobID)
-			if err != nil {
-				t.Fatal(err)
+			ids = append(ids, j.JobID)
+		}
+		// The passes of one step in two together, as the background
+		// makes those of the running jobs; the others' one by one.
+		var got []*analysis.Report
+		var incs []bool
+		if step%2 == 0 {
+			var errs []error
+			got, incs, errs = inc.Passes(ctx, ids)
+			for _, err := range errs {
+				if err != nil {
+					t.Fatal(err)
+				}
 			}
+			together += len(ids)
+		} else {
+			for _, id := range ids {
+				r, inc1, err := inc.Pass(ctx, id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, incs = append(got, r), append(incs, inc1)
+			}
+		}
+		for i, id := range ids {
 			passes++
-			if inc1 {
+			if incs[i] {
 				incremental++
 			}
 			full := analysis.NewWith(st, analysis.Options{Now: now})
-			want, err := full.Report(ctx, j.JobID)
+			want, err := full.Report(ctx, id)
 			if err != nil {
 				t.Fatal(err)
 			}
 			compared++
-			if g, w := canonical(got), canonical(want); g != w {
-				t.Errorf("step %d, %s (%s): incremental pass\n%s\nfrom scratch\n%s", step, j.JobID, j.State, g, w)
+			if g, w := canonical(got[i]), canonical(want); g != w {
+				t.Errorf("step %d, %s (%s): incremental pass\n%s\nfrom scratch\n%s", step, id, got[i].State, g, w)
 			}
 		}
 		secs += 90
 		fill(secs)
 	}
-	t.Logf("%d passes (%d incremental, %d of running jobs, %d that took their earlier runs again), %d late batches", passes,
-		incremental, running, inc.ReusedHistories(), late)
-	if incremental == 0 || running == 0 || passes < 30 || late != 2 || inc.ReusedHistories() == 0 {
-		t.Fatalf("%d passes, %d incremental, %d of running jobs, %d late batches: the comparison does not cover incremental passes",
-			passes, incremental, running, late)
+	t.Logf("%d passes (%d incremental, %d of running jobs, %d together, %d that took their earlier runs again), %d late batches", passes,
+		incremental, running, together, inc.ReusedHistories(), late)
+	if incremental == 0 || running == 0 || passes < 30 || late != 2 || inc.ReusedHistories() == 0 || together == 0 || together == passes {
+		t.Fatalf("%d passes, %d incremental, %d of running jobs, %d together, %d late batches: the comparison does not cover incremental passes, together and alone",
+			passes, incremental, running, together, late)
 	}
 }
 

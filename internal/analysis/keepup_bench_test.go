@@ -216,13 +216,11 @@ func keepUp(b *testing.B, backend string, rate float64, busy bool) {
 	}
 	if busy {
 		// The running jobs' first analyses (from scratch) before the
-		// run: in it, those of the jobs that start then.
-		deadline := time.Now().Add(10 * time.Minute)
-		for time.Sleep(2 * time.Second); gauge(b, reg, "taskscope_analysis_backlog") > 0; time.Sleep(100 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				b.Fatal("the running jobs' first analyses did not end in 10 minutes")
-			}
-		}
+		// run: in it, those of the jobs that start then. (Done once some
+		// running job was analysed and nothing is due.)
+		testsrv.WaitUntil(b, "the running jobs' first analyses", 10*time.Minute, func() bool {
+			return analyserCounts(b, reg).running > 0 && gauge(b, reg, "taskscope_analysis_backlog") == 0
+		})
 	}
 	var apiStats loadgen.QueryStats
 	var side sync.WaitGroup

@@ -22,6 +22,16 @@ var lostKinds = []struct {
 	{wire.EventOutlived, "that outlived their job"},
 }
 
+// eventKinds are the kinds of events the heuristics read (lostProcesses):
+// the lost ones', and the agent's reaps.
+var eventKinds = func() []string {
+	out := []string{wire.EventReap}
+	for _, k := range lostKinds {
+		out = append(out, k.kind)
+	}
+	return out
+}()
+
 // LostWhat says what a task process that an event of this kind reports
 // is ("whose launcher (NodeManager or TaskTracker) died", ...), or "" for
 // a kind that reports no lost process.

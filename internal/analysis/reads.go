@@ -1,12 +1,14 @@
 package analysis
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"runtime"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/taskscope/taskscope/internal/store"
@@ -98,7 +100,7 @@ func unread[T, V any](xs []T, id func(T) string, done map[string]V) []T {
 
 // readSeries reads the queries not read yet.
 func (j *Job) readSeries(qs []store.SeriesQuery) {
-	j.applySeries(j.fetchSeries(j.seriesTodo(qs)))
+	j.applySeries(fetchSeries(j.ctx, j.st, j.seriesTodo(qs)))
 }
 
 // seriesTodo returns the queries of qs that are neither read nor taken
@@ -129,20 +131,20 @@ type seriesRead struct {
 }
 
 // fetchSeries reads queries of the store (together when it can), and
-// nothing else of the job: it may run beside the job's other reads.
-func (j *Job) fetchSeries(todo []store.SeriesQuery) seriesRead {
+// nothing else: it may run beside the jobs' other reads.
+func fetchSeries(ctx context.Context, st store.Store, todo []store.SeriesQuery) seriesRead {
 	out := seriesRead{qs: todo, rs: make([]*store.SeriesResult, len(todo))}
 	if len(todo) == 0 {
 		return out
 	}
 	if len(todo) > 1 {
-		if rs, err := store.ReadSeriesMany(j.ctx, j.st, todo); err == nil && len(rs) == len(todo) {
+		if rs, err := store.ReadSeriesMany(ctx, st, todo); err == nil && len(rs) == len(todo) {
 			out.rs = rs
 			return out
 		}
 	}
 	for i, q := range todo {
-		r, err := j.st.Series(j.ctx, q)
+		r, err := st.Series(ctx, q)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			out.err = err
 			return out
@@ -175,7 +177,7 @@ func (j *Job) series(q store.SeriesQuery) (*store.SeriesResult, error) {
 
 // readProcesses reads the process lists of attempts not read yet.
 func (j *Job) readProcesses(ids []string) {
-	j.applyProcesses(j.fetchProcesses(j.processesTodo(ids)))
+	j.applyProcesses(fetchProcesses(j.ctx, j.st, j.processesTodo(ids)))
 }
 
 // processesTodo returns the attempts of ids whose process lists are
@@ -202,21 +204,21 @@ type procsRead struct {
 }
 
 // fetchProcesses reads the process lists of attempts (together when the
-// store can), and nothing else of the job.
-func (j *Job) fetchProcesses(todo []string) procsRead {
+// store can), and nothing else.
+func fetchProcesses(ctx context.Context, st store.Store, todo []string) procsRead {
 	out := procsRead{lists: map[string][]store.Process{}}
 	if len(todo) == 0 {
 		return out
 	}
 	// (Even one list: Attempt reads the attempt's task and events too.)
-	if m, err := store.ReadAttemptProcesses(j.ctx, j.st, todo); err == nil {
+	if m, err := store.ReadAttemptProcesses(ctx, st, todo); err == nil {
 		for _, id := range todo {
 			out.lists[id] = m[id]
 		}
 		return out
 	}
 	for _, id := range todo {
-		d, err := j.st.Attempt(j.ctx, id)
+		d, err := st.Attempt(ctx, id)
 		if errors.Is(err, store.ErrNotFound) {
 			continue // not read: processes says so
 		}
@@ -272,18 +274,25 @@ func (j *Job) keepHost(host string, h hostRead) {
 // events returns the job's events, read ahead or now.
 func (j *Job) events() ([]store.Event, error) {
 	if !j.reads.eventsRead {
-		evs, err := j.fetchEvents()
+		evs, err := fetchEvents(j.ctx, j.st, []string{j.JobID})
 		if err != nil {
 			j.fail(err)
 			return nil, fmt.Errorf("events of %s: %w", j.JobID, err)
 		}
-		j.reads.events, j.reads.eventsRead = evs, true
+		j.reads.events, j.reads.eventsRead = append([]store.Event{}, evs[j.JobID]...), true
 	}
 	return j.reads.events, nil
 }
 
-func (j *Job) fetchEvents() ([]store.Event, error) {
-	return j.st.Events(j.ctx, store.EventFilter{JobID: j.JobID, Limit: 10000})
+// maxJobEvents bounds the events read of a job.
+const maxJobEvents = 10_000
+
+// fetchEvents reads the events of jobs that the heuristics look at
+// (eventKinds), by job: not the others (a job's processes' starts and
+// exits, thousands for a job that forks many), which were read, and
+// read again at each pass of a running job, for nothing.
+func fetchEvents(ctx context.Context, st store.Store, jobIDs []string) (map[string][]store.Event, error) {
+	return store.ReadJobEvents(ctx, st, jobIDs, eventKinds, maxJobEvents)
 }
 
 // processes returns an attempt's processes as Attempt lists them.
@@ -307,109 +316,231 @@ func (j *Job) plan() *plan {
 	return p
 }
 
-// readsAtOnce bounds the reads of one report that run at once.
+// readsAtOnce bounds the reads of one round of reports that run at once.
 const readsAtOnce = 4
 
-// readAhead reads what the plan names, its independent reads at once (at
-// most readsAtOnce): the process lists, then the series of the JVMs
-// whose heap maximum heapMax reads; the series; the hosts' attempts; the
-// job's events; the earlier runs of its recurring job. Each read goes to
-// the store alone; what it read is recorded after all have ended, in the
-// order they were named, so that the report is the one reads one after
-// another would make (a store's reads wait for each other's answers: a
-// job's dozen of them one after another were most of the time its
-// analysis took on ClickHouse).
-func (j *Job) readAhead() {
+// ahead is what one job's report reads ahead (todo: named by its plan,
+// less what it read or took from its last report) and, once read, what
+// each read gave.
+type ahead struct {
+	p                    *plan
+	procTodo             []string
+	seriesTodo           []store.SeriesQuery
+	hosts                []string
+	readEvents, readRuns bool
+
+	procs      procsRead
+	series     seriesRead
+	hostReads  []hostRead
+	hostErrs   []error
+	evs        []store.Event
+	evErr      error
+	history    []Run
+	historyErr error
+}
+
+// ahead is what the job's report will read: its plan, less what it read
+// or takes from its last report.
+func (j *Job) ahead() *ahead {
 	p := j.plan()
+	x := &ahead{p: p}
 	j.attempt("") // (its index, made before the reads run)
-	procTodo := j.processesTodo(p.procs)
-	seriesTodo := j.seriesTodo(p.series)
-	var hosts []string
+	x.procTodo = j.processesTodo(p.procs)
+	x.seriesTodo = j.seriesTodo(p.series)
 	if !j.private { // (neighbourLoad looks at none)
 		for h := range p.hosts {
 			if _, ok := j.reads.hosts[h]; !ok {
-				hosts = append(hosts, h)
+				x.hosts = append(x.hosts, h)
 			}
 		}
-		sort.Strings(hosts)
+		sort.Strings(x.hosts)
 	}
-	var (
-		procs      procsRead
-		series     seriesRead
-		hostReads  = make([]hostRead, len(hosts))
-		hostErrs   = make([]error, len(hosts))
-		evs        []store.Event
-		evErr      error
-		history    []Run
-		historyErr error
-	)
 	if p.history && !j.reads.historyRead && j.reads.prevHistory != nil {
 		j.history() // (the last pass's, which still holds: nothing to read)
 	}
-	readEvents, readHistory := p.events && !j.reads.eventsRead, p.history && !j.reads.historyRead
+	x.readEvents, x.readRuns = p.events && !j.reads.eventsRead, p.history && !j.reads.historyRead
+	x.hostReads, x.hostErrs = make([]hostRead, len(x.hosts)), make([]error, len(x.hosts))
+	return x
+}
+
+// readAhead reads what the jobs' plans name (their reports are made at
+// once: the background's passes over running jobs), each kind of read
+// of all the jobs together: their process lists in one read, then the
+// series of the JVMs whose heap maximum heapMax reads; their series in
+// one; their hosts' attempts in one (each host's in the window all the
+// jobs ask of it); their events in one; the earlier runs of each
+// recurring job. The
+// independent reads run at once (at most readsAtOnce), each to the store
+// alone; what they read is recorded after all have ended, job by job in
+// the order each job named them, so that each report is the one its
+// reads alone, one after another, would make (a store's reads wait for
+// each other's answers: a job's dozen of them one after another were
+// most of the time its analysis took on ClickHouse; and each read costs
+// a store a few milliseconds however little it reads, which a round of
+// passes over tens of running jobs pays once, not once a job). A read
+// that fails fails the reports of every job it read for.
+func readAhead(jobs []*Job) {
+	if len(jobs) == 0 {
+		return
+	}
+	ctx, st := jobs[0].ctx, jobs[0].st
+	xs := make([]*ahead, len(jobs))
+	var (
+		procIDs   []string
+		series    []store.SeriesQuery
+		windows   = map[string][2]int64{}
+		hosts     []string
+		eventJobs []string
+	)
+	for i, j := range jobs {
+		x := j.ahead()
+		xs[i] = x
+		procIDs = append(procIDs, x.procTodo...)
+		series = append(series, x.seriesTodo...)
+		for _, h := range x.hosts {
+			w := x.p.hosts[h]
+			if v, had := windows[h]; had {
+				w = [2]int64{min(w[0], v[0]), max(w[1], v[1])}
+			} else {
+				hosts = append(hosts, h)
+			}
+			windows[h] = w
+		}
+		if x.readEvents {
+			eventJobs = append(eventJobs, j.JobID)
+		}
+	}
+	sort.Strings(hosts)
+	var (
+		procs     procsRead
+		seriesOut seriesRead
+		hostReads = make([]hostRead, len(hosts))
+		hostErrs  = make([]error, len(hosts))
+		evs       map[string][]store.Event
+		evErr     error
+	)
 	var reads []func()
-	if len(procTodo) > 0 {
-		reads = append(reads, func() { procs = j.fetchProcesses(procTodo) })
+	if len(procIDs) > 0 {
+		reads = append(reads, func() { procs = fetchProcesses(ctx, st, procIDs) })
 	}
-	if len(seriesTodo) > 0 {
-		reads = append(reads, func() { series = j.fetchSeries(seriesTodo) })
+	if len(series) > 0 {
+		reads = append(reads, func() { seriesOut = fetchSeries(ctx, st, series) })
 	}
-	for i, h := range hosts {
-		w := p.hosts[h]
+	if len(hosts) > 0 {
 		reads = append(reads, func() {
-			hostReads[i] = hostRead{from: w[0], to: w[1]}
-			hostReads[i].atts, hostErrs[i] = j.st.HostAttempts(j.ctx, h, w[0], w[1])
+			ws := make([]store.HostWindow, len(hosts))
+			for i, h := range hosts {
+				w := windows[h]
+				ws[i] = store.HostWindow{Host: h, From: w[0], To: w[1]}
+				hostReads[i] = hostRead{from: w[0], to: w[1]}
+			}
+			atts, err := store.ReadHostsAttempts(ctx, st, ws)
+			for i := range hosts {
+				if err != nil {
+					hostErrs[i] = err
+				} else {
+					hostReads[i].atts = atts[i]
+				}
+			}
 		})
 	}
-	if readEvents {
-		reads = append(reads, func() { evs, evErr = j.fetchEvents() })
+	if len(eventJobs) > 0 {
+		reads = append(reads, func() { evs, evErr = fetchEvents(ctx, st, eventJobs) })
 	}
-	if readHistory {
-		reads = append(reads, func() { history, historyErr = earlierRuns(j.ctx, j.st, j.runs, j.JobDetail, baselineRuns) })
+	for i, j := range jobs {
+		if x := xs[i]; x.readRuns {
+			reads = append(reads, func() { x.history, x.historyErr = earlierRuns(ctx, st, j.runs, j.JobDetail, baselineRuns) })
+		}
 	}
-	j.atOnce(reads, readsAtOnce)
-	j.applyProcesses(procs)
-	j.applySeries(series)
+	atOnce(reads, readsAtOnce, &jobs[0].readCPU)
+	hostAt := map[string]int{}
 	for i, h := range hosts {
-		if hostErrs[i] != nil {
-			j.fail(hostErrs[i])
-			continue
-		}
-		j.keepHost(h, hostReads[i])
+		hostAt[h] = i
 	}
-	if readEvents {
-		if evErr != nil {
-			j.fail(evErr)
-		} else {
-			j.reads.events, j.reads.eventsRead = evs, true
+	at := 0 // the first of each job's series in seriesOut
+	for i, j := range jobs {
+		x := xs[i]
+		if len(x.procTodo) > 0 {
+			mine := procsRead{lists: map[string][]store.Process{}, err: procs.err}
+			for _, id := range x.procTodo {
+				if l, ok := procs.lists[id]; ok {
+					mine.lists[id] = l
+				}
+			}
+			j.applyProcesses(mine)
 		}
-	}
-	if readHistory {
-		if historyErr != nil {
-			j.fail(historyErr)
-		} else {
-			j.reads.history, j.reads.historyRead = history, true
+		if n := len(x.seriesTodo); n > 0 {
+			if seriesOut.err != nil {
+				j.applySeries(seriesRead{err: seriesOut.err})
+			} else {
+				j.applySeries(seriesRead{qs: seriesOut.qs[at : at+n], rs: seriesOut.rs[at : at+n]})
+			}
+			at += n
 		}
-	}
-	// The heap maxima of the JVMs of attempts that do not say theirs:
-	// from their process lists, read above.
-	var heap []store.SeriesQuery
-	for _, id := range p.procs {
-		if a, ok := j.attempt(id); ok && a.XmxBytes <= 0 {
-			for _, q := range j.heapMaxQueries(a) {
-				j.reads.owner[seriesID(q)] = id
-				heap = append(heap, q)
+		for _, h := range x.hosts {
+			k := hostAt[h]
+			if hostErrs[k] != nil {
+				j.fail(hostErrs[k])
+				continue
+			}
+			j.keepHost(h, hostReads[k])
+		}
+		if x.readEvents {
+			if evErr != nil {
+				j.fail(evErr)
+			} else {
+				j.reads.events, j.reads.eventsRead = append([]store.Event{}, evs[j.JobID]...), true
+			}
+		}
+		if x.readRuns {
+			if x.historyErr != nil {
+				j.fail(x.historyErr)
+			} else {
+				j.reads.history, j.reads.historyRead = x.history, true
 			}
 		}
 	}
-	j.readSeries(heap)
+	// The heap maxima of the JVMs of attempts that do not say theirs:
+	// from their process lists, read above; all the jobs' at once.
+	heap := make([][]store.SeriesQuery, len(jobs))
+	var all []store.SeriesQuery
+	for i, j := range jobs {
+		var qs []store.SeriesQuery
+		for _, id := range xs[i].p.procs {
+			if a, ok := j.attempt(id); ok && a.XmxBytes <= 0 {
+				for _, q := range j.heapMaxQueries(a) {
+					j.reads.owner[seriesID(q)] = id
+					qs = append(qs, q)
+				}
+			}
+		}
+		heap[i] = j.seriesTodo(qs)
+		all = append(all, heap[i]...)
+	}
+	if len(all) == 0 {
+		return
+	}
+	r := fetchSeries(ctx, st, all)
+	at = 0
+	for i, j := range jobs {
+		n := len(heap[i])
+		if n == 0 {
+			continue
+		}
+		if r.err != nil {
+			j.applySeries(seriesRead{err: r.err})
+		} else {
+			j.applySeries(seriesRead{qs: r.qs[at : at+n], rs: r.rs[at : at+n]})
+		}
+		at += n
+	}
 }
 
 // atOnce runs fs, at most n at a time, and returns when all have ended
 // (one alone runs in this goroutine). Each of the others runs on a thread
-// of its own while it runs, whose CPU it adds to readCPU: the analysis'
+// of its own while it runs, whose CPU (ns) it adds to cpu: the analysis'
 // CPU, measured on its worker's thread, includes it.
-func (j *Job) atOnce(fs []func(), n int) {
+func atOnce(fs []func(), n int, cpu *atomic.Int64) {
 	if len(fs) == 1 {
 		fs[0]()
 		return
@@ -426,7 +557,7 @@ func (j *Job) atOnce(fs []func(), n int) {
 			c0, ok0 := threadCPU()
 			f()
 			if c1, ok1 := threadCPU(); ok0 && ok1 {
-				j.readCPU.Add(int64(c1 - c0))
+				cpu.Add(int64(c1 - c0))
 			}
 		}()
 	}

@@ -235,6 +235,27 @@ func (c *coordinator) mine(job string) bool {
 	return owner(c.members, job, c.now()) == c.id
 }
 
+// waiting reports whether a job is no replica's now, while replicas are
+// in their Grace after starting, and will be this one's once they take
+// jobs: its backlog, not yet queued (each such job counts in one
+// replica's backlog).
+func (c *coordinator) waiting(job string) bool {
+	if c.reg == nil {
+		return false
+	}
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if owner(c.members, job, now) != "" {
+		return false
+	}
+	soon := append([]member(nil), c.members...)
+	for i := range soon {
+		soon[i].from = now
+	}
+	return owner(soon, job, now) == c.id
+}
+
 // start is the context of an analysis of job, if this replica may start
 // it now: it ends by Lease, before the job could be another's.
 func (c *coordinator) start(ctx context.Context, job string) (context.Context, context.CancelFunc, bool) {

@@ -209,3 +209,64 @@ func TestReplicaScoresSpread(t *testing.T) {
 		}
 	}
 }
+
+// TestReplicaGraceBacklog: while no replica takes jobs yet (each in its
+// Grace after starting), every job is in the backlog of the one replica
+// it will be; once one takes jobs, a job waits in none (it is that one's
+// own). (taskscope_analysis_backlog read 0 through a server's first 41 s.)
+func TestReplicaGraceBacklog(t *testing.T) {
+	timing := ReplicaTiming{Beat: time.Second, Lease: 5 * time.Second}
+	timing.defaults()
+	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	reg := &simReplicas{now: &now, rows: map[string]store.Replica{}, cut: map[string]bool{}, deaf: map[string]bool{}}
+	var cs []*coordinator
+	for _, id := range []string{"a", "b"} {
+		c := newCoordinator(reg, id, timing, slog.New(slog.DiscardHandler))
+		c.now = func() time.Time { return now }
+		cs = append(cs, c)
+	}
+	beat := func(cs ...*coordinator) {
+		for _, c := range cs {
+			c.beat(context.WithValue(context.Background(), replicaKey{}, c.id))
+		}
+	}
+	beat(cs...)
+	beat(cs...) // (each has read the other's first beat)
+	const jobs = 40
+	count := func(cs ...*coordinator) (mine, waiting map[string]int) {
+		mine, waiting = map[string]int{}, map[string]int{}
+		for j := 0; j < jobs; j++ {
+			job := fmt.Sprintf("job_%d", j)
+			for _, c := range cs {
+				if c.mine(job) {
+					mine[c.id]++
+				}
+				if c.waiting(job) {
+					waiting[c.id]++
+				}
+			}
+		}
+		return mine, waiting
+	}
+	mine, waiting := count(cs...)
+	if len(mine) != 0 || waiting["a"]+waiting["b"] != jobs || waiting["a"] == 0 || waiting["b"] == 0 {
+		t.Fatalf("in their Grace: mine %v, waiting %v: want none mine, each job waiting in one", mine, waiting)
+	}
+	for end := now.Add(timing.Grace + 2*time.Second); now.Before(end); {
+		now = now.Add(timing.Beat)
+		beat(cs...)
+	}
+	mine, waiting = count(cs...)
+	if len(waiting) != 0 || mine["a"]+mine["b"] != jobs {
+		t.Fatalf("after their Grace: mine %v, waiting %v: want every job one's, none waiting", mine, waiting)
+	}
+	// A third starts: the jobs it will take stay the others' meanwhile.
+	c := newCoordinator(reg, "c", timing, slog.New(slog.DiscardHandler))
+	c.now = func() time.Time { return now }
+	beat(c)
+	beat(append(cs, c)...)
+	mine, waiting = count(append(cs, c)...)
+	if len(waiting) != 0 || mine["a"]+mine["b"] != jobs || mine["c"] != 0 {
+		t.Fatalf("c in its Grace: mine %v, waiting %v", mine, waiting)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -23,7 +24,8 @@ import (
 // a batch every 15 s) runs 20 minutes and each of its running jobs has
 // had a pass; one iteration is a minute more of its batches (stored
 // outside the timer) and then one pass over each job running then, as
-// the analyser makes them every minute (Options.Every). It reports, a
+// the analyser makes them every minute (Options.Every): Options.Batch
+// jobs' passes together (Passes). It reports, a
 // pass: the wall time (ms/pass), the CPU of the calling thread
 // (thread_cpu_ms/pass: the analysis, and what the embedded store does on
 // it), of this whole process (cpu_ms/pass) and of the ClickHouse server
@@ -72,6 +74,17 @@ func runningPass(b *testing.B, backend string) {
 	}
 	fill()
 	opt := analysis.Options{Now: clockNow}
+	// TASKSCOPE_BENCH_BATCH=N: the passes N jobs together (default
+	// Options.Batch's, 64; 1: one by one).
+	batch := 64
+	if v := os.Getenv("TASKSCOPE_BENCH_BATCH"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			b.Fatalf("TASKSCOPE_BENCH_BATCH=%q: want a number of jobs", v)
+		}
+		batch = n
+	}
+	opt.Batch = batch
 	an := analysis.NewWith(st, opt)
 	if err := an.Look(ctx); err != nil {
 		b.Fatal(err)
@@ -94,6 +107,10 @@ func runningPass(b *testing.B, backend string) {
 		secs += 60
 		fill()
 		jobs := running()
+		ids := make([]string, len(jobs))
+		for i, j := range jobs {
+			ids[i] = j.JobID
+		}
 		// The background's look at the jobs written lately (every 2 s,
 		// for all jobs: not a pass's).
 		if err := an.Look(ctx); err != nil {
@@ -116,14 +133,16 @@ func runningPass(b *testing.B, backend string) {
 		}
 		b.StartTimer()
 		t0, c0, s0, h0 := time.Now(), threadCPUOf(), selfCPU(), serverCPU(chSrv)
-		for _, j := range jobs {
-			_, inc, err := an.Pass(ctx, j.JobID)
-			if err != nil {
-				b.Fatal(err)
-			}
-			passes++
-			if inc {
-				incremental++
+		for i := 0; i < len(ids); i += batch {
+			_, incs, errs := an.Passes(ctx, ids[i:min(len(ids), i+batch)])
+			for k, err := range errs {
+				if err != nil {
+					b.Fatal(err)
+				}
+				passes++
+				if incs[k] {
+					incremental++
+				}
 			}
 		}
 		wall += time.Since(t0)

@@ -85,6 +85,7 @@ func TestClickHouseAnalysisReplicas(t *testing.T) {
 	acked.Store(start.UnixMilli())
 	now := func() time.Time { return time.UnixMilli(acked.Load()) }
 	const settle = 2 * time.Second
+	const workers = 2
 	var mu sync.Mutex
 	var told []analysed
 	type replica struct {
@@ -102,7 +103,7 @@ func TestClickHouseAnalysisReplicas(t *testing.T) {
 		defer cst.Close()
 		st := &severed{Store: cst}
 		an := analysis.NewWith(st, analysis.Options{Poll: 200 * time.Millisecond, Settle: settle, Every: time.Minute,
-			Window: time.Hour, Replica: name, Now: now, Replicas: analysis.ReplicaTiming{Beat: time.Second, Lease: 20 * time.Second},
+			Window: time.Hour, Workers: workers, Replica: name, Now: now, Replicas: analysis.ReplicaTiming{Beat: time.Second, Lease: 20 * time.Second},
 			Listeners: []analysis.Listener{func(_ context.Context, a *analysis.Analysed) {
 				mu.Lock()
 				told = append(told, analysed{name, a.JobID, a.Ended})
@@ -240,7 +241,11 @@ func TestClickHouseAnalysisReplicas(t *testing.T) {
 	after, allAfter := byReplica()
 	t.Logf("in the end: %d jobs ended, analysed as ended by replica a %d, b %d (%s after the cut)", ended, after["a"],
 		after["b"], time.Since(cutAt).Round(time.Second))
-	if allAfter["b"] != all["b"] || after["a"] <= split["a"] {
+	// b analyses no job after the cut but those of its passes in flight
+	// then (at most one a worker): a running job's pass whose reads were
+	// done tells its listeners without storing when its findings did not
+	// change (CI once saw one). An ended job's is stored first: none.
+	if after["b"] != split["b"] || allAfter["b"] > all["b"]+workers || after["a"] <= split["a"] {
 		t.Errorf("after the cut: %v (%v in all), before %v (%v)", after, allAfter, split, all)
 	}
 	mu.Lock()

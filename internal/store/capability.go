@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/taskscope/taskscope/internal/wire"
@@ -127,6 +128,127 @@ func ReadAttemptProcesses(ctx context.Context, st Store, ids []string) (map[stri
 		}
 	}
 	return out, nil
+}
+
+// ReadJobs is what Job returns for each job of ids that st knows, by job
+// id (unknown ones absent): read together where st can (JobReader), else
+// one by one.
+func ReadJobs(ctx context.Context, st Store, ids []string) (map[string]*JobDetail, error) {
+	if jr, ok := st.(JobReader); ok {
+		return jr.JobsDetail(ctx, ids)
+	}
+	out := map[string]*JobDetail{}
+	for _, id := range ids {
+		d, err := st.Job(ctx, id)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out[id] = d
+	}
+	return out, nil
+}
+
+// ReadHostsAttempts is what HostAttempts returns for each window of ws:
+// read together where st can (HostsReader), else window by window.
+func ReadHostsAttempts(ctx context.Context, st Store, ws []HostWindow) ([][]Attempt, error) {
+	if hr, ok := st.(HostsReader); ok {
+		return hr.HostsAttempts(ctx, ws)
+	}
+	out := make([][]Attempt, len(ws))
+	for i, w := range ws {
+		atts, err := st.HostAttempts(ctx, w.Host, w.From, w.To)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = atts
+	}
+	return out, nil
+}
+
+// InWindow reports whether an attempt of w's host ran within w, as
+// HostAttempts selects them: seen at or after From, started before To
+// (To 0: no end).
+func (w HostWindow) InWindow(a *Attempt) bool {
+	to := w.To
+	if to <= 0 {
+		to = 1 << 62
+	}
+	return a.Host == w.Host && int64(a.LastSeen) >= w.From && int64(a.Start) < to
+}
+
+// EventsLimit is limit as the events' reads take it: 1000 when it is not
+// positive, at most 100,000.
+func EventsLimit(limit int) int {
+	if limit <= 0 || limit > 100_000 {
+		return 1000
+	}
+	return limit
+}
+
+// ReadJobEvents is, by job id, each job's events of kinds (all if none),
+// oldest first, at most limit a job (EventsLimit), as Events lists them;
+// jobs without any are absent: read together where st can
+// (JobEventsReader), else job by job and kind by kind.
+func ReadJobEvents(ctx context.Context, st Store, jobIDs, kinds []string, limit int) (map[string][]Event, error) {
+	limit = EventsLimit(limit)
+	if jr, ok := st.(JobEventsReader); ok {
+		return jr.JobEvents(ctx, jobIDs, kinds, limit)
+	}
+	out := map[string][]Event{}
+	for _, id := range jobIDs {
+		var evs []Event
+		if len(kinds) == 0 {
+			e, err := st.Events(ctx, EventFilter{JobID: id, Limit: limit})
+			if err != nil {
+				return nil, err
+			}
+			evs = e
+		}
+		for _, k := range kinds {
+			e, err := st.Events(ctx, EventFilter{JobID: id, Kind: k, Limit: limit})
+			if err != nil {
+				return nil, err
+			}
+			evs = append(evs, e...)
+		}
+		// (Each kind's in order: the oldest first of all, as one read
+		// orders them, by time and then kind.)
+		sort.SliceStable(evs, func(x, y int) bool {
+			if evs[x].Time != evs[y].Time {
+				return evs[x].Time < evs[y].Time
+			}
+			return evs[x].Kind < evs[y].Kind
+		})
+		if len(evs) > limit {
+			evs = evs[:limit]
+		}
+		if len(evs) > 0 {
+			out[id] = evs
+		}
+	}
+	return out, nil
+}
+
+// PutAnalyses stores analyses as PutAnalysis stores each, and returns
+// each one's error: together where st can (AnalysesPutter: an error then
+// is every one's), else one by one.
+func PutAnalyses(ctx context.Context, st FindingStore, as []*Analysis) []error {
+	errs := make([]error, len(as))
+	if ap, ok := st.(AnalysesPutter); ok && len(as) > 1 {
+		if err := ap.PutAnalyses(ctx, as); err != nil {
+			for i := range errs {
+				errs[i] = err
+			}
+		}
+		return errs
+	}
+	for i, a := range as {
+		errs[i] = st.PutAnalysis(ctx, a)
+	}
+	return errs
 }
 
 // ReadJobSummary is what Job says of a job but its ByType (ErrNotFound if

@@ -32,6 +32,15 @@ type FindingStore interface {
 	Findings(ctx context.Context, f FindingFilter) (FindingPage, error)
 }
 
+// AnalysesPutter is a FindingStore that stores many analyses together
+// (the background analyser's passes over running jobs store tens at
+// once): PutAnalyses is PutAnalysis of each, in one write; an error may
+// leave some stored and others not. Without it, they are stored one by
+// one.
+type AnalysesPutter interface {
+	PutAnalyses(ctx context.Context, as []*Analysis) error
+}
+
 // Severity grades a finding (Dr. Elephant's scale).
 type Severity int8
 

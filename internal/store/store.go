@@ -20,7 +20,7 @@
 // A backend must implement Store and Appender, map a full disk to
 // ErrDiskFull, take a Clock, and pass storetest. Beyond that it may offer
 // capabilities: BatchPreparer (with PreparedAppender), SeqReader,
-// SeriesBatcher, ProcessLister, JobSummarizer, AttemptSummarizer, OwnerReader,
+// SeriesBatcher, ProcessLister, JobReader, JobEventsReader, HostsReader, AnalysesPutter, JobSummarizer, AttemptSummarizer, OwnerReader,
 // AttemptSeriesReader, SharedData, LocalData, Replicas. Callers use each through its
 // one helper (capability.go: PrepareBatch, ReadSeriesMany, ...), which
 // does without it when a store has none.
@@ -135,6 +135,39 @@ type SeriesBatcher interface {
 // Without it, the analysis reads attempts one by one.
 type ProcessLister interface {
 	AttemptProcesses(ctx context.Context, attemptIDs []string) (map[string][]Process, error)
+}
+
+// JobReader is a store that reads many jobs with their attempts
+// together (the background analyser's passes over running jobs read
+// tens at once): JobsDetail returns what Job returns for each job of ids
+// that it knows, by job id; unknown jobs are absent. Without it, the
+// analysis reads jobs one by one.
+type JobReader interface {
+	JobsDetail(ctx context.Context, ids []string) (map[string]*JobDetail, error)
+}
+
+// JobEventsReader is a store that reads the events of many jobs
+// together: JobEvents returns, by job id, each job's events (as Events
+// with its JobID lists them, oldest first) of kinds (all kinds if none),
+// at most limit a job (the first ones); jobs without any are absent.
+// Without it, the analysis reads each job's events of each kind.
+type JobEventsReader interface {
+	JobEvents(ctx context.Context, jobIDs, kinds []string, limit int) (map[string][]Event, error)
+}
+
+// HostsReader is a store that reads the attempts of many hosts together
+// (the neighbours of tens of running jobs' attempts): HostsAttempts
+// returns, for each window of ws, what HostAttempts returns of its host
+// and time. Without it, the analysis reads host by host.
+type HostsReader interface {
+	HostsAttempts(ctx context.Context, ws []HostWindow) ([][]Attempt, error)
+}
+
+// HostWindow is a host and a window of time [From, To), as HostAttempts
+// takes them.
+type HostWindow struct {
+	Host     string
+	From, To int64
 }
 
 // JobSummarizer is a store that reads a job's summary without its

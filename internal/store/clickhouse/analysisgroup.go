@@ -43,8 +43,12 @@ type analysisPut struct {
 	err        error
 }
 
-// putGrouped stores p's rows with the others of its group.
-func (s *Store) putGrouped(p *analysisPut) error {
+// putGrouped stores the rows of ps (of one context) with the others of
+// their group; it returns the first error of theirs.
+func (s *Store) putGrouped(ps ...*analysisPut) error {
+	if len(ps) == 0 {
+		return nil
+	}
 	w := &s.puts
 	w.mu.Lock()
 	g := w.gathering
@@ -53,13 +57,21 @@ func (s *Store) putGrouped(p *analysisPut) error {
 		w.gathering = g
 		go s.insertGroup(g)
 	}
-	g.puts = append(g.puts, p)
+	g.puts = append(g.puts, ps...)
 	w.mu.Unlock()
 	select {
 	case <-g.done:
-		return p.err
-	case <-p.ctx.Done():
-		return fmt.Errorf("cannot store the analysis of job %s: %w", p.job, p.ctx.Err())
+		for _, p := range ps {
+			if p.err != nil {
+				return p.err
+			}
+		}
+		return nil
+	case <-ps[0].ctx.Done():
+		if len(ps) == 1 {
+			return fmt.Errorf("cannot store the analysis of job %s: %w", ps[0].job, ps[0].ctx.Err())
+		}
+		return fmt.Errorf("cannot store the analyses of %d jobs (job %s first): %w", len(ps), ps[0].job, ps[0].ctx.Err())
 	}
 }
 

@@ -106,6 +106,21 @@ var _ store.Replicas = (*Store)(nil)
 // earlier ones (the latest evaluated wins), inserted with the others of
 // its group (analysisgroup.go).
 func (s *Store) PutAnalysis(ctx context.Context, a *store.Analysis) error {
+	return s.putGrouped(analysisPutOf(ctx, a))
+}
+
+// PutAnalyses stores analyses as PutAnalysis does, all in one group
+// (store.AnalysesPutter); the first error met is returned.
+func (s *Store) PutAnalyses(ctx context.Context, as []*store.Analysis) error {
+	ps := make([]*analysisPut, len(as))
+	for i, a := range as {
+		ps[i] = analysisPutOf(ctx, a)
+	}
+	return s.putGrouped(ps...)
+}
+
+// analysisPutOf is an analysis' rows.
+func analysisPutOf(ctx context.Context, a *store.Analysis) *analysisPut {
 	names, worst := store.HeuristicsFound(a.Findings)
 	p := &analysisPut{ctx: ctx, job: a.JobID}
 	b := &p.row
@@ -156,7 +171,7 @@ func (s *Store) PutAnalysis(ctx context.Context, a *store.Analysis) error {
 	st.UInt64(a.Mark)
 	st.Bool(a.Ended)
 	st.Int64(int64(a.LastSeen))
-	return s.putGrouped(p)
+	return p
 }
 
 // Strings appends an Array(String).

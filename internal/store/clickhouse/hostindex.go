@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/taskscope/taskscope/internal/store"
 )
@@ -178,4 +179,106 @@ FROM (SELECT host, job_key, attempt_id, day AS att_day,
 		return fmt.Errorf("cannot fill the host index from the attempts: %w", err)
 	}
 	return nil
+}
+
+// HostsAttempts returns what HostAttempts returns for each window of ws
+// (store.HostsReader): the index's rows of all the hosts' windows in one
+// read, then their attempts' rows in one. A host with several windows,
+// or whose window the index names more than maxHostIndexed attempts of,
+// is read alone (HostAttempts).
+func (s *Store) HostsAttempts(ctx context.Context, ws []store.HostWindow) (_ [][]store.Attempt, err error) {
+	defer store.WrapErr(&err, "cannot read the attempts of %d hosts' windows", len(ws))
+	out := make([][]store.Attempt, len(ws))
+	byHost := map[string][]int{}
+	for i, w := range ws {
+		byHost[w.Host] = append(byHost[w.Host], i)
+	}
+	alone := func(i int) error {
+		atts, err := s.HostAttempts(ctx, ws[i].Host, ws[i].From, ws[i].To)
+		out[i] = atts
+		return err
+	}
+	var conds, idxConds []string
+	win := map[string]int{} // the window of each host read together
+	for i, w := range ws {
+		if len(byHost[w.Host]) > 1 {
+			if err := alone(i); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		to := w.To
+		if to <= 0 {
+			to = 1 << 62
+		}
+		win[w.Host] = i
+		lo, hi := max(w.From, 0)/hostBucket, max(to-1, 0)/hostBucket
+		idxConds = append(idxConds, fmt.Sprintf("host = %s AND (bucket = -1 OR bucket >= %d AND bucket <= %d)", Quote(w.Host), lo, hi))
+		conds = append(conds, fmt.Sprintf("host = %s AND last_ms >= %d AND first_ms < %d", Quote(w.Host), w.From, to))
+	}
+	if len(win) == 0 {
+		return out, nil
+	}
+	rows, err := s.query(ctx, fmt.Sprintf("SELECT DISTINCT host, job_key, att_day, attempt_id FROM %s WHERE (%s) LIMIT %d BY host",
+		s.read("host_index"), strings.Join(idxConds, ") OR ("), maxHostIndexed+1))
+	if err != nil {
+		return nil, fmt.Errorf("cannot read the host index: %w", err)
+	}
+	var jobs, days []uint64
+	var ids []string
+	seenJob, seenDay, seenID := map[uint64]bool{}, map[uint64]bool{}, map[string]bool{}
+	indexed := map[string]map[string]bool{} // the attempts of each host's window
+	n := map[string]int{}                   // its rows
+	for rows.Next() {
+		h, j, d, id := rows.String(), rows.UInt64(), uint64(rows.UInt16()), rows.String()
+		if indexed[h] == nil {
+			indexed[h] = map[string]bool{}
+		}
+		indexed[h][id] = true
+		n[h]++
+		if !seenJob[j] {
+			seenJob[j] = true
+			jobs = append(jobs, j)
+		}
+		if !seenDay[d] {
+			seenDay[d] = true
+			days = append(days, d)
+		}
+		if !seenID[id] {
+			seenID[id] = true
+			ids = append(ids, id)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("cannot read the host index: %w", err)
+	}
+	for h := range indexed {
+		if n[h] > maxHostIndexed {
+			// (Its whole history: the scan, as HostAttempts reads it.)
+			if err := alone(win[h]); err != nil {
+				return nil, err
+			}
+			delete(win, h)
+		}
+	}
+	if len(ids) == 0 || len(win) == 0 {
+		return out, nil
+	}
+	sort.Slice(days, func(i, j int) bool { return days[i] < days[j] })
+	atts, err := s.readAttempts(ctx, fmt.Sprintf("job_key IN (%s) AND day IN (%s) AND attempt_id IN (%s) AND ((%s))",
+		numList(jobs), numList(days), QuoteList(ids), strings.Join(conds, ") OR (")))
+	if err != nil {
+		return nil, err
+	}
+	stale := s.staleBefore()
+	for _, st := range atts {
+		i, ok := win[st.Host]
+		if !ok || !indexed[st.Host][st.Meta.AttemptID] {
+			continue
+		}
+		if a := apiAttempt(st, stale); ws[i].InWindow(&a) {
+			out[i] = append(out[i], a)
+		}
+	}
+	return out, nil
 }

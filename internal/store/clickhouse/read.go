@@ -143,7 +143,12 @@ func (s *Store) Job(ctx context.Context, id string) (_ *store.JobDetail, err err
 	if len(atts) == 0 {
 		return nil, store.ErrNotFound
 	}
-	stale := s.staleBefore()
+	return jobDetail(id, atts, s.staleBefore()), nil
+}
+
+// jobDetail is job id of its attempts atts (at least one), its figures
+// added up from them.
+func jobDetail(id string, atts []*attState, stale int64) *store.JobDetail {
 	var j store.JobTotals
 	d := &store.JobDetail{AttemptList: make([]store.Attempt, 0, len(atts))}
 	for _, st := range atts {
@@ -156,7 +161,39 @@ func (s *Store) Job(ctx context.Context, id string) (_ *store.JobDetail, err err
 	for _, a := range d.AttemptList {
 		d.ByType[a.Type]++
 	}
-	return d, nil
+	return d
+}
+
+// maxJobsRead bounds the jobs of one read of JobsDetail and JobEvents.
+const maxJobsRead = 500
+
+// JobsDetail returns what Job returns for each job of ids it knows
+// (store.JobReader): their attempts in one read (by the jobs' keys, as
+// Job reads one's).
+func (s *Store) JobsDetail(ctx context.Context, ids []string) (_ map[string]*store.JobDetail, err error) {
+	defer store.WrapErr(&err, "cannot read %d jobs", len(ids))
+	out := map[string]*store.JobDetail{}
+	stale := s.staleBefore()
+	for len(ids) > 0 {
+		part := ids[:min(len(ids), maxJobsRead)]
+		ids = ids[len(part):]
+		keys := make([]uint64, len(part))
+		for i, id := range part {
+			keys[i] = jobKey(id)
+		}
+		atts, err := s.readAttempts(ctx, fmt.Sprintf("job_key IN (%s) AND job_id IN (%s)", numList(keys), QuoteList(part)))
+		if err != nil {
+			return nil, err
+		}
+		byJob := map[string][]*attState{}
+		for _, st := range atts {
+			byJob[st.Meta.JobID] = append(byJob[st.Meta.JobID], st)
+		}
+		for id, atts := range byJob {
+			out[id] = jobDetail(id, atts, stale)
+		}
+	}
+	return out, nil
 }
 
 // attempt reads one attempt (ErrNotFound if unknown).
@@ -403,7 +440,7 @@ func (s *Store) Attempt(ctx context.Context, id string) (_ *store.AttemptDetail,
 
 // AttemptProcesses returns the process lists of attempts as Attempt does
 // (store.ProcessLister), read together: the attempts' jobs with their
-// lives (two queries), then, for the attempts of each job, their
+// lives (two queries), then, for the attempts of all their jobs, their
 // processes' rows, the descriptions found elsewhere and the processes'
 // chunks and rollups (four). A job's analysis reads the lists of many of
 // its attempts: one by one, each took five queries (its index, its whole
@@ -476,34 +513,33 @@ type procOwner struct{ id, job string }
 
 // processLists reads the processes of attempts (their members, with
 // their latest descriptions and their summaries from their samples),
-// those of each job together, a thousand attempts at a time. Attempts
-// without processes are absent.
+// a thousand attempts at a time, of all their jobs together (an
+// attempt's rows are under its job's key or the empty job's: those of
+// other jobs' keys are other attempts'). Attempts without processes are
+// absent.
 func (s *Store) processLists(ctx context.Context, owners []procOwner) (map[string][]store.Process, error) {
 	out := map[string][]store.Process{}
-	byJob := map[string][]string{}
-	var jobs []string
-	for _, o := range owners {
-		if _, ok := byJob[o.job]; !ok {
-			jobs = append(jobs, o.job)
-		}
-		byJob[o.job] = append(byJob[o.job], o.id)
-	}
-	for _, job := range jobs {
-		ids := byJob[job]
-		for len(ids) > 0 {
-			part := ids[:min(len(ids), 1000)]
-			ids = ids[len(part):]
-			if err := s.jobProcessLists(ctx, job, part, out); err != nil {
-				return nil, err
+	for len(owners) > 0 {
+		part := owners[:min(len(owners), 1000)]
+		owners = owners[len(part):]
+		jobs := []uint64{jobKey("")}
+		ids := make([]string, len(part))
+		for i, o := range part {
+			ids[i] = o.id
+			if k := jobKey(o.job); !slices.Contains(jobs, k) {
+				jobs = append(jobs, k)
 			}
+		}
+		if err := s.jobProcessLists(ctx, jobs, ids, out); err != nil {
+			return nil, err
 		}
 	}
 	return out, nil
 }
 
-// jobProcessLists adds to out the process lists of attempts ids of job.
-func (s *Store) jobProcessLists(ctx context.Context, job string, ids []string, out map[string][]store.Process) error {
-	jobs := []uint64{jobKey(job), jobKey("")}
+// jobProcessLists adds to out the process lists of attempts ids, whose
+// rows are under the keys of jobs.
+func (s *Store) jobProcessLists(ctx context.Context, jobs []uint64, ids []string, out map[string][]store.Process) error {
 	byKey := map[uint64]string{}
 	keys := make([]uint64, 0, len(ids))
 	for _, id := range ids {
@@ -516,7 +552,7 @@ func (s *Store) jobProcessLists(ctx context.Context, job string, ids []string, o
 	rows, err := s.query(ctx, "SELECT attempt_key, "+procColumns+" FROM "+s.read("procs")+
 		fmt.Sprintf(" FINAL WHERE job_key IN (%s) AND attempt_key IN (%s) ORDER BY gen", numList(jobs), numList(keys)))
 	if err != nil {
-		return fmt.Errorf("cannot read the processes of %d attempts of job %s: %w", len(ids), job, err)
+		return fmt.Errorf("cannot read the processes of %d attempts: %w", len(ids), err)
 	}
 	// Each attempt's processes, in the order of their first rows.
 	type attProcs struct {
@@ -661,9 +697,7 @@ func (s *Store) memberKeys(ctx context.Context, st *attState) ([]uint64, error) 
 }
 
 func (s *Store) events(ctx context.Context, f store.EventFilter, keys []uint64) ([]store.Event, error) {
-	if f.Limit <= 0 || f.Limit > 100000 {
-		f.Limit = 1000
-	}
+	f.Limit = store.EventsLimit(f.Limit)
 	var where []string
 	if f.Host != "" {
 		where = append(where, "host = "+Quote(f.Host))
@@ -687,7 +721,7 @@ func (s *Store) events(ctx context.Context, f store.EventFilter, keys []uint64) 
 	if f.To > 0 {
 		where = append(where, fmt.Sprintf("ts < %d", f.To))
 	}
-	q := "SELECT ts, host, kind, job_id, attempt_id, proc_key, pid, message, value FROM " + s.read("events") + " FINAL"
+	q := "SELECT " + eventColumns + " FROM " + s.read("events") + " FINAL"
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
@@ -698,12 +732,49 @@ func (s *Store) events(ctx context.Context, f store.EventFilter, keys []uint64) 
 	}
 	out := []store.Event{}
 	for rows.Next() {
-		var e store.Event
-		e.Time, e.Host, e.Kind, e.JobID, e.AttemptID = store.Time(rows.Int64()), rows.String(), rows.String(), rows.String(), rows.String()
-		e.Process, e.PID, e.Message, e.Value = store.Key(rows.UInt64()), rows.Int32(), rows.String(), rows.Int64()
-		out = append(out, e)
+		out = append(out, readEvent(rows))
 	}
 	return out, rows.Err()
+}
+
+// eventColumns are the columns of an event that readEvent reads.
+const eventColumns = "ts, host, kind, job_id, attempt_id, proc_key, pid, message, value"
+
+func readEvent(rows *Rows) store.Event {
+	var e store.Event
+	e.Time, e.Host, e.Kind, e.JobID, e.AttemptID = store.Time(rows.Int64()), rows.String(), rows.String(), rows.String(), rows.String()
+	e.Process, e.PID, e.Message, e.Value = store.Key(rows.UInt64()), rows.Int32(), rows.String(), rows.Int64()
+	return e
+}
+
+// JobEvents returns each job's events of kinds (all if none), oldest
+// first, at most limit a job (store.JobEventsReader): one read (LIMIT
+// BY job).
+func (s *Store) JobEvents(ctx context.Context, jobIDs, kinds []string, limit int) (_ map[string][]store.Event, err error) {
+	defer store.WrapErr(&err, "cannot list the events of %d jobs", len(jobIDs))
+	limit = store.EventsLimit(limit)
+	out := map[string][]store.Event{}
+	for len(jobIDs) > 0 {
+		part := jobIDs[:min(len(jobIDs), maxJobsRead)]
+		jobIDs = jobIDs[len(part):]
+		where := "job_id IN (" + QuoteList(part) + ")"
+		if len(kinds) > 0 {
+			where += " AND kind IN (" + QuoteList(kinds) + ")"
+		}
+		rows, err := s.query(ctx, fmt.Sprintf("SELECT %s FROM %s FINAL WHERE %s ORDER BY ts, kind LIMIT %d BY job_id",
+			eventColumns, s.read("events"), where, limit))
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			e := readEvent(rows)
+			out[e.JobID] = append(out[e.JobID], e)
+		}
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // Hosts lists the hosts that sent data: their agents, attempts and

@@ -87,7 +87,71 @@ var updateAnalysis = func() string {
 // PutAnalysis stores a job's analysis in place of the one before: an
 // update of the job's row, or, if that changed nothing (no row, or a later
 // analysis in it), the upsert (prepared statements, both).
+//
+// It holds off checkpoints meanwhile (ckmu), as PutAnalyses does: storing
+// analyses is the one write made outside the writer's lock, and DuckDB
+// refuses a CHECKPOINT beside an UPDATE.
 func (s *Store) PutAnalysis(ctx context.Context, a *store.Analysis) error {
+	upd, ups, err := s.analysisStmts(ctx)
+	if err == nil {
+		s.ckmu.RLock()
+		err = putAnalysis(ctx, upd, ups, a)
+		s.ckmu.RUnlock()
+	}
+	if err != nil {
+		return mapErr(s.failed(fmt.Errorf("cannot store the analysis of job %s: %w", a.JobID, err)))
+	}
+	return nil
+}
+
+// analysisStmts are the prepared statements of updateAnalysis and
+// upsertAnalysis.
+func (s *Store) analysisStmts(ctx context.Context) (upd, ups *sql.Stmt, err error) {
+	if upd, err = s.prepared(ctx, updateAnalysis); err != nil {
+		return nil, nil, err
+	}
+	if ups, err = s.prepared(ctx, upsertAnalysis); err != nil {
+		return nil, nil, err
+	}
+	return upd, ups, nil
+}
+
+// PutAnalyses stores analyses as PutAnalysis does, in one transaction
+// (store.AnalysesPutter): one commit for them all.
+func (s *Store) PutAnalyses(ctx context.Context, as []*store.Analysis) error {
+	upd, ups, err := s.analysisStmts(ctx)
+	if err == nil {
+		err = s.putAnalyses(ctx, upd, ups, as)
+	}
+	if err != nil {
+		return mapErr(s.failed(fmt.Errorf("cannot store the analyses of %d jobs: %w", len(as), err)))
+	}
+	return nil
+}
+
+// putAnalyses is PutAnalyses' transaction, holding off checkpoints (not
+// while s.failed takes the writer's lock: a checkpoint takes that lock
+// before ckmu).
+func (s *Store) putAnalyses(ctx context.Context, upd, ups *sql.Stmt, as []*store.Analysis) error {
+	s.ckmu.RLock()
+	defer s.ckmu.RUnlock()
+	tx, err := s.handle().BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	upd, ups = tx.StmtContext(ctx, upd), tx.StmtContext(ctx, ups)
+	for _, a := range as {
+		if err := putAnalysis(ctx, upd, ups, a); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("job %s: %w", a.JobID, err)
+		}
+	}
+	return tx.Commit()
+}
+
+// putAnalysis stores a job's analysis by the statements of
+// updateAnalysis (upd) and upsertAnalysis (ups).
+func putAnalysis(ctx context.Context, upd, ups *sql.Stmt, a *store.Analysis) error {
 	names, ws := heuristicsFound(a.Findings)
 	open, worstOpen := store.Unrestricted(a.Findings)
 	namesOpen, wsOpen := heuristicsFound(open)
@@ -99,33 +163,14 @@ func (s *Store) PutAnalysis(ctx context.Context, a *store.Analysis) error {
 	args := []any{a.JobID, a.Name, a.User, a.Queue, int64(a.Start), int64(a.LastSeen), a.Ended, int64(a.Evaluated),
 		a.Version, a.Settings, int64(a.Mark), int8(a.Worst), names, ws, fh, fs, fb, string(a.Report), int8(worstOpen),
 		namesOpen, wsOpen, fr}
-	if err := s.putAnalysis(ctx, args); err != nil {
-		return mapErr(s.failed(fmt.Errorf("cannot store the analysis of job %s: %w", a.JobID, err)))
-	}
-	return nil
-}
-
-// putAnalysis runs PutAnalysis' statements, holding off checkpoints
-// (ckmu): it is the one write outside the writer's lock, and a CHECKPOINT
-// beside an UPDATE fails.
-func (s *Store) putAnalysis(ctx context.Context, args []any) error {
-	s.ckmu.RLock()
-	defer s.ckmu.RUnlock()
-	st, err := s.prepared(ctx, updateAnalysis)
-	if err != nil {
-		return err
-	}
-	res, err := st.ExecContext(ctx, args...)
+	res, err := upd.ExecContext(ctx, args...)
 	if err != nil {
 		return err
 	}
 	if n, err := res.RowsAffected(); err == nil && n > 0 {
 		return nil
 	}
-	if st, err = s.prepared(ctx, upsertAnalysis); err != nil {
-		return err
-	}
-	_, err = st.ExecContext(ctx, args...)
+	_, err = ups.ExecContext(ctx, args...)
 	return err
 }
 

@@ -337,9 +337,7 @@ func (s *Store) Events(ctx context.Context, f store.EventFilter) ([]store.Event,
 
 // events is Events with the keys of the attempt's processes.
 func (s *Store) events(ctx context.Context, f store.EventFilter, keys []any) ([]store.Event, error) {
-	if f.Limit <= 0 || f.Limit > 100000 {
-		f.Limit = 1000
-	}
+	f.Limit = store.EventsLimit(f.Limit)
 	var where []string
 	var args []any
 	if f.Host != "" {
@@ -365,8 +363,7 @@ func (s *Store) events(ctx context.Context, f store.EventFilter, keys []any) ([]
 	if f.To > 0 {
 		where, args = append(where, "ts < ?"), append(args, f.To)
 	}
-	q := `SELECT ts, coalesce(host, ''), kind, coalesce(job_id, ''), coalesce(attempt_id, ''), coalesce(proc_key, 0),
-		coalesce(pid, 0), coalesce(message, ''), coalesce(value, 0) FROM events`
+	q := `SELECT ` + eventCols + ` FROM events`
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
@@ -379,13 +376,10 @@ func (s *Store) events(ctx context.Context, f store.EventFilter, keys []any) ([]
 	defer rows.Close()
 	out := []store.Event{}
 	for rows.Next() {
-		var e store.Event
-		var ts int64
-		var key int64
-		if err := rows.Scan(&ts, &e.Host, &e.Kind, &e.JobID, &e.AttemptID, &key, &e.PID, &e.Message, &e.Value); err != nil {
+		e, err := scanEvent(rows)
+		if err != nil {
 			return nil, err
 		}
-		e.Time, e.Process = store.Time(ts), store.Key(key)
 		out = append(out, e)
 	}
 	return out, rows.Err()

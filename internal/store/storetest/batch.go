@@ -207,12 +207,15 @@ func testHostWindows(t *testing.T, s store.Store, atts []store.Attempt, from, to
 		}
 	}
 	n := 0
+	var all []store.HostWindow
+	var each [][]store.Attempt
 	for h := range hosts {
 		for _, w := range windows {
 			got, err := s.HostAttempts(ctx, h, w.from, w.to)
 			if err != nil {
 				t.Fatal(err)
 			}
+			all, each = append(all, store.HostWindow{Host: h, From: w.from, To: w.to}), append(each, got)
 			var ids []string
 			for _, a := range got {
 				ids = append(ids, a.AttemptID)
@@ -227,6 +230,34 @@ func testHostWindows(t *testing.T, s store.Store, atts []store.Attempt, from, to
 	}
 	if n < 100 {
 		t.Errorf("%d attempts found on hosts: want more to compare", n)
+	}
+	// All the hosts' windows read together (store.ReadHostsAttempts: by
+	// the store's HostsReader where it has one), the same host's several
+	// at once, and an unknown host's: what each read alone gave.
+	all = append(all, store.HostWindow{Host: "node-unknown", From: from, To: to})
+	each = append(each, nil)
+	ids := func(atts []store.Attempt) []string {
+		var out []string
+		for _, a := range atts {
+			out = append(out, a.AttemptID)
+		}
+		return out
+	}
+	for _, part := range [][2]int{{0, len(all)}, {0, 1}, {len(all) - 1, len(all)}} {
+		ws := all[part[0]:part[1]]
+		got, err := store.ReadHostsAttempts(ctx, s, ws)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(ws) {
+			t.Fatalf("%d windows read together, %d results", len(ws), len(got))
+		}
+		for i, w := range ws {
+			alone := each[part[0]+i]
+			if len(got[i]) != len(alone) || len(alone) > 0 && !reflect.DeepEqual(got[i], alone) {
+				t.Errorf("attempts on %s in [%d, %d): together %v, alone %v", w.Host, w.From, w.To, ids(got[i]), ids(alone))
+			}
+		}
 	}
 }
 

@@ -28,6 +28,7 @@ var findingTests = []struct {
 	{"AnalysisStatesByArrival", testAnalysisStatesByArrival},
 	{"RestrictedFindings", testRestrictedFindings},
 	{"AnalysesPutAtOnce", testAnalysesPutAtOnce},
+	{"AnalysesPutTogether", testAnalysesPutTogether},
 	{"JobsBare", testJobsBare},
 }
 
@@ -635,6 +636,54 @@ func testAnalysesPutAtOnce(t *testing.T, f Factory) {
 	}
 	if page.Total != len(jobs) {
 		t.Errorf("%d jobs analysed, want %d (%v)", page.Total, len(jobs), page.Severities)
+	}
+}
+
+// testAnalysesPutTogether: analyses put together (store.PutAnalyses: by
+// the store's AnalysesPutter where it has one; the analyser's passes over
+// running jobs store theirs so) are each stored as put: new rows and
+// rows replaced, an older analysis among them leaving the later one
+// stored; and once the call returns they read back.
+func testAnalysesPutTogether(t *testing.T, f Factory) {
+	s := open(t, f)
+	ctx := context.Background()
+	jobs := TwelveJobs(t, s)
+	ms := T0.UnixMilli() + 60_000
+	// Half stored before, one of them later than what is put next.
+	for i, j := range jobs[:6] {
+		at := ms - 1000
+		if i == 0 {
+			at = ms + 5000
+		}
+		if err := s.PutAnalysis(ctx, analysisOf(j, at, finding("waste", store.SeverityLow, 100+i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var as []*store.Analysis
+	for i, j := range jobs {
+		as = append(as, analysisOf(j, ms+int64(i), finding("skew", store.Severity(i%5), i)))
+	}
+	for i, err := range store.PutAnalyses(ctx, s, as) {
+		if err != nil {
+			t.Errorf("%s: %v", jobs[i].JobID, err)
+		}
+	}
+	for i, j := range jobs {
+		got, err := s.Analysis(ctx, j.JobID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := as[i]
+		if i == 0 {
+			want = analysisOf(j, ms+5000, finding("waste", store.SeverityLow, 100))
+		}
+		if got.Evaluated != want.Evaluated || len(got.Findings) != 1 || string(got.Findings[0].Body) != string(want.Findings[0].Body) ||
+			got.Worst != want.Worst {
+			t.Errorf("%s reads %+v, want %+v", j.JobID, got, want)
+		}
+	}
+	if errs := store.PutAnalyses(ctx, s, nil); len(errs) != 0 {
+		t.Errorf("nothing put: %v", errs)
 	}
 }
 

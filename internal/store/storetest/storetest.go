@@ -63,6 +63,8 @@ func Run(t *testing.T, f Factory) {
 		{"Owners", testOwners},
 		{"Restart", testRestart},
 		{"BatchReads", testBatchReads},
+		{"JobsTogether", testJobsTogether},
+		{"JobEventsTogether", testJobEventsTogether},
 		{"Outcomes", testOutcomes},
 		{"Profiles", testProfiles},
 	}

@@ -1,6 +1,6 @@
 // The overview, the first page: what is in trouble now (the running jobs,
-// the worst findings first), the recurring jobs that regressed today, what
-// today cost by queue and by user (core-hours, GB-hours and what was
+// the worst findings first), the recurring jobs that regressed in the last
+// 24 hours, what those 24 hours cost by queue and by user (core-hours, GB-hours and what was
 // wasted) with their jobs' findings by severity, and the hosts with lost
 // or orphaned task processes; all of the jobs the reader sees, live.
 import { h, clear, append } from '../dom';
@@ -13,18 +13,21 @@ import { figure, section, stateBadge, byTypeText, sevBadge, severities, worstCel
 // The most rows a table of the overview shows (the rest: a link).
 const ROWS = 15;
 
-function midnight(): number {
-  const d = new Date();
-  d.setHours(0, 0, 0, 0);
-  return d.getTime();
+// The window of the overview's figures: the last 24 hours, not the
+// calendar day, so that just after midnight the page still shows the
+// night's jobs (and the links to the jobs list ask for the same window).
+const DAY = 24 * 3600 * 1000;
+
+function dayAgo(): number {
+  return Date.now() - DAY;
 }
 
 function jobsLink(param: string, value: string, more: Record<string, string> = {}): string {
-  return '/jobs?' + new URLSearchParams({ [param]: value, from: String(midnight()), ...more }).toString();
+  return '/jobs?' + new URLSearchParams({ [param]: value, from: String(dayAgo()), ...more }).toString();
 }
 
 // sevCounts shows a group's jobs by their worst severity, moderate and
-// worse, each a link to those jobs of the group today.
+// worse, each a link to those jobs of the group in the last 24 hours.
 function sevCounts(param: string, key: string, counts: Record<string, number> | null | undefined): HTMLElement {
   const td = h('td.sevs');
   for (const s of severities.slice(2).reverse()) {
@@ -151,13 +154,13 @@ function hostsTable(hosts: Overview['hosts']): HTMLElement {
 export async function overviewPage(c: Ctx): Promise<void> {
   const root = c.root;
   document.title = 'Overview · taskscope';
-  root.appendChild(h('div.page-head', null, h('h1', null, 'Overview'), h('span.sub', null, 'what is in trouble now, and what today cost')));
+  root.appendChild(h('div.page-head', null, h('h1', null, 'Overview'), h('span.sub', null, 'what is in trouble now, and what the last 24 hours cost')));
   const figs = h('section.card', { 'data-section': 'overview-figures' });
   const body = h('div');
   root.append(figs, body);
 
   const load = async (): Promise<void> => {
-    const from = midnight();
+    const from = dayAgo();
     const o = await get<Overview>('/api/v1/overview?from=' + from, c.signal);
     const queues = o.queues ?? [];
     const users = o.users ?? [];
@@ -172,28 +175,28 @@ export async function overviewPage(c: Ctx): Promise<void> {
     clear(figs);
     figs.append(h('div.figs', null,
       figure('running now', fmt.num(o.running_total), 'jobs'),
-      figure('jobs today', fmt.num(jobs), o.truncated ? 'the first of more' : 'since ' + fmt.shortTime(from)),
-      figure('core-hours today', cpu.toFixed(2), wasted.toFixed(2) + ' thrown away', 'a core per container over its life; thrown away: failed, killed and speculative attempts'),
-      figure('lost task processes', fmt.num(left), hosts.length + (hosts.length === 1 ? ' host' : ' hosts') + ' today', 'lost or orphaned, not ended by the agent')));
+      figure('jobs, 24 h', fmt.num(jobs), o.truncated ? 'the first of more' : 'since ' + fmt.shortTime(from)),
+      figure('core-hours, 24 h', cpu.toFixed(2), wasted.toFixed(2) + ' thrown away', 'a core per container over its life; thrown away: failed, killed and speculative attempts'),
+      figure('lost task processes', fmt.num(left), hosts.length + (hosts.length === 1 ? ' host' : ' hosts') + ' in 24 h', 'lost or orphaned, not ended by the agent')));
     clear(body);
     const running = section(body, 'Running now, the worst first', h('a.button', { href: '/jobs?state=running&sort=severity' }, 'All running jobs'));
     running.setAttribute('data-section', 'running');
     const rj = o.running ?? [];
     append(running, rj.length ? h('div', null, runningTable(rj)) : h('p.empty', null, 'No job runs now.'), more(o.running_total, Math.min(rj.length, ROWS), '/jobs?state=running&sort=severity', 'running jobs'));
     const reg = o.regressed ?? [];
-    const rg = section(body, 'Recurring jobs that regressed today', h('a.button', { href: '/jobs?' + new URLSearchParams({ heuristic: 'recurring', from: String(from), sort: 'severity' }).toString() }, 'All of them'));
+    const rg = section(body, 'Recurring jobs that regressed in the last 24 hours', h('a.button', { href: '/jobs?' + new URLSearchParams({ heuristic: 'recurring', from: String(from), sort: 'severity' }).toString() }, 'All of them'));
     rg.setAttribute('data-section', 'regressed');
-    append(rg, reg.length ? regressedTable(reg) : h('p.empty', null, 'No run of a recurring job outside its band today.'),
+    append(rg, reg.length ? regressedTable(reg) : h('p.empty', null, 'No run of a recurring job outside its band in the last 24 hours.'),
       more(o.regressed_total ?? reg.length, Math.min(reg.length, ROWS), '/jobs?' + new URLSearchParams({ heuristic: 'recurring', from: String(from), sort: 'severity' }).toString(), 'regressed runs'));
-    const q = section(body, 'Queues today', h('a.button', { href: '/waste?by=queue&from=-24h' }, 'Waste by queue'));
+    const q = section(body, 'Queues, the last 24 hours', h('a.button', { href: '/waste?by=queue&from=-24h' }, 'Waste by queue'));
     q.setAttribute('data-section', 'queues');
-    append(q, queues.length ? groupTable('queues', 'queue', queues) : h('p.empty', null, 'No job today.'), more(queues.length, ROWS, '/waste?by=queue&from=-24h', 'queues'));
-    const u = section(body, 'Users today', h('a.button', { href: '/waste?by=user&from=-24h' }, 'Waste by user'));
+    append(q, queues.length ? groupTable('queues', 'queue', queues) : h('p.empty', null, 'No job in the last 24 hours.'), more(queues.length, ROWS, '/waste?by=queue&from=-24h', 'queues'));
+    const u = section(body, 'Users, the last 24 hours', h('a.button', { href: '/waste?by=user&from=-24h' }, 'Waste by user'));
     u.setAttribute('data-section', 'users');
-    append(u, users.length ? groupTable('users', 'user', users) : h('p.empty', null, 'No job today.'), more(users.length, ROWS, '/waste?by=user&from=-24h', 'users'));
-    const lh = section(body, 'Lost and orphaned task processes today');
+    append(u, users.length ? groupTable('users', 'user', users) : h('p.empty', null, 'No job in the last 24 hours.'), more(users.length, ROWS, '/waste?by=user&from=-24h', 'users'));
+    const lh = section(body, 'Lost and orphaned task processes, the last 24 hours');
     lh.setAttribute('data-section', 'lost');
-    append(lh, hosts.length ? hostsTable(hosts) : h('p.empty', null, 'None today.'), more(hosts.length, ROWS, '/hosts', 'hosts'));
+    append(lh, hosts.length ? hostsTable(hosts) : h('p.empty', null, 'None in the last 24 hours.'), more(hosts.length, ROWS, '/hosts', 'hosts'));
   };
   c.onCleanup(refresher(load, () => 5000));
   await load();
