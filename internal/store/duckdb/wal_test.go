@@ -42,7 +42,14 @@ func TestWALBesideAnalyses(t *testing.T) {
 				Queue: "etl", Worst: store.SeverityCritical, Report: json.RawMessage(`{}`),
 				Findings:      []store.StoredFinding{{Heuristic: "skew", Severity: store.SeverityCritical, Body: body}},
 				AnalysisStamp: store.AnalysisStamp{Evaluated: store.Time(i), Version: "1+test", Settings: "{}"}}
-			if err := s.PutAnalysis(ctx, a); err != nil {
+			// One at a time, and several in a transaction (PutAnalyses).
+			put := func() error { return s.PutAnalysis(ctx, a) }
+			if i%2 == 1 {
+				b := *a
+				b.JobID += "b"
+				put = func() error { return s.PutAnalyses(ctx, []*store.Analysis{a, &b}) }
+			}
+			if err := put(); err != nil {
 				t.Error(err)
 				return
 			}
