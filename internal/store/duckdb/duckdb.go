@@ -382,7 +382,12 @@ func (s *Store) Close() error {
 	if err := s.handle().Close(); err != nil {
 		errs = append(errs, fmt.Errorf("cannot close the database: %w", err))
 	}
-	return errors.Join(errs...)
+	err := errors.Join(errs...)
+	if err != nil {
+		// Said here too: a server's deferred Close has no one to tell.
+		s.opt.Log.Error("cannot close the store cleanly", "err", err)
+	}
+	return err
 }
 
 // DB exposes the database for tools and tests.
