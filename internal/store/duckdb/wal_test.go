@@ -2,6 +2,7 @@ package duckdb
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -80,23 +81,10 @@ func TestWALBesideAnalyses(t *testing.T) {
 // TestCheckpointOwed: a Maintain whose checkpoint fails says so, and the
 // next one checkpoints even when it has nothing else to do.
 func TestCheckpointOwed(t *testing.T) {
-	s, err := Open(Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, c := fedStore(t)
 	ctx := context.Background()
-	g := loadgen.NewGenerator(loadgen.Config{Nodes: 20, Slots: 8, BatchTicks: 5, Seed: 1, Start: time.Now().Add(-24 * time.Hour)})
-	for r := 0; r < 5; r++ {
-		storetest.Ingest(t, s, g.Next()...)
-	}
 	// A transaction that updated a row and is still open (as no write of
 	// the store's own leaves one) makes DuckDB refuse the checkpoint.
-	c, err := s.DB().Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 	for _, q := range []string{"BEGIN TRANSACTION", "UPDATE meta SET value = value WHERE key = 'schema_version'"} {
 		if _, err := c.ExecContext(ctx, q); err != nil {
 			t.Fatal(err)
@@ -126,21 +114,8 @@ func TestCheckpointOwed(t *testing.T) {
 // transaction is kept for the read): Maintain's checkpoint waits for it
 // rather than fail.
 func TestCheckpointBesideOldReads(t *testing.T) {
-	s, err := Open(Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, c := fedStore(t)
 	ctx := context.Background()
-	g := loadgen.NewGenerator(loadgen.Config{Nodes: 20, Slots: 8, BatchTicks: 5, Seed: 1, Start: time.Now().Add(-24 * time.Hour)})
-	for r := 0; r < 5; r++ {
-		storetest.Ingest(t, s, g.Next()...)
-	}
-	c, err := s.DB().Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 	var n int
 	if _, err := c.ExecContext(ctx, "BEGIN TRANSACTION"); err != nil {
 		t.Fatal(err)
@@ -171,4 +146,27 @@ func TestCheckpointBesideOldReads(t *testing.T) {
 	if wal := s.walBytes(); wal > 0 {
 		t.Errorf("the WAL holds %d B after maintenance", wal)
 	}
+}
+
+// fedStore opens a store in a new directory holding 5 rounds of 20
+// loadgen nodes' batches (a day old: the next Maintain compacts them),
+// and a connection of the test's own to its database; both are closed
+// when the test ends.
+func fedStore(t *testing.T) (*Store, *sql.Conn) {
+	t.Helper()
+	s, err := Open(Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	g := loadgen.NewGenerator(loadgen.Config{Nodes: 20, Slots: 8, BatchTicks: 5, Seed: 1, Start: time.Now().Add(-24 * time.Hour)})
+	for r := 0; r < 5; r++ {
+		storetest.Ingest(t, s, g.Next()...)
+	}
+	c, err := s.DB().Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return s, c
 }
