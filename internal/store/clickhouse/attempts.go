@@ -134,47 +134,63 @@ func scanFields(r *Rows, idx []int) *attState {
 	return st
 }
 
+// keysOf are the keys of an attempt's id and of its job's (kept with its
+// state: hashed again only when its job changes).
+func keysOf(st *attState) (attempt, job uint64) {
+	b := &st.B
+	if !b.keyed || b.keyJob != st.Meta.JobID {
+		b.keyed, b.keyJob = true, st.Meta.JobID
+		b.attKey, b.jobKey = store.AttemptKey(st.Meta.AttemptID), jobKey(st.Meta.JobID)
+	}
+	return b.attKey, b.jobKey
+}
+
 // attemptRow writes an attempt's row (attemptCols), and its index row
-// when it has none yet or its job changed.
+// when it has none yet or its job changed. (The fields through their
+// references, not their values: a value boxed in an interface is an
+// allocation, and a commit writes thousands of rows of 60 fields.)
 func (w *writeSet) attemptRow(st *attState) {
-	id, m := st.Meta.AttemptID, &st.Meta
+	id := st.Meta.AttemptID
+	ak, jk := keysOf(st)
 	day := DayOf(st.Born)
 	r := &w.atts
 	r.Row()
 	r.UInt16(day)
-	r.UInt64(jobKey(m.JobID))
-	r.UInt64(store.AttemptKey(id))
+	r.UInt64(jk)
+	r.UInt64(ak)
 	r.UInt64(st.B.version)
 	r.String(st.Writer)
 	r.UInt64(st.WriterSeq)
 	for i := range store.AttemptFields {
-		switch v := store.AttemptFields[i].Value(&st.AttemptRow).(type) {
-		case string:
-			r.String(v)
-		case int64:
-			r.Int64(v)
-		case int32:
-			r.Int32(v)
-		case uint32:
-			r.UInt32(v)
-		case bool:
-			r.Bool(v)
-		case float64:
-			r.Float64(v)
+		switch v := store.AttemptFields[i].Ref(&st.AttemptRow).(type) {
+		case *string:
+			r.String(*v)
+		case *int64:
+			r.Int64(*v)
+		case *int32:
+			r.Int32(*v)
+		case *uint32:
+			r.UInt32(*v)
+		case *bool:
+			r.Bool(*v)
+		case *float64:
+			r.Float64(*v)
+		default:
+			panic("clickhouse: attempt field " + store.AttemptFields[i].Name + " of no kind")
 		}
 	}
 	// The index says under which job the attempt's rows are: written with
 	// its first row, and again when its job changes (an attempt stored
 	// before its description named the job): the index is what a read by
 	// attempt (loadAttempts, Attempt) finds its job's rows by.
-	if !st.B.stored || st.B.indexed != jobKey(m.JobID) {
-		st.B.stored, st.B.indexed = true, jobKey(m.JobID)
+	if !st.B.stored || st.B.indexed != jk {
+		st.B.stored, st.B.indexed = true, jk
 		x := &w.attIndex
 		x.Row()
 		x.UInt16(day)
-		x.UInt64(store.AttemptKey(id))
+		x.UInt64(ak)
 		x.String(id)
-		x.UInt64(jobKey(m.JobID))
+		x.UInt64(jk)
 	}
-	w.hostRows(st)
+	w.hostRows(st, jk)
 }

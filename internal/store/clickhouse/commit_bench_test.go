@@ -2,7 +2,9 @@ package clickhouse
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,13 +13,18 @@ import (
 	"github.com/taskscope/taskscope/internal/wire"
 )
 
+var benchQueryLog = flag.Bool("bench.querylog", false, "BenchmarkCommitNewAttempts: log the server's queries and print where its CPU went")
+
 // BenchmarkCommitNewAttempts times a commit whose batch starts attempts the
 // store has not met (with short tasks, most commits), beside `stored`
 // attempts of earlier days already in the attempts table (and its index):
 // what such a commit costs as retention fills the table. ns/op is a
 // commit of one batch of 4 new attempts, 5 s of their samples.
+//
+// With -bench.querylog, the server logs its queries and each run prints
+// where its CPU and time went (chtest.Server.QueryCPU).
 func BenchmarkCommitNewAttempts(b *testing.B) {
-	srv := chtest.Start(b)
+	srv := chtest.StartWith(b, chtest.Options{QueryLog: *benchQueryLog})
 	ctx := context.Background()
 	for _, stored := range []int{0, 1_000_000} {
 		b.Run(fmt.Sprintf("stored=%d", stored), func(b *testing.B) {
@@ -72,12 +79,23 @@ func BenchmarkCommitNewAttempts(b *testing.B) {
 				}
 				return g.Batch(atts, 0, 5, false)
 			}
+			if *benchQueryLog {
+				srv.TruncateLogs(b)
+			}
 			b.ResetTimer()
 			for i := range b.N {
 				b.StopTimer()
 				bt := batch(i)
 				b.StartTimer()
 				storetest.Ingest(b, s, bt)
+			}
+			b.StopTimer()
+			if *benchQueryLog {
+				lines, err := srv.QueryCPU()
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Logf("b.N=%d:\n%s", b.N, strings.Join(lines, "\n"))
 			}
 		})
 	}

@@ -46,10 +46,10 @@ func hostBuckets(first, last int64) (lo, hi int64) {
 // hostRows writes the host index rows of an attempt that this replica has
 // not written yet (all of them when it does not know which: its state
 // read back from the table, or its host or job changed).
-func (w *writeSet) hostRows(st *attState) {
+func (w *writeSet) hostRows(st *attState, job uint64) {
 	first, last := store.AttemptSpan(&st.Meta, &st.Sum)
 	lo, hi := hostBuckets(first, last)
-	b, job := &st.B, jobKey(st.Meta.JobID)
+	b := &st.B
 	switch {
 	case !b.hosted || b.host != st.Host || b.hostJob != job:
 		b.hosted, b.host, b.hostJob, b.lo, b.hi = true, st.Host, job, lo, hi
@@ -84,7 +84,7 @@ func (w *writeSet) hostIndexRows(st *attState, lo, hi int64) {
 		}
 		r.String(st.Host)
 		r.Int64(k)
-		r.UInt64(jobKey(st.Meta.JobID))
+		r.UInt64(st.B.hostJob)
 		r.String(st.Meta.AttemptID)
 		r.Date(st.Born)
 	}

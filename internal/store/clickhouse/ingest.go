@@ -35,6 +35,11 @@ type chRow struct {
 	host    string
 	hostJob uint64
 	lo, hi  int64
+	// keyed: attKey and jobKey are the keys of its id and of its job
+	// keyJob (keysOf).
+	keyed          bool
+	keyJob         string
+	attKey, jobKey uint64
 }
 
 // attState is an attempt's state as the fold keeps it.
@@ -232,7 +237,7 @@ func (t *tx) CommitStart() (wait func() error, err error) {
 			return nil, t.ctx.Err()
 		}
 	}
-	w := &writeSet{slot: slotOf(s.opt.Clock.Now().UnixMilli())}
+	w := s.newWriteSet(slotOf(s.opt.Clock.Now().UnixMilli()))
 	if err := t.f.Fold(t.ctx, w, &s.ext); err != nil {
 		s.fold.Failed(t.f)
 		return nil, fmt.Errorf("cannot fold the batches: %w", err)
@@ -313,6 +318,9 @@ func (s *Store) write(ctx context.Context, f *store.FoldTx[chRow], w *writeSet, 
 				s.jobDays[id] = d
 			}
 		}
+		// (Only after inserts that all succeeded: a failed request's body
+		// may still be read by its transport.)
+		s.spare = w
 	}
 	if s.inflight == p {
 		s.inflight = nil

@@ -249,7 +249,7 @@ func (s *Store) readAttempt(ctx context.Context, id string, read func(where stri
 // (none when no attempt of ids is indexed). Another replica may have
 // indexed an attempt too, in the same day.
 func (s *Store) indexed(ctx context.Context, ids []string) (jobs, days []uint64, err error) {
-	_, jobs, days, err = s.indexOf(ctx, ids)
+	_, jobs, days, err = s.indexOf(ctx, ids, nil)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -261,20 +261,31 @@ func (s *Store) indexed(ctx context.Context, ids []string) (jobs, days []uint64,
 
 // indexOf reads the index's rows of attempts ids: which of them it has
 // (found), and the keys of the jobs and the days they are stored under.
-func (s *Store) indexOf(ctx context.Context, ids []string) (found map[string]bool, jobs, days []uint64, err error) {
+// With look (jobs' keys), the same query looks for ids in the attempts
+// table too, under those jobs (narrow: their keys and days, in every
+// day): the jobs and days of the attempts the index has not are added
+// (found says which the index has).
+func (s *Store) indexOf(ctx context.Context, ids []string, look []uint64) (found map[string]bool, jobs, days []uint64, err error) {
 	keys := make([]uint64, len(ids))
 	for i, id := range ids {
 		keys[i] = store.AttemptKey(id)
 	}
-	rows, err := s.query(ctx, "SELECT DISTINCT attempt_id, job_key, day FROM "+s.read("attempt_index")+" WHERE attempt_key IN ("+
-		numList(keys)+") AND attempt_id IN ("+QuoteList(ids)+")")
+	q := "SELECT DISTINCT attempt_id, job_key, day, 1 FROM " + s.read("attempt_index") + " WHERE attempt_key IN (" +
+		numList(keys) + ") AND attempt_id IN (" + QuoteList(ids) + ")"
+	if len(look) > 0 {
+		q = "SELECT DISTINCT * FROM (" + q + " UNION ALL SELECT attempt_id, job_key, day, 0 FROM " + s.read("attempts") +
+			" WHERE job_key IN (" + numList(look) + ") AND attempt_id IN (" + QuoteList(ids) + "))"
+	}
+	rows, err := s.query(ctx, q)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("cannot read the attempts' index: %w", err)
 	}
 	found = map[string]bool{}
 	for rows.Next() {
-		id, j, d := rows.String(), rows.UInt64(), uint64(rows.UInt16())
-		found[id] = true
+		id, j, d, indexed := rows.String(), rows.UInt64(), uint64(rows.UInt16()), rows.UInt8() == 1
+		if indexed {
+			found[id] = true
+		}
 		if !slices.Contains(jobs, j) {
 			jobs = append(jobs, j)
 		}

@@ -3,7 +3,9 @@ package clickhouse
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/taskscope/taskscope/internal/store"
@@ -40,58 +42,117 @@ func (s *Store) readAttemptsAs(ctx context.Context, sel string, scan func(*Rows)
 // all of it, FINAL, at every commit that meets a new attempt (with short
 // tasks, every commit; the cost grew with the table). So where their rows
 // are comes first (stored), and the attempts are read there.
+//
+// A commit that meets thousands of attempts (a server's first, or a
+// restart's beside a thousand agents) reads them a thousand at a time,
+// several parts at once (partsAtOnce): one after another, their queries
+// were most of that commit's time, and its batches' acknowledgements
+// waited for it (BenchmarkStoresIngest's ack-p99).
 func (s *Store) loadAttempts(ctx context.Context, ids []string, jobOf map[string]string) (map[string]*attState, error) {
-	out := map[string]*attState{}
+	var parts [][]string
 	for len(ids) > 0 {
 		part := ids[:min(len(ids), 1000)]
 		ids = ids[len(part):]
-		where, err := s.stored(ctx, part, jobOf)
+		parts = append(parts, part)
+	}
+	outs := make([]map[string]*attState, len(parts))
+	err := partsAtOnce(len(parts), func(i int) error {
+		out, err := s.loadAttemptsPart(ctx, parts[i], jobOf)
+		outs[i] = out
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(outs) == 1 {
+		return outs[0], nil
+	}
+	out := map[string]*attState{}
+	for _, o := range outs {
+		maps.Copy(out, o)
+	}
+	return out, nil
+}
+
+// maxPartsAtOnce is how many parts of a large read run at once.
+const maxPartsAtOnce = 4
+
+// partsAtOnce runs f for parts 0 to n-1, at most maxPartsAtOnce at once,
+// and returns the first part's error (of the parts that failed).
+func partsAtOnce(n int, f func(i int) error) error {
+	if n == 1 {
+		return f(0)
+	}
+	errs := make([]error, n)
+	slots := make(chan struct{}, maxPartsAtOnce)
+	var wg sync.WaitGroup
+	for i := range n {
+		slots <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = f(i)
+			<-slots
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if where == "" {
-			continue // none is stored
-		}
-		sts, err := s.readAttempts(ctx, where)
-		if err != nil {
-			return nil, err
-		}
-		if len(sts) == 0 {
+	}
+	return nil
+}
+
+// loadAttemptsPart is loadAttempts of up to a thousand ids.
+func (s *Store) loadAttemptsPart(ctx context.Context, ids []string, jobOf map[string]string) (map[string]*attState, error) {
+	out := map[string]*attState{}
+	where, err := s.stored(ctx, ids, jobOf)
+	if err != nil {
+		return nil, err
+	}
+	if where == "" {
+		return out, nil // none is stored
+	}
+	sts, err := s.readAttempts(ctx, where)
+	if err != nil {
+		return nil, err
+	}
+	if len(sts) == 0 {
+		return out, nil
+	}
+	byKey := map[uint64]*attState{}
+	var jobs, keys []uint64
+	for _, st := range sts {
+		// Memberships under every job the attempt's rows are under.
+		jobs = append(jobs, jobKey(st.Meta.JobID))
+		keys = append(keys, store.AttemptKey(st.Meta.AttemptID))
+		// Rows of one attempt under two jobs (stored before its job
+		// was known, then under it): the latest version is the
+		// attempt.
+		if old := out[st.Meta.AttemptID]; old != nil && old.B.version > st.B.version {
 			continue
 		}
-		byKey := map[uint64]*attState{}
-		var jobs, keys []uint64
-		for _, st := range sts {
-			// Memberships under every job the attempt's rows are under.
-			jobs = append(jobs, jobKey(st.Meta.JobID))
-			keys = append(keys, store.AttemptKey(st.Meta.AttemptID))
-			// Rows of one attempt under two jobs (stored before its job
-			// was known, then under it): the latest version is the
-			// attempt.
-			if old := out[st.Meta.AttemptID]; old != nil && old.B.version > st.B.version {
-				continue
-			}
-			st.ReadMembers()
-			out[st.Meta.AttemptID] = st
-			byKey[store.AttemptKey(st.Meta.AttemptID)] = st
+		st.ReadMembers()
+		out[st.Meta.AttemptID] = st
+		byKey[store.AttemptKey(st.Meta.AttemptID)] = st
+	}
+	// (and under the empty job's: memberships an agent sent before the
+	// attempt's description named its job)
+	jobs = append(jobs, jobKey(""))
+	rows, err := s.query(ctx, "SELECT DISTINCT attempt_key, proc_key FROM "+s.read("procs")+" WHERE job_key IN ("+
+		numList(jobs)+") AND attempt_key IN ("+numList(keys)+") AND member")
+	if err != nil {
+		return nil, fmt.Errorf("cannot read memberships: %w", err)
+	}
+	for rows.Next() {
+		a, k := rows.UInt64(), rows.UInt64()
+		if st := byKey[a]; st != nil {
+			st.AddMember(k)
 		}
-		// (and under the empty job's: memberships an agent sent before the
-		// attempt's description named its job)
-		jobs = append(jobs, jobKey(""))
-		rows, err := s.query(ctx, "SELECT DISTINCT attempt_key, proc_key FROM "+s.read("procs")+" WHERE job_key IN ("+
-			numList(jobs)+") AND attempt_key IN ("+numList(keys)+") AND member")
-		if err != nil {
-			return nil, fmt.Errorf("cannot read memberships: %w", err)
-		}
-		for rows.Next() {
-			a, k := rows.UInt64(), rows.UInt64()
-			if st := byKey[a]; st != nil {
-				st.AddMember(k)
-			}
-		}
-		if err := rows.Err(); err != nil {
-			return nil, err
-		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -101,49 +162,32 @@ func (s *Store) loadAttempts(ctx context.Context, ids []string, jobOf map[string
 // index gives (with the jobs the batches name, jobOf: this commit may be
 // the one that tells an attempt's job); for the attempts it has no row
 // of (a commit that failed half way wrote its attempts' rows but not
-// their index's), the jobs the batches name and the empty job's, read
-// narrow (their keys and days) in every day. The whole rows are then read
-// FINAL in those days only: in every day's partition, beside a long
-// retention, that was most of what a commit meeting new attempts cost
+// their index's: in a store made before the index was written first,
+// indexFirst), the jobs the batches name and the empty job's, read
+// narrow (their keys and days) in every day, in the same query (indexOf:
+// a commit meeting thousands of new attempts, none in the index, waited
+// for two round trips a thousand). The whole rows are then read FINAL in
+// those days only: in every day's partition, beside a long retention,
+// that was most of what a commit meeting new attempts cost
 // (BenchmarkCommitNewAttempts).
 func (s *Store) stored(ctx context.Context, ids []string, jobOf map[string]string) (string, error) {
-	found, jobs, days, err := s.indexOf(ctx, ids)
+	named := []uint64{jobKey("")}
+	for _, id := range ids {
+		if j, ok := jobOf[id]; ok && !slices.Contains(named, jobKey(j)) {
+			named = append(named, jobKey(j))
+		}
+	}
+	look := named
+	if s.indexFirst {
+		look = nil // (every attempt with a row has its index row)
+	}
+	found, jobs, days, err := s.indexOf(ctx, ids, look)
 	if err != nil {
 		return "", err
 	}
-	add := func(j, d uint64) {
-		if !slices.Contains(jobs, j) {
-			jobs = append(jobs, j)
-		}
-		if !slices.Contains(days, d) {
-			days = append(days, d)
-		}
-	}
-	var missing []string
-	named := []uint64{jobKey("")}
 	for _, id := range ids {
-		j, ok := jobOf[id]
-		if ok && !slices.Contains(named, jobKey(j)) {
-			named = append(named, jobKey(j))
-		}
-		if !found[id] {
-			missing = append(missing, id)
-		} else if ok && !slices.Contains(jobs, jobKey(j)) {
+		if j, ok := jobOf[id]; ok && found[id] && !slices.Contains(jobs, jobKey(j)) {
 			jobs = append(jobs, jobKey(j))
-		}
-	}
-	if len(missing) > 0 {
-		rows, err := s.query(ctx, "SELECT DISTINCT job_key, day FROM "+s.read("attempts")+" WHERE job_key IN ("+numList(named)+
-			") AND attempt_id IN ("+QuoteList(missing)+")")
-		if err != nil {
-			return "", fmt.Errorf("cannot look for attempts the index has not: %w", err)
-		}
-		for rows.Next() {
-			j, d := rows.UInt64(), uint64(rows.UInt16())
-			add(j, d)
-		}
-		if err := rows.Err(); err != nil {
-			return "", fmt.Errorf("cannot look for attempts the index has not: %w", err)
 		}
 	}
 	if len(days) == 0 {
@@ -156,16 +200,23 @@ func (s *Store) stored(ctx context.Context, ids []string, jobOf map[string]strin
 }
 
 // procAttempts reads the attempts processes are members of, from the
-// index; processes without any are absent.
+// index; processes without any are absent. (A thousand at a time, several
+// at once: loadAttempts.)
 func (s *Store) procAttempts(ctx context.Context, keys []uint64) (map[uint64][]string, error) {
-	out := map[uint64][]string{}
+	var parts [][]uint64
 	for len(keys) > 0 {
 		part := keys[:min(len(keys), 1000)]
 		keys = keys[len(part):]
+		parts = append(parts, part)
+	}
+	outs := make([]map[uint64][]string, len(parts))
+	err := partsAtOnce(len(parts), func(i int) error {
+		out := map[uint64][]string{}
+		outs[i] = out
 		rows, err := s.query(ctx, "SELECT DISTINCT proc_key, attempt_id FROM "+s.read("proc_index")+
-			" WHERE proc_key IN ("+numList(part)+") ORDER BY proc_key, attempt_id")
+			" WHERE proc_key IN ("+numList(parts[i])+") ORDER BY proc_key, attempt_id")
 		if err != nil {
-			return nil, fmt.Errorf("cannot read the processes' attempts: %w", err)
+			return fmt.Errorf("cannot read the processes' attempts: %w", err)
 		}
 		for rows.Next() {
 			k, id := rows.UInt64(), rows.String()
@@ -173,8 +224,19 @@ func (s *Store) procAttempts(ctx context.Context, keys []uint64) (map[uint64][]s
 				out[k] = append(out[k], id)
 			}
 		}
-		if err := rows.Err(); err != nil {
-			return nil, err
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := map[uint64][]string{}
+	for _, o := range outs {
+		for k, ids := range o {
+			for _, id := range ids {
+				if !slices.Contains(out[k], id) {
+					out[k] = append(out[k], id)
+				}
+			}
 		}
 	}
 	return out, nil
@@ -308,12 +370,14 @@ func (s *Store) writeJobs(ctx context.Context, ids []string) error {
 // jobsFrom is the earliest day the attempts of jobs ids (where: their
 // condition) may have rows in (0: any): the day of their rows in jobs
 // (the earliest of their attempts' when last written), or of an attempt
-// this replica stored since (jobDays: told late, of an earlier day); 0
-// when a job has no row yet. The jobs' flush reads their attempts from
-// there on, not in every day's partition: beside a long retention, that
-// was most of what a commit and its flush cost (BenchmarkCommitNewAttempts).
-// (A day missed by a read races with another replica's write of an
-// attempt: that replica writes the job after it, with a higher version.)
+// this replica stored since (jobDays: told late, of an earlier day); for
+// a job with no row yet, the earliest day of its attempts' rows (a narrow
+// read: their job and day columns). The jobs' flush reads their
+// attempts' whole rows from there on, not in every day's partition:
+// beside a long retention, that was most of what a commit and its flush
+// cost (BenchmarkCommitNewAttempts). (A day missed by a read races with
+// another replica's write of an attempt: that replica writes the job
+// after it, with a higher version.)
 func (s *Store) jobsFrom(ctx context.Context, ids []string, where string) (uint16, error) {
 	rows, err := s.query(ctx, "SELECT job_id, min(day) FROM "+s.read("jobs")+" WHERE "+where+" GROUP BY job_id")
 	if err != nil {
@@ -327,11 +391,35 @@ func (s *Store) jobsFrom(ctx context.Context, ids []string, where string) (uint1
 	if err := rows.Err(); err != nil {
 		return 0, fmt.Errorf("cannot read the jobs' days: %w", err)
 	}
+	var unwritten []string
+	for _, id := range ids {
+		if _, ok := days[id]; !ok {
+			unwritten = append(unwritten, id)
+		}
+	}
+	if len(unwritten) > 0 {
+		keys := make([]uint64, len(unwritten))
+		for i, id := range unwritten {
+			keys[i] = jobKey(id)
+		}
+		rows, err := s.query(ctx, "SELECT job_id, min(day) FROM "+s.read("attempts")+" WHERE job_key IN ("+numList(keys)+
+			") AND job_id IN ("+QuoteList(unwritten)+") GROUP BY job_id")
+		if err != nil {
+			return 0, fmt.Errorf("cannot read the days of the jobs' attempts: %w", err)
+		}
+		for rows.Next() {
+			id, d := rows.String(), rows.UInt16()
+			days[id] = d
+		}
+		if err := rows.Err(); err != nil {
+			return 0, fmt.Errorf("cannot read the days of the jobs' attempts: %w", err)
+		}
+	}
 	from := uint16(0)
 	for i, id := range ids {
 		d, ok := days[id]
 		if !ok {
-			return 0, nil
+			return 0, nil // (none of its attempts' rows is visible yet)
 		}
 		if w, ok := s.jobDays[id]; ok && w < d {
 			d = w

@@ -73,6 +73,14 @@ type Store struct {
 	fold       *store.Fold[chRow]
 	lastInsert time.Time // the start (Begin) of the last commit that inserted
 	inflight   *inflight // the last commit started whose inserts are under way
+	// indexFirst: the tables were made by a version that inserts a
+	// commit's attempt_index rows before its attempts' (meta's
+	// index_first): an attempt with rows has its index row, and a commit
+	// does not look for attempts off the index (stored).
+	indexFirst bool
+	// spare is the blocks of a commit that inserted, for the next one to
+	// build its rows in (their memory kept: megabytes a commit).
+	spare *writeSet
 	// beforeInsert, if set, is called before a commit's inserts (tests:
 	// inserts held, or failed).
 	beforeInsert func() error
@@ -162,17 +170,26 @@ var ErrSchemaVersion = errors.New("tables of another schema version")
 // checkSchemaVersion reads the schema's version from meta, and writes it
 // there when the tables are new: a store does not write into tables of
 // another version. (Replicas starting together may each write it: the
-// same row, kept once.)
+// same row, kept once.) New tables are marked index_first too (a store
+// made before has no such row: indexFirst).
 func (s *Store) checkSchemaVersion(ctx context.Context) error {
-	rows, err := s.query(ctx, "SELECT value FROM "+s.read("meta")+" FINAL WHERE key = 'schema_version'")
+	rows, err := s.query(ctx, "SELECT key, value FROM "+s.read("meta")+" FINAL WHERE key IN ('schema_version', 'index_first')")
 	if err != nil {
 		return fmt.Errorf("cannot read the schema's version: %w", err)
 	}
-	if rows.Next() {
-		v := rows.String()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("cannot read the schema's version: %w", err)
+	v, found := "", false
+	for rows.Next() {
+		switch key, value := rows.String(), rows.String(); key {
+		case "schema_version":
+			v, found = value, true
+		case "index_first":
+			s.indexFirst = value == "1"
 		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("cannot read the schema's version: %w", err)
+	}
+	if found {
 		if v != SchemaVersion {
 			return fmt.Errorf("ClickHouse database %s: %w: version %q, and this taskscope writes version %q (see docs/scaling.md, Upgrades)",
 				s.c.Database(), ErrSchemaVersion, v, SchemaVersion)
@@ -180,12 +197,15 @@ func (s *Store) checkSchemaVersion(ctx context.Context) error {
 		return nil
 	}
 	var b Block
-	b.Row()
-	b.String("schema_version")
-	b.String(SchemaVersion)
+	for _, kv := range [][2]string{{"index_first", "1"}, {"schema_version", SchemaVersion}} {
+		b.Row()
+		b.String(kv[0])
+		b.String(kv[1])
+	}
 	if err := s.insert(ctx, "meta", []string{"key", "value"}, &b); err != nil {
 		return fmt.Errorf("cannot write the schema's version: %w", err)
 	}
+	s.indexFirst = true
 	return nil
 }
 
@@ -348,18 +368,20 @@ func (s *Store) Maintain(ctx context.Context, now time.Time) (err error) {
 			// By the clock that stamps them.
 			cut = DayOf(s.opt.Clock.Now().Add(-keep).UnixMilli())
 		}
-		rows, err := s.query(ctx, "SELECT DISTINCT partition FROM system.parts WHERE database = "+
-			Quote(s.c.Database())+" AND table = "+Quote(s.schema.localName(t.name))+" AND active")
+		// (By the last day of each: a table's partitions may be days or
+		// months, by the version that made it: attempt_index.)
+		rows, err := s.query(ctx, "SELECT partition, max(max_date) FROM system.parts WHERE database = "+
+			Quote(s.c.Database())+" AND table = "+Quote(s.schema.localName(t.name))+" AND active GROUP BY partition")
 		if err != nil {
 			return fmt.Errorf("cannot list partitions: %w", err)
 		}
 		for rows.Next() {
-			p := rows.String()
+			p, last := rows.String(), rows.UInt16()
 			d, expr, err := partitionDay(p)
 			if err != nil {
 				return fmt.Errorf("table %s: %w", t.name, err)
 			}
-			if d < cut {
+			if d = max(d, last); d < cut {
 				drop = append(drop, part{t.name, d, expr})
 				if t.retention == keepRaw {
 					rolled[d] = false

@@ -13,7 +13,8 @@ import (
 )
 
 // TestCommitFindsAttemptsOffTheIndex: a commit reads an attempt it does
-// not hold where the index says it is, and one the index has no row of (a
+// not hold where the index says it is, and, in a store made before the
+// index rows went in first (indexFirst), one the index has no row of (a
 // commit that failed half way wrote its row but not its index's) by a
 // read of its job's keys and days: both go on from their rows, as commits
 // with nothing lost make them, rather than starting again.
@@ -25,6 +26,10 @@ func TestCommitFindsAttemptsOffTheIndex(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if !s.indexFirst {
+			t.Fatalf("%s: a store made now is not marked index_first", db)
+		}
+		s.indexFirst = false // (as a store made before)
 		return s
 	}
 	g := &storetest.Gen{Agent: "node1-off", Host: "node1"}
@@ -133,4 +138,76 @@ func TestJobsFlushReadsTheirDays(t *testing.T) {
 		}
 	}
 	s.Close()
+}
+
+// TestIndexBeforeAttempts: a commit inserts its attempts' index rows
+// before their rows, so a commit whose index insert fails stores no
+// attempt row (a store made now looks for the attempts it meets in the
+// index alone); the commit sent again stores them, and a store opened
+// again on the tables reads them back from their index.
+func TestIndexBeforeAttempts(t *testing.T) {
+	srv := chtest.Start(t)
+	ctx := context.Background()
+	open := func() *Store {
+		s, err := Open(ctx, Options{URL: srv.URL() + "?database=indexfirst", Clock: storetest.Clock, InsertEvery: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	s := open()
+	g := &storetest.Gen{Agent: "node1-first", Host: "node1"}
+	a := &storetest.AttemptSpec{ID: "attempt_1800000000000_0007_m_000001_0", JobID: "job_1800000000000_0007", Type: "map",
+		Start: storetest.T0, Procs: []storetest.ProcSpec{{PID: 1000, Role: wire.RoleTaskJVM, CPUPerS: 500, RSS: 1 << 28}}}
+	b0, b1 := g.Batch([]*storetest.AttemptSpec{a}, 0, 5, false), g.Batch([]*storetest.AttemptSpec{a}, 5, 10, false)
+	rows := func(table string) uint64 {
+		t.Helper()
+		n, err := s.uint64s(ctx, "SELECT count() FROM "+s.read(table)+" WHERE attempt_id = "+Quote(a.ID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n[0]
+	}
+	// The index cannot take rows (once the commit has read it).
+	s.beforeInsert = func() error {
+		return s.c.Exec(ctx, "DETACH TABLE "+s.schema.Local("attempt_index"), nil)
+	}
+	app, err := s.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := app.Append(b0); err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Commit(); err == nil {
+		t.Fatal("a commit whose index insert failed succeeded")
+	}
+	s.waitWrites()
+	s.beforeInsert = nil
+	if n := rows("attempts"); n != 0 {
+		t.Fatalf("a commit whose index insert failed stored %d rows of its attempt", n)
+	}
+	if err := s.c.Exec(ctx, "ATTACH TABLE "+s.schema.Local("attempt_index"), nil); err != nil {
+		t.Fatal(err)
+	}
+	storetest.Ingest(t, s, b0)
+	if n, m := rows("attempts"), rows("attempt_index"); n == 0 || m == 0 {
+		t.Fatalf("sent again: %d rows of the attempt, %d index rows", n, m)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open()
+	defer s.Close()
+	storetest.Ingest(t, s, b1)
+	got, err := s.Attempt(ctx, a.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := s.uint64s(ctx, "SELECT max(version) FROM "+s.read("attempts")+" WHERE attempt_id = "+Quote(a.ID)); err != nil || v[0] != 2 {
+		t.Fatalf("the attempt's row version %v (%v), want 2: read back from its index, not started again", v, err)
+	}
+	if int64(got.LastSeen) < storetest.T0.Add(9*time.Second).UnixMilli() {
+		t.Errorf("the attempt last seen %d, want its second batch's", got.LastSeen)
+	}
 }

@@ -33,6 +33,22 @@ type writeSet struct {
 	jobDays map[string]uint16
 }
 
+// newWriteSet is an empty write set of slot: the spare one's blocks
+// emptied, their memory kept, or new ones (wmu held).
+func (s *Store) newWriteSet(slot uint32) *writeSet {
+	w := s.spare
+	if w == nil {
+		return &writeSet{slot: slot}
+	}
+	s.spare = nil
+	for _, b := range []*Block{&w.chunks, &w.procs, &w.procIndex, &w.attIndex, &w.hostIndex, &w.events, &w.ext, &w.atts,
+		&w.batches, &w.agents} {
+		b.Reset()
+	}
+	w.slot, w.jobDays = slot, nil
+	return w
+}
+
 // jobDay notes a row of an attempt of job written in day.
 func (w *writeSet) jobDay(job string, day uint16) {
 	if w.jobDays == nil {
@@ -228,23 +244,33 @@ func (w *writeSet) agentRow(id string, a *store.AgentState) {
 
 // insert writes the blocks: the data's tables at once, then the agents'
 // last batches, so that a commit that fails half way is stored again whole
-// by the agents' retries (its rows written twice are kept once).
+// by the agents' retries (its rows written twice are kept once). The
+// attempts' rows go in once their index rows are in (the other tables
+// meanwhile): an attempt with a row has its index row, so a commit looks
+// for the attempts it meets in the index alone (stored, indexFirst).
 func (w *writeSet) insert(ctx context.Context, s *Store) error {
 	type ins struct {
 		name string
 		cols []string
 		b    *Block
+		then *ins // inserted once this one is in
 	}
 	for _, stage := range [][]ins{
-		{{"series_chunks", seriesCols, &w.chunks}, {"ext_metrics", extCols, &w.ext}, {"procs", procCols, &w.procs},
-			{"proc_index", procIndexCols, &w.procIndex}, {"attempt_index", attIndexCols, &w.attIndex},
-			{"host_index", hostIndexCols, &w.hostIndex},
-			{"events", eventCols, &w.events}, {"attempts", attemptCols, &w.atts}, {"batches", batchCols, &w.batches}},
-		{{"agents", agentColList, &w.agents}},
+		{{"series_chunks", seriesCols, &w.chunks, nil}, {"ext_metrics", extCols, &w.ext, nil}, {"procs", procCols, &w.procs, nil},
+			{"proc_index", procIndexCols, &w.procIndex, nil}, {"host_index", hostIndexCols, &w.hostIndex, nil},
+			{"attempt_index", attIndexCols, &w.attIndex, &ins{"attempts", attemptCols, &w.atts, nil}},
+			{"events", eventCols, &w.events, nil}, {"batches", batchCols, &w.batches, nil}},
+		{{"agents", agentColList, &w.agents, nil}},
 	} {
 		errs := make(chan error, len(stage))
 		for _, t := range stage {
-			go func() { errs <- s.insert(ctx, t.name, t.cols, t.b) }()
+			go func() {
+				err := s.insert(ctx, t.name, t.cols, t.b)
+				if err == nil && t.then != nil {
+					err = s.insert(ctx, t.then.name, t.then.cols, t.then.b)
+				}
+				errs <- err
+			}()
 		}
 		var first error
 		for range stage {
