@@ -356,7 +356,7 @@ type reportOut struct {
 // reportsOf makes the reports of jobs, each as reportWith makes it, their
 // reads together (readAhead: the jobs with their attempts in one read,
 // their series in one, ...). The CPU of the reads made on threads of
-// their own is the first report's (readCPU).
+// their own is the first report made's (readCPU).
 func (a *Analyzer) reportsOf(ctx context.Context, ins []reportIn, private bool) []reportOut {
 	seen := a.late.now()
 	out := make([]reportOut, len(ins))
@@ -395,9 +395,17 @@ func (a *Analyzer) reportsOf(ctx context.Context, ins []reportIn, private bool) 
 		at[i] = j
 	}
 	readAhead(jobs)
+	var readCPU time.Duration
+	if len(jobs) > 0 {
+		readCPU = time.Duration(jobs[0].readCPU.Load())
+	}
 	for i, j := range at {
-		if j != nil {
-			out[i].r, out[i].k, out[i].hist, out[i].err = a.findAll(j)
+		if j == nil {
+			continue
+		}
+		out[i].r, out[i].k, out[i].hist, out[i].err = a.findAll(j)
+		if out[i].err == nil {
+			out[i].r.readCPU, readCPU = readCPU, 0 // (the first report's)
 		}
 	}
 	return out
@@ -442,7 +450,6 @@ func (a *Analyzer) findAll(j *Job) (*Report, kept, *keptHistory, error) {
 	if j.reads.prevHistory != nil && j.reads.historyRead {
 		a.reusedHistories.Add(1)
 	}
-	r.readCPU = time.Duration(j.readCPU.Load())
 	return r, j.kept(), j.keptHistory(), nil
 }
 

@@ -201,6 +201,9 @@ func (q *queue) poll() uint64 {
 
 // add queues j, found due by poll gen, unless it is queued or analysed
 // now, or its analysis ended after the poll began; full if the queue is.
+// The workers take it after wake (a poll queues all it found due first:
+// a worker that took the first of them alone would analyse the running
+// ones one by one, not together).
 func (q *queue) add(j job, gen uint64) (queued, full bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -216,11 +219,19 @@ func (q *queue) add(j job, gen uint64) (queued, full bool) {
 	} else {
 		q.running = append(q.running, j)
 	}
-	select {
-	case q.ready <- struct{}{}:
-	default:
-	}
 	return true, false
+}
+
+// wake tells the workers of the jobs queued.
+func (q *queue) wake() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.ended)+len(q.running) > 0 {
+		select {
+		case q.ready <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // take returns the next job (ended ones first), waiting for one; with a
@@ -400,6 +411,7 @@ func (b *background) plan(states []store.AnalysisState, gen uint64) {
 			notQueued++
 		}
 	}
+	b.q.wake()
 	b.q.mu.Lock()
 	b.q.dueNotQueued, b.q.oldestEndedWait = notQueued, oldest
 	b.q.mu.Unlock()
