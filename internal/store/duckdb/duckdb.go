@@ -142,21 +142,9 @@ func attach(path string) []string {
 		return []string{fmt.Sprintf("ATTACH IF NOT EXISTS ':memory:' AS ts (ROW_GROUP_SIZE %d)", rowGroupSize), "USE ts"}
 	}
 	q := strings.ReplaceAll(path, "'", "''")
-	opts := fmt.Sprintf("ROW_GROUP_SIZE %d", rowGroupSize)
-	if storageVersion != "" {
-		opts += ", STORAGE_VERSION '" + storageVersion + "'"
-	}
 	return []string{"SET temp_directory = '" + q + ".tmp'",
-		fmt.Sprintf("ATTACH IF NOT EXISTS '%s' AS ts (%s)", q, opts), "USE ts"}
+		fmt.Sprintf("ATTACH IF NOT EXISTS '%s' AS ts (ROW_GROUP_SIZE %d)", q, rowGroupSize), "USE ts"}
 }
-
-// storageVersion is the DuckDB storage format the file is written in
-// (its segments: the compressions DuckDB may use). A file is made in
-// DuckDB's oldest still-read format (v1.0.0) unless told: then no zstd nor
-// dictionary-FSST for strings, and no roaring validity masks. A file of an
-// older format is opened as it is and written in this one from then on
-// (its old segments read as they were); it cannot be lowered.
-var storageVersion = "v1.5.0"
 
 // handle is the database (the one open now).
 func (s *Store) handle() *sql.DB { return s.db.Load() }
