@@ -85,7 +85,8 @@ func sustained(b *testing.B, cfg loadgen.Config, bodies string, users, queriers 
 	var ackedMs atomic.Int64
 	ackedMs.Store(cfg.Start.UnixMilli())
 	dataNow := func() time.Time { return time.UnixMilli(ackedMs.Load()) }
-	st, err := duckdb.Open(duckdb.Options{Dir: b.TempDir(), Clock: store.Clock{Now: dataNow}})
+	logged := &errorCount{}
+	st, err := duckdb.Open(duckdb.Options{Dir: b.TempDir(), Clock: store.Clock{Now: dataNow}, Log: slog.New(logged)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -94,7 +95,7 @@ func sustained(b *testing.B, cfg loadgen.Config, bodies string, users, queriers 
 	// jobs (an hour old) were never seen lately, and none was analysed.
 	an := analysis.NewWith(st, analysis.Options{Now: dataNow})
 	srv, err := Start(Config{Listen: "127.0.0.1:0", Store: st, Analyzer: an, MaintainEvery: *benchMaintain,
-		Log: slog.New(slog.DiscardHandler)})
+		Log: slog.New(logged)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -129,6 +130,25 @@ func sustained(b *testing.B, cfg loadgen.Config, bodies string, users, queriers 
 			b.Fatal(err)
 		}
 	}
+	// The WAL's largest size over the run, every 250 ms: what the
+	// checkpoints after each compaction leave it.
+	var walPeak atomic.Int64
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-qctx.Done():
+				return
+			case <-t.C:
+				if fi, err := os.Stat(st.Path() + ".wal"); err == nil && fi.Size() > walPeak.Load() {
+					walPeak.Store(fi.Size())
+				}
+			}
+		}
+	}()
 	cpu0 := cpuTime()
 	b.ResetTimer()
 	t0 := time.Now()
@@ -151,7 +171,12 @@ func sustained(b *testing.B, cfg loadgen.Config, bodies string, users, queriers 
 		b.ReportMetric(m["taskscope_analysis_jobs_total"], "jobs-analysed")
 	}
 	u, _ := st.Usage(context.Background())
+	b.ReportMetric(float64(u.Bytes)/float64(max(u.Samples, 1)), "bytes/sample")
+	// Failed maintenances (a checkpoint refused) among them.
+	b.ReportMetric(float64(logged.n.Load()), "errors-logged")
 	if sp, err := st.Space(context.Background()); err == nil {
+		b.ReportMetric(float64(sp.WALBytes)/(1<<20), "wal-MiB")
+		b.ReportMetric(float64(max(walPeak.Load(), sp.WALBytes))/(1<<20), "wal-peak-MiB")
 		b.Logf("before a checkpoint: %s", sp)
 	}
 	if err := st.Checkpoint(context.Background()); err == nil {
@@ -186,3 +211,14 @@ func sustained(b *testing.B, cfg loadgen.Config, bodies string, users, queriers 
 		b.Fatalf("%d batches rejected", res.Rejected)
 	}
 }
+
+// errorCount counts the records at level Error a server and its store log.
+type errorCount struct{ n atomic.Int64 }
+
+func (h *errorCount) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelError }
+func (h *errorCount) Handle(context.Context, slog.Record) error {
+	h.n.Add(1)
+	return nil
+}
+func (h *errorCount) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *errorCount) WithGroup(string) slog.Handler      { return h }

@@ -87,10 +87,16 @@ var updateAnalysis = func() string {
 // PutAnalysis stores a job's analysis in place of the one before: an
 // update of the job's row, or, if that changed nothing (no row, or a later
 // analysis in it), the upsert (prepared statements, both).
+//
+// It holds off checkpoints meanwhile (ckmu), as PutAnalyses does: storing
+// analyses is the one write made outside the writer's lock, and DuckDB
+// refuses a CHECKPOINT beside an UPDATE.
 func (s *Store) PutAnalysis(ctx context.Context, a *store.Analysis) error {
 	upd, ups, err := s.analysisStmts(ctx)
 	if err == nil {
+		s.ckmu.RLock()
 		err = putAnalysis(ctx, upd, ups, a)
+		s.ckmu.RUnlock()
 	}
 	if err != nil {
 		return mapErr(s.failed(fmt.Errorf("cannot store the analysis of job %s: %w", a.JobID, err)))
@@ -112,29 +118,35 @@ func (s *Store) analysisStmts(ctx context.Context) (upd, ups *sql.Stmt, err erro
 
 // PutAnalyses stores analyses as PutAnalysis does, in one transaction
 // (store.AnalysesPutter): one commit for them all.
-func (s *Store) PutAnalyses(ctx context.Context, as []*store.Analysis) (err error) {
-	fail := func(err error) error {
+func (s *Store) PutAnalyses(ctx context.Context, as []*store.Analysis) error {
+	upd, ups, err := s.analysisStmts(ctx)
+	if err == nil {
+		err = s.putAnalyses(ctx, upd, ups, as)
+	}
+	if err != nil {
 		return mapErr(s.failed(fmt.Errorf("cannot store the analyses of %d jobs: %w", len(as), err)))
 	}
-	upd, ups, err := s.analysisStmts(ctx)
-	if err != nil {
-		return fail(err)
-	}
+	return nil
+}
+
+// putAnalyses is PutAnalyses' transaction, holding off checkpoints (not
+// while s.failed takes the writer's lock: a checkpoint takes that lock
+// before ckmu).
+func (s *Store) putAnalyses(ctx context.Context, upd, ups *sql.Stmt, as []*store.Analysis) error {
+	s.ckmu.RLock()
+	defer s.ckmu.RUnlock()
 	tx, err := s.handle().BeginTx(ctx, nil)
 	if err != nil {
-		return fail(err)
+		return err
 	}
 	upd, ups = tx.StmtContext(ctx, upd), tx.StmtContext(ctx, ups)
 	for _, a := range as {
 		if err := putAnalysis(ctx, upd, ups, a); err != nil {
 			tx.Rollback()
-			return fail(fmt.Errorf("job %s: %w", a.JobID, err))
+			return fmt.Errorf("job %s: %w", a.JobID, err)
 		}
 	}
-	if err := tx.Commit(); err != nil {
-		return fail(err)
-	}
-	return nil
+	return tx.Commit()
 }
 
 // putAnalysis stores a job's analysis by the statements of

@@ -4,9 +4,13 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
+
+	duck "github.com/duckdb/duckdb-go/v2"
 
 	"github.com/taskscope/taskscope/internal/store"
 	"github.com/taskscope/taskscope/internal/store/chunk"
@@ -79,13 +83,56 @@ func (s *Store) maintain(ctx context.Context, now time.Time) error {
 	// (a checkpoint every 30 s wrote them there, rewrote the open row
 	// groups again and again, and left the blocks free once the table was
 	// dropped).
-	if !changed && s.walBytes() < walCheckpointBytes {
+	// A checkpoint that failed is owed until one succeeds.
+	if !changed && !s.ckptOwed && s.walBytes() < walCheckpointBytes {
 		return nil
 	}
-	if err := s.Checkpoint(ctx); err != nil {
+	if err := s.checkpointWaiting(ctx); err != nil {
+		s.ckptOwed = true
 		return fmt.Errorf("cannot checkpoint after maintenance: %w", err)
 	}
+	s.ckptOwed = false
 	return nil
+}
+
+// checkpointPatience is how long checkpointWaiting waits, in all, for the
+// transactions that keep a checkpoint out.
+const checkpointPatience = 5 * time.Second
+
+// checkpointWaiting is Checkpoint, tried again (after 20 ms, 40 ms, ...,
+// checkpointPatience in all) while DuckDB refuses it for another
+// transaction's updates. ckmu keeps out the updates being made; but a
+// transaction that updated rows keeps DuckDB's checkpoint lock after its
+// commit for as long as a transaction that began before it is open (its
+// versions are kept for that one): a summary write or an analysis stored
+// beside a long read (an analysis', the API's). Ingest goes on between
+// the tries.
+func (s *Store) checkpointWaiting(ctx context.Context) error {
+	wait, waited := 20*time.Millisecond, time.Duration(0)
+	for {
+		err := s.Checkpoint(ctx)
+		if err == nil || !isRefused(err) || waited+wait > checkpointPatience {
+			return err
+		}
+		if s.refused != nil {
+			s.refused()
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		waited += wait
+		wait *= 2
+	}
+}
+
+// isRefused reports whether err is DuckDB refusing a checkpoint for
+// other transactions ("Cannot CHECKPOINT: there are other write
+// transactions active").
+func isRefused(err error) bool {
+	var de *duck.Error
+	return errors.As(err, &de) && de.Type == duck.ErrorTypeTransaction && strings.Contains(de.Msg, "CHECKPOINT")
 }
 
 // walCheckpointBytes is the WAL size past which Maintain checkpoints even
@@ -368,6 +415,8 @@ func (s *Store) Checkpoint(ctx context.Context) error {
 	if err := s.unavailableLocked(); err != nil {
 		return err
 	}
+	s.ckmu.Lock()
+	defer s.ckmu.Unlock()
 	if _, err := s.wconn.ExecContext(ctx, "CHECKPOINT"); err != nil {
 		s.failedLocked(err)
 		return mapErr(fmt.Errorf("cannot checkpoint: %w", err))
