@@ -90,6 +90,41 @@ func (w *writeSet) hostIndexRows(st *attState, lo, hi int64) {
 	}
 }
 
+// hits are the distinct jobs, days and attempts the host index named:
+// the keys of the attempts' rows to read.
+type hits struct {
+	jobs, days       []uint64
+	ids              []string
+	seenJob, seenDay map[uint64]bool
+	seenID           map[string]bool
+}
+
+func newHits() *hits {
+	return &hits{seenJob: map[uint64]bool{}, seenDay: map[uint64]bool{}, seenID: map[string]bool{}}
+}
+
+func (h *hits) add(job, day uint64, id string) {
+	if !h.seenJob[job] {
+		h.seenJob[job] = true
+		h.jobs = append(h.jobs, job)
+	}
+	if !h.seenDay[day] {
+		h.seenDay[day] = true
+		h.days = append(h.days, day)
+	}
+	if !h.seenID[id] {
+		h.seenID[id] = true
+		h.ids = append(h.ids, id)
+	}
+}
+
+// cond is the condition on the attempts' rows of the hits (their days in
+// order).
+func (h *hits) cond() string {
+	sort.Slice(h.days, func(i, j int) bool { return h.days[i] < h.days[j] })
+	return fmt.Sprintf("job_key IN (%s) AND day IN (%s) AND attempt_id IN (%s)", numList(h.jobs), numList(h.days), QuoteList(h.ids))
+}
+
 // HostAttempts lists the attempts that ran on host within [from, to): the
 // index's for the window, then their rows (by their jobs' keys and days),
 // with the window's condition.
@@ -105,25 +140,11 @@ func (s *Store) HostAttempts(ctx context.Context, host string, from, to int64) (
 	if err != nil {
 		return nil, fmt.Errorf("cannot read the host index: %w", err)
 	}
-	var jobs, days []uint64
-	var ids []string
-	seenJob, seenDay, seenID := map[uint64]bool{}, map[uint64]bool{}, map[string]bool{}
+	hit := newHits()
 	n := 0
 	for rows.Next() {
-		j, d, id := rows.UInt64(), uint64(rows.UInt16()), rows.String()
+		hit.add(rows.UInt64(), uint64(rows.UInt16()), rows.String())
 		n++
-		if !seenJob[j] {
-			seenJob[j] = true
-			jobs = append(jobs, j)
-		}
-		if !seenDay[d] {
-			seenDay[d] = true
-			days = append(days, d)
-		}
-		if !seenID[id] {
-			seenID[id] = true
-			ids = append(ids, id)
-		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("cannot read the host index: %w", err)
@@ -132,10 +153,8 @@ func (s *Store) HostAttempts(ctx context.Context, host string, from, to int64) (
 	switch {
 	case n > maxHostIndexed:
 		atts, err = s.readAttempts(ctx, cond)
-	case len(ids) > 0:
-		sort.Slice(days, func(i, j int) bool { return days[i] < days[j] })
-		atts, err = s.readAttempts(ctx, fmt.Sprintf("job_key IN (%s) AND day IN (%s) AND attempt_id IN (%s) AND %s",
-			numList(jobs), numList(days), QuoteList(ids), cond))
+	case len(hit.ids) > 0:
+		atts, err = s.readAttempts(ctx, hit.cond()+" AND "+cond)
 	}
 	if err != nil {
 		return nil, err
@@ -224,9 +243,7 @@ func (s *Store) HostsAttempts(ctx context.Context, ws []store.HostWindow) (_ [][
 	if err != nil {
 		return nil, fmt.Errorf("cannot read the host index: %w", err)
 	}
-	var jobs, days []uint64
-	var ids []string
-	seenJob, seenDay, seenID := map[uint64]bool{}, map[uint64]bool{}, map[string]bool{}
+	hit := newHits()
 	indexed := map[string]map[string]bool{} // the attempts of each host's window
 	n := map[string]int{}                   // its rows
 	for rows.Next() {
@@ -236,18 +253,7 @@ func (s *Store) HostsAttempts(ctx context.Context, ws []store.HostWindow) (_ [][
 		}
 		indexed[h][id] = true
 		n[h]++
-		if !seenJob[j] {
-			seenJob[j] = true
-			jobs = append(jobs, j)
-		}
-		if !seenDay[d] {
-			seenDay[d] = true
-			days = append(days, d)
-		}
-		if !seenID[id] {
-			seenID[id] = true
-			ids = append(ids, id)
-		}
+		hit.add(j, d, id)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("cannot read the host index: %w", err)
@@ -261,12 +267,10 @@ func (s *Store) HostsAttempts(ctx context.Context, ws []store.HostWindow) (_ [][
 			delete(win, h)
 		}
 	}
-	if len(ids) == 0 || len(win) == 0 {
+	if len(hit.ids) == 0 || len(win) == 0 {
 		return out, nil
 	}
-	sort.Slice(days, func(i, j int) bool { return days[i] < days[j] })
-	atts, err := s.readAttempts(ctx, fmt.Sprintf("job_key IN (%s) AND day IN (%s) AND attempt_id IN (%s) AND ((%s))",
-		numList(jobs), numList(days), QuoteList(ids), strings.Join(conds, ") OR (")))
+	atts, err := s.readAttempts(ctx, fmt.Sprintf("%s AND ((%s))", hit.cond(), strings.Join(conds, ") OR (")))
 	if err != nil {
 		return nil, err
 	}
