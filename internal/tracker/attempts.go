@@ -98,6 +98,13 @@ func (t *Tracker) switchAttempt(u *unit, want string, ms int64) {
 	// in this tick (a container's JVM that began its attempt before the
 	// agent's first look at it) counts in want from its start.
 	var carried []*proc
+	if old != nil && old.confRetryAt != 0 {
+		// What its container's configuration says, read once more before
+		// it ends: a Tez container's first attempt (the container, until
+		// its JVM runs a task) may have been read before its launch
+		// script linked tez-conf.pb, and end within a tick.
+		t.retryConf(u, old)
+	}
 	if old != nil {
 		t.acct.attemptSample(old, ms, t.sink)
 		for _, p := range u.members {

@@ -79,7 +79,10 @@ func (d *describer) describe(u *unit, a *wire.Attempt) bool {
 		}
 		complete = a.JobName != ""
 	case hadoop.KindTezChild:
-		d.readTezConf(cwd, a, false)
+		// (Its launch script links tez-conf.pb into the container's
+		// directory before it starts the JVM: read before that, the
+		// container has no size yet, and is read again.)
+		complete = d.readTezConf(cwd, a, false) || u.allocMB > 0
 	}
 	if u.allocMB > 0 {
 		a.MemoryMB = u.allocMB // what the NodeManager allocated (alloc.go)
@@ -103,7 +106,7 @@ func (d *describer) describe(u *unit, a *wire.Attempt) bool {
 	// MapReduce's, keyed by attempt); Spark's containers their
 	// __spark_conf__; a Tez AM names its DAG once it runs one.
 	switch u.jvmKind {
-	case hadoop.KindSparkExecutor, hadoop.KindSparkAM, hadoop.KindTezAM:
+	case hadoop.KindSparkExecutor, hadoop.KindSparkAM, hadoop.KindTezAM, hadoop.KindTezChild:
 		return complete
 	}
 	return complete || (u.framework != hadoop.FrameworkMapReduce && u.containerID != "")
@@ -210,11 +213,13 @@ func (d *describer) readSparkConf(cwd string, a *wire.Attempt, am bool) {
 
 // readTezConf reads a Tez container's tez-conf.pb (see
 // hadoop.TezConfFor): its queue and size; a Tez AM names its job from its
-// DAG's log.
-func (d *describer) readTezConf(cwd string, a *wire.Attempt, am bool) {
-	if c, ok := d.readAppConf(cwd+"/"+hadoop.TezConfFile, hadoop.ParseTezConf); ok {
+// DAG's log. It reports whether it read the file.
+func (d *describer) readTezConf(cwd string, a *wire.Attempt, am bool) bool {
+	c, ok := d.readAppConf(cwd+"/"+hadoop.TezConfFile, hadoop.ParseTezConf)
+	if ok {
 		setConf(a, c.TezConfFor(am))
 	}
+	return ok
 }
 
 // readAppConf reads a framework's configuration file; a missing one is
