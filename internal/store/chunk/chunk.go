@@ -459,10 +459,8 @@ func (dc *Decoder) DecodeTo(data []byte, c *Chunk) error {
 	}
 	c.Times = resize(c.Times, int(n))
 	r.column(c.Times, nil)
-	for i := 1; i < len(c.Times) && r.err == nil; i++ {
-		if c.Times[i] <= c.Times[i-1] {
-			r.fail("times do not increase")
-		}
+	if r.err == nil && !increasing(c.Times) {
+		r.fail("times do not increase")
 	}
 	cols := c.Columns[:0]
 	if ncols == 0 {
@@ -486,6 +484,16 @@ func (dc *Decoder) DecodeTo(data []byte, c *Chunk) error {
 		return fmt.Errorf("%w: %d trailing bytes", ErrCorrupt, len(r.b))
 	}
 	return nil
+}
+
+// increasing reports whether every time is later than the one before.
+func increasing(times []int64) bool {
+	for i := 1; i < len(times); i++ {
+		if times[i] <= times[i-1] {
+			return false
+		}
+	}
+	return true
 }
 
 // resize returns s with length n, reusing its array when it is large enough.

@@ -538,10 +538,8 @@ func (dc *Decoder) decodePacked(data []byte, c *Chunk) error {
 	}
 	c.Times = resize(c.Times, int(n))
 	r.unpackInts(c.Times)
-	for i := 1; i < len(c.Times) && r.err == nil; i++ {
-		if c.Times[i] <= c.Times[i-1] {
-			r.fail("times do not increase")
-		}
+	if r.err == nil && !increasing(c.Times) {
+		r.fail("times do not increase")
 	}
 	cols := c.Columns[:0]
 	if ncols == 0 {
