@@ -30,6 +30,9 @@ type writeSet struct {
 	// jobDays are the earliest day of the attempts' rows written, by job
 	// (Store.jobDays once stored).
 	jobDays map[string]uint16
+	// seqs is how much the agents' rows move the sum of their last
+	// sequences (Store.ownSeqs once stored).
+	seqs uint64
 }
 
 // newWriteSet is an empty write set of slot: the spare one's blocks
@@ -44,7 +47,7 @@ func (s *Store) newWriteSet(slot uint32) *writeSet {
 		&w.agents} {
 		b.Reset()
 	}
-	w.slot, w.jobDays = slot, nil
+	w.slot, w.jobDays, w.seqs = slot, nil, 0
 	return w
 }
 
