@@ -155,7 +155,7 @@ type Writer struct {
 	bm    []byte
 	// format 3's
 	pos, present []int64
-	rd, rdd, rg  []int64
+	rdd, rg      []int64
 	u, o, z      [riceBlock]uint64
 }
 

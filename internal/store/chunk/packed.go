@@ -108,17 +108,16 @@ func (w *Writer) packInts(bw *bitWriter, v []int64, grid bool) {
 		return
 	}
 	// Delta or delta of delta, whichever has the shorter values.
-	w.rd, w.rdd = w.rd[:0], w.rdd[:0]
+	w.rdd = w.rdd[:0]
 	var pd int64
 	ld, ldd := 0, 0
 	for _, q := range d {
-		w.rd = append(w.rd, q)
 		w.rdd = append(w.rdd, q-pd)
 		ld += bits.Len64(zz(q))
 		ldd += bits.Len64(zz(q - pd))
 		pd = q
 	}
-	res := w.rd
+	res := d
 	if ldd < ld {
 		enc, res = encDoD, w.rdd
 	}
@@ -177,14 +176,24 @@ func (w *Writer) packBlock(bw *bitWriter, blk []int64) {
 		}
 	}
 	mode := blockZigzag
-	k, best := riceEstimate(u[:n])
+	var k int
+	var best float64
 	if least > 0 {
 		for i, x := range blk {
 			o[i] = uint64(x - least)
 		}
-		if ko, c := riceEstimate(o[:n]); c+float64(8*uvarintLen(uint64(least))) < best {
-			mode, k, best = blockOffset, ko, c+float64(8*uvarintLen(uint64(least)))
+		ko, c := riceEstimate(o[:n])
+		c += float64(8 * uvarintLen(uint64(least)))
+		// Values none of which is negative cost a bit each more as
+		// zigzag values (x·2): coded less their least they cost no
+		// more, and the least costs less than those bits.
+		if 8*uvarintLen(uint64(least)) < n {
+			mode, k = blockOffset, ko
+		} else if k, best = riceEstimate(u[:n]); c < best {
+			mode, k = blockOffset, ko
 		}
+	} else {
+		k, best = riceEstimate(u[:n])
 	}
 	if zeros*4 >= n {
 		m := 0
@@ -238,7 +247,7 @@ var quotients = func() (q [65]float64) {
 // how many bits it takes, from the values' lengths alone (an outlier, a
 // GC's drop of the heap, costs its escape whatever the parameter).
 func riceEstimate(u []uint64) (int, float64) {
-	var hist [65]int
+	var hist [65]uint8 // (at most riceBlock values)
 	maxL := 0
 	for _, x := range u {
 		l := bits.Len64(x)
@@ -255,12 +264,12 @@ func riceEstimate(u []uint64) (int, float64) {
 	}
 	// The best parameter is near the median length less one: try a few
 	// below it and one above.
-	med, seen := 0, hist[0]
+	med, seen := 0, int(hist[0])
 	for _, l := range lens[:nl] {
 		if 2*seen >= len(u) {
 			break
 		}
-		seen += hist[l]
+		seen += int(hist[l])
 		if 2*seen >= len(u) {
 			med = int(l)
 			break
