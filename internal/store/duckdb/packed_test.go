@@ -13,17 +13,18 @@ import (
 
 // A data directory whose chunks were compacted before format 3 (format 2
 // with zstd) reads as it did once a store that packs its chunks opens it,
-// and on as packed chunks are compacted beside the old ones: every
-// attempt's processes and series, every process's and every job's series
-// read the same as from a store that wrote format 2 all along.
+// and on as packed chunks are compacted beside the old ones, and once
+// chunks of both formats are rolled up: every attempt's processes and
+// series, every process's and every job's series read the same as from a
+// store that wrote format 2 all along.
 func TestChunksBeforePacked(t *testing.T) {
 	if testing.Short() {
 		t.Skip("reads a loadgen cluster's worth of data: not in -short runs (make check); make test runs it")
 	}
 	start := time.Now().Add(-2 * time.Hour).Truncate(time.Minute)
 	clock := store.Clock{Now: func() time.Time { return start.Add(3 * time.Hour) }}
-	open := func(dir string, legacy bool) *Store {
-		s, err := Open(Options{Dir: dir, CompactAge: 2 * time.Minute, Clock: clock, legacyChunks: legacy})
+	open := func(dir string, legacy bool, retention time.Duration) *Store {
+		s, err := Open(Options{Dir: dir, CompactAge: 2 * time.Minute, Clock: clock, legacyChunks: legacy, Retention: retention})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -31,8 +32,8 @@ func TestChunksBeforePacked(t *testing.T) {
 	}
 	cfg := loadgen.Config{Nodes: 3, Slots: 4, BatchTicks: 5, Seed: 21, Start: start}
 	g, gRef := loadgen.NewGenerator(cfg), loadgen.NewGenerator(cfg)
-	dir := t.TempDir()
-	old, ref := open(dir, true), open(t.TempDir(), true)
+	dir, refDir := t.TempDir(), t.TempDir()
+	old, ref := open(dir, true, 0), open(refDir, true, 0)
 	defer func() { ref.Close() }()
 	storetest.Fill(t, old, g, start, 20*60)
 	storetest.Fill(t, ref, gRef, start, 20*60)
@@ -40,7 +41,7 @@ func TestChunksBeforePacked(t *testing.T) {
 	if err := old.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s := open(dir, false)
+	s := open(dir, false, 0)
 	defer func() { s.Close() }()
 	if v := chunkVersions(t, s); v[3] != 0 || v[2] == 0 {
 		t.Fatalf("the store made before holds chunks of formats %v", v)
@@ -55,6 +56,28 @@ func TestChunksBeforePacked(t *testing.T) {
 		t.Fatalf("the reference store holds chunks of formats %v", v)
 	}
 	compareReads(t, "compacted since", readEverything(t, ref), readEverything(t, s))
+	// Raw samples of the first 30 minutes past their retention: minute
+	// rollups, made of format 2 chunks and of format 3 ones.
+	for _, st := range []*Store{s, ref} {
+		if err := st.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	later := start.Add(60 * time.Minute)
+	s, ref = open(dir, false, 30*time.Minute), open(refDir, true, 30*time.Minute)
+	for _, st := range []*Store{s, ref} {
+		if err := st.Maintain(context.Background(), later); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var rollups int
+	if err := s.handle().QueryRow(`SELECT count(*) FROM series_chunks WHERE level = ?`, levelRollup).Scan(&rollups); err != nil {
+		t.Fatal(err)
+	}
+	if rollups == 0 {
+		t.Fatal("nothing was rolled up")
+	}
+	compareReads(t, "rolled up", readEverything(t, ref), readEverything(t, s))
 }
 
 // chunkVersions counts series_chunks' chunks by format (their first byte
