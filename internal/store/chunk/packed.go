@@ -2,6 +2,7 @@ package chunk
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"math/bits"
@@ -290,13 +291,6 @@ func riceEstimate(u []uint64) (int, float64) {
 	return bestK, best
 }
 
-func riceBits(x uint64, k uint) int {
-	if q := x >> k; q < riceEscape {
-		return int(q) + 1 + int(k)
-	}
-	return riceEscape + 6 + bits.Len64(x)
-}
-
 type bitWriter struct {
 	b   []byte
 	acc uint64
@@ -368,7 +362,7 @@ type bitReader struct {
 
 func (r *bitReader) fail(msg string) {
 	if r.err == nil {
-		r.err = fmt.Errorf("%s", msg)
+		r.err = errors.New(msg)
 	}
 }
 
