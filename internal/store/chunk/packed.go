@@ -367,6 +367,15 @@ func (r *bitReader) fail(msg string) {
 }
 
 func (r *bitReader) fill() {
+	if r.i+8 <= len(r.b) {
+		// As many whole bytes of the next 8 as acc has room for.
+		r.acc |= binary.LittleEndian.Uint64(r.b[r.i:]) << r.n
+		take := (63 - r.n) / 8
+		r.i += int(take)
+		r.n += 8 * take
+		r.acc &= 1<<r.n - 1
+		return
+	}
 	for r.n <= 56 && r.i < len(r.b) {
 		r.acc |= uint64(r.b[r.i]) << r.n
 		r.i++
@@ -411,6 +420,16 @@ func (r *bitReader) varint() int64 { return unzz(r.uvarint()) }
 
 // rice reads what bitWriter.rice wrote.
 func (r *bitReader) rice(k uint) uint64 {
+	if r.n < 32 {
+		r.fill()
+	}
+	// Most values: the quotient, its zero and the k bits are all here.
+	if ones := uint(bits.TrailingZeros64(^r.acc)); ones < riceEscape && ones+1+k <= r.n {
+		v := uint64(ones)<<k | (r.acc>>(ones+1))&(1<<k-1)
+		r.acc >>= ones + 1 + k
+		r.n -= ones + 1 + k
+		return v
+	}
 	q := uint(0)
 	for q < riceEscape {
 		if r.n == 0 {
