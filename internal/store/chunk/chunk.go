@@ -462,16 +462,9 @@ func (dc *Decoder) DecodeTo(data []byte, c *Chunk) error {
 	if r.err == nil && !increasing(c.Times) {
 		r.fail("times do not increase")
 	}
-	cols := c.Columns[:0]
-	if ncols == 0 {
-		cols = nil
-	}
+	cols := reusable(c.Columns, ncols)
 	for i := uint64(0); i < ncols && r.err == nil; i++ {
-		// The slices of the column decoded at this place before.
-		var old Column
-		if int(i) < cap(cols) {
-			old = cols[:i+1][i]
-		}
+		old := previous(cols, i)
 		col := Column{ID: r.byte(), Values: resize(old.Values, int(n))}
 		col.Absent = r.column(col.Values, &old.Absent)
 		cols = append(cols, col)
@@ -484,6 +477,24 @@ func (dc *Decoder) DecodeTo(data []byte, c *Chunk) error {
 		return fmt.Errorf("%w: %d trailing bytes", ErrCorrupt, len(r.b))
 	}
 	return nil
+}
+
+// reusable is cols emptied for ncols columns decoded into it (nil for
+// none).
+func reusable(cols []Column, ncols uint64) []Column {
+	if ncols == 0 {
+		return nil
+	}
+	return cols[:0]
+}
+
+// previous is the column decoded at place i before (its slices are
+// reused), or none.
+func previous(cols []Column, i uint64) Column {
+	if int(i) < cap(cols) {
+		return cols[:i+1][i]
+	}
+	return Column{}
 }
 
 // increasing reports whether every time is later than the one before.

@@ -563,15 +563,9 @@ func (dc *Decoder) decodePacked(data []byte, c *Chunk) error {
 	if r.err == nil && !increasing(c.Times) {
 		r.fail("times do not increase")
 	}
-	cols := c.Columns[:0]
-	if ncols == 0 {
-		cols = nil
-	}
+	cols := reusable(c.Columns, ncols)
 	for i := uint64(0); i < ncols && r.err == nil; i++ {
-		var old Column
-		if int(i) < cap(cols) {
-			old = cols[:i+1][i]
-		}
+		old := previous(cols, i)
 		col := Column{ID: uint8(r.get(8)), Values: resize(old.Values, int(n))}
 		mode := r.get(2)
 		present := int(n)
