@@ -423,8 +423,15 @@ func Samples(data []byte) (n int, ok bool) {
 // length: this bound only keeps damaged data from claiming samples by the
 // million in a few bytes (what is decoded is (columns+1) × n × 8 bytes).
 func claimsTooMany(n uint64, size int) bool {
-	return n > 4096 && n > 64*uint64(size)
+	return n > MaxDenseSamples && n > 64*uint64(size)
 }
+
+// MaxDenseSamples is the most samples a chunk may hold in fewer than a
+// byte for every 64 of them (claimsTooMany). Regular times and values that
+// do not change (a process asleep for days, rolled up a point a minute)
+// take a few bytes whatever their length, so a writer cuts a longer series
+// into chunks of at most this many samples.
+const MaxDenseSamples = 4096
 
 // DecodeTo decodes data into c, reusing its slices: what c held before is
 // overwritten (a chunk decoded again and again allocates nothing once its

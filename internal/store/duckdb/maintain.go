@@ -246,12 +246,16 @@ func merge(p *store.Points, cols []store.StoredColumn) (int8, *chunk.Chunk) {
 const maxInlineChunk = 4000
 
 // encodeChunks encodes c at lvl (with w) and calls emit with each chunk it
-// makes of it: one, or more if it would be longer than maxInlineChunk.
+// makes of it: one, or more if it would be longer than maxInlineChunk or
+// hold more than chunk.MaxDenseSamples.
 // perSample is the bytes per sample of the chunks encoded before (0:
 // unknown), updated here: a series that would be too long is cut before it
 // is encoded whole, not after.
 func encodeChunks(w *chunk.Writer, c *chunk.Chunk, lvl chunk.Level, buf []byte, perSample *float64, emit func(c *chunk.Chunk, data []byte) error) ([]byte, error) {
 	n := len(c.Times)
+	if n > chunk.MaxDenseSamples {
+		return encodeParts(w, c, lvl, (n+chunk.MaxDenseSamples-1)/chunk.MaxDenseSamples, buf, perSample, emit)
+	}
 	target := maxInlineChunk * 3 / 4
 	if guess := float64(n) * *perSample; n >= 2 && guess > 1.5*maxInlineChunk {
 		return encodeParts(w, c, lvl, min(n, int(guess)/target+1), buf, perSample, emit)
