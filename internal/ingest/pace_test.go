@@ -65,6 +65,68 @@ func TestPipelinePaced(t *testing.T) {
 	}
 }
 
+// TestPipelineGathers: when a batch comes to an idle pipeline and a paced
+// store wants a commit at once, the writer does not commit it alone (that
+// would hold the next commit back for the store's whole pace, and the
+// batches right behind it with it): it takes the batches that keep coming
+// into the same commit, until none came for GatherGap, for GatherMax at
+// most, or until the group is full.
+func TestPipelineGathers(t *testing.T) {
+	idle := func(t *testing.T, o PipelineOptions) (*rig, *pacedStore, *Pipeline) {
+		r := newRig(t, rigOptions{})
+		ps := &pacedStore{gatedStore: r.gs}
+		ps.next.Store(time.Now().Add(-time.Hour).UnixNano())
+		p := NewPipeline(ps, o)
+		t.Cleanup(p.Close)
+		return r, ps, p
+	}
+	t.Run("wave", func(t *testing.T) {
+		// No gap or time ends the gathering: the full group does.
+		r, ps, p := idle(t, PipelineOptions{MaxGroup: 5, GatherGap: time.Hour, GatherMax: time.Hour})
+		results := make(chan Result, 5)
+		submit := func(i int) {
+			go func() { results <- p.Submit(context.Background(), batch(fmt.Sprintf("agent-%d", i), 1, "node1")) }()
+		}
+		submit(0)
+		testsrv.WaitUntil(t, "the writer to take the first batch", 10*time.Second,
+			func() bool { return p.queued.Load() > 0 && len(p.q) == 0 })
+		for i := 1; i < 4; i++ {
+			submit(i)
+		}
+		testsrv.WaitUntil(t, "4 batches taken", 10*time.Second, func() bool { return p.queued.Load() == 4*10 && len(p.q) == 0 })
+		if n := ps.begun.Load(); n != 0 {
+			t.Fatalf("%d commits began before the group was full", n)
+		}
+		submit(4)
+		for range 5 {
+			if res := <-results; res.Err != nil || res.Duplicate {
+				t.Fatalf("result %+v", res)
+			}
+		}
+		if n := ps.begun.Load(); n != 1 {
+			t.Errorf("%d commits, want the 5 batches in 1", n)
+		}
+		if u := r.samples(t); u.Samples != 5*10 {
+			t.Errorf("%d samples stored, want 50", u.Samples)
+		}
+	})
+	for _, c := range []struct {
+		name string
+		o    PipelineOptions
+	}{
+		{"ended by the gap", PipelineOptions{GatherGap: 20 * time.Millisecond, GatherMax: time.Hour}},
+		{"ended after GatherMax", PipelineOptions{GatherGap: time.Hour, GatherMax: 50 * time.Millisecond}},
+		{"none", PipelineOptions{GatherGap: time.Hour, GatherMax: -1}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, ps, p := idle(t, c.o)
+			if res := p.Submit(context.Background(), batch("agent-0", 1, "node1")); res.Err != nil || ps.begun.Load() != 1 {
+				t.Fatalf("result %+v, %d commits", res, ps.begun.Load())
+			}
+		})
+	}
+}
+
 // pipelinedStore is a store whose commits are durable only when the test
 // says (store.PipelinedAppender): each commit started sends the test the
 // channel its wait reads.
