@@ -93,8 +93,8 @@ type PipelineOptions struct {
 	// GatherGap and GatherMax: when a batch comes to an idle pipeline and
 	// the store, which paces its commits (store.CommitPacer), wants one
 	// at once, the commit waits while batches keep coming: until no
-	// request came for GatherGap (default 30 ms), for GatherMax at most
-	// (default 250 ms; <0: it never waits), or until its group is full.
+	// request came for GatherGap (default 50 ms), for GatherMax at most
+	// (default 300 ms; <0: it never waits), or until its group is full.
 	// A wave (every agent's first batch as the server starts, their
 	// spools after a restart) then goes into one commit, instead of
 	// waiting the store's pace behind a commit of its first batch alone.
@@ -116,10 +116,10 @@ func NewPipeline(st store.Store, o PipelineOptions) *Pipeline {
 		o.MaxGroupSamples = 400_000
 	}
 	if o.GatherGap <= 0 {
-		o.GatherGap = 30 * time.Millisecond
+		o.GatherGap = 50 * time.Millisecond
 	}
 	if o.GatherMax == 0 {
-		o.GatherMax = 250 * time.Millisecond
+		o.GatherMax = 300 * time.Millisecond
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
