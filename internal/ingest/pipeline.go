@@ -94,7 +94,7 @@ type PipelineOptions struct {
 	// the store, which paces its commits (store.CommitPacer), wants one
 	// at once, the commit waits while batches keep coming: until no
 	// request came for GatherGap (default 50 ms), for GatherMax at most
-	// (default 300 ms; <0: it never waits), or until its group is full.
+	// (default 500 ms; <0: it never waits), or until its group is full.
 	// A wave (every agent's first batch as the server starts, their
 	// spools after a restart) then goes into one commit, instead of
 	// waiting the store's pace behind a commit of its first batch alone.
@@ -119,7 +119,7 @@ func NewPipeline(st store.Store, o PipelineOptions) *Pipeline {
 		o.GatherGap = 50 * time.Millisecond
 	}
 	if o.GatherMax == 0 {
-		o.GatherMax = 300 * time.Millisecond
+		o.GatherMax = 500 * time.Millisecond
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
