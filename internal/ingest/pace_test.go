@@ -110,6 +110,36 @@ func TestPipelineGathers(t *testing.T) {
 			t.Errorf("%d samples stored, want 50", u.Samples)
 		}
 	})
+	t.Run("while a request is on its way", func(t *testing.T) {
+		// Gaps end the gathering, but not while a request is being read
+		// and decoded (Arriving): a thousand decoded at once come nearly
+		// together at the end.
+		_, ps, p := idle(t, PipelineOptions{GatherGap: 20 * time.Millisecond, GatherMax: time.Hour})
+		arrived := p.Arriving()
+		results := make(chan Result, 2)
+		go func() { results <- p.Submit(context.Background(), batch("agent-0", 1, "node1")) }()
+		testsrv.WaitUntil(t, "the writer to take the first batch", 10*time.Second,
+			func() bool { return p.queued.Load() > 0 && len(p.q) == 0 })
+		if testsrv.Poll(10*20*time.Millisecond, func() bool { return ps.begun.Load() > 0 }) {
+			t.Fatal("the commit began while a request was on its way")
+		}
+		go func() { results <- p.Submit(context.Background(), batch("agent-1", 1, "node1")) }()
+		testsrv.WaitUntil(t, "the writer to take the second batch", 10*time.Second,
+			func() bool { return p.queued.Load() == 2*10 && len(p.q) == 0 })
+		arrived()
+		arrived() // (once only)
+		for range 2 {
+			if res := <-results; res.Err != nil || res.Duplicate {
+				t.Fatalf("result %+v", res)
+			}
+		}
+		if n := ps.begun.Load(); n != 1 {
+			t.Errorf("%d commits, want the 2 batches in 1", n)
+		}
+		if n := p.arriving.Load(); n != 0 {
+			t.Errorf("%d requests on their way, want 0", n)
+		}
+	})
 	for _, c := range []struct {
 		name string
 		o    PipelineOptions

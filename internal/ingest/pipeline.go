@@ -51,11 +51,13 @@ type Pipeline struct {
 	gatherMax       time.Duration
 	queueSamples    int64
 	queued          atomic.Int64
-	log             *slog.Logger
-	onCommit        func()
-	onStored        func(b *wire.Batch)
-	onError         func(err error, batches int)
-	stop            chan struct{}
+	// arriving: requests on their way to the queue (Arriving).
+	arriving atomic.Int64
+	log      *slog.Logger
+	onCommit func()
+	onStored func(b *wire.Batch)
+	onError  func(err error, batches int)
+	stop     chan struct{}
 	// acks are the groups whose commits started (store.CommitStart), in
 	// order, for the answerer; slots bound the groups between their
 	// commit's start and their answer.
@@ -93,8 +95,9 @@ type PipelineOptions struct {
 	// GatherGap and GatherMax: when a batch comes to an idle pipeline and
 	// the store, which paces its commits (store.CommitPacer), wants one
 	// at once, the commit waits while batches keep coming: until no
-	// request came for GatherGap (default 50 ms), for GatherMax at most
-	// (default 500 ms; <0: it never waits), or until its group is full.
+	// request came for GatherGap (default 50 ms) and none is on its way
+	// (Arriving), for GatherMax at most (default 500 ms; <0: it never
+	// waits), or until its group is full.
 	// A wave (every agent's first batch as the server starts, their
 	// spools after a restart) then goes into one commit, instead of
 	// waiting the store's pace behind a commit of its first batch alone.
@@ -318,8 +321,10 @@ func (p *Pipeline) pace(waited bool) (idle bool) {
 // whole pace, so a wave (every agent's first batch as a server starts,
 // their spools after a restart) would wait that pace behind a commit of
 // its first request alone, then meet every new agent and attempt at once.
-// It ends when no request came for gatherGap, after gatherMax, once g is
-// full, or when the pipeline stops.
+// It ends once no request came for gatherGap and none is on its way
+// (Arriving: a thousand requests decoded at once come nearly together at
+// the end, after a pause), after gatherMax, once g is full, or when the
+// pipeline stops.
 func (p *Pipeline) gather(g *group) {
 	if p.gatherMax < 0 {
 		return
@@ -334,13 +339,26 @@ func (p *Pipeline) gather(g *group) {
 			g.add(r)
 			gap.Reset(p.gatherGap)
 		case <-gap.C:
-			return
+			if p.arriving.Load() <= 0 {
+				return
+			}
+			gap.Reset(p.gatherGap)
 		case <-end.C:
 			return
 		case <-p.stop:
 			return
 		}
 	}
+}
+
+// Arriving says that a request is on its way to the pipeline (its body
+// read, decoded and checked before it is submitted), until the returned
+// func is called (at its Submit, or when it fails; more calls do
+// nothing): the gathering after an idle period waits for it.
+func (p *Pipeline) Arriving() (arrived func()) {
+	p.arriving.Add(1)
+	var once sync.Once
+	return func() { once.Do(func() { p.arriving.Add(-1) }) }
 }
 
 const paceCheck = 50 * time.Millisecond
