@@ -219,8 +219,11 @@ func (p *Pipeline) Close() {
 func (p *Pipeline) run() {
 	defer p.wg.Done()
 	defer close(p.acks)
-	for {
+	for begun := false; ; begun = true {
 		first, waited := p.take()
+		// (The first request found the queue empty at the start, even if
+		// it came before this goroutine ran.)
+		waited = waited || !begun
 		if first == nil {
 			// Drain what is queued, then stop.
 			for {
