@@ -33,6 +33,8 @@ var (
 		"BenchmarkStoresIngest: a node's batches waiting go as lists of up to 64 (as an agent catching up sends them); false: one a request")
 	benchQueryLog = flag.Bool("bench.querylog", false,
 		"BenchmarkStoresIngest: the one ClickHouse server logs its queries and parts, and the run logs where its CPU went")
+	benchAnalysis = flag.Bool("bench.analysis", true,
+		"BenchmarkStoresIngest: the server analyses jobs in the background (false: ingest alone)")
 )
 
 // BenchmarkStoresIngest sends the same pre-encoded batches over HTTP on
@@ -132,7 +134,11 @@ func BenchmarkStoresIngest(b *testing.B) {
 // ingestInto runs a server on st, sends the bodies, and reports.
 func ingestInto(b *testing.B, st store.Store, cfg loadgen.Config, bodies string, pids []int) {
 	defer st.Close()
-	srv, err := Start(Config{Listen: "127.0.0.1:0", Store: st, Analyzer: analysis.New(st), Log: slog.New(slog.DiscardHandler)})
+	opt := analysis.Options{}
+	if !*benchAnalysis {
+		opt.Every = -1
+	}
+	srv, err := Start(Config{Listen: "127.0.0.1:0", Store: st, Analyzer: analysis.NewWith(st, opt), Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -174,6 +180,11 @@ func ingestInto(b *testing.B, st store.Store, cfg loadgen.Config, bodies string,
 	b.ReportMetric(float64(res.Acks.P99.Microseconds())/1000, "ack-p99-ms")
 	b.Logf("acknowledgements: %s", res.Acks)
 	b.Logf("commits: %s", commitStats(srv.URL()))
+	// (The analyses made within the run: a run that lasts longer, paced,
+	// analyses its running jobs more often, and its ended ones sooner.)
+	if v, err := metricSums(srv.URL(), "taskscope_analysis_jobs_total"); err == nil {
+		b.Logf("analyses: %.0f", v["taskscope_analysis_jobs_total"])
+	}
 	if err != nil {
 		b.Fatal(err)
 	}

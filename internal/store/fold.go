@@ -853,6 +853,10 @@ func (t *FoldTx[B]) StoredAgents() map[string]*AgentState {
 	return out
 }
 
+// Base is the sequence of agent id's last stored batch as the transaction
+// took it (Shared: as Recheck read it again), before its own batches.
+func (t *FoldTx[B]) Base(id string) uint64 { return t.base[id] }
+
 // NewExt are the metrics' names this transaction's sink was told of
 // (Sink.Ext).
 func (t *FoldTx[B]) NewExt() []extName { return t.newExt }

@@ -244,9 +244,10 @@ type PacedFlusher interface {
 
 // SharedData is a store that several servers write at once (ClickHouse
 // behind several taskscope replicas): Changes is a number that moves
-// whenever any of them stores a batch. A server polls it to tell its
-// browsers of the others' commits (live updates); without it, a server
-// tells them of its own commits only.
+// whenever another of them stores a batch (this one's own commits need
+// not move it). A server polls it to tell its browsers of the others'
+// commits (live updates); without it, a server tells them of its own
+// commits only.
 type SharedData interface {
 	Changes(ctx context.Context) (uint64, error)
 }

@@ -249,6 +249,7 @@ func (t *tx) CommitStart() (wait func() error, err error) {
 	}
 	for id, a := range t.f.StoredAgents() {
 		w.agentRow(id, a)
+		w.seqs += a.Seq - t.f.Base(id)
 	}
 	// Commits start InsertEvery apart (the pipeline waits for NextCommit):
 	// from the start of this one, so that a batch that came just after it
@@ -301,6 +302,8 @@ func (s *Store) write(ctx context.Context, f *store.FoldTx[chRow], w *writeSet, 
 		if err := w.insert(ctx, s); err != nil {
 			return fmt.Errorf("cannot store batches: %w", err)
 		}
+		// (At once: Changes meanwhile counts this commit as another's.)
+		s.ownSeqs.Add(w.seqs)
 		return nil
 	}()
 	p.err = err

@@ -219,3 +219,62 @@ func TestReplicasJobNamedLate(t *testing.T) {
 		}
 	}
 }
+
+// TestChangesOthersOnly: Changes moves when another replica stores a
+// batch, not when this one does (its server knows of its own commits),
+// nor when a batch sent again is a duplicate, nor when the agents' rows
+// merge.
+func TestChangesOthersOnly(t *testing.T) {
+	srv := chtest.Start(t)
+	rs := replicas(t, srv, "chg", 2)
+	a, b := rs[0], rs[1]
+	changes := func() (uint64, uint64) {
+		t.Helper()
+		va, err := a.Changes(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		vb, err := b.Changes(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return va, vb
+	}
+	g := &storetest.Gen{Agent: "node1-chg", Host: "node1"}
+	g2 := &storetest.Gen{Agent: "node2-chg", Host: "node2"}
+	at := &storetest.AttemptSpec{ID: "attempt_1700000000000_0001_m_000000_0", JobID: "job_1700000000000_0001", Type: "map",
+		Start: storetest.T0, MemoryMB: 1024, JobName: "chg", User: "u", Queue: "q",
+		Procs: []storetest.ProcSpec{{PID: 101, Role: wire.RoleTaskJVM, CPUPerS: 500, RSS: 1 << 20}}}
+	batch := func(g *storetest.Gen, from, to int) *wire.Batch {
+		return g.Batch([]*storetest.AttemptSpec{at}, from, to, false)
+	}
+	a0, b0 := changes()
+	b1, b2 := batch(g, 0, 5), batch(g, 5, 10)
+	storetest.Ingest(t, a, b1)
+	a1, b1v := changes()
+	if a1 != a0 || b1v == b0 {
+		t.Fatalf("a stored a batch: a's Changes %d -> %d (want the same), b's %d -> %d (want moved)", a0, a1, b0, b1v)
+	}
+	// b1 again through b (the agent's answer lost): a duplicate.
+	if d := storetest.Ingest(t, b, b1); !d[0] {
+		t.Fatal("b1 again through b: not a duplicate")
+	}
+	if a2, b2v := changes(); a2 != a1 || b2v != b1v {
+		t.Fatalf("a duplicate moved Changes: a %d -> %d, b %d -> %d", a1, a2, b1v, b2v)
+	}
+	// b stores the agent's next batch, and another agent's.
+	storetest.Ingest(t, b, b2)
+	storetest.Ingest(t, b, batch(g2, 0, 5))
+	a3, b3 := changes()
+	if a3 == a1 || b3 != b1v {
+		t.Fatalf("b stored 2 batches: a's Changes %d -> %d (want moved), b's %d -> %d (want the same)", a1, a3, b1v, b3)
+	}
+	// a stores the agent's batch after b's, then the rows merge.
+	storetest.Ingest(t, a, batch(g, 10, 15))
+	if err := a.Client().Exec(context.Background(), "OPTIMIZE TABLE chg.agents FINAL", nil); err != nil {
+		t.Fatal(err)
+	}
+	if a4, b4 := changes(); a4 != a3 || b4 == b3 {
+		t.Fatalf("a stored a batch: a's Changes %d -> %d (want the same), b's %d -> %d (want moved)", a3, a4, b3, b4)
+	}
+}

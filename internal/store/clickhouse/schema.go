@@ -102,7 +102,9 @@ var tables = []table{
 		last_ms Int64, batches UInt64, samples UInt64, dropped_samples UInt64, dropped_batches UInt64, read_errors UInt64,
 		overruns UInt64`), version: "seq", orderBy: "(agent_key, agent_id)", shardKey: "agent_key"},
 	// Every batch stored, by agent and sequence (a ledger: what was stored
-	// once, and its samples).
+	// once, and its samples), as stores made before 2026-12-07 wrote it:
+	// nothing read it, and it cost every commit an insert, a part and its
+	// merges. Nothing writes it now; retention drops its partitions.
 	{name: "batches", columns: cols(`day Date, agent_key UInt64, agent_id String, seq UInt64, host String lc,
 		sent_ms Int64 codec=Delta+ZSTD, samples UInt64, dropped_samples UInt64, dropped_batches UInt64, read_errors UInt64,
 		overruns UInt64`),

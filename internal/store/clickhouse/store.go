@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/taskscope/taskscope/internal/store"
@@ -91,6 +92,11 @@ type Store struct {
 	// jobDays are the earliest day of the attempts' rows this replica
 	// stored since their job was last written, by job (writeJobs).
 	jobDays map[string]uint16
+	// ownSeqs is how much this replica's commits moved the sum of the
+	// agents' last sequences (Changes): each agent's sequence it stored
+	// less the one stored before (as its commit checked it). (Atomic:
+	// Changes does not wait for a transaction, which holds wmu.)
+	ownSeqs atomic.Uint64
 
 	ext store.ExtNames // ext_metrics
 
@@ -426,18 +432,26 @@ func partitionDay(p string) (uint16, string, error) {
 	return DayOf(t.UnixMilli()), expr, nil
 }
 
-// Changes is a number that changes whenever any server (any replica of
-// taskscope on this ClickHouse) stores a batch: the sum of the agents'
-// last sequences and of their rows. The server polls it every second to
-// tell the browsers connected to it of data another replica stored.
+// Changes is a number that changes whenever another server (another
+// replica of taskscope on this ClickHouse) stores a batch: the sum of the
+// agents' last sequences (FINAL: merges do not move it), less what this
+// replica's own commits added to it (ownSeqs), which its server tells its
+// browsers of itself. The server polls it every second to tell them of
+// data another replica stored; a number that moved at each of its own
+// commits had it list the running jobs every second for nothing (the
+// jobs list, FINAL, the most of what a replica alone read between its
+// commits).
 func (s *Store) Changes(ctx context.Context) (_ uint64, err error) {
 	defer store.WrapErr(&err, "cannot read the agents' last batches")
-	rows, err := s.query(ctx, "SELECT sum(seq) + count() FROM "+s.read("agents"))
+	rows, err := s.query(ctx, "SELECT sum(seq) FROM "+s.read("agents")+" FINAL")
 	if err != nil {
 		return 0, err
 	}
 	v := rows.UInt64()
-	return v, rows.Err()
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	return v - s.ownSeqs.Load(), nil
 }
 
 // NextCommit is when InsertEvery will have passed since the last commit

@@ -18,7 +18,6 @@ var (
 	hostIndexCols = []string{"day", "host", "bucket", "job_key", "attempt_id", "att_day"}
 	eventCols     = []string{"day", "job_key", "ts", "host", "kind", "job_id", "attempt_id", "proc_key", "pid", "message", "value", "agent_key", "seq", "idx"}
 	extCols       = []string{"kind", "metric"}
-	batchCols     = []string{"day", "agent_key", "agent_id", "seq", "host", "sent_ms", "samples", "dropped_samples", "dropped_batches", "read_errors", "overruns"}
 	agentColList  = []string{"agent_key", "agent_id", "seq", "host", "first_ms", "last_ms", "batches", "samples", "dropped_samples", "dropped_batches", "read_errors", "overruns"}
 )
 
@@ -27,10 +26,13 @@ var (
 type writeSet struct {
 	slot                                                             uint32 // of the commit's time: its chunks' (merge.go)
 	chunks, procs, procIndex, attIndex, hostIndex, events, ext, atts Block
-	batches, agents                                                  Block
+	agents                                                           Block
 	// jobDays are the earliest day of the attempts' rows written, by job
 	// (Store.jobDays once stored).
 	jobDays map[string]uint16
+	// seqs is how much the agents' rows move the sum of their last
+	// sequences (Store.ownSeqs once stored).
+	seqs uint64
 }
 
 // newWriteSet is an empty write set of slot: the spare one's blocks
@@ -42,10 +44,10 @@ func (s *Store) newWriteSet(slot uint32) *writeSet {
 	}
 	s.spare = nil
 	for _, b := range []*Block{&w.chunks, &w.procs, &w.procIndex, &w.attIndex, &w.hostIndex, &w.events, &w.ext, &w.atts,
-		&w.batches, &w.agents} {
+		&w.agents} {
 		b.Reset()
 	}
-	w.slot, w.jobDays = slot, nil
+	w.slot, w.jobDays, w.seqs = slot, nil, 0
 	return w
 }
 
@@ -96,7 +98,10 @@ func (w *writeSet) Ext(kind int, metric string) {
 	w.ext.String(metric)
 }
 
-func (w *writeSet) Batch(p *store.Prepared) { w.batchRow(p) }
+// Batch: nothing (the table batches, a ledger of the batches stored that
+// nothing read, is no longer written: an insert and a part a commit, and
+// their merges; agents keeps each agent's counts).
+func (w *writeSet) Batch(*store.Prepared) {}
 
 func (w *writeSet) chunkRow(kind uint8, job uint64, c *store.SeriesChunk, start int64) {
 	b := &w.chunks
@@ -208,23 +213,6 @@ func (w *writeSet) eventRow(b *wire.Batch, i int, job string) {
 	r.UInt32(uint32(i))
 }
 
-func (w *writeSet) batchRow(p *store.Prepared) {
-	b := p.Batch
-	r := &w.batches
-	r.Row()
-	r.Date(store.BatchTime(b))
-	r.UInt64(store.AttemptKey(b.AgentID))
-	r.String(b.AgentID)
-	r.UInt64(b.Seq)
-	r.String(b.Host)
-	r.Int64(b.SentMs)
-	r.UInt64(uint64(p.Samples))
-	r.UInt64(b.Stats.DroppedSamples)
-	r.UInt64(b.Stats.DroppedBatches)
-	r.UInt64(b.Stats.ReadErrors)
-	r.UInt64(b.Stats.Overruns)
-}
-
 func (w *writeSet) agentRow(id string, a *store.AgentState) {
 	r := &w.agents
 	r.Row()
@@ -259,7 +247,7 @@ func (w *writeSet) insert(ctx context.Context, s *Store) error {
 		{{"series_chunks", seriesCols, &w.chunks, nil}, {"ext_metrics", extCols, &w.ext, nil}, {"procs", procCols, &w.procs, nil},
 			{"proc_index", procIndexCols, &w.procIndex, nil}, {"host_index", hostIndexCols, &w.hostIndex, nil},
 			{"attempt_index", attIndexCols, &w.attIndex, &ins{"attempts", attemptCols, &w.atts, nil}},
-			{"events", eventCols, &w.events, nil}, {"batches", batchCols, &w.batches, nil}},
+			{"events", eventCols, &w.events, nil}},
 		{{"agents", agentColList, &w.agents, nil}},
 	} {
 		errs := make(chan error, len(stage))

@@ -59,15 +59,23 @@ func worstCols(withoutRestricted bool) (worst, heuristics, heuristicWorst string
 }
 
 // upsertAnalysis replaces a job's row unless the row holds a later analysis.
-var upsertAnalysis = func() string {
+var upsertAnalysis = upsertAnalyses(1)
+
+// upsertAnalyses is upsertAnalysis of n rows (no two of the same job).
+func upsertAnalyses(n int) string {
+	row := "(?" + strings.Repeat(", ?", analysisArgs-1) + ")"
+	return `INSERT INTO analyses (` + analysisCols + `) VALUES ` + row + strings.Repeat(", "+row, n-1) + onConflictAnalysis
+}
+
+// onConflictAnalysis keeps a job's row unless it holds an earlier analysis.
+var onConflictAnalysis = func() string {
 	var set []string
 	for _, c := range strings.Split(analysisCols, ",") {
 		if c = strings.TrimSpace(c); c != "job_id" {
 			set = append(set, c+" = excluded."+c)
 		}
 	}
-	return `INSERT INTO analyses (` + analysisCols + `) VALUES (?` + strings.Repeat(", ?", 21) +
-		`) ON CONFLICT (job_id) DO UPDATE SET ` + strings.Join(set, ", ") +
+	return ` ON CONFLICT (job_id) DO UPDATE SET ` + strings.Join(set, ", ") +
 		` WHERE excluded.evaluated_ms >= analyses.evaluated_ms`
 }()
 
@@ -117,34 +125,78 @@ func (s *Store) analysisStmts(ctx context.Context) (upd, ups *sql.Stmt, err erro
 }
 
 // PutAnalyses stores analyses as PutAnalysis does, in one transaction
-// (store.AnalysesPutter): one commit for them all.
+// (store.AnalysesPutter): one commit for them all, and one upsert of many
+// rows (upsertAnalyses) for up to maxRowsUpsert of them rather than a
+// statement each (each took about 2.6 ms beside ingest: DuckDB updates a
+// row with lists by deleting and inserting it, statement by statement).
 func (s *Store) PutAnalyses(ctx context.Context, as []*store.Analysis) error {
-	upd, ups, err := s.analysisStmts(ctx)
-	if err == nil {
-		err = s.putAnalyses(ctx, upd, ups, as)
-	}
-	if err != nil {
+	if err := s.putAnalyses(ctx, latestOfEach(as)); err != nil {
 		return mapErr(s.failed(fmt.Errorf("cannot store the analyses of %d jobs: %w", len(as), err)))
 	}
 	return nil
 }
 
+// latestOfEach is as with one analysis a job: what putting them one by one
+// leaves stored (the latest evaluated; of two alike, the later put), in
+// their order. (An upsert may not meet a key twice.)
+func latestOfEach(as []*store.Analysis) []*store.Analysis {
+	at := make(map[string]int, len(as))
+	for i, a := range as {
+		if j, ok := at[a.JobID]; !ok || a.Evaluated >= as[j].Evaluated {
+			at[a.JobID] = i
+		}
+	}
+	if len(at) == len(as) {
+		return as
+	}
+	out := make([]*store.Analysis, 0, len(at))
+	for i, a := range as {
+		if at[a.JobID] == i {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// maxRowsUpsert is the most rows one upsertAnalyses takes: a batch is
+// stored by statements of 64, 32, ... 1 rows (its size in binary), so that
+// at most seven statements are prepared.
+const maxRowsUpsert = 64
+
 // putAnalyses is PutAnalyses' transaction, holding off checkpoints (not
 // while s.failed takes the writer's lock: a checkpoint takes that lock
 // before ckmu).
-func (s *Store) putAnalyses(ctx context.Context, upd, ups *sql.Stmt, as []*store.Analysis) error {
+func (s *Store) putAnalyses(ctx context.Context, as []*store.Analysis) error {
 	s.ckmu.RLock()
 	defer s.ckmu.RUnlock()
 	tx, err := s.handle().BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
-	upd, ups = tx.StmtContext(ctx, upd), tx.StmtContext(ctx, ups)
-	for _, a := range as {
-		if err := putAnalysis(ctx, upd, ups, a); err != nil {
-			tx.Rollback()
-			return fmt.Errorf("job %s: %w", a.JobID, err)
+	for len(as) > 0 {
+		n := maxRowsUpsert
+		for n > len(as) {
+			n /= 2
 		}
+		q := upsertAnalyses(n)
+		st, err := s.prepared(ctx, q)
+		if err != nil {
+			tx.Rollback()
+			return err
+		}
+		args := make([]any, 0, n*analysisArgs)
+		for _, a := range as[:n] {
+			args = append(args, analysisValues(a)...)
+		}
+		if _, err := tx.StmtContext(ctx, st).ExecContext(ctx, args...); err != nil {
+			tx.Rollback()
+			s.dropStmt(ctx, q, st)
+			if n == 1 {
+				return fmt.Errorf("job %s: %w", as[0].JobID, err)
+			}
+			return fmt.Errorf("jobs %s to %s: %w", as[0].JobID, as[n-1].JobID, err)
+		}
+		as = as[n:]
 	}
 	return tx.Commit()
 }
@@ -152,17 +204,7 @@ func (s *Store) putAnalyses(ctx context.Context, upd, ups *sql.Stmt, as []*store
 // putAnalysis stores a job's analysis by the statements of
 // updateAnalysis (upd) and upsertAnalysis (ups).
 func putAnalysis(ctx context.Context, upd, ups *sql.Stmt, a *store.Analysis) error {
-	names, ws := heuristicsFound(a.Findings)
-	open, worstOpen := store.Unrestricted(a.Findings)
-	namesOpen, wsOpen := heuristicsFound(open)
-	n := len(a.Findings)
-	fh, fs, fb, fr := make([]string, n), make([]int8, n), make([]string, n), make([]bool, n)
-	for i, f := range a.Findings {
-		fh[i], fs[i], fb[i], fr[i] = f.Heuristic, int8(f.Severity), string(f.Body), f.Restricted
-	}
-	args := []any{a.JobID, a.Name, a.User, a.Queue, int64(a.Start), int64(a.LastSeen), a.Ended, int64(a.Evaluated),
-		a.Version, a.Settings, int64(a.Mark), int8(a.Worst), names, ws, fh, fs, fb, string(a.Report), int8(worstOpen),
-		namesOpen, wsOpen, fr}
+	args := analysisValues(a)
 	res, err := upd.ExecContext(ctx, args...)
 	if err != nil {
 		return err
@@ -172,6 +214,24 @@ func putAnalysis(ctx context.Context, upd, ups *sql.Stmt, a *store.Analysis) err
 	}
 	_, err = ups.ExecContext(ctx, args...)
 	return err
+}
+
+// analysisArgs is how many values analysisValues gives.
+const analysisArgs = 22
+
+// analysisValues are a job's analysis as the values of analysisCols.
+func analysisValues(a *store.Analysis) []any {
+	names, ws := heuristicsFound(a.Findings)
+	open, worstOpen := store.Unrestricted(a.Findings)
+	namesOpen, wsOpen := heuristicsFound(open)
+	n := len(a.Findings)
+	fh, fs, fb, fr := make([]string, n), make([]int8, n), make([]string, n), make([]bool, n)
+	for i, f := range a.Findings {
+		fh[i], fs[i], fb[i], fr[i] = f.Heuristic, int8(f.Severity), string(f.Body), f.Restricted
+	}
+	return []any{a.JobID, a.Name, a.User, a.Queue, int64(a.Start), int64(a.LastSeen), a.Ended, int64(a.Evaluated),
+		a.Version, a.Settings, int64(a.Mark), int8(a.Worst), names, ws, fh, fs, fb, string(a.Report), int8(worstOpen),
+		namesOpen, wsOpen, fr}
 }
 
 // heuristicsFound is store.HeuristicsFound as the columns take it.

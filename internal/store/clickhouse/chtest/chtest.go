@@ -398,11 +398,12 @@ func (s *Server) QueryCPU() ([]string, error) {
 	queries, err := s.query(`SELECT kind, count() AS n, round((sum(ue) + sum(se)) / 1e6, 2) AS cpu_s, sum(written_rows), sum(read_rows),
 	round(sum(query_duration_ms) / 1e3, 2)
 FROM (SELECT if(query LIKE 'INSERT%', concat('INSERT INTO ', extract(query, 'INTO ([a-zA-Z0-9_.]+)')),
-		substring(replaceRegexpAll(replaceRegexpAll(query, '\'[^\']*\'', '?'), '[0-9]+', 'N'), 1, 90)) AS kind,
+		concat(substring(replaceRegexpAll(replaceRegexpAll(query, '\'[^\']*\'', '?'), '[0-9]+', 'N'), 1, 90),
+			' ... ', substring(replaceRegexpAll(replaceRegexpAll(extract(query, 'WHERE (.*)$'), '\'[^\']*\'', '?'), '[0-9]+', 'N'), 1, 70))) AS kind,
 	ProfileEvents.Values[indexOf(ProfileEvents.Names, 'UserTimeMicroseconds')] AS ue,
 	ProfileEvents.Values[indexOf(ProfileEvents.Names, 'SystemTimeMicroseconds')] AS se, written_rows, read_rows, query_duration_ms
 	FROM system.query_log WHERE type = 2 AND query NOT LIKE 'SYSTEM%')
-GROUP BY kind ORDER BY cpu_s DESC LIMIT 30 FORMAT TSV`)
+GROUP BY kind ORDER BY cpu_s DESC LIMIT 40 FORMAT TSV`)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,100 @@
+package duckdb
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/taskscope/taskscope/internal/store"
+)
+
+// BenchmarkPutAnalyses stores a pass's analyses of 64 running jobs
+// analysed before (store.AnalysesPutter, as the analyser's passes store
+// them): together (one upsert) and, for comparison, one statement each
+// in one transaction (PutAnalysis' statements, as PutAnalyses was); the
+// time and the process' CPU an analysis.
+//
+//	go test -run '^$' -bench 'PutAnalyses' ./internal/store/duckdb/
+func BenchmarkPutAnalyses(b *testing.B) {
+	ctx := context.Background()
+	for _, mode := range []string{"together", "each"} {
+		b.Run(mode, func(b *testing.B) {
+			s, err := Open(Options{Dir: b.TempDir()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			// 2,000 jobs' rows stored, and a pass's 64 of them stored again.
+			const jobs, pass = 2000, 64
+			as := make([]*store.Analysis, jobs)
+			for i := range as {
+				as[i] = benchAnalysis(i, 1)
+			}
+			if err := s.PutAnalyses(ctx, as); err != nil {
+				b.Fatal(err)
+			}
+			var ru0, ru1 syscall.Rusage
+			syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+			b.ResetTimer()
+			for n := 0; n < b.N; n++ {
+				batch := make([]*store.Analysis, pass)
+				for i := range batch {
+					batch[i] = benchAnalysis((n*pass+i*31)%jobs, int64(n+2))
+				}
+				if mode == "together" {
+					err = s.PutAnalyses(ctx, batch)
+				} else {
+					err = s.putEach(ctx, batch)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+			cpu := time.Duration(ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano())
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*pass)/1e6, "ms/analysis")
+			// The process' CPU (DuckDB's threads too): what load moves less.
+			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*pass)/1e6, "cpu-ms/analysis")
+		})
+	}
+}
+
+// putEach is PutAnalyses as it was: PutAnalysis' statements for each
+// analysis, in one transaction.
+func (s *Store) putEach(ctx context.Context, as []*store.Analysis) error {
+	upd, ups, err := s.analysisStmts(ctx)
+	if err != nil {
+		return err
+	}
+	tx, err := s.handle().BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	upd, ups = tx.StmtContext(ctx, upd), tx.StmtContext(ctx, ups)
+	for _, a := range as {
+		if err := putAnalysis(ctx, upd, ups, a); err != nil {
+			tx.Rollback()
+			return err
+		}
+	}
+	return tx.Commit()
+}
+
+// benchAnalysis is a running job's analysis as the analyser stores one:
+// a few findings and a report of a few kilobytes.
+func benchAnalysis(job int, evaluated int64) *store.Analysis {
+	a := &store.Analysis{JobID: fmt.Sprintf("job_1700000000000_%04d", job), Name: "wordcount", User: "alice", Queue: "etl",
+		Start: 1, Worst: store.SeverityModerate, AnalysisStamp: store.AnalysisStamp{LastSeen: store.Time(evaluated),
+			Evaluated: store.Time(evaluated), Version: "2", Settings: "default", Mark: uint64(evaluated)}}
+	for i, h := range []string{"skew", "waste", "straggler"} {
+		body, _ := json.Marshal(map[string]any{"heuristic": h, "attempts": []string{"attempt_1", "attempt_2"}, "detail": strings.Repeat("x", 200+i)})
+		a.Findings = append(a.Findings, store.StoredFinding{Heuristic: h, Severity: store.Severity(i + 1), Body: body, Restricted: i == 2})
+	}
+	a.Report = json.RawMessage(`{"summary":"` + strings.Repeat("y", 3000) + `"}`)
+	return a
+}
