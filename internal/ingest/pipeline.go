@@ -47,17 +47,19 @@ type Pipeline struct {
 	q               chan *request
 	maxGroup        int
 	maxGroupSamples int
-	gatherGap       time.Duration
-	gatherMax       time.Duration
 	queueSamples    int64
 	queued          atomic.Int64
-	// arriving: requests on their way to the queue (Arriving).
-	arriving atomic.Int64
-	log      *slog.Logger
-	onCommit func()
-	onStored func(b *wire.Batch)
-	onError  func(err error, batches int)
-	stop     chan struct{}
+	log             *slog.Logger
+	onCommit        func()
+	onStored        func(b *wire.Batch)
+	onError         func(err error, batches int)
+	stop            chan struct{}
+
+	// gatherGap and gatherMax are PipelineOptions'; arriving counts the
+	// requests on their way to the queue (Arriving).
+	gatherGap, gatherMax time.Duration
+	arriving             atomic.Int64
+
 	// acks are the groups whose commits started (store.CommitStart), in
 	// order, for the answerer; slots bound the groups between their
 	// commit's start and their answer.
