@@ -74,41 +74,8 @@ type sizeResult struct {
 // measureSizes cuts every series into windows of 5 minutes (and 1 hour)
 // and encodes each window's samples as one chunk, each way.
 func measureSizes(rounds [][]*wire.Batch) []sizeResult {
-	type key struct {
-		kind int
-		k    uint64
-		win  int64
-	}
-	collect := func(window int64) (map[key]*Points, int) {
-		pts := map[key]*Points{}
-		samples := 0
-		for _, r := range rounds {
-			for _, b := range r {
-				p := Prepare(b)
-				add := func(kind int, c SeriesChunk, cols []StoredColumn) {
-					ch, err := chunk.Decode(c.Data)
-					if err != nil {
-						panic(err)
-					}
-					k := key{kind, c.Key, c.TMin / window}
-					cur := pts[k]
-					if cur == nil {
-						cur = &Points{Cols: make([][]int64, len(cols)), Absent: make([][]bool, len(cols)), Has: make([]bool, len(cols))}
-						pts[k] = cur
-					}
-					appendChunk(cur, ch, len(cols))
-				}
-				for _, c := range p.ProcChunks {
-					add(0, c, SampleColumns)
-				}
-				for _, c := range p.AttChunks {
-					add(1, c, AttemptColumns)
-				}
-				samples += p.Samples
-			}
-		}
-		return pts, samples
-	}
+	type key = seriesWindow
+	collect := func(window int64) (map[key]*Points, int) { return collectWindows(rounds, window) }
 	type variant struct {
 		name   string
 		window int64
@@ -123,16 +90,20 @@ func measureSizes(rounds [][]*wire.Batch) []sizeResult {
 		{"v2_5min_zstd_fast", 300_000, v2(chunk.Fast)},
 		{"v2_5min_zstd_better", 300_000, v2(chunk.Better)},
 		{"v2_5min_zstd_best", 300_000, v2(chunk.Best)},
+		{"v2_10min_zstd_fast", 600_000, v2(chunk.Fast)}, // compaction's until 2026-12-07
 		{"v2_10min_zstd_better", 600_000, v2(chunk.Better)},
+		{"v2_1h_zstd_fast", 3600_000, v2(chunk.Fast)},
 		{"v2_1h_zstd_better", 3600_000, v2(chunk.Better)},
 		{"v2_1h_zstd_best", 3600_000, v2(chunk.Best)},
+		{"v3_10min_packed", 600_000, v2(chunk.Packed)}, // compaction's since
+		{"v3_1h_packed", 3600_000, v2(chunk.Packed)},
 	}
 	var out []sizeResult
 	var samples int
 	// Blocks: every series' chunk of a window, uncompressed, packed in key
 	// order into blocks of at least blockSize bytes, each compressed whole.
 	for _, bs := range []int{16 << 10, 64 << 10, 256 << 10} {
-		for _, lvl := range []chunk.Level{chunk.Better, chunk.Best} {
+		for _, lvl := range []chunk.Level{chunk.Fast, chunk.Better, chunk.Best} {
 			pts, smp := collect(600_000)
 			samples = smp
 			var keys []key
@@ -220,6 +191,138 @@ func measureSizes(rounds [][]*wire.Batch) []sizeResult {
 		out = append(out, r)
 	}
 	return out
+}
+
+// seriesWindow is a series (kind 0: a process, 1: an attempt) in a window
+// of time.
+type seriesWindow struct {
+	kind int
+	k    uint64
+	win  int64
+}
+
+// collectWindows is the points of every series in every window of this
+// length (ms) of rounds, and the process samples.
+func collectWindows(rounds [][]*wire.Batch, window int64) (map[seriesWindow]*Points, int) {
+	pts := map[seriesWindow]*Points{}
+	samples := 0
+	for _, r := range rounds {
+		for _, b := range r {
+			p := Prepare(b)
+			add := func(kind int, c SeriesChunk, cols []StoredColumn) {
+				ch, err := chunk.Decode(c.Data)
+				if err != nil {
+					panic(err)
+				}
+				k := seriesWindow{kind, c.Key, c.TMin / window}
+				cur := pts[k]
+				if cur == nil {
+					cur = &Points{Cols: make([][]int64, len(cols)), Absent: make([][]bool, len(cols)), Has: make([]bool, len(cols))}
+					pts[k] = cur
+				}
+				appendChunk(cur, ch, len(cols))
+			}
+			for _, c := range p.ProcChunks {
+				add(0, c, SampleColumns)
+			}
+			for _, c := range p.AttChunks {
+				add(1, c, AttemptColumns)
+			}
+			samples += p.Samples
+		}
+	}
+	return pts, samples
+}
+
+// BenchmarkAttemptResidual measures the lever of docs/storage.md's design
+// note (not built): an attempt's series stored as its difference from the
+// sums of its processes' series in the same window (format 3), against
+// its own chunk (format 3), on an hour of loadgen's data (20 nodes), per
+// process sample; and how many of the attempts' columns are then all
+// zero (the agent adds up the same samples).
+//
+//	go test -run '^$' -bench AttemptResidual -benchtime 1x ./internal/store/
+func BenchmarkAttemptResidual(b *testing.B) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	g := loadgen.NewGenerator(loadgen.Config{Nodes: 20, Slots: 8, BatchTicks: 5, Seed: 1, Start: start})
+	var rounds [][]*wire.Batch
+	attemptOf := map[uint64]uint64{} // process key -> attempt key
+	for i := 0; i < 720; i++ {
+		r := g.Next()
+		for _, bt := range r {
+			for _, m := range bt.Members {
+				attemptOf[m.Process] = AttemptKey(m.AttemptID)
+			}
+		}
+		rounds = append(rounds, r)
+	}
+	pc := func(n string) int { return ColumnIndex(SampleColumns, n) }
+	sources := map[string][]int{"cpu_ms": {pc("cpu_user_ms"), pc("cpu_sys_ms"), pc("cpu_children_user_ms"), pc("cpu_children_sys_ms")},
+		"rss_kb": {pc("rss_kb")}, "pss_kb": {pc("pss_kb")}, "vms_kb": {pc("vms_kb")}, "read_bytes": {pc("read_bytes")},
+		"write_bytes": {pc("write_bytes")}, "heap_used_kb": {pc("heap_used_kb")}, "gc_time_ms": {pc("gc_time_ms")},
+		"sched_wait_ms": {pc("sched_wait_ms")}}
+	for i := 0; i < b.N; i++ {
+		pts, samples := collectWindows(rounds, 600_000)
+		procsOf := map[seriesWindow][]*Points{}
+		var procBytes int
+		for k, p := range pts {
+			if k.kind == 0 {
+				ak := seriesWindow{1, attemptOf[k.k], k.win}
+				procsOf[ak] = append(procsOf[ak], p)
+				procBytes += len(chunk.EncodeLevel(nil, ToChunk(finish(p), SampleColumns), chunk.Packed))
+			}
+		}
+		var plain, resid, zeroCols, cols int
+		for k, p := range pts {
+			if k.kind != 1 {
+				continue
+			}
+			finish(p)
+			plain += len(chunk.EncodeLevel(nil, ToChunk(p, AttemptColumns), chunk.Packed))
+			at := map[int64]int{}
+			for i, t := range p.Times {
+				at[t] = i
+			}
+			r := &Points{Times: p.Times, Has: p.Has, Absent: p.Absent, Cols: make([][]int64, len(p.Cols))}
+			for j, c := range AttemptColumns {
+				if !p.Has[j] {
+					continue
+				}
+				r.Cols[j] = append([]int64(nil), p.Cols[j]...)
+				for _, pp := range procsOf[k] {
+					for i, t := range pp.Times {
+						ai, ok := at[t]
+						if !ok {
+							continue
+						}
+						if c.Name == "processes" {
+							r.Cols[j][ai]--
+						}
+						for _, src := range sources[c.Name] {
+							if pp.Has[src] && (pp.Absent[src] == nil || !pp.Absent[src][i]) {
+								r.Cols[j][ai] -= pp.Cols[src][i]
+							}
+						}
+					}
+				}
+				cols++
+				zero := true
+				for i, v := range r.Cols[j] {
+					zero = zero && (v == 0 || r.Absent[j] != nil && r.Absent[j][i])
+				}
+				if zero {
+					zeroCols++
+				}
+			}
+			resid += len(chunk.EncodeLevel(nil, ToChunk(r, AttemptColumns), chunk.Packed))
+		}
+		s := float64(samples)
+		b.ReportMetric(float64(procBytes)/s, "process_B/sample")
+		b.ReportMetric(float64(plain)/s, "attempt_B/sample")
+		b.ReportMetric(float64(resid)/s, "attempt_diff_B/sample")
+		b.Logf("process chunks %.2f B a process sample; attempt chunks %.2f, as differences %.2f (%d of %d columns all zero)",
+			float64(procBytes)/s, float64(plain)/s, float64(resid)/s, zeroCols, cols)
+	}
 }
 
 func appendChunk(p *Points, c *chunk.Chunk, ncols int) {

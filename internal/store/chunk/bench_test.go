@@ -54,6 +54,22 @@ func benchWriter(b *testing.B, n int, lvl Level) {
 	times, cols, absent := processLike(n, rand.New(rand.NewPCG(1, 2)))
 	var w Writer
 	var buf []byte
+	if lvl == Packed { // (made by Encode only, from a Chunk: as compaction does)
+		w.Begin(times)
+		for j := range cols {
+			w.Column(uint8(j), cols[j], absent[j], 1)
+		}
+		c, err := Decode(w.Finish(nil, None))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			buf = w.Encode(buf[:0], c, Packed)
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/sample")
+		return
+	}
 	b.ReportAllocs()
 	for b.Loop() {
 		w.Begin(times)
@@ -67,7 +83,8 @@ func benchWriter(b *testing.B, n int, lvl Level) {
 
 // BenchmarkWriterFresh is what ingest does to every series of a batch (5
 // samples, no zstd); BenchmarkWriterMerged what compaction does to a
-// series' 10 minutes, at each zstd level (compaction's is Default).
+// series' 10 minutes, at each zstd level and in format 3 (packed:
+// compaction's since 2026-12-07; Fast before).
 //
 //	go test -run '^$' -bench Writer ./internal/store/chunk/
 func BenchmarkWriterFresh(b *testing.B) { benchWriter(b, 5, None) }
@@ -75,7 +92,7 @@ func BenchmarkWriterMerged(b *testing.B) {
 	for _, l := range []struct {
 		name string
 		lvl  Level
-	}{{"none", None}, {"fast", Fast}, {"default", Default}, {"better", Better}} {
+	}{{"none", None}, {"fast", Fast}, {"default", Default}, {"better", Better}, {"packed", Packed}} {
 		b.Run(l.name, func(b *testing.B) { benchWriter(b, 600, l.lvl) })
 	}
 }
@@ -88,6 +105,13 @@ func benchDecode(b *testing.B, n int, lvl Level) {
 		w.Column(uint8(j), cols[j], absent[j], 1)
 	}
 	data := w.Finish(nil, lvl)
+	if lvl == Packed {
+		c, err := Decode(data)
+		if err != nil {
+			b.Fatal(err)
+		}
+		data = EncodeLevel(nil, c, Packed)
+	}
 	var d Decoder
 	b.ReportAllocs()
 	for b.Loop() {
@@ -102,3 +126,7 @@ func benchDecode(b *testing.B, n int, lvl Level) {
 // (compaction decodes fresh ones; queries merged ones).
 func BenchmarkDecodeFresh(b *testing.B)  { benchDecode(b, 5, None) }
 func BenchmarkDecodeMerged(b *testing.B) { benchDecode(b, 600, Default) }
+
+// BenchmarkDecodePacked decodes format 3's chunk of the same series
+// (compaction's since 2026-12-07).
+func BenchmarkDecodePacked(b *testing.B) { benchDecode(b, 600, Packed) }

@@ -124,6 +124,9 @@ func EncodeLevel(dst []byte, c *Chunk, lvl Level) []byte {
 
 // Encode is EncodeLevel with the Writer's buffers.
 func (w *Writer) Encode(dst []byte, c *Chunk, lvl Level) []byte {
+	if lvl == Packed {
+		return w.encodePacked(dst, c)
+	}
 	w.Begin(c.Times)
 	for i := range c.Columns {
 		col := &c.Columns[i]
@@ -150,6 +153,10 @@ type Writer struct {
 	ncols int
 	diffs []int64
 	bm    []byte
+	// format 3's
+	pos, present []int64
+	rdd, rg      []int64
+	u, o, z      [riceBlock]uint64
 }
 
 // Begin starts a chunk of these times (at most MaxSamples, increasing).
@@ -186,8 +193,11 @@ func (w *Writer) Column(id uint8, values []int64, absent []byte, div int64) {
 }
 
 // Finish appends the chunk to dst, compressed at lvl when that makes it
-// smaller.
+// smaller (Packed, format 3, is made by Encode only: here it is None).
 func (w *Writer) Finish(dst []byte, lvl Level) []byte {
+	if lvl == Packed {
+		lvl = None
+	}
 	lead := binary.PutUvarint(make([]byte, binary.MaxVarintLen64), uint64(w.n))
 	w.body[lead] = byte(w.ncols)
 	start := len(dst)
@@ -205,74 +215,11 @@ func (w *Writer) Finish(dst []byte, lvl Level) []byte {
 
 // values writes a column (or the times): flags (columns only), the absent
 // bitmap, the divisor, the first value and the differences in the cheaper
-// encoding. (It divides by the differences' common divisor without a
-// division instruction, which costs more than the rest: refValues in the
-// tests is the plain version it matches.)
+// encoding.
 func (w *Writer) values(b []byte, v []int64, absent []byte, div int64) []byte {
-	d := w.diffs[:0]
-	first, prev, seen := int64(0), int64(0), false
-	shift := -1 // div as a shift, for values that are not negative
-	if div > 1 && div&(div-1) == 0 {
-		shift = bits.TrailingZeros64(uint64(div))
-	}
-	for i, x := range v {
-		if absent != nil && absent[i/8]&(1<<(i%8)) != 0 {
-			continue
-		}
-		if div > 1 {
-			if shift >= 0 && x >= 0 {
-				x >>= shift
-			} else {
-				x /= div
-			}
-		}
-		if !seen {
-			first, seen = x, true
-		} else {
-			d = append(d, x-prev)
-		}
-		prev = x
-	}
-	w.diffs = d
-	var g int64
-	var dv divisor
-	for _, x := range d {
-		if x < 0 {
-			x = -x
-		}
-		if x < 0 { // math.MinInt64
-			g = 1
-			break
-		}
-		if g != 0 && dv.divides(x) {
-			continue
-		}
-		for x != 0 {
-			g, x = x, g%x
-		}
-		if g == 1 {
-			break
-		}
-		if g != 0 {
-			dv = newDivisor(g)
-		}
-	}
-	enc := encConst
-	for _, x := range d {
-		if x != d[0] {
-			enc = encDelta
-			break
-		}
-	}
-	if g > 1 && enc != encConst {
-		// Every difference is a multiple of g: divide them once.
-		for i, x := range d {
-			d[i] = dv.exact(x)
-		}
-	}
-	if enc == encConst {
-		g = 0
-	} else {
+	first, seen, g, enc := w.differences(v, absent, div)
+	d := w.diffs
+	if enc != encConst {
 		var cd, cdd int
 		var pd int64
 		for _, q := range d {
@@ -280,7 +227,6 @@ func (w *Writer) values(b []byte, v []int64, absent []byte, div int64) []byte {
 			cdd += uvarintLen(zz(q - pd)) // the first difference is written as it is (pd = 0)
 			pd = q
 		}
-		enc = encDelta
 		if cdd < cd {
 			enc = encDoD
 		}
@@ -321,6 +267,81 @@ func (w *Writer) values(b []byte, v []int64, absent []byte, div int64) []byte {
 		b = binary.AppendUvarint(b, zz(q))
 	}
 	return b
+}
+
+// differences sets w.diffs to the differences between v's values that
+// are not absent (each value divided by div first), divided by their
+// greatest common divisor g (0 or 1: none), and returns the first value
+// (seen: there is one) and encConst when every difference is the same
+// (w.diffs[0], not divided), else encDelta: the caller chooses between
+// delta and delta of delta. (It divides without a division instruction,
+// which costs more than the rest: refValues in the tests is the plain
+// version it matches.)
+func (w *Writer) differences(v []int64, absent []byte, div int64) (first int64, seen bool, g int64, enc int) {
+	d := w.diffs[:0]
+	var prev int64
+	shift := -1 // div as a shift, for values that are not negative
+	if div > 1 && div&(div-1) == 0 {
+		shift = bits.TrailingZeros64(uint64(div))
+	}
+	for i, x := range v {
+		if absent != nil && absent[i/8]&(1<<(i%8)) != 0 {
+			continue
+		}
+		if div > 1 {
+			if shift >= 0 && x >= 0 {
+				x >>= shift
+			} else {
+				x /= div
+			}
+		}
+		if !seen {
+			first, seen = x, true
+		} else {
+			d = append(d, x-prev)
+		}
+		prev = x
+	}
+	w.diffs = d
+	var dv divisor
+	for _, x := range d {
+		if x < 0 {
+			x = -x
+		}
+		if x < 0 { // math.MinInt64
+			g = 1
+			break
+		}
+		if g != 0 && dv.divides(x) {
+			continue
+		}
+		for x != 0 {
+			g, x = x, g%x
+		}
+		if g == 1 {
+			break
+		}
+		if g != 0 {
+			dv = newDivisor(g)
+		}
+	}
+	enc = encConst
+	for _, x := range d {
+		if x != d[0] {
+			enc = encDelta
+			break
+		}
+	}
+	if enc == encConst {
+		return first, seen, 0, enc
+	}
+	if g > 1 {
+		// Every difference is a multiple of g: divide them once.
+		for i, x := range d {
+			d[i] = dv.exact(x)
+		}
+	}
+	return first, seen, g, enc
 }
 
 // divisor tests divisibility by, and divides exactly by, a positive g
@@ -370,7 +391,8 @@ func Decode(data []byte) (*Chunk, error) {
 // Decoder decodes chunks; it keeps a buffer for decompression between
 // calls. Not safe for concurrent use.
 type Decoder struct {
-	buf []byte
+	buf       []byte
+	pos, vals []int64 // format 3's
 }
 
 // Decode decodes data into a new Chunk.
@@ -386,7 +408,7 @@ func (dc *Decoder) Decode(data []byte) (*Chunk, error) {
 // header without decoding it; ok is false for a compressed chunk (its
 // header is compressed too) or a damaged one.
 func Samples(data []byte) (n int, ok bool) {
-	if len(data) < 2 || data[0] != version {
+	if len(data) < 2 || data[0] != version && data[0] != versionPacked {
 		return 0, false
 	}
 	u, l := binary.Uvarint(data[1:])
@@ -411,6 +433,9 @@ func (dc *Decoder) DecodeTo(data []byte, c *Chunk) error {
 	if len(data) == 0 {
 		return fmt.Errorf("%w: empty", ErrCorrupt)
 	}
+	if data[0] == versionPacked {
+		return dc.decodePacked(data, c)
+	}
 	if data[0]&0x0f != version || data[0]&^(0x0f|flagZstd) != 0 {
 		return fmt.Errorf("%w: version %d", ErrCorrupt, data[0]&0x0f)
 	}
@@ -434,21 +459,12 @@ func (dc *Decoder) DecodeTo(data []byte, c *Chunk) error {
 	}
 	c.Times = resize(c.Times, int(n))
 	r.column(c.Times, nil)
-	for i := 1; i < len(c.Times) && r.err == nil; i++ {
-		if c.Times[i] <= c.Times[i-1] {
-			r.fail("times do not increase")
-		}
+	if r.err == nil && !increasing(c.Times) {
+		r.fail("times do not increase")
 	}
-	cols := c.Columns[:0]
-	if ncols == 0 {
-		cols = nil
-	}
+	cols := reusable(c.Columns, ncols)
 	for i := uint64(0); i < ncols && r.err == nil; i++ {
-		// The slices of the column decoded at this place before.
-		var old Column
-		if int(i) < cap(cols) {
-			old = cols[:i+1][i]
-		}
+		old := previous(cols, i)
 		col := Column{ID: r.byte(), Values: resize(old.Values, int(n))}
 		col.Absent = r.column(col.Values, &old.Absent)
 		cols = append(cols, col)
@@ -461,6 +477,34 @@ func (dc *Decoder) DecodeTo(data []byte, c *Chunk) error {
 		return fmt.Errorf("%w: %d trailing bytes", ErrCorrupt, len(r.b))
 	}
 	return nil
+}
+
+// reusable is cols emptied for ncols columns decoded into it (nil for
+// none).
+func reusable(cols []Column, ncols uint64) []Column {
+	if ncols == 0 {
+		return nil
+	}
+	return cols[:0]
+}
+
+// previous is the column decoded at place i before (its slices are
+// reused), or none.
+func previous(cols []Column, i uint64) Column {
+	if int(i) < cap(cols) {
+		return cols[:i+1][i]
+	}
+	return Column{}
+}
+
+// increasing reports whether every time is later than the one before.
+func increasing(times []int64) bool {
+	for i := 1; i < len(times); i++ {
+		if times[i] <= times[i-1] {
+			return false
+		}
+	}
+	return true
 }
 
 // resize returns s with length n, reusing its array when it is large enough.

@@ -164,19 +164,21 @@ func TestWriter(t *testing.T) {
 }
 
 func TestCorrupt(t *testing.T) {
-	good := Encode(nil, sample(50, rand.New(rand.NewPCG(3, 4))), false)
-	for i := 0; i < len(good); i++ {
-		if _, err := Decode(good[:i]); err == nil {
-			t.Fatalf("truncated at %d decoded", i)
+	for _, lvl := range []Level{None, Packed} {
+		good := EncodeLevel(nil, sample(50, rand.New(rand.NewPCG(3, 4))), lvl)
+		for i := 0; i < len(good); i++ {
+			if _, err := Decode(good[:i]); err == nil {
+				t.Fatalf("level %d: truncated at %d decoded", lvl, i)
+			}
 		}
-	}
-	bad := append([]byte{}, good...)
-	bad[0] = 9
-	if _, err := Decode(bad); err == nil {
-		t.Fatal("bad version decoded")
-	}
-	if _, err := Decode(append(append([]byte{}, good...), 0)); err == nil {
-		t.Fatal("trailing byte accepted")
+		bad := append([]byte{}, good...)
+		bad[0] = 9
+		if _, err := Decode(bad); err == nil {
+			t.Fatalf("level %d: bad version decoded", lvl)
+		}
+		if _, err := Decode(append(append([]byte{}, good...), 0)); err == nil {
+			t.Fatalf("level %d: trailing byte accepted", lvl)
+		}
 	}
 }
 
@@ -186,6 +188,9 @@ func FuzzDecode(f *testing.F) {
 	f.Add(Encode(nil, sample(5, r), true))
 	f.Add([]byte{2, 0, 0})
 	f.Add([]byte{2, 3, 1, 4, 2, 8, 8, 0, 4, 6})
+	f.Add(EncodeLevel(nil, sample(20, r), Packed))
+	f.Add(EncodeLevel(nil, sample(70, r), Packed))
+	f.Add([]byte{3, 0, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		n, known := Samples(data)
 		c, err := Decode(data)
@@ -196,13 +201,16 @@ func FuzzDecode(f *testing.F) {
 		if known && n != len(c.Times) || !known && data[0]&flagZstd == 0 {
 			t.Fatalf("Samples = %d, %v; the chunk holds %d", n, known, len(c.Times))
 		}
-		// What decodes re-encodes to something that decodes the same.
-		again, err := Decode(Encode(nil, c, false))
-		if err != nil {
-			t.Fatalf("re-encoded chunk does not decode: %v", err)
-		}
-		if !reflect.DeepEqual(normal(again), normal(c)) {
-			t.Fatal("re-encoded chunk differs")
+		// What decodes re-encodes, in either format, to something that
+		// decodes the same.
+		for _, lvl := range []Level{None, Packed} {
+			again, err := Decode(EncodeLevel(nil, c, lvl))
+			if err != nil {
+				t.Fatalf("re-encoded chunk (level %d) does not decode: %v", lvl, err)
+			}
+			if !reflect.DeepEqual(normal(again), normal(c)) {
+				t.Fatalf("re-encoded chunk (level %d) differs", lvl)
+			}
 		}
 	})
 }

@@ -52,6 +52,9 @@ type Options struct {
 	Threads      int
 	MemoryLimit  string
 	Log          *slog.Logger
+	// legacyChunks: compaction writes chunks as stores before 2026-12-07
+	// did (format 2, zstd): tests make data directories of then with it.
+	legacyChunks bool
 }
 
 // The store's contract and the capabilities it offers (package store).

@@ -19,9 +19,15 @@ import (
 // rollupPeriod is the resolution of the rollups kept after raw samples expire.
 const rollupPeriod = 60_000
 
-// mergeLevel is how hard compaction compresses (docs/storage.md has the
-// figures of each level).
-const mergeLevel = chunk.Fast
+// mergeLevel is how compaction encodes the chunks it writes: format 3,
+// packed (docs/storage.md has the figures of each level and format).
+// Stores before 2026-12-07 wrote format 2 with zstd's Fast level
+// (legacyMergeLevel): those chunks are read as they are, and merged into
+// format 3 only if a compaction or a rollup rewrites them.
+const (
+	mergeLevel       = chunk.Packed
+	legacyMergeLevel = chunk.Fast
+)
 
 // Maintain merges the fresh chunks once there are CompactRows of them or
 // the oldest is CompactAge old, turns raw samples past Retention into
@@ -239,33 +245,33 @@ func merge(p *store.Points, cols []store.StoredColumn) (int8, *chunk.Chunk) {
 // in time into chunks below this size (each decodes alone).
 const maxInlineChunk = 4000
 
-// encodeChunks encodes c at mergeLevel (with w) and calls emit with each chunk it
+// encodeChunks encodes c at lvl (with w) and calls emit with each chunk it
 // makes of it: one, or more if it would be longer than maxInlineChunk.
 // perSample is the bytes per sample of the chunks encoded before (0:
 // unknown), updated here: a series that would be too long is cut before it
 // is encoded whole, not after.
-func encodeChunks(w *chunk.Writer, c *chunk.Chunk, buf []byte, perSample *float64, emit func(c *chunk.Chunk, data []byte) error) ([]byte, error) {
+func encodeChunks(w *chunk.Writer, c *chunk.Chunk, lvl chunk.Level, buf []byte, perSample *float64, emit func(c *chunk.Chunk, data []byte) error) ([]byte, error) {
 	n := len(c.Times)
 	target := maxInlineChunk * 3 / 4
 	if guess := float64(n) * *perSample; n >= 2 && guess > 1.5*maxInlineChunk {
-		return encodeParts(w, c, min(n, int(guess)/target+1), buf, perSample, emit)
+		return encodeParts(w, c, lvl, min(n, int(guess)/target+1), buf, perSample, emit)
 	}
-	buf = w.Encode(buf[:0], c, mergeLevel)
+	buf = w.Encode(buf[:0], c, lvl)
 	if n > 0 {
 		*perSample = 0.8**perSample + 0.2*float64(len(buf))/float64(n)
 	}
 	if len(buf) < maxInlineChunk || n < 2 {
 		return buf, emit(c, buf)
 	}
-	return encodeParts(w, c, min(n, (len(buf)+target-1)/target), buf, perSample, emit)
+	return encodeParts(w, c, lvl, min(n, (len(buf)+target-1)/target), buf, perSample, emit)
 }
 
 // encodeParts encodes c cut in parts of as many samples.
-func encodeParts(w *chunk.Writer, c *chunk.Chunk, parts int, buf []byte, perSample *float64, emit func(c *chunk.Chunk, data []byte) error) ([]byte, error) {
+func encodeParts(w *chunk.Writer, c *chunk.Chunk, lvl chunk.Level, parts int, buf []byte, perSample *float64, emit func(c *chunk.Chunk, data []byte) error) ([]byte, error) {
 	n := len(c.Times)
 	for k := 0; k < parts; k++ {
 		var err error
-		buf, err = encodeChunks(w, c.Slice(k*n/parts, (k+1)*n/parts), buf, perSample, emit)
+		buf, err = encodeChunks(w, c.Slice(k*n/parts, (k+1)*n/parts), lvl, buf, perSample, emit)
 		if err != nil {
 			return buf, err
 		}
@@ -304,11 +310,15 @@ func (s *Store) rewrite(ctx context.Context, table, where string, drop bool,
 		}
 		perSample := map[int]float64{} // by kind and number of columns
 		var w chunk.Writer
+		lvl := mergeLevel
+		if s.opt.legacyChunks {
+			lvl = legacyMergeLevel
+		}
 		n, err := s.scanSeries(ctx, table, where, func(kind int8, key, job int64, p *store.Points, buf []byte) ([]byte, error) {
 			level, c := produce(p, schemaOf(int(kind)))
 			shape := int(kind)<<8 | len(c.Columns)
 			ps := perSample[shape]
-			buf, err := encodeChunks(&w, c, buf, &ps, func(c *chunk.Chunk, data []byte) error {
+			buf, err := encodeChunks(&w, c, lvl, buf, &ps, func(c *chunk.Chunk, data []byte) error {
 				return app.AppendRow(kind, key, job, c.Times[0], c.Times[len(c.Times)-1], int32(len(c.Times)), level, data)
 			})
 			perSample[shape] = ps
