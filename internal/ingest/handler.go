@@ -202,6 +202,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("body of %d bytes exceeds the limit of %d", r.ContentLength, h.o.MaxBodyBytes))
 		return
 	}
+	// On its way to the pipeline: a commit that gathers waits for it.
+	arrived := h.p.Arriving()
+	defer arrived()
 	// Everything this request allocates for its body is taken from the
 	// budget first, and given back when it is answered.
 	l := &lease{b: h.o.Budget, max: h.o.MaxRequestBytes}
@@ -285,6 +288,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.o.Timeout)
 	defer cancel()
+	arrived()
 	res := h.p.SubmitMany(ctx, bs)
 	what, them := "the batch is", "the batch"
 	if list {

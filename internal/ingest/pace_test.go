@@ -37,13 +37,10 @@ func TestPipelinePaced(t *testing.T) {
 	p := NewPipeline(ps, PipelineOptions{})
 	defer p.Close()
 	results := make(chan Result, 5)
-	submit := func(i int) {
-		go func() { results <- p.Submit(context.Background(), batch(fmt.Sprintf("agent-%d", i), 1, "node1")) }()
-	}
+	submit := sender(p, results)
 	submit(0)
 	// The writer has taken the first batch and waits for the store.
-	testsrv.WaitUntil(t, "the writer to take the first batch", 10*time.Second,
-		func() bool { return p.queued.Load() > 0 && len(p.q) == 0 })
+	waitTaken(t, p, 1)
 	for i := 1; i < 5; i++ {
 		submit(i)
 	}
@@ -52,16 +49,110 @@ func TestPipelinePaced(t *testing.T) {
 		t.Fatalf("%d commits began before the store's time", n)
 	}
 	ps.next.Store(time.Now().UnixNano())
-	for range 5 {
+	inOneCommit(t, r, ps, results, 5)
+}
+
+// sender is what sends batch 1 of agent-i to p on a goroutine of its own,
+// its result to results.
+func sender(p *Pipeline, results chan Result) (submit func(i int)) {
+	return func(i int) {
+		go func() { results <- p.Submit(context.Background(), batch(fmt.Sprintf("agent-%d", i), 1, "node1")) }()
+	}
+}
+
+// waitTaken waits until p's writer holds n batches of 10 samples (taken,
+// not committed) and none is queued.
+func waitTaken(t *testing.T, p *Pipeline, n int) {
+	t.Helper()
+	testsrv.WaitUntil(t, fmt.Sprintf("the writer to take %d batches", n), 10*time.Second,
+		func() bool { return p.queued.Load() == int64(n)*10 && len(p.q) == 0 })
+}
+
+// inOneCommit waits for the n results of batches sent to ps's pipeline,
+// each stored, and checks that one commit stored them (10 samples each).
+func inOneCommit(t *testing.T, r *rig, ps *pacedStore, results chan Result, n int) {
+	t.Helper()
+	for range n {
 		if res := <-results; res.Err != nil || res.Duplicate {
 			t.Fatalf("result %+v", res)
 		}
 	}
-	if n := ps.begun.Load(); n != 1 {
-		t.Errorf("%d commits, want the 5 batches in 1", n)
+	if got := ps.begun.Load(); got != 1 {
+		t.Errorf("%d commits, want the %d batches in 1", got, n)
 	}
-	if u := r.samples(t); u.Samples != 5*10 {
-		t.Errorf("%d samples stored, want 50", u.Samples)
+	if u := r.samples(t); u.Samples != int64(n)*10 {
+		t.Errorf("%d samples stored, want %d", u.Samples, n*10)
+	}
+}
+
+// TestPipelineGathers: when a batch comes to an idle pipeline and a paced
+// store wants a commit at once, the writer does not commit it alone (that
+// would hold the next commit back for the store's whole pace, and the
+// batches right behind it with it): it takes the batches that keep coming
+// into the same commit, until none came for GatherGap, for GatherMax at
+// most, or until the group is full.
+func TestPipelineGathers(t *testing.T) {
+	idle := func(t *testing.T, o PipelineOptions) (*rig, *pacedStore, *Pipeline) {
+		r := newRig(t, rigOptions{})
+		ps := &pacedStore{gatedStore: r.gs}
+		ps.next.Store(time.Now().Add(-time.Hour).UnixNano())
+		p := NewPipeline(ps, o)
+		t.Cleanup(p.Close)
+		return r, ps, p
+	}
+	t.Run("wave", func(t *testing.T) {
+		// No gap or time ends the gathering: the full group does.
+		r, ps, p := idle(t, PipelineOptions{MaxGroup: 5, GatherGap: time.Hour, GatherMax: time.Hour})
+		results := make(chan Result, 5)
+		submit := sender(p, results)
+		submit(0)
+		waitTaken(t, p, 1)
+		for i := 1; i < 4; i++ {
+			submit(i)
+		}
+		waitTaken(t, p, 4)
+		if n := ps.begun.Load(); n != 0 {
+			t.Fatalf("%d commits began before the group was full", n)
+		}
+		submit(4)
+		inOneCommit(t, r, ps, results, 5)
+	})
+	t.Run("while a request is on its way", func(t *testing.T) {
+		// Gaps end the gathering, but not while a request is being read
+		// and decoded (Arriving): a thousand decoded at once come nearly
+		// together at the end.
+		r, ps, p := idle(t, PipelineOptions{GatherGap: 20 * time.Millisecond, GatherMax: time.Hour})
+		arrived := p.Arriving()
+		results := make(chan Result, 2)
+		submit := sender(p, results)
+		submit(0)
+		waitTaken(t, p, 1)
+		if testsrv.Poll(10*20*time.Millisecond, func() bool { return ps.begun.Load() > 0 }) {
+			t.Fatal("the commit began while a request was on its way")
+		}
+		submit(1)
+		waitTaken(t, p, 2)
+		arrived()
+		arrived() // (once only)
+		inOneCommit(t, r, ps, results, 2)
+		if n := p.arriving.Load(); n != 0 {
+			t.Errorf("%d requests on their way, want 0", n)
+		}
+	})
+	for _, c := range []struct {
+		name string
+		o    PipelineOptions
+	}{
+		{"ended by the gap", PipelineOptions{GatherGap: 20 * time.Millisecond, GatherMax: time.Hour}},
+		{"ended after GatherMax", PipelineOptions{GatherGap: time.Hour, GatherMax: 50 * time.Millisecond}},
+		{"none", PipelineOptions{GatherGap: time.Hour, GatherMax: -1}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, ps, p := idle(t, c.o)
+			if res := p.Submit(context.Background(), batch("agent-0", 1, "node1")); res.Err != nil || ps.begun.Load() != 1 {
+				t.Fatalf("result %+v, %d commits", res, ps.begun.Load())
+			}
+		})
 	}
 }
 

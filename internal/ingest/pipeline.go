@@ -54,6 +54,12 @@ type Pipeline struct {
 	onStored        func(b *wire.Batch)
 	onError         func(err error, batches int)
 	stop            chan struct{}
+
+	// gatherGap and gatherMax are PipelineOptions'; arriving counts the
+	// requests on their way to the queue (Arriving).
+	gatherGap, gatherMax time.Duration
+	arriving             atomic.Int64
+
 	// acks are the groups whose commits started (store.CommitStart), in
 	// order, for the answerer; slots bound the groups between their
 	// commit's start and their answer.
@@ -88,6 +94,16 @@ type PipelineOptions struct {
 	// level only: the caller says that the store cannot write (a full
 	// disk fails every batch of every agent, again at each retry).
 	OnError func(err error, batches int)
+	// GatherGap and GatherMax: when a batch comes to an idle pipeline and
+	// the store, which paces its commits (store.CommitPacer), wants one
+	// at once, the commit waits while batches keep coming: until no
+	// request came for GatherGap (default 50 ms) and none is on its way
+	// (Arriving), for GatherMax at most (default 500 ms; <0: it never
+	// waits), or until its group is full.
+	// A wave (every agent's first batch as the server starts, their
+	// spools after a restart) then goes into one commit, instead of
+	// waiting the store's pace behind a commit of its first batch alone.
+	GatherGap, GatherMax time.Duration
 }
 
 // NewPipeline starts the writer.
@@ -104,10 +120,16 @@ func NewPipeline(st store.Store, o PipelineOptions) *Pipeline {
 	if o.MaxGroupSamples <= 0 {
 		o.MaxGroupSamples = 400_000
 	}
+	if o.GatherGap <= 0 {
+		o.GatherGap = 50 * time.Millisecond
+	}
+	if o.GatherMax == 0 {
+		o.GatherMax = 500 * time.Millisecond
+	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	p := &Pipeline{st: st, q: make(chan *request, o.QueueLen), acks: make(chan *started, maxStarted), slots: make(chan struct{}, maxStarted), maxGroup: o.MaxGroup, maxGroupSamples: o.MaxGroupSamples, queueSamples: int64(o.QueueSamples), log: o.Log, onCommit: o.OnCommit, onStored: o.OnStored, onError: o.OnError, stop: make(chan struct{}),
+	p := &Pipeline{gatherGap: o.GatherGap, gatherMax: o.GatherMax, st: st, q: make(chan *request, o.QueueLen), acks: make(chan *started, maxStarted), slots: make(chan struct{}, maxStarted), maxGroup: o.MaxGroup, maxGroupSamples: o.MaxGroupSamples, queueSamples: int64(o.QueueSamples), log: o.Log, onCommit: o.OnCommit, onStored: o.OnStored, onError: o.OnError, stop: make(chan struct{}),
 		commitDur: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "taskscope_ingest_commit_seconds",
 			Help: "Time to append and commit one group of batches.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
 		batches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "taskscope_ingest_batches_total",
@@ -199,11 +221,12 @@ func (p *Pipeline) Close() {
 func (p *Pipeline) run() {
 	defer p.wg.Done()
 	defer close(p.acks)
-	for {
-		var first *request
-		select {
-		case first = <-p.q:
-		case <-p.stop:
+	for begun := false; ; begun = true {
+		first, waited := p.take()
+		// (The first request found the queue empty at the start, even if
+		// it came before this goroutine ran.)
+		waited = waited || !begun
+		if first == nil {
 			// Drain what is queued, then stop.
 			for {
 				select {
@@ -215,43 +238,132 @@ func (p *Pipeline) run() {
 				}
 			}
 		}
-		p.pace()
-		group := []*request{first}
-		n, batches := first.n, len(first.bs)
+		var g group
+		g.add(first)
+		if p.pace(waited) {
+			p.gather(&g)
+		}
 	more:
-		for batches < p.maxGroup && n < int64(p.maxGroupSamples) {
+		for !p.full(&g) {
 			select {
 			case r := <-p.q:
-				group = append(group, r)
-				n += r.n
-				batches += len(r.bs)
+				g.add(r)
 			default:
 				break more
 			}
 		}
-		p.write(group)
-		p.queued.Add(-n)
+		p.write(g.rs)
+		p.queued.Add(-g.n)
+	}
+}
+
+// group is the requests the writer takes into one commit.
+type group struct {
+	rs      []*request
+	n       int64 // samples
+	batches int
+}
+
+func (g *group) add(r *request) {
+	g.rs = append(g.rs, r)
+	g.n += r.n
+	g.batches += len(r.bs)
+}
+
+// full says whether g may take no more requests.
+func (p *Pipeline) full(g *group) bool {
+	return g.batches >= p.maxGroup || g.n >= int64(p.maxGroupSamples)
+}
+
+// take is the next request, and whether the writer waited for it (the
+// queue was empty); nil once the pipeline stops.
+func (p *Pipeline) take() (r *request, waited bool) {
+	select {
+	case r = <-p.q:
+		return r, false
+	default:
+	}
+	select {
+	case r = <-p.q:
+		return r, true
+	case <-p.stop:
+		return nil, true
 	}
 }
 
 // pace waits, with the queue open, until the store wants a commit
 // (store.NextCommit): the batches that arrive meanwhile go into the
 // commit. The time is asked again every paceCheck (a store may move it),
-// and the wait ends when the pipeline stops.
-func (p *Pipeline) pace() {
+// and the wait ends when the pipeline stops. It says whether the store
+// wanted a commit already when the group's first request came to an
+// empty queue (waited): after an idle period, the group gathers instead.
+func (p *Pipeline) pace(waited bool) (idle bool) {
+	next := store.NextCommit(p.st)
+	if next.IsZero() {
+		return false
+	}
+	if waited && !time.Now().Before(next) {
+		return true
+	}
 	for {
-		wait := time.Until(store.NextCommit(p.st))
+		wait := time.Until(next)
 		if wait <= 0 {
-			return
+			return false
 		}
 		t := time.NewTimer(min(wait, paceCheck))
 		select {
 		case <-t.C:
 		case <-p.stop:
 			t.Stop()
+			return false
+		}
+		next = store.NextCommit(p.st)
+	}
+}
+
+// gather takes the requests that keep coming into g after an idle period
+// (pace): a commit at once would hold the next one back for the store's
+// whole pace, so a wave (every agent's first batch as a server starts,
+// their spools after a restart) would wait that pace behind a commit of
+// its first request alone, then meet every new agent and attempt at once.
+// It ends once no request came for gatherGap and none is on its way
+// (Arriving: a thousand requests decoded at once come nearly together at
+// the end, after a pause), after gatherMax, once g is full, or when the
+// pipeline stops.
+func (p *Pipeline) gather(g *group) {
+	if p.gatherMax < 0 {
+		return
+	}
+	end := time.NewTimer(p.gatherMax)
+	defer end.Stop()
+	gap := time.NewTimer(p.gatherGap)
+	defer gap.Stop()
+	for !p.full(g) {
+		select {
+		case r := <-p.q:
+			g.add(r)
+			gap.Reset(p.gatherGap)
+		case <-gap.C:
+			if p.arriving.Load() <= 0 {
+				return
+			}
+			gap.Reset(p.gatherGap)
+		case <-end.C:
+			return
+		case <-p.stop:
 			return
 		}
 	}
+}
+
+// Arriving says that a request is on its way to the pipeline (its body
+// read, decoded and checked before it is submitted), until the returned
+// func is called (at its Submit, or when it fails; more calls do
+// nothing): the gathering after an idle period waits for it.
+func (p *Pipeline) Arriving() (arrived func()) {
+	p.arriving.Add(1)
+	var once sync.Once
+	return func() { once.Do(func() { p.arriving.Add(-1) }) }
 }
 
 const paceCheck = 50 * time.Millisecond
