@@ -50,19 +50,28 @@ func processLike(n int, r *rand.Rand) (times []int64, cols [][]int64, absent [][
 	return
 }
 
-func benchWriter(b *testing.B, n int, lvl Level) {
+// processChunk is processLike's series of n samples as a Chunk: format 3
+// is made by Encode only, from a Chunk, as compaction does.
+func processChunk(tb testing.TB, n int) *Chunk {
+	tb.Helper()
 	times, cols, absent := processLike(n, rand.New(rand.NewPCG(1, 2)))
 	var w Writer
+	w.Begin(times)
+	for j := range cols {
+		w.Column(uint8(j), cols[j], absent[j], 1)
+	}
+	c, err := Decode(w.Finish(nil, None))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return c
+}
+
+func benchWriter(b *testing.B, n int, lvl Level) {
+	var w Writer
 	var buf []byte
-	if lvl == Packed { // (made by Encode only, from a Chunk: as compaction does)
-		w.Begin(times)
-		for j := range cols {
-			w.Column(uint8(j), cols[j], absent[j], 1)
-		}
-		c, err := Decode(w.Finish(nil, None))
-		if err != nil {
-			b.Fatal(err)
-		}
+	if lvl == Packed {
+		c := processChunk(b, n)
 		b.ReportAllocs()
 		for b.Loop() {
 			buf = w.Encode(buf[:0], c, Packed)
@@ -70,6 +79,7 @@ func benchWriter(b *testing.B, n int, lvl Level) {
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/sample")
 		return
 	}
+	times, cols, absent := processLike(n, rand.New(rand.NewPCG(1, 2)))
 	b.ReportAllocs()
 	for b.Loop() {
 		w.Begin(times)
@@ -98,19 +108,17 @@ func BenchmarkWriterMerged(b *testing.B) {
 }
 
 func benchDecode(b *testing.B, n int, lvl Level) {
-	times, cols, absent := processLike(n, rand.New(rand.NewPCG(1, 2)))
-	var w Writer
-	w.Begin(times)
-	for j := range cols {
-		w.Column(uint8(j), cols[j], absent[j], 1)
-	}
-	data := w.Finish(nil, lvl)
+	var data []byte
 	if lvl == Packed {
-		c, err := Decode(data)
-		if err != nil {
-			b.Fatal(err)
+		data = EncodeLevel(nil, processChunk(b, n), Packed)
+	} else {
+		times, cols, absent := processLike(n, rand.New(rand.NewPCG(1, 2)))
+		var w Writer
+		w.Begin(times)
+		for j := range cols {
+			w.Column(uint8(j), cols[j], absent[j], 1)
 		}
-		data = EncodeLevel(nil, c, Packed)
+		data = w.Finish(nil, lvl)
 	}
 	var d Decoder
 	b.ReportAllocs()

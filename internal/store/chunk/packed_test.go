@@ -76,16 +76,8 @@ func TestPackedRoundTrip(t *testing.T) {
 // A process's 10 minutes take fewer bytes packed than zstd makes of
 // format 2, and a metric read every tenth sample costs a few bytes.
 func TestPackedSmaller(t *testing.T) {
-	times, cols, absent := processLike(600, rand.New(rand.NewPCG(1, 2)))
-	var w Writer
-	w.Begin(times)
-	for j := range cols {
-		w.Column(uint8(j), cols[j], absent[j], 1)
-	}
-	c, err := Decode(w.Finish(nil, None))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := processChunk(t, 600)
+	times := c.Times
 	packed, fast := len(EncodeLevel(nil, c, Packed)), len(EncodeLevel(nil, c, Fast))
 	if packed >= fast {
 		t.Errorf("packed %d bytes, format 2 with zstd %d", packed, fast)
