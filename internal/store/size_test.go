@@ -74,8 +74,6 @@ type sizeResult struct {
 // measureSizes cuts every series into windows of 5 minutes (and 1 hour)
 // and encodes each window's samples as one chunk, each way.
 func measureSizes(rounds [][]*wire.Batch) []sizeResult {
-	type key = seriesWindow
-	collect := func(window int64) (map[key]*Points, int) { return collectWindows(rounds, window) }
 	type variant struct {
 		name   string
 		window int64
@@ -104,9 +102,9 @@ func measureSizes(rounds [][]*wire.Batch) []sizeResult {
 	// order into blocks of at least blockSize bytes, each compressed whole.
 	for _, bs := range []int{16 << 10, 64 << 10, 256 << 10} {
 		for _, lvl := range []chunk.Level{chunk.Fast, chunk.Better, chunk.Best} {
-			pts, smp := collect(600_000)
+			pts, smp := collectWindows(rounds, 600_000)
 			samples = smp
-			var keys []key
+			var keys []seriesWindow
 			for k := range pts {
 				keys = append(keys, k)
 			}
@@ -159,14 +157,14 @@ func measureSizes(rounds [][]*wire.Batch) []sizeResult {
 			out = append(out, r)
 		}
 	}
-	cache := map[int64]map[key]*Points{}
+	cache := map[int64]map[seriesWindow]*Points{}
 	for _, v := range variants {
 		pts := cache[v.window]
 		if pts == nil {
-			pts, samples = collect(v.window)
+			pts, samples = collectWindows(rounds, v.window)
 			cache[v.window] = pts
 		}
-		var keys []key
+		var keys []seriesWindow
 		for k := range pts {
 			keys = append(keys, k)
 		}
