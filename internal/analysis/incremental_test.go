@@ -29,25 +29,7 @@ func TestIncrementalPassesAsFull(t *testing.T) {
 	for _, backend := range []string{"duckdb", "clickhouse"} {
 		t.Run(backend, func(t *testing.T) {
 			clock := new(atomic.Int64)
-			now := func() time.Time { return time.UnixMilli(clock.Load()) }
-			var st store.Store
-			switch backend {
-			case "duckdb":
-				d, err := duckdb.Open(duckdb.Options{Dir: t.TempDir(), Clock: store.Clock{Now: now}})
-				if err != nil {
-					t.Fatal(err)
-				}
-				st = d
-			case "clickhouse":
-				srv := chtest.Start(t)
-				c, err := clickhouse.Open(context.Background(), clickhouse.Options{URL: srv.URL() + "?database=incremental", InsertEvery: -1})
-				if err != nil {
-					t.Fatal(err)
-				}
-				c.SetClock(store.Clock{Now: now})
-				st = c
-			}
-			defer st.Close()
+			st := openClocked(t, backend, clock)
 			steps := 8
 			if backend == "clickhouse" {
 				steps = 5 // (each read of a job is some 100 ms)
@@ -55,6 +37,35 @@ func TestIncrementalPassesAsFull(t *testing.T) {
 			passesAsFull(t, st, clock, steps)
 		})
 	}
+}
+
+// openClocked opens a store of backend ("duckdb", or "clickhouse": a
+// server of its own) whose clock is clock (unix ms), closed at the test's
+// end.
+func openClocked(t *testing.T, backend string, clock *atomic.Int64) store.Store {
+	t.Helper()
+	now := func() time.Time { return time.UnixMilli(clock.Load()) }
+	var st store.Store
+	switch backend {
+	case "duckdb":
+		d, err := duckdb.Open(duckdb.Options{Dir: t.TempDir(), Clock: store.Clock{Now: now}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st = d
+	case "clickhouse":
+		srv := chtest.Start(t)
+		c, err := clickhouse.Open(context.Background(), clickhouse.Options{URL: srv.URL() + "?database=analysis", InsertEvery: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetClock(store.Clock{Now: now})
+		st = c
+	default:
+		t.Fatalf("no store %q", backend)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
 }
 
 // passesAsFull compares the passes over the jobs of a loadgen cluster
@@ -204,24 +215,7 @@ func TestEndedPassesTogetherAsAlone(t *testing.T) {
 		t.Run(backend, func(t *testing.T) {
 			clock := new(atomic.Int64)
 			now := func() time.Time { return time.UnixMilli(clock.Load()) }
-			var st store.Store
-			switch backend {
-			case "duckdb":
-				d, err := duckdb.Open(duckdb.Options{Dir: t.TempDir(), Clock: store.Clock{Now: now}})
-				if err != nil {
-					t.Fatal(err)
-				}
-				st = d
-			case "clickhouse":
-				srv := chtest.Start(t)
-				c, err := clickhouse.Open(context.Background(), clickhouse.Options{URL: srv.URL() + "?database=ended", InsertEvery: -1})
-				if err != nil {
-					t.Fatal(err)
-				}
-				c.SetClock(store.Clock{Now: now})
-				st = c
-			}
-			defer st.Close()
+			st := openClocked(t, backend, clock)
 			ctx := context.Background()
 			start := time.Date(2026, 11, 30, 11, 0, 0, 0, time.UTC)
 			g := loadgen.NewGenerator(loadgen.Config{Nodes: 8, Slots: 8, BatchTicks: 15, Seed: 7, Start: start})
