@@ -193,8 +193,16 @@ func (c *counting) JobsDetail(ctx context.Context, ids []string) (map[string]*st
 	return c.Store.JobsDetail(ctx, ids)
 }
 
-// readWith is how many jobs the last JobsDetail that read job read (0:
-// none did; Job read it alone).
+// Job notes that it read the job alone (readWith).
+func (c *counting) Job(ctx context.Context, id string) (*store.JobDetail, error) {
+	c.mu.Lock()
+	c.init()
+	c.with[id] = 1
+	c.mu.Unlock()
+	return c.Store.Job(ctx, id)
+}
+
+// readWith is how many jobs the last read of job read (1: Job; 0: none).
 func (c *counting) readWith(job string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -195,24 +195,44 @@ func earlierRuns(ctx context.Context, st store.Store, cache *runCache, d *store.
 		if err != nil {
 			return nil, fmt.Errorf("earlier runs of %q: %w", norm, err)
 		}
+		// The page's runs, up to n in all: those not in the cache read
+		// together (store.ReadJobs).
+		type run struct {
+			id     string
+			r      Run
+			cached bool
+		}
+		var runs []run
+		var read []string
 		for _, j := range p.Jobs {
-			if len(out) >= n {
+			if len(out)+len(runs) >= n {
 				break
 			}
 			if j.JobID == d.JobID || j.User != d.User || j.Queue != d.Queue || NormalizeName(j.Name) != norm || j.End <= 0 || j.End > d.Start {
 				continue
 			}
-			if r, ok := cache.get(j.JobID, j.LastSeen); ok {
-				out = append(out, r)
-				continue
+			r, ok := cache.get(j.JobID, j.LastSeen)
+			runs = append(runs, run{id: j.JobID, r: r, cached: ok})
+			if !ok {
+				read = append(read, j.JobID)
 			}
-			jd, err := st.Job(ctx, j.JobID)
-			if err != nil {
-				return nil, fmt.Errorf("run %s of %q: %w", j.JobID, norm, err)
+		}
+		var details map[string]*store.JobDetail
+		if len(read) > 0 {
+			if details, err = store.ReadJobs(ctx, st, read); err != nil {
+				return nil, fmt.Errorf("runs of %q: %w", norm, err)
 			}
-			r := runOf(jd)
-			cache.put(r)
-			out = append(out, r)
+		}
+		for _, x := range runs {
+			if !x.cached {
+				jd := details[x.id]
+				if jd == nil {
+					return nil, fmt.Errorf("run %s of %q: %w", x.id, norm, store.ErrNotFound)
+				}
+				x.r = runOf(jd)
+				cache.put(x.r)
+			}
+			out = append(out, x.r)
 		}
 		if len(p.Jobs) < f.Limit {
 			break
