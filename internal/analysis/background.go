@@ -306,6 +306,10 @@ type background struct {
 	retry   map[string]retryAt // jobs whose analysis failed: not before
 	retryMu sync.Mutex
 	running atomic.Int64 // analyses under way
+	// stamps are the stored analyses' stamps plan read (nil: none
+	// stored), of the jobs the store gave none of; only poll's goroutine
+	// uses them.
+	stamps map[string]*store.AnalysisStamp
 }
 
 type retryAt struct {
@@ -321,7 +325,7 @@ func (a *Analyzer) Run(ctx context.Context, reg prometheus.Registerer) error {
 	if a.opt.Every < 0 {
 		return nil
 	}
-	b := &background{a: a, q: newQueue(a.opt.Queue), retry: map[string]retryAt{}}
+	b := &background{a: a, q: newQueue(a.opt.Queue), retry: map[string]retryAt{}, stamps: map[string]*store.AnalysisStamp{}}
 	var err error
 	if b.m, err = newMetrics(reg, b); err != nil {
 		return err
@@ -395,35 +399,33 @@ func (b *background) poll(ctx context.Context) {
 	}
 }
 
-// maxStampReads bounds the stored analyses a poll reads (plan).
-const maxStampReads = 100
+// maxStampReads bounds the stored analyses a poll reads (plan), and
+// maxStamps those kept.
+const maxStampReads, maxStamps = 100, 10_000
 
 // plan queues the jobs of states that are due and this replica's. A
 // finished job whose data came late (stored Settle or more after the
 // time it says) and that the store gave no stored analysis of (a store
 // need not give those evaluated before the poll's since) has its stored
-// analysis read, up to maxStampReads a poll: one analysed at its end
-// long ago settles from its new data's storing (quiet), where one never
-// analysed is due at once.
+// analysis read (stamp): one analysed at its end long ago settles from
+// its new data's storing (quiet), where one never analysed is due at
+// once.
 func (b *background) plan(ctx context.Context, states []store.AnalysisState, gen uint64) {
 	a := b.a
 	now := a.opt.Now()
 	notQueued, dueEnded, dueRunning, reads := 0, 0, 0, 0
 	var oldest time.Time
 	for _, s := range states {
-		if j := &s.Job; s.Stored == nil && j.State == store.StateFinished && reads < maxStampReads &&
+		if s.Stored != nil {
+			delete(b.stamps, s.Job.JobID) // (an analysis since: the store gives it)
+		} else if j := &s.Job; j.State == store.StateFinished &&
 			time.UnixMilli(int64(s.Changed)).Sub(time.UnixMilli(int64(j.LastSeen))) >= a.opt.Settle &&
 			now.Sub(time.UnixMilli(int64(j.LastSeen))) >= a.opt.Settle {
-			reads++
-			st, err := a.st.Analysis(ctx, j.JobID)
-			switch {
-			case err == nil:
-				stamp := st.AnalysisStamp
-				s.Stored = &stamp
-			case !errors.Is(err, store.ErrNotFound):
-				b.m.pollErrors.Inc()
+			st, err := b.stamp(ctx, j.JobID, &reads)
+			if err != nil {
 				continue // (found again at the next poll)
 			}
+			s.Stored = st
 		}
 		due, ended := a.due(s, now)
 		if !due || b.retrying(s.Job.JobID, time.Now()) {
@@ -456,6 +458,34 @@ func (b *background) plan(ctx context.Context, states []store.AnalysisState, gen
 	b.q.mu.Unlock()
 	b.m.due.WithLabelValues("ended").Set(float64(dueEnded))
 	b.m.due.WithLabelValues("running").Set(float64(dueRunning))
+}
+
+// stamp is the stamp of a job's stored analysis, as read before
+// (stamps) or read now while reads, counted, are fewer than
+// maxStampReads; nil if none is stored, or if it was not read (the job
+// is taken as never analysed: the others are read at the next polls).
+func (b *background) stamp(ctx context.Context, id string, reads *int) (*store.AnalysisStamp, error) {
+	if st, ok := b.stamps[id]; ok {
+		return st, nil
+	}
+	if *reads >= maxStampReads {
+		return nil, nil
+	}
+	*reads++
+	var st *store.AnalysisStamp
+	an, err := b.a.st.Analysis(ctx, id)
+	switch {
+	case err == nil:
+		st = &an.AnalysisStamp
+	case !errors.Is(err, store.ErrNotFound):
+		b.m.pollErrors.Inc()
+		return nil, err
+	}
+	if len(b.stamps) >= maxStamps {
+		clear(b.stamps)
+	}
+	b.stamps[id] = st
+	return st, nil
 }
 
 // due reports whether the job of s is to be analysed now, and whether it
