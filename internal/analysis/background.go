@@ -916,7 +916,7 @@ func newMetrics(reg prometheus.Registerer, b *background) (*metrics, error) {
 			Help: "Jobs analysed in the background, by the state they were analysed in (ended, running) and result (ok, error)."},
 			[]string{"state", "result"}),
 		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "taskscope_analysis_seconds",
-			Help:    "Time a job's analysis took (wall), by the state it was analysed in (running jobs analysed together share their time).",
+			Help:    "Time a job's analysis took (wall), by the state it was analysed in (jobs analysed together share their time).",
 			Buckets: prometheus.ExponentialBuckets(0.001, 3, 10)}, []string{"state"}),
 		cpu: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "taskscope_analysis_cpu_seconds_total",
 			Help: "CPU the background analyses took on their workers' threads and their reads' (not a store's own threads), by the state they were analysed in."},
