@@ -149,6 +149,13 @@ func (c *counting) PutAnalysis(ctx context.Context, a *store.Analysis) error {
 	return nil
 }
 
+func (c *counting) PutAnalyses(ctx context.Context, as []*store.Analysis) error {
+	if c.keep {
+		return c.Store.PutAnalyses(ctx, as)
+	}
+	return nil
+}
+
 func (c *counting) Series(ctx context.Context, q store.SeriesQuery) (*store.SeriesResult, error) {
 	c.series.Add(1)
 	c.count(q)
