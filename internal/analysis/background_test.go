@@ -328,8 +328,15 @@ func TestBackgroundAnalysesLateData(t *testing.T) {
 		g.Batch([]*storetest.AttemptSpec{spec(strings.Replace(old.JobID, "job_", "attempt_", 1)+"_r_000099_0", old.JobID,
 			time.UnixMilli(int64(old.LastSeen)).Add(-time.Minute))}, 0, 50, true))
 	testsrv.WaitUntil(t, "the job that came late analysed", time.Minute, func() bool { return analysedAsIs(lateJob) })
+	// (Its stored analysis is older than a look's Window: the analyser
+	// reads it, once, to know that it was analysed after its end.)
+	looks := tl.c.looks.Load()
+	testsrv.WaitUntil(t, "5 looks more", time.Minute, func() bool { return tl.c.looks.Load() >= looks+5 })
 	if analysedAsIs(old.JobID) {
 		t.Errorf("job %s analysed again before Settle passed since its late data came", old.JobID)
+	}
+	if n := tl.c.analysisReads(old.JobID); n != 1 {
+		t.Errorf("the stored analysis of job %s read %d times since its late data came, want once", old.JobID, n)
 	}
 	clock.Store(clock.Load() + (settle + time.Second).Milliseconds())
 	testsrv.WaitUntil(t, "the job with a late attempt analysed again", time.Minute, func() bool { return analysedAsIs(old.JobID) })

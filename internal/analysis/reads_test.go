@@ -87,10 +87,12 @@ type counting struct {
 	together      atomic.Int64 // reads of several jobs together
 	keep          bool
 
-	mu      sync.Mutex
-	byJob   map[string]int64     // reads by job, since jobReads took them
-	procJob map[store.Key]string // the job of each process listed
-	with    map[string]int       // the jobs of each job's last JobsDetail
+	mu       sync.Mutex
+	byJob    map[string]int64     // reads by job, since jobReads took them
+	procJob  map[store.Key]string // the job of each process listed
+	with     map[string]int       // the jobs of each job's last JobsDetail
+	analyses map[string]int       // reads of each job's stored analysis
+	looks    atomic.Int64         // AnalysisStates called
 }
 
 // attemptJob is the job of a Hadoop attempt id (attempt_C_N_m_T_A: job_C_N).
@@ -121,7 +123,7 @@ func (c *counting) count(qs ...store.SeriesQuery) {
 
 func (c *counting) init() {
 	if c.byJob == nil {
-		c.byJob, c.procJob, c.with = map[string]int64{}, map[store.Key]string{}, map[string]int{}
+		c.byJob, c.procJob, c.with, c.analyses = map[string]int64{}, map[store.Key]string{}, map[string]int{}, map[string]int{}
 	}
 }
 
@@ -135,7 +137,12 @@ func (c *counting) jobReads(job string) int64 {
 	return n
 }
 
+// Analysis counts the reads of each job's stored analysis (analysisReads).
 func (c *counting) Analysis(ctx context.Context, id string) (*store.Analysis, error) {
+	c.mu.Lock()
+	c.init()
+	c.analyses[id]++
+	c.mu.Unlock()
 	if c.keep {
 		return c.Store.Analysis(ctx, id)
 	}
@@ -198,6 +205,19 @@ func (c *counting) JobsDetail(ctx context.Context, ids []string) (map[string]*st
 	}
 	c.mu.Unlock()
 	return c.Store.JobsDetail(ctx, ids)
+}
+
+// analysisReads are the reads of a job's stored analysis.
+func (c *counting) analysisReads(job string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.analyses[job]
+}
+
+// AnalysisStates counts the analyser's looks (looks).
+func (c *counting) AnalysisStates(ctx context.Context, since int64, limit int) ([]store.AnalysisState, error) {
+	c.looks.Add(1)
+	return c.Store.AnalysisStates(ctx, since, limit)
 }
 
 // Job notes that it read the job alone (readWith).
