@@ -216,6 +216,15 @@ func (s *Store) SeriesMany(ctx context.Context, qs []store.SeriesQuery) (_ []*st
 	if err != nil {
 		return nil, err
 	}
+	var atts [][]chunkRow
+	for k, rows := range chunks {
+		if k.kind == store.KindAttempt {
+			atts = append(atts, rows)
+		}
+	}
+	if err := s.resolve(ctx, atts...); err != nil {
+		return nil, err
+	}
 	for i, f := range todo {
 		p, n, start, err := pointsIn(chunks[seriesKey{f.n.kind, f.n.key}], f.n.kind, f.n.from, f.n.to)
 		if err != nil {

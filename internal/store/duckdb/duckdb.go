@@ -55,6 +55,10 @@ type Options struct {
 	// legacyChunks: compaction writes chunks as stores before 2026-12-07
 	// did (format 2, zstd): tests make data directories of then with it.
 	legacyChunks bool
+	// absoluteAttempts: compaction writes attempts' chunks as stores
+	// before 2026-12-07's second change did (their own samples, not
+	// residuals of their processes': residual.go).
+	absoluteAttempts bool
 }
 
 // The store's contract and the capabilities it offers (package store).

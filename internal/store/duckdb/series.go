@@ -159,34 +159,32 @@ func (s *Store) windowPoints(ctx context.Context, kind int, key uint64, from, to
 // (raw samples past their retention). It returns too the start the chunks
 // keep in their job_key: a process's (0: not known).
 func (s *Store) points(ctx context.Context, kind int, key uint64, from, to int64) (*store.Points, int64, error) {
-	rows, err := s.query(ctx, `SELECT level, data, job_key FROM series_all WHERE key = ? AND kind = ?
+	rows, err := s.query(ctx, `SELECT t_min, t_max, level, data, coalesce(job_key, 0) FROM series_all WHERE key = ? AND kind = ?
 		AND t_max >= ? AND t_min < ? ORDER BY t_min`, keyValue(key), kind, from, to)
 	if err != nil {
 		return nil, 0, fmt.Errorf("cannot read series: %w", err)
 	}
 	defer rows.Close()
-	var raw, rollup [][]byte
-	var start int64
+	var chunks []chunkRow
 	for rows.Next() {
-		var level int
-		var data []byte
-		var st sql.NullInt64
-		if err := rows.Scan(&level, &data, &st); err != nil {
+		var c chunkRow
+		if err := rows.Scan(&c.tMin, &c.tMax, &c.level, &c.data, &c.job); err != nil {
 			return nil, 0, err
 		}
-		if kind == store.KindProcess {
-			start = max(start, st.Int64)
+		if kind != store.KindProcess {
+			c.job = 0
 		}
-		if level == levelRollup {
-			rollup = append(rollup, data)
-		} else {
-			raw = append(raw, data)
-		}
+		chunks = append(chunks, c)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, 0, err
 	}
-	p, err := store.DecodeLevels(raw, rollup, schemaOf(kind))
+	if kind == store.KindAttempt {
+		if err := s.resolve(ctx, chunks); err != nil {
+			return nil, 0, err
+		}
+	}
+	p, _, start, err := pointsIn(chunks, kind, from, to)
 	return p, start, err
 }
 
@@ -255,6 +253,9 @@ func (s *Store) jobChunks(ctx context.Context, q *store.SeriesQuery, kind int, j
 	if err != nil {
 		return err
 	}
+	if err := s.resolveByKey(ctx, kind, byKey); err != nil {
+		return err
+	}
 	keys := make([]int64, 0, len(byKey))
 	for k := range byKey {
 		keys = append(keys, k)
@@ -282,6 +283,9 @@ func (s *Store) jobChunks(ctx context.Context, q *store.SeriesQuery, kind int, j
 		more = more[len(part):]
 		byKey, err := s.jobChunksIn(ctx, kind, jobKey, q.From-lookback, q.To, part)
 		if err != nil {
+			return err
+		}
+		if err := s.resolveByKey(ctx, kind, byKey); err != nil {
 			return err
 		}
 		for _, k := range part {
@@ -327,4 +331,17 @@ func (s *Store) jobChunksIn(ctx context.Context, kind int, jobKey uint64, from, 
 		byKey[k] = append(byKey[k], c)
 	}
 	return byKey, rows.Err()
+}
+
+// resolveByKey makes whole the residual chunks of attempts' series read
+// by key (resolve, all together).
+func (s *Store) resolveByKey(ctx context.Context, kind int, byKey map[int64][]chunkRow) error {
+	if kind != store.KindAttempt {
+		return nil
+	}
+	all := make([][]chunkRow, 0, len(byKey))
+	for _, rows := range byKey {
+		all = append(all, rows)
+	}
+	return s.resolve(ctx, all...)
 }

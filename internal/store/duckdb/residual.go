@@ -1,0 +1,233 @@
+package duckdb
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+
+	"github.com/taskscope/taskscope/internal/store"
+	"github.com/taskscope/taskscope/internal/store/chunk"
+)
+
+// Compaction writes an attempt's merged chunks as their difference from
+// the sums of its processes' samples (chunk format 4, store.SubtractProcesses):
+// the processes' merged chunks, written by the same compaction, hold the
+// rest. Every read of an attempt's chunks makes them whole first
+// (resolve), from the processes' merged chunks (level 1) only: rollups
+// and retention make an attempt's chunk whole again before they touch
+// the processes' chunks it needs (absolutize). Fresh chunks, and merged
+// chunks written before, are the attempt's own samples.
+
+// memberGroups is the query of compaction's fresh chunks in the order it
+// merges them when it writes attempts as residuals: each attempt's member
+// processes (by proc_log; a process of several attempts goes with one)
+// just before the attempt, grp naming the attempt (0: none).
+func memberGroups(table, where string) string {
+	return `SELECT f.kind, f.key, f.job_key, f.data, f.t_min, f.t_max,
+		CASE WHEN f.kind = ` + fmt.Sprint(store.KindProcess) + ` THEN coalesce(m.a, 0)
+			WHEN f.kind = ` + fmt.Sprint(store.KindAttempt) + ` THEN f.key ELSE 0 END AS grp
+		FROM ` + table + ` f LEFT JOIN (SELECT proc_key, min(attempt_key) AS a FROM proc_log
+			WHERE attempt_key <> 0 AND proc_key IN (SELECT key FROM ` + table + ` WHERE kind = ` + fmt.Sprint(store.KindProcess) + `)
+			GROUP BY proc_key) m ON f.kind = ` + fmt.Sprint(store.KindProcess) + ` AND m.proc_key = f.key
+		WHERE ` + where + ` ORDER BY grp, f.kind, f.key, f.t_min`
+}
+
+// residuals keeps, as compaction goes through a group (memberGroups), the
+// points of the attempt's processes, and writes the attempt as residuals.
+type residuals struct {
+	grp   int64
+	keys  []uint64
+	procs []*store.Points
+	spare []*store.Points // copies made before, reused
+	hdr   []byte
+	cnt   []int
+	keep  []uint64
+}
+
+// process keeps a copy of a member process's points (p is the decoder's).
+func (r *residuals) process(grp int64, key uint64, p *store.Points) {
+	r.enter(grp)
+	var c *store.Points
+	if n := len(r.procs); n < len(r.spare) {
+		c = r.spare[n]
+	} else {
+		c = &store.Points{}
+		r.spare = append(r.spare, c)
+	}
+	copyPoints(c, p)
+	r.keys = append(r.keys, key)
+	r.procs = append(r.procs, c)
+}
+
+// enter starts group grp (its processes come first).
+func (r *residuals) enter(grp int64) {
+	if grp != r.grp {
+		r.grp, r.keys, r.procs = grp, r.keys[:0], r.procs[:0]
+	}
+}
+
+// copyPoints makes dst a copy of p, in dst's arrays.
+func copyPoints(dst, p *store.Points) {
+	dst.Times = append(dst.Times[:0], p.Times...)
+	n := len(p.Cols)
+	dst.Cols, dst.Absent, dst.Has = slices.Grow(dst.Cols[:0], n)[:n], slices.Grow(dst.Absent[:0], n)[:n], append(dst.Has[:0], p.Has...)
+	for j := range p.Cols {
+		if !p.Has[j] {
+			continue
+		}
+		dst.Cols[j] = append(dst.Cols[j][:0], p.Cols[j]...)
+		if p.Absent[j] == nil {
+			dst.Absent[j] = nil
+		} else {
+			dst.Absent[j] = append(dst.Absent[j][:0], p.Absent[j]...)
+		}
+	}
+}
+
+// attempt subtracts the group's processes from the attempt's points p
+// (key: the attempt's) and returns what emit should write of each chunk
+// it is then cut into: its residual. ok is false when there is nothing to
+// subtract: p is written as it is.
+func (r *residuals) attempt(key uint64, p *store.Points) (wrap func(c *chunk.Chunk, data []byte) []byte, ok bool) {
+	r.enter(int64(key))
+	if len(r.procs) == 0 {
+		return nil, false
+	}
+	matched := store.SubtractProcesses(p, r.procs)
+	times := p.Times
+	return func(c *chunk.Chunk, data []byte) []byte {
+		// The processes with samples at this part's times, and how many.
+		lo, hi := c.Times[0], c.Times[len(c.Times)-1]
+		r.keep, r.cnt = r.keep[:0], r.cnt[:0]
+		for k, m := range matched {
+			a := sort.Search(len(m), func(x int) bool { return times[m[x]] >= lo })
+			b := sort.Search(len(m), func(x int) bool { return times[m[x]] > hi })
+			if b > a {
+				r.keep, r.cnt = append(r.keep, r.keys[k]), append(r.cnt, b-a)
+			}
+		}
+		if len(r.keep) == 0 {
+			return data // nothing subtracted here: the attempt's own samples
+		}
+		r.hdr = append(chunk.ResidualHeader(r.hdr[:0], r.keep, r.cnt), data...)
+		return r.hdr
+	}, true
+}
+
+// resolve makes whole the residual chunks among rows (attempts' chunks,
+// with their spans): each one's bytes become the attempt's own samples
+// (format 2, not compressed), its processes' merged chunks read together.
+func (s *Store) resolve(ctx context.Context, rows ...[]chunkRow) error {
+	type res struct {
+		row    *chunkRow
+		procs  []uint64
+		counts []int
+		body   []byte
+	}
+	var rs []res
+	keys := map[uint64]bool{}
+	lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
+	for _, rr := range rows {
+		for i := range rr {
+			c := &rr[i]
+			if !chunk.IsResidual(c.data) {
+				continue
+			}
+			procs, counts, body, err := chunk.Residual(c.data, nil, nil)
+			if err != nil {
+				return fmt.Errorf("cannot read an attempt's chunk: %w", err)
+			}
+			rs = append(rs, res{c, procs, counts, body})
+			for _, k := range procs {
+				keys[k] = true
+			}
+			lo, hi = min(lo, c.tMin), max(hi, c.tMax)
+		}
+	}
+	if len(rs) == 0 {
+		return nil
+	}
+	list := make([]uint64, 0, len(keys))
+	for k := range keys {
+		list = append(list, k)
+	}
+	slices.Sort(list)
+	chunks := map[seriesKey][]chunkRow{}
+	for len(list) > 0 {
+		part := list[:min(len(list), maxInKeys)]
+		list = list[len(part):]
+		if err := s.readMerged(ctx, part, lo, hi, chunks); err != nil {
+			return err
+		}
+	}
+	procs := map[uint64]*store.Points{}
+	var dec chunk.Decoder
+	var w chunk.Writer
+	for _, r := range rs {
+		pts := make([]*store.Points, len(r.procs))
+		for k, key := range r.procs {
+			p, ok := procs[key]
+			if !ok {
+				var err error
+				if p, _, _, err = pointsIn(chunks[seriesKey{store.KindProcess, key}], store.KindProcess, lo, hi+1); err != nil {
+					return fmt.Errorf("cannot read the processes of an attempt's chunk: %w", err)
+				}
+				procs[key] = p
+			}
+			pts[k] = p
+		}
+		c := &chunk.Chunk{}
+		if err := dec.DecodeTo(r.body, c); err != nil {
+			return fmt.Errorf("cannot read an attempt's chunk: %w", err)
+		}
+		if err := store.AddProcesses(c, pts, r.counts); err != nil {
+			return fmt.Errorf("cannot read an attempt's chunk of %d samples from %d: %w", len(c.Times), r.row.tMin, err)
+		}
+		r.row.data = w.Encode(nil, c, chunk.None)
+	}
+	return nil
+}
+
+// readMerged reads the merged chunks (level 1) of processes keys
+// overlapping [from, to] into out.
+func (s *Store) readMerged(ctx context.Context, keys []uint64, from, to int64, out map[seriesKey][]chunkRow) error {
+	args := []any{store.KindProcess, levelMerged, from, to}
+	for _, k := range keys {
+		args = append(args, keyValue(k))
+	}
+	rows, err := s.handle().QueryContext(ctx, `SELECT key, t_min, t_max, data FROM series_chunks
+		WHERE kind = ? AND level = ? AND t_max >= ? AND t_min <= ? AND key IN (`+placeholders(len(keys))+`)`, args...)
+	if err != nil {
+		return fmt.Errorf("cannot read the processes of attempts' chunks: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var key int64
+		c := chunkRow{level: levelMerged}
+		if err := rows.Scan(&key, &c.tMin, &c.tMax, &c.data); err != nil {
+			return err
+		}
+		k := seriesKey{store.KindProcess, uint64(key)}
+		out[k] = append(out[k], c)
+	}
+	return rows.Err()
+}
+
+// absolutize makes whole the attempts' residual chunks that hold samples
+// both before cut and from it (merged again as the attempts' own
+// samples), before rollups or retention take the processes' chunks
+// before cut. It returns how many series it rewrote.
+func (s *Store) absolutize(ctx context.Context, cut int64) (int, error) {
+	n, err := s.rewrite(ctx, "series_chunks", fmt.Sprintf("kind = %d AND level = %d AND t_min < %d AND t_max >= %d AND %s",
+		store.KindAttempt, levelMerged, cut, cut, isResidualSQL), false, merge)
+	if err != nil {
+		return 0, fmt.Errorf("cannot make attempts' chunks whole before %d: %w", cut, err)
+	}
+	return n, nil
+}
+
+// isResidualSQL selects the residual chunks: those whose first byte is
+// format 4's.
+const isResidualSQL = `data >= '\x04'::BLOB AND data < '\x05'::BLOB`

@@ -1,0 +1,294 @@
+package duckdb
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/taskscope/taskscope/internal/loadgen"
+	"github.com/taskscope/taskscope/internal/store"
+	"github.com/taskscope/taskscope/internal/store/storetest"
+	"github.com/taskscope/taskscope/internal/wire"
+)
+
+// An attempt's chunks stored as residuals of its processes' (compaction's
+// since 2026-12-07's second change) read exactly as the attempt's own
+// samples: a store that writes them and one that keeps attempts' chunks
+// absolute, given the same batches, answer every attempt's, process's and
+// job's series (one by one and together) the same. The batches are
+// loadgen's cluster with what real agents send too: processes that came
+// late and went early, a process missing a sample, a counter reset, an
+// attempt whose processes sent no samples, an attempt without processes;
+// and the short tasks' recording (processes coming and going by the
+// hundred). Then past the raw samples' retention (rollups, cut in the
+// middle of attempts' chunks) and past the rollups' (chunks deleted).
+func TestAttemptResiduals(t *testing.T) {
+	if testing.Short() {
+		t.Skip("reads a cluster's worth of data: not in -short runs (make check); make test runs it")
+	}
+	start := time.Now().Add(-6 * time.Hour).Truncate(time.Minute)
+	clock := store.Clock{Now: func() time.Time { return start.Add(8 * time.Hour) }}
+	open := func(dir string, absolute bool, retention, rollupRetention time.Duration) *Store {
+		s, err := Open(Options{Dir: dir, CompactAge: 2 * time.Minute, Clock: clock, absoluteAttempts: absolute,
+			Retention: retention, RollupRetention: rollupRetention})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	rec, err := loadgen.ReadRecordingFile("../../loadgen/testdata/agent-sim.rec.zst")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, src := range []struct {
+		name   string
+		rounds func() loadgen.Rounds
+	}{
+		{"loadgen", func() loadgen.Rounds { return oddRounds(loadgen.GeneratorRounds(2, 0.5, start)) }},
+		{"short-tasks", func() loadgen.Rounds { return loadgen.ReplayRounds(rec, 2, 0.5, start) }},
+	} {
+		t.Run(src.name, func(t *testing.T) {
+			dir, refDir := t.TempDir(), t.TempDir()
+			s, ref := open(dir, false, 0, 0), open(refDir, true, 0, 0)
+			end := fillRounds(t, s, src.rounds())
+			fillRounds(t, ref, src.rounds())
+			if v := chunkVersions(t, s); v[4] == 0 {
+				t.Fatalf("no residual chunk written: formats %v", v)
+			}
+			if v := chunkVersions(t, ref); v[4] != 0 {
+				t.Fatalf("the reference store holds residuals: formats %v", v)
+			}
+			compareReads(t, "stored", readEverything(t, ref), readEverything(t, s))
+			compareReads(t, "read together", readTogether(t, ref), readTogether(t, s))
+			// Reopened with the raw samples' retention ending within
+			// attempts' residual chunks: they are made whole, the rest
+			// before it rolled up.
+			mid := start.Add(end.Sub(start) / 2)
+			cut := mid.UnixMilli()
+			if n := residualsAcross(t, s, cut); n == 0 {
+				t.Fatalf("no residual chunk spans %d", cut)
+			}
+			for _, st := range []*Store{s, ref} {
+				if err := st.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			later := end.Add(time.Hour)
+			s, ref = open(dir, false, later.Sub(mid), 0), open(refDir, true, later.Sub(mid), 0)
+			for _, st := range []*Store{s, ref} {
+				if err := st.Maintain(context.Background(), later); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if n := residualsAcross(t, s, cut); n != 0 {
+				t.Fatalf("%d residual chunks still span the retention's end", n)
+			}
+			compareReads(t, "rolled up", readEverything(t, ref), readEverything(t, s))
+			// Past the rollups' retention too (chunks deleted), from a
+			// store that kept raw samples.
+			for _, st := range []*Store{s, ref} {
+				if err := st.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s, ref = open(t.TempDir(), false, 0, later.Sub(mid)), open(t.TempDir(), true, 0, later.Sub(mid))
+			defer s.Close()
+			defer ref.Close()
+			fillRounds(t, s, src.rounds())
+			fillRounds(t, ref, src.rounds())
+			if n := residualsAcross(t, s, cut); n == 0 {
+				t.Fatalf("no residual chunk spans %d", cut)
+			}
+			for _, st := range []*Store{s, ref} {
+				if err := st.Maintain(context.Background(), later); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if n := residualsAcross(t, s, cut); n != 0 {
+				t.Fatalf("%d residual chunks still span the rollups' retention's end", n)
+			}
+			compareReads(t, "deleted", readEverything(t, ref), readEverything(t, s))
+		})
+	}
+}
+
+// fillRounds stores rounds as FillAt does (maintenance every 30
+// simulated seconds, then the summaries) and returns the time reached.
+func fillRounds(t *testing.T, s *Store, next loadgen.Rounds) time.Time {
+	t.Helper()
+	ctx := context.Background()
+	var last, now time.Time
+	for {
+		batches, at := next()
+		if batches == nil {
+			break
+		}
+		if last.IsZero() {
+			last = at
+		}
+		now = at
+		app, err := s.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range batches {
+			if _, err := app.Append(b); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := app.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		if now.Sub(last) >= 30*time.Second {
+			last = now
+			if err := s.Maintain(ctx, now); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return now
+}
+
+// oddRounds are rounds with what real agents send beside loadgen's even
+// lives: in each node's batches, one attempt's first process came after
+// its first minute and went before its fifth (the attempt's sums still
+// count it: the agent saw it), another process misses one sample in
+// each of its batches, the task JVM of a third has its CPU counters reset
+// halfway, a fourth attempt's processes send no samples, and a fifth
+// attempt has no process at all (no records, no memberships, no samples).
+func oddRounds(next loadgen.Rounds) loadgen.Rounds {
+	var first time.Time
+	return func() ([]*wire.Batch, time.Time) {
+		batches, at := next()
+		if batches == nil {
+			return nil, at
+		}
+		if first.IsZero() {
+			first = at
+		}
+		age := at.Sub(first)
+		for _, b := range batches {
+			roles := map[uint64]int{} // process -> attempt's place in the batch
+			atts := map[string]int{}
+			for _, m := range b.Members {
+				if _, ok := atts[m.AttemptID]; !ok {
+					atts[m.AttemptID] = len(atts)
+				}
+				roles[m.Process] = atts[m.AttemptID]
+			}
+			if len(atts) < 5 {
+				continue
+			}
+			gone := map[uint64]bool{}
+			var series []wire.Series
+			seen := map[int]int{}
+			for _, s := range b.ProcSeries {
+				a, ok := roles[s.Key]
+				if !ok {
+					series = append(series, s)
+					continue
+				}
+				nth := seen[a]
+				seen[a]++
+				switch {
+				case a == 0 && nth == 0 && (age < time.Minute || age > 5*time.Minute):
+					continue // came late, went early
+				case a == 1 && nth == 0 && len(s.Times) > 2:
+					s = dropSample(s, len(s.Times)/2)
+				case a == 2 && nth == 1 && age > 10*time.Minute:
+					for i := range s.Columns {
+						if m := b.Metrics[s.Columns[i].Metric]; m == wire.CPUUserMs || m == wire.CPUSysMs {
+							vs := append([]int64(nil), s.Columns[i].Values...)
+							for j := range vs {
+								vs[j] /= 1000
+							}
+							s.Columns[i].Values = vs
+						}
+					}
+				case a == 3 || a == 4:
+					gone[s.Key] = a == 4
+					continue
+				}
+				series = append(series, s)
+			}
+			b.ProcSeries = series
+			var procs []wire.Process
+			for _, p := range b.Processes {
+				if !gone[p.Key] {
+					procs = append(procs, p)
+				}
+			}
+			b.Processes = procs
+			var members []wire.Membership
+			for _, m := range b.Members {
+				if !gone[m.Process] {
+					members = append(members, m)
+				}
+			}
+			b.Members = members
+		}
+		return batches, at
+	}
+}
+
+// dropSample is s without its sample i.
+func dropSample(s wire.Series, i int) wire.Series {
+	out := wire.Series{Key: s.Key, AttemptID: s.AttemptID}
+	out.Times = append(append([]int64(nil), s.Times[:i]...), s.Times[i+1:]...)
+	for _, c := range s.Columns {
+		nc := wire.Column{Metric: c.Metric, Values: append(append([]int64(nil), c.Values[:i]...), c.Values[i+1:]...)}
+		if c.Absent != nil {
+			nc.Absent = make([]byte, (len(out.Times)+7)/8)
+			for j := range out.Times {
+				src := j
+				if j >= i {
+					src++
+				}
+				if c.IsAbsent(src) {
+					nc.Absent[j/8] |= 1 << (j % 8)
+				}
+			}
+		}
+		out.Columns = append(out.Columns, nc)
+	}
+	return out
+}
+
+// residualsAcross counts the residual chunks holding samples before cut
+// and from it.
+func residualsAcross(t *testing.T, s *Store, cut int64) int {
+	t.Helper()
+	var n int
+	if err := s.handle().QueryRow(`SELECT count(*) FROM series_chunks WHERE t_min < ? AND t_max >= ? AND `+isResidualSQL,
+		cut, cut).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// readTogether is what SeriesMany answers of every attempt's series.
+func readTogether(t *testing.T, s *Store) map[string]string {
+	t.Helper()
+	var qs []store.SeriesQuery
+	for _, a := range storetest.Attempts(t, s) {
+		qs = append(qs, store.SeriesQuery{Scope: store.ScopeAttempt, AttemptID: a.AttemptID,
+			Metrics: []string{"cpu_percent", "rss_bytes", "processes", "read_bytes_per_s", "sched_wait_percent", "heap_used_bytes", "gc_percent"},
+			From: int64(a.Start) - 60_000, To: int64(a.LastSeen) + 60_000, Step: 15_000})
+	}
+	res, err := s.SeriesMany(context.Background(), qs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for i, r := range res {
+		if r == nil {
+			t.Fatalf("%s: not found", qs[i].AttemptID)
+		}
+		out[qs[i].AttemptID] = fmt.Sprint(*r)
+	}
+	return out
+}
