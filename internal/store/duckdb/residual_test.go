@@ -3,6 +3,7 @@ package duckdb
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -41,18 +42,22 @@ func TestAttemptResiduals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var odd [5]int
 	for _, src := range []struct {
 		name   string
 		rounds func() loadgen.Rounds
 	}{
-		{"loadgen", func() loadgen.Rounds { return oddRounds(loadgen.GeneratorRounds(2, 0.5, start)) }},
-		{"short-tasks", func() loadgen.Rounds { return loadgen.ReplayRounds(rec, 2, 0.5, start) }},
+		{"loadgen", func() loadgen.Rounds { return oddRounds(loadgen.GeneratorRounds(2, 0.25, start), &odd) }},
+		{"short-tasks", func() loadgen.Rounds { return loadgen.ReplayRounds(rec, 1, 0.25, start) }},
 	} {
 		t.Run(src.name, func(t *testing.T) {
 			dir, refDir := t.TempDir(), t.TempDir()
 			s, ref := open(dir, false, 0, 0), open(refDir, true, 0, 0)
 			end := fillRounds(t, s, src.rounds())
 			fillRounds(t, ref, src.rounds())
+			if src.name == "loadgen" && slices.Contains(odd[:], 0) {
+				t.Fatalf("batches changed: %v, want some of each", odd)
+			}
 			if v := chunkVersions(t, s); v[4] == 0 {
 				t.Fatalf("no residual chunk written: formats %v", v)
 			}
@@ -85,18 +90,18 @@ func TestAttemptResiduals(t *testing.T) {
 				t.Fatalf("%d residual chunks still span the retention's end", n)
 			}
 			compareReads(t, "rolled up", readEverything(t, ref), readEverything(t, s))
-			// Past the rollups' retention too (chunks deleted), from a
-			// store that kept raw samples.
+			// Then past the rollups' retention, later than the raw samples'
+			// (chunks deleted, those of processes too).
 			for _, st := range []*Store{s, ref} {
 				if err := st.Close(); err != nil {
 					t.Fatal(err)
 				}
 			}
-			s, ref = open(t.TempDir(), false, 0, later.Sub(mid)), open(t.TempDir(), true, 0, later.Sub(mid))
+			cut = start.Add(end.Sub(start) * 3 / 4).UnixMilli()
+			keep := later.Sub(time.UnixMilli(cut))
+			s, ref = open(dir, false, 0, keep), open(refDir, true, 0, keep)
 			defer s.Close()
 			defer ref.Close()
-			fillRounds(t, s, src.rounds())
-			fillRounds(t, ref, src.rounds())
 			if n := residualsAcross(t, s, cut); n == 0 {
 				t.Fatalf("no residual chunk spans %d", cut)
 			}
@@ -154,14 +159,19 @@ func fillRounds(t *testing.T, s *Store, next loadgen.Rounds) time.Time {
 }
 
 // oddRounds are rounds with what real agents send beside loadgen's even
-// lives: in each node's batches, one attempt's first process came after
-// its first minute and went before its fifth (the attempt's sums still
-// count it: the agent saw it), another process misses one sample in
-// each of its batches, the task JVM of a third has its CPU counters reset
-// halfway, a fourth attempt's processes send no samples, and a fifth
-// attempt has no process at all (no records, no memberships, no samples).
-func oddRounds(next loadgen.Rounds) loadgen.Rounds {
+// lives. Of every 8 attempts (in the order they appear), the first's first
+// process came a minute late and went at five (the attempt's sums still
+// count it: the agent saw it), the second's first process misses one
+// sample in each of its batches, the third's task JVM has its CPU
+// counters reset after 10 minutes, the fourth's processes send no
+// samples, and the fifth has no process at all (no records, no
+// memberships, no samples). odd counts the batches changed each way.
+func oddRounds(next loadgen.Rounds, odd *[5]int) loadgen.Rounds {
 	var first time.Time
+	type member struct{ att, nth int }
+	members := map[uint64]member{}
+	atts := map[string]int{}
+	procs := map[string]int{}
 	return func() ([]*wire.Batch, time.Time) {
 		batches, at := next()
 		if batches == nil {
@@ -172,67 +182,71 @@ func oddRounds(next loadgen.Rounds) loadgen.Rounds {
 		}
 		age := at.Sub(first)
 		for _, b := range batches {
-			roles := map[uint64]int{} // process -> attempt's place in the batch
-			atts := map[string]int{}
 			for _, m := range b.Members {
+				if _, ok := members[m.Process]; ok {
+					continue
+				}
 				if _, ok := atts[m.AttemptID]; !ok {
 					atts[m.AttemptID] = len(atts)
 				}
-				roles[m.Process] = atts[m.AttemptID]
-			}
-			if len(atts) < 5 {
-				continue
+				members[m.Process] = member{atts[m.AttemptID] % 8, procs[m.AttemptID]}
+				procs[m.AttemptID]++
 			}
 			gone := map[uint64]bool{}
 			var series []wire.Series
-			seen := map[int]int{}
 			for _, s := range b.ProcSeries {
-				a, ok := roles[s.Key]
-				if !ok {
-					series = append(series, s)
-					continue
-				}
-				nth := seen[a]
-				seen[a]++
+				m, ok := members[s.Key]
 				switch {
-				case a == 0 && nth == 0 && (age < time.Minute || age > 5*time.Minute):
+				case !ok:
+				case m.att == 0 && m.nth == 0 && (age < time.Minute || age > 5*time.Minute):
+					odd[0]++
 					continue // came late, went early
-				case a == 1 && nth == 0 && len(s.Times) > 2:
+				case m.att == 1 && m.nth == 0 && len(s.Times) > 2:
+					odd[1]++
 					s = dropSample(s, len(s.Times)/2)
-				case a == 2 && nth == 1 && age > 10*time.Minute:
-					for i := range s.Columns {
-						if m := b.Metrics[s.Columns[i].Metric]; m == wire.CPUUserMs || m == wire.CPUSysMs {
-							vs := append([]int64(nil), s.Columns[i].Values...)
-							for j := range vs {
-								vs[j] /= 1000
-							}
-							s.Columns[i].Values = vs
-						}
-					}
-				case a == 3 || a == 4:
-					gone[s.Key] = a == 4
+				case m.att == 2 && age > 10*time.Minute && reset(b, &s):
+					odd[2]++
+				case m.att == 3 || m.att == 4:
+					odd[m.att]++
+					gone[s.Key] = m.att == 4
 					continue
 				}
 				series = append(series, s)
 			}
 			b.ProcSeries = series
-			var procs []wire.Process
+			var ps []wire.Process
 			for _, p := range b.Processes {
 				if !gone[p.Key] {
-					procs = append(procs, p)
+					ps = append(ps, p)
 				}
 			}
-			b.Processes = procs
-			var members []wire.Membership
+			b.Processes = ps
+			var ms []wire.Membership
 			for _, m := range b.Members {
 				if !gone[m.Process] {
-					members = append(members, m)
+					ms = append(ms, m)
 				}
 			}
-			b.Members = members
+			b.Members = ms
 		}
 		return batches, at
 	}
+}
+
+// reset divides s's CPU counters by 1,000 (a counter reset), if it has
+// any.
+func reset(b *wire.Batch, s *wire.Series) bool {
+	did := false
+	for i := range s.Columns {
+		if m := b.Metrics[s.Columns[i].Metric]; m == wire.CPUUserMs || m == wire.CPUSysMs {
+			vs := append([]int64(nil), s.Columns[i].Values...)
+			for j := range vs {
+				vs[j] /= 1000
+			}
+			s.Columns[i].Values, did = vs, true
+		}
+	}
+	return did
 }
 
 // dropSample is s without its sample i.
@@ -277,7 +291,7 @@ func readTogether(t *testing.T, s *Store) map[string]string {
 	for _, a := range storetest.Attempts(t, s) {
 		qs = append(qs, store.SeriesQuery{Scope: store.ScopeAttempt, AttemptID: a.AttemptID,
 			Metrics: []string{"cpu_percent", "rss_bytes", "processes", "read_bytes_per_s", "sched_wait_percent", "heap_used_bytes", "gc_percent"},
-			From: int64(a.Start) - 60_000, To: int64(a.LastSeen) + 60_000, Step: 15_000})
+			From:    int64(a.Start) - 60_000, To: int64(a.LastSeen) + 60_000, Step: 15_000})
 	}
 	res, err := s.SeriesMany(context.Background(), qs)
 	if err != nil {
