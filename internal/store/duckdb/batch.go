@@ -222,7 +222,7 @@ func (s *Store) SeriesMany(ctx context.Context, qs []store.SeriesQuery) (_ []*st
 			atts = append(atts, rows)
 		}
 	}
-	if err := s.resolve(ctx, atts...); err != nil {
+	if err := s.resolve(ctx, nil, 0, 0, atts...); err != nil {
 		return nil, err
 	}
 	for i, f := range todo {

@@ -337,12 +337,14 @@ func (s *Store) rewrite(ctx context.Context, table, where string, drop bool,
 		if drop && lvl == chunk.Packed && !s.opt.absoluteAttempts {
 			res = &residuals{}
 		}
-		n, err := s.scanSeries(ctx, table, where, res != nil, func(kind int8, key, job, grp int64, p *store.Points, buf []byte) ([]byte, error) {
+		n, err := s.scanSeries(ctx, table, where, res != nil, func(kind int8, key, job int64, grp [2]int64, p *store.Points, buf []byte) ([]byte, error) {
 			var wrap func(c *chunk.Chunk, data []byte) []byte
+			var resAtt, resJob any // a member process's: its attempt's key and job key
 			switch {
 			case res == nil:
-			case kind == store.KindProcess && grp != 0:
-				res.process(grp, uint64(key), p)
+			case kind == store.KindProcess && grp[0] != 0:
+				res.process(grp[0], uint64(key), p)
+				resAtt, resJob = grp[0], grp[1]
 			case kind == store.KindAttempt:
 				wrap, _ = res.attempt(uint64(key), p)
 			}
@@ -353,7 +355,8 @@ func (s *Store) rewrite(ctx context.Context, table, where string, drop bool,
 				if wrap != nil {
 					data = wrap(c, data)
 				}
-				return app.AppendRow(kind, key, job, c.Times[0], c.Times[len(c.Times)-1], int32(len(c.Times)), level, data)
+				return app.AppendRow(kind, key, job, c.Times[0], c.Times[len(c.Times)-1], int32(len(c.Times)), level, data,
+					resAtt, resJob)
 			})
 			perSample[shape] = ps
 			return buf, err
@@ -392,10 +395,11 @@ func (s *Store) rewrite(ctx context.Context, table, where string, drop bool,
 // scanSeries reads the chunks of table that where selects, in series and
 // time order, and calls fn with each series' points (an attempt's made
 // whole where they are residuals: resolve); it returns how many series
-// there were. groups: in memberGroups' order, each with its group.
+// there were. groups: in memberGroups' order, each with its group (the
+// attempt's key and job key).
 func (s *Store) scanSeries(ctx context.Context, table, where string, groups bool,
-	fn func(kind int8, key, job, grp int64, p *store.Points, buf []byte) ([]byte, error)) (int, error) {
-	q := `SELECT kind, key, job_key, data, t_min, t_max, 0 FROM ` + table + `
+	fn func(kind int8, key, job int64, grp [2]int64, p *store.Points, buf []byte) ([]byte, error)) (int, error) {
+	q := `SELECT kind, key, job_key, data, t_min, t_max, 0, 0 FROM ` + table + `
 		WHERE ` + where + ` ORDER BY kind, key, t_min`
 	if groups {
 		q = memberGroups(table, where)
@@ -406,7 +410,8 @@ func (s *Store) scanSeries(ctx context.Context, table, where string, groups bool
 	}
 	defer rows.Close()
 	var curKind int8 = -1
-	var curKey, curJob, curGrp int64
+	var curKey, curJob int64
+	var curGrp [2]int64
 	var group [][]byte
 	var spans [][2]int64
 	var blobs, buf []byte // the series' chunks, copied from the rows
@@ -434,9 +439,10 @@ func (s *Store) scanSeries(ctx context.Context, table, where string, groups bool
 	}
 	for rows.Next() {
 		var kind int8
-		var key, job, tMin, tMax, grp int64
+		var key, job, tMin, tMax int64
+		var grp [2]int64
 		var data sql.RawBytes // (valid until the next row)
-		if err := rows.Scan(&kind, &key, &job, &data, &tMin, &tMax, &grp); err != nil {
+		if err := rows.Scan(&kind, &key, &job, &data, &tMin, &tMax, &grp[0], &grp[1]); err != nil {
 			return n, fmt.Errorf("cannot read the chunks: %w", err)
 		}
 		if kind != curKind || key != curKey {
@@ -470,7 +476,7 @@ func (s *Store) resolveGroup(ctx context.Context, group [][]byte, spans [][2]int
 	for i := range group {
 		rows[i] = chunkRow{tMin: spans[i][0], tMax: spans[i][1], level: levelMerged, data: group[i]}
 	}
-	if err := s.resolve(ctx, rows); err != nil {
+	if err := s.resolve(ctx, nil, 0, 0, rows); err != nil {
 		return err
 	}
 	for i := range rows {

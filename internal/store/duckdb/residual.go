@@ -23,14 +23,17 @@ import (
 // memberGroups is the query of compaction's fresh chunks in the order it
 // merges them when it writes attempts as residuals: each attempt's member
 // processes (by proc_log; a process of several attempts goes with one)
-// just before the attempt, grp naming the attempt (0: none).
+// just before the attempt, grp naming the attempt (0: none) and grp_job
+// its job key (that of its chunks; 0: it has none here).
 func memberGroups(table, where string) string {
+	proc, att := fmt.Sprint(store.KindProcess), fmt.Sprint(store.KindAttempt)
 	return `SELECT f.kind, f.key, f.job_key, f.data, f.t_min, f.t_max,
-		CASE WHEN f.kind = ` + fmt.Sprint(store.KindProcess) + ` THEN coalesce(m.a, 0)
-			WHEN f.kind = ` + fmt.Sprint(store.KindAttempt) + ` THEN f.key ELSE 0 END AS grp
+		CASE WHEN f.kind = ` + proc + ` THEN coalesce(m.a, 0) WHEN f.kind = ` + att + ` THEN f.key ELSE 0 END AS grp,
+		coalesce(j.job, 0)
 		FROM ` + table + ` f LEFT JOIN (SELECT proc_key, min(attempt_key) AS a FROM proc_log
-			WHERE attempt_key <> 0 AND proc_key IN (SELECT key FROM ` + table + ` WHERE kind = ` + fmt.Sprint(store.KindProcess) + `)
-			GROUP BY proc_key) m ON f.kind = ` + fmt.Sprint(store.KindProcess) + ` AND m.proc_key = f.key
+			WHERE attempt_key <> 0 AND proc_key IN (SELECT key FROM ` + table + ` WHERE kind = ` + proc + `)
+			GROUP BY proc_key) m ON f.kind = ` + proc + ` AND m.proc_key = f.key
+		LEFT JOIN (SELECT key, max(job_key) AS job FROM ` + table + ` WHERE kind = ` + att + ` GROUP BY key) j ON j.key = m.a
 		WHERE ` + where + ` ORDER BY grp, f.kind, f.key, f.t_min`
 }
 
@@ -118,13 +121,17 @@ func (r *residuals) attempt(key uint64, p *store.Points) (wrap func(c *chunk.Chu
 
 // resolve makes whole the residual chunks among rows (attempts' chunks,
 // with their spans): each one's bytes become the attempt's own samples
-// (format 2, not compressed), its processes' merged chunks read together.
-func (s *Store) resolve(ctx context.Context, rows ...[]chunkRow) error {
+// (format 2, not compressed). pre are processes' merged chunks already
+// read with them (those that name their attempts: res_att, res_job)
+// overlapping [from, to); the processes of a residual that is not wholly
+// in [from, to), or not among pre, are read here, all together.
+func (s *Store) resolve(ctx context.Context, pre map[uint64][]chunkRow, from, to int64, rows ...[]chunkRow) error {
 	type res struct {
 		row    *chunkRow
 		procs  []uint64
 		counts []int
 		body   []byte
+		again  bool // its processes are read here
 	}
 	var rs []res
 	keys := map[uint64]bool{}
@@ -139,42 +146,58 @@ func (s *Store) resolve(ctx context.Context, rows ...[]chunkRow) error {
 			if err != nil {
 				return fmt.Errorf("cannot read an attempt's chunk: %w", err)
 			}
-			rs = append(rs, res{c, procs, counts, body})
+			again := pre == nil || c.tMin < from || c.tMax >= to
 			for _, k := range procs {
-				keys[k] = true
+				if _, ok := pre[k]; !ok {
+					again = true
+				}
 			}
-			lo, hi = min(lo, c.tMin), max(hi, c.tMax)
+			rs = append(rs, res{c, procs, counts, body, again})
+			if again {
+				for _, k := range procs {
+					keys[k] = true
+				}
+				lo, hi = min(lo, c.tMin), max(hi, c.tMax)
+			}
 		}
 	}
 	if len(rs) == 0 {
 		return nil
 	}
+	read := map[uint64][]chunkRow{}
 	list := make([]uint64, 0, len(keys))
 	for k := range keys {
 		list = append(list, k)
 	}
 	slices.Sort(list)
-	chunks := map[seriesKey][]chunkRow{}
 	for len(list) > 0 {
 		part := list[:min(len(list), maxInKeys)]
 		list = list[len(part):]
-		if err := s.readMerged(ctx, part, lo, hi, chunks); err != nil {
+		if err := s.readMerged(ctx, part, lo, hi, read); err != nil {
 			return err
 		}
 	}
-	procs := map[uint64]*store.Points{}
+	type procKey struct {
+		key   uint64
+		again bool
+	}
+	procs := map[procKey]*store.Points{}
 	var dec chunk.Decoder
 	var w chunk.Writer
 	for _, r := range rs {
 		pts := make([]*store.Points, len(r.procs))
 		for k, key := range r.procs {
-			p, ok := procs[key]
+			p, ok := procs[procKey{key, r.again}]
 			if !ok {
+				src := pre[key]
+				if r.again {
+					src = read[key]
+				}
 				var err error
-				if p, _, _, err = pointsIn(chunks[seriesKey{store.KindProcess, key}], store.KindProcess, lo, hi+1); err != nil {
+				if p, _, _, err = pointsIn(src, store.KindProcess, math.MinInt64, math.MaxInt64); err != nil {
 					return fmt.Errorf("cannot read the processes of an attempt's chunk: %w", err)
 				}
-				procs[key] = p
+				procs[procKey{key, r.again}] = p
 			}
 			pts[k] = p
 		}
@@ -192,7 +215,7 @@ func (s *Store) resolve(ctx context.Context, rows ...[]chunkRow) error {
 
 // readMerged reads the merged chunks (level 1) of processes keys
 // overlapping [from, to] into out.
-func (s *Store) readMerged(ctx context.Context, keys []uint64, from, to int64, out map[seriesKey][]chunkRow) error {
+func (s *Store) readMerged(ctx context.Context, keys []uint64, from, to int64, out map[uint64][]chunkRow) error {
 	args := []any{store.KindProcess, levelMerged, from, to}
 	for _, k := range keys {
 		args = append(args, keyValue(k))
@@ -209,8 +232,7 @@ func (s *Store) readMerged(ctx context.Context, keys []uint64, from, to int64, o
 		if err := rows.Scan(&key, &c.tMin, &c.tMax, &c.data); err != nil {
 			return err
 		}
-		k := seriesKey{store.KindProcess, uint64(key)}
-		out[k] = append(out[k], c)
+		out[uint64(key)] = append(out[uint64(key)], c)
 	}
 	return rows.Err()
 }

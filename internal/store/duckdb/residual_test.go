@@ -46,9 +46,12 @@ func TestAttemptResiduals(t *testing.T) {
 	for _, src := range []struct {
 		name   string
 		rounds func() loadgen.Rounds
+		read   func(t *testing.T, s *Store) map[string]string
 	}{
-		{"loadgen", func() loadgen.Rounds { return oddRounds(loadgen.GeneratorRounds(2, 0.25, start), &odd) }},
-		{"short-tasks", func() loadgen.Rounds { return loadgen.ReplayRounds(rec, 1, 0.25, start) }},
+		{"loadgen", func() loadgen.Rounds { return oddRounds(loadgen.GeneratorRounds(2, 0.25, start), &odd) }, readEverything},
+		// (Attempts by the thousand: their series read together, and
+		// the jobs'.)
+		{"short-tasks", func() loadgen.Rounds { return loadgen.ReplayRounds(rec, 1, 0.2, start) }, readJobs},
 	} {
 		t.Run(src.name, func(t *testing.T) {
 			dir, refDir := t.TempDir(), t.TempDir()
@@ -64,7 +67,7 @@ func TestAttemptResiduals(t *testing.T) {
 			if v := chunkVersions(t, ref); v[4] != 0 {
 				t.Fatalf("the reference store holds residuals: formats %v", v)
 			}
-			compareReads(t, "stored", readEverything(t, ref), readEverything(t, s))
+			compareReads(t, "stored", src.read(t, ref), src.read(t, s))
 			compareReads(t, "read together", readTogether(t, ref), readTogether(t, s))
 			// Reopened with the raw samples' retention ending within
 			// attempts' residual chunks: they are made whole, the rest
@@ -89,7 +92,8 @@ func TestAttemptResiduals(t *testing.T) {
 			if n := residualsAcross(t, s, cut); n != 0 {
 				t.Fatalf("%d residual chunks still span the retention's end", n)
 			}
-			compareReads(t, "rolled up", readEverything(t, ref), readEverything(t, s))
+			compareReads(t, "rolled up", src.read(t, ref), src.read(t, s))
+			compareReads(t, "rolled up, read together", readTogether(t, ref), readTogether(t, s))
 			// Then past the rollups' retention, later than the raw samples'
 			// (chunks deleted, those of processes too).
 			for _, st := range []*Store{s, ref} {
@@ -113,7 +117,8 @@ func TestAttemptResiduals(t *testing.T) {
 			if n := residualsAcross(t, s, cut); n != 0 {
 				t.Fatalf("%d residual chunks still span the rollups' retention's end", n)
 			}
-			compareReads(t, "deleted", readEverything(t, ref), readEverything(t, s))
+			compareReads(t, "deleted", src.read(t, ref), src.read(t, s))
+			compareReads(t, "deleted, read together", readTogether(t, ref), readTogether(t, s))
 		})
 	}
 }
@@ -303,6 +308,35 @@ func readTogether(t *testing.T, s *Store) map[string]string {
 			t.Fatalf("%s: not found", qs[i].AttemptID)
 		}
 		out[qs[i].AttemptID] = fmt.Sprint(*r)
+	}
+	return out
+}
+
+// readJobs is what the store answers of every job's series over its
+// life, and (readTogether) every attempt's.
+func readJobs(t *testing.T, s *Store) map[string]string {
+	t.Helper()
+	out := readTogether(t, s)
+	jobs := map[string][2]int64{}
+	for _, a := range storetest.Attempts(t, s) {
+		j := jobs[a.JobID]
+		if from := int64(a.Start) - 60_000; j[0] == 0 || from < j[0] {
+			j[0] = from
+		}
+		j[1] = max(j[1], int64(a.LastSeen)+60_000)
+		jobs[a.JobID] = j
+	}
+	for id, r := range jobs {
+		q := store.SeriesQuery{Scope: store.ScopeJob, JobID: id, Metrics: []string{"cpu_percent", "rss_bytes", "processes",
+			"read_bytes_per_s", "heap_used_bytes", "gc_percent", "sched_wait_percent"}, From: r[0], To: r[1], Step: 5000}
+		res, err := s.Series(context.Background(), q)
+		if err != nil {
+			t.Fatalf("%+v: %v", q, err)
+		}
+		out["job "+id] = fmt.Sprint(*res)
+	}
+	if len(jobs) < 3 {
+		t.Fatalf("%d jobs: want more", len(jobs))
 	}
 	return out
 }
