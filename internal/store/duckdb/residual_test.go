@@ -340,3 +340,55 @@ func readJobs(t *testing.T, s *Store) map[string]string {
 	}
 	return out
 }
+
+// A data directory made before residuals (format 3 chunks, attempts'
+// chunks their own samples, series_chunks without res_att and res_job)
+// reads as it did once a store that writes residuals opens it, and on as
+// residuals are compacted beside its chunks: the same as a store that
+// kept attempts' chunks absolute all along.
+func TestChunksBeforeResiduals(t *testing.T) {
+	if testing.Short() {
+		t.Skip("reads a loadgen cluster's worth of data: not in -short runs (make check); make test runs it")
+	}
+	start := time.Now().Add(-2 * time.Hour).Truncate(time.Minute)
+	clock := store.Clock{Now: func() time.Time { return start.Add(3 * time.Hour) }}
+	open := func(dir string, absolute bool) *Store {
+		s, err := Open(Options{Dir: dir, CompactAge: 2 * time.Minute, Clock: clock, absoluteAttempts: absolute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	cfg := loadgen.Config{Nodes: 3, Slots: 4, BatchTicks: 5, Seed: 22, Start: start}
+	g, gRef := loadgen.NewGenerator(cfg), loadgen.NewGenerator(cfg)
+	dir := t.TempDir()
+	old, ref := open(dir, true), open(t.TempDir(), true)
+	defer func() { ref.Close() }()
+	storetest.Fill(t, old, g, start, 20*60)
+	storetest.Fill(t, ref, gRef, start, 20*60)
+	before := readEverything(t, old)
+	// The tables as stores before residuals made them.
+	for _, q := range []string{`DROP VIEW series_all`, `ALTER TABLE series_chunks DROP COLUMN res_att`,
+		`ALTER TABLE series_chunks DROP COLUMN res_job`,
+		`CREATE VIEW series_all AS SELECT * FROM series_fresh_0 UNION ALL SELECT * FROM series_fresh_1
+			UNION ALL SELECT * FROM series_chunks`} {
+		if _, err := old.handle().Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if v := chunkVersions(t, old); v[4] != 0 || v[3] == 0 {
+		t.Fatalf("the store made before holds chunks of formats %v", v)
+	}
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s := open(dir, false)
+	defer func() { s.Close() }()
+	compareReads(t, "opened again", before, readEverything(t, s))
+	storetest.Fill(t, s, g, start, 40*60)
+	storetest.Fill(t, ref, gRef, start, 40*60)
+	if v := chunkVersions(t, s); v[4] == 0 || v[3] == 0 {
+		t.Fatalf("compacted since: chunks of formats %v, want 3 and 4", v)
+	}
+	compareReads(t, "compacted since", readEverything(t, ref), readEverything(t, s))
+}
