@@ -479,8 +479,11 @@ func (s *Store) resolveGroup(ctx context.Context, group [][]byte, spans [][2]int
 	if err := s.resolve(ctx, nil, 0, 0, rows); err != nil {
 		return err
 	}
+	var w chunk.Writer
 	for i := range rows {
-		group[i] = rows[i].data
+		if rows[i].whole != nil {
+			group[i] = w.Encode(nil, rows[i].whole, chunk.None)
+		}
 	}
 	return nil
 }

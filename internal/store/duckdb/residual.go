@@ -120,8 +120,8 @@ func (r *residuals) attempt(key uint64, p *store.Points) (wrap func(c *chunk.Chu
 }
 
 // resolve makes whole the residual chunks among rows (attempts' chunks,
-// with their spans): each one's bytes become the attempt's own samples
-// (format 2, not compressed). pre are processes' merged chunks already
+// with their spans): each one's whole is set to the attempt's own samples
+// (pointsIn reads it in place of its bytes). pre are processes' merged chunks already
 // read with them (those that name their attempts: res_att, res_job)
 // overlapping [from, to); the processes of a residual that is not wholly
 // in [from, to), or not among pre, are read here, all together.
@@ -183,7 +183,6 @@ func (s *Store) resolve(ctx context.Context, pre map[uint64][]chunkRow, from, to
 	}
 	procs := map[procKey]*store.Points{}
 	var dec chunk.Decoder
-	var w chunk.Writer
 	for _, r := range rs {
 		pts := make([]*store.Points, len(r.procs))
 		for k, key := range r.procs {
@@ -208,7 +207,7 @@ func (s *Store) resolve(ctx context.Context, pre map[uint64][]chunkRow, from, to
 		if err := store.AddProcesses(c, pts, r.counts); err != nil {
 			return fmt.Errorf("cannot read an attempt's chunk of %d samples from %d: %w", len(c.Times), r.row.tMin, err)
 		}
-		r.row.data = w.Encode(nil, c, chunk.None)
+		r.row.whole = c
 	}
 	return nil
 }

@@ -165,9 +165,13 @@ func (s *Store) points(ctx context.Context, kind int, key uint64, from, to int64
 		AND t_max >= ? AND t_min < ? ORDER BY t_min`
 	args := []any{keyValue(key), kind, from, to}
 	if kind == store.KindAttempt {
+		// (A UNION, not an OR: DuckDB pushes each side's filter into its
+		// scan, and reads the chunks' bytes of the rows it keeps only.)
 		q = `SELECT kind, key, t_min, t_max, level, data, coalesce(job_key, 0) FROM series_all
-			WHERE (key = ? AND kind = ? OR res_att = ?) AND t_max >= ? AND t_min < ? ORDER BY t_min`
-		args = []any{keyValue(key), kind, keyValue(key), from, to}
+			WHERE key = ? AND kind = ? AND t_max >= ? AND t_min < ?
+			UNION ALL SELECT kind, key, t_min, t_max, level, data, coalesce(job_key, 0) FROM series_chunks
+			WHERE res_att = ? AND t_max >= ? AND t_min < ? ORDER BY t_min`
+		args = []any{keyValue(key), kind, from, to, keyValue(key), from, to}
 	}
 	rows, err := s.query(ctx, q, args...)
 	if err != nil {
@@ -332,23 +336,21 @@ func (s *Store) jobChunksIn(ctx context.Context, kind int, jobKey uint64, from, 
 	// each series' few chunks in time order.
 	q := `SELECT kind, key, t_min, t_max, level, data FROM series_all WHERE kind = ? AND job_key = ? AND t_max >= ? AND t_min < ?`
 	args := []any{kind, keyValue(jobKey), from, to}
-	if kind == store.KindAttempt {
-		q = `SELECT kind, key, t_min, t_max, level, data FROM series_all WHERE (kind = ? AND job_key = ? OR res_job = ?)
-			AND t_max >= ? AND t_min < ?`
-		args = []any{kind, keyValue(jobKey), keyValue(jobKey), from, to}
-	}
 	var rows *sql.Rows
-	if keys == nil {
-		rows, err = s.query(ctx, q, args...)
-	} else {
-		// Those series only (their processes' chunks are read as they are
-		// needed: resolve).
-		q = `SELECT kind, key, t_min, t_max, level, data FROM series_all WHERE kind = ? AND job_key = ? AND t_max >= ? AND t_min < ?`
-		args = []any{kind, keyValue(jobKey), from, to}
+	switch {
+	case keys != nil:
+		// Those series only (their processes' chunks are read as they
+		// are needed: resolve).
 		for _, k := range keys {
 			args = append(args, k)
 		}
 		rows, err = s.handle().QueryContext(ctx, q+` AND key IN (`+placeholders(len(keys))+`)`, args...)
+	case kind == store.KindAttempt:
+		// (A UNION, not an OR: points.)
+		rows, err = s.query(ctx, q+` UNION ALL SELECT kind, key, t_min, t_max, level, data FROM series_chunks
+			WHERE res_job = ? AND t_max >= ? AND t_min < ?`, append(args, keyValue(jobKey), from, to)...)
+	default:
+		rows, err = s.query(ctx, q, args...)
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("cannot read job series: %w", err)
