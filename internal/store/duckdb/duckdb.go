@@ -124,6 +124,7 @@ type Store struct {
 	layout   attemptLayout // where the columns of the tables of attempts are (attempts.go)
 	stmts    stmts         // the API's reads, prepared (stmt.go)
 	procAggs procAggs      // processes' summaries made by earlier reads (batch.go)
+	wholes   wholes        // residuals made whole by earlier reads (residual.go)
 }
 
 // rowGroupSize is the rows of a row group of the store's tables (DuckDB's

@@ -1,11 +1,14 @@
 package duckdb
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"hash/maphash"
 	"math"
 	"slices"
 	"sort"
+	"sync"
 
 	"github.com/taskscope/taskscope/internal/store"
 	"github.com/taskscope/taskscope/internal/store/chunk"
@@ -121,10 +124,11 @@ func (r *residuals) attempt(key uint64, p *store.Points) (wrap func(c *chunk.Chu
 
 // resolve makes whole the residual chunks among rows (attempts' chunks,
 // with their spans): each one's whole is set to the attempt's own samples
-// (pointsIn reads it in place of its bytes). pre are processes' merged chunks already
-// read with them (those that name their attempts: res_att, res_job)
-// overlapping [from, to); the processes of a residual that is not wholly
-// in [from, to), or not among pre, are read here, all together.
+// (pointsIn reads it in place of its bytes), from wholes if an earlier
+// read made it. pre are processes' merged chunks already read with them
+// (those that name their attempts: res_att, res_job) overlapping [from,
+// to); the processes of a residual that is not wholly in [from, to), or
+// not among pre, are read here, all together.
 func (s *Store) resolve(ctx context.Context, pre map[uint64][]chunkRow, from, to int64, rows ...[]chunkRow) error {
 	type res struct {
 		row    *chunkRow
@@ -140,6 +144,9 @@ func (s *Store) resolve(ctx context.Context, pre map[uint64][]chunkRow, from, to
 		for i := range rr {
 			c := &rr[i]
 			if !chunk.IsResidual(c.data) {
+				continue
+			}
+			if c.whole = s.wholes.get(c.tMin, c.data); c.whole != nil {
 				continue
 			}
 			procs, counts, body, err := chunk.Residual(c.data, nil, nil)
@@ -208,8 +215,87 @@ func (s *Store) resolve(ctx context.Context, pre map[uint64][]chunkRow, from, to
 			return fmt.Errorf("cannot read an attempt's chunk of %d samples from %d: %w", len(c.Times), r.row.tMin, err)
 		}
 		r.row.whole = c
+		s.wholes.put(r.row.tMin, r.row.data, c)
 	}
 	return nil
+}
+
+// wholes are residuals made whole by earlier reads, by their bytes and
+// first time (a residual's processes' chunks do not change while it is
+// stored: rollups and retention make it whole first), so that reading
+// them again (a running attempt's or job's page, at every live update)
+// does not decode their processes again; at most maxWholeBytes of them.
+type wholes struct {
+	mu    sync.Mutex
+	seed  maphash.Seed
+	m     map[wholeKey]wholeEntry
+	bytes int
+	hits  int // (tests)
+}
+
+type wholeKey struct {
+	hash uint64
+	tMin int64
+}
+
+type wholeEntry struct {
+	data  []byte // the residual's
+	whole *chunk.Chunk
+	size  int
+}
+
+const maxWholeBytes = 64 << 20
+
+// get returns the residual data (first time tMin) made whole, or nil.
+// The chunk is shared: it is read, never changed.
+func (w *wholes) get(tMin int64, data []byte) *chunk.Chunk {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.m == nil {
+		return nil
+	}
+	e, ok := w.m[wholeKey{maphash.Bytes(w.seed, data), tMin}]
+	if !ok || !bytes.Equal(e.data, data) {
+		return nil
+	}
+	w.hits++
+	return e.whole
+}
+
+// put keeps c, the residual data made whole.
+func (w *wholes) put(tMin int64, data []byte, c *chunk.Chunk) {
+	size := len(data) + 8*len(c.Times)
+	for _, col := range c.Columns {
+		size += 8*len(col.Values) + len(col.Absent)
+	}
+	if size > maxWholeBytes/16 {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.m == nil {
+		w.seed, w.m = maphash.MakeSeed(), map[wholeKey]wholeEntry{}
+	}
+	for k, e := range w.m { // (in no order: as good as any here)
+		if w.bytes+size <= maxWholeBytes {
+			break
+		}
+		delete(w.m, k)
+		w.bytes -= e.size
+	}
+	k := wholeKey{maphash.Bytes(w.seed, data), tMin}
+	if e, ok := w.m[k]; ok {
+		w.bytes -= e.size
+	}
+	w.m[k] = wholeEntry{append([]byte(nil), data...), c, size}
+	w.bytes += size
+}
+
+// clear forgets them all (benchmarks of reads that find none).
+func (w *wholes) clear() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.m, w.bytes = nil, 0
 }
 
 // readMerged reads the merged chunks (level 1) of processes keys

@@ -69,6 +69,12 @@ func TestAttemptResiduals(t *testing.T) {
 			}
 			compareReads(t, "stored", src.read(t, ref), src.read(t, s))
 			compareReads(t, "read together", readTogether(t, ref), readTogether(t, s))
+			if s.wholes.hits == 0 {
+				t.Fatal("no residual made whole was read again from wholes")
+			}
+			// And all made whole again.
+			s.wholes.clear()
+			compareReads(t, "read together again", readTogether(t, ref), readTogether(t, s))
 			// Reopened with the raw samples' retention ending within
 			// attempts' residual chunks: they are made whole, the rest
 			// before it rolled up.
