@@ -56,8 +56,8 @@ func TestAttemptResiduals(t *testing.T) {
 		t.Run(src.name, func(t *testing.T) {
 			dir, refDir := t.TempDir(), t.TempDir()
 			s, ref := open(dir, false, 0, 0), open(refDir, true, 0, 0)
-			end := fillRounds(t, s, src.rounds())
-			fillRounds(t, ref, src.rounds())
+			end := storetest.FillRounds(t, s, start, src.rounds())
+			storetest.FillRounds(t, ref, start, src.rounds())
 			if src.name == "loadgen" && slices.Contains(odd[:], 0) {
 				t.Fatalf("batches changed: %v, want some of each", odd)
 			}
@@ -77,96 +77,46 @@ func TestAttemptResiduals(t *testing.T) {
 			compareReads(t, "read together again", readTogether(t, ref), readTogether(t, s))
 			// Reopened with the raw samples' retention ending within
 			// attempts' residual chunks: they are made whole, the rest
-			// before it rolled up.
-			mid := start.Add(end.Sub(start) / 2)
-			cut := mid.UnixMilli()
-			if n := residualsAcross(t, s, cut); n == 0 {
-				t.Fatalf("no residual chunk spans %d", cut)
-			}
-			for _, st := range []*Store{s, ref} {
-				if err := st.Close(); err != nil {
-					t.Fatal(err)
-				}
-			}
+			// before it rolled up. Then past the rollups' retention,
+			// later (chunks deleted, those of processes too).
 			later := end.Add(time.Hour)
-			s, ref = open(dir, false, later.Sub(mid), 0), open(refDir, true, later.Sub(mid), 0)
-			for _, st := range []*Store{s, ref} {
-				if err := st.Maintain(context.Background(), later); err != nil {
-					t.Fatal(err)
+			for _, p := range []struct {
+				what                       string
+				cut                        time.Time
+				retention, rollupRetention bool
+			}{{"rolled up", start.Add(end.Sub(start) / 2), true, false},
+				{"deleted", start.Add(end.Sub(start) * 3 / 4), false, true}} {
+				for _, st := range []*Store{s, ref} {
+					if err := st.Close(); err != nil {
+						t.Fatal(err)
+					}
 				}
-			}
-			if n := residualsAcross(t, s, cut); n != 0 {
-				t.Fatalf("%d residual chunks still span the retention's end", n)
-			}
-			compareReads(t, "rolled up", src.read(t, ref), src.read(t, s))
-			compareReads(t, "rolled up, read together", readTogether(t, ref), readTogether(t, s))
-			// Then past the rollups' retention, later than the raw samples'
-			// (chunks deleted, those of processes too).
-			for _, st := range []*Store{s, ref} {
-				if err := st.Close(); err != nil {
-					t.Fatal(err)
+				var keep [2]time.Duration
+				if p.retention {
+					keep[0] = later.Sub(p.cut)
+				} else {
+					keep[1] = later.Sub(p.cut)
 				}
-			}
-			cut = start.Add(end.Sub(start) * 3 / 4).UnixMilli()
-			keep := later.Sub(time.UnixMilli(cut))
-			s, ref = open(dir, false, 0, keep), open(refDir, true, 0, keep)
-			defer s.Close()
-			defer ref.Close()
-			if n := residualsAcross(t, s, cut); n == 0 {
-				t.Fatalf("no residual chunk spans %d", cut)
-			}
-			for _, st := range []*Store{s, ref} {
-				if err := st.Maintain(context.Background(), later); err != nil {
-					t.Fatal(err)
+				s, ref = open(dir, false, keep[0], keep[1]), open(refDir, true, keep[0], keep[1])
+				cut := p.cut.UnixMilli()
+				if n := residualsAcross(t, s, cut); n == 0 {
+					t.Fatalf("%s: no residual chunk spans %d", p.what, cut)
 				}
+				for _, st := range []*Store{s, ref} {
+					if err := st.Maintain(context.Background(), later); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if n := residualsAcross(t, s, cut); n != 0 {
+					t.Fatalf("%s: %d residual chunks still span the retention's end", p.what, n)
+				}
+				compareReads(t, p.what, src.read(t, ref), src.read(t, s))
+				compareReads(t, p.what+", read together", readTogether(t, ref), readTogether(t, s))
 			}
-			if n := residualsAcross(t, s, cut); n != 0 {
-				t.Fatalf("%d residual chunks still span the rollups' retention's end", n)
-			}
-			compareReads(t, "deleted", src.read(t, ref), src.read(t, s))
-			compareReads(t, "deleted, read together", readTogether(t, ref), readTogether(t, s))
+			s.Close()
+			ref.Close()
 		})
 	}
-}
-
-// fillRounds stores rounds as FillAt does (maintenance every 30
-// simulated seconds, then the summaries) and returns the time reached.
-func fillRounds(t *testing.T, s *Store, next loadgen.Rounds) time.Time {
-	t.Helper()
-	ctx := context.Background()
-	var last, now time.Time
-	for {
-		batches, at := next()
-		if batches == nil {
-			break
-		}
-		if last.IsZero() {
-			last = at
-		}
-		now = at
-		app, err := s.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, b := range batches {
-			if _, err := app.Append(b); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := app.Commit(); err != nil {
-			t.Fatal(err)
-		}
-		if now.Sub(last) >= 30*time.Second {
-			last = now
-			if err := s.Maintain(ctx, now); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if err := s.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return now
 }
 
 // oddRounds are rounds with what real agents send beside loadgen's even
