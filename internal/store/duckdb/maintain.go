@@ -344,7 +344,10 @@ func (s *Store) rewrite(ctx context.Context, table, where string, drop bool,
 			case res == nil:
 			case kind == store.KindProcess && grp[0] != 0:
 				res.process(grp[0], uint64(key), p)
-				resAtt, resJob = grp[0], grp[1]
+				resAtt = grp[0]
+				if grp[1] != 0 {
+					resJob = grp[1]
+				}
 			case kind == store.KindAttempt:
 				wrap, _ = res.attempt(uint64(key), p)
 			}
