@@ -243,3 +243,87 @@ func TestPipelineOverlapsCommits(t *testing.T) {
 		t.Fatalf("request after the failed commit: %+v", res)
 	}
 }
+
+// gatheringStore is a store that wants the pipeline to gather before
+// each commit (store.CommitGatherer), and counts its transactions.
+type gatheringStore struct {
+	*gatedStore
+	gap, most time.Duration
+	begun     atomic.Int64
+}
+
+func (s *gatheringStore) CommitGather() (gap, max time.Duration) { return s.gap, s.most }
+
+func (s *gatheringStore) Begin(ctx context.Context) (store.Appender, error) {
+	s.begun.Add(1)
+	return s.gatedStore.Begin(ctx)
+}
+
+// TestPipelineGathersBeforeEachCommit: for a store that wants it
+// (store.CommitGatherer: the embedded store), the writer gathers before
+// every commit, not only after an idle period: a request taken from a
+// queue that was not empty waits for those on their way, so that agents
+// each waiting for their answer before they send again have their next
+// batches in one commit. The gathering ends on the store's gap, or after
+// its most.
+func TestPipelineGathersBeforeEachCommit(t *testing.T) {
+	t.Run("after a commit, while a request is on its way", func(t *testing.T) {
+		r := newRig(t, rigOptions{})
+		gs := &gatheringStore{gatedStore: r.gs, gap: 20 * time.Millisecond, most: time.Hour}
+		p := NewPipeline(gs, PipelineOptions{})
+		defer p.Close()
+		results := make(chan Result, 3)
+		submit := sender(p, results)
+		// The first commit waits in Begin while the second batch queues.
+		entered := r.gs.hold()
+		submit(0)
+		<-entered
+		submit(1)
+		testsrv.WaitUntil(t, "a batch queued", 10*time.Second, func() bool { return len(p.q) == 1 })
+		arrived := p.Arriving()
+		r.gs.open()
+		if res := <-results; res.Err != nil {
+			t.Fatalf("first batch: %+v", res)
+		}
+		// The writer took the queued batch (not waiting for it) and
+		// gathers while a request is on its way.
+		waitTaken(t, p, 1)
+		if testsrv.Poll(10*20*time.Millisecond, func() bool { return gs.begun.Load() > 1 }) {
+			t.Fatal("the commit began while a request was on its way")
+		}
+		submit(2)
+		waitTaken(t, p, 2)
+		arrived()
+		for range 2 {
+			if res := <-results; res.Err != nil || res.Duplicate {
+				t.Fatalf("result %+v", res)
+			}
+		}
+		if n := gs.begun.Load(); n != 2 {
+			t.Errorf("%d commits, want 2 (the second with 2 batches)", n)
+		}
+		if u := r.samples(t); u.Samples != 30 {
+			t.Errorf("%d samples stored, want 30", u.Samples)
+		}
+	})
+	for _, c := range []struct {
+		name      string
+		gap, most time.Duration
+	}{
+		{"ended by the gap", 20 * time.Millisecond, time.Hour},
+		{"ended after its most", time.Hour, 50 * time.Millisecond},
+		{"none", 0, time.Hour},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRig(t, rigOptions{})
+			gs := &gatheringStore{gatedStore: r.gs, gap: c.gap, most: c.most}
+			p := NewPipeline(gs, PipelineOptions{})
+			defer p.Close()
+			for seq := uint64(1); seq <= 2; seq++ {
+				if res := p.Submit(context.Background(), batch("agent-0", seq, "node1")); res.Err != nil || gs.begun.Load() != int64(seq) {
+					t.Fatalf("batch %d: result %+v, %d commits", seq, res, gs.begun.Load())
+				}
+			}
+		})
+	}
+}
