@@ -306,23 +306,46 @@ func TestPipelineGathersBeforeEachCommit(t *testing.T) {
 			t.Errorf("%d samples stored, want 30", u.Samples)
 		}
 	})
+	// A request alone, none on its way: committed at once (an agent
+	// replaying its spool one batch at a time waits for no gap).
+	t.Run("at once when none is on its way", func(t *testing.T) {
+		r := newRig(t, rigOptions{})
+		gs := &gatheringStore{gatedStore: r.gs, gap: time.Hour, most: time.Hour}
+		p := NewPipeline(gs, PipelineOptions{})
+		defer p.Close()
+		// (Gathering would wait an hour: the context ends first.)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		for seq := uint64(1); seq <= 3; seq++ {
+			if res := p.Submit(ctx, batch("agent-0", seq, "node1")); res.Err != nil || gs.begun.Load() != int64(seq) {
+				t.Fatalf("batch %d: result %+v, %d commits", seq, res, gs.begun.Load())
+			}
+		}
+	})
 	for _, c := range []struct {
 		name      string
 		gap, most time.Duration
+		release   bool // the request on its way arrives (is given up) once the batch is taken
 	}{
-		{"ended by the gap", 20 * time.Millisecond, time.Hour},
-		{"ended after its most", time.Hour, 50 * time.Millisecond},
-		{"none", 0, time.Hour},
+		{"ended by the gap", 20 * time.Millisecond, time.Hour, true},
+		{"ended after its most", time.Hour, 50 * time.Millisecond, false},
+		{"none", 0, time.Hour, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := newRig(t, rigOptions{})
 			gs := &gatheringStore{gatedStore: r.gs, gap: c.gap, most: c.most}
 			p := NewPipeline(gs, PipelineOptions{})
 			defer p.Close()
-			for seq := uint64(1); seq <= 2; seq++ {
-				if res := p.Submit(context.Background(), batch("agent-0", seq, "node1")); res.Err != nil || gs.begun.Load() != int64(seq) {
-					t.Fatalf("batch %d: result %+v, %d commits", seq, res, gs.begun.Load())
-				}
+			arrived := p.Arriving()
+			defer arrived()
+			results := make(chan Result, 1)
+			sender(p, results)(0)
+			if c.release {
+				waitTaken(t, p, 1)
+				arrived()
+			}
+			if res := <-results; res.Err != nil || gs.begun.Load() != 1 {
+				t.Fatalf("result %+v, %d commits", res, gs.begun.Load())
 			}
 		})
 	}

@@ -242,7 +242,8 @@ func (p *Pipeline) run() {
 		g.add(first)
 		if p.pace(waited) {
 			p.gather(&g, p.gatherGap, p.gatherMax)
-		} else if gap, most := store.CommitGather(p.st); gap > 0 && p.gatherMax >= 0 {
+		} else if gap, most := store.CommitGather(p.st); gap > 0 && p.gatherMax >= 0 && p.arriving.Load() > 0 {
+			// (A request alone, none on its way: at once.)
 			p.gather(&g, gap, most)
 		}
 	more:
