@@ -126,13 +126,7 @@ func TestPipelineGathers(t *testing.T) {
 		results := make(chan Result, 2)
 		submit := sender(p, results)
 		submit(0)
-		waitTaken(t, p, 1)
-		if testsrv.Poll(10*20*time.Millisecond, func() bool { return ps.begun.Load() > 0 }) {
-			t.Fatal("the commit began while a request was on its way")
-		}
-		submit(1)
-		waitTaken(t, p, 2)
-		arrived()
+		heldWhileOnItsWay(t, p, &ps.begun, 0, func() { submit(1) }, arrived)
 		arrived() // (once only)
 		inOneCommit(t, r, ps, results, 2)
 		if n := p.arriving.Load(); n != 0 {
@@ -154,6 +148,21 @@ func TestPipelineGathers(t *testing.T) {
 			}
 		})
 	}
+}
+
+// heldWhileOnItsWay checks that p's writer, holding a batch, begins no
+// commit (begun stays at was) while a request is on its way (20 ms gaps
+// go by), then sends the next batch (next) and, once the writer holds
+// both, lets the request arrive.
+func heldWhileOnItsWay(t *testing.T, p *Pipeline, begun *atomic.Int64, was int64, next, arrived func()) {
+	t.Helper()
+	waitTaken(t, p, 1)
+	if testsrv.Poll(10*20*time.Millisecond, func() bool { return begun.Load() > was }) {
+		t.Fatal("the commit began while a request was on its way")
+	}
+	next()
+	waitTaken(t, p, 2)
+	arrived()
 }
 
 // pipelinedStore is a store whose commits are durable only when the test
@@ -287,13 +296,7 @@ func TestPipelineGathersBeforeEachCommit(t *testing.T) {
 		}
 		// The writer took the queued batch (not waiting for it) and
 		// gathers while a request is on its way.
-		waitTaken(t, p, 1)
-		if testsrv.Poll(10*20*time.Millisecond, func() bool { return gs.begun.Load() > 1 }) {
-			t.Fatal("the commit began while a request was on its way")
-		}
-		submit(2)
-		waitTaken(t, p, 2)
-		arrived()
+		heldWhileOnItsWay(t, p, &gs.begun, 1, func() { submit(2) }, arrived)
 		for range 2 {
 			if res := <-results; res.Err != nil || res.Duplicate {
 				t.Fatalf("result %+v", res)
