@@ -63,10 +63,13 @@ type Options struct {
 	// legacyChunks: compaction writes chunks as stores before 2026-12-07
 	// did (format 2, zstd): tests make data directories of then with it.
 	legacyChunks bool
-	// absoluteAttempts: compaction writes attempts' chunks as stores
-	// before 2026-12-07's second change did (their own samples, not
-	// residuals of their processes': residual.go).
-	absoluteAttempts bool
+	// ResidualAttempts: compaction writes attempts' merged chunks as
+	// residuals of their processes' (residual.go, docs/storage.md): some
+	// 3 B a sample less on loadgen's data, but an attempt's or a job's
+	// series read scans the chunks twice (1.5–2× the time, measured
+	// 2026-12-07), so it is off by default. A store reads residuals
+	// either way.
+	ResidualAttempts bool
 }
 
 // The store's contract and the capabilities it offers (package store).

@@ -31,7 +31,7 @@ func TestAttemptResiduals(t *testing.T) {
 	start := time.Now().Add(-6 * time.Hour).Truncate(time.Minute)
 	clock := store.Clock{Now: func() time.Time { return start.Add(8 * time.Hour) }}
 	open := func(dir string, absolute bool, retention, rollupRetention time.Duration) *Store {
-		s, err := Open(Options{Dir: dir, CompactAge: 2 * time.Minute, Clock: clock, absoluteAttempts: absolute,
+		s, err := Open(Options{Dir: dir, CompactAge: 2 * time.Minute, Clock: clock, ResidualAttempts: !absolute,
 			Retention: retention, RollupRetention: rollupRetention})
 		if err != nil {
 			t.Fatal(err)
@@ -309,7 +309,7 @@ func TestChunksBeforeResiduals(t *testing.T) {
 	start := time.Now().Add(-2 * time.Hour).Truncate(time.Minute)
 	clock := store.Clock{Now: func() time.Time { return start.Add(3 * time.Hour) }}
 	open := func(dir string, absolute bool) *Store {
-		s, err := Open(Options{Dir: dir, CompactAge: 2 * time.Minute, Clock: clock, absoluteAttempts: absolute})
+		s, err := Open(Options{Dir: dir, CompactAge: 2 * time.Minute, Clock: clock, ResidualAttempts: !absolute})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -347,4 +347,11 @@ func TestChunksBeforeResiduals(t *testing.T) {
 		t.Fatalf("compacted since: chunks of formats %v, want 3 and 4", v)
 	}
 	compareReads(t, "compacted since", readEverything(t, ref), readEverything(t, s))
+	// A store that does not write residuals reads them the same (its
+	// processes' chunks read by key).
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open(dir, true)
+	compareReads(t, "opened not writing residuals", readEverything(t, ref), readEverything(t, s))
 }

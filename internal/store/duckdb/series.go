@@ -164,7 +164,7 @@ func (s *Store) points(ctx context.Context, kind int, key uint64, from, to int64
 	q := `SELECT kind, key, t_min, t_max, level, data, coalesce(job_key, 0) FROM series_all WHERE key = ? AND kind = ?
 		AND t_max >= ? AND t_min < ? ORDER BY t_min`
 	args := []any{keyValue(key), kind, from, to}
-	if kind == store.KindAttempt {
+	if kind == store.KindAttempt && s.opt.ResidualAttempts {
 		// (A UNION, not an OR: DuckDB pushes each side's filter into its
 		// scan, and reads the chunks' bytes of the rows it keeps only.)
 		q = `SELECT kind, key, t_min, t_max, level, data, coalesce(job_key, 0) FROM series_all
@@ -203,7 +203,7 @@ func (s *Store) points(ctx context.Context, kind int, key uint64, from, to int64
 		return nil, 0, err
 	}
 	if kind == store.KindAttempt {
-		if procs == nil {
+		if procs == nil && s.opt.ResidualAttempts {
 			procs = map[uint64][]chunkRow{}
 		}
 		if err := s.resolve(ctx, procs, from, to, chunks); err != nil {
@@ -345,7 +345,7 @@ func (s *Store) jobChunksIn(ctx context.Context, kind int, jobKey uint64, from, 
 			args = append(args, k)
 		}
 		rows, err = s.handle().QueryContext(ctx, q+` AND key IN (`+placeholders(len(keys))+`)`, args...)
-	case kind == store.KindAttempt:
+	case kind == store.KindAttempt && s.opt.ResidualAttempts:
 		// (A UNION, not an OR: points.)
 		rows, err = s.query(ctx, q+` UNION ALL SELECT kind, key, t_min, t_max, level, data FROM series_chunks
 			WHERE res_job = ? AND t_max >= ? AND t_min < ?`, append(args, keyValue(jobKey), from, to)...)
