@@ -98,6 +98,7 @@ func TestJobsAddedUpHeld(t *testing.T) {
 	if err := app.Commit(); !errors.Is(err, failed) {
 		t.Fatalf("the commit that fails: %v", err)
 	}
+	a.waitWrites() // (the failed commit ended in the fold: the next does not build on it)
 	a.wmu.Lock()
 	a.beforeInsert = nil
 	a.wmu.Unlock()
