@@ -60,11 +60,13 @@ type Options struct {
 	// how many jobs wait at most (default 10,000; the others are found
 	// again at the next poll).
 	Workers, Queue int
-	// Batch is how many running jobs a worker analyses at once at most
-	// (default 64): their passes read together, one read of each kind
-	// for them all (each read costs a store a few milliseconds however
-	// little it reads), and store their analyses together. An ended job
-	// is analysed alone, before any running one.
+	// Batch is how many jobs a worker analyses at once at most (default
+	// 64): their passes read together, one read of each kind for them
+	// all (each read costs a store a few milliseconds however little it
+	// reads), and store their analyses together. Ended jobs are taken
+	// before any running one, and together only with ended ones: up to
+	// Batch, and no more than a share of those waiting for each worker
+	// free to take them (so that each waits for fewer others).
 	Batch int
 	// MaxIncremental is how many running jobs' reads are kept between
 	// their analyses, to read again only what changed (default 5,000).
@@ -177,6 +179,7 @@ type queue struct {
 	gen             uint64
 	finished        map[string]uint64
 	max             int
+	takers          int           // workers in take
 	ready           chan struct{} // a token while jobs wait
 	dueNotQueued    int           // at the last poll: due, this replica's, not queued (full, or in its Grace)
 	oldestEndedWait time.Time     // found time of the oldest ended job waiting
@@ -234,17 +237,30 @@ func (q *queue) wake() {
 	}
 }
 
-// take returns the next job (ended ones first), waiting for one; with a
-// running one, up to batch running ones in all (when no ended one waits).
+// take returns the next jobs, waiting for one: the ended ones first, up
+// to batch of them but no more than a share of those waiting for each
+// worker that waits for jobs (an ended job waits for the others of its
+// batch: workers that are free share a poll's ended jobs); else up to
+// batch running ones.
 func (q *queue) take(ctx context.Context, batch int) ([]job, bool) {
+	batch = max(batch, 1)
+	q.mu.Lock()
+	q.takers++
+	q.mu.Unlock()
+	defer func() {
+		q.mu.Lock()
+		q.takers--
+		q.mu.Unlock()
+	}()
 	for {
 		q.mu.Lock()
 		var js []job
 		switch {
 		case len(q.ended) > 0:
-			js, q.ended = []job{q.ended[0]}, q.ended[1:]
+			n := min(len(q.ended), batch, (len(q.ended)+q.takers-1)/q.takers)
+			js, q.ended = append([]job(nil), q.ended[:n]...), q.ended[n:]
 		case len(q.running) > 0:
-			n := min(len(q.running), max(batch, 1))
+			n := min(len(q.running), batch)
 			js, q.running = append([]job(nil), q.running[:n]...), q.running[n:]
 		}
 		ok := len(js) > 0
@@ -368,7 +384,7 @@ func (b *background) poll(ctx context.Context) {
 				a.opt.Log.Warn("more jobs seen than one poll reads", "max", maxStates, "since", since)
 			}
 			a.late.note(states, len(states) < maxStates)
-			b.plan(states, gen)
+			b.plan(ctx, states, gen)
 			since = a.opt.Now().Add(-a.opt.Window)
 		}
 		select {
@@ -379,13 +395,36 @@ func (b *background) poll(ctx context.Context) {
 	}
 }
 
-// plan queues the jobs of states that are due and this replica's.
-func (b *background) plan(states []store.AnalysisState, gen uint64) {
+// maxStampReads bounds the stored analyses a poll reads (plan).
+const maxStampReads = 100
+
+// plan queues the jobs of states that are due and this replica's. A
+// finished job whose data came late (stored Settle or more after the
+// time it says) and that the store gave no stored analysis of (a store
+// need not give those evaluated before the poll's since) has its stored
+// analysis read, up to maxStampReads a poll: one analysed at its end
+// long ago settles from its new data's storing (quiet), where one never
+// analysed is due at once.
+func (b *background) plan(ctx context.Context, states []store.AnalysisState, gen uint64) {
 	a := b.a
 	now := a.opt.Now()
-	notQueued, dueEnded, dueRunning := 0, 0, 0
+	notQueued, dueEnded, dueRunning, reads := 0, 0, 0, 0
 	var oldest time.Time
 	for _, s := range states {
+		if j := &s.Job; s.Stored == nil && j.State == store.StateFinished && reads < maxStampReads &&
+			time.UnixMilli(int64(s.Changed)).Sub(time.UnixMilli(int64(j.LastSeen))) >= a.opt.Settle &&
+			now.Sub(time.UnixMilli(int64(j.LastSeen))) >= a.opt.Settle {
+			reads++
+			st, err := a.st.Analysis(ctx, j.JobID)
+			switch {
+			case err == nil:
+				stamp := st.AnalysisStamp
+				s.Stored = &stamp
+			case !errors.Is(err, store.ErrNotFound):
+				b.m.pollErrors.Inc()
+				continue // (found again at the next poll)
+			}
+		}
 		due, ended := a.due(s, now)
 		if !due || b.retrying(s.Job.JobID, time.Now()) {
 			continue
@@ -499,8 +538,9 @@ func (b *background) failed(id string, now time.Time) {
 
 // work analyses queued jobs until ctx ends, on a thread of its own: the
 // thread's CPU is the analyses' (but what a store does on threads of its
-// own, and ClickHouse's). It takes an ended job alone, and running ones
-// up to Options.Batch at once: their passes read together (passes).
+// own, and ClickHouse's). It takes ended jobs, or else running ones, up
+// to Options.Batch at once (queue.take): their passes read together
+// (passes).
 func (b *background) work(ctx context.Context) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()

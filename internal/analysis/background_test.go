@@ -30,12 +30,17 @@ type told struct {
 	reads []int64
 	hosts []map[string]string
 	c     *counting
+	// endedTogether counts the ended jobs analysed with others.
+	endedTogether int
 }
 
 func (t *told) listen(_ context.Context, a *analysis.Analysed) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	n := t.c.jobReads(a.JobID)
+	if a.Ended && t.c.readWith(a.JobID) > 1 {
+		t.endedTogether++
+	}
 	t.jobs, t.ended, t.reads, t.hosts = append(t.jobs, a.JobID), append(t.ended, a.Ended), append(t.reads, n), append(t.hosts, a.Hosts)
 }
 
@@ -91,9 +96,10 @@ func runBackground(t *testing.T, st *duckdb.Store, now func() time.Time, reg *pr
 // finished job once, Settle after its end, its report stored and the same
 // as one made from scratch; every running job that ran a minute, and again
 // a minute later when more data came, reading again only what changed.
-// The listeners are told of each analysis, ended or not, with the hosts of
-// the attempts the findings name; the metrics count them, and the backlog
-// goes back to 0.
+// Ended jobs and running ones are analysed together (the ended ones
+// first, apart from the running). The listeners are told of each
+// analysis, ended or not, with the hosts of the attempts the findings
+// name; the metrics count them, and the backlog goes back to 0.
 func TestBackgroundAnalysesEveryJob(t *testing.T) {
 	start := time.Now().Add(-40 * time.Minute).Truncate(time.Second)
 	st, g, clock := filledStore(t, start, 15*60) // clock: the data's last second, the store's and the analyser's
@@ -220,6 +226,11 @@ func TestBackgroundAnalysesEveryJob(t *testing.T) {
 	if tl.c.together.Load() == 0 {
 		t.Error("no running jobs were analysed together")
 	}
+	tl.mu.Lock()
+	if tl.endedTogether == 0 {
+		t.Error("no ended jobs were analysed together")
+	}
+	tl.mu.Unlock()
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)

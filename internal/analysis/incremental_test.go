@@ -2,6 +2,7 @@ package analysis_test
 
 import (
 	"context"
+	"reflect"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -28,25 +29,7 @@ func TestIncrementalPassesAsFull(t *testing.T) {
 	for _, backend := range []string{"duckdb", "clickhouse"} {
 		t.Run(backend, func(t *testing.T) {
 			clock := new(atomic.Int64)
-			now := func() time.Time { return time.UnixMilli(clock.Load()) }
-			var st store.Store
-			switch backend {
-			case "duckdb":
-				d, err := duckdb.Open(duckdb.Options{Dir: t.TempDir(), Clock: store.Clock{Now: now}})
-				if err != nil {
-					t.Fatal(err)
-				}
-				st = d
-			case "clickhouse":
-				srv := chtest.Start(t)
-				c, err := clickhouse.Open(context.Background(), clickhouse.Options{URL: srv.URL() + "?database=incremental", InsertEvery: -1})
-				if err != nil {
-					t.Fatal(err)
-				}
-				c.SetClock(store.Clock{Now: now})
-				st = c
-			}
-			defer st.Close()
+			st := openClocked(t, backend, clock)
 			steps := 8
 			if backend == "clickhouse" {
 				steps = 5 // (each read of a job is some 100 ms)
@@ -54,6 +37,35 @@ func TestIncrementalPassesAsFull(t *testing.T) {
 			passesAsFull(t, st, clock, steps)
 		})
 	}
+}
+
+// openClocked opens a store of backend ("duckdb", or "clickhouse": a
+// server of its own) whose clock is clock (unix ms), closed at the test's
+// end.
+func openClocked(t *testing.T, backend string, clock *atomic.Int64) store.Store {
+	t.Helper()
+	now := func() time.Time { return time.UnixMilli(clock.Load()) }
+	var st store.Store
+	switch backend {
+	case "duckdb":
+		d, err := duckdb.Open(duckdb.Options{Dir: t.TempDir(), Clock: store.Clock{Now: now}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st = d
+	case "clickhouse":
+		srv := chtest.Start(t)
+		c, err := clickhouse.Open(context.Background(), clickhouse.Options{URL: srv.URL() + "?database=analysis", InsertEvery: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetClock(store.Clock{Now: now})
+		st = c
+	default:
+		t.Fatalf("no store %q", backend)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
 }
 
 // passesAsFull compares the passes over the jobs of a loadgen cluster
@@ -189,4 +201,86 @@ func lateBatch(t *testing.T, st store.Store, a *analysis.Analyzer, state string,
 		}
 	}
 	return false
+}
+
+// TestEndedPassesTogetherAsAlone: the passes over ended jobs taken
+// together, as the background takes them (their reads together, their
+// analyses stored in one call), make and store what their passes one by
+// one do. On both stores.
+func TestEndedPassesTogetherAsAlone(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a loadgen cluster on both stores: not in -short runs (make check); make test runs it")
+	}
+	for _, backend := range []string{"duckdb", "clickhouse"} {
+		t.Run(backend, func(t *testing.T) {
+			clock := new(atomic.Int64)
+			now := func() time.Time { return time.UnixMilli(clock.Load()) }
+			st := openClocked(t, backend, clock)
+			ctx := context.Background()
+			start := time.Date(2026, 11, 30, 11, 0, 0, 0, time.UTC)
+			g := loadgen.NewGenerator(loadgen.Config{Nodes: 8, Slots: 8, BatchTicks: 15, Seed: 7, Start: start})
+			clock.Store(storetest.FillAt(t, st, g, start, 15*60, func(t time.Time) { clock.Store(t.UnixMilli()) }).UnixMilli())
+			clock.Add((3 * time.Minute).Milliseconds()) // (those that ran have ended: their attempts lost)
+			page, err := st.Jobs(ctx, store.JobFilter{State: store.StateFinished, Limit: 1000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ids []string
+			for _, j := range page.Jobs {
+				ids = append(ids, j.JobID)
+			}
+			if len(ids) < 10 {
+				t.Fatalf("%d finished jobs: too few to compare", len(ids))
+			}
+			stored := func() map[string]store.Analysis {
+				out := map[string]store.Analysis{}
+				for _, id := range ids {
+					s, err := st.Analysis(ctx, id)
+					if err != nil {
+						t.Fatal(err)
+					}
+					out[id] = *s
+				}
+				return out
+			}
+			together, _, errs := analysis.NewWith(st, analysis.Options{Now: now}).Passes(ctx, ids)
+			for _, err := range errs {
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			before := stored()
+			clock.Add(1) // (the analyses one by one replace those made together)
+			alone := analysis.NewWith(st, analysis.Options{Now: now})
+			var findings int
+			for i, id := range ids {
+				r, _, err := alone.Pass(ctx, id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if g, w := canonical(together[i]), canonical(r); g != w {
+					t.Errorf("%s: together\n%s\nalone\n%s", id, g, w)
+				}
+				if together[i].State != store.StateFinished {
+					t.Errorf("%s analysed as %s", id, together[i].State)
+				}
+				findings += len(r.Findings)
+			}
+			after := stored()
+			for _, id := range ids {
+				b, a := before[id], after[id]
+				if a.Evaluated != b.Evaluated+1 {
+					t.Errorf("%s: stored at %d, then at %d: not replaced", id, b.Evaluated, a.Evaluated)
+				}
+				b.Evaluated, a.Evaluated = 0, 0
+				if !reflect.DeepEqual(a, b) {
+					t.Errorf("%s: stored together\n%+v\nalone\n%+v", id, b, a)
+				}
+			}
+			t.Logf("%d ended jobs, %d findings", len(ids), findings)
+			if findings == 0 {
+				t.Error("no findings: the comparison does not cover them")
+			}
+		})
+	}
 }

@@ -90,6 +90,7 @@ type counting struct {
 	mu      sync.Mutex
 	byJob   map[string]int64     // reads by job, since jobReads took them
 	procJob map[store.Key]string // the job of each process listed
+	with    map[string]int       // the jobs of each job's last JobsDetail
 }
 
 // attemptJob is the job of a Hadoop attempt id (attempt_C_N_m_T_A: job_C_N).
@@ -120,7 +121,7 @@ func (c *counting) count(qs ...store.SeriesQuery) {
 
 func (c *counting) init() {
 	if c.byJob == nil {
-		c.byJob, c.procJob = map[string]int64{}, map[store.Key]string{}
+		c.byJob, c.procJob, c.with = map[string]int64{}, map[store.Key]string{}, map[string]int{}
 	}
 }
 
@@ -177,12 +178,27 @@ func (c *counting) AttemptProcesses(ctx context.Context, ids []string) (map[stri
 
 func (c *counting) reads() int64 { return c.series.Load() + c.procs.Load() }
 
-// JobsDetail counts the reads of several jobs together (together).
+// JobsDetail counts the reads of several jobs together (together), and
+// notes how many jobs each was read with (readWith).
 func (c *counting) JobsDetail(ctx context.Context, ids []string) (map[string]*store.JobDetail, error) {
 	if len(ids) > 1 {
 		c.together.Add(1)
 	}
+	c.mu.Lock()
+	c.init()
+	for _, id := range ids {
+		c.with[id] = len(ids)
+	}
+	c.mu.Unlock()
 	return c.Store.JobsDetail(ctx, ids)
+}
+
+// readWith is how many jobs the last JobsDetail that read job read (0:
+// none did; Job read it alone).
+func (c *counting) readWith(job string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.with[job]
 }
 
 // canonical is a report's JSON, its findings in one order and its time left out.
