@@ -48,8 +48,8 @@ type cachedJob struct {
 	used time.Time // the last flush that wrote it
 }
 
-// Bounds of the cache: the attempts held at most (beyond: dropped whole),
-// and how long a job not written stays.
+// Bounds of the cache: the attempts held at most (beyond, jobs are let go
+// until it holds fewer), and how long a job not written stays.
 const (
 	maxCachedAttempts = 1 << 20
 	cachedJobIdle     = time.Minute
