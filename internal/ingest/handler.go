@@ -223,7 +223,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer inflated.drop()
 	lim := h.o.Limits
-	lim.Reserve = l.take
+	lim.Reserve, lim.Release = l.take, l.give
 	list := mt == wire.ListContentType
 	parts, err := wire.Bodies(mt, data)
 	if err != nil {

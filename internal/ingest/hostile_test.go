@@ -16,6 +16,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/taskscope/taskscope/internal/testsrv"
 	"github.com/taskscope/taskscope/internal/wire"
 )
 
@@ -261,6 +262,48 @@ func TestHostileBudget(t *testing.T) {
 	if budget.InUse() != 0 {
 		t.Errorf("%d bytes in use after all", budget.InUse())
 	}
+}
+
+// TestBudgetWhileQueued: a request whose batch waits for its commit holds
+// what its batch takes of the budget, not the decoder's last step of
+// wire.ReserveStep: a budget of 64 steps holds 100 small batches waiting
+// (at a commit a second, a thousand nodes' batches wait at once; beyond
+// the default budget's 1,024 steps they were refused 503). (Each request
+// also takes about 2.3 MB while it decodes its zstd body.)
+func TestBudgetWhileQueued(t *testing.T) {
+	budget := NewBudget(64 * wire.ReserveStep)
+	r := newRig(t, rigOptions{handler: HandlerOptions{Budget: budget}})
+	entered := r.gs.hold()
+	const n = 100
+	out := make(chan answer, n)
+	for i := range n {
+		go func() { out <- r.send(t, batch(fmt.Sprintf("agent-%d", i), 1, fmt.Sprintf("node%d", i))) }()
+		if i == 0 {
+			select {
+			case <-entered: // (the writer holds the first, the others queue)
+			case a := <-out:
+				t.Fatalf("the first batch: %d %s", a.code, a.raw)
+			}
+			continue
+		}
+		testsrv.WaitUntil(t, fmt.Sprintf("batch %d queued or answered", i), 10*time.Second,
+			func() bool { return len(r.p.q)+len(out) == i })
+	}
+	if len(out) > 0 {
+		a := <-out
+		t.Fatalf("answered %d %s while %d batches wait (%d of %d bytes of the budget in use)", a.code, a.raw, n,
+			budget.InUse(), budget.Max())
+	}
+	if u := budget.InUse(); u >= n*wire.ReserveStep/4 {
+		t.Errorf("%d batches waiting hold %d bytes of the budget", n, u)
+	}
+	r.gs.open()
+	for range n {
+		if a := <-out; a.code != http.StatusOK || a.reply.Status != "stored" {
+			t.Errorf("after the writer went on: %d %s", a.code, a.raw)
+		}
+	}
+	testsrv.WaitUntil(t, "the budget given back", 10*time.Second, func() bool { return budget.InUse() == 0 })
 }
 
 // TestHostileTimes: a process end of 2^62 ms (answered as a time of year

@@ -38,6 +38,7 @@ type request struct {
 	ps   []*store.Prepared // prepared by the store (store.PrepareBatch), or nil
 	n    int64             // samples
 	done chan Result
+	at   time.Time // when it was queued
 }
 
 // Pipeline is the single writer: it takes queued batches, appends as many as
@@ -157,10 +158,11 @@ const maxStarted = 2
 
 // started is a group whose commit started: wait says when it is durable.
 type started struct {
-	group []*request
-	dups  []bool
-	wait  func() error
-	start time.Time
+	group   []*request
+	dups    []bool
+	wait    func() error
+	start   time.Time
+	started time.Time // when its commit had started (CommitStart returned)
 }
 
 // Submit prepares a validated batch for the store, when it prepares batches
@@ -189,7 +191,7 @@ func (p *Pipeline) SubmitMany(ctx context.Context, bs []*wire.Batch) Result {
 		p.queued.Add(-n)
 		return Result{Err: ErrBusy}
 	}
-	r := &request{bs: bs, n: n, done: make(chan Result, 1)}
+	r := &request{bs: bs, n: n, done: make(chan Result, 1), at: time.Now()}
 	if ps := store.PrepareBatch(p.st, bs[0]); ps != nil {
 		r.ps = make([]*store.Prepared, len(bs))
 		r.ps[0] = ps
@@ -241,7 +243,9 @@ func (p *Pipeline) run() {
 		var g group
 		g.add(first)
 		if p.pace(waited) {
+			t := time.Now()
 			p.gather(&g)
+			p.log.Debug("commit gathered", "batches", g.batches, "took", time.Since(t), "arriving", p.arriving.Load())
 		}
 	more:
 		for !p.full(&g) {
@@ -390,10 +394,10 @@ func (p *Pipeline) write(group []*request) {
 			}
 			return
 		}
-		p.done(group, start, nil, err)
+		p.done(group, start, time.Time{}, nil, err)
 		return
 	}
-	p.acks <- &started{group: group, dups: dups, wait: wait, start: start}
+	p.acks <- &started{group: group, dups: dups, wait: wait, start: start, started: time.Now()}
 }
 
 // answer answers the groups whose commits started, in order, each once
@@ -403,18 +407,21 @@ func (p *Pipeline) answer() {
 	for g := range p.acks {
 		err := g.wait()
 		<-p.slots
-		p.done(g.group, g.start, g.dups, err)
+		p.done(g.group, g.start, g.started, g.dups, err)
 	}
 }
 
 // done counts a group's commit and answers its requests: res says which
 // batches were duplicates (when err is nil).
-func (p *Pipeline) done(group []*request, start time.Time, res []bool, err error) {
+func (p *Pipeline) done(group []*request, start, started time.Time, res []bool, err error) {
 	batches := 0
 	for _, r := range group {
 		batches += len(r.bs)
 	}
 	p.commitDur.Observe(time.Since(start).Seconds())
+	if err == nil && p.log.Enabled(context.Background(), slog.LevelDebug) {
+		p.traceGroup(group, batches, start, started)
+	}
 	p.groupSize.Observe(float64(batches))
 	if err != nil && p.onError != nil {
 		p.onError(err, batches)
@@ -457,6 +464,26 @@ func (p *Pipeline) done(group []*request, start time.Time, res []bool, err error
 		out.Duplicate = err == nil && out.Duplicates == len(r.bs)
 		r.done <- out
 	}
+}
+
+// traceGroup logs at debug level ("commit answered") when a group's
+// requests were queued, when the writer began its commit (start), when
+// the commit had started (its inserts under way) and now, when they are
+// answered.
+func (p *Pipeline) traceGroup(group []*request, batches int, start, started time.Time) {
+	first, last := group[0].at, group[0].at
+	for _, r := range group {
+		if r.at.Before(first) {
+			first = r.at
+		}
+		if r.at.After(last) {
+			last = r.at
+		}
+	}
+	now := time.Now()
+	p.log.Debug("commit answered", "began", start.Format("15:04:05.000"), "batches", batches, "requests", len(group),
+		"first_queued", start.Sub(first), "last_queued", start.Sub(last), "start", started.Sub(start),
+		"answered", now.Sub(start), "longest", now.Sub(first))
 }
 
 // commit appends a group in one transaction and starts its commit

@@ -35,7 +35,37 @@ var (
 		"BenchmarkStoresIngest: the one ClickHouse server logs its queries and parts, and the run logs where its CPU went")
 	benchAnalysis = flag.Bool("bench.analysis", true,
 		"BenchmarkStoresIngest: the server analyses jobs in the background (false: ingest alone)")
+	benchTrace = flag.Bool("bench.trace", false,
+		"BenchmarkStoresIngest: log each commit on standard error: its parts' times (the ClickHouse store's \"commit\"), "+
+			"the pipeline's gathering and when its batches were queued and answered (\"commit answered\")")
 )
+
+// traceLog is the log of the stores and servers a benchmark starts: with
+// -bench.trace, the commits' records (their messages begin "commit") on
+// standard error, else none.
+func traceLog() *slog.Logger {
+	if !*benchTrace {
+		return slog.New(slog.DiscardHandler)
+	}
+	return slog.New(commitsOnly{slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})})
+}
+
+// commitsOnly passes on the records whose message begins "commit".
+type commitsOnly struct{ slog.Handler }
+
+func (h commitsOnly) Handle(ctx context.Context, r slog.Record) error {
+	if !strings.HasPrefix(r.Message, "commit") {
+		return nil
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h commitsOnly) WithAttrs(as []slog.Attr) slog.Handler {
+	return commitsOnly{h.Handler.WithAttrs(as)}
+}
+func (h commitsOnly) WithGroup(name string) slog.Handler {
+	return commitsOnly{h.Handler.WithGroup(name)}
+}
 
 // BenchmarkStoresIngest sends the same pre-encoded batches over HTTP on
 // loopback, as fast as they are taken (one connection per node, each
@@ -105,7 +135,7 @@ func BenchmarkStoresIngest(b *testing.B) {
 			})
 			b.Run("store=clickhouse", func(b *testing.B) {
 				srv := chtest.StartWith(b, chtest.Options{QueryLog: *benchQueryLog})
-				st, err := clickhouse.Open(context.Background(), clickhouse.Options{URL: srv.URL() + "?database=bench"})
+				st, err := clickhouse.Open(context.Background(), clickhouse.Options{URL: srv.URL() + "?database=bench", Log: traceLog()})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -121,7 +151,8 @@ func BenchmarkStoresIngest(b *testing.B) {
 			})
 			b.Run("store=clickhouse-2-shards", func(b *testing.B) {
 				cl := chtest.StartCluster(b, "bench", 2, 1)
-				st, err := clickhouse.Open(context.Background(), clickhouse.Options{URL: cl.Shards[0][0].URL() + "?database=bench", Cluster: "bench"})
+				st, err := clickhouse.Open(context.Background(), clickhouse.Options{URL: cl.Shards[0][0].URL() + "?database=bench", Cluster: "bench",
+					Log: traceLog()})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -138,7 +169,7 @@ func ingestInto(b *testing.B, st store.Store, cfg loadgen.Config, bodies string,
 	if !*benchAnalysis {
 		opt.Every = -1
 	}
-	srv, err := Start(Config{Listen: "127.0.0.1:0", Store: st, Analyzer: analysis.NewWith(st, opt), Log: slog.New(slog.DiscardHandler)})
+	srv, err := Start(Config{Listen: "127.0.0.1:0", Store: st, Analyzer: analysis.NewWith(st, opt), Log: traceLog()})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -178,7 +209,7 @@ func ingestInto(b *testing.B, st store.Store, cfg loadgen.Config, bodies string,
 		b.Logf("pid %d's CPU by thread: %s", pid, strings.Join(parts, ", "))
 	}
 	b.ReportMetric(float64(res.Acks.P99.Microseconds())/1000, "ack-p99-ms")
-	b.Logf("acknowledgements: %s", res.Acks)
+	b.Logf("acknowledgements: %s; %d sends repeated (503 or no answer)", res.Acks, res.Retries)
 	b.Logf("commits: %s", commitStats(srv.URL()))
 	// (The analyses made within the run: a run that lasts longer, paced,
 	// analyses its running jobs more often, and its ended ones sooner.)

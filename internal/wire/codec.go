@@ -278,6 +278,11 @@ type Limits struct {
 	// wrapped: the caller bounds the memory that decoding bodies takes,
 	// together.
 	Reserve func(bytes int64) error
+	// Release, if set (with Reserve), is given back what decoding reserved
+	// beyond what the batch takes, once it is decoded: a batch holds its
+	// memory, not the rounding of its last step (a request whose batch
+	// waits for its commit holds its reservation until it is answered).
+	Release func(bytes int64)
 }
 
 // ReserveStep is the least that Limits.Reserve is asked for at a time.
@@ -309,6 +314,9 @@ func Unmarshal(data []byte, lim Limits) (*Batch, error) {
 	b := &Batch{}
 	if err := d.batch(data, b); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
+	}
+	if d.lim.Release != nil && d.reserved > d.mem {
+		d.lim.Release(d.reserved - d.mem)
 	}
 	return b, nil
 }

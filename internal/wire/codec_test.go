@@ -517,6 +517,32 @@ func TestReserve(t *testing.T) {
 	}
 }
 
+// TestReserveReleased: once a batch is decoded, what was reserved beyond
+// what it takes is given back (Limits.Release): a small batch holds less
+// than one ReserveStep, and still no less than it allocated.
+func TestReserveReleased(t *testing.T) {
+	data := Marshal(nil, realisticBatch(5, 10))
+	var reserved, released int64
+	lim := DefaultLimits
+	lim.Reserve = func(n int64) error { reserved += n; return nil }
+	lim.Release = func(n int64) { released += n }
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	if _, err := Unmarshal(data, lim); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	alloc, held := int64(after.TotalAlloc-before.TotalAlloc), reserved-released
+	t.Logf("%d bytes: %d allocated, %d reserved, %d given back", len(data), alloc, reserved, released)
+	if reserved < ReserveStep || held <= 0 || held >= ReserveStep/4 {
+		t.Errorf("reserved %d, given back %d: holds %d", reserved, released, held)
+	}
+	if alloc > held+held/32+16<<10 { // the allocator rounds up
+		t.Errorf("allocated %d bytes, holds %d", alloc, held)
+	}
+}
+
 // TestPeekID: agent_id and seq are read from a batch however broken the rest.
 func TestPeekID(t *testing.T) {
 	data := Marshal(nil, realisticBatch(3, 5))

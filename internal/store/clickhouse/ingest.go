@@ -71,6 +71,17 @@ type tx struct {
 	done  bool
 }
 
+// commitTrace is how long a commit's parts took: logged at debug level
+// ("commit") once its inserts are done, when Options.Log is.
+type commitTrace struct {
+	batches, agents, attempts int
+	began                     time.Time
+	recheck, pace, fold       time.Duration
+	reads                     time.Duration // the fold's reads (loadAttempts, procAttempts)
+	rows                      time.Duration
+	handed                    time.Time // when its blocks were handed to write
+}
+
 // Begin starts an ingest transaction; it holds the store's writer lock
 // until Commit or Rollback.
 func (s *Store) Begin(ctx context.Context) (store.Appender, error) {
@@ -224,12 +235,16 @@ func (t *tx) CommitStart() (wait func() error, err error) {
 	if len(t.f.Prepared()) == 0 {
 		return waitNone, nil
 	}
+	tr := &commitTrace{began: t.began}
+	t0 := time.Now()
 	if err := t.f.Recheck(t.ctx); err != nil {
 		return nil, fmt.Errorf("cannot check the agents' last batches again: %w", err)
 	}
 	if len(t.f.Prepared()) == 0 {
 		return waitNone, nil
 	}
+	t1 := time.Now()
+	tr.recheck = t1.Sub(t0)
 	if wait := s.opt.InsertEvery - time.Since(s.lastInsert); wait > 0 && s.opt.InsertEvery > 0 {
 		select {
 		case <-time.After(wait):
@@ -237,21 +252,31 @@ func (t *tx) CommitStart() (wait func() error, err error) {
 			return nil, t.ctx.Err()
 		}
 	}
+	t2 := time.Now()
+	tr.pace = t2.Sub(t1)
 	w := s.newWriteSet(slotOf(s.opt.Clock.Now().UnixMilli()))
+	s.foldReads = 0
 	if err := t.f.Fold(t.ctx, w, &s.ext); err != nil {
 		s.fold.Failed(t.f)
 		return nil, fmt.Errorf("cannot fold the batches: %w", err)
 	}
-	for _, a := range t.f.DirtyAttempts() {
+	t3 := time.Now()
+	tr.fold, tr.reads = t3.Sub(t2), s.foldReads
+	dirty := t.f.DirtyAttempts()
+	for _, a := range dirty {
 		a.B.version++
 		w.attemptRow(a)
 		w.jobDay(a.Meta.JobID, DayOf(a.Born))
 		w.jobRows = append(w.jobRows, jobRowOf(a))
 	}
-	for id, a := range t.f.StoredAgents() {
+	stored := t.f.StoredAgents()
+	for id, a := range stored {
 		w.agentRow(id, a)
 		w.seqs += a.Seq - t.f.Base(id)
 	}
+	tr.handed = time.Now()
+	tr.rows = tr.handed.Sub(t3)
+	tr.batches, tr.agents, tr.attempts = len(t.f.Prepared()), len(stored), len(dirty)
 	// Commits start InsertEvery apart (the pipeline waits for NextCommit):
 	// from the start of this one, so that a batch that came just after it
 	// began waits InsertEvery and a commit, not also this commit's fold.
@@ -260,7 +285,7 @@ func (t *tx) CommitStart() (wait func() error, err error) {
 	p := &inflight{done: make(chan struct{}), ended: make(chan struct{})}
 	s.inflight = p
 	s.fold.CommitPending(t.f)
-	go s.write(t.ctx, t.f, w, prev, p)
+	go s.write(t.ctx, t.f, w, prev, p, tr)
 	return p.wait, nil
 }
 
@@ -284,13 +309,15 @@ func (p *inflight) wait() error {
 // next commit's fold meanwhile), then ends it in the fold: stored, or
 // failed. A commit that starts before that builds on its states, and
 // fails with it (its prev is this one).
-func (s *Store) write(ctx context.Context, f *store.FoldTx[chRow], w *writeSet, prev, p *inflight) {
+func (s *Store) write(ctx context.Context, f *store.FoldTx[chRow], w *writeSet, prev, p *inflight, tr *commitTrace) {
+	var waited, inserted time.Time
 	err := func() error {
 		if prev != nil {
 			if err := prev.wait(); err != nil {
 				return fmt.Errorf("cannot store batches after an earlier commit failed: %w", err)
 			}
 		}
+		waited = time.Now()
 		if s.beforeInsert != nil {
 			if err := s.beforeInsert(); err != nil {
 				return err
@@ -305,10 +332,17 @@ func (s *Store) write(ctx context.Context, f *store.FoldTx[chRow], w *writeSet, 
 		}
 		// (At once: Changes meanwhile counts this commit as another's.)
 		s.ownSeqs.Add(w.seqs)
+		inserted = time.Now()
 		return nil
 	}()
 	p.err = err
 	close(p.done)
+	if err == nil {
+		s.opt.Log.Debug("commit", "began", tr.began.Format("15:04:05.000"), "batches", tr.batches, "agents", tr.agents,
+			"attempts", tr.attempts, "recheck", tr.recheck, "pace", tr.pace, "fold", tr.fold, "fold_reads", tr.reads,
+			"rows", tr.rows, "prev", waited.Sub(tr.handed),
+			"inserts", inserted.Sub(waited), "durable", inserted.Sub(tr.began))
+	}
 	if prev != nil {
 		<-prev.ended // (in order: a flush that waits for this one finds every job to write)
 	}

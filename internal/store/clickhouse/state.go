@@ -49,6 +49,7 @@ func (s *Store) readAttemptsAs(ctx context.Context, sel string, scan func(*Rows)
 // were most of that commit's time, and its batches' acknowledgements
 // waited for it (BenchmarkStoresIngest's ack-p99).
 func (s *Store) loadAttempts(ctx context.Context, ids []string, jobOf map[string]string) (map[string]*attState, error) {
+	defer s.timeFoldRead(time.Now())
 	var parts [][]string
 	for len(ids) > 0 {
 		part := ids[:min(len(ids), 1000)]
@@ -73,6 +74,9 @@ func (s *Store) loadAttempts(ctx context.Context, ids []string, jobOf map[string
 	}
 	return out, nil
 }
+
+// timeFoldRead adds the time since start to the fold's reads (wmu held).
+func (s *Store) timeFoldRead(start time.Time) { s.foldReads += time.Since(start) }
 
 // maxPartsAtOnce is how many parts of a large read run at once.
 const maxPartsAtOnce = 4
@@ -203,6 +207,7 @@ func (s *Store) stored(ctx context.Context, ids []string, jobOf map[string]strin
 // index; processes without any are absent. (A thousand at a time, several
 // at once: loadAttempts.)
 func (s *Store) procAttempts(ctx context.Context, keys []uint64) (map[uint64][]string, error) {
+	defer s.timeFoldRead(time.Now())
 	var parts [][]uint64
 	for len(keys) > 0 {
 		part := keys[:min(len(keys), 1000)]

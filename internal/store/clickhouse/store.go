@@ -79,6 +79,9 @@ type Store struct {
 	// index_first): an attempt with rows has its index row, and a commit
 	// does not look for attempts off the index (stored).
 	indexFirst bool
+	// foldReads is how long the fold's reads of the commit under way took
+	// (commitTrace).
+	foldReads time.Duration
 	// spare is the blocks of a commit that inserted, for the next one to
 	// build its rows in (their memory kept: megabytes a commit).
 	spare *writeSet
