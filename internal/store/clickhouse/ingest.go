@@ -245,7 +245,7 @@ func (t *tx) CommitStart() (wait func() error, err error) {
 	}
 	t1 := time.Now()
 	tr.recheck = t1.Sub(t0)
-	if wait := s.opt.InsertEvery - time.Since(s.lastInsert); wait > 0 && s.opt.InsertEvery > 0 {
+	if wait := time.Until(s.nextCommit()); wait > 0 && s.opt.InsertEvery > 0 {
 		select {
 		case <-time.After(wait):
 		case <-t.ctx.Done():
@@ -279,7 +279,7 @@ func (t *tx) CommitStart() (wait func() error, err error) {
 	// Commits start InsertEvery apart (the pipeline waits for NextCommit):
 	// from the start of this one, so that a batch that came just after it
 	// began waits InsertEvery and a commit, not also this commit's fold.
-	s.lastInsert = t.began
+	s.prevInsert, s.lastInsert = s.lastInsert, t.began
 	prev := s.inflight
 	p := &inflight{done: make(chan struct{}), ended: make(chan struct{})}
 	s.inflight = p
