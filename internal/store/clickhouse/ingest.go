@@ -134,17 +134,11 @@ const agentCols = `agent_id, seq, host, first_ms, last_ms, batches, samples, dro
 // loadAgents reads agents' last stored batches.
 func (s *Store) loadAgents(ctx context.Context, ids []string) (map[string]*store.AgentState, error) {
 	out := map[string]*store.AgentState{}
-	for len(ids) > 0 {
-		part := ids[:min(len(ids), 1000)]
-		ids = ids[len(part):]
-		keys := make([]uint64, len(part))
-		for i, id := range part {
-			keys[i] = store.AttemptKey(id)
-		}
+	err := byAgentKeys(ids, func(part []string, keys string) error {
 		rows, err := s.query(ctx, "SELECT "+agentCols+" FROM "+s.read("agents")+" FINAL WHERE agent_key IN ("+
-			numList(keys)+") AND agent_id IN ("+QuoteList(part)+")")
+			keys+") AND agent_id IN ("+QuoteList(part)+")")
 		if err != nil {
-			return nil, fmt.Errorf("cannot read agents: %w", err)
+			return fmt.Errorf("cannot read agents: %w", err)
 		}
 		for rows.Next() {
 			id := rows.String()
@@ -156,34 +150,32 @@ func (s *Store) loadAgents(ctx context.Context, ids []string) (map[string]*store
 			out[id] = a
 		}
 		if err := rows.Err(); err != nil {
-			return nil, fmt.Errorf("cannot read agents: %w", err)
+			return fmt.Errorf("cannot read agents: %w", err)
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
 
 // agentSeqs reads agents' last stored sequences (store.FoldOptions.AgentSeqs:
 // a commit's recheck): their highest, without FINAL, by their keys (the
-// ids are checked here), a thousand at a time. Whole rows by FINAL took
-// 20-40 ms a commit of 1,000 to 2,000 agents on a quiet machine, and up to
-// 1.4 s at load 15 (BenchmarkStoresIngest -bench.trace).
+// ids are checked here). Whole rows by FINAL took 20-40 ms a commit of
+// 1,000 to 2,000 agents on a quiet machine, and up to 1.4 s at load 15
+// (BenchmarkStoresIngest -bench.trace).
 func (s *Store) agentSeqs(ctx context.Context, ids []string) (map[string]uint64, error) {
 	want := make(map[string]bool, len(ids))
 	for _, id := range ids {
 		want[id] = true
 	}
 	out := make(map[string]uint64, len(ids))
-	for len(ids) > 0 {
-		part := ids[:min(len(ids), 1000)]
-		ids = ids[len(part):]
-		keys := make([]uint64, len(part))
-		for i, id := range part {
-			keys[i] = store.AttemptKey(id)
-		}
-		rows, err := s.query(ctx, "SELECT agent_id, max(seq) FROM "+s.read("agents")+" WHERE agent_key IN ("+numList(keys)+
+	err := byAgentKeys(ids, func(_ []string, keys string) error {
+		rows, err := s.query(ctx, "SELECT agent_id, max(seq) FROM "+s.read("agents")+" WHERE agent_key IN ("+keys+
 			") GROUP BY agent_id")
 		if err != nil {
-			return nil, fmt.Errorf("cannot read the agents' sequences: %w", err)
+			return fmt.Errorf("cannot read the agents' sequences: %w", err)
 		}
 		for rows.Next() {
 			id, seq := rows.String(), rows.UInt64()
@@ -192,10 +184,31 @@ func (s *Store) agentSeqs(ctx context.Context, ids []string) (map[string]uint64,
 			}
 		}
 		if err := rows.Err(); err != nil {
-			return nil, fmt.Errorf("cannot read the agents' sequences: %w", err)
+			return fmt.Errorf("cannot read the agents' sequences: %w", err)
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
+}
+
+// byAgentKeys calls f with ids a thousand at a time, and their keys as a
+// list for IN (...) (agents' rows are found by their keys), until it fails.
+func byAgentKeys(ids []string, f func(part []string, keys string) error) error {
+	for len(ids) > 0 {
+		part := ids[:min(len(ids), 1000)]
+		ids = ids[len(part):]
+		keys := make([]uint64, len(part))
+		for i, id := range part {
+			keys[i] = store.AttemptKey(id)
+		}
+		if err := f(part, numList(keys)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // AgentSeq is the highest sequence stored of an agent, 0 if none
