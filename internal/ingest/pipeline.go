@@ -259,8 +259,11 @@ func (p *Pipeline) run() {
 		wave = idle && waited
 		if idle {
 			t := time.Now()
-			p.gather(&g)
+			p.gather(&g, p.gatherGap, p.gatherMax)
 			p.log.Debug("commit gathered", "batches", g.batches, "took", time.Since(t), "arriving", p.arriving.Load())
+		} else if gap, most := store.CommitGather(p.st); gap > 0 && p.gatherMax >= 0 && p.arriving.Load() > 0 {
+			// (A request alone, none on its way: at once.)
+			p.gather(&g, gap, most)
 		}
 	more:
 		for !p.full(&g) {
@@ -346,28 +349,29 @@ func (p *Pipeline) pace(waited bool) (idle bool) {
 // whole pace, so a wave (every agent's first batch as a server starts,
 // their spools after a restart) would wait that pace behind a commit of
 // its first request alone, then meet every new agent and attempt at once.
-// It ends once no request came for gatherGap and none is on its way
+// It ends once no request came for gap and none is on its way
 // (Arriving: a thousand requests decoded at once come nearly together at
-// the end, after a pause), after gatherMax, once g is full, or when the
-// pipeline stops.
-func (p *Pipeline) gather(g *group) {
-	if p.gatherMax < 0 {
+// the end, after a pause), after most, once g is full, or when the
+// pipeline stops. (A store that gathers before each commit,
+// store.CommitGatherer, says its own gap and most.)
+func (p *Pipeline) gather(g *group, gapAfter, most time.Duration) {
+	if most < 0 {
 		return
 	}
-	end := time.NewTimer(p.gatherMax)
+	end := time.NewTimer(most)
 	defer end.Stop()
-	gap := time.NewTimer(p.gatherGap)
+	gap := time.NewTimer(gapAfter)
 	defer gap.Stop()
 	for !p.full(g) {
 		select {
 		case r := <-p.q:
 			g.add(r)
-			gap.Reset(p.gatherGap)
+			gap.Reset(gapAfter)
 		case <-gap.C:
 			if p.arriving.Load() <= 0 {
 				return
 			}
-			gap.Reset(p.gatherGap)
+			gap.Reset(gapAfter)
 		case <-end.C:
 			return
 		case <-p.stop:

@@ -52,6 +52,14 @@ type Options struct {
 	Threads      int
 	MemoryLimit  string
 	Log          *slog.Logger
+
+	// CommitGather and CommitGatherMax: before each commit the ingest
+	// pipeline gathers the requests on their way, until none came for
+	// CommitGather (default 10 ms) once none is on its way, or for
+	// CommitGatherMax at most (default 100 ms); store.CommitGatherer.
+	// Negative CommitGather: each commit takes what is queued, at once.
+	CommitGather, CommitGatherMax time.Duration
+
 	// legacyChunks: compaction writes chunks as stores before 2026-12-07
 	// did (format 2, zstd): tests make data directories of then with it.
 	legacyChunks bool
@@ -66,6 +74,7 @@ var (
 	_ store.JobSummarizer     = (*Store)(nil)
 	_ store.AttemptSummarizer = (*Store)(nil)
 	_ store.LocalData         = (*Store)(nil)
+	_ store.CommitGatherer    = (*Store)(nil)
 )
 
 // Store is the DuckDB store.
@@ -167,6 +176,12 @@ func Open(opt Options) (*Store, error) {
 	}
 	if opt.SummaryEvery == 0 {
 		opt.SummaryEvery = time.Second
+	}
+	if opt.CommitGather == 0 {
+		opt.CommitGather = 10 * time.Millisecond
+	}
+	if opt.CommitGatherMax <= 0 {
+		opt.CommitGatherMax = 100 * time.Millisecond
 	}
 	path := ""
 	if opt.Dir != "" {
