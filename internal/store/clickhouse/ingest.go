@@ -317,6 +317,7 @@ func (t *tx) CommitStart() (wait func() error, err error) {
 		a.B.version++
 		w.attemptRow(a)
 		w.jobDay(a.Meta.JobID, DayOf(a.Born))
+		w.jobRows = append(w.jobRows, jobRowOf(a))
 	}
 	stored := t.f.StoredAgents()
 	for id, a := range stored {
@@ -398,8 +399,10 @@ func (s *Store) write(ctx context.Context, f *store.FoldTx[chRow], w *writeSet, 
 	s.wmu.Lock()
 	if err != nil {
 		s.fold.Failed(f)
+		s.jobCache.drop() // (its rows may be stored in part)
 	} else {
 		s.fold.Stored(f, &s.ext)
+		s.jobCache.stored(w.jobRows)
 		for id, d := range w.jobDays {
 			if old, ok := s.jobDays[id]; !ok || d < old {
 				s.jobDays[id] = d

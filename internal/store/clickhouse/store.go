@@ -97,6 +97,11 @@ type Store struct {
 	// jobDays are the earliest day of the attempts' rows this replica
 	// stored since their job was last written, by job (writeJobs).
 	jobDays map[string]uint16
+	// jobCache holds the rows the jobs' flush adds jobs up from
+	// (jobcache.go).
+	jobCache jobCache
+	// jobsRead counts the jobs the flush read from ClickHouse (tests).
+	jobsRead int
 	// ownSeqs is how much this replica's commits moved the sum of the
 	// agents' last sequences (Changes): each agent's sequence it stored
 	// less the one stored before (as its commit checked it). (Atomic:
@@ -402,6 +407,11 @@ func (s *Store) Maintain(ctx context.Context, now time.Time) (err error) {
 		if err := rows.Err(); err != nil {
 			return fmt.Errorf("cannot list partitions: %w", err)
 		}
+	}
+	if len(drop) > 0 {
+		s.wmu.Lock()
+		s.jobCache.drop() // (attempts' rows may go)
+		s.wmu.Unlock()
 	}
 	for _, p := range drop {
 		if done, raw := rolled[p.day]; raw && !done && (p.table == "chunks" || p.table == "series_chunks") {
