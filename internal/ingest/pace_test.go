@@ -126,17 +126,50 @@ func TestPipelineGathers(t *testing.T) {
 		results := make(chan Result, 2)
 		submit := sender(p, results)
 		submit(0)
-		waitTaken(t, p, 1)
-		if testsrv.Poll(10*20*time.Millisecond, func() bool { return ps.begun.Load() > 0 }) {
-			t.Fatal("the commit began while a request was on its way")
-		}
-		submit(1)
-		waitTaken(t, p, 2)
-		arrived()
+		heldWhileOnItsWay(t, p, &ps.begun, 0, func() { submit(1) }, arrived)
 		arrived() // (once only)
 		inOneCommit(t, r, ps, results, 2)
 		if n := p.arriving.Load(); n != 0 {
 			t.Errorf("%d requests on their way, want 0", n)
+		}
+	})
+	t.Run("the rest of a wave", func(t *testing.T) {
+		// The group after one that gathered after an idle period gathers
+		// too when the store wants it at once, though a request waited
+		// in the queue: the rest of the wave; the group after that one
+		// does not.
+		r, ps, p := idle(t, PipelineOptions{MaxGroup: 2, GatherGap: time.Hour, GatherMax: time.Hour})
+		results := make(chan Result, 5)
+		submit := sender(p, results)
+		held := func(i int) {
+			t.Helper()
+			entered := r.gs.hold()
+			submit(i)
+			<-entered // (the writer holds its group in Begin)
+			submit(i + 1)
+			testsrv.WaitUntil(t, fmt.Sprintf("batch %d queued", i+1), 10*time.Second, func() bool { return len(p.q) == 1 })
+			r.gs.open()
+		}
+		submit(0)
+		waitTaken(t, p, 1)
+		held(1) // the first group, 0 and 1, gathered; 2 queued meanwhile
+		for range 2 {
+			if res := <-results; res.Err != nil {
+				t.Fatalf("result %+v", res)
+			}
+		}
+		if testsrv.Poll(200*time.Millisecond, func() bool { return ps.begun.Load() > 1 }) {
+			t.Fatal("the group after a wave's began with the request that waited alone")
+		}
+		held(3) // the second group, 2 and 3, gathered; 4 queued meanwhile
+		testsrv.WaitUntil(t, "4 committed alone", 10*time.Second, func() bool { return len(results) == 3 })
+		for range 3 {
+			if res := <-results; res.Err != nil {
+				t.Fatalf("result %+v", res)
+			}
+		}
+		if n := ps.begun.Load(); n != 3 {
+			t.Errorf("%d commits, want 3 (0 and 1, 2 and 3, 4 alone)", n)
 		}
 	})
 	for _, c := range []struct {
@@ -154,6 +187,21 @@ func TestPipelineGathers(t *testing.T) {
 			}
 		})
 	}
+}
+
+// heldWhileOnItsWay checks that p's writer, holding a batch, begins no
+// commit (begun stays at was) while a request is on its way (20 ms gaps
+// go by), then sends the next batch (next) and, once the writer holds
+// both, lets the request arrive.
+func heldWhileOnItsWay(t *testing.T, p *Pipeline, begun *atomic.Int64, was int64, next, arrived func()) {
+	t.Helper()
+	waitTaken(t, p, 1)
+	if testsrv.Poll(10*20*time.Millisecond, func() bool { return begun.Load() > was }) {
+		t.Fatal("the commit began while a request was on its way")
+	}
+	next()
+	waitTaken(t, p, 2)
+	arrived()
 }
 
 // pipelinedStore is a store whose commits are durable only when the test
@@ -241,5 +289,106 @@ func TestPipelineOverlapsCommits(t *testing.T) {
 	(<-ps.started) <- nil
 	if res := <-results[3]; res.Err != nil {
 		t.Fatalf("request after the failed commit: %+v", res)
+	}
+}
+
+// gatheringStore is a store that wants the pipeline to gather before
+// each commit (store.CommitGatherer), and counts its transactions.
+type gatheringStore struct {
+	*gatedStore
+	gap, most time.Duration
+	begun     atomic.Int64
+}
+
+func (s *gatheringStore) CommitGather() (gap, max time.Duration) { return s.gap, s.most }
+
+func (s *gatheringStore) Begin(ctx context.Context) (store.Appender, error) {
+	s.begun.Add(1)
+	return s.gatedStore.Begin(ctx)
+}
+
+// TestPipelineGathersBeforeEachCommit: for a store that wants it
+// (store.CommitGatherer: the embedded store), the writer gathers before
+// every commit, not only after an idle period: a request taken from a
+// queue that was not empty waits for those on their way, so that agents
+// each waiting for their answer before they send again have their next
+// batches in one commit. The gathering ends on the store's gap, or after
+// its most.
+func TestPipelineGathersBeforeEachCommit(t *testing.T) {
+	t.Run("after a commit, while a request is on its way", func(t *testing.T) {
+		r := newRig(t, rigOptions{})
+		gs := &gatheringStore{gatedStore: r.gs, gap: 20 * time.Millisecond, most: time.Hour}
+		p := NewPipeline(gs, PipelineOptions{})
+		defer p.Close()
+		results := make(chan Result, 3)
+		submit := sender(p, results)
+		// The first commit waits in Begin while the second batch queues.
+		entered := r.gs.hold()
+		submit(0)
+		<-entered
+		submit(1)
+		testsrv.WaitUntil(t, "a batch queued", 10*time.Second, func() bool { return len(p.q) == 1 })
+		arrived := p.Arriving()
+		r.gs.open()
+		if res := <-results; res.Err != nil {
+			t.Fatalf("first batch: %+v", res)
+		}
+		// The writer took the queued batch (not waiting for it) and
+		// gathers while a request is on its way.
+		heldWhileOnItsWay(t, p, &gs.begun, 1, func() { submit(2) }, arrived)
+		for range 2 {
+			if res := <-results; res.Err != nil || res.Duplicate {
+				t.Fatalf("result %+v", res)
+			}
+		}
+		if n := gs.begun.Load(); n != 2 {
+			t.Errorf("%d commits, want 2 (the second with 2 batches)", n)
+		}
+		if u := r.samples(t); u.Samples != 30 {
+			t.Errorf("%d samples stored, want 30", u.Samples)
+		}
+	})
+	// A request alone, none on its way: committed at once (an agent
+	// replaying its spool one batch at a time waits for no gap).
+	t.Run("at once when none is on its way", func(t *testing.T) {
+		r := newRig(t, rigOptions{})
+		gs := &gatheringStore{gatedStore: r.gs, gap: time.Hour, most: time.Hour}
+		p := NewPipeline(gs, PipelineOptions{})
+		defer p.Close()
+		// (Gathering would wait an hour: the context ends first.)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		for seq := uint64(1); seq <= 3; seq++ {
+			if res := p.Submit(ctx, batch("agent-0", seq, "node1")); res.Err != nil || gs.begun.Load() != int64(seq) {
+				t.Fatalf("batch %d: result %+v, %d commits", seq, res, gs.begun.Load())
+			}
+		}
+	})
+	for _, c := range []struct {
+		name      string
+		gap, most time.Duration
+		release   bool // the request on its way arrives (is given up) once the batch is taken
+	}{
+		{"ended by the gap", 20 * time.Millisecond, time.Hour, true},
+		{"ended after its most", time.Hour, 50 * time.Millisecond, false},
+		{"none", 0, time.Hour, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRig(t, rigOptions{})
+			gs := &gatheringStore{gatedStore: r.gs, gap: c.gap, most: c.most}
+			p := NewPipeline(gs, PipelineOptions{})
+			defer p.Close()
+			arrived := p.Arriving()
+			defer arrived()
+			results := make(chan Result, 1)
+			sender(p, results)(0)
+			if c.release {
+				waitTaken(t, p, 1)
+				arrived()
+			}
+			if res := <-results; res.Err != nil || gs.begun.Load() != 1 {
+				t.Fatalf("result %+v, %d commits", res, gs.begun.Load())
+			}
+		})
 	}
 }

@@ -49,6 +49,15 @@ func CommitStart(app Appender) (wait func() error, err error) {
 	return func() error { return nil }, nil
 }
 
+// CommitGather is how long the ingest pipeline gathers before each of
+// st's commits (CommitGatherer); 0 for a store that wants none.
+func CommitGather(st Store) (gap, max time.Duration) {
+	if cg, ok := st.(CommitGatherer); ok {
+		return cg.CommitGather()
+	}
+	return 0, 0
+}
+
 // NextCommit is the time before which st wants no commit (CommitPacer);
 // the zero time for a store that paces none.
 func NextCommit(st Store) time.Time {

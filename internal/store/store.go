@@ -219,6 +219,22 @@ type CommitPacer interface {
 	NextCommit() time.Time
 }
 
+// CommitGatherer is a store whose commits cost less a batch the more
+// batches they hold, and which paces none (the embedded store: a
+// transaction's BEGIN and COMMIT, its appenders and its summaries cost
+// about as much for 20 batches as for 200). Before each of its commits
+// the ingest pipeline gathers, as it does after an idle period, if a
+// request is on its way (else it commits at once): it keeps taking the
+// requests that come, until none came for gap once none is on its way,
+// or for at most max. Agents that each
+// wait for their last batch's answer before they send the next (one in
+// flight) then have their next batches in one commit, rather than in
+// those that happened to be queued when the last commit ended. gap <= 0:
+// the pipeline commits at once, without gathering.
+type CommitGatherer interface {
+	CommitGather() (gap, max time.Duration)
+}
+
 // PipelinedAppender is an Appender whose commit comes in two parts
 // (ClickHouse: a commit's fold, then its inserts): CommitStart does what
 // the next transaction needs done before it may begin (the writer's lock

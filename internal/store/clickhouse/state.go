@@ -311,14 +311,51 @@ func (s *Store) flushJobs(ctx context.Context, paced bool) (waiting bool, err er
 	return waiting, nil
 }
 
-// writeJobs writes jobs ids, each added up from its attempts' rows.
+// writeJobs writes jobs ids, each added up from its attempts' rows (held
+// in memory, or read: jobRows).
 func (s *Store) writeJobs(ctx context.Context, ids []string) error {
 	if len(ids) == 0 {
 		return nil
 	}
+	rows, err := s.jobRows(ctx, ids, func(ids []string) (map[string][]*attState, error) { return s.readJobAttempts(ctx, ids) })
+	if err != nil {
+		return err
+	}
 	var b, changes Block
 	stored := s.opt.Clock.Now().UnixMilli()
-	all := ids
+	for _, id := range ids {
+		atts := rows[id]
+		if len(atts) == 0 {
+			continue // (none of its attempts' rows is visible yet)
+		}
+		var j store.JobTotals
+		var version uint64
+		day := DayOf(atts[0].Born)
+		for _, st := range atts {
+			j.AddAttempt(&st.Meta, st.Host, &st.Sum)
+			version += st.B.version
+			day = min(day, DayOf(st.Born))
+		}
+		jobRow(&b, id, &j, version, day)
+		changeRow(&changes, id, &j, version, stored)
+	}
+	if err := s.insert(ctx, "jobs", jobCols, &b); err != nil {
+		return err
+	}
+	// (Their rows now say the earliest day of their attempts.)
+	for _, id := range ids {
+		delete(s.jobDays, id)
+	}
+	s.jobCache.written(ids)
+	// After the jobs: a reader that finds a change finds the job.
+	return s.insert(ctx, "job_changes", changeCols, &changes)
+}
+
+// readJobAttempts reads the rows of jobs ids' attempts (the fields their
+// figures are added up from, jobAttemptSelect), by job.
+func (s *Store) readJobAttempts(ctx context.Context, ids []string) (map[string][]*attState, error) {
+	out := map[string][]*attState{}
+	s.jobsRead += len(ids)
 	for len(ids) > 0 {
 		part := ids[:min(len(ids), 200)]
 		ids = ids[len(part):]
@@ -329,47 +366,20 @@ func (s *Store) writeJobs(ctx context.Context, ids []string) error {
 		where := "job_key IN (" + numList(keys) + ") AND job_id IN (" + QuoteList(part) + ")"
 		from, err := s.jobsFrom(ctx, part, where)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if from > 0 {
 			where += " AND day >= toDate(" + Quote(time.UnixMilli(int64(from)*86_400_000).UTC().Format(time.DateOnly)) + ")"
 		}
 		atts, err := s.readAttemptsAs(ctx, jobAttemptSelect, func(r *Rows) *attState { return scanFields(r, jobAttemptFields) }, where)
 		if err != nil {
-			return err
+			return nil, err
 		}
-
-		totals := map[string]*store.JobTotals{}
-		versions := map[string]uint64{}
-		days := map[string]uint16{}
-		var order []string
 		for _, st := range atts {
-			id, day := st.Meta.JobID, DayOf(st.Born)
-			j := totals[id]
-			if j == nil {
-				j = &store.JobTotals{}
-				totals[id] = j
-				order = append(order, id)
-				days[id] = day
-			}
-			j.AddAttempt(&st.Meta, st.Host, &st.Sum)
-			versions[id] += st.B.version
-			days[id] = min(days[id], day)
-		}
-		for _, id := range order {
-			jobRow(&b, id, totals[id], versions[id], days[id])
-			changeRow(&changes, id, totals[id], versions[id], stored)
+			out[st.Meta.JobID] = append(out[st.Meta.JobID], st)
 		}
 	}
-	if err := s.insert(ctx, "jobs", jobCols, &b); err != nil {
-		return err
-	}
-	// (Their rows now say the earliest day of their attempts.)
-	for _, id := range all {
-		delete(s.jobDays, id)
-	}
-	// After the jobs: a reader that finds a change finds the job.
-	return s.insert(ctx, "job_changes", changeCols, &changes)
+	return out, nil
 }
 
 // jobsFrom is the earliest day the attempts of jobs ids (where: their

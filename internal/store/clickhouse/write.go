@@ -30,6 +30,9 @@ type writeSet struct {
 	// jobDays are the earliest day of the attempts' rows written, by job
 	// (Store.jobDays once stored).
 	jobDays map[string]uint16
+	// jobRows are the attempts' rows written, as the jobs' flush adds
+	// them up (jobRowOf).
+	jobRows []*attState
 	// seqs is how much the agents' rows move the sum of their last
 	// sequences (Store.ownSeqs once stored).
 	seqs uint64
@@ -47,7 +50,7 @@ func (s *Store) newWriteSet(slot uint32) *writeSet {
 		&w.agents} {
 		b.Reset()
 	}
-	w.slot, w.jobDays, w.seqs = slot, nil, 0
+	w.slot, w.jobDays, w.seqs, w.jobRows = slot, nil, 0, w.jobRows[:0]
 	return w
 }
 

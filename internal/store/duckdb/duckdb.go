@@ -52,9 +52,24 @@ type Options struct {
 	Threads      int
 	MemoryLimit  string
 	Log          *slog.Logger
+
+	// CommitGather and CommitGatherMax: before each commit the ingest
+	// pipeline gathers the requests on their way, until none came for
+	// CommitGather (default 10 ms) once none is on its way, or for
+	// CommitGatherMax at most (default 100 ms); store.CommitGatherer.
+	// Negative CommitGather: each commit takes what is queued, at once.
+	CommitGather, CommitGatherMax time.Duration
+
 	// legacyChunks: compaction writes chunks as stores before 2026-12-07
 	// did (format 2, zstd): tests make data directories of then with it.
 	legacyChunks bool
+	// ResidualAttempts: compaction writes attempts' merged chunks as
+	// residuals of their processes' (residual.go, docs/storage.md): 2.75 B
+	// a sample less on loadgen's hour, but a first read of a job's series
+	// took 3× the time, an attempt's 1.4–1.7×, and compaction 1.4–2.1×
+	// the CPU (2026-12-07), so it is off by default. A store reads
+	// residuals either way.
+	ResidualAttempts bool
 }
 
 // The store's contract and the capabilities it offers (package store).
@@ -66,6 +81,7 @@ var (
 	_ store.JobSummarizer     = (*Store)(nil)
 	_ store.AttemptSummarizer = (*Store)(nil)
 	_ store.LocalData         = (*Store)(nil)
+	_ store.CommitGatherer    = (*Store)(nil)
 )
 
 // Store is the DuckDB store.
@@ -120,6 +136,7 @@ type Store struct {
 	layout   attemptLayout // where the columns of the tables of attempts are (attempts.go)
 	stmts    stmts         // the API's reads, prepared (stmt.go)
 	procAggs procAggs      // processes' summaries made by earlier reads (batch.go)
+	wholes   wholes        // residuals made whole by earlier reads (residual.go)
 }
 
 // rowGroupSize is the rows of a row group of the store's tables (DuckDB's
@@ -167,6 +184,12 @@ func Open(opt Options) (*Store, error) {
 	}
 	if opt.SummaryEvery == 0 {
 		opt.SummaryEvery = time.Second
+	}
+	if opt.CommitGather == 0 {
+		opt.CommitGather = 10 * time.Millisecond
+	}
+	if opt.CommitGatherMax <= 0 {
+		opt.CommitGatherMax = 100 * time.Millisecond
 	}
 	path := ""
 	if opt.Dir != "" {

@@ -43,6 +43,17 @@ type tx struct {
 	newTmpls []*cmdShape // command line templates this commit stores
 }
 
+// CommitGather is how long the ingest pipeline gathers batches before
+// each commit (store.CommitGatherer): a commit's BEGIN and COMMIT, its
+// appenders and the summaries it writes cost about as much for a few
+// batches as for hundreds.
+func (s *Store) CommitGather() (gap, max time.Duration) {
+	if s.opt.CommitGather < 0 {
+		return 0, 0
+	}
+	return s.opt.CommitGather, s.opt.CommitGatherMax
+}
+
 // Begin starts an ingest transaction. It holds the store's writer lock
 // until Commit or Rollback.
 func (s *Store) Begin(ctx context.Context) (store.Appender, error) {
