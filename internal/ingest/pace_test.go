@@ -133,6 +133,45 @@ func TestPipelineGathers(t *testing.T) {
 			t.Errorf("%d requests on their way, want 0", n)
 		}
 	})
+	t.Run("the rest of a wave", func(t *testing.T) {
+		// The group after one that gathered after an idle period gathers
+		// too when the store wants it at once, though a request waited
+		// in the queue: the rest of the wave; the group after that one
+		// does not.
+		r, ps, p := idle(t, PipelineOptions{MaxGroup: 2, GatherGap: time.Hour, GatherMax: time.Hour})
+		results := make(chan Result, 5)
+		submit := sender(p, results)
+		held := func(i int) {
+			t.Helper()
+			entered := r.gs.hold()
+			submit(i)
+			<-entered // (the writer holds its group in Begin)
+			submit(i + 1)
+			testsrv.WaitUntil(t, fmt.Sprintf("batch %d queued", i+1), 10*time.Second, func() bool { return len(p.q) == 1 })
+			r.gs.open()
+		}
+		submit(0)
+		waitTaken(t, p, 1)
+		held(1) // the first group, 0 and 1, gathered; 2 queued meanwhile
+		for range 2 {
+			if res := <-results; res.Err != nil {
+				t.Fatalf("result %+v", res)
+			}
+		}
+		if testsrv.Poll(200*time.Millisecond, func() bool { return ps.begun.Load() > 1 }) {
+			t.Fatal("the group after a wave's began with the request that waited alone")
+		}
+		held(3) // the second group, 2 and 3, gathered; 4 queued meanwhile
+		testsrv.WaitUntil(t, "4 committed alone", 10*time.Second, func() bool { return len(results) == 3 })
+		for range 3 {
+			if res := <-results; res.Err != nil {
+				t.Fatalf("result %+v", res)
+			}
+		}
+		if n := ps.begun.Load(); n != 3 {
+			t.Errorf("%d commits, want 3 (0 and 1, 2 and 3, 4 alone)", n)
+		}
+	})
 	for _, c := range []struct {
 		name string
 		o    PipelineOptions

@@ -81,7 +81,11 @@ type PipelineOptions struct {
 	// QueueSamples bounds the samples waiting (default 2 million): beyond it
 	// Submit returns ErrBusy, so that memory stays bounded.
 	QueueSamples int
-	MaxGroup     int // batches per transaction (default 2048)
+	// MaxGroup bounds the batches of a transaction (default 4096, the
+	// queue's): a store that commits once a second (store.CommitPacer)
+	// takes at most that many batches a second (at 2048, 3,000 nodes
+	// with a batch in flight each waited two commits).
+	MaxGroup int
 	// MaxGroupSamples ends a group early (default 400 000 samples).
 	MaxGroupSamples int
 	Log             *slog.Logger
@@ -104,6 +108,10 @@ type PipelineOptions struct {
 	// A wave (every agent's first batch as the server starts, their
 	// spools after a restart) then goes into one commit, instead of
 	// waiting the store's pace behind a commit of its first batch alone.
+	// The group after it gathers too when the store wants it at once as
+	// well (the ClickHouse store does, after an idle period): the rest
+	// of a wave that came with a gap, or came back answered before the
+	// store's next second.
 	GatherGap, GatherMax time.Duration
 }
 
@@ -116,7 +124,7 @@ func NewPipeline(st store.Store, o PipelineOptions) *Pipeline {
 		o.QueueSamples = 2_000_000
 	}
 	if o.MaxGroup <= 0 {
-		o.MaxGroup = 2048
+		o.MaxGroup = 4096
 	}
 	if o.MaxGroupSamples <= 0 {
 		o.MaxGroupSamples = 400_000
@@ -223,6 +231,7 @@ func (p *Pipeline) Close() {
 func (p *Pipeline) run() {
 	defer p.wg.Done()
 	defer close(p.acks)
+	wave := false // the last group gathered after an idle period
 	for begun := false; ; begun = true {
 		first, waited := p.take()
 		// (The first request found the queue empty at the start, even if
@@ -242,7 +251,13 @@ func (p *Pipeline) run() {
 		}
 		var g group
 		g.add(first)
-		if p.pace(waited) {
+		// After a group that gathered after an idle period, the next
+		// one gathers too if the store wants it at once (the rest of a
+		// wave: store.NextCommit); not the one after it (under a load
+		// that keeps the queue full, gathering would only delay).
+		idle := p.pace(waited || wave)
+		wave = idle && waited
+		if idle {
 			t := time.Now()
 			p.gather(&g, p.gatherGap, p.gatherMax)
 			p.log.Debug("commit gathered", "batches", g.batches, "took", time.Since(t), "arriving", p.arriving.Load())
@@ -303,7 +318,8 @@ func (p *Pipeline) take() (r *request, waited bool) {
 // commit. The time is asked again every paceCheck (a store may move it),
 // and the wait ends when the pipeline stops. It says whether the store
 // wanted a commit already when the group's first request came to an
-// empty queue (waited): after an idle period, the group gathers instead.
+// empty queue (waited; or came after a group that gathered so): after an
+// idle period, the group gathers instead.
 func (p *Pipeline) pace(waited bool) (idle bool) {
 	next := store.NextCommit(p.st)
 	if next.IsZero() {

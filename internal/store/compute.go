@@ -32,13 +32,22 @@ func Decode(chunks [][]byte, cols []StoredColumn) (*Points, error) {
 // decodeMerge is Decode of chunks in any order: all are decoded, then
 // merged.
 func decodeMerge(chunks [][]byte, cols []StoredColumn) (*Points, error) {
-	var cs []*chunk.Chunk
+	cs := make([]*chunk.Chunk, 0, len(chunks))
 	var dec chunk.Decoder
 	for _, data := range chunks {
 		c, err := dec.Decode(data)
 		if err != nil {
 			return nil, err
 		}
+		cs = append(cs, c)
+	}
+	return mergeChunks(cs, cols)
+}
+
+// mergeChunks is decodeMerge of chunks decoded (cs is reordered).
+func mergeChunks(all []*chunk.Chunk, cols []StoredColumn) (*Points, error) {
+	cs := all[:0]
+	for _, c := range all {
 		for _, col := range c.Columns {
 			if int(col.ID) >= len(cols) {
 				return nil, fmt.Errorf("%w: column %d of %d", chunk.ErrCorrupt, col.ID, len(cols))
@@ -671,6 +680,21 @@ func DecodeLevels(raw, rollup [][]byte, cols []StoredColumn) (*Points, error) {
 	if err != nil {
 		return nil, err
 	}
+	return withRollups(p, rollup, cols)
+}
+
+// DecodeLevelsOf is DecodeLevels of raw chunks already decoded (cs is
+// reordered).
+func DecodeLevelsOf(raw []*chunk.Chunk, rollup [][]byte, cols []StoredColumn) (*Points, error) {
+	p, err := mergeChunks(raw, cols)
+	if err != nil {
+		return nil, err
+	}
+	return withRollups(p, rollup, cols)
+}
+
+// withRollups is p (raw samples) after the rollups before its first.
+func withRollups(p *Points, rollup [][]byte, cols []StoredColumn) (*Points, error) {
 	if len(rollup) == 0 {
 		return p, nil
 	}

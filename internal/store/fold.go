@@ -58,6 +58,10 @@ type FoldOptions[B any] struct {
 	Shared          bool
 	LoadAgents      func(ctx context.Context, ids []string) (map[string]*AgentState, error)
 	ProcessAttempts func(ctx context.Context, keys []uint64) (map[uint64][]string, error)
+	// AgentSeqs, if set (Shared), reads the agents' last stored sequences
+	// alone (absent: none stored), for FoldTx.Recheck: only the agents
+	// whose sequence moved are then read whole (LoadAgents).
+	AgentSeqs func(ctx context.Context, ids []string) (map[string]uint64, error)
 }
 
 // How many live processes a fold keeps at most (processes whose exit was
@@ -349,9 +353,27 @@ func (t *FoldTx[B]) Recheck(ctx context.Context) error {
 	for id := range t.agents {
 		ids = append(ids, id)
 	}
-	stored, err := t.f.opt.LoadAgents(ctx, ids)
+	read := ids
+	if t.f.opt.AgentSeqs != nil {
+		// A thousand agents' sequences, not their whole rows: the rows
+		// of those that moved only (another server stored since).
+		seqs, err := t.f.opt.AgentSeqs(ctx, ids)
+		if err != nil {
+			return fmt.Errorf("cannot read the last sequences of %d agents: %w", len(ids), err)
+		}
+		read = nil
+		for _, id := range ids {
+			if seqs[id] > t.base[id] {
+				read = append(read, id)
+			}
+		}
+		if len(read) == 0 {
+			return nil
+		}
+	}
+	stored, err := t.f.opt.LoadAgents(ctx, read)
 	if err != nil {
-		return fmt.Errorf("cannot read the last batches of %d agents: %w", len(ids), err)
+		return fmt.Errorf("cannot read the last batches of %d agents: %w", len(read), err)
 	}
 	changed := map[string]bool{}
 	for _, id := range ids {

@@ -254,6 +254,59 @@ func TestFoldShared(t *testing.T) {
 	}
 }
 
+// TestFoldRecheckSequences: with AgentSeqs, a commit's recheck reads the
+// agents' sequences, and whole rows only of those another server moved
+// since: its batch stored there meanwhile is not stored again; when none
+// moved, the sequences are all it reads.
+func TestFoldRecheckSequences(t *testing.T) {
+	fs := &fakeStore{atts: map[string]*AttemptRecord[int]{}, agents: map[string]*AgentState{"a": {Seq: 1}, "b": {Seq: 1}},
+		procs: map[uint64][]string{}}
+	o := fs.options(true, false)
+	o.AgentSeqs = func(_ context.Context, ids []string) (map[string]uint64, error) {
+		fs.reads = append(fs.reads, fmt.Sprint("sequences of ", len(ids)))
+		out := map[string]uint64{}
+		for _, id := range ids {
+			if a := fs.agents[id]; a != nil {
+				out[id] = a.Seq
+			}
+		}
+		return out, nil
+	}
+	f := NewFold(o)
+	f.PutAgent("a", &AgentState{Seq: 1})
+	f.PutAgent("b", &AgentState{Seq: 1})
+	recheck := func(bs ...*wire.Batch) *FoldTx[int] {
+		t.Helper()
+		tx := f.Begin(0)
+		for _, b := range bs {
+			if dup, err := tx.Append(context.Background(), Prepare(b)); err != nil || dup {
+				t.Fatalf("append %s %d: dup %v, %v", b.AgentID, b.Seq, dup, err)
+			}
+		}
+		fs.reads = nil
+		if err := tx.Recheck(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return tx
+	}
+	fs.agents["b"].Seq = 2 // another server stored b's seq 2
+	tx := recheck(foldBatch("a", 2, nil, nil, nil), foldBatch("b", 2, nil, nil, nil))
+	if !slices.Equal(fs.reads, []string{"sequences of 2", "agents [b]"}) {
+		t.Errorf("reads %q: want the sequences, then b's row only", fs.reads)
+	}
+	if p := tx.Prepared(); len(p) != 1 || p[0].Batch.AgentID != "a" {
+		t.Errorf("%d batches to store, want a's only", len(p))
+	}
+	if got := tx.StoredAgents()["b"]; got != nil {
+		t.Errorf("b's state to store %+v: its batch was stored by another server", got)
+	}
+	f.PutAgent("b", &AgentState{Seq: 2})
+	recheck(foldBatch("a", 2, nil, nil, nil), foldBatch("b", 3, nil, nil, nil))
+	if !slices.Equal(fs.reads, []string{"sequences of 2"}) {
+		t.Errorf("reads %q: want the sequences only", fs.reads)
+	}
+}
+
 // TestFoldLoadAgents: a shared fold reads the agents of a group it does
 // not hold in one read (FoldTx.LoadAgents), and Append decides
 // duplicates from it without reading each agent again.

@@ -443,6 +443,9 @@ func (dc *Decoder) DecodeTo(data []byte, c *Chunk) error {
 	if data[0] == versionPacked {
 		return dc.decodePacked(data, c)
 	}
+	if data[0] == versionResidual {
+		return ErrResidual
+	}
 	if data[0]&0x0f != version || data[0]&^(0x0f|flagZstd) != 0 {
 		return fmt.Errorf("%w: version %d", ErrCorrupt, data[0]&0x0f)
 	}

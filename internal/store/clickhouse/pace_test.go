@@ -17,7 +17,9 @@ import (
 // its batches), not after its fold ended: a batch that came just after a
 // commit began waits InsertEvery and one commit, not also the fold of the
 // commit before (issue 25's acknowledgement p99). A commit of duplicates
-// only does not move it.
+// only does not move it. After an idle period (2 × InsertEvery since the
+// commit before), the commit after the first may begin at once: the rest
+// of a wave (nextCommit).
 func TestCommitsPacedFromTheirStart(t *testing.T) {
 	srv := chtest.Start(t)
 	ctx := context.Background()
@@ -30,8 +32,8 @@ func TestCommitsPacedFromTheirStart(t *testing.T) {
 	g := &storetest.Gen{Agent: "node1-pace", Host: "node1"}
 	att := []*storetest.AttemptSpec{{ID: "attempt_1800000000000_0001_m_000001_0", JobID: "job_1800000000000_0001", Type: "map",
 		Start: storetest.T0, Procs: []storetest.ProcSpec{{PID: 1000, Role: wire.RoleTaskJVM, CPUPerS: 500, RSS: 1 << 28}}}}
-	b := g.Batch(att, 0, 5, false)
-	commit := func() *tx {
+	b1, b2 := g.Batch(att, 0, 5, false), g.Batch(att, 5, 10, false)
+	commit := func(b *wire.Batch) *tx {
 		app, err := s.Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -44,13 +46,20 @@ func TestCommitsPacedFromTheirStart(t *testing.T) {
 		}
 		return app.(*tx)
 	}
-	first := commit()
-	if got, want := s.NextCommit(), first.began.Add(every); !got.Equal(want) {
+	// The store's first commit: after an idle period, the next may
+	// begin at once.
+	first := commit(b1)
+	if got := s.NextCommit(); !got.Equal(first.began) {
+		t.Fatalf("next commit after the first of a wave at %s, want at once, %s", got.Format(time.StampMicro),
+			first.began.Format(time.StampMicro))
+	}
+	second := commit(b2)
+	if got, want := s.NextCommit(), second.began.Add(every); !got.Equal(want) {
 		t.Fatalf("next commit at %s, want the commit's start + InsertEvery, %s", got.Format(time.StampMicro), want.Format(time.StampMicro))
 	}
 	// The same batch again: a duplicate, nothing inserted, no wait.
-	dup := commit()
-	if dup.began.Before(first.began) || !s.NextCommit().Equal(first.began.Add(every)) {
+	dup := commit(b2)
+	if dup.began.Before(second.began) || !s.NextCommit().Equal(second.began.Add(every)) {
 		t.Errorf("a commit of duplicates moved the next commit to %s", s.NextCommit().Format(time.StampMicro))
 	}
 }

@@ -116,6 +116,72 @@ func TestReplicasExactlyOnce(t *testing.T) {
 	t.Logf("chunk rows: %d written (b3 by both replicas), %d after the merge", raw, merged)
 }
 
+// TestReplicasRecheck: a batch that another replica stored after this one
+// took it (its agent's sequence moved since) is dropped at the commit's
+// recheck, which reads the agents' sequences, then that agent's row: it
+// is not written twice, and the agent's next batch is stored on the row
+// the other replica wrote.
+func TestReplicasRecheck(t *testing.T) {
+	srv := chtest.Start(t)
+	rs := replicas(t, srv, "rc", 2)
+	a, b := rs[0], rs[1]
+	c := a.Client()
+	if err := c.Exec(context.Background(), "SYSTEM STOP MERGES rc.series_chunks", nil); err != nil {
+		t.Fatal(err)
+	}
+	g := &storetest.Gen{Agent: "node1-rc", Host: "node1"}
+	at := &storetest.AttemptSpec{ID: "attempt_1700000000000_0002_m_000000_0", JobID: "job_1700000000000_0002", Type: "map",
+		Start: storetest.T0, MemoryMB: 1024, JobName: "rc", User: "u", Queue: "q",
+		Procs: []storetest.ProcSpec{{PID: 102, Role: wire.RoleTaskJVM, CPUPerS: 500, RSS: 1 << 20}}}
+	b1, b2, b3 := g.Batch([]*storetest.AttemptSpec{at}, 0, 5, false), g.Batch([]*storetest.AttemptSpec{at}, 5, 10, false),
+		g.Batch([]*storetest.AttemptSpec{at}, 10, 15, false)
+	storetest.Ingest(t, a, b1)
+	// a takes b2 (the agent at b1 as it knows it); b stores b2 meanwhile.
+	app, err := a.Begin(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dup, err := app.Append(b2); err != nil || dup {
+		t.Fatalf("b2 through a: dup %v, %v", dup, err)
+	}
+	if d := storetest.Ingest(t, b, b2); d[0] {
+		t.Fatal("b2 through b: a duplicate")
+	}
+	before := count(t, c, "SELECT count() FROM rc.series_chunks")
+	if err := app.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, c, "SELECT count() FROM rc.series_chunks"); n != before {
+		t.Errorf("%d chunk rows after a's commit of b2, %d before: b2 written again", n, before)
+	}
+	if d := storetest.Ingest(t, a, b3); d[0] {
+		t.Fatal("b3 through a: a duplicate")
+	}
+	if err := b.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range rs {
+		u, err := s.Usage(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u.Samples != 15 {
+			t.Errorf("replica %d: %d process samples; 15 were sent", i, u.Samples)
+		}
+		seq, err := s.AgentSeq(context.Background(), g.Agent)
+		if err != nil || seq != b3.Seq {
+			t.Errorf("replica %d: the agent's sequence %d (%v), want %d", i, seq, err, b3.Seq)
+		}
+	}
+	rows, err := c.Query(context.Background(), "SELECT batches FROM rc.agents FINAL WHERE agent_id = "+Quote(g.Agent), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := rows.UInt64(); n != 3 {
+		t.Errorf("the agent's row counts %d batches, want 3 (%v)", n, rows.Err())
+	}
+}
+
 // TestReplicasRotate: an agent's batches go to two replicas in turn (a
 // round-robin balancer), each replica's copy of the attempts is stale at
 // every other batch: what they answer is what one embedded store answers

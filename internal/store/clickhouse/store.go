@@ -31,7 +31,8 @@ type Options struct {
 	// batches of that second into one commit, one block per table. It is
 	// counted from the start of the last commit that inserted (when the
 	// pipeline took its batches), so its inserts come about InsertEvery
-	// apart, and never more often on average.
+	// apart, and never more often on average (after an idle period, two
+	// commits may come in a row: nextCommit).
 	InsertEvery time.Duration
 	// JobsEvery is how often a job's figures are added up again at most
 	// while its attempts keep changing (FlushDue, the server's periodic
@@ -73,6 +74,7 @@ type Store struct {
 	wmu        sync.Mutex // one transaction at a time; guards what follows
 	fold       *store.Fold[chRow]
 	lastInsert time.Time // the start (Begin) of the last commit that inserted
+	prevInsert time.Time // and of the one before it (nextCommit)
 	inflight   *inflight // the last commit started whose inserts are under way
 	// indexFirst: the tables were made by a version that inserts a
 	// commit's attempt_index rows before its attempts' (meta's
@@ -467,13 +469,31 @@ func (s *Store) Changes(ctx context.Context) (_ uint64, err error) {
 	return v - s.ownSeqs.Load(), nil
 }
 
-// NextCommit is when InsertEvery will have passed since the last commit
-// that inserted began (store.CommitPacer).
+// NextCommit is when the next commit may begin (store.CommitPacer,
+// nextCommit).
 func (s *Store) NextCommit() time.Time {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
+	return s.nextCommit()
+}
+
+// nextCommit is when the next commit may begin (wmu held): InsertEvery
+// after the last one that inserted began; but at once after the first
+// commit of a wave, the commit that began 2 × InsertEvery or more after
+// the one before it (an idle period: the server's start, agents coming
+// back with their spools). The ingest pipeline gathers that commit's
+// batches as it gathered the first's: a wave split between two commits
+// (its requests came with a gap, or came back answered a second time
+// before the next second) would otherwise wait a whole InsertEvery
+// behind the first part. Tables still take a block every InsertEvery on
+// average (two in a row at most after each idle period of 2 ×
+// InsertEvery).
+func (s *Store) nextCommit() time.Time {
 	if s.opt.InsertEvery <= 0 {
 		return time.Time{}
+	}
+	if !s.lastInsert.IsZero() && s.lastInsert.Sub(s.prevInsert) >= 2*s.opt.InsertEvery {
+		return s.lastInsert
 	}
 	return s.lastInsert.Add(s.opt.InsertEvery)
 }

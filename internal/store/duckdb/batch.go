@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/taskscope/taskscope/internal/store"
+	"github.com/taskscope/taskscope/internal/store/chunk"
 )
 
 // The chunk tables have no index on the key: a read of one series scans
@@ -32,6 +33,7 @@ type chunkRow struct {
 	level      int
 	job        int64 // job_key: a process's start, for process chunks that know it
 	data       []byte
+	whole      *chunk.Chunk // a residual made whole (resolve): data is not read
 }
 
 // seriesKey names a series.
@@ -117,6 +119,7 @@ func pointsIn(chunks []chunkRow, kind int, from, to int64) (*store.Points, int, 
 	}
 	var raw, rollup [][]byte
 	var start int64
+	whole := false
 	for _, c := range chunks {
 		if c.tMax < from || c.tMin >= to {
 			continue
@@ -126,10 +129,37 @@ func pointsIn(chunks []chunkRow, kind int, from, to int64) (*store.Points, int, 
 			rollup = append(rollup, c.data)
 		} else {
 			raw = append(raw, c.data)
+			whole = whole || c.whole != nil
 		}
+	}
+	if whole {
+		p, err := decodeWhole(chunks, kind, from, to, rollup)
+		return p, len(raw) + len(rollup), start, err
 	}
 	p, err := store.DecodeLevels(raw, rollup, schemaOf(kind))
 	return p, len(raw) + len(rollup), start, err
+}
+
+// decodeWhole is pointsIn's points of chunks some of which are residuals
+// made whole.
+func decodeWhole(chunks []chunkRow, kind int, from, to int64, rollup [][]byte) (*store.Points, error) {
+	var cs []*chunk.Chunk
+	var dec chunk.Decoder
+	for _, c := range chunks {
+		if c.tMax < from || c.tMin >= to || c.level == levelRollup {
+			continue
+		}
+		if c.whole != nil {
+			cs = append(cs, c.whole)
+			continue
+		}
+		d, err := dec.Decode(c.data)
+		if err != nil {
+			return nil, err
+		}
+		cs = append(cs, d)
+	}
+	return store.DecodeLevelsOf(cs, rollup, schemaOf(kind))
 }
 
 // SeriesMany returns what Series returns for each query (nil for a series
@@ -214,6 +244,15 @@ func (s *Store) SeriesMany(ctx context.Context, qs []store.SeriesQuery) (_ []*st
 	}
 	chunks, err := s.readChunks(ctx, needs)
 	if err != nil {
+		return nil, err
+	}
+	var atts [][]chunkRow
+	for k, rows := range chunks {
+		if k.kind == store.KindAttempt {
+			atts = append(atts, rows)
+		}
+	}
+	if err := s.resolve(ctx, nil, 0, 0, atts...); err != nil {
 		return nil, err
 	}
 	for i, f := range todo {

@@ -63,6 +63,13 @@ type Options struct {
 	// legacyChunks: compaction writes chunks as stores before 2026-12-07
 	// did (format 2, zstd): tests make data directories of then with it.
 	legacyChunks bool
+	// ResidualAttempts: compaction writes attempts' merged chunks as
+	// residuals of their processes' (residual.go, docs/storage.md): 2.75 B
+	// a sample less on loadgen's hour, but a first read of a job's series
+	// took 3× the time, an attempt's 1.4–1.7×, and compaction 1.4–2.1×
+	// the CPU (2026-12-07), so it is off by default. A store reads
+	// residuals either way.
+	ResidualAttempts bool
 }
 
 // The store's contract and the capabilities it offers (package store).
@@ -129,6 +136,7 @@ type Store struct {
 	layout   attemptLayout // where the columns of the tables of attempts are (attempts.go)
 	stmts    stmts         // the API's reads, prepared (stmt.go)
 	procAggs procAggs      // processes' summaries made by earlier reads (batch.go)
+	wholes   wholes        // residuals made whole by earlier reads (residual.go)
 }
 
 // rowGroupSize is the rows of a row group of the store's tables (DuckDB's

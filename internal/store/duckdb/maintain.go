@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -68,6 +69,13 @@ func (s *Store) maintain(ctx context.Context, now time.Time) error {
 	if s.opt.Retention > 0 {
 		// Raw samples past their retention become per-minute rollups.
 		cut := now.Add(-s.opt.Retention).UnixMilli()
+		// Attempts' residuals that need processes' chunks past the cut
+		// are made whole first (residual.go).
+		made, err := s.absolutize(ctx, cut)
+		if err != nil {
+			return err
+		}
+		changed = changed || made > 0
 		n, err := s.rewrite(ctx, "series_chunks", fmt.Sprintf("level = %d AND t_max < %d", levelMerged, cut), false, rollup)
 		if err != nil {
 			return fmt.Errorf("cannot make the rollups: %w", err)
@@ -76,6 +84,11 @@ func (s *Store) maintain(ctx context.Context, now time.Time) error {
 	}
 	if s.opt.RollupRetention > 0 {
 		cut := now.Add(-s.opt.RollupRetention).UnixMilli()
+		made, err := s.absolutize(ctx, cut)
+		if err != nil {
+			return err
+		}
+		changed = changed || made > 0
 		for _, q := range []string{`DELETE FROM series_chunks WHERE t_max < ?`, `DELETE FROM events WHERE ts < ?`,
 			`DELETE FROM profiles WHERE end_ms < ?`, `DELETE FROM profile_requests WHERE requested_ms < ?`} {
 			if err := deleted(s.handle().ExecContext(ctx, q, cut)); err != nil {
@@ -318,12 +331,35 @@ func (s *Store) rewrite(ctx context.Context, table, where string, drop bool,
 		if s.opt.legacyChunks {
 			lvl = legacyMergeLevel
 		}
-		n, err := s.scanSeries(ctx, table, where, func(kind int8, key, job int64, p *store.Points, buf []byte) ([]byte, error) {
+		// A compaction of fresh chunks writes attempts as residuals of
+		// their processes (residual.go).
+		var res *residuals
+		if drop && lvl == chunk.Packed && s.opt.ResidualAttempts {
+			res = &residuals{}
+		}
+		n, err := s.scanSeries(ctx, table, where, res != nil, func(kind int8, key, job int64, grp [2]int64, p *store.Points, buf []byte) ([]byte, error) {
+			var wrap func(c *chunk.Chunk, data []byte) []byte
+			var resAtt, resJob any // a member process's: its attempt's key and job key
+			switch {
+			case res == nil:
+			case kind == store.KindProcess && grp[0] != 0:
+				res.process(grp[0], uint64(key), p)
+				resAtt = grp[0]
+				if grp[1] != 0 {
+					resJob = grp[1]
+				}
+			case kind == store.KindAttempt:
+				wrap, _ = res.attempt(uint64(key), p)
+			}
 			level, c := produce(p, schemaOf(int(kind)))
 			shape := int(kind)<<8 | len(c.Columns)
 			ps := perSample[shape]
 			buf, err := encodeChunks(&w, c, lvl, buf, &ps, func(c *chunk.Chunk, data []byte) error {
-				return app.AppendRow(kind, key, job, c.Times[0], c.Times[len(c.Times)-1], int32(len(c.Times)), level, data)
+				if wrap != nil {
+					data = wrap(c, data)
+				}
+				return app.AppendRow(kind, key, job, c.Times[0], c.Times[len(c.Times)-1], int32(len(c.Times)), level, data,
+					resAtt, resJob)
 			})
 			perSample[shape] = ps
 			return buf, err
@@ -360,19 +396,27 @@ func (s *Store) rewrite(ctx context.Context, table, where string, drop bool,
 }
 
 // scanSeries reads the chunks of table that where selects, in series and
-// time order, and calls fn with each series' points; it returns how many
-// series there were.
-func (s *Store) scanSeries(ctx context.Context, table, where string,
-	fn func(kind int8, key, job int64, p *store.Points, buf []byte) ([]byte, error)) (int, error) {
-	rows, err := s.handle().QueryContext(ctx, `SELECT kind, key, job_key, data FROM `+table+`
-		WHERE `+where+` ORDER BY kind, key, t_min`)
+// time order, and calls fn with each series' points (an attempt's made
+// whole where they are residuals: resolve); it returns how many series
+// there were. groups: in memberGroups' order, each with its group (the
+// attempt's key and job key).
+func (s *Store) scanSeries(ctx context.Context, table, where string, groups bool,
+	fn func(kind int8, key, job int64, grp [2]int64, p *store.Points, buf []byte) ([]byte, error)) (int, error) {
+	q := `SELECT kind, key, job_key, data, t_min, t_max, 0, 0 FROM ` + table + `
+		WHERE ` + where + ` ORDER BY kind, key, t_min`
+	if groups {
+		q = memberGroups(table, where)
+	}
+	rows, err := s.handle().QueryContext(ctx, q)
 	if err != nil {
 		return 0, fmt.Errorf("cannot read the chunks: %w", err)
 	}
 	defer rows.Close()
 	var curKind int8 = -1
 	var curKey, curJob int64
+	var curGrp [2]int64
 	var group [][]byte
+	var spans [][2]int64
 	var blobs, buf []byte // the series' chunks, copied from the rows
 	var dec store.Decoder
 	n := 0
@@ -380,8 +424,11 @@ func (s *Store) scanSeries(ctx context.Context, table, where string,
 		if len(group) == 0 {
 			return nil
 		}
+		defer func() { group, spans, blobs = group[:0], spans[:0], blobs[:0] }()
+		if err := s.resolveGroup(ctx, group, spans); err != nil {
+			return err
+		}
 		p, err := dec.Decode(group, schemaOf(int(curKind)))
-		group, blobs = group[:0], blobs[:0]
 		if err != nil {
 			s.opt.Log.Error("compaction: dropping a damaged series", "key", curKey, "err", err)
 			return nil
@@ -390,21 +437,22 @@ func (s *Store) scanSeries(ctx context.Context, table, where string,
 			return nil
 		}
 		n++
-		buf, err = fn(curKind, curKey, curJob, p, buf)
+		buf, err = fn(curKind, curKey, curJob, curGrp, p, buf)
 		return err
 	}
 	for rows.Next() {
 		var kind int8
-		var key, job int64
+		var key, job, tMin, tMax int64
+		var grp [2]int64
 		var data sql.RawBytes // (valid until the next row)
-		if err := rows.Scan(&kind, &key, &job, &data); err != nil {
+		if err := rows.Scan(&kind, &key, &job, &data, &tMin, &tMax, &grp[0], &grp[1]); err != nil {
 			return n, fmt.Errorf("cannot read the chunks: %w", err)
 		}
 		if kind != curKind || key != curKey {
 			if err := flush(); err != nil {
 				return n, err
 			}
-			curKind, curKey, curJob = kind, key, 0
+			curKind, curKey, curJob, curGrp = kind, key, 0, grp
 		}
 		if job != 0 {
 			curJob = job // (a process's start may be known from some of its chunks only)
@@ -412,11 +460,35 @@ func (s *Store) scanSeries(ctx context.Context, table, where string,
 		at := len(blobs)
 		blobs = append(blobs, data...)
 		group = append(group, blobs[at:len(blobs):len(blobs)])
+		spans = append(spans, [2]int64{tMin, tMax})
 	}
 	if err := rows.Err(); err != nil {
 		return n, fmt.Errorf("cannot read the chunks: %w", err)
 	}
 	return n, flush()
+}
+
+// resolveGroup makes whole, in place, the residual chunks of one series'
+// chunks (with their spans). It fails rather than drop what it cannot make
+// whole.
+func (s *Store) resolveGroup(ctx context.Context, group [][]byte, spans [][2]int64) error {
+	if !slices.ContainsFunc(group, chunk.IsResidual) {
+		return nil
+	}
+	rows := make([]chunkRow, len(group))
+	for i := range group {
+		rows[i] = chunkRow{tMin: spans[i][0], tMax: spans[i][1], level: levelMerged, data: group[i]}
+	}
+	if err := s.resolve(ctx, nil, 0, 0, rows); err != nil {
+		return err
+	}
+	var w chunk.Writer
+	for i := range rows {
+		if rows[i].whole != nil {
+			group[i] = w.Encode(nil, rows[i].whole, chunk.None)
+		}
+	}
+	return nil
 }
 
 // Checkpoint writes the WAL into the database file.

@@ -122,11 +122,23 @@ func BenchmarkAttemptSeries(b *testing.B) {
 	s, q := longAttemptStore(b, b.TempDir(), *benchBgNodes)
 	defer s.Close()
 	ctx := context.Background()
-	for _, step := range []int64{1000, 15000} {
+	// cold: each read without the residuals earlier reads made whole
+	// (wholes), as a first read.
+	for _, c := range []struct {
+		step int64
+		cold bool
+	}{{1000, false}, {15000, false}, {1000, true}} {
 		q := q
-		q.Step = step
-		b.Run("step-"+time.Duration(step*int64(time.Millisecond)).String(), func(b *testing.B) {
+		q.Step = c.step
+		name := "step-" + time.Duration(c.step*int64(time.Millisecond)).String()
+		if c.cold {
+			name += "-cold"
+		}
+		b.Run(name, func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
+				if c.cold {
+					s.wholes.clear()
+				}
 				res, err := s.Series(ctx, q)
 				if err != nil {
 					b.Fatal(err)
@@ -142,7 +154,7 @@ func BenchmarkAttemptSeries(b *testing.B) {
 // longAttemptStore makes a store in dir holding an attempt of one hour
 // among nodes nodes' work, and the query of its series over that hour.
 func longAttemptStore(tb testing.TB, dir string, nodes int) (*Store, store.SeriesQuery) {
-	s, err := Open(Options{Dir: dir})
+	s, err := Open(Options{Dir: dir, ResidualAttempts: *benchResiduals})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -167,7 +179,7 @@ func longAttemptStore(tb testing.TB, dir string, nodes int) (*Store, store.Serie
 //
 //	go test -run '^$' -bench JobSeries -benchtime 20x ./internal/store/duckdb/
 func BenchmarkJobSeries(b *testing.B) {
-	s, err := Open(Options{Dir: b.TempDir()})
+	s, err := Open(Options{Dir: b.TempDir(), ResidualAttempts: *benchResiduals})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -198,9 +210,13 @@ func BenchmarkJobSeries(b *testing.B) {
 	for _, c := range []struct {
 		name string
 		q    store.SeriesQuery
-	}{{"whole", q}, {"tail", tail}} {
+		cold bool // without the residuals earlier reads made whole
+	}{{"whole", q, false}, {"tail", tail, false}, {"whole-cold", q, true}} {
 		b.Run(c.name, func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
+				if c.cold {
+					s.wholes.clear()
+				}
 				if _, err := s.Series(ctx, c.q); err != nil {
 					b.Fatal(err)
 				}

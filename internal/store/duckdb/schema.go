@@ -73,10 +73,19 @@ func schema() []string {
 		// always give a time range, and rows are written in time order, so
 		// the zone maps of t_min and t_max leave few row groups to scan.
 		freshTable(0), freshTable(1),
+		// A merged chunk of a process whose samples an attempt's residual
+		// chunks of the same compaction subtracted (residual.go) names
+		// that attempt (res_att, its key) and its job (res_job, the job
+		// key of the attempt's chunks), so that a read of the attempt's
+		// or job's chunks finds the processes' in the same scan. Added
+		// to stores made before by ADD COLUMN (NULL: none).
 		`CREATE TABLE IF NOT EXISTS series_chunks (kind TINYINT, key BIGINT, job_key BIGINT, t_min BIGINT,
-			t_max BIGINT, n INTEGER, level TINYINT, data BLOB)`,
-		`CREATE OR REPLACE VIEW series_all AS SELECT * FROM series_fresh_0 UNION ALL SELECT * FROM series_fresh_1
-			UNION ALL SELECT * FROM series_chunks`,
+			t_max BIGINT, n INTEGER, level TINYINT, data BLOB, res_att BIGINT, res_job BIGINT)`,
+		`ALTER TABLE series_chunks ADD COLUMN IF NOT EXISTS res_att BIGINT`,
+		`ALTER TABLE series_chunks ADD COLUMN IF NOT EXISTS res_job BIGINT`,
+		`CREATE OR REPLACE VIEW series_all AS SELECT *, NULL::BIGINT AS res_att, NULL::BIGINT AS res_job FROM series_fresh_0
+			UNION ALL SELECT *, NULL::BIGINT, NULL::BIGINT FROM series_fresh_1
+			UNION ALL SELECT kind, key, job_key, t_min, t_max, n, level, data, res_att, res_job FROM series_chunks`,
 		// The metrics agents sent with no column of their own, by series
 		// kind (store.KindProcessExt, store.KindAttemptExt): their series are chunks of
 		// those kinds (store.ExtKey, store.ExtColumns).

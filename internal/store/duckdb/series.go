@@ -159,34 +159,58 @@ func (s *Store) windowPoints(ctx context.Context, kind int, key uint64, from, to
 // (raw samples past their retention). It returns too the start the chunks
 // keep in their job_key: a process's (0: not known).
 func (s *Store) points(ctx context.Context, kind int, key uint64, from, to int64) (*store.Points, int64, error) {
-	rows, err := s.query(ctx, `SELECT level, data, job_key FROM series_all WHERE key = ? AND kind = ?
-		AND t_max >= ? AND t_min < ? ORDER BY t_min`, keyValue(key), kind, from, to)
+	// An attempt's chunks come with the merged chunks of its processes
+	// that its residuals need (res_att), in the same scan.
+	q := `SELECT kind, key, t_min, t_max, level, data, coalesce(job_key, 0) FROM series_all WHERE key = ? AND kind = ?
+		AND t_max >= ? AND t_min < ? ORDER BY t_min`
+	args := []any{keyValue(key), kind, from, to}
+	if kind == store.KindAttempt && s.opt.ResidualAttempts {
+		// (A UNION, not an OR: DuckDB pushes each side's filter into its
+		// scan, and reads the chunks' bytes of the rows it keeps only.)
+		q = `SELECT kind, key, t_min, t_max, level, data, coalesce(job_key, 0) FROM series_all
+			WHERE key = ? AND kind = ? AND t_max >= ? AND t_min < ?
+			UNION ALL SELECT kind, key, t_min, t_max, level, data, coalesce(job_key, 0) FROM series_chunks
+			WHERE res_att = ? AND t_max >= ? AND t_min < ? ORDER BY t_min`
+		args = []any{keyValue(key), kind, from, to, keyValue(key), from, to}
+	}
+	rows, err := s.query(ctx, q, args...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("cannot read series: %w", err)
 	}
 	defer rows.Close()
-	var raw, rollup [][]byte
-	var start int64
+	var chunks []chunkRow
+	var procs map[uint64][]chunkRow
 	for rows.Next() {
-		var level int
-		var data []byte
-		var st sql.NullInt64
-		if err := rows.Scan(&level, &data, &st); err != nil {
+		var c chunkRow
+		var k int
+		var ck int64
+		if err := rows.Scan(&k, &ck, &c.tMin, &c.tMax, &c.level, &c.data, &c.job); err != nil {
 			return nil, 0, err
 		}
-		if kind == store.KindProcess {
-			start = max(start, st.Int64)
+		if k != kind {
+			if procs == nil {
+				procs = map[uint64][]chunkRow{}
+			}
+			procs[uint64(ck)] = append(procs[uint64(ck)], c)
+			continue
 		}
-		if level == levelRollup {
-			rollup = append(rollup, data)
-		} else {
-			raw = append(raw, data)
+		if kind != store.KindProcess {
+			c.job = 0
 		}
+		chunks = append(chunks, c)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, 0, err
 	}
-	p, err := store.DecodeLevels(raw, rollup, schemaOf(kind))
+	if kind == store.KindAttempt {
+		if procs == nil && s.opt.ResidualAttempts {
+			procs = map[uint64][]chunkRow{}
+		}
+		if err := s.resolve(ctx, procs, from, to, chunks); err != nil {
+			return nil, 0, err
+		}
+	}
+	p, _, start, err := pointsIn(chunks, kind, from, to)
 	return p, start, err
 }
 
@@ -251,8 +275,11 @@ func (s *Store) jobSeries(ctx context.Context, q *store.SeriesQuery, metrics []s
 func (s *Store) jobChunks(ctx context.Context, q *store.SeriesQuery, kind int, jobKey uint64, starts map[int64]int64,
 	acc *store.JobAccumulator) error {
 	short := q.From - shortLookback
-	byKey, err := s.jobChunksIn(ctx, kind, jobKey, short, q.To, nil)
+	byKey, procs, err := s.jobChunksIn(ctx, kind, jobKey, short, q.To, nil)
 	if err != nil {
+		return err
+	}
+	if err := s.resolveByKey(ctx, kind, byKey, procs, short, q.To); err != nil {
 		return err
 	}
 	keys := make([]int64, 0, len(byKey))
@@ -280,8 +307,11 @@ func (s *Store) jobChunks(ctx context.Context, q *store.SeriesQuery, kind int, j
 	for len(more) > 0 {
 		part := more[:min(len(more), maxInKeys)]
 		more = more[len(part):]
-		byKey, err := s.jobChunksIn(ctx, kind, jobKey, q.From-lookback, q.To, part)
+		byKey, _, err := s.jobChunksIn(ctx, kind, jobKey, q.From-lookback, q.To, part)
 		if err != nil {
+			return err
+		}
+		if err := s.resolveByKey(ctx, kind, byKey, nil, 0, 0); err != nil {
 			return err
 		}
 		for _, k := range part {
@@ -296,35 +326,62 @@ func (s *Store) jobChunks(ctx context.Context, q *store.SeriesQuery, kind int, j
 }
 
 // jobChunksIn reads the chunks of this kind and job key overlapping
-// [from, to), by series; only those of the series keys, if any.
-func (s *Store) jobChunksIn(ctx context.Context, kind int, jobKey uint64, from, to int64, keys []int64) (map[int64][]chunkRow, error) {
+// [from, to), by series; only those of the series keys, if any. Attempts'
+// chunks come with the merged chunks of their processes that their
+// residuals need (res_job), in the same scan: procs, by process.
+func (s *Store) jobChunksIn(ctx context.Context, kind int, jobKey uint64, from, to int64, keys []int64) (
+	byKey map[int64][]chunkRow, procs map[uint64][]chunkRow, err error) {
 	// Not ORDER BY key, t_min: DuckDB's sort would carry every chunk's
 	// bytes along; the rows are grouped by series here, and pointsIn puts
 	// each series' few chunks in time order.
-	q := `SELECT key, t_min, t_max, level, data FROM series_all WHERE kind = ? AND job_key = ? AND t_max >= ? AND t_min < ?`
+	q := `SELECT kind, key, t_min, t_max, level, data FROM series_all WHERE kind = ? AND job_key = ? AND t_max >= ? AND t_min < ?`
 	args := []any{kind, keyValue(jobKey), from, to}
 	var rows *sql.Rows
-	var err error
-	if keys == nil {
-		rows, err = s.query(ctx, q, args...)
-	} else {
+	switch {
+	case keys != nil:
+		// Those series only (their processes' chunks are read as they
+		// are needed: resolve).
 		for _, k := range keys {
 			args = append(args, k)
 		}
 		rows, err = s.handle().QueryContext(ctx, q+` AND key IN (`+placeholders(len(keys))+`)`, args...)
+	case kind == store.KindAttempt && s.opt.ResidualAttempts:
+		// (A UNION, not an OR: points.)
+		rows, err = s.query(ctx, q+` UNION ALL SELECT kind, key, t_min, t_max, level, data FROM series_chunks
+			WHERE res_job = ? AND t_max >= ? AND t_min < ?`, append(args, keyValue(jobKey), from, to)...)
+	default:
+		rows, err = s.query(ctx, q, args...)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("cannot read job series: %w", err)
+		return nil, nil, fmt.Errorf("cannot read job series: %w", err)
 	}
 	defer rows.Close()
-	byKey := map[int64][]chunkRow{}
+	byKey, procs = map[int64][]chunkRow{}, map[uint64][]chunkRow{}
 	for rows.Next() {
 		var k int64
+		var ck int
 		var c chunkRow
-		if err := rows.Scan(&k, &c.tMin, &c.tMax, &c.level, &c.data); err != nil {
-			return nil, err
+		if err := rows.Scan(&ck, &k, &c.tMin, &c.tMax, &c.level, &c.data); err != nil {
+			return nil, nil, err
+		}
+		if ck != kind {
+			procs[uint64(k)] = append(procs[uint64(k)], c)
+			continue
 		}
 		byKey[k] = append(byKey[k], c)
 	}
-	return byKey, rows.Err()
+	return byKey, procs, rows.Err()
+}
+
+// resolveByKey makes whole the residual chunks of attempts' series read
+// by key (resolve, all together; procs read with them over [from, to)).
+func (s *Store) resolveByKey(ctx context.Context, kind int, byKey map[int64][]chunkRow, procs map[uint64][]chunkRow, from, to int64) error {
+	if kind != store.KindAttempt {
+		return nil
+	}
+	all := make([][]chunkRow, 0, len(byKey))
+	for _, rows := range byKey {
+		all = append(all, rows)
+	}
+	return s.resolve(ctx, procs, from, to, all...)
 }

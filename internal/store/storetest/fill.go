@@ -7,6 +7,7 @@ import (
 
 	"github.com/taskscope/taskscope/internal/loadgen"
 	"github.com/taskscope/taskscope/internal/store"
+	"github.com/taskscope/taskscope/internal/wire"
 )
 
 // Fill appends the generator's rounds into st until tick end, one
@@ -23,15 +24,36 @@ func Fill(tb testing.TB, st store.Store, g *loadgen.Generator, start time.Time, 
 // writes each round's data when it comes, as a server does.
 func FillAt(tb testing.TB, st store.Store, g *loadgen.Generator, start time.Time, end int, at func(time.Time)) time.Time {
 	tb.Helper()
-	ctx := context.Background()
-	last := start
-	now := start
-	for g.Tick() < end {
+	return FillRounds(tb, st, start, func() ([]*wire.Batch, time.Time) {
+		if g.Tick() >= end {
+			return nil, time.Time{}
+		}
 		batches := g.Next()
-		now = start.Add(time.Duration(g.Tick()) * time.Second)
+		if batches == nil {
+			batches = []*wire.Batch{} // (an empty round: not the end)
+		}
+		now := start.Add(time.Duration(g.Tick()) * time.Second)
 		if at != nil {
 			at(now)
 		}
+		return batches, now
+	})
+}
+
+// FillRounds appends rounds into st, one transaction per round, with
+// maintenance every 30 simulated seconds from start as the server runs
+// it, then writes the summaries. It returns the simulated time reached.
+func FillRounds(tb testing.TB, st store.Store, start time.Time, next loadgen.Rounds) time.Time {
+	tb.Helper()
+	ctx := context.Background()
+	last := start
+	now := start
+	for {
+		batches, t := next()
+		if batches == nil {
+			break
+		}
+		now = t
 		app, err := st.Begin(ctx)
 		if err != nil {
 			tb.Fatal(err)

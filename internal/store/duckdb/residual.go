@@ -1,0 +1,340 @@
+package duckdb
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"hash/maphash"
+	"math"
+	"slices"
+	"sort"
+	"sync"
+
+	"github.com/taskscope/taskscope/internal/store"
+	"github.com/taskscope/taskscope/internal/store/chunk"
+)
+
+// Compaction writes an attempt's merged chunks as their difference from
+// the sums of its processes' samples (chunk format 4, store.SubtractProcesses):
+// the processes' merged chunks, written by the same compaction, hold the
+// rest. Every read of an attempt's chunks makes them whole first
+// (resolve), from the processes' merged chunks (level 1) only: rollups
+// and retention make an attempt's chunk whole again before they touch
+// the processes' chunks it needs (absolutize). Fresh chunks, and merged
+// chunks written before, are the attempt's own samples.
+
+// memberGroups is the query of compaction's fresh chunks in the order it
+// merges them when it writes attempts as residuals: each attempt's member
+// processes (by proc_log; a process of several attempts goes with one)
+// just before the attempt, grp naming the attempt (0: none) and grp_job
+// its job key (that of its chunks; 0: it has none here).
+func memberGroups(table, where string) string {
+	proc, att := fmt.Sprint(store.KindProcess), fmt.Sprint(store.KindAttempt)
+	return `SELECT f.kind, f.key, f.job_key, f.data, f.t_min, f.t_max,
+		CASE WHEN f.kind = ` + proc + ` THEN coalesce(m.a, 0) WHEN f.kind = ` + att + ` THEN f.key ELSE 0 END AS grp,
+		coalesce(j.job, 0)
+		FROM ` + table + ` f LEFT JOIN (SELECT proc_key, min(attempt_key) AS a FROM proc_log
+			WHERE attempt_key <> 0 AND proc_key IN (SELECT key FROM ` + table + ` WHERE kind = ` + proc + `)
+			GROUP BY proc_key) m ON f.kind = ` + proc + ` AND m.proc_key = f.key
+		LEFT JOIN (SELECT key, max(job_key) AS job FROM ` + table + ` WHERE kind = ` + att + ` GROUP BY key) j ON j.key = m.a
+		WHERE ` + where + ` ORDER BY grp, f.kind, f.key, f.t_min`
+}
+
+// residuals keeps, as compaction goes through a group (memberGroups), the
+// points of the attempt's processes, and writes the attempt as residuals.
+type residuals struct {
+	grp   int64
+	keys  []uint64
+	procs []*store.Points
+	spare []*store.Points // copies made before, reused
+	hdr   []byte
+	cnt   []int
+	keep  []uint64
+}
+
+// process keeps a copy of a member process's points (p is the decoder's).
+func (r *residuals) process(grp int64, key uint64, p *store.Points) {
+	r.enter(grp)
+	var c *store.Points
+	if n := len(r.procs); n < len(r.spare) {
+		c = r.spare[n]
+	} else {
+		c = &store.Points{}
+		r.spare = append(r.spare, c)
+	}
+	copyPoints(c, p)
+	r.keys = append(r.keys, key)
+	r.procs = append(r.procs, c)
+}
+
+// enter starts group grp (its processes come first).
+func (r *residuals) enter(grp int64) {
+	if grp != r.grp {
+		r.grp, r.keys, r.procs = grp, r.keys[:0], r.procs[:0]
+	}
+}
+
+// copyPoints makes dst a copy of p, in dst's arrays.
+func copyPoints(dst, p *store.Points) {
+	dst.Times = append(dst.Times[:0], p.Times...)
+	n := len(p.Cols)
+	dst.Cols, dst.Absent, dst.Has = slices.Grow(dst.Cols[:0], n)[:n], slices.Grow(dst.Absent[:0], n)[:n], append(dst.Has[:0], p.Has...)
+	for j := range p.Cols {
+		if !p.Has[j] {
+			continue
+		}
+		dst.Cols[j] = append(dst.Cols[j][:0], p.Cols[j]...)
+		if p.Absent[j] == nil {
+			dst.Absent[j] = nil
+		} else {
+			dst.Absent[j] = append(dst.Absent[j][:0], p.Absent[j]...)
+		}
+	}
+}
+
+// attempt subtracts the group's processes from the attempt's points p
+// (key: the attempt's) and returns what emit should write of each chunk
+// it is then cut into: its residual. ok is false when there is nothing to
+// subtract: p is written as it is.
+func (r *residuals) attempt(key uint64, p *store.Points) (wrap func(c *chunk.Chunk, data []byte) []byte, ok bool) {
+	r.enter(int64(key))
+	if len(r.procs) == 0 {
+		return nil, false
+	}
+	matched := store.SubtractProcesses(p, r.procs)
+	times := p.Times
+	return func(c *chunk.Chunk, data []byte) []byte {
+		// The processes with samples at this part's times, and how many.
+		lo, hi := c.Times[0], c.Times[len(c.Times)-1]
+		r.keep, r.cnt = r.keep[:0], r.cnt[:0]
+		for k, m := range matched {
+			a := sort.Search(len(m), func(x int) bool { return times[m[x]] >= lo })
+			b := sort.Search(len(m), func(x int) bool { return times[m[x]] > hi })
+			if b > a {
+				r.keep, r.cnt = append(r.keep, r.keys[k]), append(r.cnt, b-a)
+			}
+		}
+		if len(r.keep) == 0 {
+			return data // nothing subtracted here: the attempt's own samples
+		}
+		r.hdr = append(chunk.ResidualHeader(r.hdr[:0], r.keep, r.cnt), data...)
+		return r.hdr
+	}, true
+}
+
+// resolve makes whole the residual chunks among rows (attempts' chunks,
+// with their spans): each one's whole is set to the attempt's own samples
+// (pointsIn reads it in place of its bytes), from wholes if an earlier
+// read made it. pre are processes' merged chunks already read with them
+// (those that name their attempts: res_att, res_job) overlapping [from,
+// to); the processes of a residual that is not wholly in [from, to), or
+// not among pre, are read here, all together.
+func (s *Store) resolve(ctx context.Context, pre map[uint64][]chunkRow, from, to int64, rows ...[]chunkRow) error {
+	type res struct {
+		row    *chunkRow
+		procs  []uint64
+		counts []int
+		body   []byte
+		again  bool // its processes are read here
+	}
+	var rs []res
+	keys := map[uint64]bool{}
+	lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
+	for _, rr := range rows {
+		for i := range rr {
+			c := &rr[i]
+			if !chunk.IsResidual(c.data) {
+				continue
+			}
+			if c.whole = s.wholes.get(c.tMin, c.data); c.whole != nil {
+				continue
+			}
+			procs, counts, body, err := chunk.Residual(c.data, nil, nil)
+			if err != nil {
+				return fmt.Errorf("cannot read an attempt's chunk: %w", err)
+			}
+			again := pre == nil || c.tMin < from || c.tMax >= to
+			for _, k := range procs {
+				if _, ok := pre[k]; !ok {
+					again = true
+				}
+			}
+			rs = append(rs, res{c, procs, counts, body, again})
+			if again {
+				for _, k := range procs {
+					keys[k] = true
+				}
+				lo, hi = min(lo, c.tMin), max(hi, c.tMax)
+			}
+		}
+	}
+	if len(rs) == 0 {
+		return nil
+	}
+	read := map[uint64][]chunkRow{}
+	list := make([]uint64, 0, len(keys))
+	for k := range keys {
+		list = append(list, k)
+	}
+	slices.Sort(list)
+	for len(list) > 0 {
+		part := list[:min(len(list), maxInKeys)]
+		list = list[len(part):]
+		if err := s.readMerged(ctx, part, lo, hi, read); err != nil {
+			return err
+		}
+	}
+	type procKey struct {
+		key   uint64
+		again bool
+	}
+	procs := map[procKey]*store.Points{}
+	var dec chunk.Decoder
+	for _, r := range rs {
+		pts := make([]*store.Points, len(r.procs))
+		for k, key := range r.procs {
+			p, ok := procs[procKey{key, r.again}]
+			if !ok {
+				src := pre[key]
+				if r.again {
+					src = read[key]
+				}
+				var err error
+				if p, _, _, err = pointsIn(src, store.KindProcess, math.MinInt64, math.MaxInt64); err != nil {
+					return fmt.Errorf("cannot read the processes of an attempt's chunk: %w", err)
+				}
+				procs[procKey{key, r.again}] = p
+			}
+			pts[k] = p
+		}
+		c := &chunk.Chunk{}
+		if err := dec.DecodeTo(r.body, c); err != nil {
+			return fmt.Errorf("cannot read an attempt's chunk: %w", err)
+		}
+		if err := store.AddProcesses(c, pts, r.counts); err != nil {
+			return fmt.Errorf("cannot read an attempt's chunk of %d samples from %d: %w", len(c.Times), r.row.tMin, err)
+		}
+		r.row.whole = c
+		s.wholes.put(r.row.tMin, r.row.data, c)
+	}
+	return nil
+}
+
+// wholes are residuals made whole by earlier reads, by their bytes and
+// first time (a residual's processes' chunks do not change while it is
+// stored: rollups and retention make it whole first), so that reading
+// them again (a running attempt's or job's page, at every live update)
+// does not decode their processes again; at most maxWholeBytes of them.
+type wholes struct {
+	mu    sync.Mutex
+	seed  maphash.Seed
+	m     map[wholeKey]wholeEntry
+	bytes int
+	hits  int // (tests)
+}
+
+type wholeKey struct {
+	hash uint64
+	tMin int64
+}
+
+type wholeEntry struct {
+	data  []byte // the residual's
+	whole *chunk.Chunk
+	size  int
+}
+
+const maxWholeBytes = 64 << 20
+
+// get returns the residual data (first time tMin) made whole, or nil.
+// The chunk is shared: it is read, never changed.
+func (w *wholes) get(tMin int64, data []byte) *chunk.Chunk {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.m == nil {
+		return nil
+	}
+	e, ok := w.m[wholeKey{maphash.Bytes(w.seed, data), tMin}]
+	if !ok || !bytes.Equal(e.data, data) {
+		return nil
+	}
+	w.hits++
+	return e.whole
+}
+
+// put keeps c, the residual data made whole.
+func (w *wholes) put(tMin int64, data []byte, c *chunk.Chunk) {
+	size := len(data) + 8*len(c.Times)
+	for _, col := range c.Columns {
+		size += 8*len(col.Values) + len(col.Absent)
+	}
+	if size > maxWholeBytes/16 {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.m == nil {
+		w.seed, w.m = maphash.MakeSeed(), map[wholeKey]wholeEntry{}
+	}
+	for k, e := range w.m { // (in no order: as good as any here)
+		if w.bytes+size <= maxWholeBytes {
+			break
+		}
+		delete(w.m, k)
+		w.bytes -= e.size
+	}
+	k := wholeKey{maphash.Bytes(w.seed, data), tMin}
+	if e, ok := w.m[k]; ok {
+		w.bytes -= e.size
+	}
+	w.m[k] = wholeEntry{append([]byte(nil), data...), c, size}
+	w.bytes += size
+}
+
+// clear forgets them all (benchmarks of reads that find none).
+func (w *wholes) clear() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.m, w.bytes = nil, 0
+}
+
+// readMerged reads the merged chunks (level 1) of processes keys
+// overlapping [from, to] into out.
+func (s *Store) readMerged(ctx context.Context, keys []uint64, from, to int64, out map[uint64][]chunkRow) error {
+	args := []any{store.KindProcess, levelMerged, from, to}
+	for _, k := range keys {
+		args = append(args, keyValue(k))
+	}
+	rows, err := s.handle().QueryContext(ctx, `SELECT key, t_min, t_max, data FROM series_chunks
+		WHERE kind = ? AND level = ? AND t_max >= ? AND t_min <= ? AND key IN (`+placeholders(len(keys))+`)`, args...)
+	if err != nil {
+		return fmt.Errorf("cannot read the processes of attempts' chunks: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var key int64
+		c := chunkRow{level: levelMerged}
+		if err := rows.Scan(&key, &c.tMin, &c.tMax, &c.data); err != nil {
+			return err
+		}
+		out[uint64(key)] = append(out[uint64(key)], c)
+	}
+	return rows.Err()
+}
+
+// absolutize makes whole the attempts' residual chunks that hold samples
+// both before cut and from it (merged again as the attempts' own
+// samples), before rollups or retention take the processes' chunks
+// before cut. It returns how many series it rewrote.
+func (s *Store) absolutize(ctx context.Context, cut int64) (int, error) {
+	n, err := s.rewrite(ctx, "series_chunks", fmt.Sprintf("kind = %d AND level = %d AND t_min < %d AND t_max >= %d AND %s",
+		store.KindAttempt, levelMerged, cut, cut, isResidualSQL), false, merge)
+	if err != nil {
+		return 0, fmt.Errorf("cannot make attempts' chunks whole before %d: %w", cut, err)
+	}
+	return n, nil
+}
+
+// isResidualSQL selects the residual chunks: those whose first byte is
+// format 4's.
+const isResidualSQL = `data >= '\x04'::BLOB AND data < '\x05'::BLOB`
