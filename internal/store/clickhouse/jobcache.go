@@ -49,9 +49,10 @@ type cachedJob struct {
 }
 
 // Bounds of the cache: the attempts held at most (beyond, jobs are let go
-// until it holds fewer), and how long a job not written stays.
+// until it holds fewer; a row held is about 700 bytes), and how long a job
+// not written stays.
 const (
-	maxCachedAttempts = 1 << 20
+	maxCachedAttempts = 1 << 18
 	cachedJobIdle     = time.Minute
 )
 
@@ -93,6 +94,8 @@ func (c *jobCache) written(ids []string) {
 func (s *Store) jobRows(ctx context.Context, ids []string, read func([]string) (map[string][]*attState, error)) (map[string][]*attState, error) {
 	c := &s.jobCache
 	now := time.Now()
+	// (The agents not read: nothing is held, and every job is read, as
+	// before; that read reports what failed.)
 	if others, err := s.Changes(ctx); err != nil || !c.valid || others != c.others {
 		c.drop()
 		c.others, c.valid = others, err == nil
