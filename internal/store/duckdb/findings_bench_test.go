@@ -64,6 +64,58 @@ func BenchmarkPutAnalyses(b *testing.B) {
 	}
 }
 
+// BenchmarkPutAnalysis stores one analysis alone (PutAnalysis, as a
+// job's page, or an ended job taken alone, stores it), of a job analysed
+// before (its row replaced: again) or not (a row added: new), beside
+// 2,000 jobs' rows: by PutAnalysis, and by PutAnalyses' one-row upsert in
+// its transaction (upsert); the time and the process' CPU an analysis.
+//
+//	go test -run '^$' -bench 'PutAnalysis$' ./internal/store/duckdb/
+func BenchmarkPutAnalysis(b *testing.B) {
+	ctx := context.Background()
+	for _, rows := range []string{"again", "new"} {
+		for _, mode := range []string{"put", "upsert"} {
+			b.Run(rows+"/"+mode, func(b *testing.B) {
+				s, err := Open(Options{Dir: b.TempDir()})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer s.Close()
+				const jobs = 2000
+				as := make([]*store.Analysis, jobs)
+				for i := range as {
+					as[i] = benchAnalysis(i, 1)
+				}
+				if err := s.PutAnalyses(ctx, as); err != nil {
+					b.Fatal(err)
+				}
+				var ru0, ru1 syscall.Rusage
+				syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+				b.ResetTimer()
+				for n := 0; n < b.N; n++ {
+					a := benchAnalysis((n*31)%jobs, int64(n+2))
+					if rows == "new" {
+						a = benchAnalysis(jobs+n, 2)
+					}
+					if mode == "put" {
+						err = s.PutAnalysis(ctx, a)
+					} else {
+						err = s.putAnalyses(ctx, []*store.Analysis{a})
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+				cpu := time.Duration(ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano())
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1e6, "ms/analysis")
+				b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N)/1e6, "cpu-ms/analysis")
+			})
+		}
+	}
+}
+
 // putEach is PutAnalyses as it was: PutAnalysis' statements for each
 // analysis, in one transaction.
 func (s *Store) putEach(ctx context.Context, as []*store.Analysis) error {
