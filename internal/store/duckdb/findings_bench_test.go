@@ -23,43 +23,19 @@ func BenchmarkPutAnalyses(b *testing.B) {
 	ctx := context.Background()
 	for _, mode := range []string{"together", "each"} {
 		b.Run(mode, func(b *testing.B) {
-			s, err := Open(Options{Dir: b.TempDir()})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer s.Close()
 			// 2,000 jobs' rows stored, and a pass's 64 of them stored again.
 			const jobs, pass = 2000, 64
-			as := make([]*store.Analysis, jobs)
-			for i := range as {
-				as[i] = benchAnalysis(i, 1)
-			}
-			if err := s.PutAnalyses(ctx, as); err != nil {
-				b.Fatal(err)
-			}
-			var ru0, ru1 syscall.Rusage
-			syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
-			b.ResetTimer()
-			for n := 0; n < b.N; n++ {
+			s := analysesStored(b, jobs)
+			measurePuts(b, pass, func(n int) error {
 				batch := make([]*store.Analysis, pass)
 				for i := range batch {
 					batch[i] = benchAnalysis((n*pass+i*31)%jobs, int64(n+2))
 				}
 				if mode == "together" {
-					err = s.PutAnalyses(ctx, batch)
-				} else {
-					err = s.putEach(ctx, batch)
+					return s.PutAnalyses(ctx, batch)
 				}
-				if err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.StopTimer()
-			syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
-			cpu := time.Duration(ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano())
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*pass)/1e6, "ms/analysis")
-			// The process' CPU (DuckDB's threads too): what load moves less.
-			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*pass)/1e6, "cpu-ms/analysis")
+				return s.putEach(ctx, batch)
+			})
 		})
 	}
 }
@@ -76,44 +52,58 @@ func BenchmarkPutAnalysis(b *testing.B) {
 	for _, rows := range []string{"again", "new"} {
 		for _, mode := range []string{"put", "upsert"} {
 			b.Run(rows+"/"+mode, func(b *testing.B) {
-				s, err := Open(Options{Dir: b.TempDir()})
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer s.Close()
 				const jobs = 2000
-				as := make([]*store.Analysis, jobs)
-				for i := range as {
-					as[i] = benchAnalysis(i, 1)
-				}
-				if err := s.PutAnalyses(ctx, as); err != nil {
-					b.Fatal(err)
-				}
-				var ru0, ru1 syscall.Rusage
-				syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
-				b.ResetTimer()
-				for n := 0; n < b.N; n++ {
+				s := analysesStored(b, jobs)
+				measurePuts(b, 1, func(n int) error {
 					a := benchAnalysis((n*31)%jobs, int64(n+2))
 					if rows == "new" {
 						a = benchAnalysis(jobs+n, 2)
 					}
 					if mode == "put" {
-						err = s.PutAnalysis(ctx, a)
-					} else {
-						err = s.putAnalyses(ctx, []*store.Analysis{a})
+						return s.PutAnalysis(ctx, a)
 					}
-					if err != nil {
-						b.Fatal(err)
-					}
-				}
-				b.StopTimer()
-				syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
-				cpu := time.Duration(ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano())
-				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1e6, "ms/analysis")
-				b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N)/1e6, "cpu-ms/analysis")
+					return s.putAnalyses(ctx, []*store.Analysis{a})
+				})
 			})
 		}
 	}
+}
+
+// measurePuts runs put b.N times, each storing per analyses, and reports
+// the time and the process' CPU (DuckDB's threads too: what load moves
+// less) an analysis.
+func measurePuts(b *testing.B, per int, put func(n int) error) {
+	var ru0, ru1 syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+	b.ResetTimer()
+	for n := 0; n < b.N; n++ {
+		if err := put(n); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+	cpu := time.Duration(ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano())
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*per)/1e6, "ms/analysis")
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*per)/1e6, "cpu-ms/analysis")
+}
+
+// analysesStored is a store with the analyses of jobs jobs (benchAnalysis),
+// closed at the benchmark's end.
+func analysesStored(b *testing.B, jobs int) *Store {
+	s, err := Open(Options{Dir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	as := make([]*store.Analysis, jobs)
+	for i := range as {
+		as[i] = benchAnalysis(i, 1)
+	}
+	if err := s.PutAnalyses(context.Background(), as); err != nil {
+		b.Fatal(err)
+	}
+	return s
 }
 
 // putEach is PutAnalyses as it was: PutAnalysis' statements for each
