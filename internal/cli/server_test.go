@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"flag"
 	"log/slog"
 	"strings"
 	"testing"
@@ -33,6 +34,25 @@ func TestWarnIfOpen(t *testing.T) {
 		}
 		if c.warn && !strings.Contains(log.String(), "level=WARN") {
 			t.Errorf("%s: no warning in the log: %s", c.listen, log.String())
+		}
+	}
+}
+
+// TestResidualAttemptsFlag: --residual-attempts reaches the embedded
+// store's options, and is off unless given.
+func TestResidualAttemptsFlag(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want bool
+	}{{nil, false}, {[]string{"--residual-attempts"}, true}, {[]string{"--residual-attempts=false"}, false}} {
+		var f storeFlags
+		fl := flag.NewFlagSet("server", flag.ContinueOnError)
+		f.register(fl)
+		if err := fl.Parse(c.args); err != nil {
+			t.Fatal(err)
+		}
+		if got := f.duckdbOptions(nil).ResidualAttempts; got != c.want {
+			t.Errorf("%q: ResidualAttempts %v, want %v", c.args, got, c.want)
 		}
 	}
 }
