@@ -72,9 +72,7 @@ func (c *jobCache) stored(rows []*attState) {
 			m = map[string]*attState{}
 			c.own[st.Meta.JobID] = m
 		}
-		if old := m[st.Meta.AttemptID]; old == nil || st.B.version >= old.B.version {
-			m[st.Meta.AttemptID] = st
-		}
+		putLatest(m, st)
 	}
 }
 
@@ -87,11 +85,11 @@ func (c *jobCache) written(ids []string) {
 
 // jobRows are the rows to add jobs ids up from, each job's in the order a
 // read gives them (by first_ms, then attempt id): the rows held of it, or
-// else read (read: readJobAttempts), with the rows this replica stored of
-// it since it was last written. Jobs read are held (unless another
-// replica stored since the cache was filled: then it is dropped, and
-// every job is read).
-func (s *Store) jobRows(ctx context.Context, ids []string, read func([]string) (map[string][]*attState, error)) (map[string][]*attState, error) {
+// else read (readJobAttempts), with the rows this replica stored of it
+// since it was last written. Jobs read are held (unless another replica
+// stored since the cache was filled: then it is dropped, and every job is
+// read).
+func (s *Store) jobRows(ctx context.Context, ids []string) (map[string][]*attState, error) {
 	c := &s.jobCache
 	now := time.Now()
 	// (The agents not read: nothing is held, and every job is read, as
@@ -112,7 +110,7 @@ func (s *Store) jobRows(ctx context.Context, ids []string, read func([]string) (
 			unheld = append(unheld, id)
 		}
 	}
-	got, err := read(unheld)
+	got, err := s.readJobAttempts(ctx, unheld)
 	if err != nil {
 		return nil, err
 	}
@@ -145,10 +143,14 @@ func (s *Store) jobRows(ctx context.Context, ids []string, read func([]string) (
 
 // put takes an attempt's row unless the one held is of a later version;
 // it says whether the attempt is new to the job.
-func (j *cachedJob) put(st *attState) bool {
-	old := j.atts[st.Meta.AttemptID]
+func (j *cachedJob) put(st *attState) bool { return putLatest(j.atts, st) }
+
+// putLatest puts an attempt's row in m (by attempt id) unless the one
+// there is of a later version; it says whether the attempt is new to m.
+func putLatest(m map[string]*attState, st *attState) bool {
+	old := m[st.Meta.AttemptID]
 	if old == nil || st.B.version >= old.B.version {
-		j.atts[st.Meta.AttemptID] = st
+		m[st.Meta.AttemptID] = st
 	}
 	return old == nil
 }

@@ -317,7 +317,7 @@ func (s *Store) writeJobs(ctx context.Context, ids []string) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	rows, err := s.jobRows(ctx, ids, func(ids []string) (map[string][]*attState, error) { return s.readJobAttempts(ctx, ids) })
+	rows, err := s.jobRows(ctx, ids)
 	if err != nil {
 		return err
 	}
