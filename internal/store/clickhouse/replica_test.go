@@ -2,6 +2,7 @@ package clickhouse
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"sync"
 	"testing"
@@ -31,26 +32,35 @@ func replicas(t *testing.T, srv *chtest.Server, db string, n int) []*Store {
 	return out
 }
 
+// replicasOfAttempt opens two replicas of database db on srv (replicas),
+// its chunks' merges stopped: rows written twice must still be there to
+// be counted (a background merge, any time, sooner on a loaded machine,
+// would count them merged already). It makes one attempt of job n with
+// one process (pid), and three batches of it, 5 s each, of one agent.
+func replicasOfAttempt(t *testing.T, srv *chtest.Server, db string, n int, pid int32) ([]*Store, *storetest.AttemptSpec, [3]*wire.Batch) {
+	t.Helper()
+	rs := replicas(t, srv, db, 2)
+	if err := rs[0].Client().Exec(context.Background(), "SYSTEM STOP MERGES "+db+".series_chunks", nil); err != nil {
+		t.Fatal(err)
+	}
+	g := &storetest.Gen{Agent: "node1-" + db, Host: "node1"}
+	at := &storetest.AttemptSpec{ID: fmt.Sprintf("attempt_1700000000000_%04d_m_000000_0", n),
+		JobID: fmt.Sprintf("job_1700000000000_%04d", n), Type: "map",
+		Start: storetest.T0, MemoryMB: 1024, JobName: db, User: "u", Queue: "q",
+		Procs: []storetest.ProcSpec{{PID: pid, Role: wire.RoleTaskJVM, CPUPerS: 500, RSS: 1 << 20}}}
+	ats := []*storetest.AttemptSpec{at}
+	return rs, at, [3]*wire.Batch{g.Batch(ats, 0, 5, false), g.Batch(ats, 5, 10, false), g.Batch(ats, 10, 15, false)}
+}
+
 // TestReplicasExactlyOnce: a batch stored through one replica and retried
 // to another is a duplicate there; the same batch stored by two replicas
 // at once (neither knowing the other's) is kept once: its rows are the
 // same both times, and the tables keep a row once.
 func TestReplicasExactlyOnce(t *testing.T) {
 	srv := chtest.Start(t)
-	rs := replicas(t, srv, "eo", 2)
+	rs, at, bs := replicasOfAttempt(t, srv, "eo", 1, 101)
 	a, b := rs[0], rs[1]
-	// The rows written twice must still be there to be counted before the
-	// merge below: a background merge (any time, sooner on a loaded
-	// machine) would count them merged already.
-	if err := a.Client().Exec(context.Background(), "SYSTEM STOP MERGES eo.series_chunks", nil); err != nil {
-		t.Fatal(err)
-	}
-	g := &storetest.Gen{Agent: "node1-eo", Host: "node1"}
-	at := &storetest.AttemptSpec{ID: "attempt_1700000000000_0001_m_000000_0", JobID: "job_1700000000000_0001", Type: "map",
-		Start: storetest.T0, MemoryMB: 1024, JobName: "eo", User: "u", Queue: "q",
-		Procs: []storetest.ProcSpec{{PID: 101, Role: wire.RoleTaskJVM, CPUPerS: 500, RSS: 1 << 20}}}
-	b1, b2, b3 := g.Batch([]*storetest.AttemptSpec{at}, 0, 5, false), g.Batch([]*storetest.AttemptSpec{at}, 5, 10, false),
-		g.Batch([]*storetest.AttemptSpec{at}, 10, 15, false)
+	b1, b2, b3 := bs[0], bs[1], bs[2]
 	if d := storetest.Ingest(t, a, b1); d[0] {
 		t.Fatal("b1 through a: a duplicate")
 	}
@@ -123,18 +133,10 @@ func TestReplicasExactlyOnce(t *testing.T) {
 // the other replica wrote.
 func TestReplicasRecheck(t *testing.T) {
 	srv := chtest.Start(t)
-	rs := replicas(t, srv, "rc", 2)
+	rs, _, bs := replicasOfAttempt(t, srv, "rc", 2, 102)
 	a, b := rs[0], rs[1]
 	c := a.Client()
-	if err := c.Exec(context.Background(), "SYSTEM STOP MERGES rc.series_chunks", nil); err != nil {
-		t.Fatal(err)
-	}
-	g := &storetest.Gen{Agent: "node1-rc", Host: "node1"}
-	at := &storetest.AttemptSpec{ID: "attempt_1700000000000_0002_m_000000_0", JobID: "job_1700000000000_0002", Type: "map",
-		Start: storetest.T0, MemoryMB: 1024, JobName: "rc", User: "u", Queue: "q",
-		Procs: []storetest.ProcSpec{{PID: 102, Role: wire.RoleTaskJVM, CPUPerS: 500, RSS: 1 << 20}}}
-	b1, b2, b3 := g.Batch([]*storetest.AttemptSpec{at}, 0, 5, false), g.Batch([]*storetest.AttemptSpec{at}, 5, 10, false),
-		g.Batch([]*storetest.AttemptSpec{at}, 10, 15, false)
+	b1, b2, b3 := bs[0], bs[1], bs[2]
 	storetest.Ingest(t, a, b1)
 	// a takes b2 (the agent at b1 as it knows it); b stores b2 meanwhile.
 	app, err := a.Begin(context.Background())
@@ -168,12 +170,12 @@ func TestReplicasRecheck(t *testing.T) {
 		if u.Samples != 15 {
 			t.Errorf("replica %d: %d process samples; 15 were sent", i, u.Samples)
 		}
-		seq, err := s.AgentSeq(context.Background(), g.Agent)
+		seq, err := s.AgentSeq(context.Background(), b3.AgentID)
 		if err != nil || seq != b3.Seq {
 			t.Errorf("replica %d: the agent's sequence %d (%v), want %d", i, seq, err, b3.Seq)
 		}
 	}
-	rows, err := c.Query(context.Background(), "SELECT batches FROM rc.agents FINAL WHERE agent_id = "+Quote(g.Agent), nil)
+	rows, err := c.Query(context.Background(), "SELECT batches FROM rc.agents FINAL WHERE agent_id = "+Quote(b3.AgentID), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
