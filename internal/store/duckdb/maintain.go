@@ -414,7 +414,11 @@ func (s *Store) scanSeries(ctx context.Context, table, where string, groups bool
 	q := `SELECT kind, key, job_key, data, t_min, t_max, 0, 0 FROM ` + table + `
 		WHERE ` + where + ` ORDER BY kind, key, t_min`
 	if groups {
-		q = memberGroups(table, where)
+		from, err := s.membersFrom(ctx, table)
+		if err != nil {
+			return 0, err
+		}
+		q = memberGroups(table, where, from)
 	}
 	rows, err := s.handle().QueryContext(ctx, q)
 	if err != nil {
