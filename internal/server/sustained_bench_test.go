@@ -3,15 +3,19 @@ package server
 import (
 	"context"
 	"flag"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/google/pprof/profile"
 
 	"github.com/taskscope/taskscope/internal/analysis"
 	"github.com/taskscope/taskscope/internal/loadgen"
@@ -24,18 +28,22 @@ var (
 		"BenchmarkHTTPIngestSustained: how often the server runs maintenance")
 	benchUsers = flag.Int("bench.users", 10,
 		"BenchmarkHTTPIngestSustained/http+ui: people using the web UI (loadgen.Users)")
+	benchMaintainClock = flag.String("bench.maintain-clock", "data",
+		"BenchmarkHTTPIngestSustained: the time maintenance is given: data (the data's clock, as live) or wall")
 	benchProfile = flag.String("bench.cpuprofile", "",
 		"BenchmarkHTTPIngestSustained, BenchmarkStoresIngest: write a CPU profile of each run's timed part to this file, suffixed with the run's name")
 )
 
 // BenchmarkHTTPIngestSustained is BenchmarkHTTPIngest's http run with
-// maintenance every 5 s of wall time instead of 30: the batches replay
-// simulated time some 40 times faster than it passes, so at 30 s a run of
-// a minute compacts once or never, while a server taking this rate for
-// real compacts every 10 minutes of data, which here arrive every few
-// seconds. Every Maintain compacts (the data is older than CompactAge), so
-// this counts compaction and checkpoints at about the pace the rate calls
-// for.
+// maintenance every 5 s of wall time instead of 30, given the data's
+// clock (Config.MaintainNow): the batches replay simulated time some 40
+// times faster than it passes, so the store compacts once its oldest
+// fresh chunk is CompactAge old in the data's time, every 10 minutes of
+// data as a live server taking this rate would (checked every 200 s or
+// so of data here, every 30 s live). (Until 2026-12-07 maintenance was
+// given the wall's time, an hour past the data: every Maintain compacted,
+// every 5 s of wall time, some three times the pace CompactAge asks at
+// this rate; -bench.maintain-clock=wall does that still.)
 //
 // The sub-benchmark victoria-metrics is the baseline: the same data sent
 // to VictoriaMetrics (victoriaMetrics). The others send it to a taskscope
@@ -94,8 +102,12 @@ func sustained(b *testing.B, cfg loadgen.Config, bodies string, users, queriers 
 	// The background analysis on the data's clock too: on the wall's, the
 	// jobs (an hour old) were never seen lately, and none was analysed.
 	an := analysis.NewWith(st, analysis.Options{Now: dataNow})
+	maintainNow := dataNow
+	if *benchMaintainClock == "wall" {
+		maintainNow = time.Now
+	}
 	srv, err := Start(Config{Listen: "127.0.0.1:0", Store: st, Analyzer: an, MaintainEvery: *benchMaintain,
-		Log: slog.New(logged)})
+		MaintainNow: maintainNow, Log: slog.New(logged)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -115,13 +127,15 @@ func sustained(b *testing.B, cfg loadgen.Config, bodies string, users, queriers 
 	var pages loadgen.UsersResult
 	if users > 0 {
 		wg.Add(1)
-		go func() {
+		go pprof.Do(qctx, clientLabels, func(qctx context.Context) {
 			defer wg.Done()
 			pages = loadgen.Users(qctx, loadgen.UsersConfig{URL: srv.URL(), Users: users, Seed: 1}, stats)
-		}()
+		})
 	}
+	var profile string
 	if *benchProfile != "" {
-		f, err := os.Create(*benchProfile + "." + strings.ReplaceAll(b.Name()[strings.LastIndex(b.Name(), "/")+1:], "+", "-"))
+		profile = *benchProfile + "." + strings.ReplaceAll(b.Name()[strings.LastIndex(b.Name(), "/")+1:], "+", "-")
+		f, err := os.Create(profile)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -152,7 +166,10 @@ func sustained(b *testing.B, cfg loadgen.Config, bodies string, users, queriers 
 	cpu0 := cpuTime()
 	b.ResetTimer()
 	t0 := time.Now()
-	res, err := loadgen.SendFile(context.Background(), cfg, bodies)
+	var res loadgen.Result
+	pprof.Do(context.Background(), clientLabels, func(ctx context.Context) {
+		res, err = loadgen.SendFile(ctx, cfg, bodies)
+	})
 	elapsed := time.Since(t0)
 	b.StopTimer()
 	cpu := cpuTime() - cpu0
@@ -167,6 +184,15 @@ func sustained(b *testing.B, cfg loadgen.Config, bodies string, users, queriers 
 	rate := float64(res.Samples) / elapsed.Seconds()
 	b.ReportMetric(rate, "samples/s")
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(res.Samples), "cpu-ns/sample")
+	if profile != "" {
+		// The process's CPU split by the profile's share of the clients.
+		share, err := clientShare(profile)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric((1-share)*float64(cpu.Nanoseconds())/float64(res.Samples), "server-cpu-ns/sample")
+		b.ReportMetric(share*float64(cpu.Nanoseconds())/float64(res.Samples), "client-cpu-ns/sample")
+	}
 	if m, err := metricSums(srv.URL(), "taskscope_analysis_jobs_total"); err == nil {
 		b.ReportMetric(m["taskscope_analysis_jobs_total"], "jobs-analysed")
 	}
@@ -210,6 +236,40 @@ func sustained(b *testing.B, cfg loadgen.Config, bodies string, users, queriers 
 	if res.Rejected > 0 {
 		b.Fatalf("%d batches rejected", res.Rejected)
 	}
+}
+
+// clientLabels mark the goroutines of the benchmark's clients in its CPU
+// profile (the sender, the UI's users, and what they start: the HTTP
+// client's connections), so that the server's CPU is told from theirs
+// (clientShare). The server's goroutines are started by its own, which
+// carry none. (The collector's background work is not any goroutine's:
+// it counts as the server's, whoever allocated.)
+var clientLabels = pprof.Labels("part", "client")
+
+// clientShare is the share of a CPU profile's time spent by goroutines
+// labelled clientLabels.
+func clientShare(path string) (float64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	p, err := profile.Parse(f)
+	if err != nil {
+		return 0, fmt.Errorf("cannot read the CPU profile %s: %w", path, err)
+	}
+	var all, client int64
+	for _, s := range p.Sample {
+		v := s.Value[len(s.Value)-1]
+		all += v
+		if slices.Contains(s.Label["part"], "client") {
+			client += v
+		}
+	}
+	if all == 0 {
+		return 0, nil
+	}
+	return float64(client) / float64(all), nil
 }
 
 // errorCount counts the records at level Error a server and its store log.

@@ -3,6 +3,8 @@ package duckdb
 import (
 	"context"
 	"flag"
+	"fmt"
+	"syscall"
 	"testing"
 	"time"
 
@@ -212,4 +214,78 @@ func BenchmarkCompact(b *testing.B) {
 		s.Close()
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*samples), "ns/sample")
+}
+
+// BenchmarkCommitSize commits loadgen's batches (200 nodes, 8 attempts
+// each, 5 ticks of 1 s a batch: about 27 chunks a batch) into one store in
+// groups of each size, as the ingest pipeline gathers them, and reports
+// the CPU of the process a sample and a chunk row, and what the WAL and
+// the file took. A commit that appends at least a row group of chunks
+// (rowGroupSize rows: about 152 batches) takes DuckDB's bulk path: its row
+// groups are written compressed to the file and only their pointers to
+// the WAL (LocalStorage::Flush, DuckDB 1.5); a smaller one appends its rows
+// to the table in memory and writes them whole to the WAL. No maintenance
+// runs: the commits alone.
+//
+//	go test -run '^$' -bench CommitSize -benchtime 60x ./internal/store/duckdb/
+func BenchmarkCommitSize(b *testing.B) {
+	for _, n := range []int{1, 25, 75, 140, 160, 300, 600} {
+		b.Run(fmt.Sprintf("batches=%d", n), func(b *testing.B) {
+			s, err := Open(Options{Dir: b.TempDir()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			g := loadgen.NewGenerator(loadgen.Config{Nodes: 200, Slots: 8, BatchTicks: 5, Seed: 1,
+				Start: time.Now().Add(-24 * time.Hour)})
+			var next []*wire.Batch
+			ctx := context.Background()
+			var cpu time.Duration
+			samples, rows, wal0 := 0, 0, s.walBytes()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				for len(next) < n {
+					next = append(next, g.Next()...)
+				}
+				group := next[:n]
+				b.StartTimer()
+				cpu0 := processCPU()
+				app, err := s.Begin(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, bt := range group {
+					p := s.Prepare(bt)
+					if _, err := app.(*tx).AppendPrepared(p); err != nil {
+						b.Fatal(err)
+					}
+					samples += bt.SampleCount()
+					rows += len(p.ProcChunks) + len(p.AttChunks) + len(p.ExtChunks)
+				}
+				if err := app.Commit(); err != nil {
+					b.Fatal(err)
+				}
+				cpu += processCPU() - cpu0
+				next = next[n:]
+			}
+			b.StopTimer()
+			sp, err := s.Space(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(cpu.Nanoseconds())/float64(samples), "cpu-ns/sample")
+			b.ReportMetric(float64(cpu.Nanoseconds())/float64(rows), "cpu-ns/row")
+			b.ReportMetric(float64(rows)/float64(b.N), "rows/commit")
+			b.ReportMetric(float64(s.walBytes()-wal0)/float64(rows), "wal-B/row")
+			b.ReportMetric(float64(sp.UsedBlocks*sp.BlockSize)/float64(rows), "file-B/row")
+		})
+	}
+}
+
+// processCPU is the CPU the process used so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
