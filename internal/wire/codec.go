@@ -315,10 +315,79 @@ func Unmarshal(data []byte, lim Limits) (*Batch, error) {
 	if err := d.batch(data, b); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
+	d.compact(b)
 	if d.lim.Release != nil && d.reserved > d.mem {
 		d.lim.Release(d.reserved - d.mem)
 	}
 	return b, nil
+}
+
+// minCompactGain is the least memory compact saves for it to copy (and a
+// quarter of the batch's samples at least).
+const minCompactGain = 8 << 10
+
+// compact moves the batch's times, values, columns and bitmaps out of the
+// decoder's buffers (cut from allocations of thousands of values each, so
+// that a small batch of 2,300 values took 32 KiB of them and 27 KiB of
+// columns for 14 KiB) into allocations of their size, when that saves at
+// least minCompactGain and a quarter of their size: a decoded batch holds
+// its own size while it waits for its commit (Limits.Release gives the
+// rest back), not the decoder's. (A batch of thousands of values leaves
+// less than that in the buffers: it is not copied.)
+func (d *dec) compact(b *Batch) {
+	var vals, cols, bits int
+	for _, ss := range [][]Series{b.ProcSeries, b.AttemptSeries} {
+		for i := range ss {
+			s := &ss[i]
+			vals += len(s.Times)
+			cols += len(s.Columns)
+			for j := range s.Columns {
+				vals += len(s.Columns[j].Values)
+				bits += len(s.Columns[j].Absent)
+			}
+		}
+	}
+	size := int64(8*vals+sizeColumn*cols+bits) * 9 / 8 // (9/8: the allocator's size classes)
+	if gain := d.samples - size; gain < minCompactGain || gain < size/4 {
+		return
+	}
+	v := make([]int64, 0, vals)
+	c := make([]Column, 0, cols)
+	var bs []byte
+	if bits > 0 {
+		bs = make([]byte, 0, bits)
+	}
+	take := func(x []int64) []int64 {
+		if len(x) == 0 {
+			return x
+		}
+		l := len(v)
+		v = append(v, x...)
+		return v[l:len(v):len(v)]
+	}
+	for _, ss := range [][]Series{b.ProcSeries, b.AttemptSeries} {
+		for i := range ss {
+			s := &ss[i]
+			s.Times = take(s.Times)
+			if len(s.Columns) == 0 {
+				continue
+			}
+			l := len(c)
+			c = append(c, s.Columns...)
+			s.Columns = c[l:len(c):len(c)]
+			for j := range s.Columns {
+				col := &s.Columns[j]
+				col.Values = take(col.Values)
+				if len(col.Absent) > 0 {
+					l := len(bs)
+					bs = append(bs, col.Absent...)
+					col.Absent = bs[l:len(bs):len(bs)]
+				}
+			}
+		}
+	}
+	d.mem += size - d.samples
+	d.samples = size
 }
 
 // PeekID reads agent_id and seq from the top level of a batch's encoding
@@ -363,8 +432,9 @@ type dec struct {
 	records int
 	points  int
 	// mem is the estimate of the memory the batch takes, reserved the
-	// memory Reserve granted.
-	mem, reserved int64
+	// memory Reserve granted; samples is the part of mem that the series'
+	// times, values, columns and bitmaps take (compact).
+	mem, reserved, samples int64
 	// A batch's values, columns and bitmaps are cut from a few large
 	// allocations (a batch has some 25 columns of 5 to 10 values per
 	// series: one allocation each cost more than decoding them).
@@ -378,7 +448,7 @@ type dec struct {
 // append beyond them copies).
 func (d *dec) takeVals(n int) ([]int64, error) {
 	if cap(d.vals)-len(d.vals) < n {
-		if err := d.charge(8 * max(n, 4096)); err != nil {
+		if err := d.chargeSamples(8 * max(n, 4096)); err != nil {
 			return nil, err
 		}
 		d.vals = make([]int64, 0, max(n, 4096))
@@ -395,7 +465,7 @@ func (d *dec) takeCols(cols []Column) ([]Column, error) {
 		return nil, nil
 	}
 	if cap(d.cs)-len(d.cs) < n {
-		if err := d.charge(sizeColumn * max(n, 256) * 9 / 8); err != nil { // 9/8: the allocator's size classes
+		if err := d.chargeSamples(sizeColumn * max(n, 256) * 9 / 8); err != nil { // 9/8: the allocator's size classes
 			return nil, err
 		}
 		d.cs = make([]Column, 0, max(n, 256))
@@ -409,7 +479,7 @@ func (d *dec) takeCols(cols []Column) ([]Column, error) {
 func (d *dec) takeBytes(b []byte) ([]byte, error) {
 	n := len(b)
 	if cap(d.bits)-len(d.bits) < n {
-		if err := d.charge(max(n, 4096)); err != nil {
+		if err := d.chargeSamples(max(n, 4096)); err != nil {
 			return nil, err
 		}
 		d.bits = make([]byte, 0, max(n, 4096))
@@ -520,6 +590,13 @@ func (d *dec) charge(n int) error {
 	}
 	d.reserved += step
 	return nil
+}
+
+// chargeSamples is charge of the series' times, values, columns or
+// bitmaps.
+func (d *dec) chargeSamples(n int) error {
+	d.samples += int64(n)
+	return d.charge(n)
 }
 
 func varint(t protowire.Type, u uint64) (uint64, error) { return u, want(t, protowire.VarintType) }
@@ -880,7 +957,7 @@ func (d *dec) deltas(t protowire.Type, v []byte, u uint64, dst []int64) ([]int64
 		}
 		if len(dst) == cap(dst) {
 			// Appended one at a time: the list grows (to at most twice).
-			if err := d.charge(16 * (cap(dst) + 4)); err != nil {
+			if err := d.chargeSamples(16 * (cap(dst) + 4)); err != nil {
 				return dst, err
 			}
 		}
@@ -906,7 +983,7 @@ func (d *dec) deltas(t protowire.Type, v []byte, u uint64, dst []int64) ([]int64
 			return nil, err
 		}
 	} else if cap(dst)-len(dst) < n {
-		if err := d.charge(8 * (len(dst) + n)); err != nil {
+		if err := d.chargeSamples(8 * (len(dst) + n)); err != nil {
 			return dst, err
 		}
 		dst = slices.Grow(dst, n)

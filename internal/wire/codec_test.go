@@ -519,27 +519,41 @@ func TestReserve(t *testing.T) {
 
 // TestReserveReleased: once a batch is decoded, what was reserved beyond
 // what it takes is given back (Limits.Release): a small batch holds less
-// than one ReserveStep, and still no less than it allocated.
+// than one ReserveStep, and still no less than it keeps alive; and it is
+// moved out of the decoder's buffers (compact), so that it holds about
+// what it keeps alive, less than decoding allocated.
 func TestReserveReleased(t *testing.T) {
 	data := Marshal(nil, realisticBatch(5, 10))
+	const n = 200 // (batches kept at once: the heap's growth over them)
 	var reserved, released int64
 	lim := DefaultLimits
 	lim.Reserve = func(n int64) error { reserved += n; return nil }
 	lim.Release = func(n int64) { released += n }
+	bs := make([]*Batch, n)
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	if _, err := Unmarshal(data, lim); err != nil {
-		t.Fatal(err)
+	for i := range bs {
+		b, err := Unmarshal(data, lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bs[i] = b
 	}
+	runtime.GC()
 	runtime.ReadMemStats(&after)
-	alloc, held := int64(after.TotalAlloc-before.TotalAlloc), reserved-released
-	t.Logf("%d bytes: %d allocated, %d reserved, %d given back", len(data), alloc, reserved, released)
-	if reserved < ReserveStep || held <= 0 || held >= ReserveStep/4 {
-		t.Errorf("reserved %d, given back %d: holds %d", reserved, released, held)
+	runtime.KeepAlive(bs)
+	alloc, live, held := int64(after.TotalAlloc-before.TotalAlloc)/n, (int64(after.HeapAlloc)-int64(before.HeapAlloc))/n,
+		(reserved-released)/n
+	t.Logf("%d bytes a batch: %d allocated, %d kept alive, %d reserved, %d given back", len(data), alloc, live, reserved/n, released/n)
+	if reserved/n < ReserveStep || held <= 0 || held >= ReserveStep/4 {
+		t.Errorf("reserved %d, given back %d: holds %d", reserved/n, released/n, held)
 	}
-	if alloc > held+held/32+16<<10 { // the allocator rounds up
-		t.Errorf("allocated %d bytes, holds %d", alloc, held)
+	if live > held+held/32+1<<10 { // the allocator rounds up
+		t.Errorf("keeps %d bytes alive, holds %d", live, held)
+	}
+	if held > live+live/4 || held > alloc*3/4 {
+		t.Errorf("holds %d bytes, keeps %d alive, allocated %d: not compacted", held, live, alloc)
 	}
 }
 
