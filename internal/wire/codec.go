@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 	"unsafe"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -313,28 +314,51 @@ func Unmarshal(data []byte, lim Limits) (*Batch, error) {
 	d := dec{lim: lim}
 	b := &Batch{}
 	if err := d.batch(data, b); err != nil {
+		d.putSlabs() // (the batch is dropped)
 		return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
-	d.compact(b)
+	if d.compact(b) {
+		d.putSlabs()
+	}
 	if d.lim.Release != nil && d.reserved > d.mem {
 		d.lim.Release(d.reserved - d.mem)
 	}
 	return b, nil
 }
 
-// minCompactGain is the least memory compact saves for it to copy (and a
-// quarter of the batch's samples at least).
-const minCompactGain = 8 << 10
+// maxCompact bounds the series' memory of a batch that compact copies.
+const maxCompact = 1 << 20
+
+// Sizes of the decoder's buffers (its slabs): a batch's values, columns and
+// bitmaps are cut from them.
+const (
+	valsSlab = 4096
+	colsSlab = 256
+	bitsSlab = 4096
+)
+
+// The slabs of batches compact moved out of them, for the next batches.
+var (
+	valsPool = sync.Pool{New: func() any { s := make([]int64, 0, valsSlab); return &s }}
+	colsPool = sync.Pool{New: func() any { s := make([]Column, 0, colsSlab); return &s }}
+	bitsPool = sync.Pool{New: func() any { s := make([]byte, 0, bitsSlab); return &s }}
+)
 
 // compact moves the batch's times, values, columns and bitmaps out of the
-// decoder's buffers (cut from allocations of thousands of values each, so
-// that a small batch of 2,300 values took 32 KiB of them and 27 KiB of
-// columns for 14 KiB) into allocations of their size, when that saves at
-// least minCompactGain and a quarter of their size: a decoded batch holds
-// its own size while it waits for its commit (Limits.Release gives the
-// rest back), not the decoder's. (A batch of thousands of values leaves
-// less than that in the buffers: it is not copied.)
-func (d *dec) compact(b *Batch) {
+// decoder's slabs (a slab holds thousands of values: a small batch of 2,300
+// values took 32 KiB of them and 27 KiB of columns for 14 KiB) into
+// allocations of their size, and says whether it did (then nothing of the
+// batch is in the slabs, which go back to their pools: putSlabs). A
+// decoded batch holds its own size while it waits for its commit
+// (Limits.Release gives the rest back), not the decoder's; and with the
+// slabs used again, decoding allocates its batches' size, not the slabs'
+// (77 KB a loadgen batch of 5 s of 18 processes before, 51 KB now). A
+// batch whose series take more than maxCompact is left in its slabs. The
+// copy is reserved (Limits.Reserve) before it is made.
+func (d *dec) compact(b *Batch) bool {
+	if d.samples == 0 || d.samples > maxCompact {
+		return false
+	}
 	var vals, cols, bits int
 	for _, ss := range [][]Series{b.ProcSeries, b.AttemptSeries} {
 		for i := range ss {
@@ -348,8 +372,9 @@ func (d *dec) compact(b *Batch) {
 		}
 	}
 	size := int64(8*vals+sizeColumn*cols+bits) * 9 / 8 // (9/8: the allocator's size classes)
-	if gain := d.samples - size; gain < minCompactGain || gain < size/4 {
-		return
+	if err := d.charge(int(size)); err != nil {
+		d.mem -= size // (not made)
+		return false
 	}
 	v := make([]int64, 0, vals)
 	c := make([]Column, 0, cols)
@@ -386,8 +411,28 @@ func (d *dec) compact(b *Batch) {
 			}
 		}
 	}
-	d.mem += size - d.samples
+	d.mem -= d.samples // (the slabs')
 	d.samples = size
+	return true
+}
+
+// putSlabs gives the slabs of a batch that compact moved out of them (or
+// of a batch dropped) back to their pools, emptied of references.
+func (d *dec) putSlabs() {
+	for _, p := range d.pooledVals {
+		*p = (*p)[:0]
+		valsPool.Put(p)
+	}
+	for _, p := range d.pooledCols {
+		clear((*p)[:cap(*p)])
+		*p = (*p)[:0]
+		colsPool.Put(p)
+	}
+	for _, p := range d.pooledBits {
+		*p = (*p)[:0]
+		bitsPool.Put(p)
+	}
+	d.pooledVals, d.pooledCols, d.pooledBits = nil, nil, nil
 }
 
 // PeekID reads agent_id and seq from the top level of a batch's encoding
@@ -442,16 +487,26 @@ type dec struct {
 	cols []Column // the columns of the series being decoded
 	cs   []Column
 	bits []byte
+	// The slabs taken from their pools.
+	pooledVals []*[]int64
+	pooledCols []*[]Column
+	pooledBits []*[]byte
 }
 
 // takeVals returns an empty slice with room for n values (and no more: an
 // append beyond them copies).
 func (d *dec) takeVals(n int) ([]int64, error) {
 	if cap(d.vals)-len(d.vals) < n {
-		if err := d.chargeSamples(8 * max(n, 4096)); err != nil {
+		if err := d.chargeSamples(8 * max(n, valsSlab)); err != nil {
 			return nil, err
 		}
-		d.vals = make([]int64, 0, max(n, 4096))
+		if n <= valsSlab {
+			p := valsPool.Get().(*[]int64)
+			d.pooledVals = append(d.pooledVals, p)
+			d.vals = (*p)[:0]
+		} else {
+			d.vals = make([]int64, 0, n)
+		}
 	}
 	l := len(d.vals)
 	d.vals = d.vals[:l+n]
@@ -465,10 +520,16 @@ func (d *dec) takeCols(cols []Column) ([]Column, error) {
 		return nil, nil
 	}
 	if cap(d.cs)-len(d.cs) < n {
-		if err := d.chargeSamples(sizeColumn * max(n, 256) * 9 / 8); err != nil { // 9/8: the allocator's size classes
+		if err := d.chargeSamples(sizeColumn * max(n, colsSlab) * 9 / 8); err != nil { // 9/8: the allocator's size classes
 			return nil, err
 		}
-		d.cs = make([]Column, 0, max(n, 256))
+		if n <= colsSlab {
+			p := colsPool.Get().(*[]Column)
+			d.pooledCols = append(d.pooledCols, p)
+			d.cs = (*p)[:0]
+		} else {
+			d.cs = make([]Column, 0, n)
+		}
 	}
 	l := len(d.cs)
 	d.cs = append(d.cs, cols...)
@@ -479,10 +540,16 @@ func (d *dec) takeCols(cols []Column) ([]Column, error) {
 func (d *dec) takeBytes(b []byte) ([]byte, error) {
 	n := len(b)
 	if cap(d.bits)-len(d.bits) < n {
-		if err := d.chargeSamples(max(n, 4096)); err != nil {
+		if err := d.chargeSamples(max(n, bitsSlab)); err != nil {
 			return nil, err
 		}
-		d.bits = make([]byte, 0, max(n, 4096))
+		if n <= bitsSlab {
+			p := bitsPool.Get().(*[]byte)
+			d.pooledBits = append(d.pooledBits, p)
+			d.bits = (*p)[:0]
+		} else {
+			d.bits = make([]byte, 0, n)
+		}
 	}
 	l := len(d.bits)
 	d.bits = append(d.bits, b...)
