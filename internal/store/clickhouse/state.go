@@ -50,6 +50,7 @@ func (s *Store) readAttemptsAs(ctx context.Context, sel string, scan func(*Rows)
 // waited for it (BenchmarkStoresIngest's ack-p99).
 func (s *Store) loadAttempts(ctx context.Context, ids []string, jobOf map[string]string) (map[string]*attState, error) {
 	defer s.timeFoldRead(time.Now())
+	s.lookedUp += len(ids)
 	var parts [][]string
 	for len(ids) > 0 {
 		part := ids[:min(len(ids), 1000)]

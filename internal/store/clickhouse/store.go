@@ -91,6 +91,8 @@ type Store struct {
 	// foldReads is how long the fold's reads of the commit under way took
 	// (commitTrace).
 	foldReads time.Duration
+	// lookedUp counts the attempts the fold looked up (loadAttempts).
+	lookedUp int
 	// spare is the blocks of a commit that inserted, for the next one to
 	// build its rows in (their memory kept: megabytes a commit).
 	spare *writeSet
