@@ -30,6 +30,8 @@ var (
 		"BenchmarkHTTPIngestSustained/http+ui: people using the web UI (loadgen.Users)")
 	benchMaintainClock = flag.String("bench.maintain-clock", "data",
 		"BenchmarkHTTPIngestSustained: the time maintenance is given: data (the data's clock, as live) or wall")
+	benchThreads = flag.Int("bench.duckdb-threads", 0,
+		"BenchmarkHTTPIngestSustained: the embedded store's DuckDB threads (duckdb.Options.Threads; 0: its default)")
 	benchProfile = flag.String("bench.cpuprofile", "",
 		"BenchmarkHTTPIngestSustained, BenchmarkStoresIngest: write a CPU profile of each run's timed part to this file, suffixed with the run's name")
 )
@@ -94,7 +96,8 @@ func sustained(b *testing.B, cfg loadgen.Config, bodies string, users, queriers 
 	ackedMs.Store(cfg.Start.UnixMilli())
 	dataNow := func() time.Time { return time.UnixMilli(ackedMs.Load()) }
 	logged := &errorCount{}
-	st, err := duckdb.Open(duckdb.Options{Dir: b.TempDir(), Clock: store.Clock{Now: dataNow}, Log: slog.New(logged)})
+	st, err := duckdb.Open(duckdb.Options{Dir: b.TempDir(), Clock: store.Clock{Now: dataNow}, Log: slog.New(logged),
+		Threads: *benchThreads})
 	if err != nil {
 		b.Fatal(err)
 	}
