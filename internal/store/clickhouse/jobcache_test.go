@@ -3,6 +3,8 @@ package clickhouse
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,8 +17,10 @@ import (
 // TestJobsAddedUpHeld: the jobs' flush adds a job up from the attempts'
 // rows it read before and those its replica stored since (jobcache.go),
 // reading it again only when another replica stored meanwhile, or after a
-// commit that failed; the job's figures are those its attempts' rows in
-// ClickHouse add up to, at every step.
+// commit that failed; a job it meets first, of rows its replica alone
+// stored, it adds up from those after a narrow look (notOwnOnly); the
+// job's figures are those its attempts' rows in ClickHouse add up to, at
+// every step.
 func TestJobsAddedUpHeld(t *testing.T) {
 	srv := chtest.Start(t)
 	rs := replicas(t, srv, "held", 2)
@@ -34,53 +38,27 @@ func TestJobsAddedUpHeld(t *testing.T) {
 	}
 	at1, at2, at3 := spec(1, 1024), spec(2, 2048), spec(3, 512)
 	// check: a's row of the job is what its attempts' rows add up to, and
-	// a read the job from ClickHouse (or not) at its last flush.
-	check := func(step string, wantRead bool, wantAttempts int) {
+	// at its last flush a read the job from ClickHouse, or looked it up
+	// narrow only, or neither (it held it).
+	check := func(step string, want string, wantAttempts int) {
 		t.Helper()
-		rows, err := a.readJobAttempts(ctx, []string{job})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var want store.JobTotals
-		for _, st := range rows[job] {
-			want.AddAttempt(&st.Meta, st.Host, &st.Sum)
-		}
-		page, err := a.Jobs(ctx, store.JobFilter{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(page.Jobs) != 1 {
-			t.Fatalf("%s: %d jobs", step, len(page.Jobs))
-		}
-		got := page.Jobs[0]
-		if got.Attempts != wantAttempts || got.Attempts != want.Attempts || got.Running != want.Running ||
-			got.CPUMs != want.CPUMs || got.PeakRSS != want.PeakRSS || got.Hosts != len(want.Hosts) ||
-			got.MemGBHours != want.MemGBHours() || got.UsedGBHours != want.UsedGBHours() {
-			t.Errorf("%s: the job's row says %d attempts (%d running), %d ms, peak %d, %d hosts, %g/%g GB-hours; its attempts' rows %d (%d), %d ms, peak %d, %d hosts, %g/%g (want %d attempts)",
-				step, got.Attempts, got.Running, got.CPUMs, got.PeakRSS, got.Hosts, got.MemGBHours, got.UsedGBHours,
-				want.Attempts, want.Running, want.CPUMs, want.PeakRSS, len(want.Hosts), want.MemGBHours(), want.UsedGBHours(),
-				wantAttempts)
-		}
-		if read := a.jobsRead > 1; read != wantRead { // (its own check read it once)
-			t.Errorf("%s: the flush read the job from ClickHouse: %v, want %v", step, read, wantRead)
-		}
-		a.jobsRead = 0
+		checkJob(t, a, job, step, want, wantAttempts)
 	}
 	storetest.Ingest(t, a, g1.Batch([]*storetest.AttemptSpec{at1}, 0, 5, false))
-	check("first", true, 1)
+	check("first", "own", 1)
 	// (An attempt is described in its first batch: at2's agent is
 	// another.)
 	storetest.Ingest(t, a, g1.Batch([]*storetest.AttemptSpec{at1}, 5, 10, false), g3.Batch([]*storetest.AttemptSpec{at2}, 0, 5, false))
-	check("a's second commit", false, 2)
+	check("a's second commit", "held", 2)
 	storetest.Ingest(t, a, g1.Batch([]*storetest.AttemptSpec{at1}, 10, 15, false), g3.Batch([]*storetest.AttemptSpec{at2}, 5, 10, false))
-	check("a's third commit", false, 2)
+	check("a's third commit", "held", 2)
 	// Another replica stores an attempt of the job, then a stores more of
 	// its own (its row of the job then of a higher version than b's).
 	storetest.Ingest(t, b, g2.Batch([]*storetest.AttemptSpec{at3}, 0, 5, false))
 	storetest.Ingest(t, a, g1.Batch([]*storetest.AttemptSpec{at1}, 15, 20, false), g3.Batch([]*storetest.AttemptSpec{at2}, 10, 15, false))
-	check("after b stored", true, 3)
+	check("after b stored", "read", 3)
 	storetest.Ingest(t, a, g1.Batch([]*storetest.AttemptSpec{at1}, 20, 25, true), g3.Batch([]*storetest.AttemptSpec{at2}, 15, 20, true))
-	check("a's attempts ended", false, 3)
+	check("a's attempts ended", "held", 3)
 	// A commit that fails: the job is read again at the next flush.
 	failed := errors.New("held: failed on purpose")
 	a.wmu.Lock()
@@ -103,5 +81,76 @@ func TestJobsAddedUpHeld(t *testing.T) {
 	a.beforeInsert = nil
 	a.wmu.Unlock()
 	storetest.Ingest(t, a, g4.Batch([]*storetest.AttemptSpec{more}, 0, 5, false))
-	check("after a failed commit", true, 4)
+	check("after a failed commit", "read", 4)
+	// A replica opened on the store (a restart) storing an attempt of the
+	// job: the others' rows are not its own, so it reads them.
+	c := replicas(t, srv, "held", 1)[0]
+	at5 := spec(5, 128)
+	g5 := &storetest.Gen{Agent: "node5-held", Host: "node5"}
+	storetest.Ingest(t, c, g5.Batch([]*storetest.AttemptSpec{at5}, 0, 5, false))
+	checkJob(t, c, job, "a restart's first flush", "read", 5)
+	// A new job, one of whose attempts' rows in ClickHouse is of a later
+	// version than the one a stored (as a commit's that failed after its
+	// attempts' insert): read, not added up from a's own.
+	const job2 = "job_1700000000000_0002"
+	at6 := spec(6, 1024)
+	at6.ID, at6.JobID = "attempt_1700000000000_0002_m_000006_0", job2
+	g6 := &storetest.Gen{Agent: "node6-held", Host: "node6"}
+	storetest.Commit(t, a, g6.Batch([]*storetest.AttemptSpec{at6}, 0, 5, false))
+	later := strings.Join(attemptCols, ", ")
+	later = strings.Replace(later, "version", "version + 1", 1)
+	later = strings.Replace(later, "cpu_ms", "cpu_ms + 1000", 1)
+	if err := a.Client().Exec(ctx, "INSERT INTO held.attempts ("+strings.Join(attemptCols, ", ")+") SELECT "+later+
+		" FROM held.attempts FINAL WHERE attempt_id = "+Quote(at6.ID), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkJob(t, a, job2, "a later version than a's own", "read", 1)
+}
+
+// checkJob checks that s's row of job is what its attempts' rows add up
+// to, of wantAttempts attempts, and that s's last flush read the job from
+// ClickHouse ("read"), or looked it up narrow only ("own"), or neither
+// ("held").
+func checkJob(t *testing.T, s *Store, job, step, wantHow string, wantAttempts int) {
+	t.Helper()
+	ctx := context.Background()
+	how := "held"
+	if s.jobsRead > 0 {
+		how = "read"
+	} else if s.jobsLooked > 0 {
+		how = "own"
+	}
+	s.jobsRead, s.jobsLooked = 0, 0
+	if how != wantHow {
+		t.Errorf("%s: the flush's job was %s, want %s", step, how, wantHow)
+	}
+	rows, err := s.readJobAttempts(ctx, []string{job})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.jobsRead = 0
+	var want store.JobTotals
+	for _, st := range rows[job] {
+		want.AddAttempt(&st.Meta, st.Host, &st.Sum)
+	}
+	page, err := s.Jobs(ctx, store.JobFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(page.Jobs, func(j store.Job) bool { return j.JobID == job })
+	if i < 0 {
+		t.Fatalf("%s: no job %s among %d", step, job, len(page.Jobs))
+	}
+	got := page.Jobs[i]
+	if got.Attempts != wantAttempts || got.Attempts != want.Attempts || got.Running != want.Running ||
+		got.CPUMs != want.CPUMs || got.PeakRSS != want.PeakRSS || got.Hosts != len(want.Hosts) ||
+		got.MemGBHours != want.MemGBHours() || got.UsedGBHours != want.UsedGBHours() {
+		t.Errorf("%s: the job's row says %d attempts (%d running), %d ms, peak %d, %d hosts, %g/%g GB-hours; its attempts' rows %d (%d), %d ms, peak %d, %d hosts, %g/%g (want %d attempts)",
+			step, got.Attempts, got.Running, got.CPUMs, got.PeakRSS, got.Hosts, got.MemGBHours, got.UsedGBHours,
+			want.Attempts, want.Running, want.CPUMs, want.PeakRSS, len(want.Hosts), want.MemGBHours(), want.UsedGBHours(),
+			wantAttempts)
+	}
 }

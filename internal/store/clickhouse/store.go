@@ -102,6 +102,8 @@ type Store struct {
 	jobCache jobCache
 	// jobsRead counts the jobs the flush read from ClickHouse (tests).
 	jobsRead int
+	// jobsLooked counts the jobs the flush looked up narrow (notOwnOnly).
+	jobsLooked int
 	// ownSeqs is how much this replica's commits moved the sum of the
 	// agents' last sequences (Changes): each agent's sequence it stored
 	// less the one stored before (as its commit checked it). (Atomic:
