@@ -16,7 +16,7 @@ import (
 var (
 	benchHours   = flag.Float64("bench.hours", 6, "BenchmarkSteadyState: simulated hours")
 	benchNodes   = flag.Int("bench.nodes", 100, "BenchmarkSteadyState: simulated nodes")
-	benchThreads = flag.Int("bench.threads", 0, "BenchmarkCommitSize: DuckDB's threads (Options.Threads; 0: its default)")
+	benchThreads = flag.Int("bench.threads", 0, "BenchmarkCommitSize: DuckDB's threads (Options.Threads; 0: the store's default, 1; -1: DuckDB's, one a core)")
 	// -bench.residuals: the stores of SteadyState, Compact, AttemptSeries
 	// and JobSeries write attempts as residuals (Options.ResidualAttempts).
 	benchResiduals = flag.Bool("bench.residuals", false, "stores write attempts as residuals of their processes")
