@@ -85,27 +85,60 @@ func (s *Store) readChunks(ctx context.Context, needs []need) (map[seriesKey][]c
 
 // readChunkRange reads the chunks of kind and keys overlapping [from, to)
 // into out. A series' chunks from two ranges are kept once each.
+// Attempts' residual chunks are made whole, from their processes' merged
+// chunks read in the same scan (those that name the attempts: res_att;
+// points).
 func (s *Store) readChunkRange(ctx context.Context, kind int, keys []uint64, from, to int64, out map[seriesKey][]chunkRow) error {
 	args := []any{kind, from, to}
 	for _, k := range keys {
 		args = append(args, keyValue(k))
 	}
-	rows, err := s.handle().QueryContext(ctx, `SELECT key, t_min, t_max, level, coalesce(job_key, 0), data FROM series_all
-		WHERE kind = ? AND t_max >= ? AND t_min < ? AND key IN (`+placeholders(len(keys))+`) ORDER BY key, t_min`, args...)
+	q := `SELECT kind, key, t_min, t_max, level, coalesce(job_key, 0), data FROM series_all
+		WHERE kind = ? AND t_max >= ? AND t_min < ? AND key IN (` + placeholders(len(keys)) + `)`
+	if kind == store.KindAttempt {
+		q = `SELECT kind, key, t_min, t_max, level, coalesce(job_key, 0), data FROM series_fresh
+			WHERE kind = ? AND t_max >= ? AND t_min < ? AND key IN (` + placeholders(len(keys)) + `)
+			UNION ALL SELECT kind, key, t_min, t_max, level, coalesce(job_key, 0), data FROM series_chunks
+			WHERE t_max >= ? AND t_min < ? AND res_att IN (` + placeholders(len(keys)) + `)`
+		args = append(append(args, from, to), args[3:]...)
+	}
+	rows, err := s.handle().QueryContext(ctx, q, args...)
 	if err != nil {
 		return fmt.Errorf("cannot read series: %w", err)
 	}
 	defer rows.Close()
+	read := map[uint64][]chunkRow{}
+	procs := map[uint64][]chunkRow{}
 	for rows.Next() {
+		var k int
 		var key int64
 		var c chunkRow
-		if err := rows.Scan(&key, &c.tMin, &c.tMax, &c.level, &c.job, &c.data); err != nil {
+		if err := rows.Scan(&k, &key, &c.tMin, &c.tMax, &c.level, &c.job, &c.data); err != nil {
 			return err
 		}
-		k := seriesKey{kind, uint64(key)}
-		out[k] = append(out[k], c)
+		if k != kind {
+			procs[uint64(key)] = append(procs[uint64(key)], c)
+			continue
+		}
+		read[uint64(key)] = append(read[uint64(key)], c)
 	}
-	return rows.Err()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if kind == store.KindAttempt {
+		all := make([][]chunkRow, 0, len(read))
+		for _, rs := range read {
+			all = append(all, rs)
+		}
+		if err := s.resolve(ctx, procs, from, to, all...); err != nil {
+			return err
+		}
+	}
+	for key, rs := range read {
+		k := seriesKey{kind, key}
+		out[k] = append(out[k], rs...)
+	}
+	return nil
 }
 
 // pointsIn merges the chunks of one series that overlap [from, to), as
@@ -244,15 +277,6 @@ func (s *Store) SeriesMany(ctx context.Context, qs []store.SeriesQuery) (_ []*st
 	}
 	chunks, err := s.readChunks(ctx, needs)
 	if err != nil {
-		return nil, err
-	}
-	var atts [][]chunkRow
-	for k, rows := range chunks {
-		if k.kind == store.KindAttempt {
-			atts = append(atts, rows)
-		}
-	}
-	if err := s.resolve(ctx, nil, 0, 0, atts...); err != nil {
 		return nil, err
 	}
 	for i, f := range todo {

@@ -293,6 +293,9 @@ func (s *Store) open(ctx context.Context) error {
 	if err := s.migrateJobs(ctx); err != nil {
 		return fmt.Errorf("cannot migrate schema %s to %s: %w", meta["schema_version"], schemaVersion, err)
 	}
+	if err := s.migrateChunkReaders(ctx); err != nil {
+		return fmt.Errorf("cannot migrate schema %s to %s: %w", meta["schema_version"], schemaVersion, err)
+	}
 	if v := meta["schema_version"]; v == "8" || v == "9" || v == "10" {
 		if _, err := s.handle().ExecContext(ctx, `UPDATE meta SET value = '`+schemaVersion+`' WHERE key = 'schema_version'`); err != nil {
 			return fmt.Errorf("cannot migrate schema %s to %s: %w", v, schemaVersion, err)

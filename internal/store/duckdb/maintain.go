@@ -339,8 +339,19 @@ func (s *Store) rewrite(ctx context.Context, table, where string, drop bool,
 		}
 		n, err := s.scanSeries(ctx, table, where, res != nil, func(kind int8, key, job int64, grp [2]int64, p *store.Points, buf []byte) ([]byte, error) {
 			var wrap func(c *chunk.Chunk, data []byte) []byte
-			var resAtt, resJob any // a member process's: its attempt's key and job key
+			// The attempt and job whose reads take the chunks (schema.go):
+			// an attempt's own; a member process's whose samples the
+			// attempt's residuals subtract, its attempt's key and job key.
+			var resAtt, resJob any
 			switch {
+			case kind == store.KindAttempt:
+				resAtt = key
+				if job != 0 {
+					resJob = job
+				}
+				if res != nil {
+					wrap, _ = res.attempt(uint64(key), p)
+				}
 			case res == nil:
 			case kind == store.KindProcess && grp[0] != 0:
 				res.process(grp[0], uint64(key), p)
@@ -348,8 +359,6 @@ func (s *Store) rewrite(ctx context.Context, table, where string, drop bool,
 				if grp[1] != 0 {
 					resJob = grp[1]
 				}
-			case kind == store.KindAttempt:
-				wrap, _ = res.attempt(uint64(key), p)
 			}
 			level, c := produce(p, schemaOf(int(kind)))
 			shape := int(kind)<<8 | len(c.Columns)
@@ -405,7 +414,11 @@ func (s *Store) scanSeries(ctx context.Context, table, where string, groups bool
 	q := `SELECT kind, key, job_key, data, t_min, t_max, 0, 0 FROM ` + table + `
 		WHERE ` + where + ` ORDER BY kind, key, t_min`
 	if groups {
-		q = memberGroups(table, where)
+		from, err := s.membersFrom(ctx, table)
+		if err != nil {
+			return 0, err
+		}
+		q = memberGroups(table, where, from)
 	}
 	rows, err := s.handle().QueryContext(ctx, q)
 	if err != nil {

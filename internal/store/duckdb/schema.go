@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+
+	"github.com/taskscope/taskscope/internal/store"
 )
 
 // schemaVersion is the version of the tables this store writes. The
@@ -73,12 +75,15 @@ func schema() []string {
 		// always give a time range, and rows are written in time order, so
 		// the zone maps of t_min and t_max leave few row groups to scan.
 		freshTable(0), freshTable(1),
-		// A merged chunk of a process whose samples an attempt's residual
-		// chunks of the same compaction subtracted (residual.go) names
-		// that attempt (res_att, its key) and its job (res_job, the job
-		// key of the attempt's chunks), so that a read of the attempt's
-		// or job's chunks finds the processes' in the same scan. Added
-		// to stores made before by ADD COLUMN (NULL: none).
+		// res_att and res_job name the attempt and the job whose reads
+		// take a chunk (its key, and the job key of the attempt's
+		// chunks): an attempt's own chunks, and the merged chunks of a
+		// process whose samples an attempt's residual chunks of the same
+		// compaction subtracted (residual.go). An attempt's or job's read
+		// thus finds its chunks and the processes' that its residuals
+		// need in one scan, by these columns only. Added to stores made
+		// before by ADD COLUMN (NULL: none), and filled for their
+		// attempts' chunks at open (migrateChunkReaders).
 		`CREATE TABLE IF NOT EXISTS series_chunks (kind TINYINT, key BIGINT, job_key BIGINT, t_min BIGINT,
 			t_max BIGINT, n INTEGER, level TINYINT, data BLOB, res_att BIGINT, res_job BIGINT)`,
 		`ALTER TABLE series_chunks ADD COLUMN IF NOT EXISTS res_att BIGINT`,
@@ -86,6 +91,7 @@ func schema() []string {
 		`CREATE OR REPLACE VIEW series_all AS SELECT *, NULL::BIGINT AS res_att, NULL::BIGINT AS res_job FROM series_fresh_0
 			UNION ALL SELECT *, NULL::BIGINT, NULL::BIGINT FROM series_fresh_1
 			UNION ALL SELECT kind, key, job_key, t_min, t_max, n, level, data, res_att, res_job FROM series_chunks`,
+		`CREATE OR REPLACE VIEW series_fresh AS SELECT * FROM series_fresh_0 UNION ALL SELECT * FROM series_fresh_1`,
 		// The metrics agents sent with no column of their own, by series
 		// kind (store.KindProcessExt, store.KindAttemptExt): their series are chunks of
 		// those kinds (store.ExtKey, store.ExtColumns).
@@ -167,6 +173,19 @@ func (s *Store) migrateJobs(ctx context.Context) error {
 		if _, err := s.handle().ExecContext(ctx, q); err != nil {
 			return fmt.Errorf("cannot migrate jobs (%s): %w", q, err)
 		}
+	}
+	return nil
+}
+
+// migrateChunkReaders names, in the merged chunks of attempts of a
+// store made before, their attempt and job (res_att, res_job), which
+// reads of attempts and jobs look for (the stores of before 2026-12-07
+// had no such columns, those of that day set them on processes' chunks
+// only). A store where all are set updates nothing.
+func (s *Store) migrateChunkReaders(ctx context.Context) error {
+	q := fmt.Sprintf(`UPDATE series_chunks SET res_att = key, res_job = job_key WHERE kind = %d AND res_att IS NULL`, store.KindAttempt)
+	if _, err := s.handle().ExecContext(ctx, q); err != nil {
+		return fmt.Errorf("cannot name the attempts of their chunks: %w", err)
 	}
 	return nil
 }

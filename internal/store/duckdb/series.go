@@ -159,18 +159,19 @@ func (s *Store) windowPoints(ctx context.Context, kind int, key uint64, from, to
 // (raw samples past their retention). It returns too the start the chunks
 // keep in their job_key: a process's (0: not known).
 func (s *Store) points(ctx context.Context, kind int, key uint64, from, to int64) (*store.Points, int64, error) {
-	// An attempt's chunks come with the merged chunks of its processes
-	// that its residuals need (res_att), in the same scan.
 	q := `SELECT kind, key, t_min, t_max, level, data, coalesce(job_key, 0) FROM series_all WHERE key = ? AND kind = ?
 		AND t_max >= ? AND t_min < ? ORDER BY t_min`
 	args := []any{keyValue(key), kind, from, to}
-	if kind == store.KindAttempt && s.opt.ResidualAttempts {
-		// (A UNION, not an OR: DuckDB pushes each side's filter into its
-		// scan, and reads the chunks' bytes of the rows it keeps only.)
-		q = `SELECT kind, key, t_min, t_max, level, data, coalesce(job_key, 0) FROM series_all
+	if kind == store.KindAttempt {
+		// An attempt's merged chunks come with those of its processes
+		// that its residuals need, in the same scan: those that name it
+		// (res_att). (A UNION, not an OR: DuckDB pushes each side's
+		// filter into its scan. Not ORDER BY: the sort would carry every
+		// chunk's bytes along; pointsIn puts them in time order.)
+		q = `SELECT kind, key, t_min, t_max, level, data, coalesce(job_key, 0) FROM series_fresh
 			WHERE key = ? AND kind = ? AND t_max >= ? AND t_min < ?
 			UNION ALL SELECT kind, key, t_min, t_max, level, data, coalesce(job_key, 0) FROM series_chunks
-			WHERE res_att = ? AND t_max >= ? AND t_min < ? ORDER BY t_min`
+			WHERE res_att = ? AND t_max >= ? AND t_min < ?`
 		args = []any{keyValue(key), kind, from, to, keyValue(key), from, to}
 	}
 	rows, err := s.query(ctx, q, args...)
@@ -203,7 +204,7 @@ func (s *Store) points(ctx context.Context, kind int, key uint64, from, to int64
 		return nil, 0, err
 	}
 	if kind == store.KindAttempt {
-		if procs == nil && s.opt.ResidualAttempts {
+		if procs == nil {
 			procs = map[uint64][]chunkRow{}
 		}
 		if err := s.resolve(ctx, procs, from, to, chunks); err != nil {
@@ -345,9 +346,12 @@ func (s *Store) jobChunksIn(ctx context.Context, kind int, jobKey uint64, from, 
 			args = append(args, k)
 		}
 		rows, err = s.handle().QueryContext(ctx, q+` AND key IN (`+placeholders(len(keys))+`)`, args...)
-	case kind == store.KindAttempt && s.opt.ResidualAttempts:
-		// (A UNION, not an OR: points.)
-		rows, err = s.query(ctx, q+` UNION ALL SELECT kind, key, t_min, t_max, level, data FROM series_chunks
+	case kind == store.KindAttempt:
+		// The merged chunks of the job's attempts and of their
+		// processes: those that name the job (res_job; a UNION: points).
+		rows, err = s.query(ctx, `SELECT kind, key, t_min, t_max, level, data FROM series_fresh
+			WHERE kind = ? AND job_key = ? AND t_max >= ? AND t_min < ?
+			UNION ALL SELECT kind, key, t_min, t_max, level, data FROM series_chunks
 			WHERE res_job = ? AND t_max >= ? AND t_min < ?`, append(args, keyValue(jobKey), from, to)...)
 	default:
 		rows, err = s.query(ctx, q, args...)
