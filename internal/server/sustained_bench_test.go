@@ -31,7 +31,7 @@ var (
 	benchMaintainClock = flag.String("bench.maintain-clock", "data",
 		"BenchmarkHTTPIngestSustained: the time maintenance is given: data (the data's clock, as live) or wall")
 	benchThreads = flag.Int("bench.duckdb-threads", 0,
-		"BenchmarkHTTPIngestSustained: the embedded store's DuckDB threads (duckdb.Options.Threads; 0: the store's default, 1; -1: DuckDB's, one a core)")
+		"BenchmarkHTTPIngestSustained, BenchmarkStoresIngest: the embedded store's DuckDB threads (duckdb.Options.Threads; 0: the store's default, 1; -1: DuckDB's, one a core)")
 	benchProfile = flag.String("bench.cpuprofile", "",
 		"BenchmarkHTTPIngestSustained, BenchmarkStoresIngest: write a CPU profile of each run's timed part to this file, suffixed with the run's name")
 )
