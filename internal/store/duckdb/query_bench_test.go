@@ -154,7 +154,7 @@ func BenchmarkAttemptSeries(b *testing.B) {
 // longAttemptStore makes a store in dir holding an attempt of one hour
 // among nodes nodes' work, and the query of its series over that hour.
 func longAttemptStore(tb testing.TB, dir string, nodes int) (*Store, store.SeriesQuery) {
-	s, err := Open(Options{Dir: dir, ResidualAttempts: *benchResiduals})
+	s, err := Open(Options{Dir: dir, PlainAttempts: !*benchResiduals})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func longAttemptStore(tb testing.TB, dir string, nodes int) (*Store, store.Serie
 //
 //	go test -run '^$' -bench JobSeries -benchtime 20x ./internal/store/duckdb/
 func BenchmarkJobSeries(b *testing.B) {
-	s, err := Open(Options{Dir: b.TempDir(), ResidualAttempts: *benchResiduals})
+	s, err := Open(Options{Dir: b.TempDir(), PlainAttempts: !*benchResiduals})
 	if err != nil {
 		b.Fatal(err)
 	}
