@@ -39,20 +39,20 @@ func TestWarnIfOpen(t *testing.T) {
 }
 
 // TestResidualAttemptsFlag: --residual-attempts reaches the embedded
-// store's options, and is on unless turned off.
+// store's options, and is off unless given.
 func TestResidualAttemptsFlag(t *testing.T) {
 	for _, c := range []struct {
 		args []string
 		want bool
-	}{{nil, true}, {[]string{"--residual-attempts"}, true}, {[]string{"--residual-attempts=false"}, false}} {
+	}{{nil, false}, {[]string{"--residual-attempts"}, true}, {[]string{"--residual-attempts=false"}, false}} {
 		var f storeFlags
 		fl := flag.NewFlagSet("server", flag.ContinueOnError)
 		f.register(fl)
 		if err := fl.Parse(c.args); err != nil {
 			t.Fatal(err)
 		}
-		if got := !f.duckdbOptions(nil).PlainAttempts; got != c.want {
-			t.Errorf("%q: residual attempts %v, want %v", c.args, got, c.want)
+		if got := f.duckdbOptions(nil).ResidualAttempts; got != c.want {
+			t.Errorf("%q: ResidualAttempts %v, want %v", c.args, got, c.want)
 		}
 	}
 }

@@ -16,10 +16,9 @@ import (
 var (
 	benchHours = flag.Float64("bench.hours", 6, "BenchmarkSteadyState: simulated hours")
 	benchNodes = flag.Int("bench.nodes", 100, "BenchmarkSteadyState: simulated nodes")
-	// -bench.residuals=false: the stores of SteadyState, Compact,
-	// AttemptSeries and JobSeries write attempts whole, not as residuals
-	// (Options.PlainAttempts).
-	benchResiduals = flag.Bool("bench.residuals", true, "stores write attempts as residuals of their processes (=false: whole)")
+	// -bench.residuals: the stores of SteadyState, Compact, AttemptSeries
+	// and JobSeries write attempts as residuals (Options.ResidualAttempts).
+	benchResiduals = flag.Bool("bench.residuals", false, "stores write attempts as residuals of their processes")
 )
 
 // BenchmarkIngest appends realistic batches from loadgen (200 nodes, 8
@@ -109,7 +108,7 @@ func steady(b *testing.B, start time.Time, next loadgen.Rounds) {
 	for n := 0; n < b.N; n++ {
 		dir := b.TempDir()
 		s, err := Open(Options{Dir: dir, Retention: 14 * 24 * time.Hour, RollupRetention: 180 * 24 * time.Hour,
-			PlainAttempts: !*benchResiduals})
+			ResidualAttempts: *benchResiduals})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -202,7 +201,7 @@ func BenchmarkCompact(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		s, err := Open(Options{Dir: b.TempDir(), PlainAttempts: !*benchResiduals})
+		s, err := Open(Options{Dir: b.TempDir(), ResidualAttempts: *benchResiduals})
 		if err != nil {
 			b.Fatal(err)
 		}

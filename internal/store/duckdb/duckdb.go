@@ -63,12 +63,13 @@ type Options struct {
 	// legacyChunks: compaction writes chunks as stores before 2026-12-07
 	// did (format 2, zstd): tests make data directories of then with it.
 	legacyChunks bool
-	// PlainAttempts: compaction writes attempts' merged chunks as their
-	// own samples. By default it writes them as residuals of their
-	// processes' (residual.go, docs/storage.md): about 2.7 B a sample
-	// less on loadgen's data, read in the same scan as plain chunks. A
-	// store reads residuals either way.
-	PlainAttempts bool
+	// ResidualAttempts: compaction writes attempts' merged chunks as
+	// residuals of their processes' (residual.go, docs/storage.md): 2.75 B
+	// a sample less on loadgen's hour, but a first read of a job's series
+	// took 3× the time, an attempt's 1.4–1.7×, and compaction 1.4–2.1×
+	// the CPU (2026-12-07), so it is off by default. A store reads
+	// residuals either way.
+	ResidualAttempts bool
 }
 
 // The store's contract and the capabilities it offers (package store).

@@ -334,7 +334,7 @@ func (s *Store) rewrite(ctx context.Context, table, where string, drop bool,
 		// A compaction of fresh chunks writes attempts as residuals of
 		// their processes (residual.go).
 		var res *residuals
-		if drop && lvl == chunk.Packed && !s.opt.PlainAttempts {
+		if drop && lvl == chunk.Packed && s.opt.ResidualAttempts {
 			res = &residuals{}
 		}
 		n, err := s.scanSeries(ctx, table, where, res != nil, func(kind int8, key, job int64, grp [2]int64, p *store.Points, buf []byte) ([]byte, error) {

@@ -156,7 +156,7 @@ func BenchmarkAttemptSeries(b *testing.B) {
 // longAttemptStore makes a store in dir holding an attempt of one hour
 // among nodes nodes' work, and the query of its series over that hour.
 func longAttemptStore(tb testing.TB, dir string, nodes int) (*Store, store.SeriesQuery) {
-	s, err := Open(Options{Dir: dir, PlainAttempts: !*benchResiduals})
+	s, err := Open(Options{Dir: dir, ResidualAttempts: *benchResiduals})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -181,7 +181,7 @@ func longAttemptStore(tb testing.TB, dir string, nodes int) (*Store, store.Serie
 //
 //	go test -run '^$' -bench JobSeries -benchtime 20x ./internal/store/duckdb/
 func BenchmarkJobSeries(b *testing.B) {
-	s, err := Open(Options{Dir: b.TempDir(), PlainAttempts: !*benchResiduals})
+	s, err := Open(Options{Dir: b.TempDir(), ResidualAttempts: *benchResiduals})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -31,7 +31,7 @@ func TestAttemptResiduals(t *testing.T) {
 	start := time.Now().Add(-6 * time.Hour).Truncate(time.Minute)
 	clock := store.Clock{Now: func() time.Time { return start.Add(8 * time.Hour) }}
 	open := func(dir string, absolute bool, retention, rollupRetention time.Duration) *Store {
-		s, err := Open(Options{Dir: dir, CompactAge: 2 * time.Minute, Clock: clock, PlainAttempts: absolute,
+		s, err := Open(Options{Dir: dir, CompactAge: 2 * time.Minute, Clock: clock, ResidualAttempts: !absolute,
 			Retention: retention, RollupRetention: rollupRetention})
 		if err != nil {
 			t.Fatal(err)
@@ -309,7 +309,7 @@ func TestChunksBeforeResiduals(t *testing.T) {
 	start := time.Now().Add(-2 * time.Hour).Truncate(time.Minute)
 	clock := store.Clock{Now: func() time.Time { return start.Add(3 * time.Hour) }}
 	open := func(dir string, absolute bool) *Store {
-		s, err := Open(Options{Dir: dir, CompactAge: 2 * time.Minute, Clock: clock, PlainAttempts: absolute})
+		s, err := Open(Options{Dir: dir, CompactAge: 2 * time.Minute, Clock: clock, ResidualAttempts: !absolute})
 		if err != nil {
 			t.Fatal(err)
 		}
