@@ -31,6 +31,9 @@ type Fold[B any] struct {
 	atts   map[string]*AttemptRecord[B]
 	jobs   map[string]*JobRecord // LoadJobAttempts: the jobs of the attempts held
 	live   map[uint64]*liveProc
+	// hosts are the hosts known to have stored batches (HostsStored), or
+	// whose batches this fold took into a commit.
+	hosts map[string]bool
 	// dirtyJobs are the jobs of attempts written since TakeDirtyJobs (a
 	// fold that keeps no jobs: the backend adds them up again).
 	dirtyJobs map[string]bool
@@ -62,6 +65,18 @@ type FoldOptions[B any] struct {
 	// alone (absent: none stored), for FoldTx.Recheck: only the agents
 	// whose sequence moved are then read whole (LoadAgents).
 	AgentSeqs func(ctx context.Context, ids []string) (map[string]uint64, error)
+	// HostsStored, if set (Shared), says which of hosts have an agent
+	// that stored a batch (absent: none did, through any server). An
+	// attempt runs on one node, and every agent of a node (each of its
+	// incarnations: an agent that starts again takes a new id) sends its
+	// batches under the node's host: so nothing is stored of an attempt
+	// or a process that only batches of such hosts touch, and the fold
+	// does not look them up (LoadAttempts, ProcessAttempts; a server's
+	// first commit beside thousands of new agents looked up every one of
+	// their attempts). What a commit that failed half way wrote (its
+	// agents' rows are written last) counts as not stored, as it does for
+	// a state in memory (Shared): its batches are sent again.
+	HostsStored func(ctx context.Context, hosts []string) (map[string]bool, error)
 }
 
 // How many live processes a fold keeps at most (processes whose exit was
@@ -74,7 +89,7 @@ const (
 // NewFold is an empty fold.
 func NewFold[B any](opt FoldOptions[B]) *Fold[B] {
 	return &Fold[B]{opt: opt, agents: map[string]*AgentState{}, atts: map[string]*AttemptRecord[B]{},
-		jobs: map[string]*JobRecord{}, live: map[uint64]*liveProc{}, dirtyJobs: map[string]bool{}}
+		jobs: map[string]*JobRecord{}, live: map[uint64]*liveProc{}, hosts: map[string]bool{}, dirtyJobs: map[string]bool{}}
 }
 
 // PutAgent takes an agent's state as the store holds it.
@@ -457,11 +472,18 @@ func (t *FoldTx[B]) Fold(ctx context.Context, sink Sink[B], ext *ExtNames) error
 // may be stale (Shared).
 func (t *FoldTx[B]) load(ctx context.Context) error {
 	f := t.f
+	fresh, err := t.freshHosts(ctx)
+	if err != nil {
+		return err
+	}
 	// The attempts the batches touch, and the agent that touches each
-	// first ("": found through a process only).
+	// first ("": found through a process only); old: touched by a batch
+	// of a host not fresh, or through a process.
 	by := map[string]string{}
+	old := map[string]bool{}
 	var order []string
 	jobOf := map[string]string{} // the job a batch names for an attempt
+	var host string              // of the batch being looked at
 	touch := func(id, agent string) {
 		if id == "" {
 			return
@@ -470,12 +492,16 @@ func (t *FoldTx[B]) load(ctx context.Context) error {
 			by[id] = agent
 			order = append(order, id)
 		}
+		if agent == "" || !fresh[host] {
+			old[id] = true
+		}
 	}
 	var unknown []uint64 // Shared: processes the fold holds nothing of
 	for _, p := range t.prepared {
 		b := p.Batch
+		host = b.Host
 		var members map[uint64]bool
-		if f.opt.Shared {
+		if f.opt.Shared && !fresh[host] {
 			members = make(map[uint64]bool, len(b.Members))
 		}
 		for i := range b.Attempts {
@@ -498,6 +524,7 @@ func (t *FoldTx[B]) load(ctx context.Context) error {
 			if lp := f.live[k]; lp != nil {
 				for _, id := range lp.atts {
 					touch(id, b.AgentID)
+					old[id] = true // (known here: not taken for new)
 				}
 			} else if members != nil && !members[k] {
 				unknown = append(unknown, k)
@@ -523,20 +550,25 @@ func (t *FoldTx[B]) load(ctx context.Context) error {
 			}
 		}
 	}
-	var load []string
+	var load, none []string // none: of fresh hosts only, nothing stored
 	for _, id := range order {
 		a := f.atts[id]
-		if a == nil || f.opt.Shared && stale(a, by[id], t.base) {
+		switch {
+		case a == nil && !old[id]:
+			none = append(none, id)
+		case a == nil || f.opt.Shared && stale(a, by[id], t.base):
 			load = append(load, id)
 		}
 	}
+	var got map[string]*AttemptRecord[B]
 	if len(load) > 0 {
-		got, err := f.opt.LoadAttempts(ctx, load, jobOf)
+		got, err = f.opt.LoadAttempts(ctx, load, jobOf)
 		if err != nil {
 			return fmt.Errorf("cannot load attempts: %w", err)
 		}
-		loaded(got, load, func(id string, a *AttemptRecord[B]) { t.atts[id] = a }, t.addLive)
 	}
+	// (As a read that found nothing of them.)
+	loaded(got, append(load, none...), func(id string, a *AttemptRecord[B]) { t.atts[id] = a }, t.addLive)
 	if f.opt.LoadJobAttempts == nil {
 		return nil
 	}
@@ -558,14 +590,50 @@ func (t *FoldTx[B]) load(ctx context.Context) error {
 			wantJob(a.Meta.JobID)
 		}
 	}
-	got, err := f.loadJobs(ctx, jobs, t.Attempt)
+	gotJobs, err := f.loadJobs(ctx, jobs, t.Attempt)
 	if err != nil {
 		return fmt.Errorf("cannot load jobs: %w", err)
 	}
-	for id, j := range got {
+	for id, j := range gotJobs {
 		t.jobs[id] = j
 	}
 	return nil
+}
+
+// freshHosts are the hosts of the transaction's batches of which nothing
+// is stored (FoldOptions.HostsStored), asked of the store for those the
+// fold does not know stored; every host of them is known stored from
+// now (this commit stores its batches).
+func (t *FoldTx[B]) freshHosts(ctx context.Context) (map[string]bool, error) {
+	f := t.f
+	if !f.opt.Shared || f.opt.HostsStored == nil {
+		return nil, nil
+	}
+	var ask []string
+	fresh := map[string]bool{}
+	for _, p := range t.prepared {
+		if h := p.Batch.Host; !f.hosts[h] && !fresh[h] {
+			fresh[h] = true
+			ask = append(ask, h)
+		}
+	}
+	if len(ask) == 0 {
+		return nil, nil
+	}
+	stored, err := f.opt.HostsStored(ctx, ask)
+	if err != nil {
+		return nil, fmt.Errorf("cannot find the hosts that stored batches: %w", err)
+	}
+	if len(f.hosts)+len(ask) > maxAgents {
+		clear(f.hosts) // (they are asked again)
+	}
+	for _, h := range ask {
+		if stored[h] {
+			delete(fresh, h)
+		}
+		f.hosts[h] = true
+	}
+	return fresh, nil
 }
 
 // stale reports whether the state a of an attempt, held in memory, may not
@@ -997,5 +1065,5 @@ func (f *Fold[B]) Failed(t *FoldTx[B]) {
 // Take takes o's states in place of f's, keeping f's options (a store
 // that opened its data again, as o, goes on with what o read).
 func (f *Fold[B]) Take(o *Fold[B]) {
-	f.agents, f.atts, f.jobs, f.live, f.dirtyJobs = o.agents, o.atts, o.jobs, o.live, o.dirtyJobs
+	f.agents, f.atts, f.jobs, f.live, f.hosts, f.dirtyJobs = o.agents, o.atts, o.jobs, o.live, o.hosts, o.dirtyJobs
 }

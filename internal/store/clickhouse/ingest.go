@@ -52,6 +52,7 @@ func (s *Store) newFold() *store.Fold[chRow] {
 		LoadAgents:      s.loadAgents,
 		ProcessAttempts: s.procAttempts,
 		AgentSeqs:       s.agentSeqs,
+		HostsStored:     s.hostsStored,
 	})
 }
 
@@ -190,6 +191,42 @@ func (s *Store) agentSeqs(ctx context.Context, ids []string) (map[string]uint64,
 	})
 	if err != nil {
 		return nil, err
+	}
+	return out, nil
+}
+
+// hostsStored says which of hosts have a row in the agents table (an
+// agent of theirs stored a batch; store.FoldOptions.HostsStored): a
+// thousand hosts a query, several at once. The table holds a row per
+// agent (each incarnation of each node's), with no key by host: it is
+// read whole, its host column alone.
+func (s *Store) hostsStored(ctx context.Context, hosts []string) (map[string]bool, error) {
+	defer s.timeFoldRead(time.Now())
+	var parts [][]string
+	for len(hosts) > 0 {
+		part := hosts[:min(len(hosts), 1000)]
+		hosts = hosts[len(part):]
+		parts = append(parts, part)
+	}
+	outs := make([][]string, len(parts))
+	err := partsAtOnce(len(parts), func(i int) error {
+		rows, err := s.query(ctx, "SELECT DISTINCT host FROM "+s.read("agents")+" WHERE host IN ("+QuoteList(parts[i])+")")
+		if err != nil {
+			return fmt.Errorf("cannot read the agents' hosts: %w", err)
+		}
+		for rows.Next() {
+			outs[i] = append(outs[i], rows.String())
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for _, o := range outs {
+		for _, h := range o {
+			out[h] = true
+		}
 	}
 	return out, nil
 }

@@ -2,6 +2,7 @@ package clickhouse
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -125,5 +126,70 @@ func TestFlushDuePaces(t *testing.T) {
 	}
 	if got := cpu(); got <= second {
 		t.Fatalf("the job's CPU %d after Flush, want more than %d", got, second)
+	}
+}
+
+// TestFlushDueInsertsPaced: the periodic flush inserts jobs at most every
+// JobsInsertEvery: a job never written, due just after another was
+// inserted, waits (FlushDue says so) and is inserted once that has
+// passed; Flush inserts it at once.
+func TestFlushDueInsertsPaced(t *testing.T) {
+	srv := chtest.Start(t)
+	ctx := context.Background()
+	s, err := Open(ctx, Options{URL: srv.URL() + "?database=inserts_paced", Clock: storetest.Clock, InsertEvery: -1,
+		JobsEvery: -1, JobsInsertEvery: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	spec := func(n int) *storetest.AttemptSpec {
+		return &storetest.AttemptSpec{ID: fmt.Sprintf("attempt_1700000000000_%04d_m_000000_0", n),
+			JobID: fmt.Sprintf("job_1700000000000_%04d", n), Type: "map", Start: storetest.T0.Add(-5 * time.Minute),
+			MemoryMB: 1024, JobName: "ipaced", User: "u", Queue: "q",
+			Procs: []storetest.ProcSpec{{PID: int32(100 + n), Role: wire.RoleTaskJVM, CPUPerS: 500, RSS: 1 << 20}}}
+	}
+	// (An attempt is described in its agent's first batch: an agent each.)
+	batch := func(n int) *wire.Batch {
+		g := &storetest.Gen{Agent: fmt.Sprintf("node%d-ipaced", n), Host: fmt.Sprintf("node%d", n)}
+		return g.Batch([]*storetest.AttemptSpec{spec(n)}, 0, 5, false)
+	}
+	jobs := func() int {
+		t.Helper()
+		page, err := s.Jobs(ctx, store.JobFilter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(page.Jobs)
+	}
+	due := func(wantWaiting bool, wantJobs int) {
+		t.Helper()
+		s.waitWrites() // (TestFlushDuePaces)
+		waiting, err := s.FlushDue(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if waiting != wantWaiting {
+			t.Fatalf("FlushDue: waiting %v, want %v", waiting, wantWaiting)
+		}
+		if n := jobs(); n != wantJobs {
+			t.Fatalf("after FlushDue: %d jobs, want %d", n, wantJobs)
+		}
+	}
+	storetest.Commit(t, s, batch(1))
+	due(false, 1) // nothing inserted before: at once
+	storetest.Commit(t, s, batch(2))
+	due(true, 1) // inserted just now: job 2 waits
+	due(true, 1)
+	s.wmu.Lock()
+	s.jobsInserted = s.jobsInserted.Add(-time.Hour) // (JobsInsertEvery passed)
+	s.wmu.Unlock()
+	due(false, 2)
+	storetest.Commit(t, s, batch(3))
+	due(true, 2)
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := jobs(); n != 3 {
+		t.Fatalf("after Flush: %d jobs, want 3", n)
 	}
 }

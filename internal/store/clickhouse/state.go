@@ -50,6 +50,7 @@ func (s *Store) readAttemptsAs(ctx context.Context, sel string, scan func(*Rows)
 // waited for it (BenchmarkStoresIngest's ack-p99).
 func (s *Store) loadAttempts(ctx context.Context, ids []string, jobOf map[string]string) (map[string]*attState, error) {
 	defer s.timeFoldRead(time.Now())
+	s.lookedUp += len(ids)
 	var parts [][]string
 	for len(ids) > 0 {
 		part := ids[:min(len(ids), 1000)]
@@ -273,13 +274,14 @@ func (s *Store) FlushDue(ctx context.Context) (waiting bool, err error) {
 	if s.closed {
 		return false, errClosed
 	}
-	return s.flushJobs(ctx, s.opt.JobsEvery > 0)
+	return s.flushJobs(ctx, true)
 }
 
 // flushJobs writes the jobs whose attempts changed since they were last
-// written, but when paced those written in the last JobsEvery; it says
-// whether some wait.
-func (s *Store) flushJobs(ctx context.Context, paced bool) (waiting bool, err error) {
+// written; when due (FlushDue), not those written in the last JobsEvery,
+// and none within JobsInsertEvery of the last insert; it says whether
+// some wait.
+func (s *Store) flushJobs(ctx context.Context, due bool) (waiting bool, err error) {
 	now := time.Now()
 	for id, t := range s.jobsWritten {
 		if now.Sub(t) >= s.opt.JobsEvery {
@@ -287,7 +289,11 @@ func (s *Store) flushJobs(ctx context.Context, paced bool) (waiting bool, err er
 		}
 	}
 	dirty := s.fold.TakeDirtyJobs()
-	if paced {
+	if due && len(dirty) > 0 && now.Sub(s.jobsInserted) < s.opt.JobsInsertEvery {
+		s.fold.UntakeDirtyJobs(dirty)
+		return true, nil
+	}
+	if due && s.opt.JobsEvery > 0 {
 		var wait []string
 		dirty = slices.DeleteFunc(dirty, func(id string) bool {
 			_, recent := s.jobsWritten[id]
@@ -307,6 +313,9 @@ func (s *Store) flushJobs(ctx context.Context, paced bool) (waiting bool, err er
 		for _, id := range dirty {
 			s.jobsWritten[id] = now
 		}
+	}
+	if due && len(dirty) > 0 {
+		s.jobsInserted = now
 	}
 	return waiting, nil
 }

@@ -40,6 +40,13 @@ type Options struct {
 	// each time, every attempt row of the job is read. A job not written
 	// in the last JobsEvery is written at the next flush.
 	JobsEvery time.Duration
+	// JobsInsertEvery is how often the periodic flush (FlushDue) inserts
+	// into jobs and job_changes at most (default 2 s; <0: at every
+	// flush): each insert is a part of each table, merged again and
+	// again as its partition grows, for a few rows (with short tasks,
+	// 250 a second). Jobs due meanwhile wait (FlushDue says so); Flush
+	// writes at once.
+	JobsInsertEvery time.Duration
 	// AnalysesEvery is how often analyses are inserted at most (default
 	// 0: a group as soon as the last is inserted; analysisgroup.go).
 	// PutAnalysis waits for its group, and the analyser's workers with
@@ -84,6 +91,8 @@ type Store struct {
 	// foldReads is how long the fold's reads of the commit under way took
 	// (commitTrace).
 	foldReads time.Duration
+	// lookedUp counts the attempts the fold looked up (loadAttempts).
+	lookedUp int
 	// spare is the blocks of a commit that inserted, for the next one to
 	// build its rows in (their memory kept: megabytes a commit).
 	spare *writeSet
@@ -94,6 +103,8 @@ type Store struct {
 	// jobsWritten is when each job was last written (FlushDue), of the
 	// jobs written in the last JobsEvery.
 	jobsWritten map[string]time.Time
+	// jobsInserted is when the periodic flush last inserted jobs.
+	jobsInserted time.Time
 	// jobDays are the earliest day of the attempts' rows this replica
 	// stored since their job was last written, by job (writeJobs).
 	jobDays map[string]uint16
@@ -127,6 +138,9 @@ func Open(ctx context.Context, opt Options) (*Store, error) {
 	}
 	if opt.JobsEvery == 0 {
 		opt.JobsEvery = 5 * time.Second
+	}
+	if opt.JobsInsertEvery == 0 {
+		opt.JobsInsertEvery = 2 * time.Second
 	}
 	c, err := NewClient(opt.URL, opt.Client)
 	if err != nil {

@@ -14,8 +14,9 @@ import (
 )
 
 var (
-	benchHours = flag.Float64("bench.hours", 6, "BenchmarkSteadyState: simulated hours")
-	benchNodes = flag.Int("bench.nodes", 100, "BenchmarkSteadyState: simulated nodes")
+	benchHours   = flag.Float64("bench.hours", 6, "BenchmarkSteadyState: simulated hours")
+	benchNodes   = flag.Int("bench.nodes", 100, "BenchmarkSteadyState: simulated nodes")
+	benchThreads = flag.Int("bench.threads", 0, "BenchmarkCommitSize: DuckDB's threads (Options.Threads; 0: the store's default, 1; -1: DuckDB's, one a core)")
 	// -bench.residuals: the stores of SteadyState, Compact, AttemptSeries
 	// and JobSeries write attempts as residuals (Options.ResidualAttempts).
 	benchResiduals = flag.Bool("bench.residuals", false, "stores write attempts as residuals of their processes")
@@ -236,7 +237,7 @@ func BenchmarkCompact(b *testing.B) {
 func BenchmarkCommitSize(b *testing.B) {
 	for _, n := range []int{1, 25, 75, 140, 160, 300, 600} {
 		b.Run(fmt.Sprintf("batches=%d", n), func(b *testing.B) {
-			s, err := Open(Options{Dir: b.TempDir()})
+			s, err := Open(Options{Dir: b.TempDir(), Threads: *benchThreads})
 			if err != nil {
 				b.Fatal(err)
 			}

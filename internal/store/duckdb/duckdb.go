@@ -49,9 +49,15 @@ type Options struct {
 	// (default 1 s): time series are visible at once, summaries within this.
 	// Negative: at every commit.
 	SummaryEvery time.Duration
-	Threads      int
-	MemoryLimit  string
-	Log          *slog.Logger
+	// Threads are DuckDB's (default 1; negative: DuckDB's own default,
+	// one a core). With more than one, a query's tasks may run on
+	// DuckDB's workers while the calling thread waits for them by spinning
+	// (PendingQueryResult::ExecuteInternal, DuckDB 1.5): on 2 cores a
+	// commit then took 1.4–2× the CPU (BenchmarkCommitSize -bench.threads,
+	// 2026-12-07), for reads that are faster in parallel only when large.
+	Threads     int
+	MemoryLimit string
+	Log         *slog.Logger
 
 	// CommitGather and CommitGatherMax: before each commit the ingest
 	// pipeline gathers the requests on their way, until none came for
@@ -185,6 +191,9 @@ func Open(opt Options) (*Store, error) {
 	}
 	if opt.SummaryEvery == 0 {
 		opt.SummaryEvery = time.Second
+	}
+	if opt.Threads == 0 {
+		opt.Threads = 1
 	}
 	if opt.CommitGather == 0 {
 		opt.CommitGather = 10 * time.Millisecond
