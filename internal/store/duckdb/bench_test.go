@@ -182,7 +182,8 @@ func steady(b *testing.B, start time.Time, next loadgen.Rounds) {
 // nodes, a batch per node every 5 s, as BenchmarkHTTPIngestSustained's
 // server compacts at its rate): reading the fresh chunks in series order,
 // decoding, encoding each series' samples as merged chunks and appending
-// them. It reports ns per process sample compacted.
+// them. It reports ns per process sample compacted, and the process's
+// CPU (DuckDB's threads too: what the machine's load moves less).
 //
 //	go test -run '^$' -bench 'Compact$' -count 6 ./internal/store/duckdb/
 func BenchmarkCompact(b *testing.B) {
@@ -197,6 +198,7 @@ func BenchmarkCompact(b *testing.B) {
 		}
 	}
 	ctx := context.Background()
+	var cpu time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
@@ -208,13 +210,16 @@ func BenchmarkCompact(b *testing.B) {
 			storetest.Ingest(b, s, r...)
 		}
 		b.StartTimer()
+		cpu0 := processCPU()
 		if err := s.Compact(ctx); err != nil {
 			b.Fatal(err)
 		}
+		cpu += processCPU() - cpu0
 		b.StopTimer()
 		s.Close()
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*samples), "ns/sample")
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*samples), "cpu-ns/sample")
 }
 
 // BenchmarkCommitSize commits loadgen's batches (200 nodes, 8 attempts

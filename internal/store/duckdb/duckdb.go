@@ -70,11 +70,12 @@ type Options struct {
 	// did (format 2, zstd): tests make data directories of then with it.
 	legacyChunks bool
 	// ResidualAttempts: compaction writes attempts' merged chunks as
-	// residuals of their processes' (residual.go, docs/storage.md): 2.75 B
-	// a sample less on loadgen's hour, but a first read of a job's series
-	// took 3× the time, an attempt's 1.4–1.7×, and compaction 1.4–2.1×
-	// the CPU (2026-12-07), so it is off by default. A store reads
-	// residuals either way.
+	// residuals of their processes' (residual.go, docs/storage.md): 2.8 B
+	// a sample less on loadgen's hour, 3.3 B at 6 hours, and reads kept
+	// whole cost no more CPU, but a first read of a job's series takes
+	// 1.7× the CPU, an attempt's 1.3×, and compaction 1.2× (2026-12-07,
+	// evening), so it is off by default. A store reads residuals either
+	// way.
 	ResidualAttempts bool
 }
 
