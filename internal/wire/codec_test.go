@@ -555,7 +555,7 @@ func TestReserveReleased(t *testing.T) {
 	if held > live+live/4 {
 		t.Errorf("holds %d bytes, keeps %d alive: not compacted", held, live)
 	}
-	if alloc > held+held/4 {
+	if alloc > 2*held { // (1.2 × here, 1.8 × with -race, whose pools drop a quarter of what they are given; 3.5 × without them)
 		t.Errorf("allocated %d bytes a batch, holds %d: the decoder's slabs not used again", alloc, held)
 	}
 }
