@@ -38,21 +38,25 @@ func TestWarnIfOpen(t *testing.T) {
 	}
 }
 
-// TestResidualAttemptsFlag: --residual-attempts reaches the embedded
-// store's options, and is off unless given.
-func TestResidualAttemptsFlag(t *testing.T) {
+// TestEmbeddedStoreFlags: --residual-attempts and --duckdb-threads reach
+// the embedded store's options (residuals off and one thread unless
+// given).
+func TestEmbeddedStoreFlags(t *testing.T) {
 	for _, c := range []struct {
-		args []string
-		want bool
-	}{{nil, false}, {[]string{"--residual-attempts"}, true}, {[]string{"--residual-attempts=false"}, false}} {
+		args     []string
+		residual bool
+		threads  int
+	}{{nil, false, 1}, {[]string{"--residual-attempts"}, true, 1}, {[]string{"--residual-attempts=false"}, false, 1},
+		{[]string{"--duckdb-threads=4"}, false, 4}, {[]string{"--duckdb-threads=-1"}, false, -1}} {
 		var f storeFlags
 		fl := flag.NewFlagSet("server", flag.ContinueOnError)
 		f.register(fl)
 		if err := fl.Parse(c.args); err != nil {
 			t.Fatal(err)
 		}
-		if got := f.duckdbOptions(nil).ResidualAttempts; got != c.want {
-			t.Errorf("%q: ResidualAttempts %v, want %v", c.args, got, c.want)
+		o := f.duckdbOptions(nil)
+		if o.ResidualAttempts != c.residual || o.Threads != c.threads {
+			t.Errorf("%q: ResidualAttempts %v, Threads %d; want %v, %d", c.args, o.ResidualAttempts, o.Threads, c.residual, c.threads)
 		}
 	}
 }

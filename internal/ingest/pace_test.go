@@ -297,14 +297,40 @@ func TestPipelineOverlapsCommits(t *testing.T) {
 type gatheringStore struct {
 	*gatedStore
 	gap, most time.Duration
+	enough    int
 	begun     atomic.Int64
 }
 
-func (s *gatheringStore) CommitGather() (gap, max time.Duration) { return s.gap, s.most }
+func (s *gatheringStore) CommitGather() store.Gathering {
+	return store.Gathering{Gap: s.gap, Max: s.most, Enough: s.enough}
+}
 
 func (s *gatheringStore) Begin(ctx context.Context) (store.Appender, error) {
 	s.begun.Add(1)
 	return s.gatedStore.Begin(ctx)
+}
+
+// queuedBehindCommit starts a pipeline on gs whose first commit (of one
+// batch) waits in Begin while n more batches queue; then, with a request on
+// its way (arrived ends it), lets it go and waits for its result.
+func queuedBehindCommit(t *testing.T, r *rig, gs *gatheringStore, n int) (p *Pipeline, results chan Result, arrived func()) {
+	t.Helper()
+	p = NewPipeline(gs, PipelineOptions{})
+	results = make(chan Result, n+2)
+	submit := sender(p, results)
+	entered := r.gs.hold()
+	submit(0)
+	<-entered
+	for i := 1; i <= n; i++ {
+		submit(i)
+	}
+	testsrv.WaitUntil(t, "the batches queued", 10*time.Second, func() bool { return len(p.q) == n })
+	arrived = p.Arriving()
+	r.gs.open()
+	if res := <-results; res.Err != nil {
+		t.Fatalf("first batch: %+v", res)
+	}
+	return p, results, arrived
 }
 
 // TestPipelineGathersBeforeEachCommit: for a store that wants it
@@ -318,21 +344,9 @@ func TestPipelineGathersBeforeEachCommit(t *testing.T) {
 	t.Run("after a commit, while a request is on its way", func(t *testing.T) {
 		r := newRig(t, rigOptions{})
 		gs := &gatheringStore{gatedStore: r.gs, gap: 20 * time.Millisecond, most: time.Hour}
-		p := NewPipeline(gs, PipelineOptions{})
+		p, results, arrived := queuedBehindCommit(t, r, gs, 1)
 		defer p.Close()
-		results := make(chan Result, 3)
 		submit := sender(p, results)
-		// The first commit waits in Begin while the second batch queues.
-		entered := r.gs.hold()
-		submit(0)
-		<-entered
-		submit(1)
-		testsrv.WaitUntil(t, "a batch queued", 10*time.Second, func() bool { return len(p.q) == 1 })
-		arrived := p.Arriving()
-		r.gs.open()
-		if res := <-results; res.Err != nil {
-			t.Fatalf("first batch: %+v", res)
-		}
 		// The writer took the queued batch (not waiting for it) and
 		// gathers while a request is on its way.
 		heldWhileOnItsWay(t, p, &gs.begun, 1, func() { submit(2) }, arrived)
@@ -348,6 +362,44 @@ func TestPipelineGathersBeforeEachCommit(t *testing.T) {
 			t.Errorf("%d samples stored, want 30", u.Samples)
 		}
 	})
+	// What queued while the last commit ran is enough for the store
+	// (Gathering.Enough series; a batch here has 3): committed at once,
+	// though a request is on its way (with 1,000 agents in flight,
+	// gathering kept the writer idle before every commit); one series
+	// short of it, the writer gathers.
+	for _, c := range []struct {
+		enough int
+		gap    time.Duration
+		atOnce bool
+	}{{6, time.Hour, true}, {7, 20 * time.Millisecond, false}} {
+		t.Run(fmt.Sprintf("what queued holds %d series of %d", 6, c.enough), func(t *testing.T) {
+			r := newRig(t, rigOptions{})
+			gs := &gatheringStore{gatedStore: r.gs, gap: c.gap, most: time.Hour, enough: c.enough}
+			p, results, arrived := queuedBehindCommit(t, r, gs, 2)
+			defer p.Close()
+			defer arrived()
+			if !c.atOnce {
+				waitTaken(t, p, 2)
+				if testsrv.Poll(10*20*time.Millisecond, func() bool { return gs.begun.Load() > 1 }) {
+					t.Fatal("the commit began while a request was on its way, with less than enough queued")
+				}
+				arrived()
+			}
+			for range 2 {
+				select {
+				case res := <-results:
+					if res.Err != nil || res.Duplicate {
+						t.Fatalf("result %+v", res)
+					}
+				case <-time.After(10 * time.Second):
+					t.Fatal("the queued batches were not committed (the writer gathers, an hour at most)")
+				}
+			}
+			if n := gs.begun.Load(); n != 2 {
+				t.Errorf("%d commits, want 2 (the second with 2 batches)", n)
+			}
+		})
+	}
 	// A request alone, none on its way: committed at once (an agent
 	// replaying its spool one batch at a time waits for no gap).
 	t.Run("at once when none is on its way", func(t *testing.T) {

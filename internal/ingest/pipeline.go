@@ -34,11 +34,14 @@ type Result struct {
 
 // request is a request's batches: appended in order into one commit.
 type request struct {
-	bs   []*wire.Batch
-	ps   []*store.Prepared // prepared by the store (store.PrepareBatch), or nil
-	n    int64             // samples
-	done chan Result
-	at   time.Time // when it was queued
+	bs []*wire.Batch
+	ps []*store.Prepared // prepared by the store (store.PrepareBatch), or nil
+	n  int64             // samples
+	// series are the batches' process and attempt series (the chunks a
+	// commit appends: store.Gathering's Enough).
+	series int
+	done   chan Result
+	at     time.Time // when it was queued
 }
 
 // Pipeline is the single writer: it takes queued batches, appends as many as
@@ -192,14 +195,16 @@ func (p *Pipeline) SubmitMany(ctx context.Context, bs []*wire.Batch) Result {
 	default:
 	}
 	var n int64
+	series := 0
 	for _, b := range bs {
 		n += int64(b.SampleCount())
+		series += len(b.ProcSeries) + len(b.AttemptSeries)
 	}
 	if p.queued.Add(n) > p.queueSamples && p.queued.Load() != n {
 		p.queued.Add(-n)
 		return Result{Err: ErrBusy}
 	}
-	r := &request{bs: bs, n: n, done: make(chan Result, 1), at: time.Now()}
+	r := &request{bs: bs, n: n, series: series, done: make(chan Result, 1), at: time.Now()}
 	if ps := store.PrepareBatch(p.st, bs[0]); ps != nil {
 		r.ps = make([]*store.Prepared, len(bs))
 		r.ps[0] = ps
@@ -261,19 +266,18 @@ func (p *Pipeline) run() {
 			t := time.Now()
 			p.gather(&g, p.gatherGap, p.gatherMax)
 			p.log.Debug("commit gathered", "batches", g.batches, "took", time.Since(t), "arriving", p.arriving.Load())
-		} else if gap, most := store.CommitGather(p.st); gap > 0 && p.gatherMax >= 0 && p.arriving.Load() > 0 {
-			// (A request alone, none on its way: at once.)
-			p.gather(&g, gap, most)
-		}
-	more:
-		for !p.full(&g) {
-			select {
-			case r := <-p.q:
-				g.add(r)
-			default:
-				break more
+		} else if gt := store.CommitGather(p.st); gt.Gap > 0 && p.gatherMax >= 0 && p.arriving.Load() > 0 {
+			// (A request alone, none on its way: at once.) What queued
+			// while the last commit ran goes in first: when it is enough
+			// for the store, the batches wait for the writer, not the
+			// writer for them (with 1,000 agents in flight, gathering
+			// kept it idle up to Max before each commit).
+			p.drain(&g)
+			if gt.Enough <= 0 || g.series < gt.Enough {
+				p.gather(&g, gt.Gap, gt.Max)
 			}
 		}
+		p.drain(&g)
 		p.write(g.rs)
 		p.queued.Add(-g.n)
 	}
@@ -284,12 +288,26 @@ type group struct {
 	rs      []*request
 	n       int64 // samples
 	batches int
+	series  int
 }
 
 func (g *group) add(r *request) {
 	g.rs = append(g.rs, r)
 	g.n += r.n
 	g.batches += len(r.bs)
+	g.series += r.series
+}
+
+// drain adds to g what is queued, until g is full.
+func (p *Pipeline) drain(g *group) {
+	for !p.full(g) {
+		select {
+		case r := <-p.q:
+			g.add(r)
+		default:
+			return
+		}
+	}
 }
 
 // full says whether g may take no more requests.

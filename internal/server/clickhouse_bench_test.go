@@ -127,7 +127,7 @@ func BenchmarkStoresIngest(b *testing.B) {
 				cfg.MaxList = 64
 			}
 			b.Run("store=duckdb", func(b *testing.B) {
-				st, err := duckdb.Open(duckdb.Options{Dir: b.TempDir()})
+				st, err := duckdb.Open(duckdb.Options{Dir: b.TempDir(), Threads: *benchThreads})
 				if err != nil {
 					b.Fatal(err)
 				}

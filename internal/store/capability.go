@@ -49,13 +49,14 @@ func CommitStart(app Appender) (wait func() error, err error) {
 	return func() error { return nil }, nil
 }
 
-// CommitGather is how long the ingest pipeline gathers before each of
-// st's commits (CommitGatherer); 0 for a store that wants none.
-func CommitGather(st Store) (gap, max time.Duration) {
+// CommitGather is how the ingest pipeline gathers before each of st's
+// commits (CommitGatherer); the zero Gathering for a store that wants
+// none.
+func CommitGather(st Store) Gathering {
 	if cg, ok := st.(CommitGatherer); ok {
 		return cg.CommitGather()
 	}
-	return 0, 0
+	return Gathering{}
 }
 
 // NextCommit is the time before which st wants no commit (CommitPacer);

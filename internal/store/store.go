@@ -221,18 +221,32 @@ type CommitPacer interface {
 
 // CommitGatherer is a store whose commits cost less a batch the more
 // batches they hold, and which paces none (the embedded store: a
-// transaction's BEGIN and COMMIT, its appenders and its summaries cost
-// about as much for 20 batches as for 200). Before each of its commits
-// the ingest pipeline gathers, as it does after an idle period, if a
-// request is on its way (else it commits at once): it keeps taking the
-// requests that come, until none came for gap once none is on its way,
-// or for at most max. Agents that each
-// wait for their last batch's answer before they send the next (one in
-// flight) then have their next batches in one commit, rather than in
-// those that happened to be queued when the last commit ended. gap <= 0:
-// the pipeline commits at once, without gathering.
+// transaction's BEGIN and COMMIT and its appenders cost some milliseconds
+// of CPU however few rows they write). Before each of its commits the
+// ingest pipeline gathers, as it does after an idle period, if a request
+// is on its way (else it commits at once): it keeps taking the requests
+// that come, until none came for Gap once none is on its way, or for at
+// most Max. Agents that each wait for their last batch's answer before
+// they send the next (one in flight) then have their next batches in one
+// commit, rather than in those that happened to be queued when the last
+// commit ended. Gap <= 0: the pipeline commits at once, without
+// gathering.
 type CommitGatherer interface {
-	CommitGather() (gap, max time.Duration)
+	CommitGather() Gathering
+}
+
+// Gathering is how a store wants its commits gathered (CommitGatherer).
+type Gathering struct {
+	Gap, Max time.Duration
+	// Enough is the series (a batch's process and attempt series: the
+	// chunks a commit appends) for which a commit gains nothing more by
+	// gathering (the embedded store: a row group, which DuckDB writes
+	// compressed to the file with only its pointers in the WAL). When what
+	// queued while the last commit ran holds as many, the writer is what
+	// the batches wait for, and the pipeline commits them at once: with
+	// many agents in flight, gathering would keep it idle (0: gather
+	// whatever is queued).
+	Enough int
 }
 
 // PipelinedAppender is an Appender whose commit comes in two parts

@@ -14,8 +14,9 @@ import (
 )
 
 var (
-	benchHours = flag.Float64("bench.hours", 6, "BenchmarkSteadyState: simulated hours")
-	benchNodes = flag.Int("bench.nodes", 100, "BenchmarkSteadyState: simulated nodes")
+	benchHours   = flag.Float64("bench.hours", 6, "BenchmarkSteadyState: simulated hours")
+	benchNodes   = flag.Int("bench.nodes", 100, "BenchmarkSteadyState: simulated nodes")
+	benchThreads = flag.Int("bench.threads", 0, "BenchmarkCommitSize: DuckDB's threads (Options.Threads; 0: the store's default, 1; -1: DuckDB's, one a core)")
 	// -bench.residuals: the stores of SteadyState, Compact, AttemptSeries
 	// and JobSeries write attempts as residuals (Options.ResidualAttempts).
 	benchResiduals = flag.Bool("bench.residuals", false, "stores write attempts as residuals of their processes")
@@ -181,7 +182,8 @@ func steady(b *testing.B, start time.Time, next loadgen.Rounds) {
 // nodes, a batch per node every 5 s, as BenchmarkHTTPIngestSustained's
 // server compacts at its rate): reading the fresh chunks in series order,
 // decoding, encoding each series' samples as merged chunks and appending
-// them. It reports ns per process sample compacted.
+// them. It reports ns per process sample compacted, and the process's
+// CPU (DuckDB's threads too: what the machine's load moves less).
 //
 //	go test -run '^$' -bench 'Compact$' -count 6 ./internal/store/duckdb/
 func BenchmarkCompact(b *testing.B) {
@@ -196,6 +198,7 @@ func BenchmarkCompact(b *testing.B) {
 		}
 	}
 	ctx := context.Background()
+	var cpu time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
@@ -207,13 +210,16 @@ func BenchmarkCompact(b *testing.B) {
 			storetest.Ingest(b, s, r...)
 		}
 		b.StartTimer()
+		cpu0 := processCPU()
 		if err := s.Compact(ctx); err != nil {
 			b.Fatal(err)
 		}
+		cpu += processCPU() - cpu0
 		b.StopTimer()
 		s.Close()
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*samples), "ns/sample")
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*samples), "cpu-ns/sample")
 }
 
 // BenchmarkCommitSize commits loadgen's batches (200 nodes, 8 attempts
@@ -231,7 +237,7 @@ func BenchmarkCompact(b *testing.B) {
 func BenchmarkCommitSize(b *testing.B) {
 	for _, n := range []int{1, 25, 75, 140, 160, 300, 600} {
 		b.Run(fmt.Sprintf("batches=%d", n), func(b *testing.B) {
-			s, err := Open(Options{Dir: b.TempDir()})
+			s, err := Open(Options{Dir: b.TempDir(), Threads: *benchThreads})
 			if err != nil {
 				b.Fatal(err)
 			}

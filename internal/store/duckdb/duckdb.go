@@ -49,9 +49,15 @@ type Options struct {
 	// (default 1 s): time series are visible at once, summaries within this.
 	// Negative: at every commit.
 	SummaryEvery time.Duration
-	Threads      int
-	MemoryLimit  string
-	Log          *slog.Logger
+	// Threads are DuckDB's (default 1; negative: DuckDB's own default,
+	// one a core). With more than one, a query's tasks may run on
+	// DuckDB's workers while the calling thread waits for them by spinning
+	// (PendingQueryResult::ExecuteInternal, DuckDB 1.5): on 2 cores a
+	// commit then took 1.4–2× the CPU (BenchmarkCommitSize -bench.threads,
+	// 2026-12-07), for reads that are faster in parallel only when large.
+	Threads     int
+	MemoryLimit string
+	Log         *slog.Logger
 
 	// CommitGather and CommitGatherMax: before each commit the ingest
 	// pipeline gathers the requests on their way, until none came for
@@ -64,11 +70,12 @@ type Options struct {
 	// did (format 2, zstd): tests make data directories of then with it.
 	legacyChunks bool
 	// ResidualAttempts: compaction writes attempts' merged chunks as
-	// residuals of their processes' (residual.go, docs/storage.md): 2.75 B
-	// a sample less on loadgen's hour, but a first read of a job's series
-	// took 3× the time, an attempt's 1.4–1.7×, and compaction 1.4–2.1×
-	// the CPU (2026-12-07), so it is off by default. A store reads
-	// residuals either way.
+	// residuals of their processes' (residual.go, docs/storage.md): 2.8 B
+	// a sample less on loadgen's hour, 3.3 B at 6 hours, and reads kept
+	// whole cost no more CPU, but a first read of a job's series takes
+	// 1.7× the CPU, an attempt's 1.3×, and compaction 1.2× (2026-12-07,
+	// evening), so it is off by default. A store reads residuals either
+	// way.
 	ResidualAttempts bool
 }
 
@@ -184,6 +191,9 @@ func Open(opt Options) (*Store, error) {
 	}
 	if opt.SummaryEvery == 0 {
 		opt.SummaryEvery = time.Second
+	}
+	if opt.Threads == 0 {
+		opt.Threads = 1
 	}
 	if opt.CommitGather == 0 {
 		opt.CommitGather = 10 * time.Millisecond

@@ -1,6 +1,8 @@
 package duckdb
 
 import (
+	"context"
+	"runtime"
 	"testing"
 
 	"github.com/taskscope/taskscope/internal/store"
@@ -38,3 +40,22 @@ var factory = storetest.Factory{
 // testOptions are the options of a store in dir that tells time as the
 // conformance suite's stores do.
 func testOptions(dir string) Options { return Options{Dir: dir, Clock: storetest.Clock} }
+
+// TestThreads: the store runs DuckDB on one thread unless told otherwise
+// (Options.Threads; negative: DuckDB's default, one a core).
+func TestThreads(t *testing.T) {
+	for _, c := range []struct{ threads, want int }{{0, 1}, {3, 3}, {-1, runtime.NumCPU()}} {
+		s, err := Open(Options{Threads: c.threads})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got int
+		if err := s.handle().QueryRowContext(context.Background(), `SELECT current_setting('threads')`).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+		if got != c.want {
+			t.Errorf("Threads %d: DuckDB's threads %d, want %d", c.threads, got, c.want)
+		}
+	}
+}

@@ -43,16 +43,16 @@ type tx struct {
 	newTmpls []*cmdShape // command line templates this commit stores
 }
 
-// CommitGather is how long the ingest pipeline gathers batches before
-// each commit (store.CommitGatherer): fewer, larger commits. (Measured on
-// 2026-12-07: about 1 ms of a commit's CPU is fixed, the rest goes with
-// the data it writes; gathering cut commits by about a tenth;
-// docs/storage.md.)
-func (s *Store) CommitGather() (gap, max time.Duration) {
+// CommitGather is how the ingest pipeline gathers batches before each
+// commit (store.CommitGatherer): fewer, larger commits, until a row group
+// of chunks. (Measured on 2026-12-07: a commit's BEGIN, appenders and
+// COMMIT cost some milliseconds of CPU however few rows it writes,
+// BenchmarkCommitSize; docs/storage.md.)
+func (s *Store) CommitGather() store.Gathering {
 	if s.opt.CommitGather < 0 {
-		return 0, 0
+		return store.Gathering{}
 	}
-	return s.opt.CommitGather, s.opt.CommitGatherMax
+	return store.Gathering{Gap: s.opt.CommitGather, Max: s.opt.CommitGatherMax, Enough: rowGroupSize}
 }
 
 // Begin starts an ingest transaction. It holds the store's writer lock

@@ -135,6 +135,7 @@ func BenchmarkAttemptSeries(b *testing.B) {
 			name += "-cold"
 		}
 		b.Run(name, func(b *testing.B) {
+			cpu0 := processCPU()
 			for i := 0; i < b.N; i++ {
 				if c.cold {
 					s.wholes.clear()
@@ -147,6 +148,7 @@ func BenchmarkAttemptSeries(b *testing.B) {
 					b.Fatalf("%d buckets", len(res.Times))
 				}
 			}
+			reportCPU(b, cpu0)
 		})
 	}
 }
@@ -213,6 +215,7 @@ func BenchmarkJobSeries(b *testing.B) {
 		cold bool // without the residuals earlier reads made whole
 	}{{"whole", q, false}, {"tail", tail, false}, {"whole-cold", q, true}} {
 		b.Run(c.name, func(b *testing.B) {
+			cpu0 := processCPU()
 			for i := 0; i < b.N; i++ {
 				if c.cold {
 					s.wholes.clear()
@@ -221,6 +224,13 @@ func BenchmarkJobSeries(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+			reportCPU(b, cpu0)
 		})
 	}
+}
+
+// reportCPU reports the process's CPU (DuckDB's threads too: what the
+// machine's load moves less) since cpu0, a read.
+func reportCPU(b *testing.B, cpu0 time.Duration) {
+	b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(b.N)/1e6, "cpu-ms/op")
 }

@@ -2,6 +2,7 @@ package duckdb
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
@@ -167,11 +168,12 @@ func (s *Store) resolve(ctx context.Context, pre map[uint64][]chunkRow, from, to
 		counts []int
 		body   []byte
 		again  bool // its processes are read here
+		series int  // its index in rows
 	}
 	var rs []res
 	keys := map[uint64]bool{}
 	lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
-	for _, rr := range rows {
+	for si, rr := range rows {
 		for i := range rr {
 			c := &rr[i]
 			if !chunk.IsResidual(c.data) {
@@ -190,7 +192,7 @@ func (s *Store) resolve(ctx context.Context, pre map[uint64][]chunkRow, from, to
 					again = true
 				}
 			}
-			rs = append(rs, res{c, procs, counts, body, again})
+			rs = append(rs, res{c, procs, counts, body, again, si})
 			if again {
 				for _, k := range procs {
 					keys[k] = true
@@ -215,13 +217,23 @@ func (s *Store) resolve(ctx context.Context, pre map[uint64][]chunkRow, from, to
 			return err
 		}
 	}
+	// The processes are decoded once for each series (an attempt's
+	// residuals name the same ones), into decoders reused from one series
+	// to the next: a job's read makes hundreds of attempts whole.
 	type procKey struct {
 		key   uint64
 		again bool
 	}
 	procs := map[procKey]*store.Points{}
+	var decs []*store.Decoder
+	used, series := 0, -1
 	var dec chunk.Decoder
+	var raws [][]byte
 	for _, r := range rs {
+		if r.series != series {
+			series, used = r.series, 0
+			clear(procs)
+		}
 		pts := make([]*store.Points, len(r.procs))
 		for k, key := range r.procs {
 			p, ok := procs[procKey{key, r.again}]
@@ -230,10 +242,18 @@ func (s *Store) resolve(ctx context.Context, pre map[uint64][]chunkRow, from, to
 				if r.again {
 					src = read[key]
 				}
+				if used == len(decs) {
+					decs = append(decs, &store.Decoder{})
+				}
 				var err error
-				if p, _, _, err = pointsIn(src, store.KindProcess, math.MinInt64, math.MaxInt64); err != nil {
+				raws = raws[:0]
+				for _, c := range sortedByTime(src) {
+					raws = append(raws, c.data)
+				}
+				if p, err = decs[used].Decode(raws, schemaOf(store.KindProcess)); err != nil {
 					return fmt.Errorf("cannot read the processes of an attempt's chunk: %w", err)
 				}
+				used++
 				procs[procKey{key, r.again}] = p
 			}
 			pts[k] = p
@@ -249,6 +269,17 @@ func (s *Store) resolve(ctx context.Context, pre map[uint64][]chunkRow, from, to
 		s.wholes.put(r.row.tMin, r.row.data, c)
 	}
 	return nil
+}
+
+// sortedByTime is chunks in t_min order (a copy if they were not).
+func sortedByTime(chunks []chunkRow) []chunkRow {
+	less := func(a, b chunkRow) int { return cmp.Compare(a.tMin, b.tMin) }
+	if slices.IsSortedFunc(chunks, less) {
+		return chunks
+	}
+	chunks = slices.Clone(chunks)
+	slices.SortStableFunc(chunks, less)
+	return chunks
 }
 
 // wholes are residuals made whole by earlier reads, by their bytes and

@@ -12,6 +12,7 @@ import (
 
 	"github.com/taskscope/taskscope/internal/loadgen"
 	"github.com/taskscope/taskscope/internal/store"
+	"github.com/taskscope/taskscope/internal/store/chunk"
 	"github.com/taskscope/taskscope/internal/store/storetest"
 )
 
@@ -169,4 +170,76 @@ func fedStore(t *testing.T) (*Store, *sql.Conn) {
 	}
 	t.Cleanup(func() { c.Close() })
 	return s, c
+}
+
+// TestFreshChunksUncompressed: a commit of more than a row group of
+// chunks (which DuckDB writes to the file at once) stores the fresh
+// chunks' data without DuckDB's compression, also in the fresh table a
+// compaction makes again, and they read back as stored.
+func TestFreshChunksUncompressed(t *testing.T) {
+	s, err := Open(Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	g := loadgen.NewGenerator(loadgen.Config{Nodes: 200, Slots: 8, BatchTicks: 5, Seed: 1, Start: time.Now().Add(-time.Hour)})
+	check := func(table string) {
+		t.Helper()
+		var segments int
+		var kinds []string
+		rows, err := s.handle().QueryContext(ctx, `SELECT DISTINCT compression, count(*) OVER () FROM pragma_storage_info('`+table+`')
+			WHERE column_name = 'data' AND segment_type = 'BLOB'`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var k string
+			if err := rows.Scan(&k, &segments); err != nil {
+				t.Fatal(err)
+			}
+			kinds = append(kinds, k)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if segments == 0 || len(kinds) != 1 || kinds[0] != "Uncompressed" {
+			t.Fatalf("%s: the data's segments (%d) are compressed as %v, want Uncompressed only", table, segments, kinds)
+		}
+	}
+	for range 2 {
+		fresh := freshName(s.current())
+		round := append(g.Next(), g.Next()...)
+		storetest.Ingest(t, s, round...)
+		var n int
+		if err := s.handle().QueryRowContext(ctx, `SELECT count(*) FROM `+fresh).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n < rowGroupSize {
+			t.Fatalf("%d chunks in %s, want a row group (%d) at least", n, fresh, rowGroupSize)
+		}
+		check(fresh)
+		// Every chunk decodes to its samples.
+		rows, err := s.handle().QueryContext(ctx, `SELECT n, data FROM `+fresh)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var n int
+			var data []byte
+			if err := rows.Scan(&n, &data); err != nil {
+				t.Fatal(err)
+			}
+			if c, err := chunk.Decode(data); err != nil || len(c.Times) != n {
+				t.Fatalf("a chunk of %d samples read back: %v, %v", n, c, err)
+			}
+		}
+		if err := rows.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Compact(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
