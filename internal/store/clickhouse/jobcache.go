@@ -95,7 +95,9 @@ func (s *Store) jobRows(ctx context.Context, ids []string) (map[string][]*attSta
 	now := time.Now()
 	// (The agents not read: nothing is held, and every job is read, as
 	// before; that read reports what failed.)
+	othersStored := false
 	if others, err := s.Changes(ctx); err != nil || !c.valid || others != c.others {
+		othersStored = err == nil && c.valid
 		c.drop()
 		c.others, c.valid = others, err == nil
 	}
@@ -111,7 +113,10 @@ func (s *Store) jobRows(ctx context.Context, ids []string) (map[string][]*attSta
 			unheld = append(unheld, id)
 		}
 	}
-	if c.valid {
+	// (Not when another replica stored since the last flush: replicas
+	// storing at once share jobs, and the look would cost every flush a
+	// read in every day's partition, most of them read whole after it.)
+	if c.valid && !othersStored {
 		var err error
 		if unheld, err = s.notOwnOnly(ctx, unheld); err != nil {
 			return nil, err

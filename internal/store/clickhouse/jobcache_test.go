@@ -38,8 +38,7 @@ func TestJobsAddedUpHeld(t *testing.T) {
 	}
 	at1, at2, at3 := spec(1, 1024), spec(2, 2048), spec(3, 512)
 	// check: a's row of the job is what its attempts' rows add up to, and
-	// at its last flush a read the job from ClickHouse, or looked it up
-	// narrow only, or neither (it held it).
+	// how its last flush took the job (checkJob).
 	check := func(step string, want string, wantAttempts int) {
 		t.Helper()
 		checkJob(t, a, job, step, want, wantAttempts)
@@ -53,7 +52,9 @@ func TestJobsAddedUpHeld(t *testing.T) {
 	storetest.Ingest(t, a, g1.Batch([]*storetest.AttemptSpec{at1}, 10, 15, false), g3.Batch([]*storetest.AttemptSpec{at2}, 5, 10, false))
 	check("a's third commit", "held", 2)
 	// Another replica stores an attempt of the job, then a stores more of
-	// its own (its row of the job then of a higher version than b's).
+	// its own (its row of the job then of a higher version than b's): a
+	// reads the job, with no narrow look first (replicas storing at once
+	// share their jobs).
 	storetest.Ingest(t, b, g2.Batch([]*storetest.AttemptSpec{at3}, 0, 5, false))
 	storetest.Ingest(t, a, g1.Batch([]*storetest.AttemptSpec{at1}, 15, 20, false), g3.Batch([]*storetest.AttemptSpec{at2}, 10, 15, false))
 	check("after b stored", "read", 3)
@@ -81,14 +82,7 @@ func TestJobsAddedUpHeld(t *testing.T) {
 	a.beforeInsert = nil
 	a.wmu.Unlock()
 	storetest.Ingest(t, a, g4.Batch([]*storetest.AttemptSpec{more}, 0, 5, false))
-	check("after a failed commit", "read", 4)
-	// A replica opened on the store (a restart) storing an attempt of the
-	// job: the others' rows are not its own, so it reads them.
-	c := replicas(t, srv, "held", 1)[0]
-	at5 := spec(5, 128)
-	g5 := &storetest.Gen{Agent: "node5-held", Host: "node5"}
-	storetest.Ingest(t, c, g5.Batch([]*storetest.AttemptSpec{at5}, 0, 5, false))
-	checkJob(t, c, job, "a restart's first flush", "read", 5)
+	check("after a failed commit", "looked, read", 4)
 	// A new job, one of whose attempts' rows in ClickHouse is of a later
 	// version than the one a stored (as a commit's that failed after its
 	// attempts' insert): read, not added up from a's own.
@@ -107,20 +101,30 @@ func TestJobsAddedUpHeld(t *testing.T) {
 	if err := a.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	checkJob(t, a, job2, "a later version than a's own", "read", 1)
+	checkJob(t, a, job2, "a later version than a's own", "looked, read", 1)
+	// A replica opened on the store (a restart) storing an attempt of the
+	// job: the others' rows are not its own, so it reads them.
+	c := replicas(t, srv, "held", 1)[0]
+	at5 := spec(5, 128)
+	g5 := &storetest.Gen{Agent: "node5-held", Host: "node5"}
+	storetest.Ingest(t, c, g5.Batch([]*storetest.AttemptSpec{at5}, 0, 5, false))
+	checkJob(t, c, job, "a restart's first flush", "looked, read", 5)
 }
 
 // checkJob checks that s's row of job is what its attempts' rows add up
 // to, of wantAttempts attempts, and that s's last flush read the job from
-// ClickHouse ("read"), or looked it up narrow only ("own"), or neither
-// ("held").
+// ClickHouse ("read"), or looked it up narrow only ("own"), or both
+// ("looked, read"), or neither ("held").
 func checkJob(t *testing.T, s *Store, job, step, wantHow string, wantAttempts int) {
 	t.Helper()
 	ctx := context.Background()
 	how := "held"
-	if s.jobsRead > 0 {
+	switch {
+	case s.jobsRead > 0 && s.jobsLooked > 0:
+		how = "looked, read"
+	case s.jobsRead > 0:
 		how = "read"
-	} else if s.jobsLooked > 0 {
+	case s.jobsLooked > 0:
 		how = "own"
 	}
 	s.jobsRead, s.jobsLooked = 0, 0
