@@ -52,7 +52,12 @@ func BenchmarkStoredBytes(b *testing.B) {
 	})
 }
 
-var benchMerge = flag.Bool("bench.merge", true, "BenchmarkStoredBytes: call Maintain (merge the chunks)")
+var (
+	benchMerge = flag.Bool("bench.merge", true, "BenchmarkStoredBytes: call Maintain (merge the chunks)")
+	// -bench.format2: the merges write format 2, as stores before
+	// 2026-12-07 did.
+	benchFormat2 = flag.Bool("bench.format2", false, "BenchmarkStoredBytes: merged chunks in format 2")
+)
 
 // selfCPU is the CPU this process has used.
 func selfCPU() time.Duration {
@@ -68,7 +73,8 @@ func storedBytes(b *testing.B, next loadgen.Rounds) {
 		var now atomic.Int64
 		clock := storetest.Clock
 		clock.Now = func() time.Time { return time.UnixMilli(now.Load()) }
-		s, err := Open(ctx, Options{URL: srv.URL() + "?database=bytes", Clock: clock, InsertEvery: -1})
+		s, err := Open(ctx, Options{URL: srv.URL() + "?database=bytes", Clock: clock, InsertEvery: -1,
+			legacyChunks: *benchFormat2})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -40,8 +40,13 @@ const (
 	// (the answer is held whole): a slot is read in as many parts of its
 	// series' keys.
 	mergeReadBytes = 64 << 20
-	// mergeLevel is the merged chunks' zstd (beside the server's own).
-	mergeLevel = chunk.None
+	// mergeLevel is how the merged chunks are encoded: format 3, packed,
+	// as the embedded store's compaction writes them (docs/storage.md).
+	// Stores before 2026-12-07 wrote format 2 without zstd of its own
+	// (legacyMergeLevel; the server's zstd over the parts): those chunks
+	// are read as they are.
+	mergeLevel       = chunk.Packed
+	legacyMergeLevel = chunk.None
 )
 
 // slotOf is the slot of a time (unix ms) of the writer's clock; 0 is no
@@ -137,7 +142,10 @@ func (s *Store) mergeSlot(ctx context.Context, slot uint32, days []uint16) (bool
 	for shift < 8 && before*150>>shift > mergeReadBytes {
 		shift++
 	}
-	var m merger
+	m := merger{lvl: mergeLevel}
+	if s.opt.legacyChunks {
+		m.lvl = legacyMergeLevel
+	}
 	for kind := uint8(0); kind <= store.KindAttemptExt; kind++ {
 		for part := uint64(0); part < 1<<shift; part++ {
 			where := fmt.Sprintf("level = 0 AND slot = %d AND kind = %d", slot, kind)
@@ -204,6 +212,7 @@ type merger struct {
 	dec store.Decoder
 	w   chunk.Writer
 	buf []byte
+	lvl chunk.Level // mergeLevel
 }
 
 // read reads the chunks where selects (of a slot and kind), series by
@@ -262,7 +271,7 @@ func (m *merger) add(slot uint32, kind uint8, job, key uint64, start int64, p *s
 		if i > 0 || j < len(c.Times) {
 			part = c.Slice(i, j)
 		}
-		m.buf = m.w.Encode(m.buf[:0], part, mergeLevel)
+		m.buf = m.w.Encode(m.buf[:0], part, m.lvl)
 		seriesRow(&m.b, slot, kind, job, key, part.Times[0], part.Times[len(part.Times)-1], len(part.Times), 1, start, m.buf)
 		i = j
 	}

@@ -23,7 +23,7 @@ import (
 // arrive late into windows already merged.
 func TestMergeSlots(t *testing.T) {
 	srv := chtest.Start(t)
-	testMerges(t, func(t *testing.T, db string, c store.Clock) *Store {
+	testMerges(t, false, func(t *testing.T, db string, c store.Clock) *Store {
 		s, err := Open(context.Background(), Options{URL: srv.URL() + "?database=" + db, Clock: c, InsertEvery: -1})
 		if err != nil {
 			t.Fatal(err)
@@ -36,7 +36,7 @@ func TestMergeSlots(t *testing.T) {
 // TestMergeSlotsCluster: the same on 2 shards.
 func TestMergeSlotsCluster(t *testing.T) {
 	cl := chtest.StartCluster(t, "mc", 2, 1)
-	testMerges(t, func(t *testing.T, db string, c store.Clock) *Store {
+	testMerges(t, false, func(t *testing.T, db string, c store.Clock) *Store {
 		s, err := Open(context.Background(), Options{URL: cl.Shards[0][0].URL() + "?database=" + db, Cluster: cl.Name,
 			Clock: c, InsertEvery: -1})
 		if err != nil {
@@ -47,7 +47,23 @@ func TestMergeSlotsCluster(t *testing.T) {
 	})
 }
 
-func testMerges(t *testing.T, open func(t *testing.T, db string, c store.Clock) *Store) {
+// TestMergeSlotsFormats: the same on one server, its first slots merged
+// as stores before 2026-12-07 merged them (format 2), the later ones in
+// format 3: a series reads its chunks of both as one.
+func TestMergeSlotsFormats(t *testing.T) {
+	srv := chtest.Start(t)
+	testMerges(t, true, func(t *testing.T, db string, c store.Clock) *Store {
+		s, err := Open(context.Background(), Options{URL: srv.URL() + "?database=" + db, Clock: c, InsertEvery: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
+}
+
+// testMerges: with formats, the merges before minute 30 write format 2.
+func testMerges(t *testing.T, formats bool, open func(t *testing.T, db string, c store.Clock) *Store) {
 	ctx := context.Background()
 	start := time.Date(2026, 3, 1, 23, 20, 0, 0, time.UTC) // (the slots cross a day)
 	var now atomic.Int64
@@ -56,6 +72,7 @@ func testMerges(t *testing.T, open func(t *testing.T, db string, c store.Clock) 
 	s := open(t, "merged", clock)
 	s2 := open(t, "merged", clock) // another replica of taskscope
 	ref := open(t, "unmerged", clock)
+	s.opt.legacyChunks, s2.opt.legacyChunks = formats, formats
 
 	// 45 minutes of 3 nodes, a commit every 2 simulated minutes; node 3's batches
 	// from minute 10 held back (its spool) until minute 40.
@@ -124,6 +141,7 @@ func testMerges(t *testing.T, open func(t *testing.T, db string, c store.Clock) 
 				sameSeries(t, "after two merges at once", s, ref)
 			case len(later) > 0 && m >= later[0]:
 				later = later[1:]
+				s.opt.legacyChunks = false
 				if err := s.Maintain(ctx, at); err != nil {
 					t.Fatal(err)
 				}
@@ -151,6 +169,14 @@ func testMerges(t *testing.T, open func(t *testing.T, db string, c store.Clock) 
 		t.Errorf("%d chunks not merged", n)
 	}
 	sameSeries(t, "at the end", s, ref)
+	if formats {
+		for _, v := range []string{`\x02`, `\x03`} {
+			if n := count(t, s.c, fmt.Sprintf(`SELECT count() FROM %s WHERE level = 1 AND substring(data, 1, 1) = '%s'`,
+				s.read("series_chunks"), v)); n == 0 {
+				t.Errorf("no merged chunk of version %s", v)
+			}
+		}
+	}
 	u, err := s.Usage(ctx)
 	if err != nil {
 		t.Fatal(err)

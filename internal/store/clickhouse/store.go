@@ -55,6 +55,10 @@ type Options struct {
 	AnalysesEvery time.Duration
 	Log           *slog.Logger
 	Client        ClientOptions
+
+	// legacyChunks: merges write chunks as stores before 2026-12-07 did
+	// (format 2): tests make data of then with it.
+	legacyChunks bool
 }
 
 // The capabilities the store has (package store).
