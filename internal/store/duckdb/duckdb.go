@@ -136,6 +136,12 @@ type Store struct {
 	// failed, and the WAL kept every compaction since the last that had
 	// not (106-274 MB at the end of BenchmarkHTTPIngestSustained).
 	ckmu sync.RWMutex
+	// anmu keeps the writers of analyses apart (PutAnalysis, PutAnalyses):
+	// a job's page storing its analysis beside the background analyser
+	// storing the same job's met DuckDB's optimistic concurrency ("Conflict
+	// on tuple deletion", or a duplicate key for a job new to both), and
+	// the page answered 500. Taken before ckmu.
+	anmu sync.Mutex
 	// refused, if set, is called when DuckDB refused a checkpoint that
 	// is tried again (tests).
 	refused func()

@@ -102,9 +102,11 @@ var updateAnalysis = func() string {
 func (s *Store) PutAnalysis(ctx context.Context, a *store.Analysis) error {
 	upd, ups, err := s.analysisStmts(ctx)
 	if err == nil {
+		s.anmu.Lock()
 		s.ckmu.RLock()
 		err = putAnalysis(ctx, upd, ups, a)
 		s.ckmu.RUnlock()
+		s.anmu.Unlock()
 	}
 	if err != nil {
 		return mapErr(s.failed(fmt.Errorf("cannot store the analysis of job %s: %w", a.JobID, err)))
@@ -163,10 +165,12 @@ func latestOfEach(as []*store.Analysis) []*store.Analysis {
 // at most seven statements are prepared.
 const maxRowsUpsert = 64
 
-// putAnalyses is PutAnalyses' transaction, holding off checkpoints (not
-// while s.failed takes the writer's lock: a checkpoint takes that lock
-// before ckmu).
+// putAnalyses is PutAnalyses' transaction, holding off checkpoints and
+// the other writers of analyses (not while s.failed takes the writer's
+// lock: a checkpoint takes that lock before ckmu).
 func (s *Store) putAnalyses(ctx context.Context, as []*store.Analysis) error {
+	s.anmu.Lock()
+	defer s.anmu.Unlock()
 	s.ckmu.RLock()
 	defer s.ckmu.RUnlock()
 	tx, err := s.handle().BeginTx(ctx, nil)

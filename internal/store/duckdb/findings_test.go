@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"sync"
 	"testing"
 
 	"github.com/taskscope/taskscope/internal/store"
@@ -84,6 +85,56 @@ func TestAnalysesPutTogetherAsEach(t *testing.T) {
 		}
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("%s reads\n%+v\nwant\n%+v", id, got, want)
+		}
+	}
+}
+
+// TestAnalysesPutAtOnce: a job's page storing its analysis (PutAnalysis)
+// while the background analyser stores a batch with the same jobs
+// (PutAnalyses, two workers) loses none to DuckDB's conflicts between
+// transactions ("Conflict on tuple deletion", or a duplicate key for a job
+// new to both: the page answered 500), and each job keeps its latest.
+func TestAnalysesPutAtOnce(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(testOptions(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const jobs, rounds = 8, 60
+	errs := make(chan error, 3*rounds)
+	var wg sync.WaitGroup
+	for w := 0; w < 3; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 1; n <= rounds; n++ {
+				if w == 0 {
+					errs <- s.PutAnalysis(ctx, benchAnalysis(n%jobs, int64(n)))
+					continue
+				}
+				var as []*store.Analysis
+				for j := 0; j < jobs; j++ {
+					as = append(as, benchAnalysis(j, int64(n)))
+				}
+				errs <- s.PutAnalyses(ctx, as)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	for j := 0; j < jobs; j++ {
+		a, err := s.Analysis(ctx, benchAnalysis(j, 0).JobID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Evaluated != store.Time(rounds) {
+			t.Errorf("job %d keeps the analysis evaluated at %d, want %d", j, a.Evaluated, rounds)
 		}
 	}
 }
