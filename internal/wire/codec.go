@@ -420,20 +420,9 @@ func (d *dec) compact(b *Batch) bool {
 // putSlabs gives the slabs of a batch that compact moved out of them (or
 // of a batch dropped) back to their pools, emptied of references.
 func (d *dec) putSlabs() {
-	for _, p := range d.pooledVals {
-		*p = (*p)[:0]
-		valsPool.Put(p)
-	}
-	for _, p := range d.pooledCols {
-		clear((*p)[:cap(*p)])
-		*p = (*p)[:0]
-		colsPool.Put(p)
-	}
-	for _, p := range d.pooledBits {
-		*p = (*p)[:0]
-		bitsPool.Put(p)
-	}
-	d.pooledVals, d.pooledCols, d.pooledBits = nil, nil, nil
+	d.vals.put(&valsPool, false)
+	d.cs.put(&colsPool, true)
+	d.bits.put(&bitsPool, false)
 }
 
 // PeekID reads agent_id and seq from the top level of a batch's encoding
@@ -484,77 +473,81 @@ type dec struct {
 	// A batch's values, columns and bitmaps are cut from a few large
 	// allocations (a batch has some 25 columns of 5 to 10 values per
 	// series: one allocation each cost more than decoding them).
-	vals []int64
+	vals slab[int64]
 	cols []Column // the columns of the series being decoded
-	cs   []Column
-	bits []byte
-	// The slabs taken from their pools.
-	pooledVals []*[]int64
-	pooledCols []*[]Column
-	pooledBits []*[]byte
+	cs   slab[Column]
+	bits slab[byte]
 }
+
+// slab is where a batch's slices of one kind are cut from, and the slabs
+// it took from their pool.
+type slab[T any] struct {
+	buf    []T
+	pooled []*[]T
+}
+
+// take returns the next n elements of s (as the slab held them: the
+// caller fills them), first taking a new slab when the one held has no
+// room: one of size elements from pool, or one of its own for more, whose
+// cost(elements) is charged to the batch.
+func take[T any](d *dec, s *slab[T], n, size int, pool *sync.Pool, cost func(int) int) ([]T, error) {
+	if cap(s.buf)-len(s.buf) < n {
+		if err := d.chargeSamples(cost(max(n, size))); err != nil {
+			return nil, err
+		}
+		if n <= size {
+			p := pool.Get().(*[]T)
+			s.pooled = append(s.pooled, p)
+			s.buf = (*p)[:0]
+		} else {
+			s.buf = make([]T, 0, n)
+		}
+	}
+	l := len(s.buf)
+	s.buf = s.buf[:l+n]
+	return s.buf[l : l+n : l+n], nil
+}
+
+// put gives the slabs s took back to pool, emptied (of references too, if
+// refs).
+func (s *slab[T]) put(pool *sync.Pool, refs bool) {
+	for _, p := range s.pooled {
+		if refs {
+			clear((*p)[:cap(*p)])
+		}
+		*p = (*p)[:0]
+		pool.Put(p)
+	}
+	s.pooled = nil
+}
+
+// What n values, columns and bytes of bitmaps take of the budget.
+func valsCost(n int) int { return 8 * n }
+func colsCost(n int) int { return sizeColumn * n * 9 / 8 } // 9/8: the allocator's size classes
+func bitsCost(n int) int { return n }
 
 // takeVals returns an empty slice with room for n values (and no more: an
 // append beyond them copies).
 func (d *dec) takeVals(n int) ([]int64, error) {
-	if cap(d.vals)-len(d.vals) < n {
-		if err := d.chargeSamples(8 * max(n, valsSlab)); err != nil {
-			return nil, err
-		}
-		if n <= valsSlab {
-			p := valsPool.Get().(*[]int64)
-			d.pooledVals = append(d.pooledVals, p)
-			d.vals = (*p)[:0]
-		} else {
-			d.vals = make([]int64, 0, n)
-		}
-	}
-	l := len(d.vals)
-	d.vals = d.vals[:l+n]
-	return d.vals[l : l : l+n], nil
+	v, err := take(d, &d.vals, n, valsSlab, &valsPool, valsCost)
+	return v[:0], err
 }
 
 // takeCols returns a copy of cols.
 func (d *dec) takeCols(cols []Column) ([]Column, error) {
-	n := len(cols)
-	if n == 0 {
+	if len(cols) == 0 {
 		return nil, nil
 	}
-	if cap(d.cs)-len(d.cs) < n {
-		if err := d.chargeSamples(sizeColumn * max(n, colsSlab) * 9 / 8); err != nil { // 9/8: the allocator's size classes
-			return nil, err
-		}
-		if n <= colsSlab {
-			p := colsPool.Get().(*[]Column)
-			d.pooledCols = append(d.pooledCols, p)
-			d.cs = (*p)[:0]
-		} else {
-			d.cs = make([]Column, 0, n)
-		}
-	}
-	l := len(d.cs)
-	d.cs = append(d.cs, cols...)
-	return d.cs[l : l+n : l+n], nil
+	c, err := take(d, &d.cs, len(cols), colsSlab, &colsPool, colsCost)
+	copy(c, cols)
+	return c, err
 }
 
 // takeBytes returns a copy of b.
 func (d *dec) takeBytes(b []byte) ([]byte, error) {
-	n := len(b)
-	if cap(d.bits)-len(d.bits) < n {
-		if err := d.chargeSamples(max(n, bitsSlab)); err != nil {
-			return nil, err
-		}
-		if n <= bitsSlab {
-			p := bitsPool.Get().(*[]byte)
-			d.pooledBits = append(d.pooledBits, p)
-			d.bits = (*p)[:0]
-		} else {
-			d.bits = make([]byte, 0, n)
-		}
-	}
-	l := len(d.bits)
-	d.bits = append(d.bits, b...)
-	return d.bits[l : l+n : l+n], nil
+	c, err := take(d, &d.bits, len(b), bitsSlab, &bitsPool, bitsCost)
+	copy(c, b)
+	return c, err
 }
 
 // fields calls f for each field of a message, with the field's bytes (v) for
