@@ -175,12 +175,8 @@ func (s *Store) notOwnOnly(ctx context.Context, ids []string) ([]string, error) 
 	for len(look) > 0 {
 		part := look[:min(len(look), 200)]
 		look = look[len(part):]
-		keys := make([]uint64, len(part))
-		for i, id := range part {
-			keys[i] = jobKey(id)
-		}
-		rows, err := s.query(ctx, "SELECT job_id, attempt_id, max(version) FROM "+s.read("attempts")+" WHERE job_key IN ("+
-			numList(keys)+") AND job_id IN ("+QuoteList(part)+") GROUP BY job_id, attempt_id")
+		rows, err := s.query(ctx, "SELECT job_id, attempt_id, max(version) FROM "+s.read("attempts")+" WHERE "+
+			jobsWhere(part)+" GROUP BY job_id, attempt_id")
 		if err != nil {
 			return nil, fmt.Errorf("cannot read the ids of the jobs' attempts: %w", err)
 		}

@@ -167,6 +167,15 @@ func jobDetail(id string, atts []*attState, stale int64) *store.JobDetail {
 // maxJobsRead bounds the jobs of one read of JobsDetail and JobEvents.
 const maxJobsRead = 500
 
+// jobsWhere selects the rows of jobs ids (by their keys, then their ids).
+func jobsWhere(ids []string) string {
+	keys := make([]uint64, len(ids))
+	for i, id := range ids {
+		keys[i] = jobKey(id)
+	}
+	return "job_key IN (" + numList(keys) + ") AND job_id IN (" + QuoteList(ids) + ")"
+}
+
 // JobsDetail returns what Job returns for each job of ids it knows
 // (store.JobReader): their attempts in one read (by the jobs' keys, as
 // Job reads one's).
@@ -177,11 +186,7 @@ func (s *Store) JobsDetail(ctx context.Context, ids []string) (_ map[string]*sto
 	for len(ids) > 0 {
 		part := ids[:min(len(ids), maxJobsRead)]
 		ids = ids[len(part):]
-		keys := make([]uint64, len(part))
-		for i, id := range part {
-			keys[i] = jobKey(id)
-		}
-		atts, err := s.readAttempts(ctx, fmt.Sprintf("job_key IN (%s) AND job_id IN (%s)", numList(keys), QuoteList(part)))
+		atts, err := s.readAttempts(ctx, jobsWhere(part))
 		if err != nil {
 			return nil, err
 		}

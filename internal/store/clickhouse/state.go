@@ -368,11 +368,7 @@ func (s *Store) readJobAttempts(ctx context.Context, ids []string) (map[string][
 	for len(ids) > 0 {
 		part := ids[:min(len(ids), 200)]
 		ids = ids[len(part):]
-		keys := make([]uint64, len(part))
-		for i, id := range part {
-			keys[i] = jobKey(id)
-		}
-		where := "job_key IN (" + numList(keys) + ") AND job_id IN (" + QuoteList(part) + ")"
+		where := jobsWhere(part)
 		from, err := s.jobsFrom(ctx, part, where)
 		if err != nil {
 			return nil, err
@@ -422,12 +418,8 @@ func (s *Store) jobsFrom(ctx context.Context, ids []string, where string) (uint1
 		}
 	}
 	if len(unwritten) > 0 {
-		keys := make([]uint64, len(unwritten))
-		for i, id := range unwritten {
-			keys[i] = jobKey(id)
-		}
-		rows, err := s.query(ctx, "SELECT job_id, min(day) FROM "+s.read("attempts")+" WHERE job_key IN ("+numList(keys)+
-			") AND job_id IN ("+QuoteList(unwritten)+") GROUP BY job_id")
+		rows, err := s.query(ctx, "SELECT job_id, min(day) FROM "+s.read("attempts")+" WHERE "+jobsWhere(unwritten)+
+			" GROUP BY job_id")
 		if err != nil {
 			return 0, fmt.Errorf("cannot read the days of the jobs' attempts: %w", err)
 		}
