@@ -81,6 +81,26 @@ func TestThresholds(t *testing.T) {
 					t.Errorf("gc_pressure %v %v", f.AttemptIDs, f.Numbers)
 				}
 			}},
+		// The crafted job of e2e's gc-bound-single on a loaded CI host
+		// (7 s maps waiting for a CPU as long as they ran): the GC-bound map
+		// at 17 %, a sibling's pauses stretched to 6 %, low on its own
+		// and nowhere near 3 times its type's: the sibling is not named
+		// beside the map that stands out.
+		{name: "GC-bound single attempt beside a stretched sibling",
+			tasks: []task{
+				with(m, func(t *task) { t.d, t.cpu, t.gcMs, t.waitMs = 7.1, 4.4/7.1, 1200, 4200 }),
+				with(m, func(t *task) { t.d, t.cpu, t.gcMs, t.waitMs = 7.6, 4.3/7.6, 500, 4600 }),
+				with(m, func(t *task) { t.d, t.cpu, t.gcMs, t.waitMs = 7.1, 4.3/7.1, 200, 3600 }),
+				with(m, func(t *task) { t.d, t.cpu, t.gcMs, t.waitMs = 5.1, 4.3/5.1, 200, 900 }),
+				with(m, func(t *task) { t.d, t.cpu, t.gcMs, t.waitMs = 5.0, 4.4/5.0, 100, 800 }),
+			},
+			want: map[string]analysis.Severity{"gc_pressure": analysis.Severe},
+			check: func(t *testing.T, r *analysis.Report) {
+				f := finding(r, "gc_pressure")
+				if len(f.AttemptIDs) != 1 || f.AttemptIDs[0] != "attempt_1700000000000_0001_m_000000_0" || number(f, "gc_bound_attempts") != 1 {
+					t.Errorf("gc_pressure names %v (%v), want the GC-bound map alone", f.AttemptIDs, f.Numbers)
+				}
+			}},
 		// One with a little more GC than the rest, not 3 times theirs: low.
 		{name: "a little more GC than its type",
 			tasks: cat(same(5, with(m, func(t *task) { t.gcMs = 400 })), []task{with(m, func(t *task) { t.host, t.gcMs = "h1", 600 })}),
