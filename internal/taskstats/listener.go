@@ -16,8 +16,9 @@ import (
 )
 
 const (
-	cmdGet              = 1
-	attrRegisterCPUMask = 3
+	cmdGet                = 1
+	attrRegisterCPUMask   = 3
+	attrDeregisterCPUMask = 4
 )
 
 // Listener receives exit records for every CPU, on a netlink socket of its
@@ -32,6 +33,8 @@ type Listener struct {
 	dropped uint64 // the socket's drop count when an overflow was last seen
 	buf     []byte
 	fam     uint16
+	ver     uint8
+	mask    string // the CPUs it registered for ("": not registered)
 	parse   parser // scratch: draining allocates nothing per record
 	// Drain receives up to len(msgs) datagrams (a record each) with one
 	// recvmmsg, into slots of buf.
@@ -81,23 +84,29 @@ func InInitialPIDNamespace() bool {
 	return err != nil || ns == initPIDNamespace
 }
 
-// dialFamily opens a generic netlink connection and looks up the TASKSTATS
-// family on it (in the initial pid namespace only: elsewhere the kernel's
-// pids are not the ones /proc shows).
-func dialFamily() (*genetlink.Conn, genetlink.Family, error) {
+// dialFamily looks up the TASKSTATS family on a generic netlink socket
+// (in the initial pid namespace only: elsewhere the kernel's pids are not
+// the ones /proc shows), and returns it with a func that closes that
+// socket, for the caller to call once it opened its own: while the lookup's
+// holds its port id, the caller's gets another. The lookup's may have a
+// port id that a taskstats listener's registration still names (the first
+// socket of a process gets its pid; a listener not closed, or a killed
+// process's, stays registered until a record finds no socket there), and
+// get every thread's exit record on the machine.
+func dialFamily() (genetlink.Family, func(), error) {
 	if !InInitialPIDNamespace() {
-		return nil, genetlink.Family{}, ErrPIDNamespace
+		return genetlink.Family{}, nil, ErrPIDNamespace
 	}
 	c, err := genetlink.Dial(nil)
 	if err != nil {
-		return nil, genetlink.Family{}, fmt.Errorf("taskstats: cannot open a generic netlink socket: %w", err)
+		return genetlink.Family{}, nil, fmt.Errorf("taskstats: cannot open a generic netlink socket: %w", err)
 	}
 	f, err := c.GetFamily("TASKSTATS")
 	if err != nil {
 		c.Close()
-		return nil, genetlink.Family{}, fmt.Errorf("taskstats: no TASKSTATS family: %w", err)
+		return genetlink.Family{}, nil, fmt.Errorf("taskstats: no TASKSTATS family: %w", err)
 	}
-	return c, f, nil
+	return f, func() { c.Close() }, nil
 }
 
 // rcvBuf is the exit-record socket's receive buffer: room for the records
@@ -110,11 +119,11 @@ func Listen() (*Listener, error) { return listen(rcvBuf) }
 
 // listen is Listen with a receive buffer of rcvbuf bytes.
 func listen(rcvbuf int) (*Listener, error) {
-	c, f, err := dialFamily()
+	f, done, err := dialFamily()
 	if err != nil {
 		return nil, err
 	}
-	c.Close() // the family's id and version: records come on a socket of their own
+	done() // the family's id and version: records come on a socket of their own
 	mask := "0-1023"
 	if b, err := os.ReadFile("/sys/devices/system/cpu/possible"); err == nil {
 		mask = strings.TrimSpace(string(b))
@@ -123,7 +132,7 @@ func listen(rcvbuf int) (*Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("taskstats: cannot open a generic netlink socket: %w", err)
 	}
-	l := &Listener{fd: fd, fam: f.ID, parse: parser{comms: comms{}}, buf: make([]byte, drainSlots*drainSlot),
+	l := &Listener{fd: fd, fam: f.ID, ver: f.Version, parse: parser{comms: comms{}}, buf: make([]byte, drainSlots*drainSlot),
 		msgs: make([]mmsghdr, drainSlots), iovs: make([]unix.Iovec, drainSlots)}
 	for i := range l.msgs {
 		l.iovs[i].Base = &l.buf[i*drainSlot]
@@ -145,17 +154,8 @@ func listen(rcvbuf int) (*Listener, error) {
 		return nil, fmt.Errorf("taskstats: receive timeout: %w", err)
 	}
 	// TASKSTATS_CMD_GET with TASKSTATS_CMD_ATTR_REGISTER_CPUMASK, acknowledged.
-	attr := len(mask) + 1
-	msg := make([]byte, 16+4+(4+attr+3)&^3)
-	binary.NativeEndian.PutUint32(msg[0:], uint32(len(msg)))
-	binary.NativeEndian.PutUint16(msg[4:], f.ID)
-	binary.NativeEndian.PutUint16(msg[6:], unix.NLM_F_REQUEST|unix.NLM_F_ACK)
-	binary.NativeEndian.PutUint32(msg[8:], 1)
-	msg[16], msg[17] = cmdGet, f.Version
-	binary.NativeEndian.PutUint16(msg[20:], uint16(4+attr))
-	binary.NativeEndian.PutUint16(msg[22:], attrRegisterCPUMask)
-	copy(msg[24:], mask)
-	if err := unix.Sendto(fd, msg, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+	l.mask = mask
+	if err := l.cpuMask(attrRegisterCPUMask, unix.NLM_F_ACK); err != nil {
 		l.Close()
 		return nil, fmt.Errorf("taskstats: cannot register for CPUs %s: %w", mask, err)
 	}
@@ -165,6 +165,23 @@ func listen(rcvbuf int) (*Listener, error) {
 		return nil, err
 	}
 	return l, nil
+}
+
+// cpuMask sends TASKSTATS_CMD_GET with attr (register or deregister) for
+// the listener's CPUs, and flags beside NLM_F_REQUEST. The kernel handles
+// it before the send returns, for the socket's port id.
+func (l *Listener) cpuMask(attr uint16, flags uint16) error {
+	n := len(l.mask) + 1
+	msg := make([]byte, 16+4+(4+n+3)&^3)
+	binary.NativeEndian.PutUint32(msg[0:], uint32(len(msg)))
+	binary.NativeEndian.PutUint16(msg[4:], l.fam)
+	binary.NativeEndian.PutUint16(msg[6:], unix.NLM_F_REQUEST|flags)
+	binary.NativeEndian.PutUint32(msg[8:], 1)
+	msg[16], msg[17] = cmdGet, l.ver
+	binary.NativeEndian.PutUint16(msg[20:], uint16(4+n))
+	binary.NativeEndian.PutUint16(msg[22:], attr)
+	copy(msg[24:], l.mask)
+	return unix.Sendto(l.fd, msg, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK})
 }
 
 // probe waits for the exit record of a thread of this process's own,
@@ -373,5 +390,22 @@ func (l *Listener) overflowed() error {
 // told of. Not safe to call during Drain.
 func (l *Listener) Dropped() uint64 { return l.dropped }
 
-// Close closes the socket (the kernel forgets a listener whose socket is gone).
-func (l *Listener) Close() error { return unix.Close(l.fd) }
+// Close deregisters the listener's CPUs and closes the socket. The kernel
+// forgets a listener whose socket is gone only when a record it sends
+// there finds no socket: a socket opened meanwhile that gets the same port
+// id (the first of a process gets its pid, as the listener's did) would
+// get every thread's exit record on the machine. The next Listen's lookup
+// of the family got one for its reply ("mismatched sequence in netlink
+// reply"), and a Querier would read through them for each of its replies.
+func (l *Listener) Close() error {
+	var err error
+	if l.mask != "" {
+		if e := l.cpuMask(attrDeregisterCPUMask, 0); e != nil {
+			err = fmt.Errorf("taskstats: cannot deregister for CPUs %s: %w", l.mask, e)
+		}
+	}
+	if e := unix.Close(l.fd); e != nil {
+		err = errors.Join(err, fmt.Errorf("taskstats: close: %w", e))
+	}
+	return err
+}

@@ -54,16 +54,21 @@ const (
 // NewQuerier opens the socket and checks with a query of this process that
 // the kernel answers.
 func NewQuerier() (*Querier, error) {
-	c, f, err := dialFamily()
+	f, done, err := dialFamily()
 	if err != nil {
 		return nil, err
 	}
-	c.Close() // the family's id and version: queries go on a socket of their own
+	// The family's id and version: queries go on a socket of their own,
+	// bound while the lookup's sockets hold their port ids (one may be a
+	// port id a listener's registration still names: dialFamily).
 	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_GENERIC)
 	if err != nil {
+		done()
 		return nil, fmt.Errorf("taskstats: cannot open a generic netlink socket: %w", err)
 	}
-	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+	err = unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK})
+	done()
+	if err != nil {
 		unix.Close(fd)
 		return nil, fmt.Errorf("taskstats: bind: %w", err)
 	}
