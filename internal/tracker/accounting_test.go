@@ -406,3 +406,206 @@ func TestExitReapedBetweenListingAndRead(t *testing.T) {
 		})
 	}
 }
+
+// exitThreads queues the exit records of a fixture process born under the
+// tracker that exits d after the tick at boot+1000 s+n s: threads records
+// (its leader's and threads-1 others') whose scheduler runtime adds up to
+// cpuMs.
+func exitThreads(r *fixtureRun, pid, ppid int32, cpuMs int64, threads int, n int, d time.Duration) {
+	exit(r, pid, ppid, cpuMs, n, d)
+	leader := &r.exits.recs[len(r.exits.recs)-1]
+	per := cpuMs * 1_000_000 / int64(threads)
+	leader.RunNs = uint64(cpuMs*1_000_000 - per*int64(threads-1))
+	for i := 1; i < threads; i++ {
+		th := *leader
+		th.TID, th.RunNs, th.UTimeUs = 900_000+pid*100+int32(i), uint64(per), uint64(per/1000)
+		r.exits.recs = append(r.exits.recs, th)
+	}
+}
+
+// Issue 25's CI failure: a Streaming map and its job's ApplicationMaster
+// ended in the same interval, reaped by the NodeManager, whose cutime said
+// what the two cost together (exact over all: wait4 62,640 ms, the tracker
+// 62,640), but the ApplicationMaster was charged 779 ms where wait4 said
+// 737. Every exit record falls short of wait4 by what its thread ran after
+// it (recordLagMs): the map's estimate folded its mapper's last short
+// children (from their records alone: the mapper and its JVM exited in the
+// same interval, before any cutime of theirs showed them), so it was far
+// more short than the ApplicationMaster's JVM and shells; the growth was
+// split evenly between the two all the same, a doubt of 50 ms each, and
+// gave the ApplicationMaster half of the map's shortfall. The split must
+// follow the records each estimate folds.
+func TestExitReaperSplitFollowsRecords(t *testing.T) {
+	f, r, c1, c2, m0 := amBesideMap(t)
+	work, _ := yarnPaths(c2)
+	f.add(fproc{pid: 2104, ppid: 2103, sid: 2102, argv: []string{"/bin/bash", work + "/mapper.sh"}, env: streamingEnv(c2, m0)})
+	for _, pid := range []int32{2001, 2002, 2003, 2101, 2102, 2103, 2104} {
+		// Born under the tracker (1000.5 s), children after their parents.
+		f.set(pid, func(p *fproc) { p.start = 100_050 + uint64(pid%100) })
+	}
+	f.set(2003, func(p *fproc) { p.utime, p.stime = 50, 0 })  // the ApplicationMaster's JVM: 500 ms
+	f.set(2103, func(p *fproc) { p.utime, p.stime = 100, 0 }) // the map's JVM: 1000 ms
+	f.set(2104, func(p *fproc) { p.utime, p.stime, p.threads = 1000, 0, 1 })
+	r.tick()
+	r.tick()
+	// In the next interval the map's mapper forks its last 40 children
+	// (5 ms each by their records) and exits (10,054 ms by its records),
+	// then its JVM (1,020 ms, 20 threads) and the two shells above it; the
+	// ApplicationMaster's JVM (520 ms, 20 threads) and shells too. Each
+	// process's records are short of wait4 by 2 ms, a JVM's by 16 (live, a
+	// JVM's container was 17-28 ms short).
+	for i := int32(0); i < 40; i++ {
+		r.exits.exit(3000+i, 2104, 5, 20, 0)
+		r.exits.recs[len(r.exits.recs)-1].RunNs = 5_000_000
+	}
+	exitThreads(r, 2104, 2103, 10_054, 1, 2, 500*time.Millisecond)
+	endContainers(r, f, 520)
+	// wait4: the map 10,054 + 1,020 + 200 (its children) + 2 (the shells)
+	// by the records, and 80 + 2 + 16 + 4 short of wait4 = 11,378 ms; the
+	// ApplicationMaster 522 + 16 + 4 = 542 ms. The NodeManager's cutime
+	// grows by both, 11,920 ms (1,192 clock ticks). The estimates, 11,276
+	// and 522, are 102 and 20 short: split evenly (a doubt of 50 ms and
+	// 60), the ApplicationMaster got 577 ms.
+	f.set(fxNMPID, func(p *fproc) { p.cutime = 1192 })
+	r.tick()
+	gotMap, gotAM := r.sink.lastCPU[m0], r.sink.lastCPU[c1]
+	if gotMap+gotAM != 11_920 {
+		t.Errorf("map %d + ApplicationMaster %d ms = %d, want the NodeManager's 11,920 in all", gotMap, gotAM, gotMap+gotAM)
+	}
+	// Within 10 ms of wait4 (live, the ApplicationMasters' floor is 30 ms).
+	if gotAM < 542-10 || gotAM > 542+10 || gotMap < 11_378-10 || gotMap > 11_378+10 {
+		t.Errorf("ApplicationMaster %d ms (wait4 542), map %d ms (wait4 11,378)", gotAM, gotMap)
+	}
+}
+
+// A container's top shell that reaped its child (the rest of the tree,
+// counted from exit records: certain, its next stat would show it) but was
+// reaped by the NodeManager itself before that stat was read: its estimate
+// holds its children's, as unsure as theirs, when the NodeManager's cutime
+// settles it beside another container. Live, such a map (its doubt 4 ms:
+// its children's left out) beside its ApplicationMaster (51) left its
+// shortfall to it: the map 21 ms short, the ApplicationMaster 22 over.
+func TestExitCertainKeepsItsDoubt(t *testing.T) {
+	f, r, c1, _, m0 := amBesideMap(t)
+	for _, pid := range []int32{2001, 2002, 2003, 2101, 2102, 2103} {
+		f.set(pid, func(p *fproc) { p.start = 100_050 + uint64(pid%100) }) // born under the tracker
+	}
+	f.set(2003, func(p *fproc) { p.utime, p.stime = 50, 0 })  // the ApplicationMaster's JVM: 500 ms
+	f.set(2103, func(p *fproc) { p.utime, p.stime = 200, 0 }) // the map's JVM: 2000 ms
+	r.tick()
+	r.tick()
+	// The map's JVM (2,000 ms by its 20 records) and bash -c exit before
+	// the listing; the top shell reaps them and is listed, but exits and
+	// is reaped by the NodeManager before its stat is read.
+	exitThreads(r, 2103, 2102, 2000, 20, 2, 300*time.Millisecond)
+	exitThreads(r, 2102, 2101, 2, 1, 2, 310*time.Millisecond)
+	f.remove(2103, 2102)
+	r.tr.debugListed = func() {
+		exitThreads(r, 2101, fxNMPID, 2, 1, 2, 320*time.Millisecond)
+		f.remove(2101)
+		r.tr.debugListed = nil
+	}
+	r.tick()
+	// The ApplicationMaster's container (520 ms by its JVM's 20 records)
+	// exits before the next listing. Each container is 20 ms short of
+	// wait4 (the JVM's 16, the shells' 2 each): the NodeManager's cutime
+	// grows by 2,024 and 544.
+	exitThreads(r, 2003, 2002, 520, 20, 3, 300*time.Millisecond)
+	exitThreads(r, 2002, 2001, 1, 1, 3, 310*time.Millisecond)
+	exitThreads(r, 2001, fxNMPID, 1, 1, 3, 320*time.Millisecond)
+	f.remove(2003, 2002, 2001)
+	f.set(fxNMPID, func(p *fproc) { p.cutime = 257 }) // 2,570 ms (2,568 in clock ticks)
+	r.tick()
+	gotMap, gotAM := r.sink.lastCPU[m0], r.sink.lastCPU[c1]
+	if gotMap+gotAM != 2570 {
+		t.Errorf("map %d + ApplicationMaster %d ms = %d, want the NodeManager's 2,570", gotMap, gotAM, gotMap+gotAM)
+	}
+	if gotAM < 544-5 || gotAM > 546+5 {
+		t.Errorf("ApplicationMaster %d ms, map %d: want about 545 and 2,025 (wait4 544 and 2,024)", gotAM, gotMap)
+	}
+}
+
+// endContainers ends amBesideMap's two containers, each process with its
+// records, once the mapper (2104) has exited: the map's JVM (1,020 ms, 20
+// threads) and its shells, then the ApplicationMaster's JVM (amMs, 20
+// threads) and its shells; and takes the whole tree off /proc.
+func endContainers(r *fixtureRun, f *fixture, amMs int64) {
+	exitThreads(r, 2103, 2102, 1020, 20, 2, 600*time.Millisecond)
+	exitThreads(r, 2102, 2101, 1, 1, 2, 610*time.Millisecond)
+	exitThreads(r, 2101, fxNMPID, 1, 1, 2, 620*time.Millisecond)
+	exitThreads(r, 2003, 2002, amMs, 20, 2, 650*time.Millisecond)
+	exitThreads(r, 2002, 2001, 1, 1, 2, 660*time.Millisecond)
+	exitThreads(r, 2001, fxNMPID, 1, 1, 2, 670*time.Millisecond)
+	f.remove(2104, 2103, 2102, 2101, 2003, 2002, 2001)
+}
+
+// amBesideMap is a YARN node whose tracker (exact exits) ticked once
+// before two containers started: an ApplicationMaster's (c1, its JVM
+// 2003 under 2001-2002) and map m0's (c2, its JVM 2103 under 2101-2102).
+func amBesideMap(t *testing.T) (f *fixture, r *fixtureRun, c1, c2, m0 string) {
+	c1, c2 = fxContainer(1), fxContainer(2)
+	m0 = fxAttempt("m", 0, 0)
+	f = newFixture(t)
+	fxYARNNode(f)
+	r = f.tracker(true)
+	r.tick() // the node before the containers
+	yarnContainer(f, 2001, c1, yarnJVMArgv(c1, "org.apache.hadoop.mapreduce.v2.app.MRAppMaster"))
+	yarnContainer(f, 2101, c2, yarnChild(c2, m0))
+	return f, r, c1, c2, m0
+}
+
+// Issue 25's TestLiveChurn/drops: a Streaming map's mapper forks short
+// children, known by their exit records alone (a tick's CPU of them shows
+// in its cutime only once it reaped them and was sampled). In the interval
+// it exits, with its JVM, beside its job's ApplicationMaster, the records'
+// socket overflows: the records of its last children and its own are
+// lost; the rest come. The NodeManager's cutime, right in sum, is split by
+// each estimate's doubt. The lost children's CPU was in no estimate and
+// carried no doubt, so the ApplicationMaster took most of it (+80 ms of
+// its 546). The children's rate in the last whole interval, carried to
+// the mapper's exit, is now the map's doubt (half of it its estimate: the
+// mapper's own record is lost too, so when it exited is not known); and
+// records that came stand for what they say (the JVMs' and shells' tails
+// are no more than their records), with no clock ticks of doubt.
+func TestExitLostChildrenDoubt(t *testing.T) {
+	f, r, c1, c2, m0 := amBesideMap(t)
+	work, _ := yarnPaths(c2)
+	f.add(fproc{pid: 2104, ppid: 2103, sid: 2102, argv: []string{"/bin/bash", work + "/mapper.sh"}, env: streamingEnv(c2, m0)})
+	for _, pid := range []int32{2001, 2002, 2003, 2101, 2102, 2103, 2104} {
+		f.set(pid, func(p *fproc) { p.start = 100_050 + uint64(pid%100) }) // born under the tracker (1000.5 s)
+	}
+	f.set(2003, func(p *fproc) { p.utime, p.stime = 50, 0 })  // the ApplicationMaster's JVM: 500 ms
+	f.set(2103, func(p *fproc) { p.utime, p.stime = 100, 0 }) // the map's JVM: 1000 ms
+	f.set(2104, func(p *fproc) { p.utime, p.stime, p.threads = 100, 0, 1 })
+	r.tick()
+	// A whole interval: the mapper's 40 children, 5 ms each, reaped.
+	for i := int32(0); i < 40; i++ {
+		r.exits.exit(3000+i, 2104, 5, 20, 0)
+		r.exits.recs[len(r.exits.recs)-1].RunNs = 5_000_000
+	}
+	f.set(2104, func(p *fproc) { p.cutime = 20 })
+	r.tick()
+	// The next: the socket overflows. The mapper's next 40 children (200
+	// ms) and the mapper (its own CPU 1,000 ms still, 1,002 with its exit)
+	// exit without a record; the map's JVM (1,020 ms by its 20 records,
+	// 1,036 by wait4) and shells, and the ApplicationMaster's container
+	// (its JVM 524 by its records, 540 by wait4), exit with theirs. Each
+	// shell is 2 ms short of wait4 by its record.
+	r.exits.lost++
+	endContainers(r, f, 524)
+	// wait4: the map 1,036 + 1,002 + 400 (its children) + 6 = 2,444 ms,
+	// the ApplicationMaster 540 + 6 = 546; the NodeManager's cutime grows
+	// by both, 2,990 ms.
+	f.set(fxNMPID, func(p *fproc) { p.cutime = 299 })
+	r.tick()
+	gotMap, gotAM := r.sink.lastCPU[m0], r.sink.lastCPU[c1]
+	if gotMap+gotAM != 2990 {
+		t.Errorf("map %d + ApplicationMaster %d ms = %d, want the NodeManager's 2,990 in all", gotMap, gotAM, gotMap+gotAM)
+	}
+	if gotAM < 546-15 || gotAM > 546+15 {
+		t.Errorf("ApplicationMaster %d ms (wait4 546), map %d ms (wait4 2,444)", gotAM, gotMap)
+	}
+	if st := r.tr.Stats(); st.ExitsWithoutRecord != 1 || st.ExitOverflows != 1 {
+		t.Errorf("exits without their record %d, overflows %d; want 1 and 1", st.ExitsWithoutRecord, st.ExitOverflows)
+	}
+}

@@ -109,7 +109,7 @@ func (t *Tracker) switchAttempt(u *unit, want string, ms int64) {
 		t.acct.attemptSample(old, ms, t.sink)
 		for _, p := range u.members {
 			if p.t.mem != nil && p.t.mem.att == old {
-				t.acct.leave(p, nil, ms, t.sink)
+				t.acct.leave(p, nil, 0, ms, t.sink)
 				carried = append(carried, p)
 			}
 		}

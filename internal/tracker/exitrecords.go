@@ -98,12 +98,14 @@ func (x *exitRecords) release(h *heldRecord) {
 
 // heldRecord sums the exit records of one process's threads.
 type heldRecord struct {
-	rec    taskstats.Record // sums; PPID, exit code and start from the leader
-	cycle  uint64
-	leader bool // the thread group leader's record is in
+	rec     taskstats.Record // sums; PPID, exit code and start from the leader
+	cycle   uint64
+	leader  bool  // the thread group leader's record is in
+	threads int64 // the records summed (a record a thread)
 }
 
 func (h *heldRecord) add(r *taskstats.Record) {
+	h.threads++
 	h.rec.PID = r.PID
 	h.rec.UTimeUs += r.UTimeUs
 	h.rec.STimeUs += r.STimeUs
@@ -200,12 +202,18 @@ func (x *exitRecords) chargeAncestor(h *heldRecord) bool {
 	}
 	// Reaped (or to be reaped) by a member: pending there until its
 	// counters show it; exactly what they show if it was its child and is
-	// gone from /proc already.
+	// gone from /proc already. Pending, its record is short of what its
+	// parent's cutime will show by what it ran after the record
+	// (recordLagMs): if the parent exits before its cutime shows it, a
+	// reaper's cutime settles it, and the parent's estimate is that much
+	// less sure.
+	live.shortMs += h.rec.CPUMs()
 	if x.reapedInto(&h.rec, live) {
 		live.addCertain(h.rec.CPUMs())
 	} else {
 		live.addPending(h.rec.CPUMs())
 	}
+	live.pendDoubt += recordLagMs
 	if !sampled {
 		live.pendRead += int64(h.rec.ReadBytes)
 		live.pendWrite += int64(h.rec.WriteBytes)
@@ -253,19 +261,20 @@ func (x *exitRecords) leaderIn(pid int32) bool {
 }
 
 // take returns the sums of the records of a tracked process that left
-// /proc, if its leader's is in (nil: none), and forgets them.
-func (x *exitRecords) take(pid int32) *taskstats.Record {
+// /proc, if its leader's is in (nil: none), and how many records (threads)
+// they sum, and forgets them.
+func (x *exitRecords) take(pid int32) (*taskstats.Record, int64) {
 	h := x.held[pid]
 	if h == nil {
-		return nil
+		return nil, 0
 	}
 	delete(x.held, pid)
 	if !h.leader {
 		x.release(h)
-		return nil
+		return nil, 0
 	}
 	x.taken = append(x.taken, h) // (its record is the caller's until the next drain)
-	return &h.rec
+	return &h.rec, h.threads
 }
 
 // ancestorAttempt walks up from pid through unseen processes known only by

@@ -37,11 +37,11 @@ func TestExitRecordsHeld(t *testing.T) {
 	if !x.leaderIn(2000) {
 		t.Fatal("the leader's record is in, the end not known")
 	}
-	end := x.take(2000)
-	if end == nil || end.CPUMs() != 130 || end.ExitCode != 9 || end.ReadBytes != 4096 || end.PPID != 1000 {
-		t.Errorf("the process's end: %+v", end)
+	end, threads := x.take(2000)
+	if end == nil || end.CPUMs() != 130 || end.ExitCode != 9 || end.ReadBytes != 4096 || end.PPID != 1000 || threads != 2 {
+		t.Errorf("the process's end: %+v, %d records", end, threads)
 	}
-	if x.take(2000) != nil || x.leaderIn(2000) || len(x.held) != 0 {
+	if again, _ := x.take(2000); again != nil || x.leaderIn(2000) || len(x.held) != 0 {
 		t.Error("an end taken twice")
 	}
 	if st.ExitRecords != 2 {

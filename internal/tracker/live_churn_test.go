@@ -3,7 +3,9 @@ package tracker
 import (
 	"context"
 	"os"
+	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,13 +26,17 @@ import (
 // ticks, and a JVM's exit costs 10-20 ms after its exit records.
 //
 // "drops" (300 children a mapper) loses every exit record of every other
-// tick, as a socket that overflows does: the tracker counts the processes
-// that ended without their record and estimates what they used after their
-// last sample; the NodeManager's cutime still settles the whole CPU of the
-// containers it reaped, but not how it splits between containers that
-// ended in the same tick without their records (up to 8% either way
-// seen): all attempts' CPU within 1%, each within 10% (60 ms for an
-// ApplicationMaster).
+// tick, and says so, as a socket that overflows does: the tracker counts
+// the processes that ended without their record and estimates what they
+// used after their last sample, takes the records that came as maybe not
+// whole, and a process's short-lived children's last rate as what their
+// lost records may hold. The NodeManager's cutime still settles the whole
+// CPU of the containers it reaped, but not how it splits between
+// containers it reaped in the same tick when one of them lost its last
+// interval with its records (up to 14% and 470 ms either way seen,
+// sharedSettles): all attempts' CPU within 1%, the containers one growth
+// settled together within 3% (60 ms) in sum, each other within 10% (60 ms
+// for an ApplicationMaster).
 //
 // TASKSCOPE_LIVE_CHILDREN sets the children per mapper, TASKSCOPE_LIVE_INTERVAL
 // the tick (default 1s, the agent's). TASKSCOPE_LIVE_WINDOW (a duration)
@@ -77,9 +83,11 @@ func TestLiveChurn(t *testing.T) {
 				l.tr.debugListed = func() { time.Sleep(window) }
 			}
 			var drops *droppingExits
+			var shared *sharedSettles
 			if drop {
 				drops = &droppingExits{ExitSource: l.tr.records.src}
 				l.tr.records.src = drops
+				shared = watchSettles(l.tr)
 			}
 			results := l.runAll(c, specs, interval, 3*time.Minute)
 			for _, res := range results {
@@ -95,6 +103,10 @@ func TestLiveChurn(t *testing.T) {
 				if st.ExitsWithoutRecord == 0 {
 					t.Error("no exit counted without its record")
 				}
+				if st.ExitOverflows != drops.lost || st.ExitRecordsDropped != uint64(drops.dropped) {
+					t.Errorf("the tracker counts %d overflows and %d records dropped; the test made %d and %d",
+						st.ExitOverflows, st.ExitRecordsDropped, drops.lost, drops.dropped)
+				}
 			}
 			if !drop {
 				for _, res := range results {
@@ -104,12 +116,13 @@ func TestLiveChurn(t *testing.T) {
 			}
 			// The NodeManager's cutime still settles the whole CPU of the
 			// containers it reaped, but not how it splits between those
-			// that ended in the same tick without their records: nothing
-			// lost or counted twice over all, each within 10% (60 ms for
-			// an ApplicationMaster).
+			// it reaped in the same tick: nothing lost or counted twice
+			// over all; each container settled alone within 10% (60 ms
+			// for an ApplicationMaster), those settled together within 3%
+			// (60 ms) together.
 			var want, got int64
 			for _, res := range results {
-				l.checkCPUWithin(res, 0.10, 60)
+				shared.check(l, res, 0.10, 60, 0.03)
 				for _, a := range res.Attempts {
 					want += a.CPU.Milliseconds()
 					got += l.cpuOf(a)
@@ -123,17 +136,169 @@ func TestLiveChurn(t *testing.T) {
 	}
 }
 
-// droppingExits loses every record of every other tick, as a socket that
-// overflows does.
+// sharedSettles is which containers one growth of a reaper's cutime
+// settled together (reaperLedger.settle): what the growth says beyond
+// their estimates is split between them by their doubts. With every
+// record of a tick lost, a JVM that did most of its last second's work
+// after its last sample (an ApplicationMaster's commit and shutdown, a
+// Streaming map's JVM after its mapper) and ended in that tick is known
+// only by the growth it shares: its last rate, the only figure left,
+// says nothing of where the rest went (2026-12-07: an ApplicationMaster
+// -86 ms beside a map +105, a map -467 ms beside +391 and +85, each
+// group right within 20 ms). So the split is asserted only where there
+// is none: containers settled together are held to their sum.
+type sharedSettles struct {
+	mu     sync.Mutex
+	r      *reaper
+	avail  int64
+	est    int64
+	cur    []string
+	groups [][]string // containers (or units) settled together, two or more
+}
+
+// watchSettles records tr's settlements (beside DEBUG_LIVE's log).
+func watchSettles(tr *Tracker) *sharedSettles {
+	s := &sharedSettles{}
+	prev := tr.ledger.debugReap
+	tr.ledger.debugReap = func(r *reaper, it reapItem, avail, est int64) {
+		if prev != nil {
+			prev(r, it, avail, est)
+		}
+		key := it.a.info.AttemptID
+		if it.a.unit != nil && it.a.unit.containerID != "" {
+			key = it.a.unit.containerID
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		// A settlement's items come one after another, with its growth
+		// and estimates.
+		if r != s.r || avail != s.avail || est != s.est {
+			s.flush()
+			s.r, s.avail, s.est = r, avail, est
+		}
+		if !slices.Contains(s.cur, key) {
+			s.cur = append(s.cur, key)
+		}
+	}
+	return s
+}
+
+func (s *sharedSettles) flush() {
+	if len(s.cur) > 1 {
+		s.groups = append(s.groups, s.cur)
+	}
+	s.cur = nil
+}
+
+// check asserts res's attempts' CPU against wait4: those whose container
+// no settlement shared within tolerance (floorMs for an
+// ApplicationMaster), as checkCPUWithin does; those that shared one
+// (transitively) by their sum, within together of it (at least floorMs).
+func (s *sharedSettles) check(l *live, res *simulator.JobResult, tolerance float64, floorMs int64, together float64) {
+	t := l.t
+	t.Helper()
+	s.mu.Lock()
+	s.flush()
+	groups := slices.Clone(s.groups)
+	s.mu.Unlock()
+	idx := map[string]int{}
+	for i, a := range res.Attempts {
+		for _, k := range []string{a.ContainerID, a.Unit, a.AttemptID} {
+			if k != "" {
+				idx[k] = i
+			}
+		}
+	}
+	// Components of the attempts that shared a settlement.
+	comp := make([]int, len(res.Attempts))
+	for i := range comp {
+		comp[i] = i
+	}
+	var find func(int) int
+	find = func(i int) int {
+		for comp[i] != i {
+			i = comp[i]
+		}
+		return i
+	}
+	for _, g := range groups {
+		first := -1
+		for _, k := range g {
+			i, ok := idx[k]
+			if !ok {
+				continue // another job's
+			}
+			if first < 0 {
+				first = i
+			} else {
+				comp[find(i)] = find(first)
+			}
+		}
+	}
+	members := map[int][]int{}
+	for i := range res.Attempts {
+		members[find(i)] = append(members[find(i)], i)
+	}
+	alone := *res
+	alone.Attempts = nil
+	for _, m := range members {
+		if len(m) == 1 {
+			alone.Attempts = append(alone.Attempts, res.Attempts[m[0]])
+			continue
+		}
+		var want, got int64
+		var units []string
+		for _, i := range m {
+			a := res.Attempts[i]
+			if a.Lost || a.Orphaned || a.CPU <= 0 {
+				continue
+			}
+			w, g := a.CPU.Milliseconds(), l.cpuOf(a)
+			want, got = want+w, got+g
+			units = append(units, a.Unit)
+			t.Logf("%s %-8s wait4 %6d ms, tracker %6d ms (%+d ms), settled with others", a.Unit, a.Type, w, g, g-w)
+		}
+		if want == 0 {
+			continue
+		}
+		d := float64(got-want) / float64(want)
+		tol := max(together, float64(floorMs)/float64(want))
+		t.Logf("settled together %v: wait4 %d ms, tracker %d ms (%+.1f%%)", units, want, got, 100*d)
+		if d < -tol || d > tol {
+			t.Errorf("containers settled together %v: CPU %d ms, wait4 says %d ms (%+.1f%%, tolerance %.1f%%)", units, got, want, 100*d, 100*tol)
+		}
+	}
+	l.checkCPUWithin(&alone, tolerance, floorMs)
+}
+
+// droppingExits loses every record of every other tick, and counts its
+// losses as a socket that overflows does (exitLosses: taskstats.Listener's
+// Lost and Dropped). Losses it hid would leave the tracker taking what
+// records came as whole, and the lost children of a process that exited
+// since its last sample with no doubt anywhere: a reaper's cutime growth,
+// right in sum, then went to the wrong container (an ApplicationMaster
+// −11% and +101 ms, about one run in 11).
 type droppingExits struct {
 	ExitSource
 	n, dropped int
+	lost       uint64
 }
 
 func (d *droppingExits) Drain(fn func(*taskstats.Record)) error {
 	d.n++
 	if d.n%2 == 0 {
-		return d.ExitSource.Drain(func(*taskstats.Record) { d.dropped++ })
+		before := d.dropped
+		err := d.ExitSource.Drain(func(*taskstats.Record) { d.dropped++ })
+		if d.dropped > before {
+			d.lost++
+		}
+		return err
 	}
 	return d.ExitSource.Drain(fn)
 }
+
+// Lost is the times records were dropped (the socket's overflows).
+func (d *droppingExits) Lost() uint64 { return d.lost }
+
+// Dropped is the records dropped.
+func (d *droppingExits) Dropped() uint64 { return uint64(d.dropped) }

@@ -137,7 +137,9 @@ func newLiveWith(t *testing.T, c *simulator.Cluster, exact bool, coll collect.Co
 				r.pid, avail, est, it.a.info.AttemptID, it.life, it.part, it.doubt())
 		}
 		tr.acct.debugExit = func(p *proc, att string, own, children, final, charge int64, charged bool) {
-			t.Logf("exit pid %d ppid %d %s: own %d children %d record %d -> %d charged %v (%s)", p.pid, p.ppid, p.t.comm, own, children, final, charge, charged, att)
+			t.Logf("exit pid %d ppid %d %s: own %d children %d record %d -> %d charged %v (%s) rss %d vms %d threads %d pending %d certain %d pendDoubt %d",
+				p.pid, p.ppid, p.t.comm, own, children, final, charge, charged, att, val(p.t, tr.idx.rss), val(p.t, tr.idx.vms), val(p.t, tr.idx.threads),
+				p.t.pending, p.t.certain, p.t.pendDoubt)
 		}
 		tr.attr.debugClassify = func(p *proc, why string) {
 			if u, cl := truthOf(p.pid); cl != "" || u != "" {

@@ -66,6 +66,12 @@ type cpuAccount struct {
 	// pendRead and pendWrite are IO of children reaped after this process's
 	// last sample: its io counters will never show them.
 	pendRead, pendWrite int64
+	// shortMs is the CPU of short-lived children (known by their exit
+	// records alone) charged to it since its last sample; shortLastMs is
+	// that of its last interval whose records were whole (the socket did
+	// not overflow), of shortDtMs: their rate, for those whose records
+	// may be lost (lostChildren).
+	shortMs, shortLastMs, shortDtMs int64
 }
 
 // attemptTotals are what an attempt's processes that left it used (and,
@@ -134,17 +140,33 @@ func (c *accountant) join(p *proc, a *attempt, carry bool, ms int64, sink Sink) 
 	sink.Membership(&c.msg)
 }
 
-// exitDoubtMs is how far off a process's CPU is when its exit records give
-// its threads' scheduler runtime: what its exit costs after them (a JVM's
-// 10-20 ms, a shell's less than one), one clock tick, for the split of a
-// reaper's cutime among the processes it reaped.
-const exitDoubtMs = 1000 / procfs.UserHZ
+// recordLagMs is how far a process's exit records' runtime falls short of
+// what its parent (its cutime, wait4) counts: the kernel sends a thread's
+// record before its last runtime is added up (a running thread's scheduler
+// runtime is brought up to date at the scheduler's ticks, 4 ms apart at
+// HZ=250) and before the exit unmaps its memory. Measured on the 2-core
+// host (2026-12-07, HZ=250, load 13-15): 1.7-1.8 ms a process for a
+// Streaming mapper's short children (sort, awk, sh -c, a subshell's sleep:
+// 251 of them 432-456 ms short of wait4), 4.4-4.9 ms for `java -version`
+// (about 20 thread records); live, a YARN container (a JVM of 13-15
+// threads, three shells, their children's clock ticks) 17-28 ms. It
+// weighs the split of a reaper's cutime among the processes it reaped: a
+// tree whose estimate folds many records (a Streaming mapper's last
+// children) is that much less sure than one JVM's.
+const recordLagMs = 2
+
+// threadLagQuarters: each thread of a process beyond its first adds a
+// quarter of a ms to its records' lag (a JVM's 13 threads: 5 ms).
+const threadLagQuarters = 4
+
+// tickMs is a clock tick: stat's CPU times are cut to it.
+const tickMs = 1000 / procfs.UserHZ
 
 // leave ends p's membership, folding what p used in its attempt into the
 // attempt's totals for exited processes (or, for a process that moves on,
 // for the past). final is p's exit records' sums, if it exited and they
-// came.
-func (c *accountant) leave(p *proc, final *taskstats.Record, ms int64, sink Sink) {
+// came, and threads how many records they sum.
+func (c *accountant) leave(p *proc, final *taskstats.Record, threads int64, ms int64, sink Sink) {
 	tr := p.t
 	m := tr.mem
 	if m == nil {
@@ -172,25 +194,37 @@ func (c *accountant) leave(p *proc, final *taskstats.Record, ms int64, sink Sink
 		cpu += tail
 		doubt = tail
 	}
+	// stands: its own CPU is what its exit records say (their runtime),
+	// not its stat's clock ticks.
+	stands := false
 	if final != nil {
 		// The threads' records add up to the whole process when the agent saw
 		// it born (for one that predates the agent they miss the threads that
 		// exited before: the last sample is then the better figure). What it
 		// had reaped is in its last sample's cutime/cstime.
 		own := tr.vals[c.idx.cpuUser] + tr.vals[c.idx.cpuSys]
+		whole := c.wholeRecords(tr, final)
 		if !tr.exited {
 			// (A zombie's last stat is read after its exit: nothing follows it.)
-			tail = c.tail(p, final, max(0, final.CPUMs()-own))
+			raw := max(0, final.CPUMs()-own)
+			tail = c.tail(p, final, raw)
 			cpu += tail
 			doubt = tail
 			if final.RunNs > 0 {
-				// The records' scheduler runtime is exact: what the exit
-				// costs after them is unknown, and about the same for
-				// every process, not more for one that ran more since its
-				// last sample.
-				doubt = exitDoubtMs
+				// The records' scheduler runtime is exact but for what
+				// the process ran after them (recordLagMs): not more for
+				// one that ran more since its last sample, a little more
+				// for one of many threads (a JVM), most of which sleep
+				// when it exits. Records that may not be whole (it is
+				// older than the tracker, or the socket overflowed since
+				// it was found) give way to its last rate carried to its
+				// exit where that says more, or to what it could have used
+				// where they say more than that (tail): by as much as the
+				// two are apart.
+				doubt = recordLagMs + max(threads-1, 0)/threadLagQuarters + max(tail-raw, raw-tail)
+				stands = whole || (tail == raw && final.CPUMs() >= own)
 			}
-		} else if c.wholeRecords(tr, final) {
+		} else if whole {
 			// A zombie's stat holds its exit too, but in clock ticks (up
 			// to a tick short each of user and system time); its records'
 			// runtime is exact but for the exit: a JVM's 2,150 ms read
@@ -199,8 +233,33 @@ func (c *accountant) leave(p *proc, final *taskstats.Record, ms int64, sink Sink
 				tail = extra
 				cpu += tail
 			}
+			stands = true
 		}
 		read, write = max(read, int64(final.ReadBytes)+tr.pendRead), max(write, int64(final.WriteBytes)+tr.pendWrite)
+	}
+	if exited && !tr.exited && c.exact && c.stats.ExitOverflows != tr.sampledOverflows {
+		// The records' socket overflowed since its last sample: records of
+		// short-lived children it reaped since may be lost, and its last
+		// cutime does not show them. Without its own record, it ran
+		// for half that time on average, as its own CPU (tailUnknown);
+		// with it, they may or may not have come.
+		lost := c.lostChildren(p, final)
+		if final == nil {
+			cpu += lost / 2
+			lost -= lost / 2
+		}
+		doubt += lost
+	}
+	// And the clock ticks its figures from stat were cut to: its children's
+	// user and system time, and its own unless its records stand for them.
+	if val(tr, c.idx.cpuCUser) > 0 {
+		doubt += tickMs
+	}
+	if val(tr, c.idx.cpuCSys) > 0 {
+		doubt += tickMs
+	}
+	if !stands {
+		doubt += 2 * tickMs
 	}
 	// An exited process reaped by a parent of the same attempt is in that
 	// parent's counters (exit costs included): charging it here would count
@@ -226,8 +285,11 @@ func (c *accountant) leave(p *proc, final *taskstats.Record, ms int64, sink Sink
 				// Its parent exited too, or has not reaped it yet (a
 				// zombie): its cutime will show it when it does.
 				par.addPending(max(0, cpu))
-				par.pendDoubt += doubt
 			}
+			// Until the parent's stat shows it, its estimate is the
+			// parent's: certain too, when the parent is found gone before
+			// its next sample (reaped right after the listing).
+			par.pendDoubt += doubt
 			par.mem.cpuBase += m.cpuBase
 			if !parentAlive {
 				par.pendRead += max(0, read-m.readBase)
@@ -321,6 +383,25 @@ func (c *accountant) tail(p *proc, final *taskstats.Record, raw int64) int64 {
 // since it was found).
 func (c *accountant) wholeRecords(tr *tracked, final *taskstats.Record) bool {
 	return final.RunNs > 0 && tr.bornUnder && c.stats.ExitOverflows == tr.overflows
+}
+
+// lostChildren is how much CPU the children of an exited process known
+// by their exit records alone (short-lived: a Streaming mapper's sort and
+// awk) may have used between its last sample and its exit, unseen when
+// their records were lost: their rate in its last interval whose records
+// were whole, carried to its exit (to this tick's listing when its own
+// record is not in).
+func (c *accountant) lostChildren(p *proc, final *taskstats.Record) int64 {
+	tr := p.t
+	if tr.shortLastMs <= 0 || tr.shortDtMs <= 0 || tr.bootMs <= 0 {
+		return 0
+	}
+	dt := max(c.view.bootNow()-tr.bootMs, 0)
+	if final != nil && final.EtimeUs > 0 {
+		exitMs := int64(p.startTicks)*1000/procfs.UserHZ + int64(final.EtimeUs/1000)
+		dt = min(max(exitMs-tr.bootMs, 0), dt)
+	}
+	return tr.shortLastMs * dt / tr.shortDtMs
 }
 
 // tailUnknown estimates what an exited process whose exit record never

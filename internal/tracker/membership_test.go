@@ -51,7 +51,7 @@ func TestAccountantExits(t *testing.T) {
 			if tc.parentGone {
 				top.seen = 0
 			}
-			c.leave(leaving, nil, 5000, sink)
+			c.leave(leaving, nil, 0, 5000, sink)
 			c.ledger.settle()
 			if top.t.certain != tc.certain || top.t.pending != tc.pending || a.exitedCPU != tc.exited || top.t.pendRead != tc.parentRead {
 				t.Errorf("parent certain %d pending %d read %d, attempt %d; want %d %d %d, %d", top.t.certain, top.t.pending,
@@ -109,7 +109,7 @@ func TestAccountantCarry(t *testing.T) {
 	first.exitedCPU = 40
 	c, _ := newFakeAccountant(tab)
 	sink := newRecSink()
-	c.leave(p, nil, 5000, sink) // listed: it moves on, nothing of it is an exit
+	c.leave(p, nil, 0, 5000, sink) // listed: it moves on, nothing of it is an exit
 	second := &attempt{unit: u}
 	second.info.AttemptID = "a2"
 	u.cur = second

@@ -81,7 +81,11 @@ type tracked struct {
 	// exit record of it comes (membership.go's tail).
 	bornUnder bool
 	overflows uint64
-	commRaw   string
+	// sampledOverflows is how often the socket had overflowed at its last
+	// sample: when that changed by its exit, exit records of children it
+	// reaped since may have been lost (membership.go's lostChildren).
+	sampledOverflows uint64
+	commRaw          string
 	// threads and runNs are from the last full read; runKnown says runNs
 	// was read; groupSched: runNs and the wait come from taskstats' thread
 	// group totals, not the leader's schedstat.

@@ -51,16 +51,16 @@ type reapItem struct {
 	a    *attempt
 	life int64 // the estimate of all the process used (what cutime will show)
 	part int64 // the part of it that is a's (a reused unit's earlier attempts had the rest)
-	// tail is how far off life may be beyond its last sample's clock
-	// ticks: the part of it after its last sample (from its exit records,
-	// or, without them, what it may have used since), and the doubt of
-	// its children's estimates.
+	// tail is how far off life may be: what its exit records miss
+	// (recordLagMs a thread), or, without them, what it may have used
+	// since its last sample; the clock ticks its last sample's figures
+	// were cut to; and the doubt of its children's estimates
+	// (accountant.leave).
 	tail int64
 }
 
-// doubt is how far off the item's life may be, ms: its tail, and a clock
-// tick each for the user and system time of its last sample.
-func (it reapItem) doubt() int64 { return it.tail + 2*1000/procfs.UserHZ }
+// doubt is how far off the item's life may be, ms (at least 1).
+func (it reapItem) doubt() int64 { return max(it.tail, 1) }
 
 // reaperLedger is the part of the tracker that keeps the reapers: what
 // each one's cutime/cstime grew by at this tick, what of that its other

@@ -22,8 +22,9 @@ func TestReaperLedger(t *testing.T) {
 		wantCorrection   int64
 		partA            int64 // the part of A's life that is A's (0: all)
 	}{
-		// Estimates 1000 (tail 100: doubt 120) and 300 (doubt 20); the
-		// growth less the others says 1400: 100 more, split 120:20.
+		// Estimates 1000 (doubt 120: a tail of 100, its last sample's
+		// clock ticks) and 300 (doubt 20); the growth less the others
+		// says 1400: 100 more, split 120:20.
 		{name: "split", grownMs: 1500, otherMs: 100, wantA: 1085, wantB: 315, wantCorrection: -100},
 		{name: "zombie reaped", grownMs: 1500, zombieMs: 100, wantA: 1085, wantB: 315, wantCorrection: -100},
 		{name: "less", grownMs: 1200, wantA: 915, wantB: 285, wantCorrection: 100},
@@ -56,7 +57,7 @@ func TestReaperLedger(t *testing.T) {
 			if tc.partA > 0 {
 				part = tc.partA
 			}
-			if !l.charge(nm, a, 1000, part, 100) || !l.charge(nm, b, 300, 300, 0) {
+			if !l.charge(nm, a, 1000, part, 120) || !l.charge(nm, b, 300, 300, 20) {
 				t.Fatal("not charged to the reaper")
 			}
 			if l.charge(200, a, 1, 1, 0) {

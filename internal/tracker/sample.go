@@ -200,6 +200,7 @@ func (t *Tracker) endSample(p *proc, sched *procfs.Schedstat, first bool) {
 	if sched != nil {
 		tr.runNs = sched.RunNs
 	}
+	t.noteShort(tr)
 	tr.age++
 	tr.cpuPrevMs, tr.tPrevMs = tr.cpuMs, tr.tMs
 	tr.cpuMs = collect.TicksToMs(t.stat.UTime + t.stat.STime)
@@ -213,6 +214,18 @@ func (t *Tracker) endSample(p *proc, sched *procfs.Schedstat, first bool) {
 		// entries, which its exit does otherwise.
 		tr.h.Release()
 	}
+}
+
+// noteShort keeps, at a sample, the CPU of the short-lived children
+// charged to tr since its last one as their rate when no record was lost
+// meanwhile (the socket did not overflow), and the socket's overflows
+// (membership.go's lostChildren).
+func (t *Tracker) noteShort(tr *tracked) {
+	if tr.bootMs > 0 && t.stats.ExitOverflows == tr.sampledOverflows {
+		tr.shortLastMs, tr.shortDtMs = tr.shortMs, t.clock.bootNowMs-tr.bootMs
+	}
+	tr.shortMs = 0
+	tr.sampledOverflows = t.stats.ExitOverflows
 }
 
 // exitZombie takes the last figures of a process that exited but was not
@@ -258,6 +271,7 @@ func (t *Tracker) stayIdle(tr *tracked, sched *procfs.Schedstat) {
 		tr.vals[i] = int64(sched.WaitNs)
 	}
 	t.stats.IdleSkips++
+	t.noteShort(tr)
 	tr.age++
 	tr.cpuPrevMs, tr.tPrevMs = tr.cpuMs, tr.tMs
 	tr.tMs = t.clock.nowMs
@@ -418,6 +432,8 @@ func (t *Tracker) track(p *proc, u *unit, argv []string, cmdline string, l *hado
 		firstTick: t.stats.Ticks == 1,
 		bornUnder: int64(p.startTicks)*1000/procfs.UserHZ > t.clock.exitsFromMs && t.clock.exitsFromMs > 0,
 		overflows: t.stats.ExitOverflows,
+		// (and at its first sample, this tick)
+		sampledOverflows: t.stats.ExitOverflows,
 	}
 	if len(argv) > 0 {
 		tr.commRaw = argv[0]

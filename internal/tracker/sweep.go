@@ -84,7 +84,7 @@ func (t *Tracker) gone(p *proc, ms int64) {
 		t.reaped(p)
 		return
 	}
-	final := t.records.take(p.pid)
+	final, threads := t.records.take(p.pid)
 	// It ended when it exited, not when it was reaped: the exit record
 	// says when (its life since its start).
 	if final != nil && final.EtimeUs > 0 {
@@ -95,7 +95,7 @@ func (t *Tracker) gone(p *proc, ms int64) {
 		}
 	}
 	t.ends.exited(p, final, ms)
-	t.acct.leave(p, final, ms, t.sink)
+	t.acct.leave(p, final, threads, ms, t.sink)
 	u := tr.unit
 	for i, m := range u.members {
 		if m == p {
