@@ -8,6 +8,17 @@ import (
 	"path/filepath"
 )
 
+// ShortChild is the short-lived child a Streaming mapper forks at its k-th
+// turn (bash, with k set): a pipeline into sort, awk, sh -c true, or a
+// background sleep, in turn (internal/taskstats' TestRecordsShortOfWait4
+// measures how far their exit records fall short of wait4).
+const ShortChild = `case $(( k % 4 )) in
+  0) printf '3\n1\n2\n' | sort > /dev/null ;;
+  1) awk 'BEGIN { s = 0; for (i = 0; i < 1000; i++) s += i; exit 0 }' ;;
+  2) sh -c 'true' ;;
+  3) ( sleep 0.02 ) & ;;
+esac`
+
 // The streaming mapper: bash that burns CPU in the shell itself (builtins
 // only, reading its own /proc/$$/stat) and forks short-lived children (a
 // subshell pipeline into sort, awk, sh -c true, a background sleep) which it
@@ -37,12 +48,7 @@ slices=$(( kids + 1 ))
 for ((k = 0; k < slices; k++)); do
   burn $(( cpu_ms / slices ))
   if (( k < kids )); then
-    case $(( k % 4 )) in
-      0) printf '3\n1\n2\n' | sort > /dev/null ;;
-      1) awk 'BEGIN { s = 0; for (i = 0; i < 1000; i++) s += i; exit 0 }' ;;
-      2) sh -c 'true' ;;
-      3) ( sleep 0.02 ) & ;;
-    esac
+    ` + ShortChild + `
   fi
 done
 wait

@@ -613,13 +613,12 @@ func testSpark(t *testing.T, c *Cluster) {
 		if a.Type != "executor" {
 			continue
 		}
-		// Two tasks each, burnt in python workers the daemon waited for; plus the JVM's and python's start.
-		want := 2*c.scaled(spec.TaskCPU) + startCPU(t, a)
-		if a.CPU < want*95/100 || a.CPU > want+700*time.Millisecond {
-			t.Errorf("%s: wait4 CPU %v, want %v plus python's start-up", a.Unit, a.CPU, want)
-		} else {
-			t.Logf("%s: wait4 CPU %v for %v of python tasks", a.Unit, a.CPU, want)
-		}
+		// Two tasks each, burnt in python workers the daemon waited for,
+		// beside the JVM's start. Beside them: python's start (70 ms
+		// here) and the executor JVM over its hold (about 320 ms here
+		// after its start), which grow as the host slows (CI's
+		// executor took 720 ms above its tasks and start).
+		wantCPUBeside(t, a.Unit, a, 2*c.scaled(spec.TaskCPU), 400*time.Millisecond)
 	}
 }
 
