@@ -174,6 +174,9 @@ type started struct {
 	wait    func() error
 	start   time.Time
 	started time.Time // when its commit had started (CommitStart returned)
+	// arriving is the requests on their way when the writer began it
+	// (Arriving; traceGroup).
+	arriving int64
 }
 
 // Submit prepares a validated batch for the store, when it prepares batches
@@ -422,6 +425,7 @@ const paceCheck = 50 * time.Millisecond
 // failed, not a batch.
 func (p *Pipeline) write(group []*request) {
 	start := time.Now()
+	arriving := p.arriving.Load()
 	p.slots <- struct{}{}
 	dups, wait, err := p.commit(group)
 	if err != nil {
@@ -432,10 +436,10 @@ func (p *Pipeline) write(group []*request) {
 			}
 			return
 		}
-		p.done(group, start, time.Time{}, nil, err)
+		p.done(&started{group: group, start: start, arriving: arriving}, err)
 		return
 	}
-	p.acks <- &started{group: group, dups: dups, wait: wait, start: start, started: time.Now()}
+	p.acks <- &started{group: group, dups: dups, wait: wait, start: start, started: time.Now(), arriving: arriving}
 }
 
 // answer answers the groups whose commits started, in order, each once
@@ -445,20 +449,21 @@ func (p *Pipeline) answer() {
 	for g := range p.acks {
 		err := g.wait()
 		<-p.slots
-		p.done(g.group, g.start, g.started, g.dups, err)
+		p.done(g, err)
 	}
 }
 
-// done counts a group's commit and answers its requests: res says which
-// batches were duplicates (when err is nil).
-func (p *Pipeline) done(group []*request, start, started time.Time, res []bool, err error) {
+// done counts a group's commit and answers its requests: its dups say
+// which batches were duplicates (when err is nil).
+func (p *Pipeline) done(g *started, err error) {
+	group, start, res := g.group, g.start, g.dups
 	batches := 0
 	for _, r := range group {
 		batches += len(r.bs)
 	}
 	p.commitDur.Observe(time.Since(start).Seconds())
 	if err == nil && p.log.Enabled(context.Background(), slog.LevelDebug) {
-		p.traceGroup(group, batches, start, started)
+		p.traceGroup(g, batches)
 	}
 	p.groupSize.Observe(float64(batches))
 	if err != nil && p.onError != nil {
@@ -505,10 +510,12 @@ func (p *Pipeline) done(group []*request, start, started time.Time, res []bool, 
 }
 
 // traceGroup logs at debug level ("commit answered") when a group's
-// requests were queued, when the writer began its commit (start), when
-// the commit had started (its inserts under way) and now, when they are
-// answered.
-func (p *Pipeline) traceGroup(group []*request, batches int, start, started time.Time) {
+// requests were queued, when the writer began its commit (start), the
+// requests then on their way (arriving: read or decoded, not queued yet),
+// when the commit had started (its inserts under way) and now, when they
+// are answered.
+func (p *Pipeline) traceGroup(g *started, batches int) {
+	group, start := g.group, g.start
 	first, last := group[0].at, group[0].at
 	for _, r := range group {
 		if r.at.Before(first) {
@@ -520,7 +527,7 @@ func (p *Pipeline) traceGroup(group []*request, batches int, start, started time
 	}
 	now := time.Now()
 	p.log.Debug("commit answered", "began", start.Format("15:04:05.000"), "batches", batches, "requests", len(group),
-		"first_queued", start.Sub(first), "last_queued", start.Sub(last), "start", started.Sub(start),
+		"first_queued", start.Sub(first), "last_queued", start.Sub(last), "arriving", g.arriving, "start", g.started.Sub(start),
 		"answered", now.Sub(start), "longest", now.Sub(first))
 }
 

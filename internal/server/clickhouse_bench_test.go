@@ -301,7 +301,20 @@ func commitStats(url string) string {
 // metricSums reads metrics of the server's /metrics, each summed over
 // its labels.
 func metricSums(url string, names ...string) (map[string]float64, error) {
-	resp, err := http.Get(url + "/metrics")
+	return metricSumsAs(nil, url, names...)
+}
+
+// metricSumsAs is metricSums of a server whose /metrics asks a login:
+// the request's headers h (an operator's).
+func metricSumsAs(h http.Header, url string, names ...string) (map[string]float64, error) {
+	req, err := http.NewRequest(http.MethodGet, url+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range h {
+		req.Header[k] = v
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return nil, err
 	}
@@ -309,6 +322,9 @@ func metricSums(url string, names ...string) (map[string]float64, error) {
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s/metrics: %s", url, resp.Status)
 	}
 	v := map[string]float64{}
 	for _, line := range strings.Split(string(body), "\n") {

@@ -127,7 +127,7 @@ func TestClickHouseClusterKilled(t *testing.T) {
 	killedAt := sh.sent()
 	feed(2 * total / 3)
 	testsrv.WaitUntil(t, "some batches while they are down", 120*time.Second, func() bool { return sh.sent() > killedAt || reps == 1 })
-	victim.Start(t)
+	victim.StartRecovering(t)
 	a = startServer(t, addrA, t.TempDir(), plainClient, "http", args(urlA)...)
 	lb.backends[0] = a.url
 	feed(total)
@@ -147,7 +147,9 @@ func TestClickHouseClusterKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	exp.checkStore(t, st)
+	if !exp.checkStore(t, st) {
+		overlaps(t, st.Client())
+	}
 	// The analyser's look (job_changes over the shards, by the time the
 	// replicas wrote them) lists every job stored, written since the test
 	// began.
@@ -196,25 +198,84 @@ func TestClickHouseClusterKilled(t *testing.T) {
 	// changed" (292) or "Unknown log entry type" (49), and is asked again.
 	for _, row := range cl.Shards {
 		var err error
-		tries := 0
+		tries, codes := 0, map[int]int{}
 		testsrv.Poll(90*time.Second, func() bool {
 			tries++
 			err = c.WithHost(row[0].Addr()).Exec(context.Background(), "OPTIMIZE TABLE ts.series_chunks_local FINAL", nil)
 			var ex *clickhouse.Exception
-			return err == nil || !errors.As(err, &ex)
+			if errors.As(err, &ex) {
+				codes[ex.Code]++
+			}
+			return err == nil || ex == nil
 		})
 		if err != nil {
-			t.Fatalf("OPTIMIZE, %d tries: %v", tries, err)
+			queues(t, c, cl)
+			t.Fatalf("OPTIMIZE, %d tries (exception codes and their counts %v): %v", tries, codes, err)
 		}
 		if tries > 1 {
-			t.Logf("OPTIMIZE on %s took %d tries", row[0].Addr(), tries)
+			t.Logf("OPTIMIZE on %s took %d tries (exception codes and their counts %v)", row[0].Addr(), tries, codes)
 		}
 	}
 	var after uint64
-	testsrv.WaitUntil(t, "the merges", 60*time.Second, func() bool { after = physical(); return after == uint64(exp.samples) })
+	if !testsrv.Poll(60*time.Second, func() bool { after = physical(); return after == uint64(exp.samples) }) {
+		queues(t, c, cl)
+		t.Fatalf("timed out waiting for the merges: %d process samples in the chunks' rows, %d sent", after, exp.samples)
+	}
 	t.Logf("process samples: %d sent; %d in the chunks' rows before the merges (rows written twice by retries not merged yet), %d after",
 		exp.samples, before, after)
 	t.Logf("test took %s; RSS of ClickHouse and ZooKeeper at the end %.0f MB", time.Since(t0).Round(time.Second), float64(cl.RSS())/1e6)
+}
+
+// queues logs what each ClickHouse server's replication queue holds and why
+// its entries wait, for a test that timed out waiting for them.
+func queues(t *testing.T, c *clickhouse.Client, cl *chtest.Cluster) {
+	t.Helper()
+	for _, row := range cl.Shards {
+		for _, srv := range row {
+			rows, err := c.WithHost(srv.Addr()).Query(context.Background(), `SELECT concat(table, ' ', toString(type),
+				' tries ', toString(num_tries), ' postponed ', toString(num_postponed), ': ', postpone_reason, ' / ', last_exception)
+				FROM system.replication_queue WHERE database = 'ts' LIMIT 20`, nil)
+			if err != nil {
+				t.Logf("%s: the replication queue cannot be read: %v", srv.Addr(), err)
+				continue
+			}
+			var q []string
+			for rows.Next() {
+				q = append(q, rows.String())
+			}
+			t.Logf("%s: replication queue %q", srv.Addr(), q)
+		}
+	}
+}
+
+// overlaps logs process chunks that hold samples of the same times as
+// another chunk of their process, for a test whose counts disagree.
+func overlaps(t *testing.T, c *clickhouse.Client) {
+	t.Helper()
+	rows, err := c.Query(context.Background(), `SELECT key, job_key, t_min, t_max, n, level, slot
+		FROM ts.series_chunks WHERE kind = 0 ORDER BY key, t_min, job_key, slot`, nil)
+	if err != nil {
+		t.Logf("the chunks cannot be read: %v", err)
+		return
+	}
+	type row struct {
+		key, job   uint64
+		tmin, tmax int64
+		n          uint32
+		level      uint8
+		slot       uint32
+	}
+	var prev row
+	shown := 0
+	for rows.Next() && shown < 20 {
+		r := row{key: rows.UInt64(), job: rows.UInt64(), tmin: rows.Int64(), tmax: rows.Int64(), n: rows.UInt32(),
+			level: rows.UInt8(), slot: rows.UInt32()}
+		if r.key == prev.key && r.tmin <= prev.tmax {
+			t.Logf("process %016x: chunk %+v overlaps %+v", r.key, r, prev)
+			shown++
+		}
+		prev = r
+	}
 }
 
 func netListen(addr string) (net.Listener, error) { return net.Listen("tcp", addr) }

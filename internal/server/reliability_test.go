@@ -218,8 +218,10 @@ func (e *expected) check(t *testing.T, dir string) {
 // checkStore asserts that st holds every sample sent exactly once: the
 // total, and per process the number of samples and one value in each
 // second it was sampled.
-func (e *expected) checkStore(t *testing.T, st store.Store) {
+func (e *expected) checkStore(t *testing.T, st store.Store) (ok bool) {
 	t.Helper()
+	failed := t.Failed()
+	defer func() { ok = t.Failed() == failed }()
 	ctx := context.Background()
 	u, err := st.Usage(ctx)
 	if err != nil {
@@ -277,6 +279,7 @@ func (e *expected) checkStore(t *testing.T, st store.Store) {
 			}
 		}
 	}
+	return
 }
 
 func isNaN(f float64) bool { return f != f }

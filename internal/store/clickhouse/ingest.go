@@ -3,6 +3,8 @@ package clickhouse
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -16,8 +18,9 @@ import (
 // attempts it wrote last and the live processes' attempts. Nothing in it
 // is known to this replica only (store.FoldOptions.Shared): a transaction
 // checks the agents it stores for against the agents table, and an
-// attempt whose last write was not this replica's (another replica stored
-// its agent's batches since) is read again from the attempts table.
+// attempt whose last write was not this replica's, or whose agent had
+// batches stored by another replica since, is read again from the
+// attempts table.
 
 // chRow is what the store keeps beside an attempt's state for its rows:
 // their version (+1 a row), whether it has a row (and its index one), and
@@ -53,8 +56,17 @@ func (s *Store) newFold() *store.Fold[chRow] {
 		ProcessAttempts: s.procAttempts,
 		AgentSeqs:       s.agentSeqs,
 		HostsStored:     s.hostsStored,
+		KeepEnded:       keepEnded,
 	})
 }
+
+// keepEnded is how many ended attempts the fold keeps holding
+// (store.FoldOptions.KeepEnded): with short tasks, one attempt in seven is
+// touched again after it ended (a process of it exiting later), and each
+// was read again, FINAL, with its memberships (3,100 of the 21,400
+// attempts of BenchmarkStoresIngest's replay on 100 nodes). About a
+// kilobyte each.
+const keepEnded = 8192
 
 // jobKey is the key of a job id: its rows' shard key and the first part of
 // their order.
@@ -78,10 +90,19 @@ type tx struct {
 type commitTrace struct {
 	batches, agents, attempts int
 	began                     time.Time
-	recheck, pace, fold       time.Duration
-	reads                     time.Duration // the fold's reads (loadAttempts, procAttempts)
-	rows                      time.Duration
-	handed                    time.Time // when its blocks were handed to write
+	pace, fold                time.Duration
+	// recheck is how long the commit waited for the agents' sequences,
+	// read again while it folded (StartRecheck), once the fold and its
+	// rows were done; refolded, how long the fold and rows took again
+	// when an agent had moved.
+	recheck, refolded time.Duration
+	recheckRead       time.Duration // the read of the agents' sequences (0: none read)
+	reads             time.Duration // the fold's reads (loadAttempts, procAttempts)
+	rows              time.Duration
+	handed            time.Time // when its blocks were handed to write
+	// grew is which blocks grew as the fold and rows were written
+	// (writeSet.grew: not sized enough).
+	grew string
 }
 
 // Begin starts an ingest transaction; it holds the store's writer lock
@@ -167,6 +188,10 @@ func (s *Store) loadAgents(ctx context.Context, ids []string) (map[string]*store
 // 1,000 to 2,000 agents on a quiet machine, and up to 1.4 s at load 15
 // (BenchmarkStoresIngest -bench.trace).
 func (s *Store) agentSeqs(ctx context.Context, ids []string) (map[string]uint64, error) {
+	if s.seqsHeld != nil {
+		s.seqsHeld()
+	}
+	defer func(t0 time.Time) { s.seqsRead.Store(int64(time.Since(t0))) }(time.Now())
 	want := make(map[string]bool, len(ids))
 	for _, id := range ids {
 		want[id] = true
@@ -324,14 +349,11 @@ func (t *tx) CommitStart() (wait func() error, err error) {
 	}
 	tr := &commitTrace{began: t.began}
 	t0 := time.Now()
-	if err := t.f.Recheck(t.ctx); err != nil {
-		return nil, fmt.Errorf("cannot check the agents' last batches again: %w", err)
-	}
-	if len(t.f.Prepared()) == 0 {
-		return waitNone, nil
-	}
-	t1 := time.Now()
-	tr.recheck = t1.Sub(t0)
+	// The agents are read again while the batches are folded: the fold
+	// is done again in the rare case that another server stored some of
+	// them since (moved).
+	s.seqsRead.Store(0)
+	recheck := t.f.StartRecheck(t.ctx)
 	if wait := time.Until(s.nextCommit()); wait > 0 && s.opt.InsertEvery > 0 {
 		select {
 		case <-time.After(wait):
@@ -339,30 +361,34 @@ func (t *tx) CommitStart() (wait func() error, err error) {
 			return nil, t.ctx.Err()
 		}
 	}
+	t1 := time.Now()
+	tr.pace = t1.Sub(t0)
+	w, dirty, stored, err := t.foldRows(tr)
+	if err != nil {
+		return nil, err
+	}
+	if s.afterFold != nil {
+		s.afterFold()
+	}
 	t2 := time.Now()
-	tr.pace = t2.Sub(t1)
-	w := s.newWriteSet(slotOf(s.opt.Clock.Now().UnixMilli()))
-	s.foldReads = 0
-	if err := t.f.Fold(t.ctx, w, &s.ext); err != nil {
-		s.fold.Failed(t.f)
-		return nil, fmt.Errorf("cannot fold the batches: %w", err)
+	moved, err := recheck()
+	if err != nil {
+		return nil, fmt.Errorf("cannot check the agents' last batches again: %w", err)
 	}
 	t3 := time.Now()
-	tr.fold, tr.reads = t3.Sub(t2), s.foldReads
-	dirty := t.f.DirtyAttempts()
-	for _, a := range dirty {
-		a.B.version++
-		w.attemptRow(a)
-		w.jobDay(a.Meta.JobID, DayOf(a.Born))
-		w.jobRows = append(w.jobRows, jobRowOf(a))
-	}
-	stored := t.f.StoredAgents()
-	for id, a := range stored {
-		w.agentRow(id, a)
-		w.seqs += a.Seq - t.f.Base(id)
+	tr.recheck, tr.recheckRead = t3.Sub(t2), time.Duration(s.seqsRead.Load())
+	if moved {
+		t.f.Unfold()
+		if len(t.f.Prepared()) == 0 {
+			return waitNone, nil
+		}
+		s.putSpare(w) // (its blocks were never sent)
+		if w, dirty, stored, err = t.foldRows(tr); err != nil {
+			return nil, err
+		}
+		tr.refolded = time.Since(t3)
 	}
 	tr.handed = time.Now()
-	tr.rows = tr.handed.Sub(t3)
 	tr.batches, tr.agents, tr.attempts = len(t.f.Prepared()), len(stored), len(dirty)
 	// Commits start InsertEvery apart (the pipeline waits for NextCommit):
 	// from the start of this one, so that a batch that came just after it
@@ -374,6 +400,42 @@ func (t *tx) CommitStart() (wait func() error, err error) {
 	s.fold.CommitPending(t.f)
 	go s.write(t.ctx, t.f, w, prev, p, tr)
 	return p.wait, nil
+}
+
+// foldRows folds the transaction's batches into a new write set and adds
+// the rows of the attempts and agents they change (wmu held).
+func (t *tx) foldRows(tr *commitTrace) (w *writeSet, dirty []*attState, stored map[string]*store.AgentState, err error) {
+	s := t.s
+	t0 := time.Now()
+	w = s.newWriteSet(slotOf(s.opt.Clock.Now().UnixMilli()))
+	w.apart = s.membersApart
+	s.sizeBlocks(w, t.f.Prepared())
+	if s.opt.Log.Enabled(t.ctx, slog.LevelDebug) {
+		w.took = make([]string, 0, 10)
+	}
+	s.foldReads = 0
+	if err := t.f.Fold(t.ctx, w, &s.ext); err != nil {
+		s.fold.Failed(t.f)
+		return nil, nil, nil, fmt.Errorf("cannot fold the batches: %w", err)
+	}
+	t1 := time.Now()
+	tr.fold, tr.reads = t1.Sub(t0), s.foldReads
+	dirty = t.f.DirtyAttempts()
+	w.jobRows = slices.Grow(w.jobRows, len(dirty))
+	for _, a := range dirty {
+		a.B.version++
+		w.attemptRow(a)
+		w.jobDay(a.Meta.JobID, DayOf(a.Born))
+		w.jobRows = append(w.jobRows, jobRowOf(a))
+	}
+	stored = t.f.StoredAgents()
+	for id, a := range stored {
+		w.agentRow(id, a)
+		w.seqs += a.Seq - t.f.Base(id)
+	}
+	s.notePerBatch(w, len(t.f.Prepared()))
+	tr.rows, tr.grew = time.Since(t1), w.grew()
+	return w, dirty, stored, nil
 }
 
 func waitNone() error { return nil }
@@ -422,13 +484,23 @@ func (s *Store) write(ctx context.Context, f *store.FoldTx[chRow], w *writeSet, 
 		inserted = time.Now()
 		return nil
 	}()
+	jobRows, jobDays, took := w.jobRows, w.jobDays, w.took
+	if err == nil {
+		// Its blocks are sent: the commit the pipeline begins once this
+		// one is answered builds in them. (Only after inserts that all
+		// succeeded: a failed request's body may still be read by its
+		// transport.)
+		w.jobRows, w.jobDays, w.took = nil, nil, nil
+		s.putSpare(w)
+	}
 	p.err = err
 	close(p.done)
 	if err == nil {
 		s.opt.Log.Debug("commit", "began", tr.began.Format("15:04:05.000"), "batches", tr.batches, "agents", tr.agents,
-			"attempts", tr.attempts, "recheck", tr.recheck, "pace", tr.pace, "fold", tr.fold, "fold_reads", tr.reads,
-			"rows", tr.rows, "prev", waited.Sub(tr.handed),
-			"inserts", inserted.Sub(waited), "durable", inserted.Sub(tr.began))
+			"attempts", tr.attempts, "recheck_wait", tr.recheck, "recheck_read", tr.recheckRead,
+			"refolded", tr.refolded, "pace", tr.pace, "fold", tr.fold, "fold_reads", tr.reads,
+			"rows", tr.rows, "grew", tr.grew, "prev", waited.Sub(tr.handed),
+			"inserts", inserted.Sub(waited), "durable", inserted.Sub(tr.began), "each", strings.Join(took, " "))
 	}
 	if prev != nil {
 		<-prev.ended // (in order: a flush that waits for this one finds every job to write)
@@ -439,15 +511,12 @@ func (s *Store) write(ctx context.Context, f *store.FoldTx[chRow], w *writeSet, 
 		s.jobCache.drop() // (its rows may be stored in part)
 	} else {
 		s.fold.Stored(f, &s.ext)
-		s.jobCache.stored(w.jobRows)
-		for id, d := range w.jobDays {
+		s.jobCache.stored(jobRows)
+		for id, d := range jobDays {
 			if old, ok := s.jobDays[id]; !ok || d < old {
 				s.jobDays[id] = d
 			}
 		}
-		// (Only after inserts that all succeeded: a failed request's body
-		// may still be read by its transport.)
-		s.spare = w
 	}
 	if s.inflight == p {
 		s.inflight = nil

@@ -131,7 +131,7 @@ func checkJob(t *testing.T, s *Store, job, step, wantHow string, wantAttempts in
 	if how != wantHow {
 		t.Errorf("%s: the flush's job was %s, want %s", step, how, wantHow)
 	}
-	rows, err := s.readJobAttempts(ctx, []string{job})
+	rows, err := s.readJobAttempts(ctx, []string{job}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

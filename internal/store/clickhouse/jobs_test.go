@@ -193,3 +193,75 @@ func TestFlushDueInsertsPaced(t *testing.T) {
 		t.Fatalf("after Flush: %d jobs, want 3", n)
 	}
 }
+
+// TestFlushLetsCommitsGoOn: the jobs' flush reads and inserts without the
+// writer's lock: while a flush is held before its reads, a commit begins,
+// stores its batch and ends in the fold (it used to wait for the flush's
+// reads and inserts: 0.9 s for 68 new jobs at load 12). What the commit
+// stored meanwhile is not lost to the job: the next flush adds it up
+// from the rows held and the commit's own, which the flush held did not
+// take.
+func TestFlushLetsCommitsGoOn(t *testing.T) {
+	srv := chtest.Start(t)
+	ctx := context.Background()
+	s, err := Open(ctx, Options{URL: srv.URL() + "?database=flush_goes_on", Clock: storetest.Clock, InsertEvery: -1,
+		JobsEvery: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const job = "job_1700000000000_0001"
+	g := &storetest.Gen{Agent: "node1-goes-on", Host: "node1"}
+	at := []*storetest.AttemptSpec{{ID: "attempt_1700000000000_0001_m_000000_0", JobID: job, Type: "map",
+		Start: storetest.T0.Add(-5 * time.Minute), MemoryMB: 1024, JobName: "goes-on", User: "u", Queue: "q",
+		Procs: []storetest.ProcSpec{{PID: 101, Role: wire.RoleTaskJVM, CPUPerS: 500, RSS: 1 << 20}}}}
+	// The job held (its first flush), then changed.
+	storetest.Commit(t, s, g.Batch(at, 0, 5, false))
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	storetest.Commit(t, s, g.Batch(at, 5, 10, false))
+	held, release := make(chan struct{}), make(chan struct{})
+	defer close(release) // (before Close: the flush held ends)
+	s.flushHeld = func() {
+		close(held)
+		<-release
+	}
+	flushed := make(chan error, 1)
+	go func() { flushed <- s.Flush(ctx) }()
+	<-held
+	s.flushHeld = nil
+	committed := make(chan error, 1)
+	go func() {
+		app, err := s.Begin(ctx)
+		if err == nil {
+			if _, err = app.Append(g.Batch(at, 10, 15, false)); err == nil {
+				err = app.Commit()
+			}
+		}
+		if err == nil {
+			s.waitWrites() // (ended in the fold too)
+		}
+		committed <- err
+	}()
+	testsrv.WaitUntil(t, "a commit stored and ended while a flush is held", 30*time.Second, func() bool {
+		select {
+		case err := <-committed:
+			if err != nil {
+				t.Fatalf("the commit during the flush: %v", err)
+			}
+			return true
+		default:
+			return false
+		}
+	})
+	release <- struct{}{} // (the flush goes on; the deferred close then finds none waiting)
+	if err := <-flushed; err != nil {
+		t.Fatal(err)
+	}
+	s.jobsRead, s.jobsLooked = 0, 0
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkJob(t, s, job, "the flush after a commit during a flush", "held", 1)
+}

@@ -511,15 +511,23 @@ type procView struct {
 	cmd string
 }
 
+// add takes a row. A row both a membership and a description (one batch
+// said both: writeSet.Process) is the membership just before the
+// description, as the batch ordered them (stores made before wrote them
+// as two rows in that order).
 func (pv *procView) add(x *procRecord) {
+	if x.member {
+		gen := x.gen
+		if x.described {
+			gen--
+		}
+		pv.v.Join(gen, &x.m)
+	}
 	if x.described {
 		pv.v.Describe(x.gen, x.host, &x.p)
 		if x.hasCmd && pv.v.LatestCmd(x.gen) {
 			pv.cmd = x.p.Cmdline
 		}
-	}
-	if x.member {
-		pv.v.Join(x.gen, &x.m)
 	}
 }
 

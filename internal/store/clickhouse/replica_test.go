@@ -184,6 +184,70 @@ func TestReplicasRecheck(t *testing.T) {
 	}
 }
 
+// TestRecheckWhileFolding: a commit folds its batches while their agents
+// are read again (FoldTx.StartRecheck: the read no longer comes before
+// the fold), and when the read finds an agent moved (another replica
+// stored its batch since), the fold made meanwhile, on the attempt's
+// state before that batch, is dropped and done again on the state read
+// back: both replicas answer what one embedded store answers of the same
+// batches, and the agent's row counts each batch once.
+func TestRecheckWhileFolding(t *testing.T) {
+	srv := chtest.Start(t)
+	rs, _, bs := replicasOfAttempt(t, srv, "rwf", 3, 103)
+	a, b := rs[0], rs[1]
+	ref, err := duckdb.Open(duckdb.Options{Clock: storetest.Clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ref.Close()
+	folded := make(chan struct{}, 1)
+	a.afterFold = func() { folded <- struct{}{} }
+	a.seqsHeld = func() {
+		select {
+		case <-folded:
+		case <-time.After(time.Minute):
+			t.Error("the agents' sequences were read again before the commit folded its batches")
+		}
+	}
+	// b1 through a, b2 through b (a's state of the attempt is b1's), b3
+	// through a: folded on b1's state while the read finds b2 stored.
+	for _, step := range []struct {
+		s *Store
+		b *wire.Batch
+	}{{a, bs[0]}, {b, bs[1]}, {a, bs[2]}} {
+		if d := storetest.Ingest(t, step.s, step.b); d[0] {
+			t.Fatalf("batch %d: a duplicate", step.b.Seq)
+		}
+		storetest.Ingest(t, ref, step.b)
+	}
+	want := storetest.Attempts(t, ref)
+	for i, s := range rs {
+		if err := s.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		got := storetest.Attempts(t, s)
+		if len(got) != 1 || len(want) != 1 || !reflect.DeepEqual(got[0], want[0]) {
+			t.Errorf("replica %d:\n clickhouse %+v\n embedded   %+v", i, got, want)
+		}
+		u, err := s.Usage(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u.Samples != 15 {
+			t.Errorf("replica %d: %d process samples; 15 were sent", i, u.Samples)
+		}
+	}
+	rows, err := a.Client().Query(context.Background(), "SELECT batches, samples FROM rwf.agents FINAL WHERE agent_id = "+
+		Quote(bs[2].AgentID), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := uint64(bs[0].SampleCount() + bs[1].SampleCount() + bs[2].SampleCount())
+	if n, m := rows.UInt64(), rows.UInt64(); n != 3 || m != sent {
+		t.Errorf("the agent's row counts %d batches and %d samples, want 3 and %d (%v)", n, m, sent, rows.Err())
+	}
+}
+
 // TestReplicasRotate: an agent's batches go to two replicas in turn (a
 // round-robin balancer), each replica's copy of the attempts is stale at
 // every other batch: what they answer is what one embedded store answers

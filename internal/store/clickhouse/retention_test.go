@@ -9,6 +9,7 @@ import (
 
 	"github.com/taskscope/taskscope/internal/store/clickhouse/chtest"
 	"github.com/taskscope/taskscope/internal/store/storetest"
+	"github.com/taskscope/taskscope/internal/wire"
 )
 
 // TestRetentionByLastDay: Maintain drops a table's partition once its
@@ -94,4 +95,47 @@ func TestRetentionByLastDay(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestMaintainForgetsHeldRows: a jobs' flush between Maintain's drop of
+// the jobs' cache and its drop of partitions reads, and holds, attempts'
+// rows about to go; the job, written again after Maintain, is what its
+// attempts' rows left add up to, not the rows held.
+func TestMaintainForgetsHeldRows(t *testing.T) {
+	srv := chtest.Start(t)
+	ctx := context.Background()
+	s, err := Open(ctx, Options{URL: srv.URL() + "?database=maintain_held", Clock: storetest.Clock, InsertEvery: -1,
+		JobsEvery: -1, RollupRetention: 30 * 24 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const job = "job_1700000000000_0001"
+	spec := func(n int, start time.Time) *storetest.AttemptSpec {
+		return &storetest.AttemptSpec{ID: "attempt_1700000000000_0001_m_00000" + string(rune('0'+n)) + "_0", JobID: job,
+			Type: "map", Start: start, MemoryMB: 1024, JobName: "maintain-held", User: "u", Queue: "q",
+			Procs: []storetest.ProcSpec{{PID: int32(100 + n), Role: wire.RoleTaskJVM, CPUPerS: 400, RSS: 1 << 20}}}
+	}
+	// An attempt of 40 days ago, past the retention, and one of now.
+	old, cur := spec(1, storetest.T0.Add(-40*24*time.Hour)), spec(2, storetest.T0)
+	g1 := &storetest.Gen{Agent: "node1-maintain", Host: "node1"}
+	g2 := &storetest.Gen{Agent: "node2-maintain", Host: "node2"}
+	storetest.Ingest(t, s, g1.Batch([]*storetest.AttemptSpec{old}, 0, 5, true), g2.Batch([]*storetest.AttemptSpec{cur}, 0, 5, false))
+	storetest.Commit(t, s, g2.Batch([]*storetest.AttemptSpec{cur}, 5, 10, false))
+	flushed := 0
+	s.maintainDropping = func() {
+		flushed++
+		if err := s.Flush(ctx); err != nil {
+			t.Errorf("the flush during Maintain: %v", err)
+		}
+		s.jobsRead, s.jobsLooked = 0, 0
+	}
+	if err := s.Maintain(ctx, storetest.T0); err != nil {
+		t.Fatal(err)
+	}
+	if flushed != 1 {
+		t.Fatalf("Maintain dropped no partition (%d flushes during it)", flushed)
+	}
+	storetest.Ingest(t, s, g2.Batch([]*storetest.AttemptSpec{cur}, 10, 15, false))
+	checkJob(t, s, job, "the flush after Maintain", "own", 1)
 }

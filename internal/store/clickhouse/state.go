@@ -253,11 +253,6 @@ func (s *Store) procAttempts(ctx context.Context, keys []uint64) (map[uint64][]s
 // up again from its attempts.
 func (s *Store) Flush(ctx context.Context) error {
 	s.waitWrites()
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	if s.closed {
-		return errClosed
-	}
 	_, err := s.flushJobs(ctx, false)
 	return err
 }
@@ -269,19 +264,24 @@ func (s *Store) Flush(ctx context.Context) error {
 // second was the most of ClickHouse's CPU (BenchmarkStoresIngest's
 // replay, docs/scaling.md).
 func (s *Store) FlushDue(ctx context.Context) (waiting bool, err error) {
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	if s.closed {
-		return false, errClosed
-	}
 	return s.flushJobs(ctx, true)
 }
 
 // flushJobs writes the jobs whose attempts changed since they were last
 // written; when due (FlushDue), not those written in the last JobsEvery,
 // and none within JobsInsertEvery of the last insert; it says whether
-// some wait.
+// some wait. One flush at a time (fmu); it holds the writer's lock (wmu)
+// only to take the jobs due and what it needs of the cache, and to say
+// what it wrote: its reads and inserts go without it, and commits go on
+// meanwhile.
 func (s *Store) flushJobs(ctx context.Context, due bool) (waiting bool, err error) {
+	s.fmu.Lock()
+	defer s.fmu.Unlock()
+	s.wmu.Lock()
+	if s.closed {
+		s.wmu.Unlock()
+		return false, errClosed
+	}
 	now := time.Now()
 	for id, t := range s.jobsWritten {
 		if now.Sub(t) >= s.opt.JobsEvery {
@@ -291,6 +291,7 @@ func (s *Store) flushJobs(ctx context.Context, due bool) (waiting bool, err erro
 	dirty := s.fold.TakeDirtyJobs()
 	if due && len(dirty) > 0 && now.Sub(s.jobsInserted) < s.opt.JobsInsertEvery {
 		s.fold.UntakeDirtyJobs(dirty)
+		s.wmu.Unlock()
 		return true, nil
 	}
 	if due && s.opt.JobsEvery > 0 {
@@ -305,7 +306,11 @@ func (s *Store) flushJobs(ctx context.Context, due bool) (waiting bool, err erro
 		s.fold.UntakeDirtyJobs(wait)
 		waiting = len(wait) > 0
 	}
-	if err := s.writeJobs(ctx, dirty); err != nil {
+	s.wmu.Unlock()
+	err = s.writeJobs(ctx, dirty)
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if err != nil {
 		s.fold.UntakeDirtyJobs(dirty)
 		return waiting, fmt.Errorf("cannot write the jobs: %w", err)
 	}
@@ -321,12 +326,12 @@ func (s *Store) flushJobs(ctx context.Context, due bool) (waiting bool, err erro
 }
 
 // writeJobs writes jobs ids, each added up from its attempts' rows (held
-// in memory, or read: jobRows).
+// in memory, or read: jobRows); wmu not held.
 func (s *Store) writeJobs(ctx context.Context, ids []string) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	rows, err := s.jobRows(ctx, ids)
+	rows, f, err := s.jobRows(ctx, ids)
 	if err != nil {
 		return err
 	}
@@ -352,24 +357,25 @@ func (s *Store) writeJobs(ctx context.Context, ids []string) error {
 		return err
 	}
 	// (Their rows now say the earliest day of their attempts.)
-	for _, id := range ids {
-		delete(s.jobDays, id)
-	}
-	s.jobCache.written(ids)
+	s.wmu.Lock()
+	s.written(f, ids)
+	s.wmu.Unlock()
 	// After the jobs: a reader that finds a change finds the job.
 	return s.insert(ctx, "job_changes", changeCols, &changes)
 }
 
 // readJobAttempts reads the rows of jobs ids' attempts (the fields their
-// figures are added up from, jobAttemptSelect), by job.
-func (s *Store) readJobAttempts(ctx context.Context, ids []string) (map[string][]*attState, error) {
+// figures are added up from, jobAttemptSelect), by job; days are the
+// earliest days of the rows this replica stored of them since they were
+// last written (jobsFrom).
+func (s *Store) readJobAttempts(ctx context.Context, ids []string, days map[string]uint16) (map[string][]*attState, error) {
 	out := map[string][]*attState{}
 	s.jobsRead += len(ids)
 	for len(ids) > 0 {
 		part := ids[:min(len(ids), 200)]
 		ids = ids[len(part):]
 		where := jobsWhere(part)
-		from, err := s.jobsFrom(ctx, part, where)
+		from, err := s.jobsFrom(ctx, part, where, days)
 		if err != nil {
 			return nil, err
 		}
@@ -398,7 +404,7 @@ func (s *Store) readJobAttempts(ctx context.Context, ids []string) (map[string][
 // cost (BenchmarkCommitNewAttempts). (A day missed by a read races with
 // another replica's write of an attempt: that replica writes the job
 // after it, with a higher version.)
-func (s *Store) jobsFrom(ctx context.Context, ids []string, where string) (uint16, error) {
+func (s *Store) jobsFrom(ctx context.Context, ids []string, where string, stored map[string]uint16) (uint16, error) {
 	rows, err := s.query(ctx, "SELECT job_id, min(day) FROM "+s.read("jobs")+" WHERE "+where+" GROUP BY job_id")
 	if err != nil {
 		return 0, fmt.Errorf("cannot read the jobs' days: %w", err)
@@ -437,7 +443,7 @@ func (s *Store) jobsFrom(ctx context.Context, ids []string, where string) (uint1
 		if !ok {
 			return 0, nil // (none of its attempts' rows is visible yet)
 		}
-		if w, ok := s.jobDays[id]; ok && w < d {
+		if w, ok := stored[id]; ok && w < d {
 			d = w
 		}
 		if i == 0 || d < from {

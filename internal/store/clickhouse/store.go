@@ -82,6 +82,9 @@ type Store struct {
 	c      *Client
 	schema *Schema
 
+	// fmu: one jobs' flush at a time (flushJobs); taken before wmu. It
+	// guards the jobs' flush's own fields below (jobsRead, jobsLooked).
+	fmu        sync.Mutex
 	wmu        sync.Mutex // one transaction at a time; guards what follows
 	fold       *store.Fold[chRow]
 	lastInsert time.Time // the start (Begin) of the last commit that inserted
@@ -92,18 +95,47 @@ type Store struct {
 	// index_first): an attempt with rows has its index row, and a commit
 	// does not look for attempts off the index (stored).
 	indexFirst bool
+	// membersApart: a commit writes each membership in a row of its own,
+	// as versions before 2026-12-07 (session 28) did (tests of the rows
+	// they left: writeSet.Member).
+	membersApart bool
 	// foldReads is how long the fold's reads of the commit under way took
 	// (commitTrace).
 	foldReads time.Duration
 	// lookedUp counts the attempts the fold looked up (loadAttempts).
 	lookedUp int
-	// spare is the blocks of a commit that inserted, for the next one to
-	// build its rows in (their memory kept: megabytes a commit).
-	spare *writeSet
+	// spares are the write sets of commits that inserted, for the next
+	// ones to build their rows in (their blocks' memory kept: megabytes a
+	// commit; putSpare). spareMu guards them, not wmu: a commit hands its
+	// blocks back once inserted, while the next one may hold wmu.
+	spareMu sync.Mutex
+	spares  []*writeSet
+	// perBatch is the bytes a batch took in each of a write set's blocks
+	// (writeSet.blocks), the most of the last commits' (notePerBatch),
+	// that a commit makes room for before its fold (sizeBlocks).
+	perBatch [nBlocks]float64
+	largest  [nBlocks]int
 	// beforeInsert, if set, is called before a commit's inserts (tests:
 	// inserts held, or failed).
 	beforeInsert func() error
-	closed       bool
+	// afterFold, if set, is called by a commit once its batches are
+	// folded and its rows made, before it waits for the agents read
+	// again meanwhile (tests: the recheck held until the fold is done).
+	afterFold func()
+	// seqsHeld, if set, is called as the agents' sequences are read
+	// (agentSeqs; tests).
+	seqsHeld func()
+	// seqsRead is how long the last read of agents' sequences took (ns;
+	// agentSeqs: the commit's recheck, read while it folds; 0 when none).
+	seqsRead atomic.Int64
+	// flushHeld, if set, is called by the jobs' flush once it took the
+	// jobs due and what it needs of the cache, before its reads (tests: a
+	// flush held).
+	flushHeld func()
+	// maintainDropping, if set, is called by Maintain once it dropped the
+	// jobs' cache, before it drops partitions (tests: a flush meanwhile).
+	maintainDropping func()
+	closed           bool
 	// jobsWritten is when each job was last written (FlushDue), of the
 	// jobs written in the last JobsEvery.
 	jobsWritten map[string]time.Time
@@ -428,10 +460,22 @@ func (s *Store) Maintain(ctx context.Context, now time.Time) (err error) {
 			return fmt.Errorf("cannot list partitions: %w", err)
 		}
 	}
-	if len(drop) > 0 {
+	// The jobs' cache holds attempts' rows that may go: it is dropped
+	// before the partitions, so that no flush meanwhile adds jobs up from
+	// it, and again after them, for the rows a flush meanwhile read before
+	// they went (a flush whose read spans a drop does not hold what it
+	// read: jobRows).
+	dropCache := func() {
 		s.wmu.Lock()
-		s.jobCache.drop() // (attempts' rows may go)
+		s.jobCache.drop()
 		s.wmu.Unlock()
+	}
+	if len(drop) > 0 {
+		dropCache()
+		defer dropCache()
+		if s.maintainDropping != nil {
+			s.maintainDropping()
+		}
 	}
 	for _, p := range drop {
 		if done, raw := rolled[p.day]; raw && !done && (p.table == "chunks" || p.table == "series_chunks") {

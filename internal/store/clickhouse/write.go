@@ -2,7 +2,12 @@ package clickhouse
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
 
 	"github.com/taskscope/taskscope/internal/store"
 	"github.com/taskscope/taskscope/internal/wire"
@@ -36,22 +41,141 @@ type writeSet struct {
 	// seqs is how much the agents' rows move the sum of their last
 	// sequences (Store.ownSeqs once stored).
 	seqs uint64
+	// members are the memberships of the batch being absorbed
+	// not yet written: each goes into the row of its process's
+	// description in the same batch and attempt, or alone (Batch).
+	members    map[memberKey]pendingMember
+	memberList []memberKey // (in the batch's order)
+	apart      bool        // Store.membersApart
+	// took, when not nil (a traced commit), gets each insert's table,
+	// rows and time, as "table:rows:time" (the "commit" trace's inserts).
+	took []string
 }
 
-// newWriteSet is an empty write set of slot: the spare one's blocks
-// emptied, their memory kept, or new ones (wmu held).
+// memberKey is an attempt's and a process's keys.
+type memberKey struct{ att, proc uint64 }
+
+// pendingMember is a membership waiting for its process's description,
+// with the head of its row as of its batch (procHead: the next batch may
+// tell its attempt's job).
+type pendingMember struct {
+	head procHead
+	m    *wire.Membership
+}
+
+// newWriteSet is an empty write set of slot: a spare one's blocks
+// emptied, their memory kept, or new ones.
 func (s *Store) newWriteSet(slot uint32) *writeSet {
-	w := s.spare
+	s.spareMu.Lock()
+	var w *writeSet
+	if n := len(s.spares); n > 0 {
+		w, s.spares[n-1] = s.spares[n-1], nil
+		s.spares = s.spares[:n-1]
+	}
+	s.spareMu.Unlock()
 	if w == nil {
 		return &writeSet{slot: slot}
 	}
-	s.spare = nil
-	for _, b := range []*Block{&w.chunks, &w.procs, &w.procIndex, &w.attIndex, &w.hostIndex, &w.events, &w.ext, &w.atts,
-		&w.agents} {
+	for _, b := range w.blocks() {
 		b.Reset()
 	}
 	w.slot, w.jobDays, w.seqs, w.jobRows = slot, nil, 0, w.jobRows[:0]
+	w.memberList = w.memberList[:0]
+	clear(w.members)
+	w.took = nil
 	return w
+}
+
+// maxSpares is how many write sets the store keeps for its next commits:
+// two are in use at most (one inserting, the next folding: the ingest
+// pipeline starts no more), and one more is kept so that a commit that
+// ends while both are in use does not drop its blocks.
+const maxSpares = 3
+
+// putSpare keeps w's blocks for a later commit (its inserts done, or
+// never sent). It may be called while another commit holds wmu: a
+// commit's inserts hand their blocks back as soon as they are done, before
+// the pipeline begins the next commit (which would otherwise build in new
+// blocks while the writer's lock is held).
+func (s *Store) putSpare(w *writeSet) {
+	s.spareMu.Lock()
+	defer s.spareMu.Unlock()
+	if len(s.spares) < maxSpares {
+		s.spares = append(s.spares, w)
+	}
+}
+
+// nBlocks is the number of a write set's blocks (blocks).
+const nBlocks = 9
+
+// blocks are w's blocks, in a fixed order (Store.perBatch).
+func (w *writeSet) blocks() [nBlocks]*Block {
+	return [nBlocks]*Block{&w.chunks, &w.procs, &w.procIndex, &w.attIndex, &w.hostIndex, &w.events, &w.ext, &w.atts, &w.agents}
+}
+
+// chunkRowBytes is what a row of series_chunks takes beside its data
+// (seriesRow: its fixed columns and the data's length, at most).
+const chunkRowBytes = 2 + 4 + 1 + 8 + 8 + 8 + 8 + 4 + 1 + 8 + binary.MaxVarintLen64
+
+// sizeBlocks makes room in w's blocks for the rows of a commit of ps
+// before its fold (wmu held): in the chunks' block for the batches'
+// chunks, and in each block for what a batch took in it in the last
+// commits (perBatch), so that a commit larger than the blocks it was
+// given (the start's wave, met with none) grows each of them once.
+func (s *Store) sizeBlocks(w *writeSet, ps []*store.Prepared) {
+	chunks := 0
+	for _, p := range ps {
+		for _, cs := range [...][]store.SeriesChunk{p.ProcChunks, p.AttChunks, p.ExtChunks} {
+			for i := range cs {
+				chunks += chunkRowBytes + len(cs[i].Data)
+			}
+		}
+	}
+	for i, b := range w.blocks() {
+		// An eighth more (batches differ a little), but no more than
+		// twice the most the block ever held, or the chunks' size: a
+		// commit of a few batches that wrote much (a long list of
+		// processes) does not have the next commit of many batches set
+		// aside much more memory than the store ever used.
+		want := min(int(s.perBatch[i]*float64(len(ps))*9/8), max(2*s.largest[i], chunks))
+		if b == &w.chunks {
+			want = max(want, chunks)
+		}
+		if want > cap(b.buf) {
+			// (A quarter more: not grown again for a commit a little larger.)
+			b.Grow(want + want/4 - b.Len())
+		}
+	}
+}
+
+// blockNames are the tables of w's blocks, in the order of blocks.
+var blockNames = [nBlocks]string{"series_chunks", "procs", "proc_index", "attempt_index", "host_index", "events", "ext_metrics",
+	"attempts", "agents"}
+
+// grew says which of w's blocks grew as they were written, and how many
+// times ("table:times", the "commit" trace's grew), since they were
+// sized (sizeBlocks).
+func (w *writeSet) grew() string {
+	var out []string
+	for i, b := range w.blocks() {
+		if b.grew > 0 {
+			out = append(out, blockNames[i]+":"+strconv.Itoa(b.grew))
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+// notePerBatch notes what a batch of a commit of batches took in each of
+// w's blocks (wmu held): perBatch keeps the most of the last commits',
+// halving at each commit; largest, the most a block held.
+func (s *Store) notePerBatch(w *writeSet, batches int) {
+	if batches == 0 {
+		return
+	}
+	for i, b := range w.blocks() {
+		s.perBatch[i] = max(s.perBatch[i]/2, float64(b.Len())/float64(batches))
+		s.largest[i] = max(s.largest[i], b.Len())
+	}
 }
 
 // jobDay notes a row of an attempt of job written in day.
@@ -81,16 +205,59 @@ func (w *writeSet) Chunk(kind int, c *store.SeriesChunk, job string, start int64
 // Described: an attempt's row holds its description (attemptRow).
 func (w *writeSet) Described(*wire.Batch, int, *attState) {}
 
-// Member logs a membership, and indexes a process's first in an attempt.
+// Member indexes a process's first membership in an attempt, and keeps
+// the membership for the row of its process's description in the same
+// batch (Process), or its own row once the batch is absorbed (Batch).
+// A process joining an attempt is mostly described in the same batch, and
+// leaves it with its exit's description: one row each time, not two (a
+// process's memberships and descriptions were most of procs' rows, and
+// of its merges).
 func (w *writeSet) Member(b *wire.Batch, m *wire.Membership, a *attState, first bool, idx int) {
 	if first {
 		w.procIndexRow(m, a, b)
 	}
-	w.memberRow(a, m, order(b, idx), b)
+	if w.apart {
+		w.memberRow(headOf(a, m.Process, order(b, idx), b), m)
+		return
+	}
+	k := memberKey{store.AttemptKey(a.Meta.AttemptID), m.Process}
+	if old, ok := w.members[k]; ok {
+		// (a second membership of the pair in the batch: the first alone)
+		w.memberRow(old.head, old.m)
+	} else {
+		w.memberList = append(w.memberList, k)
+	}
+	if w.members == nil {
+		w.members = map[memberKey]pendingMember{}
+	}
+	w.members[k] = pendingMember{headOf(a, m.Process, order(b, idx), b), m}
 }
 
+// Process logs a description of a process, with its membership in the
+// attempt when the batch has one waiting (Member).
 func (w *writeSet) Process(b *wire.Batch, p *wire.Process, a *attState, cmd bool, idx int) {
-	w.processRow(a, p, b, cmd, order(b, idx))
+	gen := order(b, idx)
+	if a != nil {
+		k := memberKey{store.AttemptKey(a.Meta.AttemptID), p.Key}
+		if pm, ok := w.members[k]; ok {
+			delete(w.members, k)
+			w.processRow(a, p, b, cmd, gen, pm.m)
+			return
+		}
+	}
+	w.processRow(a, p, b, cmd, gen, nil)
+}
+
+// Batch ends a batch absorbed: the memberships of it that no description
+// took are written, each in a row of its own.
+func (w *writeSet) Batch(*store.Prepared) {
+	for _, k := range w.memberList {
+		if pm, ok := w.members[k]; ok {
+			w.memberRow(pm.head, pm.m)
+		}
+	}
+	w.memberList = w.memberList[:0]
+	clear(w.members)
 }
 
 func (w *writeSet) Event(b *wire.Batch, i int, job string) { w.eventRow(b, i, job) }
@@ -104,35 +271,44 @@ func (w *writeSet) Ext(kind int, metric string) {
 // Batch: nothing (the table batches, a ledger of the batches stored that
 // nothing read, is no longer written: an insert and a part a commit, and
 // their merges; agents keeps each agent's counts).
-func (w *writeSet) Batch(*store.Prepared) {}
-
 func (w *writeSet) chunkRow(kind uint8, job uint64, c *store.SeriesChunk, start int64) {
 	b := &w.chunks
 	seriesRow(b, w.slot, kind, job, c.Key, c.TMin, c.TMax, c.N, 0, start, c.Data)
 }
 
-func (w *writeSet) procRowHead(st *attState, key, gen uint64, b *wire.Batch) {
-	r := &w.procs
-	r.Row()
-	day := DayOf(store.BatchTime(b))
-	if st != nil && st.Born > 0 {
-		day = DayOf(st.Born)
-	}
-	r.UInt16(day)
-	if st != nil {
-		r.UInt64(jobKey(st.Meta.JobID))
-		r.UInt64(store.AttemptKey(st.Meta.AttemptID))
-	} else {
-		r.UInt64(jobKey(""))
-		r.UInt64(0)
-	}
-	r.UInt64(key)
-	r.UInt64(gen)
+// procHead is the key of a row of procs: its day, its attempt's job's and
+// its own key, its process's, and its order.
+type procHead struct {
+	day                uint16
+	job, att, key, gen uint64
 }
 
-// memberRow logs a membership of a process in an attempt.
-func (w *writeSet) memberRow(st *attState, m *wire.Membership, gen uint64, b *wire.Batch) {
-	w.procRowHead(st, m.Process, gen, b)
+// headOf is the head of a row of a process (key) in the rows of attempt st
+// (nil: of none), of batch b.
+func headOf(st *attState, key, gen uint64, b *wire.Batch) procHead {
+	h := procHead{day: DayOf(store.BatchTime(b)), job: jobKey(""), key: key, gen: gen}
+	if st != nil {
+		if st.Born > 0 {
+			h.day = DayOf(st.Born)
+		}
+		h.job, h.att = jobKey(st.Meta.JobID), store.AttemptKey(st.Meta.AttemptID)
+	}
+	return h
+}
+
+func (w *writeSet) procRowHead(h procHead) {
+	r := &w.procs
+	r.Row()
+	r.UInt16(h.day)
+	r.UInt64(h.job)
+	r.UInt64(h.att)
+	r.UInt64(h.key)
+	r.UInt64(h.gen)
+}
+
+// memberRow logs a membership of a process in an attempt, alone.
+func (w *writeSet) memberRow(h procHead, m *wire.Membership) {
+	w.procRowHead(h)
 	r := &w.procs
 	r.UInt8(1) // member
 	r.UInt8(0) // described
@@ -148,6 +324,15 @@ func (w *writeSet) memberRow(st *attState, m *wire.Membership, gen uint64, b *wi
 	r.String("")
 	r.UInt32(0)
 	r.String("")
+	w.memberFields(m)
+}
+
+// memberFields ends a row with a membership's columns (m nil: none).
+func (w *writeSet) memberFields(m *wire.Membership) {
+	r := &w.procs
+	if m == nil {
+		m = &wire.Membership{}
+	}
 	r.Int64(m.FromMs)
 	r.Int64(m.ToMs)
 	r.Int64(m.CPUBaseMs)
@@ -155,12 +340,14 @@ func (w *writeSet) memberRow(st *attState, m *wire.Membership, gen uint64, b *wi
 }
 
 // processRow logs a description of a process, in an attempt's rows (st
-// nil: in no attempt's).
-func (w *writeSet) processRow(st *attState, p *wire.Process, b *wire.Batch, logCmd bool, gen uint64) {
-	w.procRowHead(st, p.Key, gen, b)
+// nil: in no attempt's), with its membership in the attempt from the same
+// batch (m; nil: none). Such a row is read as the membership, then the
+// description (procRecord.add): their order in the batch.
+func (w *writeSet) processRow(st *attState, p *wire.Process, b *wire.Batch, logCmd bool, gen uint64, m *wire.Membership) {
+	w.procRowHead(headOf(st, p.Key, gen, b))
 	r := &w.procs
-	r.UInt8(0)
-	r.UInt8(1)
+	r.Bool(m != nil) // member
+	r.UInt8(1)       // described
 	cmd := ""
 	if logCmd {
 		r.UInt8(1)
@@ -179,10 +366,7 @@ func (w *writeSet) processRow(st *attState, p *wire.Process, b *wire.Batch, logC
 	r.String(p.Role)
 	r.UInt32(p.UID)
 	r.String(p.User)
-	r.Int64(0)
-	r.Int64(0)
-	r.Int64(0)
-	r.String("")
+	w.memberFields(m)
 }
 
 func (w *writeSet) procIndexRow(m *wire.Membership, st *attState, b *wire.Batch) {
@@ -246,6 +430,14 @@ func (w *writeSet) insert(ctx context.Context, s *Store) error {
 		b    *Block
 		then *ins // inserted once this one is in
 	}
+	var tmu sync.Mutex
+	timed := func(name string, t0 time.Time, rows int) {
+		if w.took != nil {
+			tmu.Lock()
+			w.took = append(w.took, fmt.Sprintf("%s:%d:%s", name, rows, time.Since(t0).Round(time.Millisecond)))
+			tmu.Unlock()
+		}
+	}
 	for _, stage := range [][]ins{
 		{{"series_chunks", seriesCols, &w.chunks, nil}, {"ext_metrics", extCols, &w.ext, nil}, {"procs", procCols, &w.procs, nil},
 			{"proc_index", procIndexCols, &w.procIndex, nil}, {"host_index", hostIndexCols, &w.hostIndex, nil},
@@ -256,9 +448,13 @@ func (w *writeSet) insert(ctx context.Context, s *Store) error {
 		errs := make(chan error, len(stage))
 		for _, t := range stage {
 			go func() {
+				t0 := time.Now()
 				err := s.insert(ctx, t.name, t.cols, t.b)
+				timed(t.name, t0, t.b.Rows())
 				if err == nil && t.then != nil {
+					t1 := time.Now()
 					err = s.insert(ctx, t.then.name, t.then.cols, t.then.b)
+					timed(t.then.name, t1, t.then.b.Rows())
 				}
 				errs <- err
 			}()
