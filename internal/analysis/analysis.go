@@ -106,6 +106,7 @@ type Analyzer struct {
 	runs            runCache                 // measures of recurring jobs' runs
 	attempts        attemptCache             // finished jobs' attempts, for waste reports
 	incr            map[string]incremental   // running jobs' reads, for their next analysis in the background
+	live            *liveCache               // the gauges the background's passes read, as samples (live.go)
 	bg              *background              // while Run runs
 	late            lateLog                  // the finished jobs the background's looks saw written (history.go)
 	reusedHistories atomic.Int64             // passes that took their last pass's earlier runs again
@@ -136,6 +137,7 @@ func New(st store.Store) *Analyzer { return NewWith(st, Options{}) }
 func NewWith(st store.Store, o Options) *Analyzer {
 	o.defaults()
 	a := &Analyzer{st: st, now: o.Now, opt: o, reports: map[string]*cachedReport{}, incr: map[string]incremental{},
+		live:    newLiveCache(o.MaxLiveSamples),
 		version: fmt.Sprintf("%d+%s", Revision, o.Build), settings: o.Settings.Text(), skip: map[string]bool{}}
 	for _, h := range o.Settings.Skip {
 		a.skip[h] = true
@@ -161,6 +163,10 @@ type Job struct {
 	// readCPU is the CPU of its reads made on threads of their own
 	// (atOnce), in ns.
 	readCPU atomic.Int64
+	// live keeps the gauges it reads, as samples (a background pass's;
+	// nil: read whole); now is the analyser's clock.
+	live *liveCache
+	now  func() time.Time
 }
 
 // fail records a store error met while reading for the report: the report
@@ -338,11 +344,13 @@ func (a *Analyzer) reportWith(ctx context.Context, jobID string, prev kept, hist
 }
 
 // reportIn is a job to report on, with what its last report read (prev)
-// and the earlier runs its last pass read (hist).
+// and the earlier runs its last pass read (hist); live: its gauges are
+// read through the analyser's live cache (the background's passes).
 type reportIn struct {
 	jobID string
 	prev  kept
 	hist  *keptHistory
+	live  bool
 }
 
 // reportOut is a job's report as reportWith returns it.
@@ -390,7 +398,11 @@ func (a *Analyzer) reportsOf(ctx context.Context, ins []reportIn, private bool) 
 		linkAttempts(d.AttemptList)
 		j := &Job{JobDetail: d, st: a.st, ctx: ctx, runs: &a.runs, skip: a.skip, private: private, reads: reads{series: map[string]*store.SeriesResult{},
 			owner: map[string]string{}, procs: map[string][]store.Process{}, heapMax: map[string]int64{},
-			prev: reusable(in.prev, d.AttemptList, a.now()), prevHistory: a.takeHistory(in.hist, &d.Job), historySeen: seen}}
+			prev: reusable(in.prev, d.AttemptList, a.now()), prevHistory: a.takeHistory(in.hist, &d.Job), historySeen: seen},
+			now: a.now}
+		if in.live {
+			j.live = a.live
+		}
 		jobs = append(jobs, j)
 		at[i] = j
 	}

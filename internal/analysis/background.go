@@ -71,6 +71,10 @@ type Options struct {
 	// MaxIncremental is how many running jobs' reads are kept between
 	// their analyses, to read again only what changed (default 5,000).
 	MaxIncremental int
+	// MaxLiveSamples bounds the samples of running attempts' gauges kept
+	// between their analyses, to read only those that came since (live.go;
+	// default 2,000,000: some 50 MB).
+	MaxLiveSamples int
 	// Refresh is how long at most a running job's stored analysis stays
 	// as it was when what it finds is the same (default 10 minutes): a
 	// running job's analysis is stored again at once when its worst
@@ -144,6 +148,9 @@ func (o *Options) defaults() {
 	}
 	if o.MaxIncremental <= 0 {
 		o.MaxIncremental = 5_000
+	}
+	if o.MaxLiveSamples <= 0 {
+		o.MaxLiveSamples = 2_000_000
 	}
 	if o.Refresh <= 0 {
 		o.Refresh = 10 * time.Minute
@@ -697,7 +704,7 @@ func (a *Analyzer) passes(ctx context.Context, ids []string, made func()) []pass
 	had := make([]bool, len(ids))
 	for i, id := range ids {
 		lasts[i], had[i] = a.takeIncremental(id)
-		ins[i] = reportIn{jobID: id, prev: lasts[i].k, hist: lasts[i].history}
+		ins[i] = reportIn{jobID: id, prev: lasts[i].k, hist: lasts[i].history, live: true}
 	}
 	reps := a.reportsOf(ctx, ins, false)
 	made()
@@ -895,6 +902,7 @@ func (a *Analyzer) dropIncremental(id string) {
 	a.mu.Lock()
 	delete(a.incr, id)
 	a.mu.Unlock()
+	a.live.dropJob(id, a.opt.Now())
 }
 
 // metrics are the analyser's own (bounded label sets: states, results,
@@ -965,8 +973,8 @@ func newMetrics(reg prometheus.Registerer, b *background) (*metrics, error) {
 			}
 			return b.a.opt.Now().Sub(o).Seconds()
 		})
-	for _, c := range []prometheus.Collector{m.analysed, m.seconds, m.cpu, m.incremental, m.latency, m.findings, m.due, m.pollErrors, backlog, queued,
-		oldest, b.coordCollector()} {
+	for _, c := range append([]prometheus.Collector{m.analysed, m.seconds, m.cpu, m.incremental, m.latency, m.findings, m.due, m.pollErrors, backlog, queued,
+		oldest, b.coordCollector()}, b.a.liveCollectors()...) {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {

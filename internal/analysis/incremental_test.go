@@ -154,6 +154,15 @@ func passesAsFull(t *testing.T, st store.Store, clock *atomic.Int64, steps int) 
 	}
 	t.Logf("%d passes (%d incremental, %d of running jobs, %d together, %d that took their earlier runs again), %d late batches", passes,
 		incremental, running, together, inc.ReusedHistories(), late)
+	// (On a store that reads samples, the passes read the gauges of
+	// running attempts through the live cache: only what came since.)
+	if _, ok := st.(store.PointsReader); ok {
+		if lr := inc.LiveReads(); lr.Incremental == 0 {
+			t.Fatalf("gauges read %+v: none read incrementally", lr)
+		} else {
+			t.Logf("gauges read %+v", lr)
+		}
+	}
 	if incremental == 0 || running == 0 || passes < 30 || late != 2 || inc.ReusedHistories() == 0 || together == 0 || together == passes {
 		t.Fatalf("%d passes, %d incremental, %d of running jobs, %d together, %d late batches: the comparison does not cover incremental passes, together and alone",
 			passes, incremental, running, together, late)

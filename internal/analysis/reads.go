@@ -388,6 +388,7 @@ func readAhead(jobs []*Job) {
 	var (
 		procIDs   []string
 		series    []store.SeriesQuery
+		owners    []string // the job of each of series
 		windows   = map[string][2]int64{}
 		hosts     []string
 		eventJobs []string
@@ -397,6 +398,9 @@ func readAhead(jobs []*Job) {
 		xs[i] = x
 		procIDs = append(procIDs, x.procTodo...)
 		series = append(series, x.seriesTodo...)
+		for range x.seriesTodo {
+			owners = append(owners, j.JobID)
+		}
 		for _, h := range x.hosts {
 			w := x.p.hosts[h]
 			if v, had := windows[h]; had {
@@ -424,7 +428,7 @@ func readAhead(jobs []*Job) {
 		reads = append(reads, func() { procs = fetchProcesses(ctx, st, procIDs) })
 	}
 	if len(series) > 0 {
-		reads = append(reads, func() { seriesOut = fetchSeries(ctx, st, series) })
+		reads = append(reads, func() { seriesOut = fetchSeriesLive(ctx, st, jobs[0].live, series, owners, jobs[0].now()) })
 	}
 	if len(hosts) > 0 {
 		reads = append(reads, func() {
@@ -504,6 +508,7 @@ func readAhead(jobs []*Job) {
 	// from their process lists, read above; all the jobs' at once.
 	heap := make([][]store.SeriesQuery, len(jobs))
 	var all []store.SeriesQuery
+	owners = owners[:0]
 	for i, j := range jobs {
 		var qs []store.SeriesQuery
 		for _, id := range xs[i].p.procs {
@@ -516,11 +521,14 @@ func readAhead(jobs []*Job) {
 		}
 		heap[i] = j.seriesTodo(qs)
 		all = append(all, heap[i]...)
+		for range heap[i] {
+			owners = append(owners, j.JobID)
+		}
 	}
 	if len(all) == 0 {
 		return
 	}
-	r := fetchSeries(ctx, st, all)
+	r := fetchSeriesLive(ctx, st, jobs[0].live, all, owners, jobs[0].now())
 	at = 0
 	for i, j := range jobs {
 		n := len(heap[i])

@@ -196,6 +196,8 @@ func runningPass(b *testing.B, backend string) {
 	b.ReportMetric(float64(incremental)/float64(passes), "incremental")
 	b.ReportMetric(float64(an.ReusedHistories())/float64(passes), "history_kept")
 	b.ReportMetric(float64(fullCPU.Microseconds())/1000/float64(full), "full_cpu_ms/pass")
+	lr := an.LiveReads()
+	b.ReportMetric(float64(lr.Incremental)/float64(max(1, lr.First+lr.Incremental+lr.Again+lr.Whole)), "gauges_incremental")
 	b.ReportMetric((per(self)+per(ch))/1000*2100/60, "cores_2100_running")
 	b.ReportMetric(0, "ns/op")
 }

@@ -62,11 +62,16 @@ func streamingBottleneck(j *Job) []Finding {
 			// sum, its collector's and compiler's included, which wait on a
 			// busy node whatever the pipeline does: it counts up to what the
 			// JVM ran (a CPU-bound thread on a node twice overloaded).
+			// A side runs at least half the wall time itself to be the
+			// bottleneck: a short attempt's JVM that ran a third of it on
+			// a node twice overloaded waited as long as it ran, which made
+			// 70% of a healthy job's JVM (TestCraftedJobs/healthy-streaming
+			// under the race detector).
 			sumWait += float64(max(a.SchedWaitMs, 0))
 			switch {
-			case (child+childWait)/wall >= 0.7 && jvm/wall <= 0.3 && child > jvm:
+			case (child+childWait)/wall >= 0.7 && child/wall >= 0.5 && jvm/wall <= 0.3 && child > jvm:
 				childBound = append(childBound, a.AttemptID)
-			case (jvm+min(jvmWait, jvm))/wall >= 0.7 && child/wall <= 0.3 && jvm > child:
+			case (jvm+min(jvmWait, jvm))/wall >= 0.7 && jvm/wall >= 0.5 && child/wall <= 0.3 && jvm > child:
 				jvmBound = append(jvmBound, a.AttemptID)
 			}
 		}

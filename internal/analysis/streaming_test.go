@@ -80,11 +80,16 @@ func TestStreamingWaits(t *testing.T) {
 		{"jvm-threads-wait", side{2000, 6000}, side{700, 100}, ""},
 		// The mapper ran 5 s and waited 4: bound on a busy node.
 		{"script-bound-busy", side{1000, 3000}, side{5000, 4000}, "the Streaming process"},
+		// The JVM ran a third of the time and waited twice that on a
+		// node overloaded: a healthy job's, not bound (it ran less than
+		// half the wall time itself).
+		{"jvm-third-busy-node", side{3600, 7200}, side{300, 100}, ""},
 		// The JVM ran 5 s and waited as long: bound.
 		{"jvm-bound-busy", side{5000, 5000}, side{500, 100}, "the task JVM"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			job := "job_1700000000000_00" + map[string]string{"jvm-threads-wait": "11", "script-bound-busy": "12", "jvm-bound-busy": "13"}[tc.name]
+			job := "job_1700000000000_00" + map[string]string{"jvm-threads-wait": "11", "script-bound-busy": "12", "jvm-bound-busy": "13",
+				"jvm-third-busy-node": "14"}[tc.name]
 			app, err := st.Begin(context.Background())
 			if err != nil {
 				t.Fatal(err)

@@ -39,15 +39,15 @@ func TestWarnIfOpen(t *testing.T) {
 }
 
 // TestEmbeddedStoreFlags: --residual-attempts and --duckdb-threads reach
-// the embedded store's options (residuals off and one thread unless
+// the embedded store's options (residuals on and one thread unless
 // given).
 func TestEmbeddedStoreFlags(t *testing.T) {
 	for _, c := range []struct {
 		args     []string
 		residual bool
 		threads  int
-	}{{nil, false, 1}, {[]string{"--residual-attempts"}, true, 1}, {[]string{"--residual-attempts=false"}, false, 1},
-		{[]string{"--duckdb-threads=4"}, false, 4}, {[]string{"--duckdb-threads=-1"}, false, -1}} {
+	}{{nil, true, 1}, {[]string{"--residual-attempts"}, true, 1}, {[]string{"--residual-attempts=false"}, false, 1},
+		{[]string{"--duckdb-threads=4"}, true, 4}, {[]string{"--duckdb-threads=-1"}, true, -1}} {
 		var f storeFlags
 		fl := flag.NewFlagSet("server", flag.ContinueOnError)
 		f.register(fl)
@@ -55,8 +55,8 @@ func TestEmbeddedStoreFlags(t *testing.T) {
 			t.Fatal(err)
 		}
 		o := f.duckdbOptions(nil)
-		if o.ResidualAttempts != c.residual || o.Threads != c.threads {
-			t.Errorf("%q: ResidualAttempts %v, Threads %d; want %v, %d", c.args, o.ResidualAttempts, o.Threads, c.residual, c.threads)
+		if o.PlainAttempts == c.residual || o.Threads != c.threads {
+			t.Errorf("%q: PlainAttempts %v, Threads %d; want %v, %d", c.args, o.PlainAttempts, o.Threads, !c.residual, c.threads)
 		}
 	}
 }

@@ -135,6 +135,16 @@ func (d *Decoder) Decode(chunks [][]byte, cols []StoredColumn) (*Points, error) 
 	return decodeMerge(chunks, cols)
 }
 
+// DecodeColumns is Decode of the columns want at least (bit j: cols[j];
+// 0: all): a chunk that lets a reader stop once it has them (format 3,
+// chunk.Decoder.Want) is decoded no further. The points may hold some
+// other columns too; those after the last one wanted are left out.
+func (d *Decoder) DecodeColumns(chunks [][]byte, cols []StoredColumn, want uint64) (*Points, error) {
+	d.dec.Want = want
+	defer func() { d.dec.Want = 0 }()
+	return d.Decode(chunks, cols)
+}
+
 // decodeInOrder is Decode of chunks that come in time order without
 // overlapping (as queries and compaction read them): each is decoded into
 // one reused chunk and appended, rather than all decoded first. ok is

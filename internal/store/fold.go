@@ -37,6 +37,17 @@ type Fold[B any] struct {
 	// dirtyJobs are the jobs of attempts written since TakeDirtyJobs (a
 	// fold that keeps no jobs: the backend adds them up again).
 	dirtyJobs map[string]bool
+	// ended are the ended attempts held (KeepEnded), oldest first, each
+	// with its number in endedN (an attempt ended again is kept by its
+	// latest).
+	ended  []endedAtt
+	endedN map[string]uint64
+	nEnded uint64
+}
+
+type endedAtt struct {
+	id string
+	n  uint64
 }
 
 // FoldOptions say how a Fold reads what it does not hold from its store.
@@ -55,9 +66,10 @@ type FoldOptions[B any] struct {
 	// Shared is a store that other servers store batches into at once:
 	// an agent this fold does not hold is read (LoadAgents), the agents'
 	// last batches are read again before a commit (FoldTx.Recheck), an
-	// attempt's state in memory is taken only while the batch that made
-	// it is its agent's last stored, and the processes a batch names that
-	// the fold holds nothing of are looked up (ProcessAttempts).
+	// attempt's state in memory is taken only while every batch its agent
+	// stored since the one that made it went through this fold, and the
+	// processes a batch names that the fold holds nothing of are looked up
+	// (ProcessAttempts).
 	Shared          bool
 	LoadAgents      func(ctx context.Context, ids []string) (map[string]*AgentState, error)
 	ProcessAttempts func(ctx context.Context, keys []uint64) (map[uint64][]string, error)
@@ -65,6 +77,13 @@ type FoldOptions[B any] struct {
 	// alone (absent: none stored), for FoldTx.Recheck: only the agents
 	// whose sequence moved are then read whole (LoadAgents).
 	AgentSeqs func(ctx context.Context, ids []string) (map[string]uint64, error)
+	// KeepEnded is how many ended attempts the fold keeps holding, the
+	// latest to end (0: it lets each go once it is written). A process
+	// that outlives its attempt touches the attempt again when it exits:
+	// held, the attempt is not read again (Shared: while every batch its
+	// agent stored since the one that made its state went through this
+	// fold).
+	KeepEnded int
 	// HostsStored, if set (Shared), says which of hosts have an agent
 	// that stored a batch (absent: none did, through any server). An
 	// attempt runs on one node, and every agent of a node (each of its
@@ -89,11 +108,15 @@ const (
 // NewFold is an empty fold.
 func NewFold[B any](opt FoldOptions[B]) *Fold[B] {
 	return &Fold[B]{opt: opt, agents: map[string]*AgentState{}, atts: map[string]*AttemptRecord[B]{},
-		jobs: map[string]*JobRecord{}, live: map[uint64]*liveProc{}, hosts: map[string]bool{}, dirtyJobs: map[string]bool{}}
+		jobs: map[string]*JobRecord{}, live: map[uint64]*liveProc{}, hosts: map[string]bool{}, dirtyJobs: map[string]bool{},
+		endedN: map[string]uint64{}}
 }
 
 // PutAgent takes an agent's state as the store holds it.
-func (f *Fold[B]) PutAgent(id string, a *AgentState) { f.agents[id] = a }
+func (f *Fold[B]) PutAgent(id string, a *AgentState) {
+	a.since = a.Seq
+	f.agents[id] = a
+}
 
 // LoggedSeq takes a sequence logged of an agent beyond its state (a commit
 // after its state was last written): its state is written again.
@@ -106,6 +129,7 @@ func (f *Fold[B]) LoggedSeq(id string, seq uint64) {
 	if seq > a.Seq {
 		a.Seq, a.dirty = seq, true
 	}
+	a.since = a.Seq
 }
 
 // Attempt is the state the fold holds of an attempt (nil if none).
@@ -170,6 +194,9 @@ func (f *Fold[B]) addLive(k uint64, id string) {
 	}
 	if !slices.Contains(lp.atts, id) {
 		lp.atts = append(lp.atts, id)
+	}
+	if a := f.atts[id]; lp.job == "" && a != nil {
+		lp.job = a.Meta.JobID
 	}
 }
 
@@ -274,6 +301,7 @@ type FoldTx[B any] struct {
 	agents   map[string]*AgentState // copies, changed by this transaction
 	base     map[string]uint64      // Shared: each agent's last stored sequence when the transaction took it
 	loaded   map[string]*AgentState // Shared: agents LoadAgents read (nil: none stored), for Append
+	fresh    map[string]bool        // Shared: agents whose state Append took from a read of this transaction
 	atts     map[string]*AttemptRecord[B]
 	jobs     map[string]*JobRecord
 	live     map[uint64]*liveProc // changes to the live processes (nil: exited)
@@ -299,17 +327,23 @@ func (t *FoldTx[B]) Append(ctx context.Context, p *Prepared) (dup bool, err erro
 	ag := t.agents[b.AgentID]
 	if ag == nil {
 		cur := t.f.agents[b.AgentID]
+		fromStore := false
 		if loaded, ok := t.loaded[b.AgentID]; cur == nil && ok {
-			cur = loaded
+			cur, fromStore = loaded, true
+			t.readNow(b.AgentID)
 		} else if cur == nil && t.f.opt.Shared {
 			got, err := t.f.opt.LoadAgents(ctx, []string{b.AgentID})
 			if err != nil {
 				return false, fmt.Errorf("cannot read agent %s's last batch: %w", b.AgentID, err)
 			}
-			cur = got[b.AgentID]
+			cur, fromStore = got[b.AgentID], true
+			t.readNow(b.AgentID)
 		}
 		if cur != nil {
 			cp := *cur
+			if fromStore {
+				cp.since = cp.Seq
+			}
 			ag = &cp
 		} else {
 			ag = &AgentState{Host: b.Host, FirstMs: b.SentMs}
@@ -323,6 +357,15 @@ func (t *FoldTx[B]) Append(ctx context.Context, p *Prepared) (dup bool, err erro
 	ag.count(p)
 	t.prepared = append(t.prepared, p)
 	return false, nil
+}
+
+// readNow notes that agent id's last stored batch was read by this
+// transaction (LoadAgents, or Append): Recheck does not read it again.
+func (t *FoldTx[B]) readNow(id string) {
+	if t.fresh == nil {
+		t.fresh = map[string]bool{}
+	}
+	t.fresh[id] = true
 }
 
 // LoadAgents (Shared) reads at once the last stored batches of the
@@ -360,46 +403,103 @@ func (t *FoldTx[B]) LoadAgents(ctx context.Context, ids []string) error {
 // that another server stored since this one read its agent's is not
 // stored again. An agent's row behind the fold's is this server's own
 // commit whose inserts are under way (Fold.CommitPending), not a change.
+// The agents this transaction read itself (LoadAgents or Append: met for
+// the first time, or again after a failed commit), moments before, are
+// not read again: a wave of new agents' commit reads them once.
 func (t *FoldTx[B]) Recheck(ctx context.Context) error {
-	if !t.f.opt.Shared || len(t.agents) == 0 {
-		return nil
+	_, err := t.StartRecheck(ctx)()
+	return err
+}
+
+// StartRecheck is Recheck in two steps, so that a commit folds its
+// batches while their agents are read again (ClickHouse: the read is a
+// query, tens of milliseconds on a quiet server and up to seconds on a
+// busy one, that no longer comes before the fold): it takes the agents and
+// their bases now and reads them on a goroutine of its own; done waits
+// for the read and does what Recheck does with it. Between the two, the
+// transaction may be folded (Fold, DirtyAttempts, StoredAgents), and
+// nothing else. moved says that the read changed an agent's base (another
+// server stored its batches since): a fold made meanwhile built on states
+// that may be stale and kept batches that may not be stored, so the
+// caller drops it (Unfold, and what its sink got) and folds again.
+func (t *FoldTx[B]) StartRecheck(ctx context.Context) (done func() (moved bool, err error)) {
+	none := func() (bool, error) { return false, nil }
+	if !t.f.opt.Shared {
+		return none
 	}
 	ids := make([]string, 0, len(t.agents))
+	base := make(map[string]uint64, len(t.agents))
 	for id := range t.agents {
-		ids = append(ids, id)
+		if !t.fresh[id] {
+			ids = append(ids, id)
+			base[id] = t.base[id]
+		}
 	}
+	if len(ids) == 0 {
+		return none
+	}
+	type result struct {
+		stored map[string]*AgentState
+		err    error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		stored, err := t.f.readAgentsAgain(ctx, ids, base)
+		ch <- result{stored, err}
+	}()
+	return func() (bool, error) {
+		r := <-ch
+		if r.err != nil {
+			return false, r.err
+		}
+		return t.applyRecheck(ids, r.stored), nil
+	}
+}
+
+// readAgentsAgain reads the rows of the agents of ids whose last stored
+// sequence is past base (Recheck): with AgentSeqs, their sequences first,
+// and the rows of those that moved only. It touches no transaction.
+func (f *Fold[B]) readAgentsAgain(ctx context.Context, ids []string, base map[string]uint64) (map[string]*AgentState, error) {
 	read := ids
-	if t.f.opt.AgentSeqs != nil {
+	if f.opt.AgentSeqs != nil {
 		// A thousand agents' sequences, not their whole rows: the rows
 		// of those that moved only (another server stored since).
-		seqs, err := t.f.opt.AgentSeqs(ctx, ids)
+		seqs, err := f.opt.AgentSeqs(ctx, ids)
 		if err != nil {
-			return fmt.Errorf("cannot read the last sequences of %d agents: %w", len(ids), err)
+			return nil, fmt.Errorf("cannot read the last sequences of %d agents: %w", len(ids), err)
 		}
 		read = nil
 		for _, id := range ids {
-			if seqs[id] > t.base[id] {
+			if seqs[id] > base[id] {
 				read = append(read, id)
 			}
 		}
 		if len(read) == 0 {
-			return nil
+			return nil, nil
 		}
 	}
-	stored, err := t.f.opt.LoadAgents(ctx, read)
+	stored, err := f.opt.LoadAgents(ctx, read)
 	if err != nil {
-		return fmt.Errorf("cannot read the last batches of %d agents: %w", len(read), err)
+		return nil, fmt.Errorf("cannot read the last batches of %d agents: %w", len(read), err)
 	}
+	return stored, nil
+}
+
+// applyRecheck takes the agents' rows read again (readAgentsAgain) of
+// those of ids that moved, and drops the batches they stored since; it
+// says whether any moved.
+func (t *FoldTx[B]) applyRecheck(ids []string, stored map[string]*AgentState) bool {
 	changed := map[string]bool{}
 	for _, id := range ids {
 		if a := stored[id]; a != nil && a.Seq > t.base[id] {
 			cp := *a
+			cp.since = cp.Seq
 			t.agents[id], t.base[id] = &cp, a.Seq
 			changed[id] = true
 		}
 	}
 	if len(changed) == 0 {
-		return nil
+		return false
 	}
 	keep := t.prepared[:0]
 	for _, p := range t.prepared {
@@ -414,7 +514,17 @@ func (t *FoldTx[B]) Recheck(ctx context.Context) error {
 		keep = append(keep, p)
 	}
 	t.prepared = keep
-	return nil
+	return true
+}
+
+// Unfold drops what Fold made of the transaction's states (its batches
+// and agents stay as appended and rechecked): to fold them again
+// (StartRecheck's moved).
+func (t *FoldTx[B]) Unfold() {
+	t.atts = map[string]*AttemptRecord[B]{}
+	t.jobs = map[string]*JobRecord{}
+	t.live = map[uint64]*liveProc{}
+	t.newExt, t.seen, t.written = nil, nil, nil
 }
 
 // Sink takes what a commit stores of its batches, as the fold makes it of
@@ -457,12 +567,16 @@ func (t *FoldTx[B]) Fold(ctx context.Context, sink Sink[B], ext *ExtNames) error
 	if err := t.load(ctx); err != nil {
 		return err
 	}
+	// Each batch's chunks and events are filed under the jobs its states
+	// give once it is absorbed, before its processes' exits: what a batch
+	// gives does not depend on the batches committed with it. (ClickHouse
+	// keeps a chunk once only if every write of it, a commit's that failed
+	// half way and its retry's, files it under the same job.)
 	for _, p := range t.prepared {
 		t.absorb(p, sink)
 		sink.Batch(p)
-	}
-	for _, p := range t.prepared {
 		t.emit(p, sink, ext)
+		t.exits(p)
 	}
 	return nil
 }
@@ -556,7 +670,7 @@ func (t *FoldTx[B]) load(ctx context.Context) error {
 		switch {
 		case a == nil && !old[id]:
 			none = append(none, id)
-		case a == nil || f.opt.Shared && stale(a, by[id], t.base):
+		case a == nil || f.opt.Shared && t.stale(a, by[id]):
 			load = append(load, id)
 		}
 	}
@@ -637,14 +751,21 @@ func (t *FoldTx[B]) freshHosts(ctx context.Context) (map[string]bool, error) {
 }
 
 // stale reports whether the state a of an attempt, held in memory, may not
-// be its latest (Shared): the batch that made it is not the last stored
-// of its agent, agent, that touches it now ("": none, the attempt found
-// through a process).
-func stale[B any](a *AttemptRecord[B], agent string, base map[string]uint64) bool {
+// be its latest (Shared): it was not made by a batch of the agent that
+// touches it now (agent; "": none, the attempt found through a process),
+// or that agent stored batches since that did not all go through this
+// fold (another server may have changed the attempt). A batch of the
+// agent that went through the fold and touched the attempt made the state
+// held.
+func (t *FoldTx[B]) stale(a *AttemptRecord[B], agent string) bool {
 	if agent == "" {
 		return a.Writer == ""
 	}
-	return a.Writer != agent || a.WriterSeq != base[agent]
+	if a.Writer != agent || a.WriterSeq > t.base[agent] {
+		return true
+	}
+	ag := t.agents[agent]
+	return a.WriterSeq != t.base[agent] && (ag == nil || a.WriterSeq < ag.since)
 }
 
 // Attempt is the state of an attempt as the transaction sees it: its own
@@ -706,9 +827,12 @@ func (t *FoldTx[B]) addLive(k uint64, id string) {
 	}
 	cp := &liveProc{}
 	if lp != nil {
-		cp.start, cp.atts = lp.start, slices.Clone(lp.atts)
+		cp.start, cp.atts, cp.job = lp.start, slices.Clone(lp.atts), lp.job
 	}
 	cp.atts = append(cp.atts, id)
+	if a := t.Attempt(id); cp.job == "" && a != nil {
+		cp.job = a.Meta.JobID
+	}
 	t.setLive(k, cp)
 }
 
@@ -772,9 +896,7 @@ func (t *FoldTx[B]) absorb(p *Prepared, sink Sink[B]) {
 				sink.Process(b, pr, a, a.TakeCmd(pr.Key, pr.Cmdline), idx)
 			}
 		}
-		if pr.EndMs != 0 {
-			t.setLive(pr.Key, nil)
-		} else if lp != nil && lp.start != pr.StartMs {
+		if pr.EndMs == 0 && lp != nil && lp.start != pr.StartMs {
 			cp := *lp
 			cp.start = pr.StartMs
 			t.setLive(pr.Key, &cp)
@@ -799,10 +921,20 @@ func (t *FoldTx[B]) absorb(p *Prepared, sink Sink[B]) {
 	}
 }
 
+// exits lets go of the processes a batch saw exit (after emit: the
+// batch's own chunks of them are under their jobs).
+func (t *FoldTx[B]) exits(p *Prepared) {
+	for i := range p.Batch.Processes {
+		if pr := &p.Batch.Processes[i]; pr.EndMs != 0 {
+			t.setLive(pr.Key, nil)
+		}
+	}
+}
+
 // emit gives the sink a batch's chunks, each under the job of its
-// attempt (a process's: of the first of its attempts that has one), its
-// new metrics' names and its events, as the states are at the end of the
-// commit.
+// attempt (a process's: of the first of its attempts that has one, or the
+// job it had when it joined them), its new metrics' names and its events,
+// as the states are once the batch is absorbed.
 func (t *FoldTx[B]) emit(p *Prepared, sink Sink[B], ext *ExtNames) {
 	b := p.Batch
 	// A process's start: from a record of it in its batch, or from what
@@ -825,7 +957,7 @@ func (t *FoldTx[B]) emit(p *Prepared, sink Sink[B], ext *ExtNames) {
 				return a.Meta.JobID, start
 			}
 		}
-		return "", start
+		return lp.job, start
 	}
 	attJob := func(id string) string {
 		if a := t.Attempt(id); a != nil {
@@ -997,11 +1129,10 @@ func (f *Fold[B]) commit(t *FoldTx[B], written, pending bool) {
 			}
 			a.dirty = false
 		}
-		if a.Meta.Ended && !a.dirty && !pending {
-			delete(f.atts, id)
-			continue
-		}
 		f.atts[id] = a
+		if a.Meta.Ended && !a.dirty && !pending {
+			f.letGo(id)
+		}
 	}
 	for id, j := range t.jobs {
 		if written {
@@ -1036,7 +1167,7 @@ func (f *Fold[B]) Stored(t *FoldTx[B], ext *ExtNames) {
 	}
 	for id, a := range t.atts {
 		if a.Meta.Ended && !a.dirty && f.atts[id] == a {
-			delete(f.atts, id)
+			f.letGo(id)
 		}
 	}
 	for id, j := range t.jobs {
@@ -1046,6 +1177,33 @@ func (f *Fold[B]) Stored(t *FoldTx[B], ext *ExtNames) {
 	}
 	for _, n := range t.newExt {
 		ext.Add(n.kind, n.metric)
+	}
+}
+
+// letGo lets an ended attempt that is written go: at once, or (KeepEnded)
+// once KeepEnded attempts ended after it.
+func (f *Fold[B]) letGo(id string) {
+	if f.opt.KeepEnded <= 0 {
+		delete(f.atts, id)
+		return
+	}
+	f.nEnded++
+	f.endedN[id] = f.nEnded
+	f.ended = append(f.ended, endedAtt{id, f.nEnded})
+	for len(f.endedN) > f.opt.KeepEnded {
+		e := f.ended[0]
+		f.ended = f.ended[1:]
+		if f.endedN[e.id] != e.n {
+			continue // kept by a later entry
+		}
+		delete(f.endedN, e.id)
+		if a := f.atts[e.id]; a != nil && a.Meta.Ended && !a.dirty {
+			delete(f.atts, e.id)
+		}
+	}
+	if len(f.ended) > 2*f.opt.KeepEnded {
+		// (Entries of attempts ended again since, and the slice's head.)
+		f.ended = slices.DeleteFunc(slices.Clone(f.ended), func(e endedAtt) bool { return f.endedN[e.id] != e.n })
 	}
 }
 

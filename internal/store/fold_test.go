@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/taskscope/taskscope/internal/wire"
@@ -176,9 +177,10 @@ func TestFoldBatches(t *testing.T) {
 	s, tx, dups = commit(t, f, &ext, foldBatch("ag", 1, nil, nil, nil),
 		foldBatch("ag", 2, []wire.Attempt{{AttemptID: a1.AttemptID, LastMs: 1_010_000, Ended: true}}, nil, []wire.Process{jvm, other}))
 	want = []string{"described attempt_1_1_m_000001_0", "process attempt_1_1_m_000001_0 a cmd=false", "process - b cmd=true",
-		// (a process that exited in the commit: its last chunks under no job)
-		"batch 2", "chunk 0 a  1000000", "chunk 0 b  1000000",
-		"chunk 2 " + fmt.Sprintf("%x", ExtKey(0xa, "x_custom")) + "  1000000",
+		// (a process that exited in the batch: its last chunks under its
+		// job; one of no attempt known: under none)
+		"batch 2", "chunk 0 a job_1_1 1000000", "chunk 0 b  1000000",
+		"chunk 2 " + fmt.Sprintf("%x", ExtKey(0xa, "x_custom")) + " job_1_1 1000000",
 		"chunk 2 " + fmt.Sprintf("%x", ExtKey(0xb, "x_custom")) + "  1000000",
 		"chunk 1 " + fmt.Sprintf("%x", AttemptKey(a1.AttemptID)) + " job_1_1 0",
 		"chunk 3 " + fmt.Sprintf("%x", ExtKey(AttemptKey(a1.AttemptID), "x_custom")) + " job_1_1 0"}
@@ -309,7 +311,8 @@ func TestFoldRecheckSequences(t *testing.T) {
 
 // TestFoldLoadAgents: a shared fold reads the agents of a group it does
 // not hold in one read (FoldTx.LoadAgents), and Append decides
-// duplicates from it without reading each agent again.
+// duplicates from it without reading each agent again; the commit's
+// recheck does not read again the agents the transaction read.
 func TestFoldLoadAgents(t *testing.T) {
 	fs := &fakeStore{atts: map[string]*AttemptRecord[int]{}, agents: map[string]*AgentState{"b": {Seq: 5}},
 		procs: map[uint64][]string{}}
@@ -335,5 +338,194 @@ func TestFoldLoadAgents(t *testing.T) {
 	}
 	if len(fs.reads) != 1 {
 		t.Errorf("reads %q: Append read agents again", fs.reads)
+	}
+	// An agent held from an earlier commit (d), and one Append reads
+	// alone (e): the recheck reads d only, the others were read by this
+	// transaction.
+	f.PutAgent("d", &AgentState{Seq: 1})
+	fs.agents["e"] = &AgentState{Seq: 2}
+	for _, b := range []*wire.Batch{foldBatch("d", 2, nil, nil, nil), foldBatch("e", 3, nil, nil, nil)} {
+		if dup, err := tx.Append(context.Background(), Prepare(b)); err != nil || dup {
+			t.Fatalf("append %s: dup %v, %v", b.AgentID, dup, err)
+		}
+	}
+	fs.reads = nil
+	if err := tx.Recheck(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(fs.reads, []string{"agents [d]"}) {
+		t.Errorf("the recheck read %q: want agent d alone", fs.reads)
+	}
+}
+
+// TestFoldChunksAnyGrouping: a batch's chunks are filed under the same
+// jobs whatever batches are committed with it, alone or with those before
+// and after. ClickHouse keeps a chunk once only if every write of it (a
+// commit's that failed half way, and its retry's, grouped otherwise) has
+// the same key, its job's among them. The batches: an attempt and its two
+// processes; the child exits; the attempt ends while its JVM lingers and
+// sends samples alone (no record of it, no attempt's series); the JVM
+// exits. Every chunk is under the attempt's job.
+func TestFoldChunksAnyGrouping(t *testing.T) {
+	att := wire.Attempt{AttemptID: "attempt_1_1_m_000001_0", JobID: "job_1_1", FirstMs: 1_000_000}
+	jvm := wire.Process{Key: 0xa, PID: 10, StartMs: 1_000_000, Cmdline: "java YarnChild", Role: wire.RoleTaskJVM}
+	child := wire.Process{Key: 0xb, PID: 11, StartMs: 1_000_000, Cmdline: "python map.py"}
+	batches := func() []*wire.Batch {
+		childEnd, jvmEnd := child, jvm
+		childEnd.EndMs, jvmEnd.EndMs = 1_012_000, 1_032_000
+		ended := att
+		ended.Ended, ended.LastMs = true, 1_020_000
+		samplesOnly := func(seq uint64) *wire.Batch {
+			b := foldBatch("ag", seq, nil, nil, []wire.Process{jvm})
+			b.Processes = nil
+			return b
+		}
+		return []*wire.Batch{
+			foldBatch("ag", 1, []wire.Attempt{att}, []wire.Membership{{Process: 0xa, AttemptID: att.AttemptID, FromMs: 1_000_000},
+				{Process: 0xb, AttemptID: att.AttemptID, FromMs: 1_000_000}}, []wire.Process{jvm, child}),
+			foldBatch("ag", 2, []wire.Attempt{att}, nil, []wire.Process{jvm, child}),
+			foldBatch("ag", 3, []wire.Attempt{att}, nil, []wire.Process{jvm, childEnd}),
+			foldBatch("ag", 4, []wire.Attempt{ended}, nil, []wire.Process{jvm}),
+			samplesOnly(5),
+			samplesOnly(6),
+			foldBatch("ag", 7, nil, nil, []wire.Process{jvmEnd}),
+		}
+	}
+	for _, groups := range [][]int{{7}, {1, 1, 1, 1, 1, 1, 1}, {2, 2, 2, 1}, {1, 4, 2}, {3, 4}} {
+		t.Run(fmt.Sprint(groups), func(t *testing.T) {
+			fs := &fakeStore{atts: map[string]*AttemptRecord[int]{}}
+			f := NewFold(fs.options(false, true))
+			var ext ExtNames
+			bs := batches()
+			var got []string
+			for _, n := range groups {
+				s, tx, _ := commit(t, f, &ext, bs[:n]...)
+				bs = bs[n:]
+				for _, a := range tx.DirtyAttempts() {
+					fs.atts[a.Meta.AttemptID] = a.copyOf()
+				}
+				f.Commit(tx, true, &ext)
+				for _, g := range s.got {
+					if strings.HasPrefix(g, "chunk ") {
+						got = append(got, g)
+					}
+				}
+			}
+			for _, g := range got {
+				if f := strings.Fields(g); len(f) != 5 || f[3] != "job_1_1" {
+					t.Errorf("%q: not under the attempt's job", g)
+				}
+			}
+			// 7 batches: the attempt's 2 series in 4, the JVM's 2 in 7,
+			// the child's 2 in 3.
+			if len(got) != 2*4+2*7+2*3 {
+				t.Errorf("%d chunks: %q", len(got), got)
+			}
+		})
+	}
+}
+
+// TestFoldKeepsEnded: with KeepEnded, a fold of a shared store keeps an
+// ended attempt: a process of it that exits later touches it without a
+// read, while every batch its agent stored since went through the fold,
+// and it writes the same row as a fold that let it go and read it again.
+// Another server's batch of the agent since has it read again, and the
+// fold holds at most KeepEnded ended attempts.
+func TestFoldKeepsEnded(t *testing.T) {
+	id := "attempt_1_1_m_000001_0"
+	att := wire.Attempt{AttemptID: id, JobID: "job_1_1", FirstMs: 1_000_000}
+	jvm := wire.Process{Key: 0xa, PID: 10, StartMs: 1_000_000, Cmdline: "java YarnChild", Role: wire.RoleTaskJVM}
+	ended := att
+	ended.Ended, ended.LastMs = true, 1_010_000
+	jvmEnd := jvm
+	jvmEnd.EndMs = 1_030_000
+	samplesOnly := func(seq uint64) *wire.Batch {
+		b := foldBatch("ag", seq, nil, nil, []wire.Process{jvm})
+		b.Processes = nil
+		return b
+	}
+	batches := []*wire.Batch{
+		foldBatch("ag", 1, []wire.Attempt{att}, []wire.Membership{{Process: 0xa, AttemptID: id, FromMs: 1_000_000}},
+			[]wire.Process{jvm}),
+		foldBatch("ag", 2, []wire.Attempt{ended}, nil, []wire.Process{jvm}),
+		samplesOnly(3),
+		foldBatch("ag", 4, nil, nil, []wire.Process{jvmEnd}),
+	}
+	// run commits the batches one a commit, storing what each writes, and
+	// returns the row the last one wrote of the attempt and the reads of
+	// the last commit. other, if set, stores the batch before the last in
+	// place of the fold (another server).
+	run := func(keep int, other func(fs *fakeStore)) (AttemptRow, []string) {
+		fs := &fakeStore{atts: map[string]*AttemptRecord[int]{}, agents: map[string]*AgentState{}, procs: map[uint64][]string{}}
+		o := fs.options(true, false)
+		o.KeepEnded = keep
+		f := NewFold(o)
+		var ext ExtNames
+		var row AttemptRow
+		for i, b := range batches {
+			if i == len(batches)-2 && other != nil {
+				other(fs) // (it stores this batch)
+				continue
+			}
+			if i == len(batches)-1 {
+				fs.reads = nil
+			}
+			_, tx, _ := commit(t, f, &ext, b)
+			for _, a := range tx.DirtyAttempts() {
+				fs.atts[a.Meta.AttemptID] = a.copyOf()
+				row = a.AttemptRow
+			}
+			for aid, ag := range tx.StoredAgents() {
+				cp := *ag
+				fs.agents[aid] = &cp
+			}
+			f.Commit(tx, true, &ext)
+			if keep == 0 && i == 1 && f.Attempt(id) != nil {
+				t.Error("without KeepEnded, the ended attempt is held")
+			}
+		}
+		return row, fs.reads
+	}
+	const read = "attempts [" + "attempt_1_1_m_000001_0" + "]"
+	letGo, reads := run(0, nil)
+	if !slices.Contains(reads, read) {
+		t.Errorf("let go, reads %q: want the attempt read again", reads)
+	}
+	kept, reads := run(4, nil)
+	if slices.Contains(reads, read) {
+		t.Errorf("kept, reads %q: the attempt read again", reads)
+	}
+	if kept != letGo {
+		t.Errorf("kept, the attempt's row %+v, let go and read again %+v", kept, letGo)
+	}
+	if kept.NProcs != 1 || kept.Sum.CPUMs != 200 || !kept.Meta.Ended {
+		t.Errorf("the attempt's row %+v: want 1 process, 200 ms of CPU, ended", kept)
+	}
+	// Another server stored batch 3 of the agent, with the attempt's CPU:
+	// the state held is not taken.
+	other := func(fs *fakeStore) {
+		fs.agents["ag"].Seq = 3
+		fs.atts[id].Writer, fs.atts[id].WriterSeq, fs.atts[id].Sum.CPUMs = "ag", 3, 300
+	}
+	moved, reads := run(4, other)
+	if !slices.Contains(reads, read) || moved.Sum.CPUMs != 300 {
+		t.Errorf("kept, after another server stored: reads %q, CPU %d ms: want the attempt read again, 300 ms", reads,
+			moved.Sum.CPUMs)
+	}
+
+	// At most KeepEnded: the first of two ended attempts is let go.
+	fs := &fakeStore{atts: map[string]*AttemptRecord[int]{}, agents: map[string]*AgentState{}, procs: map[uint64][]string{}}
+	o := fs.options(true, false)
+	o.KeepEnded = 1
+	f := NewFold(o)
+	var ext ExtNames
+	second := ended
+	second.AttemptID = "attempt_1_1_m_000002_0"
+	for i, a := range []wire.Attempt{ended, second} {
+		_, tx, _ := commit(t, f, &ext, foldBatch("ag", uint64(i+1), []wire.Attempt{a}, nil, nil))
+		f.Commit(tx, true, &ext)
+	}
+	if f.Attempt(id) != nil || f.Attempt(second.AttemptID) == nil {
+		t.Errorf("KeepEnded 1: held %v and %v, want the second only", f.Attempt(id) != nil, f.Attempt(second.AttemptID) != nil)
 	}
 }

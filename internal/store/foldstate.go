@@ -31,6 +31,10 @@ type AgentState struct {
 	Batches, Samples uint64
 	Stats            wire.AgentStats // as its last batch says
 	dirty            bool            // changed since it was last written
+	// since (Shared): every batch of the agent stored with a later
+	// sequence went through this fold (its Seq when the fold took the
+	// agent's state from the store; 0 for an agent nothing was stored of).
+	since uint64
 }
 
 // count counts a stored batch.
@@ -64,8 +68,8 @@ type AttemptRecord[B any] struct {
 	// for a backend that does not).
 	GenFirst, GenLast uint64
 	// Writer and WriterSeq are the agent and the batch that made this
-	// state (Shared: a state in memory is the attempt's only while that
-	// batch is its agent's last stored).
+	// state (Shared: a state in memory is the attempt's only while every
+	// batch its agent stored after that one went through the fold).
 	Writer    string
 	WriterSeq uint64
 	B         B
@@ -214,10 +218,13 @@ func (j *JobTotals) AddAttempt(m *wire.Attempt, host string, s *AttemptSummary) 
 }
 
 // liveProc is what is known of a live process (one not seen to exit): the
-// attempts it is a member of, and its start.
+// attempts it is a member of, its start, and the job of the first of them
+// that had one when it was added (its chunks are filed under that job
+// once the attempt has ended and been let go).
 type liveProc struct {
 	atts  []string
 	start int64
+	job   string
 }
 
 // BatchTime is the time a batch says it is of: the later of when it was

@@ -17,7 +17,8 @@ var fuzzLimits = Limits{MaxStringBytes: 4 << 10, MaxMetrics: 64, MaxRecords: 1 <
 
 // FuzzUnmarshal: decoding never panics and stays in its limits; what
 // decodes is written back to bytes that decode to the same batch and are
-// canonical; and where the batch is also valid, protobuf's own decoder,
+// canonical, and stays so after another batch is decoded (the decoder's
+// pooled slabs); and where the batch is also valid, protobuf's own decoder,
 // given docs/wire.proto, reads the same values.
 func FuzzUnmarshal(f *testing.F) {
 	for _, b := range []*Batch{fullBatch(), minimalBatch(), exampleBatch(), realisticBatch(2, 3)} {
@@ -25,6 +26,7 @@ func FuzzUnmarshal(f *testing.F) {
 	}
 	f.Add([]byte{0x52, 0x04, 0x1a, 0x02, 0x02, 0x80})
 	md := batchDescriptor(f)
+	other := Marshal(nil, realisticBatch(3, 4))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		b, err := Unmarshal(data, fuzzLimits)
 		if err != nil {
@@ -49,6 +51,15 @@ func FuzzUnmarshal(f *testing.F) {
 		}
 		if len(again) > len(data) {
 			t.Fatalf("re-encoding grew from %d to %d bytes", len(data), len(again))
+		}
+		// The decoder's slabs go back to their pools once a batch is
+		// moved out of them (compact): a later decode, of a batch that
+		// fills them, never changes an earlier batch.
+		if _, err := Unmarshal(other, fuzzLimits); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(Marshal(nil, b), again) {
+			t.Fatal("a later decode changed the batch")
 		}
 		verr := Validate(b)
 		if verr != nil {

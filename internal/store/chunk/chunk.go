@@ -393,6 +393,12 @@ func Decode(data []byte) (*Chunk, error) {
 type Decoder struct {
 	buf       []byte
 	pos, vals []int64 // format 3's
+
+	// Want, if not 0, are the columns (bit i: column id i) a reader
+	// needs: a format 3 chunk is decoded only until all of them have
+	// been read (a bit stream cannot skip a column, but the columns after
+	// the last one wanted are left out, and their bits unchecked). 0: all.
+	Want uint64
 }
 
 // Decode decodes data into a new Chunk.

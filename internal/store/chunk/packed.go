@@ -564,9 +564,17 @@ func (dc *Decoder) decodePacked(data []byte, c *Chunk) error {
 		r.fail("times do not increase")
 	}
 	cols := reusable(c.Columns, ncols)
+	wanted := dc.Want
 	for i := uint64(0); i < ncols && r.err == nil; i++ {
+		if dc.Want != 0 && wanted == 0 {
+			c.Columns = cols // every column wanted is read: the rest are left out
+			return nil
+		}
 		old := previous(cols, i)
 		col := Column{ID: uint8(r.get(8)), Values: resize(old.Values, int(n))}
+		if col.ID < 64 {
+			wanted &^= 1 << col.ID
+		}
 		mode := r.get(2)
 		present := int(n)
 		switch mode {

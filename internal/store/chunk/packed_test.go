@@ -95,3 +95,57 @@ func TestPackedSmaller(t *testing.T) {
 		t.Errorf("a constant read every tenth sample: %d bytes", got)
 	}
 }
+
+// A decoder that wants some columns decodes a format 3 chunk up to the
+// last of them and no further, in whatever order the writer put them
+// (their values as a whole decode gives them); Want 0 decodes all, and a
+// format 2 chunk is decoded whole whatever Want says.
+func TestPackedWant(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 22))
+	c := sample(300, r)
+	// Written in the order 4, 1, 5, 0, 2, 3.
+	cols := c.Columns
+	c.Columns = []Column{cols[4], cols[1], cols[5], cols[0], cols[2], cols[3]}
+	normal(c)
+	var w Writer
+	data := w.Encode(nil, c, Packed)
+	whole, err := Decode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		want uint64
+		ids  []uint8
+	}{
+		{1 << 4, []uint8{4}},
+		{1<<1 | 1<<4, []uint8{4, 1}},
+		{1 << 0, []uint8{4, 1, 5, 0}},
+		{1<<5 | 1<<4, []uint8{4, 1, 5}},
+		{1 << 3, []uint8{4, 1, 5, 0, 2, 3}},
+		{1 << 40, []uint8{4, 1, 5, 0, 2, 3}}, // (a column it does not have)
+		{0, []uint8{4, 1, 5, 0, 2, 3}},
+	} {
+		dc := Decoder{Want: tc.want}
+		var got Chunk
+		if err := dc.DecodeTo(data, &got); err != nil {
+			t.Fatalf("want %b: %v", tc.want, err)
+		}
+		var ids []uint8
+		for _, col := range got.Columns {
+			ids = append(ids, col.ID)
+		}
+		if !reflect.DeepEqual(ids, tc.ids) {
+			t.Fatalf("want %b: columns %v, want %v", tc.want, ids, tc.ids)
+		}
+		part := *whole
+		part.Columns = whole.Columns[:len(ids)]
+		if !reflect.DeepEqual(normal(&got), normal(&part)) || !reflect.DeepEqual(got.Times, whole.Times) {
+			t.Fatalf("want %b: the columns decoded differ from a whole decode's", tc.want)
+		}
+	}
+	dc := Decoder{Want: 1 << 4}
+	got, err := dc.Decode(Encode(nil, c, false))
+	if err != nil || len(got.Columns) != 6 {
+		t.Fatalf("format 2 with Want: %v, %d columns; want all 6", err, len(got.Columns))
+	}
+}

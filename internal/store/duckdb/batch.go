@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -87,7 +88,9 @@ func (s *Store) readChunks(ctx context.Context, needs []need) (map[seriesKey][]c
 // into out. A series' chunks from two ranges are kept once each.
 // Attempts' residual chunks are made whole, from their processes' merged
 // chunks read in the same scan (those that name the attempts: res_att;
-// points).
+// points), or, when every attempt read is marked (wholes.atts: its
+// residuals kept), from what is kept and their processes read by key for
+// the rest (resolve), as points reads one attempt.
 func (s *Store) readChunkRange(ctx context.Context, kind int, keys []uint64, from, to int64, out map[seriesKey][]chunkRow) error {
 	args := []any{kind, from, to}
 	for _, k := range keys {
@@ -95,12 +98,18 @@ func (s *Store) readChunkRange(ctx context.Context, kind int, keys []uint64, fro
 	}
 	q := `SELECT kind, key, t_min, t_max, level, coalesce(job_key, 0), data FROM series_all
 		WHERE kind = ? AND t_max >= ? AND t_min < ? AND key IN (` + placeholders(len(keys)) + `)`
+	kept := false
 	if kind == store.KindAttempt {
+		kept = !slices.ContainsFunc(keys, func(k uint64) bool { return !s.wholes.marked(k) })
 		q = `SELECT kind, key, t_min, t_max, level, coalesce(job_key, 0), data FROM series_fresh
 			WHERE kind = ? AND t_max >= ? AND t_min < ? AND key IN (` + placeholders(len(keys)) + `)
 			UNION ALL SELECT kind, key, t_min, t_max, level, coalesce(job_key, 0), data FROM series_chunks
 			WHERE t_max >= ? AND t_min < ? AND res_att IN (` + placeholders(len(keys)) + `)`
 		args = append(append(args, from, to), args[3:]...)
+		if kept {
+			q += ` AND kind = ?`
+			args = append(args, kind)
+		}
 	}
 	rows, err := s.handle().QueryContext(ctx, q, args...)
 	if err != nil {
@@ -130,8 +139,14 @@ func (s *Store) readChunkRange(ctx context.Context, kind int, keys []uint64, fro
 		for _, rs := range read {
 			all = append(all, rs)
 		}
-		if err := s.resolve(ctx, procs, from, to, all...); err != nil {
+		if len(procs) > 0 {
+			s.wholes.took(len(procs))
+		}
+		if err := s.resolve(ctx, procs, from, to, allAttemptColumns, all...); err != nil {
 			return err
+		}
+		for _, k := range keys {
+			s.wholes.mark(k)
 		}
 	}
 	for key, rs := range read {

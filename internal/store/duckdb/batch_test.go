@@ -44,7 +44,7 @@ func TestAttemptProcessesReadOnce(t *testing.T) {
 			if p.End > 0 {
 				to = int64(p.End) + lookback
 			}
-			pts, _, err := s.points(ctx, store.KindProcess, uint64(p.Key), from, to)
+			pts, _, err := s.points(ctx, store.KindProcess, uint64(p.Key), from, to, allAttemptColumns)
 			if err != nil {
 				t.Fatal(err)
 			}

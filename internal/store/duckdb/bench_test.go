@@ -17,9 +17,10 @@ var (
 	benchHours   = flag.Float64("bench.hours", 6, "BenchmarkSteadyState: simulated hours")
 	benchNodes   = flag.Int("bench.nodes", 100, "BenchmarkSteadyState: simulated nodes")
 	benchThreads = flag.Int("bench.threads", 0, "BenchmarkCommitSize: DuckDB's threads (Options.Threads; 0: the store's default, 1; -1: DuckDB's, one a core)")
-	// -bench.residuals: the stores of SteadyState, Compact, AttemptSeries
-	// and JobSeries write attempts as residuals (Options.ResidualAttempts).
-	benchResiduals = flag.Bool("bench.residuals", false, "stores write attempts as residuals of their processes")
+	// -bench.residuals=false: the stores of SteadyState, Compact,
+	// AttemptSeries and JobSeries write attempts as their own samples
+	// (Options.PlainAttempts), not as residuals (the default).
+	benchResiduals = flag.Bool("bench.residuals", true, "stores write attempts as residuals of their processes (false: Options.PlainAttempts)")
 )
 
 // BenchmarkIngest appends realistic batches from loadgen (200 nodes, 8
@@ -109,7 +110,7 @@ func steady(b *testing.B, start time.Time, next loadgen.Rounds) {
 	for n := 0; n < b.N; n++ {
 		dir := b.TempDir()
 		s, err := Open(Options{Dir: dir, Retention: 14 * 24 * time.Hour, RollupRetention: 180 * 24 * time.Hour,
-			ResidualAttempts: *benchResiduals})
+			PlainAttempts: !*benchResiduals})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -202,7 +203,7 @@ func BenchmarkCompact(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		s, err := Open(Options{Dir: b.TempDir(), ResidualAttempts: *benchResiduals})
+		s, err := Open(Options{Dir: b.TempDir(), PlainAttempts: !*benchResiduals})
 		if err != nil {
 			b.Fatal(err)
 		}

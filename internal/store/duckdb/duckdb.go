@@ -69,14 +69,14 @@ type Options struct {
 	// legacyChunks: compaction writes chunks as stores before 2026-12-07
 	// did (format 2, zstd): tests make data directories of then with it.
 	legacyChunks bool
-	// ResidualAttempts: compaction writes attempts' merged chunks as
-	// residuals of their processes' (residual.go, docs/storage.md): 2.8 B
-	// a sample less on loadgen's hour, 3.3 B at 6 hours, and reads kept
-	// whole cost no more CPU, but a first read of a job's series takes
-	// 1.7× the CPU, an attempt's 1.3×, and compaction 1.2× (2026-12-07,
-	// evening), so it is off by default. A store reads residuals either
-	// way.
-	ResidualAttempts bool
+	// PlainAttempts: compaction writes attempts' merged chunks as their
+	// own samples, not as residuals of their processes' where those are
+	// shorter (residual.go, docs/storage.md), the default since 2026-12-07
+	// (late): 2.8 B a sample less on loadgen's hour, 3.3 B at 6 hours. A
+	// store reads both either way: the plain chunks of a store made
+	// before stay as they are, and compaction writes residuals from then
+	// on.
+	PlainAttempts bool
 }
 
 // The store's contract and the capabilities it offers (package store).
@@ -99,7 +99,8 @@ type Store struct {
 
 	wmu        sync.Mutex // one writer at a time; guards what follows
 	wconn      *sql.Conn
-	fresh      int // the fresh table ingest appends to
+	apps       appenders // the writer's, on wconn (appenders.go)
+	fresh      int       // the fresh table ingest appends to
 	fold       *store.Fold[noRow]
 	gen        uint64 // commits so far (attempt_log rows carry theirs)
 	flushedGen uint64 // the last commit that wrote the summaries
@@ -253,6 +254,7 @@ func Open(opt Options) (*Store, error) {
 		// DuckDB instance alive, and the next Open of the same file in this
 		// process waits for it forever (DuckDB's instance cache spins).
 		if s.wconn != nil {
+			s.apps.close()
 			s.wconn.Close()
 		}
 		db.Close()
@@ -409,6 +411,9 @@ func (s *Store) Close() error {
 		errs = append(errs, fmt.Errorf("cannot checkpoint at close: %w", err))
 	}
 	s.ckmu.Unlock()
+	if err := s.apps.close(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := s.wconn.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("cannot close the writer's connection: %w", err))
 	}

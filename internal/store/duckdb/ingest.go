@@ -251,35 +251,6 @@ func (t *tx) commit(flush bool) (err error) {
 
 var debugTiming = os.Getenv("TASKSCOPE_DEBUG_TIMING") != ""
 
-func newAppender(conn driver.Conn, table string) (*duck.Appender, error) {
-	a, err := duck.NewAppenderFromConn(conn, "", table)
-	if err != nil {
-		return nil, fmt.Errorf("cannot append to %s: %w", table, err)
-	}
-	return a, nil
-}
-
-// appendRows appends rows to table with one appender; none: no appender.
-func appendRows(conn driver.Conn, table string, n int, row func(i int, a *duck.Appender) error) error {
-	if n == 0 {
-		return nil
-	}
-	a, err := newAppender(conn, table)
-	if err != nil {
-		return err
-	}
-	for i := 0; i < n; i++ {
-		if err := row(i, a); err != nil {
-			a.Close()
-			return fmt.Errorf("cannot append to %s: %w", table, err)
-		}
-	}
-	if err := a.Close(); err != nil {
-		return fmt.Errorf("cannot append to %s: %w", table, err)
-	}
-	return nil
-}
-
 // keyValue stores a 64-bit key in a BIGINT column.
 func keyValue(k uint64) int64 { return int64(k) }
 
@@ -288,7 +259,7 @@ func keyValue(k uint64) int64 { return int64(k) }
 func (t *tx) write(conn driver.Conn) error {
 	t0 := time.Now()
 	k := &t.rows
-	err := appendRows(conn, freshName(t.s.fresh), len(k.chunks), func(i int, a *duck.Appender) error {
+	err := t.appendRows(conn, freshName(t.s.fresh), len(k.chunks), func(i int, a *duck.Appender) error {
 		r := k.chunks[i]
 		return a.AppendRow(r.kind, keyValue(r.c.Key), r.job, r.c.TMin, r.c.TMax, int32(r.c.N), int8(levelFresh), r.c.Data)
 	})
@@ -303,7 +274,7 @@ func (t *tx) write(conn driver.Conn) error {
 	}
 	if len(k.described) > 0 {
 		t.s.logged = true
-		err := appendRows(conn, "attempt_log", len(k.described), func(i int, a *duck.Appender) error {
+		err := t.appendRows(conn, "attempt_log", len(k.described), func(i int, a *duck.Appender) error {
 			r := k.described[i]
 			return a.AppendRow(t.s.logValues(t.gen, r.b.Host, &store.AttemptRow{Meta: r.b.Attempts[r.i]})...)
 		})
@@ -311,13 +282,13 @@ func (t *tx) write(conn driver.Conn) error {
 			return err
 		}
 	}
-	err = appendRows(conn, "ext_metrics", len(k.newExt), func(i int, a *duck.Appender) error {
+	err = t.appendRows(conn, "ext_metrics", len(k.newExt), func(i int, a *duck.Appender) error {
 		return a.AppendRow(k.newExt[i].kind, k.newExt[i].metric)
 	})
 	if err != nil {
 		return err
 	}
-	err = appendRows(conn, "events", len(k.events), func(i int, a *duck.Appender) error {
+	err = t.appendRows(conn, "events", len(k.events), func(i int, a *duck.Appender) error {
 		r := k.events[i]
 		e := &r.b.Events[r.i]
 		return a.AppendRow(e.Ms, r.b.Host, e.Kind, nullStr(e.JobID), nullStr(e.AttemptID), nullKey(e.Process),
@@ -329,7 +300,7 @@ func (t *tx) write(conn driver.Conn) error {
 	// The exactly-once high-water marks, in the same transaction as the data.
 	agents := t.f.StoredAgents()
 	ids := slices.Collect(maps.Keys(agents))
-	err = appendRows(conn, "agent_seqs", len(ids), func(i int, a *duck.Appender) error {
+	err = t.appendRows(conn, "agent_seqs", len(ids), func(i int, a *duck.Appender) error {
 		return a.AppendRow(ids[i], agents[ids[i]].Seq)
 	})
 	if debugTiming {
@@ -354,14 +325,14 @@ func (t *tx) writeSummaries(conn driver.Conn, exec func(string) error) error {
 			}
 		}
 	}
-	err := appendRows(conn, "stage_attempts", len(atts), func(i int, a *duck.Appender) error {
+	err := t.appendRows(conn, "stage_attempts", len(atts), func(i int, a *duck.Appender) error {
 		return a.AppendRow(t.s.attemptValues(atts[i])...)
 	})
 	if err != nil {
 		return err
 	}
 	stored := t.s.opt.Clock.Now().UnixMilli()
-	err = appendRows(conn, "stage_jobs", len(jobIDs), func(i int, a *duck.Appender) error {
+	err = t.appendRows(conn, "stage_jobs", len(jobIDs), func(i int, a *duck.Appender) error {
 		id := jobIDs[i]
 		j := jobs[id]
 		v := j.Job(id, 0)
@@ -372,7 +343,7 @@ func (t *tx) writeSummaries(conn driver.Conn, exec func(string) error) error {
 	if err != nil {
 		return err
 	}
-	err = appendRows(conn, "stage_agents", len(agentIDs), func(i int, a *duck.Appender) error {
+	err = t.appendRows(conn, "stage_agents", len(agentIDs), func(i int, a *duck.Appender) error {
 		id := agentIDs[i]
 		g := agents[id]
 		return a.AppendRow(id, g.Host, g.Seq, nullMs(g.FirstMs), nullMs(g.LastMs), g.Batches, g.Samples,

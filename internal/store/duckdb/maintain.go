@@ -334,15 +334,35 @@ func (s *Store) rewrite(ctx context.Context, table, where string, drop bool,
 		// A compaction of fresh chunks writes attempts as residuals of
 		// their processes (residual.go).
 		var res *residuals
-		if drop && lvl == chunk.Packed && s.opt.ResidualAttempts {
-			res = &residuals{}
+		if drop && lvl == chunk.Packed && !s.opt.PlainAttempts {
+			res = &residuals{kept: &s.wholes}
+		}
+		// A group's processes' chunks are held until its attempt is
+		// written (residuals.hold): those of the processes its residuals
+		// need name it. held: the group they are of.
+		var held [2]int64
+		release := func() error {
+			if res == nil || held[0] == 0 {
+				return nil
+			}
+			defer func() { held = [2]int64{} }()
+			return res.release(held, func(kind int8, key, job, tMin, tMax int64, n int32, level int8, data []byte, resAtt, resJob any) error {
+				return app.AppendRow(kind, key, job, tMin, tMax, n, level, data, resAtt, resJob)
+			})
 		}
 		n, err := s.scanSeries(ctx, table, where, res != nil, func(kind int8, key, job int64, grp [2]int64, p *store.Points, buf []byte) ([]byte, error) {
 			var wrap func(c *chunk.Chunk, data []byte) []byte
 			// The attempt and job whose reads take the chunks (schema.go):
 			// an attempt's own; a member process's whose samples the
-			// attempt's residuals subtract, its attempt's key and job key.
+			// attempt's residuals subtract, its attempt's key and job key
+			// (release).
 			var resAtt, resJob any
+			hold := false
+			if held[0] != 0 && !(kind == store.KindProcess && grp[0] == held[0]) && !(kind == store.KindAttempt && key == held[0]) {
+				if err := release(); err != nil { // (a group whose attempt was not written)
+					return buf, err
+				}
+			}
 			switch {
 			case kind == store.KindAttempt:
 				resAtt = key
@@ -355,15 +375,19 @@ func (s *Store) rewrite(ctx context.Context, table, where string, drop bool,
 			case res == nil:
 			case kind == store.KindProcess && grp[0] != 0:
 				res.process(grp[0], uint64(key), p)
-				resAtt = grp[0]
-				if grp[1] != 0 {
-					resJob = grp[1]
-				}
+				hold, held = true, grp
 			}
 			level, c := produce(p, schemaOf(int(kind)))
+			if kind == store.KindProcess && lvl == chunk.Packed {
+				orderColumns(c) // (the columns attempts' sums read first: resolve)
+			}
 			shape := int(kind)<<8 | len(c.Columns)
 			ps := perSample[shape]
 			buf, err := encodeChunks(&w, c, lvl, buf, &ps, func(c *chunk.Chunk, data []byte) error {
+				if hold {
+					res.hold(key, job, c, level, data)
+					return nil
+				}
 				if wrap != nil {
 					data = wrap(c, data)
 				}
@@ -371,8 +395,14 @@ func (s *Store) rewrite(ctx context.Context, table, where string, drop bool,
 					resAtt, resJob)
 			})
 			perSample[shape] = ps
+			if err == nil && kind == store.KindAttempt {
+				err = release()
+			}
 			return buf, err
 		})
+		if err == nil {
+			err = release()
+		}
 		if err != nil {
 			app.Close()
 			return fail("rewrite the series of "+table, err)
@@ -492,7 +522,7 @@ func (s *Store) resolveGroup(ctx context.Context, group [][]byte, spans [][2]int
 	for i := range group {
 		rows[i] = chunkRow{tMin: spans[i][0], tMax: spans[i][1], level: levelMerged, data: group[i]}
 	}
-	if err := s.resolve(ctx, nil, 0, 0, rows); err != nil {
+	if err := s.resolve(ctx, nil, 0, 0, allAttemptColumns, rows); err != nil {
 		return err
 	}
 	var w chunk.Writer

@@ -124,14 +124,14 @@ func (t *tx) writeProcRows(conn driver.Conn) error {
 		buf = encodeArgs(buf[:0], tmpl, &sh)
 		vals[i].tmpl, vals[i].args = tmpl.id, append([]byte{}, buf...)
 	}
-	err := appendRows(conn, "cmd_templates", len(newTmpls), func(i int, a *duck.Appender) error {
+	err := t.appendRows(conn, "cmd_templates", len(newTmpls), func(i int, a *duck.Appender) error {
 		return a.AppendRow(newTmpls[i].id, keyValue(newTmpls[i].key), newTmpls[i].text)
 	})
 	if err != nil {
 		return err
 	}
 	t.newTmpls = newTmpls
-	return appendRows(conn, "proc_log", len(procRows), func(i int, a *duck.Appender) error {
+	return t.appendRows(conn, "proc_log", len(procRows), func(i int, a *duck.Appender) error {
 		r := procRows[i]
 		var attKey driver.Value = int64(0)
 		if r.att != "" {

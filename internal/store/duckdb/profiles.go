@@ -39,7 +39,7 @@ func (t *tx) writeProfiles(conn driver.Conn) error {
 			rs = append(rs, rec{p.Batch.Host, &p.Batch.Profiles[i]})
 		}
 	}
-	return appendRows(conn, "profiles", len(rs), func(i int, a *duck.Appender) error {
+	return t.appendRows(conn, "profiles", len(rs), func(i int, a *duck.Appender) error {
 		p := rs[i].p
 		return a.AppendRow(p.ID, p.AttemptID, rs[i].host, p.PID, keyValue(p.Process), p.StartMs, p.EndMs, p.IntervalMs,
 			int32(p.Dumps), p.PausedUs, p.MaxPauseUs, p.Status, p.Error, int32(len(p.Stacks)), wire.MarshalProfile(nil, p))

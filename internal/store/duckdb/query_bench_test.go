@@ -4,6 +4,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"hash/maphash"
+	"maps"
 	"testing"
 	"time"
 
@@ -123,22 +125,31 @@ func BenchmarkAttemptSeries(b *testing.B) {
 	defer s.Close()
 	ctx := context.Background()
 	// cold: each read without the residuals earlier reads made whole
-	// (wholes), as a first read.
+	// (wholes), nor what compaction kept of them, as a first read of data
+	// not in memory (older, or after a restart); first: without those
+	// earlier reads made, as a first read after compaction.
+	kept := s.wholes.snapshot()
 	for _, c := range []struct {
-		step int64
-		cold bool
-	}{{1000, false}, {15000, false}, {1000, true}} {
+		step        int64
+		cold, first bool
+	}{{1000, false, false}, {15000, false, false}, {1000, true, false}, {1000, false, true}} {
 		q := q
 		q.Step = c.step
 		name := "step-" + time.Duration(c.step*int64(time.Millisecond)).String()
-		if c.cold {
+		switch {
+		case c.cold:
 			name += "-cold"
+		case c.first:
+			name += "-first"
 		}
 		b.Run(name, func(b *testing.B) {
 			cpu0 := processCPU()
 			for i := 0; i < b.N; i++ {
-				if c.cold {
+				switch {
+				case c.cold:
 					s.wholes.clear()
+				case c.first:
+					s.wholes.restore(kept)
 				}
 				res, err := s.Series(ctx, q)
 				if err != nil {
@@ -156,7 +167,7 @@ func BenchmarkAttemptSeries(b *testing.B) {
 // longAttemptStore makes a store in dir holding an attempt of one hour
 // among nodes nodes' work, and the query of its series over that hour.
 func longAttemptStore(tb testing.TB, dir string, nodes int) (*Store, store.SeriesQuery) {
-	s, err := Open(Options{Dir: dir, ResidualAttempts: *benchResiduals})
+	s, err := Open(Options{Dir: dir, PlainAttempts: !*benchResiduals})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -181,7 +192,7 @@ func longAttemptStore(tb testing.TB, dir string, nodes int) (*Store, store.Serie
 //
 //	go test -run '^$' -bench JobSeries -benchtime 20x ./internal/store/duckdb/
 func BenchmarkJobSeries(b *testing.B) {
-	s, err := Open(Options{Dir: b.TempDir(), ResidualAttempts: *benchResiduals})
+	s, err := Open(Options{Dir: b.TempDir(), PlainAttempts: !*benchResiduals})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -209,16 +220,20 @@ func BenchmarkJobSeries(b *testing.B) {
 	// buckets (the last 2, at that width).
 	tail := q
 	tail.From = (to - 2*q.Step) / q.Step * q.Step
+	kept := s.wholes.snapshot()
 	for _, c := range []struct {
-		name string
-		q    store.SeriesQuery
-		cold bool // without the residuals earlier reads made whole
-	}{{"whole", q, false}, {"tail", tail, false}, {"whole-cold", q, true}} {
+		name        string
+		q           store.SeriesQuery
+		cold, first bool // as BenchmarkAttemptSeries's
+	}{{"whole", q, false, false}, {"tail", tail, false, false}, {"whole-cold", q, true, false}, {"whole-first", q, false, true}} {
 		b.Run(c.name, func(b *testing.B) {
 			cpu0 := processCPU()
 			for i := 0; i < b.N; i++ {
-				if c.cold {
+				switch {
+				case c.cold:
 					s.wholes.clear()
+				case c.first:
+					s.wholes.restore(kept)
 				}
 				if _, err := s.Series(ctx, c.q); err != nil {
 					b.Fatal(err)
@@ -233,4 +248,28 @@ func BenchmarkJobSeries(b *testing.B) {
 // machine's load moves less) since cpu0, a read.
 func reportCPU(b *testing.B, cpu0 time.Duration) {
 	b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(b.N)/1e6, "cpu-ms/op")
+}
+
+// wholesKept is a copy of what the wholes keep (snapshot, restore).
+type wholesKept struct {
+	seed maphash.Seed
+	m    map[wholeKey]wholeEntry
+	atts map[uint64]struct{}
+}
+
+// snapshot is a copy of what the wholes keep (restore puts it back).
+func (w *wholes) snapshot() wholesKept {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return wholesKept{w.seed, maps.Clone(w.m), maps.Clone(w.atts)}
+}
+
+// restore makes the wholes kept those of a snapshot.
+func (w *wholes) restore(k wholesKept) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.seed, w.m, w.bytes, w.atts = k.seed, maps.Clone(k.m), 0, maps.Clone(k.atts)
+	for _, e := range k.m {
+		w.bytes += e.size
+	}
 }

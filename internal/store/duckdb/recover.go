@@ -131,7 +131,7 @@ func (s *Store) recover(ctx context.Context) error {
 	for _, id := range ids {
 		st := s.fold.Attempt(id)
 		after := st.Sum.LastMs
-		p, _, err := s.points(ctx, store.KindAttempt, store.AttemptKey(id), after+1, 1<<62)
+		p, _, err := s.points(ctx, store.KindAttempt, store.AttemptKey(id), after+1, 1<<62, allAttemptColumns)
 		if err != nil {
 			return fmt.Errorf("cannot read the samples of attempt %s: %w", id, err)
 		}

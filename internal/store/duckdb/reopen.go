@@ -100,6 +100,7 @@ func (s *Store) reopen() {
 			return
 		}
 		if s.wconn != nil {
+			s.apps.close() // (the database is broken: they say only that)
 			s.wconn.Close()
 			s.handle().Close()
 			s.wconn = nil
@@ -173,6 +174,7 @@ func freeBytes(dir string) int64 {
 func (s *Store) adopt(ns *Store) {
 	s.db.Store(ns.handle())
 	s.wconn, s.fresh, s.pendingFirst = ns.wconn, ns.fresh, ns.pendingFirst
+	s.apps.take(&ns.apps)
 	s.fold.Take(ns.fold)
 	s.gen, s.flushedGen, s.lastFlush, s.logged = ns.gen, ns.flushedGen, ns.lastFlush, ns.logged
 	s.tmpls.adopt(ns.tmpls)

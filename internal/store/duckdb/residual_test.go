@@ -9,6 +9,7 @@ import (
 
 	"github.com/taskscope/taskscope/internal/loadgen"
 	"github.com/taskscope/taskscope/internal/store"
+	"github.com/taskscope/taskscope/internal/store/chunk"
 	"github.com/taskscope/taskscope/internal/store/storetest"
 	"github.com/taskscope/taskscope/internal/wire"
 )
@@ -31,7 +32,7 @@ func TestAttemptResiduals(t *testing.T) {
 	start := time.Now().Add(-6 * time.Hour).Truncate(time.Minute)
 	clock := store.Clock{Now: func() time.Time { return start.Add(8 * time.Hour) }}
 	open := func(dir string, absolute bool, retention, rollupRetention time.Duration) *Store {
-		s, err := Open(Options{Dir: dir, CompactAge: 2 * time.Minute, Clock: clock, ResidualAttempts: !absolute,
+		s, err := Open(Options{Dir: dir, CompactAge: 2 * time.Minute, Clock: clock, PlainAttempts: absolute,
 			Retention: retention, RollupRetention: rollupRetention})
 		if err != nil {
 			t.Fatal(err)
@@ -68,7 +69,18 @@ func TestAttemptResiduals(t *testing.T) {
 				t.Fatalf("the reference store holds residuals: formats %v", v)
 			}
 			compareReads(t, "stored", src.read(t, ref), src.read(t, s))
+			if s.wholes.ownHits == 0 {
+				t.Fatal("no residual's own samples kept by compaction were read")
+			}
+			checkKeptReads(t, s)
 			compareReads(t, "read together", readTogether(t, ref), readTogether(t, s))
+			// Each metric alone, its residuals made whole in its columns
+			// only and kept so, then all of them: a read of more columns
+			// does not take what a narrower one kept.
+			s.wholes.clear()
+			compareReads(t, "each metric alone", readEachMetric(t, ref), readEachMetric(t, s))
+			checkSumsFirst(t, s)
+			checkResidualsSmaller(t, s)
 			if s.wholes.hits == 0 {
 				t.Fatal("no residual made whole was read again from wholes")
 			}
@@ -309,7 +321,7 @@ func TestChunksBeforeResiduals(t *testing.T) {
 	start := time.Now().Add(-2 * time.Hour).Truncate(time.Minute)
 	clock := store.Clock{Now: func() time.Time { return start.Add(3 * time.Hour) }}
 	open := func(dir string, absolute bool) *Store {
-		s, err := Open(Options{Dir: dir, CompactAge: 2 * time.Minute, Clock: clock, ResidualAttempts: !absolute})
+		s, err := Open(Options{Dir: dir, CompactAge: 2 * time.Minute, Clock: clock, PlainAttempts: absolute})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -359,4 +371,190 @@ func TestChunksBeforeResiduals(t *testing.T) {
 	}
 	s = open(dir, true)
 	compareReads(t, "opened not writing residuals", readEverything(t, ref), readEverything(t, s))
+}
+
+// checkKeptReads checks how attempts' reads take their processes' chunks,
+// one by one (points) and together (SeriesMany: readChunkRange): a read
+// of attempts with nothing kept takes them in its scan; one of attempts
+// whose residuals were kept takes none; and one of attempts marked as
+// kept whose residuals are no longer kept reads their processes by key.
+// All three answer the same.
+func checkKeptReads(t *testing.T, s *Store) {
+	t.Helper()
+	read := func() map[string]string {
+		out := map[string]string{}
+		for _, a := range storetest.Attempts(t, s) {
+			q := store.SeriesQuery{Scope: store.ScopeAttempt, AttemptID: a.AttemptID, Metrics: []string{"cpu_percent", "rss_bytes", "read_bytes_per_s"},
+				From: int64(a.Start) - 60_000, To: int64(a.LastSeen) + 60_000, Step: 5000}
+			res, err := s.Series(context.Background(), q)
+			if err != nil {
+				t.Fatalf("%+v: %v", q, err)
+			}
+			out[a.AttemptID] = fmt.Sprint(*res)
+		}
+		return out
+	}
+	for _, c := range []struct {
+		what string
+		read func() map[string]string
+	}{{"one by one", read}, {"together", func() map[string]string { return readTogether(t, s) }}} {
+		s.wholes.clear()
+		s.wholes.carried, s.wholes.hits = 0, 0
+		first := c.read()
+		if s.wholes.carried == 0 {
+			t.Fatalf("%s: no attempt's first read took its processes' chunks in its scan", c.what)
+		}
+		s.wholes.carried = 0
+		compareReads(t, c.what+", kept", first, c.read())
+		if s.wholes.carried != 0 || s.wholes.hits == 0 {
+			t.Fatalf("%s: reads of attempts whose residuals were kept: processes' chunks of %d taken in their scans, %d kept read; want none, some",
+				c.what, s.wholes.carried, s.wholes.hits)
+		}
+		// (Made whole from their processes read by key, then: nothing
+		// else has them.)
+		s.wholes.forgetEntries()
+		compareReads(t, c.what+", marked, none kept", first, c.read())
+		if s.wholes.carried != 0 {
+			t.Fatalf("%s: reads of attempts marked kept, none kept: processes' chunks of %d taken in their scans, want none", c.what, s.wholes.carried)
+		}
+	}
+}
+
+// forgetEntries forgets what is kept but not which attempts had some
+// (tests: as when entries went for others).
+func (w *wholes) forgetEntries() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.m, w.bytes = nil, 0
+}
+
+// readEachMetric is what the store answers of some attempts' and jobs'
+// series, each metric alone, then all of them together.
+func readEachMetric(t *testing.T, s *Store) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	var all []string
+	for _, m := range store.AttemptSeriesMetrics {
+		all = append(all, m.Name)
+	}
+	read := func(q store.SeriesQuery, names []string) {
+		q.Metrics = names
+		res, err := s.Series(context.Background(), q)
+		if err != nil {
+			t.Fatalf("%+v: %v", q, err)
+		}
+		out[fmt.Sprintf("%s %s%s %v", q.Scope, q.JobID, q.AttemptID, names)] = fmt.Sprint(*res)
+	}
+	jobs := map[string]bool{}
+	for i, a := range storetest.Attempts(t, s) {
+		if i%7 != 0 {
+			continue // (some of them)
+		}
+		q := store.SeriesQuery{Scope: store.ScopeAttempt, AttemptID: a.AttemptID,
+			From: int64(a.Start) - 60_000, To: int64(a.LastSeen) + 60_000, Step: 5000}
+		j := store.SeriesQuery{Scope: store.ScopeJob, JobID: a.JobID, From: q.From, To: q.To, Step: 5000}
+		for _, name := range all {
+			read(q, []string{name})
+			if !jobs[a.JobID] {
+				read(j, []string{name})
+			}
+		}
+		read(q, all)
+		if !jobs[a.JobID] {
+			read(j, []string{store.JobAttemptsMetric})
+			read(j, append([]string{store.JobAttemptsMetric}, all...))
+		}
+		jobs[a.JobID] = true
+	}
+	return out
+}
+
+// checkSumsFirst checks that compaction wrote the processes' merged
+// chunks with the columns attempts' sums read first (sumsFirst).
+func checkSumsFirst(t *testing.T, s *Store) {
+	t.Helper()
+	var data []byte
+	if err := s.handle().QueryRow(`SELECT data FROM series_chunks WHERE kind = ? AND level = ? AND octet_length(data) > 100 LIMIT 1`,
+		store.KindProcess, levelMerged).Scan(&data); err != nil {
+		t.Fatal(err)
+	}
+	c, err := chunk.Decode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []int
+	for _, col := range c.Columns {
+		ids = append(ids, int(col.ID))
+	}
+	if len(ids) < 8 || !slices.Equal(ids[:4], sumsFirst[:4]) || !slices.IsSortedFunc(ids, func(a, b int) int { return columnRank[a] - columnRank[b] }) {
+		t.Fatalf("a process's merged chunk has its columns in the order %v, want those of %v first, in that order", ids, sumsFirst)
+	}
+}
+
+// checkResidualsSmaller checks that every residual chunk is shorter than
+// the attempt's own samples of it would be, and that a process's chunk
+// names an attempt (res_att) only if a residual of that attempt names the
+// process.
+func checkResidualsSmaller(t *testing.T, s *Store) {
+	t.Helper()
+	rows, err := s.handle().Query(`SELECT key, t_min, t_max, data FROM series_chunks WHERE kind = ? AND level = ? AND `+isResidualSQL,
+		store.KindAttempt, levelMerged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var chunks []chunkRow
+	var keys []int64
+	for rows.Next() {
+		var c chunkRow
+		var key int64
+		if err := rows.Scan(&key, &c.tMin, &c.tMax, &c.data); err != nil {
+			t.Fatal(err)
+		}
+		c.level = levelMerged
+		chunks, keys = append(chunks, c), append(keys, key)
+	}
+	rows.Close()
+	if len(chunks) == 0 {
+		t.Fatal("no residual chunk")
+	}
+	s.wholes.clear()
+	if err := s.resolve(context.Background(), nil, 0, 0, allAttemptColumns, chunks); err != nil {
+		t.Fatal(err)
+	}
+	needs := map[[2]int64]bool{}
+	var w chunk.Writer
+	for i, c := range chunks {
+		if own := w.Encode(nil, c.whole, chunk.Packed); len(own) <= len(c.data) {
+			t.Fatalf("a residual chunk of %d samples takes %d bytes, the attempt's own samples %d", len(c.whole.Times), len(c.data), len(own))
+		}
+		procs, _, _, err := chunk.Residual(c.data, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range procs {
+			needs[[2]int64{keys[i], int64(p)}] = true
+		}
+	}
+	rows, err = s.handle().Query(`SELECT DISTINCT res_att, key FROM series_chunks WHERE kind = ? AND res_att IS NOT NULL`, store.KindProcess)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	named := 0
+	for rows.Next() {
+		var att, key int64
+		if err := rows.Scan(&att, &key); err != nil {
+			t.Fatal(err)
+		}
+		if !needs[[2]int64{att, key}] {
+			t.Fatalf("process %d names attempt %d, whose residuals do not name it", key, att)
+		}
+		named++
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if named == 0 {
+		t.Fatal("no process's chunk names its attempt")
+	}
 }

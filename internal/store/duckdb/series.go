@@ -144,35 +144,48 @@ func schemaOf(kind int) []store.StoredColumn { return store.ColumnsOf(kind) }
 // chunks).
 func (s *Store) windowPoints(ctx context.Context, kind int, key uint64, from, to, began int64,
 	metrics []store.SeriesMetric) (*store.Points, int64, error) {
-	p, start, err := s.points(ctx, kind, key, from-shortLookback, to)
+	want := attemptWant(metrics)
+	p, start, err := s.points(ctx, kind, key, from-shortLookback, to, want)
 	if began <= 0 && kind == store.KindProcess {
 		began = start
 	}
 	if err != nil || !needsLookback(from, began, store.NeedsEarlier(p, from, metrics, schemaOf(kind))) {
 		return p, start, err
 	}
-	return s.points(ctx, kind, key, from-lookback, to)
+	return s.points(ctx, kind, key, from-lookback, to, want)
 }
 
 // points reads and merges the chunks of one series overlapping [from, to):
 // raw chunks, and per-minute rollups for the time before the oldest raw one
 // (raw samples past their retention). It returns too the start the chunks
-// keep in their job_key: a process's (0: not known).
-func (s *Store) points(ctx context.Context, kind int, key uint64, from, to int64) (*store.Points, int64, error) {
+// keep in their job_key: a process's (0: not known). An attempt's
+// residuals are made whole in the columns want only (resolve).
+func (s *Store) points(ctx context.Context, kind int, key uint64, from, to int64, want uint64) (*store.Points, int64, error) {
 	q := `SELECT kind, key, t_min, t_max, level, data, coalesce(job_key, 0) FROM series_all WHERE key = ? AND kind = ?
 		AND t_max >= ? AND t_min < ? ORDER BY t_min`
 	args := []any{keyValue(key), kind, from, to}
+	// An attempt's merged chunks are read by res_att. A read of an attempt
+	// whose residuals were kept (wholes.marked: compaction kept their own
+	// samples, or an earlier read made them whole) takes those only, and
+	// its processes' merged chunks by key for residuals not kept
+	// (resolve): a page's later reads do not carry the processes' bytes.
+	// Another takes, in the same scan, those of its processes that its
+	// residuals need (those that name it too): one scan, not two. (A
+	// UNION, not an OR: DuckDB pushes each side's filter into its scan.
+	// Not ORDER BY: the sort would carry every chunk's bytes along;
+	// pointsIn puts them in time order.)
+	kept := false
 	if kind == store.KindAttempt {
-		// An attempt's merged chunks come with those of its processes
-		// that its residuals need, in the same scan: those that name it
-		// (res_att). (A UNION, not an OR: DuckDB pushes each side's
-		// filter into its scan. Not ORDER BY: the sort would carry every
-		// chunk's bytes along; pointsIn puts them in time order.)
+		kept = s.wholes.marked(key)
 		q = `SELECT kind, key, t_min, t_max, level, data, coalesce(job_key, 0) FROM series_fresh
 			WHERE key = ? AND kind = ? AND t_max >= ? AND t_min < ?
 			UNION ALL SELECT kind, key, t_min, t_max, level, data, coalesce(job_key, 0) FROM series_chunks
 			WHERE res_att = ? AND t_max >= ? AND t_min < ?`
 		args = []any{keyValue(key), kind, from, to, keyValue(key), from, to}
+		if kept {
+			q += ` AND kind = ?`
+			args = append(args, kind)
+		}
 	}
 	rows, err := s.query(ctx, q, args...)
 	if err != nil {
@@ -204,12 +217,13 @@ func (s *Store) points(ctx context.Context, kind int, key uint64, from, to int64
 		return nil, 0, err
 	}
 	if kind == store.KindAttempt {
-		if procs == nil {
-			procs = map[uint64][]chunkRow{}
+		if len(procs) > 0 {
+			s.wholes.took(len(procs))
 		}
-		if err := s.resolve(ctx, procs, from, to, chunks); err != nil {
+		if err := s.resolve(ctx, procs, from, to, want, chunks); err != nil {
 			return nil, 0, err
 		}
+		s.wholes.mark(key)
 	}
 	p, _, start, err := pointsIn(chunks, kind, from, to)
 	return p, start, err
@@ -245,7 +259,7 @@ func (s *Store) jobSeries(ctx context.Context, q *store.SeriesQuery, metrics []s
 		return err
 	}
 	acc := store.NewJobAccumulator(q, metrics)
-	if err := s.jobChunks(ctx, q, store.KindAttempt, store.AttemptKey(q.JobID), starts, acc); err != nil {
+	if err := s.jobChunks(ctx, q, store.KindAttempt, store.AttemptKey(q.JobID), starts, acc, attemptWant(metrics)); err != nil {
 		return err
 	}
 	acc.Fill(res)
@@ -259,7 +273,7 @@ func (s *Store) jobSeries(ctx context.Context, q *store.SeriesQuery, metrics []s
 			ext[keyValue(store.ExtKey(uint64(k), m.Ext))] = st
 		}
 		acc := store.NewExtAccumulator(q, m)
-		if err := s.jobChunks(ctx, q, store.KindAttemptExt, store.ExtKey(store.AttemptKey(q.JobID), m.Ext), ext, acc); err != nil {
+		if err := s.jobChunks(ctx, q, store.KindAttemptExt, store.ExtKey(store.AttemptKey(q.JobID), m.Ext), ext, acc, allAttemptColumns); err != nil {
 			return err
 		}
 		one := *res
@@ -272,15 +286,16 @@ func (s *Store) jobSeries(ctx context.Context, q *store.SeriesQuery, metrics []s
 // jobChunks adds to acc every series of this kind and job key in q's
 // window, each with its start from starts. The chunks are read from
 // shortLookback before the window, and those of the series that need more
-// (needsLookback) again from lookback.
+// (needsLookback) again from lookback. Attempts' residuals are made whole
+// in the columns want only (resolve).
 func (s *Store) jobChunks(ctx context.Context, q *store.SeriesQuery, kind int, jobKey uint64, starts map[int64]int64,
-	acc *store.JobAccumulator) error {
+	acc *store.JobAccumulator, want uint64) error {
 	short := q.From - shortLookback
 	byKey, procs, err := s.jobChunksIn(ctx, kind, jobKey, short, q.To, nil)
 	if err != nil {
 		return err
 	}
-	if err := s.resolveByKey(ctx, kind, byKey, procs, short, q.To); err != nil {
+	if err := s.resolveByKey(ctx, kind, byKey, procs, short, q.To, want); err != nil {
 		return err
 	}
 	keys := make([]int64, 0, len(byKey))
@@ -312,7 +327,7 @@ func (s *Store) jobChunks(ctx context.Context, q *store.SeriesQuery, kind int, j
 		if err != nil {
 			return err
 		}
-		if err := s.resolveByKey(ctx, kind, byKey, nil, 0, 0); err != nil {
+		if err := s.resolveByKey(ctx, kind, byKey, nil, 0, 0, want); err != nil {
 			return err
 		}
 		for _, k := range part {
@@ -378,8 +393,9 @@ func (s *Store) jobChunksIn(ctx context.Context, kind int, jobKey uint64, from, 
 }
 
 // resolveByKey makes whole the residual chunks of attempts' series read
-// by key (resolve, all together; procs read with them over [from, to)).
-func (s *Store) resolveByKey(ctx context.Context, kind int, byKey map[int64][]chunkRow, procs map[uint64][]chunkRow, from, to int64) error {
+// by key (resolve, all together; procs read with them over [from, to);
+// the columns want).
+func (s *Store) resolveByKey(ctx context.Context, kind int, byKey map[int64][]chunkRow, procs map[uint64][]chunkRow, from, to int64, want uint64) error {
 	if kind != store.KindAttempt {
 		return nil
 	}
@@ -387,5 +403,5 @@ func (s *Store) resolveByKey(ctx context.Context, kind int, byKey map[int64][]ch
 	for _, rows := range byKey {
 		all = append(all, rows)
 	}
-	return s.resolve(ctx, procs, from, to, all...)
+	return s.resolve(ctx, procs, from, to, want, all...)
 }
