@@ -290,9 +290,10 @@ func (l *reaperLedger) settle() {
 // an item whose estimate was right got its share of extra, the error of
 // the guessed one, which took the rest (live, with every other tick's
 // records lost: a map −467 ms beside +391 and +85). So each of them may
-// be off by as much as what the split handed out, |extra|, and the
-// doubts of the estimates it was split by (a bound when one item is a
-// guess, the items' error otherwise within their doubts).
+// be off by what the split handed out, |extra|, and the doubts of the
+// estimates it was split by: a bound as long as no estimate is over what
+// its process used by more than its doubt (a guessed tail, never below
+// nothing, cannot be; one under by any amount is in extra).
 func (l *reaperLedger) markGuessed(items []reapItem, extra, doubt int64) {
 	guess, shared := false, false
 	for _, it := range items {
