@@ -98,6 +98,9 @@ func (f *fixture) fill(t testing.TB, all bool) *duckdb.Store {
 			{PID: 102, Role: wire.RoleStreaming, Cmdline: "python mapper.py", CPUPerS: 250, RSS: 50 << 20}}}
 	wc1 := &storetest.AttemptSpec{ID: attWC1, JobID: jobWC, Type: "map", JobName: "CraftedWordCount", User: "zoe", Queue: "default",
 		MemoryMB: 2048, Start: t0, Procs: []storetest.ProcSpec{{PID: 200, Role: wire.RoleTaskJVM, CPUPerS: 1000, RSS: 400 << 20}}}
+	// The two maps ended together, and their NodeManager's cutime was
+	// split between them by a guess (an exit record lost).
+	wc0.CPUDoubtMs, wc1.CPUDoubtMs = 180, 180
 	etl := &storetest.AttemptSpec{ID: attETL, JobID: jobETL, Type: "reduce", JobName: "crafted-nightly", User: "yann", Queue: "crafted",
 		MemoryMB: 4096, Start: t0.Add(20 * time.Second), Procs: []storetest.ProcSpec{{PID: 300, Role: wire.RoleTaskJVM, CPUPerS: 900, RSS: 1 << 30}}}
 	tree := func(b *wire.Batch) *wire.Batch {
@@ -317,6 +320,15 @@ func testJob(t *testing.T, f *fixture) {
 		if s, _ := a["start"].(string); !strings.HasPrefix(s, "2026-11-30T12:00:00") {
 			t.Errorf("start %v is not RFC 3339", a["start"])
 		}
+		// Their CPU is an estimate: they say so, and by how much.
+		if d, ok := a["cpu_doubt_ms"].(float64); !ok || d != 180 {
+			t.Errorf("attempt %v: cpu_doubt_ms %v, want 180", a["attempt_id"], a["cpu_doubt_ms"])
+		}
+	}
+	// One whose CPU is no such estimate says nothing of it.
+	etl := f.must(t, "/api/v1/jobs/"+jobETL, nil)
+	if strings.Contains(etl, "cpu_doubt_ms") {
+		t.Errorf("an attempt without a guess tells a CPU doubt: %s", etl)
 	}
 	f.must(t, "/api/v1/jobs/"+jobETL, &j)
 	if j.State != store.StateRunning || j.End != 0 || j.AttemptList[0].State != store.StateRunning {
@@ -327,7 +339,8 @@ func testJob(t *testing.T, f *fixture) {
 func testAttempt(t *testing.T, f *fixture) {
 	var d store.AttemptDetail
 	f.must(t, "/api/v1/jobs/"+jobWC+"/attempts/"+attWC0, &d)
-	if d.AttemptID != attWC0 || d.JobID != jobWC || d.Type != "map" || d.MemoryMB != 2048 || len(d.ProcessList) != 3 {
+	if d.AttemptID != attWC0 || d.JobID != jobWC || d.Type != "map" || d.MemoryMB != 2048 || len(d.ProcessList) != 3 ||
+		d.CPUDoubtMs != 180 {
 		t.Fatalf("attempt: %+v", d)
 	}
 	byPID := map[int32]store.Process{}

@@ -214,10 +214,19 @@ func Job(w io.Writer, j *store.JobDetail, r *analysis.Report) error {
 			pss = Bytes(a.PeakPSS)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t\n", a.AttemptID, a.Type, a.State,
-			orDash(a.Outcome), exitCode(&a), orDash(repeats(&a)), Clean(a.Host), clock(a.Start), Duration(a.DurationMs), Duration(a.CPUMs), util,
+			orDash(a.Outcome), exitCode(&a), orDash(repeats(&a)), Clean(a.Host), clock(a.Start), Duration(a.DurationMs), cpuOf(&a), util,
 			Bytes(a.PeakRSS), pss, limit, used, a.Processes, Bytes(a.ReadBytes), Bytes(a.WriteBytes), Duration(a.GCTimeMs))
 	}
 	return tw.Flush()
+}
+
+// cpuOf is the attempt's CPU, with how far off it may be when it is an
+// estimate ("55.0s ±1.20s": store.Attempt.CPUDoubtMs).
+func cpuOf(a *store.Attempt) string {
+	if a.CPUDoubtMs > 0 {
+		return Duration(a.CPUMs) + " ±" + Duration(a.CPUDoubtMs)
+	}
+	return Duration(a.CPUMs)
 }
 
 // exitCode is the attempt's exit code, "-" when none was seen.
@@ -492,7 +501,7 @@ func Attempt(w io.Writer, d *store.AttemptDetail) error {
 	if d.DurationMs > 0 {
 		util = pct(100*float64(d.CPUMs)/float64(d.DurationMs)) + " of a core on average"
 	}
-	fmt.Fprintf(tw, "  start\t%s UTC\tend\t%s\tduration\t%s\tCPU\t%s (%s)\n", ts(d.Start), end, Duration(d.DurationMs), Duration(d.CPUMs), util)
+	fmt.Fprintf(tw, "  start\t%s UTC\tend\t%s\tduration\t%s\tCPU\t%s (%s)\n", ts(d.Start), end, Duration(d.DurationMs), cpuOf(&d.Attempt), util)
 	limit, used := "-", "no limit known"
 	if d.MemoryMB > 0 {
 		limit = Bytes(d.MemoryMB << 20)
@@ -522,6 +531,10 @@ func Attempt(w io.Writer, d *store.AttemptDetail) error {
 		fmt.Fprintf(tw, "  repeats\t%s %s\n", kind, d.RetryOf)
 	}
 	tw.Flush()
+	if d.CPUDoubtMs > 0 {
+		fmt.Fprintf(w, "  Its CPU is an estimate, off by up to %s either way: its container ended with others whose CPU\n"+
+			"  the node knew only in sum, and an exit record was lost, so the split between them is a guess.\n", Duration(d.CPUDoubtMs))
+	}
 	if d.ExitDiagnostics != "" {
 		fmt.Fprintln(w, "\nThe NodeManager's diagnostics")
 		for _, l := range strings.Split(strings.TrimRight(d.ExitDiagnostics, "\n"), "\n") {

@@ -54,6 +54,8 @@ func TestJob(t *testing.T) {
 		attempt("attempt_1700000000000_0001_r_000000_0", "reduce", "node2", 70_000, 90_000, 80_000, 700<<20),
 	}
 	j.AttemptList[4].State = "lost"
+	// Maps 0 and 1 ended together, their CPU split by a guess.
+	j.AttemptList[1].CPUDoubtMs, j.AttemptList[2].CPUDoubtMs = 1_200, 1_200
 	// How they ended: map 1 failed and was retried, map 2 killed over its memory.
 	code := func(v int32) *int32 { return &v }
 	for i := range j.AttemptList {
@@ -99,6 +101,7 @@ func TestAttempt(t *testing.T) {
 	d.ContainerID, d.Framework, d.Streaming, d.XmxBytes, d.JavaOpts = "container_1700000000000_0001_01_000002", "mapreduce", true, 820<<20, "-Xmx820m"
 	code := int32(store.YarnKilledExceededPmem)
 	d.Outcome, d.ExitCode, d.ExitSource, d.RetryOf = store.OutcomeKilledMemory, &code, store.ExitSourceNodeManager, "attempt_1700000000000_0001_m_000000_9"
+	d.CPUDoubtMs = 1_200 // its CPU split from others' by a guess
 	d.ExitDiagnostics = "Container [pid=4242,containerID=container_1700000000000_0001_01_000002] is running 1B beyond the 'PHYSICAL' memory limit.\n" +
 		"Dump of the process-tree: |- 4243 java \x1b[2J\nContainer killed on request. Exit code is 143\n"
 	proc := func(key store.Key, pid, ppid int32, role, cmd string, start, end int64, cpu, rss int64) store.Process {

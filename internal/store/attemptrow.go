@@ -147,6 +147,9 @@ var AttemptFields = []AttemptField{
 	desc("oom_kills", FieldUInt32, func(m *wire.Attempt) any { return &m.OOMKills }, merge(MergeMax)),
 	exitStatus("exit_log", func(m *wire.Attempt) *wire.ExitStatus { return &m.TaskLog }),
 	exitMs("exit_log_ms", func(m *wire.Attempt) *wire.ExitStatus { return &m.TaskLog }),
+	// Its CPU is an estimate (a reaper's cutime split by a guess) and may
+	// be off by this much: only grows.
+	desc("cpu_doubt_ms", FieldInt64, func(m *wire.Attempt) any { return &m.CPUDoubtMs }, opt(), merge(MergeMax)),
 }
 
 // The declarations' parts.

@@ -76,7 +76,7 @@ func AttemptOf(m *wire.Attempt, host string, s *AttemptSummary, processes int, s
 	first, last := AttemptSpan(m, s)
 	a := Attempt{AttemptID: m.AttemptID, JobID: m.JobID, Host: host, ContainerID: m.ContainerID, AppID: m.AppID,
 		Type: m.Type, Framework: m.Framework, Start: Time(first), LastSeen: Time(last), DurationMs: last - first,
-		CPUMs: s.CPUMs, PeakRSS: s.PeakRSS, PeakPSS: s.PeakPSS, PeakVMS: s.PeakVMS, PeakHeap: s.PeakHeap,
+		CPUMs: s.CPUMs, CPUDoubtMs: m.CPUDoubtMs, PeakRSS: s.PeakRSS, PeakPSS: s.PeakPSS, PeakVMS: s.PeakVMS, PeakHeap: s.PeakHeap,
 		Processes: processes, ReadBytes: s.ReadBytes, WriteBytes: s.WriteBytes, GCTimeMs: s.GCTimeMs,
 		SchedWaitMs: s.SchedWaitMs, RSSByteMs: s.RSSByteMs, MemoryMB: m.MemoryMB, VCores: m.VCores, XmxBytes: m.XmxBytes,
 		JavaOpts: m.JavaOpts, Streaming: m.Streaming, JobName: m.JobName, User: m.User, Queue: m.Queue}

@@ -38,6 +38,11 @@ func TestMergeAttempt(t *testing.T) {
 			want: func() wire.Attempt { w := full; w.Ended = true; w.LastMs = 2500; return w }()},
 		{name: "a framework known is not replaced by unknown", dst: wire.Attempt{AttemptID: "a", Framework: "spark"},
 			src: wire.Attempt{AttemptID: "a", Framework: "unknown"}, want: wire.Attempt{AttemptID: "a", Framework: "spark"}},
+		{name: "a CPU doubt only grows", dst: func() wire.Attempt { w := full; w.CPUDoubtMs = 240; return w }(),
+			src:  wire.Attempt{AttemptID: "a", CPUDoubtMs: 90},
+			want: func() wire.Attempt { w := full; w.CPUDoubtMs = 240; return w }()},
+		{name: "a CPU doubt told later", dst: full, src: wire.Attempt{AttemptID: "a", Ended: true, CPUDoubtMs: 90},
+			want: func() wire.Attempt { w := full; w.Ended, w.CPUDoubtMs = true, 90; return w }()},
 		{name: "unknown is taken when nothing is known", dst: wire.Attempt{AttemptID: "a"},
 			src: wire.Attempt{AttemptID: "a", Framework: "unknown"}, want: wire.Attempt{AttemptID: "a", Framework: "unknown"}},
 	} {
@@ -141,7 +146,8 @@ func TestSummarizeBatch(t *testing.T) {
 func TestAttemptOf(t *testing.T) {
 	m := wire.Attempt{AttemptID: "a", JobID: "j", AppID: "app", ContainerID: "c", Type: "map", Framework: "mapreduce",
 		FirstMs: 1000, LastMs: 5000, Ended: true, JobName: "wc", User: "u", Queue: "q", MemoryMB: 2048, VCores: 2, JavaOpts: "-Xmx1g",
-		XmxBytes: 1 << 30, Streaming: true, FileExit: wire.ExitStatus{Status: 1, Ms: 5000}, ExitDiagnostics: "exit code 1"}
+		XmxBytes: 1 << 30, Streaming: true, FileExit: wire.ExitStatus{Status: 1, Ms: 5000}, ExitDiagnostics: "exit code 1",
+		CPUDoubtMs: 11}
 	s := AttemptSummary{FirstMs: 1200, LastMs: 6000, CPUMs: 1, PeakRSS: 2, PeakPSS: 3, PeakVMS: 4, PeakHeap: 5, ReadBytes: 6,
 		WriteBytes: 7, GCTimeMs: 8, SchedWaitMs: 9, RSSByteMs: 10}
 	a := AttemptOf(&m, "h", &s, 3, 0)

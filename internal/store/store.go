@@ -464,6 +464,7 @@ type Attempt struct {
 	LastSeen    Time    `json:"last_seen"`
 	DurationMs  int64   `json:"duration_ms"`
 	CPUMs       int64   `json:"cpu_ms"`
+	CPUDoubtMs  int64   `json:"cpu_doubt_ms,omitempty"` // CPUMs is an estimate, off by up to this (wire.Attempt.CPUDoubtMs); 0: not one
 	PeakRSS     int64   `json:"peak_rss_bytes"`
 	PeakPSS     int64   `json:"peak_pss_bytes"`
 	PeakVMS     int64   `json:"peak_vms_bytes"`

@@ -86,27 +86,54 @@ func InInitialPIDNamespace() bool {
 
 // dialFamily looks up the TASKSTATS family on a generic netlink socket
 // (in the initial pid namespace only: elsewhere the kernel's pids are not
-// the ones /proc shows), and returns it with a func that closes that
-// socket, for the caller to call once it opened its own: while the lookup's
-// holds its port id, the caller's gets another. The lookup's may have a
-// port id that a taskstats listener's registration still names (the first
-// socket of a process gets its pid; a listener not closed, or a killed
-// process's, stays registered until a record finds no socket there), and
-// get every thread's exit record on the machine.
-func dialFamily() (genetlink.Family, func(), error) {
+// the ones /proc shows), and returns it with the lookup's sockets, for the
+// caller to close once it opened its own: while they hold their port ids,
+// the caller's gets another.
+//
+// A port id that a taskstats listener's registration still names gets
+// every thread's exit record on the machine (a listener not closed, or a
+// killed process's, stays registered until a record finds no socket
+// there), and a lookup on it may read one as its reply ("mismatched
+// sequence in netlink reply"). Such a port id is a pid: a socket bound
+// without one gets its process's pid if no socket holds it. So a guard
+// socket, never read, is bound first and takes this process's pid if it
+// is free; the lookup's socket gets another port id.
+func dialFamily() (genetlink.Family, *familyLookup, error) {
 	if !InInitialPIDNamespace() {
 		return genetlink.Family{}, nil, ErrPIDNamespace
 	}
-	c, err := genetlink.Dial(nil)
+	guard, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_GENERIC)
 	if err != nil {
 		return genetlink.Family{}, nil, fmt.Errorf("taskstats: cannot open a generic netlink socket: %w", err)
 	}
+	if err := unix.Bind(guard, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		unix.Close(guard)
+		return genetlink.Family{}, nil, fmt.Errorf("taskstats: bind: %w", err)
+	}
+	c, err := genetlink.Dial(nil)
+	if err != nil {
+		unix.Close(guard)
+		return genetlink.Family{}, nil, fmt.Errorf("taskstats: cannot open a generic netlink socket: %w", err)
+	}
+	lk := &familyLookup{c: c, guard: guard}
 	f, err := c.GetFamily("TASKSTATS")
 	if err != nil {
-		c.Close()
+		lk.close()
 		return genetlink.Family{}, nil, fmt.Errorf("taskstats: no TASKSTATS family: %w", err)
 	}
-	return f, func() { c.Close() }, nil
+	return f, lk, nil
+}
+
+// familyLookup is the sockets of a family lookup (dialFamily): the
+// lookup's and its guard's.
+type familyLookup struct {
+	c     *genetlink.Conn
+	guard int
+}
+
+func (lk *familyLookup) close() {
+	lk.c.Close()
+	unix.Close(lk.guard)
 }
 
 // rcvBuf is the exit-record socket's receive buffer: room for the records
@@ -119,11 +146,11 @@ func Listen() (*Listener, error) { return listen(rcvBuf) }
 
 // listen is Listen with a receive buffer of rcvbuf bytes.
 func listen(rcvbuf int) (*Listener, error) {
-	f, done, err := dialFamily()
+	f, lk, err := dialFamily()
 	if err != nil {
 		return nil, err
 	}
-	done() // the family's id and version: records come on a socket of their own
+	lk.close() // the family's id and version: records come on a socket of their own
 	mask := "0-1023"
 	if b, err := os.ReadFile("/sys/devices/system/cpu/possible"); err == nil {
 		mask = strings.TrimSpace(string(b))

@@ -403,8 +403,9 @@ func TestListenAgain(t *testing.T) {
 // A listener's registration that outlives its socket without a Close (a
 // process killed; its pid, the port id of its first socket, reused) sends
 // every exit record on the machine to the next socket at that port id.
-// A Querier's own socket is not left at that port id (it binds while the
-// family's lookup holds its own): NewQuerier (20 times) and Listen open
+// Neither the family's lookup (a guard socket takes the pid first) nor a
+// Querier's own socket (it binds while the lookup's hold theirs) is at
+// that port id: lookups and NewQuerier (20 times each) and Listen open
 // while threads exit, and the Querier's socket gets no exit record.
 func TestLookupBesideStaleRegistration(t *testing.T) {
 	if testing.Short() {
@@ -435,6 +436,26 @@ func TestLookupBesideStaleRegistration(t *testing.T) {
 		}
 	}()
 	defer exitingThreads()()
+	// The lookup itself is not at that port id (its guard is): a lookup
+	// there read an exit record as its reply in CI.
+	for i := range 20 {
+		_, lk, err := dialFamily()
+		if err != nil {
+			t.Fatalf("family lookup %d beside a stale registration of port id %d: %v", i, port, err)
+		}
+		var lport uint32
+		rc, err := lk.c.SyscallConn()
+		if err == nil {
+			err = rc.Control(func(fd uintptr) { lport = portOf(t, int(fd)) })
+		}
+		lk.close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lport == port {
+			t.Fatalf("family lookup %d on the stale registration's port id %d", i, port)
+		}
+	}
 	for i := range 20 {
 		q, err := NewQuerier()
 		if err != nil {

@@ -54,7 +54,7 @@ const (
 // NewQuerier opens the socket and checks with a query of this process that
 // the kernel answers.
 func NewQuerier() (*Querier, error) {
-	f, done, err := dialFamily()
+	f, lk, err := dialFamily()
 	if err != nil {
 		return nil, err
 	}
@@ -63,11 +63,11 @@ func NewQuerier() (*Querier, error) {
 	// port id a listener's registration still names: dialFamily).
 	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_GENERIC)
 	if err != nil {
-		done()
+		lk.close()
 		return nil, fmt.Errorf("taskstats: cannot open a generic netlink socket: %w", err)
 	}
 	err = unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK})
-	done()
+	lk.close()
 	if err != nil {
 		unix.Close(fd)
 		return nil, fmt.Errorf("taskstats: bind: %w", err)

@@ -476,6 +476,15 @@ func TestExitReaperSplitFollowsRecords(t *testing.T) {
 	if gotAM < 542-10 || gotAM > 542+10 || gotMap < 11_378-10 || gotMap > 11_378+10 {
 		t.Errorf("ApplicationMaster %d ms (wait4 542), map %d ms (wait4 11,378)", gotAM, gotMap)
 	}
+	// Every record came: the split follows them, no guess to tell.
+	for _, id := range []string{m0, c1} {
+		if a := r.sink.attempts[id]; !a.Ended || a.CPUDoubtMs != 0 {
+			t.Errorf("%s: ended %v, CPU doubt %d ms; want ended and no doubt told", id, a.Ended, a.CPUDoubtMs)
+		}
+	}
+	if st := r.tr.Stats(); st.SplitGuesses != 0 {
+		t.Errorf("%d splits by a guess counted, want none", st.SplitGuesses)
+	}
 }
 
 // A container's top shell that reaped its child (the rest of the tree,
@@ -605,7 +614,23 @@ func TestExitLostChildrenDoubt(t *testing.T) {
 	if gotAM < 546-15 || gotAM > 546+15 {
 		t.Errorf("ApplicationMaster %d ms (wait4 546), map %d ms (wait4 2,444)", gotAM, gotMap)
 	}
-	if st := r.tr.Stats(); st.ExitsWithoutRecord != 1 || st.ExitOverflows != 1 {
-		t.Errorf("exits without their record %d, overflows %d; want 1 and 1", st.ExitsWithoutRecord, st.ExitOverflows)
+	if st := r.tr.Stats(); st.ExitsWithoutRecord != 1 || st.ExitOverflows != 1 || st.SplitGuesses != 1 {
+		t.Errorf("exits without their record %d, overflows %d, splits by a guess %d; want 1, 1 and 1", st.ExitsWithoutRecord,
+			st.ExitOverflows, st.SplitGuesses)
+	}
+	// The split is a guess: both attempts say their CPU is an estimate,
+	// and by how much it may be off, which covers how far off it is.
+	for _, at := range []struct {
+		id        string
+		got, want int64
+	}{{m0, gotMap, 2444}, {c1, gotAM, 546}} {
+		a := r.sink.attempts[at.id]
+		if !a.Ended || a.CPUDoubtMs <= 0 {
+			t.Errorf("%s: ended %v, CPU doubt %d ms; want ended, its CPU told as an estimate", at.id, a.Ended, a.CPUDoubtMs)
+		}
+		t.Logf("%s: CPU %d ms, wait4 %d, doubt told %d ms", at.id, at.got, at.want, a.CPUDoubtMs)
+		if off := max(at.got-at.want, at.want-at.got); off > a.CPUDoubtMs || a.CPUDoubtMs > 500 {
+			t.Errorf("%s: CPU %d ms, wait4 %d: off by %d, the doubt told %d ms", at.id, at.got, at.want, off, a.CPUDoubtMs)
+		}
 	}
 }

@@ -382,6 +382,25 @@ func (l *live) cpuOf(a simulator.AttemptResult) int64 {
 	return ms
 }
 
+// cpuDoubtOf is how far off the tracker said a's CPU may be: the CPU
+// doubt of every attempt its unit ran (wire.Attempt.CPUDoubtMs).
+func (l *live) cpuDoubtOf(a simulator.AttemptResult) int64 {
+	ids := map[string]bool{a.Unit: true, a.AttemptID: true, a.ContainerID: true}
+	for id := range l.seen[a.Unit] {
+		ids[id] = true
+	}
+	for _, s := range a.Switches {
+		ids[s.AttemptID] = true
+	}
+	var ms int64
+	for id := range ids {
+		if id != "" {
+			ms += l.sink.attempts[id].CPUDoubtMs
+		}
+	}
+	return ms
+}
+
 func (l *live) checkCPU(res *simulator.JobResult, tolerance float64) {
 	l.t.Helper()
 	l.checkCPUWithin(res, tolerance, 0)

@@ -60,6 +60,7 @@ type cpuAccount struct {
 	// between two of the tracker's reads).
 	pending      int64
 	pendDoubt    int64 // how far off pending may be (children gone without their exit records)
+	pendGuess    bool  // pending holds a guess: a child's exit record (or its short-lived children's) lost
 	certain      int64 // reaped children's CPU that the next sample's cutime must show
 	lastChildren int64
 	credit       int64
@@ -180,6 +181,10 @@ func (c *accountant) leave(p *proc, final *taskstats.Record, threads int64, ms i
 	// split in proportion to it), and what its children's pending
 	// estimates may be off by.
 	var doubt int64
+	// guess: cpu holds a guess of what it (or its short-lived children)
+	// used after its last sample, their exit records lost: its doubt is
+	// no bound then (a reaper's split of it is a guess too, markGuessed).
+	guess := tr.pendGuess
 	exited := !c.view.listed(p) || tr.exited
 	read, write := val(tr, c.idx.read)+tr.pendRead, val(tr, c.idx.write)+tr.pendWrite
 	if final == nil && exited && !tr.exited {
@@ -193,6 +198,7 @@ func (c *accountant) leave(p *proc, final *taskstats.Record, threads int64, ms i
 		tail = c.tailUnknown(p)
 		cpu += tail
 		doubt = tail
+		guess = true
 	}
 	// stands: its own CPU is what its exit records say (their runtime),
 	// not its stat's clock ticks.
@@ -249,6 +255,7 @@ func (c *accountant) leave(p *proc, final *taskstats.Record, threads int64, ms i
 			lost -= lost / 2
 		}
 		doubt += lost
+		guess = guess || lost > 0
 	}
 	// And the clock ticks its figures from stat were cut to: its children's
 	// user and system time, and its own unless its records stand for them.
@@ -290,6 +297,7 @@ func (c *accountant) leave(p *proc, final *taskstats.Record, threads int64, ms i
 			// parent's: certain too, when the parent is found gone before
 			// its next sample (reaped right after the listing).
 			par.pendDoubt += doubt
+			par.pendGuess = par.pendGuess || guess
 			par.mem.cpuBase += m.cpuBase
 			if !parentAlive {
 				par.pendRead += max(0, read-m.readBase)
@@ -323,7 +331,7 @@ func (c *accountant) leave(p *proc, final *taskstats.Record, threads int64, ms i
 			p.zombieLife = max(cpu, 1)
 			p.zombieCredit, p.zombieAtt = tr.credit, a
 		}
-		if cpu > m.cpuBase && (ppid == 0 || tr.exited || !c.ledger.charge(ppid, a, cpu, cpu-m.cpuBase, doubt)) {
+		if cpu > m.cpuBase && (ppid == 0 || tr.exited || !c.ledger.charge(ppid, a, cpu, cpu-m.cpuBase, doubt, guess)) {
 			a.exitedCPU += cpu - m.cpuBase
 		}
 		if read > m.readBase {
@@ -512,6 +520,6 @@ func (c *accountant) settleChildren(ca *cpuAccount, d int64) {
 		ca.credit += d - used
 	}
 	if ca.pending == 0 {
-		ca.pendDoubt = 0
+		ca.pendDoubt, ca.pendGuess = 0, false
 	}
 }

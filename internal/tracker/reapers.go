@@ -57,6 +57,10 @@ type reapItem struct {
 	// were cut to; and the doubt of its children's estimates
 	// (accountant.leave).
 	tail int64
+	// guess: its estimate holds a guess of what a process used after its
+	// last sample (its exit record, or its short-lived children's, lost):
+	// how far off that is, its doubt does not bound.
+	guess bool
 }
 
 // doubt is how far off the item's life may be, ms (at least 1).
@@ -67,7 +71,7 @@ func (it reapItem) doubt() int64 { return max(it.tail, 1) }
 // children's exit records account for, and the processes it reaped,
 // charged at the end of the tick (settle).
 type reaperLedger struct {
-	stats *Stats // ExitCorrectionMs, ReapedAfterListing, ReapersUnsettled
+	stats *Stats // ExitCorrectionMs, ReapedAfterListing, ReapersUnsettled, SplitGuesses
 	stat  statReader
 	byPID map[int32]*reaper
 	kids  []int32 // resolve's, reused
@@ -218,12 +222,12 @@ func (l *reaperLedger) reaped(ppid int32, life int64) {
 // charge defers the charge of an exited process to the settling of its
 // reaper's cutime at the end of the tick. It reports false when ppid is
 // not a reaper whose cutime is known at this tick.
-func (l *reaperLedger) charge(ppid int32, a *attempt, life, part, tail int64) bool {
+func (l *reaperLedger) charge(ppid int32, a *attempt, life, part, tail int64, guess bool) bool {
 	r := l.byPID[ppid]
 	if r == nil || r.grown < 0 {
 		return false
 	}
-	r.items = append(r.items, reapItem{a: a, life: life, part: part, tail: tail})
+	r.items = append(r.items, reapItem{a: a, life: life, part: part, tail: tail, guess: guess})
 	return true
 }
 
@@ -255,6 +259,9 @@ func (l *reaperLedger) settle() {
 		// its last sample) and the clock ticks its last sample's user and
 		// system times were truncated to.
 		extra, left := avail-est, avail-est
+		if scale {
+			l.markGuessed(r.items, extra, doubt)
+		}
 		for i, it := range r.items {
 			c := it.life
 			if scale {
@@ -274,6 +281,39 @@ func (l *reaperLedger) settle() {
 		r.items = r.items[:0]
 		r.other = 0
 	}
+}
+
+// markGuessed tells the attempts of one settlement that their CPU is an
+// estimate (wire.Attempt.CPUDoubtMs) when the split is a guess: two
+// attempts or more share the growth, and an item's estimate holds a guess
+// (a lost exit record). The growth is right in sum, not how it splits:
+// an item whose estimate was right got its share of extra, the error of
+// the guessed one, which took the rest (live, with every other tick's
+// records lost: a map −467 ms beside +391 and +85). So each of them may
+// be off by what the split handed out, |extra|, and the doubts of the
+// estimates it was split by: a bound as long as no estimate is over what
+// its process used by more than its doubt (a guessed tail, never below
+// nothing, cannot be; one under by any amount is in extra).
+func (l *reaperLedger) markGuessed(items []reapItem, extra, doubt int64) {
+	guess, shared := false, false
+	for _, it := range items {
+		guess = guess || it.guess
+		shared = shared || it.a != items[0].a
+	}
+	if !guess || !shared {
+		return
+	}
+	off := max(extra, -extra) + doubt
+next:
+	for i, it := range items {
+		for _, o := range items[:i] {
+			if o.a == it.a {
+				continue next // (told once)
+			}
+		}
+		it.a.info.CPUDoubtMs += off
+	}
+	l.stats.SplitGuesses++
 }
 
 // mark makes pid, the untracked parent of the tracked process kid, a

@@ -21,11 +21,26 @@ func TestReaperLedger(t *testing.T) {
 		wantA, wantB     int64 // charged to the two attempts
 		wantCorrection   int64
 		partA            int64 // the part of A's life that is A's (0: all)
+		// guessB: B's estimate holds a guess (its exit record lost); same:
+		// B's process is A's attempt's too. wantDoubt: both attempts'
+		// CPUDoubtMs after (what was split, |extra|, and the doubts).
+		guessB, same bool
+		wantDoubt    int64
 	}{
 		// Estimates 1000 (doubt 120: a tail of 100, its last sample's
 		// clock ticks) and 300 (doubt 20); the growth less the others
 		// says 1400: 100 more, split 120:20.
 		{name: "split", grownMs: 1500, otherMs: 100, wantA: 1085, wantB: 315, wantCorrection: -100},
+		// The same, B's exit record lost: the split is a guess, each
+		// attempt's CPU may be off by the 100 split and the doubts' 140.
+		{name: "split by a guess", grownMs: 1500, otherMs: 100, guessB: true, wantA: 1085, wantB: 315, wantCorrection: -100,
+			wantDoubt: 240},
+		{name: "less, by a guess", grownMs: 1200, guessB: true, wantA: 915, wantB: 285, wantCorrection: 100, wantDoubt: 240},
+		// One attempt's two processes: how the growth splits between them
+		// does not change its sum.
+		{name: "one attempt, a guess", grownMs: 1500, guessB: true, same: true, wantA: 1500, wantCorrection: -200},
+		// The estimates stand: nothing split.
+		{name: "too much, a guess", grownMs: 5000, guessB: true, wantA: 1000, wantB: 300},
 		{name: "zombie reaped", grownMs: 1500, zombieMs: 100, wantA: 1085, wantB: 315, wantCorrection: -100},
 		{name: "less", grownMs: 1200, wantA: 915, wantB: 285, wantCorrection: 100},
 		// Reaped between the listing and the read, or a reaper that
@@ -41,7 +56,7 @@ func TestReaperLedger(t *testing.T) {
 			var st Stats
 			l := newReaperLedger(tab, &st)
 			l.mark(nm, 2000, tab.cycle)
-			if len(l.byPID) != 1 || l.charge(nm, &attempt{}, 1, 1, 0) {
+			if len(l.byPID) != 1 || l.charge(nm, &attempt{}, 1, 1, 0, false) {
 				t.Fatalf("a new reaper: %d reapers, or charged before its growth is known", len(l.byPID))
 			}
 			tab.cycle++
@@ -53,20 +68,33 @@ func TestReaperLedger(t *testing.T) {
 				l.reaped(nm, tc.zombieMs)
 			}
 			a, b := &attempt{}, &attempt{}
+			if tc.same {
+				b = a
+			}
 			part := int64(1000)
 			if tc.partA > 0 {
 				part = tc.partA
 			}
-			if !l.charge(nm, a, 1000, part, 120) || !l.charge(nm, b, 300, 300, 20) {
+			if !l.charge(nm, a, 1000, part, 120, false) || !l.charge(nm, b, 300, 300, 20, tc.guessB) {
 				t.Fatal("not charged to the reaper")
 			}
-			if l.charge(200, a, 1, 1, 0) {
+			if l.charge(200, a, 1, 1, 0, false) {
 				t.Error("charged to a process that is no reaper")
 			}
 			l.settle()
-			if a.exitedCPU != tc.wantA || b.exitedCPU != tc.wantB || st.ExitCorrectionMs != tc.wantCorrection {
-				t.Errorf("charged %d and %d (correction %d), want %d and %d (%d)", a.exitedCPU, b.exitedCPU,
+			gotB := b.exitedCPU
+			if tc.same {
+				gotB = 0
+			}
+			if a.exitedCPU != tc.wantA || gotB != tc.wantB || st.ExitCorrectionMs != tc.wantCorrection {
+				t.Errorf("charged %d and %d (correction %d), want %d and %d (%d)", a.exitedCPU, gotB,
 					st.ExitCorrectionMs, tc.wantA, tc.wantB, tc.wantCorrection)
+			}
+			if a.info.CPUDoubtMs != tc.wantDoubt || b.info.CPUDoubtMs != tc.wantDoubt {
+				t.Errorf("CPU doubt %d and %d ms, want %d", a.info.CPUDoubtMs, b.info.CPUDoubtMs, tc.wantDoubt)
+			}
+			if wantGuesses := uint64(min(tc.wantDoubt, 1)); st.SplitGuesses != wantGuesses {
+				t.Errorf("%d splits by a guess counted, want %d", st.SplitGuesses, wantGuesses)
 			}
 			// Settled: the next tick starts afresh.
 			if r := l.byPID[nm]; len(r.items) != 0 || r.other != 0 {
@@ -193,7 +221,7 @@ func TestReaperLedgerResolve(t *testing.T) {
 		if n := tab.reads - reads; n != maxRereads {
 			t.Errorf("%d reads, want %d", n, maxRereads)
 		}
-		if r := l.byPID[nm]; r.grown >= 0 || st.ReapersUnsettled != 1 || l.charge(nm, &attempt{}, 1, 1, 0) {
+		if r := l.byPID[nm]; r.grown >= 0 || st.ReapersUnsettled != 1 || l.charge(nm, &attempt{}, 1, 1, 0, false) {
 			t.Errorf("grown %d, unsettled %d: want its growth unknown", r.grown, st.ReapersUnsettled)
 		}
 		// The next tick's growth holds what it reaped after its last read

@@ -114,6 +114,10 @@ type Stats struct {
 	// the ticks a reaper kept reaping while it was read, whose growth was
 	// not used.
 	ReapedAfterListing, ReapersUnsettled uint64
+	// SplitGuesses counts the reapers' growths split between attempts by a
+	// guess (an exit record lost): those attempts' CPU is an estimate
+	// (wire.Attempt.CPUDoubtMs).
+	SplitGuesses uint64
 }
 
 // Tracker keeps the state of one node. It is not safe for concurrent use.

@@ -103,6 +103,13 @@ type Attempt struct {
 	// configuration (mapreduce.map.cpu.vcores, spark.executor.cores, ...);
 	// 0 when not known.
 	VCores int64
+	// CPUDoubtMs says the attempt's CPU is an estimate, and by how much it
+	// may be off, ms: its processes ended in the interval other
+	// containers' did, reaped by the same process (a NodeManager), whose
+	// CPU the tracker knows only in sum (the reaper's cutime), and an exit
+	// record of one of them was lost, so how the sum splits between them
+	// is a guess. 0: not such an estimate.
+	CPUDoubtMs int64
 }
 
 // ExitStatus is one exit status an agent saw, and when. Ms is 0 when none

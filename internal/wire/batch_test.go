@@ -37,7 +37,7 @@ func fullBatch() *Batch {
 			JVMExit: ExitStatus{Status: 0, Ms: t0 + 63900}, RootExit: ExitStatus{Status: 137 << 8, Ms: t0 + 64000},
 			FileExit: ExitStatus{Status: 137, Ms: t0 + 64100}, NMExit: ExitStatus{Status: -104, Ms: t0 + 65000},
 			ExitDiagnostics: "Container killed on request. Exit code is 137", OOMKills: 1,
-			TaskLog: ExitStatus{Status: 0, Ms: t0 + 64050}}},
+			TaskLog: ExitStatus{Status: 0, Ms: t0 + 64050}, CPUDoubtMs: 40}},
 		Members: []Membership{
 			{Process: sh, AttemptID: exAttempt, FromMs: t0 + 1000, ToMs: t0 + 64000, Role: RoleWrapper},
 			{Process: jvm, AttemptID: exAttempt, FromMs: t0 + 1500, CPUBaseMs: 120, Role: RoleTaskJVM},

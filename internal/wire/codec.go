@@ -140,6 +140,7 @@ func (a *Attempt) marshal(e *enc) {
 		e.close(at)
 	}
 	e.sint(24, a.VCores)
+	e.sint(25, a.CPUDoubtMs)
 }
 
 func (m *Membership) marshal(e *enc) {
@@ -903,6 +904,8 @@ func (d *dec) attempt(data []byte, a *Attempt) error {
 			}
 		case 24:
 			a.VCores, err = svarint(t, u)
+		case 25:
+			a.CPUDoubtMs, err = svarint(t, u)
 		}
 		return err
 	})

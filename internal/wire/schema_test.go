@@ -82,7 +82,7 @@ var schema = []msgSpec{
 		sub(18, "container_root_exit", "RootExit", "ExitStatus", false), sub(19, "exit_code_file", "FileExit", "ExitStatus", false),
 		sub(20, "nodemanager_exit", "NMExit", "ExitStatus", false), f(21, "exit_diagnostics", "ExitDiagnostics", tString),
 		f(22, "oom_kills", "OOMKills", tUint32), sub(23, "task_log", "TaskLog", "ExitStatus", false),
-		f(24, "vcores", "VCores", tSint64)}},
+		f(24, "vcores", "VCores", tSint64), f(25, "cpu_doubt_ms", "CPUDoubtMs", tSint64)}},
 	{"ExitStatus", reflect.TypeFor[ExitStatus](), []fieldSpec{f(1, "status", "Status", tSint32), f(2, "ms", "Ms", tSint64)}},
 	{"Membership", reflect.TypeFor[Membership](), []fieldSpec{
 		f(1, "process", "Process", tFixed64), f(2, "attempt_id", "AttemptID", tString), f(3, "from_ms", "FromMs", tSint64),

@@ -76,6 +76,9 @@ func validate(b *Batch) error {
 			return fmt.Errorf("attempts[%d] (%s): memory_mb %d, xmx_bytes %d and vcores %d must not be negative", i, a.AttemptID,
 				a.MemoryMB, a.XmxBytes, a.VCores)
 		}
+		if a.CPUDoubtMs < 0 {
+			return fmt.Errorf("attempts[%d] (%s): cpu_doubt_ms %d must not be negative", i, a.AttemptID, a.CPUDoubtMs)
+		}
 		if err := times("first_ms", a.FirstMs, "last_ms", a.LastMs); err != nil {
 			return fmt.Errorf("attempts[%d] (%s): %v", i, a.AttemptID, err)
 		}

@@ -72,6 +72,7 @@ func TestValidate(t *testing.T) {
 		{"time in microseconds", func(b *Batch) { b.ProcSeries[0].Times[2] = 1_700_000_003_000_000 }, "process_series[0]: times[2]=1700000003000000 is not a unix time in milliseconds (after 2100)"},
 		{"negative memory", func(b *Batch) { b.Attempts[0].MemoryMB = -1 }, "memory_mb -1, xmx_bytes 859832320 and vcores 0 must not be negative"},
 		{"negative vcores", func(b *Batch) { b.Attempts[0].VCores = -2 }, "memory_mb 1024, xmx_bytes 859832320 and vcores -2 must not be negative"},
+		{"negative CPU doubt", func(b *Batch) { b.Attempts[0].CPUDoubtMs = -3 }, "attempts[0] (attempt_1700000000000_0042_m_000003_0): cpu_doubt_ms -3 must not be negative"},
 		{"negative xmx", func(b *Batch) { b.Attempts[0].XmxBytes = -5 }, "xmx_bytes -5 and vcores 0 must not be negative"},
 		{"negative first_ms", func(b *Batch) { b.Attempts[0].FirstMs = -5 }, "first_ms -5 is not a unix time in milliseconds"},
 		{"exit status in microseconds", func(b *Batch) { b.Attempts[0].FileExit.Ms = MaxTimeMs * 1000 }, "exit_code_file.ms 4102444800000000 is not a unix time in milliseconds"},

@@ -44,6 +44,7 @@ export interface Attempt {
   last_seen: string | null;
   duration_ms: number;
   cpu_ms: number;
+  cpu_doubt_ms?: number; // cpu_ms is an estimate, off by up to this (a split by a guess)
   peak_rss_bytes: number;
   peak_pss_bytes: number;
   peak_vms_bytes: number;

@@ -26,7 +26,7 @@ func firstRender(tb *tab) (inPage, outside time.Duration) {
 // TestBigJob: a job page of 10,000 attempts renders its attempts table
 // quickly and stays usable: a handful of DOM rows, scrolling, sorting and
 // filtering work. The time to first render is reported in the log and held
-// to a generous bound (5 s); BenchmarkBigJobPage measures it.
+// to a generous bound (15 s); BenchmarkBigJobPage measures it.
 func TestBigJob(t *testing.T) {
 	e := startServer(t)
 	t0 := time.Now()
@@ -40,8 +40,11 @@ func TestBigJob(t *testing.T) {
 	t.Logf("10,000-attempt job page: attempts table first rendered %s after navigation start (in-page mark; %s from the test's Navigate)", inPage.Round(time.Millisecond), outside.Round(time.Millisecond))
 	t.Logf("marks: %s", eval[string](tb, `performance.getEntriesByType('mark').map(m => m.name + ' ' + Math.round(m.startTime)).join('; ')`))
 	t.Logf("resources: %s", eval[string](tb, `performance.getEntriesByType('resource').filter(r => r.name.includes('/api/') || r.name.includes('/assets/')).map(r => r.name.replace(location.origin, '') + ' ' + Math.round(r.startTime) + '+' + Math.round(r.duration) + 'ms').join('; ')`))
-	if inPage > 5*time.Second {
-		t.Errorf("first render took %s, more than the 5 s bound", inPage)
+	// A bound against a page that is not windowed or waits for the
+	// series, not a speed target (BenchmarkBigJobPage measures it): with
+	// -race on an idle 2-core host it took 3.5-5.0 s (2026-12-07).
+	if inPage > 15*time.Second {
+		t.Errorf("first render took %s, more than the 15 s bound", inPage)
 	}
 	if got := eval[string](tb, `document.querySelector('[data-table=attempts] .vt-count').textContent`); got != "10,000 attempts" {
 		t.Errorf("counter says %q", got)
@@ -73,7 +76,12 @@ func TestBigJob(t *testing.T) {
 
 	// taskscope report prints what the page shows: the same findings,
 	// recommendations and settings.
-	tb.waitJS("findings", `document.querySelector('[data-section=findings] li.finding')`, 20*time.Second)
+	// The page asks for the findings beside its first series reads, and the
+	// analysis of 10,000 attempts shares the server's two cores with them:
+	// with -race the answer came 64 s after it was asked on an idle
+	// 2-core host (2026-12-07, 23:08 UTC; 4 series reads of 5-16 s each
+	// beside it), long after the zoom above.
+	tb.waitJS("findings", `document.querySelector('[data-section=findings] li.finding')`, 150*time.Second)
 	text := e.report(bigJobID)
 	for _, sel := range []string{".f-msg", "code.param"} {
 		for _, s := range eval[[]string](tb, `[...document.querySelectorAll('[data-section=findings] `+sel+`')].map(e => e.textContent)`) {

@@ -97,6 +97,7 @@ type AttemptSpec struct {
 	ID, JobID, Type, Container string
 	JobName, User, Queue       string
 	MemoryMB, VCores           int64
+	CPUDoubtMs                 int64 // told when it ends, as an agent tells it
 	Start                      time.Time
 	Procs                      []ProcSpec
 }
@@ -198,7 +199,8 @@ func (g *Gen) Batch(atts []*AttemptSpec, from, to int, ended bool) *wire.Batch {
 			e = append(e, wire.Attempt{AttemptID: a.ID, JobID: a.JobID, ContainerID: a.Container, Type: a.Type,
 				Framework: "mapreduce", FirstMs: a.Start.UnixMilli(),
 				LastMs: a.Start.Add(time.Duration(to) * time.Second).UnixMilli(), Ended: true,
-				JobName: a.JobName, User: a.User, Queue: a.Queue, MemoryMB: a.MemoryMB, VCores: a.VCores})
+				JobName: a.JobName, User: a.User, Queue: a.Queue, MemoryMB: a.MemoryMB, VCores: a.VCores,
+				CPUDoubtMs: a.CPUDoubtMs})
 			b.Attempts = e
 		}
 	}
@@ -267,7 +269,13 @@ func testIngestAndSummaries(t *testing.T, f Factory) {
 		ProcSpec{PID: 100, Role: wire.RoleWrapper, Cmdline: "/bin/bash -c java", CPUPerS: 0, RSS: 3 << 20},
 		ProcSpec{PID: 101, Role: wire.RoleTaskJVM, Cmdline: "java org.apache.hadoop.mapred.YarnChild", CPUPerS: 800, RSS: 500 << 20},
 		ProcSpec{PID: 150, Role: wire.RoleStreaming, Cmdline: "python mapper.py", CPUPerS: 200, RSS: 100 << 20, StartSec: 2})
+	// Its CPU was split from a NodeManager's cutime by a guess (told at its
+	// end); a later description that tells less lowers nothing.
+	a.CPUDoubtMs = 240
+	later := &wire.Batch{Version: wire.Version, AgentID: g.Agent, Seq: 1000, Host: g.Host, Attempts: []wire.Attempt{{
+		AttemptID: a.ID, JobID: a.JobID, Ended: true, LastMs: a.Start.Add(10 * time.Second).UnixMilli(), CPUDoubtMs: 90}}}
 	Ingest(t, s, g.Batch([]*AttemptSpec{a}, 0, 5, false), g.Batch([]*AttemptSpec{a}, 5, 10, true))
+	Ingest(t, s, later)
 	ctx := context.Background()
 	j, err := s.Job(ctx, job1)
 	if err != nil {
@@ -303,6 +311,9 @@ func testIngestAndSummaries(t *testing.T, f Factory) {
 	if at.Processes != 3 || at.Host != "node1" || at.MemoryMB != 2048 || at.VCores != 2 || at.State != store.StateFinished {
 		t.Errorf("attempt = %+v", at)
 	}
+	if at.CPUDoubtMs != 240 {
+		t.Errorf("attempt cpu_doubt_ms = %d, want 240 (told at its end; a later 90 lowers nothing)", at.CPUDoubtMs)
+	}
 	if at.Start != store.Time(T0.UnixMilli()) || at.End != store.Time(T0.Add(10*time.Second).UnixMilli()) {
 		t.Errorf("start %v end %v", at.Start, at.End)
 	}
@@ -315,6 +326,9 @@ func testIngestAndSummaries(t *testing.T, f Factory) {
 	d, err := s.Attempt(ctx, att1)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if d.CPUDoubtMs != 240 {
+		t.Errorf("the attempt's page: cpu_doubt_ms = %d, want 240", d.CPUDoubtMs)
 	}
 	if len(d.ProcessList) != 3 {
 		t.Fatalf("processes = %d", len(d.ProcessList))

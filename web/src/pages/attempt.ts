@@ -7,7 +7,7 @@ import { get, AttemptDetail, LiveSeries, Proc, TSEvent, ms, enc, jobURL, hostURL
 import { Ctx, showError, isAbort } from '../nav';
 import { refresher } from '../live';
 import { Chart, Option, axisFmt, axisTip, colorOf, lineSeries, limitLine, roleColor, timeOption, Fmt, fillGaps } from '../charts';
-import { exitTitle, figure, grid, kv, outcomeBadge, repeatsCell, roleBadge, section, stateBadge, typeBadge } from './common';
+import { cpuDoubtTitle, cpuText, exitTitle, figure, grid, kv, outcomeBadge, repeatsCell, roleBadge, section, stateBadge, typeBadge } from './common';
 import { profilesSection } from './profiles';
 
 const PROC_METRICS = 'cpu_percent,rss_bytes,pss_bytes,vms_bytes,threads,read_bytes_per_s,write_bytes_per_s';
@@ -86,7 +86,7 @@ export async function attemptPage(c: Ctx): Promise<void> {
     body.append(
       h('div.figs', null,
         figure('duration', fmt.dur(d.duration_ms), d.state),
-        figure('CPU', fmt.dur(d.cpu_ms), d.duration_ms ? fmt.pct((100 * d.cpu_ms) / d.duration_ms) + ' of a core on average' : ''),
+        figure('CPU', cpuText(d), d.duration_ms ? fmt.pct((100 * d.cpu_ms) / d.duration_ms) + ' of a core on average' : '', cpuDoubtTitle(d) || undefined),
         figure('peak RSS', fmt.bytes(d.peak_rss_bytes), limit ? fmt.pct((100 * d.peak_rss_bytes) / limit) + ' of memory.mb' : 'no limit known'),
         figure('peak PSS', fmt.bytes(d.peak_pss_bytes)),
         figure('memory.mb', limit ? fmt.bytes(limit) : '–', d.xmx_bytes ? '-Xmx ' + fmt.bytes(d.xmx_bytes) : ''),

@@ -62,6 +62,19 @@ export function exitTitle(a: Attempt): string {
   return t;
 }
 
+// cpuText is an attempt's CPU time, with how far off it may be when it is
+// an estimate ("55.0s ±1.2s": cpu_doubt_ms).
+export function cpuText(a: Attempt): string {
+  return fmt.dur(a.cpu_ms) + (a.cpu_doubt_ms ? ' ±' + fmt.dur(a.cpu_doubt_ms) : '');
+}
+
+// cpuDoubtTitle says why an attempt's CPU is an estimate ('' when it is not).
+export function cpuDoubtTitle(a: Attempt): string {
+  if (!a.cpu_doubt_ms) return '';
+  return `An estimate, off by up to ${fmt.dur(a.cpu_doubt_ms)} either way: its container ended with others whose CPU ` +
+    'the node knew only in sum, and an exit record was lost, so the split between them is a guess.';
+}
+
 // repeatsCell shows the attempt a retry or a speculative copy repeats, as
 // a link to it named by its attempt number.
 export function repeatsCell(a: Attempt, td: HTMLElement): void {

@@ -4,7 +4,7 @@ import * as fmt from '../fmt';
 import { Attempt, Series, seriesValues, attemptURL } from '../api';
 import { Chart, Option, axisFmt, axisTip, colorOf, lineSeries, pairs, timeOption, tip, typeColor, clipRect } from '../charts';
 import { navigate } from '../nav';
-import { lanes, outcomeText } from './common';
+import { cpuText, lanes, outcomeText } from './common';
 
 // failedOutcome: the outcomes outlined in red on the timeline.
 function failedOutcome(o: string | undefined): boolean {
@@ -101,7 +101,7 @@ export function timelineOption(atts: Attempt[], from: number, to: number, opts: 
         const a = p.seriesType === 'custom' ? atts[p.value[5]] : undefined;
         if (!a) return '';
         const rows: [string, string, string?][] = [[p.color, a.type + ' · ' + a.state, a.host], ['transparent', 'start', fmt.time(a.t0)], ['transparent', 'duration', fmt.dur(a.duration_ms)],
-          ['transparent', 'CPU', fmt.dur(a.cpu_ms)], ['transparent', 'peak RSS', fmt.bytes(a.peak_rss_bytes)]];
+          ['transparent', 'CPU', cpuText(a)], ['transparent', 'peak RSS', fmt.bytes(a.peak_rss_bytes)]];
         if (a.outcome) rows.push(['transparent', 'outcome', outcomeText(a.outcome) + (a.exit_code != null ? ' (exit ' + a.exit_code + ')' : '')]);
         if (a.retry_of) rows.push(['transparent', a.speculative ? 'speculative copy of' : 'retry of', a.retry_of]);
         return tip(a.attempt_id, rows);
