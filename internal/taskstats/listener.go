@@ -102,13 +102,9 @@ func dialFamily() (genetlink.Family, *familyLookup, error) {
 	if !InInitialPIDNamespace() {
 		return genetlink.Family{}, nil, ErrPIDNamespace
 	}
-	guard, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_GENERIC)
+	guard, err := netlinkSocket()
 	if err != nil {
-		return genetlink.Family{}, nil, fmt.Errorf("taskstats: cannot open a generic netlink socket: %w", err)
-	}
-	if err := unix.Bind(guard, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-		unix.Close(guard)
-		return genetlink.Family{}, nil, fmt.Errorf("taskstats: bind: %w", err)
+		return genetlink.Family{}, nil, err
 	}
 	c, err := genetlink.Dial(nil)
 	if err != nil {
@@ -136,6 +132,20 @@ func (lk *familyLookup) close() {
 	unix.Close(lk.guard)
 }
 
+// netlinkSocket opens a generic netlink socket bound to a port id the
+// kernel picks: this process's pid if no socket holds it, else another.
+func netlinkSocket() (int, error) {
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_GENERIC)
+	if err != nil {
+		return -1, fmt.Errorf("taskstats: cannot open a generic netlink socket: %w", err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("taskstats: bind: %w", err)
+	}
+	return fd, nil
+}
+
 // rcvBuf is the exit-record socket's receive buffer: room for the records
 // of a burst of exits between two ticks (beyond the system's limit as
 // root; else the limit). A record takes about 1.3 KB of it (TestDropped).
@@ -155,9 +165,9 @@ func listen(rcvbuf int) (*Listener, error) {
 	if b, err := os.ReadFile("/sys/devices/system/cpu/possible"); err == nil {
 		mask = strings.TrimSpace(string(b))
 	}
-	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_GENERIC)
+	fd, err := netlinkSocket()
 	if err != nil {
-		return nil, fmt.Errorf("taskstats: cannot open a generic netlink socket: %w", err)
+		return nil, err
 	}
 	l := &Listener{fd: fd, fam: f.ID, ver: f.Version, parse: parser{comms: comms{}}, buf: make([]byte, drainSlots*drainSlot),
 		msgs: make([]mmsghdr, drainSlots), iovs: make([]unix.Iovec, drainSlots)}
@@ -166,10 +176,6 @@ func listen(rcvbuf int) (*Listener, error) {
 		l.iovs[i].SetLen(drainSlot)
 		l.msgs[i].hdr.Iov = &l.iovs[i]
 		l.msgs[i].hdr.SetIovlen(1)
-	}
-	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-		l.Close()
-		return nil, fmt.Errorf("taskstats: bind: %w", err)
 	}
 	if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, rcvbuf) != nil {
 		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, rcvbuf)

@@ -61,16 +61,10 @@ func NewQuerier() (*Querier, error) {
 	// The family's id and version: queries go on a socket of their own,
 	// bound while the lookup's sockets hold their port ids (one may be a
 	// port id a listener's registration still names: dialFamily).
-	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_GENERIC)
-	if err != nil {
-		lk.close()
-		return nil, fmt.Errorf("taskstats: cannot open a generic netlink socket: %w", err)
-	}
-	err = unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK})
+	fd, err := netlinkSocket()
 	lk.close()
 	if err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("taskstats: bind: %w", err)
+		return nil, err
 	}
 	// A reply that never comes must not stop the agent's tick for long.
 	tv := unix.Timeval{Sec: 1}
