@@ -3,6 +3,7 @@ package analysis
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/taskscope/taskscope/internal/store"
@@ -232,14 +233,7 @@ func gcPressure(j *Job) []Finding {
 		// graded low on its own is not named: 5 % is where a healthy
 		// JVM's pauses, stretched on a busy node, begin.
 		if own(bound[0]) > Low {
-			n := 0
-			for _, a := range bound {
-				if own(a) > Low {
-					bound[n] = a
-					n++
-				}
-			}
-			bound = bound[:n]
+			bound = slices.DeleteFunc(bound, func(a store.Attempt) bool { return own(a) <= Low })
 		}
 		w := bound[0]
 		ids := []string{}
