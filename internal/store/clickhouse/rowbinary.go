@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"strings"
 )
 
@@ -64,7 +63,7 @@ func (b *Block) room(n int) {
 //
 //go:noinline
 func (b *Block) double(n int) {
-	b.buf = slices.Grow(b.buf, max(n, cap(b.buf), minBlockGrow))
+	b.Grow(max(n, cap(b.buf), minBlockGrow))
 	b.grew++
 }
 
