@@ -479,8 +479,6 @@ func (s *Store) write(ctx context.Context, f *store.FoldTx[chRow], w *writeSet, 
 		if err := w.insert(ctx, s); err != nil {
 			return fmt.Errorf("cannot store batches: %w", err)
 		}
-		// (At once: Changes meanwhile counts this commit as another's.)
-		s.ownSeqs.Add(w.seqs)
 		inserted = time.Now()
 		return nil
 	}()

@@ -352,6 +352,57 @@ func TestReplicasJobNamedLate(t *testing.T) {
 	}
 }
 
+// TestChangesDuringOwnInsert: a Changes read while a commit of this
+// replica has inserted its agents' rows but not yet counted their
+// sequences does not take that commit for another replica's (it waits
+// for the count). Before, it moved, and the jobs' flush, which reads it,
+// dropped its cache and read every job it wrote again.
+func TestChangesDuringOwnInsert(t *testing.T) {
+	srv := chtest.Start(t)
+	a := replicas(t, srv, "chgown", 1)[0]
+	ctx := context.Background()
+	g := &storetest.Gen{Agent: "node1-chgown", Host: "node1"}
+	at := &storetest.AttemptSpec{ID: "attempt_1700000000000_0001_m_000000_0", JobID: "job_1700000000000_0001", Type: "map",
+		Start: storetest.T0, MemoryMB: 1024, JobName: "chgown", User: "u", Queue: "q",
+		Procs: []storetest.ProcSpec{{PID: 101, Role: wire.RoleTaskJVM, CPUPerS: 500, RSS: 1 << 20}}}
+	storetest.Ingest(t, a, g.Batch([]*storetest.AttemptSpec{at}, 0, 5, false))
+	before, err := a.Changes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		v   uint64
+		err error
+	}
+	got := make(chan result, 1)
+	waiting := make(chan struct{}, 1)
+	a.changesWait = func() { waiting <- struct{}{} }
+	a.agentsInserted = func() {
+		go func() {
+			v, err := a.Changes(ctx)
+			got <- result{v, err}
+		}()
+		// Until the read either answered or waits for the count.
+		select {
+		case r := <-got:
+			got <- r
+		case <-waiting:
+		}
+	}
+	storetest.Ingest(t, a, g.Batch([]*storetest.AttemptSpec{at}, 5, 10, false))
+	a.agentsInserted = nil
+	r := <-got
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.v != before {
+		t.Errorf("Changes read during this replica's agents' insert: %d, before it %d (want the same: no other replica stored)", r.v, before)
+	}
+	if after, err := a.Changes(ctx); err != nil || after != before {
+		t.Errorf("Changes after the commit: %d, %v; want %d", after, err, before)
+	}
+}
+
 // TestChangesOthersOnly: Changes moves when another replica stores a
 // batch, not when this one does (its server knows of its own commits),
 // nor when a batch sent again is a duplicate, nor when the agents' rows

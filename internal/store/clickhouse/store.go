@@ -153,9 +153,18 @@ type Store struct {
 	jobsLooked int
 	// ownSeqs is how much this replica's commits moved the sum of the
 	// agents' last sequences (Changes): each agent's sequence it stored
-	// less the one stored before (as its commit checked it). (Atomic:
-	// Changes does not wait for a transaction, which holds wmu.)
-	ownSeqs atomic.Uint64
+	// less the one stored before (as its commit checked it). ownMu
+	// guards it, and is held over a commit's insert of the agents' rows
+	// (writeSet.insert) and over Changes' read of them: Changes never
+	// finds this replica's rows without their count. (Not wmu: Changes
+	// does not wait for a transaction.)
+	ownMu   sync.RWMutex
+	ownSeqs uint64
+	// agentsInserted, if set, is called by a commit once its agents'
+	// rows are inserted, before it counts their sequences (tests: a
+	// Changes meanwhile); changesWait, by Changes when it waits for
+	// that count (tests).
+	agentsInserted, changesWait func()
 
 	ext store.ExtNames // ext_metrics
 
@@ -522,6 +531,13 @@ func partitionDay(p string) (uint16, string, error) {
 // commits).
 func (s *Store) Changes(ctx context.Context) (_ uint64, err error) {
 	defer store.WrapErr(&err, "cannot read the agents' last batches")
+	if !s.ownMu.TryRLock() {
+		if s.changesWait != nil {
+			s.changesWait()
+		}
+		s.ownMu.RLock()
+	}
+	defer s.ownMu.RUnlock()
 	rows, err := s.query(ctx, "SELECT sum(seq) FROM "+s.read("agents")+" FINAL")
 	if err != nil {
 		return 0, err
@@ -530,7 +546,7 @@ func (s *Store) Changes(ctx context.Context) (_ uint64, err error) {
 	if err := rows.Err(); err != nil {
 		return 0, err
 	}
-	return v - s.ownSeqs.Load(), nil
+	return v - s.ownSeqs, nil
 }
 
 // NextCommit is when the next commit may begin (store.CommitPacer,
