@@ -96,9 +96,9 @@ func TestLiveChurn(t *testing.T) {
 			}
 			st := l.tr.Stats()
 			t.Logf("exit records %d, overflows %d (%d records dropped), exits without their record %d, short-lived %d; "+
-				"reaped between a listing and their reaper's read %d, reapers unsettled %d",
+				"reaped between a listing and their reaper's read %d, reapers unsettled %d; splits by a guess %d, guesses standing %d",
 				st.ExitRecords, st.ExitOverflows, st.ExitRecordsDropped, st.ExitsWithoutRecord, st.ShortLived,
-				st.ReapedAfterListing, st.ReapersUnsettled)
+				st.ReapedAfterListing, st.ReapersUnsettled, st.SplitGuesses, st.StandingGuesses)
 			if drops != nil {
 				t.Logf("%d records dropped by the test", drops.dropped)
 				if st.ExitsWithoutRecord == 0 {
