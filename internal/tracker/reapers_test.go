@@ -60,17 +60,7 @@ func TestReaperLedger(t *testing.T) {
 		{name: "part", grownMs: 1300, partA: 600, wantA: 600, wantB: 300},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tab := newFakeTable()
-			tab.stats[nm] = procfs.Stat{StartTime: 5, CUTime: 100}
-			var st Stats
-			l := newReaperLedger(tab, &st)
-			l.mark(nm, 2000, tab.cycle)
-			if len(l.byPID) != 1 || l.charge(nm, &attempt{}, 1, 1, 0, false) {
-				t.Fatalf("a new reaper: %d reapers, or charged before its growth is known", len(l.byPID))
-			}
-			tab.cycle++
-			tab.stats[nm] = procfs.Stat{StartTime: 5, CUTime: 100 + uint64(tc.grownMs/10)}
-			l.read()
+			l, st := grownReaper(t, nm, tc.grownMs)
 			l.otherExit(exitRecord(4000, nm, tc.otherMs, 0))
 			l.otherExit(exitRecord(4001, 1, 5000, 0)) // another's child
 			if tc.zombieMs > 0 {
@@ -118,6 +108,24 @@ func TestReaperLedger(t *testing.T) {
 	}
 }
 
+// grownReaper is a ledger whose one reaper, nm, was marked at a tick and
+// whose cutime grew by grownMs at the next.
+func grownReaper(t *testing.T, nm int32, grownMs int64) (*reaperLedger, *Stats) {
+	t.Helper()
+	tab := newFakeTable()
+	tab.stats[nm] = procfs.Stat{StartTime: 5, CUTime: 100}
+	st := &Stats{}
+	l := newReaperLedger(tab, st)
+	l.mark(nm, 2000, tab.cycle)
+	if len(l.byPID) != 1 || l.charge(nm, &attempt{}, 1, 1, 0, false) {
+		t.Fatalf("a new reaper: %d reapers, or charged before its growth is known", len(l.byPID))
+	}
+	tab.cycle++
+	tab.stats[nm] = procfs.Stat{StartTime: 5, CUTime: 100 + uint64(grownMs/10)}
+	l.read()
+	return l, st
+}
+
 func b2u(b bool) uint64 {
 	if b {
 		return 1
@@ -159,14 +167,7 @@ func TestReaperLedgerDoubtBound(t *testing.T) {
 		{name: "much more", grownMs: 2200, want: [3]int64{360, 540, 180}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tab := newFakeTable()
-			tab.stats[nm] = procfs.Stat{StartTime: 5, CUTime: 100}
-			var st Stats
-			l := newReaperLedger(tab, &st)
-			l.mark(nm, 2000, tab.cycle)
-			tab.cycle++
-			tab.stats[nm] = procfs.Stat{StartTime: 5, CUTime: 100 + uint64(tc.grownMs/10)}
-			l.read()
+			l, st := grownReaper(t, nm, tc.grownMs)
 			var atts [3]*attempt
 			var est, doubt int64
 			for i, it := range items {
