@@ -153,13 +153,19 @@ type Store struct {
 	jobsLooked int
 	// ownSeqs is how much this replica's commits moved the sum of the
 	// agents' last sequences (Changes): each agent's sequence it stored
-	// less the one stored before (as its commit checked it). ownMu
-	// guards it, and is held over a commit's insert of the agents' rows
-	// (writeSet.insert) and over Changes' read of them: Changes never
-	// finds this replica's rows without their count. (Not wmu: Changes
-	// does not wait for a transaction.)
-	ownMu   sync.RWMutex
-	ownSeqs uint64
+	// less the one stored before (as its commit checked it), counted
+	// once its insert of the agents' rows ended. ownInserts are those
+	// inserts in flight (ownIdle is closed when none is left), ownEnded
+	// counts those ended: Changes takes a read of the agents' rows only
+	// if no such insert was in flight or ended while it read (else it
+	// might find a commit's rows without their count, and take them for
+	// another replica's). ownMu guards them. (Not wmu: Changes does not
+	// wait for a transaction.)
+	ownMu      sync.Mutex
+	ownSeqs    uint64
+	ownInserts int
+	ownEnded   uint64
+	ownIdle    chan struct{}
 	// agentsInserted, if set, is called by a commit once its agents'
 	// rows are inserted, before it counts their sequences (tests: a
 	// Changes meanwhile); changesWait, by Changes when it waits for
@@ -531,22 +537,59 @@ func partitionDay(p string) (uint16, string, error) {
 // commits).
 func (s *Store) Changes(ctx context.Context) (_ uint64, err error) {
 	defer store.WrapErr(&err, "cannot read the agents' last batches")
-	if !s.ownMu.TryRLock() {
-		if s.changesWait != nil {
-			s.changesWait()
+	for {
+		s.ownMu.Lock()
+		inserts, idle, ended, own := s.ownInserts, s.ownIdle, s.ownEnded, s.ownSeqs
+		s.ownMu.Unlock()
+		if inserts > 0 {
+			if s.changesWait != nil {
+				s.changesWait()
+			}
+			select {
+			case <-idle:
+				continue
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			}
 		}
-		s.ownMu.RLock()
+		rows, err := s.query(ctx, "SELECT sum(seq) FROM "+s.read("agents")+" FINAL")
+		if err != nil {
+			return 0, err
+		}
+		v := rows.UInt64()
+		if err := rows.Err(); err != nil {
+			return 0, err
+		}
+		s.ownMu.Lock()
+		still := s.ownInserts == 0 && s.ownEnded == ended
+		s.ownMu.Unlock()
+		if still {
+			return v - own, nil
+		}
 	}
-	defer s.ownMu.RUnlock()
-	rows, err := s.query(ctx, "SELECT sum(seq) FROM "+s.read("agents")+" FINAL")
-	if err != nil {
-		return 0, err
+}
+
+// ownInsertBegins says a commit's insert of the agents' rows begins
+// (Changes).
+func (s *Store) ownInsertBegins() {
+	s.ownMu.Lock()
+	defer s.ownMu.Unlock()
+	if s.ownInserts == 0 {
+		s.ownIdle = make(chan struct{})
 	}
-	v := rows.UInt64()
-	if err := rows.Err(); err != nil {
-		return 0, err
+	s.ownInserts++
+}
+
+// ownInsertEnds says it ended, having moved the agents' sequences by
+// seqs (0: it failed).
+func (s *Store) ownInsertEnds(seqs uint64) {
+	s.ownMu.Lock()
+	defer s.ownMu.Unlock()
+	s.ownSeqs += seqs
+	s.ownEnded++
+	if s.ownInserts--; s.ownInserts == 0 {
+		close(s.ownIdle)
 	}
-	return v - s.ownSeqs, nil
 }
 
 // NextCommit is when the next commit may begin (store.CommitPacer,
