@@ -120,19 +120,28 @@ func (h *harness) startAgent(host string, mod func(*agent.Config)) (metricsAddr 
 	return metricsAddr
 }
 
-// agentMetric is the value of an agent's metric (a counter or gauge
-// without labels) on its /metrics.
-func agentMetric(metricsAddr, name string) (float64, error) {
+// agentMetrics is what an agent's /metrics says.
+func agentMetrics(metricsAddr string) (string, error) {
 	resp, err := http.Get("http://" + metricsAddr + "/metrics")
 	if err != nil {
-		return 0, err
+		return "", err
 	}
 	defer resp.Body.Close()
 	var b bytes.Buffer
 	if _, err := b.ReadFrom(io.LimitReader(resp.Body, 4<<20)); err != nil {
+		return "", fmt.Errorf("reading the agent's metrics: %w", err)
+	}
+	return b.String(), nil
+}
+
+// agentMetric is the value of an agent's metric (a counter or gauge
+// without labels) on its /metrics.
+func agentMetric(metricsAddr, name string) (float64, error) {
+	all, err := agentMetrics(metricsAddr)
+	if err != nil {
 		return 0, err
 	}
-	for _, l := range strings.Split(b.String(), "\n") {
+	for _, l := range strings.Split(all, "\n") {
 		if v, ok := strings.CutPrefix(l, name+" "); ok {
 			return strconv.ParseFloat(strings.TrimSpace(v), 64)
 		}
@@ -148,16 +157,13 @@ func agentDiagnostics(t *testing.T, host, metricsAddr, log string) {
 	if metricsAddr == "" {
 		return
 	}
-	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	all, err := agentMetrics(metricsAddr)
 	if err != nil {
 		t.Logf("agent %s's metrics: %v", host, err)
 		return
 	}
-	defer resp.Body.Close()
-	var b bytes.Buffer
-	b.ReadFrom(io.LimitReader(resp.Body, 4<<20))
 	var keep []string
-	for _, l := range strings.Split(b.String(), "\n") {
+	for _, l := range strings.Split(all, "\n") {
 		if !strings.HasPrefix(l, "#") && (strings.Contains(l, "nodemanager") || strings.Contains(l, "kerberos")) {
 			keep = append(keep, l)
 		}
