@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -458,13 +459,25 @@ func newSim(atts []store.Attempt) *sim {
 	}
 	for _, ids := range s.byType {
 		first := int64(atts[ids[0]].Start)
+		// The ends of the type's attempts, in order: whether one other
+		// ended in the second before an attempt started is two binary
+		// searches, not a look at every attempt of its type (a job of
+		// 10,000 attempts took 40 M looks).
+		ends := make([]int64, len(ids))
+		for k, i := range ids {
+			ends[k] = endOf(atts[i])
+		}
+		slices.Sort(ends)
 		for _, i := range ids {
-			s.ready[i] = int64(atts[i].Start)
-			for _, k := range ids {
-				if e := endOf(atts[k]); k != i && e <= int64(atts[i].Start) && e >= int64(atts[i].Start)-1000 {
-					s.ready[i] = first // it took a freed slot
-					break
-				}
+			st := int64(atts[i].Start)
+			s.ready[i] = st
+			n := sort.Search(len(ends), func(k int) bool { return ends[k] > st }) -
+				sort.Search(len(ends), func(k int) bool { return ends[k] >= st-1000 })
+			if e := endOf(atts[i]); e <= st && e >= st-1000 {
+				n-- // (its own end)
+			}
+			if n > 0 {
+				s.ready[i] = first // it took a freed slot
 			}
 			if atts[i].Type == "reduce" && lastMap > 0 {
 				s.tail[i] = endOf(atts[i]) - max(int64(atts[i].Start), lastMap)
