@@ -354,9 +354,11 @@ func newAccum(n int) *accum {
 
 // bucketize computes, for metric r over points p, each bucket's increments
 // and covered time (rates) or peak (gauges). start is the series' own start
-// (the base of its first sample's increment), 0 if unknown.
-func bucketize(q *SeriesQuery, p *Points, r resolved, start int64, a *accum) {
+// (the base of its first sample's increment), 0 if unknown. It returns the
+// first and last buckets it wrote (lo > hi: none).
+func bucketize(q *SeriesQuery, p *Points, r resolved, start int64, a *accum) (lo, hi int) {
 	n := len(a.has)
+	lo, hi = n, -1
 	var prevV, prevT int64
 	havePrev := false
 	first := true
@@ -388,6 +390,7 @@ func bucketize(q *SeriesQuery, p *Points, r resolved, start int64, a *accum) {
 				a.inc[b] += float64(inc)
 				a.dt[b] += float64(dt)
 				a.has[b] = true
+				lo, hi = min(lo, b), max(hi, b)
 			}
 			continue
 		}
@@ -399,7 +402,16 @@ func bucketize(q *SeriesQuery, p *Points, r resolved, start int64, a *accum) {
 		if b < n {
 			a.gauge[b] = math.Max(a.gauge[b], float64(v))
 			a.has[b] = true
+			lo, hi = min(lo, b), max(hi, b)
 		}
+	}
+	return lo, hi
+}
+
+// reset empties buckets lo to hi of a, as newAccum makes them.
+func (a *accum) reset(lo, hi int) {
+	for b := lo; b <= hi; b++ {
+		a.inc[b], a.dt[b], a.gauge[b], a.has[b] = 0, 0, math.Inf(-1), false
 	}
 }
 
@@ -436,6 +448,12 @@ type JobAccumulator struct {
 	sums    [][]float64
 	has     [][]bool
 	count   []float64
+	// An attempt's buckets while Add adds it, emptied again after (Add
+	// looks at the buckets its points are in, not at all of them: a job
+	// of 10,000 attempts of a few seconds each, over 600 buckets, made
+	// and walked 10,000 × 6 × 600 of them, 1 GB a read).
+	one  *accum
+	seen []bool
 }
 
 // NewJobAccumulator starts a job's sums.
@@ -451,7 +469,7 @@ func NewExtAccumulator(q *SeriesQuery, m SeriesMetric) *JobAccumulator {
 
 func newJobAccumulator(q *SeriesQuery, metrics []SeriesMetric, cols []StoredColumn) *JobAccumulator {
 	n := q.Buckets()
-	j := &JobAccumulator{q: q, metrics: resolve(metrics, cols), count: make([]float64, n)}
+	j := &JobAccumulator{q: q, metrics: resolve(metrics, cols), count: make([]float64, n), one: newAccum(n), seen: make([]bool, n)}
 	for range metrics {
 		j.sums = append(j.sums, make([]float64, n))
 		j.has = append(j.has, make([]bool, n))
@@ -467,14 +485,14 @@ func (j *JobAccumulator) NeedsEarlier(p *Points, from int64) bool {
 // Add adds one attempt's points (start: the attempt's start).
 func (j *JobAccumulator) Add(p *Points, start int64) {
 	n := len(j.count)
-	seen := make([]bool, n)
+	seen, a := j.seen, j.one
+	seenLo, seenHi := n, -1
 	for mi, r := range j.metrics {
 		if r.m.Name == JobAttemptsMetric {
 			continue
 		}
-		a := newAccum(n)
-		bucketize(j.q, p, r, start, a)
-		for b := 0; b < n; b++ {
+		lo, hi := bucketize(j.q, p, r, start, a)
+		for b := lo; b <= hi; b++ {
 			if !a.has[b] {
 				continue
 			}
@@ -486,17 +504,21 @@ func (j *JobAccumulator) Add(p *Points, start int64) {
 				j.sums[mi][b] += a.gauge[b]
 			}
 		}
+		a.reset(lo, hi)
+		seenLo, seenHi = min(seenLo, lo), max(seenHi, hi)
 	}
 	for _, t := range p.Times {
 		if t >= j.q.From && t < j.q.To {
 			if b := int((t - j.q.From) / j.q.Step); b < n {
 				seen[b] = true
+				seenLo, seenHi = min(seenLo, b), max(seenHi, b)
 			}
 		}
 	}
-	for b, s := range seen {
-		if s {
+	for b := seenLo; b <= seenHi; b++ {
+		if seen[b] {
 			j.count[b]++
+			seen[b] = false
 		}
 	}
 }
