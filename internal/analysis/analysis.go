@@ -156,6 +156,8 @@ type Job struct {
 
 	medians map[string]typeStats       // by task type
 	types   map[string][]store.Attempt // byType's
+	// waveSets are waves' (nil: not made yet).
+	waveSets []waveSet
 	// private: what else ran on the job's hosts is not looked at
 	// (FindingsWithoutNeighbours).
 	private bool

@@ -108,10 +108,10 @@ func (j *Job) criticalPath() *Path {
 	}
 	p := &Path{Start: store.Time(start), End: store.Time(end), Duration: float64(end-start) / 1000, Steps: []Step{}}
 	waves := map[string]int{} // wave of each attempt
-	for _, g := range waveGroups(j) {
-		w, of := wavesOf(g.atts)
-		w.Vertex = g.vertex
-		for id, n := range of {
+	for _, ws := range j.waves() {
+		w := ws.w
+		w.Vertex = ws.g.vertex
+		for id, n := range ws.of {
 			waves[id] = n
 		}
 		p.Waves = append(p.Waves, w)
@@ -172,6 +172,28 @@ func waveGroups(j *Job) []waveGroup {
 		}
 	}
 	return out
+}
+
+// waveSet is a wave group's waves and the wave of each of its attempts
+// (wavesOf).
+type waveSet struct {
+	g  waveGroup
+	w  Waves
+	of map[string]int
+}
+
+// waves are the waves of the job's wave groups, in waveGroups' order
+// (made once: the last-wave heuristic and the critical path both look
+// at them).
+func (j *Job) waves() []waveSet {
+	if j.waveSets == nil {
+		j.waveSets = []waveSet{}
+		for _, g := range waveGroups(j) {
+			w, of := wavesOf(g.atts)
+			j.waveSets = append(j.waveSets, waveSet{g: g, w: w, of: of})
+		}
+	}
+	return j.waveSets
 }
 
 // endOf is when an attempt ended (or was last seen running).
@@ -365,9 +387,9 @@ func concurrency(atts []store.Attempt, weight func(store.Attempt) int64) int64 {
 // outlier) and not told here.
 func lastWave(j *Job) []Finding {
 	var out []Finding
-	for _, g := range waveGroups(j) {
+	for _, ws := range j.waves() {
+		g, w := ws.g, ws.w
 		typ := g.typ
-		w, _ := wavesOf(g.atts)
 		if w.Kind != "partial" || w.Slots < 2 {
 			continue
 		}

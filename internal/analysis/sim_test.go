@@ -3,6 +3,7 @@ package analysis
 import (
 	"fmt"
 	"math/rand/v2"
+	"sort"
 	"testing"
 
 	"github.com/taskscope/taskscope/internal/store"
@@ -61,5 +62,31 @@ func TestSimReadyAsEveryPairLooked(t *testing.T) {
 	}
 	if tookSlot < 100 || not < 100 {
 		t.Fatalf("the jobs did not try both enough: %d took a freed slot, %d did not", tookSlot, not)
+	}
+}
+
+// TestTopAsSortedCopies: top picks the attempts a stable sort of their
+// copies, largest key first, puts first (as it did), by sorting their
+// indexes: ties keep their order.
+func TestTopAsSortedCopies(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for round := 0; round < 100; round++ {
+		atts := make([]store.Attempt, r.IntN(80))
+		for i := range atts {
+			atts[i] = store.Attempt{AttemptID: fmt.Sprintf("a%02d", i), PeakRSS: int64(r.IntN(10))}
+		}
+		key := func(a store.Attempt) float64 { return float64(a.PeakRSS) }
+		want := append([]store.Attempt(nil), atts...)
+		sort.SliceStable(want, func(i, j int) bool { return key(want[i]) > key(want[j]) })
+		want = want[:min(len(want), maxSeriesAttempts)]
+		got := top(atts, maxSeriesAttempts, key)
+		if len(got) != len(want) {
+			t.Fatalf("round %d: %d attempts, want %d", round, len(got), len(want))
+		}
+		for i := range got {
+			if got[i].AttemptID != want[i].AttemptID {
+				t.Fatalf("round %d: #%d is %s, want %s", round, i, got[i].AttemptID, want[i].AttemptID)
+			}
+		}
 	}
 }
