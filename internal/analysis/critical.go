@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"cmp"
 	"container/heap"
 	"fmt"
 	"math"
@@ -207,30 +208,32 @@ func endOf(a store.Attempt) int64 { _, t := span(a); return t - 1 }
 // output), within a second; the chain ends at an attempt that nothing
 // ended before.
 func criticalChain(atts []store.Attempt) []store.Attempt {
-	sorted := append([]store.Attempt(nil), atts...)
-	sort.SliceStable(sorted, func(x, y int) bool {
-		if ex, ey := endOf(sorted[x]), endOf(sorted[y]); ex != ey {
-			return ex < ey
-		}
-		return sorted[x].AttemptID < sorted[y].AttemptID
+	// (Pointers sorted, not copies: a job's 10,000 attempts are
+	// megabytes.)
+	sorted := make([]*store.Attempt, len(atts))
+	for i := range atts {
+		sorted[i] = &atts[i]
+	}
+	slices.SortStableFunc(sorted, func(x, y *store.Attempt) int {
+		return cmp.Or(cmp.Compare(endOf(*x), endOf(*y)), strings.Compare(x.AttemptID, y.AttemptID))
 	})
 	var lastMap *store.Attempt
-	for i := range sorted {
-		if sorted[i].Type == "map" {
-			lastMap = &sorted[i]
+	for _, a := range sorted {
+		if a.Type == "map" {
+			lastMap = a
 		}
 	}
 	// The attempt that ended last; of those that ended together, one
 	// whose work counted (a speculative copy killed when the other
 	// finished did not set the end).
 	last := len(sorted) - 1
-	for i := last; i >= 0 && endOf(sorted[i]) >= endOf(sorted[last])-1000; i-- {
+	for i := last; i >= 0 && endOf(*sorted[i]) >= endOf(*sorted[last])-1000; i-- {
 		if o := sorted[i].Outcome; o != store.OutcomeKilled && o != store.OutcomeFailed {
 			last = i
 			break
 		}
 	}
-	cur := sorted[last]
+	cur := *sorted[last]
 	chain := []store.Attempt{cur}
 	seen := map[string]bool{cur.AttemptID: true}
 	for len(chain) < maxSteps {
@@ -239,7 +242,7 @@ func criticalChain(atts []store.Attempt) []store.Attempt {
 			pred = lastMap
 		} else {
 			for i := len(sorted) - 1; i >= 0; i-- {
-				b := &sorted[i]
+				b := sorted[i]
 				if !seen[b.AttemptID] && endOf(*b) <= int64(cur.Start)+1000 && int64(b.Start) < int64(cur.Start) {
 					pred = b
 					break
@@ -293,13 +296,18 @@ func stepOf(a store.Attempt, wave int, cause string) Step {
 // wavesOf finds a type's waves: its slots are the most of its attempts
 // that ran at once; in start order, each slots attempts are a wave.
 func wavesOf(atts []store.Attempt) (Waves, map[string]int) {
-	sorted := append([]store.Attempt(nil), atts...)
-	sort.SliceStable(sorted, func(x, y int) bool {
-		if sorted[x].Start != sorted[y].Start {
-			return sorted[x].Start < sorted[y].Start
-		}
-		return sorted[x].AttemptID < sorted[y].AttemptID
+	// (Their order found by pointers, and each copied once.)
+	order := make([]*store.Attempt, len(atts))
+	for i := range atts {
+		order[i] = &atts[i]
+	}
+	slices.SortStableFunc(order, func(x, y *store.Attempt) int {
+		return cmp.Or(cmp.Compare(x.Start, y.Start), strings.Compare(x.AttemptID, y.AttemptID))
 	})
+	sorted := make([]store.Attempt, len(atts))
+	for i, a := range order {
+		sorted[i] = *a
+	}
 	slots := int(concurrency(sorted, func(store.Attempt) int64 { return 1 }))
 	w := Waves{TaskType: sorted[0].Type, Attempts: len(sorted), Slots: slots, Cores: concurrency(sorted, cores), Kind: "full"}
 	of := map[string]int{}
