@@ -54,35 +54,32 @@ func TestJobAccumulatorAsEachAlone(t *testing.T) {
 // each metric's buckets made afresh, every bucket looked at.
 func addAlone(j *JobAccumulator, p *Points, start int64) {
 	n := len(j.count)
-	seen := make([]bool, n)
+	seen := make([]bool, n) // the buckets the attempt has a sample in
+	for _, t := range p.Times {
+		if b := int((t - j.q.From) / j.q.Step); t >= j.q.From && t < j.q.To && b < n {
+			seen[b] = true
+		}
+	}
 	for mi, r := range j.metrics {
 		if r.m.Name == JobAttemptsMetric {
 			continue
 		}
 		a := newAccum(n)
 		bucketize(j.q, p, r, start, a)
-		for b := 0; b < n; b++ {
-			if !a.has[b] {
-				continue
-			}
-			seen[b] = true
-			j.has[mi][b] = true
-			if r.m.Rate {
-				j.sums[mi][b] += a.inc[b]
-			} else {
-				j.sums[mi][b] += a.gauge[b]
+		v := a.gauge
+		if r.m.Rate {
+			v = a.inc
+		}
+		for b := range n {
+			seen[b] = seen[b] || a.has[b]
+			j.has[mi][b] = j.has[mi][b] || a.has[b]
+			if a.has[b] {
+				j.sums[mi][b] += v[b]
 			}
 		}
 	}
-	for _, t := range p.Times {
-		if t >= j.q.From && t < j.q.To {
-			if b := int((t - j.q.From) / j.q.Step); b < n {
-				seen[b] = true
-			}
-		}
-	}
-	for b, s := range seen {
-		if s {
+	for b := range n {
+		if seen[b] {
 			j.count[b]++
 		}
 	}
