@@ -8,7 +8,8 @@ import (
 
 // TestGenRangesPruned: the reads that find an attempt's rows by a range
 // of commits (proc_log's gen, attempts' gen_first) scan only the row
-// groups whose zone maps overlap the range. Their commits are bound as
+// groups whose zone maps overlap the range, as SeriesPoints' statement
+// does those of the chunks that end in its windows (t_max). Their commits are bound as
 // UBIGINT arguments: compared with a Go integer as it is bound, DuckDB
 // casts the column to HUGEINT and scans every row group (the whole log
 // at every attempt page and every analysis pass).
@@ -24,6 +25,7 @@ func TestGenRangesPruned(t *testing.T) {
 	const rows, perGen = 200_000, 100
 	for _, q := range []string{
 		`INSERT INTO proc_log (gen, attempt_key, proc_key, member) SELECT i // 100 + 1, i % 1000, i, true FROM range(200000) t(i)`,
+		`INSERT INTO series_fresh_0 SELECT 1, i % 1000, 0, i * 1000, i * 1000 + 999, 1, 0, NULL FROM range(200000) t(i)`,
 		`INSERT INTO attempts (attempt_id, job_id, gen_first, gen_last) SELECT 'a' || i, 'j' || (i % 100), i // 100 + 1, i // 100 + 1 FROM range(200000) t(i)`,
 	} {
 		if _, err := st.DB().ExecContext(ctx, q); err != nil {
@@ -34,6 +36,7 @@ func TestGenRangesPruned(t *testing.T) {
 	lo, hi := uint64(rows/perGen-50), uint64(rows/perGen-10)
 	procs, procArgs := processesQuery(lo, hi, hi, []any{int64(7), int64(8)})
 	r := attemptRange{key: 7, lo: lo, hi: hi, after: hi}
+	t0 := int64(rows-4000) * 1000 // (series: chunks of a second, one a second)
 	for _, c := range []struct {
 		name, q string
 		args    []any
@@ -41,6 +44,8 @@ func TestGenRangesPruned(t *testing.T) {
 		{"an attempt's rows (attemptRange)", r.where(""), r.args()},
 		{"attempts' processes (processesQuery)", procs, procArgs},
 		{"a job's attempts (jobAttempts)", `SELECT attempt_id FROM attempts WHERE ` + jobAttempts, []any{"j7", lo, hi}},
+		{"series' points and counts (pointsQuery)", pointsQuery, []any{[]int64{7, 8}, []int64{t0, t0}, []int64{t0 - 1000, t0 - 1000},
+			1, t0, 1, t0 - 1000}},
 	} {
 		scanned := rowsScanned(t, st, c.q, c.args...)
 		if scanned == 0 || scanned > rows/10 {
