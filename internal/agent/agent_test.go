@@ -162,6 +162,8 @@ func TestMetricsScrape(t *testing.T) {
 		"taskscope_agent_exit_records_lost_total":               func(v float64) bool { return v == 0 },
 		"taskscope_agent_exit_records_dropped_total":            func(v float64) bool { return v == 0 },
 		"taskscope_agent_exits_without_record_total":            func(v float64) bool { return v == 0 },
+		"taskscope_agent_cpu_split_guesses_total":               func(v float64) bool { return v == 0 },
+		"taskscope_agent_cpu_standing_guesses_total":            func(v float64) bool { return v == 0 },
 		"taskscope_agent_nodemanager_poll_errors_total":         func(v float64) bool { return v == 0 },
 		"taskscope_agent_exit_records_unclaimed_total":          func(v float64) bool { return v == 0 },
 		"taskscope_agent_vanished_reads_total":                  func(v float64) bool { return v == 0 },

@@ -7,6 +7,9 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/taskscope/taskscope/internal/ship"
+	"github.com/taskscope/taskscope/internal/tracker"
 )
 
 // agentMetricHelp is every metric of the agent's with its help text and
@@ -32,6 +35,8 @@ var agentMetricHelp = map[string]struct {
 	"taskscope_agent_exit_records_lost_total":                  {"Times the kernel's exit records overflowed the agent's socket (records lost).", dto.MetricType_COUNTER},
 	"taskscope_agent_exit_records_dropped_total":               {"Exit records the kernel dropped because the agent's socket was full.", dto.MetricType_COUNTER},
 	"taskscope_agent_exits_without_record_total":               {"Task processes that exited without their exit record (dropped): their CPU after their last sample was estimated.", dto.MetricType_COUNTER},
+	"taskscope_agent_cpu_split_guesses_total":                  {"Growths of a reaper's CPU of reaped children (the NodeManager's) split between attempts by a guess, an exit record lost: their CPU is told as an estimate (cpu_doubt_ms).", dto.MetricType_COUNTER},
+	"taskscope_agent_cpu_standing_guesses_total":               {"Attempts whose CPU holds a guess, an exit record lost, that no reaper's CPU of reaped children settled: told as an estimate (cpu_doubt_ms).", dto.MetricType_COUNTER},
 	"taskscope_agent_nodemanager_poll_errors_total":            {"Polls of the node's NodeManager REST API that failed.", dto.MetricType_COUNTER},
 	"taskscope_agent_processes_exited_total":                   {"Task processes that exited.", dto.MetricType_COUNTER},
 	"taskscope_agent_queue_batches":                            {"Batches waiting for the server (memory and spool).", dto.MetricType_GAUGE},
@@ -93,5 +98,31 @@ func checkExposition(t *testing.T, addr string) {
 		if _, ok := fams[name]; !ok {
 			t.Errorf("%s is missing", name)
 		}
+	}
+}
+
+// The counters of the tracker's accuracy are its stats' (an operator's
+// alert on lost exit records and the estimates they left reads them).
+func TestAccuracyMetrics(t *testing.T) {
+	st := tracker.Stats{ExitOverflows: 2, ExitRecordsDropped: 3, ExitsWithoutRecord: 5, SplitGuesses: 7, StandingGuesses: 11}
+	want := map[string]uint64{
+		"taskscope_agent_exit_records_lost_total":    2,
+		"taskscope_agent_exit_records_dropped_total": 3,
+		"taskscope_agent_exits_without_record_total": 5,
+		"taskscope_agent_cpu_split_guesses_total":    7,
+		"taskscope_agent_cpu_standing_guesses_total": 11,
+	}
+	for _, m := range agentMetrics {
+		w, ok := want[m.name]
+		if !ok {
+			continue
+		}
+		delete(want, m.name)
+		if got := m.value(nil, &st, &ship.Stats{}); got != w {
+			t.Errorf("%s = %d, want %d", m.name, got, w)
+		}
+	}
+	for name := range want {
+		t.Errorf("%s is missing", name)
 	}
 }

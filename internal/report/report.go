@@ -532,8 +532,9 @@ func Attempt(w io.Writer, d *store.AttemptDetail) error {
 	}
 	tw.Flush()
 	if d.CPUDoubtMs > 0 {
-		fmt.Fprintf(w, "  Its CPU is an estimate, off by up to %s either way: its container ended with others whose CPU\n"+
-			"  the node knew only in sum, and an exit record was lost, so the split between them is a guess.\n", Duration(d.CPUDoubtMs))
+		fmt.Fprintf(w, "  Its CPU is an estimate, off by up to %s either way: an exit record was lost, so what its processes\n"+
+			"  used last, or its share of what the node knew only in sum for containers that ended with it, is a guess.\n",
+			Duration(d.CPUDoubtMs))
 	}
 	if d.ExitDiagnostics != "" {
 		fmt.Fprintln(w, "\nThe NodeManager's diagnostics")

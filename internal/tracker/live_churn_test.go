@@ -96,9 +96,9 @@ func TestLiveChurn(t *testing.T) {
 			}
 			st := l.tr.Stats()
 			t.Logf("exit records %d, overflows %d (%d records dropped), exits without their record %d, short-lived %d; "+
-				"reaped between a listing and their reaper's read %d, reapers unsettled %d",
+				"reaped between a listing and their reaper's read %d, reapers unsettled %d; splits by a guess %d, guesses standing %d",
 				st.ExitRecords, st.ExitOverflows, st.ExitRecordsDropped, st.ExitsWithoutRecord, st.ShortLived,
-				st.ReapedAfterListing, st.ReapersUnsettled)
+				st.ReapedAfterListing, st.ReapersUnsettled, st.SplitGuesses, st.StandingGuesses)
 			if drops != nil {
 				t.Logf("%d records dropped by the test", drops.dropped)
 				if st.ExitsWithoutRecord == 0 {
@@ -157,11 +157,17 @@ type sharedSettles struct {
 	est    int64
 	cur    []string
 	groups [][]string // containers (or units) settled together, two or more
+	// guess, doubt: the current settlement holds a guess, its items'
+	// doubts; loose: what each container was told before cpuBound, |extra|
+	// and every doubt of each guessed split it was in (for the log).
+	guess bool
+	doubt int64
+	loose map[string]int64
 }
 
 // watchSettles records tr's settlements (beside DEBUG_LIVE's log).
 func watchSettles(tr *Tracker) *sharedSettles {
-	s := &sharedSettles{}
+	s := &sharedSettles{loose: map[string]int64{}}
 	prev := tr.ledger.debugReap
 	tr.ledger.debugReap = func(r *reaper, it reapItem, avail, est int64) {
 		if prev != nil {
@@ -182,6 +188,7 @@ func watchSettles(tr *Tracker) *sharedSettles {
 		if !slices.Contains(s.cur, key) {
 			s.cur = append(s.cur, key)
 		}
+		s.guess, s.doubt = s.guess || it.guess, s.doubt+it.doubt()
 	}
 	return s
 }
@@ -189,8 +196,13 @@ func watchSettles(tr *Tracker) *sharedSettles {
 func (s *sharedSettles) flush() {
 	if len(s.cur) > 1 {
 		s.groups = append(s.groups, s.cur)
+		if scale := 2*s.avail >= s.est && s.avail <= 2*s.est; s.guess && scale {
+			for _, k := range s.cur {
+				s.loose[k] += max(s.avail-s.est, s.est-s.avail) + s.doubt
+			}
+		}
 	}
-	s.cur = nil
+	s.cur, s.guess, s.doubt = nil, false, 0
 }
 
 // check asserts res's attempts' CPU against wait4: those whose container
@@ -260,7 +272,17 @@ func (s *sharedSettles) check(l *live, res *simulator.JobResult, tolerance float
 			want, got = want+w, got+g
 			units = append(units, a.Unit)
 			doubt := l.cpuDoubtOf(a)
-			t.Logf("%s %-8s wait4 %6d ms, tracker %6d ms (%+d ms), settled with others, doubt told %d ms", a.Unit, a.Type, w, g, g-w, doubt)
+			var loose int64
+			s.mu.Lock()
+			for _, k := range []string{a.ContainerID, a.Unit, a.AttemptID} {
+				if v, ok := s.loose[k]; ok && k != "" {
+					loose = v
+					break
+				}
+			}
+			s.mu.Unlock()
+			t.Logf("%s %-8s wait4 %6d ms, tracker %6d ms (%+d ms), settled with others, doubt told %d ms (|extra| and every doubt: %d)",
+				a.Unit, a.Type, w, g, g-w, doubt, loose)
 			// Off by more than one settled alone may be, it tells by how
 			// much it may be (its split was a guess: wire.Attempt.CPUDoubtMs),
 			// give or take the clock tick the NodeManager's cutime is cut to

@@ -333,6 +333,10 @@ func (c *accountant) leave(p *proc, final *taskstats.Record, threads int64, ms i
 		}
 		if cpu > m.cpuBase && (ppid == 0 || tr.exited || !c.ledger.charge(ppid, a, cpu, cpu-m.cpuBase, doubt, guess)) {
 			a.exitedCPU += cpu - m.cpuBase
+			if guess {
+				// No reaper's growth settles it: the guess in it stands.
+				guessStands(a, doubt, c.stats)
+			}
 		}
 		if read > m.readBase {
 			a.exitedRead += read - m.readBase
@@ -351,6 +355,19 @@ func (c *accountant) leave(p *proc, final *taskstats.Record, threads int64, ms i
 	c.msg = wire.Membership{Process: tr.key, AttemptID: a.info.AttemptID, FromMs: m.fromMs, ToMs: ms,
 		CPUBaseMs: m.cpuBase, Role: tr.role}
 	sink.Membership(&c.msg)
+}
+
+// guessStands tells that a's CPU holds an estimate with a guess in it (a
+// lost exit record, its own or its short-lived children's) that no
+// reaper's growth settled, so that it stands: off by up to its doubt
+// either way, which adds to what a's CPU may be off by
+// (wire.Attempt.CPUDoubtMs); a is counted once (Stats.StandingGuesses).
+func guessStands(a *attempt, doubt int64, st *Stats) {
+	if !a.guessStood {
+		a.guessStood = true
+		st.StandingGuesses++
+	}
+	a.info.CPUDoubtMs += max(doubt, 1)
 }
 
 // tail estimates the CPU an exited process used after its last sample.

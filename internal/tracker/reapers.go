@@ -61,6 +61,7 @@ type reapItem struct {
 	// last sample (its exit record, or its short-lived children's, lost):
 	// how far off that is, its doubt does not bound.
 	guess bool
+	share int64 // what settle hands it of the growth beyond the estimates
 }
 
 // doubt is how far off the item's life may be, ms (at least 1).
@@ -259,19 +260,27 @@ func (l *reaperLedger) settle() {
 		// its last sample) and the clock ticks its last sample's user and
 		// system times were truncated to.
 		extra, left := avail-est, avail-est
+		for i := range r.items {
+			it := &r.items[i]
+			if !scale {
+				it.share = 0
+				continue
+			}
+			it.share = left
+			if i < len(r.items)-1 {
+				it.share = extra * it.doubt() / doubt
+			}
+			left -= it.share
+		}
 		if scale {
 			l.markGuessed(r.items, extra, doubt)
 		}
 		for i, it := range r.items {
-			c := it.life
-			if scale {
-				share := left
-				if i < len(r.items)-1 {
-					share = extra * it.doubt() / doubt
-				}
-				left -= share
-				c = it.life + share
+			if !scale && it.guess {
+				// The estimate stands, a guess in it: no growth settles it.
+				guessStands(it.a, it.doubt(), l.stats)
 			}
+			c := it.life + it.share
 			// The correction is all in the tail (the samples were exact),
 			// which is the current attempt's.
 			l.stats.ExitCorrectionMs += it.life - c
@@ -289,11 +298,21 @@ func (l *reaperLedger) settle() {
 // (a lost exit record). The growth is right in sum, not how it splits:
 // an item whose estimate was right got its share of extra, the error of
 // the guessed one, which took the rest (live, with every other tick's
-// records lost: a map −467 ms beside +391 and +85). So each of them may
-// be off by what the split handed out, |extra|, and the doubts of the
-// estimates it was split by: a bound as long as no estimate is over what
-// its process used by more than its doubt (a guessed tail, never below
-// nothing, cannot be; one under by any amount is in extra).
+// records lost: a map −467 ms beside +391 and +85).
+//
+// How far off each attempt may be is the worst its share can be wrong by
+// over every way the error, extra in all, could lie among the estimates:
+// none is over what its process used by more than its doubt (a guessed
+// tail, never below nothing, cannot be; one under by any amount is in
+// extra), and one that holds no guess is not under by more either. An
+// attempt's estimates were off by err in all, its share less err is how
+// far off it is told; err is within its doubt and its guessed part's
+// "any amount", and leaves the other attempts' estimates the rest of
+// extra, within theirs (cpuBound). So an attempt with no guess is told
+// its doubt and its share at most, not |extra| and every doubt of the
+// settlement (an ApplicationMaster was told ±2,028 ms so); and of two
+// attempts, each is told the same: their errors are one another's
+// (TestReaperLedgerDoubtBound).
 func (l *reaperLedger) markGuessed(items []reapItem, extra, doubt int64) {
 	guess, shared := false, false
 	for _, it := range items {
@@ -303,7 +322,6 @@ func (l *reaperLedger) markGuessed(items []reapItem, extra, doubt int64) {
 	if !guess || !shared {
 		return
 	}
-	off := max(extra, -extra) + doubt
 next:
 	for i, it := range items {
 		for _, o := range items[:i] {
@@ -311,9 +329,41 @@ next:
 				continue next // (told once)
 			}
 		}
-		it.a.info.CPUDoubtMs += off
+		var own, share int64
+		ownGuess, restGuess := false, false
+		for _, o := range items {
+			if o.a == it.a {
+				own, share, ownGuess = own+o.doubt(), share+o.share, ownGuess || o.guess
+			} else {
+				restGuess = restGuess || o.guess
+			}
+		}
+		it.a.info.CPUDoubtMs += cpuBound(extra, share, own, doubt-own, ownGuess, restGuess)
 	}
 	l.stats.SplitGuesses++
+}
+
+// cpuBound is how far off an attempt's CPU may be after a settlement
+// handed it share of extra, the growth beyond all the estimates: its own
+// estimates' doubt sums to own, the others' to rest; ownGuess and
+// restGuess say whether a guess is among them (then they may be under
+// what their processes used by any amount). Its estimates were off by
+// err, within [-own, own] (no upper bound when guessed), the others' by
+// extra-err, within [-rest, rest] likewise: it is told share-err at its
+// worst. Estimates over by more than their doubts (extra below all of
+// them) leave no such err: then |extra| and every doubt.
+func cpuBound(extra, share, own, rest int64, ownGuess, restGuess bool) int64 {
+	lo, hi := -own, extra+rest
+	if !ownGuess {
+		hi = min(hi, own)
+	}
+	if !restGuess {
+		lo = max(lo, extra-rest)
+	}
+	if lo > hi {
+		return max(extra, -extra) + own + rest
+	}
+	return max(share-lo, hi-share)
 }
 
 // mark makes pid, the untracked parent of the tracked process kid, a

@@ -118,6 +118,11 @@ type Stats struct {
 	// guess (an exit record lost): those attempts' CPU is an estimate
 	// (wire.Attempt.CPUDoubtMs).
 	SplitGuesses uint64
+	// StandingGuesses counts the attempts whose CPU holds a guess (an exit
+	// record lost, a process's own or its short-lived children's) that
+	// no reaper's growth settled, an attempt once: their CPU is an
+	// estimate too (wire.Attempt.CPUDoubtMs).
+	StandingGuesses uint64
 }
 
 // Tracker keeps the state of one node. It is not safe for concurrent use.

@@ -44,6 +44,8 @@ type attempt struct {
 	unit *unit
 	attemptTotals
 	cleanup bool // a Hadoop 1 task-cleanup run (tasklog.go)
+	// guessStood: its CPU holds a guess no reaper settled (guessStands).
+	guessStood bool
 	// confTries counts the reads of its configuration; confRetryAt is the
 	// tick of the next one (0: none).
 	confTries   int

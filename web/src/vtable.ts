@@ -317,6 +317,8 @@ export class VTable<T> {
         const text = c.fmt ? c.fmt(r) : String(c.get(r));
         const href = c.href ? c.href(r) : null;
         td.className = 'vt-td' + (c.kind === 'text' ? '' : ' num') + (c.cls ? ' ' + c.cls(r) : '');
+        // (Before the cell's own rendering, which may say more on hover.)
+        td.title = text;
         if (c.cell) {
           clear(td);
           c.cell(r, td);
@@ -335,7 +337,6 @@ export class VTable<T> {
         } else if (td.firstChild!.nodeValue !== text) {
           td.firstChild!.nodeValue = text;
         }
-        td.title = text;
       }
     }
   }

@@ -71,8 +71,8 @@ export function cpuText(a: Attempt): string {
 // cpuDoubtTitle says why an attempt's CPU is an estimate ('' when it is not).
 export function cpuDoubtTitle(a: Attempt): string {
   if (!a.cpu_doubt_ms) return '';
-  return `An estimate, off by up to ${fmt.dur(a.cpu_doubt_ms)} either way: its container ended with others whose CPU ` +
-    'the node knew only in sum, and an exit record was lost, so the split between them is a guess.';
+  return `An estimate, off by up to ${fmt.dur(a.cpu_doubt_ms)} either way: an exit record was lost, so what its processes ` +
+    'used last, or its share of what the node knew only in sum for containers that ended with it, is a guess.';
 }
 
 // repeatsCell shows the attempt a retry or a speculative copy repeats, as

@@ -49,7 +49,7 @@ export async function jobPage(c: Ctx): Promise<void> {
     { id: 'host', title: 'Host', width: 116, kind: 'text', get: (a) => a.host, href: (a) => hostURL(a.host) },
     { id: 'start', title: 'Start', width: 76, kind: 'time', get: (a) => a.t0!, fmt: (a) => fmt.shortTime(a.t0), filter: false },
     { id: 'dur', title: 'Duration', width: 72, kind: 'dur', get: (a) => a.duration_ms, fmt: (a) => fmt.dur(a.duration_ms) },
-    { id: 'cpu', title: 'CPU', width: 68, kind: 'dur', get: (a) => a.cpu_ms, fmt: cpuText, tip: 'CPU time of all its processes, exited ones included; ± when it is an estimate (hover)', cell: (a, td) => { td.textContent = cpuText(a); td.title = cpuDoubtTitle(a); } },
+    { id: 'cpu', title: 'CPU', width: 68, kind: 'dur', get: (a) => a.cpu_ms, fmt: cpuText, tip: 'CPU time of all its processes, exited ones included; ± when it is an estimate (hover)', cell: (a, td) => { td.textContent = cpuText(a); td.title = cpuDoubtTitle(a) || td.title; } },
     { id: 'util', title: 'CPU %', width: 56, kind: 'num', get: (a) => (a.duration_ms ? (100 * a.cpu_ms) / a.duration_ms : 0), fmt: (a) => (a.duration_ms ? fmt.pct((100 * a.cpu_ms) / a.duration_ms) : '–'), tip: 'CPU time / duration, in % of one core' },
     { id: 'rss', title: 'Peak RSS', width: 76, kind: 'bytes', get: (a) => a.peak_rss_bytes, fmt: (a) => fmt.bytes(a.peak_rss_bytes), tip: 'Peak of the RSS summed over its processes' },
     { id: 'pss', title: 'Peak PSS', width: 76, kind: 'bytes', get: (a) => a.peak_pss_bytes, fmt: (a) => (a.peak_pss_bytes ? fmt.bytes(a.peak_pss_bytes) : '–') },
