@@ -43,12 +43,19 @@ func (h *harness) profileOf(t *testing.T, job, attempt, ask string) (store.Profi
 	// The server knows the attempt's JVM once the agent has reported it.
 	var req store.ProfileInfo
 	var last error
+	// Each answer that differs from the one before, with when it came: a
+	// failure says how the attempt's state went.
+	var seen []string
+	asked := time.Now()
 	if !testsrv.Poll(30*time.Second, func() bool {
 		var code int
 		code, last = h.post(base, ask, &req)
+		if s := fmt.Sprint(code, last, h.processesOf(job, attempt)); len(seen) == 0 || !strings.HasSuffix(seen[len(seen)-1], s) {
+			seen = append(seen, fmt.Sprintf("%.1fs: %s", time.Since(asked).Seconds(), s))
+		}
 		return code == http.StatusAccepted
 	}) {
-		t.Fatalf("cannot ask for a profile of %s: %v", attempt, last)
+		t.Fatalf("cannot ask for a profile of %s; the answers, and the attempt's processes then:\n%s", attempt, strings.Join(seen, "\n"))
 	}
 	var v api.ProfileView
 	if !testsrv.Poll(90*time.Second, func() bool {
@@ -59,6 +66,20 @@ func (h *harness) profileOf(t *testing.T, job, attempt, ask string) (store.Profi
 		t.Fatalf("profile %s of %s did not come: %v (%+v)", req.ID, attempt, last, v.Profile)
 	}
 	return req, &v
+}
+
+// processesOf is what the server says of an attempt's processes: pid,
+// role, start and end of each.
+func (h *harness) processesOf(job, attempt string) string {
+	var d store.AttemptDetail
+	if err := h.get("/api/v1/jobs/"+job+"/attempts/"+attempt, &d); err != nil {
+		return err.Error()
+	}
+	var ps []string
+	for _, p := range d.ProcessList {
+		ps = append(ps, fmt.Sprintf("%d %s %d-%d (seen %d)", p.PID, p.Role, p.Start, p.End, p.LastSeen))
+	}
+	return fmt.Sprintf(" [%s, %s]", d.State, strings.Join(ps, "; "))
 }
 
 // top is the hottest frame of a view in a group (the task's main thread,

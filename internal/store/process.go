@@ -17,9 +17,12 @@ import "github.com/taskscope/taskscope/internal/wire"
 // joined at the earliest start, left at the latest end (none while one of
 // them has no end: it is a member still), with the smallest CPU base. Its
 // role in the attempt is the one it joined with, unless it was described
-// again since with another: a process seen between fork and exec (a
-// wrapper's child, a jspawnhelper) joins as a child and is described again
-// as the task JVM or the Streaming process it exec'd into.
+// again since or at the same order with another: a process seen between
+// fork and exec (a wrapper's child, a jspawnhelper) joins as a child and
+// is described again as the task JVM or the Streaming process it exec'd
+// into, often in the batch it joined in (a batch keeps a process's latest
+// description; its role is the process's latest, which a membership in the
+// same batch never postdates).
 type ProcessView struct {
 	p         Process
 	uid       uint32
@@ -131,7 +134,7 @@ func (v *ProcessView) Process(k Key) Process {
 		p.To = 0
 	}
 	p.Role = v.joinRole
-	if p.Role == "" || (v.descOrder > v.joinOrder && v.role != "") {
+	if p.Role == "" || (v.roleOrder >= v.joinOrder && v.role != "") {
 		p.Role = v.role
 	}
 	return p

@@ -49,6 +49,16 @@ func TestProcessView(t *testing.T) {
 			{order: 3, host: "h", desc: jvm, cmd: "java YarnChild"},
 		}, Process{Key: 9, Host: "h", PID: 7, PPID: 6, SID: 5, Start: 1000, Comm: "java", Role: wire.RoleTaskJVM, User: "alice",
 			From: 1000}, "java YarnChild"},
+		{"joined between fork and exec, described as what it exec'd into in the same batch", []rec{
+			{order: 1, host: "h", desc: jvm, cmd: "java YarnChild", mem: &wire.Membership{FromMs: 1000, Role: wire.RoleChild}},
+		}, Process{Key: 9, Host: "h", PID: 7, PPID: 6, SID: 5, Start: 1000, Comm: "java", Role: wire.RoleTaskJVM,
+			From: 1000}, "java YarnChild"},
+		{"the role it joined with, over an older description and a later exit without a role", []rec{
+			{order: 1, host: "h", desc: child},
+			{order: 2, mem: &wire.Membership{FromMs: 1000, Role: wire.RoleStreaming}},
+			{order: 3, host: "h", desc: &wire.Process{PID: 7, PPID: 6, SID: 5, StartMs: 1000, EndMs: 4000, Comm: "bash"}},
+		}, Process{Key: 9, Host: "h", PID: 7, PPID: 6, SID: 5, Start: 1000, End: 4000, Comm: "bash", Role: wire.RoleStreaming,
+			User: "alice", From: 1000}, ""},
 		{"the role it joined with, over an older description", []rec{
 			{order: 1, host: "h", desc: child},
 			{order: 2, mem: &wire.Membership{FromMs: 1000, Role: wire.RoleStreaming}},

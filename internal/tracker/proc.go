@@ -74,6 +74,7 @@ type tracked struct {
 	recheckAt  uint64 // when to read the command line again (wrappers exec)
 	startStack uint64 // stat's startstack: a new one means an exec
 	preExec    bool   // joined before its exec: its role is settled at the recheck
+	blankLooks uint8  // rechecks in a row that read an empty command line (inside an exec)
 	firstTick  bool   // discovered at the tracker's first tick
 	// bornUnder: it started after the tracker was made (its exit records'
 	// source was open); overflows is how often the exit records' socket

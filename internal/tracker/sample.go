@@ -371,8 +371,20 @@ func (t *Tracker) recheck(p *proc) {
 		tr.recheckAt = t.cycle + 10
 	}
 	argv, cmdline, ok := t.attr.readCmdline(p.pid)
-	if !ok || cmdline == tr.cmdline {
-		if ok && tr.startStack != 0 {
+	if !ok {
+		// Caught inside its exec: the kernel names the new program and
+		// moves its stack before it lays out the new command line, which
+		// reads empty meanwhile. Its name and stack are the new ones now,
+		// so only a look due tells: at the next tick, then less and less
+		// often (1, 2, 4 ... 32 ticks) for one whose command line stays
+		// empty.
+		tr.recheckAt = t.cycle + 1<<tr.blankLooks
+		tr.blankLooks = min(tr.blankLooks+1, 5)
+		return
+	}
+	tr.blankLooks = 0
+	if cmdline == tr.cmdline {
+		if tr.startStack != 0 {
 			// Its command line is that of its stat: execs from now on
 			// show in startstack (a script run by its #! line, whose name
 			// is the script's, is looked at once, not at every tick).

@@ -209,6 +209,43 @@ func TestTickForkBeforeExec(t *testing.T) {
 	golden(t, "tick-fork-before-exec", r.log.String())
 }
 
+// TestTickCaughtInsideExec: the bash -c of launch_container.sh forks the
+// task JVM, which the tracker joins before its exec, and the next look at
+// it comes inside its exec: the kernel has named the new program and moved
+// its stack, but not laid out its command line yet (empty). The JVM is
+// known as the task's JVM once its command line is there, not left a
+// wrapper's fork for good (seen by e2e's TestProfileKnownMethods on a
+// loaded machine: no running JVM to profile for the whole of a map).
+func TestTickCaughtInsideExec(t *testing.T) {
+	c2, m0 := fxContainer(2), fxAttempt("m", 0, 0)
+	f := newFixture(t)
+	fxYARNNode(f)
+	yarnContainer(f, 2001, c2, yarnChild(c2, m0))
+	// 2003 is still bash -c's fork, with its parent's command line.
+	jvm := f.procs[2003].argv
+	f.set(2003, func(p *fproc) { p.argv, p.comm, p.threads = f.procs[2002].argv, "bash", 1 })
+	r := f.tracker(false)
+	r.tick()
+	if a, p, ok := viewOf(r.tr, 2003); !ok || a.AttemptID != m0 || p.Role == wire.RoleTaskJVM {
+		t.Fatalf("bash -c's fork: %+v in %q, %v", p, a.AttemptID, ok)
+	}
+	r.tick()
+	// Inside its exec: the new name and stack, no command line yet.
+	f.set(2003, func(p *fproc) { p.comm, p.stack, p.cmdline = "java", p.stack+0x1000, []byte{} })
+	r.tick()
+	// Its exec done: the JVM's command line, the same name and stack.
+	f.set(2003, func(p *fproc) { p.argv, p.cmdline, p.threads = jvm, nil, 40 })
+	for i := 0; i < 3; i++ {
+		r.tick()
+	}
+	if a, p, ok := viewOf(r.tr, 2003); !ok || a.AttemptID != m0 || p.Role != wire.RoleTaskJVM {
+		t.Errorf("the JVM after an exec caught halfway: %+v in %q, %v", p, a.AttemptID, ok)
+	}
+	if u := r.tr.attr.units[c2]; u.jvmPID != 2003 {
+		t.Errorf("the unit's JVM is pid %d", u.jvmPID)
+	}
+}
+
 // JVM reuse, with CPU: what the JVM used before the switch stays with the
 // first attempt, what it uses after is the second's.
 func TestTickJVMReuseCPU(t *testing.T) {

@@ -980,7 +980,9 @@ func testJVMReuse(t *testing.T, f Factory) {
 
 // testRoleAfterExec: a process the agent saw between fork and exec joins
 // its attempt as a child; described again once it exec'd (the task JVM, in
-// a later commit), the attempt lists it with its new role.
+// a later commit, or in the batch it joined in: the agent's batch keeps a
+// process's latest description, beside the membership that says the role
+// it joined with), the attempt lists it with its new role.
 func testRoleAfterExec(t *testing.T, f Factory) {
 	s := open(t, f)
 	g := &Gen{Agent: "node1-x", Host: "node1"}
@@ -997,6 +999,22 @@ func testRoleAfterExec(t *testing.T, f Factory) {
 	}
 	if len(d.ProcessList) != 1 || d.ProcessList[0].Role != wire.RoleTaskJVM || !strings.Contains(d.ProcessList[0].Cmdline, "YarnChild") {
 		t.Errorf("after the exec: %+v, want one process, role %s", d.ProcessList, wire.RoleTaskJVM)
+	}
+
+	spec2 := ProcSpec{PID: 201, Role: wire.RoleChild, Cmdline: "/bin/bash -c java YarnChild", CPUPerS: 500, RSS: 1 << 20}
+	a2 := mapAttempt(att2, job1, T0, spec2)
+	b = g.Batch([]*AttemptSpec{a2}, 0, 5, false)
+	for i := range b.Processes {
+		if p := &b.Processes[i]; p.Key == g.Key(a2, spec2) {
+			p.Cmdline, p.Comm, p.Role = "java org.apache.hadoop.mapred.YarnChild", "java", wire.RoleTaskJVM
+		}
+	}
+	Ingest(t, s, b)
+	if d, err = s.Attempt(context.Background(), att2); err != nil {
+		t.Fatal(err)
+	}
+	if len(d.ProcessList) != 1 || d.ProcessList[0].Role != wire.RoleTaskJVM {
+		t.Errorf("joined as a child and described as the task JVM in one batch: %+v, want role %s", d.ProcessList, wire.RoleTaskJVM)
 	}
 }
 
