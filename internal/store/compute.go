@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -58,31 +59,14 @@ func mergeChunks(all []*chunk.Chunk, cols []StoredColumn) (*Points, error) {
 		}
 	}
 	sort.SliceStable(cs, func(i, j int) bool { return cs[i].Times[0] < cs[j].Times[0] })
-	// Which part of each chunk is new: times after everything before it.
-	firsts := make([]int, len(cs))
-	total := 0
-	last := int64(math.MinInt64)
-	for k, c := range cs {
-		f := 0
-		for f < len(c.Times) && c.Times[f] <= last {
-			f++
-		}
-		firsts[k] = f
-		if f < len(c.Times) {
-			total += len(c.Times) - f
-			last = c.Times[len(c.Times)-1]
-		}
-	}
+	runs, total := mergeRuns(cs)
 	p := &Points{Times: make([]int64, 0, total), Cols: make([][]int64, len(cols)), Absent: make([][]bool, len(cols)),
 		Has: make([]bool, len(cols))}
 	absent := make([][]bool, len(cols))
-	for k, c := range cs {
-		f := firsts[k]
-		if f == len(c.Times) {
-			continue
-		}
+	for _, r := range runs {
+		c := cs[r.k]
 		base := len(p.Times)
-		p.Times = append(p.Times, c.Times[f:]...)
+		p.Times = append(p.Times, c.Times[r.from:r.to]...)
 		for _, col := range c.Columns {
 			j := col.ID
 			if !p.Has[j] {
@@ -93,9 +77,9 @@ func mergeChunks(all []*chunk.Chunk, cols []StoredColumn) (*Points, error) {
 					absent[j][i] = true
 				}
 			}
-			for i := f; i < len(c.Times); i++ {
-				p.Cols[j][base+i-f] = col.Values[i]
-				absent[j][base+i-f] = col.Absent != nil && col.Absent[i]
+			for i := r.from; i < r.to; i++ {
+				p.Cols[j][base+i-r.from] = col.Values[i]
+				absent[j][base+i-r.from] = col.Absent != nil && col.Absent[i]
 			}
 		}
 	}
@@ -111,6 +95,58 @@ func mergeChunks(all []*chunk.Chunk, cols []StoredColumn) (*Points, error) {
 		}
 	}
 	return p, nil
+}
+
+// mergeRun is samples [from, to) of chunk k, read in this order.
+type mergeRun struct{ k, from, to int }
+
+// mergeRuns is the order mergeChunks reads cs' samples in (cs sorted by
+// their first time), and how many: every time once, that of the chunk
+// that starts first where two chunks hold it. Chunks that do not overlap
+// are read whole, one after the other; where they do (a chunk that came
+// late, with times within another's, or written twice), sample by sample
+// in time order: a chunk's times within another's are not all its
+// duplicates (TestLateSampleBeforeCompaction).
+func mergeRuns(cs []*chunk.Chunk) ([]mergeRun, int) {
+	runs := make([]mergeRun, 0, len(cs))
+	last, total := int64(math.MinInt64), 0
+	for k, c := range cs {
+		if c.Times[0] <= last {
+			return mergeSamples(cs)
+		}
+		runs = append(runs, mergeRun{k, 0, len(c.Times)})
+		last, total = c.Times[len(c.Times)-1], total+len(c.Times)
+	}
+	return runs, total
+}
+
+// mergeSamples is mergeRuns of chunks that overlap.
+func mergeSamples(cs []*chunk.Chunk) ([]mergeRun, int) {
+	type at struct {
+		t    int64
+		k, i int
+	}
+	var all []at
+	for k, c := range cs {
+		for i, t := range c.Times {
+			all = append(all, at{t, k, i})
+		}
+	}
+	slices.SortStableFunc(all, func(a, b at) int { return cmp.Compare(a.t, b.t) })
+	var runs []mergeRun
+	total := 0
+	for x, a := range all {
+		if x > 0 && a.t == all[x-1].t {
+			continue
+		}
+		total++
+		if n := len(runs); n > 0 && runs[n-1].k == a.k && runs[n-1].to == a.i {
+			runs[n-1].to++
+			continue
+		}
+		runs = append(runs, mergeRun{a.k, a.i, a.i + 1})
+	}
+	return runs, total
 }
 
 // Decoder decodes series one after another into the same arrays, for a
