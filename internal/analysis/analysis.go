@@ -283,7 +283,7 @@ func (a *Analyzer) findings(ctx context.Context, jobID string, private bool) (an
 		if c.err != nil {
 			a.mu.Lock()
 			if a.reports[key] == c {
-				delete(a.reports, jobID)
+				delete(a.reports, key)
 			}
 			a.mu.Unlock()
 		}
