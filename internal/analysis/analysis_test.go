@@ -3,6 +3,7 @@ package analysis_test
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -274,5 +275,33 @@ func TestFindingsCached(t *testing.T) {
 	}
 	if _, err := a.Findings(context.Background(), "job_1700000000000_9999"); err == nil {
 		t.Error("findings of an unknown job")
+	}
+}
+
+// TestPrivateErrorKeepsReport: a report made without the neighbours that
+// fails leaves the job's cached report as it was (it is dropped from the
+// cache, not the other).
+func TestPrivateErrorKeepsReport(t *testing.T) {
+	st, err := duckdb.Open(duckdb.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	t0 := time.Now().Add(-time.Hour).Truncate(time.Second)
+	job := "job_1700000000000_0202"
+	ingest(t, st, att{"attempt_1700000000000_0202_m_000000_0", job, "map", "n1", t0, 20, 900, 0, 100 << 20, 0, 0})
+	a := analysis.New(st)
+	a.SetClock(func() time.Time { return t0.Add(time.Hour) })
+	first, err := a.Findings(context.Background(), job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := a.FindingsWithoutNeighbours(gone, job); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a report without the neighbours, its request gone: %v", err)
+	}
+	if again, err := a.Findings(context.Background(), job); err != nil || again != first {
+		t.Errorf("the job's report after a failed one without the neighbours: made again (%v)", err)
 	}
 }

@@ -199,14 +199,7 @@ func lateSamples(t *testing.T, st store.Store, qs []store.SeriesQuery, now time.
 		}
 		ts := q.To - 120_000
 		n++
-		b := &wire.Batch{Version: wire.Version, AgentID: "late-" + q.AttemptID, Seq: uint64(now.UnixMilli()), Host: "late-host",
-			Metrics: []string{wire.AttemptRSSBytes}}
-		b.Attempts = []wire.Attempt{{AttemptID: q.AttemptID, JobID: q.JobID, Type: "map", Framework: "mapreduce", FirstMs: q.From,
-			LastMs: ts}}
-		b.AttemptSeries = []wire.Series{{AttemptID: q.AttemptID, Times: []int64{ts}, Columns: []wire.Column{{Metric: 0, Values: []int64{64 << 30}}}}}
-		if err := wire.Validate(b); err != nil {
-			t.Fatal(err)
-		}
+		b := storetest.LateRSS(t, "late-"+q.AttemptID, uint64(now.UnixMilli()), q.AttemptID, q.JobID, q.From, ts, 64<<30)
 		if _, err := app.Append(b); err != nil {
 			t.Fatal(err)
 		}

@@ -122,3 +122,24 @@ func BenchmarkDecode(b *testing.B) {
 		})
 	}
 }
+
+// A chunk whose times fall within an earlier chunk's span (a sample that
+// came late) is merged into it by time, not read as duplicates of it;
+// a time two chunks hold is read once, with the value of the chunk that
+// starts first.
+func TestDecodeChunkWithinAnother(t *testing.T) {
+	cols := []StoredColumn{{Name: "v"}}
+	enc := func(times, values []int64) []byte {
+		return chunk.Encode(nil, &chunk.Chunk{Times: times, Columns: []chunk.Column{{ID: 0, Values: values}}}, false)
+	}
+	p, err := Decode([][]byte{enc([]int64{10, 30, 50}, []int64{1, 3, 5}), enc([]int64{20, 30, 60}, []int64{2, 9, 6})}, cols)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []int64{10, 20, 30, 50, 60}; !reflect.DeepEqual(p.Times, want) {
+		t.Errorf("times %v, want %v", p.Times, want)
+	}
+	if want := []int64{1, 2, 3, 5, 6}; !reflect.DeepEqual(p.Cols[0], want) {
+		t.Errorf("values %v, want %v", p.Cols[0], want)
+	}
+}

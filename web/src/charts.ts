@@ -282,7 +282,7 @@ export class Chart {
         echarts.connect(this.o.group);
       }
     } else {
-      this.inst.setOption(opt, { notMerge: false, replaceMerge: ['series'], lazyUpdate: true });
+      this.inst.setOption(opt, { notMerge: false, replaceMerge: ['series'] });
     }
     this.body.setAttribute('data-drawn', '1');
   }

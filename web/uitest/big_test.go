@@ -80,8 +80,11 @@ func TestBigJob(t *testing.T) {
 	// analysis of 10,000 attempts shares the server's two cores with them:
 	// with -race the answer came 64 s after it was asked on an idle
 	// 2-core host (2026-12-07, 23:08 UTC; 4 series reads of 5-16 s each
-	// beside it), long after the zoom above.
+	// beside it), long after the zoom above. Since 2026-12-08 the analysis
+	// and the series reads take a twelfth of their CPU
+	// (BenchmarkBigJobFindings, docs/scaling.md): 4 to 7 s with -race.
 	tb.waitJS("findings", `document.querySelector('[data-section=findings] li.finding')`, 150*time.Second)
+	t.Logf("findings: %s", eval[string](tb, `performance.getEntriesByType('resource').filter(r => r.name.endsWith('/findings')).map(r => 'asked at ' + Math.round(r.startTime) + ' ms, answered in ' + Math.round(r.duration) + ' ms').join('; ')`))
 	text := e.report(bigJobID)
 	for _, sel := range []string{".f-msg", "code.param"} {
 		for _, s := range eval[[]string](tb, `[...document.querySelectorAll('[data-section=findings] `+sel+`')].map(e => e.textContent)`) {

@@ -125,41 +125,10 @@ func (e *env) hostileData() {
 }
 
 // bigJob makes a job of n attempts over many hosts, each a JVM with a few
-// seconds of samples; a handful are stragglers.
+// seconds of samples; a handful are stragglers (storetest.BigJob).
 func (e *env) bigJob(jobID string, n, hosts int) {
 	e.t.Helper()
-	start := time.Now().Add(-30 * time.Minute)
-	per := n / hosts
-	var batches []*wire.Batch
-	for h := 0; h < hosts; h++ {
-		g := &storetest.Gen{Agent: fmt.Sprintf("agent-big-%03d", h), Host: fmt.Sprintf("big%03d.sim", h)}
-		// Attempts by duration class, one batch each.
-		groups := map[int][]*storetest.AttemptSpec{}
-		for i := 0; i < per; i++ {
-			idx := h*per + i
-			typ, letter, num := "map", "m", idx
-			if idx%10 == 9 {
-				typ, letter, num = "reduce", "r", idx/10
-			}
-			d := 3 + idx%5
-			if idx%997 == 0 {
-				d = 30 // a straggler
-			}
-			a := &storetest.AttemptSpec{ID: fmt.Sprintf("attempt_1700000000000_0777_%s_%06d_0", letter, num), JobID: jobID, Type: typ,
-				Container: fmt.Sprintf("container_1700000000000_0777_01_%06d", idx+2), JobName: "big-join", User: "etl", Queue: "etl",
-				MemoryMB: 2048, Start: start.Add(time.Duration(i*2) * time.Second),
-				Procs: []storetest.ProcSpec{{PID: int32(1000 + i), Role: wire.RoleTaskJVM, Cmdline: "java org.apache.hadoop.mapred.YarnChild", CPUPerS: int64(300 + idx%400), RSS: int64(200+idx%300) << 20}}}
-			groups[d] = append(groups[d], a)
-		}
-		for d, atts := range groups {
-			batches = append(batches, g.Batch(atts, 0, d, true))
-		}
-		if len(batches) > 50 {
-			e.ingest(batches...)
-			batches = batches[:0]
-		}
-	}
-	e.ingest(batches...)
+	storetest.BigJob(e.t, e.st, jobID, n, hosts, time.Now().Add(-30*time.Minute))
 }
 
 // runningJob is a job whose attempts are still running; step adds seconds.

@@ -324,7 +324,7 @@ func (s *Store) open(ctx context.Context) error {
 	// Commits after the last summary write left rows in the logs.
 	var maxGen uint64
 	err = s.handle().QueryRowContext(ctx, `SELECT greatest((SELECT coalesce(max(gen), 0) FROM attempt_log),
-		(SELECT coalesce(max(gen), 0) FROM proc_log WHERE gen > ?))`, s.flushedGen).Scan(&maxGen)
+		(SELECT coalesce(max(gen), 0) FROM proc_log WHERE gen > ?::UBIGINT))`, s.flushedGen).Scan(&maxGen)
 	if err != nil {
 		return fmt.Errorf("cannot read the last commit: %w", err)
 	}

@@ -85,7 +85,7 @@ func (s *Store) jobsDetail(ctx context.Context, ids []string, out map[string]*st
 	// (Each job's attempts are within its own range, which is within
 	// this one: the same rows as Job reads.)
 	in, args = paddedIn(found)
-	atts, err := s.attempts(ctx, `job_id IN (`+in+`) AND gen_first BETWEEN ? AND ?`, append(args, lo, hi)...)
+	atts, err := s.attempts(ctx, `job_id IN (`+in+`) AND gen_first BETWEEN ?::UBIGINT AND ?::UBIGINT`, append(args, lo, hi)...)
 	if err != nil {
 		return err
 	}

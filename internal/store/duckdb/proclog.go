@@ -181,8 +181,8 @@ func (s *Store) attemptRange(ctx context.Context, id string) (attemptRange, erro
 // where selects the attempt's rows (with the arguments it takes, twice:
 // the commits its row counts, and those after).
 func (r attemptRange) where(extra string) string {
-	return `SELECT ` + procLogCols + ` FROM proc_log WHERE attempt_key = ? AND gen BETWEEN ? AND ?` + extra +
-		` UNION ALL SELECT ` + procLogCols + ` FROM proc_log WHERE attempt_key = ? AND gen > ?` + extra
+	return `SELECT ` + procLogCols + ` FROM proc_log WHERE attempt_key = ? AND gen BETWEEN ?::UBIGINT AND ?::UBIGINT` + extra +
+		` UNION ALL SELECT ` + procLogCols + ` FROM proc_log WHERE attempt_key = ? AND gen > ?::UBIGINT` + extra
 }
 
 func (r attemptRange) args(extra ...any) []any {
@@ -260,6 +260,21 @@ func (r *procLogRow) addTo(views map[uint64]*procView, order *[]uint64) {
 	v.add(r)
 }
 
+// processesQuery is the statement (and its arguments) that reads the
+// rows of attempts keys from proc_log: those of the commits [lo, hi] and
+// after after (the union of the attempts' ranges). The commits are
+// UBIGINT arguments, as gen is: compared with a BIGINT, DuckDB casts the
+// column to HUGEINT, which its zone maps cannot prune by, and scans the
+// whole log (TestGenRangesPruned).
+func processesQuery(lo, hi, after uint64, keys []any) (string, []any) {
+	in := ` AND attempt_key IN (` + placeholders(len(keys)) + `)`
+	q := `SELECT attempt_key, ` + procLogCols + ` FROM proc_log WHERE gen BETWEEN ?::UBIGINT AND ?::UBIGINT` + in +
+		` UNION ALL SELECT attempt_key, ` + procLogCols + ` FROM proc_log WHERE gen > ?::UBIGINT AND gen NOT BETWEEN ?::UBIGINT AND ?::UBIGINT` + in +
+		` ORDER BY gen`
+	args := append(append([]any{lo, hi}, keys...), after, lo, hi)
+	return q, append(args, keys...)
+}
+
 // attemptsProcesses lists the processes of attempts ids (those of their
 // memberships), with their latest descriptions, read in one scan of
 // proc_log over the union of their ranges of commits: the rows of each
@@ -312,12 +327,8 @@ func (s *Store) attemptsProcesses(ctx context.Context, ids []string) (map[string
 	if len(keys) == 0 {
 		return out, nil
 	}
-	in := ` AND attempt_key IN (` + placeholders(len(keys)) + `)`
-	q := `SELECT attempt_key, ` + procLogCols + ` FROM proc_log WHERE gen BETWEEN ? AND ?` + in +
-		` UNION ALL SELECT attempt_key, ` + procLogCols + ` FROM proc_log WHERE gen > ? AND gen NOT BETWEEN ? AND ?` + in +
-		` ORDER BY gen`
-	qargs := append(append([]any{lo, hi}, keys...), after, lo, hi)
-	rows, err = s.handle().QueryContext(ctx, q, append(qargs, keys...)...)
+	q, qargs := processesQuery(lo, hi, after, keys)
+	rows, err = s.handle().QueryContext(ctx, q, qargs...)
 	if err != nil {
 		return nil, fmt.Errorf("cannot list processes: %w", err)
 	}
@@ -446,7 +457,7 @@ func (t *tx) describeMembers() error {
 	if len(keys) == 0 {
 		return nil
 	}
-	rows, err := t.s.handle().QueryContext(t.ctx, `SELECT `+procLogCols+` FROM proc_log WHERE gen BETWEEN ? AND ?
+	rows, err := t.s.handle().QueryContext(t.ctx, `SELECT `+procLogCols+` FROM proc_log WHERE gen BETWEEN ?::UBIGINT AND ?::UBIGINT
 		AND pid IS NOT NULL AND proc_key IN (`+placeholders(len(keys))+`) ORDER BY gen`, append([]any{lo, hi}, keys...)...)
 	if err != nil {
 		return fmt.Errorf("cannot read process descriptions: %w", err)

@@ -223,7 +223,7 @@ func (s *Store) Job(ctx context.Context, id string) (*store.JobDetail, error) {
 // jobAttempts selects a job's attempts (job_id, and the range of their
 // gen_first from the job's row): the zone maps of gen_first leave out the
 // row groups of other times.
-const jobAttempts = `job_id = ? AND gen_first BETWEEN ? AND ?`
+const jobAttempts = `job_id = ? AND gen_first BETWEEN ?::UBIGINT AND ?::UBIGINT`
 
 func (s *Store) attempts(ctx context.Context, where string, args ...any) ([]store.Attempt, error) {
 	rows, err := s.query(ctx, `SELECT `+attemptCols+` FROM attempts WHERE `+where+` ORDER BY first_ms, attempt_id`, args...)

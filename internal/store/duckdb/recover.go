@@ -27,7 +27,7 @@ func (s *Store) recover(ctx context.Context) error {
 		a    wire.Attempt
 	}
 	rows, err := s.handle().QueryContext(ctx, `SELECT gen, coalesce(host, ''), `+logCols+`
-		FROM attempt_log WHERE gen > ? ORDER BY gen`, s.flushedGen)
+		FROM attempt_log WHERE gen > ?::UBIGINT ORDER BY gen`, s.flushedGen)
 	if err != nil {
 		return fmt.Errorf("cannot read attempt_log: %w", err)
 	}
@@ -183,7 +183,7 @@ type loggedAttempt struct {
 // last summary write, by attempt key.
 func (s *Store) procRowsSince(ctx context.Context) (map[int64]*loggedAttempt, error) {
 	rows, err := s.handle().QueryContext(ctx, `SELECT attempt_key, min(gen), max(gen), list(DISTINCT proc_key) FILTER (WHERE member)
-		FROM proc_log WHERE gen > ? AND attempt_key <> 0 GROUP BY attempt_key`, s.flushedGen)
+		FROM proc_log WHERE gen > ?::UBIGINT AND attempt_key <> 0 GROUP BY attempt_key`, s.flushedGen)
 	if err != nil {
 		return nil, err
 	}

@@ -59,6 +59,10 @@ func schema() []string {
 		// takes 40 bytes a row and is written again whole at every
 		// checkpoint). A command line is logged once per attempt and
 		// process, against a template (cmd_tmpl, cmd_args) or as text.
+		// (A commit is compared with a ?::UBIGINT argument, here as with
+		// attempts' gen_first: against a Go integer as bound, DuckDB casts
+		// the column to HUGEINT and its zone maps prune nothing;
+		// TestGenRangesPruned.)
 		`CREATE TABLE IF NOT EXISTS proc_log (gen UBIGINT, attempt_key BIGINT, proc_key BIGINT, member BOOLEAN,
 			host VARCHAR, pid INTEGER, ppid INTEGER, sid INTEGER, start_ms BIGINT, end_ms BIGINT, cmd_tmpl INTEGER,
 			cmd_args BLOB, cmdline VARCHAR, comm VARCHAR, role VARCHAR, uid UINTEGER, user_name VARCHAR,

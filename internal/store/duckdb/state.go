@@ -136,7 +136,7 @@ func (s *Store) loadAttempts(ctx context.Context, ids []string) (map[string]*att
 		keys = append(keys, k)
 		lo, hi = min(lo, st.GenFirst), max(hi, st.GenLast)
 	}
-	rows, err := db.QueryContext(ctx, `SELECT DISTINCT attempt_key, proc_key FROM proc_log WHERE gen BETWEEN ? AND ?
+	rows, err := db.QueryContext(ctx, `SELECT DISTINCT attempt_key, proc_key FROM proc_log WHERE gen BETWEEN ?::UBIGINT AND ?::UBIGINT
 		AND member AND attempt_key IN (`+placeholders(len(keys))+`)`, append([]any{lo, hi}, keys...)...)
 	if err != nil {
 		return nil, fmt.Errorf("cannot load memberships: %w", err)
@@ -198,7 +198,7 @@ func (s *Store) loadJobAttempts(ctx context.Context, ids []string) ([]*attState,
 			if err != nil {
 				return nil, fmt.Errorf("cannot read the jobs' first commits: %w", err)
 			}
-			if err := s.readStates(ctx, db, `gen_first >= ? AND job_id IN (`+placeholders(len(part))+`)`,
+			if err := s.readStates(ctx, db, `gen_first >= ?::UBIGINT AND job_id IN (`+placeholders(len(part))+`)`,
 				append([]any{min(lo, rowLo)}, part...), each); err != nil {
 				return nil, fmt.Errorf("cannot read the jobs' attempts: %w", err)
 			}
@@ -228,7 +228,7 @@ func (s *Store) loadJobAttempts(ctx context.Context, ids []string) ([]*attState,
 		return nil, fmt.Errorf("cannot load jobs: %w", err)
 	}
 	for _, sp := range spans {
-		if err := s.readStates(ctx, db, `job_id = ? AND gen_first BETWEEN ? AND ?`, []any{sp.id, sp.lo, sp.hi}, each); err != nil {
+		if err := s.readStates(ctx, db, `job_id = ? AND gen_first BETWEEN ?::UBIGINT AND ?::UBIGINT`, []any{sp.id, sp.lo, sp.hi}, each); err != nil {
 			return nil, fmt.Errorf("cannot load job %s's attempts: %w", sp.id, err)
 		}
 	}

@@ -98,3 +98,18 @@ func Attempts(tb testing.TB, st store.Store) []store.Attempt {
 	}
 	return atts
 }
+
+// LateRSS is a batch from agent (seq) with one sample of an attempt's RSS
+// (rss bytes) at ts, the attempt seen from first: a test stores it after
+// later samples of the attempt, as an agent's batch that came late.
+func LateRSS(tb testing.TB, agent string, seq uint64, attemptID, jobID string, first, ts, rss int64) *wire.Batch {
+	tb.Helper()
+	b := &wire.Batch{Version: wire.Version, AgentID: agent, Seq: seq, Host: "late-host", Metrics: []string{wire.AttemptRSSBytes}}
+	b.Attempts = []wire.Attempt{{AttemptID: attemptID, JobID: jobID, Type: "map", Framework: "mapreduce", FirstMs: first,
+		LastMs: ts}}
+	b.AttemptSeries = []wire.Series{{AttemptID: attemptID, Times: []int64{ts}, Columns: []wire.Column{{Metric: 0, Values: []int64{rss}}}}}
+	if err := wire.Validate(b); err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
