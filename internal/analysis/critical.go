@@ -175,6 +175,19 @@ func waveGroups(j *Job) []waveGroup {
 	return out
 }
 
+// sortedRefs is pointers to atts in the order of key, then of their IDs
+// (pointers sorted, not copies: a job's 10,000 attempts are megabytes).
+func sortedRefs(atts []store.Attempt, key func(*store.Attempt) int64) []*store.Attempt {
+	refs := make([]*store.Attempt, len(atts))
+	for i := range atts {
+		refs[i] = &atts[i]
+	}
+	slices.SortStableFunc(refs, func(x, y *store.Attempt) int {
+		return cmp.Or(cmp.Compare(key(x), key(y)), strings.Compare(x.AttemptID, y.AttemptID))
+	})
+	return refs
+}
+
 // waveSet is a wave group's waves and the wave of each of its attempts
 // (wavesOf).
 type waveSet struct {
@@ -208,15 +221,7 @@ func endOf(a store.Attempt) int64 { _, t := span(a); return t - 1 }
 // output), within a second; the chain ends at an attempt that nothing
 // ended before.
 func criticalChain(atts []store.Attempt) []store.Attempt {
-	// (Pointers sorted, not copies: a job's 10,000 attempts are
-	// megabytes.)
-	sorted := make([]*store.Attempt, len(atts))
-	for i := range atts {
-		sorted[i] = &atts[i]
-	}
-	slices.SortStableFunc(sorted, func(x, y *store.Attempt) int {
-		return cmp.Or(cmp.Compare(endOf(*x), endOf(*y)), strings.Compare(x.AttemptID, y.AttemptID))
-	})
+	sorted := sortedRefs(atts, func(a *store.Attempt) int64 { return endOf(*a) })
 	var lastMap *store.Attempt
 	for _, a := range sorted {
 		if a.Type == "map" {
@@ -297,13 +302,7 @@ func stepOf(a store.Attempt, wave int, cause string) Step {
 // that ran at once; in start order, each slots attempts are a wave.
 func wavesOf(atts []store.Attempt) (Waves, map[string]int) {
 	// (Their order found by pointers, and each copied once.)
-	order := make([]*store.Attempt, len(atts))
-	for i := range atts {
-		order[i] = &atts[i]
-	}
-	slices.SortStableFunc(order, func(x, y *store.Attempt) int {
-		return cmp.Or(cmp.Compare(x.Start, y.Start), strings.Compare(x.AttemptID, y.AttemptID))
-	})
+	order := sortedRefs(atts, func(a *store.Attempt) int64 { return int64(a.Start) })
 	sorted := make([]store.Attempt, len(atts))
 	for i, a := range order {
 		sorted[i] = *a
