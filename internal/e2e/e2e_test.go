@@ -134,19 +134,15 @@ func agentMetrics(metricsAddr string) (string, error) {
 	return b.String(), nil
 }
 
-// agentMetric is the value of an agent's metric (a counter or gauge
-// without labels) on its /metrics.
-func agentMetric(metricsAddr, name string) (float64, error) {
-	all, err := agentMetrics(metricsAddr)
-	if err != nil {
-		return 0, err
-	}
+// metricIn is the value of a metric (a counter or gauge without labels)
+// in what an agent's /metrics said (agentMetrics).
+func metricIn(all, name string) (float64, error) {
 	for _, l := range strings.Split(all, "\n") {
 		if v, ok := strings.CutPrefix(l, name+" "); ok {
 			return strconv.ParseFloat(strings.TrimSpace(v), 64)
 		}
 	}
-	return 0, fmt.Errorf("the agent at %s has no metric %s", metricsAddr, name)
+	return 0, fmt.Errorf("the agent's metrics have no %s", name)
 }
 
 // agentDiagnostics logs an agent's log and its metrics of NodeManager
@@ -1018,7 +1014,11 @@ func TestUnknownContainers(t *testing.T) {
 	}) {
 		t.Fatalf("timed out waiting for the job's attempts ended (the store holds: %s; job %s ended: %+v)", held, res.JobID, res)
 	}
-	ticks0, err := agentMetric(realNM, "taskscope_agent_ticks_total")
+	all, err := agentMetrics(realNM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ticks0, err := metricIn(all, "taskscope_agent_ticks_total")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1026,9 +1026,13 @@ func TestUnknownContainers(t *testing.T) {
 	// was acknowledged: nothing waits in the agent's queue or spool.
 	var last error
 	if !testsrv.Poll(30*time.Second, func() bool {
+		var all string
+		if all, last = agentMetrics(realNM); last != nil {
+			return false
+		}
 		var v [3]float64
 		for i, name := range []string{"taskscope_agent_ticks_total", "taskscope_agent_queue_batches", "taskscope_agent_spool_batches"} {
-			if v[i], last = agentMetric(realNM, name); last != nil {
+			if v[i], last = metricIn(all, name); last != nil {
 				return false
 			}
 		}

@@ -46,12 +46,12 @@ func (h *harness) profileOf(t *testing.T, job, attempt, ask string) (store.Profi
 	// Each answer that differs from the one before, with when it came: a
 	// failure says how the attempt's state went.
 	var seen []string
-	asked := time.Now()
+	prev, asked := "", time.Now()
 	if !testsrv.Poll(30*time.Second, func() bool {
 		var code int
 		code, last = h.post(base, ask, &req)
-		if s := fmt.Sprint(code, last, h.processesOf(job, attempt)); len(seen) == 0 || !strings.HasSuffix(seen[len(seen)-1], s) {
-			seen = append(seen, fmt.Sprintf("%.1fs: %s", time.Since(asked).Seconds(), s))
+		if s := fmt.Sprint(code, last, h.processesOf(job, attempt)); s != prev {
+			prev, seen = s, append(seen, fmt.Sprintf("%.1fs: %s", time.Since(asked).Seconds(), s))
 		}
 		return code == http.StatusAccepted
 	}) {
